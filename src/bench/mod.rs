@@ -1,0 +1,114 @@
+//! The experiments behind `dmaflow bench`: each measures dmaflow and its comparison
+//! point in the same run and reports medians.
+
+pub mod ring;
+
+use std::fmt::Write as _;
+
+/// What went wrong while running an experiment.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A queue under test failed.
+    #[error("queue under test failed: {0}")]
+    Ring(#[from] crate::ring::Error),
+    /// A peer implementation failed.
+    #[error("{peer} failed: {reason}")]
+    Peer {
+        /// Name of the implementation.
+        peer: &'static str,
+        /// What it reported.
+        reason: String,
+    },
+    /// The data that came out was not the data that went in.
+    #[error("{what}: checksum {got:#010x}, expected {expected:#010x}")]
+    Corrupted {
+        /// Which measurement.
+        what: String,
+        /// Checksum of the data received.
+        got: u32,
+        /// Checksum of the data sent.
+        expected: u32,
+    },
+    /// A worker thread panicked.
+    #[error("worker thread of {0} panicked")]
+    Panicked(&'static str),
+}
+
+/// Median of a non-empty set of samples (mean of the middle two for even counts);
+/// `NaN` for an empty set.
+pub fn median(samples: &[f64]) -> f64 {
+    let mut v = samples.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    match n {
+        0 => f64::NAN,
+        _ if n % 2 == 1 => v[n / 2],
+        _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// Renders rows as a text table with right-aligned columns.
+pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    let mut out = String::new();
+    let line = |out: &mut String, cells: &mut dyn Iterator<Item = &str>| {
+        let parts: Vec<String> = cells
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:>w$}"))
+            .collect();
+        let _ = writeln!(out, "{}", parts.join("  ").trim_end());
+    };
+    line(&mut out, &mut headers.iter().copied());
+    let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+    let _ = writeln!(out, "{}", rule.join("  "));
+    for row in rows {
+        line(&mut out, &mut row.iter().map(String::as_str));
+    }
+    out
+}
+
+/// Human-readable byte count: `64 B`, `4 KiB`, `6 MiB`.
+pub fn bytes_label(b: usize) -> String {
+    if b >= 1 << 20 && b % (1 << 20) == 0 {
+        format!("{} MiB", b >> 20)
+    } else if b >= 1 << 10 && b % (1 << 10) == 0 {
+        format!("{} KiB", b >> 10)
+    } else {
+        format!("{b} B")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_even_and_empty() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(&[]).is_nan());
+    }
+
+    #[test]
+    fn table_aligns_columns() {
+        let t = table(&["a", "bbb"], &[vec!["xx".into(), "y".into()]]);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[0], " a  bbb");
+        assert_eq!(lines[1], "--  ---");
+        assert_eq!(lines[2], "xx    y");
+    }
+
+    #[test]
+    fn byte_labels() {
+        assert_eq!(bytes_label(64), "64 B");
+        assert_eq!(bytes_label(4096), "4 KiB");
+        assert_eq!(bytes_label(6 << 20), "6 MiB");
+        assert_eq!(bytes_label(1000), "1000 B");
+    }
+}

@@ -1,0 +1,591 @@
+//! `dmaflow bench ring`: single-producer, single-consumer throughput of the mirrored
+//! queue against other Rust queues, and of a sliding-window reader with and without
+//! the overlap copy.
+//!
+//! Items are `f32`. The producer writes every item of every batch in place (its
+//! bit pattern is its sequence number); the consumer folds every item into a
+//! wrapping integer sum of the bits, which vectorises, so the queue and not the
+//! per-item work is what is measured. Every run's checksum is verified.
+
+#[cfg(feature = "peers")]
+use std::mem::MaybeUninit;
+use std::sync::Barrier;
+use std::time::Instant;
+
+use serde_json::json;
+
+use super::{Error, bytes_label, median, table};
+use crate::ring::{Builder, Wait};
+
+/// Size of one item in bytes.
+const ITEM: usize = std::mem::size_of::<f32>();
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Bytes streamed per measurement.
+    pub total_bytes: usize,
+    /// Measurements per row; the median is reported.
+    pub runs: usize,
+    /// Producer batch sizes in bytes (each a multiple of 4 and a divisor of
+    /// `total_bytes` and `queue_bytes`).
+    pub batches: Vec<usize>,
+    /// Capacity of every queue under test, in bytes.
+    pub queue_bytes: usize,
+}
+
+impl Config {
+    /// The full experiment.
+    pub fn full() -> Self {
+        Config {
+            total_bytes: 512 << 20,
+            runs: 7,
+            batches: vec![64, 4 << 10, 64 << 10],
+            queue_bytes: 256 << 10,
+        }
+    }
+
+    /// A shorter run (well under 30 s).
+    pub fn quick() -> Self {
+        Config {
+            total_bytes: 64 << 20,
+            runs: 5,
+            ..Self::full()
+        }
+    }
+
+    /// A tiny run for tests.
+    pub fn tiny() -> Self {
+        Config {
+            total_bytes: 1 << 20,
+            runs: 1,
+            batches: vec![64, 4 << 10],
+            queue_bytes: 64 << 10,
+        }
+    }
+}
+
+/// One row of the result: the median of `runs` measurements.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// `dmaflow`, `rtrb`, `ringbuf`, `vmcircbuffer`, `crossbeam` or `memcpy`.
+    pub implementation: &'static str,
+    /// `stream`, `window` or `window-copy`.
+    pub case: &'static str,
+    /// Producer batch (and, for the window cases, hop) in bytes.
+    pub batch_bytes: usize,
+    /// Median throughput in 10^9 bytes per second of stream.
+    pub gbytes_per_s: f64,
+}
+
+/// Sets every item to the float whose bits are its sequence number.
+fn fill(s: &mut [f32], first: u32) {
+    for (k, x) in s.iter_mut().enumerate() {
+        *x = f32::from_bits(first.wrapping_add(k as u32));
+    }
+}
+
+/// [`fill`] for uninitialised slots.
+#[cfg(feature = "peers")]
+fn fill_uninit(s: &mut [MaybeUninit<f32>], first: u32) {
+    for (k, x) in s.iter_mut().enumerate() {
+        x.write(f32::from_bits(first.wrapping_add(k as u32)));
+    }
+}
+
+/// Wrapping sum of the items' bits; vectorises.
+fn checksum(s: &[f32]) -> u32 {
+    bytemuck::cast_slice::<f32, u32>(s)
+        .iter()
+        .fold(0u32, |a, &b| a.wrapping_add(b))
+}
+
+/// Checksum of the sequence numbers `first .. first + n`.
+fn series(first: u64, n: u64) -> u32 {
+    if n == 0 {
+        return 0;
+    }
+    // Sum of an arithmetic series, reduced mod 2^32 (all terms fit in u128).
+    let s = (n as u128) * (2 * first as u128 + n as u128 - 1) / 2;
+    s as u32
+}
+
+/// Runs `producer` and `consumer` on two threads started together; returns the
+/// elapsed seconds and the consumer's checksum.
+fn two_threads<P, C>(name: &'static str, producer: P, consumer: C) -> Result<(f64, u32), Error>
+where
+    P: FnOnce() -> Result<(), Error> + Send,
+    C: FnOnce() -> Result<u32, Error> + Send,
+{
+    let start = Barrier::new(3);
+    std::thread::scope(|s| {
+        let p = s.spawn(|| {
+            start.wait();
+            producer()
+        });
+        let c = s.spawn(|| {
+            start.wait();
+            consumer()
+        });
+        start.wait();
+        let t0 = Instant::now();
+        let pr = p.join();
+        let cr = c.join();
+        let secs = t0.elapsed().as_secs_f64();
+        pr.map_err(|_| Error::Panicked(name))??;
+        let sum = cr.map_err(|_| Error::Panicked(name))??;
+        Ok((secs, sum))
+    })
+}
+
+struct Shape {
+    items: usize,
+    batch: usize,
+    queue: usize,
+}
+
+impl Shape {
+    fn batches(&self) -> usize {
+        self.items / self.batch
+    }
+}
+
+fn dmaflow_stream(sh: &Shape) -> Result<(f64, u32), Error> {
+    let (mut w, mut r) = Builder::<f32>::new(sh.queue).wait(Wait::Spin).build()?;
+    let (nb, bi) = (sh.batches(), sh.batch);
+    two_threads(
+        "dmaflow",
+        move || {
+            for b in 0..nb {
+                fill(w.reserve(bi)?, (b * bi) as u32);
+                w.commit(bi)?;
+            }
+            Ok(())
+        },
+        move || {
+            let mut sum = 0u32;
+            loop {
+                let s = r.peek(1)?;
+                if s.is_empty() {
+                    return Ok(sum);
+                }
+                sum = sum.wrapping_add(checksum(s));
+                let n = s.len();
+                r.consume(n)?;
+            }
+        },
+    )
+}
+
+/// Sliding windows of `2 * hop` items, `hop` apart, read in place.
+fn dmaflow_window(sh: &Shape) -> Result<(f64, u32), Error> {
+    let (mut w, mut r) = Builder::<f32>::new(sh.queue).wait(Wait::Spin).build()?;
+    let (nb, hop) = (sh.batches(), sh.batch);
+    two_threads(
+        "dmaflow",
+        move || {
+            for b in 0..nb {
+                fill(w.reserve(hop)?, (b * hop) as u32);
+                w.commit(hop)?;
+            }
+            Ok(())
+        },
+        move || {
+            let mut sum = 0u32;
+            loop {
+                let s = r.peek(2 * hop)?;
+                if s.len() < 2 * hop {
+                    return Ok(sum);
+                }
+                sum = sum.wrapping_add(checksum(&s[..2 * hop]));
+                r.consume(hop)?;
+            }
+        },
+    )
+}
+
+/// The same windows, built by a reader that copies the overlap to the front of a
+/// private buffer and the new hop after it (paper 001, §II).
+fn copying_window(sh: &Shape) -> Result<(f64, u32), Error> {
+    let (mut w, mut r) = Builder::<f32>::new(sh.queue).wait(Wait::Spin).build()?;
+    let (nb, hop) = (sh.batches(), sh.batch);
+    two_threads(
+        "dmaflow",
+        move || {
+            for b in 0..nb {
+                fill(w.reserve(hop)?, (b * hop) as u32);
+                w.commit(hop)?;
+            }
+            Ok(())
+        },
+        move || {
+            let mut buf = vec![0f32; 2 * hop];
+            let mut sum = 0u32;
+            let mut primed = false;
+            loop {
+                let s = r.peek(hop)?;
+                if s.len() < hop {
+                    return Ok(sum);
+                }
+                buf.copy_within(hop.., 0);
+                buf[hop..].copy_from_slice(&s[..hop]);
+                r.consume(hop)?;
+                if primed {
+                    sum = sum.wrapping_add(checksum(&buf));
+                }
+                primed = true;
+            }
+        },
+    )
+}
+
+/// Expected checksum of the window cases: every window `[k hop, k hop + 2 hop)`.
+fn window_series(items: usize, hop: usize) -> u32 {
+    let windows = (items / hop).saturating_sub(1);
+    (0..windows).fold(0u32, |a, k| {
+        a.wrapping_add(series((k * hop) as u64, (2 * hop) as u64))
+    })
+}
+
+#[cfg(feature = "peers")]
+fn rtrb_stream(sh: &Shape) -> Result<(f64, u32), Error> {
+    let (mut p, mut c) = rtrb::RingBuffer::<f32>::new(sh.queue);
+    let (nb, bi, total) = (sh.batches(), sh.batch, sh.items);
+    two_threads(
+        "rtrb",
+        move || {
+            for b in 0..nb {
+                let mut chunk = loop {
+                    match p.write_chunk_uninit(bi) {
+                        Ok(c) => break c,
+                        Err(_) => std::hint::spin_loop(),
+                    }
+                };
+                let (x, y) = chunk.as_mut_slices();
+                let first = (b * bi) as u32;
+                let xl = x.len() as u32;
+                fill_uninit(x, first);
+                fill_uninit(y, first.wrapping_add(xl));
+                // SAFETY: both slices were fully initialised just above.
+                unsafe { chunk.commit_all() };
+            }
+            Ok(())
+        },
+        move || {
+            let (mut sum, mut got) = (0u32, 0usize);
+            while got < total {
+                let n = c.slots();
+                if n == 0 {
+                    std::hint::spin_loop();
+                    continue;
+                }
+                let chunk = c.read_chunk(n).map_err(|e| Error::Peer {
+                    peer: "rtrb",
+                    reason: e.to_string(),
+                })?;
+                let (x, y) = chunk.as_slices();
+                sum = sum.wrapping_add(checksum(x)).wrapping_add(checksum(y));
+                chunk.commit_all();
+                got += n;
+            }
+            Ok(sum)
+        },
+    )
+}
+
+#[cfg(feature = "peers")]
+fn ringbuf_stream(sh: &Shape) -> Result<(f64, u32), Error> {
+    use ringbuf::traits::{Consumer, Observer, Producer, Raw, Split};
+    let (mut p, mut c) = ringbuf::HeapRb::<f32>::new(sh.queue).split();
+    let (nb, bi, total) = (sh.batches(), sh.batch, sh.items);
+    two_threads(
+        "ringbuf",
+        move || {
+            for b in 0..nb {
+                while p.vacant_len() < bi {
+                    std::hint::spin_loop();
+                }
+                let (x, y) = p.vacant_slices_mut();
+                let first = (b * bi) as u32;
+                let nx = x.len().min(bi);
+                fill_uninit(&mut x[..nx], first);
+                fill_uninit(&mut y[..bi - nx], first.wrapping_add(nx as u32));
+                // SAFETY: the first `bi` vacant slots were initialised just above.
+                unsafe { p.advance_write_index(bi) };
+            }
+            Ok(())
+        },
+        move || {
+            let (mut sum, mut got) = (0u32, 0usize);
+            while got < total {
+                let (x, y) = c.as_slices();
+                let n = x.len() + y.len();
+                if n == 0 {
+                    std::hint::spin_loop();
+                    continue;
+                }
+                sum = sum.wrapping_add(checksum(x)).wrapping_add(checksum(y));
+                c.skip(n);
+                got += n;
+            }
+            Ok(sum)
+        },
+    )
+}
+
+#[cfg(feature = "peers")]
+fn vmcircbuffer_stream(sh: &Shape) -> Result<(f64, u32), Error> {
+    let mut w =
+        vmcircbuffer::sync::Circular::with_capacity::<f32>(sh.queue).map_err(|e| Error::Peer {
+            peer: "vmcircbuffer",
+            reason: format!("{e:?}"),
+        })?;
+    let mut r = w.add_reader();
+    let (nb, bi) = (sh.batches(), sh.batch);
+    two_threads(
+        "vmcircbuffer",
+        move || {
+            for b in 0..nb {
+                while w.slice().len() < bi {}
+                fill(&mut w.slice()[..bi], (b * bi) as u32);
+                w.produce(bi);
+            }
+            Ok(())
+        },
+        move || {
+            let mut sum = 0u32;
+            while let Some(s) = r.slice() {
+                sum = sum.wrapping_add(checksum(s));
+                let n = s.len();
+                r.consume(n);
+            }
+            Ok(sum)
+        },
+    )
+}
+
+#[cfg(feature = "peers")]
+fn crossbeam_stream(sh: &Shape) -> Result<(f64, u32), Error> {
+    let (tx, rx) = crossbeam_channel::bounded::<Vec<f32>>((sh.queue / sh.batch).max(1));
+    let (nb, bi) = (sh.batches(), sh.batch);
+    two_threads(
+        "crossbeam",
+        move || {
+            for b in 0..nb {
+                let mut v = vec![0f32; bi];
+                fill(&mut v, (b * bi) as u32);
+                tx.send(v).map_err(|e| Error::Peer {
+                    peer: "crossbeam",
+                    reason: e.to_string(),
+                })?;
+            }
+            Ok(())
+        },
+        move || Ok(rx.iter().fold(0u32, |a, v| a.wrapping_add(checksum(&v)))),
+    )
+}
+
+/// One thread copying batch-sized blocks between two queue-sized buffers: the
+/// limit a queue that moves every byte once could reach.
+fn memcpy_stream(sh: &Shape) -> Result<(f64, u32), Error> {
+    let mut src = vec![0f32; sh.queue];
+    fill(&mut src, 0);
+    let mut dst = vec![0f32; sh.queue];
+    let t0 = Instant::now();
+    for b in 0..sh.batches() {
+        let off = (b * sh.batch) % sh.queue;
+        dst[off..off + sh.batch].copy_from_slice(&src[off..off + sh.batch]);
+        std::hint::black_box(&mut dst);
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    Ok((secs, checksum(&dst)))
+}
+
+type Measure = fn(&Shape) -> Result<(f64, u32), Error>;
+
+/// The implementations measured for one case, with the checksum each must give.
+fn contenders(case: &'static str) -> Vec<(&'static str, Measure)> {
+    match case {
+        "stream" => {
+            let mut v: Vec<(&'static str, Measure)> = vec![("dmaflow", dmaflow_stream)];
+            #[cfg(feature = "peers")]
+            v.extend([
+                ("rtrb", rtrb_stream as Measure),
+                ("ringbuf", ringbuf_stream),
+                ("vmcircbuffer", vmcircbuffer_stream),
+                ("crossbeam", crossbeam_stream),
+            ]);
+            v.push(("memcpy", memcpy_stream));
+            v
+        }
+        "window" => vec![("dmaflow", dmaflow_window)],
+        _ => vec![("dmaflow", copying_window)],
+    }
+}
+
+/// Runs the experiment. `progress` hears about each measurement before it starts.
+pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
+    let mut rows = Vec::new();
+    for &batch_bytes in &cfg.batches {
+        let shape = Shape {
+            items: cfg.total_bytes / ITEM / (batch_bytes / ITEM) * (batch_bytes / ITEM),
+            batch: batch_bytes / ITEM,
+            queue: cfg.queue_bytes / ITEM,
+        };
+        for case in ["stream", "window", "window-copy"] {
+            let impls = contenders(case);
+            let mut samples = vec![Vec::new(); impls.len()];
+            for run in 0..cfg.runs {
+                for (i, (name, measure)) in impls.iter().enumerate() {
+                    progress(&format!(
+                        "ring {case} {} {name} run {}/{}",
+                        bytes_label(batch_bytes),
+                        run + 1,
+                        cfg.runs
+                    ));
+                    let (secs, sum) = measure(&shape)?;
+                    let expected = match (case, *name) {
+                        (_, "memcpy") => checksum_of_queue(shape.queue),
+                        ("stream", _) => series(0, shape.items as u64),
+                        _ => window_series(shape.items, shape.batch),
+                    };
+                    if sum != expected {
+                        return Err(Error::Corrupted {
+                            what: format!("ring {case} {name} batch {batch_bytes} B"),
+                            got: sum,
+                            expected,
+                        });
+                    }
+                    samples[i].push((shape.items * ITEM) as f64 / secs / 1e9);
+                }
+            }
+            for ((name, _), s) in impls.iter().zip(&samples) {
+                rows.push(Row {
+                    implementation: name,
+                    case,
+                    batch_bytes,
+                    gbytes_per_s: median(s),
+                });
+            }
+        }
+    }
+    Ok(rows)
+}
+
+fn checksum_of_queue(items: usize) -> u32 {
+    series(0, items as u64)
+}
+
+/// Throughput of dmaflow in the same case (the `window` case for `window-copy`).
+fn reference(rows: &[Row], row: &Row) -> Option<f64> {
+    let case = if row.case == "window-copy" {
+        "window"
+    } else {
+        row.case
+    };
+    rows.iter()
+        .find(|r| {
+            r.implementation == "dmaflow" && r.case == case && r.batch_bytes == row.batch_bytes
+        })
+        .map(|r| r.gbytes_per_s)
+}
+
+/// The result as a text table with each row's ratio to dmaflow.
+pub fn render(rows: &[Row]) -> String {
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            let ratio =
+                reference(rows, r).map_or("-".into(), |d| format!("{:.2}", r.gbytes_per_s / d));
+            vec![
+                r.implementation.to_string(),
+                r.case.to_string(),
+                bytes_label(r.batch_bytes),
+                format!("{:.2}", r.gbytes_per_s),
+                ratio,
+            ]
+        })
+        .collect();
+    table(
+        &["impl", "case", "batch", "GB/s (median)", "x dmaflow"],
+        &cells,
+    )
+}
+
+/// How dmaflow compares with the best peer and the copying reader, per batch size.
+pub fn summary(rows: &[Row]) -> String {
+    let mut out = String::new();
+    let mut batches: Vec<usize> = rows.iter().map(|r| r.batch_bytes).collect();
+    batches.dedup();
+    for b in batches {
+        let get = |imp: &str, case: &str| {
+            rows.iter()
+                .find(|r| r.implementation == imp && r.case == case && r.batch_bytes == b)
+                .map(|r| r.gbytes_per_s)
+        };
+        let best_peer = rows
+            .iter()
+            .filter(|r| {
+                r.batch_bytes == b
+                    && r.case == "stream"
+                    && !matches!(r.implementation, "dmaflow" | "memcpy")
+            })
+            .max_by(|x, y| x.gbytes_per_s.total_cmp(&y.gbytes_per_s));
+        if let (Some(d), Some(p)) = (get("dmaflow", "stream"), best_peer) {
+            out += &format!(
+                "{}: dmaflow / best peer ({}) = {:.2}x",
+                bytes_label(b),
+                p.implementation,
+                d / p.gbytes_per_s
+            );
+        }
+        if let (Some(w), Some(c)) = (get("dmaflow", "window"), get("dmaflow", "window-copy")) {
+            out += &format!("; window / window-copy = {:.2}x", w / c);
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The result as `{"experiment":"ring","rows":[...]}`.
+pub fn json(rows: &[Row]) -> serde_json::Value {
+    json!({
+        "experiment": "ring",
+        "rows": rows.iter().map(|r| json!({
+            "impl": r.implementation,
+            "case": r.case,
+            "batch_bytes": r.batch_bytes,
+            "gbytes_per_s": r.gbytes_per_s,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn series_matches_a_loop() {
+        let direct = (10u32..10 + 1000).fold(0u32, |a, b| a.wrapping_add(b));
+        assert_eq!(series(10, 1000), direct);
+        assert_eq!(series(0, 0), 0);
+        let mut v = vec![0f32; 1000];
+        fill(&mut v, 10);
+        assert_eq!(checksum(&v), direct);
+    }
+
+    #[test]
+    fn tiny_run_verifies_every_implementation() {
+        let rows = run(&Config::tiny(), |_| {}).unwrap();
+        let impls_per_batch = contenders("stream").len() + 2;
+        assert_eq!(rows.len(), 2 * impls_per_batch);
+        for r in &rows {
+            assert!(r.gbytes_per_s.is_finite() && r.gbytes_per_s > 0.0, "{r:?}");
+        }
+        let j = json(&rows);
+        assert_eq!(j["experiment"], "ring");
+        assert_eq!(j["rows"].as_array().unwrap().len(), rows.len());
+        assert!(render(&rows).contains("window-copy"));
+        assert!(summary(&rows).contains("window / window-copy"));
+    }
+}

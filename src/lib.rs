@@ -1,0 +1,26 @@
+//! dmaflow moves streams of data between programs and accelerators with as few
+//! copies, system calls and wake-ups as the hardware allows, and measures how close
+//! it gets.
+//!
+//! - [`ring`]: zero-copy circular queues built on virtual-memory mirroring, with
+//!   firing thresholds.
+//! - [`bench`]: the experiments behind `dmaflow bench`.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
+
+pub mod bench;
+pub mod ring;
+mod sync;
+
+/// Any error dmaflow reports.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A queue operation failed.
+    #[error(transparent)]
+    Ring(#[from] ring::Error),
+    /// A benchmark failed.
+    #[error(transparent)]
+    Bench(#[from] bench::Error),
+}

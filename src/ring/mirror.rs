@@ -1,0 +1,238 @@
+//! The mirrored mapping behind every queue: one shared-memory object mapped twice,
+//! back to back, so that a run of slots that passes the end of the first copy
+//! continues, contiguous in virtual memory, into the second copy (paper 001, §III).
+//!
+//! All `mmap` code of the queues lives in this file.
+
+use std::ffi::c_void;
+use std::io;
+use std::ptr::{self, NonNull};
+
+use rustix::fs::{MemfdFlags, ftruncate, memfd_create};
+use rustix::mm::{Advice, MapFlags, ProtFlags, madvise, mmap, mmap_anonymous, munmap};
+
+use super::Error;
+
+/// A memory object of `len` bytes mapped at `base` and again at `base + len`.
+pub(crate) struct Mirror {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: `Mirror` owns its mapping exclusively (like a `Box<[u8]>`); the mapping
+// is process memory valid from any thread. Who may touch which bytes is decided by
+// the queue's cursors, not by the `Mirror` itself.
+unsafe impl Send for Mirror {}
+// SAFETY: as above; `&Mirror` only hands out raw pointers.
+unsafe impl Sync for Mirror {}
+
+fn map_error(bytes: usize, step: &'static str) -> impl FnOnce(rustix::io::Errno) -> Error {
+    move |e| Error::Map {
+        bytes,
+        step,
+        source: io::Error::from(e),
+    }
+}
+
+/// Least common multiple of two non-zero numbers, `None` on overflow.
+fn lcm(a: usize, b: usize) -> Option<usize> {
+    let (mut x, mut y) = (a, b);
+    while y != 0 {
+        (x, y) = (y, x % y);
+    }
+    (a / x).checked_mul(b)
+}
+
+impl Mirror {
+    /// Maps at least `min_bytes` (at least one page), rounded up to a whole number of
+    /// pages and of `granule`-byte items.
+    pub(crate) fn new(min_bytes: usize, granule: usize) -> Result<Self, Error> {
+        let page = rustix::param::page_size();
+        let unit = lcm(page, granule.max(1)).ok_or(Error::CapacityOverflow { bytes: min_bytes })?;
+        let len = min_bytes
+            .max(1)
+            .div_ceil(unit)
+            .checked_mul(unit)
+            .filter(|l| l.checked_mul(2).is_some_and(|d| d <= isize::MAX as usize))
+            .ok_or(Error::CapacityOverflow { bytes: min_bytes })?;
+        let fd = memfd_create("dmaflow-ring", MemfdFlags::CLOEXEC)
+            .map_err(map_error(len, "memfd_create"))?;
+        ftruncate(&fd, len as u64).map_err(map_error(len, "ftruncate"))?;
+
+        // SAFETY: an anonymous PROT_NONE reservation at an address the kernel picks
+        // touches no existing memory.
+        let reserved = unsafe {
+            mmap_anonymous(
+                ptr::null_mut(),
+                2 * len,
+                ProtFlags::empty(),
+                MapFlags::PRIVATE | MapFlags::NORESERVE,
+            )
+        }
+        .map_err(map_error(2 * len, "mmap (reserve)"))?;
+        // From here on, `mirror` unmaps the whole reservation if a later step fails.
+        let mirror = Mirror {
+            base: NonNull::new(reserved.cast::<u8>()).ok_or(Error::Map {
+                bytes: 2 * len,
+                step: "mmap (reserve)",
+                source: io::Error::other("null mapping"),
+            })?,
+            len,
+        };
+        for (half, step) in [(0, "mmap (first copy)"), (1, "mmap (second copy)")] {
+            // SAFETY: `half * len` stays within the 2 * len reservation.
+            let want = unsafe { reserved.cast::<u8>().add(half * len) }.cast::<c_void>();
+            // SAFETY: MAP_FIXED replaces pages of our own reservation only (`want` to
+            // `want + len` lies inside it), so no other mapping is clobbered.
+            let got = unsafe {
+                mmap(
+                    want,
+                    len,
+                    ProtFlags::READ | ProtFlags::WRITE,
+                    MapFlags::SHARED | MapFlags::FIXED,
+                    &fd,
+                    0,
+                )
+            }
+            .map_err(map_error(len, step))?;
+            if got != want {
+                return Err(Error::Map {
+                    bytes: len,
+                    step,
+                    source: io::Error::other(format!("mapped at {got:p}, wanted {want:p}")),
+                });
+            }
+        }
+        // SAFETY: the range is exactly our reservation; DONTFORK only changes what a
+        // forked child inherits (nothing), never this process's view.
+        unsafe { madvise(reserved, 2 * len, Advice::LinuxDontFork) }
+            .map_err(map_error(2 * len, "madvise(MADV_DONTFORK)"))?;
+        // The mappings keep the memory object alive; `fd` closes here.
+        Ok(mirror)
+    }
+
+    /// Length in bytes of one copy.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Start of the first copy.
+    pub(crate) fn base(&self) -> *mut u8 {
+        self.base.as_ptr()
+    }
+
+    /// `n` items of `T` starting at item `start` of the first copy, as a shared slice.
+    ///
+    /// # Safety
+    /// `start < len / size_of::<T>()` and `n <= len / size_of::<T>()`, so that the
+    /// range lies inside the double mapping; no `&mut` to any of those slots (in
+    /// either copy) may be live while the slice is, and the items must not be
+    /// written by anyone while it is live.
+    pub(crate) unsafe fn items<T: bytemuck::Pod>(&self, start: usize, n: usize) -> &[T] {
+        // SAFETY: the caller keeps `start + n` within the two copies, the base is
+        // page-aligned and `len` a multiple of `size_of::<T>()` so items stay aligned,
+        // the memory is initialised (zero-filled or written) and any bit pattern is a
+        // valid `T`; aliasing is the caller's promise.
+        unsafe { std::slice::from_raw_parts(self.base().cast::<T>().add(start), n) }
+    }
+
+    /// `n` items of `T` starting at item `start`, as an exclusive slice.
+    ///
+    /// # Safety
+    /// As [`Mirror::items`], and no other reference of any kind to those slots (in
+    /// either copy) may be live while the slice is.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn items_mut<T: bytemuck::Pod>(&self, start: usize, n: usize) -> &mut [T] {
+        // SAFETY: as in `items`; exclusivity is the caller's promise.
+        unsafe { std::slice::from_raw_parts_mut(self.base().cast::<T>().add(start), n) }
+    }
+}
+
+impl Drop for Mirror {
+    fn drop(&mut self) {
+        // SAFETY: we unmap exactly the 2 * len reservation we own; no slice into it
+        // outlives the `Mirror` (slices borrow the queue that owns it).
+        // An error here could only mean the range was not ours, which cannot happen.
+        let _ = unsafe { munmap(self.base.as_ptr().cast(), 2 * self.len) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn size_is_whole_pages_and_items() {
+        let page = rustix::param::page_size();
+        let m = Mirror::new(1, 4).unwrap();
+        assert_eq!(m.len(), page);
+        let m = Mirror::new(page + 1, 4).unwrap();
+        assert_eq!(m.len(), 2 * page);
+        // 12-byte items: the length must hold a whole number of them.
+        let m = Mirror::new(100, 12).unwrap();
+        assert_eq!(m.len() % 12, 0);
+        assert_eq!(m.len() % page, 0);
+    }
+
+    #[test]
+    fn write_through_the_end_appears_at_the_start() {
+        let m = Mirror::new(4096, 4).unwrap();
+        let n = m.len() / 4;
+        // SAFETY: 8 items starting 4 before the end of the first copy lie inside the
+        // double mapping; no other slice is live.
+        let s = unsafe { m.items_mut::<u32>(n - 4, 8) };
+        for (i, x) in s.iter_mut().enumerate() {
+            *x = 100 + i as u32;
+        }
+        // SAFETY: the first 4 items; the mutable slice above is no longer used.
+        let head = unsafe { m.items::<u32>(0, 4) };
+        assert_eq!(head, &[104, 105, 106, 107]);
+        // And the reverse: a write at the start shows past the end.
+        // SAFETY: item 0, no other live slice.
+        unsafe { m.items_mut::<u32>(0, 1) }
+        [0] = 7;
+        // SAFETY: item n is the first item of the second copy, inside the mapping.
+        assert_eq!(unsafe { m.items::<u32>(n, 1) }[0], 7);
+    }
+
+    #[test]
+    fn too_large_is_an_error_with_the_size() {
+        match Mirror::new(usize::MAX / 2, 4) {
+            Err(Error::CapacityOverflow { bytes }) => assert_eq!(bytes, usize::MAX / 2),
+            other => panic!("expected CapacityOverflow, got {:?}", other.err()),
+        }
+        // Larger than the address space allows but not overflowing: the OS refuses.
+        match Mirror::new(1 << 46, 4) {
+            Err(Error::Map { bytes, .. }) => assert!(bytes >= 1 << 46),
+            Err(e) => panic!("unexpected error {e}"),
+            Ok(_) => {} // a machine with a huge address space and overcommit may allow it
+        }
+    }
+
+    #[test]
+    fn forked_child_does_not_inherit_the_mapping() {
+        let m = Mirror::new(4096, 4).unwrap();
+        let addr = m.base().cast::<libc::c_void>();
+        let len = 2 * m.len();
+        // SAFETY: the child only calls async-signal-safe functions (msync, _exit).
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            // msync fails with ENOMEM when the range is not mapped in this process.
+            // SAFETY: msync only inspects the range; it does not dereference it.
+            let r = unsafe { libc::msync(addr, len, libc::MS_ASYNC) };
+            let code = if r == -1 { 0 } else { 1 };
+            // SAFETY: _exit ends the child without running the parent's destructors.
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        // SAFETY: waiting for our own child.
+        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert_eq!(r, pid);
+        assert!(libc::WIFEXITED(status));
+        assert_eq!(libc::WEXITSTATUS(status), 0, "child still had the mapping");
+        // The parent still has it.
+        // SAFETY: as above, in the parent where the range is mapped.
+        assert_eq!(unsafe { libc::msync(addr, len, libc::MS_ASYNC) }, 0);
+    }
+}

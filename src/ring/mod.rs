@@ -1,0 +1,315 @@
+//! Zero-copy circular queues backed by virtual-memory mirroring (paper 001).
+//!
+//! The queue's memory is mapped twice, back to back, so every run of up to
+//! `capacity` slots is one contiguous slice, wherever it starts. A writer
+//! [`reserve`](Writer::reserve)s `n` slots, fills them in place and
+//! [`commit`](Writer::commit)s; a reader [`peek`](Reader::peek)s with a *firing
+//! threshold* (it may look at more items than it then [`consume`](Reader::consume)s),
+//! which is what lets a sliding-window algorithm run over its input without ever
+//! copying the overlap.
+//!
+//! ```
+//! let (mut w, mut r) = dmaflow::ring::channel::<f32>(1024)?;
+//! let s = w.reserve(4)?;
+//! s.copy_from_slice(&[1.0, 2.0, 3.0, 4.0]);
+//! w.commit(4)?;
+//! let window = r.peek(4)?; // look at 4 items ...
+//! assert_eq!(window, &[1.0, 2.0, 3.0, 4.0]);
+//! r.consume(2)?; // ... but consume only 2: the other 2 stay for the next window
+//! assert_eq!(r.peek(2)?, &[3.0, 4.0]);
+//! # Ok::<(), dmaflow::ring::Error>(())
+//! ```
+
+mod cursor;
+mod mirror;
+
+use std::io;
+use std::marker::PhantomData;
+
+pub use bytemuck::Pod;
+
+use cursor::{ReadSide, WriteSide};
+use mirror::Mirror;
+
+use crate::sync::Arc;
+
+/// What went wrong with a queue.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// `reserve(n)` asked for more slots than the queue has: it could never succeed.
+    #[error("cannot reserve {requested} items: the queue holds only {capacity}")]
+    ReserveTooLarge {
+        /// Items asked for.
+        requested: usize,
+        /// Capacity of the queue in items.
+        capacity: usize,
+    },
+    /// `peek(threshold)` with a firing threshold larger than the queue.
+    #[error("firing threshold {threshold} exceeds the queue capacity of {capacity} items")]
+    ThresholdTooLarge {
+        /// Threshold asked for.
+        threshold: usize,
+        /// Capacity of the queue in items.
+        capacity: usize,
+    },
+    /// `commit(k)` of more items than are reserved.
+    #[error("cannot commit {requested} items: only {reserved} are reserved")]
+    CommitTooLarge {
+        /// Items the caller tried to commit.
+        requested: usize,
+        /// Items reserved and not yet committed.
+        reserved: usize,
+    },
+    /// `consume(m)` of more items than are readable.
+    #[error("cannot consume {requested} items: only {available} are readable")]
+    ConsumeTooLarge {
+        /// Items the caller tried to consume.
+        requested: usize,
+        /// Items readable now.
+        available: usize,
+    },
+    /// Every reader has been dropped: what the writer would write could never be read.
+    #[error("queue closed: every reader has been dropped")]
+    Closed,
+    /// Items of size zero cannot be queued.
+    #[error("items of size zero cannot be queued")]
+    ZeroSizedItem,
+    /// The requested size does not fit the address space.
+    #[error("a queue of {bytes} bytes does not fit in the address space")]
+    CapacityOverflow {
+        /// Bytes asked for.
+        bytes: usize,
+    },
+    /// The operating system refused to create the mirrored mapping.
+    #[error("mirrored mapping of {bytes} bytes failed at {step}: {source}")]
+    Map {
+        /// Bytes asked for in the failing step.
+        bytes: usize,
+        /// System call that failed.
+        step: &'static str,
+        /// The operating system's error.
+        source: io::Error,
+    },
+}
+
+/// How a blocked writer or reader waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Wait {
+    /// Busy-spin on the other side's cursor: lowest latency, burns a core.
+    Spin,
+    /// Spin briefly, then `sched_yield` between checks.
+    Yield,
+    /// Spin briefly, then sleep until woken; costs no CPU while asleep.
+    #[default]
+    Block,
+}
+
+/// Configures and creates a queue.
+///
+/// ```
+/// use dmaflow::ring::{Builder, Wait};
+/// let (w, r) = Builder::<u32>::new(4096).wait(Wait::Spin).build()?;
+/// assert!(w.capacity() >= 4096);
+/// # Ok::<(), dmaflow::ring::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Builder<T> {
+    min_items: usize,
+    wait: Wait,
+    _items: PhantomData<T>,
+}
+
+impl<T: Pod> Builder<T> {
+    /// A queue of at least `min_items` items (rounded up to whole pages).
+    pub fn new(min_items: usize) -> Self {
+        Builder {
+            min_items,
+            wait: Wait::default(),
+            _items: PhantomData,
+        }
+    }
+
+    /// How blocked calls wait (default [`Wait::Block`]).
+    pub fn wait(mut self, wait: Wait) -> Self {
+        self.wait = wait;
+        self
+    }
+
+    /// Creates the queue with one reader.
+    pub fn build(self) -> Result<(Writer<T>, Reader<T>), Error> {
+        let size = std::mem::size_of::<T>();
+        if size == 0 {
+            return Err(Error::ZeroSizedItem);
+        }
+        let bytes = self
+            .min_items
+            .checked_mul(size)
+            .ok_or(Error::CapacityOverflow { bytes: usize::MAX })?;
+        let mirror = Arc::new(Mirror::new(bytes, size)?);
+        let (ws, rs) = cursor::pair(mirror.len() / size, self.wait);
+        let reader = Reader {
+            side: rs,
+            mirror: mirror.clone(),
+            _items: PhantomData,
+        };
+        let writer = Writer {
+            side: ws,
+            mirror,
+            reserved: 0,
+            _items: PhantomData,
+        };
+        Ok((writer, reader))
+    }
+}
+
+/// A queue of at least `min_items` items with the default [`Wait::Block`] waiting.
+pub fn channel<T: Pod>(min_items: usize) -> Result<(Writer<T>, Reader<T>), Error> {
+    Builder::new(min_items).build()
+}
+
+/// The writing end of a queue. Dropping it ends the stream for every reader.
+pub struct Writer<T> {
+    side: WriteSide,
+    mirror: Arc<Mirror>,
+    reserved: usize,
+    _items: PhantomData<T>,
+}
+
+impl<T: Pod> Writer<T> {
+    /// Capacity in items: the most that can be reserved, or be unread, at once.
+    pub fn capacity(&self) -> usize {
+        self.side.capacity()
+    }
+
+    /// Waits until `n` contiguous slots are free and returns exactly `n` of them.
+    /// Their contents are unspecified (old items); overwrite what you commit.
+    ///
+    /// Errors: [`Error::ReserveTooLarge`] if `n` exceeds the capacity,
+    /// [`Error::Closed`] if every reader is gone.
+    pub fn reserve(&mut self, n: usize) -> Result<&mut [T], Error> {
+        self.side.wait_free(n, true)?;
+        Ok(self.slots(n))
+    }
+
+    /// Like [`reserve`](Writer::reserve) but never blocks: `Ok(None)` when the space
+    /// is not free yet.
+    pub fn try_reserve(&mut self, n: usize) -> Result<Option<&mut [T]>, Error> {
+        if !self.side.wait_free(n, false)? {
+            return Ok(None);
+        }
+        Ok(Some(self.slots(n)))
+    }
+
+    fn slots(&mut self, n: usize) -> &mut [T] {
+        self.reserved = n;
+        // SAFETY: `wait_free` established that the `n <= capacity` slots from the
+        // write position are free: every reader has consumed them, so no reader
+        // slice covers them (readers only see published slots), and our `&mut self`
+        // borrow rules out any other writer slice. The range lies within the double
+        // mapping because slot < capacity and n <= capacity.
+        unsafe { self.mirror.items_mut(self.side.slot(), n) }
+    }
+
+    /// Publishes the first `k` reserved items to every reader. What remains of the
+    /// reservation stays reserved.
+    pub fn commit(&mut self, k: usize) -> Result<(), Error> {
+        if k > self.reserved {
+            return Err(Error::CommitTooLarge {
+                requested: k,
+                reserved: self.reserved,
+            });
+        }
+        self.reserved -= k;
+        self.side.publish(k);
+        Ok(())
+    }
+
+    /// A new reader that sees every item committed from now on. The writer waits for
+    /// the slowest reader.
+    pub fn add_reader(&mut self) -> Reader<T> {
+        Reader {
+            side: self.side.add_reader(),
+            mirror: self.mirror.clone(),
+            _items: PhantomData,
+        }
+    }
+
+    /// Whether every reader has been dropped.
+    pub fn is_closed(&self) -> bool {
+        self.side.is_closed()
+    }
+}
+
+/// A reading end of a queue. Each reader sees every item committed after it was
+/// created.
+pub struct Reader<T> {
+    side: ReadSide,
+    mirror: Arc<Mirror>,
+    _items: PhantomData<T>,
+}
+
+impl<T: Pod> Reader<T> {
+    /// Capacity in items: the largest possible firing threshold.
+    pub fn capacity(&self) -> usize {
+        self.side.capacity()
+    }
+
+    /// Waits until at least `threshold` items are readable (the firing threshold)
+    /// and returns every readable item as one contiguous slice. Once the writer is
+    /// gone, returns what is left without waiting: possibly fewer than `threshold`
+    /// items, and an empty slice at the end of the stream.
+    ///
+    /// Errors: [`Error::ThresholdTooLarge`] if `threshold` exceeds the capacity.
+    pub fn peek(&mut self, threshold: usize) -> Result<&[T], Error> {
+        let n = self.side.wait_available(threshold, true)?.unwrap_or(0);
+        Ok(self.items(n))
+    }
+
+    /// Like [`peek`](Reader::peek) but never blocks: `Ok(None)` while fewer than
+    /// `threshold` items are readable and the writer is still there.
+    pub fn try_peek(&mut self, threshold: usize) -> Result<Option<&[T]>, Error> {
+        Ok(match self.side.wait_available(threshold, false)? {
+            Some(n) => Some(self.items(n)),
+            None => None,
+        })
+    }
+
+    fn items(&self, n: usize) -> &[T] {
+        // SAFETY: the `n <= capacity` items from the read position are published
+        // (the write cursor was read with acquire ordering) and not yet consumed by
+        // this reader, so the writer will not reserve them until we release them,
+        // which needs `&mut self` and so ends this borrow first.
+        unsafe { self.mirror.items(self.side.slot(), n) }
+    }
+
+    /// Releases the first `m` readable items: they will not be seen again.
+    ///
+    /// Errors: [`Error::ConsumeTooLarge`] if fewer than `m` items are readable.
+    pub fn consume(&mut self, m: usize) -> Result<(), Error> {
+        self.side.release(m)
+    }
+
+    /// Whether the writer has been dropped (items may still be readable).
+    pub fn is_writer_closed(&self) -> bool {
+        self.side.writer_closed()
+    }
+}
+
+impl<T> std::fmt::Debug for Writer<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer")
+            .field("capacity", &self.side.capacity())
+            .field("reserved", &self.reserved)
+            .finish()
+    }
+}
+
+impl<T> std::fmt::Debug for Reader<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader")
+            .field("capacity", &self.side.capacity())
+            .field("available", &self.side.available())
+            .finish()
+    }
+}
