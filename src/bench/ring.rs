@@ -39,7 +39,7 @@ impl Config {
     pub fn full() -> Self {
         Config {
             total_bytes: 512 << 20,
-            runs: 7,
+            runs: 11,
             batches: vec![64, 4 << 10, 64 << 10],
             queue_bytes: 256 << 10,
         }
@@ -48,8 +48,8 @@ impl Config {
     /// A shorter run (well under 30 s).
     pub fn quick() -> Self {
         Config {
-            total_bytes: 64 << 20,
-            runs: 5,
+            total_bytes: 128 << 20,
+            runs: 7,
             ..Self::full()
         }
     }
@@ -150,9 +150,21 @@ impl Shape {
     }
 }
 
+/// dmaflow's consumer fires once a sixteenth of the queue (and at least one batch)
+/// is readable, then takes everything readable; the peers have no firing threshold
+/// and take whatever is readable as soon as anything is.
+pub fn consumer_threshold_items(batch_items: usize, queue_items: usize) -> usize {
+    (queue_items / 16).max(batch_items).min(queue_items)
+}
+
+fn consumer_threshold(sh: &Shape) -> usize {
+    consumer_threshold_items(sh.batch, sh.queue)
+}
+
 fn dmaflow_stream(sh: &Shape) -> Result<(f64, u32), Error> {
     let (mut w, mut r) = Builder::<f32>::new(sh.queue).wait(Wait::Spin).build()?;
     let (nb, bi) = (sh.batches(), sh.batch);
+    let threshold = consumer_threshold(sh);
     two_threads(
         "dmaflow",
         move || {
@@ -165,7 +177,7 @@ fn dmaflow_stream(sh: &Shape) -> Result<(f64, u32), Error> {
         move || {
             let mut sum = 0u32;
             loop {
-                let s = r.peek(1)?;
+                let s = r.peek(threshold)?;
                 if s.is_empty() {
                     return Ok(sum);
                 }

@@ -15,11 +15,12 @@ use crate::sync::{
     wait, yield_now,
 };
 
-/// Spins before a `Yield` or `Block` waiter changes strategy.
+/// Backoff steps (each twice as long as the one before) before a `Yield` or `Block`
+/// waiter changes strategy; `Spin` stays at the longest step.
 #[cfg(not(dmaflow_loom))]
-const SPINS: u32 = 64;
+const BACKOFF_STEPS: u32 = 3;
 #[cfg(dmaflow_loom)]
-const SPINS: u32 = 1;
+const BACKOFF_STEPS: u32 = 1;
 
 /// Where threads of one side sleep in [`Wait::Block`] mode.
 #[derive(Default)]
@@ -53,26 +54,31 @@ impl Event {
     }
 }
 
-/// Waits until `ready()` holds, in the manner `mode` says.
+/// Waits until `ready()` holds, in the manner `mode` says. Checks back off
+/// exponentially (1, 2, 4, ... pause instructions) so that a waiter polling the other
+/// side's cursor does not keep stealing its cache line while it is being written.
 fn wait_until(mode: Wait, event: &Event, mut ready: impl FnMut() -> bool) {
-    for _ in 0..SPINS {
+    let mut step = 0;
+    loop {
         if ready() {
             return;
         }
-        spin_loop();
-    }
-    match mode {
-        Wait::Spin => {
-            while !ready() {
-                spin_loop();
+        if step >= BACKOFF_STEPS {
+            match mode {
+                Wait::Spin => {}
+                Wait::Yield => {
+                    while !ready() {
+                        yield_now();
+                    }
+                    return;
+                }
+                Wait::Block => return event.sleep(ready),
             }
         }
-        Wait::Yield => {
-            while !ready() {
-                yield_now();
-            }
+        for _ in 0..1u32 << step.min(BACKOFF_STEPS - 1) {
+            spin_loop();
         }
-        Wait::Block => event.sleep(ready),
+        step += 1;
     }
 }
 
@@ -102,6 +108,8 @@ pub(crate) struct WriteSide {
     write: u64,
     /// Slowest reader's position as last seen.
     min_read: u64,
+    /// `write % capacity`, kept incrementally.
+    slot: u64,
 }
 
 /// A reader's end of the protocol.
@@ -113,6 +121,8 @@ pub(crate) struct ReadSide {
     read: u64,
     /// Writer's position as last seen.
     write: u64,
+    /// `read % capacity`, kept incrementally.
+    slot: u64,
 }
 
 /// A new queue of `capacity` slots with one reader.
@@ -131,9 +141,16 @@ pub(crate) fn pair(capacity: usize, wait: Wait) -> (WriteSide, ReadSide) {
         capacity: capacity as u64,
         write: 0,
         min_read: 0,
+        slot: 0,
     };
     let r = w.add_reader();
     (w, r)
+}
+
+/// `(slot + k) % capacity` for `slot < capacity` and `k <= capacity`.
+fn advance(slot: u64, k: u64, capacity: u64) -> u64 {
+    let s = slot + k;
+    if s >= capacity { s - capacity } else { s }
 }
 
 /// Slowest live reader's position, pruning dropped readers; `None` when none is live.
@@ -155,7 +172,7 @@ impl WriteSide {
 
     /// Slot index of the next position to write.
     pub(crate) fn slot(&self) -> usize {
-        (self.write % self.capacity) as usize
+        self.slot as usize
     }
 
     /// Capacity in items.
@@ -210,6 +227,7 @@ impl WriteSide {
     pub(crate) fn publish(&mut self, k: usize) {
         debug_assert!(k as u64 <= self.free());
         self.write += k as u64;
+        self.slot = advance(self.slot, k as u64, self.capacity);
         self.shared.write.store(self.write, Ordering::Release);
         if self.shared.wait == Wait::Block {
             self.shared.data.notify();
@@ -232,6 +250,7 @@ impl WriteSide {
             capacity: self.capacity,
             read: self.write,
             write: self.write,
+            slot: self.slot,
         }
     }
 
@@ -256,7 +275,7 @@ impl ReadSide {
 
     /// Slot index of the next position to read.
     pub(crate) fn slot(&self) -> usize {
-        (self.read % self.capacity) as usize
+        self.slot as usize
     }
 
     /// Capacity in items.
@@ -311,6 +330,7 @@ impl ReadSide {
             });
         }
         self.read += m as u64;
+        self.slot = advance(self.slot, m as u64, self.capacity);
         self.cursor.read.store(self.read, Ordering::Release);
         if self.shared.wait == Wait::Block {
             self.shared.space.notify();
@@ -346,8 +366,14 @@ mod loom_tests {
     // SAFETY: as above.
     unsafe impl Send for Slots {}
 
+    fn model(f: impl Fn() + Sync + Send + 'static) {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(2);
+        b.check(f);
+    }
+
     fn transfer(mode: Wait, capacity: usize, items: u32) {
-        loom::model(move || {
+        model(move || {
             let slots = Arc::new(Slots((0..capacity).map(|_| UnsafeCell::new(0)).collect()));
             let (mut w, mut r) = pair(capacity, mode);
             let ws = slots.clone();
@@ -392,7 +418,7 @@ mod loom_tests {
 
     #[test]
     fn loom_reader_drop_closes_the_writer() {
-        loom::model(|| {
+        model(|| {
             let (mut w, r) = pair(1, Wait::Block);
             let t = thread::spawn(move || drop(r));
             w.publish(1);

@@ -189,8 +189,8 @@ mod tests {
         assert_eq!(head, &[104, 105, 106, 107]);
         // And the reverse: a write at the start shows past the end.
         // SAFETY: item 0, no other live slice.
-        unsafe { m.items_mut::<u32>(0, 1) }
-        [0] = 7;
+        let first = unsafe { m.items_mut::<u32>(0, 1) };
+        first[0] = 7;
         // SAFETY: item n is the first item of the second copy, inside the mapping.
         assert_eq!(unsafe { m.items::<u32>(n, 1) }[0], 7);
     }
