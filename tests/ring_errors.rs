@@ -182,10 +182,8 @@ fn blocked_reader_costs_no_cpu() {
             tv_nsec: 0,
         };
         // SAFETY: `ts` is a valid timespec to write into.
-        assert_eq!(
-            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) },
-            0
-        );
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        assert_eq!(rc, 0);
         Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
     }
     let (mut w, mut r) = Builder::<u32>::new(16).wait(Wait::Block).build().unwrap();

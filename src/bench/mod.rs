@@ -75,9 +75,9 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
 
 /// Human-readable byte count: `64 B`, `4 KiB`, `6 MiB`.
 pub fn bytes_label(b: usize) -> String {
-    if b >= 1 << 20 && b % (1 << 20) == 0 {
+    if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
         format!("{} MiB", b >> 20)
-    } else if b >= 1 << 10 && b % (1 << 10) == 0 {
+    } else if b >= 1 << 10 && b.is_multiple_of(1 << 10) {
         format!("{} KiB", b >> 10)
     } else {
         format!("{b} B")

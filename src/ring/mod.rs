@@ -256,9 +256,12 @@ impl<T: Pod> Reader<T> {
     }
 
     /// Waits until at least `threshold` items are readable (the firing threshold)
-    /// and returns every readable item as one contiguous slice. Once the writer is
-    /// gone, returns what is left without waiting: possibly fewer than `threshold`
-    /// items, and an empty slice at the end of the stream.
+    /// and returns the readable items as one contiguous slice: at least `threshold`
+    /// of them, and every item committed so far whenever the reader had to look at
+    /// the writer's cursor (items already known to be readable are returned without
+    /// touching the writer's cache line). Once the writer is gone, returns what is
+    /// left without waiting: possibly fewer than `threshold` items, and an empty
+    /// slice only at the end of the stream.
     ///
     /// Errors: [`Error::ThresholdTooLarge`] if `threshold` exceeds the capacity.
     pub fn peek(&mut self, threshold: usize) -> Result<&[T], Error> {
