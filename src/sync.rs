@@ -21,9 +21,9 @@ pub(crate) use std::{
     thread::yield_now,
 };
 
-/// Locks a mutex that guards no data of its own, ignoring poisoning (there is no
-/// invariant a panicking holder could have broken).
-pub(crate) fn lock(m: &Mutex<()>) -> MutexGuard<'_, ()> {
+/// Locks a mutex, ignoring poisoning: every mutex here guards data that a panicking
+/// holder cannot leave half-updated (plain assignments only).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     #[cfg(dmaflow_loom)]
     {
         m.lock().unwrap()

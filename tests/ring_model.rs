@@ -15,6 +15,7 @@ enum Op {
     AddReader,
     DropReader(usize),
     DropWriter,
+    Grow(usize),
 }
 
 fn op(cap: usize) -> impl Strategy<Value = Op> {
@@ -26,6 +27,7 @@ fn op(cap: usize) -> impl Strategy<Value = Op> {
         1 => Just(Op::AddReader),
         1 => (0..4usize).prop_map(Op::DropReader),
         1 => Just(Op::DropWriter),
+        1 => (0..3usize).prop_map(Op::Grow),
     ]
 }
 
@@ -40,7 +42,7 @@ proptest! {
     #[test]
     fn queue_matches_model(min_items in 1usize..3000, ops in prop::collection::vec(op(4096), 1..120)) {
         let (w, r) = channel::<u32>(min_items).unwrap();
-        let cap = w.capacity();
+        let mut cap = w.capacity();
         prop_assert!(cap >= min_items);
         prop_assert_eq!((cap * 4) % 4096, 0, "capacity is whole pages");
         let mut writer = Some(w);
@@ -135,6 +137,13 @@ proptest! {
                 }
                 Op::DropWriter => {
                     writer = None;
+                }
+                Op::Grow(k) => {
+                    let Some(w) = writer.as_mut() else { continue };
+                    let want = cap * k + 1;
+                    w.grow(want).unwrap();
+                    prop_assert!(w.capacity() >= want.max(cap));
+                    cap = w.capacity();
                 }
             }
         }

@@ -82,9 +82,20 @@ fn wait_until(mode: Wait, event: &Event, mut ready: impl FnMut() -> bool) {
     }
 }
 
+/// The memory the slots live in, and how many there are; replaced when the writer
+/// grows the queue.
+struct Layout<L> {
+    memory: L,
+    capacity: u64,
+    epoch: u64,
+}
+
 /// State shared by the writer and every reader.
-struct Shared {
+struct Shared<L> {
     write: CachePadded<AtomicU64>,
+    /// Bumped (under `layout`'s lock) each time the queue grows.
+    epoch: CachePadded<AtomicU64>,
+    layout: Mutex<Layout<L>>,
     writer_closed: AtomicBool,
     live_readers: AtomicUsize,
     /// Readers sleep here waiting for data.
@@ -100,9 +111,10 @@ struct ReadCursor {
 }
 
 /// The writer's end of the protocol.
-pub(crate) struct WriteSide {
-    shared: Arc<Shared>,
+pub(crate) struct WriteSide<L> {
+    shared: Arc<Shared<L>>,
     readers: Vec<Arc<ReadCursor>>,
+    memory: L,
     capacity: u64,
     /// Next position to publish (everything before it is committed).
     write: u64,
@@ -113,9 +125,11 @@ pub(crate) struct WriteSide {
 }
 
 /// A reader's end of the protocol.
-pub(crate) struct ReadSide {
-    shared: Arc<Shared>,
+pub(crate) struct ReadSide<L> {
+    shared: Arc<Shared<L>>,
     cursor: Arc<ReadCursor>,
+    memory: L,
+    epoch: u64,
     capacity: u64,
     /// Next position to consume.
     read: u64,
@@ -126,9 +140,19 @@ pub(crate) struct ReadSide {
 }
 
 /// A new queue of `capacity` slots with one reader.
-pub(crate) fn pair(capacity: usize, wait: Wait) -> (WriteSide, ReadSide) {
+pub(crate) fn pair<L: Clone>(
+    memory: L,
+    capacity: usize,
+    wait: Wait,
+) -> (WriteSide<L>, ReadSide<L>) {
     let shared = Arc::new(Shared {
         write: CachePadded::new(AtomicU64::new(0)),
+        epoch: CachePadded::new(AtomicU64::new(0)),
+        layout: Mutex::new(Layout {
+            memory: memory.clone(),
+            capacity: capacity as u64,
+            epoch: 0,
+        }),
         writer_closed: AtomicBool::new(false),
         live_readers: AtomicUsize::new(0),
         data: Event::default(),
@@ -138,6 +162,7 @@ pub(crate) fn pair(capacity: usize, wait: Wait) -> (WriteSide, ReadSide) {
     let mut w = WriteSide {
         shared,
         readers: Vec::new(),
+        memory,
         capacity: capacity as u64,
         write: 0,
         min_read: 0,
@@ -164,7 +189,7 @@ fn slowest(readers: &mut Vec<Arc<ReadCursor>>) -> Option<u64> {
     (min != u64::MAX).then_some(min)
 }
 
-impl WriteSide {
+impl<L: Clone> WriteSide<L> {
     /// Slots the writer may fill now (as last seen).
     fn free(&self) -> u64 {
         self.capacity - (self.write - self.min_read)
@@ -235,7 +260,7 @@ impl WriteSide {
     }
 
     /// A new reader that will see every item published from now on.
-    pub(crate) fn add_reader(&mut self) -> ReadSide {
+    pub(crate) fn add_reader(&mut self) -> ReadSide<L> {
         let cursor = Arc::new(ReadCursor {
             read: CachePadded::new(AtomicU64::new(self.write)),
         });
@@ -247,11 +272,49 @@ impl WriteSide {
         ReadSide {
             shared: self.shared.clone(),
             cursor,
+            memory: self.memory.clone(),
+            epoch: self.shared.epoch.load(Ordering::Relaxed),
             capacity: self.capacity,
             read: self.write,
             write: self.write,
             slot: self.slot,
         }
+    }
+
+    /// The memory the slots live in now.
+    pub(crate) fn memory(&self) -> &L {
+        &self.memory
+    }
+
+    /// Items published so far.
+    pub(crate) fn position(&self) -> u64 {
+        self.write
+    }
+
+    /// Position of the slowest live reader (the write position if none is live):
+    /// everything from there to the write position may still be read.
+    pub(crate) fn oldest_unread(&mut self) -> u64 {
+        if let Some(m) = slowest(&mut self.readers) {
+            self.min_read = m;
+        }
+        self.min_read.min(self.write)
+    }
+
+    /// Moves the queue to new memory of `capacity` slots. The caller has already
+    /// copied every unread (and reserved) item to its slot in the new memory.
+    pub(crate) fn relayout(&mut self, memory: L, capacity: usize) {
+        let capacity = capacity as u64;
+        let mut layout = lock(&self.shared.layout);
+        layout.memory = memory.clone();
+        layout.capacity = capacity;
+        layout.epoch += 1;
+        // Readers check the epoch after acquiring the write cursor, so they switch
+        // before they read any item published from now on.
+        self.shared.epoch.store(layout.epoch, Ordering::Release);
+        drop(layout);
+        self.memory = memory;
+        self.capacity = capacity;
+        self.slot = self.write % capacity;
     }
 
     /// Whether every reader has been dropped.
@@ -260,14 +323,14 @@ impl WriteSide {
     }
 }
 
-impl Drop for WriteSide {
+impl<L> Drop for WriteSide<L> {
     fn drop(&mut self) {
         self.shared.writer_closed.store(true, Ordering::Release);
         self.shared.data.notify();
     }
 }
 
-impl ReadSide {
+impl<L: Clone> ReadSide<L> {
     /// Items readable as last seen.
     pub(crate) fn available(&self) -> usize {
         (self.write - self.read) as usize
@@ -283,9 +346,32 @@ impl ReadSide {
         self.capacity as usize
     }
 
+    /// The memory the slots live in, as this reader sees it.
+    pub(crate) fn memory(&self) -> &L {
+        &self.memory
+    }
+
+    /// Items consumed so far.
+    pub(crate) fn position(&self) -> u64 {
+        self.read
+    }
+
     fn refresh(&mut self) -> u64 {
         self.write = self.shared.write.load(Ordering::Acquire);
+        if self.shared.epoch.load(Ordering::Relaxed) != self.epoch {
+            self.switch_layout();
+        }
         self.write - self.read
+    }
+
+    /// Follows the writer to the queue's new memory.
+    #[cold]
+    fn switch_layout(&mut self) {
+        let layout = lock(&self.shared.layout);
+        self.memory = layout.memory.clone();
+        self.capacity = layout.capacity;
+        self.epoch = layout.epoch;
+        self.slot = self.read % self.capacity;
     }
 
     /// Waits (if `block`) until `threshold` items are readable or the writer is gone,
@@ -297,10 +383,14 @@ impl ReadSide {
         block: bool,
     ) -> Result<Option<usize>, Error> {
         if threshold as u64 > self.capacity {
-            return Err(Error::ThresholdTooLarge {
-                threshold,
-                capacity: self.capacity as usize,
-            });
+            // The writer may have grown the queue since we last looked.
+            self.refresh();
+            if threshold as u64 > self.capacity {
+                return Err(Error::ThresholdTooLarge {
+                    threshold,
+                    capacity: self.capacity as usize,
+                });
+            }
         }
         let t = threshold as u64;
         // Enough already known to be readable: no need to touch the writer's cache
@@ -350,7 +440,7 @@ impl ReadSide {
     }
 }
 
-impl Drop for ReadSide {
+impl<L> Drop for ReadSide<L> {
     fn drop(&mut self) {
         self.cursor.read.store(u64::MAX, Ordering::Release);
         self.shared.live_readers.fetch_sub(1, Ordering::Release);
@@ -381,7 +471,7 @@ mod loom_tests {
     fn transfer(mode: Wait, capacity: usize, items: u32) {
         model(move || {
             let slots = Arc::new(Slots((0..capacity).map(|_| UnsafeCell::new(0)).collect()));
-            let (mut w, mut r) = pair(capacity, mode);
+            let (mut w, mut r) = pair((), capacity, mode);
             let ws = slots.clone();
             let producer = thread::spawn(move || {
                 for i in 0..items {
@@ -425,7 +515,7 @@ mod loom_tests {
     #[test]
     fn loom_reader_drop_closes_the_writer() {
         model(|| {
-            let (mut w, r) = pair(1, Wait::Block);
+            let (mut w, r) = pair((), 1, Wait::Block);
             let t = thread::spawn(move || drop(r));
             w.publish(1);
             // The queue is full; the only reader goes away: Closed, never a hang.

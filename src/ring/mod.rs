@@ -19,6 +19,10 @@
 //! assert_eq!(r.peek(2)?, &[3.0, 4.0]);
 //! # Ok::<(), dmaflow::ring::Error>(())
 //! ```
+//!
+//! A reader waiting for `t` items and the writer waiting for `n` free slots wait on
+//! each other for ever when `t + n` exceeds the capacity by more than one: size the
+//! queue for both, or let a process network ([`crate::graph`]) grow it.
 
 mod cursor;
 mod mirror;
@@ -147,15 +151,14 @@ impl<T: Pod> Builder<T> {
             .checked_mul(size)
             .ok_or(Error::CapacityOverflow { bytes: usize::MAX })?;
         let mirror = Arc::new(Mirror::new(bytes, size)?);
-        let (ws, rs) = cursor::pair(mirror.len() / size, self.wait);
+        let capacity = mirror.len() / size;
+        let (ws, rs) = cursor::pair(mirror, capacity, self.wait);
         let reader = Reader {
             side: rs,
-            mirror: mirror.clone(),
             _items: PhantomData,
         };
         let writer = Writer {
             side: ws,
-            mirror,
             reserved: 0,
             _items: PhantomData,
         };
@@ -170,8 +173,7 @@ pub fn channel<T: Pod>(min_items: usize) -> Result<(Writer<T>, Reader<T>), Error
 
 /// The writing end of a queue. Dropping it ends the stream for every reader.
 pub struct Writer<T> {
-    side: WriteSide,
-    mirror: Arc<Mirror>,
+    side: WriteSide<Arc<Mirror>>,
     reserved: usize,
     _items: PhantomData<T>,
 }
@@ -208,7 +210,7 @@ impl<T: Pod> Writer<T> {
         // slice covers them (readers only see published slots), and our `&mut self`
         // borrow rules out any other writer slice. The range lies within the double
         // mapping because slot < capacity and n <= capacity.
-        unsafe { self.mirror.items_mut(self.side.slot(), n) }
+        unsafe { self.side.memory().items_mut(self.side.slot(), n) }
     }
 
     /// Publishes the first `k` reserved items to every reader. What remains of the
@@ -230,9 +232,46 @@ impl<T: Pod> Writer<T> {
     pub fn add_reader(&mut self) -> Reader<T> {
         Reader {
             side: self.side.add_reader(),
-            mirror: self.mirror.clone(),
             _items: PhantomData,
         }
+    }
+
+    /// Items committed so far.
+    pub fn position(&self) -> u64 {
+        self.side.position()
+    }
+
+    /// Grows the queue to at least `min_items` items, keeping every unread and every
+    /// reserved item (readers follow to the new memory on their next look). Does
+    /// nothing if the queue is already that large. This is how a process network
+    /// resolves an artificial deadlock (Parks' bounded scheduling).
+    ///
+    /// Errors: [`Error::CapacityOverflow`] or [`Error::Map`] if the memory cannot be
+    /// had; the queue is then unchanged.
+    pub fn grow(&mut self, min_items: usize) -> Result<(), Error> {
+        let old_capacity = self.capacity();
+        if min_items <= old_capacity {
+            return Ok(());
+        }
+        let size = std::mem::size_of::<T>();
+        let bytes = min_items
+            .checked_mul(size)
+            .ok_or(Error::CapacityOverflow { bytes: usize::MAX })?;
+        let new = Arc::new(Mirror::new(bytes, size)?);
+        let capacity = new.len() / size;
+        let start = self.side.oldest_unread();
+        let len = (self.side.position() - start) as usize + self.reserved;
+        let old = self.side.memory();
+        // SAFETY: `len <= old_capacity` items from the oldest unread position are
+        // published or reserved by us, and no writer slice is live (`&mut self`), so
+        // they are not being written; readers may read them too, which is fine.
+        let src: &[T] = unsafe { old.items((start % old_capacity as u64) as usize, len) };
+        // SAFETY: `new` is ours alone until `relayout` publishes it, and
+        // `len <= old_capacity < capacity` items fit from any slot.
+        let dst: &mut [T] = unsafe { new.items_mut((start % capacity as u64) as usize, len) };
+        dst.copy_from_slice(src);
+        self.side.relayout(new, capacity);
+        Ok(())
     }
 
     /// Whether every reader has been dropped.
@@ -244,8 +283,7 @@ impl<T: Pod> Writer<T> {
 /// A reading end of a queue. Each reader sees every item committed after it was
 /// created.
 pub struct Reader<T> {
-    side: ReadSide,
-    mirror: Arc<Mirror>,
+    side: ReadSide<Arc<Mirror>>,
     _items: PhantomData<T>,
 }
 
@@ -283,7 +321,7 @@ impl<T: Pod> Reader<T> {
         // (the write cursor was read with acquire ordering) and not yet consumed by
         // this reader, so the writer will not reserve them until we release them,
         // which needs `&mut self` and so ends this borrow first.
-        unsafe { self.mirror.items(self.side.slot(), n) }
+        unsafe { self.side.memory().items(self.side.slot(), n) }
     }
 
     /// Releases the first `m` readable items: they will not be seen again.
@@ -291,6 +329,11 @@ impl<T: Pod> Reader<T> {
     /// Errors: [`Error::ConsumeTooLarge`] if fewer than `m` items are readable.
     pub fn consume(&mut self, m: usize) -> Result<(), Error> {
         self.side.release(m)
+    }
+
+    /// Items consumed so far.
+    pub fn position(&self) -> u64 {
+        self.side.position()
     }
 
     /// Whether the writer has been dropped (items may still be readable).
