@@ -4,12 +4,15 @@
 //!
 //! - [`ring`]: zero-copy circular queues built on virtual-memory mirroring, with
 //!   firing thresholds.
+//! - [`graph`]: Kahn process networks (Computational Process Networks) of nodes
+//!   on those queues, with bounded scheduling.
 //! - [`bench`]: the experiments behind `dmaflow bench`.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
 
 pub mod bench;
+pub mod graph;
 pub mod ring;
 mod sync;
 
@@ -20,6 +23,9 @@ pub enum Error {
     /// A queue operation failed.
     #[error(transparent)]
     Ring(#[from] ring::Error),
+    /// A process network failed.
+    #[error(transparent)]
+    Graph(#[from] graph::Error),
     /// A benchmark failed.
     #[error(transparent)]
     Bench(#[from] bench::Error),
