@@ -6,12 +6,14 @@
 //!   firing thresholds.
 //! - [`graph`]: Kahn process networks (Computational Process Networks) of nodes
 //!   on those queues, with bounded scheduling.
+//! - [`dsp`]: signal processing nodes (the overlap-save FIR filter).
 //! - [`bench`]: the experiments behind `dmaflow bench`.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
 
 pub mod bench;
+pub mod dsp;
 pub mod graph;
 pub mod ring;
 mod sync;
@@ -26,6 +28,9 @@ pub enum Error {
     /// A process network failed.
     #[error(transparent)]
     Graph(#[from] graph::Error),
+    /// A filter could not be built.
+    #[error(transparent)]
+    Fir(#[from] dsp::fir::Error),
     /// A benchmark failed.
     #[error(transparent)]
     Bench(#[from] bench::Error),

@@ -1,0 +1,3 @@
+//! Signal processing run as process-network nodes.
+
+pub mod fir;
