@@ -1,5 +1,6 @@
 //! The `dmaflow` command-line tool.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -30,6 +31,23 @@ enum Command {
         /// Print JSON instead of tables (no progress output).
         #[arg(long)]
         json: bool,
+    },
+    /// Filter a file of little-endian f32 samples with an FIR filter (overlap-save,
+    /// zero-copy, run as a process network: file source -> FIR -> file sink).
+    /// Output equals scipy.signal.lfilter(taps, 1.0, x).
+    Fir {
+        /// File of little-endian f32 filter taps.
+        #[arg(long)]
+        taps: PathBuf,
+        /// File of little-endian f32 input samples.
+        #[arg(long)]
+        input: PathBuf,
+        /// File to write the filtered samples to (only on success).
+        #[arg(long)]
+        output: PathBuf,
+        /// FFT length (a power of two, at least the number of taps).
+        #[arg(long = "fft")]
+        fft: Option<usize>,
     },
 }
 
@@ -70,6 +88,27 @@ fn run_ring(quick: bool, json: bool) -> Result<(), dmaflow::Error> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Fir {
+        taps,
+        input,
+        output,
+        fft,
+    } = &cli.command
+    {
+        return match dmaflow::dsp::fir::filter_file(
+            taps,
+            input,
+            output,
+            *fft,
+            dmaflow::dsp::fir::Mode::ZeroCopy,
+        ) {
+            Ok(_) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("dmaflow fir: {e}");
+                ExitCode::from(if e.is_bad_input() { 2 } else { 1 })
+            }
+        };
+    }
     let result = match cli.command {
         Command::Bench {
             experiment,
@@ -78,6 +117,7 @@ fn main() -> ExitCode {
         } => match experiment {
             Experiment::All | Experiment::Ring => run_ring(quick, json),
         },
+        Command::Fir { .. } => Ok(()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

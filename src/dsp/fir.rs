@@ -393,3 +393,159 @@ mod tests {
         assert_eq!(default_fft_len(100), 512);
     }
 }
+
+/// Why a file could not be filtered.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FileError {
+    /// A file could not be opened, read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// A file of `f32` samples whose length is not a multiple of 4 bytes.
+    #[error(
+        "{path}: {len} bytes is not a whole number of little-endian f32 samples (4 bytes each)"
+    )]
+    BadLength {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Its length in bytes.
+        len: u64,
+    },
+    /// The taps or FFT length make no filter.
+    #[error("{0}")]
+    Filter(#[from] Error),
+    /// The filtering graph failed.
+    #[error("{0}")]
+    Graph(#[from] graph::Error),
+}
+
+impl FileError {
+    /// Whether the error is the caller's input (a missing or malformed file, a bad
+    /// filter) rather than a failure while running.
+    pub fn is_bad_input(&self) -> bool {
+        matches!(
+            self,
+            FileError::Io { .. } | FileError::BadLength { .. } | FileError::Filter(_)
+        )
+    }
+}
+
+fn io_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> FileError + '_ {
+    move |source| FileError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Reads a whole file of little-endian `f32` samples.
+pub fn read_f32_file(path: &std::path::Path) -> Result<Vec<f32>, FileError> {
+    let bytes = std::fs::read(path).map_err(io_err(path))?;
+    if bytes.len() % 4 != 0 {
+        return Err(FileError::BadLength {
+            path: path.to_path_buf(),
+            len: bytes.len() as u64,
+        });
+    }
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
+}
+
+/// Filters the samples of `input` into `output` through a file source -> FIR ->
+/// file sink graph. The output appears only when everything succeeded: it is written
+/// to a temporary file beside it and renamed at the end. Returns the number of
+/// samples filtered.
+pub fn filter_file(
+    taps: &std::path::Path,
+    input: &std::path::Path,
+    output: &std::path::Path,
+    fft_len: Option<usize>,
+    mode: Mode,
+) -> Result<u64, FileError> {
+    use std::io::{Read, Write};
+
+    let taps = read_f32_file(taps)?;
+    let fir = OverlapSave::new(&taps, fft_len)?;
+    let mut src = std::fs::File::open(input).map_err(io_err(input))?;
+    let len = src.metadata().map_err(io_err(input))?.len();
+    if len % 4 != 0 {
+        return Err(FileError::BadLength {
+            path: input.to_path_buf(),
+            len,
+        });
+    }
+    let name = output
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "output".into());
+    let tmp = output.with_file_name(format!(".{name}.{}.partial", std::process::id()));
+    let sink_file = std::fs::File::create(&tmp).map_err(io_err(&tmp))?;
+
+    let n = fir.fft_len();
+    let chunk = (64 << 10).max(n);
+    let mut g = graph::Graph::new();
+    let (mut s_out, f_in) =
+        g.connect_with_capacity::<f32>(("file-source", "out"), ("fir", "in"), 2 * chunk + n)?;
+    let (f_out, mut k_in) =
+        g.connect_with_capacity::<f32>(("fir", "out"), ("file-sink", "in"), 2 * chunk)?;
+    let samples = len / 4;
+    let in_path = input.to_path_buf();
+    g.node("file-source", move || {
+        let mut left = samples as usize;
+        while left > 0 {
+            let k = left.min(chunk);
+            let slots = s_out.reserve(k)?;
+            // Read straight into the queue's slots; samples are little-endian on disk.
+            let bytes: &mut [u8] = bytemuck::cast_slice_mut(slots);
+            src.read_exact(bytes)
+                .map_err(|e| format!("{}: {e}", in_path.display()))?;
+            if cfg!(target_endian = "big") {
+                for x in slots.iter_mut() {
+                    *x = f32::from_bits(u32::from_le(x.to_bits()));
+                }
+            }
+            s_out.commit(k)?;
+            left -= k;
+        }
+        Ok(())
+    })?;
+    add_node(&mut g, "fir", fir, mode, f_in, f_out)?;
+    let tmp_path = tmp.clone();
+    g.node("file-sink", move || {
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, sink_file);
+        loop {
+            let s = k_in.peek(1)?;
+            if s.is_empty() {
+                break;
+            }
+            for x in s {
+                w.write_all(&x.to_le_bytes())
+                    .map_err(|e| format!("{}: {e}", tmp_path.display()))?;
+            }
+            let k = s.len();
+            k_in.consume(k)?;
+        }
+        w.flush()
+            .map_err(|e| format!("{}: {e}", tmp_path.display()))?;
+        w.get_ref()
+            .sync_all()
+            .map_err(|e| format!("{}: {e}", tmp_path.display()))?;
+        Ok(())
+    })?;
+    let result = g.run();
+    if let Err(e) = result {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e.into());
+    }
+    if let Err(e) = std::fs::rename(&tmp, output) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io_err(output)(e));
+    }
+    Ok(samples)
+}

@@ -1,0 +1,138 @@
+//! `dmaflow fir`: files in, files out, clear errors with exit status 2.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::process::Command;
+
+use dmaflow::dsp::fir::direct;
+
+fn write_f32(path: &Path, v: &[f32]) {
+    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+    std::fs::write(path, bytes).unwrap();
+}
+
+fn os(v: &[&str]) -> Vec<OsString> {
+    v.iter().map(OsString::from).collect()
+}
+
+fn run(args: &[OsString]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_dmaflow"))
+        .arg("fir")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn args(taps: &Path, input: &Path, output: &Path) -> Vec<OsString> {
+    vec![
+        "--taps".into(),
+        taps.into(),
+        "--input".into(),
+        input.into(),
+        "--output".into(),
+        output.into(),
+    ]
+}
+
+#[test]
+fn filters_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (t, x, y) = (
+        dir.path().join("t.f32"),
+        dir.path().join("x.f32"),
+        dir.path().join("y.f32"),
+    );
+    let taps: Vec<f32> = (0..21).map(|i| ((i as f32) * 0.3).cos() / 10.0).collect();
+    let input: Vec<f32> = (0..200_001)
+        .map(|i| ((i as f32) * 0.01).sin() + ((i * 7919 % 13) as f32 - 6.0) / 6.0)
+        .collect();
+    write_f32(&t, &taps);
+    write_f32(&x, &input);
+    let mut a = args(&t, &x, &y);
+    a.extend(os(&["--fft", "256"]));
+    let out = run(&a);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bytes = std::fs::read(&y).unwrap();
+    assert_eq!(bytes.len(), input.len() * 4);
+    let got: Vec<f32> = bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    let want = direct(&taps, &input);
+    let rms = (want.iter().map(|v| (*v as f64).powi(2)).sum::<f64>() / want.len() as f64).sqrt();
+    let worst = got
+        .iter()
+        .zip(&want)
+        .map(|(a, b)| (a - b).abs() as f64)
+        .fold(0.0, f64::max);
+    assert!(worst < 1e-4 * rms, "error {worst}, rms {rms}");
+}
+
+fn expect_bad(a: &[OsString], output: &Path, needle: &str) {
+    let out = run(a);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(needle),
+        "message {err:?} should mention {needle:?}"
+    );
+    assert!(!output.exists(), "no output file may be left behind");
+    let leftovers: Vec<_> = std::fs::read_dir(output.parent().unwrap())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains("partial"))
+        .collect();
+    assert!(leftovers.is_empty(), "partial files left: {leftovers:?}");
+}
+
+#[test]
+fn bad_inputs_exit_2_and_leave_no_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n);
+    write_f32(&p("taps.f32"), &[0.5, 0.5]);
+    write_f32(&p("x.f32"), &[1.0, 2.0, 3.0]);
+    std::fs::write(p("odd.f32"), [0u8; 7]).unwrap();
+    std::fs::write(p("empty.f32"), []).unwrap();
+    let y = p("y.f32");
+
+    expect_bad(&args(&p("missing.f32"), &p("x.f32"), &y), &y, "missing.f32");
+    expect_bad(&args(&p("taps.f32"), &p("nope.f32"), &y), &y, "nope.f32");
+    expect_bad(&args(&p("taps.f32"), &p("odd.f32"), &y), &y, "odd.f32");
+    expect_bad(
+        &args(&p("odd.f32"), &p("x.f32"), &y),
+        &y,
+        "not a whole number",
+    );
+    expect_bad(&args(&p("empty.f32"), &p("x.f32"), &y), &y, "no taps");
+    let mut a = args(&p("taps.f32"), &p("x.f32"), &y);
+    a.extend(os(&["--fft", "1"]));
+    expect_bad(&a, &y, "power of two");
+    write_f32(&p("long.f32"), &[0.1; 100]);
+    let mut a = args(&p("long.f32"), &p("x.f32"), &y);
+    a.extend(os(&["--fft", "64"]));
+    expect_bad(&a, &y, "shorter than the filter");
+}
+
+#[test]
+fn empty_input_gives_empty_output_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (t, x, y) = (
+        dir.path().join("t"),
+        dir.path().join("x"),
+        dir.path().join("y"),
+    );
+    write_f32(&t, &[1.0]);
+    std::fs::write(&x, []).unwrap();
+    let out = run(&args(&t, &x, &y));
+    assert!(out.status.success());
+    assert_eq!(std::fs::read(&y).unwrap().len(), 0);
+}
