@@ -1,6 +1,8 @@
 //! The experiments behind `dmaflow bench`: each measures dmaflow and its comparison
 //! point in the same run and reports medians.
 
+pub mod fir;
+pub mod plot;
 pub mod ring;
 
 use std::fmt::Write as _;
@@ -12,6 +14,20 @@ pub enum Error {
     /// A queue under test failed.
     #[error("queue under test failed: {0}")]
     Ring(#[from] crate::ring::Error),
+    /// A process network under test failed.
+    #[error("graph under test failed: {0}")]
+    Graph(#[from] crate::graph::Error),
+    /// A plot could not be written.
+    #[error(transparent)]
+    Plot(#[from] plot::PlotError),
+    /// A report file could not be written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
     /// A peer implementation failed.
     #[error("{peer} failed: {reason}")]
     Peer {

@@ -1,10 +1,11 @@
 //! The `dmaflow` command-line tool.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use dmaflow::bench;
+use dmaflow::dsp::fir;
 
 /// Move streams of data between programs and accelerators, and measure how fast.
 #[derive(Parser)]
@@ -20,7 +21,11 @@ enum Command {
     ///
     /// JSON rows (--json), one document per experiment:
     ///   ring: impl (dmaflow|rtrb|ringbuf|vmcircbuffer|crossbeam|memcpy),
-    ///         case (stream|window|window-copy), batch_bytes, gbytes_per_s (10^9 B/s, median)
+    ///         case (stream|window|window-copy), batch_bytes,
+    ///         gbytes_per_s (10^9 B/s, median)
+    ///   fir:  fft_len, overlap_pct, mode (zerocopy|copy|bare), taps,
+    ///         mflops (median; 10 N log2 N + 6 N flops per block)
+    #[command(verbatim_doc_comment)]
     Bench {
         /// Which experiment.
         #[arg(value_enum, default_value_t = Experiment::All)]
@@ -31,6 +36,9 @@ enum Command {
         /// Print JSON instead of tables (no progress output).
         #[arg(long)]
         json: bool,
+        /// Directory for plots.
+        #[arg(long, default_value = "report")]
+        out: PathBuf,
     },
     /// Filter a file of little-endian f32 samples with an FIR filter (overlap-save,
     /// zero-copy, run as a process network: file source -> FIR -> file sink).
@@ -57,6 +65,23 @@ enum Experiment {
     All,
     /// Mirrored queue vs other queues, and the sliding-window reader.
     Ring,
+    /// Overlap-save FIR filter, zero-copy vs manual copy (paper 001).
+    Fir,
+}
+
+/// Progress on stderr, unless JSON is asked for.
+fn progress(json: bool) -> impl FnMut(&str) {
+    move |msg| {
+        if !json {
+            eprint!("\r\x1b[2K{msg}");
+        }
+    }
+}
+
+fn clear_progress(json: bool) {
+    if !json {
+        eprint!("\r\x1b[2K");
+    }
 }
 
 fn run_ring(quick: bool, json: bool) -> Result<(), dmaflow::Error> {
@@ -65,15 +90,11 @@ fn run_ring(quick: bool, json: bool) -> Result<(), dmaflow::Error> {
     } else {
         bench::ring::Config::full()
     };
-    let rows = bench::ring::run(&cfg, |msg| {
-        if !json {
-            eprint!("\r\x1b[2K{msg}");
-        }
-    })?;
+    let rows = bench::ring::run(&cfg, progress(json))?;
+    clear_progress(json);
     if json {
         println!("{}", bench::ring::json(&rows));
     } else {
-        eprint!("\r\x1b[2K");
         println!(
             "ring: {} per measurement, median of {} runs, queue {}",
             bench::bytes_label(cfg.total_bytes),
@@ -86,44 +107,75 @@ fn run_ring(quick: bool, json: bool) -> Result<(), dmaflow::Error> {
     Ok(())
 }
 
-fn main() -> ExitCode {
-    let cli = Cli::parse();
-    if let Command::Fir {
-        taps,
-        input,
-        output,
-        fft,
-    } = &cli.command
-    {
-        return match dmaflow::dsp::fir::filter_file(
-            taps,
-            input,
-            output,
-            *fft,
-            dmaflow::dsp::fir::Mode::ZeroCopy,
-        ) {
-            Ok(_) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("dmaflow fir: {e}");
-                ExitCode::from(if e.is_bad_input() { 2 } else { 1 })
-            }
-        };
+fn run_fir(quick: bool, json: bool, out: &Path) -> Result<(), dmaflow::Error> {
+    let cfg = if quick {
+        bench::fir::Config::quick()
+    } else {
+        bench::fir::Config::full()
+    };
+    if !json && !quick {
+        eprintln!(
+            "fir: the full run streams 64 MiB per point and takes several minutes (--quick: under one)"
+        );
     }
-    let result = match cli.command {
+    let rows = bench::fir::run(&cfg, progress(json))?;
+    clear_progress(json);
+    std::fs::create_dir_all(out).map_err(|source| bench::Error::Io {
+        path: out.display().to_string(),
+        source,
+    })?;
+    let svg = out.join("fir.svg");
+    bench::fir::plot(&rows, &svg).map_err(bench::Error::from)?;
+    if json {
+        println!("{}", bench::fir::json(&rows));
+    } else {
+        println!(
+            "fir: {} samples per point, median of {} runs; MFLOPS = (10 N log2 N + 6 N) per block / time \
+             (N log2 N counts complex-FFT flops, as paper 001 does)",
+            cfg.samples, cfg.runs
+        );
+        print!("{}", bench::fir::render(&rows));
+        println!("plot: {}", svg.display());
+    }
+    Ok(())
+}
+
+fn run_fir_file(taps: &Path, input: &Path, output: &Path, fft: Option<usize>) -> ExitCode {
+    match fir::filter_file(taps, input, output, fft, fir::Mode::ZeroCopy) {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("dmaflow fir: {e}");
+            ExitCode::from(if e.is_bad_input() { 2 } else { 1 })
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    match Cli::parse().command {
         Command::Bench {
             experiment,
             quick,
             json,
-        } => match experiment {
-            Experiment::All | Experiment::Ring => run_ring(quick, json),
-        },
-        Command::Fir { .. } => Ok(()),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("dmaflow: {e}");
-            ExitCode::FAILURE
+            out,
+        } => {
+            let result = match experiment {
+                Experiment::Ring => run_ring(quick, json),
+                Experiment::Fir => run_fir(quick, json, &out),
+                Experiment::All => run_ring(quick, json).and_then(|()| run_fir(quick, json, &out)),
+            };
+            match result {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("dmaflow: {e}");
+                    ExitCode::FAILURE
+                }
+            }
         }
+        Command::Fir {
+            taps,
+            input,
+            output,
+            fft,
+        } => run_fir_file(&taps, &input, &output, fft),
     }
 }
