@@ -227,14 +227,13 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
                     sums.push(("bare", s));
                 }
             }
-            if let Some(&(_, first)) = sums.first() {
-                if let Some(&(mode, bad)) = sums.iter().find(|(_, s)| *s != first) {
-                    return Err(Error::Corrupted {
-                        what: format!("fir N={n} overlap {pct}% {mode} output"),
-                        got: bad,
-                        expected: first,
-                    });
-                }
+            let first = sums.first().map(|&(_, s)| s);
+            if let Some(&(mode, bad)) = sums.iter().find(|&&(_, s)| Some(s) != first) {
+                return Err(Error::Corrupted {
+                    what: format!("fir N={n} overlap {pct}% {mode} output"),
+                    got: bad,
+                    expected: first.unwrap_or_default(),
+                });
             }
             for (mode, v) in [("zerocopy", &zc), ("copy", &cp), ("bare", &bare)] {
                 if !v.is_empty() {
