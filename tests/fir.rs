@@ -3,18 +3,8 @@
 
 use dmaflow::dsp::fir::{Mode, direct, filter};
 
-struct Rng(u64);
-impl Rng {
-    fn f32(&mut self) -> f32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
-    }
-    fn vec(&mut self, n: usize) -> Vec<f32> {
-        (0..n).map(|_| self.f32()).collect()
-    }
-}
+mod common;
+use common::Rng;
 
 fn check(taps_len: usize, x_len: usize, fft_len: Option<usize>, seed: u64) {
     let mut rng = Rng(seed);

@@ -6,15 +6,8 @@ use std::time::Duration;
 use dmaflow::graph::{Error, Graph, Input, Output};
 use dmaflow::ring;
 
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n.max(1) as u64) as usize
-    }
-}
+mod common;
+use common::Rng;
 
 /// Drains `inp` into a shared vector.
 fn sink(g: &mut Graph, name: &str, mut inp: Input<u32>) -> Arc<Mutex<Vec<u32>>> {

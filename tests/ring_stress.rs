@@ -5,16 +5,8 @@
 
 use dmaflow::ring::{Builder, Reader, Wait};
 
-/// A small xorshift generator, so each thread draws its own sizes.
-struct Rng(u64);
-impl Rng {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % n as u64) as usize
-    }
-}
+mod common;
+use common::Rng;
 
 fn check_reader(mut r: Reader<u64>, total: u64, seed: u64) -> u64 {
     let mut rng = Rng(seed);

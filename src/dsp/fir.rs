@@ -183,6 +183,23 @@ impl OverlapSave {
     }
 }
 
+/// Filters a window assembled in `buf`: `lead` zeros, `samples`, zeros to the end;
+/// writes `due` outputs.
+fn filter_padded(
+    fir: &mut OverlapSave,
+    buf: &mut [f32],
+    lead: usize,
+    samples: &[f32],
+    due: usize,
+    output: &mut Output<f32>,
+) -> Result<(), graph::Error> {
+    buf[..lead].fill(0.0);
+    buf[lead..lead + samples.len()].copy_from_slice(samples);
+    buf[lead + samples.len()..].fill(0.0);
+    fir.process_block(buf, output.reserve(due)?);
+    output.commit(due)
+}
+
 /// The filter as a node body, zero-copy: each block peeks N samples where they lie
 /// in the input queue and consumes the hop. Only the first windows (which reach
 /// before the first sample, into the zero initial state) and the last (which reach
@@ -201,15 +218,11 @@ pub fn run_zero_copy(
         let need = n - lead;
         let s = input.peek(need)?;
         let present = s.len().min(need);
-        buf[..lead].fill(0.0);
-        buf[lead..lead + present].copy_from_slice(&s[..present]);
-        buf[lead + present..].fill(0.0);
         let due = (lead + present).saturating_sub(l - 1).min(hop);
         if due == 0 {
             return Ok(());
         }
-        fir.process_block(&buf, output.reserve(due)?);
-        output.commit(due)?;
+        filter_padded(fir, &mut buf, lead, &s[..present], due, output)?;
         let next = start + hop as i64;
         if next > 0 {
             input.consume((next as usize).min(present))?;
@@ -230,10 +243,7 @@ pub fn run_zero_copy(
         // The end: pad the last window with zeros.
         let due = s.len().saturating_sub(l - 1).min(hop);
         if due > 0 {
-            buf[..s.len()].copy_from_slice(s);
-            buf[s.len()..].fill(0.0);
-            fir.process_block(&buf, output.reserve(due)?);
-            output.commit(due)?;
+            filter_padded(fir, &mut buf, 0, s, due, output)?;
         }
         let rest = s.len();
         input.consume(rest)?;
