@@ -43,7 +43,7 @@
 //! # Ok::<(), dmaflow::graph::Error>(())
 //! ```
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -306,7 +306,7 @@ pub struct Graph {
     rt: Arc<Runtime>,
     ids: HashMap<String, usize>,
     bodies: Vec<Option<Box<dyn FnOnce() -> NodeResult + Send>>>,
-    ports: HashMap<(usize, String), ()>,
+    ports: HashSet<(usize, String)>,
     queue_bytes: usize,
 }
 
@@ -331,7 +331,7 @@ impl Graph {
             }),
             ids: HashMap::new(),
             bodies: Vec::new(),
-            ports: HashMap::new(),
+            ports: HashSet::new(),
             queue_bytes: DEFAULT_QUEUE_BYTES,
         }
     }
@@ -356,7 +356,7 @@ impl Graph {
     }
 
     fn claim_port(&mut self, node: usize, port: &str) -> Result<(), Error> {
-        if self.ports.insert((node, port.to_string()), ()).is_some() {
+        if !self.ports.insert((node, port.to_string())) {
             return Err(Error::DuplicatePort {
                 node: lock(&self.rt.sched).names[node].clone(),
                 port: port.to_string(),
