@@ -7,6 +7,8 @@
 //! - [`graph`]: Kahn process networks (Computational Process Networks) of nodes
 //!   on those queues, with bounded scheduling.
 //! - [`dsp`]: signal processing nodes (the overlap-save FIR filter).
+//! - [`platform`]: what a device offers (registers, DMA memory, interrupts), on
+//!   real boards (UIO, u-dma-buf) and on the emulated fabric.
 //! - [`bench`]: the experiments behind `dmaflow bench`.
 
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -15,6 +17,7 @@
 pub mod bench;
 pub mod dsp;
 pub mod graph;
+pub mod platform;
 pub mod ring;
 mod sync;
 
@@ -31,6 +34,9 @@ pub enum Error {
     /// A filter could not be built.
     #[error(transparent)]
     Fir(#[from] dsp::fir::Error),
+    /// A device could not be reached.
+    #[error(transparent)]
+    Platform(#[from] platform::Error),
     /// A benchmark failed.
     #[error(transparent)]
     Bench(#[from] bench::Error),

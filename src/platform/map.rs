@@ -1,0 +1,101 @@
+//! Shared mappings of device files and memory objects: the one place the platform
+//! layer maps memory. Register access is volatile and 32-bit wide.
+
+use std::os::fd::AsFd;
+use std::ptr::{self, NonNull};
+
+use rustix::mm::{MapFlags, ProtFlags, mmap, munmap};
+
+use super::Error;
+
+/// A shared read-write mapping of `len` bytes of a file or memory object.
+pub(crate) struct Mapping {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the mapping is process memory owned by this value alone; concurrent
+// access goes through volatile 32-bit operations or through buffers whose owners
+// arbitrate access (the DMA pool), never through shared Rust references.
+unsafe impl Send for Mapping {}
+// SAFETY: as above.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    /// Maps `len` bytes of `fd` from `offset`, shared, read-write. `what` names the
+    /// file in errors.
+    pub(crate) fn new(fd: impl AsFd, len: usize, offset: u64, what: &str) -> Result<Self, Error> {
+        if len == 0 {
+            return Err(Error::Malformed {
+                path: what.to_string(),
+                reason: "mapping of zero bytes".into(),
+            });
+        }
+        // SAFETY: a new shared mapping at an address the kernel picks overlaps no
+        // existing Rust object.
+        let p = unsafe {
+            mmap(
+                ptr::null_mut(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+                fd,
+                offset,
+            )
+        }
+        .map_err(|e| Error::Io {
+            path: what.to_string(),
+            source: e.into(),
+        })?;
+        let base = NonNull::new(p.cast::<u8>()).ok_or_else(|| Error::Malformed {
+            path: what.to_string(),
+            reason: "mapped at address zero".into(),
+        })?;
+        Ok(Mapping { base, len })
+    }
+
+    /// Length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// First byte.
+    pub(crate) fn base(&self) -> *mut u8 {
+        self.base.as_ptr()
+    }
+
+    fn check(&self, offset: usize) -> Result<*mut u32, Error> {
+        if !offset.is_multiple_of(4) || offset.checked_add(4).is_none_or(|end| end > self.len) {
+            return Err(Error::BadOffset {
+                offset,
+                len: self.len,
+            });
+        }
+        // SAFETY: `offset + 4 <= len`, so the pointer stays inside the mapping.
+        Ok(unsafe { self.base.as_ptr().add(offset) }.cast::<u32>())
+    }
+
+    /// Volatile 32-bit read at `offset` (a multiple of 4 inside the mapping).
+    pub(crate) fn read_u32(&self, offset: usize) -> Result<u32, Error> {
+        let p = self.check(offset)?;
+        // SAFETY: `p` is 4-byte aligned (page-aligned base, offset % 4 == 0) and
+        // inside the mapping; volatile because another agent (device) changes it.
+        Ok(unsafe { p.read_volatile() })
+    }
+
+    /// Volatile 32-bit write at `offset`.
+    pub(crate) fn write_u32(&self, offset: usize, value: u32) -> Result<(), Error> {
+        let p = self.check(offset)?;
+        // SAFETY: as in `read_u32`.
+        unsafe { p.write_volatile(value) };
+        Ok(())
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the range this value mapped; nothing borrows it
+        // beyond the owner's lifetime.
+        let _ = unsafe { munmap(self.base.as_ptr().cast(), self.len) };
+    }
+}

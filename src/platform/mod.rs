@@ -1,0 +1,104 @@
+//! What a DMA-capable device offers a program, as three traits: a register window
+//! ([`RegisterSpace`]), a region of DMA-able memory with bus addresses
+//! ([`DmaMemory`]) and an interrupt line ([`IrqLine`]). Two implementations of
+//! each: [`uio`] for real boards (UIO and u-dma-buf) and [`sim`] for the emulated
+//! fabric. Drivers are written against the traits only.
+
+mod map;
+pub mod sim;
+pub mod uio;
+
+use std::time::Duration;
+
+/// What went wrong talking to a device.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A device or sysfs file could not be opened, read, written or mapped.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// A sysfs file holds something that is not what it should.
+    #[error("{path}: {reason}")]
+    Malformed {
+        /// The file.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A register offset outside the window or not 32-bit aligned.
+    #[error("register offset {offset:#x} is outside the {len:#x}-byte window or unaligned")]
+    BadOffset {
+        /// Offset asked for.
+        offset: usize,
+        /// Window length.
+        len: usize,
+    },
+    /// A memory range outside the DMA region.
+    #[error("range {offset:#x}+{len:#x} is outside the {size:#x}-byte DMA region")]
+    BadRange {
+        /// Start of the range.
+        offset: usize,
+        /// Its length.
+        len: usize,
+        /// Region size.
+        size: usize,
+    },
+    /// No interrupt arrived in time.
+    #[error("no interrupt within {0:?}")]
+    Timeout(Duration),
+}
+
+/// A window of 32-bit device registers, accessed with volatile reads and writes.
+pub trait RegisterSpace: Send + Sync {
+    /// Reads the register at byte `offset`.
+    fn read(&self, offset: usize) -> Result<u32, Error>;
+    /// Writes the register at byte `offset`.
+    fn write(&self, offset: usize, value: u32) -> Result<(), Error>;
+    /// Window length in bytes.
+    fn len(&self) -> usize;
+    /// Whether the window is empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A region of memory both the CPU and the device can reach: a CPU mapping and the
+/// bus (physical) address the device uses for the same bytes.
+pub trait DmaMemory: Send + Sync {
+    /// CPU address of the first byte. Accesses must be arbitrated by the owner of
+    /// each range (see [`crate::mem::DmaPool`]).
+    fn cpu_base(&self) -> *mut u8;
+    /// Size in bytes.
+    fn size(&self) -> usize;
+    /// Bus address of the first byte.
+    fn bus_base(&self) -> u64;
+    /// Whether device and CPU caches are coherent (no maintenance needed).
+    fn coherent(&self) -> bool;
+    /// Makes CPU writes to the range visible to the device (clean caches).
+    fn sync_for_device(&self, offset: usize, len: usize) -> Result<(), Error>;
+    /// Makes device writes to the range visible to the CPU (invalidate caches).
+    fn sync_for_cpu(&self, offset: usize, len: usize) -> Result<(), Error>;
+}
+
+/// A device interrupt line with UIO semantics: [`wait`](IrqLine::wait) returns the
+/// running interrupt count; the line stays masked after each interrupt until
+/// [`enable`](IrqLine::enable) re-arms it.
+pub trait IrqLine: Send + Sync {
+    /// Blocks until the next interrupt or until `timeout` passes.
+    fn wait(&self, timeout: Duration) -> Result<u32, Error>;
+    /// Re-arms the line.
+    fn enable(&self) -> Result<(), Error>;
+}
+
+/// Checks that `offset..offset + len` lies within a region of `size` bytes.
+pub(crate) fn check_range(offset: usize, len: usize, size: usize) -> Result<(), Error> {
+    if offset.checked_add(len).is_none_or(|end| end > size) {
+        return Err(Error::BadRange { offset, len, size });
+    }
+    Ok(())
+}

@@ -1,0 +1,427 @@
+//! The sim platform: the "board" the emulated fabric lives on. A register page and a
+//! "DDR" region are memory objects (memfd) mapped once for the CPU side and once for
+//! the device side, as a real device and CPU see the same physical memory; interrupt
+//! lines are eventfds with UIO's masking semantics.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec, eventfd, poll};
+use rustix::fs::{MemfdFlags, ftruncate, memfd_create};
+
+use super::map::Mapping;
+use super::{DmaMemory, Error, IrqLine, RegisterSpace, check_range};
+
+/// Default size of the emulated DDR region.
+pub const DEFAULT_DDR_BYTES: usize = 64 << 20;
+/// Default bus address of the emulated DDR region.
+pub const DEFAULT_DDR_BASE: u64 = 0x1000_0000;
+/// Size of one register window (the AXI DMA IP's 64 KiB address range).
+pub const REGISTER_WINDOW: usize = 0x1_0000;
+
+fn os_err(what: &str) -> impl FnOnce(rustix::io::Errno) -> Error + '_ {
+    move |e| Error::Io {
+        path: what.to_string(),
+        source: e.into(),
+    }
+}
+
+fn memfd(name: &str, len: usize) -> Result<OwnedFd, Error> {
+    let fd = memfd_create(name, MemfdFlags::CLOEXEC).map_err(os_err(name))?;
+    ftruncate(&fd, len as u64).map_err(os_err(name))?;
+    Ok(fd)
+}
+
+/// One interrupt line's state: UIO masks the line after each interrupt until the
+/// program re-enables it; an interrupt raised while masked stays pending.
+struct Line {
+    fd: OwnedFd,
+    /// (armed, pending, count)
+    state: Mutex<(bool, bool, u32)>,
+}
+
+impl Line {
+    fn signal(&self) {
+        // An eventfd write of 1 only fails on counter overflow, which needs 2^64
+        // unread interrupts.
+        let _ = rustix::io::write(&self.fd, &1u64.to_ne_bytes());
+    }
+
+    fn raise(&self) {
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        s.2 = s.2.wrapping_add(1);
+        if s.0 {
+            s.0 = false;
+            drop(s);
+            self.signal();
+        } else {
+            s.1 = true;
+        }
+    }
+}
+
+/// An emulated board: register windows, a DDR region and interrupt lines.
+pub struct SimBoard {
+    regs: Vec<OwnedFd>,
+    ddr: OwnedFd,
+    ddr_bytes: usize,
+    ddr_base: u64,
+    lines: Vec<Arc<Line>>,
+}
+
+impl SimBoard {
+    /// A board with `windows` register windows, `ddr_bytes` of DDR at bus address
+    /// `ddr_base` and `irq_lines` interrupt lines.
+    pub fn new(
+        windows: usize,
+        ddr_bytes: usize,
+        ddr_base: u64,
+        irq_lines: usize,
+    ) -> Result<Self, Error> {
+        let regs = (0..windows)
+            .map(|i| memfd(&format!("dmaflow-sim-regs{i}"), REGISTER_WINDOW))
+            .collect::<Result<_, _>>()?;
+        let ddr = memfd("dmaflow-sim-ddr", ddr_bytes)?;
+        let lines = (0..irq_lines)
+            .map(|_| {
+                let fd = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)
+                    .map_err(os_err("eventfd"))?;
+                Ok(Arc::new(Line {
+                    fd,
+                    state: Mutex::new((true, false, 0)),
+                }))
+            })
+            .collect::<Result<_, Error>>()?;
+        Ok(SimBoard {
+            regs,
+            ddr,
+            ddr_bytes,
+            ddr_base,
+            lines,
+        })
+    }
+
+    /// The CPU's view of register window `i`.
+    pub fn registers(&self, i: usize) -> Result<SimRegisters, Error> {
+        let fd = self.regs.get(i).ok_or(Error::BadOffset {
+            offset: i,
+            len: self.regs.len(),
+        })?;
+        Ok(SimRegisters {
+            map: Mapping::new(fd, REGISTER_WINDOW, 0, "sim register window")?,
+        })
+    }
+
+    /// The CPU's view of the DDR region.
+    pub fn memory(&self) -> Result<SimMemory, Error> {
+        Ok(SimMemory {
+            map: Mapping::new(&self.ddr, self.ddr_bytes, 0, "sim DDR")?,
+            bus_base: self.ddr_base,
+        })
+    }
+
+    /// The CPU's end of interrupt line `i`.
+    pub fn irq(&self, i: usize) -> Result<SimIrq, Error> {
+        let line = self.lines.get(i).ok_or(Error::BadOffset {
+            offset: i,
+            len: self.lines.len(),
+        })?;
+        Ok(SimIrq { line: line.clone() })
+    }
+
+    /// The device's view of the board, for the emulated fabric.
+    pub fn device(&self) -> Result<DeviceView, Error> {
+        Ok(DeviceView {
+            regs: self
+                .regs
+                .iter()
+                .map(|fd| Mapping::new(fd, REGISTER_WINDOW, 0, "sim register window (device)"))
+                .collect::<Result<_, _>>()?,
+            ddr: Mapping::new(&self.ddr, self.ddr_bytes, 0, "sim DDR (device)")?,
+            ddr_base: self.ddr_base,
+            lines: self.lines.clone(),
+        })
+    }
+}
+
+/// The CPU's view of a sim register window.
+pub struct SimRegisters {
+    map: Mapping,
+}
+
+impl RegisterSpace for SimRegisters {
+    fn read(&self, offset: usize) -> Result<u32, Error> {
+        self.map.read_u32(offset)
+    }
+    fn write(&self, offset: usize, value: u32) -> Result<(), Error> {
+        self.map.write_u32(offset, value)
+    }
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+}
+
+/// The CPU's view of the sim DDR region. x86 caches are coherent with the
+/// emulated device, so maintenance is optional; when asked for, it is real
+/// (`clflushopt` over the range, then `sfence`), so its cost can be measured.
+pub struct SimMemory {
+    map: Mapping,
+    bus_base: u64,
+}
+
+/// Writes back and evicts every cache line of the range: `clflushopt` where the CPU
+/// has it (CPUID leaf 7, EBX bit 23), `clflush` otherwise, then a store fence.
+fn flush_lines(base: *mut u8, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::sync::OnceLock;
+        static HAS_CLFLUSHOPT: OnceLock<bool> = OnceLock::new();
+        // `__cpuid_count` has no preconditions on x86-64 (CPUID is always present).
+        let opt = *HAS_CLFLUSHOPT
+            .get_or_init(|| std::arch::x86_64::__cpuid_count(7, 0).ebx & (1 << 23) != 0);
+        let end = base as usize + len;
+        let mut p = base as usize & !63;
+        while p < end {
+            if opt {
+                // SAFETY: clflushopt exists on this CPU (checked above) and `p` is an
+                // address inside (or at the line start of) the caller's mapped range;
+                // flushing changes no memory contents.
+                unsafe {
+                    std::arch::asm!("clflushopt [{0}]", in(reg) p, options(nostack, preserves_flags))
+                };
+            } else {
+                // SAFETY: as above; clflush is part of SSE2, present on every x86-64.
+                unsafe { std::arch::x86_64::_mm_clflush(p as *const u8) };
+            }
+            p += 64;
+        }
+        // SAFETY: a store fence has no preconditions; it orders the flushes above.
+        unsafe { std::arch::x86_64::_mm_sfence() };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (base, len);
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl DmaMemory for SimMemory {
+    fn cpu_base(&self) -> *mut u8 {
+        self.map.base()
+    }
+    fn size(&self) -> usize {
+        self.map.len()
+    }
+    fn bus_base(&self) -> u64 {
+        self.bus_base
+    }
+    fn coherent(&self) -> bool {
+        true
+    }
+    fn sync_for_device(&self, offset: usize, len: usize) -> Result<(), Error> {
+        check_range(offset, len, self.size())?;
+        // SAFETY: the range was checked to lie inside the mapping.
+        flush_lines(unsafe { self.map.base().add(offset) }, len);
+        Ok(())
+    }
+    fn sync_for_cpu(&self, offset: usize, len: usize) -> Result<(), Error> {
+        // Invalidation on x86 is the same flush: the next read misses and fetches
+        // what the device wrote.
+        self.sync_for_device(offset, len)
+    }
+}
+
+/// The CPU's end of a sim interrupt line.
+pub struct SimIrq {
+    line: Arc<Line>,
+}
+
+impl IrqLine for SimIrq {
+    fn wait(&self, timeout: Duration) -> Result<u32, Error> {
+        let ts = Timespec {
+            tv_sec: timeout.as_secs() as _,
+            tv_nsec: timeout.subsec_nanos() as _,
+        };
+        loop {
+            let mut fds = [PollFd::new(&self.line.fd, PollFlags::IN)];
+            match poll(&mut fds, Some(&ts)) {
+                Ok(0) => return Err(Error::Timeout(timeout)),
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(e) => return Err(os_err("eventfd")(e)),
+            }
+            let mut buf = [0u8; 8];
+            match rustix::io::read(self.line.fd.as_fd(), &mut buf) {
+                Ok(_) => {
+                    let s = self
+                        .line
+                        .state
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner);
+                    return Ok(s.2);
+                }
+                // Another waiter took it first.
+                Err(rustix::io::Errno::AGAIN) => continue,
+                Err(e) => return Err(os_err("eventfd")(e)),
+            }
+        }
+    }
+
+    fn enable(&self) -> Result<(), Error> {
+        let mut s = self
+            .line
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if s.1 {
+            s.1 = false;
+            drop(s);
+            self.line.signal();
+        } else {
+            s.0 = true;
+        }
+        Ok(())
+    }
+}
+
+/// The emulated device's view of the board: its register windows, the DDR region
+/// by bus address, and its interrupt outputs.
+pub struct DeviceView {
+    regs: Vec<Mapping>,
+    ddr: Mapping,
+    ddr_base: u64,
+    lines: Vec<Arc<Line>>,
+}
+
+/// A bus access outside the DDR region (the AXI DECERR response).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("no memory at bus address {addr:#x} (+{len:#x})")]
+pub struct DecodeError {
+    /// Bus address.
+    pub addr: u64,
+    /// Length of the access.
+    pub len: usize,
+}
+
+impl DeviceView {
+    /// Reads register `offset` of window `w`.
+    pub fn reg(&self, w: usize, offset: usize) -> u32 {
+        self.regs
+            .get(w)
+            .and_then(|m| m.read_u32(offset).ok())
+            .unwrap_or(0)
+    }
+
+    /// Writes register `offset` of window `w`.
+    pub fn set_reg(&self, w: usize, offset: usize, value: u32) {
+        if let Some(m) = self.regs.get(w) {
+            let _ = m.write_u32(offset, value);
+        }
+    }
+
+    fn ddr_offset(&self, addr: u64, len: usize) -> Result<usize, DecodeError> {
+        let err = DecodeError { addr, len };
+        let off = addr.checked_sub(self.ddr_base).ok_or(err)? as usize;
+        check_range(off, len, self.ddr.len()).map_err(|_| err)?;
+        Ok(off)
+    }
+
+    /// Copies `out.len()` bytes from bus address `addr` (an MM2S read).
+    pub fn read_ddr(&self, addr: u64, out: &mut [u8]) -> Result<(), DecodeError> {
+        let off = self.ddr_offset(addr, out.len())?;
+        // SAFETY: the range lies inside the mapping (checked); the bytes belong to a
+        // buffer the driver handed to the device, so no Rust reference aliases them
+        // mutably while the device reads.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.ddr.base().add(off), out.as_mut_ptr(), out.len())
+        };
+        Ok(())
+    }
+
+    /// Copies `data` to bus address `addr` (an S2MM write).
+    pub fn write_ddr(&self, addr: u64, data: &[u8]) -> Result<(), DecodeError> {
+        let off = self.ddr_offset(addr, data.len())?;
+        // SAFETY: as in `read_ddr`; the driver handed this buffer to the device.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.ddr.base().add(off), data.len())
+        };
+        Ok(())
+    }
+
+    /// Reads a little-endian 32-bit word at bus address `addr` (descriptor fields).
+    pub fn read_word(&self, addr: u64) -> Result<u32, DecodeError> {
+        let mut b = [0u8; 4];
+        self.read_ddr(addr, &mut b)?;
+        Ok(u32::from_le_bytes(b))
+    }
+
+    /// Writes a little-endian 32-bit word at bus address `addr`.
+    pub fn write_word(&self, addr: u64, value: u32) -> Result<(), DecodeError> {
+        self.write_ddr(addr, &value.to_le_bytes())
+    }
+
+    /// Raises interrupt line `i`.
+    pub fn raise(&self, i: usize) {
+        if let Some(l) = self.lines.get(i) {
+            l.raise();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_and_device_see_the_same_registers_and_memory() {
+        let b = SimBoard::new(1, 1 << 20, DEFAULT_DDR_BASE, 1).unwrap();
+        let regs = b.registers(0).unwrap();
+        let mem = b.memory().unwrap();
+        let dev = b.device().unwrap();
+        regs.write(0x30, 0xDEAD_BEEF).unwrap();
+        assert_eq!(dev.reg(0, 0x30), 0xDEAD_BEEF);
+        dev.set_reg(0, 0x34, 7);
+        assert_eq!(regs.read(0x34).unwrap(), 7);
+        dev.write_ddr(DEFAULT_DDR_BASE + 100, b"hello").unwrap();
+        // SAFETY: 5 bytes at offset 100 of the 1 MiB region, written just above.
+        let seen = unsafe { std::slice::from_raw_parts(mem.cpu_base().add(100), 5) };
+        assert_eq!(seen, b"hello");
+        assert!(dev.read_word(DEFAULT_DDR_BASE - 4).is_err());
+        assert!(
+            dev.write_ddr(DEFAULT_DDR_BASE + (1 << 20) - 2, b"abc")
+                .is_err()
+        );
+        assert!(matches!(regs.read(0x1_0000), Err(Error::BadOffset { .. })));
+        assert!(matches!(regs.read(2), Err(Error::BadOffset { .. })));
+        mem.sync_for_device(0, 4096).unwrap();
+        assert!(matches!(
+            mem.sync_for_cpu(1 << 20, 1),
+            Err(Error::BadRange { .. })
+        ));
+    }
+
+    #[test]
+    fn interrupts_are_masked_until_enabled() {
+        let b = SimBoard::new(1, 4096, 0, 1).unwrap();
+        let irq = b.irq(0).unwrap();
+        let dev = b.device().unwrap();
+        assert!(matches!(
+            irq.wait(Duration::from_millis(10)),
+            Err(Error::Timeout(_))
+        ));
+        dev.raise(0);
+        assert_eq!(irq.wait(Duration::from_secs(1)).unwrap(), 1);
+        // Masked now: the next interrupt stays pending until enabled.
+        dev.raise(0);
+        assert!(matches!(
+            irq.wait(Duration::from_millis(10)),
+            Err(Error::Timeout(_))
+        ));
+        irq.enable().unwrap();
+        assert_eq!(irq.wait(Duration::from_secs(1)).unwrap(), 2);
+        irq.enable().unwrap();
+        dev.raise(0);
+        assert_eq!(irq.wait(Duration::from_secs(1)).unwrap(), 3);
+    }
+}

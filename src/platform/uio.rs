@@ -1,0 +1,339 @@
+//! Real boards: register windows and interrupts through UIO (`/dev/uioN`), DMA
+//! memory through u-dma-buf (`/dev/udmabufN`). Every path is taken under a root
+//! directory (normally `/`), so tests can point it at a fake tree.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rustix::event::{PollFd, PollFlags, Timespec, poll};
+
+use super::map::Mapping;
+use super::{DmaMemory, Error, IrqLine, RegisterSpace, check_range};
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// Reads a one-line sysfs attribute.
+fn attr(path: &Path) -> Result<String, Error> {
+    let s = std::fs::read_to_string(path).map_err(io_error(path))?;
+    Ok(s.trim().to_string())
+}
+
+/// Parses a sysfs number: hexadecimal with `0x`, decimal otherwise.
+fn number(path: &Path) -> Result<u64, Error> {
+    let s = attr(path)?;
+    let parsed = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => s.parse(),
+    };
+    parsed.map_err(|_| Error::Malformed {
+        path: path.display().to_string(),
+        reason: format!("{s:?} is not a number"),
+    })
+}
+
+fn open_rw(path: &Path) -> Result<File, Error> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(io_error(path))
+}
+
+/// A UIO device's first memory map (its registers).
+pub struct UioRegisters {
+    map: Mapping,
+}
+
+/// A UIO device's interrupt: reading 4 bytes blocks for the next interrupt and
+/// returns the count; writing 1 re-enables it.
+pub struct UioIrq {
+    file: File,
+    path: PathBuf,
+}
+
+/// Opens `/dev/uio<index>` under `root`: its map0 registers and its interrupt.
+pub fn open_uio(root: &Path, index: usize) -> Result<(UioRegisters, UioIrq), Error> {
+    let size_path = root.join(format!("sys/class/uio/uio{index}/maps/map0/size"));
+    let size = number(&size_path)?;
+    if size == 0 || size > 1 << 30 {
+        return Err(Error::Malformed {
+            path: size_path.display().to_string(),
+            reason: format!("map size {size:#x} is not a plausible register window"),
+        });
+    }
+    let dev = root.join(format!("dev/uio{index}"));
+    let file = open_rw(&dev)?;
+    let map = Mapping::new(&file, size as usize, 0, &dev.display().to_string())?;
+    let irq_file = open_rw(&dev)?;
+    Ok((
+        UioRegisters { map },
+        UioIrq {
+            file: irq_file,
+            path: dev,
+        },
+    ))
+}
+
+impl RegisterSpace for UioRegisters {
+    fn read(&self, offset: usize) -> Result<u32, Error> {
+        self.map.read_u32(offset)
+    }
+    fn write(&self, offset: usize, value: u32) -> Result<(), Error> {
+        self.map.write_u32(offset, value)
+    }
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+}
+
+impl IrqLine for UioIrq {
+    fn wait(&self, timeout: Duration) -> Result<u32, Error> {
+        let ts = Timespec {
+            tv_sec: timeout.as_secs() as _,
+            tv_nsec: timeout.subsec_nanos() as _,
+        };
+        let mut fds = [PollFd::new(&self.file, PollFlags::IN)];
+        match poll(&mut fds, Some(&ts)) {
+            Ok(0) => return Err(Error::Timeout(timeout)),
+            Ok(_) => {}
+            Err(e) => return Err(io_error(&self.path)(e.into())),
+        }
+        let mut b = [0u8; 4];
+        (&self.file)
+            .read_exact(&mut b)
+            .map_err(io_error(&self.path))?;
+        Ok(u32::from_ne_bytes(b))
+    }
+
+    fn enable(&self) -> Result<(), Error> {
+        (&self.file)
+            .write_all(&1u32.to_ne_bytes())
+            .map_err(io_error(&self.path))
+    }
+}
+
+/// A u-dma-buf buffer: contiguous DMA memory with its physical address.
+pub struct UdmaBuf {
+    map: Mapping,
+    phys: u64,
+    coherent: bool,
+    sysfs: PathBuf,
+}
+
+/// Opens the u-dma-buf `name` (for example `udmabuf0`) under `root`.
+pub fn open_udmabuf(root: &Path, name: &str) -> Result<UdmaBuf, Error> {
+    let sysfs = root.join(format!("sys/class/u-dma-buf/{name}"));
+    let phys = number(&sysfs.join("phys_addr"))?;
+    let size = number(&sysfs.join("size"))?;
+    if size == 0 {
+        return Err(Error::Malformed {
+            path: sysfs.join("size").display().to_string(),
+            reason: "buffer size is zero".into(),
+        });
+    }
+    let coherent = match sysfs.join("dma_coherent") {
+        p if p.exists() => number(&p)? != 0,
+        _ => false,
+    };
+    let dev = root.join(format!("dev/{name}"));
+    let file = open_rw(&dev)?;
+    let map = Mapping::new(file.as_fd(), size as usize, 0, &dev.display().to_string())?;
+    Ok(UdmaBuf {
+        map,
+        phys,
+        coherent,
+        sysfs,
+    })
+}
+
+impl UdmaBuf {
+    /// u-dma-buf's manual sync: offset, size and direction, then the trigger.
+    fn sync(&self, offset: usize, len: usize, direction: u32, trigger: &str) -> Result<(), Error> {
+        check_range(offset, len, self.map.len())?;
+        for (file, value) in [
+            ("sync_offset", offset.to_string()),
+            ("sync_size", len.to_string()),
+            ("sync_direction", direction.to_string()),
+            (trigger, "1".to_string()),
+        ] {
+            let p = self.sysfs.join(file);
+            std::fs::write(&p, value).map_err(io_error(&p))?;
+        }
+        Ok(())
+    }
+}
+
+impl DmaMemory for UdmaBuf {
+    fn cpu_base(&self) -> *mut u8 {
+        self.map.base()
+    }
+    fn size(&self) -> usize {
+        self.map.len()
+    }
+    fn bus_base(&self) -> u64 {
+        self.phys
+    }
+    fn coherent(&self) -> bool {
+        self.coherent
+    }
+    fn sync_for_device(&self, offset: usize, len: usize) -> Result<(), Error> {
+        self.sync(offset, len, 1, "sync_for_device")
+    }
+    fn sync_for_cpu(&self, offset: usize, len: usize) -> Result<(), Error> {
+        self.sync(offset, len, 2, "sync_for_cpu")
+    }
+}
+
+/// What a board offers, as found under `root`.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Inventory {
+    /// UIO devices: (index, name, map0 size).
+    pub uio: Vec<(usize, String, u64)>,
+    /// u-dma-bufs: (name, physical address, size).
+    pub udmabuf: Vec<(String, u64, u64)>,
+}
+
+/// Lists the UIO devices and u-dma-bufs under `root` (none is not an error).
+pub fn inventory(root: &Path) -> Inventory {
+    let mut inv = Inventory::default();
+    if let Ok(dir) = std::fs::read_dir(root.join("sys/class/uio")) {
+        for e in dir.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(index) = name.strip_prefix("uio").and_then(|n| n.parse().ok()) else {
+                continue;
+            };
+            let dev_name = attr(&e.path().join("name")).unwrap_or_default();
+            let size = number(&e.path().join("maps/map0/size")).unwrap_or(0);
+            inv.uio.push((index, dev_name, size));
+        }
+    }
+    if let Ok(dir) = std::fs::read_dir(root.join("sys/class/u-dma-buf")) {
+        for e in dir.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let phys = number(&e.path().join("phys_addr")).unwrap_or(0);
+            let size = number(&e.path().join("size")).unwrap_or(0);
+            inv.udmabuf.push((name, phys, size));
+        }
+    }
+    inv.uio.sort();
+    inv.udmabuf.sort();
+    inv
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fake_board(root: &Path) {
+        let uio = root.join("sys/class/uio/uio0");
+        std::fs::create_dir_all(uio.join("maps/map0")).unwrap();
+        std::fs::write(uio.join("name"), "axi_dma\n").unwrap();
+        std::fs::write(uio.join("maps/map0/size"), "0x10000\n").unwrap();
+        std::fs::create_dir_all(root.join("dev")).unwrap();
+        std::fs::write(root.join("dev/uio0"), vec![0u8; 0x10000]).unwrap();
+        let ub = root.join("sys/class/u-dma-buf/udmabuf0");
+        std::fs::create_dir_all(&ub).unwrap();
+        std::fs::write(ub.join("phys_addr"), "0x3f000000\n").unwrap();
+        std::fs::write(ub.join("size"), "1048576\n").unwrap();
+        std::fs::write(ub.join("dma_coherent"), "0\n").unwrap();
+        for f in [
+            "sync_offset",
+            "sync_size",
+            "sync_direction",
+            "sync_for_cpu",
+            "sync_for_device",
+        ] {
+            std::fs::write(ub.join(f), "").unwrap();
+        }
+        std::fs::write(root.join("dev/udmabuf0"), vec![0u8; 1 << 20]).unwrap();
+    }
+
+    #[test]
+    fn opens_and_maps_a_fake_board() {
+        let dir = tempfile::tempdir().unwrap();
+        fake_board(dir.path());
+        let (regs, _irq) = open_uio(dir.path(), 0).unwrap();
+        assert_eq!(regs.len(), 0x10000);
+        regs.write(0x30, 0x0001_0003).unwrap();
+        assert_eq!(regs.read(0x30).unwrap(), 0x0001_0003);
+        // The mapping is shared: the "device file" sees the write.
+        let bytes = std::fs::read(dir.path().join("dev/uio0")).unwrap();
+        assert_eq!(&bytes[0x30..0x34], &0x0001_0003u32.to_ne_bytes());
+        assert!(matches!(regs.read(0x10000), Err(Error::BadOffset { .. })));
+
+        let buf = open_udmabuf(dir.path(), "udmabuf0").unwrap();
+        assert_eq!(
+            (buf.bus_base(), buf.size(), buf.coherent()),
+            (0x3f00_0000, 1 << 20, false)
+        );
+        buf.sync_for_device(4096, 8192).unwrap();
+        let ub = dir.path().join("sys/class/u-dma-buf/udmabuf0");
+        assert_eq!(
+            std::fs::read_to_string(ub.join("sync_offset")).unwrap(),
+            "4096"
+        );
+        assert_eq!(
+            std::fs::read_to_string(ub.join("sync_size")).unwrap(),
+            "8192"
+        );
+        assert_eq!(
+            std::fs::read_to_string(ub.join("sync_direction")).unwrap(),
+            "1"
+        );
+        assert_eq!(
+            std::fs::read_to_string(ub.join("sync_for_device")).unwrap(),
+            "1"
+        );
+        assert!(matches!(
+            buf.sync_for_cpu(1 << 20, 1),
+            Err(Error::BadRange { .. })
+        ));
+
+        let inv = inventory(dir.path());
+        assert_eq!(inv.uio, vec![(0, "axi_dma".to_string(), 0x10000)]);
+        assert_eq!(
+            inv.udmabuf,
+            vec![("udmabuf0".to_string(), 0x3f00_0000, 1 << 20)]
+        );
+    }
+
+    #[test]
+    fn missing_and_malformed_files_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = open_uio(dir.path(), 3).err().unwrap().to_string();
+        assert!(e.contains("uio3/maps/map0/size"), "{e}");
+        fake_board(dir.path());
+        std::fs::write(
+            dir.path().join("sys/class/uio/uio0/maps/map0/size"),
+            "lots\n",
+        )
+        .unwrap();
+        let e = open_uio(dir.path(), 0).err().unwrap().to_string();
+        assert!(e.contains("map0/size") && e.contains("not a number"), "{e}");
+        std::fs::remove_file(dir.path().join("dev/udmabuf0")).unwrap();
+        let e = open_udmabuf(dir.path(), "udmabuf0")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("dev/udmabuf0"), "{e}");
+        std::fs::write(
+            dir.path().join("sys/class/u-dma-buf/udmabuf0/phys_addr"),
+            "0xZZ",
+        )
+        .unwrap();
+        let e = open_udmabuf(dir.path(), "udmabuf0")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("phys_addr"), "{e}");
+        assert_eq!(inventory(&dir.path().join("nothing")), Inventory::default());
+    }
+}
