@@ -9,6 +9,7 @@
 //! - [`dsp`]: signal processing nodes (the overlap-save FIR filter).
 //! - [`platform`]: what a device offers (registers, DMA memory, interrupts), on
 //!   real boards (UIO, u-dma-buf) and on the emulated fabric.
+//! - [`mem`]: buffer pools in DMA memory with a cache policy.
 //! - [`bench`]: the experiments behind `dmaflow bench`.
 
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -17,6 +18,7 @@
 pub mod bench;
 pub mod dsp;
 pub mod graph;
+pub mod mem;
 pub mod platform;
 pub mod ring;
 mod sync;
@@ -37,6 +39,9 @@ pub enum Error {
     /// A device could not be reached.
     #[error(transparent)]
     Platform(#[from] platform::Error),
+    /// DMA memory could not be had.
+    #[error(transparent)]
+    Mem(#[from] mem::Error),
     /// A benchmark failed.
     #[error(transparent)]
     Bench(#[from] bench::Error),

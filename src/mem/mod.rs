@@ -1,0 +1,334 @@
+//! Buffers in DMA memory: a [`DmaPool`] carves typed [`DmaBuf`]s (CPU slice plus
+//! bus address) out of a [`DmaMemory`] region, with a cache policy per pool.
+
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use bytemuck::Pod;
+
+use crate::platform::{self, DmaMemory};
+
+/// Alignment of every buffer: a cache line (and the 0x40 SG descriptor alignment).
+pub const ALIGN: usize = 64;
+
+/// What went wrong with DMA memory.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A buffer of zero items.
+    #[error("a DMA buffer of zero bytes was asked for")]
+    ZeroLength,
+    /// Not enough contiguous free memory.
+    #[error(
+        "no {requested} contiguous bytes free in the DMA pool (largest free block {largest_free})"
+    )]
+    OutOfMemory {
+        /// Bytes asked for.
+        requested: usize,
+        /// Largest free block.
+        largest_free: usize,
+    },
+    /// A buffer was handed to a pool it does not come from.
+    #[error("buffer belongs to DMA pool {buffer_pool}, not to pool {pool}")]
+    ForeignBuffer {
+        /// Pool of the buffer.
+        buffer_pool: u64,
+        /// Pool it was handed to.
+        pool: u64,
+    },
+    /// The platform's cache maintenance failed.
+    #[error(transparent)]
+    Platform(#[from] platform::Error),
+}
+
+/// Cache maintenance of a pool's buffers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CachePolicy {
+    /// No maintenance: caches are coherent with the device.
+    #[default]
+    Coherent,
+    /// Clean before the device reads, invalidate before the CPU reads.
+    Explicit,
+}
+
+static NEXT_POOL: AtomicU64 = AtomicU64::new(1);
+
+struct PoolInner {
+    memory: Arc<dyn DmaMemory>,
+    policy: CachePolicy,
+    id: u64,
+    /// Free blocks `(offset, len)`, sorted by offset, never adjacent.
+    free: Mutex<Vec<(usize, usize)>>,
+}
+
+impl PoolInner {
+    fn release(&self, offset: usize, len: usize) {
+        let mut free = self.free.lock().unwrap_or_else(PoisonError::into_inner);
+        let i = free.partition_point(|&(o, _)| o < offset);
+        free.insert(i, (offset, len));
+        // Merge with the next block, then with the previous one.
+        if i + 1 < free.len() && free[i].0 + free[i].1 == free[i + 1].0 {
+            free[i].1 += free[i + 1].1;
+            free.remove(i + 1);
+        }
+        if i > 0 && free[i - 1].0 + free[i - 1].1 == free[i].0 {
+            free[i - 1].1 += free[i].1;
+            free.remove(i);
+        }
+    }
+}
+
+/// A pool of DMA buffers over one memory region.
+#[derive(Clone)]
+pub struct DmaPool {
+    inner: Arc<PoolInner>,
+}
+
+impl DmaPool {
+    /// A pool over the whole of `memory`.
+    pub fn new(memory: Arc<dyn DmaMemory>, policy: CachePolicy) -> Self {
+        let size = memory.size() / ALIGN * ALIGN;
+        DmaPool {
+            inner: Arc::new(PoolInner {
+                memory,
+                policy,
+                id: NEXT_POOL.fetch_add(1, Ordering::Relaxed),
+                free: Mutex::new(if size > 0 {
+                    vec![(0, size)]
+                } else {
+                    Vec::new()
+                }),
+            }),
+        }
+    }
+
+    /// This pool's identity, carried by its buffers.
+    pub fn id(&self) -> u64 {
+        self.inner.id
+    }
+
+    /// The pool's cache policy.
+    pub fn policy(&self) -> CachePolicy {
+        self.inner.policy
+    }
+
+    /// Bytes free in total.
+    pub fn free_bytes(&self) -> usize {
+        let free = self
+            .inner
+            .free
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        free.iter().map(|b| b.1).sum()
+    }
+
+    /// A buffer of `items` items of `T`, 64-byte aligned, contents unspecified.
+    pub fn alloc<T: Pod>(&self, items: usize) -> Result<DmaBuf<T>, Error> {
+        let bytes = items
+            .checked_mul(std::mem::size_of::<T>())
+            .ok_or(Error::OutOfMemory {
+                requested: usize::MAX,
+                largest_free: 0,
+            })?;
+        if bytes == 0 {
+            return Err(Error::ZeroLength);
+        }
+        if std::mem::align_of::<T>() > ALIGN {
+            return Err(Error::OutOfMemory {
+                requested: bytes,
+                largest_free: 0,
+            });
+        }
+        let span = bytes.div_ceil(ALIGN) * ALIGN;
+        let mut free = self
+            .inner
+            .free
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let Some(i) = free.iter().position(|&(_, l)| l >= span) else {
+            return Err(Error::OutOfMemory {
+                requested: bytes,
+                largest_free: free.iter().map(|b| b.1).max().unwrap_or(0),
+            });
+        };
+        let offset = free[i].0;
+        if free[i].1 == span {
+            free.remove(i);
+        } else {
+            free[i].0 += span;
+            free[i].1 -= span;
+        }
+        drop(free);
+        Ok(DmaBuf {
+            pool: self.inner.clone(),
+            offset,
+            items,
+            span,
+            _items: PhantomData,
+        })
+    }
+
+    /// Checks that `buf` comes from this pool.
+    pub fn check<T>(&self, buf: &DmaBuf<T>) -> Result<(), Error> {
+        if buf.pool.id != self.inner.id {
+            return Err(Error::ForeignBuffer {
+                buffer_pool: buf.pool.id,
+                pool: self.inner.id,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A buffer in DMA memory: a CPU view and the bus address the device uses. It is
+/// returned to its pool when dropped. Whoever holds it owns its bytes; a transfer
+/// takes it by value while the device uses it.
+pub struct DmaBuf<T> {
+    pool: Arc<PoolInner>,
+    offset: usize,
+    items: usize,
+    span: usize,
+    _items: PhantomData<T>,
+}
+
+impl<T: Pod> DmaBuf<T> {
+    /// Number of items.
+    pub fn len(&self) -> usize {
+        self.items
+    }
+
+    /// Whether the buffer holds no items (never true: pools refuse empty buffers).
+    pub fn is_empty(&self) -> bool {
+        self.items == 0
+    }
+
+    /// Length in bytes.
+    pub fn byte_len(&self) -> usize {
+        self.items * std::mem::size_of::<T>()
+    }
+
+    /// Bus address of the first byte, for the device.
+    pub fn bus_addr(&self) -> u64 {
+        self.pool.memory.bus_base() + self.offset as u64
+    }
+
+    /// Identity of the pool the buffer comes from.
+    pub fn pool_id(&self) -> u64 {
+        self.pool.id
+    }
+
+    /// The items, for the CPU.
+    pub fn as_slice(&self) -> &[T] {
+        // SAFETY: the range `offset..offset + byte_len` lies inside the region and
+        // belongs to this buffer alone (the pool hands it out once); it is 64-byte
+        // aligned, initialised memory, and any bit pattern is a valid `T`. The
+        // device only touches it while a transfer owns the buffer by value.
+        unsafe {
+            std::slice::from_raw_parts(
+                self.pool.memory.cpu_base().add(self.offset).cast::<T>(),
+                self.items,
+            )
+        }
+    }
+
+    /// The items, for the CPU to fill.
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
+        // SAFETY: as in `as_slice`, and `&mut self` makes this the only view.
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                self.pool.memory.cpu_base().add(self.offset).cast::<T>(),
+                self.items,
+            )
+        }
+    }
+
+    /// Makes the first `bytes` bytes visible to the device, if the pool's policy asks.
+    pub fn sync_for_device(&self, bytes: usize) -> Result<(), Error> {
+        if self.pool.policy == CachePolicy::Explicit {
+            self.pool
+                .memory
+                .sync_for_device(self.offset, bytes.min(self.byte_len()))?;
+        }
+        Ok(())
+    }
+
+    /// Makes the device's writes to the first `bytes` bytes visible to the CPU, if
+    /// the pool's policy asks.
+    pub fn sync_for_cpu(&self, bytes: usize) -> Result<(), Error> {
+        if self.pool.policy == CachePolicy::Explicit {
+            self.pool
+                .memory
+                .sync_for_cpu(self.offset, bytes.min(self.byte_len()))?;
+        }
+        Ok(())
+    }
+}
+
+impl<T> Drop for DmaBuf<T> {
+    fn drop(&mut self) {
+        self.pool.release(self.offset, self.span);
+    }
+}
+
+impl<T> std::fmt::Debug for DmaBuf<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DmaBuf")
+            .field("pool", &self.pool.id)
+            .field("offset", &self.offset)
+            .field("items", &self.items)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::platform::sim::SimBoard;
+
+    fn pool(bytes: usize, policy: CachePolicy) -> DmaPool {
+        let board = SimBoard::new(1, bytes, 0x1000_0000, 0).unwrap();
+        DmaPool::new(Arc::new(board.memory().unwrap()), policy)
+    }
+
+    #[test]
+    fn buffers_are_aligned_disjoint_and_returned() {
+        let p = pool(1 << 16, CachePolicy::Coherent);
+        let total = p.free_bytes();
+        let mut a = p.alloc::<u32>(10).unwrap();
+        let mut b = p.alloc::<u8>(100).unwrap();
+        assert_eq!(a.bus_addr() % ALIGN as u64, 0);
+        assert_eq!(b.bus_addr() % ALIGN as u64, 0);
+        assert!(b.bus_addr() >= a.bus_addr() + a.byte_len() as u64);
+        a.as_mut_slice().fill(7);
+        b.as_mut_slice().fill(9);
+        assert!(a.as_slice().iter().all(|&x| x == 7));
+        assert!(b.as_slice().iter().all(|&x| x == 9));
+        drop(a);
+        drop(b);
+        assert_eq!(p.free_bytes(), total);
+        // Everything merged back: one allocation of the whole region works.
+        let all = p.alloc::<u8>(total).unwrap();
+        assert_eq!(all.byte_len(), total);
+    }
+
+    #[test]
+    fn bad_requests_are_errors() {
+        let p = pool(4096, CachePolicy::Explicit);
+        assert!(matches!(p.alloc::<u8>(0), Err(Error::ZeroLength)));
+        match p.alloc::<u8>(8192) {
+            Err(Error::OutOfMemory {
+                requested,
+                largest_free,
+            }) => assert_eq!((requested, largest_free), (8192, 4096)),
+            other => panic!("expected OutOfMemory, got {other:?}"),
+        }
+        let q = pool(4096, CachePolicy::Coherent);
+        let b = q.alloc::<u8>(16).unwrap();
+        assert!(matches!(p.check(&b), Err(Error::ForeignBuffer { .. })));
+        q.check(&b).unwrap();
+        let c = p.alloc::<u8>(64).unwrap();
+        c.sync_for_device(64).unwrap();
+        c.sync_for_cpu(64).unwrap();
+    }
+}
