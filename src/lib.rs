@@ -10,17 +10,21 @@
 //! - [`platform`]: what a device offers (registers, DMA memory, interrupts), on
 //!   real boards (UIO, u-dma-buf) and on the emulated fabric.
 //! - [`mem`]: buffer pools in DMA memory with a cache policy.
+//! - [`axi`]: a register-exact AXI DMA driver (PG021).
+//! - [`sim`]: the emulated fabric the driver runs against without an FPGA.
 //! - [`bench`]: the experiments behind `dmaflow bench`.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
 
+pub mod axi;
 pub mod bench;
 pub mod dsp;
 pub mod graph;
 pub mod mem;
 pub mod platform;
 pub mod ring;
+pub mod sim;
 mod sync;
 
 /// Any error dmaflow reports.
@@ -42,6 +46,9 @@ pub enum Error {
     /// DMA memory could not be had.
     #[error(transparent)]
     Mem(#[from] mem::Error),
+    /// The DMA engine failed.
+    #[error(transparent)]
+    Axi(#[from] axi::Error),
     /// A benchmark failed.
     #[error(transparent)]
     Bench(#[from] bench::Error),

@@ -33,6 +33,17 @@ fn memfd(name: &str, len: usize) -> Result<OwnedFd, Error> {
     Ok(fd)
 }
 
+/// Where the CPU's register writes go once a device model is attached: the model
+/// applies them with the IP's semantics (write-1-to-clear bits, self-clearing reset,
+/// a LENGTH write that starts a transfer) and keeps the register page, which the CPU
+/// reads directly, up to date.
+pub trait BusTarget: Send + Sync {
+    /// The CPU wrote `value` to `offset` of register window `window`.
+    fn write(&self, window: usize, offset: usize, value: u32);
+}
+
+type Target = Arc<std::sync::OnceLock<Arc<dyn BusTarget>>>;
+
 /// One interrupt line's state: UIO masks the line after each interrupt until the
 /// program re-enables it; an interrupt raised while masked stays pending.
 struct Line {
@@ -68,6 +79,7 @@ pub struct SimBoard {
     ddr_bytes: usize,
     ddr_base: u64,
     lines: Vec<Arc<Line>>,
+    target: Target,
 }
 
 impl SimBoard {
@@ -99,6 +111,7 @@ impl SimBoard {
             ddr_bytes,
             ddr_base,
             lines,
+            target: Target::default(),
         })
     }
 
@@ -110,7 +123,14 @@ impl SimBoard {
         })?;
         Ok(SimRegisters {
             map: Mapping::new(fd, REGISTER_WINDOW, 0, "sim register window")?,
+            window: i,
+            target: self.target.clone(),
         })
+    }
+
+    /// Routes the CPU's register writes to a device model (once per board).
+    pub fn attach(&self, target: Arc<dyn BusTarget>) -> bool {
+        self.target.set(target).is_ok()
     }
 
     /// The CPU's view of the DDR region.
@@ -148,6 +168,8 @@ impl SimBoard {
 /// The CPU's view of a sim register window.
 pub struct SimRegisters {
     map: Mapping,
+    window: usize,
+    target: Target,
 }
 
 impl RegisterSpace for SimRegisters {
@@ -155,7 +177,15 @@ impl RegisterSpace for SimRegisters {
         self.map.read_u32(offset)
     }
     fn write(&self, offset: usize, value: u32) -> Result<(), Error> {
-        self.map.write_u32(offset, value)
+        match self.target.get() {
+            Some(t) => {
+                // Same bounds as a plain store, so a bad offset is an error either way.
+                self.map.read_u32(offset)?;
+                t.write(self.window, offset, value);
+                Ok(())
+            }
+            None => self.map.write_u32(offset, value),
+        }
     }
     fn len(&self) -> usize {
         self.map.len()

@@ -1,0 +1,275 @@
+//! A register-exact driver for the Xilinx AXI DMA IP (PG021), direct register mode,
+//! written against [`RegisterSpace`] and [`IrqLine`] only: the same code drives a
+//! real board through UIO and the emulated fabric.
+
+pub mod regs;
+
+use std::cell::Cell;
+use std::time::{Duration, Instant};
+
+use crate::platform::{self, IrqLine, RegisterSpace};
+use regs::*;
+
+/// Which of the engine's two channels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Channel {
+    /// Memory-mapped to stream: reads memory, feeds the stream.
+    Mm2s,
+    /// Stream to memory-mapped: writes what the stream delivers.
+    S2mm,
+}
+
+impl Channel {
+    /// Offset of the channel's registers.
+    pub fn base(self) -> usize {
+        match self {
+            Channel::Mm2s => MM2S,
+            Channel::S2mm => S2MM,
+        }
+    }
+}
+
+impl std::fmt::Display for Channel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Channel::Mm2s => "MM2S",
+            Channel::S2mm => "S2MM",
+        })
+    }
+}
+
+/// What went wrong with the engine.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The buffer-length register width is outside 8..=26 bits.
+    #[error("buffer length register width {0} is outside 8..=26 bits")]
+    BadLengthWidth(u32),
+    /// A transfer of zero bytes.
+    #[error("{channel}: a transfer of zero bytes")]
+    ZeroLength {
+        /// The channel.
+        channel: Channel,
+    },
+    /// A transfer longer than the buffer-length register holds.
+    #[error("{channel}: {len} bytes is more than the {max}-byte limit of the length register")]
+    TooLong {
+        /// The channel.
+        channel: Channel,
+        /// Bytes asked for.
+        len: usize,
+        /// Largest transfer.
+        max: usize,
+    },
+    /// The engine reported an error (decoded from DMASR); the engine has been reset.
+    #[error("{channel}: {what} (DMASR {dmasr:#010x}); the engine was reset")]
+    Device {
+        /// The channel.
+        channel: Channel,
+        /// The error bits by name.
+        what: String,
+        /// DMASR as read.
+        dmasr: u32,
+    },
+    /// The engine did not finish in time.
+    #[error("{channel}: no completion within {timeout:?} (DMASR {dmasr:#010x})")]
+    Timeout {
+        /// The channel.
+        channel: Channel,
+        /// How long we waited.
+        timeout: Duration,
+        /// DMASR when we gave up.
+        dmasr: u32,
+    },
+    /// The register window or interrupt line failed.
+    #[error(transparent)]
+    Platform(#[from] platform::Error),
+}
+
+/// How a caller learns that a transfer finished.
+pub enum Wait<'a> {
+    /// Busy-poll DMASR.
+    Poll,
+    /// Poll DMASR, yielding the CPU between reads.
+    Yield,
+    /// Sleep on the channel's interrupt line.
+    Irq(&'a dyn IrqLine),
+}
+
+/// Driver settings.
+#[derive(Debug, Clone, Copy)]
+pub struct Config {
+    /// Width of the buffer-length register in bits (the IP's c_sg_length_width).
+    pub length_width: u32,
+    /// Longest wait for any completion.
+    pub timeout: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            length_width: 23,
+            timeout: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Names the error bits of a DMASR value.
+pub fn decode_errors(dmasr: u32) -> String {
+    let names = [
+        (DMASR_DMA_INT_ERR, "DMAIntErr"),
+        (DMASR_DMA_SLV_ERR, "DMASlvErr"),
+        (DMASR_DMA_DEC_ERR, "DMADecErr"),
+        (DMASR_SG_INT_ERR, "SGIntErr"),
+        (DMASR_SG_SLV_ERR, "SGSlvErr"),
+        (DMASR_SG_DEC_ERR, "SGDecErr"),
+    ];
+    let v: Vec<&str> = names
+        .iter()
+        .filter(|(bit, _)| dmasr & bit != 0)
+        .map(|&(_, n)| n)
+        .collect();
+    v.join("+")
+}
+
+/// An AXI DMA engine in direct register mode.
+pub struct AxiDma<R> {
+    regs: R,
+    cfg: Config,
+    /// Bytes of the transfer in flight per channel (MM2S, S2MM).
+    pending: [Cell<usize>; 2],
+}
+
+impl<R: RegisterSpace> AxiDma<R> {
+    /// A driver for the engine behind `regs`; resets it.
+    pub fn new(regs: R, cfg: Config) -> Result<Self, Error> {
+        if !(8..=26).contains(&cfg.length_width) {
+            return Err(Error::BadLengthWidth(cfg.length_width));
+        }
+        let dma = AxiDma {
+            regs,
+            cfg,
+            pending: [Cell::new(0), Cell::new(0)],
+        };
+        dma.reset()?;
+        Ok(dma)
+    }
+
+    /// Largest transfer the length register allows.
+    pub fn max_len(&self) -> usize {
+        (1usize << self.cfg.length_width) - 1
+    }
+
+    fn reg(&self, ch: Channel, r: usize) -> Result<u32, Error> {
+        Ok(self.regs.read(ch.base() + r)?)
+    }
+
+    fn set(&self, ch: Channel, r: usize, v: u32) -> Result<(), Error> {
+        Ok(self.regs.write(ch.base() + r, v)?)
+    }
+
+    /// Reads a channel's DMASR.
+    pub fn status(&self, ch: Channel) -> Result<u32, Error> {
+        self.reg(ch, DMASR)
+    }
+
+    /// Soft-resets the engine (both channels) and waits for the reset to finish.
+    pub fn reset(&self) -> Result<(), Error> {
+        self.set(Channel::Mm2s, DMACR, DMACR_RESET)?;
+        let deadline = Instant::now() + self.cfg.timeout;
+        while self.reg(Channel::Mm2s, DMACR)? & DMACR_RESET != 0 {
+            if Instant::now() > deadline {
+                return Err(Error::Timeout {
+                    channel: Channel::Mm2s,
+                    timeout: self.cfg.timeout,
+                    dmasr: self.status(Channel::Mm2s)?,
+                });
+            }
+            std::hint::spin_loop();
+        }
+        for p in &self.pending {
+            p.set(0);
+        }
+        Ok(())
+    }
+
+    /// Starts a direct-mode transfer of `len` bytes at bus address `addr`, with the
+    /// completion interrupt enabled if `irq`.
+    pub fn start(&self, ch: Channel, addr: u64, len: usize, irq: bool) -> Result<(), Error> {
+        if len == 0 {
+            return Err(Error::ZeroLength { channel: ch });
+        }
+        if len > self.max_len() {
+            return Err(Error::TooLong {
+                channel: ch,
+                len,
+                max: self.max_len(),
+            });
+        }
+        let mut cr = DMACR_RS | (1 << DMACR_IRQ_THRESHOLD_SHIFT);
+        if irq {
+            cr |= DMACR_IOC_IRQ_EN | DMACR_ERR_IRQ_EN;
+        }
+        self.set(ch, DMACR, cr)?;
+        self.set(ch, DMASR, DMASR_IRQ_MASK)?;
+        self.set(ch, ADDR, addr as u32)?;
+        self.set(ch, ADDR_MSB, (addr >> 32) as u32)?;
+        self.pending[ch as usize].set(len);
+        self.set(ch, LENGTH, len as u32)?;
+        Ok(())
+    }
+
+    /// Checks once whether the transfer on `ch` finished: `Some(bytes)` (for S2MM
+    /// the bytes actually received) when it did.
+    pub fn poll(&self, ch: Channel) -> Result<Option<usize>, Error> {
+        let sr = self.status(ch)?;
+        if sr & DMASR_ERR_MASK != 0 {
+            let what = decode_errors(sr);
+            self.reset()?;
+            return Err(Error::Device {
+                channel: ch,
+                what,
+                dmasr: sr,
+            });
+        }
+        if sr & DMASR_IOC_IRQ == 0 {
+            return Ok(None);
+        }
+        self.set(ch, DMASR, DMASR_IOC_IRQ)?;
+        let n = match ch {
+            Channel::Mm2s => self.pending[0].get(),
+            Channel::S2mm => (self.reg(ch, LENGTH)? & ((1 << self.cfg.length_width) - 1)) as usize,
+        };
+        self.pending[ch as usize].set(0);
+        Ok(Some(n))
+    }
+
+    /// Waits for the transfer on `ch` to finish, at most the configured timeout.
+    pub fn wait(&self, ch: Channel, how: &Wait<'_>) -> Result<usize, Error> {
+        let deadline = Instant::now() + self.cfg.timeout;
+        loop {
+            if let Some(n) = self.poll(ch)? {
+                if let Wait::Irq(line) = how {
+                    line.enable()?;
+                }
+                return Ok(n);
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(Error::Timeout {
+                    channel: ch,
+                    timeout: self.cfg.timeout,
+                    dmasr: self.status(ch)?,
+                });
+            }
+            match how {
+                Wait::Poll => std::hint::spin_loop(),
+                Wait::Yield => std::thread::yield_now(),
+                Wait::Irq(line) => match line.wait(deadline - now) {
+                    Ok(_) | Err(platform::Error::Timeout(_)) => {}
+                    Err(e) => return Err(e.into()),
+                },
+            }
+        }
+    }
+}

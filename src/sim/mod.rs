@@ -1,0 +1,381 @@
+//! The emulated fabric: an AXI DMA engine with the PG021 register behaviour and an
+//! AXI-Stream processor between its two channels, in a device thread of its own.
+//! It is reached only as a real device is: through the sim board's register window,
+//! DMA memory and interrupt lines ([`crate::platform::sim`]).
+//!
+//! Register writes are applied at once, in the writer's thread, with the IP's
+//! semantics (self-clearing reset, write-1-to-clear interrupt bits, a LENGTH write
+//! that starts a transfer); the data moves in the device thread, which spins
+//! briefly and then sleeps when idle so that it does not starve a 2-core machine.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::axi::regs::*;
+use crate::platform::sim::{BusTarget, DeviceView, SimBoard};
+
+/// The stream rate limit of the fabric.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Clock {
+    /// No limit: measures pure software overhead.
+    Unlimited,
+    /// `mhz` million cycles per second, `bytes_per_cycle` bytes per cycle.
+    Rate {
+        /// Clock frequency in MHz.
+        mhz: f64,
+        /// Stream width in bytes.
+        bytes_per_cycle: f64,
+    },
+}
+
+impl Clock {
+    /// Time to stream `bytes`.
+    pub fn duration(&self, bytes: usize) -> Duration {
+        match *self {
+            Clock::Unlimited => Duration::ZERO,
+            Clock::Rate {
+                mhz,
+                bytes_per_cycle,
+            } => Duration::from_secs_f64(bytes as f64 / (mhz * 1e6 * bytes_per_cycle)),
+        }
+    }
+}
+
+/// An AXI-Stream processor: a packet (bytes ended by TLAST) in, a packet out.
+pub trait StreamProcessor: Send {
+    /// Processes one packet.
+    fn process(&mut self, input: &[u8]) -> Vec<u8>;
+}
+
+/// Returns every packet unchanged.
+#[derive(Debug, Default)]
+pub struct Loopback;
+
+impl StreamProcessor for Loopback {
+    fn process(&mut self, input: &[u8]) -> Vec<u8> {
+        input.to_vec()
+    }
+}
+
+/// Faults to inject, for tests.
+#[derive(Debug, Clone, Default)]
+pub struct Faults {
+    /// Set these DMASR error bits on the next completion of this channel (0 = MM2S).
+    pub force_error: Option<(usize, u32)>,
+    /// Complete but raise no interrupt, once.
+    pub drop_irq: bool,
+    /// Hold every transfer this long before completing.
+    pub stall: Option<Duration>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Job {
+    addr: u64,
+    len: usize,
+}
+
+struct State {
+    mm2s: VecDeque<Job>,
+    s2mm: VecDeque<Job>,
+    /// Packets produced by the processor, waiting for S2MM, with the time their
+    /// last byte leaves the stream.
+    stream: VecDeque<(Vec<u8>, Instant)>,
+    /// When the MM2S transfer in flight finishes.
+    mm2s_done_at: Option<Instant>,
+    processor: Box<dyn StreamProcessor>,
+    faults: Faults,
+    stop: bool,
+}
+
+struct Shared {
+    dev: DeviceView,
+    state: Mutex<State>,
+    work: Condvar,
+    clock: Clock,
+}
+
+fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+const CHANNELS: [usize; 2] = [MM2S, S2MM];
+
+impl Shared {
+    fn reg(&self, ch: usize, r: usize) -> u32 {
+        self.dev.reg(0, CHANNELS[ch] + r)
+    }
+    fn set(&self, ch: usize, r: usize, v: u32) {
+        self.dev.set_reg(0, CHANNELS[ch] + r, v);
+    }
+
+    fn reset(&self, st: &mut State) {
+        for ch in 0..2 {
+            for r in [
+                DMACR,
+                DMASR,
+                CURDESC,
+                CURDESC_MSB,
+                TAILDESC,
+                TAILDESC_MSB,
+                ADDR,
+                ADDR_MSB,
+                LENGTH,
+            ] {
+                self.set(ch, r, 0);
+            }
+            self.set(ch, DMACR, 1 << DMACR_IRQ_THRESHOLD_SHIFT);
+            self.set(ch, DMASR, DMASR_HALTED);
+        }
+        st.mm2s.clear();
+        st.s2mm.clear();
+        st.stream.clear();
+        st.mm2s_done_at = None;
+    }
+
+    /// Completes a transfer: status bits, interrupt.
+    fn complete(&self, st: &mut State, ch: usize, error: u32) {
+        let mut sr = self.reg(ch, DMASR) | DMASR_IDLE;
+        let cr = self.reg(ch, DMACR);
+        if let Some((fch, bits)) = st.faults.force_error
+            && fch == ch
+        {
+            st.faults.force_error = None;
+            return self.complete(st, ch, error | bits);
+        }
+        let irq = if error != 0 {
+            sr |= error | DMASR_ERR_IRQ | DMASR_HALTED;
+            self.set(ch, DMACR, cr & !DMACR_RS);
+            cr & DMACR_ERR_IRQ_EN != 0
+        } else {
+            sr |= DMASR_IOC_IRQ;
+            cr & DMACR_IOC_IRQ_EN != 0
+        };
+        self.set(ch, DMASR, sr);
+        if irq {
+            if st.faults.drop_irq {
+                st.faults.drop_irq = false;
+            } else {
+                self.dev.raise(ch);
+            }
+        }
+    }
+
+    /// Whether the device has work it can do now or later.
+    fn busy(st: &State) -> bool {
+        !st.mm2s.is_empty()
+            || st.mm2s_done_at.is_some()
+            || (!st.s2mm.is_empty() && !st.stream.is_empty())
+    }
+
+    /// Runs what can run now; returns how long until the next thing can.
+    fn step(&self, st: &mut State) -> Option<Duration> {
+        let now = Instant::now();
+        let mut next: Option<Instant> = None;
+        if st.mm2s_done_at.is_none()
+            && let Some(job) = st.mm2s.pop_front()
+        {
+            let mut buf = vec![0u8; job.len];
+            match self.dev.read_ddr(job.addr, &mut buf) {
+                Ok(()) => {
+                    let out = st.processor.process(&buf);
+                    // The last byte leaves the stream after len / rate.
+                    let ready = now + self.clock.duration(job.len);
+                    st.stream.push_back((out, ready));
+                    st.mm2s_done_at = Some(ready);
+                }
+                Err(_) => self.complete(st, 0, DMASR_DMA_DEC_ERR),
+            }
+        }
+        if let Some(t) = st.mm2s_done_at {
+            if t <= now {
+                st.mm2s_done_at = None;
+                self.complete(st, 0, 0);
+            } else {
+                next = Some(t);
+            }
+        }
+        if let (Some(job), Some(&(_, ready))) = (st.s2mm.front().copied(), st.stream.front()) {
+            if ready > now {
+                next = Some(next.map_or(ready, |n| n.min(ready)));
+            } else if let Some((packet, _)) = st.stream.pop_front() {
+                st.s2mm.pop_front();
+                if packet.len() > job.len {
+                    // The packet does not fit the buffer (no TLAST within LENGTH).
+                    self.complete(st, 1, DMASR_DMA_INT_ERR);
+                } else {
+                    match self.dev.write_ddr(job.addr, &packet) {
+                        Ok(()) => {
+                            self.set(1, LENGTH, packet.len() as u32);
+                            self.complete(st, 1, 0);
+                        }
+                        Err(_) => self.complete(st, 1, DMASR_DMA_DEC_ERR),
+                    }
+                }
+            }
+        }
+        next.map(|t| t.saturating_duration_since(now))
+    }
+}
+
+fn spin_until(t: Instant) {
+    while Instant::now() < t {
+        std::hint::spin_loop();
+    }
+}
+
+impl BusTarget for Shared {
+    fn write(&self, window: usize, offset: usize, value: u32) {
+        if window != 0 {
+            return;
+        }
+        let mut st = lock(&self.state);
+        let (ch, r) = if (S2MM..S2MM + 0x30).contains(&offset) {
+            (1, offset - S2MM)
+        } else if offset < 0x30 {
+            (0, offset)
+        } else {
+            self.dev.set_reg(0, offset, value);
+            return;
+        };
+        match r {
+            DMACR => {
+                if value & DMACR_RESET != 0 {
+                    self.reset(&mut st);
+                    return;
+                }
+                self.set(ch, DMACR, value);
+                let sr = self.reg(ch, DMASR);
+                if value & DMACR_RS != 0 {
+                    if sr & DMASR_HALTED != 0 {
+                        self.set(ch, DMASR, (sr & !DMASR_HALTED) | DMASR_IDLE);
+                    }
+                } else {
+                    self.set(ch, DMASR, sr | DMASR_HALTED);
+                }
+            }
+            DMASR => {
+                let sr = self.reg(ch, DMASR);
+                self.set(ch, DMASR, sr & !(value & DMASR_IRQ_MASK));
+            }
+            LENGTH => {
+                self.set(ch, LENGTH, value);
+                let sr = self.reg(ch, DMASR);
+                if value != 0 && sr & DMASR_HALTED == 0 {
+                    self.set(ch, DMASR, sr & !DMASR_IDLE);
+                    let addr =
+                        (self.reg(ch, ADDR) as u64) | ((self.reg(ch, ADDR_MSB) as u64) << 32);
+                    let job = Job {
+                        addr,
+                        len: value as usize,
+                    };
+                    if ch == 0 {
+                        st.mm2s.push_back(job);
+                    } else {
+                        st.s2mm.push_back(job);
+                    }
+                    self.work.notify_one();
+                }
+            }
+            _ => self.set(ch, r, value),
+        }
+    }
+}
+
+/// A running emulated fabric: the AXI DMA model and its device thread.
+pub struct Fabric {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Fabric {
+    /// Attaches an AXI DMA with a loopback stream processor to register window 0
+    /// of `board`, interrupt lines 0 (MM2S) and 1 (S2MM).
+    pub fn start(board: &SimBoard, clock: Clock) -> Result<Self, crate::platform::Error> {
+        let shared = Arc::new(Shared {
+            dev: board.device()?,
+            state: Mutex::new(State {
+                mm2s: VecDeque::new(),
+                s2mm: VecDeque::new(),
+                stream: VecDeque::new(),
+                mm2s_done_at: None,
+                processor: Box::new(Loopback),
+                faults: Faults::default(),
+                stop: false,
+            }),
+            work: Condvar::new(),
+            clock,
+        });
+        shared.reset(&mut lock(&shared.state));
+        board.attach(shared.clone());
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("dmaflow-fabric".into())
+            .spawn(move || device_loop(&s))
+            .map_err(|e| crate::platform::Error::Io {
+                path: "fabric thread".into(),
+                source: e,
+            })?;
+        Ok(Fabric {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    /// Arms faults for the next transfers.
+    pub fn inject(&self, faults: Faults) {
+        lock(&self.shared.state).faults = faults;
+        self.shared.work.notify_one();
+    }
+}
+
+fn device_loop(s: &Shared) {
+    let mut idle_since = Instant::now();
+    let mut st = lock(&s.state);
+    loop {
+        if st.stop {
+            return;
+        }
+        if Shared::busy(&st) {
+            if let Some(d) = st.faults.stall.take() {
+                drop(st);
+                std::thread::sleep(d);
+                st = lock(&s.state);
+                continue;
+            }
+            if let Some(d) = s.step(&mut st) {
+                // Wait for the stream with the lock released, so register writes
+                // are never held up by a clocked transfer.
+                drop(st);
+                spin_until(Instant::now() + d.min(Duration::from_micros(200)));
+                st = lock(&s.state);
+            }
+            idle_since = Instant::now();
+            continue;
+        }
+        // Spin a little (with the lock released) before sleeping.
+        if idle_since.elapsed() < Duration::from_micros(50) {
+            drop(st);
+            std::hint::spin_loop();
+            st = lock(&s.state);
+            continue;
+        }
+        st = s
+            .work
+            .wait_timeout(st, Duration::from_millis(100))
+            .unwrap_or_else(PoisonError::into_inner)
+            .0;
+        idle_since = Instant::now();
+    }
+}
+
+impl Drop for Fabric {
+    fn drop(&mut self) {
+        lock(&self.shared.state).stop = true;
+        self.shared.work.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
