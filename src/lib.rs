@@ -11,6 +11,8 @@
 //!   real boards (UIO, u-dma-buf) and on the emulated fabric.
 //! - [`mem`]: buffer pools in DMA memory with a cache policy.
 //! - [`axi`]: a register-exact AXI DMA driver (PG021).
+//! - [`dma`]: two-way transfers, zero-copy or through standard I/O, completed by
+//!   polling, scheduled polling or interrupts.
 //! - [`sim`]: the emulated fabric the driver runs against without an FPGA.
 //! - [`bench`]: the experiments behind `dmaflow bench`.
 
@@ -19,6 +21,7 @@
 
 pub mod axi;
 pub mod bench;
+pub mod dma;
 pub mod dsp;
 pub mod graph;
 pub mod mem;
@@ -49,6 +52,9 @@ pub enum Error {
     /// The DMA engine failed.
     #[error(transparent)]
     Axi(#[from] axi::Error),
+    /// A transfer failed.
+    #[error(transparent)]
+    Dma(#[from] dma::Error),
     /// A benchmark failed.
     #[error(transparent)]
     Bench(#[from] bench::Error),
