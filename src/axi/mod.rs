@@ -138,6 +138,13 @@ pub struct AxiDma<R> {
     cfg: Config,
     /// Bytes of the transfer in flight per channel (MM2S, S2MM).
     pending: [Cell<usize>; 2],
+    /// Last DMACR and address-MSB values written per channel, so that a start
+    /// writes only the registers that change (None after a reset).
+    written_cr: [Cell<Option<u32>>; 2],
+    written_msb: [Cell<Option<u32>>; 2],
+    /// Whether the channel's interrupt bits are known to be clear (after a reset
+    /// or a collected completion).
+    clean: [Cell<bool>; 2],
 }
 
 impl<R: RegisterSpace> AxiDma<R> {
@@ -150,6 +157,9 @@ impl<R: RegisterSpace> AxiDma<R> {
             regs,
             cfg,
             pending: [Cell::new(0), Cell::new(0)],
+            written_cr: [Cell::new(None), Cell::new(None)],
+            written_msb: [Cell::new(None), Cell::new(None)],
+            clean: [Cell::new(false), Cell::new(false)],
         };
         dma.reset()?;
         Ok(dma)
@@ -187,8 +197,26 @@ impl<R: RegisterSpace> AxiDma<R> {
             }
             std::hint::spin_loop();
         }
-        for p in &self.pending {
-            p.set(0);
+        for i in 0..2 {
+            self.pending[i].set(0);
+            self.written_cr[i].set(None);
+            self.written_msb[i].set(None);
+            self.clean[i].set(true);
+        }
+        Ok(())
+    }
+
+    /// Writes `value` to register `r` unless the last write there was the same.
+    fn set_cached(
+        &self,
+        ch: Channel,
+        r: usize,
+        cache: &Cell<Option<u32>>,
+        value: u32,
+    ) -> Result<(), Error> {
+        if cache.get() != Some(value) {
+            self.set(ch, r, value)?;
+            cache.set(Some(value));
         }
         Ok(())
     }
@@ -210,10 +238,16 @@ impl<R: RegisterSpace> AxiDma<R> {
         if irq {
             cr |= DMACR_IOC_IRQ_EN | DMACR_ERR_IRQ_EN;
         }
-        self.set(ch, DMACR, cr)?;
-        self.set(ch, DMASR, DMASR_IRQ_MASK)?;
+        let i = ch as usize;
+        self.set_cached(ch, DMACR, &self.written_cr[i], cr)?;
+        // Stale interrupt bits (a completion nobody collected) would end the wait
+        // for this transfer early: clear them.
+        if !self.clean[i].get() {
+            self.set(ch, DMASR, DMASR_IRQ_MASK)?;
+        }
+        self.clean[i].set(false);
         self.set(ch, ADDR, addr as u32)?;
-        self.set(ch, ADDR_MSB, (addr >> 32) as u32)?;
+        self.set_cached(ch, ADDR_MSB, &self.written_msb[i], (addr >> 32) as u32)?;
         self.pending[ch as usize].set(len);
         self.set(ch, LENGTH, len as u32)?;
         Ok(())
@@ -236,6 +270,7 @@ impl<R: RegisterSpace> AxiDma<R> {
             return Ok(None);
         }
         self.set(ch, DMASR, DMASR_IOC_IRQ)?;
+        self.clean[ch as usize].set(true);
         let n = match ch {
             Channel::Mm2s => self.pending[0].get(),
             Channel::S2mm => (self.reg(ch, LENGTH)? & ((1 << self.cfg.length_width) - 1)) as usize,

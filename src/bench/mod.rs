@@ -2,6 +2,7 @@
 //! point in the same run and reports medians.
 
 pub mod fir;
+pub mod loopback;
 pub mod plot;
 pub mod ring;
 

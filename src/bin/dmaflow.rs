@@ -25,6 +25,8 @@ enum Command {
     ///         gbytes_per_s (10^9 B/s, median)
     ///   fir:  fft_len, overlap_pct, mode (zerocopy|copy|bare), taps,
     ///         mflops (median; 10 N log2 N + 6 N flops per block)
+    ///   loopback: completion (poll|yield|irq), path (zerocopy|copy), bytes,
+    ///         median_us (median time of one two-way transfer, unlimited clock)
     #[command(verbatim_doc_comment)]
     Bench {
         /// Which experiment.
@@ -67,6 +69,8 @@ enum Experiment {
     Ring,
     /// Overlap-save FIR filter, zero-copy vs manual copy (paper 001).
     Fir,
+    /// Two-way loopback transfers on the emulated fabric (paper 002).
+    Loopback,
 }
 
 /// Progress on stderr, unless JSON is asked for.
@@ -140,6 +144,25 @@ fn run_fir(quick: bool, json: bool, out: &Path) -> Result<(), dmaflow::Error> {
     Ok(())
 }
 
+fn run_loopback(quick: bool, json: bool) -> Result<(), dmaflow::Error> {
+    let cfg = if quick {
+        bench::loopback::Config::quick()
+    } else {
+        bench::loopback::Config::full()
+    };
+    let rows = bench::loopback::run(&cfg, progress(json))?;
+    clear_progress(json);
+    if json {
+        println!("{}", bench::loopback::json(&rows));
+    } else {
+        println!(
+            "loopback: two-way transfers on the emulated fabric, unlimited clock, median per transfer"
+        );
+        print!("{}", bench::loopback::render(&rows));
+    }
+    Ok(())
+}
+
 fn run_fir_file(taps: &Path, input: &Path, output: &Path, fft: Option<usize>) -> ExitCode {
     match fir::filter_file(taps, input, output, fft, fir::Mode::ZeroCopy) {
         Ok(_) => ExitCode::SUCCESS,
@@ -161,7 +184,10 @@ fn main() -> ExitCode {
             let result = match experiment {
                 Experiment::Ring => run_ring(quick, json),
                 Experiment::Fir => run_fir(quick, json, &out),
-                Experiment::All => run_ring(quick, json).and_then(|()| run_fir(quick, json, &out)),
+                Experiment::Loopback => run_loopback(quick, json),
+                Experiment::All => run_ring(quick, json)
+                    .and_then(|()| run_fir(quick, json, &out))
+                    .and_then(|()| run_loopback(quick, json)),
             };
             match result {
                 Ok(()) => ExitCode::SUCCESS,

@@ -64,6 +64,11 @@ impl Mapping {
         self.base.as_ptr()
     }
 
+    /// Checks that a 32-bit register access at `offset` is in bounds and aligned.
+    pub(crate) fn check_offset(&self, offset: usize) -> Result<(), Error> {
+        self.check(offset).map(|_| ())
+    }
+
     fn check(&self, offset: usize) -> Result<*mut u32, Error> {
         if !offset.is_multiple_of(4) || offset.checked_add(4).is_none_or(|end| end > self.len) {
             return Err(Error::BadOffset {

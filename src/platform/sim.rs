@@ -180,7 +180,7 @@ impl RegisterSpace for SimRegisters {
         match self.target.get() {
             Some(t) => {
                 // Same bounds as a plain store, so a bad offset is an error either way.
-                self.map.read_u32(offset)?;
+                self.map.check_offset(offset)?;
                 t.write(self.window, offset, value);
                 Ok(())
             }

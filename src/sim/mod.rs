@@ -9,6 +9,7 @@
 //! briefly and then sleeps when idle so that it does not starve a 2-core machine.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -45,8 +46,8 @@ impl Clock {
 
 /// An AXI-Stream processor: a packet (bytes ended by TLAST) in, a packet out.
 pub trait StreamProcessor: Send {
-    /// Processes one packet.
-    fn process(&mut self, input: &[u8]) -> Vec<u8>;
+    /// Processes one packet into `output` (empty on entry).
+    fn process(&mut self, input: &[u8], output: &mut Vec<u8>);
 }
 
 /// Returns every packet unchanged.
@@ -54,8 +55,8 @@ pub trait StreamProcessor: Send {
 pub struct Loopback;
 
 impl StreamProcessor for Loopback {
-    fn process(&mut self, input: &[u8]) -> Vec<u8> {
-        input.to_vec()
+    fn process(&mut self, input: &[u8], output: &mut Vec<u8>) {
+        output.extend_from_slice(input);
     }
 }
 
@@ -84,6 +85,9 @@ struct State {
     stream: VecDeque<(Vec<u8>, Instant)>,
     /// When the MM2S transfer in flight finishes.
     mm2s_done_at: Option<Instant>,
+    /// Buffers reused for what MM2S reads and for packets.
+    read_buf: Vec<u8>,
+    spare: Vec<Vec<u8>>,
     processor: Box<dyn StreamProcessor>,
     faults: Faults,
     stop: bool,
@@ -93,6 +97,9 @@ struct Shared {
     dev: DeviceView,
     state: Mutex<State>,
     work: Condvar,
+    /// Bumped on every job posted, so the idle device can watch for work without
+    /// taking the lock.
+    posted: AtomicU64,
     clock: Clock,
 }
 
@@ -176,10 +183,17 @@ impl Shared {
         if st.mm2s_done_at.is_none()
             && let Some(job) = st.mm2s.pop_front()
         {
-            let mut buf = vec![0u8; job.len];
-            match self.dev.read_ddr(job.addr, &mut buf) {
+            let mut buf = std::mem::take(&mut st.read_buf);
+            buf.resize(job.len, 0);
+            let read = self.dev.read_ddr(job.addr, &mut buf);
+            let mut out = st.spare.pop().unwrap_or_default();
+            out.clear();
+            if read.is_ok() {
+                st.processor.process(&buf, &mut out);
+            }
+            st.read_buf = buf;
+            match read {
                 Ok(()) => {
-                    let out = st.processor.process(&buf);
                     // The last byte leaves the stream after len / rate.
                     let ready = now + self.clock.duration(job.len);
                     st.stream.push_back((out, ready));
@@ -212,6 +226,9 @@ impl Shared {
                         }
                         Err(_) => self.complete(st, 1, DMASR_DMA_DEC_ERR),
                     }
+                }
+                if st.spare.len() < 4 {
+                    st.spare.push(packet);
                 }
             }
         }
@@ -275,6 +292,7 @@ impl BusTarget for Shared {
                     } else {
                         st.s2mm.push_back(job);
                     }
+                    self.posted.fetch_add(1, Ordering::Release);
                     self.work.notify_one();
                 }
             }
@@ -300,11 +318,14 @@ impl Fabric {
                 s2mm: VecDeque::new(),
                 stream: VecDeque::new(),
                 mm2s_done_at: None,
+                read_buf: Vec::new(),
+                spare: Vec::new(),
                 processor: Box::new(Loopback),
                 faults: Faults::default(),
                 stop: false,
             }),
             work: Condvar::new(),
+            posted: AtomicU64::new(0),
             clock,
         });
         shared.reset(&mut lock(&shared.state));
@@ -332,8 +353,8 @@ impl Fabric {
 
 fn device_loop(s: &Shared) {
     let mut idle_since = Instant::now();
-    let mut st = lock(&s.state);
     loop {
+        let mut st = lock(&s.state);
         if st.stop {
             return;
         }
@@ -341,31 +362,36 @@ fn device_loop(s: &Shared) {
             if let Some(d) = st.faults.stall.take() {
                 drop(st);
                 std::thread::sleep(d);
-                st = lock(&s.state);
                 continue;
             }
-            if let Some(d) = s.step(&mut st) {
-                // Wait for the stream with the lock released, so register writes
-                // are never held up by a clocked transfer.
-                drop(st);
+            let wait = s.step(&mut st);
+            // Wait for the stream with the lock released, so register writes are
+            // never held up by a clocked transfer.
+            drop(st);
+            if let Some(d) = wait {
                 spin_until(Instant::now() + d.min(Duration::from_micros(200)));
-                st = lock(&s.state);
             }
             idle_since = Instant::now();
             continue;
         }
-        // Spin a little (with the lock released) before sleeping.
         if idle_since.elapsed() < Duration::from_micros(50) {
+            // Spin a little without the lock, watching for posted work.
+            let seen = s.posted.load(Ordering::Acquire);
             drop(st);
-            std::hint::spin_loop();
-            st = lock(&s.state);
+            while s.posted.load(Ordering::Acquire) == seen
+                && idle_since.elapsed() < Duration::from_micros(50)
+            {
+                std::hint::spin_loop();
+            }
             continue;
         }
-        st = s
-            .work
-            .wait_timeout(st, Duration::from_millis(100))
-            .unwrap_or_else(PoisonError::into_inner)
-            .0;
+        // Sleep; a register write that posts work wakes us (it needs the lock we
+        // hold until the wait releases it, so no wake-up is lost).
+        drop(
+            s.work
+                .wait_timeout(st, Duration::from_millis(100))
+                .unwrap_or_else(PoisonError::into_inner),
+        );
         idle_since = Instant::now();
     }
 }
