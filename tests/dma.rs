@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use dmaflow::axi::{AxiDma, Config};
-use dmaflow::dma::{Completion, Engine, Error};
+use dmaflow::dma::{Completion, Engine, Error, Proxy};
 use dmaflow::mem::{CachePolicy, DmaPool};
 use dmaflow::platform::sim::{DEFAULT_DDR_BASE, SimBoard, SimIrq, SimRegisters};
 use dmaflow::sim::{Clock, Fabric};
@@ -126,4 +126,21 @@ fn soak_many_transfers_of_random_sizes() {
         let s = got[4..len].iter().fold(0u8, |a, &b| a.wrapping_add(b));
         assert_eq!(s, sum, "transfer {seq}: checksum");
     }
+}
+
+#[test]
+fn proxy_driver_thread_copies_through_its_own_buffers() {
+    let r = rig(CachePolicy::Explicit);
+    let proxy = Proxy::start(r.engine).unwrap();
+    for len in [1usize, 100, 5000, 300] {
+        let data: Vec<u8> = (0..len).map(|i| (i * 13) as u8).collect();
+        let back = proxy.transfer(data.clone(), len).unwrap();
+        assert_eq!(back, data);
+    }
+    // A receive buffer shorter than the packet: the engine's internal error, named.
+    let e = proxy.transfer(vec![1u8; 64], 16).unwrap_err();
+    assert!(e.to_string().contains("DMAIntErr"), "{e}");
+    assert!(matches!(proxy.transfer(Vec::new(), 16), Err(Error::Empty)));
+    // And the next request works.
+    assert_eq!(proxy.transfer(vec![9u8; 32], 32).unwrap(), vec![9u8; 32]);
 }

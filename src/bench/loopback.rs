@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::{Error, bytes_label, median, table};
 use crate::axi::{AxiDma, Config as AxiConfig};
-use crate::dma::{Completion, Engine};
+use crate::dma::{Completion, Engine, Proxy};
 use crate::mem::{CachePolicy, DmaPool};
 use crate::platform::sim::{DEFAULT_DDR_BASE, SimBoard};
 use crate::sim::{Clock, Fabric};
@@ -61,7 +61,7 @@ impl Config {
 /// One point: the median time of a two-way transfer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
-    /// `poll`, `yield` or `irq`.
+    /// `poll`, `yield`, `irq` or `proxy`.
     pub completion: &'static str,
     /// `zerocopy` or `copy`.
     pub path: &'static str,
@@ -163,6 +163,42 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
             }
         }
     }
+    // The kernel-style driver thread takes the engine over: standard I/O only.
+    let proxy = Proxy::start(engine).map_err(|e| {
+        fail(crate::Error::Platform(crate::platform::Error::Io {
+            path: "proxy driver thread".into(),
+            source: e,
+        }))
+    })?;
+    for &bytes in &cfg.sizes {
+        let iterations = (cfg.bytes_per_point / bytes).clamp(5, cfg.max_iterations);
+        progress(&format!("loopback {} proxy copy", bytes_label(bytes)));
+        let data: Vec<u8> = (0..bytes).map(|i| (i % 253) as u8).collect();
+        let mut buf = data.clone();
+        let mut samples = Vec::with_capacity(iterations);
+        for _ in 0..iterations {
+            let t0 = Instant::now();
+            buf = proxy
+                .transfer(buf, bytes)
+                .map_err(crate::Error::from)
+                .map_err(fail)?;
+            samples.push(t0.elapsed().as_secs_f64() * 1e6);
+            if buf != data {
+                return Err(Error::Corrupted {
+                    what: format!("loopback {bytes} B proxy copy"),
+                    got: buf.len() as u32,
+                    expected: bytes as u32,
+                });
+            }
+        }
+        rows.push(Row {
+            completion: "proxy",
+            path: "copy",
+            bytes,
+            median_us: median(&samples),
+            iterations,
+        });
+    }
     Ok(rows)
 }
 
@@ -221,7 +257,8 @@ mod tests {
     #[test]
     fn tiny_sweep_checks_its_data_and_reports_every_point() {
         let rows = run(&Config::tiny(), |_| {}).unwrap();
-        assert_eq!(rows.len(), 2 * 3 * 2);
+        assert_eq!(rows.len(), 2 * 3 * 2 + 2);
+        assert_eq!(rows.iter().filter(|r| r.completion == "proxy").count(), 2);
         for r in &rows {
             assert!(r.median_us > 0.0 && r.median_us.is_finite(), "{r:?}");
         }

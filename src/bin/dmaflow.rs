@@ -25,7 +25,7 @@ enum Command {
     ///         gbytes_per_s (10^9 B/s, median)
     ///   fir:  fft_len, overlap_pct, mode (zerocopy|copy|bare), taps,
     ///         mflops (median; 10 N log2 N + 6 N flops per block)
-    ///   loopback: completion (poll|yield|irq), path (zerocopy|copy), bytes,
+    ///   loopback: completion (poll|yield|irq|proxy), path (zerocopy|copy), bytes,
     ///         median_us (median time of one two-way transfer, unlimited clock)
     #[command(verbatim_doc_comment)]
     Bench {

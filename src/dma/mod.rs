@@ -29,8 +29,8 @@ pub enum Error {
     /// DMA memory failed (or a buffer from another pool was given).
     #[error(transparent)]
     Mem(#[from] mem::Error),
-    /// Asked to send more bytes than the buffer holds.
-    #[error("cannot send {len} bytes from a {capacity}-byte buffer")]
+    /// Asked to move more bytes than the buffer holds.
+    #[error("cannot move {len} bytes through a {capacity}-byte buffer")]
     TooLong {
         /// Bytes asked for.
         len: usize,
@@ -84,20 +84,32 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
         rx: &mut DmaBuf<u8>,
         c: Completion,
     ) -> Result<usize, Error> {
+        let rx_len = rx.len();
+        self.two_way_into(tx, tx_len, rx, rx_len, c)
+    }
+
+    /// [`two_way`](Self::two_way) receiving into the first `rx_len` bytes of `rx`.
+    pub fn two_way_into(
+        &self,
+        tx: &DmaBuf<u8>,
+        tx_len: usize,
+        rx: &mut DmaBuf<u8>,
+        rx_len: usize,
+        c: Completion,
+    ) -> Result<usize, Error> {
         self.pool.check(tx)?;
         self.pool.check(rx)?;
-        if tx_len == 0 {
+        if tx_len == 0 || rx_len == 0 {
             return Err(Error::Empty);
         }
-        if tx_len > tx.len() {
-            return Err(Error::TooLong {
-                len: tx_len,
-                capacity: tx.len(),
-            });
+        for (len, capacity) in [(tx_len, tx.len()), (rx_len, rx.len())] {
+            if len > capacity {
+                return Err(Error::TooLong { len, capacity });
+            }
         }
         // Check both lengths before starting either channel, so a refusal leaves
         // nothing half-started.
-        for (channel, len) in [(Channel::Mm2s, tx_len), (Channel::S2mm, rx.len())] {
+        for (channel, len) in [(Channel::Mm2s, tx_len), (Channel::S2mm, rx_len)] {
             if len > self.dma.max_len() {
                 return Err(axi::Error::TooLong {
                     channel,
@@ -109,8 +121,7 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
         }
         let irq = c == Completion::Irq;
         tx.sync_for_device(tx_len)?;
-        self.dma
-            .start(Channel::S2mm, rx.bus_addr(), rx.len(), irq)?;
+        self.dma.start(Channel::S2mm, rx.bus_addr(), rx_len, irq)?;
         self.dma.start(Channel::Mm2s, tx.bus_addr(), tx_len, irq)?;
         self.wait(Channel::Mm2s, c)?;
         let n = self.wait(Channel::S2mm, c)?;
@@ -130,5 +141,108 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
         let n = self.two_way(&tx, data.len(), &mut rx, c)?;
         out[..n].copy_from_slice(&rx.as_slice()[..n]);
         Ok(n)
+    }
+}
+
+/// One request to the proxy's driver thread.
+struct Request {
+    data: Vec<u8>,
+    rx_len: usize,
+    reply: std::sync::mpsc::SyncSender<Result<Vec<u8>, Error>>,
+}
+
+/// The structure of a kernel DMA driver such as Xilinx dma-proxy: a driver thread
+/// owns the engine and its DMA buffers; each call hands it the caller's data (the
+/// "system call"), the thread copies it into DMA memory, programs the engine, sleeps
+/// on the interrupt, copies the result out and wakes the caller.
+pub struct Proxy {
+    requests: Option<std::sync::mpsc::Sender<Request>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Proxy {
+    /// Starts the driver thread, which takes the engine over.
+    pub fn start<R, I>(engine: Engine<R, I>) -> std::io::Result<Self>
+    where
+        R: RegisterSpace + Send + 'static,
+        I: IrqLine + Send + 'static,
+    {
+        let (tx, rx) = std::sync::mpsc::channel::<Request>();
+        let thread = std::thread::Builder::new()
+            .name("dmaflow-proxy".into())
+            .spawn(move || {
+                let mut bufs: Option<(DmaBuf<u8>, DmaBuf<u8>)> = None;
+                for req in rx {
+                    let result = (|| {
+                        if req.data.is_empty() || req.rx_len == 0 {
+                            return Err(Error::Empty);
+                        }
+                        // Reuse the driver's DMA buffers while they are large enough.
+                        let fits = bufs.as_ref().is_some_and(|(t, r)| {
+                            t.len() >= req.data.len() && r.len() >= req.rx_len
+                        });
+                        if !fits {
+                            bufs = None;
+                            bufs = Some((
+                                engine.pool().alloc::<u8>(req.data.len())?,
+                                engine.pool().alloc::<u8>(req.rx_len)?,
+                            ));
+                        }
+                        let Some((t, r)) = bufs.as_mut() else {
+                            return Err(Error::Empty);
+                        };
+                        t.as_mut_slice()[..req.data.len()].copy_from_slice(&req.data);
+                        let n = engine.two_way_into(
+                            t,
+                            req.data.len(),
+                            r,
+                            req.rx_len,
+                            Completion::Irq,
+                        )?;
+                        let mut out = req.data;
+                        out.clear();
+                        out.extend_from_slice(&r.as_slice()[..n]);
+                        Ok(out)
+                    })();
+                    // The caller may have gone; nothing to do then.
+                    let _ = req.reply.send(result);
+                }
+            })?;
+        Ok(Proxy {
+            requests: Some(tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// Sends `data` and returns what comes back (at most `rx_len` bytes), blocking
+    /// until the driver thread has done the transfer. The vector is reused for the
+    /// answer.
+    pub fn transfer(&self, data: Vec<u8>, rx_len: usize) -> Result<Vec<u8>, Error> {
+        let (reply, answer) = std::sync::mpsc::sync_channel(1);
+        let gone = || {
+            Error::Axi(axi::Error::Platform(crate::platform::Error::Io {
+                path: "proxy driver thread".into(),
+                source: std::io::Error::other("the driver thread has stopped"),
+            }))
+        };
+        self.requests
+            .as_ref()
+            .ok_or_else(gone)?
+            .send(Request {
+                data,
+                rx_len,
+                reply,
+            })
+            .map_err(|_| gone())?;
+        answer.recv().map_err(|_| gone())?
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        drop(self.requests.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
