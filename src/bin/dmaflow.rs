@@ -42,6 +42,12 @@ enum Command {
         #[arg(long, default_value = "report")]
         out: PathBuf,
     },
+    /// List what is present: UIO devices and u-dma-bufs, and the emulated fabric.
+    Info {
+        /// Root of the sysfs and /dev tree to look in.
+        #[arg(long, default_value = "/")]
+        root: PathBuf,
+    },
     /// Filter a file of little-endian f32 samples with an FIR filter (overlap-save,
     /// zero-copy, run as a process network: file source -> FIR -> file sink).
     /// Output equals scipy.signal.lfilter(taps, 1.0, x).
@@ -173,8 +179,45 @@ fn run_fir_file(taps: &Path, input: &Path, output: &Path, fft: Option<usize>) ->
     }
 }
 
+fn run_info(root: &Path) -> ExitCode {
+    let inv = dmaflow::platform::uio::inventory(root);
+    if inv.uio.is_empty() {
+        println!(
+            "UIO devices: none under {}",
+            root.join("sys/class/uio").display()
+        );
+    }
+    for (index, name, size) in &inv.uio {
+        println!("UIO device: /dev/uio{index} ({name}), registers {size:#x} bytes");
+    }
+    if inv.udmabuf.is_empty() {
+        println!(
+            "u-dma-buf: none under {}",
+            root.join("sys/class/u-dma-buf").display()
+        );
+    }
+    for (name, phys, size) in &inv.udmabuf {
+        println!("u-dma-buf: /dev/{name}, {size} bytes at physical {phys:#x}");
+    }
+    match dmaflow::platform::sim::SimBoard::new(
+        1,
+        dmaflow::platform::sim::DEFAULT_DDR_BYTES,
+        dmaflow::platform::sim::DEFAULT_DDR_BASE,
+        2,
+    ) {
+        Ok(_) => println!(
+            "sim: emulated AXI DMA (PG021 register map, loopback stream), {} MiB DDR at {:#x}, 2 interrupt lines",
+            dmaflow::platform::sim::DEFAULT_DDR_BYTES >> 20,
+            dmaflow::platform::sim::DEFAULT_DDR_BASE
+        ),
+        Err(e) => println!("sim: unavailable: {e}"),
+    }
+    ExitCode::SUCCESS
+}
+
 fn main() -> ExitCode {
     match Cli::parse().command {
+        Command::Info { root } => run_info(&root),
         Command::Bench {
             experiment,
             quick,
