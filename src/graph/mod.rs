@@ -209,8 +209,22 @@ impl Runtime {
 
     /// Records the first real failure and wakes everybody to stop.
     fn fail(&self, s: &mut Sched, err: Error) {
-        if s.failure.is_none() {
-            s.failure = Some(err);
+        // A node whose readers vanished fails with `Closed`; when the readers
+        // vanished because their node failed, that node's error is the cause (it
+        // may be recorded second: its ports close before its result arrives).
+        let consequence = |e: &Error| {
+            matches!(
+                e,
+                Error::Port {
+                    source: ring::Error::Closed,
+                    ..
+                }
+            )
+        };
+        match &s.failure {
+            None => s.failure = Some(err),
+            Some(old) if consequence(old) && !consequence(&err) => s.failure = Some(err),
+            Some(_) => {}
         }
         self.stop_all(s);
     }
