@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use dmaflow::axi::{AxiDma, Config};
-use dmaflow::dma::{Completion, Engine, Error, Proxy};
+use dmaflow::dma::{Completion, Engine, Error, Partition, Proxy};
 use dmaflow::mem::{CachePolicy, DmaPool};
 use dmaflow::platform::sim::{DEFAULT_DDR_BASE, SimBoard, SimIrq, SimRegisters};
 use dmaflow::sim::{Clock, Fabric};
@@ -143,4 +143,47 @@ fn proxy_driver_thread_copies_through_its_own_buffers() {
     assert!(matches!(proxy.transfer(Vec::new(), 16), Err(Error::Empty)));
     // And the next request works.
     assert_eq!(proxy.transfer(vec![9u8; 32], 32).unwrap(), vec![9u8; 32]);
+}
+
+#[test]
+fn messages_in_blocks_with_single_and_double_buffering() {
+    let r = rig(CachePolicy::Coherent);
+    let data: Vec<u8> = (0..100_000).map(|i| (i % 241) as u8).collect();
+    for partition in [
+        Partition::Unique,
+        Partition::Blocks(4096),
+        Partition::Blocks(999),
+    ] {
+        for depth in [1, 2, 3] {
+            for c in [Completion::Poll, Completion::Irq] {
+                let mut out = vec![0u8; data.len()];
+                let n = r
+                    .engine
+                    .send_message(&data, &mut out, partition, depth, c)
+                    .unwrap();
+                assert_eq!(n, data.len(), "{partition:?} depth {depth}");
+                assert!(
+                    out == data,
+                    "{partition:?} depth {depth} {c:?}: data differs"
+                );
+            }
+        }
+    }
+    let mut out = vec![0u8; 10];
+    assert!(matches!(
+        r.engine
+            .send_message(&data, &mut out, Partition::Unique, 2, Completion::Poll),
+        Err(Error::TooLong { .. })
+    ));
+    let mut out = vec![0u8; data.len()];
+    assert!(matches!(
+        r.engine
+            .send_message(&data, &mut out, Partition::Blocks(0), 2, Completion::Poll),
+        Err(Error::Empty)
+    ));
+    assert!(matches!(
+        r.engine
+            .send_message(&data, &mut out, Partition::Unique, 0, Completion::Poll),
+        Err(Error::Empty)
+    ));
 }

@@ -19,6 +19,15 @@ pub enum Completion {
     Irq,
 }
 
+/// How a message is cut into transfers (paper 002).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Partition {
+    /// One transfer of the whole message.
+    Unique,
+    /// Transfers of at most this many bytes.
+    Blocks(usize),
+}
+
 /// What went wrong with a transfer.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -119,14 +128,93 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
                 .into());
             }
         }
-        let irq = c == Completion::Irq;
         tx.sync_for_device(tx_len)?;
-        self.dma.start(Channel::S2mm, rx.bus_addr(), rx_len, irq)?;
-        self.dma.start(Channel::Mm2s, tx.bus_addr(), tx_len, irq)?;
-        self.wait(Channel::Mm2s, c)?;
-        let n = self.wait(Channel::S2mm, c)?;
+        self.dma
+            .start(Channel::S2mm, rx.bus_addr(), rx_len, c == Completion::Irq)?;
+        self.dma
+            .start(Channel::Mm2s, tx.bus_addr(), tx_len, c == Completion::Irq)?;
+        let n = self.finish(c)?;
         rx.sync_for_cpu(n)?;
         Ok(n)
+    }
+
+    /// Waits for the two-way transfer in flight; returns the bytes received.
+    fn finish(&self, c: Completion) -> Result<usize, Error> {
+        self.wait(Channel::Mm2s, c)?;
+        self.wait(Channel::S2mm, c)
+    }
+
+    /// Standard-I/O transfer of a whole message, partitioned and buffered as asked:
+    /// `Unique` sends it as one transfer, `Blocks(k)` as k-byte blocks (each
+    /// answered by its own block); with `depth` driver buffers (2 = double
+    /// buffering) the CPU copies the next block in while the current one is in
+    /// flight. Returns the bytes received into `out`.
+    pub fn send_message(
+        &self,
+        data: &[u8],
+        out: &mut [u8],
+        partition: Partition,
+        depth: usize,
+        c: Completion,
+    ) -> Result<usize, Error> {
+        if data.is_empty() || depth == 0 {
+            return Err(Error::Empty);
+        }
+        if out.len() < data.len() {
+            return Err(Error::TooLong {
+                len: data.len(),
+                capacity: out.len(),
+            });
+        }
+        let block = match partition {
+            Partition::Unique => data.len(),
+            Partition::Blocks(0) => return Err(Error::Empty),
+            Partition::Blocks(k) => k.min(data.len()),
+        };
+        let mut tx = Vec::with_capacity(depth);
+        let mut rx = Vec::with_capacity(depth);
+        for _ in 0..depth {
+            tx.push(self.pool.alloc::<u8>(block)?);
+            rx.push(self.pool.alloc::<u8>(block)?);
+        }
+        let chunks: Vec<&[u8]> = data.chunks(block).collect();
+        let mut received = 0;
+        // Block i lives in buffer i % depth; the copy of block i + 1 overlaps the
+        // transfer of block i.
+        tx[0].as_mut_slice()[..chunks[0].len()].copy_from_slice(chunks[0]);
+        for (i, chunk) in chunks.iter().enumerate() {
+            let b = i % depth;
+            tx[b].sync_for_device(chunk.len())?;
+            self.dma.start(
+                Channel::S2mm,
+                rx[b].bus_addr(),
+                chunk.len(),
+                c == Completion::Irq,
+            )?;
+            self.dma.start(
+                Channel::Mm2s,
+                tx[b].bus_addr(),
+                chunk.len(),
+                c == Completion::Irq,
+            )?;
+            if let Some(next) = chunks.get(i + 1) {
+                let nb = (i + 1) % depth;
+                if nb != b {
+                    tx[nb].as_mut_slice()[..next.len()].copy_from_slice(next);
+                }
+            }
+            let n = self.finish(c)?;
+            rx[b].sync_for_cpu(n)?;
+            out[received..received + n].copy_from_slice(&rx[b].as_slice()[..n]);
+            received += n;
+            if let Some(next) = chunks.get(i + 1) {
+                let nb = (i + 1) % depth;
+                if nb == b {
+                    tx[nb].as_mut_slice()[..next.len()].copy_from_slice(next);
+                }
+            }
+        }
+        Ok(received)
     }
 
     /// Standard-I/O two-way transfer: copies `data` into a driver-owned DMA buffer,
