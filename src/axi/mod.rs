@@ -7,6 +7,7 @@ pub mod regs;
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
+use crate::mem::DmaBuf;
 use crate::platform::{self, IrqLine, RegisterSpace};
 use regs::*;
 
@@ -81,6 +82,19 @@ pub enum Error {
         /// DMASR when we gave up.
         dmasr: u32,
     },
+    /// More descriptors needed than the descriptor ring holds.
+    #[error("{channel}: {needed} descriptors needed, the ring holds {capacity}")]
+    RingFull {
+        /// The channel.
+        channel: Channel,
+        /// Descriptors the transfer needs.
+        needed: usize,
+        /// Descriptors in the ring.
+        capacity: usize,
+    },
+    /// The engine was built without scatter-gather (DMASR.SGIncld is 0).
+    #[error("{0}: the engine has no scatter-gather engine (SGIncld is 0)")]
+    NoSg(Channel),
     /// The register window or interrupt line failed.
     #[error(transparent)]
     Platform(#[from] platform::Error),
@@ -295,6 +309,183 @@ impl<R: RegisterSpace> AxiDma<R> {
                     channel: ch,
                     timeout: self.cfg.timeout,
                     dmasr: self.status(ch)?,
+                });
+            }
+            match how {
+                Wait::Poll => std::hint::spin_loop(),
+                Wait::Yield => std::thread::yield_now(),
+                Wait::Irq(line) => match line.wait(deadline - now) {
+                    Ok(_) | Err(platform::Error::Timeout(_)) => {}
+                    Err(e) => return Err(e.into()),
+                },
+            }
+        }
+    }
+}
+
+/// 32-bit words per SG descriptor (0x40 bytes: the descriptor alignment).
+pub const DESC_WORDS: usize = (DESC_ALIGN / 4) as usize;
+
+/// A chain of SG descriptors handed to a channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SgChain {
+    /// Descriptors used, from the start of the ring.
+    pub descriptors: usize,
+}
+
+impl<R: RegisterSpace> AxiDma<R> {
+    /// Scatter-gather: writes one descriptor per piece of `segments` (pieces longer
+    /// than the length register are split over several descriptors) into `ring`
+    /// (a descriptor ring in DMA memory, [`DESC_WORDS`] words per descriptor),
+    /// points CURDESC at the first while the channel is halted, sets RS and starts
+    /// the engine by writing TAILDESC. MM2S sends the segments as one packet
+    /// (TXSOF on the first descriptor, TXEOF on the last); for S2MM the segments are
+    /// the buffers to receive into.
+    pub fn sg_start(
+        &self,
+        ch: Channel,
+        ring: &mut DmaBuf<u32>,
+        segments: &[(u64, usize)],
+        irq: bool,
+    ) -> Result<SgChain, Error> {
+        if self.status(ch)? & DMASR_SG_INCLD == 0 {
+            return Err(Error::NoSg(ch));
+        }
+        let max = self.max_len();
+        let mut pieces = Vec::new();
+        for &(addr, len) in segments {
+            if len == 0 {
+                return Err(Error::ZeroLength { channel: ch });
+            }
+            let mut off = 0;
+            while off < len {
+                let n = (len - off).min(max);
+                pieces.push((addr + off as u64, n));
+                off += n;
+            }
+        }
+        if pieces.is_empty() {
+            return Err(Error::ZeroLength { channel: ch });
+        }
+        let capacity = ring.len() / DESC_WORDS;
+        if pieces.len() > capacity {
+            return Err(Error::RingFull {
+                channel: ch,
+                needed: pieces.len(),
+                capacity,
+            });
+        }
+        let base = ring.bus_addr();
+        let desc_addr = |i: usize| base + (i as u64) * DESC_ALIGN;
+        let words = ring.as_mut_slice();
+        let last = pieces.len() - 1;
+        for (i, &(addr, len)) in pieces.iter().enumerate() {
+            let d = &mut words[i * DESC_WORDS..(i + 1) * DESC_WORDS];
+            d.fill(0);
+            let next = desc_addr(if i == last { 0 } else { i + 1 });
+            d[(DESC_NXTDESC / 4) as usize] = next as u32;
+            d[(DESC_NXTDESC_MSB / 4) as usize] = (next >> 32) as u32;
+            d[(DESC_BUFFER_ADDRESS / 4) as usize] = addr as u32;
+            d[(DESC_BUFFER_ADDRESS_MSB / 4) as usize] = (addr >> 32) as u32;
+            let mut control = len as u32 & DESC_LENGTH_MASK;
+            if ch == Channel::Mm2s {
+                if i == 0 {
+                    control |= DESC_CTRL_TXSOF;
+                }
+                if i == last {
+                    control |= DESC_CTRL_TXEOF;
+                }
+            }
+            d[(DESC_CONTROL / 4) as usize] = control;
+        }
+        ring.sync_for_device(pieces.len() * DESC_ALIGN as usize)
+            .map_err(|e| match e {
+                crate::mem::Error::Platform(p) => Error::Platform(p),
+                other => Error::Platform(platform::Error::Malformed {
+                    path: "descriptor ring".into(),
+                    reason: other.to_string(),
+                }),
+            })?;
+        // CURDESC may only be written while the channel is halted.
+        let i = ch as usize;
+        self.set(ch, DMACR, 0)?;
+        self.written_cr[i].set(Some(0));
+        let deadline = Instant::now() + self.cfg.timeout;
+        while self.status(ch)? & DMASR_HALTED == 0 {
+            if Instant::now() > deadline {
+                return Err(Error::Timeout {
+                    channel: ch,
+                    timeout: self.cfg.timeout,
+                    dmasr: self.status(ch)?,
+                });
+            }
+            std::hint::spin_loop();
+        }
+        self.set(ch, DMASR, DMASR_IRQ_MASK)?;
+        self.set(ch, CURDESC, base as u32)?;
+        self.set(ch, CURDESC_MSB, (base >> 32) as u32)?;
+        let mut cr = DMACR_RS | (1 << DMACR_IRQ_THRESHOLD_SHIFT);
+        if irq {
+            cr |= DMACR_IOC_IRQ_EN | DMACR_ERR_IRQ_EN;
+        }
+        self.set_cached(ch, DMACR, &self.written_cr[i], cr)?;
+        self.clean[i].set(false);
+        let tail = desc_addr(last);
+        self.set(ch, TAILDESC_MSB, (tail >> 32) as u32)?;
+        self.set(ch, TAILDESC, tail as u32)?;
+        Ok(SgChain {
+            descriptors: pieces.len(),
+        })
+    }
+
+    /// Waits until every descriptor of `chain` reports Cmplt; returns the bytes each
+    /// one transferred (for S2MM: received).
+    pub fn sg_wait(
+        &self,
+        ch: Channel,
+        ring: &DmaBuf<u32>,
+        chain: SgChain,
+        how: &Wait<'_>,
+    ) -> Result<Vec<usize>, Error> {
+        let status = |i: usize| {
+            ring.read_volatile(i * DESC_WORDS + (DESC_STATUS / 4) as usize)
+                .unwrap_or(0)
+        };
+        let deadline = Instant::now() + self.cfg.timeout;
+        let last = chain.descriptors - 1;
+        loop {
+            let sr = self.status(ch)?;
+            if sr & DMASR_ERR_MASK != 0 {
+                let what = decode_errors(sr);
+                self.reset()?;
+                return Err(Error::Device {
+                    channel: ch,
+                    what,
+                    dmasr: sr,
+                });
+            }
+            // S2MM may finish a packet before the last descriptor: its RXEOF ends it.
+            let done = (0..=last).find(|&i| {
+                let s = status(i);
+                s & DESC_STS_CMPLT != 0
+                    && (i == last || (ch == Channel::S2mm && s & DESC_STS_RXEOF != 0))
+            });
+            if let Some(end) = done {
+                self.set(ch, DMASR, DMASR_IOC_IRQ)?;
+                self.clean[ch as usize].set(true);
+                if let Wait::Irq(line) = how {
+                    line.enable()?;
+                }
+                return Ok((0..=end)
+                    .map(|i| (status(i) & DESC_LENGTH_MASK) as usize)
+                    .collect());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(Error::Timeout {
+                    channel: ch,
+                    timeout: self.cfg.timeout,
+                    dmasr: sr,
                 });
             }
             match how {

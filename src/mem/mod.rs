@@ -243,6 +243,24 @@ impl<T: Pod> DmaBuf<T> {
         }
     }
 
+    /// Reads item `i` with a volatile load: for fields the device writes while the
+    /// CPU watches (descriptor status words). `None` past the end.
+    pub fn read_volatile(&self, i: usize) -> Option<T> {
+        (i < self.items).then(|| {
+            // SAFETY: `i` is in bounds (checked), the address is aligned for `T`
+            // (64-byte aligned base, item-sized steps) and any bit pattern is a `T`.
+            unsafe {
+                self.pool
+                    .memory
+                    .cpu_base()
+                    .add(self.offset)
+                    .cast::<T>()
+                    .add(i)
+                    .read_volatile()
+            }
+        })
+    }
+
     /// Makes the first `bytes` bytes visible to the device, if the pool's policy asks.
     pub fn sync_for_device(&self, bytes: usize) -> Result<(), Error> {
         if self.pool.policy == CachePolicy::Explicit {

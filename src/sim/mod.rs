@@ -85,6 +85,14 @@ struct State {
     stream: VecDeque<(Vec<u8>, Instant)>,
     /// When the MM2S transfer in flight finishes.
     mm2s_done_at: Option<Instant>,
+    /// Scatter-gather mode (DMASR.SGIncld).
+    sg: bool,
+    /// MM2S descriptor chain to run, up to this tail descriptor.
+    mm2s_tail: Option<u64>,
+    /// S2MM descriptors available: (current, tail).
+    s2mm_chain: Option<(u64, u64)>,
+    /// Completed packets not yet signalled, per channel (IRQThreshold coalescing).
+    coalesced: [u32; 2],
     /// Buffers reused for what MM2S reads and for packets.
     read_buf: Vec<u8>,
     spare: Vec<Vec<u8>>,
@@ -133,8 +141,15 @@ impl Shared {
                 self.set(ch, r, 0);
             }
             self.set(ch, DMACR, 1 << DMACR_IRQ_THRESHOLD_SHIFT);
-            self.set(ch, DMASR, DMASR_HALTED);
+            self.set(
+                ch,
+                DMASR,
+                DMASR_HALTED | if st.sg { DMASR_SG_INCLD } else { 0 },
+            );
         }
+        st.mm2s_tail = None;
+        st.s2mm_chain = None;
+        st.coalesced = [0; 2];
         st.mm2s.clear();
         st.s2mm.clear();
         st.stream.clear();
@@ -173,7 +188,121 @@ impl Shared {
     fn busy(st: &State) -> bool {
         !st.mm2s.is_empty()
             || st.mm2s_done_at.is_some()
-            || (!st.s2mm.is_empty() && !st.stream.is_empty())
+            || st.mm2s_tail.is_some()
+            || ((!st.s2mm.is_empty() || st.s2mm_chain.is_some()) && !st.stream.is_empty())
+    }
+
+    /// A packet finished on `ch` in SG mode: IOC once IRQThreshold packets have.
+    fn packet_done(&self, st: &mut State, ch: usize) {
+        let threshold =
+            ((self.reg(ch, DMACR) & DMACR_IRQ_THRESHOLD_MASK) >> DMACR_IRQ_THRESHOLD_SHIFT).max(1);
+        st.coalesced[ch] += 1;
+        if st.coalesced[ch] >= threshold {
+            st.coalesced[ch] = 0;
+            self.complete(st, ch, 0);
+        }
+    }
+
+    /// Reads a descriptor: (next, buffer address, control).
+    fn descriptor(&self, at: u64) -> Result<(u64, u64, u32), ()> {
+        let w = |o: u64| self.dev.read_word(at + o).map_err(|_| ());
+        let next = w(DESC_NXTDESC)? as u64 | ((w(DESC_NXTDESC_MSB)? as u64) << 32);
+        let addr = w(DESC_BUFFER_ADDRESS)? as u64 | ((w(DESC_BUFFER_ADDRESS_MSB)? as u64) << 32);
+        Ok((next, addr, w(DESC_CONTROL)?))
+    }
+
+    /// Runs the MM2S descriptor chain from CURDESC to `tail`.
+    fn run_mm2s_chain(&self, st: &mut State, tail: u64) {
+        let mut cur = self.reg(0, CURDESC) as u64 | ((self.reg(0, CURDESC_MSB) as u64) << 32);
+        let mut packet = st.spare.pop().unwrap_or_default();
+        packet.clear();
+        loop {
+            if !cur.is_multiple_of(DESC_ALIGN) {
+                return self.complete(st, 0, DMASR_SG_INT_ERR);
+            }
+            let Ok((next, addr, control)) = self.descriptor(cur) else {
+                return self.complete(st, 0, DMASR_SG_DEC_ERR);
+            };
+            let len = (control & DESC_LENGTH_MASK) as usize;
+            if len == 0 {
+                return self.complete(st, 0, DMASR_DMA_INT_ERR);
+            }
+            let start = packet.len();
+            packet.resize(start + len, 0);
+            if self.dev.read_ddr(addr, &mut packet[start..]).is_err() {
+                return self.complete(st, 0, DMASR_DMA_DEC_ERR);
+            }
+            let _ = self
+                .dev
+                .write_word(cur + DESC_STATUS, len as u32 | DESC_STS_CMPLT);
+            self.set(0, CURDESC, cur as u32);
+            self.set(0, CURDESC_MSB, (cur >> 32) as u32);
+            if control & DESC_CTRL_TXEOF != 0 {
+                let mut out = st.spare.pop().unwrap_or_default();
+                out.clear();
+                st.processor.process(&packet, &mut out);
+                let ready = Instant::now() + self.clock.duration(packet.len());
+                st.stream.push_back((out, ready));
+                packet.clear();
+                self.packet_done(st, 0);
+            }
+            if cur == tail {
+                let sr = self.reg(0, DMASR);
+                self.set(0, DMASR, sr | DMASR_IDLE);
+                return;
+            }
+            cur = next;
+        }
+    }
+
+    /// Writes one packet from the stream into the S2MM descriptors.
+    fn run_s2mm_packet(&self, st: &mut State, packet: &[u8]) {
+        let Some((mut cur, tail)) = st.s2mm_chain else {
+            return;
+        };
+        let mut off = 0;
+        loop {
+            let Ok((next, addr, control)) = self.descriptor(cur) else {
+                st.s2mm_chain = None;
+                return self.complete(st, 1, DMASR_SG_DEC_ERR);
+            };
+            let cap = (control & DESC_LENGTH_MASK) as usize;
+            if cap == 0 {
+                st.s2mm_chain = None;
+                return self.complete(st, 1, DMASR_DMA_INT_ERR);
+            }
+            let n = cap.min(packet.len() - off);
+            if self.dev.write_ddr(addr, &packet[off..off + n]).is_err() {
+                st.s2mm_chain = None;
+                return self.complete(st, 1, DMASR_DMA_DEC_ERR);
+            }
+            let mut status = n as u32 | DESC_STS_CMPLT;
+            if off == 0 {
+                status |= DESC_STS_RXSOF;
+            }
+            off += n;
+            if off == packet.len() {
+                status |= DESC_STS_RXEOF;
+            }
+            let _ = self.dev.write_word(cur + DESC_STATUS, status);
+            self.set(1, CURDESC, cur as u32);
+            self.set(1, CURDESC_MSB, (cur >> 32) as u32);
+            let at_tail = cur == tail;
+            if off == packet.len() {
+                st.s2mm_chain = if at_tail { None } else { Some((next, tail)) };
+                if at_tail {
+                    let sr = self.reg(1, DMASR);
+                    self.set(1, DMASR, sr | DMASR_IDLE);
+                }
+                return self.packet_done(st, 1);
+            }
+            if at_tail {
+                // The packet does not fit the descriptors given.
+                st.s2mm_chain = None;
+                return self.complete(st, 1, DMASR_DMA_INT_ERR);
+            }
+            cur = next;
+        }
     }
 
     /// Runs what can run now; returns how long until the next thing can.
@@ -200,6 +329,21 @@ impl Shared {
                     st.mm2s_done_at = Some(ready);
                 }
                 Err(_) => self.complete(st, 0, DMASR_DMA_DEC_ERR),
+            }
+        }
+        if let Some(tail) = st.mm2s_tail.take() {
+            self.run_mm2s_chain(st, tail);
+        }
+        if st.s2mm_chain.is_some()
+            && let Some(&(_, ready)) = st.stream.front()
+        {
+            if ready > now {
+                next = Some(next.map_or(ready, |n| n.min(ready)));
+            } else if let Some((packet, _)) = st.stream.pop_front() {
+                self.run_s2mm_packet(st, &packet);
+                if st.spare.len() < 4 {
+                    st.spare.push(packet);
+                }
             }
         }
         if let Some(t) = st.mm2s_done_at {
@@ -276,10 +420,33 @@ impl BusTarget for Shared {
                 let sr = self.reg(ch, DMASR);
                 self.set(ch, DMASR, sr & !(value & DMASR_IRQ_MASK));
             }
+            TAILDESC if st.sg => {
+                self.set(ch, TAILDESC, value);
+                let sr = self.reg(ch, DMASR);
+                if sr & DMASR_HALTED == 0 {
+                    self.set(ch, DMASR, sr & !DMASR_IDLE);
+                    let tail = value as u64 | ((self.reg(ch, TAILDESC_MSB) as u64) << 32);
+                    if ch == 0 {
+                        st.mm2s_tail = Some(tail);
+                    } else {
+                        let cur =
+                            self.reg(1, CURDESC) as u64 | ((self.reg(1, CURDESC_MSB) as u64) << 32);
+                        st.s2mm_chain = Some((cur, tail));
+                    }
+                    self.posted.fetch_add(1, Ordering::Release);
+                    self.work.notify_one();
+                }
+            }
+            CURDESC | CURDESC_MSB => {
+                // Only while halted, as PG021 requires.
+                if self.reg(ch, DMASR) & DMASR_HALTED != 0 {
+                    self.set(ch, r, value);
+                }
+            }
             LENGTH => {
                 self.set(ch, LENGTH, value);
                 let sr = self.reg(ch, DMASR);
-                if value != 0 && sr & DMASR_HALTED == 0 {
+                if value != 0 && sr & DMASR_HALTED == 0 && !st.sg {
                     self.set(ch, DMASR, sr & !DMASR_IDLE);
                     let addr =
                         (self.reg(ch, ADDR) as u64) | ((self.reg(ch, ADDR_MSB) as u64) << 32);
@@ -311,6 +478,16 @@ impl Fabric {
     /// Attaches an AXI DMA with a loopback stream processor to register window 0
     /// of `board`, interrupt lines 0 (MM2S) and 1 (S2MM).
     pub fn start(board: &SimBoard, clock: Clock) -> Result<Self, crate::platform::Error> {
+        Self::start_with(board, clock, false)
+    }
+
+    /// Like [`start`](Fabric::start), with the scatter-gather engine included
+    /// (`sg`): transfers then run from descriptor chains started by TAILDESC.
+    pub fn start_with(
+        board: &SimBoard,
+        clock: Clock,
+        sg: bool,
+    ) -> Result<Self, crate::platform::Error> {
         let shared = Arc::new(Shared {
             dev: board.device()?,
             state: Mutex::new(State {
@@ -318,6 +495,10 @@ impl Fabric {
                 s2mm: VecDeque::new(),
                 stream: VecDeque::new(),
                 mm2s_done_at: None,
+                sg,
+                mm2s_tail: None,
+                s2mm_chain: None,
+                coalesced: [0; 2],
                 read_buf: Vec::new(),
                 spare: Vec::new(),
                 processor: Box::new(Loopback),
