@@ -391,7 +391,6 @@ impl BusTarget for Shared {
         if window != 0 {
             return;
         }
-        let mut st = lock(&self.state);
         let (ch, r) = if (S2MM..S2MM + 0x30).contains(&offset) {
             (1, offset - S2MM)
         } else if offset < 0x30 {
@@ -400,6 +399,13 @@ impl BusTarget for Shared {
             self.dev.set_reg(0, offset, value);
             return;
         };
+        // Address and length-MSB registers only hold a value until a LENGTH or
+        // TAILDESC write uses it (under the lock, which orders it after this store).
+        if matches!(r, ADDR | ADDR_MSB | TAILDESC_MSB) {
+            self.set(ch, r, value);
+            return;
+        }
+        let mut st = lock(&self.state);
         match r {
             DMACR => {
                 if value & DMACR_RESET != 0 {
