@@ -267,9 +267,8 @@ impl<R: RegisterSpace> AxiDma<R> {
         Ok(())
     }
 
-    /// Checks once whether the transfer on `ch` finished: `Some(bytes)` (for S2MM
-    /// the bytes actually received) when it did.
-    pub fn poll(&self, ch: Channel) -> Result<Option<usize>, Error> {
+    /// Reads DMASR; if it shows an error, names it, resets the engine and fails.
+    fn checked_status(&self, ch: Channel) -> Result<u32, Error> {
         let sr = self.status(ch)?;
         if sr & DMASR_ERR_MASK != 0 {
             let what = decode_errors(sr);
@@ -280,11 +279,23 @@ impl<R: RegisterSpace> AxiDma<R> {
                 dmasr: sr,
             });
         }
-        if sr & DMASR_IOC_IRQ == 0 {
-            return Ok(None);
-        }
+        Ok(sr)
+    }
+
+    /// Acknowledges the completion interrupt bit of `ch` (write 1 to clear).
+    fn acknowledge(&self, ch: Channel) -> Result<(), Error> {
         self.set(ch, DMASR, DMASR_IOC_IRQ)?;
         self.clean[ch as usize].set(true);
+        Ok(())
+    }
+
+    /// Checks once whether the transfer on `ch` finished: `Some(bytes)` (for S2MM
+    /// the bytes actually received) when it did.
+    pub fn poll(&self, ch: Channel) -> Result<Option<usize>, Error> {
+        if self.checked_status(ch)? & DMASR_IOC_IRQ == 0 {
+            return Ok(None);
+        }
+        self.acknowledge(ch)?;
         let n = match ch {
             Channel::Mm2s => self.pending[0].get(),
             Channel::S2mm => (self.reg(ch, LENGTH)? & ((1 << self.cfg.length_width) - 1)) as usize,
@@ -293,15 +304,21 @@ impl<R: RegisterSpace> AxiDma<R> {
         Ok(Some(n))
     }
 
-    /// Waits for the transfer on `ch` to finish, at most the configured timeout.
-    pub fn wait(&self, ch: Channel, how: &Wait<'_>) -> Result<usize, Error> {
+    /// Repeats `check` until it gives an answer, waiting between tries as `how`
+    /// says, at most the configured timeout; re-arms the interrupt line after.
+    fn wait_for<T>(
+        &self,
+        ch: Channel,
+        how: &Wait<'_>,
+        mut check: impl FnMut() -> Result<Option<T>, Error>,
+    ) -> Result<T, Error> {
         let deadline = Instant::now() + self.cfg.timeout;
         loop {
-            if let Some(n) = self.poll(ch)? {
+            if let Some(v) = check()? {
                 if let Wait::Irq(line) = how {
                     line.enable()?;
                 }
-                return Ok(n);
+                return Ok(v);
             }
             let now = Instant::now();
             if now >= deadline {
@@ -320,6 +337,11 @@ impl<R: RegisterSpace> AxiDma<R> {
                 },
             }
         }
+    }
+
+    /// Waits for the transfer on `ch` to finish, at most the configured timeout.
+    pub fn wait(&self, ch: Channel, how: &Wait<'_>) -> Result<usize, Error> {
+        self.wait_for(ch, how, || self.poll(ch))
     }
 }
 
@@ -451,51 +473,24 @@ impl<R: RegisterSpace> AxiDma<R> {
             ring.read_volatile(i * DESC_WORDS + (DESC_STATUS / 4) as usize)
                 .unwrap_or(0)
         };
-        let deadline = Instant::now() + self.cfg.timeout;
         let last = chain.descriptors - 1;
-        loop {
-            let sr = self.status(ch)?;
-            if sr & DMASR_ERR_MASK != 0 {
-                let what = decode_errors(sr);
-                self.reset()?;
-                return Err(Error::Device {
-                    channel: ch,
-                    what,
-                    dmasr: sr,
-                });
-            }
+        self.wait_for(ch, how, || {
+            self.checked_status(ch)?;
             // S2MM may finish a packet before the last descriptor: its RXEOF ends it.
             let done = (0..=last).find(|&i| {
                 let s = status(i);
                 s & DESC_STS_CMPLT != 0
                     && (i == last || (ch == Channel::S2mm && s & DESC_STS_RXEOF != 0))
             });
-            if let Some(end) = done {
-                self.set(ch, DMASR, DMASR_IOC_IRQ)?;
-                self.clean[ch as usize].set(true);
-                if let Wait::Irq(line) = how {
-                    line.enable()?;
-                }
-                return Ok((0..=end)
+            let Some(end) = done else {
+                return Ok(None);
+            };
+            self.acknowledge(ch)?;
+            Ok(Some(
+                (0..=end)
                     .map(|i| (status(i) & DESC_LENGTH_MASK) as usize)
-                    .collect());
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(Error::Timeout {
-                    channel: ch,
-                    timeout: self.cfg.timeout,
-                    dmasr: sr,
-                });
-            }
-            match how {
-                Wait::Poll => std::hint::spin_loop(),
-                Wait::Yield => std::thread::yield_now(),
-                Wait::Irq(line) => match line.wait(deadline - now) {
-                    Ok(_) | Err(platform::Error::Timeout(_)) => {}
-                    Err(e) => return Err(e.into()),
-                },
-            }
-        }
+                    .collect(),
+            ))
+        })
     }
 }
