@@ -40,7 +40,8 @@ fn rig(sg: bool, length_width: u32) -> Rig {
 #[test]
 fn a_packet_gathered_from_segments_lands_in_scattered_buffers() {
     let r = rig(true, 23);
-    for irq in [false, true] {
+    for mode in 0..3 {
+        let irq = mode == 2;
         let mut tx_ring = r.pool.alloc::<u32>(8 * DESC_WORDS).unwrap();
         let mut rx_ring = r.pool.alloc::<u32>(8 * DESC_WORDS).unwrap();
         let mut parts = Vec::new();
@@ -68,10 +69,10 @@ fn a_packet_gathered_from_segments_lands_in_scattered_buffers() {
             .sg_start(Channel::Mm2s, &mut tx_ring, &tx_segs, irq)
             .unwrap();
         assert_eq!((tc.descriptors, rc.descriptors), (3, 2));
-        let (w0, w1) = if irq {
-            (Wait::Irq(&r.irq[0]), Wait::Irq(&r.irq[1]))
-        } else {
-            (Wait::Poll, Wait::Poll)
+        let (w0, w1) = match mode {
+            0 => (Wait::Poll, Wait::Poll),
+            1 => (Wait::Yield, Wait::Yield),
+            _ => (Wait::Irq(&r.irq[0]), Wait::Irq(&r.irq[1])),
         };
         assert_eq!(
             r.dma.sg_wait(Channel::Mm2s, &tx_ring, tc, &w0).unwrap(),
@@ -200,4 +201,59 @@ fn sg_errors_are_named_and_the_engine_recovers() {
             .sg_start(Channel::Mm2s, &mut ring, &[(DEFAULT_DDR_BASE, 8)], false),
         Err(Error::NoSg(Channel::Mm2s))
     ));
+}
+
+#[test]
+fn several_packets_land_in_one_s2mm_chain() {
+    use dmaflow::axi::regs::{DESC_STATUS, DESC_STS_CMPLT, DESC_STS_RXEOF, DESC_STS_RXSOF};
+    let r = rig(true, 23);
+    let mut rx_ring = r.pool.alloc::<u32>(4 * DESC_WORDS).unwrap();
+    let mut tx_ring = r.pool.alloc::<u32>(4 * DESC_WORDS).unwrap();
+    let rx: Vec<_> = (0..4).map(|_| r.pool.alloc::<u8>(1024).unwrap()).collect();
+    let segs: Vec<(u64, usize)> = rx.iter().map(|b| (b.bus_addr(), 1024)).collect();
+    r.dma
+        .sg_start(Channel::S2mm, &mut rx_ring, &segs, false)
+        .unwrap();
+    // Three packets, one after another, while the S2MM chain stays in flight.
+    let lens = [10usize, 1024, 333];
+    for (k, &len) in lens.iter().enumerate() {
+        let mut tx = r.pool.alloc::<u8>(len).unwrap();
+        tx.as_mut_slice().fill(k as u8 + 1);
+        let tc = r
+            .dma
+            .sg_start(Channel::Mm2s, &mut tx_ring, &[(tx.bus_addr(), len)], false)
+            .unwrap();
+        r.dma
+            .sg_wait(Channel::Mm2s, &tx_ring, tc, &Wait::Poll)
+            .unwrap();
+    }
+    let status = |i: usize| {
+        rx_ring
+            .read_volatile(i * DESC_WORDS + (DESC_STATUS / 4) as usize)
+            .unwrap()
+    };
+    let t0 = std::time::Instant::now();
+    while status(2) & DESC_STS_CMPLT == 0 {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(2),
+            "third packet never landed"
+        );
+        std::hint::spin_loop();
+    }
+    for (i, &len) in lens.iter().enumerate() {
+        let s = status(i);
+        assert_eq!(s & DESC_STS_CMPLT, DESC_STS_CMPLT);
+        assert_eq!(
+            s & (DESC_STS_RXSOF | DESC_STS_RXEOF),
+            DESC_STS_RXSOF | DESC_STS_RXEOF,
+            "packet {i}"
+        );
+        assert_eq!((s & 0x3FF_FFFF) as usize, len);
+        assert!(rx[i].as_slice()[..len].iter().all(|&b| b == i as u8 + 1));
+    }
+    assert_eq!(
+        status(3) & DESC_STS_CMPLT,
+        0,
+        "the fourth descriptor is still free"
+    );
 }

@@ -17,6 +17,11 @@ pub enum Completion {
     Yield,
     /// Sleep on the channel's interrupt line.
     Irq,
+    /// Hand the request to a kernel-style driver thread ([`Proxy`]) that copies
+    /// through its own DMA buffers and sleeps on the interrupt. The thread owns the
+    /// engine, so this mode is used through [`Proxy::start`]; [`Engine`]'s own calls
+    /// refuse it with [`Error::ProxyOnly`].
+    Proxy,
 }
 
 /// How a message is cut into transfers (paper 002).
@@ -49,6 +54,9 @@ pub enum Error {
     /// A transfer of zero bytes.
     #[error("a transfer of zero bytes")]
     Empty,
+    /// `Completion::Proxy` given to an engine's own calls.
+    #[error("Completion::Proxy runs through dma::Proxy, whose driver thread owns the engine")]
+    ProxyOnly,
 }
 
 /// An AXI DMA engine with its two interrupt lines and its DMA memory.
@@ -78,6 +86,7 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
             Completion::Poll => Wait::Poll,
             Completion::Yield => Wait::Yield,
             Completion::Irq => Wait::Irq(&self.irq[ch as usize]),
+            Completion::Proxy => return Err(Error::ProxyOnly),
         };
         Ok(self.dma.wait(ch, &how)?)
     }
@@ -106,6 +115,9 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
         rx_len: usize,
         c: Completion,
     ) -> Result<usize, Error> {
+        if c == Completion::Proxy {
+            return Err(Error::ProxyOnly);
+        }
         self.pool.check(tx)?;
         self.pool.check(rx)?;
         if tx_len == 0 || rx_len == 0 {
@@ -157,6 +169,9 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
         depth: usize,
         c: Completion,
     ) -> Result<usize, Error> {
+        if c == Completion::Proxy {
+            return Err(Error::ProxyOnly);
+        }
         if data.is_empty() || depth == 0 {
             return Err(Error::Empty);
         }

@@ -276,6 +276,16 @@ impl Shared {
                 st.s2mm_chain = None;
                 return self.complete(st, 1, DMASR_DMA_DEC_ERR);
             }
+            if cur == tail && off + n < packet.len() {
+                // The packet does not fit the descriptors given: the channel stops
+                // with an internal error, and the descriptor says so (no Cmplt).
+                st.s2mm_chain = None;
+                self.complete(st, 1, DMASR_DMA_INT_ERR);
+                let _ = self
+                    .dev
+                    .write_word(cur + DESC_STATUS, n as u32 | DESC_STS_INT_ERR);
+                return;
+            }
             let mut status = n as u32 | DESC_STS_CMPLT;
             if off == 0 {
                 status |= DESC_STS_RXSOF;
@@ -295,11 +305,6 @@ impl Shared {
                     self.set(1, DMASR, sr | DMASR_IDLE);
                 }
                 return self.packet_done(st, 1);
-            }
-            if at_tail {
-                // The packet does not fit the descriptors given.
-                st.s2mm_chain = None;
-                return self.complete(st, 1, DMASR_DMA_INT_ERR);
             }
             cur = next;
         }
