@@ -95,6 +95,36 @@ pub trait IrqLine: Send + Sync {
     fn enable(&self) -> Result<(), Error>;
 }
 
+/// Waits until `fd` is readable or `timeout` passes (an interrupted wait resumes
+/// with what is left of it). `what` names the file in errors.
+pub(crate) fn wait_readable(
+    fd: impl std::os::fd::AsFd,
+    timeout: Duration,
+    what: &str,
+) -> Result<(), Error> {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let ts = Timespec {
+            tv_sec: left.as_secs() as _,
+            tv_nsec: left.subsec_nanos() as _,
+        };
+        let mut fds = [PollFd::new(&fd, PollFlags::IN)];
+        match poll(&mut fds, Some(&ts)) {
+            Ok(0) => return Err(Error::Timeout(timeout)),
+            Ok(_) => return Ok(()),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => {
+                return Err(Error::Io {
+                    path: what.to_string(),
+                    source: e.into(),
+                });
+            }
+        }
+    }
+}
+
 /// Checks that `offset..offset + len` lies within a region of `size` bytes.
 pub(crate) fn check_range(offset: usize, len: usize, size: usize) -> Result<(), Error> {
     if offset.checked_add(len).is_none_or(|end| end > size) {

@@ -7,11 +7,11 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec, eventfd, poll};
+use rustix::event::{EventfdFlags, eventfd};
 use rustix::fs::{MemfdFlags, ftruncate, memfd_create};
 
 use super::map::Mapping;
-use super::{DmaMemory, Error, IrqLine, RegisterSpace, check_range};
+use super::{DmaMemory, Error, IrqLine, RegisterSpace, check_range, wait_readable};
 
 /// Default size of the emulated DDR region.
 pub const DEFAULT_DDR_BYTES: usize = 64 << 20;
@@ -269,18 +269,8 @@ pub struct SimIrq {
 
 impl IrqLine for SimIrq {
     fn wait(&self, timeout: Duration) -> Result<u32, Error> {
-        let ts = Timespec {
-            tv_sec: timeout.as_secs() as _,
-            tv_nsec: timeout.subsec_nanos() as _,
-        };
         loop {
-            let mut fds = [PollFd::new(&self.line.fd, PollFlags::IN)];
-            match poll(&mut fds, Some(&ts)) {
-                Ok(0) => return Err(Error::Timeout(timeout)),
-                Ok(_) => {}
-                Err(rustix::io::Errno::INTR) => continue,
-                Err(e) => return Err(os_err("eventfd")(e)),
-            }
+            wait_readable(&self.line.fd, timeout, "eventfd")?;
             let mut buf = [0u8; 8];
             match rustix::io::read(self.line.fd.as_fd(), &mut buf) {
                 Ok(_) => {

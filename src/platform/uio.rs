@@ -8,10 +8,8 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rustix::event::{PollFd, PollFlags, Timespec, poll};
-
 use super::map::Mapping;
-use super::{DmaMemory, Error, IrqLine, RegisterSpace, check_range};
+use super::{DmaMemory, Error, IrqLine, RegisterSpace, check_range, wait_readable};
 
 fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     move |source| Error::Io {
@@ -96,16 +94,7 @@ impl RegisterSpace for UioRegisters {
 
 impl IrqLine for UioIrq {
     fn wait(&self, timeout: Duration) -> Result<u32, Error> {
-        let ts = Timespec {
-            tv_sec: timeout.as_secs() as _,
-            tv_nsec: timeout.subsec_nanos() as _,
-        };
-        let mut fds = [PollFd::new(&self.file, PollFlags::IN)];
-        match poll(&mut fds, Some(&ts)) {
-            Ok(0) => return Err(Error::Timeout(timeout)),
-            Ok(_) => {}
-            Err(e) => return Err(io_error(&self.path)(e.into())),
-        }
+        wait_readable(&self.file, timeout, &self.path.display().to_string())?;
         let mut b = [0u8; 4];
         (&self.file)
             .read_exact(&mut b)
