@@ -325,6 +325,16 @@ pub struct DecodeError {
 }
 
 impl DeviceView {
+    /// Number of register windows.
+    pub fn windows(&self) -> usize {
+        self.regs.len()
+    }
+
+    /// Number of interrupt lines.
+    pub fn lines(&self) -> usize {
+        self.lines.len()
+    }
+
     /// Reads register `offset` of window `w`.
     pub fn reg(&self, w: usize, offset: usize) -> u32 {
         self.regs

@@ -44,10 +44,18 @@ impl Clock {
     }
 }
 
-/// An AXI-Stream processor: a packet (bytes ended by TLAST) in, a packet out.
+/// An AXI-Stream processor between the fabric's DMA engines. It has `streams()`
+/// input streams (engine i's MM2S feeds input i) and as many output streams
+/// (output i goes to engine i's S2MM); it fires when every input has a packet
+/// (bytes ended by TLAST) and produces one packet per output.
 pub trait StreamProcessor: Send {
-    /// Processes one packet into `output` (empty on entry).
-    fn process(&mut self, input: &[u8], output: &mut Vec<u8>);
+    /// Number of stream pairs, one AXI DMA engine each (1 unless overridden).
+    fn streams(&self) -> usize {
+        1
+    }
+    /// Processes one packet per input into one packet per output (each empty on
+    /// entry).
+    fn process(&mut self, inputs: &[&[u8]], outputs: &mut [Vec<u8>]);
 }
 
 /// Returns every packet unchanged.
@@ -55,8 +63,8 @@ pub trait StreamProcessor: Send {
 pub struct Loopback;
 
 impl StreamProcessor for Loopback {
-    fn process(&mut self, input: &[u8], output: &mut Vec<u8>) {
-        output.extend_from_slice(input);
+    fn process(&mut self, inputs: &[&[u8]], outputs: &mut [Vec<u8>]) {
+        outputs[0].extend_from_slice(inputs[0]);
     }
 }
 
@@ -77,28 +85,72 @@ struct Job {
     len: usize,
 }
 
-struct State {
+/// One AXI DMA engine's state.
+struct Engine {
     mm2s: VecDeque<Job>,
     s2mm: VecDeque<Job>,
     /// Packets produced by the processor, waiting for S2MM, with the time their
     /// last byte leaves the stream.
     stream: VecDeque<(Vec<u8>, Instant)>,
+    /// The packet MM2S delivered to the processor, waiting for the other inputs,
+    /// with the time its last byte arrived.
+    input: Option<(Vec<u8>, Instant)>,
     /// When the MM2S transfer in flight finishes.
     mm2s_done_at: Option<Instant>,
-    /// Scatter-gather mode (DMASR.SGIncld).
-    sg: bool,
+    /// When each stream link is free again (MM2S side, S2MM side).
+    link_free: [Instant; 2],
     /// MM2S descriptor chain to run, up to this tail descriptor.
     mm2s_tail: Option<u64>,
     /// S2MM descriptors available: (current, tail).
     s2mm_chain: Option<(u64, u64)>,
+    /// Next descriptor each channel fetches (None: CURDESC as written while
+    /// halted).
+    next_desc: [Option<u64>; 2],
     /// Completed packets not yet signalled, per channel (IRQThreshold coalescing).
     coalesced: [u32; 2],
-    /// Buffers reused for what MM2S reads and for packets.
-    read_buf: Vec<u8>,
+}
+
+impl Engine {
+    fn new() -> Self {
+        let now = Instant::now();
+        Engine {
+            mm2s: VecDeque::new(),
+            s2mm: VecDeque::new(),
+            stream: VecDeque::new(),
+            input: None,
+            mm2s_done_at: None,
+            link_free: [now; 2],
+            mm2s_tail: None,
+            s2mm_chain: None,
+            next_desc: [None; 2],
+            coalesced: [0; 2],
+        }
+    }
+}
+
+struct State {
+    engines: Vec<Engine>,
+    /// Scatter-gather mode (DMASR.SGIncld).
+    sg: bool,
+    /// Buffers reused for packets.
     spare: Vec<Vec<u8>>,
     processor: Box<dyn StreamProcessor>,
     faults: Faults,
     stop: bool,
+}
+
+impl State {
+    fn buffer(&mut self) -> Vec<u8> {
+        let mut b = self.spare.pop().unwrap_or_default();
+        b.clear();
+        b
+    }
+
+    fn recycle(&mut self, b: Vec<u8>) {
+        if self.spare.len() < 256 {
+            self.spare.push(b);
+        }
+    }
 }
 
 struct Shared {
@@ -118,14 +170,14 @@ fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
 const CHANNELS: [usize; 2] = [MM2S, S2MM];
 
 impl Shared {
-    fn reg(&self, ch: usize, r: usize) -> u32 {
-        self.dev.reg(0, CHANNELS[ch] + r)
+    fn reg(&self, e: usize, ch: usize, r: usize) -> u32 {
+        self.dev.reg(e, CHANNELS[ch] + r)
     }
-    fn set(&self, ch: usize, r: usize, v: u32) {
-        self.dev.set_reg(0, CHANNELS[ch] + r, v);
+    fn set(&self, e: usize, ch: usize, r: usize, v: u32) {
+        self.dev.set_reg(e, CHANNELS[ch] + r, v);
     }
 
-    fn reset(&self, st: &mut State) {
+    fn reset(&self, st: &mut State, e: usize) {
         for ch in 0..2 {
             for r in [
                 DMACR,
@@ -138,149 +190,210 @@ impl Shared {
                 ADDR_MSB,
                 LENGTH,
             ] {
-                self.set(ch, r, 0);
+                self.set(e, ch, r, 0);
             }
-            self.set(ch, DMACR, 1 << DMACR_IRQ_THRESHOLD_SHIFT);
+            self.set(e, ch, DMACR, 1 << DMACR_IRQ_THRESHOLD_SHIFT);
             self.set(
+                e,
                 ch,
                 DMASR,
                 DMASR_HALTED | if st.sg { DMASR_SG_INCLD } else { 0 },
             );
         }
-        st.mm2s_tail = None;
-        st.s2mm_chain = None;
-        st.coalesced = [0; 2];
-        st.mm2s.clear();
-        st.s2mm.clear();
-        st.stream.clear();
-        st.mm2s_done_at = None;
+        st.engines[e] = Engine::new();
     }
 
     /// Completes a transfer: status bits, interrupt.
-    fn complete(&self, st: &mut State, ch: usize, error: u32) {
-        let mut sr = self.reg(ch, DMASR) | DMASR_IDLE;
-        let cr = self.reg(ch, DMACR);
+    fn complete(&self, st: &mut State, e: usize, ch: usize, error: u32) {
+        let mut sr = self.reg(e, ch, DMASR) | DMASR_IDLE;
+        let cr = self.reg(e, ch, DMACR);
         if let Some((fch, bits)) = st.faults.force_error
             && fch == ch
         {
             st.faults.force_error = None;
-            return self.complete(st, ch, error | bits);
+            return self.complete(st, e, ch, error | bits);
         }
         let irq = if error != 0 {
             sr |= error | DMASR_ERR_IRQ | DMASR_HALTED;
-            self.set(ch, DMACR, cr & !DMACR_RS);
+            self.set(e, ch, DMACR, cr & !DMACR_RS);
             cr & DMACR_ERR_IRQ_EN != 0
         } else {
             sr |= DMASR_IOC_IRQ;
             cr & DMACR_IOC_IRQ_EN != 0
         };
-        self.set(ch, DMASR, sr);
+        self.set(e, ch, DMASR, sr);
         if irq {
             if st.faults.drop_irq {
                 st.faults.drop_irq = false;
             } else {
-                self.dev.raise(ch);
+                self.dev.raise(2 * e + ch);
             }
         }
     }
 
     /// Whether the device has work it can do now or later.
     fn busy(st: &State) -> bool {
-        !st.mm2s.is_empty()
-            || st.mm2s_done_at.is_some()
-            || st.mm2s_tail.is_some()
-            || ((!st.s2mm.is_empty() || st.s2mm_chain.is_some()) && !st.stream.is_empty())
+        st.engines.iter().any(|g| {
+            (g.input.is_none() && (!g.mm2s.is_empty() || g.mm2s_tail.is_some()))
+                || g.mm2s_done_at.is_some()
+                || ((!g.s2mm.is_empty() || g.s2mm_chain.is_some()) && !g.stream.is_empty())
+        })
     }
 
     /// A packet finished on `ch` in SG mode: IOC once IRQThreshold packets have.
-    fn packet_done(&self, st: &mut State, ch: usize) {
-        let threshold =
-            ((self.reg(ch, DMACR) & DMACR_IRQ_THRESHOLD_MASK) >> DMACR_IRQ_THRESHOLD_SHIFT).max(1);
-        st.coalesced[ch] += 1;
-        if st.coalesced[ch] >= threshold {
-            st.coalesced[ch] = 0;
-            self.complete(st, ch, 0);
+    fn packet_done(&self, st: &mut State, e: usize, ch: usize) {
+        let threshold = ((self.reg(e, ch, DMACR) & DMACR_IRQ_THRESHOLD_MASK)
+            >> DMACR_IRQ_THRESHOLD_SHIFT)
+            .max(1);
+        st.engines[e].coalesced[ch] += 1;
+        if st.engines[e].coalesced[ch] >= threshold {
+            st.engines[e].coalesced[ch] = 0;
+            self.complete(st, e, ch, 0);
         }
     }
 
-    /// Reads a descriptor: (next, buffer address, control).
-    fn descriptor(&self, at: u64) -> Result<(u64, u64, u32), ()> {
+    /// Reads a descriptor: (next, buffer address, control, status).
+    fn descriptor(&self, at: u64) -> Result<(u64, u64, u32, u32), ()> {
         let w = |o: u64| self.dev.read_word(at + o).map_err(|_| ());
         let next = w(DESC_NXTDESC)? as u64 | ((w(DESC_NXTDESC_MSB)? as u64) << 32);
         let addr = w(DESC_BUFFER_ADDRESS)? as u64 | ((w(DESC_BUFFER_ADDRESS_MSB)? as u64) << 32);
-        Ok((next, addr, w(DESC_CONTROL)?))
+        Ok((next, addr, w(DESC_CONTROL)?, w(DESC_STATUS)?))
     }
 
-    /// Runs the MM2S descriptor chain from CURDESC to `tail`.
-    fn run_mm2s_chain(&self, st: &mut State, tail: u64) {
-        let mut cur = self.reg(0, CURDESC) as u64 | ((self.reg(0, CURDESC_MSB) as u64) << 32);
-        let mut packet = st.spare.pop().unwrap_or_default();
-        packet.clear();
+    /// Where channel `ch` of engine `e` fetches its next descriptor.
+    fn next_descriptor(&self, st: &State, e: usize, ch: usize) -> u64 {
+        st.engines[e].next_desc[ch].unwrap_or_else(|| {
+            self.reg(e, ch, CURDESC) as u64 | ((self.reg(e, ch, CURDESC_MSB) as u64) << 32)
+        })
+    }
+
+    /// An input packet (whose last byte arrives at `arrived`) for the processor.
+    fn deliver(&self, st: &mut State, e: usize, packet: Vec<u8>, arrived: Instant) {
+        st.engines[e].input = Some((packet, arrived));
+        self.fire(st);
+    }
+
+    /// Runs the processor once every input has a packet.
+    fn fire(&self, st: &mut State) {
+        if st.engines.iter().any(|g| g.input.is_none()) {
+            return;
+        }
+        let inputs: Vec<(Vec<u8>, Instant)> = st
+            .engines
+            .iter_mut()
+            .filter_map(|g| g.input.take())
+            .collect();
+        let arrived = inputs.iter().map(|(_, t)| *t).max().unwrap_or_else(Instant::now);
+        let mut outputs: Vec<Vec<u8>> = (0..inputs.len()).map(|_| st.buffer()).collect();
+        let refs: Vec<&[u8]> = inputs.iter().map(|(p, _)| p.as_slice()).collect();
+        st.processor.process(&refs, &mut outputs);
+        for (p, _) in inputs {
+            st.recycle(p);
+        }
+        for (e, out) in outputs.into_iter().enumerate() {
+            // The output streams out while the input streams in (cut-through), but
+            // no faster than its own link allows.
+            let g = &mut st.engines[e];
+            let ready = arrived.max(g.link_free[1] + self.clock.duration(out.len()));
+            g.link_free[1] = ready;
+            g.stream.push_back((out, ready));
+        }
+    }
+
+    /// When a packet of `len` bytes starting to stream now on engine `e`'s MM2S
+    /// link has arrived.
+    fn mm2s_arrival(&self, st: &mut State, e: usize, now: Instant, len: usize) -> Instant {
+        let g = &mut st.engines[e];
+        let t = now.max(g.link_free[0]) + self.clock.duration(len);
+        g.link_free[0] = t;
+        t
+    }
+
+    /// Runs engine `e`'s MM2S descriptor chain up to `tail`, packet by packet, while
+    /// the processor takes input.
+    fn run_mm2s_chain(&self, st: &mut State, e: usize, tail: u64) {
+        let mut cur = self.next_descriptor(st, e, 0);
+        let mut packet = st.buffer();
+        let now = Instant::now();
         loop {
-            if !cur.is_multiple_of(DESC_ALIGN) {
-                return self.complete(st, 0, DMASR_SG_INT_ERR);
+            if packet.is_empty() && st.engines[e].input.is_some() {
+                // Back-pressure: the processor has not taken the last packet.
+                st.engines[e].mm2s_tail = Some(tail);
+                st.recycle(packet);
+                return;
             }
-            let Ok((next, addr, control)) = self.descriptor(cur) else {
-                return self.complete(st, 0, DMASR_SG_DEC_ERR);
+            if !cur.is_multiple_of(DESC_ALIGN) {
+                return self.complete(st, e, 0, DMASR_SG_INT_ERR);
+            }
+            let Ok((next, addr, control, status)) = self.descriptor(cur) else {
+                return self.complete(st, e, 0, DMASR_SG_DEC_ERR);
             };
+            if status & DESC_STS_CMPLT != 0 {
+                // A descriptor still marked complete was not handed back.
+                return self.complete(st, e, 0, DMASR_SG_INT_ERR);
+            }
             let len = (control & DESC_LENGTH_MASK) as usize;
             if len == 0 {
-                return self.complete(st, 0, DMASR_DMA_INT_ERR);
+                return self.complete(st, e, 0, DMASR_DMA_INT_ERR);
             }
             let start = packet.len();
             packet.resize(start + len, 0);
             if self.dev.read_ddr(addr, &mut packet[start..]).is_err() {
-                return self.complete(st, 0, DMASR_DMA_DEC_ERR);
+                return self.complete(st, e, 0, DMASR_DMA_DEC_ERR);
             }
             let _ = self
                 .dev
                 .write_word(cur + DESC_STATUS, len as u32 | DESC_STS_CMPLT);
-            self.set(0, CURDESC, cur as u32);
-            self.set(0, CURDESC_MSB, (cur >> 32) as u32);
+            self.set(e, 0, CURDESC, cur as u32);
+            self.set(e, 0, CURDESC_MSB, (cur >> 32) as u32);
+            st.engines[e].next_desc[0] = Some(next);
             if control & DESC_CTRL_TXEOF != 0 {
-                let mut out = st.spare.pop().unwrap_or_default();
-                out.clear();
-                st.processor.process(&packet, &mut out);
-                let ready = Instant::now() + self.clock.duration(packet.len());
-                st.stream.push_back((out, ready));
-                packet.clear();
-                self.packet_done(st, 0);
+                let arrived = self.mm2s_arrival(st, e, now, packet.len());
+                let full = std::mem::replace(&mut packet, st.buffer());
+                self.deliver(st, e, full, arrived);
+                self.packet_done(st, e, 0);
             }
             if cur == tail {
-                let sr = self.reg(0, DMASR);
-                self.set(0, DMASR, sr | DMASR_IDLE);
+                let sr = self.reg(e, 0, DMASR);
+                self.set(e, 0, DMASR, sr | DMASR_IDLE);
+                st.recycle(packet);
                 return;
             }
             cur = next;
         }
     }
 
-    /// Writes one packet from the stream into the S2MM descriptors.
-    fn run_s2mm_packet(&self, st: &mut State, packet: &[u8]) {
-        let Some((mut cur, tail)) = st.s2mm_chain else {
+    /// Writes one packet from engine `e`'s stream into its S2MM descriptors.
+    fn run_s2mm_packet(&self, st: &mut State, e: usize, packet: &[u8]) {
+        let Some((mut cur, tail)) = st.engines[e].s2mm_chain else {
             return;
         };
         let mut off = 0;
         loop {
-            let Ok((next, addr, control)) = self.descriptor(cur) else {
-                st.s2mm_chain = None;
-                return self.complete(st, 1, DMASR_SG_DEC_ERR);
+            let fetched = self.descriptor(cur);
+            let Ok((next, addr, control, status)) = fetched else {
+                st.engines[e].s2mm_chain = None;
+                return self.complete(st, e, 1, DMASR_SG_DEC_ERR);
             };
+            if status & DESC_STS_CMPLT != 0 {
+                st.engines[e].s2mm_chain = None;
+                return self.complete(st, e, 1, DMASR_SG_INT_ERR);
+            }
             let cap = (control & DESC_LENGTH_MASK) as usize;
             if cap == 0 {
-                st.s2mm_chain = None;
-                return self.complete(st, 1, DMASR_DMA_INT_ERR);
+                st.engines[e].s2mm_chain = None;
+                return self.complete(st, e, 1, DMASR_DMA_INT_ERR);
             }
             let n = cap.min(packet.len() - off);
             if self.dev.write_ddr(addr, &packet[off..off + n]).is_err() {
-                st.s2mm_chain = None;
-                return self.complete(st, 1, DMASR_DMA_DEC_ERR);
+                st.engines[e].s2mm_chain = None;
+                return self.complete(st, e, 1, DMASR_DMA_DEC_ERR);
             }
             if cur == tail && off + n < packet.len() {
                 // The packet does not fit the descriptors given: the channel stops
                 // with an internal error, and the descriptor says so (no Cmplt).
-                st.s2mm_chain = None;
-                self.complete(st, 1, DMASR_DMA_INT_ERR);
+                st.engines[e].s2mm_chain = None;
+                self.complete(st, e, 1, DMASR_DMA_INT_ERR);
                 let _ = self
                     .dev
                     .write_word(cur + DESC_STATUS, n as u32 | DESC_STS_INT_ERR);
@@ -295,16 +408,17 @@ impl Shared {
                 status |= DESC_STS_RXEOF;
             }
             let _ = self.dev.write_word(cur + DESC_STATUS, status);
-            self.set(1, CURDESC, cur as u32);
-            self.set(1, CURDESC_MSB, (cur >> 32) as u32);
+            self.set(e, 1, CURDESC, cur as u32);
+            self.set(e, 1, CURDESC_MSB, (cur >> 32) as u32);
+            st.engines[e].next_desc[1] = Some(next);
             let at_tail = cur == tail;
             if off == packet.len() {
-                st.s2mm_chain = if at_tail { None } else { Some((next, tail)) };
+                st.engines[e].s2mm_chain = if at_tail { None } else { Some((next, tail)) };
                 if at_tail {
-                    let sr = self.reg(1, DMASR);
-                    self.set(1, DMASR, sr | DMASR_IDLE);
+                    let sr = self.reg(e, 1, DMASR);
+                    self.set(e, 1, DMASR, sr | DMASR_IDLE);
                 }
-                return self.packet_done(st, 1);
+                return self.packet_done(st, e, 1);
             }
             cur = next;
         }
@@ -314,71 +428,77 @@ impl Shared {
     fn step(&self, st: &mut State) -> Option<Duration> {
         let now = Instant::now();
         let mut next: Option<Instant> = None;
-        if st.mm2s_done_at.is_none()
-            && let Some(job) = st.mm2s.pop_front()
-        {
-            let mut buf = std::mem::take(&mut st.read_buf);
-            buf.resize(job.len, 0);
-            let read = self.dev.read_ddr(job.addr, &mut buf);
-            let mut out = st.spare.pop().unwrap_or_default();
-            out.clear();
-            if read.is_ok() {
-                st.processor.process(&buf, &mut out);
-            }
-            st.read_buf = buf;
-            match read {
-                Ok(()) => {
-                    // The last byte leaves the stream after len / rate.
-                    let ready = now + self.clock.duration(job.len);
-                    st.stream.push_back((out, ready));
-                    st.mm2s_done_at = Some(ready);
+        let mut later = |t: Instant| next = Some(next.map_or(t, |n: Instant| n.min(t)));
+        for e in 0..st.engines.len() {
+            if st.engines[e].mm2s_done_at.is_none()
+                && st.engines[e].input.is_none()
+                && let Some(job) = st.engines[e].mm2s.pop_front()
+            {
+                let mut buf = st.buffer();
+                buf.resize(job.len, 0);
+                match self.dev.read_ddr(job.addr, &mut buf) {
+                    Ok(()) => {
+                        // The last byte leaves memory after len / rate.
+                        let arrived = self.mm2s_arrival(st, e, now, job.len);
+                        st.engines[e].mm2s_done_at = Some(arrived);
+                        self.deliver(st, e, buf, arrived);
+                    }
+                    Err(_) => {
+                        st.recycle(buf);
+                        self.complete(st, e, 0, DMASR_DMA_DEC_ERR);
+                    }
                 }
-                Err(_) => self.complete(st, 0, DMASR_DMA_DEC_ERR),
             }
-        }
-        if let Some(tail) = st.mm2s_tail.take() {
-            self.run_mm2s_chain(st, tail);
-        }
-        if st.s2mm_chain.is_some()
-            && let Some(&(_, ready)) = st.stream.front()
-        {
-            if ready > now {
-                next = Some(next.map_or(ready, |n| n.min(ready)));
-            } else if let Some((packet, _)) = st.stream.pop_front() {
-                self.run_s2mm_packet(st, &packet);
-                if st.spare.len() < 4 {
-                    st.spare.push(packet);
+            if st.engines[e].input.is_none()
+                && let Some(tail) = st.engines[e].mm2s_tail.take()
+            {
+                self.run_mm2s_chain(st, e, tail);
+            }
+            if let Some(t) = st.engines[e].mm2s_done_at {
+                if t <= now {
+                    st.engines[e].mm2s_done_at = None;
+                    self.complete(st, e, 0, 0);
+                } else {
+                    later(t);
                 }
             }
         }
-        if let Some(t) = st.mm2s_done_at {
-            if t <= now {
-                st.mm2s_done_at = None;
-                self.complete(st, 0, 0);
-            } else {
-                next = Some(t);
-            }
-        }
-        if let (Some(job), Some(&(_, ready))) = (st.s2mm.front().copied(), st.stream.front()) {
-            if ready > now {
-                next = Some(next.map_or(ready, |n| n.min(ready)));
-            } else if let Some((packet, _)) = st.stream.pop_front() {
-                st.s2mm.pop_front();
+        for e in 0..st.engines.len() {
+            // Every packet whose last byte has arrived goes to memory now.
+            while let Some(&(_, ready)) = st.engines[e].stream.front() {
+                if ready > now {
+                    if st.engines[e].s2mm_chain.is_some() || !st.engines[e].s2mm.is_empty() {
+                        later(ready);
+                    }
+                    break;
+                }
+                if st.engines[e].s2mm_chain.is_some() {
+                    let Some((packet, _)) = st.engines[e].stream.pop_front() else {
+                        break;
+                    };
+                    self.run_s2mm_packet(st, e, &packet);
+                    st.recycle(packet);
+                    continue;
+                }
+                let Some(job) = st.engines[e].s2mm.pop_front() else {
+                    break;
+                };
+                let Some((packet, _)) = st.engines[e].stream.pop_front() else {
+                    break;
+                };
                 if packet.len() > job.len {
                     // The packet does not fit the buffer (no TLAST within LENGTH).
-                    self.complete(st, 1, DMASR_DMA_INT_ERR);
+                    self.complete(st, e, 1, DMASR_DMA_INT_ERR);
                 } else {
                     match self.dev.write_ddr(job.addr, &packet) {
                         Ok(()) => {
-                            self.set(1, LENGTH, packet.len() as u32);
-                            self.complete(st, 1, 0);
+                            self.set(e, 1, LENGTH, packet.len() as u32);
+                            self.complete(st, e, 1, 0);
                         }
-                        Err(_) => self.complete(st, 1, DMASR_DMA_DEC_ERR),
+                        Err(_) => self.complete(st, e, 1, DMASR_DMA_DEC_ERR),
                     }
                 }
-                if st.spare.len() < 4 {
-                    st.spare.push(packet);
-                }
+                st.recycle(packet);
             }
         }
         next.map(|t| t.saturating_duration_since(now))
@@ -393,7 +513,8 @@ fn spin_until(t: Instant) {
 
 impl BusTarget for Shared {
     fn write(&self, window: usize, offset: usize, value: u32) {
-        if window != 0 {
+        let e = window;
+        if e >= self.dev.windows() {
             return;
         }
         let (ch, r) = if (S2MM..S2MM + 0x30).contains(&offset) {
@@ -401,88 +522,107 @@ impl BusTarget for Shared {
         } else if offset < 0x30 {
             (0, offset)
         } else {
-            self.dev.set_reg(0, offset, value);
+            self.dev.set_reg(e, offset, value);
             return;
         };
         // Address and length-MSB registers only hold a value until a LENGTH or
         // TAILDESC write uses it (under the lock, which orders it after this store).
         if matches!(r, ADDR | ADDR_MSB | TAILDESC_MSB) {
-            self.set(ch, r, value);
+            self.set(e, ch, r, value);
             return;
         }
         let mut st = lock(&self.state);
+        if e >= st.engines.len() {
+            // A window with no engine behind it: plain memory.
+            self.set(e, ch, r, value);
+            return;
+        }
         match r {
             DMACR => {
                 if value & DMACR_RESET != 0 {
-                    self.reset(&mut st);
+                    self.reset(&mut st, e);
                     return;
                 }
-                self.set(ch, DMACR, value);
-                let sr = self.reg(ch, DMASR);
+                self.set(e, ch, DMACR, value);
+                let sr = self.reg(e, ch, DMASR);
                 if value & DMACR_RS != 0 {
                     if sr & DMASR_HALTED != 0 {
-                        self.set(ch, DMASR, (sr & !DMASR_HALTED) | DMASR_IDLE);
+                        self.set(e, ch, DMASR, (sr & !DMASR_HALTED) | DMASR_IDLE);
                     }
                 } else {
-                    self.set(ch, DMASR, sr | DMASR_HALTED);
+                    self.set(e, ch, DMASR, sr | DMASR_HALTED);
                 }
             }
             DMASR => {
-                let sr = self.reg(ch, DMASR);
-                self.set(ch, DMASR, sr & !(value & DMASR_IRQ_MASK));
+                let sr = self.reg(e, ch, DMASR);
+                self.set(e, ch, DMASR, sr & !(value & DMASR_IRQ_MASK));
             }
             TAILDESC if st.sg => {
-                self.set(ch, TAILDESC, value);
-                let sr = self.reg(ch, DMASR);
+                self.set(e, ch, TAILDESC, value);
+                let sr = self.reg(e, ch, DMASR);
                 if sr & DMASR_HALTED == 0 {
-                    self.set(ch, DMASR, sr & !DMASR_IDLE);
-                    let tail = value as u64 | ((self.reg(ch, TAILDESC_MSB) as u64) << 32);
+                    self.set(e, ch, DMASR, sr & !DMASR_IDLE);
+                    let tail = value as u64 | ((self.reg(e, ch, TAILDESC_MSB) as u64) << 32);
                     if ch == 0 {
-                        st.mm2s_tail = Some(tail);
+                        st.engines[e].mm2s_tail = Some(tail);
                     } else {
-                        let cur =
-                            self.reg(1, CURDESC) as u64 | ((self.reg(1, CURDESC_MSB) as u64) << 32);
-                        st.s2mm_chain = Some((cur, tail));
+                        // A running chain is extended; an idle one resumes after
+                        // the last descriptor it completed.
+                        let cur = match st.engines[e].s2mm_chain {
+                            Some((cur, _)) => cur,
+                            None => self.next_descriptor(&st, e, 1),
+                        };
+                        st.engines[e].s2mm_chain = Some((cur, tail));
                     }
                     self.posted.fetch_add(1, Ordering::Release);
                     self.work.notify_one();
                 }
             }
             CURDESC | CURDESC_MSB => {
-                // Only while halted, as PG021 requires.
-                if self.reg(ch, DMASR) & DMASR_HALTED != 0 {
-                    self.set(ch, r, value);
+                // Only while halted, as PG021 requires; the next fetch starts there.
+                if self.reg(e, ch, DMASR) & DMASR_HALTED != 0 {
+                    self.set(e, ch, r, value);
+                    st.engines[e].next_desc[ch] = None;
                 }
             }
             LENGTH => {
-                self.set(ch, LENGTH, value);
-                let sr = self.reg(ch, DMASR);
+                self.set(e, ch, LENGTH, value);
+                let sr = self.reg(e, ch, DMASR);
                 if value != 0 && sr & DMASR_HALTED == 0 && !st.sg {
-                    self.set(ch, DMASR, sr & !DMASR_IDLE);
-                    let addr =
-                        (self.reg(ch, ADDR) as u64) | ((self.reg(ch, ADDR_MSB) as u64) << 32);
+                    self.set(e, ch, DMASR, sr & !DMASR_IDLE);
+                    let addr = (self.reg(e, ch, ADDR) as u64)
+                        | ((self.reg(e, ch, ADDR_MSB) as u64) << 32);
                     let job = Job {
                         addr,
                         len: value as usize,
                     };
                     if ch == 0 {
-                        st.mm2s.push_back(job);
+                        st.engines[e].mm2s.push_back(job);
                     } else {
-                        st.s2mm.push_back(job);
+                        st.engines[e].s2mm.push_back(job);
                     }
                     self.posted.fetch_add(1, Ordering::Release);
                     self.work.notify_one();
                 }
             }
-            _ => self.set(ch, r, value),
+            _ => self.set(e, ch, r, value),
         }
     }
 }
 
-/// A running emulated fabric: the AXI DMA model and its device thread.
+/// A running emulated fabric: AXI DMA engines, the stream processor between them
+/// and the device thread that moves the data.
 pub struct Fabric {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
+}
+
+/// The fabric could not be built on this board.
+fn unfit(what: &str, needed: usize, has: usize) -> crate::platform::Error {
+    crate::platform::Error::Malformed {
+        path: "sim board".into(),
+        reason: format!("the fabric needs {needed} {what}, the board has {has}"),
+    }
 }
 
 impl Fabric {
@@ -499,20 +639,33 @@ impl Fabric {
         clock: Clock,
         sg: bool,
     ) -> Result<Self, crate::platform::Error> {
+        Self::with_processor(board, clock, sg, Box::new(Loopback))
+    }
+
+    /// A fabric whose stream processor is `processor`: one AXI DMA engine per
+    /// stream, engine i at register window i with interrupt lines 2i (MM2S) and
+    /// 2i + 1 (S2MM).
+    pub fn with_processor(
+        board: &SimBoard,
+        clock: Clock,
+        sg: bool,
+        processor: Box<dyn StreamProcessor>,
+    ) -> Result<Self, crate::platform::Error> {
+        let dev = board.device()?;
+        let engines = processor.streams().max(1);
+        if dev.windows() < engines {
+            return Err(unfit("register windows", engines, dev.windows()));
+        }
+        if dev.lines() < 2 * engines {
+            return Err(unfit("interrupt lines", 2 * engines, dev.lines()));
+        }
         let shared = Arc::new(Shared {
-            dev: board.device()?,
+            dev,
             state: Mutex::new(State {
-                mm2s: VecDeque::new(),
-                s2mm: VecDeque::new(),
-                stream: VecDeque::new(),
-                mm2s_done_at: None,
+                engines: (0..engines).map(|_| Engine::new()).collect(),
                 sg,
-                mm2s_tail: None,
-                s2mm_chain: None,
-                coalesced: [0; 2],
-                read_buf: Vec::new(),
                 spare: Vec::new(),
-                processor: Box::new(Loopback),
+                processor,
                 faults: Faults::default(),
                 stop: false,
             }),
@@ -520,7 +673,12 @@ impl Fabric {
             posted: AtomicU64::new(0),
             clock,
         });
-        shared.reset(&mut lock(&shared.state));
+        {
+            let mut st = lock(&shared.state);
+            for e in 0..engines {
+                shared.reset(&mut st, e);
+            }
+        }
         board.attach(shared.clone());
         let s = shared.clone();
         let thread = std::thread::Builder::new()
