@@ -3,6 +3,7 @@
 //! real board through UIO and the emulated fabric.
 
 pub mod regs;
+mod ring;
 
 use std::cell::Cell;
 use std::time::{Duration, Instant};
@@ -10,6 +11,7 @@ use std::time::{Duration, Instant};
 use crate::mem::DmaBuf;
 use crate::platform::{self, IrqLine, RegisterSpace};
 use regs::*;
+pub use ring::DescRing;
 
 /// Which of the engine's two channels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,6 +97,9 @@ pub enum Error {
     /// The engine was built without scatter-gather (DMASR.SGIncld is 0).
     #[error("{0}: the engine has no scatter-gather engine (SGIncld is 0)")]
     NoSg(Channel),
+    /// Waited on a descriptor ring with nothing handed to the engine.
+    #[error("{0}: no descriptor in flight to wait for")]
+    RingEmpty(Channel),
     /// The register window or interrupt line failed.
     #[error(transparent)]
     Platform(#[from] platform::Error),
@@ -430,19 +435,7 @@ impl<R: RegisterSpace> AxiDma<R> {
             })?;
         // CURDESC may only be written while the channel is halted.
         let i = ch as usize;
-        self.set(ch, DMACR, 0)?;
-        self.written_cr[i].set(Some(0));
-        let deadline = Instant::now() + self.cfg.timeout;
-        while self.status(ch)? & DMASR_HALTED == 0 {
-            if Instant::now() > deadline {
-                return Err(Error::Timeout {
-                    channel: ch,
-                    timeout: self.cfg.timeout,
-                    dmasr: self.status(ch)?,
-                });
-            }
-            std::hint::spin_loop();
-        }
+        self.halt(ch)?;
         self.set(ch, DMASR, DMASR_IRQ_MASK)?;
         self.set(ch, CURDESC, base as u32)?;
         self.set(ch, CURDESC_MSB, (base >> 32) as u32)?;

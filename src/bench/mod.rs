@@ -5,8 +5,16 @@ pub mod fir;
 pub mod loopback;
 pub mod plot;
 pub mod ring;
+pub mod transfer;
 
 use std::fmt::Write as _;
+use std::sync::Arc;
+
+use crate::axi::{AxiDma, Config as AxiConfig};
+use crate::dma::Engine;
+use crate::mem::{CachePolicy, DmaPool};
+use crate::platform::sim::{DEFAULT_DDR_BASE, SimBoard, SimIrq, SimRegisters};
+use crate::sim::{Clock, Fabric, StreamProcessor};
 
 /// What went wrong while running an experiment.
 #[derive(Debug, thiserror::Error)]
@@ -47,9 +55,68 @@ pub enum Error {
         /// Checksum of the data sent.
         expected: u32,
     },
+    /// The emulated board could not be set up.
+    #[error("emulated board: {0}")]
+    Platform(#[from] crate::platform::Error),
+    /// DMA memory ran out or failed.
+    #[error(transparent)]
+    Mem(#[from] crate::mem::Error),
+    /// The DMA engine failed.
+    #[error(transparent)]
+    Axi(#[from] crate::axi::Error),
+    /// A transfer failed.
+    #[error(transparent)]
+    Dma(#[from] crate::dma::Error),
     /// A worker thread panicked.
     #[error("worker thread of {0} panicked")]
     Panicked(&'static str),
+}
+
+/// An engine on the emulated fabric, as a program on a board sees it.
+pub type SimEngine = Engine<SimRegisters, SimIrq>;
+
+/// An emulated board with its fabric running and a driver for each of its AXI DMA
+/// engines, all sharing one pool of DMA memory.
+pub struct Rig {
+    /// Drivers, engine i at register window i.
+    pub engines: Vec<SimEngine>,
+    /// The fabric (kept running while the rig lives).
+    pub fabric: Fabric,
+    /// The board.
+    pub board: SimBoard,
+}
+
+impl Rig {
+    /// A board with `ddr_bytes` of DMA memory under `policy`, a fabric clocked at
+    /// `clock` (scatter-gather if `sg`) around `processor`.
+    pub fn new(
+        ddr_bytes: usize,
+        clock: Clock,
+        sg: bool,
+        policy: CachePolicy,
+        processor: Box<dyn StreamProcessor>,
+    ) -> Result<Self, Error> {
+        let n = processor.streams().max(1);
+        let board = SimBoard::new(n, ddr_bytes, DEFAULT_DDR_BASE, 2 * n)?;
+        let fabric = Fabric::with_processor(&board, clock, sg, processor)?;
+        let pool = DmaPool::new(Arc::new(board.memory()?), policy);
+        let engines = (0..n)
+            .map(|i| {
+                let dma = AxiDma::new(board.registers(i)?, AxiConfig::default())?;
+                Ok(Engine::new(
+                    dma,
+                    board.irq(2 * i)?,
+                    board.irq(2 * i + 1)?,
+                    pool.clone(),
+                ))
+            })
+            .collect::<Result<_, Error>>()?;
+        Ok(Rig {
+            engines,
+            fabric,
+            board,
+        })
+    }
 }
 
 /// Median of a non-empty set of samples (mean of the middle two for even counts);

@@ -77,6 +77,8 @@ enum Experiment {
     Fir,
     /// Two-way loopback transfers on the emulated fabric (paper 002).
     Loopback,
+    /// A stream of packets through a ring of DMA buffers (paper 004).
+    Transfer,
 }
 
 /// Progress on stderr, unless JSON is asked for.
@@ -169,6 +171,27 @@ fn run_loopback(quick: bool, json: bool) -> Result<(), dmaflow::Error> {
     Ok(())
 }
 
+fn run_transfer(quick: bool, json: bool) -> Result<(), dmaflow::Error> {
+    let cfg = if quick {
+        bench::transfer::Config::quick()
+    } else {
+        bench::transfer::Config::full()
+    };
+    let rows = bench::transfer::run(&cfg, progress(json))?;
+    clear_progress(json);
+    if json {
+        println!("{}", bench::transfer::json(&rows));
+    } else {
+        println!(
+            "transfer: packets through a ring of {} DMA buffers (scatter-gather, polling), median of {} runs",
+            cfg.slots, cfg.runs
+        );
+        print!("{}", bench::transfer::render(&rows));
+        print!("{}", bench::transfer::summary(&rows));
+    }
+    Ok(())
+}
+
 fn run_fir_file(taps: &Path, input: &Path, output: &Path, fft: Option<usize>) -> ExitCode {
     match fir::filter_file(taps, input, output, fft, fir::Mode::ZeroCopy) {
         Ok(_) => ExitCode::SUCCESS,
@@ -228,6 +251,7 @@ fn main() -> ExitCode {
                 Experiment::Ring => run_ring(quick, json),
                 Experiment::Fir => run_fir(quick, json, &out),
                 Experiment::Loopback => run_loopback(quick, json),
+                Experiment::Transfer => run_transfer(quick, json),
                 Experiment::All => run_ring(quick, json)
                     .and_then(|()| run_fir(quick, json, &out))
                     .and_then(|()| run_loopback(quick, json)),

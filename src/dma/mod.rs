@@ -4,6 +4,10 @@
 //! driver owns. Completion by busy-polling, polling with `sched_yield`, or
 //! interrupts.
 
+mod ring;
+
+pub use ring::PacketRing;
+
 use crate::axi::{self, AxiDma, Channel, Wait};
 use crate::mem::{self, DmaBuf, DmaPool};
 use crate::platform::{IrqLine, RegisterSpace};

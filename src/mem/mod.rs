@@ -261,23 +261,54 @@ impl<T: Pod> DmaBuf<T> {
         })
     }
 
-    /// Makes the first `bytes` bytes visible to the device, if the pool's policy asks.
-    pub fn sync_for_device(&self, bytes: usize) -> Result<(), Error> {
-        if self.pool.policy == CachePolicy::Explicit {
+    /// Writes item `i` with a volatile store: for fields the device reads while the
+    /// CPU works (descriptor control and status words). `false` past the end.
+    pub fn write_volatile(&mut self, i: usize, value: T) -> bool {
+        if i >= self.items {
+            return false;
+        }
+        // SAFETY: as in `read_volatile`; `&mut self` makes this the only CPU view.
+        unsafe {
             self.pool
                 .memory
-                .sync_for_device(self.offset, bytes.min(self.byte_len()))?;
-        }
-        Ok(())
+                .cpu_base()
+                .add(self.offset)
+                .cast::<T>()
+                .add(i)
+                .write_volatile(value)
+        };
+        true
+    }
+
+    /// Makes the first `bytes` bytes visible to the device, if the pool's policy asks.
+    pub fn sync_for_device(&self, bytes: usize) -> Result<(), Error> {
+        self.sync_range_for_device(0, bytes)
     }
 
     /// Makes the device's writes to the first `bytes` bytes visible to the CPU, if
     /// the pool's policy asks.
     pub fn sync_for_cpu(&self, bytes: usize) -> Result<(), Error> {
-        if self.pool.policy == CachePolicy::Explicit {
+        self.sync_range_for_cpu(0, bytes)
+    }
+
+    /// [`sync_for_device`](Self::sync_for_device) for `bytes` bytes from byte
+    /// `from` (clipped to the buffer).
+    pub fn sync_range_for_device(&self, from: usize, bytes: usize) -> Result<(), Error> {
+        if self.pool.policy == CachePolicy::Explicit && from < self.byte_len() {
             self.pool
                 .memory
-                .sync_for_cpu(self.offset, bytes.min(self.byte_len()))?;
+                .sync_for_device(self.offset + from, bytes.min(self.byte_len() - from))?;
+        }
+        Ok(())
+    }
+
+    /// [`sync_for_cpu`](Self::sync_for_cpu) for `bytes` bytes from byte `from`
+    /// (clipped to the buffer).
+    pub fn sync_range_for_cpu(&self, from: usize, bytes: usize) -> Result<(), Error> {
+        if self.pool.policy == CachePolicy::Explicit && from < self.byte_len() {
+            self.pool
+                .memory
+                .sync_for_cpu(self.offset + from, bytes.min(self.byte_len() - from))?;
         }
         Ok(())
     }

@@ -9,7 +9,7 @@
 //! briefly and then sleeps when idle so that it does not starve a 2-core machine.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -108,6 +108,8 @@ struct Engine {
     next_desc: [Option<u64>; 2],
     /// Completed packets not yet signalled, per channel (IRQThreshold coalescing).
     coalesced: [u32; 2],
+    /// TAILDESC writes already picked up, per channel.
+    tails_seen: [u64; 2],
 }
 
 impl Engine {
@@ -124,14 +126,13 @@ impl Engine {
             s2mm_chain: None,
             next_desc: [None; 2],
             coalesced: [0; 2],
+            tails_seen: [0; 2],
         }
     }
 }
 
 struct State {
     engines: Vec<Engine>,
-    /// Scatter-gather mode (DMASR.SGIncld).
-    sg: bool,
     /// Buffers reused for packets.
     spare: Vec<Vec<u8>>,
     processor: Box<dyn StreamProcessor>,
@@ -160,6 +161,13 @@ struct Shared {
     /// Bumped on every job posted, so the idle device can watch for work without
     /// taking the lock.
     posted: AtomicU64,
+    /// Set while the device thread sleeps on `work`.
+    sleeping: AtomicBool,
+    /// TAILDESC writes per engine and channel: the writer stores the register and
+    /// bumps this without the lock; the device picks the new tail up.
+    tail_writes: Vec<[AtomicU64; 2]>,
+    /// Scatter-gather mode (DMASR.SGIncld).
+    sg: bool,
     clock: Clock,
 }
 
@@ -168,6 +176,10 @@ fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
 }
 
 const CHANNELS: [usize; 2] = [MM2S, S2MM];
+
+/// Packets the stream between an engine's channels holds before MM2S descriptor
+/// chains stall.
+const STREAM_FIFO: usize = 64;
 
 impl Shared {
     fn reg(&self, e: usize, ch: usize, r: usize) -> u32 {
@@ -197,10 +209,73 @@ impl Shared {
                 e,
                 ch,
                 DMASR,
-                DMASR_HALTED | if st.sg { DMASR_SG_INCLD } else { 0 },
+                DMASR_HALTED | if self.sg { DMASR_SG_INCLD } else { 0 },
             );
         }
         st.engines[e] = Engine::new();
+        // TAILDESC writes from before the reset are void.
+        for ch in 0..2 {
+            st.engines[e].tails_seen[ch] = self.tail_writes[e][ch].load(Ordering::Acquire);
+        }
+    }
+
+    /// Makes work posted by a register write visible to the device thread, waking
+    /// it if it sleeps.
+    fn post(&self) {
+        self.posted.fetch_add(1, Ordering::SeqCst);
+        if self.sleeping.load(Ordering::SeqCst) {
+            // The sleeper holds the lock until its wait releases it, so taking the
+            // lock here orders this notify after the wait began.
+            let _held = lock(&self.state);
+            self.work.notify_one();
+        }
+    }
+
+    /// Whether TAILDESC was written since the device last looked.
+    fn tails_pending(&self, st: &State) -> bool {
+        st.engines.iter().enumerate().any(|(e, g)| {
+            (0..2).any(|ch| self.tail_writes[e][ch].load(Ordering::Acquire) != g.tails_seen[ch])
+        })
+    }
+
+    /// Picks up TAILDESC writes: a running channel's chain now ends at the new
+    /// tail; an idle one resumes after the last descriptor it completed.
+    fn pick_up_tails(&self, st: &mut State, e: usize) {
+        for ch in 0..2 {
+            let writes = self.tail_writes[e][ch].load(Ordering::Acquire);
+            if writes == st.engines[e].tails_seen[ch] {
+                continue;
+            }
+            st.engines[e].tails_seen[ch] = writes;
+            let sr = self.reg(e, ch, DMASR);
+            if sr & DMASR_HALTED != 0 {
+                continue;
+            }
+            let tail =
+                self.reg(e, ch, TAILDESC) as u64 | ((self.reg(e, ch, TAILDESC_MSB) as u64) << 32);
+            let current =
+                self.reg(e, ch, CURDESC) as u64 | ((self.reg(e, ch, CURDESC_MSB) as u64) << 32);
+            let running = if ch == 0 {
+                st.engines[e].mm2s_tail.is_some()
+            } else {
+                st.engines[e].s2mm_chain.is_some()
+            };
+            if !running && st.engines[e].next_desc[ch].is_some() && tail == current {
+                // Already done up to this tail (a write the device saw earlier, as
+                // several writes may be picked up at once).
+                continue;
+            }
+            self.set(e, ch, DMASR, sr & !DMASR_IDLE);
+            if ch == 0 {
+                st.engines[e].mm2s_tail = Some(tail);
+            } else {
+                let cur = match st.engines[e].s2mm_chain {
+                    Some((cur, _)) => cur,
+                    None => self.next_descriptor(st, e, 1),
+                };
+                st.engines[e].s2mm_chain = Some((cur, tail));
+            }
+        }
     }
 
     /// Completes a transfer: status bits, interrupt.
@@ -232,12 +307,14 @@ impl Shared {
     }
 
     /// Whether the device has work it can do now or later.
-    fn busy(st: &State) -> bool {
-        st.engines.iter().any(|g| {
-            (g.input.is_none() && (!g.mm2s.is_empty() || g.mm2s_tail.is_some()))
-                || g.mm2s_done_at.is_some()
-                || ((!g.s2mm.is_empty() || g.s2mm_chain.is_some()) && !g.stream.is_empty())
-        })
+    fn busy(&self, st: &State) -> bool {
+        self.tails_pending(st)
+            || st.engines.iter().any(|g| {
+                (g.input.is_none() && !g.mm2s.is_empty())
+                    || (g.input.is_none() && g.stream.len() < STREAM_FIFO && g.mm2s_tail.is_some())
+                    || g.mm2s_done_at.is_some()
+                    || ((!g.s2mm.is_empty() || g.s2mm_chain.is_some()) && !g.stream.is_empty())
+            })
     }
 
     /// A packet finished on `ch` in SG mode: IOC once IRQThreshold packets have.
@@ -283,7 +360,11 @@ impl Shared {
             .iter_mut()
             .filter_map(|g| g.input.take())
             .collect();
-        let arrived = inputs.iter().map(|(_, t)| *t).max().unwrap_or_else(Instant::now);
+        let arrived = inputs
+            .iter()
+            .map(|(_, t)| *t)
+            .max()
+            .unwrap_or_else(Instant::now);
         let mut outputs: Vec<Vec<u8>> = (0..inputs.len()).map(|_| st.buffer()).collect();
         let refs: Vec<&[u8]> = inputs.iter().map(|(p, _)| p.as_slice()).collect();
         st.processor.process(&refs, &mut outputs);
@@ -316,8 +397,11 @@ impl Shared {
         let mut packet = st.buffer();
         let now = Instant::now();
         loop {
-            if packet.is_empty() && st.engines[e].input.is_some() {
-                // Back-pressure: the processor has not taken the last packet.
+            if packet.is_empty()
+                && (st.engines[e].input.is_some() || st.engines[e].stream.len() >= STREAM_FIFO)
+            {
+                // Back-pressure: the processor has not taken the last packet, or
+                // its output is not being drained.
                 st.engines[e].mm2s_tail = Some(tail);
                 st.recycle(packet);
                 return;
@@ -430,6 +514,9 @@ impl Shared {
         let mut next: Option<Instant> = None;
         let mut later = |t: Instant| next = Some(next.map_or(t, |n: Instant| n.min(t)));
         for e in 0..st.engines.len() {
+            if self.sg {
+                self.pick_up_tails(st, e);
+            }
             if st.engines[e].mm2s_done_at.is_none()
                 && st.engines[e].input.is_none()
                 && let Some(job) = st.engines[e].mm2s.pop_front()
@@ -450,6 +537,7 @@ impl Shared {
                 }
             }
             if st.engines[e].input.is_none()
+                && st.engines[e].stream.len() < STREAM_FIFO
                 && let Some(tail) = st.engines[e].mm2s_tail.take()
             {
                 self.run_mm2s_chain(st, e, tail);
@@ -464,10 +552,19 @@ impl Shared {
             }
         }
         for e in 0..st.engines.len() {
-            // Every packet whose last byte has arrived goes to memory now.
+            // Every packet whose last byte has arrived goes to memory now; one due
+            // within a short while is waited for here rather than by another turn
+            // of the device loop.
+            let mut now = now;
             while let Some(&(_, ready)) = st.engines[e].stream.front() {
+                let receiving =
+                    st.engines[e].s2mm_chain.is_some() || !st.engines[e].s2mm.is_empty();
+                if ready > now && receiving && ready - now < SHORT_WAIT {
+                    spin_to(ready);
+                    now = Instant::now();
+                }
                 if ready > now {
-                    if st.engines[e].s2mm_chain.is_some() || !st.engines[e].s2mm.is_empty() {
+                    if receiving {
                         later(ready);
                     }
                     break;
@@ -505,8 +602,20 @@ impl Shared {
     }
 }
 
-fn spin_until(t: Instant) {
+/// Waits up to this long for a packet inside one device step.
+const SHORT_WAIT: Duration = Duration::from_micros(2);
+
+/// Spins until `t`.
+fn spin_to(t: Instant) {
     while Instant::now() < t {
+        std::hint::spin_loop();
+    }
+}
+
+/// Spins until `t` or until new work is posted.
+fn spin_until(s: &Shared, t: Instant) {
+    let seen = s.posted.load(Ordering::Acquire);
+    while Instant::now() < t && s.posted.load(Ordering::Acquire) == seen {
         std::hint::spin_loop();
     }
 }
@@ -529,6 +638,14 @@ impl BusTarget for Shared {
         // TAILDESC write uses it (under the lock, which orders it after this store).
         if matches!(r, ADDR | ADDR_MSB | TAILDESC_MSB) {
             self.set(e, ch, r, value);
+            return;
+        }
+        // TAILDESC is picked up by the device thread (an SG channel that is not
+        // halted resumes), so the driver's write never waits for the model's lock.
+        if r == TAILDESC && self.sg && e < self.tail_writes.len() {
+            self.set(e, ch, r, value);
+            self.tail_writes[e][ch].fetch_add(1, Ordering::Release);
+            self.post();
             return;
         }
         let mut st = lock(&self.state);
@@ -557,27 +674,6 @@ impl BusTarget for Shared {
                 let sr = self.reg(e, ch, DMASR);
                 self.set(e, ch, DMASR, sr & !(value & DMASR_IRQ_MASK));
             }
-            TAILDESC if st.sg => {
-                self.set(e, ch, TAILDESC, value);
-                let sr = self.reg(e, ch, DMASR);
-                if sr & DMASR_HALTED == 0 {
-                    self.set(e, ch, DMASR, sr & !DMASR_IDLE);
-                    let tail = value as u64 | ((self.reg(e, ch, TAILDESC_MSB) as u64) << 32);
-                    if ch == 0 {
-                        st.engines[e].mm2s_tail = Some(tail);
-                    } else {
-                        // A running chain is extended; an idle one resumes after
-                        // the last descriptor it completed.
-                        let cur = match st.engines[e].s2mm_chain {
-                            Some((cur, _)) => cur,
-                            None => self.next_descriptor(&st, e, 1),
-                        };
-                        st.engines[e].s2mm_chain = Some((cur, tail));
-                    }
-                    self.posted.fetch_add(1, Ordering::Release);
-                    self.work.notify_one();
-                }
-            }
             CURDESC | CURDESC_MSB => {
                 // Only while halted, as PG021 requires; the next fetch starts there.
                 if self.reg(e, ch, DMASR) & DMASR_HALTED != 0 {
@@ -588,10 +684,10 @@ impl BusTarget for Shared {
             LENGTH => {
                 self.set(e, ch, LENGTH, value);
                 let sr = self.reg(e, ch, DMASR);
-                if value != 0 && sr & DMASR_HALTED == 0 && !st.sg {
+                if value != 0 && sr & DMASR_HALTED == 0 && !self.sg {
                     self.set(e, ch, DMASR, sr & !DMASR_IDLE);
-                    let addr = (self.reg(e, ch, ADDR) as u64)
-                        | ((self.reg(e, ch, ADDR_MSB) as u64) << 32);
+                    let addr =
+                        (self.reg(e, ch, ADDR) as u64) | ((self.reg(e, ch, ADDR_MSB) as u64) << 32);
                     let job = Job {
                         addr,
                         len: value as usize,
@@ -601,7 +697,7 @@ impl BusTarget for Shared {
                     } else {
                         st.engines[e].s2mm.push_back(job);
                     }
-                    self.posted.fetch_add(1, Ordering::Release);
+                    self.posted.fetch_add(1, Ordering::SeqCst);
                     self.work.notify_one();
                 }
             }
@@ -663,7 +759,6 @@ impl Fabric {
             dev,
             state: Mutex::new(State {
                 engines: (0..engines).map(|_| Engine::new()).collect(),
-                sg,
                 spare: Vec::new(),
                 processor,
                 faults: Faults::default(),
@@ -671,6 +766,11 @@ impl Fabric {
             }),
             work: Condvar::new(),
             posted: AtomicU64::new(0),
+            sleeping: AtomicBool::new(false),
+            tail_writes: (0..engines)
+                .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
+                .collect(),
+            sg,
             clock,
         });
         {
@@ -704,11 +804,13 @@ impl Fabric {
 fn device_loop(s: &Shared) {
     let mut idle_since = Instant::now();
     loop {
+        // Read before looking for work, so work posted after the look is seen.
+        let seen = s.posted.load(Ordering::SeqCst);
         let mut st = lock(&s.state);
         if st.stop {
             return;
         }
-        if Shared::busy(&st) {
+        if s.busy(&st) {
             if let Some(d) = st.faults.stall.take() {
                 drop(st);
                 std::thread::sleep(d);
@@ -719,29 +821,37 @@ fn device_loop(s: &Shared) {
             // never held up by a clocked transfer.
             drop(st);
             if let Some(d) = wait {
-                spin_until(Instant::now() + d.min(Duration::from_micros(200)));
+                spin_until(s, Instant::now() + d.min(Duration::from_micros(200)));
             }
             idle_since = Instant::now();
             continue;
         }
         if idle_since.elapsed() < Duration::from_micros(50) {
             // Spin a little without the lock, watching for posted work.
-            let seen = s.posted.load(Ordering::Acquire);
             drop(st);
-            while s.posted.load(Ordering::Acquire) == seen
-                && idle_since.elapsed() < Duration::from_micros(50)
-            {
+            let mut spins = 0u32;
+            while s.posted.load(Ordering::Acquire) == seen {
                 std::hint::spin_loop();
+                spins += 1;
+                if spins.is_multiple_of(64) && idle_since.elapsed() >= Duration::from_micros(50) {
+                    break;
+                }
             }
             continue;
         }
-        // Sleep; a register write that posts work wakes us (it needs the lock we
-        // hold until the wait releases it, so no wake-up is lost).
+        // Sleep. Lock-free posts look at `sleeping` after bumping `posted`, and
+        // take the lock (held here until the wait releases it) to notify.
+        s.sleeping.store(true, Ordering::SeqCst);
+        if s.posted.load(Ordering::SeqCst) != seen {
+            s.sleeping.store(false, Ordering::SeqCst);
+            continue;
+        }
         drop(
             s.work
                 .wait_timeout(st, Duration::from_millis(100))
                 .unwrap_or_else(PoisonError::into_inner),
         );
+        s.sleeping.store(false, Ordering::SeqCst);
         idle_since = Instant::now();
     }
 }

@@ -1,0 +1,288 @@
+//! A circular scatter-gather descriptor ring: the descriptors are linked once into
+//! a circle and handed to the channel; from then on the driver fills descriptors
+//! at the head, moves TAILDESC forward to hand them over, and reclaims them in
+//! order as the engine marks them Cmplt. The channel never halts between packets.
+
+use std::sync::atomic::{Ordering, fence};
+use std::time::Instant;
+
+use super::regs::*;
+use super::{AxiDma, Channel, DESC_WORDS, Error, Wait};
+use crate::mem::DmaBuf;
+use crate::platform::{self, RegisterSpace};
+
+/// A descriptor ring owned by one channel of an engine. At most
+/// [`capacity`](DescRing::capacity) (one fewer than the slots) descriptors are in
+/// use at once.
+pub struct DescRing {
+    desc: DmaBuf<u32>,
+    channel: Channel,
+    slots: usize,
+    /// Descriptors filled (monotonic); slot = index % slots.
+    head: u64,
+    /// Descriptors handed to the engine with TAILDESC.
+    posted: u64,
+    /// Descriptors reclaimed after Cmplt.
+    done: u64,
+}
+
+fn word(slot: usize, field: u64) -> usize {
+    slot * DESC_WORDS + (field / 4) as usize
+}
+
+fn mem_err(e: crate::mem::Error) -> Error {
+    match e {
+        crate::mem::Error::Platform(p) => Error::Platform(p),
+        other => Error::Platform(platform::Error::Malformed {
+            path: "descriptor ring".into(),
+            reason: other.to_string(),
+        }),
+    }
+}
+
+impl<R: RegisterSpace> AxiDma<R> {
+    /// Links the descriptors of `desc` ([`DESC_WORDS`] words each) into a circle,
+    /// points CURDESC at the first while the channel is halted and sets RS, with
+    /// the completion interrupt enabled if `irq`. Nothing moves until descriptors
+    /// are pushed and flushed.
+    pub fn ring_start(
+        &self,
+        ch: Channel,
+        mut desc: DmaBuf<u32>,
+        irq: bool,
+    ) -> Result<DescRing, Error> {
+        if self.status(ch)? & DMASR_SG_INCLD == 0 {
+            return Err(Error::NoSg(ch));
+        }
+        let slots = desc.len() / DESC_WORDS;
+        if slots < 2 {
+            return Err(Error::RingFull {
+                channel: ch,
+                needed: 2,
+                capacity: slots,
+            });
+        }
+        let base = desc.bus_addr();
+        let words = desc.as_mut_slice();
+        words.fill(0);
+        for i in 0..slots {
+            let next = base + (((i + 1) % slots) as u64) * DESC_ALIGN;
+            words[word(i, DESC_NXTDESC)] = next as u32;
+            words[word(i, DESC_NXTDESC_MSB)] = (next >> 32) as u32;
+        }
+        desc.sync_for_device(desc.byte_len()).map_err(mem_err)?;
+        self.halt(ch)?;
+        self.set(ch, DMASR, DMASR_IRQ_MASK)?;
+        self.set(ch, CURDESC, base as u32)?;
+        self.set(ch, CURDESC_MSB, (base >> 32) as u32)?;
+        let mut cr = DMACR_RS | (1 << DMACR_IRQ_THRESHOLD_SHIFT);
+        if irq {
+            cr |= DMACR_IOC_IRQ_EN | DMACR_ERR_IRQ_EN;
+        }
+        self.set_cached(ch, DMACR, &self.written_cr[ch as usize], cr)?;
+        self.clean[ch as usize].set(false);
+        Ok(DescRing {
+            desc,
+            channel: ch,
+            slots,
+            head: 0,
+            posted: 0,
+            done: 0,
+        })
+    }
+
+    /// Stops the channel (RS cleared) and waits until it reports Halted.
+    pub(super) fn halt(&self, ch: Channel) -> Result<(), Error> {
+        self.set(ch, DMACR, 0)?;
+        self.written_cr[ch as usize].set(Some(0));
+        let deadline = Instant::now() + self.cfg.timeout;
+        while self.status(ch)? & DMASR_HALTED == 0 {
+            if Instant::now() > deadline {
+                return Err(Error::Timeout {
+                    channel: ch,
+                    timeout: self.cfg.timeout,
+                    dmasr: self.status(ch)?,
+                });
+            }
+            std::hint::spin_loop();
+        }
+        Ok(())
+    }
+
+    /// Hands every descriptor pushed since the last flush to the engine (one
+    /// TAILDESC write).
+    pub fn ring_flush(&self, ring: &mut DescRing) -> Result<(), Error> {
+        if ring.posted == ring.head {
+            return Ok(());
+        }
+        let first = (ring.posted % ring.slots as u64) as usize;
+        let count = (ring.head - ring.posted) as usize;
+        // Explicit cache maintenance covers the descriptors just written, which
+        // may wrap around the end of the ring.
+        let d = DESC_ALIGN as usize;
+        let end = first + count;
+        ring.desc
+            .sync_range_for_device(first * d, (end.min(ring.slots) - first) * d)
+            .map_err(mem_err)?;
+        if end > ring.slots {
+            ring.desc
+                .sync_range_for_device(0, (end - ring.slots) * d)
+                .map_err(mem_err)?;
+        }
+        // Descriptor stores before the TAILDESC write that hands them over.
+        fence(Ordering::Release);
+        let tail = ring.addr(((ring.head - 1) % ring.slots as u64) as usize);
+        let ch = ring.channel;
+        self.set(ch, TAILDESC_MSB, (tail >> 32) as u32)?;
+        self.set(ch, TAILDESC, tail as u32)?;
+        ring.posted = ring.head;
+        Ok(())
+    }
+
+    /// Waits, as `how` says and at most the configured timeout, until the oldest
+    /// descriptor not yet reclaimed is Cmplt; returns its status word (length and,
+    /// for S2MM, RXSOF/RXEOF). It stays the oldest until [`DescRing::reclaim`].
+    pub fn ring_wait(&self, ring: &DescRing, how: &Wait<'_>) -> Result<u32, Error> {
+        if ring.done == ring.posted {
+            return Err(Error::RingEmpty(ring.channel));
+        }
+        let ch = ring.channel;
+        self.wait_for(ch, how, || {
+            if let Some(s) = ring.completed() {
+                if matches!(how, Wait::Irq(_)) {
+                    self.acknowledge(ch)?;
+                }
+                return Ok(Some(s));
+            }
+            self.checked_status(ch)?;
+            if matches!(how, Wait::Irq(_)) {
+                // Acknowledge, then look again: a completion between the two
+                // raises a fresh interrupt.
+                self.acknowledge(ch)?;
+                if let Some(s) = ring.completed() {
+                    return Ok(Some(s));
+                }
+            }
+            Ok(None)
+        })
+    }
+}
+
+impl DescRing {
+    /// Descriptors in the ring.
+    pub fn slots(&self) -> usize {
+        self.slots
+    }
+
+    /// Descriptors pushed and not yet reclaimed.
+    pub fn in_flight(&self) -> usize {
+        (self.head - self.done) as usize
+    }
+
+    /// Descriptors that may be in use at once: one fewer than the ring holds, so
+    /// that a TAILDESC equal to the engine's current descriptor always means
+    /// "nothing new" and never "a whole turn of the ring".
+    pub fn capacity(&self) -> usize {
+        self.slots - 1
+    }
+
+    /// Whether every usable descriptor is in use.
+    pub fn is_full(&self) -> bool {
+        self.in_flight() == self.capacity()
+    }
+
+    /// Slot the next [`push`](Self::push) fills.
+    pub fn next_slot(&self) -> usize {
+        (self.head % self.slots as u64) as usize
+    }
+
+    /// Descriptors pushed so far (the sequence number of the next push).
+    pub fn pushed(&self) -> u64 {
+        self.head
+    }
+
+    /// Descriptors reclaimed so far (the sequence number of the oldest in use).
+    pub fn reclaimed(&self) -> u64 {
+        self.done
+    }
+
+    /// Descriptors pushed but not yet handed over by a flush.
+    pub fn unflushed(&self) -> usize {
+        (self.head - self.posted) as usize
+    }
+
+    /// Slot of the oldest descriptor not yet reclaimed.
+    pub fn oldest(&self) -> usize {
+        (self.done % self.slots as u64) as usize
+    }
+
+    fn addr(&self, slot: usize) -> u64 {
+        self.desc.bus_addr() + slot as u64 * DESC_ALIGN
+    }
+
+    /// Fills the next descriptor: `len` bytes at bus address `addr`; for MM2S a
+    /// whole packet (TXSOF and TXEOF). Returns its slot. Handed over by the next
+    /// flush.
+    pub fn push(&mut self, addr: u64, len: usize, max_len: usize) -> Result<usize, Error> {
+        if len == 0 {
+            return Err(Error::ZeroLength {
+                channel: self.channel,
+            });
+        }
+        if len > max_len {
+            return Err(Error::TooLong {
+                channel: self.channel,
+                len,
+                max: max_len,
+            });
+        }
+        if self.is_full() {
+            return Err(Error::RingFull {
+                channel: self.channel,
+                needed: self.in_flight() + 1,
+                capacity: self.capacity(),
+            });
+        }
+        let slot = (self.head % self.slots as u64) as usize;
+        let mut control = len as u32 & DESC_LENGTH_MASK;
+        if self.channel == Channel::Mm2s {
+            control |= DESC_CTRL_TXSOF | DESC_CTRL_TXEOF;
+        }
+        self.desc
+            .write_volatile(word(slot, DESC_BUFFER_ADDRESS), addr as u32);
+        self.desc
+            .write_volatile(word(slot, DESC_BUFFER_ADDRESS_MSB), (addr >> 32) as u32);
+        self.desc.write_volatile(word(slot, DESC_CONTROL), control);
+        self.desc.write_volatile(word(slot, DESC_STATUS), 0);
+        self.head += 1;
+        Ok(slot)
+    }
+
+    /// The oldest outstanding descriptor's status word if the engine marked it
+    /// Cmplt.
+    pub fn completed(&self) -> Option<u32> {
+        if self.done == self.posted {
+            return None;
+        }
+        let slot = self.oldest();
+        // Explicit maintenance: drop stale lines before looking (a no-op when
+        // coherent).
+        let _ = self
+            .desc
+            .sync_range_for_cpu(slot * DESC_ALIGN as usize, DESC_ALIGN as usize);
+        let s = self.desc.read_volatile(word(slot, DESC_STATUS))?;
+        if s & DESC_STS_CMPLT == 0 {
+            return None;
+        }
+        // What the engine wrote before Cmplt is seen after it.
+        fence(Ordering::Acquire);
+        Some(s)
+    }
+
+    /// Gives the oldest descriptor back to the driver after its completion.
+    pub fn reclaim(&mut self) {
+        if self.done < self.posted {
+            self.done += 1;
+        }
+    }
+}
