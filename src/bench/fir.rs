@@ -327,23 +327,61 @@ pub fn json(rows: &[Row]) -> serde_json::Value {
 
 /// Writes the improvement-vs-FFT-length plot (the shape of paper 001 Figs. 4, 6).
 pub fn plot(rows: &[Row], path: &Path) -> Result<(), super::plot::PlotError> {
-    let series = [Series {
-        label: "zero-copy over manual copy".into(),
-        points: improvement(rows)
-            .into_iter()
-            .map(|(n, g)| (n as f64, g))
-            .collect(),
-    }];
-    write_svg(
-        path,
-        &LinePlot {
-            title: "FIR filter: zero-copy queue improvement over manual copy",
-            x_label: "FFT length",
-            y_label: "improvement (%)",
-            log_x: true,
-            series: &series,
-        },
-    )
+    write_svg(path, &line_plot(rows))
+}
+
+/// The improvement of zero-copy over manual copy against the FFT length.
+pub fn line_plot(rows: &[Row]) -> LinePlot {
+    LinePlot {
+        title: "FIR filter: zero-copy queue improvement over manual copy".into(),
+        x_label: "FFT length".into(),
+        y_label: "improvement (%)".into(),
+        log_x: true,
+        log_y: false,
+        series: vec![Series {
+            label: "zero-copy over manual copy".into(),
+            points: improvement(rows)
+                .into_iter()
+                .map(|(n, g)| (n as f64, g))
+                .collect(),
+        }],
+    }
+}
+
+/// The run as a report: table, improvement against FFT length, MFLOPS.
+pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
+    super::report::Report {
+        experiment: "fir",
+        heading: format!(
+            "fir: {} samples per point, median of {} runs; MFLOPS = (10 N log2 N + 6 N) per block / time \
+             (N log2 N counts complex-FFT flops, as paper 001 does)",
+            cfg.samples, cfg.runs
+        ),
+        text: render(rows),
+        json: json(rows),
+        plots: vec![
+            line_plot(rows),
+            LinePlot {
+                title: "FIR filter throughput".into(),
+                x_label: "FFT length".into(),
+                y_label: "MFLOPS".into(),
+                log_x: true,
+                log_y: false,
+                series: super::report::series_by(
+                    rows,
+                    |r| {
+                        if r.mode == "bare" {
+                            "bare loop".into()
+                        } else {
+                            format!("{} {} %", r.mode, r.overlap_pct)
+                        }
+                    },
+                    |r| r.fft_len as f64,
+                    |r| r.mflops,
+                ),
+            },
+        ],
+    }
 }
 
 #[cfg(test)]

@@ -2,17 +2,14 @@
 //! (paper 002's Figs. 4-5), 8 B to 6 MB, for each completion mode and data path.
 //! With the clock unlimited, the time is the software's own overhead.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::json;
 
 use super::{Error, bytes_label, median, table};
-use crate::axi::{AxiDma, Config as AxiConfig};
-use crate::dma::{Completion, Engine, Proxy};
-use crate::mem::{CachePolicy, DmaPool};
-use crate::platform::sim::{DEFAULT_DDR_BASE, SimBoard};
-use crate::sim::{Clock, Fabric};
+use crate::dma::{Completion, Partition, Proxy, Timing};
+use crate::mem::CachePolicy;
+use crate::sim::Clock;
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -23,6 +20,8 @@ pub struct Config {
     pub max_iterations: usize,
     /// Bytes moved per point at most, which bounds the iterations of large sizes.
     pub bytes_per_point: usize,
+    /// Block size of the `Blocks` partition (used for messages longer than it).
+    pub block: usize,
     /// The fabric's stream rate.
     pub clock: Clock,
 }
@@ -34,6 +33,7 @@ impl Config {
             sizes: vec![8, 64, 512, 4 << 10, 32 << 10, 256 << 10, 1 << 20, 6_000_000],
             max_iterations: 20_000,
             bytes_per_point: 256 << 20,
+            block: 64 << 10,
             clock: Clock::Unlimited,
         }
     }
@@ -41,8 +41,8 @@ impl Config {
     /// A shorter sweep.
     pub fn quick() -> Self {
         Config {
-            max_iterations: 2_000,
-            bytes_per_point: 32 << 20,
+            max_iterations: 1_000,
+            bytes_per_point: 24 << 20,
             ..Self::full()
         }
     }
@@ -51,24 +51,35 @@ impl Config {
     pub fn tiny() -> Self {
         Config {
             sizes: vec![8, 4096],
-            max_iterations: 50,
+            max_iterations: 30,
             bytes_per_point: 1 << 20,
+            block: 1024,
             clock: Clock::Unlimited,
         }
     }
 }
 
-/// One point: the median time of a two-way transfer.
+/// One point: median times of a two-way transfer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
     /// `poll`, `yield`, `irq` or `proxy`.
     pub completion: &'static str,
     /// `zerocopy` or `copy`.
     pub path: &'static str,
+    /// `single` or `double` (driver buffers the copy goes through).
+    pub buffering: &'static str,
+    /// `unique` (one transfer) or `blocks` (transfers of `block_bytes`).
+    pub partition: &'static str,
+    /// Block size for `blocks`, the whole message for `unique`.
+    pub block_bytes: usize,
     /// Bytes each way.
     pub bytes: usize,
-    /// Median microseconds per two-way transfer.
+    /// Median microseconds per two-way transfer (call to return).
     pub median_us: f64,
+    /// Median microseconds from programming the engine to MM2S completion.
+    pub tx_us: f64,
+    /// Median microseconds from MM2S completion to S2MM completion.
+    pub rx_us: f64,
     /// Transfers measured.
     pub iterations: usize,
 }
@@ -79,134 +90,147 @@ const MODES: [(&str, Completion); 3] = [
     ("irq", Completion::Irq),
 ];
 
+/// The ways of moving one message: (path, buffering, partition).
+fn ways(bytes: usize, block: usize) -> Vec<(&'static str, &'static str, &'static str)> {
+    let mut v = vec![("zerocopy", "single", "unique")];
+    for buffering in ["single", "double"] {
+        v.push(("copy", buffering, "unique"));
+        if bytes > block {
+            v.push(("copy", buffering, "blocks"));
+        }
+    }
+    v
+}
+
+struct Samples {
+    total: Vec<f64>,
+    tx: Vec<f64>,
+    rx: Vec<f64>,
+}
+
+impl Samples {
+    fn new(n: usize) -> Self {
+        Samples {
+            total: Vec::with_capacity(n),
+            tx: Vec::with_capacity(n),
+            rx: Vec::with_capacity(n),
+        }
+    }
+
+    fn push(&mut self, total: std::time::Duration, t: Timing) {
+        self.total.push(total.as_secs_f64() * 1e6);
+        self.tx.push(t.tx.as_secs_f64() * 1e6);
+        self.rx.push(t.rx.as_secs_f64() * 1e6);
+    }
+}
+
+fn check(what: String, n: usize, got: &[u8], data: &[u8]) -> Result<(), Error> {
+    if n != data.len() || got[..n] != data[..] {
+        return Err(Error::Corrupted {
+            what,
+            got: n as u32,
+            expected: data.len() as u32,
+        });
+    }
+    Ok(())
+}
+
 /// Runs the sweep; every transfer's data is checked.
 pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
     let largest = cfg.sizes.iter().copied().max().unwrap_or(0);
-    let board = SimBoard::new(
-        1,
-        (4 * largest + (1 << 20)).next_power_of_two(),
-        DEFAULT_DDR_BASE,
-        2,
-    )
-    .map_err(crate::Error::from)
-    .map_err(fail)?;
-    let _fabric = Fabric::start(&board, cfg.clock)
-        .map_err(crate::Error::from)
-        .map_err(fail)?;
-    let dma = AxiDma::new(
-        board
-            .registers(0)
-            .map_err(crate::Error::from)
-            .map_err(fail)?,
-        AxiConfig::default(),
-    )
-    .map_err(crate::Error::from)
-    .map_err(fail)?;
-    let pool = DmaPool::new(
-        Arc::new(board.memory().map_err(crate::Error::from).map_err(fail)?),
+    let mut rig = super::Rig::new(
+        (8 * largest + (1 << 20)).next_power_of_two(),
+        cfg.clock,
+        false,
         CachePolicy::Coherent,
-    );
-    let irq = |i| board.irq(i).map_err(crate::Error::from).map_err(fail);
-    let engine = Engine::new(dma, irq(0)?, irq(1)?, pool);
+        Box::new(crate::sim::Loopback),
+    )?;
+    let engine = &rig.engines[0];
     let mut rows = Vec::new();
+    let mut row = |completion, (path, buffering, partition), block_bytes, bytes, s: &Samples| {
+        rows.push(Row {
+            completion,
+            path,
+            buffering,
+            partition,
+            block_bytes,
+            bytes,
+            median_us: median(&s.total),
+            tx_us: median(&s.tx),
+            rx_us: median(&s.rx),
+            iterations: s.total.len(),
+        })
+    };
     for &bytes in &cfg.sizes {
         let iterations = (cfg.bytes_per_point / bytes).clamp(5, cfg.max_iterations);
-        let mut tx = engine
-            .pool()
-            .alloc::<u8>(bytes)
-            .map_err(crate::Error::from)
-            .map_err(fail)?;
+        let mut tx = engine.pool().alloc::<u8>(bytes)?;
         for (i, b) in tx.as_mut_slice().iter_mut().enumerate() {
             *b = (i % 253) as u8;
         }
-        let mut rx = engine
-            .pool()
-            .alloc::<u8>(bytes)
-            .map_err(crate::Error::from)
-            .map_err(fail)?;
+        let mut rx = engine.pool().alloc::<u8>(bytes)?;
         let data = tx.as_slice().to_vec();
         let mut out = vec![0u8; bytes];
         for (name, c) in MODES {
-            for path in ["zerocopy", "copy"] {
-                progress(&format!("loopback {} {name} {path}", bytes_label(bytes)));
-                let mut samples = Vec::with_capacity(iterations);
+            for way in ways(bytes, cfg.block) {
+                let (path, buffering, partition) = way;
+                let what = format!(
+                    "loopback {} {name} {path} {buffering} {partition}",
+                    bytes_label(bytes)
+                );
+                progress(&what);
+                let depth = if buffering == "double" { 2 } else { 1 };
+                let split = if partition == "blocks" {
+                    Partition::Blocks(cfg.block)
+                } else {
+                    Partition::Unique
+                };
+                let mut s = Samples::new(iterations);
                 for _ in 0..iterations {
                     let t0 = Instant::now();
-                    let n = if path == "zerocopy" {
-                        engine.two_way(&tx, bytes, &mut rx, c)
+                    if path == "zerocopy" {
+                        let n = engine.two_way(&tx, bytes, &mut rx, c)?;
+                        s.push(t0.elapsed(), engine.last_timing());
+                        check(what.clone(), n, rx.as_slice(), &data)?;
                     } else {
-                        engine.write_read(&data, &mut out, c)
-                    }
-                    .map_err(crate::Error::from)
-                    .map_err(fail)?;
-                    samples.push(t0.elapsed().as_secs_f64() * 1e6);
-                    let got = if path == "zerocopy" {
-                        rx.as_slice()
-                    } else {
-                        &out[..]
-                    };
-                    if n != bytes || got[..n] != data[..] {
-                        return Err(Error::Corrupted {
-                            what: format!("loopback {bytes} B {name} {path}"),
-                            got: n as u32,
-                            expected: bytes as u32,
-                        });
+                        let n = engine.send_message(&data, &mut out, split, depth, c)?;
+                        s.push(t0.elapsed(), engine.last_timing());
+                        check(what.clone(), n, &out, &data)?;
                     }
                 }
-                rows.push(Row {
-                    completion: name,
-                    path,
-                    bytes,
-                    median_us: median(&samples),
-                    iterations,
-                });
+                let block_bytes = if partition == "blocks" {
+                    cfg.block
+                } else {
+                    bytes
+                };
+                row(name, way, block_bytes, bytes, &s);
             }
         }
     }
     // The kernel-style driver thread takes the engine over: standard I/O only.
-    let proxy = Proxy::start(engine).map_err(|e| {
-        fail(crate::Error::Platform(crate::platform::Error::Io {
-            path: "proxy driver thread".into(),
-            source: e,
-        }))
+    let proxy = Proxy::start(rig.engines.remove(0)).map_err(|source| Error::Io {
+        path: "proxy driver thread".into(),
+        source,
     })?;
     for &bytes in &cfg.sizes {
         let iterations = (cfg.bytes_per_point / bytes).clamp(5, cfg.max_iterations);
         progress(&format!("loopback {} proxy copy", bytes_label(bytes)));
         let data: Vec<u8> = (0..bytes).map(|i| (i % 253) as u8).collect();
         let mut buf = data.clone();
-        let mut samples = Vec::with_capacity(iterations);
+        let mut s = Samples::new(iterations);
         for _ in 0..iterations {
             let t0 = Instant::now();
-            buf = proxy
-                .transfer(buf, bytes)
-                .map_err(crate::Error::from)
-                .map_err(fail)?;
-            samples.push(t0.elapsed().as_secs_f64() * 1e6);
-            if buf != data {
-                return Err(Error::Corrupted {
-                    what: format!("loopback {bytes} B proxy copy"),
-                    got: buf.len() as u32,
-                    expected: bytes as u32,
-                });
-            }
+            buf = proxy.transfer(buf, bytes)?;
+            s.push(t0.elapsed(), proxy.last_timing());
+            check(
+                format!("loopback {bytes} B proxy copy"),
+                buf.len(),
+                &buf,
+                &data,
+            )?;
         }
-        rows.push(Row {
-            completion: "proxy",
-            path: "copy",
-            bytes,
-            median_us: median(&samples),
-            iterations,
-        });
+        row("proxy", ("copy", "single", "unique"), bytes, bytes, &s);
     }
     Ok(rows)
-}
-
-fn fail(e: crate::Error) -> Error {
-    Error::Peer {
-        peer: "fabric",
-        reason: e.to_string(),
-    }
 }
 
 /// The result as a table.
@@ -218,7 +242,12 @@ pub fn render(rows: &[Row]) -> String {
                 bytes_label(r.bytes),
                 r.completion.to_string(),
                 r.path.to_string(),
+                r.buffering.to_string(),
+                r.partition.to_string(),
                 format!("{:.2}", r.median_us),
+                format!("{:.2}", r.tx_us),
+                format!("{:.2}", r.rx_us),
+                format!("{:.4}", r.median_us / r.bytes as f64),
                 format!("{:.1}", r.bytes as f64 / r.median_us),
                 r.iterations.to_string(),
             ]
@@ -229,7 +258,12 @@ pub fn render(rows: &[Row]) -> String {
             "bytes",
             "completion",
             "path",
+            "buffering",
+            "partition",
             "us (median)",
+            "TX us",
+            "RX us",
+            "us/byte",
             "MB/s each way",
             "transfers",
         ],
@@ -244,10 +278,62 @@ pub fn json(rows: &[Row]) -> serde_json::Value {
         "rows": rows.iter().map(|r| json!({
             "completion": r.completion,
             "path": r.path,
+            "buffering": r.buffering,
+            "partition": r.partition,
+            "block_bytes": r.block_bytes,
             "bytes": r.bytes,
             "median_us": r.median_us,
+            "tx_us": r.tx_us,
+            "rx_us": r.rx_us,
+            "us_per_byte": r.median_us / r.bytes as f64,
+            "iterations": r.iterations,
         })).collect::<Vec<_>>(),
     })
+}
+
+/// The run as a report: table, time and time per byte against size (paper
+/// 002's Figs. 4-5).
+pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
+    let label = |r: &Row| {
+        if r.path == "zerocopy" || r.completion == "proxy" {
+            format!("{} {}", r.completion, r.path)
+        } else {
+            format!("{} copy {} {}", r.completion, r.buffering, r.partition)
+        }
+    };
+    let plot = |title: &str, y_label: &str, y: fn(&Row) -> f64| super::plot::LinePlot {
+        title: title.into(),
+        x_label: "bytes each way".into(),
+        y_label: y_label.into(),
+        log_x: true,
+        log_y: true,
+        series: super::report::series_by(rows, label, |r| r.bytes as f64, y),
+    };
+    super::report::Report {
+        experiment: "loopback",
+        heading: format!(
+            "loopback: two-way transfers on the emulated fabric ({}), median per transfer; \
+             blocks of {}",
+            match cfg.clock {
+                Clock::Unlimited => "unlimited clock".to_string(),
+                Clock::Rate {
+                    mhz,
+                    bytes_per_cycle,
+                } => format!("{mhz} MHz x {bytes_per_cycle} B"),
+            },
+            bytes_label(cfg.block)
+        ),
+        text: render(rows),
+        json: json(rows),
+        plots: vec![
+            plot("Two-way transfer time (paper 002, Fig. 4)", "us", |r| {
+                r.median_us
+            }),
+            plot("Time per byte (paper 002, Fig. 5)", "us/byte", |r| {
+                r.median_us / r.bytes as f64
+            }),
+        ],
+    }
 }
 
 #[cfg(test)]
@@ -257,7 +343,15 @@ mod tests {
     #[test]
     fn tiny_sweep_checks_its_data_and_reports_every_point() {
         let rows = run(&Config::tiny(), |_| {}).unwrap();
-        assert_eq!(rows.len(), 2 * 3 * 2 + 2);
+        // 8 B: zerocopy + copy single/double; 4096 B adds blocks of 1 KiB for both.
+        assert_eq!(rows.len(), 3 * 3 + 3 * 5 + 2);
+        for r in rows.iter().filter(|r| r.partition == "blocks") {
+            assert_eq!((r.bytes, r.block_bytes), (4096, 1024));
+        }
+        for r in &rows {
+            // TX and RX are parts of the whole call.
+            assert!(r.tx_us + r.rx_us <= r.median_us * 1.5 + 1.0, "{r:?}");
+        }
         assert_eq!(rows.iter().filter(|r| r.completion == "proxy").count(), 2);
         for r in &rows {
             assert!(r.median_us > 0.0 && r.median_us.is_finite(), "{r:?}");
@@ -265,6 +359,8 @@ mod tests {
         let j = json(&rows);
         assert_eq!(j["experiment"], "loopback");
         assert_eq!(j["rows"][0]["bytes"], 8);
+        assert_eq!(j["rows"][0]["buffering"], "single");
+        assert_eq!(j["rows"][0]["partition"], "unique");
         assert!(render(&rows).contains("zerocopy"));
     }
 }

@@ -4,8 +4,10 @@
 pub mod fir;
 pub mod loopback;
 pub mod plot;
+pub mod report;
 pub mod ring;
 pub mod transfer;
+pub mod twoway;
 
 use std::fmt::Write as _;
 use std::sync::Arc;

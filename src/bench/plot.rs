@@ -15,17 +15,19 @@ pub struct Series {
 
 /// What to draw.
 #[derive(Debug, Clone)]
-pub struct LinePlot<'a> {
+pub struct LinePlot {
     /// Title above the plot.
-    pub title: &'a str,
+    pub title: String,
     /// X-axis label.
-    pub x_label: &'a str,
+    pub x_label: String,
     /// Y-axis label.
-    pub y_label: &'a str,
+    pub y_label: String,
     /// Logarithmic x axis.
     pub log_x: bool,
+    /// Logarithmic y axis.
+    pub log_y: bool,
     /// The lines.
-    pub series: &'a [Series],
+    pub series: Vec<Series>,
 }
 
 /// Why a plot could not be written.
@@ -65,7 +67,7 @@ fn bounds(values: impl Iterator<Item = f64>) -> (f64, f64) {
 }
 
 /// Writes `plot` as an SVG file.
-pub fn write_svg(path: &Path, plot: &LinePlot<'_>) -> Result<(), PlotError> {
+pub fn write_svg(path: &Path, plot: &LinePlot) -> Result<(), PlotError> {
     let err = |e: &dyn std::fmt::Display| PlotError {
         path: path.display().to_string(),
         message: e.to_string(),
@@ -73,13 +75,19 @@ pub fn write_svg(path: &Path, plot: &LinePlot<'_>) -> Result<(), PlotError> {
     let all = || plot.series.iter().flat_map(|s| s.points.iter());
     let (x0, x1) = bounds(all().map(|p| p.0));
     let (y0, y1) = bounds(all().map(|p| p.1));
+    let log_x = plot.log_x && x0 > 0.0;
+    let log_y = plot.log_y && y0 > 0.0;
     let pad = (y1 - y0) * 0.08;
-    let (y0, y1) = (if y0 >= 0.0 { 0f64.min(y0) } else { y0 - pad }, y1 + pad);
+    let (y0, y1) = if log_y {
+        (y0 / 1.5, y1 * 1.5)
+    } else {
+        (if y0 >= 0.0 { 0f64.min(y0) } else { y0 - pad }, y1 + pad)
+    };
     let root = SVGBackend::new(path, (800, 480)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let mut builder = ChartBuilder::on(&root);
     builder
-        .caption(plot.title, ("sans-serif", 20))
+        .caption(&plot.title, ("sans-serif", 20))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(60);
@@ -88,8 +96,8 @@ pub fn write_svg(path: &Path, plot: &LinePlot<'_>) -> Result<(), PlotError> {
             let mut chart = $chart;
             chart
                 .configure_mesh()
-                .x_desc(plot.x_label)
-                .y_desc(plot.y_label)
+                .x_desc(&plot.x_label)
+                .y_desc(&plot.y_label)
                 .draw()
                 .map_err(|e| err(&e))?;
             for (i, s) in plot.series.iter().enumerate() {
@@ -113,18 +121,27 @@ pub fn write_svg(path: &Path, plot: &LinePlot<'_>) -> Result<(), PlotError> {
                 .map_err(|e| err(&e))?;
         }};
     }
-    if plot.log_x && x0 > 0.0 {
-        draw!(
+    match (log_x, log_y) {
+        (true, true) => draw!(
+            builder
+                .build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())
+                .map_err(|e| err(&e))?
+        ),
+        (true, false) => draw!(
             builder
                 .build_cartesian_2d((x0..x1).log_scale(), y0..y1)
                 .map_err(|e| err(&e))?
-        );
-    } else {
-        draw!(
+        ),
+        (false, true) => draw!(
+            builder
+                .build_cartesian_2d(x0..x1, (y0..y1).log_scale())
+                .map_err(|e| err(&e))?
+        ),
+        (false, false) => draw!(
             builder
                 .build_cartesian_2d(x0..x1, y0..y1)
                 .map_err(|e| err(&e))?
-        );
+        ),
     }
     root.present().map_err(|e| err(&e))?;
     Ok(())
@@ -138,18 +155,19 @@ mod tests {
     fn writes_an_svg_with_the_labels() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("p.svg");
-        let series = [Series {
+        let series = vec![Series {
             label: "zero-copy".into(),
             points: vec![(16.0, 30.0), (1024.0, 10.0), (65536.0, 2.0)],
         }];
         write_svg(
             &path,
             &LinePlot {
-                title: "improvement",
-                x_label: "FFT length",
-                y_label: "%",
+                title: "improvement".into(),
+                x_label: "FFT length".into(),
+                y_label: "%".into(),
                 log_x: true,
-                series: &series,
+                log_y: true,
+                series,
             },
         )
         .unwrap();
@@ -162,16 +180,16 @@ mod tests {
 
     #[test]
     fn unwritable_path_is_an_error() {
-        let series = [Series {
-            label: "x".into(),
-            points: vec![(1.0, 1.0)],
-        }];
         let plot = LinePlot {
-            title: "t",
-            x_label: "x",
-            y_label: "y",
+            title: "t".into(),
+            x_label: "x".into(),
+            y_label: "y".into(),
             log_x: false,
-            series: &series,
+            log_y: false,
+            series: vec![Series {
+                label: "x".into(),
+                points: vec![(1.0, 1.0)],
+            }],
         };
         assert!(write_svg(Path::new("/nonexistent-dir/p.svg"), &plot).is_err());
     }

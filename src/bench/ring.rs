@@ -572,6 +572,34 @@ pub fn json(rows: &[Row]) -> serde_json::Value {
     })
 }
 
+/// The run as a report: table, targets, throughput against batch size.
+pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
+    super::report::Report {
+        experiment: "ring",
+        heading: format!(
+            "ring: {} per measurement, median of {} runs, queue {}",
+            super::bytes_label(cfg.total_bytes),
+            cfg.runs,
+            super::bytes_label(cfg.queue_bytes)
+        ),
+        text: render(rows) + &summary(rows),
+        json: json(rows),
+        plots: vec![super::plot::LinePlot {
+            title: "Queue throughput against batch size".into(),
+            x_label: "batch (bytes)".into(),
+            y_label: "GB/s".into(),
+            log_x: true,
+            log_y: true,
+            series: super::report::series_by(
+                rows,
+                |r| format!("{} {}", r.implementation, r.case),
+                |r| r.batch_bytes as f64,
+                |r| r.gbytes_per_s,
+            ),
+        }],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

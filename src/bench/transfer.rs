@@ -293,6 +293,48 @@ pub fn json(rows: &[Row]) -> serde_json::Value {
     })
 }
 
+/// The run as a report: table, targets, MB/s against buffer size for each clock.
+pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
+    let plot = |clock: &str| super::plot::LinePlot {
+        title: format!("Packet stream through a DMA buffer ring, clock {clock}"),
+        x_label: "buffer size (bytes)".into(),
+        y_label: "MB/s".into(),
+        log_x: true,
+        log_y: true,
+        series: super::report::series_by(
+            &rows
+                .iter()
+                .filter(|r| r.clock == clock)
+                .cloned()
+                .collect::<Vec<_>>(),
+            |r| {
+                format!(
+                    "{} {}",
+                    r.path,
+                    if r.cache_maintenance {
+                        "+ cache maintenance"
+                    } else {
+                        "coherent"
+                    }
+                )
+            },
+            |r| r.bytes as f64,
+            |r| r.mbytes_per_s,
+        ),
+    };
+    super::report::Report {
+        experiment: "transfer",
+        heading: format!(
+            "transfer: packets through a ring of {} DMA buffers each way (scatter-gather, polling, \
+             {} descriptors per TAILDESC write), median of {} runs",
+            cfg.slots, cfg.batch, cfg.runs
+        ),
+        text: render(rows) + &summary(rows),
+        json: json(rows),
+        plots: vec![plot("1200MB/s"), plot("unlimited")],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

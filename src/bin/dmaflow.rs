@@ -5,7 +5,9 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use dmaflow::bench;
+use dmaflow::bench::report::{Report, RunInfo};
 use dmaflow::dsp::fir;
+use indicatif::{ProgressBar, ProgressStyle};
 
 /// Move streams of data between programs and accelerators, and measure how fast.
 #[derive(Parser)]
@@ -79,115 +81,105 @@ enum Experiment {
     Loopback,
     /// A stream of packets through a ring of DMA buffers (paper 004).
     Transfer,
+    /// Two-way transfers of image lines, polling vs kernel-style driver (paper 000).
+    Twoway,
 }
 
-/// Progress on stderr, unless JSON is asked for.
-fn progress(json: bool) -> impl FnMut(&str) {
-    move |msg| {
-        if !json {
-            eprint!("\r\x1b[2K{msg}");
+impl Experiment {
+    fn name(self) -> &'static str {
+        match self {
+            Experiment::All => "all",
+            Experiment::Ring => "ring",
+            Experiment::Fir => "fir",
+            Experiment::Loopback => "loopback",
+            Experiment::Transfer => "transfer",
+            Experiment::Twoway => "twoway",
         }
     }
 }
 
-fn clear_progress(json: bool) {
-    if !json {
-        eprint!("\r\x1b[2K");
+/// Runs one experiment at the size asked for.
+fn run_experiment(
+    e: Experiment,
+    quick: bool,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Report, dmaflow::Error> {
+    macro_rules! exp {
+        ($m:ident) => {{
+            let cfg = if quick {
+                bench::$m::Config::quick()
+            } else {
+                bench::$m::Config::full()
+            };
+            let rows = bench::$m::run(&cfg, progress)?;
+            bench::$m::report(&cfg, &rows)
+        }};
     }
+    Ok(match e {
+        Experiment::Ring => exp!(ring),
+        Experiment::Fir => exp!(fir),
+        Experiment::Loopback => exp!(loopback),
+        Experiment::Transfer => exp!(transfer),
+        Experiment::Twoway => exp!(twoway),
+        Experiment::All => unreachable!("`all` is expanded before running"),
+    })
 }
 
-fn run_ring(quick: bool, json: bool) -> Result<(), dmaflow::Error> {
-    let cfg = if quick {
-        bench::ring::Config::quick()
-    } else {
-        bench::ring::Config::full()
+fn run_bench(
+    experiment: Experiment,
+    quick: bool,
+    json: bool,
+    out: &Path,
+) -> Result<(), dmaflow::Error> {
+    let list = match experiment {
+        Experiment::All => vec![
+            Experiment::Ring,
+            Experiment::Fir,
+            Experiment::Transfer,
+            Experiment::Twoway,
+            Experiment::Loopback,
+        ],
+        one => vec![one],
     };
-    let rows = bench::ring::run(&cfg, progress(json))?;
-    clear_progress(json);
-    if json {
-        println!("{}", bench::ring::json(&rows));
+    let bar = if json {
+        ProgressBar::hidden()
     } else {
-        println!(
-            "ring: {} per measurement, median of {} runs, queue {}",
-            bench::bytes_label(cfg.total_bytes),
-            cfg.runs,
-            bench::bytes_label(cfg.queue_bytes)
+        let bar = ProgressBar::new(list.len() as u64);
+        bar.set_style(
+            ProgressStyle::with_template("[{elapsed_precise}] {bar:20} {pos}/{len} {wide_msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
-        print!("{}", bench::ring::render(&rows));
-        print!("{}", bench::ring::summary(&rows));
-    }
-    Ok(())
-}
-
-fn run_fir(quick: bool, json: bool, out: &Path) -> Result<(), dmaflow::Error> {
-    let cfg = if quick {
-        bench::fir::Config::quick()
-    } else {
-        bench::fir::Config::full()
+        bar.enable_steady_tick(std::time::Duration::from_millis(250));
+        bar
     };
     if !json && !quick {
-        eprintln!(
-            "fir: the full run streams 64 MiB per point and takes several minutes (--quick: under one)"
+        bar.println(
+            "full runs take several minutes per experiment (--quick: all of them in under 5 minutes)",
         );
     }
-    let rows = bench::fir::run(&cfg, progress(json))?;
-    clear_progress(json);
-    std::fs::create_dir_all(out).map_err(|source| bench::Error::Io {
-        path: out.display().to_string(),
-        source,
-    })?;
-    let svg = out.join("fir.svg");
-    bench::fir::plot(&rows, &svg).map_err(bench::Error::from)?;
-    if json {
-        println!("{}", bench::fir::json(&rows));
-    } else {
-        println!(
-            "fir: {} samples per point, median of {} runs; MFLOPS = (10 N log2 N + 6 N) per block / time \
-             (N log2 N counts complex-FFT flops, as paper 001 does)",
-            cfg.samples, cfg.runs
-        );
-        print!("{}", bench::fir::render(&rows));
-        println!("plot: {}", svg.display());
+    let info = RunInfo::here();
+    let mut reports = Vec::new();
+    let mut index = out.join("index.html");
+    for e in list {
+        bar.set_message(e.name());
+        let report = run_experiment(e, quick, &mut |m: &str| bar.set_message(m.to_string()))?;
+        bar.inc(1);
+        if json {
+            println!("{}", report.json);
+        } else {
+            bar.suspend(|| {
+                println!("{}", report.heading);
+                print!("{}", report.text);
+                println!();
+            });
+        }
+        report.write(out)?;
+        reports.push(report);
+        index = bench::report::write_index(out, &info, &reports)?;
     }
-    Ok(())
-}
-
-fn run_loopback(quick: bool, json: bool) -> Result<(), dmaflow::Error> {
-    let cfg = if quick {
-        bench::loopback::Config::quick()
-    } else {
-        bench::loopback::Config::full()
-    };
-    let rows = bench::loopback::run(&cfg, progress(json))?;
-    clear_progress(json);
-    if json {
-        println!("{}", bench::loopback::json(&rows));
-    } else {
-        println!(
-            "loopback: two-way transfers on the emulated fabric, unlimited clock, median per transfer"
-        );
-        print!("{}", bench::loopback::render(&rows));
-    }
-    Ok(())
-}
-
-fn run_transfer(quick: bool, json: bool) -> Result<(), dmaflow::Error> {
-    let cfg = if quick {
-        bench::transfer::Config::quick()
-    } else {
-        bench::transfer::Config::full()
-    };
-    let rows = bench::transfer::run(&cfg, progress(json))?;
-    clear_progress(json);
-    if json {
-        println!("{}", bench::transfer::json(&rows));
-    } else {
-        println!(
-            "transfer: packets through a ring of {} DMA buffers (scatter-gather, polling), median of {} runs",
-            cfg.slots, cfg.runs
-        );
-        print!("{}", bench::transfer::render(&rows));
-        print!("{}", bench::transfer::summary(&rows));
+    bar.finish_and_clear();
+    if !json {
+        println!("report: {}", index.display());
     }
     Ok(())
 }
@@ -246,24 +238,13 @@ fn main() -> ExitCode {
             quick,
             json,
             out,
-        } => {
-            let result = match experiment {
-                Experiment::Ring => run_ring(quick, json),
-                Experiment::Fir => run_fir(quick, json, &out),
-                Experiment::Loopback => run_loopback(quick, json),
-                Experiment::Transfer => run_transfer(quick, json),
-                Experiment::All => run_ring(quick, json)
-                    .and_then(|()| run_fir(quick, json, &out))
-                    .and_then(|()| run_loopback(quick, json)),
-            };
-            match result {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("dmaflow: {e}");
-                    ExitCode::FAILURE
-                }
+        } => match run_bench(experiment, quick, json, &out) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("dmaflow: {e}");
+                ExitCode::FAILURE
             }
-        }
+        },
         Command::Fir {
             taps,
             input,

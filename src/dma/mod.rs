@@ -63,11 +63,21 @@ pub enum Error {
     ProxyOnly,
 }
 
+/// Where the time of the last two-way transfer went.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Timing {
+    /// From programming the channels to MM2S completion (summed over blocks).
+    pub tx: std::time::Duration,
+    /// From MM2S completion to S2MM completion (summed over blocks).
+    pub rx: std::time::Duration,
+}
+
 /// An AXI DMA engine with its two interrupt lines and its DMA memory.
 pub struct Engine<R, I> {
     dma: AxiDma<R>,
     irq: [I; 2],
     pool: DmaPool,
+    timing: std::cell::Cell<Timing>,
 }
 
 impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
@@ -77,7 +87,13 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
             dma,
             irq: [irq_mm2s, irq_s2mm],
             pool,
+            timing: std::cell::Cell::new(Timing::default()),
         }
+    }
+
+    /// Where the time of the last two-way transfer or message went.
+    pub fn last_timing(&self) -> Timing {
+        self.timing.get()
     }
 
     /// The pool zero-copy buffers must come from.
@@ -145,19 +161,28 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
             }
         }
         tx.sync_for_device(tx_len)?;
+        self.timing.set(Timing::default());
         self.dma
             .start(Channel::S2mm, rx.bus_addr(), rx_len, c == Completion::Irq)?;
+        let t0 = std::time::Instant::now();
         self.dma
             .start(Channel::Mm2s, tx.bus_addr(), tx_len, c == Completion::Irq)?;
-        let n = self.finish(c)?;
+        let n = self.finish(c, t0)?;
         rx.sync_for_cpu(n)?;
         Ok(n)
     }
 
-    /// Waits for the two-way transfer in flight; returns the bytes received.
-    fn finish(&self, c: Completion) -> Result<usize, Error> {
+    /// Waits for the two-way transfer in flight, started at `t0`; returns the
+    /// bytes received and adds its times to the last timing.
+    fn finish(&self, c: Completion, t0: std::time::Instant) -> Result<usize, Error> {
         self.wait(Channel::Mm2s, c)?;
-        self.wait(Channel::S2mm, c)
+        let t1 = std::time::Instant::now();
+        let n = self.wait(Channel::S2mm, c)?;
+        let mut t = self.timing.get();
+        t.tx += t1 - t0;
+        t.rx += t1.elapsed();
+        self.timing.set(t);
+        Ok(n)
     }
 
     /// Standard-I/O transfer of a whole message, partitioned and buffered as asked:
@@ -201,9 +226,11 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
         // Block i lives in buffer i % depth; the copy of block i + 1 overlaps the
         // transfer of block i.
         tx[0].as_mut_slice()[..chunks[0].len()].copy_from_slice(chunks[0]);
+        self.timing.set(Timing::default());
         for (i, chunk) in chunks.iter().enumerate() {
             let b = i % depth;
             tx[b].sync_for_device(chunk.len())?;
+            let t0 = std::time::Instant::now();
             self.dma.start(
                 Channel::S2mm,
                 rx[b].bus_addr(),
@@ -222,7 +249,7 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
                     tx[nb].as_mut_slice()[..next.len()].copy_from_slice(next);
                 }
             }
-            let n = self.finish(c)?;
+            let n = self.finish(c, t0)?;
             rx[b].sync_for_cpu(n)?;
             out[received..received + n].copy_from_slice(&rx[b].as_slice()[..n]);
             received += n;
@@ -255,7 +282,7 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
 struct Request {
     data: Vec<u8>,
     rx_len: usize,
-    reply: std::sync::mpsc::SyncSender<Result<Vec<u8>, Error>>,
+    reply: std::sync::mpsc::SyncSender<Result<(Vec<u8>, Timing), Error>>,
 }
 
 /// The structure of a kernel DMA driver such as Xilinx dma-proxy: a driver thread
@@ -265,6 +292,7 @@ struct Request {
 pub struct Proxy {
     requests: Option<std::sync::mpsc::Sender<Request>>,
     thread: Option<std::thread::JoinHandle<()>>,
+    timing: std::cell::Cell<Timing>,
 }
 
 impl Proxy {
@@ -309,7 +337,7 @@ impl Proxy {
                         let mut out = req.data;
                         out.clear();
                         out.extend_from_slice(&r.as_slice()[..n]);
-                        Ok(out)
+                        Ok((out, engine.last_timing()))
                     })();
                     // The caller may have gone; nothing to do then.
                     let _ = req.reply.send(result);
@@ -318,6 +346,7 @@ impl Proxy {
         Ok(Proxy {
             requests: Some(tx),
             thread: Some(thread),
+            timing: std::cell::Cell::new(Timing::default()),
         })
     }
 
@@ -341,7 +370,15 @@ impl Proxy {
                 reply,
             })
             .map_err(|_| gone())?;
-        answer.recv().map_err(|_| gone())?
+        let (out, timing) = answer.recv().map_err(|_| gone())??;
+        self.timing.set(timing);
+        Ok(out)
+    }
+
+    /// Where the driver thread's time went in the last transfer (its own view:
+    /// the hand-over to and from the caller is not included).
+    pub fn last_timing(&self) -> Timing {
+        self.timing.get()
     }
 }
 

@@ -8,6 +8,10 @@
 //! that starts a transfer); the data moves in the device thread, which spins
 //! briefly and then sleeps when idle so that it does not starve a 2-core machine.
 
+mod bgsub;
+
+pub use bgsub::BgSubCore;
+
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -110,6 +114,9 @@ struct Engine {
     coalesced: [u32; 2],
     /// TAILDESC writes already picked up, per channel.
     tails_seen: [u64; 2],
+    /// The front packet of `stream` is already in the front S2MM buffer (direct
+    /// mode writes as the packet streams in and completes when its last byte has).
+    front_written: bool,
 }
 
 impl Engine {
@@ -127,6 +134,7 @@ impl Engine {
             next_desc: [None; 2],
             coalesced: [0; 2],
             tails_seen: [0; 2],
+            front_written: false,
         }
     }
 }
@@ -557,6 +565,18 @@ impl Shared {
             // of the device loop.
             let mut now = now;
             while let Some(&(_, ready)) = st.engines[e].stream.front() {
+                let g = &mut st.engines[e];
+                if ready > now
+                    && !g.front_written
+                    && g.s2mm_chain.is_none()
+                    && let (Some(job), Some((packet, _))) = (g.s2mm.front(), g.stream.front())
+                    && packet.len() <= job.len
+                    && self.dev.write_ddr(job.addr, packet).is_ok()
+                {
+                    // The data lands while it streams; completion waits for the
+                    // last byte.
+                    g.front_written = true;
+                }
                 let receiving =
                     st.engines[e].s2mm_chain.is_some() || !st.engines[e].s2mm.is_empty();
                 if ready > now && receiving && ready - now < SHORT_WAIT {
@@ -583,11 +603,17 @@ impl Shared {
                 let Some((packet, _)) = st.engines[e].stream.pop_front() else {
                     break;
                 };
+                let written = std::mem::take(&mut st.engines[e].front_written);
                 if packet.len() > job.len {
                     // The packet does not fit the buffer (no TLAST within LENGTH).
                     self.complete(st, e, 1, DMASR_DMA_INT_ERR);
                 } else {
-                    match self.dev.write_ddr(job.addr, &packet) {
+                    let stored = if written {
+                        Ok(())
+                    } else {
+                        self.dev.write_ddr(job.addr, &packet)
+                    };
+                    match stored {
                         Ok(()) => {
                             self.set(e, 1, LENGTH, packet.len() as u32);
                             self.complete(st, e, 1, 0);
@@ -601,6 +627,11 @@ impl Shared {
         next.map(|t| t.saturating_duration_since(now))
     }
 }
+
+/// How long an idle device thread spins watching for work, then yields the CPU
+/// between looks until it sleeps.
+const IDLE_SPIN: Duration = Duration::from_micros(50);
+const IDLE_YIELD: Duration = Duration::from_millis(2);
 
 /// Waits up to this long for a packet inside one device step.
 const SHORT_WAIT: Duration = Duration::from_micros(2);
@@ -826,16 +857,24 @@ fn device_loop(s: &Shared) {
             idle_since = Instant::now();
             continue;
         }
-        if idle_since.elapsed() < Duration::from_micros(50) {
-            // Spin a little without the lock, watching for posted work.
+        if idle_since.elapsed() < IDLE_YIELD {
+            // Watch for posted work without the lock: spin a little, then yield
+            // the CPU between looks, then sleep.
             drop(st);
             let mut spins = 0u32;
             while s.posted.load(Ordering::Acquire) == seen {
-                std::hint::spin_loop();
                 spins += 1;
-                if spins.is_multiple_of(64) && idle_since.elapsed() >= Duration::from_micros(50) {
-                    break;
+                if spins.is_multiple_of(64) {
+                    let idle = idle_since.elapsed();
+                    if idle >= IDLE_YIELD {
+                        break;
+                    }
+                    if idle >= IDLE_SPIN {
+                        std::thread::yield_now();
+                        continue;
+                    }
                 }
+                std::hint::spin_loop();
             }
             continue;
         }

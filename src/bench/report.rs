@@ -1,0 +1,305 @@
+//! What an experiment leaves behind: its tables as text, its rows as JSON and CSV,
+//! its plots as SVG, and an `index.html` that shows every table and plot of a run
+//! with the machine, date and command at the top.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::Error;
+use super::plot::{LinePlot, Series, write_svg};
+
+/// The outcome of one experiment.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// Experiment name (`transfer`, `twoway`, ...).
+    pub experiment: &'static str,
+    /// One line saying what was measured and how.
+    pub heading: String,
+    /// Tables and target lines, as printed.
+    pub text: String,
+    /// `{"experiment": NAME, "rows": [...]}`.
+    pub json: Value,
+    /// Plots, each written as `NAME-<i>.svg` (or `NAME.svg` when alone).
+    pub plots: Vec<LinePlot>,
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+fn csv_cell(v: &Value) -> String {
+    match v {
+        Value::String(s) if s.contains([',', '"', '\n']) => {
+            format!("\"{}\"", s.replace('"', "\"\""))
+        }
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+impl Report {
+    /// The rows as CSV: one column per key (in the order of the first row, then
+    /// any others), one line per row.
+    pub fn csv(&self) -> String {
+        let rows = self.json["rows"].as_array().cloned().unwrap_or_default();
+        let mut keys: Vec<String> = Vec::new();
+        for r in &rows {
+            if let Some(o) = r.as_object() {
+                for k in o.keys() {
+                    if !keys.contains(k) {
+                        keys.push(k.clone());
+                    }
+                }
+            }
+        }
+        let mut out = keys.join(",");
+        out.push('\n');
+        for r in &rows {
+            let cells: Vec<String> = keys
+                .iter()
+                .map(|k| r.get(k).map(csv_cell).unwrap_or_default())
+                .collect();
+            out += &cells.join(",");
+            out.push('\n');
+        }
+        out
+    }
+
+    /// File names of the plots.
+    pub fn plot_files(&self) -> Vec<String> {
+        match self.plots.len() {
+            1 => vec![format!("{}.svg", self.experiment)],
+            n => (1..=n)
+                .map(|i| format!("{}-{i}.svg", self.experiment))
+                .collect(),
+        }
+    }
+
+    /// Writes `NAME.csv` and the plots into `dir` (created if missing); returns
+    /// the files written.
+    pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, Error> {
+        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let csv = dir.join(format!("{}.csv", self.experiment));
+        std::fs::write(&csv, self.csv()).map_err(io(&csv))?;
+        let mut files = vec![csv];
+        for (plot, name) in self.plots.iter().zip(self.plot_files()) {
+            let path = dir.join(name);
+            write_svg(&path, plot)?;
+            files.push(path);
+        }
+        Ok(files)
+    }
+}
+
+/// Groups rows into plot lines: one per distinct `label`, in order of first
+/// appearance, with points `(x, y)` sorted by x.
+pub fn series_by<R>(
+    rows: &[R],
+    label: impl Fn(&R) -> String,
+    x: impl Fn(&R) -> f64,
+    y: impl Fn(&R) -> f64,
+) -> Vec<Series> {
+    let mut out: Vec<Series> = Vec::new();
+    for r in rows {
+        let l = label(r);
+        let i = match out.iter().position(|s| s.label == l) {
+            Some(i) => i,
+            None => {
+                out.push(Series {
+                    label: l,
+                    points: Vec::new(),
+                });
+                out.len() - 1
+            }
+        };
+        out[i].points.push((x(r), y(r)));
+    }
+    for s in &mut out {
+        s.points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    out
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// Where and when a run happened.
+#[derive(Debug, Clone)]
+pub struct RunInfo {
+    /// CPU model, cores, kernel.
+    pub machine: String,
+    /// UTC date and time.
+    pub date: String,
+    /// The command line.
+    pub command: String,
+}
+
+impl RunInfo {
+    /// This machine, now, and this process's command line.
+    pub fn here() -> Self {
+        let cpu = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("model name"))
+                    .and_then(|l| l.split(':').nth(1))
+                    .map(|m| m.trim().to_string())
+            })
+            .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|s| format!(", Linux {}", s.trim()))
+            .unwrap_or_default();
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        RunInfo {
+            machine: format!("{cpu}, {cores} cores{kernel}"),
+            date: utc(secs),
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+        }
+    }
+}
+
+/// `YYYY-MM-DD HH:MM UTC` for seconds since the epoch (civil calendar).
+pub fn utc(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Days since 1970-01-01 to year/month/day (proleptic Gregorian).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02} UTC",
+        rem / 3600,
+        (rem % 3600) / 60
+    )
+}
+
+/// Writes `index.html` into `dir`: the run's machine, date and command, then each
+/// report's heading, table and plots. Returns its path.
+pub fn write_index(dir: &Path, info: &RunInfo, reports: &[Report]) -> Result<PathBuf, Error> {
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    let mut h = String::from(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>dmaflow bench</title>\n\
+         <style>body{font-family:sans-serif;max-width:60em;margin:auto}pre{background:#f4f4f4;padding:1em;overflow-x:auto}img{max-width:100%}</style>\n\
+         </head><body>\n<h1>dmaflow bench</h1>\n",
+    );
+    let _ = writeln!(
+        h,
+        "<p>Machine: {}<br>Date: {}<br>Command: <code>{}</code></p>",
+        escape(&info.machine),
+        escape(&info.date),
+        escape(&info.command)
+    );
+    for r in reports {
+        let _ = writeln!(
+            h,
+            "<h2 id=\"{0}\">{0}</h2>\n<p>{1}</p>\n<pre>{2}</pre>\n<p><a href=\"{0}.csv\">{0}.csv</a></p>",
+            r.experiment,
+            escape(&r.heading),
+            escape(&r.text)
+        );
+        for f in r.plot_files() {
+            let _ = writeln!(h, "<p><img src=\"{f}\" alt=\"{f}\"></p>");
+        }
+    }
+    h += "</body></html>\n";
+    let path = dir.join("index.html");
+    std::fs::write(&path, h).map_err(io(&path))?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_group_into_sorted_lines() {
+        let rows = [("a", 2.0, 20.0), ("b", 1.0, 5.0), ("a", 1.0, 10.0)];
+        let s = series_by(&rows, |r| r.0.to_string(), |r| r.1, |r| r.2);
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0].label, "a");
+        assert_eq!(s[0].points, vec![(1.0, 10.0), (2.0, 20.0)]);
+        assert_eq!(s[1].points, vec![(1.0, 5.0)]);
+    }
+
+    fn report() -> Report {
+        Report {
+            experiment: "demo",
+            heading: "a <demo>".into(),
+            text: "a  b\n1  2\n".into(),
+            json: serde_json::json!({"experiment": "demo", "rows": [
+                {"bytes": 64, "path": "zero,copy", "ok": true},
+                {"bytes": 128, "path": "copy", "ok": false, "extra": 1.5},
+            ]}),
+            plots: vec![LinePlot {
+                title: "t".into(),
+                x_label: "x".into(),
+                y_label: "y".into(),
+                log_x: true,
+                log_y: true,
+                series: vec![Series {
+                    label: "s".into(),
+                    points: vec![(64.0, 1.0), (128.0, 2.0)],
+                }],
+            }],
+        }
+    }
+
+    #[test]
+    fn csv_has_every_key_and_quotes_commas() {
+        let csv = report().csv();
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(lines[0], "bytes,ok,path,extra");
+        assert_eq!(lines[1], "64,true,\"zero,copy\",");
+        assert_eq!(lines[2], "128,false,copy,1.5");
+    }
+
+    #[test]
+    fn writes_csv_plots_and_an_index_naming_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = report().write(dir.path()).unwrap();
+        assert_eq!(files.len(), 2);
+        assert!(dir.path().join("demo.svg").exists());
+        let info = RunInfo {
+            machine: "m".into(),
+            date: utc(0),
+            command: "dmaflow bench".into(),
+        };
+        let index = write_index(dir.path(), &info, &[report()]).unwrap();
+        let html = std::fs::read_to_string(index).unwrap();
+        for needle in [
+            "1970-01-01 00:00 UTC",
+            "dmaflow bench",
+            "demo.svg",
+            "demo.csv",
+            "a &lt;demo&gt;",
+        ] {
+            assert!(html.contains(needle), "missing {needle}");
+        }
+    }
+
+    #[test]
+    fn dates_are_civil() {
+        assert_eq!(utc(0), "1970-01-01 00:00 UTC");
+        assert_eq!(utc(951_782_400), "2000-02-29 00:00 UTC");
+        assert_eq!(utc(1_795_000_000), "2026-11-18 11:06 UTC");
+    }
+}
