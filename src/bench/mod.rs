@@ -1,6 +1,7 @@
 //! The experiments behind `dmaflow bench`: each measures dmaflow and its comparison
 //! point in the same run and reports medians.
 
+pub mod bgsub;
 pub mod fir;
 pub mod loopback;
 pub mod plot;

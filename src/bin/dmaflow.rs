@@ -44,6 +44,31 @@ enum Command {
         #[arg(long, default_value = "report")]
         out: PathBuf,
     },
+    /// Approximate-median background subtraction of raw 8-bit frames (paper 000):
+    /// one mask (0 or 255 per pixel) per frame.
+    Bgsub {
+        /// Frame width in pixels.
+        #[arg(long)]
+        width: usize,
+        /// Frame height in pixels.
+        #[arg(long)]
+        height: usize,
+        /// Concatenated 8-bit grayscale frames, row-major.
+        #[arg(long)]
+        input: PathBuf,
+        /// File to write the masks to (only on success).
+        #[arg(long)]
+        output: PathBuf,
+        /// Foreground where the filtered difference exceeds this.
+        #[arg(long, default_value_t = 25)]
+        threshold: u8,
+        /// Threshold the raw difference (no Gaussian and maximum filter).
+        #[arg(long)]
+        no_filter: bool,
+        /// The coprocessor on the emulated fabric, or the software implementation.
+        #[arg(long, value_enum, default_value_t = BgsubDevice::Sim)]
+        device: BgsubDevice,
+    },
     /// List what is present: UIO devices and u-dma-bufs, and the emulated fabric.
     Info {
         /// Root of the sysfs and /dev tree to look in.
@@ -70,6 +95,14 @@ enum Command {
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum BgsubDevice {
+    /// The coprocessor on the emulated fabric, fed by two DMA engines.
+    Sim,
+    /// The software implementation.
+    Cpu,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Experiment {
     /// Every experiment below.
     All,
@@ -83,6 +116,8 @@ enum Experiment {
     Transfer,
     /// Two-way transfers of image lines, polling vs kernel-style driver (paper 000).
     Twoway,
+    /// Background subtraction on a coprocessor behind two DMA engines vs the CPU (paper 000).
+    Bgsub,
 }
 
 impl Experiment {
@@ -94,6 +129,7 @@ impl Experiment {
             Experiment::Loopback => "loopback",
             Experiment::Transfer => "transfer",
             Experiment::Twoway => "twoway",
+            Experiment::Bgsub => "bgsub",
         }
     }
 }
@@ -121,6 +157,7 @@ fn run_experiment(
         Experiment::Loopback => exp!(loopback),
         Experiment::Transfer => exp!(transfer),
         Experiment::Twoway => exp!(twoway),
+        Experiment::Bgsub => exp!(bgsub),
         Experiment::All => unreachable!("`all` is expanded before running"),
     })
 }
@@ -138,6 +175,7 @@ fn run_bench(
             Experiment::Transfer,
             Experiment::Twoway,
             Experiment::Loopback,
+            Experiment::Bgsub,
         ],
         one => vec![one],
     };
@@ -194,6 +232,29 @@ fn run_fir_file(taps: &Path, input: &Path, output: &Path, fft: Option<usize>) ->
     }
 }
 
+fn run_bgsub(
+    (width, height, threshold, filter): (usize, usize, u8, bool),
+    input: &Path,
+    output: &Path,
+    device: BgsubDevice,
+) -> ExitCode {
+    use bench::bgsub::{Device, FileError, bgsub_file};
+    let device = match device {
+        BgsubDevice::Sim => Device::Sim,
+        BgsubDevice::Cpu => Device::Cpu,
+    };
+    let result = dmaflow::dsp::bgsub::Params::new(width, height, threshold, filter)
+        .map_err(FileError::from)
+        .and_then(|p| bgsub_file(p, input, output, device));
+    match result {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("dmaflow bgsub: {e}");
+            ExitCode::from(if e.is_bad_input() { 2 } else { 1 })
+        }
+    }
+}
+
 fn run_info(root: &Path) -> ExitCode {
     let inv = dmaflow::platform::uio::inventory(root);
     if inv.uio.is_empty() {
@@ -245,6 +306,20 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Bgsub {
+            width,
+            height,
+            input,
+            output,
+            threshold,
+            no_filter,
+            device,
+        } => run_bgsub(
+            (width, height, threshold, !no_filter),
+            &input,
+            &output,
+            device,
+        ),
         Command::Fir {
             taps,
             input,

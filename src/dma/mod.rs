@@ -135,6 +135,23 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
         rx_len: usize,
         c: Completion,
     ) -> Result<usize, Error> {
+        self.check_two_way(tx, tx_len, rx, rx_len, c)?;
+        let t0 = self.start_two_way(tx, tx_len, rx, rx_len, c)?;
+        let n = self.finish(c, t0)?;
+        rx.sync_for_cpu(n)?;
+        Ok(n)
+    }
+
+    /// Everything that can refuse a two-way transfer, checked before any channel
+    /// starts.
+    fn check_two_way(
+        &self,
+        tx: &DmaBuf<u8>,
+        tx_len: usize,
+        rx: &DmaBuf<u8>,
+        rx_len: usize,
+        c: Completion,
+    ) -> Result<(), Error> {
         if c == Completion::Proxy {
             return Err(Error::ProxyOnly);
         }
@@ -148,8 +165,6 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
                 return Err(Error::TooLong { len, capacity });
             }
         }
-        // Check both lengths before starting either channel, so a refusal leaves
-        // nothing half-started.
         for (channel, len) in [(Channel::Mm2s, tx_len), (Channel::S2mm, rx_len)] {
             if len > self.dma.max_len() {
                 return Err(axi::Error::TooLong {
@@ -160,6 +175,18 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
                 .into());
             }
         }
+        Ok(())
+    }
+
+    /// Programs S2MM, then MM2S (checked already); returns when MM2S started.
+    fn start_two_way(
+        &self,
+        tx: &DmaBuf<u8>,
+        tx_len: usize,
+        rx: &DmaBuf<u8>,
+        rx_len: usize,
+        c: Completion,
+    ) -> Result<std::time::Instant, Error> {
         tx.sync_for_device(tx_len)?;
         self.timing.set(Timing::default());
         self.dma
@@ -167,9 +194,7 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
         let t0 = std::time::Instant::now();
         self.dma
             .start(Channel::Mm2s, tx.bus_addr(), tx_len, c == Completion::Irq)?;
-        let n = self.finish(c, t0)?;
-        rx.sync_for_cpu(n)?;
-        Ok(n)
+        Ok(t0)
     }
 
     /// Waits for the two-way transfer in flight, started at `t0`; returns the
@@ -276,6 +301,43 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
         out[..n].copy_from_slice(&rx.as_slice()[..n]);
         Ok(n)
     }
+}
+
+/// One engine's part of a [`two_way_together`] transfer: send the first `tx_len`
+/// bytes of `tx`, receive into `rx`.
+pub struct Lane<'a, R, I> {
+    /// The engine.
+    pub engine: &'a Engine<R, I>,
+    /// What to send.
+    pub tx: &'a DmaBuf<u8>,
+    /// Bytes of `tx` to send.
+    pub tx_len: usize,
+    /// Where the answer goes.
+    pub rx: &'a mut DmaBuf<u8>,
+}
+
+/// Two-way transfers on several engines at once (a coprocessor with several
+/// streams): every lane is checked first, then all are started, then all are
+/// waited for. Returns the bytes each lane received.
+pub fn two_way_together<R: RegisterSpace, I: IrqLine>(
+    lanes: &mut [Lane<'_, R, I>],
+    c: Completion,
+) -> Result<Vec<usize>, Error> {
+    for l in lanes.iter() {
+        l.engine
+            .check_two_way(l.tx, l.tx_len, l.rx, l.rx.len(), c)?;
+    }
+    let starts = lanes
+        .iter()
+        .map(|l| l.engine.start_two_way(l.tx, l.tx_len, l.rx, l.rx.len(), c))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut received = Vec::with_capacity(lanes.len());
+    for (l, t0) in lanes.iter_mut().zip(starts) {
+        let n = l.engine.finish(c, t0)?;
+        l.rx.sync_for_cpu(n)?;
+        received.push(n);
+    }
+    Ok(received)
 }
 
 /// One request to the proxy's driver thread.

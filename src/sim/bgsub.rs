@@ -13,6 +13,9 @@ pub struct BgSubCore {
     params: Params,
     d: [Vec<u8>; 3],
     s: [Vec<u8>; 3],
+    /// Column sums and maxima of the current three lines.
+    col: Vec<u16>,
+    colmax: Vec<u8>,
 }
 
 impl BgSubCore {
@@ -23,42 +26,49 @@ impl BgSubCore {
             params,
             d: [vec![0; w], vec![0; w], vec![0; w]],
             s: [vec![0; w], vec![0; w], vec![0; w]],
+            col: vec![0; w],
+            colmax: vec![0; w],
         }
     }
 
-    /// Smoothed row `r` from difference rows r-1..r+1 (held in the line buffers).
+    /// Smoothed row `r` from difference rows r-1..r+1 (held in the line buffers):
+    /// the vertical [1 2 1] sum per column, then the horizontal one.
     fn smooth_row(&mut self, r: usize) {
         let (w, h) = (self.params.width, self.params.height);
-        let rows = [r.saturating_sub(1), r, (r + 1).min(h - 1)];
-        let mut out = std::mem::take(&mut self.s[r % 3]);
+        let (a, b, c) = (
+            &self.d[r.saturating_sub(1) % 3],
+            &self.d[r % 3],
+            &self.d[(r + 1).min(h - 1) % 3],
+        );
+        for (v, ((&a, &b), &c)) in self.col.iter_mut().zip(a.iter().zip(b).zip(c)) {
+            *v = a as u16 + 2 * b as u16 + c as u16;
+        }
+        let v = &self.col;
+        let out = &mut self.s[r % 3];
         for (x, o) in out.iter_mut().enumerate() {
-            let cols = [x.saturating_sub(1), x, (x + 1).min(w - 1)];
-            let mut sum = 0u32;
-            for (ky, &ry) in [1u32, 2, 1].iter().zip(&rows) {
-                let line = &self.d[ry % 3];
-                for (kx, &cx) in [1u32, 2, 1].iter().zip(&cols) {
-                    sum += ky * kx * line[cx] as u32;
-                }
-            }
+            let sum = v[x.saturating_sub(1)] + 2 * v[x] + v[(x + 1).min(w - 1)];
             *o = ((sum + 8) >> 4) as u8;
         }
-        self.s[r % 3] = out;
     }
 
-    /// Mask row `r` from smoothed rows r-1..r+1.
-    fn mask_row(&self, r: usize, mask: &mut Vec<u8>) {
+    /// Mask row `r` from smoothed rows r-1..r+1: the vertical maximum per column,
+    /// then the horizontal one, then the threshold.
+    fn mask_row(&mut self, r: usize, mask: &mut Vec<u8>) {
         let (w, h) = (self.params.width, self.params.height);
-        let rows = [r.saturating_sub(1), r, (r + 1).min(h - 1)];
-        for x in 0..w {
-            let cols = [x.saturating_sub(1), x, (x + 1).min(w - 1)];
-            let m = rows
-                .iter()
-                .flat_map(|&ry| cols.iter().map(move |&cx| (ry, cx)))
-                .map(|(ry, cx)| self.s[ry % 3][cx])
-                .max()
-                .unwrap_or(0);
-            mask.push(if m > self.params.threshold { 255 } else { 0 });
+        let (a, b, c) = (
+            &self.s[r.saturating_sub(1) % 3],
+            &self.s[r % 3],
+            &self.s[(r + 1).min(h - 1) % 3],
+        );
+        for (v, ((&a, &b), &c)) in self.colmax.iter_mut().zip(a.iter().zip(b).zip(c)) {
+            *v = a.max(b).max(c);
         }
+        let v = &self.colmax;
+        let t = self.params.threshold;
+        mask.extend((0..w).map(|x| {
+            let m = v[x.saturating_sub(1)].max(v[x]).max(v[(x + 1).min(w - 1)]);
+            if m > t { 255 } else { 0 }
+        }));
     }
 }
 
