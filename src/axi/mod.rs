@@ -336,7 +336,9 @@ impl<R: RegisterSpace> AxiDma<R> {
             match how {
                 Wait::Poll => std::hint::spin_loop(),
                 Wait::Yield => std::thread::yield_now(),
-                Wait::Irq(line) => match line.wait(deadline - now) {
+                // Unmask before sleeping: an interrupt taken without a wait (a
+                // completion seen by polling, an error) leaves the line masked.
+                Wait::Irq(line) => match line.enable().and_then(|()| line.wait(deadline - now)) {
                     Ok(_) | Err(platform::Error::Timeout(_)) => {}
                     Err(e) => return Err(e.into()),
                 },

@@ -2,6 +2,7 @@
 //! point in the same run and reports medians.
 
 pub mod bgsub;
+pub mod cnn;
 pub mod fir;
 pub mod loopback;
 pub mod plot;

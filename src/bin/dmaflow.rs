@@ -118,6 +118,8 @@ enum Experiment {
     Twoway,
     /// Background subtraction on a coprocessor behind two DMA engines vs the CPU (paper 000).
     Bgsub,
+    /// A five-layer int16 CNN run layer by layer on a convolution coprocessor (paper 002).
+    Cnn,
 }
 
 impl Experiment {
@@ -130,6 +132,7 @@ impl Experiment {
             Experiment::Transfer => "transfer",
             Experiment::Twoway => "twoway",
             Experiment::Bgsub => "bgsub",
+            Experiment::Cnn => "cnn",
         }
     }
 }
@@ -158,6 +161,7 @@ fn run_experiment(
         Experiment::Transfer => exp!(transfer),
         Experiment::Twoway => exp!(twoway),
         Experiment::Bgsub => exp!(bgsub),
+        Experiment::Cnn => exp!(cnn),
         Experiment::All => unreachable!("`all` is expanded before running"),
     })
 }
@@ -176,6 +180,7 @@ fn run_bench(
             Experiment::Twoway,
             Experiment::Loopback,
             Experiment::Bgsub,
+            Experiment::Cnn,
         ],
         one => vec![one],
     };

@@ -2,4 +2,5 @@
 //! (and as the references the emulated coprocessors are checked against).
 
 pub mod bgsub;
+pub mod conv;
 pub mod fir;

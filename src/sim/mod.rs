@@ -9,8 +9,10 @@
 //! briefly and then sleeps when idle so that it does not starve a 2-core machine.
 
 mod bgsub;
+mod conv;
 
 pub use bgsub::BgSubCore;
+pub use conv::ConvCore;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -56,6 +58,12 @@ pub trait StreamProcessor: Send {
     /// Number of stream pairs, one AXI DMA engine each (1 unless overridden).
     fn streams(&self) -> usize {
         1
+    }
+    /// Whether outputs stream out while the inputs stream in (a pipeline such as
+    /// a loopback or a line-buffered filter: true, the default), or only after
+    /// the whole input has arrived and been computed on (false).
+    fn cut_through(&self) -> bool {
+        true
     }
     /// Processes one packet per input into one packet per output (each empty on
     /// entry).
@@ -176,6 +184,8 @@ struct Shared {
     tail_writes: Vec<[AtomicU64; 2]>,
     /// Scatter-gather mode (DMASR.SGIncld).
     sg: bool,
+    /// Serialises read-modify-writes of the DMASR registers.
+    sr_lock: Mutex<()>,
     clock: Clock,
 }
 
@@ -197,11 +207,18 @@ impl Shared {
         self.dev.set_reg(e, CHANNELS[ch] + r, v);
     }
 
+    /// Read-modify-write of a DMASR, serialised with the CPU's write-1-to-clear
+    /// writes (which do not take the state lock).
+    fn update_sr(&self, e: usize, ch: usize, f: impl FnOnce(u32) -> u32) {
+        let _held = self.sr_lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let v = f(self.reg(e, ch, DMASR));
+        self.set(e, ch, DMASR, v);
+    }
+
     fn reset(&self, st: &mut State, e: usize) {
         for ch in 0..2 {
             for r in [
                 DMACR,
-                DMASR,
                 CURDESC,
                 CURDESC_MSB,
                 TAILDESC,
@@ -213,12 +230,8 @@ impl Shared {
                 self.set(e, ch, r, 0);
             }
             self.set(e, ch, DMACR, 1 << DMACR_IRQ_THRESHOLD_SHIFT);
-            self.set(
-                e,
-                ch,
-                DMASR,
-                DMASR_HALTED | if self.sg { DMASR_SG_INCLD } else { 0 },
-            );
+            let sg = if self.sg { DMASR_SG_INCLD } else { 0 };
+            self.update_sr(e, ch, |_| DMASR_HALTED | sg);
         }
         st.engines[e] = Engine::new();
         // TAILDESC writes from before the reset are void.
@@ -273,7 +286,7 @@ impl Shared {
                 // several writes may be picked up at once).
                 continue;
             }
-            self.set(e, ch, DMASR, sr & !DMASR_IDLE);
+            self.update_sr(e, ch, |sr| sr & !DMASR_IDLE);
             if ch == 0 {
                 st.engines[e].mm2s_tail = Some(tail);
             } else {
@@ -288,7 +301,7 @@ impl Shared {
 
     /// Completes a transfer: status bits, interrupt.
     fn complete(&self, st: &mut State, e: usize, ch: usize, error: u32) {
-        let mut sr = self.reg(e, ch, DMASR) | DMASR_IDLE;
+        let mut set = DMASR_IDLE;
         let cr = self.reg(e, ch, DMACR);
         if let Some((fch, bits)) = st.faults.force_error
             && fch == ch
@@ -297,14 +310,18 @@ impl Shared {
             return self.complete(st, e, ch, error | bits);
         }
         let irq = if error != 0 {
-            sr |= error | DMASR_ERR_IRQ | DMASR_HALTED;
+            set |= error | DMASR_ERR_IRQ | DMASR_HALTED;
             self.set(e, ch, DMACR, cr & !DMACR_RS);
             cr & DMACR_ERR_IRQ_EN != 0
         } else {
-            sr |= DMASR_IOC_IRQ;
+            set |= DMASR_IOC_IRQ;
             cr & DMACR_IOC_IRQ_EN != 0
         };
-        self.set(e, ch, DMASR, sr);
+        // The status bits and the interrupt appear together: a driver that sees
+        // the bits and acknowledges them cannot do so before the interrupt is
+        // raised (it would re-enable the line and then take a stale interrupt).
+        let _held = self.sr_lock.lock().unwrap_or_else(PoisonError::into_inner);
+        self.set(e, ch, DMASR, self.reg(e, ch, DMASR) | set);
         if irq {
             if st.faults.drop_irq {
                 st.faults.drop_irq = false;
@@ -355,7 +372,27 @@ impl Shared {
     /// An input packet (whose last byte arrives at `arrived`) for the processor.
     fn deliver(&self, st: &mut State, e: usize, packet: Vec<u8>, arrived: Instant) {
         st.engines[e].input = Some((packet, arrived));
+        if st.processor.cut_through() {
+            self.fire(st);
+        }
+    }
+
+    /// For a processor that computes on whole packets: fires once every input
+    /// has fully arrived; otherwise says when that will be.
+    fn fire_when_arrived(&self, st: &mut State, now: Instant) -> Option<Instant> {
+        if st.processor.cut_through() || st.engines.iter().any(|g| g.input.is_none()) {
+            return None;
+        }
+        let due = st
+            .engines
+            .iter()
+            .filter_map(|g| g.input.as_ref().map(|i| i.1))
+            .max()?;
+        if due > now {
+            return Some(due);
+        }
         self.fire(st);
+        None
     }
 
     /// Runs the processor once every input has a packet.
@@ -376,14 +413,22 @@ impl Shared {
         let mut outputs: Vec<Vec<u8>> = (0..inputs.len()).map(|_| st.buffer()).collect();
         let refs: Vec<&[u8]> = inputs.iter().map(|(p, _)| p.as_slice()).collect();
         st.processor.process(&refs, &mut outputs);
+        let computed = Instant::now();
+        let cut_through = st.processor.cut_through();
         for (p, _) in inputs {
             st.recycle(p);
         }
         for (e, out) in outputs.into_iter().enumerate() {
-            // The output streams out while the input streams in (cut-through), but
-            // no faster than its own link allows.
             let g = &mut st.engines[e];
-            let ready = arrived.max(g.link_free[1] + self.clock.duration(out.len()));
+            let d = self.clock.duration(out.len());
+            let ready = if cut_through {
+                // The output streams out while the input streams in, but no
+                // faster than its own link allows.
+                arrived.max(g.link_free[1] + d)
+            } else {
+                // The output streams out once computed.
+                computed.max(g.link_free[1]) + d
+            };
             g.link_free[1] = ready;
             g.stream.push_back((out, ready));
         }
@@ -446,8 +491,7 @@ impl Shared {
                 self.packet_done(st, e, 0);
             }
             if cur == tail {
-                let sr = self.reg(e, 0, DMASR);
-                self.set(e, 0, DMASR, sr | DMASR_IDLE);
+                self.update_sr(e, 0, |sr| sr | DMASR_IDLE);
                 st.recycle(packet);
                 return;
             }
@@ -507,8 +551,7 @@ impl Shared {
             if off == packet.len() {
                 st.engines[e].s2mm_chain = if at_tail { None } else { Some((next, tail)) };
                 if at_tail {
-                    let sr = self.reg(e, 1, DMASR);
-                    self.set(e, 1, DMASR, sr | DMASR_IDLE);
+                    self.update_sr(e, 1, |sr| sr | DMASR_IDLE);
                 }
                 return self.packet_done(st, e, 1);
             }
@@ -558,6 +601,9 @@ impl Shared {
                     later(t);
                 }
             }
+        }
+        if let Some(due) = self.fire_when_arrived(st, now) {
+            later(due);
         }
         for e in 0..st.engines.len() {
             // Every packet whose last byte has arrived goes to memory now; one due
@@ -671,6 +717,11 @@ impl BusTarget for Shared {
             self.set(e, ch, r, value);
             return;
         }
+        // Write-1-to-clear interrupt bits never wait for the device thread.
+        if r == DMASR && e < self.tail_writes.len() {
+            self.update_sr(e, ch, |sr| sr & !(value & DMASR_IRQ_MASK));
+            return;
+        }
         // TAILDESC is picked up by the device thread (an SG channel that is not
         // halted resumes), so the driver's write never waits for the model's lock.
         if r == TAILDESC && self.sg && e < self.tail_writes.len() {
@@ -692,18 +743,17 @@ impl BusTarget for Shared {
                     return;
                 }
                 self.set(e, ch, DMACR, value);
-                let sr = self.reg(e, ch, DMASR);
                 if value & DMACR_RS != 0 {
-                    if sr & DMASR_HALTED != 0 {
-                        self.set(e, ch, DMASR, (sr & !DMASR_HALTED) | DMASR_IDLE);
-                    }
+                    self.update_sr(e, ch, |sr| {
+                        if sr & DMASR_HALTED != 0 {
+                            (sr & !DMASR_HALTED) | DMASR_IDLE
+                        } else {
+                            sr
+                        }
+                    });
                 } else {
-                    self.set(e, ch, DMASR, sr | DMASR_HALTED);
+                    self.update_sr(e, ch, |sr| sr | DMASR_HALTED);
                 }
-            }
-            DMASR => {
-                let sr = self.reg(e, ch, DMASR);
-                self.set(e, ch, DMASR, sr & !(value & DMASR_IRQ_MASK));
             }
             CURDESC | CURDESC_MSB => {
                 // Only while halted, as PG021 requires; the next fetch starts there.
@@ -716,7 +766,7 @@ impl BusTarget for Shared {
                 self.set(e, ch, LENGTH, value);
                 let sr = self.reg(e, ch, DMASR);
                 if value != 0 && sr & DMASR_HALTED == 0 && !self.sg {
-                    self.set(e, ch, DMASR, sr & !DMASR_IDLE);
+                    self.update_sr(e, ch, |sr| sr & !DMASR_IDLE);
                     let addr =
                         (self.reg(e, ch, ADDR) as u64) | ((self.reg(e, ch, ADDR_MSB) as u64) << 32);
                     let job = Job {
@@ -802,6 +852,7 @@ impl Fabric {
                 .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
                 .collect(),
             sg,
+            sr_lock: Mutex::new(()),
             clock,
         });
         {

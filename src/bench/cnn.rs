@@ -1,0 +1,366 @@
+//! `dmaflow bench cnn`: paper 002's Table I. A five-layer int16 convolutional
+//! network (the RoShamBo network's layer sizes, [`crate::dsp::conv::roshambo`]) run
+//! layer by layer on a convolution coprocessor in the fabric ([`ConvCore`]): for
+//! each layer the parameters and input feature maps go out in one transfer and
+//! the output feature maps come back (single buffer, `Unique`, as in the paper's
+//! table), for each completion mode. Every frame's output is checked against the
+//! software reference.
+
+use std::time::Instant;
+
+use serde_json::json;
+
+use super::{Error, Rig, median, table};
+use crate::dma::{Completion, Proxy, Timing};
+use crate::dsp::conv::{Layer, from_bytes, input_frame, roshambo};
+use crate::mem::CachePolicy;
+use crate::sim::{Clock, ConvCore};
+
+/// The fabric clock: the Zynq HP port (150 MHz x 8 B).
+pub const FABRIC: Clock = super::transfer::HP_PORT;
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Frames per completion mode.
+    pub frames: usize,
+    /// Use only the first this many layers (5 = the whole network).
+    pub layers: usize,
+}
+
+impl Config {
+    /// The full run.
+    pub fn full() -> Self {
+        Config {
+            frames: 30,
+            layers: 5,
+        }
+    }
+
+    /// Fewer frames.
+    pub fn quick() -> Self {
+        Config {
+            frames: 6,
+            layers: 5,
+        }
+    }
+
+    /// A tiny run for tests (two layers).
+    pub fn tiny() -> Self {
+        Config {
+            frames: 2,
+            layers: 2,
+        }
+    }
+}
+
+/// One layer under one completion mode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// `poll`, `yield`, `irq` or `proxy`.
+    pub completion: &'static str,
+    /// Layer number, from 1.
+    pub layer: usize,
+    /// Bytes sent (header, parameters, input maps).
+    pub tx_bytes: usize,
+    /// Bytes received (output maps).
+    pub rx_bytes: usize,
+    /// Median over frames of the TX time (programming to MM2S completion) per byte.
+    pub tx_us_per_byte: f64,
+    /// Median over frames of the RX time (MM2S completion to S2MM completion, the
+    /// layer's computation included) per byte.
+    pub rx_us_per_byte: f64,
+    /// Median time of a whole frame (all layers, packing and unpacking included).
+    pub frame_ms: f64,
+    /// Every frame's output equal to the software reference.
+    pub verified: bool,
+}
+
+const MODES: [(&str, Completion); 4] = [
+    ("poll", Completion::Poll),
+    ("yield", Completion::Yield),
+    ("irq", Completion::Irq),
+    ("proxy", Completion::Proxy),
+];
+
+/// What the frames of one completion mode gave.
+struct Measured {
+    /// Per layer, per frame: (TX us per byte, RX us per byte).
+    per_layer: Vec<Vec<(f64, f64)>>,
+    /// Per frame: milliseconds.
+    frame_ms: Vec<f64>,
+    /// Every output equal to the reference.
+    verified: bool,
+}
+
+/// Runs every frame through the network on the coprocessor with `send`, which
+/// moves one layer packet and returns the answer and where its time went.
+fn frames(
+    net: &[Layer],
+    reference: &[Vec<i16>],
+    mut send: impl FnMut(Vec<u8>, usize) -> Result<(Vec<u8>, Timing), Error>,
+) -> Result<Measured, Error> {
+    let mut per_layer = vec![Vec::new(); net.len()];
+    let mut frame_ms = Vec::new();
+    let mut verified = true;
+    for (f, expected) in reference.iter().enumerate() {
+        let t0 = Instant::now();
+        let (mut maps, mut h, mut w) = (input_frame(f as u64), 64, 64);
+        for (l, layer) in net.iter().enumerate() {
+            let packet = layer.encode(&maps, h, w);
+            let shape = layer.shape(h, w);
+            let (tx, rx) = (packet.len(), shape.out_bytes());
+            let (answer, t) = send(packet, rx)?;
+            per_layer[l].push((
+                t.tx.as_secs_f64() * 1e6 / tx as f64,
+                t.rx.as_secs_f64() * 1e6 / rx as f64,
+            ));
+            maps = from_bytes(&answer);
+            (h, w) = shape.out_dims();
+        }
+        frame_ms.push(t0.elapsed().as_secs_f64() * 1e3);
+        verified &= maps == *expected;
+    }
+    Ok(Measured {
+        per_layer,
+        frame_ms,
+        verified,
+    })
+}
+
+/// Runs the network for every completion mode.
+pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
+    let net: Vec<Layer> = roshambo(2017)
+        .into_iter()
+        .take(cfg.layers.clamp(1, 5))
+        .collect();
+    progress("cnn software reference");
+    let reference: Vec<Vec<i16>> = (0..cfg.frames)
+        .map(|f| {
+            let (mut maps, mut h, mut w) = (input_frame(f as u64), 64, 64);
+            for l in &net {
+                (maps, h, w) = l.forward(&maps, h, w);
+            }
+            maps
+        })
+        .collect();
+    // Layer shapes: bytes each way.
+    let mut sizes = Vec::new();
+    let (mut h, mut w) = (64, 64);
+    for l in &net {
+        let s = l.shape(h, w);
+        sizes.push((
+            2 * (crate::dsp::conv::HEADER_WORDS + l.weights.len() + l.bias.len())
+                + 2 * l.in_maps * h * w,
+            s.out_bytes(),
+        ));
+        (h, w) = s.out_dims();
+    }
+    let largest = sizes.iter().map(|&(t, r)| t.max(r)).max().unwrap_or(0);
+    let mut rows = Vec::new();
+    for (name, c) in MODES {
+        progress(&format!("cnn {name}"));
+        let mut rig = Rig::new(
+            (8 * largest + (1 << 20)).next_power_of_two(),
+            FABRIC,
+            false,
+            CachePolicy::Coherent,
+            Box::new(ConvCore::new()),
+        )?;
+        let Measured {
+            per_layer,
+            frame_ms,
+            verified,
+        } = if c == Completion::Proxy {
+            let proxy = Proxy::start(rig.engines.remove(0)).map_err(|source| Error::Io {
+                path: "proxy driver thread".into(),
+                source,
+            })?;
+            frames(&net, &reference, |packet, rx| {
+                let out = proxy.transfer(packet, rx)?;
+                Ok((out, proxy.last_timing()))
+            })?
+        } else {
+            let engine = &rig.engines[0];
+            let mut out = vec![0u8; largest];
+            frames(&net, &reference, |packet, rx| {
+                let n = engine.write_read(&packet, &mut out[..rx], c)?;
+                Ok((out[..n].to_vec(), engine.last_timing()))
+            })?
+        };
+        let frame = median(&frame_ms);
+        for (l, samples) in per_layer.iter().enumerate() {
+            let tx: Vec<f64> = samples.iter().map(|s| s.0).collect();
+            let rx: Vec<f64> = samples.iter().map(|s| s.1).collect();
+            rows.push(Row {
+                completion: name,
+                layer: l + 1,
+                tx_bytes: sizes[l].0,
+                rx_bytes: sizes[l].1,
+                tx_us_per_byte: median(&tx),
+                rx_us_per_byte: median(&rx),
+                frame_ms: frame,
+                verified,
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// Table I per completion mode (per-byte costs averaged over the layers, weighted
+/// by bytes), then every layer.
+pub fn render(rows: &[Row]) -> String {
+    let mut modes: Vec<&str> = Vec::new();
+    for r in rows {
+        if !modes.contains(&r.completion) {
+            modes.push(r.completion);
+        }
+    }
+    let t1: Vec<Vec<String>> = modes
+        .iter()
+        .map(|&m| {
+            let rs: Vec<&Row> = rows.iter().filter(|r| r.completion == m).collect();
+            let tx_b: usize = rs.iter().map(|r| r.tx_bytes).sum();
+            let rx_b: usize = rs.iter().map(|r| r.rx_bytes).sum();
+            let tx: f64 = rs
+                .iter()
+                .map(|r| r.tx_us_per_byte * r.tx_bytes as f64)
+                .sum();
+            let rx: f64 = rs
+                .iter()
+                .map(|r| r.rx_us_per_byte * r.rx_bytes as f64)
+                .sum();
+            vec![
+                m.to_string(),
+                format!("{:.5}", tx / tx_b as f64),
+                format!("{:.5}", rx / rx_b as f64),
+                format!("{:.2}", rs.first().map_or(0.0, |r| r.frame_ms)),
+                if rs.iter().all(|r| r.verified) {
+                    "yes"
+                } else {
+                    "NO"
+                }
+                .to_string(),
+            ]
+        })
+        .collect();
+    let mut out =
+        String::from("Table I: one frame, TX and RX time per byte (single buffer, unique)\n");
+    out += &table(
+        &[
+            "completion",
+            "TX us/byte",
+            "RX us/byte",
+            "frame ms",
+            "verified",
+        ],
+        &t1,
+    );
+    out += "\nper layer\n";
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.completion.to_string(),
+                r.layer.to_string(),
+                r.tx_bytes.to_string(),
+                r.rx_bytes.to_string(),
+                format!("{:.5}", r.tx_us_per_byte),
+                format!("{:.5}", r.rx_us_per_byte),
+            ]
+        })
+        .collect();
+    out += &table(
+        &[
+            "completion",
+            "layer",
+            "TX bytes",
+            "RX bytes",
+            "TX us/byte",
+            "RX us/byte",
+        ],
+        &cells,
+    );
+    out
+}
+
+/// The result as `{"experiment":"cnn","rows":[...]}`.
+pub fn json(rows: &[Row]) -> serde_json::Value {
+    json!({
+        "experiment": "cnn",
+        "rows": rows.iter().map(|r| json!({
+            "completion": r.completion,
+            "layer": r.layer,
+            "tx_bytes": r.tx_bytes,
+            "rx_bytes": r.rx_bytes,
+            "tx_us_per_byte": r.tx_us_per_byte,
+            "rx_us_per_byte": r.rx_us_per_byte,
+            "frame_ms": r.frame_ms,
+            "verified": r.verified,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// The run as a report.
+pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
+    super::report::Report {
+        experiment: "cnn",
+        heading: format!(
+            "cnn: {} frames per completion mode through {} int16 convolution layers on a \
+             coprocessor in the fabric (HP port clock), layer by layer",
+            cfg.frames, cfg.layers
+        ),
+        text: render(rows),
+        json: json(rows),
+        plots: vec![super::plot::LinePlot {
+            title: "CNN layers: TX time per byte (paper 002, Table I)".into(),
+            x_label: "bytes sent per layer".into(),
+            y_label: "us/byte".into(),
+            log_x: true,
+            log_y: true,
+            series: super::report::series_by(
+                rows,
+                |r| r.completion.to_string(),
+                |r| r.tx_bytes as f64,
+                |r| r.tx_us_per_byte,
+            ),
+        }],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiny_run_matches_the_reference_in_every_mode() {
+        let rows = run(&Config::tiny(), |_| {}).unwrap();
+        assert_eq!(rows.len(), 4 * 2);
+        for r in &rows {
+            assert!(r.verified, "{r:?}");
+            assert!(r.tx_us_per_byte > 0.0 && r.rx_us_per_byte > 0.0, "{r:?}");
+            // TX cannot beat the HP port: 1200 MB/s is 0.00083 us per byte.
+            assert!(r.tx_us_per_byte >= 1.0 / 1200.0, "{r:?}");
+        }
+        // Layer 1 of the RoShamBo sizes: header, 16x5x5 weights, 16 biases, 64x64 input.
+        assert_eq!(rows[0].tx_bytes, 2 * (8 + 400 + 16 + 4096));
+        assert_eq!(rows[0].rx_bytes, 2 * 16 * 32 * 32);
+        let text = render(&rows);
+        assert!(text.contains("Table I") && text.contains("proxy"));
+    }
+
+    #[test]
+    fn the_core_refuses_a_malformed_layer() {
+        use crate::sim::StreamProcessor;
+        let mut core = ConvCore::new();
+        let mut out = vec![Vec::new()];
+        core.process(&[&[1, 0, 2]], &mut out);
+        assert!(out[0].is_empty());
+        let net = roshambo(1);
+        let input = input_frame(0);
+        let p = net[0].encode(&input, 64, 64);
+        core.process(&[&p], &mut out);
+        let (expect, _, _) = net[0].forward(&input, 64, 64);
+        assert_eq!(from_bytes(&out[0]), expect);
+    }
+}
