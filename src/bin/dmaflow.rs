@@ -19,16 +19,33 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the experiments and print their tables.
+    /// Run the experiments and print their tables; write CSV, SVG plots and
+    /// index.html to --out.
     ///
-    /// JSON rows (--json), one document per experiment:
-    ///   ring: impl (dmaflow|rtrb|ringbuf|vmcircbuffer|crossbeam|memcpy),
-    ///         case (stream|window|window-copy), batch_bytes,
-    ///         gbytes_per_s (10^9 B/s, median)
-    ///   fir:  fft_len, overlap_pct, mode (zerocopy|copy|bare), taps,
-    ///         mflops (median; 10 N log2 N + 6 N flops per block)
-    ///   loopback: completion (poll|yield|irq|proxy), path (zerocopy|copy), bytes,
-    ///         median_us (median time of one two-way transfer, unlimited clock)
+    /// JSON (--json): one document per experiment, {"experiment":NAME,"rows":[...]};
+    /// the keys of each row:
+    ///   ring:     impl (dmaflow|rtrb|ringbuf|vmcircbuffer|crossbeam|memcpy),
+    ///             case (stream|window|window-copy), batch_bytes,
+    ///             gbytes_per_s (10^9 B/s, median)
+    ///   fir:      fft_len, overlap_pct, mode (zerocopy|copy|bare), taps,
+    ///             mflops (median; 10 N log2 N + 6 N flops per block)
+    ///   transfer: clock ("1200MB/s"|"unlimited"), path (zerocopy|copy),
+    ///             cache_maintenance (bool), bytes (buffer size), packets (per run),
+    ///             seconds (median run), mbytes_per_s (10^6 B/s one way),
+    ///             packets_per_s
+    ///   twoway:   completion (poll|proxy), lines, bytes (each way), avg_us, min_us,
+    ///             max_us, stddev_us (per two-way transfer), mib_per_s (2^20 B/s;
+    ///             ideal 95.37), iterations
+    ///   loopback: completion (poll|yield|irq|proxy), path (zerocopy|copy),
+    ///             buffering (single|double), partition (unique|blocks),
+    ///             block_bytes, bytes, median_us (two-way transfer), tx_us (to MM2S
+    ///             completion), rx_us (MM2S to S2MM completion), us_per_byte,
+    ///             iterations (all times medians, unlimited clock)
+    ///   bgsub:    device (fabric|cpu), width, height, frames, seconds,
+    ///             frames_per_s, verified (bool: every mask equal to the software's)
+    ///   cnn:      completion (poll|yield|irq|proxy), layer (1..5), tx_bytes,
+    ///             rx_bytes, tx_us_per_byte, rx_us_per_byte (medians over frames),
+    ///             frame_ms (median frame), verified (bool)
     #[command(verbatim_doc_comment)]
     Bench {
         /// Which experiment.

@@ -95,6 +95,8 @@ pub struct Faults {
 struct Job {
     addr: u64,
     len: usize,
+    /// When the driver started it (the LENGTH write).
+    posted: Instant,
 }
 
 /// One AXI DMA engine's state.
@@ -122,6 +124,8 @@ struct Engine {
     coalesced: [u32; 2],
     /// TAILDESC writes already picked up, per channel.
     tails_seen: [u64; 2],
+    /// When the MM2S TAILDESC picked up last was written.
+    tail_posted: Instant,
     /// The front packet of `stream` is already in the front S2MM buffer (direct
     /// mode writes as the packet streams in and completes when its last byte has).
     front_written: bool,
@@ -142,6 +146,7 @@ impl Engine {
             next_desc: [None; 2],
             coalesced: [0; 2],
             tails_seen: [0; 2],
+            tail_posted: now,
             front_written: false,
         }
     }
@@ -152,6 +157,9 @@ struct State {
     /// Buffers reused for packets.
     spare: Vec<Vec<u8>>,
     processor: Box<dyn StreamProcessor>,
+    /// Lists reused by every firing of the processor.
+    fire_inputs: Vec<(Vec<u8>, Instant)>,
+    fire_outputs: Vec<Vec<u8>>,
     faults: Faults,
     stop: bool,
 }
@@ -182,6 +190,10 @@ struct Shared {
     /// TAILDESC writes per engine and channel: the writer stores the register and
     /// bumps this without the lock; the device picks the new tail up.
     tail_writes: Vec<[AtomicU64; 2]>,
+    /// When the last MM2S TAILDESC write of each engine happened, in nanoseconds
+    /// since `epoch`.
+    tail_time: Vec<AtomicU64>,
+    epoch: Instant,
     /// Scatter-gather mode (DMASR.SGIncld).
     sg: bool,
     /// Serialises read-modify-writes of the DMASR registers.
@@ -288,6 +300,8 @@ impl Shared {
             }
             self.update_sr(e, ch, |sr| sr & !DMASR_IDLE);
             if ch == 0 {
+                let ns = self.tail_time[e].load(Ordering::Acquire);
+                st.engines[e].tail_posted = self.epoch + Duration::from_nanos(ns);
                 st.engines[e].mm2s_tail = Some(tail);
             } else {
                 let cur = match st.engines[e].s2mm_chain {
@@ -356,10 +370,16 @@ impl Shared {
 
     /// Reads a descriptor: (next, buffer address, control, status).
     fn descriptor(&self, at: u64) -> Result<(u64, u64, u32, u32), ()> {
-        let w = |o: u64| self.dev.read_word(at + o).map_err(|_| ());
-        let next = w(DESC_NXTDESC)? as u64 | ((w(DESC_NXTDESC_MSB)? as u64) << 32);
-        let addr = w(DESC_BUFFER_ADDRESS)? as u64 | ((w(DESC_BUFFER_ADDRESS_MSB)? as u64) << 32);
-        Ok((next, addr, w(DESC_CONTROL)?, w(DESC_STATUS)?))
+        // One burst for the fields the engine fetches (NXTDESC..STATUS).
+        let mut raw = [0u8; (DESC_STATUS + 4) as usize];
+        self.dev.read_ddr(at, &mut raw).map_err(|_| ())?;
+        let w = |o: u64| {
+            let o = o as usize;
+            u32::from_le_bytes([raw[o], raw[o + 1], raw[o + 2], raw[o + 3]])
+        };
+        let next = w(DESC_NXTDESC) as u64 | ((w(DESC_NXTDESC_MSB) as u64) << 32);
+        let addr = w(DESC_BUFFER_ADDRESS) as u64 | ((w(DESC_BUFFER_ADDRESS_MSB) as u64) << 32);
+        Ok((next, addr, w(DESC_CONTROL), w(DESC_STATUS)))
     }
 
     /// Where channel `ch` of engine `e` fetches its next descriptor.
@@ -400,25 +420,37 @@ impl Shared {
         if st.engines.iter().any(|g| g.input.is_none()) {
             return;
         }
-        let inputs: Vec<(Vec<u8>, Instant)> = st
-            .engines
-            .iter_mut()
-            .filter_map(|g| g.input.take())
-            .collect();
+        let mut inputs = std::mem::take(&mut st.fire_inputs);
+        let mut outputs = std::mem::take(&mut st.fire_outputs);
+        inputs.clear();
+        outputs.clear();
+        for e in 0..st.engines.len() {
+            if let Some(i) = st.engines[e].input.take() {
+                inputs.push(i);
+            }
+            let b = st.buffer();
+            outputs.push(b);
+        }
         let arrived = inputs
             .iter()
             .map(|(_, t)| *t)
             .max()
             .unwrap_or_else(Instant::now);
-        let mut outputs: Vec<Vec<u8>> = (0..inputs.len()).map(|_| st.buffer()).collect();
-        let refs: Vec<&[u8]> = inputs.iter().map(|(p, _)| p.as_slice()).collect();
-        st.processor.process(&refs, &mut outputs);
-        let computed = Instant::now();
+        match inputs.as_slice() {
+            // The common single-stream case without building a list of slices.
+            [(p, _)] => st.processor.process(&[p.as_slice()], &mut outputs),
+            many => {
+                let refs: Vec<&[u8]> = many.iter().map(|(p, _)| p.as_slice()).collect();
+                st.processor.process(&refs, &mut outputs);
+            }
+        }
         let cut_through = st.processor.cut_through();
-        for (p, _) in inputs {
+        let computed = if cut_through { arrived } else { Instant::now() };
+        for (p, _) in inputs.drain(..) {
             st.recycle(p);
         }
-        for (e, out) in outputs.into_iter().enumerate() {
+        st.fire_inputs = inputs;
+        for (e, out) in outputs.drain(..).enumerate() {
             let g = &mut st.engines[e];
             let d = self.clock.duration(out.len());
             let ready = if cut_through {
@@ -432,13 +464,16 @@ impl Shared {
             g.link_free[1] = ready;
             g.stream.push_back((out, ready));
         }
+        st.fire_outputs = outputs;
     }
 
-    /// When a packet of `len` bytes starting to stream now on engine `e`'s MM2S
-    /// link has arrived.
-    fn mm2s_arrival(&self, st: &mut State, e: usize, now: Instant, len: usize) -> Instant {
+    /// When a packet of `len` bytes, handed to engine `e`'s MM2S at `posted`, has
+    /// arrived: the link takes it once free. Times are those of the register
+    /// writes, so the link runs on the driver's schedule even when the device
+    /// thread comes late.
+    fn mm2s_arrival(&self, st: &mut State, e: usize, posted: Instant, len: usize) -> Instant {
         let g = &mut st.engines[e];
-        let t = now.max(g.link_free[0]) + self.clock.duration(len);
+        let t = posted.max(g.link_free[0]) + self.clock.duration(len);
         g.link_free[0] = t;
         t
     }
@@ -448,7 +483,7 @@ impl Shared {
     fn run_mm2s_chain(&self, st: &mut State, e: usize, tail: u64) {
         let mut cur = self.next_descriptor(st, e, 0);
         let mut packet = st.buffer();
-        let now = Instant::now();
+        let now = st.engines[e].tail_posted.min(Instant::now());
         loop {
             if packet.is_empty()
                 && (st.engines[e].input.is_some() || st.engines[e].stream.len() >= STREAM_FIFO)
@@ -577,7 +612,7 @@ impl Shared {
                 match self.dev.read_ddr(job.addr, &mut buf) {
                     Ok(()) => {
                         // The last byte leaves memory after len / rate.
-                        let arrived = self.mm2s_arrival(st, e, now, job.len);
+                        let arrived = self.mm2s_arrival(st, e, job.posted, job.len);
                         st.engines[e].mm2s_done_at = Some(arrived);
                         self.deliver(st, e, buf, arrived);
                     }
@@ -726,6 +761,10 @@ impl BusTarget for Shared {
         // halted resumes), so the driver's write never waits for the model's lock.
         if r == TAILDESC && self.sg && e < self.tail_writes.len() {
             self.set(e, ch, r, value);
+            if ch == 0 {
+                let ns = self.epoch.elapsed().as_nanos() as u64;
+                self.tail_time[e].store(ns, Ordering::Release);
+            }
             self.tail_writes[e][ch].fetch_add(1, Ordering::Release);
             self.post();
             return;
@@ -772,6 +811,7 @@ impl BusTarget for Shared {
                     let job = Job {
                         addr,
                         len: value as usize,
+                        posted: Instant::now(),
                     };
                     if ch == 0 {
                         st.engines[e].mm2s.push_back(job);
@@ -842,6 +882,8 @@ impl Fabric {
                 engines: (0..engines).map(|_| Engine::new()).collect(),
                 spare: Vec::new(),
                 processor,
+                fire_inputs: Vec::new(),
+                fire_outputs: Vec::new(),
                 faults: Faults::default(),
                 stop: false,
             }),
@@ -851,6 +893,8 @@ impl Fabric {
             tail_writes: (0..engines)
                 .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
                 .collect(),
+            tail_time: (0..engines).map(|_| AtomicU64::new(0)).collect(),
+            epoch: Instant::now(),
             sg,
             sr_lock: Mutex::new(()),
             clock,
