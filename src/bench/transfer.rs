@@ -45,7 +45,7 @@ impl Config {
             max_packets: 400_000,
             bytes_per_run: 128 << 20,
             runs: 5,
-            slots: 64,
+            slots: 256,
             batch: 16,
         }
     }

@@ -41,8 +41,9 @@ enum Command {
     ///             block_bytes, bytes, median_us (two-way transfer), tx_us (to MM2S
     ///             completion), rx_us (MM2S to S2MM completion), us_per_byte,
     ///             iterations (all times medians, unlimited clock)
-    ///   bgsub:    device (fabric|cpu), width, height, frames, seconds,
-    ///             frames_per_s, verified (bool: every mask equal to the software's)
+    ///   bgsub:    device (fabric|cpu), width, height, frames, seconds (all frames),
+    ///             frame_ms (median), frames_per_s (at the median frame time),
+    ///             verified (bool: every mask equal to the software's)
     ///   cnn:      completion (poll|yield|irq|proxy), layer (1..5), tx_bytes,
     ///             rx_bytes, tx_us_per_byte, rx_us_per_byte (medians over frames),
     ///             frame_ms (median frame), verified (bool)

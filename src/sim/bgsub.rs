@@ -45,9 +45,16 @@ impl BgSubCore {
         }
         let v = &self.col;
         let out = &mut self.s[r % 3];
-        for (x, o) in out.iter_mut().enumerate() {
-            let sum = v[x.saturating_sub(1)] + 2 * v[x] + v[(x + 1).min(w - 1)];
-            *o = ((sum + 8) >> 4) as u8;
+        let smooth = |l: u16, c: u16, r: u16| ((l + 2 * c + r + 8) >> 4) as u8;
+        out[0] = smooth(v[0], v[0], v[1.min(w - 1)]);
+        if w > 1 {
+            out[w - 1] = smooth(v[w - 2], v[w - 1], v[w - 1]);
+        }
+        for (o, t) in out[1..w.saturating_sub(1).max(1)]
+            .iter_mut()
+            .zip(v.windows(3))
+        {
+            *o = smooth(t[0], t[1], t[2]);
         }
     }
 
@@ -65,10 +72,20 @@ impl BgSubCore {
         }
         let v = &self.colmax;
         let t = self.params.threshold;
-        mask.extend((0..w).map(|x| {
-            let m = v[x.saturating_sub(1)].max(v[x]).max(v[(x + 1).min(w - 1)]);
-            if m > t { 255 } else { 0 }
-        }));
+        let bit = |m: u8| if m > t { 255 } else { 0 };
+        let start = mask.len();
+        mask.resize(start + w, 0);
+        let row = &mut mask[start..];
+        row[0] = bit(v[0].max(v[1.min(w - 1)]));
+        if w > 1 {
+            row[w - 1] = bit(v[w - 2].max(v[w - 1]));
+        }
+        for (o, m) in row[1..w.saturating_sub(1).max(1)]
+            .iter_mut()
+            .zip(v.windows(3))
+        {
+            *o = bit(m[0].max(m[1]).max(m[2]));
+        }
     }
 }
 
@@ -89,16 +106,14 @@ impl StreamProcessor for BgSubCore {
         }
         for y in 0..h {
             let (fr, br) = (&frame[y * w..(y + 1) * w], &background[y * w..(y + 1) * w]);
-            for (x, (&i, &b)) in fr.iter().zip(br).enumerate() {
-                self.d[y % 3][x] = i.abs_diff(b);
-                new_bg.push(if i > b {
-                    b + 1
-                } else if i < b {
-                    b - 1
-                } else {
-                    b
-                });
+            for ((d, &i), &b) in self.d[y % 3].iter_mut().zip(fr).zip(br) {
+                *d = i.abs_diff(b);
             }
+            new_bg.extend(
+                fr.iter()
+                    .zip(br)
+                    .map(|(&i, &b)| b.wrapping_add((i > b) as u8).wrapping_sub((i < b) as u8)),
+            );
             if !self.params.filter {
                 let t = self.params.threshold;
                 mask.extend(self.d[y % 3].iter().map(|&d| if d > t { 255 } else { 0 }));
