@@ -428,25 +428,8 @@ impl<R: RegisterSpace> AxiDma<R> {
             d[(DESC_CONTROL / 4) as usize] = control;
         }
         ring.sync_for_device(pieces.len() * DESC_ALIGN as usize)
-            .map_err(|e| match e {
-                crate::mem::Error::Platform(p) => Error::Platform(p),
-                other => Error::Platform(platform::Error::Malformed {
-                    path: "descriptor ring".into(),
-                    reason: other.to_string(),
-                }),
-            })?;
-        // CURDESC may only be written while the channel is halted.
-        let i = ch as usize;
-        self.halt(ch)?;
-        self.set(ch, DMASR, DMASR_IRQ_MASK)?;
-        self.set(ch, CURDESC, base as u32)?;
-        self.set(ch, CURDESC_MSB, (base >> 32) as u32)?;
-        let mut cr = DMACR_RS | (1 << DMACR_IRQ_THRESHOLD_SHIFT);
-        if irq {
-            cr |= DMACR_IOC_IRQ_EN | DMACR_ERR_IRQ_EN;
-        }
-        self.set_cached(ch, DMACR, &self.written_cr[i], cr)?;
-        self.clean[i].set(false);
+            .map_err(ring::mem_err)?;
+        self.sg_arm(ch, base, irq)?;
         let tail = desc_addr(last);
         self.set(ch, TAILDESC_MSB, (tail >> 32) as u32)?;
         self.set(ch, TAILDESC, tail as u32)?;

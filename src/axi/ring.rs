@@ -30,7 +30,7 @@ fn word(slot: usize, field: u64) -> usize {
     slot * DESC_WORDS + (field / 4) as usize
 }
 
-fn mem_err(e: crate::mem::Error) -> Error {
+pub(super) fn mem_err(e: crate::mem::Error) -> Error {
     match e {
         crate::mem::Error::Platform(p) => Error::Platform(p),
         other => Error::Platform(platform::Error::Malformed {
@@ -71,16 +71,7 @@ impl<R: RegisterSpace> AxiDma<R> {
             words[word(i, DESC_NXTDESC_MSB)] = (next >> 32) as u32;
         }
         desc.sync_for_device(desc.byte_len()).map_err(mem_err)?;
-        self.halt(ch)?;
-        self.set(ch, DMASR, DMASR_IRQ_MASK)?;
-        self.set(ch, CURDESC, base as u32)?;
-        self.set(ch, CURDESC_MSB, (base >> 32) as u32)?;
-        let mut cr = DMACR_RS | (1 << DMACR_IRQ_THRESHOLD_SHIFT);
-        if irq {
-            cr |= DMACR_IOC_IRQ_EN | DMACR_ERR_IRQ_EN;
-        }
-        self.set_cached(ch, DMACR, &self.written_cr[ch as usize], cr)?;
-        self.clean[ch as usize].set(false);
+        self.sg_arm(ch, base, irq)?;
         Ok(DescRing {
             desc,
             channel: ch,
@@ -89,6 +80,24 @@ impl<R: RegisterSpace> AxiDma<R> {
             posted: 0,
             done: 0,
         })
+    }
+
+    /// Points CURDESC at `first` while the channel is halted (PG021 allows it only
+    /// then), clears stale interrupt bits and sets RS, with the completion
+    /// interrupt enabled if `irq`. Nothing moves until TAILDESC is written.
+    pub(super) fn sg_arm(&self, ch: Channel, first: u64, irq: bool) -> Result<(), Error> {
+        let i = ch as usize;
+        self.halt(ch)?;
+        self.set(ch, DMASR, DMASR_IRQ_MASK)?;
+        self.set(ch, CURDESC, first as u32)?;
+        self.set(ch, CURDESC_MSB, (first >> 32) as u32)?;
+        let mut cr = DMACR_RS | (1 << DMACR_IRQ_THRESHOLD_SHIFT);
+        if irq {
+            cr |= DMACR_IOC_IRQ_EN | DMACR_ERR_IRQ_EN;
+        }
+        self.set_cached(ch, DMACR, &self.written_cr[i], cr)?;
+        self.clean[i].set(false);
+        Ok(())
     }
 
     /// Stops the channel (RS cleared) and waits until it reports Halted.

@@ -294,21 +294,26 @@ impl<T: Pod> DmaBuf<T> {
     /// [`sync_for_device`](Self::sync_for_device) for `bytes` bytes from byte
     /// `from` (clipped to the buffer).
     pub fn sync_range_for_device(&self, from: usize, bytes: usize) -> Result<(), Error> {
-        if self.pool.policy == CachePolicy::Explicit && from < self.byte_len() {
-            self.pool
-                .memory
-                .sync_for_device(self.offset + from, bytes.min(self.byte_len() - from))?;
-        }
-        Ok(())
+        self.sync_range(from, bytes, |m, o, n| m.sync_for_device(o, n))
     }
 
     /// [`sync_for_cpu`](Self::sync_for_cpu) for `bytes` bytes from byte `from`
     /// (clipped to the buffer).
     pub fn sync_range_for_cpu(&self, from: usize, bytes: usize) -> Result<(), Error> {
+        self.sync_range(from, bytes, |m, o, n| m.sync_for_cpu(o, n))
+    }
+
+    /// Applies one direction of cache maintenance to part of the buffer, if the
+    /// pool's policy asks.
+    fn sync_range(
+        &self,
+        from: usize,
+        bytes: usize,
+        sync: impl FnOnce(&dyn DmaMemory, usize, usize) -> Result<(), crate::platform::Error>,
+    ) -> Result<(), Error> {
         if self.pool.policy == CachePolicy::Explicit && from < self.byte_len() {
-            self.pool
-                .memory
-                .sync_for_cpu(self.offset + from, bytes.min(self.byte_len() - from))?;
+            let n = bytes.min(self.byte_len() - from);
+            sync(self.pool.memory.as_ref(), self.offset + from, n)?;
         }
         Ok(())
     }
