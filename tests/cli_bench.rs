@@ -1,0 +1,63 @@
+//! `dmaflow bench`: JSON on stdout (one document per experiment, the documented
+//! keys), and the report files in --out.
+
+use std::process::Command;
+
+#[test]
+fn bgsub_and_cnn_print_json_and_write_their_report() {
+    let dir = tempfile::tempdir().unwrap();
+    for (experiment, keys) in [
+        (
+            "bgsub",
+            &[
+                "device",
+                "width",
+                "height",
+                "frames",
+                "frames_per_s",
+                "verified",
+            ][..],
+        ),
+        (
+            "cnn",
+            &[
+                "completion",
+                "layer",
+                "tx_bytes",
+                "rx_bytes",
+                "tx_us_per_byte",
+                "rx_us_per_byte",
+                "frame_ms",
+                "verified",
+            ][..],
+        ),
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_dmaflow"))
+            .args(["bench", experiment, "--quick", "--json", "--out"])
+            .arg(dir.path())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        // --json is quiet on stderr: no progress bar.
+        assert!(
+            o.stderr.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(doc["experiment"], experiment);
+        let rows = doc["rows"].as_array().unwrap();
+        assert!(!rows.is_empty());
+        for r in rows {
+            for k in keys {
+                assert!(r.get(*k).is_some(), "{experiment}: no {k} in {r}");
+            }
+            assert_eq!(r["verified"], true, "{r}");
+        }
+        let csv = std::fs::read_to_string(dir.path().join(format!("{experiment}.csv"))).unwrap();
+        assert_eq!(csv.lines().count(), rows.len() + 1);
+        assert!(dir.path().join(format!("{experiment}.svg")).exists());
+    }
+    let index = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
+    assert!(index.contains("Machine:") && index.contains("bench cnn"));
+}
