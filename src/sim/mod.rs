@@ -123,7 +123,7 @@ struct Engine {
     /// Completed packets not yet signalled, per channel (IRQThreshold coalescing).
     coalesced: [u32; 2],
     /// TAILDESC writes already picked up, per channel.
-    tails_seen: [u64; 2],
+    posts_seen: [u64; 2],
     /// When the MM2S TAILDESC picked up last was written.
     tail_posted: Instant,
     /// The front packet of `stream` is already in the front S2MM buffer (direct
@@ -145,7 +145,7 @@ impl Engine {
             s2mm_chain: None,
             next_desc: [None; 2],
             coalesced: [0; 2],
-            tails_seen: [0; 2],
+            posts_seen: [0; 2],
             tail_posted: now,
             front_written: false,
         }
@@ -189,10 +189,10 @@ struct Shared {
     sleeping: AtomicBool,
     /// TAILDESC writes per engine and channel: the writer stores the register and
     /// bumps this without the lock; the device picks the new tail up.
-    tail_writes: Vec<[AtomicU64; 2]>,
+    posts: Vec<[AtomicU64; 2]>,
     /// When the last MM2S TAILDESC write of each engine happened, in nanoseconds
     /// since `epoch`.
-    tail_time: Vec<AtomicU64>,
+    post_time: Vec<[AtomicU64; 2]>,
     epoch: Instant,
     /// Scatter-gather mode (DMASR.SGIncld).
     sg: bool,
@@ -248,7 +248,7 @@ impl Shared {
         st.engines[e] = Engine::new();
         // TAILDESC writes from before the reset are void.
         for ch in 0..2 {
-            st.engines[e].tails_seen[ch] = self.tail_writes[e][ch].load(Ordering::Acquire);
+            st.engines[e].posts_seen[ch] = self.posts[e][ch].load(Ordering::Acquire);
         }
     }
 
@@ -265,21 +265,44 @@ impl Shared {
     }
 
     /// Whether TAILDESC was written since the device last looked.
-    fn tails_pending(&self, st: &State) -> bool {
+    fn posts_pending(&self, st: &State) -> bool {
         st.engines.iter().enumerate().any(|(e, g)| {
-            (0..2).any(|ch| self.tail_writes[e][ch].load(Ordering::Acquire) != g.tails_seen[ch])
+            (0..2).any(|ch| self.posts[e][ch].load(Ordering::Acquire) != g.posts_seen[ch])
         })
+    }
+
+    /// Picks up direct-mode LENGTH writes as jobs (address and length as the
+    /// registers hold them: the driver writes them once per transfer).
+    fn pick_up_jobs(&self, st: &mut State, e: usize) {
+        for ch in 0..2 {
+            let writes = self.posts[e][ch].load(Ordering::Acquire);
+            if writes == st.engines[e].posts_seen[ch] {
+                continue;
+            }
+            st.engines[e].posts_seen[ch] = writes;
+            let ns = self.post_time[e][ch].load(Ordering::Acquire);
+            let job = Job {
+                addr: (self.reg(e, ch, ADDR) as u64) | ((self.reg(e, ch, ADDR_MSB) as u64) << 32),
+                len: self.reg(e, ch, LENGTH) as usize,
+                posted: self.epoch + Duration::from_nanos(ns),
+            };
+            if ch == 0 {
+                st.engines[e].mm2s.push_back(job);
+            } else {
+                st.engines[e].s2mm.push_back(job);
+            }
+        }
     }
 
     /// Picks up TAILDESC writes: a running channel's chain now ends at the new
     /// tail; an idle one resumes after the last descriptor it completed.
-    fn pick_up_tails(&self, st: &mut State, e: usize) {
+    fn pick_up_posts(&self, st: &mut State, e: usize) {
         for ch in 0..2 {
-            let writes = self.tail_writes[e][ch].load(Ordering::Acquire);
-            if writes == st.engines[e].tails_seen[ch] {
+            let writes = self.posts[e][ch].load(Ordering::Acquire);
+            if writes == st.engines[e].posts_seen[ch] {
                 continue;
             }
-            st.engines[e].tails_seen[ch] = writes;
+            st.engines[e].posts_seen[ch] = writes;
             let sr = self.reg(e, ch, DMASR);
             if sr & DMASR_HALTED != 0 {
                 continue;
@@ -300,7 +323,7 @@ impl Shared {
             }
             self.update_sr(e, ch, |sr| sr & !DMASR_IDLE);
             if ch == 0 {
-                let ns = self.tail_time[e].load(Ordering::Acquire);
+                let ns = self.post_time[e][0].load(Ordering::Acquire);
                 st.engines[e].tail_posted = self.epoch + Duration::from_nanos(ns);
                 st.engines[e].mm2s_tail = Some(tail);
             } else {
@@ -347,7 +370,7 @@ impl Shared {
 
     /// Whether the device has work it can do now or later.
     fn busy(&self, st: &State) -> bool {
-        self.tails_pending(st)
+        self.posts_pending(st)
             || st.engines.iter().any(|g| {
                 (g.input.is_none() && !g.mm2s.is_empty())
                     || (g.input.is_none() && g.stream.len() < STREAM_FIFO && g.mm2s_tail.is_some())
@@ -601,7 +624,9 @@ impl Shared {
         let mut later = |t: Instant| next = Some(next.map_or(t, |n: Instant| n.min(t)));
         for e in 0..st.engines.len() {
             if self.sg {
-                self.pick_up_tails(st, e);
+                self.pick_up_posts(st, e);
+            } else {
+                self.pick_up_jobs(st, e);
             }
             if st.engines[e].mm2s_done_at.is_none()
                 && st.engines[e].input.is_none()
@@ -753,19 +778,30 @@ impl BusTarget for Shared {
             return;
         }
         // Write-1-to-clear interrupt bits never wait for the device thread.
-        if r == DMASR && e < self.tail_writes.len() {
+        if r == DMASR && e < self.posts.len() {
             self.update_sr(e, ch, |sr| sr & !(value & DMASR_IRQ_MASK));
+            return;
+        }
+        // A direct-mode LENGTH write starts a transfer: the device thread picks it
+        // up (the channel takes one transfer at a time), without the model's lock.
+        if r == LENGTH && !self.sg && e < self.posts.len() {
+            self.set(e, ch, LENGTH, value);
+            if value != 0 && self.reg(e, ch, DMASR) & DMASR_HALTED == 0 {
+                self.update_sr(e, ch, |sr| sr & !DMASR_IDLE);
+                let ns = self.epoch.elapsed().as_nanos() as u64;
+                self.post_time[e][ch].store(ns, Ordering::Release);
+                self.posts[e][ch].fetch_add(1, Ordering::Release);
+                self.post();
+            }
             return;
         }
         // TAILDESC is picked up by the device thread (an SG channel that is not
         // halted resumes), so the driver's write never waits for the model's lock.
-        if r == TAILDESC && self.sg && e < self.tail_writes.len() {
+        if r == TAILDESC && self.sg && e < self.posts.len() {
             self.set(e, ch, r, value);
-            if ch == 0 {
-                let ns = self.epoch.elapsed().as_nanos() as u64;
-                self.tail_time[e].store(ns, Ordering::Release);
-            }
-            self.tail_writes[e][ch].fetch_add(1, Ordering::Release);
+            let ns = self.epoch.elapsed().as_nanos() as u64;
+            self.post_time[e][ch].store(ns, Ordering::Release);
+            self.posts[e][ch].fetch_add(1, Ordering::Release);
             self.post();
             return;
         }
@@ -799,27 +835,6 @@ impl BusTarget for Shared {
                 if self.reg(e, ch, DMASR) & DMASR_HALTED != 0 {
                     self.set(e, ch, r, value);
                     st.engines[e].next_desc[ch] = None;
-                }
-            }
-            LENGTH => {
-                self.set(e, ch, LENGTH, value);
-                let sr = self.reg(e, ch, DMASR);
-                if value != 0 && sr & DMASR_HALTED == 0 && !self.sg {
-                    self.update_sr(e, ch, |sr| sr & !DMASR_IDLE);
-                    let addr =
-                        (self.reg(e, ch, ADDR) as u64) | ((self.reg(e, ch, ADDR_MSB) as u64) << 32);
-                    let job = Job {
-                        addr,
-                        len: value as usize,
-                        posted: Instant::now(),
-                    };
-                    if ch == 0 {
-                        st.engines[e].mm2s.push_back(job);
-                    } else {
-                        st.engines[e].s2mm.push_back(job);
-                    }
-                    self.posted.fetch_add(1, Ordering::SeqCst);
-                    self.work.notify_one();
                 }
             }
             _ => self.set(e, ch, r, value),
@@ -890,10 +905,12 @@ impl Fabric {
             work: Condvar::new(),
             posted: AtomicU64::new(0),
             sleeping: AtomicBool::new(false),
-            tail_writes: (0..engines)
+            posts: (0..engines)
                 .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
                 .collect(),
-            tail_time: (0..engines).map(|_| AtomicU64::new(0)).collect(),
+            post_time: (0..engines)
+                .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
+                .collect(),
             epoch: Instant::now(),
             sg,
             sr_lock: Mutex::new(()),
