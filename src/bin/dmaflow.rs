@@ -180,7 +180,13 @@ fn run_experiment(
         Experiment::Twoway => exp!(twoway),
         Experiment::Bgsub => exp!(bgsub),
         Experiment::Cnn => exp!(cnn),
-        Experiment::All => unreachable!("`all` is expanded before running"),
+        Experiment::All => {
+            return Err(bench::Error::Peer {
+                peer: "bench",
+                reason: "`all` names a list of experiments, not one".into(),
+            }
+            .into());
+        }
     })
 }
 
