@@ -243,12 +243,11 @@ impl<T: Pod> DmaBuf<T> {
         }
     }
 
-    /// Reads item `i` with a volatile load: for fields the device writes while the
-    /// CPU watches (descriptor status words). `None` past the end.
-    pub fn read_volatile(&self, i: usize) -> Option<T> {
+    /// Address of item `i`, if it is in the buffer.
+    fn item_ptr(&self, i: usize) -> Option<*mut T> {
         (i < self.items).then(|| {
-            // SAFETY: `i` is in bounds (checked), the address is aligned for `T`
-            // (64-byte aligned base, item-sized steps) and any bit pattern is a `T`.
+            // SAFETY: `i` is in bounds (checked), so the offset stays inside this
+            // buffer's range of the region.
             unsafe {
                 self.pool
                     .memory
@@ -256,28 +255,25 @@ impl<T: Pod> DmaBuf<T> {
                     .add(self.offset)
                     .cast::<T>()
                     .add(i)
-                    .read_volatile()
             }
         })
+    }
+
+    /// Reads item `i` with a volatile load: for fields the device writes while the
+    /// CPU watches (descriptor status words). `None` past the end.
+    pub fn read_volatile(&self, i: usize) -> Option<T> {
+        // SAFETY: the address is in bounds (`item_ptr`), aligned for `T` (64-byte
+        // aligned base, item-sized steps) and any bit pattern is a `T`.
+        self.item_ptr(i).map(|p| unsafe { p.read_volatile() })
     }
 
     /// Writes item `i` with a volatile store: for fields the device reads while the
     /// CPU works (descriptor control and status words). `false` past the end.
     pub fn write_volatile(&mut self, i: usize, value: T) -> bool {
-        if i >= self.items {
-            return false;
-        }
         // SAFETY: as in `read_volatile`; `&mut self` makes this the only CPU view.
-        unsafe {
-            self.pool
-                .memory
-                .cpu_base()
-                .add(self.offset)
-                .cast::<T>()
-                .add(i)
-                .write_volatile(value)
-        };
-        true
+        self.item_ptr(i)
+            .map(|p| unsafe { p.write_volatile(value) })
+            .is_some()
     }
 
     /// Makes the first `bytes` bytes visible to the device, if the pool's policy asks.
