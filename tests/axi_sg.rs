@@ -60,14 +60,10 @@ fn a_packet_gathered_from_segments_lands_in_scattered_buffers() {
             .collect();
         let rx_segs: Vec<(u64, usize)> = rx.iter().map(|b| (b.bus_addr(), b.len())).collect();
         let tx_segs: Vec<(u64, usize)> = parts.iter().map(|b| (b.bus_addr(), b.len())).collect();
-        let rc = r
-            .dma
-            .sg_start(Channel::S2mm, &mut rx_ring, &rx_segs, irq)
-            .unwrap();
-        let tc = r
-            .dma
-            .sg_start(Channel::Mm2s, &mut tx_ring, &tx_segs, irq)
-            .unwrap();
+        // SAFETY: the buffers and descriptors live until the chain is waited for or the engine is recovered, and the engine is halted before the rig drops them.
+        let rc = unsafe { r.dma.sg_start(Channel::S2mm, &mut rx_ring, &rx_segs, irq) }.unwrap();
+        // SAFETY: the buffers and descriptors live until the chain is waited for or the engine is recovered, and the engine is halted before the rig drops them.
+        let tc = unsafe { r.dma.sg_start(Channel::Mm2s, &mut tx_ring, &tx_segs, irq) }.unwrap();
         assert_eq!((tc.descriptors, rc.descriptors), (3, 2));
         let (w0, w1) = match mode {
             0 => (Wait::Poll, Wait::Poll),
@@ -101,14 +97,18 @@ fn transfers_longer_than_the_length_register_are_split() {
         .enumerate()
         .for_each(|(i, x)| *x = (i * 7) as u8);
     let rx = r.pool.alloc::<u8>(5000).unwrap();
-    let rc = r
-        .dma
-        .sg_start(Channel::S2mm, &mut rx_ring, &[(rx.bus_addr(), 5000)], false)
-        .unwrap();
-    let tc = r
-        .dma
-        .sg_start(Channel::Mm2s, &mut tx_ring, &[(tx.bus_addr(), 5000)], false)
-        .unwrap();
+    // SAFETY: the buffers and descriptors live until the chain is waited for or the engine is recovered, and the engine is halted before the rig drops them.
+    let rc = unsafe {
+        r.dma
+            .sg_start(Channel::S2mm, &mut rx_ring, &[(rx.bus_addr(), 5000)], false)
+    }
+    .unwrap();
+    // SAFETY: the buffers and descriptors live until the chain is waited for or the engine is recovered, and the engine is halted before the rig drops them.
+    let tc = unsafe {
+        r.dma
+            .sg_start(Channel::Mm2s, &mut tx_ring, &[(tx.bus_addr(), 5000)], false)
+    }
+    .unwrap();
     assert_eq!((tc.descriptors, rc.descriptors), (5, 5));
     assert_eq!(
         r.dma
@@ -129,10 +129,11 @@ fn transfers_longer_than_the_length_register_are_split() {
     assert_eq!(rx.as_slice(), tx.as_slice());
     // Too many pieces for the ring.
     let mut small = r.pool.alloc::<u32>(2 * DESC_WORDS).unwrap();
-    match r
-        .dma
-        .sg_start(Channel::Mm2s, &mut small, &[(tx.bus_addr(), 5000)], false)
-    {
+    // SAFETY: the buffers and descriptors live until the chain is waited for or the engine is recovered, and the engine is halted before the rig drops them.
+    match unsafe {
+        r.dma
+            .sg_start(Channel::Mm2s, &mut small, &[(tx.bus_addr(), 5000)], false)
+    } {
         Err(Error::RingFull {
             needed, capacity, ..
         }) => assert_eq!((needed, capacity), (5, 2)),
@@ -146,10 +147,12 @@ fn sg_errors_are_named_and_the_engine_recovers() {
     let mut tx_ring = r.pool.alloc::<u32>(4 * DESC_WORDS).unwrap();
     let mut rx_ring = r.pool.alloc::<u32>(4 * DESC_WORDS).unwrap();
     // A buffer address outside DDR.
-    let tc = r
-        .dma
-        .sg_start(Channel::Mm2s, &mut tx_ring, &[(0x40, 64)], false)
-        .unwrap();
+    // SAFETY: the buffers and descriptors live until the chain is waited for or the engine is recovered, and the engine is halted before the rig drops them.
+    let tc = unsafe {
+        r.dma
+            .sg_start(Channel::Mm2s, &mut tx_ring, &[(0x40, 64)], false)
+    }
+    .unwrap();
     let e = r
         .dma
         .sg_wait(Channel::Mm2s, &tx_ring, tc, &Wait::Poll)
@@ -158,14 +161,18 @@ fn sg_errors_are_named_and_the_engine_recovers() {
     // A packet longer than the S2MM descriptors.
     let tx = r.pool.alloc::<u8>(256).unwrap();
     let rx = r.pool.alloc::<u8>(100).unwrap();
-    let rc = r
-        .dma
-        .sg_start(Channel::S2mm, &mut rx_ring, &[(rx.bus_addr(), 100)], false)
-        .unwrap();
-    let tc = r
-        .dma
-        .sg_start(Channel::Mm2s, &mut tx_ring, &[(tx.bus_addr(), 256)], false)
-        .unwrap();
+    // SAFETY: the buffers and descriptors live until the chain is waited for or the engine is recovered, and the engine is halted before the rig drops them.
+    let rc = unsafe {
+        r.dma
+            .sg_start(Channel::S2mm, &mut rx_ring, &[(rx.bus_addr(), 100)], false)
+    }
+    .unwrap();
+    // SAFETY: the buffers and descriptors live until the chain is waited for or the engine is recovered, and the engine is halted before the rig drops them.
+    let tc = unsafe {
+        r.dma
+            .sg_start(Channel::Mm2s, &mut tx_ring, &[(tx.bus_addr(), 256)], false)
+    }
+    .unwrap();
     r.dma
         .sg_wait(Channel::Mm2s, &tx_ring, tc, &Wait::Poll)
         .unwrap();
@@ -176,14 +183,18 @@ fn sg_errors_are_named_and_the_engine_recovers() {
     assert!(e.to_string().contains("DMAIntErr"), "{e}");
     // Recovered: a good transfer works.
     let rx = r.pool.alloc::<u8>(256).unwrap();
-    let rc = r
-        .dma
-        .sg_start(Channel::S2mm, &mut rx_ring, &[(rx.bus_addr(), 256)], false)
-        .unwrap();
-    let tc = r
-        .dma
-        .sg_start(Channel::Mm2s, &mut tx_ring, &[(tx.bus_addr(), 256)], false)
-        .unwrap();
+    // SAFETY: the buffers and descriptors live until the chain is waited for or the engine is recovered, and the engine is halted before the rig drops them.
+    let rc = unsafe {
+        r.dma
+            .sg_start(Channel::S2mm, &mut rx_ring, &[(rx.bus_addr(), 256)], false)
+    }
+    .unwrap();
+    // SAFETY: the buffers and descriptors live until the chain is waited for or the engine is recovered, and the engine is halted before the rig drops them.
+    let tc = unsafe {
+        r.dma
+            .sg_start(Channel::Mm2s, &mut tx_ring, &[(tx.bus_addr(), 256)], false)
+    }
+    .unwrap();
     r.dma
         .sg_wait(Channel::Mm2s, &tx_ring, tc, &Wait::Poll)
         .unwrap();
@@ -196,11 +207,12 @@ fn sg_errors_are_named_and_the_engine_recovers() {
     // An engine without SG says so.
     let d = rig(false, 23);
     let mut ring = d.pool.alloc::<u32>(DESC_WORDS).unwrap();
-    assert!(matches!(
+    // SAFETY: the engine refuses before touching anything (no SG engine).
+    let refused = unsafe {
         d.dma
-            .sg_start(Channel::Mm2s, &mut ring, &[(DEFAULT_DDR_BASE, 8)], false),
-        Err(Error::NoSg(Channel::Mm2s))
-    ));
+            .sg_start(Channel::Mm2s, &mut ring, &[(DEFAULT_DDR_BASE, 8)], false)
+    };
+    assert!(matches!(refused, Err(Error::NoSg(Channel::Mm2s))));
 }
 
 #[test]
@@ -211,18 +223,19 @@ fn several_packets_land_in_one_s2mm_chain() {
     let mut tx_ring = r.pool.alloc::<u32>(4 * DESC_WORDS).unwrap();
     let rx: Vec<_> = (0..4).map(|_| r.pool.alloc::<u8>(1024).unwrap()).collect();
     let segs: Vec<(u64, usize)> = rx.iter().map(|b| (b.bus_addr(), 1024)).collect();
-    r.dma
-        .sg_start(Channel::S2mm, &mut rx_ring, &segs, false)
-        .unwrap();
+    // SAFETY: the buffers and descriptors live until the chain is waited for or the engine is recovered, and the engine is halted before the rig drops them.
+    unsafe { r.dma.sg_start(Channel::S2mm, &mut rx_ring, &segs, false) }.unwrap();
     // Three packets, one after another, while the S2MM chain stays in flight.
     let lens = [10usize, 1024, 333];
     for (k, &len) in lens.iter().enumerate() {
         let mut tx = r.pool.alloc::<u8>(len).unwrap();
         tx.as_mut_slice().fill(k as u8 + 1);
-        let tc = r
-            .dma
-            .sg_start(Channel::Mm2s, &mut tx_ring, &[(tx.bus_addr(), len)], false)
-            .unwrap();
+        // SAFETY: the buffers and descriptors live until the chain is waited for or the engine is recovered, and the engine is halted before the rig drops them.
+        let tc = unsafe {
+            r.dma
+                .sg_start(Channel::Mm2s, &mut tx_ring, &[(tx.bus_addr(), len)], false)
+        }
+        .unwrap();
         r.dma
             .sg_wait(Channel::Mm2s, &tx_ring, tc, &Wait::Poll)
             .unwrap();

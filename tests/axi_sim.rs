@@ -112,12 +112,10 @@ fn loopback(rig: &Rig, len: usize, rx_len: usize, how: &[Wait<'_>; 2]) -> Vec<u8
     let mut rx = rig.pool.alloc::<u8>(rx_len).unwrap();
     rx.as_mut_slice().fill(0xEE);
     let irq = matches!(how[0], Wait::Irq(_));
-    rig.dma
-        .start(Channel::S2mm, rx.bus_addr(), rx_len, irq)
-        .unwrap();
-    rig.dma
-        .start(Channel::Mm2s, tx.bus_addr(), len, irq)
-        .unwrap();
+    // SAFETY: the buffers live until the transfer is waited for or the engine is recovered, and the engine is halted before the rig drops them.
+    unsafe { rig.dma.start(Channel::S2mm, rx.bus_addr(), rx_len, irq) }.unwrap();
+    // SAFETY: the buffers live until the transfer is waited for or the engine is recovered, and the engine is halted before the rig drops them.
+    unsafe { rig.dma.start(Channel::Mm2s, tx.bus_addr(), len, irq) }.unwrap();
     assert_eq!(rig.dma.wait(Channel::Mm2s, &how[0]).unwrap(), len);
     let got = rig.dma.wait(Channel::S2mm, &how[1]).unwrap();
     assert_eq!(got, len, "S2MM reports the bytes received");
@@ -166,11 +164,11 @@ fn bad_requests_are_refused() {
             ..Config::default()
         },
     );
-    assert!(matches!(
-        r.dma.start(Channel::Mm2s, DEFAULT_DDR_BASE, 0, false),
-        Err(Error::ZeroLength { .. })
-    ));
-    match r.dma.start(Channel::S2mm, DEFAULT_DDR_BASE, 1024, false) {
+    // SAFETY: refused before any register is written (zero length).
+    let refused = unsafe { r.dma.start(Channel::Mm2s, DEFAULT_DDR_BASE, 0, false) };
+    assert!(matches!(refused, Err(Error::ZeroLength { .. })));
+    // SAFETY: the buffers live until the transfer is waited for or the engine is recovered, and the engine is halted before the rig drops them.
+    match unsafe { r.dma.start(Channel::S2mm, DEFAULT_DDR_BASE, 1024, false) } {
         Err(Error::TooLong { len, max, .. }) => assert_eq!((len, max), (1024, 1023)),
         other => panic!("expected TooLong, got {other:?}"),
     }
@@ -189,7 +187,8 @@ fn bad_requests_are_refused() {
 fn device_errors_are_named_and_the_next_transfer_works() {
     let r = rig(Clock::Unlimited, Config::default());
     // An address outside DDR: DMADecErr.
-    r.dma.start(Channel::Mm2s, 0x10, 64, false).unwrap();
+    // SAFETY: the buffers live until the transfer is waited for or the engine is recovered, and the engine is halted before the rig drops them.
+    unsafe { r.dma.start(Channel::Mm2s, 0x10, 64, false) }.unwrap();
     match r.dma.wait(Channel::Mm2s, &Wait::Poll) {
         Err(e @ Error::Device { .. }) => assert!(e.to_string().contains("DMADecErr"), "{e}"),
         other => panic!("expected a decode error, got {other:?}"),
@@ -198,12 +197,10 @@ fn device_errors_are_named_and_the_next_transfer_works() {
     // A packet longer than the S2MM buffer: DMAIntErr.
     let tx = r.pool.alloc::<u8>(512).unwrap();
     let rx = r.pool.alloc::<u8>(128).unwrap();
-    r.dma
-        .start(Channel::S2mm, rx.bus_addr(), 128, false)
-        .unwrap();
-    r.dma
-        .start(Channel::Mm2s, tx.bus_addr(), 512, false)
-        .unwrap();
+    // SAFETY: the buffers live until the transfer is waited for or the engine is recovered, and the engine is halted before the rig drops them.
+    unsafe { r.dma.start(Channel::S2mm, rx.bus_addr(), 128, false) }.unwrap();
+    // SAFETY: the buffers live until the transfer is waited for or the engine is recovered, and the engine is halted before the rig drops them.
+    unsafe { r.dma.start(Channel::Mm2s, tx.bus_addr(), 512, false) }.unwrap();
     r.dma.wait(Channel::Mm2s, &Wait::Poll).unwrap();
     match r.dma.wait(Channel::S2mm, &Wait::Poll) {
         Err(e @ Error::Device { .. }) => assert!(e.to_string().contains("DMAIntErr"), "{e}"),
@@ -216,9 +213,8 @@ fn device_errors_are_named_and_the_next_transfer_works() {
         ..Faults::default()
     });
     let tx = r.pool.alloc::<u8>(64).unwrap();
-    r.dma
-        .start(Channel::Mm2s, tx.bus_addr(), 64, false)
-        .unwrap();
+    // SAFETY: the buffers live until the transfer is waited for or the engine is recovered, and the engine is halted before the rig drops them.
+    unsafe { r.dma.start(Channel::Mm2s, tx.bus_addr(), 64, false) }.unwrap();
     match r.dma.wait(Channel::Mm2s, &Wait::Poll) {
         Err(e @ Error::Device { .. }) => assert!(e.to_string().contains("DMASlvErr"), "{e}"),
         other => panic!("expected a slave error, got {other:?}"),
@@ -240,7 +236,8 @@ fn a_stalled_device_times_out_and_recovers() {
         ..Faults::default()
     });
     let tx = r.pool.alloc::<u8>(64).unwrap();
-    r.dma.start(Channel::Mm2s, tx.bus_addr(), 64, true).unwrap();
+    // SAFETY: the buffers live until the transfer is waited for or the engine is recovered, and the engine is halted before the rig drops them.
+    unsafe { r.dma.start(Channel::Mm2s, tx.bus_addr(), 64, true) }.unwrap();
     let t0 = Instant::now();
     match r.dma.wait(Channel::Mm2s, &Wait::Irq(&r.irq[0])) {
         Err(e @ Error::Timeout { .. }) => {

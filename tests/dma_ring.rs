@@ -80,19 +80,22 @@ fn bad_input_is_refused_by_name() {
     let mut ring = PacketRing::new(engine, 4, 256, 1, Completion::Irq).unwrap();
     let e = ring.recv(&mut [0u8; 256]).unwrap_err();
     assert!(e.to_string().contains("S2MM"), "{e}");
-    // A reader buffer too small for the packet is an error, and the ring goes on.
+    // A reader buffer too small for the packet is an error that loses nothing:
+    // the packet stays queued for a large enough buffer, and the ring goes on.
     drop(ring);
     let mut ring = PacketRing::new(engine, 4, 256, 1, Completion::Poll).unwrap();
     ring.send(&[9u8; 200]).unwrap();
     assert!(matches!(
         ring.recv(&mut [0u8; 10]),
-        Err(Error::TooLong {
+        Err(Error::OutTooShort {
             len: 200,
             capacity: 10
         })
     ));
     ring.send(&[8u8; 100]).unwrap();
     let mut out = [0u8; 256];
+    assert_eq!(ring.recv(&mut out).unwrap(), 200);
+    assert!(out[..200].iter().all(|&b| b == 9));
     assert_eq!(ring.recv(&mut out).unwrap(), 100);
     assert!(out[..100].iter().all(|&b| b == 8));
 }

@@ -64,8 +64,9 @@ pub enum Error {
         /// Largest transfer.
         max: usize,
     },
-    /// The engine reported an error (decoded from DMASR); the engine has been reset.
-    #[error("{channel}: {what} (DMASR {dmasr:#010x}); the engine was reset")]
+    /// The engine reported an error (decoded from DMASR); the driver has halted
+    /// and reset the engine (or, if it could not, marked it failed).
+    #[error("{channel}: {what} (DMASR {dmasr:#010x})")]
     Device {
         /// The channel.
         channel: Channel,
@@ -74,7 +75,8 @@ pub enum Error {
         /// DMASR as read.
         dmasr: u32,
     },
-    /// The engine did not finish in time.
+    /// The engine did not finish in time; the driver has halted and reset the
+    /// engine (or, if it could not, marked it failed).
     #[error("{channel}: no completion within {timeout:?} (DMASR {dmasr:#010x})")]
     Timeout {
         /// The channel.
@@ -100,6 +102,26 @@ pub enum Error {
     /// Waited on a descriptor ring with nothing handed to the engine.
     #[error("{0}: no descriptor in flight to wait for")]
     RingEmpty(Channel),
+    /// A direct-mode transfer started while the channel's last one is still in
+    /// flight (it would merge with it).
+    #[error("{0}: a transfer is already in flight on this channel")]
+    Busy(Channel),
+    /// A transfer started on a channel that stays halted after RS is set.
+    #[error("{channel}: the channel is halted (DMASR {dmasr:#010x}); nothing was started")]
+    Halted {
+        /// The channel.
+        channel: Channel,
+        /// DMASR as read.
+        dmasr: u32,
+    },
+    /// The engine could not be confirmed halted after a timeout or an error: the
+    /// buffers it was given are lost to it, and every call fails until a reset
+    /// succeeds (each call tries one).
+    #[error("the engine could not be halted or reset after a failure; it is out of service")]
+    Failed,
+    /// A descriptor buffer was unusable (lost to an engine, or its maintenance failed).
+    #[error(transparent)]
+    Mem(#[from] crate::mem::Error),
     /// The register window or interrupt line failed.
     #[error(transparent)]
     Platform(#[from] platform::Error),
@@ -161,10 +183,13 @@ pub struct AxiDma<R> {
     /// writes only the registers that change (None after a reset).
     written_cr: [Cell<Option<u32>>; 2],
     written_msb: [Cell<Option<u32>>; 2],
-    /// Whether the channel's interrupt bits are known to be clear (after a reset
-    /// or a collected completion).
-    clean: [Cell<bool>; 2],
+    /// The engine could not be confirmed halted after a failure.
+    failed: Cell<bool>,
 }
+
+/// How often an interrupt wait looks at DMASR even without an interrupt, so that a
+/// lost interrupt costs this long, not the whole timeout.
+const IRQ_RECHECK: Duration = Duration::from_millis(10);
 
 impl<R: RegisterSpace> AxiDma<R> {
     /// A driver for the engine behind `regs`; resets it.
@@ -178,7 +203,7 @@ impl<R: RegisterSpace> AxiDma<R> {
             pending: [Cell::new(0), Cell::new(0)],
             written_cr: [Cell::new(None), Cell::new(None)],
             written_msb: [Cell::new(None), Cell::new(None)],
-            clean: [Cell::new(false), Cell::new(false)],
+            failed: Cell::new(false),
         };
         dma.reset()?;
         Ok(dma)
@@ -202,12 +227,22 @@ impl<R: RegisterSpace> AxiDma<R> {
         self.reg(ch, DMASR)
     }
 
-    /// Soft-resets the engine (both channels) and waits for the reset to finish.
+    /// Soft-resets the engine (both channels), waits for the reset to finish and
+    /// confirms both channels halted. A successful reset puts a failed engine back
+    /// in service.
     pub fn reset(&self) -> Result<(), Error> {
+        self.forget_registers();
         self.set(Channel::Mm2s, DMACR, DMACR_RESET)?;
         let deadline = Instant::now() + self.cfg.timeout;
-        while self.reg(Channel::Mm2s, DMACR)? & DMACR_RESET != 0 {
+        loop {
+            let done = self.reg(Channel::Mm2s, DMACR)? & DMACR_RESET == 0
+                && self.status(Channel::Mm2s)? & DMASR_HALTED != 0
+                && self.status(Channel::S2mm)? & DMASR_HALTED != 0;
+            if done {
+                break;
+            }
             if Instant::now() > deadline {
+                self.failed.set(true);
                 return Err(Error::Timeout {
                     channel: Channel::Mm2s,
                     timeout: self.cfg.timeout,
@@ -216,13 +251,63 @@ impl<R: RegisterSpace> AxiDma<R> {
             }
             std::hint::spin_loop();
         }
+        for p in &self.pending {
+            p.set(0);
+        }
+        self.failed.set(false);
+        Ok(())
+    }
+
+    /// Forgets what the driver believes the registers hold, so the next start
+    /// writes DMACR and the address MSBs again.
+    fn forget_registers(&self) {
         for i in 0..2 {
-            self.pending[i].set(0);
             self.written_cr[i].set(None);
             self.written_msb[i].set(None);
-            self.clean[i].set(true);
+        }
+    }
+
+    /// Whether the engine is out of service: it could not be confirmed halted
+    /// after a failure, and no reset has succeeded since.
+    pub fn is_failed(&self) -> bool {
+        self.failed.get()
+    }
+
+    /// Fails with [`Error::Failed`] if the engine is out of service and a reset
+    /// does not bring it back.
+    pub(crate) fn usable(&self) -> Result<(), Error> {
+        if self.failed.get() && self.reset().is_err() {
+            return Err(Error::Failed);
         }
         Ok(())
+    }
+
+    /// After a timeout or an error: stops both channels (RS cleared; PG021 halts a
+    /// channel once the transfer in progress ends), waits at most the configured
+    /// timeout for both to report Halted, then soft-resets the engine to clear its
+    /// sticky error state. Returns whether the device is confirmed to own no memory
+    /// any more (halted or reset); if not, the engine is marked failed and the
+    /// caller must treat every buffer it was given as lost.
+    pub fn recover(&self) -> bool {
+        self.forget_registers();
+        for ch in [Channel::Mm2s, Channel::S2mm] {
+            let _ = self.set(ch, DMACR, 0);
+        }
+        let deadline = Instant::now() + self.cfg.timeout;
+        let halted = |ch| self.status(ch).is_ok_and(|sr| sr & DMASR_HALTED != 0);
+        let mut stopped = false;
+        while Instant::now() <= deadline {
+            if halted(Channel::Mm2s) && halted(Channel::S2mm) {
+                stopped = true;
+                break;
+            }
+            std::thread::yield_now();
+        }
+        let reset = self.reset().is_ok();
+        if !reset {
+            self.failed.set(true);
+        }
+        stopped || reset
     }
 
     /// Writes `value` to register `r` unless the last write there was the same.
@@ -241,8 +326,23 @@ impl<R: RegisterSpace> AxiDma<R> {
     }
 
     /// Starts a direct-mode transfer of `len` bytes at bus address `addr`, with the
-    /// completion interrupt enabled if `irq`.
-    pub fn start(&self, ch: Channel, addr: u64, len: usize, irq: bool) -> Result<(), Error> {
+    /// completion interrupt enabled if `irq`. Refused with [`Error::Busy`] while the
+    /// channel's last transfer has not been collected by [`poll`](Self::poll) or
+    /// [`wait`](Self::wait), and with [`Error::Halted`] when the channel does not
+    /// leave Halted.
+    ///
+    /// # Safety
+    ///
+    /// `addr..addr + len` must be DMA memory that nothing else uses until the
+    /// transfer is collected ([`wait`](Self::wait) or [`poll`](Self::poll) returns
+    /// its completion) or, after an error or timeout, until [`recover`](Self::recover)
+    /// or [`reset`](Self::reset) has confirmed the engine halted: the device reads
+    /// (MM2S) or writes (S2MM) it until then. If neither happens, the range stays
+    /// the device's for good. The caller also keeps the ordering contract of
+    /// [`crate::platform::order`] for the data it wrote there (this call issues the
+    /// write barrier before the doorbell).
+    pub unsafe fn start(&self, ch: Channel, addr: u64, len: usize, irq: bool) -> Result<(), Error> {
+        self.usable()?;
         if len == 0 {
             return Err(Error::ZeroLength { channel: ch });
         }
@@ -253,31 +353,55 @@ impl<R: RegisterSpace> AxiDma<R> {
                 max: self.max_len(),
             });
         }
+        let i = ch as usize;
+        if self.pending[i].get() != 0 {
+            return Err(Error::Busy(ch));
+        }
         let mut cr = DMACR_RS | (1 << DMACR_IRQ_THRESHOLD_SHIFT);
         if irq {
             cr |= DMACR_IOC_IRQ_EN | DMACR_ERR_IRQ_EN;
         }
-        let i = ch as usize;
+        let wrote = self.written_cr[i].get() != Some(cr);
         self.set_cached(ch, DMACR, &self.written_cr[i], cr)?;
+        let mut sr = self.status(ch)?;
+        if wrote && sr & DMASR_HALTED != 0 {
+            // The channel leaves Halted shortly after RS is set.
+            let deadline = Instant::now() + self.cfg.timeout;
+            while sr & DMASR_HALTED != 0 && Instant::now() <= deadline {
+                std::hint::spin_loop();
+                sr = self.status(ch)?;
+            }
+        }
+        if sr & DMASR_HALTED != 0 {
+            // Halted behind the driver's back, or by an error that RS cannot
+            // clear: nothing starts, and DMACR is written again next time.
+            self.written_cr[i].set(None);
+            return Err(Error::Halted {
+                channel: ch,
+                dmasr: sr,
+            });
+        }
         // Stale interrupt bits (a completion nobody collected) would end the wait
         // for this transfer early: clear them.
-        if !self.clean[i].get() {
-            self.set(ch, DMASR, DMASR_IRQ_MASK)?;
+        if sr & DMASR_IRQ_MASK != 0 {
+            self.set(ch, DMASR, sr & DMASR_IRQ_MASK)?;
         }
-        self.clean[i].set(false);
         self.set(ch, ADDR, addr as u32)?;
         self.set_cached(ch, ADDR_MSB, &self.written_msb[i], (addr >> 32) as u32)?;
-        self.pending[ch as usize].set(len);
+        self.pending[i].set(len);
+        // Rule 1 of the ordering contract: the buffer before the doorbell.
+        platform::dma_wmb();
         self.set(ch, LENGTH, len as u32)?;
         Ok(())
     }
 
-    /// Reads DMASR; if it shows an error, names it, resets the engine and fails.
+    /// Reads DMASR; if it shows an error, names it, recovers the engine
+    /// ([`recover`](Self::recover)) and fails.
     fn checked_status(&self, ch: Channel) -> Result<u32, Error> {
         let sr = self.status(ch)?;
         if sr & DMASR_ERR_MASK != 0 {
             let what = decode_errors(sr);
-            self.reset()?;
+            self.recover();
             return Err(Error::Device {
                 channel: ch,
                 what,
@@ -289,9 +413,7 @@ impl<R: RegisterSpace> AxiDma<R> {
 
     /// Acknowledges the completion interrupt bit of `ch` (write 1 to clear).
     fn acknowledge(&self, ch: Channel) -> Result<(), Error> {
-        self.set(ch, DMASR, DMASR_IOC_IRQ)?;
-        self.clean[ch as usize].set(true);
-        Ok(())
+        self.set(ch, DMASR, DMASR_IOC_IRQ)
     }
 
     /// Checks once whether the transfer on `ch` finished: `Some(bytes)` (for S2MM
@@ -300,6 +422,9 @@ impl<R: RegisterSpace> AxiDma<R> {
         if self.checked_status(ch)? & DMASR_IOC_IRQ == 0 {
             return Ok(None);
         }
+        // Rule 2 of the ordering contract: the completion before the data (and
+        // before S2MM's LENGTH).
+        platform::dma_rmb();
         self.acknowledge(ch)?;
         let n = match ch {
             Channel::Mm2s => self.pending[0].get(),
@@ -310,7 +435,9 @@ impl<R: RegisterSpace> AxiDma<R> {
     }
 
     /// Repeats `check` until it gives an answer, waiting between tries as `how`
-    /// says, at most the configured timeout; re-arms the interrupt line after.
+    /// says, at most the configured timeout; re-arms the interrupt line after. On
+    /// a timeout the engine is recovered ([`recover`](Self::recover)) before the
+    /// error is returned.
     fn wait_for<T>(
         &self,
         ch: Channel,
@@ -327,10 +454,12 @@ impl<R: RegisterSpace> AxiDma<R> {
             }
             let now = Instant::now();
             if now >= deadline {
+                let dmasr = self.status(ch)?;
+                self.recover();
                 return Err(Error::Timeout {
                     channel: ch,
                     timeout: self.cfg.timeout,
-                    dmasr: self.status(ch)?,
+                    dmasr,
                 });
             }
             match how {
@@ -338,7 +467,12 @@ impl<R: RegisterSpace> AxiDma<R> {
                 Wait::Yield => std::thread::yield_now(),
                 // Unmask before sleeping: an interrupt taken without a wait (a
                 // completion seen by polling, an error) leaves the line masked.
-                Wait::Irq(line) => match line.enable().and_then(|()| line.wait(deadline - now)) {
+                // Sleep in slices, so that a lost interrupt is found by the next
+                // look at DMASR instead of ending in a timeout.
+                Wait::Irq(line) => match line
+                    .enable()
+                    .and_then(|()| line.wait((deadline - now).min(IRQ_RECHECK)))
+                {
                     Ok(_) | Err(platform::Error::Timeout(_)) => {}
                     Err(e) => return Err(e.into()),
                 },
@@ -363,20 +497,33 @@ pub struct SgChain {
 }
 
 impl<R: RegisterSpace> AxiDma<R> {
-    /// Scatter-gather: writes one descriptor per piece of `segments` (pieces longer
-    /// than the length register are split over several descriptors) into `ring`
-    /// (a descriptor ring in DMA memory, [`DESC_WORDS`] words per descriptor),
-    /// points CURDESC at the first while the channel is halted, sets RS and starts
-    /// the engine by writing TAILDESC. MM2S sends the segments as one packet
-    /// (TXSOF on the first descriptor, TXEOF on the last); for S2MM the segments are
-    /// the buffers to receive into.
-    pub fn sg_start(
+    /// Scatter-gather: halts the channel, writes one descriptor per piece of
+    /// `segments` (pieces longer than the length register are split over several
+    /// descriptors) into `ring` (a descriptor ring in DMA memory, [`DESC_WORDS`]
+    /// words per descriptor), points CURDESC at the first, sets RS and starts the
+    /// engine by writing TAILDESC. MM2S sends the segments as one packet (TXSOF on
+    /// the first descriptor, TXEOF on the last); for S2MM the segments are the
+    /// buffers to receive into.
+    ///
+    /// # Safety
+    ///
+    /// Every `(addr, len)` range of `segments` must be DMA memory that nothing else
+    /// uses until [`sg_wait`](Self::sg_wait) returns the chain's completion or,
+    /// after an error or timeout, until [`recover`](Self::recover) or
+    /// [`reset`](Self::reset) has confirmed the engine halted; the same holds for
+    /// `ring`, which the device reads and writes until then. If neither happens,
+    /// the ranges stay the device's for good.
+    pub unsafe fn sg_start(
         &self,
         ch: Channel,
         ring: &mut DmaBuf<u32>,
         segments: &[(u64, usize)],
         irq: bool,
     ) -> Result<SgChain, Error> {
+        self.usable()?;
+        if ring.is_lost() {
+            return Err(crate::mem::Error::Lost.into());
+        }
         if self.status(ch)? & DMASR_SG_INCLD == 0 {
             return Err(Error::NoSg(ch));
         }
@@ -404,18 +551,14 @@ impl<R: RegisterSpace> AxiDma<R> {
                 capacity,
             });
         }
+        // The descriptors may be the device's until the channel is halted: halt
+        // it before writing them (word by word, never through a slice).
+        self.halt(ch)?;
         let base = ring.bus_addr();
         let desc_addr = |i: usize| base + (i as u64) * DESC_ALIGN;
-        let words = ring.as_mut_slice();
         let last = pieces.len() - 1;
         for (i, &(addr, len)) in pieces.iter().enumerate() {
-            let d = &mut words[i * DESC_WORDS..(i + 1) * DESC_WORDS];
-            d.fill(0);
             let next = desc_addr(if i == last { 0 } else { i + 1 });
-            d[(DESC_NXTDESC / 4) as usize] = next as u32;
-            d[(DESC_NXTDESC_MSB / 4) as usize] = (next >> 32) as u32;
-            d[(DESC_BUFFER_ADDRESS / 4) as usize] = addr as u32;
-            d[(DESC_BUFFER_ADDRESS_MSB / 4) as usize] = (addr >> 32) as u32;
             let mut control = len as u32 & DESC_LENGTH_MASK;
             if ch == Channel::Mm2s {
                 if i == 0 {
@@ -425,12 +568,21 @@ impl<R: RegisterSpace> AxiDma<R> {
                     control |= DESC_CTRL_TXEOF;
                 }
             }
+            let mut d = [0u32; DESC_WORDS];
+            d[(DESC_NXTDESC / 4) as usize] = next as u32;
+            d[(DESC_NXTDESC_MSB / 4) as usize] = (next >> 32) as u32;
+            d[(DESC_BUFFER_ADDRESS / 4) as usize] = addr as u32;
+            d[(DESC_BUFFER_ADDRESS_MSB / 4) as usize] = (addr >> 32) as u32;
             d[(DESC_CONTROL / 4) as usize] = control;
+            for (w, v) in d.into_iter().enumerate() {
+                ring.write_volatile(i * DESC_WORDS + w, v);
+            }
         }
-        ring.sync_for_device(pieces.len() * DESC_ALIGN as usize)
-            .map_err(ring::mem_err)?;
+        ring.sync_for_device(pieces.len() * DESC_ALIGN as usize)?;
         self.sg_arm(ch, base, irq)?;
         let tail = desc_addr(last);
+        // Rule 1 of the ordering contract: descriptors before the doorbell.
+        platform::dma_wmb();
         self.set(ch, TAILDESC_MSB, (tail >> 32) as u32)?;
         self.set(ch, TAILDESC, tail as u32)?;
         Ok(SgChain {
@@ -448,12 +600,14 @@ impl<R: RegisterSpace> AxiDma<R> {
         how: &Wait<'_>,
     ) -> Result<Vec<usize>, Error> {
         let status = |i: usize| {
-            ring.read_volatile(i * DESC_WORDS + (DESC_STATUS / 4) as usize)
+            ring.load_word(i * DESC_WORDS + (DESC_STATUS / 4) as usize)
                 .unwrap_or(0)
         };
         let last = chain.descriptors - 1;
         self.wait_for(ch, how, || {
             self.checked_status(ch)?;
+            // Drop stale lines before looking at what the engine wrote.
+            ring.sync_range_for_cpu(0, chain.descriptors * DESC_ALIGN as usize)?;
             // S2MM may finish a packet before the last descriptor: its RXEOF ends it.
             let done = (0..=last).find(|&i| {
                 let s = status(i);
@@ -463,6 +617,8 @@ impl<R: RegisterSpace> AxiDma<R> {
             let Some(end) = done else {
                 return Ok(None);
             };
+            // Rule 2 of the ordering contract: Cmplt before what it announces.
+            platform::dma_rmb();
             self.acknowledge(ch)?;
             Ok(Some(
                 (0..=end)

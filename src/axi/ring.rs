@@ -3,7 +3,6 @@
 //! at the head, moves TAILDESC forward to hand them over, and reclaims them in
 //! order as the engine marks them Cmplt. The channel never halts between packets.
 
-use std::sync::atomic::{Ordering, fence};
 use std::time::Instant;
 
 use super::regs::*;
@@ -30,16 +29,6 @@ fn word(slot: usize, field: u64) -> usize {
     slot * DESC_WORDS + (field / 4) as usize
 }
 
-pub(super) fn mem_err(e: crate::mem::Error) -> Error {
-    match e {
-        crate::mem::Error::Platform(p) => Error::Platform(p),
-        other => Error::Platform(platform::Error::Malformed {
-            path: "descriptor ring".into(),
-            reason: other.to_string(),
-        }),
-    }
-}
-
 impl<R: RegisterSpace> AxiDma<R> {
     /// Links the descriptors of `desc` ([`DESC_WORDS`] words each) into a circle,
     /// points CURDESC at the first while the channel is halted and sets RS, with
@@ -51,6 +40,10 @@ impl<R: RegisterSpace> AxiDma<R> {
         mut desc: DmaBuf<u32>,
         irq: bool,
     ) -> Result<DescRing, Error> {
+        self.usable()?;
+        if desc.is_lost() {
+            return Err(crate::mem::Error::Lost.into());
+        }
         if self.status(ch)? & DMASR_SG_INCLD == 0 {
             return Err(Error::NoSg(ch));
         }
@@ -62,6 +55,8 @@ impl<R: RegisterSpace> AxiDma<R> {
                 capacity: slots,
             });
         }
+        // The channel stops before its new descriptors are written.
+        self.halt(ch)?;
         let base = desc.bus_addr();
         let words = desc.as_mut_slice();
         words.fill(0);
@@ -70,7 +65,7 @@ impl<R: RegisterSpace> AxiDma<R> {
             words[word(i, DESC_NXTDESC)] = next as u32;
             words[word(i, DESC_NXTDESC_MSB)] = (next >> 32) as u32;
         }
-        desc.sync_for_device(desc.byte_len()).map_err(mem_err)?;
+        desc.sync_for_device(desc.byte_len())?;
         self.sg_arm(ch, base, irq)?;
         Ok(DescRing {
             desc,
@@ -82,12 +77,12 @@ impl<R: RegisterSpace> AxiDma<R> {
         })
     }
 
-    /// Points CURDESC at `first` while the channel is halted (PG021 allows it only
-    /// then), clears stale interrupt bits and sets RS, with the completion
-    /// interrupt enabled if `irq`. Nothing moves until TAILDESC is written.
+    /// Points CURDESC at `first` while the channel is halted (the caller halted
+    /// it; PG021 allows the write only then), clears stale interrupt bits and sets
+    /// RS, with the completion interrupt enabled if `irq`. Nothing moves until
+    /// TAILDESC is written.
     pub(super) fn sg_arm(&self, ch: Channel, first: u64, irq: bool) -> Result<(), Error> {
         let i = ch as usize;
-        self.halt(ch)?;
         self.set(ch, DMASR, DMASR_IRQ_MASK)?;
         self.set(ch, CURDESC, first as u32)?;
         self.set(ch, CURDESC_MSB, (first >> 32) as u32)?;
@@ -96,21 +91,24 @@ impl<R: RegisterSpace> AxiDma<R> {
             cr |= DMACR_IOC_IRQ_EN | DMACR_ERR_IRQ_EN;
         }
         self.set_cached(ch, DMACR, &self.written_cr[i], cr)?;
-        self.clean[i].set(false);
         Ok(())
     }
 
-    /// Stops the channel (RS cleared) and waits until it reports Halted.
+    /// Stops the channel (RS cleared) and waits until it reports Halted; if it
+    /// does not in time, the engine is recovered ([`AxiDma::recover`]) and the
+    /// timeout returned.
     pub(super) fn halt(&self, ch: Channel) -> Result<(), Error> {
         self.set(ch, DMACR, 0)?;
         self.written_cr[ch as usize].set(Some(0));
         let deadline = Instant::now() + self.cfg.timeout;
         while self.status(ch)? & DMASR_HALTED == 0 {
             if Instant::now() > deadline {
+                let dmasr = self.status(ch)?;
+                self.recover();
                 return Err(Error::Timeout {
                     channel: ch,
                     timeout: self.cfg.timeout,
-                    dmasr: self.status(ch)?,
+                    dmasr,
                 });
             }
             std::hint::spin_loop();
@@ -131,15 +129,12 @@ impl<R: RegisterSpace> AxiDma<R> {
         let d = DESC_ALIGN as usize;
         let end = first + count;
         ring.desc
-            .sync_range_for_device(first * d, (end.min(ring.slots) - first) * d)
-            .map_err(mem_err)?;
+            .sync_range_for_device(first * d, (end.min(ring.slots) - first) * d)?;
         if end > ring.slots {
-            ring.desc
-                .sync_range_for_device(0, (end - ring.slots) * d)
-                .map_err(mem_err)?;
+            ring.desc.sync_range_for_device(0, (end - ring.slots) * d)?;
         }
-        // Descriptor stores before the TAILDESC write that hands them over.
-        fence(Ordering::Release);
+        // Rule 1 of the ordering contract: descriptors before the doorbell.
+        platform::dma_wmb();
         let tail = ring.addr(((ring.head - 1) % ring.slots as u64) as usize);
         let ch = ring.channel;
         self.set(ch, TAILDESC_MSB, (tail >> 32) as u32)?;
@@ -232,7 +227,15 @@ impl DescRing {
     /// Fills the next descriptor: `len` bytes at bus address `addr`; for MM2S a
     /// whole packet (TXSOF and TXEOF). Returns its slot. Handed over by the next
     /// flush.
-    pub fn push(&mut self, addr: u64, len: usize, max_len: usize) -> Result<usize, Error> {
+    ///
+    /// # Safety
+    ///
+    /// `addr..addr + len` must be DMA memory that nothing else uses from the
+    /// flush that hands this descriptor over until the descriptor is reclaimed
+    /// after its Cmplt or, after an error or timeout, until the engine is
+    /// confirmed halted ([`AxiDma::recover`], [`AxiDma::reset`]); if neither
+    /// happens, the range stays the device's for good.
+    pub unsafe fn push(&mut self, addr: u64, len: usize, max_len: usize) -> Result<usize, Error> {
         if len == 0 {
             return Err(Error::ZeroLength {
                 channel: self.channel,
@@ -279,13 +282,19 @@ impl DescRing {
         let _ = self
             .desc
             .sync_range_for_cpu(slot * DESC_ALIGN as usize, DESC_ALIGN as usize);
-        let s = self.desc.read_volatile(word(slot, DESC_STATUS))?;
+        let s = self.desc.load_word(word(slot, DESC_STATUS))?;
         if s & DESC_STS_CMPLT == 0 {
             return None;
         }
-        // What the engine wrote before Cmplt is seen after it.
-        fence(Ordering::Acquire);
+        // Rule 2 of the ordering contract: Cmplt before what it announces.
+        platform::dma_rmb();
         Some(s)
+    }
+
+    /// Gives the descriptors up to an engine that could not be halted: their
+    /// memory is lost to it (see [`DmaBuf`]).
+    pub(crate) fn surrender(&mut self) {
+        self.desc.surrender();
     }
 
     /// Gives the oldest descriptor back to the driver after its completion.

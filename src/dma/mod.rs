@@ -4,8 +4,12 @@
 //! driver owns. Completion by busy-polling, polling with `sched_yield`, or
 //! interrupts.
 
+mod inflight;
+mod proxy;
 mod ring;
 
+pub use inflight::{Done, Failed, InFlight};
+pub use proxy::Proxy;
 pub use ring::PacketRing;
 
 use crate::axi::{self, AxiDma, Channel, Wait};
@@ -61,6 +65,39 @@ pub enum Error {
     /// `Completion::Proxy` given to an engine's own calls.
     #[error("Completion::Proxy runs through dma::Proxy, whose driver thread owns the engine")]
     ProxyOnly,
+    /// A packet longer than a packet ring's buffers arrived (over several
+    /// descriptors); it was dropped and the buffers went back to S2MM.
+    #[error("a {len}-byte packet arrived for {slot}-byte ring buffers; it was dropped")]
+    PacketTooLong {
+        /// Bytes the packet had.
+        len: usize,
+        /// Bytes one ring buffer holds.
+        slot: usize,
+    },
+    /// A receive buffer shorter than the packet waiting; the packet stays queued.
+    #[error(
+        "the next packet has {len} bytes, the receive buffer holds {capacity}; it stays queued"
+    )]
+    OutTooShort {
+        /// Bytes of the packet.
+        len: usize,
+        /// Bytes the buffer holds.
+        capacity: usize,
+    },
+    /// A packet ring used after an error stopped it.
+    #[error("the packet ring stopped after an earlier error; build a new one")]
+    Stopped,
+}
+
+impl Error {
+    /// Whether the driver already recovered the engine on its way to this error
+    /// (a timeout or a device error).
+    fn recovered(&self) -> bool {
+        matches!(
+            self,
+            Error::Axi(axi::Error::Timeout { .. } | axi::Error::Device { .. })
+        )
+    }
 }
 
 /// Where the time of the last two-way transfer went.
@@ -114,7 +151,9 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
     /// Zero-copy two-way transfer: sends the first `tx_len` bytes of `tx`, receives
     /// into `rx`; returns the bytes received (the stream's TLAST may end it early).
     /// The buffers are borrowed for the whole transfer, so the CPU cannot touch
-    /// them while the device does.
+    /// them while the device does. On a timeout or an error the engine is halted
+    /// before this returns; if it cannot be, both buffers are lost to it (see
+    /// [`DmaBuf`]) and the engine is out of service until a reset succeeds.
     pub fn two_way(
         &self,
         tx: &DmaBuf<u8>,
@@ -136,10 +175,9 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
         c: Completion,
     ) -> Result<usize, Error> {
         self.check_two_way(tx, tx_len, rx, rx_len, c)?;
+        self.timing.set(Timing::default());
         let t0 = self.start_two_way(tx, tx_len, rx, rx_len, c)?;
-        let n = self.finish(c, t0)?;
-        rx.sync_for_cpu(n)?;
-        Ok(n)
+        self.finish(c, t0, tx, rx)
     }
 
     /// Everything that can refuse a two-way transfer, checked before any channel
@@ -178,36 +216,90 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
         Ok(())
     }
 
-    /// Programs S2MM, then MM2S (checked already); returns when MM2S started.
+    /// Programs S2MM, then MM2S (checked already); returns when MM2S started. If
+    /// MM2S cannot start after S2MM did, the engine is halted (or the buffers lost
+    /// to it) before the error returns.
     fn start_two_way(
         &self,
         tx: &DmaBuf<u8>,
         tx_len: usize,
-        rx: &DmaBuf<u8>,
+        rx: &mut DmaBuf<u8>,
         rx_len: usize,
         c: Completion,
     ) -> Result<std::time::Instant, Error> {
         tx.sync_for_device(tx_len)?;
-        self.timing.set(Timing::default());
-        self.dma
-            .start(Channel::S2mm, rx.bus_addr(), rx_len, c == Completion::Irq)?;
+        // No dirty line of the receive buffer may be written back over what the
+        // device writes: clean and invalidate it before S2MM starts.
+        rx.sync_for_cpu(rx_len)?;
+        let irq = c == Completion::Irq;
+        // SAFETY: `rx` is borrowed mutably until `finish` collects the transfer or
+        // `fail` has the engine halted, or surrenders `rx` to it when it cannot be.
+        if let Err(e) = unsafe { self.dma.start(Channel::S2mm, rx.bus_addr(), rx_len, irq) } {
+            // Nothing of this transfer is in flight; a channel that stays halted
+            // (sticky errors) is reset so that the next transfer works.
+            if matches!(e, axi::Error::Halted { .. }) {
+                self.dma.recover();
+            }
+            return Err(e.into());
+        }
         let t0 = std::time::Instant::now();
-        self.dma
-            .start(Channel::Mm2s, tx.bus_addr(), tx_len, c == Completion::Irq)?;
+        // SAFETY: as above, for `tx` (borrowed, abandoned if the engine cannot be
+        // halted).
+        if let Err(e) = unsafe { self.dma.start(Channel::Mm2s, tx.bus_addr(), tx_len, irq) } {
+            return Err(self.fail(e.into(), tx, rx));
+        }
         Ok(t0)
     }
 
-    /// Waits for the two-way transfer in flight, started at `t0`; returns the
-    /// bytes received and adds its times to the last timing.
-    fn finish(&self, c: Completion, t0: std::time::Instant) -> Result<usize, Error> {
-        self.wait(Channel::Mm2s, c)?;
-        let t1 = std::time::Instant::now();
-        let n = self.wait(Channel::S2mm, c)?;
+    /// Waits for the two-way transfer in flight on `tx` and `rx`, started at
+    /// `t0`; returns the bytes received, ready for the CPU, and adds its times to
+    /// the last timing. On an error the engine is halted (or the buffers lost to
+    /// it) before the error returns.
+    fn finish(
+        &self,
+        c: Completion,
+        t0: std::time::Instant,
+        tx: &DmaBuf<u8>,
+        rx: &mut DmaBuf<u8>,
+    ) -> Result<usize, Error> {
+        let waited = self.wait(Channel::Mm2s, c).and_then(|_| {
+            let t1 = std::time::Instant::now();
+            let n = self.wait(Channel::S2mm, c)?;
+            Ok((t1, n))
+        });
+        let (t1, n) = waited.map_err(|e| self.fail(e, tx, rx))?;
         let mut t = self.timing.get();
         t.tx += t1 - t0;
         t.rx += t1.elapsed();
         self.timing.set(t);
+        rx.sync_for_cpu(n)?;
         Ok(n)
+    }
+
+    /// After `e` struck a transfer on `tx` and `rx`: makes sure the engine is
+    /// halted (the driver recovers it on timeouts and device errors; any other
+    /// error is recovered here); if it cannot be, the buffers are lost to it.
+    /// Returns `e`.
+    fn fail(&self, e: Error, tx: &DmaBuf<u8>, rx: &mut DmaBuf<u8>) -> Error {
+        let halted = if e.recovered() {
+            !self.dma.is_failed()
+        } else {
+            self.dma.recover()
+        };
+        if !halted {
+            tx.abandon();
+            rx.surrender();
+        }
+        e
+    }
+
+    /// Stops whatever the engine is doing with `tx` and `rx` (a transfer that must
+    /// not go on because another failed): halted, or the buffers lost to it.
+    fn abort(&self, tx: &DmaBuf<u8>, rx: &mut DmaBuf<u8>) {
+        if !self.dma.recover() {
+            tx.abandon();
+            rx.surrender();
+        }
     }
 
     /// Standard-I/O transfer of a whole message, partitioned and buffered as asked:
@@ -247,6 +339,7 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
             rx.push(self.pool.alloc::<u8>(block)?);
         }
         let chunks: Vec<&[u8]> = data.chunks(block).collect();
+        self.check_two_way(&tx[0], block, &rx[0], block, c)?;
         let mut received = 0;
         // Block i lives in buffer i % depth; the copy of block i + 1 overlaps the
         // transfer of block i.
@@ -254,35 +347,20 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
         self.timing.set(Timing::default());
         for (i, chunk) in chunks.iter().enumerate() {
             let b = i % depth;
-            tx[b].sync_for_device(chunk.len())?;
-            let t0 = std::time::Instant::now();
-            self.dma.start(
-                Channel::S2mm,
-                rx[b].bus_addr(),
-                chunk.len(),
-                c == Completion::Irq,
-            )?;
-            self.dma.start(
-                Channel::Mm2s,
-                tx[b].bus_addr(),
-                chunk.len(),
-                c == Completion::Irq,
-            )?;
-            if let Some(next) = chunks.get(i + 1) {
-                let nb = (i + 1) % depth;
-                if nb != b {
-                    tx[nb].as_mut_slice()[..next.len()].copy_from_slice(next);
-                }
+            let nb = (i + 1) % depth;
+            let t0 = self.start_two_way(&tx[b], chunk.len(), &mut rx[b], chunk.len(), c)?;
+            if let Some(next) = chunks.get(i + 1)
+                && nb != b
+            {
+                tx[nb].as_mut_slice()[..next.len()].copy_from_slice(next);
             }
-            let n = self.finish(c, t0)?;
-            rx[b].sync_for_cpu(n)?;
+            let n = self.finish(c, t0, &tx[b], &mut rx[b])?;
             out[received..received + n].copy_from_slice(&rx[b].as_slice()[..n]);
             received += n;
-            if let Some(next) = chunks.get(i + 1) {
-                let nb = (i + 1) % depth;
-                if nb == b {
-                    tx[nb].as_mut_slice()[..next.len()].copy_from_slice(next);
-                }
+            if let Some(next) = chunks.get(i + 1)
+                && nb == b
+            {
+                tx[nb].as_mut_slice()[..next.len()].copy_from_slice(next);
             }
         }
         Ok(received)
@@ -297,9 +375,16 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
         let mut tx = self.pool.alloc::<u8>(data.len())?;
         let mut rx = self.pool.alloc::<u8>(out.len())?;
         tx.as_mut_slice().copy_from_slice(data);
+        // A failure halts the engine before the locals go back to the pool, or
+        // leaves them lost to it.
         let n = self.two_way(&tx, data.len(), &mut rx, c)?;
         out[..n].copy_from_slice(&rx.as_slice()[..n]);
         Ok(n)
+    }
+
+    /// The engine's driver (status, recovery, reset).
+    pub fn dma(&self) -> &AxiDma<R> {
+        &self.dma
     }
 }
 
@@ -318,7 +403,9 @@ pub struct Lane<'a, R, I> {
 
 /// Two-way transfers on several engines at once (a coprocessor with several
 /// streams): every lane is checked first, then all are started, then all are
-/// waited for. Returns the bytes each lane received.
+/// waited for. Returns the bytes each lane received. If any lane fails, every
+/// lane still running is halted (or its buffers lost to its engine) before the
+/// error returns.
 pub fn two_way_together<R: RegisterSpace, I: IrqLine>(
     lanes: &mut [Lane<'_, R, I>],
     c: Completion,
@@ -326,129 +413,39 @@ pub fn two_way_together<R: RegisterSpace, I: IrqLine>(
     for l in lanes.iter() {
         l.engine
             .check_two_way(l.tx, l.tx_len, l.rx, l.rx.len(), c)?;
+        l.engine.timing.set(Timing::default());
     }
-    let starts = lanes
-        .iter()
-        .map(|l| l.engine.start_two_way(l.tx, l.tx_len, l.rx, l.rx.len(), c))
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut received = Vec::with_capacity(lanes.len());
-    for (l, t0) in lanes.iter_mut().zip(starts) {
-        let n = l.engine.finish(c, t0)?;
-        l.rx.sync_for_cpu(n)?;
-        received.push(n);
-    }
-    Ok(received)
-}
-
-/// One request to the proxy's driver thread.
-struct Request {
-    data: Vec<u8>,
-    rx_len: usize,
-    reply: std::sync::mpsc::SyncSender<Result<(Vec<u8>, Timing), Error>>,
-}
-
-/// The structure of a kernel DMA driver such as Xilinx dma-proxy: a driver thread
-/// owns the engine and its DMA buffers; each call hands it the caller's data (the
-/// "system call"), the thread copies it into DMA memory, programs the engine, sleeps
-/// on the interrupt, copies the result out and wakes the caller.
-pub struct Proxy {
-    requests: Option<std::sync::mpsc::Sender<Request>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-    timing: std::cell::Cell<Timing>,
-}
-
-impl Proxy {
-    /// Starts the driver thread, which takes the engine over.
-    pub fn start<R, I>(engine: Engine<R, I>) -> std::io::Result<Self>
-    where
-        R: RegisterSpace + Send + 'static,
-        I: IrqLine + Send + 'static,
-    {
-        let (tx, rx) = std::sync::mpsc::channel::<Request>();
-        let thread = std::thread::Builder::new()
-            .name("dmaflow-proxy".into())
-            .spawn(move || {
-                let mut bufs: Option<(DmaBuf<u8>, DmaBuf<u8>)> = None;
-                for req in rx {
-                    let result = (|| {
-                        if req.data.is_empty() || req.rx_len == 0 {
-                            return Err(Error::Empty);
-                        }
-                        // Reuse the driver's DMA buffers while they are large enough.
-                        let fits = bufs.as_ref().is_some_and(|(t, r)| {
-                            t.len() >= req.data.len() && r.len() >= req.rx_len
-                        });
-                        if !fits {
-                            bufs = None;
-                            bufs = Some((
-                                engine.pool().alloc::<u8>(req.data.len())?,
-                                engine.pool().alloc::<u8>(req.rx_len)?,
-                            ));
-                        }
-                        let Some((t, r)) = bufs.as_mut() else {
-                            return Err(Error::Empty);
-                        };
-                        t.as_mut_slice()[..req.data.len()].copy_from_slice(&req.data);
-                        let n = engine.two_way_into(
-                            t,
-                            req.data.len(),
-                            r,
-                            req.rx_len,
-                            Completion::Irq,
-                        )?;
-                        let mut out = req.data;
-                        out.clear();
-                        out.extend_from_slice(&r.as_slice()[..n]);
-                        Ok((out, engine.last_timing()))
-                    })();
-                    // The caller may have gone; nothing to do then.
-                    let _ = req.reply.send(result);
-                }
-            })?;
-        Ok(Proxy {
-            requests: Some(tx),
-            thread: Some(thread),
-            timing: std::cell::Cell::new(Timing::default()),
-        })
-    }
-
-    /// Sends `data` and returns what comes back (at most `rx_len` bytes), blocking
-    /// until the driver thread has done the transfer. The vector is reused for the
-    /// answer.
-    pub fn transfer(&self, data: Vec<u8>, rx_len: usize) -> Result<Vec<u8>, Error> {
-        let (reply, answer) = std::sync::mpsc::sync_channel(1);
-        let gone = || {
-            Error::Axi(axi::Error::Platform(crate::platform::Error::Io {
-                path: "proxy driver thread".into(),
-                source: std::io::Error::other("the driver thread has stopped"),
-            }))
-        };
-        self.requests
-            .as_ref()
-            .ok_or_else(gone)?
-            .send(Request {
-                data,
-                rx_len,
-                reply,
-            })
-            .map_err(|_| gone())?;
-        let (out, timing) = answer.recv().map_err(|_| gone())??;
-        self.timing.set(timing);
-        Ok(out)
-    }
-
-    /// Where the driver thread's time went in the last transfer (its own view:
-    /// the hand-over to and from the caller is not included).
-    pub fn last_timing(&self) -> Timing {
-        self.timing.get()
-    }
-}
-
-impl Drop for Proxy {
-    fn drop(&mut self) {
-        drop(self.requests.take());
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+    // Stops the lanes in `running` after lane `failed` went wrong.
+    fn stop_others<R: RegisterSpace, I: IrqLine>(
+        lanes: &mut [Lane<'_, R, I>],
+        running: std::ops::Range<usize>,
+    ) {
+        for l in &mut lanes[running] {
+            l.engine.abort(l.tx, l.rx);
         }
     }
+    let mut starts = Vec::with_capacity(lanes.len());
+    for i in 0..lanes.len() {
+        let l = &mut lanes[i];
+        let rx_len = l.rx.len();
+        match l.engine.start_two_way(l.tx, l.tx_len, l.rx, rx_len, c) {
+            Ok(t0) => starts.push(t0),
+            Err(e) => {
+                stop_others(lanes, 0..i);
+                return Err(e);
+            }
+        }
+    }
+    let mut received = Vec::with_capacity(lanes.len());
+    for (i, t0) in starts.into_iter().enumerate() {
+        let l = &mut lanes[i];
+        match l.engine.finish(c, t0, l.tx, l.rx) {
+            Ok(n) => received.push(n),
+            Err(e) => {
+                stop_others(lanes, i + 1..lanes.len());
+                return Err(e);
+            }
+        }
+    }
+    Ok(received)
 }

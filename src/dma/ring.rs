@@ -2,10 +2,14 @@
 //! application fills TX buffers in place and reads RX buffers in place (zero-copy)
 //! or copies through them (standard I/O); descriptors are handed to the engine in
 //! batches with one TAILDESC write, and the channels run without halting.
+//!
+//! The ring owns its buffers. After a timeout or an engine error it stops (every
+//! later call is [`Error::Stopped`]) with the engine halted; if the engine cannot
+//! be halted, the buffers are lost to it and never return to the pool.
 
 use super::{Completion, Engine, Error};
 use crate::axi::{
-    Channel, DESC_WORDS, DescRing, Wait, regs::DESC_LENGTH_MASK, regs::DESC_STS_RXEOF,
+    self, Channel, DESC_WORDS, DescRing, Wait, regs::DESC_LENGTH_MASK, regs::DESC_STS_RXEOF,
 };
 use crate::mem::DmaBuf;
 use crate::platform::{IrqLine, RegisterSpace};
@@ -21,6 +25,7 @@ pub struct PacketRing<'e, R: RegisterSpace, I: IrqLine> {
     completion: Completion,
     batch: usize,
     slot_bytes: usize,
+    stopped: bool,
 }
 
 impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
@@ -41,7 +46,7 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
         }
         let max = engine.dma.max_len();
         if slot_bytes > max {
-            return Err(crate::axi::Error::TooLong {
+            return Err(axi::Error::TooLong {
                 channel: Channel::S2mm,
                 len: slot_bytes,
                 max,
@@ -59,12 +64,8 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
         // One descriptor more than buffers: a ring keeps one descriptor unused.
         let descs = || pool.alloc::<u32>((slots + 1) * DESC_WORDS);
         let tx_ring = engine.dma.ring_start(Channel::Mm2s, descs()?, irq)?;
-        let mut rx_ring = engine.dma.ring_start(Channel::S2mm, descs()?, irq)?;
-        for b in &rx {
-            rx_ring.push(b.bus_addr(), slot_bytes, max)?;
-        }
-        engine.dma.ring_flush(&mut rx_ring)?;
-        Ok(PacketRing {
+        let rx_ring = engine.dma.ring_start(Channel::S2mm, descs()?, irq)?;
+        let mut ring = PacketRing {
             engine,
             tx,
             rx,
@@ -73,7 +74,17 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
             completion,
             batch: batch.max(1),
             slot_bytes,
-        })
+            stopped: false,
+        };
+        for i in 0..slots {
+            // SAFETY: the ring owns `rx[i]` until its Drop, which halts the engine
+            // first or surrenders the buffers to it when it cannot.
+            let pushed = unsafe { ring.rx_ring.push(ring.rx[i].bus_addr(), slot_bytes, max) };
+            ring.guard(pushed)?;
+        }
+        let flushed = engine.dma.ring_flush(&mut ring.rx_ring);
+        ring.guard(flushed)?;
+        Ok(ring)
     }
 
     /// Bytes each buffer holds.
@@ -86,7 +97,7 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
         self.tx.len()
     }
 
-    fn how(&self, ch: Channel) -> Wait<'_> {
+    fn how(&self, ch: Channel) -> Wait<'e> {
         match self.completion {
             Completion::Irq => Wait::Irq(&self.engine.irq[ch as usize]),
             Completion::Yield => Wait::Yield,
@@ -94,9 +105,47 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
         }
     }
 
+    /// Passes `r` on; an error stops the ring with the engine halted (the driver
+    /// has recovered it from timeouts and device errors; anything else is
+    /// recovered here), or with every buffer lost to it when it cannot be halted.
+    fn guard<T>(&mut self, r: Result<T, axi::Error>) -> Result<T, Error> {
+        r.map_err(|e| {
+            let e = Error::from(e);
+            if !self.stopped {
+                self.stopped = true;
+                let halted = if e.recovered() {
+                    !self.engine.dma.is_failed()
+                } else {
+                    self.engine.dma.recover()
+                };
+                if !halted {
+                    self.surrender();
+                }
+            }
+            e
+        })
+    }
+
+    /// Gives every buffer and descriptor up to an engine that could not be halted.
+    fn surrender(&mut self) {
+        for b in self.tx.iter_mut().chain(self.rx.iter_mut()) {
+            b.surrender();
+        }
+        self.tx_ring.surrender();
+        self.rx_ring.surrender();
+    }
+
+    fn running(&self) -> Result<(), Error> {
+        if self.stopped {
+            return Err(Error::Stopped);
+        }
+        Ok(())
+    }
+
     /// Sends a packet of `len` bytes, filled in place by `fill` (zero-copy). Waits
     /// for a free TX buffer when all are in flight.
     pub fn send_with(&mut self, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<(), Error> {
+        self.running()?;
         if len == 0 {
             return Err(Error::Empty);
         }
@@ -111,9 +160,11 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
             self.tx_ring.reclaim();
         }
         if self.tx_ring.is_full() {
-            self.engine.dma.ring_flush(&mut self.tx_ring)?;
+            let flushed = self.engine.dma.ring_flush(&mut self.tx_ring);
+            self.guard(flushed)?;
             let how = self.how(Channel::Mm2s);
-            self.engine.dma.ring_wait(&self.tx_ring, &how)?;
+            let waited = self.engine.dma.ring_wait(&self.tx_ring, &how);
+            self.guard(waited)?;
             self.tx_ring.reclaim();
         }
         // Buffers are used in turn, as descriptors are.
@@ -121,10 +172,17 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
         let buf = &mut self.tx[slot];
         fill(&mut buf.as_mut_slice()[..len]);
         buf.sync_for_device(len)?;
-        self.tx_ring
-            .push(buf.bus_addr(), len, self.engine.dma.max_len())?;
+        // SAFETY: the ring owns `buf` and does not hand it out again before its
+        // descriptor is reclaimed; its Drop halts the engine first or surrenders
+        // the buffer to it.
+        let pushed = unsafe {
+            self.tx_ring
+                .push(buf.bus_addr(), len, self.engine.dma.max_len())
+        };
+        self.guard(pushed)?;
         if self.tx_ring.unflushed() >= self.batch {
-            self.engine.dma.ring_flush(&mut self.tx_ring)?;
+            let flushed = self.engine.dma.ring_flush(&mut self.tx_ring);
+            self.guard(flushed)?;
         }
         Ok(())
     }
@@ -136,69 +194,120 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
 
     /// Hands every packet sent so far to the engine.
     pub fn flush(&mut self) -> Result<(), Error> {
-        self.engine.dma.ring_flush(&mut self.tx_ring)?;
-        self.engine.dma.ring_flush(&mut self.rx_ring)?;
-        Ok(())
+        self.running()?;
+        let flushed = self.engine.dma.ring_flush(&mut self.tx_ring);
+        self.guard(flushed)?;
+        let flushed = self.engine.dma.ring_flush(&mut self.rx_ring);
+        self.guard(flushed)
+    }
+
+    /// Waits for the oldest S2MM descriptor's completion (flushing what was sent
+    /// first); returns its status word without giving it back.
+    fn next_status(&mut self) -> Result<u32, Error> {
+        self.running()?;
+        let flushed = self.engine.dma.ring_flush(&mut self.tx_ring);
+        self.guard(flushed)?;
+        let how = self.how(Channel::S2mm);
+        let waited = self.engine.dma.ring_wait(&self.rx_ring, &how);
+        self.guard(waited)
     }
 
     /// Waits for the next packet and lets `read` look at it in place (zero-copy);
-    /// the buffer goes back to S2MM afterwards.
+    /// the buffer goes back to S2MM afterwards. A packet longer than one buffer is
+    /// dropped with [`Error::PacketTooLong`].
     pub fn recv_with<T>(&mut self, read: impl FnOnce(&[u8]) -> T) -> Result<T, Error> {
-        self.engine.dma.ring_flush(&mut self.tx_ring)?;
-        let how = self.how(Channel::S2mm);
-        let status = self.engine.dma.ring_wait(&self.rx_ring, &how)?;
+        let status = self.next_status()?;
         self.take(status, read)
     }
 
     /// Like [`recv_with`](Self::recv_with) but returns `None` at once when no
     /// packet has arrived.
     pub fn try_recv_with<T>(&mut self, read: impl FnOnce(&[u8]) -> T) -> Result<Option<T>, Error> {
+        self.running()?;
         match self.rx_ring.completed() {
             Some(status) => self.take(status, read).map(Some),
             None => Ok(None),
         }
     }
 
-    fn take<T>(&mut self, status: u32, read: impl FnOnce(&[u8]) -> T) -> Result<T, Error> {
-        let slot = (self.rx_ring.reclaimed() % self.rx.len() as u64) as usize;
+    /// Receives the next packet into `out` (standard I/O); returns its length. If
+    /// `out` is shorter than the packet, [`Error::OutTooShort`] says so and the
+    /// packet stays queued for the next call.
+    pub fn recv(&mut self, out: &mut [u8]) -> Result<usize, Error> {
+        let status = self.next_status()?;
         let n = (status & DESC_LENGTH_MASK) as usize;
-        if status & DESC_STS_RXEOF == 0 {
-            return Err(Error::TooLong {
-                len: n + 1,
-                capacity: self.slot_bytes,
+        if status & DESC_STS_RXEOF != 0 && n > out.len() {
+            return Err(Error::OutTooShort {
+                len: n,
+                capacity: out.len(),
             });
         }
+        self.take(status, |p| {
+            out[..p.len()].copy_from_slice(p);
+            p.len()
+        })
+    }
+
+    /// Gives the oldest RX descriptor's buffer back to S2MM.
+    fn repost_oldest(&mut self) -> Result<(), Error> {
+        let slot = (self.rx_ring.reclaimed() % self.rx.len() as u64) as usize;
+        self.rx_ring.reclaim();
+        // SAFETY: as for every RX buffer: owned by the ring until its Drop halts
+        // the engine or surrenders the buffer.
+        let pushed = unsafe {
+            self.rx_ring.push(
+                self.rx[slot].bus_addr(),
+                self.slot_bytes,
+                self.engine.dma.max_len(),
+            )
+        };
+        self.guard(pushed)?;
+        if self.rx_ring.unflushed() >= self.batch {
+            let flushed = self.engine.dma.ring_flush(&mut self.rx_ring);
+            self.guard(flushed)?;
+        }
+        Ok(())
+    }
+
+    /// Hands the packet whose first descriptor completed with `status` to `read`,
+    /// then gives its buffer back to S2MM. A packet that spans several buffers
+    /// (no RXEOF on its first) is drained, every buffer given back, and reported.
+    fn take<T>(&mut self, status: u32, read: impl FnOnce(&[u8]) -> T) -> Result<T, Error> {
+        let n = (status & DESC_LENGTH_MASK) as usize;
+        if status & DESC_STS_RXEOF == 0 {
+            let mut len = n;
+            self.repost_oldest()?;
+            loop {
+                let flushed = self.engine.dma.ring_flush(&mut self.rx_ring);
+                self.guard(flushed)?;
+                let s = self.next_status()?;
+                len += (s & DESC_LENGTH_MASK) as usize;
+                self.repost_oldest()?;
+                if s & DESC_STS_RXEOF != 0 {
+                    return Err(Error::PacketTooLong {
+                        len,
+                        slot: self.slot_bytes,
+                    });
+                }
+            }
+        }
+        let slot = (self.rx_ring.reclaimed() % self.rx.len() as u64) as usize;
         let buf = &self.rx[slot];
         buf.sync_for_cpu(n)?;
         let out = read(&buf.as_slice()[..n]);
-        self.rx_ring.reclaim();
-        self.rx_ring
-            .push(buf.bus_addr(), self.slot_bytes, self.engine.dma.max_len())?;
-        if self.rx_ring.unflushed() >= self.batch {
-            self.engine.dma.ring_flush(&mut self.rx_ring)?;
-        }
+        // Clean and invalidate before the buffer is the device's again.
+        buf.sync_for_cpu(self.slot_bytes)?;
+        self.repost_oldest()?;
         Ok(out)
-    }
-
-    /// Receives the next packet into `out` (standard I/O); returns its length.
-    pub fn recv(&mut self, out: &mut [u8]) -> Result<usize, Error> {
-        let cap = out.len();
-        self.recv_with(|p| {
-            if p.len() > cap {
-                return Err(Error::TooLong {
-                    len: p.len(),
-                    capacity: cap,
-                });
-            }
-            out[..p.len()].copy_from_slice(p);
-            Ok(p.len())
-        })?
     }
 }
 
 impl<R: RegisterSpace, I: IrqLine> Drop for PacketRing<'_, R, I> {
     fn drop(&mut self) {
-        // Stop the engine before its buffers go back to the pool.
-        let _ = self.engine.dma.reset();
+        // Stop the engine before its buffers go back to the pool; if it cannot be
+        // stopped, they are lost to it.
+        if !self.stopped && !self.engine.dma.recover() {
+            self.surrender();
+        }
     }
 }

@@ -2,7 +2,7 @@
 //! bus address) out of a [`DmaMemory`] region, with a cache policy per pool.
 
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use bytemuck::Pod;
@@ -29,6 +29,12 @@ pub enum Error {
         /// Largest free block.
         largest_free: usize,
     },
+    /// A buffer lost to a device that could not be halted was handed to a device
+    /// again.
+    #[error(
+        "this buffer was lost to a DMA engine that could not be halted; it is no longer DMA memory"
+    )]
+    Lost,
     /// A buffer was handed to a pool it does not come from.
     #[error("buffer belongs to DMA pool {buffer_pool}, not to pool {pool}")]
     ForeignBuffer {
@@ -60,6 +66,9 @@ struct PoolInner {
     id: u64,
     /// Free blocks `(offset, len)`, sorted by offset, never adjacent.
     free: Mutex<Vec<(usize, usize)>>,
+    /// Bytes of buffers lost to engines that could not be halted: never handed
+    /// out again.
+    lost: AtomicUsize,
 }
 
 impl PoolInner {
@@ -99,6 +108,7 @@ impl DmaPool {
                 } else {
                     Vec::new()
                 }),
+                lost: AtomicUsize::new(0),
             }),
         }
     }
@@ -121,6 +131,12 @@ impl DmaPool {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         free.iter().map(|b| b.1).sum()
+    }
+
+    /// Bytes lost to engines that could not be halted after a timeout or an
+    /// error (their buffers are never handed out again).
+    pub fn lost_bytes(&self) -> usize {
+        self.inner.lost.load(Ordering::Relaxed)
     }
 
     /// A buffer of `items` items of `T`, 64-byte aligned, contents unspecified.
@@ -165,12 +181,17 @@ impl DmaPool {
             offset,
             items,
             span,
+            lost: AtomicBool::new(false),
+            private: None,
             _items: PhantomData,
         })
     }
 
-    /// Checks that `buf` comes from this pool.
+    /// Checks that `buf` comes from this pool and may still be given to a device.
     pub fn check<T>(&self, buf: &DmaBuf<T>) -> Result<(), Error> {
+        if buf.lost.load(Ordering::Relaxed) {
+            return Err(Error::Lost);
+        }
         if buf.pool.id != self.inner.id {
             return Err(Error::ForeignBuffer {
                 buffer_pool: buf.pool.id,
@@ -183,12 +204,23 @@ impl DmaPool {
 
 /// A buffer in DMA memory: a CPU view and the bus address the device uses. It is
 /// returned to its pool when dropped. Whoever holds it owns its bytes; a transfer
-/// takes it by value while the device uses it.
+/// borrows or owns it while the device uses it, and gives it back only once the
+/// transfer is complete or the engine is confirmed halted.
+///
+/// If an engine cannot be halted after a timeout or an error, the buffers it was
+/// given are *lost* to it: their DMA memory is never returned to the pool, and a
+/// buffer the device may still write moves its CPU view to private memory, so
+/// nothing the program can reach is written by the device. A lost buffer cannot be
+/// given to a device again ([`Error::Lost`]).
 pub struct DmaBuf<T> {
     pool: Arc<PoolInner>,
     offset: usize,
     items: usize,
     span: usize,
+    /// Lost to a device that could not be halted: not returned to the pool.
+    lost: AtomicBool,
+    /// The CPU's view once the buffer was surrendered to such a device.
+    private: Option<Box<[T]>>,
     _items: PhantomData<T>,
 }
 
@@ -218,8 +250,35 @@ impl<T: Pod> DmaBuf<T> {
         self.pool.id
     }
 
+    /// Whether the buffer was lost to an engine that could not be halted.
+    pub fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::Relaxed)
+    }
+
+    /// Gives up the buffer's DMA memory to a device that may still read it: the
+    /// range is never returned to the pool. The CPU view stays (the device only
+    /// reads).
+    pub(crate) fn abandon(&self) {
+        if !self.lost.swap(true, Ordering::Relaxed) {
+            self.pool.lost.fetch_add(self.span, Ordering::Relaxed);
+        }
+    }
+
+    /// Gives up the buffer's DMA memory to a device that may still write it: the
+    /// range is never returned to the pool, and the CPU's view moves to private
+    /// zeroed memory of the same length.
+    pub(crate) fn surrender(&mut self) {
+        self.abandon();
+        if self.private.is_none() {
+            self.private = Some(vec![T::zeroed(); self.items].into_boxed_slice());
+        }
+    }
+
     /// The items, for the CPU.
     pub fn as_slice(&self) -> &[T] {
+        if let Some(p) = &self.private {
+            return p;
+        }
         // SAFETY: the range `offset..offset + byte_len` lies inside the region and
         // belongs to this buffer alone (the pool hands it out once); it is 64-byte
         // aligned, initialised memory, and any bit pattern is a valid `T`. The
@@ -234,6 +293,9 @@ impl<T: Pod> DmaBuf<T> {
 
     /// The items, for the CPU to fill.
     pub fn as_mut_slice(&mut self) -> &mut [T] {
+        if let Some(p) = &mut self.private {
+            return p;
+        }
         // SAFETY: as in `as_slice`, and `&mut self` makes this the only view.
         unsafe {
             std::slice::from_raw_parts_mut(
@@ -245,6 +307,9 @@ impl<T: Pod> DmaBuf<T> {
 
     /// Address of item `i`, if it is in the buffer.
     fn item_ptr(&self, i: usize) -> Option<*mut T> {
+        if let Some(p) = &self.private {
+            return p.get(i).map(|x| std::ptr::from_ref(x).cast_mut());
+        }
         (i < self.items).then(|| {
             // SAFETY: `i` is in bounds (checked), so the offset stays inside this
             // buffer's range of the region.
@@ -307,7 +372,10 @@ impl<T: Pod> DmaBuf<T> {
         bytes: usize,
         sync: impl FnOnce(&dyn DmaMemory, usize, usize) -> Result<(), crate::platform::Error>,
     ) -> Result<(), Error> {
-        if self.pool.policy == CachePolicy::Explicit && from < self.byte_len() {
+        if self.pool.policy == CachePolicy::Explicit
+            && self.private.is_none()
+            && from < self.byte_len()
+        {
             let n = bytes.min(self.byte_len() - from);
             sync(self.pool.memory.as_ref(), self.offset + from, n)?;
         }
@@ -315,9 +383,26 @@ impl<T: Pod> DmaBuf<T> {
     }
 }
 
+impl DmaBuf<u32> {
+    /// Reads word `i` with an atomic load: for the words a device writes while the
+    /// CPU watches (descriptor status). Pair it with
+    /// [`dma_rmb`](crate::platform::dma_rmb) before reading what the word
+    /// announces. `None` past the end.
+    pub fn load_word(&self, i: usize) -> Option<u32> {
+        let p = self.item_ptr(i)?;
+        // SAFETY: the address is in bounds and 4-byte aligned (`item_ptr`); the
+        // word lives as long as `self`, and every access to it from the device
+        // side is atomic too.
+        Some(unsafe { AtomicU32::from_ptr(p) }.load(Ordering::Relaxed))
+    }
+}
+
 impl<T> Drop for DmaBuf<T> {
     fn drop(&mut self) {
-        self.pool.release(self.offset, self.span);
+        // A lost buffer's range may still be the device's: it never goes back.
+        if !self.lost.load(Ordering::Relaxed) {
+            self.pool.release(self.offset, self.span);
+        }
     }
 }
 
@@ -327,6 +412,7 @@ impl<T> std::fmt::Debug for DmaBuf<T> {
             .field("pool", &self.pool.id)
             .field("offset", &self.offset)
             .field("items", &self.items)
+            .field("lost", &self.lost.load(Ordering::Relaxed))
             .finish()
     }
 }
@@ -360,6 +446,30 @@ mod tests {
         // Everything merged back: one allocation of the whole region works.
         let all = p.alloc::<u8>(total).unwrap();
         assert_eq!(all.byte_len(), total);
+    }
+
+    #[test]
+    fn lost_buffers_never_return_and_leave_device_memory() {
+        let p = pool(4096, CachePolicy::Coherent);
+        let total = p.free_bytes();
+        let mut rx = p.alloc::<u8>(100).unwrap();
+        let tx = p.alloc::<u8>(64).unwrap();
+        let base = rx.as_slice().as_ptr();
+        rx.as_mut_slice().fill(7);
+        rx.surrender();
+        tx.abandon();
+        // The CPU view of the surrendered buffer is private memory now.
+        assert_ne!(rx.as_slice().as_ptr(), base);
+        assert!(rx.as_slice().iter().all(|&b| b == 0));
+        assert!(matches!(p.check(&rx), Err(Error::Lost)));
+        assert!(matches!(p.check(&tx), Err(Error::Lost)));
+        drop(rx);
+        drop(tx);
+        assert_eq!(p.lost_bytes(), 128 + 64);
+        assert_eq!(p.free_bytes(), total - 192);
+        // What is handed out next lies elsewhere.
+        let next = p.alloc::<u8>(100).unwrap();
+        assert_ne!(next.as_slice().as_ptr(), base);
     }
 
     #[test]

@@ -97,6 +97,28 @@ impl Mapping {
     }
 }
 
+impl Mapping {
+    /// Atomic 32-bit load at `offset`, for memory two agents of the emulated board
+    /// share (its register page): ordered by the caller's fences.
+    pub(crate) fn load_u32(&self, offset: usize) -> Result<u32, Error> {
+        let p = self.check(offset)?;
+        // SAFETY: `p` is 4-byte aligned and inside the mapping, which lives as long
+        // as `self`; every access to the emulated board's registers is atomic.
+        Ok(unsafe { std::sync::atomic::AtomicU32::from_ptr(p) }
+            .load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Atomic 32-bit store at `offset` with release ordering: what the storer
+    /// wrote before is visible to whoever sees the value and fences with acquire.
+    pub(crate) fn store_u32(&self, offset: usize, value: u32) -> Result<(), Error> {
+        let p = self.check(offset)?;
+        // SAFETY: as in `load_u32`.
+        unsafe { std::sync::atomic::AtomicU32::from_ptr(p) }
+            .store(value, std::sync::atomic::Ordering::Release);
+        Ok(())
+    }
+}
+
 impl Drop for Mapping {
     fn drop(&mut self) {
         // SAFETY: unmaps exactly the range this value mapped; nothing borrows it

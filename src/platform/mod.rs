@@ -2,11 +2,16 @@
 //! ([`RegisterSpace`]), a region of DMA-able memory with bus addresses
 //! ([`DmaMemory`]) and an interrupt line ([`IrqLine`]). Two implementations of
 //! each: [`uio`] for real boards (UIO and u-dma-buf) and [`sim`] for the emulated
-//! fabric. Drivers are written against the traits only.
+//! fabric. Drivers are written against the traits only, and keep the CPU/device
+//! ordering contract written down in [`order`].
 
+pub mod cache;
 mod map;
+pub mod order;
 pub mod sim;
 pub mod uio;
+
+pub use order::{dma_rmb, dma_wmb};
 
 use std::time::Duration;
 

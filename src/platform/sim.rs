@@ -174,7 +174,7 @@ pub struct SimRegisters {
 
 impl RegisterSpace for SimRegisters {
     fn read(&self, offset: usize) -> Result<u32, Error> {
-        self.map.read_u32(offset)
+        self.map.load_u32(offset)
     }
     fn write(&self, offset: usize, value: u32) -> Result<(), Error> {
         match self.target.get() {
@@ -184,7 +184,7 @@ impl RegisterSpace for SimRegisters {
                 t.write(self.window, offset, value);
                 Ok(())
             }
-            None => self.map.write_u32(offset, value),
+            None => self.map.store_u32(offset, value),
         }
     }
     fn len(&self) -> usize {
@@ -198,42 +198,6 @@ impl RegisterSpace for SimRegisters {
 pub struct SimMemory {
     map: Mapping,
     bus_base: u64,
-}
-
-/// Writes back and evicts every cache line of the range: `clflushopt` where the CPU
-/// has it (CPUID leaf 7, EBX bit 23), `clflush` otherwise, then a store fence.
-fn flush_lines(base: *mut u8, len: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::sync::OnceLock;
-        static HAS_CLFLUSHOPT: OnceLock<bool> = OnceLock::new();
-        // `__cpuid_count` has no preconditions on x86-64 (CPUID is always present).
-        let opt = *HAS_CLFLUSHOPT
-            .get_or_init(|| std::arch::x86_64::__cpuid_count(7, 0).ebx & (1 << 23) != 0);
-        let end = base as usize + len;
-        let mut p = base as usize & !63;
-        while p < end {
-            if opt {
-                // SAFETY: clflushopt exists on this CPU (checked above) and `p` is an
-                // address inside (or at the line start of) the caller's mapped range;
-                // flushing changes no memory contents.
-                unsafe {
-                    std::arch::asm!("clflushopt [{0}]", in(reg) p, options(nostack, preserves_flags))
-                };
-            } else {
-                // SAFETY: as above; clflush is part of SSE2, present on every x86-64.
-                unsafe { std::arch::x86_64::_mm_clflush(p as *const u8) };
-            }
-            p += 64;
-        }
-        // SAFETY: a store fence has no preconditions; it orders the flushes above.
-        unsafe { std::arch::x86_64::_mm_sfence() };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (base, len);
-        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
-    }
 }
 
 impl DmaMemory for SimMemory {
@@ -251,8 +215,10 @@ impl DmaMemory for SimMemory {
     }
     fn sync_for_device(&self, offset: usize, len: usize) -> Result<(), Error> {
         check_range(offset, len, self.size())?;
-        // SAFETY: the range was checked to lie inside the mapping.
-        flush_lines(unsafe { self.map.base().add(offset) }, len);
+        // Only the addresses are used (no byte is read or written), and the range
+        // was checked to lie inside the mapping.
+        let start = self.map.base().wrapping_add(offset);
+        super::cache::maintain(super::cache::Op::Clean, start, len);
         Ok(())
     }
     fn sync_for_cpu(&self, offset: usize, len: usize) -> Result<(), Error> {
@@ -339,20 +305,22 @@ impl DeviceView {
     pub fn reg(&self, w: usize, offset: usize) -> u32 {
         self.regs
             .get(w)
-            .and_then(|m| m.read_u32(offset).ok())
+            .and_then(|m| m.load_u32(offset).ok())
             .unwrap_or(0)
     }
 
-    /// Writes register `offset` of window `w`.
+    /// Writes register `offset` of window `w`, with release ordering: the data
+    /// the device wrote before a status bit is visible to a driver that sees the
+    /// bit and issues its read barrier ([`crate::platform::dma_rmb`]).
     pub fn set_reg(&self, w: usize, offset: usize, value: u32) {
         if let Some(m) = self.regs.get(w) {
-            let _ = m.write_u32(offset, value);
+            let _ = m.store_u32(offset, value);
         }
     }
 
     fn ddr_offset(&self, addr: u64, len: usize) -> Result<usize, DecodeError> {
         let err = DecodeError { addr, len };
-        let off = addr.checked_sub(self.ddr_base).ok_or(err)? as usize;
+        let off = usize::try_from(addr.checked_sub(self.ddr_base).ok_or(err)?).map_err(|_| err)?;
         check_range(off, len, self.ddr.len()).map_err(|_| err)?;
         Ok(off)
     }
@@ -386,9 +354,21 @@ impl DeviceView {
         Ok(u32::from_le_bytes(b))
     }
 
-    /// Writes a little-endian 32-bit word at bus address `addr`.
+    /// Writes a little-endian 32-bit word at bus address `addr` (a descriptor's
+    /// status) with one atomic store with release ordering where it is aligned:
+    /// the data written before it is visible to a driver that sees the word and
+    /// issues its read barrier ([`crate::platform::dma_rmb`]).
     pub fn write_word(&self, addr: u64, value: u32) -> Result<(), DecodeError> {
-        self.write_ddr(addr, &value.to_le_bytes())
+        let off = self.ddr_offset(addr, 4)?;
+        if !off.is_multiple_of(4) {
+            return self.write_ddr(addr, &value.to_le_bytes());
+        }
+        // SAFETY: the word lies inside the mapping (checked) and is aligned; the
+        // driver reads such words atomically too (`DmaBuf::load_word`).
+        let word =
+            unsafe { std::sync::atomic::AtomicU32::from_ptr(self.ddr.base().add(off).cast()) };
+        word.store(value.to_le(), std::sync::atomic::Ordering::Release);
+        Ok(())
     }
 
     /// Raises interrupt line `i`.

@@ -37,6 +37,15 @@ fn number(path: &Path) -> Result<u64, Error> {
     })
 }
 
+/// A size from sysfs as a `usize`, refused (not truncated) where it does not fit
+/// the address space (32-bit boards).
+fn size_of(path: &Path, size: u64) -> Result<usize, Error> {
+    usize::try_from(size).map_err(|_| Error::Malformed {
+        path: path.display().to_string(),
+        reason: format!("{size:#x} bytes do not fit this CPU's address space"),
+    })
+}
+
 fn open_rw(path: &Path) -> Result<File, Error> {
     OpenOptions::new()
         .read(true)
@@ -69,7 +78,12 @@ pub fn open_uio(root: &Path, index: usize) -> Result<(UioRegisters, UioIrq), Err
     }
     let dev = root.join(format!("dev/uio{index}"));
     let file = open_rw(&dev)?;
-    let map = Mapping::new(&file, size as usize, 0, &dev.display().to_string())?;
+    let map = Mapping::new(
+        &file,
+        size_of(&size_path, size)?,
+        0,
+        &dev.display().to_string(),
+    )?;
     let irq_file = open_rw(&dev)?;
     Ok((
         UioRegisters { map },
@@ -109,19 +123,32 @@ impl IrqLine for UioIrq {
     }
 }
 
+/// How a u-dma-buf's cache maintenance is done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheOps {
+    /// By the CPU from user space, line by line ([`super::cache`]): no system
+    /// call. The default where the CPU allows it (x86-64, AArch64).
+    Cpu,
+    /// Through u-dma-buf's sysfs `sync_*` files: four writes per operation. The
+    /// default elsewhere (ARMv7).
+    Sysfs,
+}
+
 /// A u-dma-buf buffer: contiguous DMA memory with its physical address.
 pub struct UdmaBuf {
     map: Mapping,
     phys: u64,
     coherent: bool,
     sysfs: PathBuf,
+    ops: CacheOps,
 }
 
 /// Opens the u-dma-buf `name` (for example `udmabuf0`) under `root`.
 pub fn open_udmabuf(root: &Path, name: &str) -> Result<UdmaBuf, Error> {
     let sysfs = root.join(format!("sys/class/u-dma-buf/{name}"));
     let phys = number(&sysfs.join("phys_addr"))?;
-    let size = number(&sysfs.join("size"))?;
+    let size_path = sysfs.join("size");
+    let size = size_of(&size_path, number(&size_path)?)?;
     if size == 0 {
         return Err(Error::Malformed {
             path: sysfs.join("size").display().to_string(),
@@ -134,16 +161,59 @@ pub fn open_udmabuf(root: &Path, name: &str) -> Result<UdmaBuf, Error> {
     };
     let dev = root.join(format!("dev/{name}"));
     let file = open_rw(&dev)?;
-    let map = Mapping::new(file.as_fd(), size as usize, 0, &dev.display().to_string())?;
+    let map = Mapping::new(file.as_fd(), size, 0, &dev.display().to_string())?;
+    let ops = if super::cache::available() {
+        CacheOps::Cpu
+    } else {
+        CacheOps::Sysfs
+    };
     Ok(UdmaBuf {
         map,
         phys,
         coherent,
         sysfs,
+        ops,
     })
 }
 
 impl UdmaBuf {
+    /// Chooses how cache maintenance is done; [`CacheOps::Cpu`] where the CPU does
+    /// not allow it from user space falls back to sysfs.
+    pub fn with_cache_ops(mut self, ops: CacheOps) -> Self {
+        self.ops = if super::cache::available() {
+            ops
+        } else {
+            CacheOps::Sysfs
+        };
+        self
+    }
+
+    /// How cache maintenance is done.
+    pub fn cache_ops(&self) -> CacheOps {
+        self.ops
+    }
+
+    /// One cache operation over a checked range: by the CPU where chosen, else
+    /// through sysfs in `direction` (1 to the device, 2 from it).
+    fn maintain(
+        &self,
+        op: super::cache::Op,
+        offset: usize,
+        len: usize,
+        direction: u32,
+        trigger: &str,
+    ) -> Result<(), Error> {
+        check_range(offset, len, self.map.len())?;
+        if self.ops == CacheOps::Cpu {
+            // Only addresses are used; the range lies inside the mapping (checked).
+            let start = self.map.base().wrapping_add(offset);
+            if super::cache::maintain(op, start, len) {
+                return Ok(());
+            }
+        }
+        self.sync(offset, len, direction, trigger)
+    }
+
     /// u-dma-buf's manual sync: offset, size and direction, then the trigger.
     fn sync(&self, offset: usize, len: usize, direction: u32, trigger: &str) -> Result<(), Error> {
         check_range(offset, len, self.map.len())?;
@@ -174,10 +244,16 @@ impl DmaMemory for UdmaBuf {
         self.coherent
     }
     fn sync_for_device(&self, offset: usize, len: usize) -> Result<(), Error> {
-        self.sync(offset, len, 1, "sync_for_device")
+        self.maintain(super::cache::Op::Clean, offset, len, 1, "sync_for_device")
     }
     fn sync_for_cpu(&self, offset: usize, len: usize) -> Result<(), Error> {
-        self.sync(offset, len, 2, "sync_for_cpu")
+        self.maintain(
+            super::cache::Op::CleanInvalidate,
+            offset,
+            len,
+            2,
+            "sync_for_cpu",
+        )
     }
 }
 
@@ -221,6 +297,10 @@ pub fn inventory(root: &Path) -> Inventory {
 mod tests {
     use super::*;
 
+    fn dmaflow_cache_available() -> bool {
+        crate::platform::cache::available()
+    }
+
     fn fake_board(root: &Path) {
         let uio = root.join("sys/class/uio/uio0");
         std::fs::create_dir_all(uio.join("maps/map0")).unwrap();
@@ -259,12 +339,23 @@ mod tests {
         assert!(matches!(regs.read(0x10000), Err(Error::BadOffset { .. })));
 
         let buf = open_udmabuf(dir.path(), "udmabuf0").unwrap();
+        // The CPU's own cache operations where it allows them; sysfs otherwise.
+        let cpu = if dmaflow_cache_available() {
+            CacheOps::Cpu
+        } else {
+            CacheOps::Sysfs
+        };
+        assert_eq!(buf.cache_ops(), cpu);
+        buf.sync_for_device(0, 4096).unwrap();
+        let ub = dir.path().join("sys/class/u-dma-buf/udmabuf0");
+        let untouched = std::fs::read_to_string(ub.join("sync_for_device")).unwrap();
+        assert_eq!(untouched.is_empty(), cpu == CacheOps::Cpu);
+        let buf = buf.with_cache_ops(CacheOps::Sysfs);
         assert_eq!(
             (buf.bus_base(), buf.size(), buf.coherent()),
             (0x3f00_0000, 1 << 20, false)
         );
         buf.sync_for_device(4096, 8192).unwrap();
-        let ub = dir.path().join("sys/class/u-dma-buf/udmabuf0");
         assert_eq!(
             std::fs::read_to_string(ub.join("sync_offset")).unwrap(),
             "4096"

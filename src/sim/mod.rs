@@ -87,7 +87,9 @@ pub struct Faults {
     pub force_error: Option<(usize, u32)>,
     /// Complete but raise no interrupt, once.
     pub drop_irq: bool,
-    /// Hold every transfer this long before completing.
+    /// The next transfer stays in progress this much longer: the device thread
+    /// stops for this long with the transfer under way, then completes it (writing
+    /// its data) before it honours a halt or reset asked for meanwhile.
     pub stall: Option<Duration>,
 }
 
@@ -162,6 +164,11 @@ struct State {
     fire_outputs: Vec<Vec<u8>>,
     faults: Faults,
     stop: bool,
+    /// A transfer is in progress outside the lock (a stalled device): DMACR
+    /// writes wait for it to end.
+    in_beat: bool,
+    /// DMACR writes (engine, channel, value) that arrived during the beat.
+    deferred: Vec<(usize, usize, u32)>,
 }
 
 impl State {
@@ -333,6 +340,57 @@ impl Shared {
                 };
                 st.engines[e].s2mm_chain = Some((cur, tail));
             }
+        }
+    }
+
+    /// Applies a DMACR write with the IP's semantics: Reset resets the engine;
+    /// RS = 1 leaves Halted unless an error is latched (errors are sticky until a
+    /// reset); RS = 0 stops the channel and flushes what it had pending, so a
+    /// later start fetches from CURDESC as written.
+    fn control(&self, st: &mut State, e: usize, ch: usize, value: u32) {
+        if value & DMACR_RESET != 0 {
+            self.reset(st, e);
+            return;
+        }
+        self.set(e, ch, DMACR, value);
+        if value & DMACR_RS != 0 {
+            self.update_sr(e, ch, |sr| {
+                if sr & DMASR_HALTED != 0 && sr & DMASR_ERR_MASK == 0 {
+                    (sr & !DMASR_HALTED) | DMASR_IDLE
+                } else {
+                    sr
+                }
+            });
+        } else {
+            self.stop_channel(st, e, ch);
+        }
+    }
+
+    /// Halts channel `ch` of engine `e`: queued transfers, descriptor chains and a
+    /// completion not yet signalled are dropped; doorbells not yet picked up are
+    /// void.
+    fn stop_channel(&self, st: &mut State, e: usize, ch: usize) {
+        let g = &mut st.engines[e];
+        g.posts_seen[ch] = self.posts[e][ch].load(Ordering::Acquire);
+        if ch == 0 {
+            g.mm2s.clear();
+            g.mm2s_done_at = None;
+            g.mm2s_tail = None;
+        } else {
+            g.s2mm.clear();
+            g.s2mm_chain = None;
+            g.front_written = false;
+        }
+        g.next_desc[ch] = None;
+        g.coalesced[ch] = 0;
+        self.update_sr(e, ch, |sr| (sr | DMASR_HALTED) & !DMASR_IDLE);
+    }
+
+    /// Applies the DMACR writes that arrived while a transfer was in progress.
+    fn end_beat(&self, st: &mut State) {
+        st.in_beat = false;
+        for (e, ch, value) in std::mem::take(&mut st.deferred) {
+            self.control(st, e, ch, value);
         }
     }
 
@@ -812,24 +870,15 @@ impl BusTarget for Shared {
             return;
         }
         match r {
-            DMACR => {
-                if value & DMACR_RESET != 0 {
-                    self.reset(&mut st, e);
-                    return;
-                }
+            DMACR if st.in_beat => {
+                // The engine is in the middle of a transfer: PG021 halts (and
+                // resets) only once the transfer in progress ends. The register
+                // shows what was written (Reset reads 1 until it is done); Halted
+                // waits for the device thread.
                 self.set(e, ch, DMACR, value);
-                if value & DMACR_RS != 0 {
-                    self.update_sr(e, ch, |sr| {
-                        if sr & DMASR_HALTED != 0 {
-                            (sr & !DMASR_HALTED) | DMASR_IDLE
-                        } else {
-                            sr
-                        }
-                    });
-                } else {
-                    self.update_sr(e, ch, |sr| sr | DMASR_HALTED);
-                }
+                st.deferred.push((e, ch, value));
             }
+            DMACR => self.control(&mut st, e, ch, value),
             CURDESC | CURDESC_MSB => {
                 // Only while halted, as PG021 requires; the next fetch starts there.
                 if self.reg(e, ch, DMASR) & DMASR_HALTED != 0 {
@@ -901,6 +950,8 @@ impl Fabric {
                 fire_outputs: Vec::new(),
                 faults: Faults::default(),
                 stop: false,
+                in_beat: false,
+                deferred: Vec::new(),
             }),
             work: Condvar::new(),
             posted: AtomicU64::new(0),
@@ -937,6 +988,11 @@ impl Fabric {
         })
     }
 
+    /// The faults armed and not yet consumed.
+    pub fn pending_faults(&self) -> Faults {
+        lock(&self.shared.state).faults.clone()
+    }
+
     /// Arms faults for the next transfers.
     pub fn inject(&self, faults: Faults) {
         lock(&self.shared.state).faults = faults;
@@ -955,8 +1011,15 @@ fn device_loop(s: &Shared) {
         }
         if s.busy(&st) {
             if let Some(d) = st.faults.stall.take() {
+                // The transfer in progress takes `d` longer: a halt or reset asked
+                // for meanwhile takes effect once it has ended (and written its
+                // data), as PG021 describes.
+                st.in_beat = true;
                 drop(st);
                 std::thread::sleep(d);
+                let mut st = lock(&s.state);
+                s.step(&mut st);
+                s.end_beat(&mut st);
                 continue;
             }
             let wait = s.step(&mut st);
