@@ -870,9 +870,15 @@ impl BusTarget for Shared {
             return;
         }
         match r {
-            DMACR if st.in_beat => {
+            DMACR
+                if st.in_beat
+                    && (value & DMACR_RS == 0
+                        || value & DMACR_RESET != 0
+                        || st.deferred.iter().any(|d| (d.0, d.1) == (e, ch))) =>
+            {
                 // The engine is in the middle of a transfer: PG021 halts (and
-                // resets) only once the transfer in progress ends. The register
+                // resets) only once the transfer in progress ends (a start waits
+                // behind a halt asked for earlier). The register
                 // shows what was written (Reset reads 1 until it is done); Halted
                 // waits for the device thread.
                 self.set(e, ch, DMACR, value);

@@ -1,0 +1,512 @@
+//! A program that uses only safe dmaflow APIs never has the device write into
+//! memory it can reach, whatever times out, fails or is dropped.
+//!
+//! Each scenario arms a stall in the emulated fabric (the transfer in progress
+//! takes longer than the driver waits; PG021 halts and resets only once it ends,
+//! and it writes its data when it does), lets the API under test fail, then takes
+//! fresh buffers from the same pool, fills them with a pattern, waits until the
+//! stalled transfer has ended and checks the pattern. With a short stall the
+//! driver confirms the engine halted before it gives the buffers back (the fresh
+//! ones lie where the old ones were); with a long one it cannot, and the buffers
+//! are lost to the engine (the fresh ones lie elsewhere). Either way the engine
+//! then works again with no reset by hand.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dmaflow::axi::{self, AxiDma, Channel, Config, Wait};
+use dmaflow::dma::{Completion, Engine, Error, Lane, PacketRing, Partition, Proxy};
+use dmaflow::mem::{CachePolicy, DmaBuf, DmaPool};
+use dmaflow::platform::RegisterSpace;
+use dmaflow::platform::sim::{DEFAULT_DDR_BASE, SimBoard, SimIrq, SimRegisters};
+use dmaflow::sim::{Clock, Fabric, Faults, Loopback, StreamProcessor};
+
+type SimEngine = Engine<SimRegisters, SimIrq>;
+
+const TIMEOUT: Duration = Duration::from_millis(100);
+/// Ends while the driver waits for Halted (it waits up to 2 x TIMEOUT, then
+/// resets for up to another TIMEOUT).
+const SHORT: Duration = Duration::from_millis(150);
+/// Outlasts everything the driver waits (3 x TIMEOUT).
+const LONG: Duration = Duration::from_millis(550);
+const MODES: [Completion; 3] = [Completion::Poll, Completion::Yield, Completion::Irq];
+const PATTERN: u8 = 0x5A;
+
+/// Returns every packet on each of two streams (a coprocessor with two engines).
+struct TwoLoopbacks;
+
+impl StreamProcessor for TwoLoopbacks {
+    fn streams(&self) -> usize {
+        2
+    }
+    fn process(&mut self, inputs: &[&[u8]], outputs: &mut [Vec<u8>]) {
+        for (o, i) in outputs.iter_mut().zip(inputs) {
+            o.extend_from_slice(i);
+        }
+    }
+}
+
+/// Returns every packet twice over: longer than what was sent.
+struct Doubler;
+
+impl StreamProcessor for Doubler {
+    fn process(&mut self, inputs: &[&[u8]], outputs: &mut [Vec<u8>]) {
+        outputs[0].extend_from_slice(inputs[0]);
+        outputs[0].extend_from_slice(inputs[0]);
+    }
+}
+
+struct Rig {
+    engines: Vec<SimEngine>,
+    pool: DmaPool,
+    fabric: Fabric,
+    board: SimBoard,
+}
+
+fn rig(sg: bool, processor: Box<dyn StreamProcessor>) -> Rig {
+    let n = processor.streams();
+    let board = SimBoard::new(n, 8 << 20, DEFAULT_DDR_BASE, 2 * n).unwrap();
+    let fabric = Fabric::with_processor(&board, Clock::Unlimited, sg, processor).unwrap();
+    let pool = DmaPool::new(Arc::new(board.memory().unwrap()), CachePolicy::Coherent);
+    let cfg = Config {
+        timeout: TIMEOUT,
+        ..Config::default()
+    };
+    let engines = (0..n)
+        .map(|i| {
+            let dma = AxiDma::new(board.registers(i).unwrap(), cfg).unwrap();
+            let (a, b) = (board.irq(2 * i).unwrap(), board.irq(2 * i + 1).unwrap());
+            Engine::new(dma, a, b, pool.clone())
+        })
+        .collect();
+    Rig {
+        engines,
+        pool,
+        fabric,
+        board,
+    }
+}
+
+fn data(len: usize, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| (i as u8).wrapping_mul(7) ^ seed).collect()
+}
+
+fn filled(pool: &DmaPool, len: usize, seed: u8) -> DmaBuf<u8> {
+    let mut b = pool.alloc::<u8>(len).unwrap();
+    b.as_mut_slice().copy_from_slice(&data(len, seed));
+    b
+}
+
+/// Runs `fail` with a stall of `stall` armed, expecting it to fail; then checks
+/// that fresh buffers from the pool are left alone by the stalled transfer, and
+/// that `work` succeeds afterwards with no reset by hand.
+fn scenario(
+    what: &str,
+    r: &Rig,
+    stall: Duration,
+    fail: impl FnOnce() -> Result<(), Error>,
+    work: impl FnOnce() -> Result<(), Error>,
+) {
+    let lost_before = r.pool.lost_bytes();
+    let first = next_addr(&r.pool);
+    let t0 = Instant::now();
+    r.fabric.inject(Faults {
+        stall: Some(stall),
+        ..Faults::default()
+    });
+    let e = fail().expect_err(what);
+    let timed_out = matches!(e, Error::Axi(axi::Error::Timeout { .. }));
+    assert!(timed_out, "{what}: expected a timeout, got {e}");
+    let lost = r.pool.lost_bytes() - lost_before;
+    // What the pool hands out next, filled with a pattern.
+    let mut fresh = r.pool.alloc::<u8>(1 << 20).unwrap();
+    fresh.as_mut_slice().fill(PATTERN);
+    if stall == SHORT {
+        assert_eq!(lost, 0, "{what}: the engine halted, nothing is lost");
+        assert_eq!(
+            fresh.bus_addr(),
+            first,
+            "{what}: the fresh buffer lies where the transfer's did"
+        );
+    } else {
+        assert!(
+            lost > 0,
+            "{what}: the engine could not halt, its buffers are lost"
+        );
+    }
+    // The stalled transfer ends (and writes, wherever it still may).
+    std::thread::sleep(
+        (t0 + stall + Duration::from_millis(100)).saturating_duration_since(Instant::now()),
+    );
+    assert!(
+        fresh.as_slice().iter().all(|&b| b == PATTERN),
+        "{what}: the device wrote into memory handed out again"
+    );
+    drop(fresh);
+    work().unwrap_or_else(|e| panic!("{what}: after the failure: {e}"));
+}
+
+/// Where the pool's next buffer goes (first fit): where a transfer's buffers go.
+fn next_addr(pool: &DmaPool) -> u64 {
+    pool.alloc::<u8>(1).unwrap().bus_addr()
+}
+
+fn both_stalls(mut each: impl FnMut(Duration)) {
+    for stall in [SHORT, LONG] {
+        each(stall);
+    }
+}
+
+/// A two-way transfer through `e` that checks what comes back.
+fn round_trip(e: &SimEngine, c: Completion) -> Result<(), Error> {
+    let tx = filled(e.pool(), 3000, 1);
+    let mut rx = e.pool().alloc::<u8>(3000)?;
+    let n = e.two_way(&tx, 3000, &mut rx, c)?;
+    assert_eq!(&rx.as_slice()[..n], tx.as_slice());
+    Ok(())
+}
+
+#[test]
+fn two_way_after_a_timeout() {
+    let r = rig(false, Box::new(Loopback));
+    let e = &r.engines[0];
+    for c in MODES {
+        both_stalls(|stall| {
+            scenario(
+                &format!("two_way {c:?} {stall:?}"),
+                &r,
+                stall,
+                || round_trip(e, c),
+                || round_trip(e, c),
+            )
+        });
+    }
+}
+
+#[test]
+fn write_read_after_a_timeout() {
+    let r = rig(false, Box::new(Loopback));
+    let e = &r.engines[0];
+    let copy = |c| {
+        let d = data(5000, 3);
+        let mut out = vec![0u8; 5000];
+        let n = e.write_read(&d, &mut out, c)?;
+        assert_eq!(&out[..n], &d[..]);
+        Ok(())
+    };
+    for c in MODES {
+        both_stalls(|stall| {
+            scenario(
+                &format!("write_read {c:?} {stall:?}"),
+                &r,
+                stall,
+                || copy(c),
+                || copy(c),
+            )
+        });
+    }
+}
+
+#[test]
+fn send_message_after_a_timeout() {
+    let r = rig(false, Box::new(Loopback));
+    let e = &r.engines[0];
+    let message = |c| {
+        let d = data(20_000, 5);
+        let mut out = vec![0u8; 20_000];
+        let n = e.send_message(&d, &mut out, Partition::Blocks(4096), 2, c)?;
+        assert_eq!(&out[..n], &d[..]);
+        Ok(())
+    };
+    for c in MODES {
+        both_stalls(|stall| {
+            scenario(
+                &format!("send_message {c:?} {stall:?}"),
+                &r,
+                stall,
+                || message(c),
+                || message(c),
+            )
+        });
+    }
+}
+
+#[test]
+fn owned_transfers_after_a_timeout_and_dropped_early() {
+    let r = rig(false, Box::new(Loopback));
+    let e = &r.engines[0];
+    let owned = |c| -> Result<(), Error> {
+        let tx = filled(e.pool(), 2000, 9);
+        let rx = e.pool().alloc::<u8>(2000)?;
+        let done = e
+            .begin(tx, 2000, rx, 2000, c)
+            .map_err(|f| f.error)?
+            .wait()
+            .map_err(|f| {
+                // The buffers come back only when the engine was halted.
+                assert_eq!(f.buffers.is_some(), !e.dma().is_failed());
+                f.error
+            })?;
+        assert_eq!(done.received, 2000);
+        assert_eq!(done.rx.as_slice(), done.tx.as_slice());
+        Ok(())
+    };
+    for c in MODES {
+        both_stalls(|stall| {
+            scenario(
+                &format!("begin/wait {c:?} {stall:?}"),
+                &r,
+                stall,
+                || owned(c),
+                || owned(c),
+            )
+        });
+    }
+    // A transfer dropped while the device is stalled in it: the drop halts the
+    // engine first (short stall) or leaves the buffers lost to it (long stall).
+    for stall in [SHORT, LONG] {
+        let lost_before = r.pool.lost_bytes();
+        let t0 = Instant::now();
+        r.fabric.inject(Faults {
+            stall: Some(stall),
+            ..Faults::default()
+        });
+        let tx = filled(e.pool(), 2000, 4);
+        let rx = e.pool().alloc::<u8>(2000).unwrap();
+        let flight = e.begin(tx, 2000, rx, 2000, Completion::Irq).unwrap();
+        // Dropped once the device is stalled inside the transfer.
+        while r.fabric.pending_faults().stall.is_some() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(1),
+                "the stall never began"
+            );
+            std::thread::yield_now();
+        }
+        drop(flight);
+        let lost = r.pool.lost_bytes() - lost_before;
+        assert_eq!(lost == 0, stall == SHORT, "dropped in flight, {stall:?}");
+        let mut fresh = r.pool.alloc::<u8>(1 << 20).unwrap();
+        fresh.as_mut_slice().fill(PATTERN);
+        std::thread::sleep(
+            (t0 + stall + Duration::from_millis(100)).saturating_duration_since(Instant::now()),
+        );
+        assert!(
+            fresh.as_slice().iter().all(|&b| b == PATTERN),
+            "dropped in flight, {stall:?}"
+        );
+        drop(fresh);
+        owned(Completion::Poll).unwrap();
+    }
+}
+
+#[test]
+fn proxy_after_a_timeout() {
+    let r = rig(false, Box::new(Loopback));
+    let Rig {
+        mut engines,
+        pool,
+        fabric,
+        board,
+    } = r;
+    let proxy = Proxy::start(engines.remove(0)).unwrap();
+    let r = Rig {
+        engines,
+        pool,
+        fabric,
+        board,
+    };
+    let call = || {
+        let d = data(4000, 7);
+        assert_eq!(proxy.transfer(d.clone(), 4000)?, d);
+        Ok(())
+    };
+    both_stalls(|stall| scenario(&format!("proxy {stall:?}"), &r, stall, call, call));
+}
+
+#[test]
+fn two_way_together_stops_every_lane() {
+    let r = rig(false, Box::new(TwoLoopbacks));
+    let together = |c| -> Result<(), Error> {
+        let tx: Vec<_> = (0..2).map(|i| filled(&r.pool, 1500, i)).collect();
+        let mut rx: Vec<_> = (0..2).map(|_| r.pool.alloc::<u8>(1500).unwrap()).collect();
+        let (rx0, rx1) = rx.split_at_mut(1);
+        let mut lanes = [
+            Lane {
+                engine: &r.engines[0],
+                tx: &tx[0],
+                tx_len: 1500,
+                rx: &mut rx0[0],
+            },
+            Lane {
+                engine: &r.engines[1],
+                tx: &tx[1],
+                tx_len: 1500,
+                rx: &mut rx1[0],
+            },
+        ];
+        let got = dmaflow::dma::two_way_together(&mut lanes, c)?;
+        assert_eq!(got, vec![1500, 1500]);
+        for i in 0..2 {
+            assert_eq!(rx[i].as_slice(), tx[i].as_slice());
+        }
+        Ok(())
+    };
+    for c in MODES {
+        both_stalls(|stall| {
+            scenario(
+                &format!("two_way_together {c:?} {stall:?}"),
+                &r,
+                stall,
+                || together(c),
+                || together(c),
+            );
+            // Both engines are halted (or failed and then reset), none still runs.
+            for e in &r.engines {
+                assert!(!e.dma().is_failed());
+            }
+        });
+    }
+}
+
+#[test]
+fn packet_rings_after_a_timeout() {
+    let r = rig(true, Box::new(Loopback));
+    let e = &r.engines[0];
+    for c in MODES {
+        both_stalls(|stall| {
+            // The ring is set up (its S2MM buffers handed over) before the stall.
+            let mut ring = Some(PacketRing::new(e, 8, 1024, 1, c).unwrap());
+            let mut fail = || {
+                let ring = ring.as_mut().expect("ring");
+                ring.send(&data(700, 2))?;
+                let mut out = [0u8; 1024];
+                ring.recv(&mut out)?;
+                Ok(())
+            };
+            let what = format!("PacketRing {c:?} {stall:?}");
+            let lost_before = r.pool.lost_bytes();
+            let t0 = Instant::now();
+            r.fabric.inject(Faults {
+                stall: Some(stall),
+                ..Faults::default()
+            });
+            let err = fail().expect_err(&what);
+            assert!(
+                matches!(err, Error::Axi(axi::Error::Timeout { .. })),
+                "{what}: {err}"
+            );
+            // The ring is stopped; its buffers go back (or not) when it is dropped.
+            let stopped = ring.as_mut().unwrap().send(&[1]);
+            assert!(matches!(stopped, Err(Error::Stopped)), "{what}");
+            drop(ring.take());
+            assert_eq!(r.pool.lost_bytes() == lost_before, stall == SHORT, "{what}");
+            let mut fresh = r.pool.alloc::<u8>(1 << 20).unwrap();
+            fresh.as_mut_slice().fill(PATTERN);
+            std::thread::sleep(
+                (t0 + stall + Duration::from_millis(100)).saturating_duration_since(Instant::now()),
+            );
+            assert!(fresh.as_slice().iter().all(|&b| b == PATTERN), "{what}");
+            drop(fresh);
+            // A new ring on the same engine works, with no reset by hand.
+            let mut ring = PacketRing::new(e, 8, 1024, 1, c).unwrap();
+            ring.send(&data(700, 3)).unwrap();
+            let mut out = [0u8; 1024];
+            let n = ring.recv(&mut out).unwrap();
+            assert_eq!(&out[..n], &data(700, 3)[..], "{what}");
+        });
+    }
+}
+
+#[test]
+fn an_oversized_packet_is_named_and_the_ring_goes_on() {
+    let r = rig(true, Box::new(Doubler));
+    let e = &r.engines[0];
+    for c in MODES {
+        let mut ring = PacketRing::new(e, 8, 256, 1, c).unwrap();
+        // 200 bytes come back as 400: two 256-byte buffers' worth.
+        ring.send(&data(200, 1)).unwrap();
+        let mut out = [0u8; 256];
+        match ring.recv(&mut out) {
+            Err(Error::PacketTooLong { len, slot }) => assert_eq!((len, slot), (400, 256)),
+            other => panic!("{c:?}: expected PacketTooLong, got {other:?}"),
+        }
+        // Every buffer went back: many more packets pass, through several turns.
+        for k in 0..20u8 {
+            ring.send(&data(100, k)).unwrap();
+            let n = ring.recv(&mut out).unwrap();
+            let mut want = data(100, k);
+            want.extend_from_slice(&data(100, k));
+            assert_eq!(&out[..n], &want[..], "{c:?} packet {k}");
+        }
+    }
+}
+
+#[test]
+fn a_dropped_interrupt_is_found_by_the_status_check() {
+    let r = rig(false, Box::new(Loopback));
+    let e = &r.engines[0];
+    for _ in 0..3 {
+        r.fabric.inject(Faults {
+            drop_irq: true,
+            ..Faults::default()
+        });
+        // An interrupt-driven transfer: the interrupt of one of its completions
+        // never comes.
+        round_trip(e, Completion::Irq).unwrap();
+        assert!(
+            !r.fabric.pending_faults().drop_irq,
+            "the interrupt was really dropped (the fault was consumed)"
+        );
+    }
+}
+
+#[test]
+fn starting_a_busy_or_halted_channel_is_an_error() {
+    let r = rig(false, Box::new(Loopback));
+    let e = &r.engines[0];
+    let dma = e.dma();
+    let rx = e.pool().alloc::<u8>(64).unwrap();
+    let tx = filled(e.pool(), 64, 3);
+    // SAFETY: `rx` lives until the transfer is collected below.
+    unsafe { dma.start(Channel::S2mm, rx.bus_addr(), 64, false) }.unwrap();
+    // SAFETY: refused before any register is written.
+    let second = unsafe { dma.start(Channel::S2mm, rx.bus_addr(), 64, false) };
+    assert!(
+        matches!(second, Err(axi::Error::Busy(Channel::S2mm))),
+        "{second:?}"
+    );
+    // SAFETY: `tx` lives until the transfer is collected below.
+    unsafe { dma.start(Channel::Mm2s, tx.bus_addr(), 64, false) }.unwrap();
+    assert_eq!(dma.wait(Channel::Mm2s, &Wait::Poll).unwrap(), 64);
+    assert_eq!(dma.wait(Channel::S2mm, &Wait::Poll).unwrap(), 64);
+    assert_eq!(rx.as_slice(), tx.as_slice(), "one transfer, not two merged");
+
+    // Halted behind the driver's back (another program cleared RS): named, and
+    // the next transfer works.
+    let regs = r.board.registers(0).unwrap();
+    regs.write(dmaflow::axi::regs::MM2S + dmaflow::axi::regs::DMACR, 0)
+        .unwrap();
+    let err = round_trip(e, Completion::Poll).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Axi(axi::Error::Halted {
+                channel: Channel::Mm2s,
+                ..
+            })
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("halted"), "{err}");
+    round_trip(e, Completion::Poll).unwrap();
+
+    // Halted by an error the channel latches (RS cannot clear it): named, the
+    // engine is reset, and the next transfer works.
+    r.fabric.inject(Faults {
+        force_error: Some((0, dmaflow::axi::regs::DMASR_DMA_SLV_ERR)),
+        ..Faults::default()
+    });
+    let err = round_trip(e, Completion::Poll).unwrap_err();
+    assert!(err.to_string().contains("DMASlvErr"), "{err}");
+    round_trip(e, Completion::Irq).unwrap();
+}
