@@ -77,6 +77,8 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
             stopped: false,
         };
         for i in 0..slots {
+            // No dirty line may be written back over what S2MM writes.
+            ring.rx[i].sync_for_cpu(slot_bytes)?;
             // SAFETY: the ring owns `rx[i]` until its Drop, which halts the engine
             // first or surrenders the buffers to it when it cannot.
             let pushed = unsafe { ring.rx_ring.push(ring.rx[i].bus_addr(), slot_bytes, max) };
