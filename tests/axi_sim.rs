@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use dmaflow::axi::regs::*;
 use dmaflow::axi::{AxiDma, Channel, Config, Error, Wait};
 use dmaflow::mem::{CachePolicy, DmaPool};
+use dmaflow::platform::RegisterSpace;
 use dmaflow::platform::sim::{DEFAULT_DDR_BASE, SimBoard, SimIrq};
-use dmaflow::platform::{IrqLine, RegisterSpace};
 use dmaflow::sim::{Clock, Fabric, Faults};
 
 struct Rig {

@@ -97,9 +97,71 @@ fn filled(pool: &DmaPool, len: usize, seed: u8) -> DmaBuf<u8> {
     b
 }
 
-/// Runs `fail` with a stall of `stall` armed, expecting it to fail; then checks
-/// that fresh buffers from the pool are left alone by the stalled transfer, and
-/// that `work` succeeds afterwards with no reset by hand.
+/// A stall armed in the fabric, and what is needed to check after it.
+struct Stall {
+    stall: Duration,
+    armed: Instant,
+    lost_before: usize,
+    /// Where the buffers of the transfer under test lie (the pool's first fit).
+    first: u64,
+}
+
+impl Stall {
+    /// Arms a stall of `stall`; the transfer under test takes its buffers from
+    /// bus address `first` up.
+    fn arm(r: &Rig, stall: Duration, first: u64) -> Self {
+        let s = Stall {
+            stall,
+            armed: Instant::now(),
+            lost_before: r.pool.lost_bytes(),
+            first,
+        };
+        r.fabric.inject(Faults {
+            stall: Some(stall),
+            ..Faults::default()
+        });
+        s
+    }
+
+    /// After the transfer under test failed and gave its buffers back: with a
+    /// short stall nothing is lost and the next buffer lies where the transfer's
+    /// did, with a long one the buffers are lost; either way a fresh buffer filled
+    /// with a pattern keeps it after the stalled transfer has ended.
+    fn check(self, r: &Rig, what: &str) {
+        let lost = r.pool.lost_bytes() - self.lost_before;
+        let mut fresh = r.pool.alloc::<u8>(1 << 20).unwrap();
+        fresh.as_mut_slice().fill(PATTERN);
+        if self.stall == SHORT {
+            assert_eq!(lost, 0, "{what}: the engine halted, nothing is lost");
+            assert_eq!(
+                fresh.bus_addr(),
+                self.first,
+                "{what}: the fresh buffer lies where the transfer's did"
+            );
+        } else {
+            assert!(
+                lost > 0,
+                "{what}: the engine could not halt, its buffers are lost"
+            );
+        }
+        // The stalled transfer ends (and writes, wherever it still may).
+        let over = self.armed + self.stall + Duration::from_millis(100);
+        std::thread::sleep(over.saturating_duration_since(Instant::now()));
+        assert!(
+            fresh.as_slice().iter().all(|&b| b == PATTERN),
+            "{what}: the device wrote into memory handed out again"
+        );
+    }
+}
+
+fn expect_timeout(e: Error, what: &str) {
+    let timed_out = matches!(e, Error::Axi(axi::Error::Timeout { .. }));
+    assert!(timed_out, "{what}: expected a timeout, got {e}");
+}
+
+/// Runs `fail` with a stall of `stall` armed, expecting it to time out; checks
+/// that memory handed out again is left alone ([`Stall::check`]) and that
+/// `work` succeeds afterwards with no reset by hand.
 fn scenario(
     what: &str,
     r: &Rig,
@@ -107,42 +169,9 @@ fn scenario(
     fail: impl FnOnce() -> Result<(), Error>,
     work: impl FnOnce() -> Result<(), Error>,
 ) {
-    let lost_before = r.pool.lost_bytes();
-    let first = next_addr(&r.pool);
-    let t0 = Instant::now();
-    r.fabric.inject(Faults {
-        stall: Some(stall),
-        ..Faults::default()
-    });
-    let e = fail().expect_err(what);
-    let timed_out = matches!(e, Error::Axi(axi::Error::Timeout { .. }));
-    assert!(timed_out, "{what}: expected a timeout, got {e}");
-    let lost = r.pool.lost_bytes() - lost_before;
-    // What the pool hands out next, filled with a pattern.
-    let mut fresh = r.pool.alloc::<u8>(1 << 20).unwrap();
-    fresh.as_mut_slice().fill(PATTERN);
-    if stall == SHORT {
-        assert_eq!(lost, 0, "{what}: the engine halted, nothing is lost");
-        assert_eq!(
-            fresh.bus_addr(),
-            first,
-            "{what}: the fresh buffer lies where the transfer's did"
-        );
-    } else {
-        assert!(
-            lost > 0,
-            "{what}: the engine could not halt, its buffers are lost"
-        );
-    }
-    // The stalled transfer ends (and writes, wherever it still may).
-    std::thread::sleep(
-        (t0 + stall + Duration::from_millis(100)).saturating_duration_since(Instant::now()),
-    );
-    assert!(
-        fresh.as_slice().iter().all(|&b| b == PATTERN),
-        "{what}: the device wrote into memory handed out again"
-    );
-    drop(fresh);
+    let armed = Stall::arm(r, stall, next_addr(&r.pool));
+    expect_timeout(fail().expect_err(what), what);
+    armed.check(r, what);
     work().unwrap_or_else(|e| panic!("{what}: after the failure: {e}"));
 }
 
@@ -265,36 +294,21 @@ fn owned_transfers_after_a_timeout_and_dropped_early() {
     // A transfer dropped while the device is stalled in it: the drop halts the
     // engine first (short stall) or leaves the buffers lost to it (long stall).
     for stall in [SHORT, LONG] {
-        let lost_before = r.pool.lost_bytes();
-        let t0 = Instant::now();
-        r.fabric.inject(Faults {
-            stall: Some(stall),
-            ..Faults::default()
-        });
+        let what = format!("dropped in flight, {stall:?}");
+        let armed = Stall::arm(&r, stall, next_addr(&r.pool));
         let tx = filled(e.pool(), 2000, 4);
         let rx = e.pool().alloc::<u8>(2000).unwrap();
         let flight = e.begin(tx, 2000, rx, 2000, Completion::Irq).unwrap();
         // Dropped once the device is stalled inside the transfer.
         while r.fabric.pending_faults().stall.is_some() {
             assert!(
-                t0.elapsed() < Duration::from_secs(1),
+                armed.armed.elapsed() < Duration::from_secs(1),
                 "the stall never began"
             );
             std::thread::yield_now();
         }
         drop(flight);
-        let lost = r.pool.lost_bytes() - lost_before;
-        assert_eq!(lost == 0, stall == SHORT, "dropped in flight, {stall:?}");
-        let mut fresh = r.pool.alloc::<u8>(1 << 20).unwrap();
-        fresh.as_mut_slice().fill(PATTERN);
-        std::thread::sleep(
-            (t0 + stall + Duration::from_millis(100)).saturating_duration_since(Instant::now()),
-        );
-        assert!(
-            fresh.as_slice().iter().all(|&b| b == PATTERN),
-            "dropped in flight, {stall:?}"
-        );
-        drop(fresh);
+        armed.check(&r, &what);
         owned(Completion::Poll).unwrap();
     }
 }
@@ -375,6 +389,7 @@ fn packet_rings_after_a_timeout() {
     for c in MODES {
         both_stalls(|stall| {
             // The ring is set up (its S2MM buffers handed over) before the stall.
+            let first = next_addr(&r.pool);
             let mut ring = Some(PacketRing::new(e, 8, 1024, 1, c).unwrap());
             let mut fail = || {
                 let ring = ring.as_mut().expect("ring");
@@ -384,29 +399,13 @@ fn packet_rings_after_a_timeout() {
                 Ok(())
             };
             let what = format!("PacketRing {c:?} {stall:?}");
-            let lost_before = r.pool.lost_bytes();
-            let t0 = Instant::now();
-            r.fabric.inject(Faults {
-                stall: Some(stall),
-                ..Faults::default()
-            });
-            let err = fail().expect_err(&what);
-            assert!(
-                matches!(err, Error::Axi(axi::Error::Timeout { .. })),
-                "{what}: {err}"
-            );
+            let armed = Stall::arm(&r, stall, first);
+            expect_timeout(fail().expect_err(&what), &what);
             // The ring is stopped; its buffers go back (or not) when it is dropped.
             let stopped = ring.as_mut().unwrap().send(&[1]);
             assert!(matches!(stopped, Err(Error::Stopped)), "{what}");
             drop(ring.take());
-            assert_eq!(r.pool.lost_bytes() == lost_before, stall == SHORT, "{what}");
-            let mut fresh = r.pool.alloc::<u8>(1 << 20).unwrap();
-            fresh.as_mut_slice().fill(PATTERN);
-            std::thread::sleep(
-                (t0 + stall + Duration::from_millis(100)).saturating_duration_since(Instant::now()),
-            );
-            assert!(fresh.as_slice().iter().all(|&b| b == PATTERN), "{what}");
-            drop(fresh);
+            armed.check(&r, &what);
             // A new ring on the same engine works, with no reset by hand.
             let mut ring = PacketRing::new(e, 8, 1024, 1, c).unwrap();
             ring.send(&data(700, 3)).unwrap();

@@ -42,12 +42,12 @@ mod arch {
     pub(super) fn rmb() {}
 }
 
-#[cfg(target_arch = "aarch64")]
+#[cfg(any(target_arch = "aarch64", target_arch = "arm"))]
 mod arch {
-    //! AArch64 (Zynq UltraScale+, Cortex-A53): data memory barriers over the outer
-    //! shareable domain, stores only for the write side, loads only for the read
-    //! side, as Linux's arm64 `dma_wmb()` (`dmb oshst`) and `dma_rmb()`
-    //! (`dmb oshld`).
+    //! AArch64 (Zynq UltraScale+, Cortex-A53) and ARMv7-A (Zynq-7000, Cortex-A9):
+    //! data memory barriers over the outer shareable domain, as Linux's
+    //! `dma_wmb()` (`dmb oshst` on both) and `dma_rmb()` (`dmb oshld` on AArch64;
+    //! ARMv7 has no load-only barrier, so `dmb osh`).
 
     /// `dmb oshst`: earlier stores complete before later stores.
     #[inline(always)]
@@ -57,33 +57,20 @@ mod arch {
         unsafe { core::arch::asm!("dmb oshst", options(nostack, preserves_flags)) };
     }
 
-    /// `dmb oshld`: earlier loads complete before later loads and stores.
+    /// `dmb oshld` (AArch64) / `dmb osh` (ARMv7): earlier loads complete before
+    /// later loads and stores.
     #[inline(always)]
     pub(super) fn rmb() {
+        #[cfg(target_arch = "aarch64")]
         // SAFETY: as in `wmb`.
-        unsafe { core::arch::asm!("dmb oshld", options(nostack, preserves_flags)) };
-    }
-}
-
-#[cfg(target_arch = "arm")]
-mod arch {
-    //! ARMv7-A (Zynq-7000, Cortex-A9): ARMv7 has no load-only barrier, so the read
-    //! side orders everything in the outer shareable domain, as Linux's arm
-    //! `dma_rmb()` (`dmb osh`); the write side is `dmb oshst` (`dma_wmb()`).
-
-    /// `dmb oshst`: earlier stores complete before later stores.
-    #[inline(always)]
-    pub(super) fn wmb() {
-        // SAFETY: a barrier instruction reads and writes no memory and no
-        // registers; it only orders the accesses around it.
-        unsafe { core::arch::asm!("dmb oshst", options(nostack, preserves_flags)) };
-    }
-
-    /// `dmb osh`: all earlier accesses complete before later ones.
-    #[inline(always)]
-    pub(super) fn rmb() {
+        unsafe {
+            core::arch::asm!("dmb oshld", options(nostack, preserves_flags))
+        };
+        #[cfg(target_arch = "arm")]
         // SAFETY: as in `wmb`.
-        unsafe { core::arch::asm!("dmb osh", options(nostack, preserves_flags)) };
+        unsafe {
+            core::arch::asm!("dmb osh", options(nostack, preserves_flags))
+        };
     }
 }
 
