@@ -41,13 +41,20 @@ fn register_behaviour_follows_pg021() {
     let r = board.registers(0).unwrap();
     // (write offset, value, read offset, expected mask, expected value)
     let table: &[(usize, u32, usize, u32, u32)] = &[
-        // Reset: self-clearing, both channels halted, threshold 1.
+        // Reset: self-clearing, PG021's reset value 0x00010002 on both channels.
         (
             MM2S + DMACR,
             DMACR_RESET,
             MM2S + DMACR,
-            DMACR_RESET | DMACR_IRQ_THRESHOLD_MASK,
-            1 << 16,
+            u32::MAX,
+            0x0001_0002,
+        ),
+        (
+            MM2S + DMACR,
+            DMACR_RESET,
+            S2MM + DMACR,
+            u32::MAX,
+            0x0001_0002,
         ),
         (
             MM2S + DMACR,
@@ -56,16 +63,22 @@ fn register_behaviour_follows_pg021() {
             DMASR_HALTED,
             DMASR_HALTED,
         ),
-        // RS clears Halted and leaves the channel idle.
+        // RS clears Halted; in direct mode Idle stays 0 until a transfer completes.
         (
             S2MM + DMACR,
             DMACR_RS,
             S2MM + DMASR,
             DMASR_HALTED | DMASR_IDLE,
-            DMASR_IDLE,
+            0,
         ),
-        // Clearing RS halts it.
-        (S2MM + DMACR, 0, S2MM + DMASR, DMASR_HALTED, DMASR_HALTED),
+        // Clearing RS halts it; Idle reads 0 while halted.
+        (
+            S2MM + DMACR,
+            0,
+            S2MM + DMASR,
+            DMASR_HALTED | DMASR_IDLE,
+            DMASR_HALTED,
+        ),
         // Address registers hold what is written.
         (MM2S + ADDR, 0x1234_5678, MM2S + ADDR, u32::MAX, 0x1234_5678),
         (S2MM + ADDR_MSB, 0x9, S2MM + ADDR_MSB, u32::MAX, 0x9),

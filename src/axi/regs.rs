@@ -28,6 +28,10 @@ pub const LENGTH: usize = 0x28;
 
 /// DMACR: run/stop.
 pub const DMACR_RS: u32 = 1 << 0;
+/// DMACR: reserved bit 1, which always reads 1.
+pub const DMACR_RESERVED_ONE: u32 = 1 << 1;
+/// DMACR after a reset: IRQThreshold 1, reserved bit 1 (PG021: 0x0001_0002).
+pub const DMACR_RESET_VALUE: u32 = (1 << DMACR_IRQ_THRESHOLD_SHIFT) | DMACR_RESERVED_ONE;
 /// DMACR: soft reset (self-clearing; resets both channels).
 pub const DMACR_RESET: u32 = 1 << 2;
 /// DMACR: cyclic BD mode.

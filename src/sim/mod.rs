@@ -197,9 +197,12 @@ struct Shared {
     /// TAILDESC writes per engine and channel: the writer stores the register and
     /// bumps this without the lock; the device picks the new tail up.
     posts: Vec<[AtomicU64; 2]>,
-    /// When the last MM2S TAILDESC write of each engine happened, in nanoseconds
-    /// since `epoch`.
+    /// When the last doorbell of each engine and channel was written, in
+    /// nanoseconds since `epoch`.
     post_time: Vec<[AtomicU64; 2]>,
+    /// TAILDESC values written per engine and channel, with their times, not yet
+    /// picked up: every write counts.
+    tails: Vec<[Mutex<VecDeque<(u64, u64)>>; 2]>,
     epoch: Instant,
     /// Scatter-gather mode (DMASR.SGIncld).
     sg: bool,
@@ -248,14 +251,15 @@ impl Shared {
             ] {
                 self.set(e, ch, r, 0);
             }
-            self.set(e, ch, DMACR, 1 << DMACR_IRQ_THRESHOLD_SHIFT);
+            // PG021's reset value: IRQThreshold 1, reserved bit 1 reads 1.
+            self.set(e, ch, DMACR, DMACR_RESET_VALUE);
             let sg = if self.sg { DMASR_SG_INCLD } else { 0 };
             self.update_sr(e, ch, |_| DMASR_HALTED | sg);
         }
         st.engines[e] = Engine::new();
-        // TAILDESC writes from before the reset are void.
+        // Doorbells from before the reset are void.
         for ch in 0..2 {
-            st.engines[e].posts_seen[ch] = self.posts[e][ch].load(Ordering::Acquire);
+            self.void_posts(st, e, ch);
         }
     }
 
@@ -301,8 +305,11 @@ impl Shared {
         }
     }
 
-    /// Picks up TAILDESC writes: a running channel's chain now ends at the new
-    /// tail; an idle one resumes after the last descriptor it completed.
+    /// Picks up TAILDESC writes, each in turn (PG021: every write of the tail
+    /// pointer restarts the engine): a running channel's chain now ends at the new
+    /// tail; an idle one fetches on from the descriptor after the last it
+    /// processed (or CURDESC as written), even when the new tail is that same
+    /// descriptor again (a one-descriptor ring re-posted).
     fn pick_up_posts(&self, st: &mut State, e: usize) {
         for ch in 0..2 {
             let writes = self.posts[e][ch].load(Ordering::Acquire);
@@ -310,37 +317,36 @@ impl Shared {
                 continue;
             }
             st.engines[e].posts_seen[ch] = writes;
-            let sr = self.reg(e, ch, DMASR);
-            if sr & DMASR_HALTED != 0 {
+            let tails: Vec<(u64, u64)> = self.tails[e][ch]
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .drain(..)
+                .collect();
+            if self.reg(e, ch, DMASR) & DMASR_HALTED != 0 {
                 continue;
             }
-            let tail =
-                self.reg(e, ch, TAILDESC) as u64 | ((self.reg(e, ch, TAILDESC_MSB) as u64) << 32);
-            let current =
-                self.reg(e, ch, CURDESC) as u64 | ((self.reg(e, ch, CURDESC_MSB) as u64) << 32);
-            let running = if ch == 0 {
-                st.engines[e].mm2s_tail.is_some()
-            } else {
-                st.engines[e].s2mm_chain.is_some()
-            };
-            if !running && st.engines[e].next_desc[ch].is_some() && tail == current {
-                // Already done up to this tail (a write the device saw earlier, as
-                // several writes may be picked up at once).
-                continue;
-            }
-            self.update_sr(e, ch, |sr| sr & !DMASR_IDLE);
-            if ch == 0 {
-                let ns = self.post_time[e][0].load(Ordering::Acquire);
-                st.engines[e].tail_posted = self.epoch + Duration::from_nanos(ns);
-                st.engines[e].mm2s_tail = Some(tail);
-            } else {
-                let cur = match st.engines[e].s2mm_chain {
-                    Some((cur, _)) => cur,
-                    None => self.next_descriptor(st, e, 1),
-                };
-                st.engines[e].s2mm_chain = Some((cur, tail));
+            for (tail, ns) in tails {
+                if ch == 0 {
+                    st.engines[e].tail_posted = self.epoch + Duration::from_nanos(ns);
+                    st.engines[e].mm2s_tail = Some(tail);
+                } else {
+                    let cur = match st.engines[e].s2mm_chain {
+                        Some((cur, _)) => cur,
+                        None => self.next_descriptor(st, e, 1),
+                    };
+                    st.engines[e].s2mm_chain = Some((cur, tail));
+                }
             }
         }
+    }
+
+    /// Forgets TAILDESC writes not yet picked up (a halt or reset voids them).
+    fn void_posts(&self, st: &mut State, e: usize, ch: usize) {
+        let mut tails = self.tails[e][ch]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        tails.clear();
+        st.engines[e].posts_seen[ch] = self.posts[e][ch].load(Ordering::Acquire);
     }
 
     /// Applies a DMACR write with the IP's semantics: Reset resets the engine;
@@ -352,11 +358,13 @@ impl Shared {
             self.reset(st, e);
             return;
         }
-        self.set(e, ch, DMACR, value);
+        self.set(e, ch, DMACR, value | DMACR_RESERVED_ONE);
         if value & DMACR_RS != 0 {
+            // Halted clears; Idle stays 0 until a transfer completes (direct mode)
+            // or the engine has processed a tail (scatter-gather).
             self.update_sr(e, ch, |sr| {
                 if sr & DMASR_HALTED != 0 && sr & DMASR_ERR_MASK == 0 {
-                    (sr & !DMASR_HALTED) | DMASR_IDLE
+                    sr & !(DMASR_HALTED | DMASR_IDLE)
                 } else {
                     sr
                 }
@@ -370,8 +378,8 @@ impl Shared {
     /// completion not yet signalled are dropped; doorbells not yet picked up are
     /// void.
     fn stop_channel(&self, st: &mut State, e: usize, ch: usize) {
+        self.void_posts(st, e, ch);
         let g = &mut st.engines[e];
-        g.posts_seen[ch] = self.posts[e][ch].load(Ordering::Acquire);
         if ch == 0 {
             g.mm2s.clear();
             g.mm2s_done_at = None;
@@ -394,9 +402,19 @@ impl Shared {
         }
     }
 
+    /// Stops channel `ch` with `error` at descriptor `cur`, which CURDESC then
+    /// holds (PG021: on an error CURDESC points at the failing descriptor).
+    fn fail_at(&self, st: &mut State, e: usize, ch: usize, cur: u64, error: u32) {
+        self.set(e, ch, CURDESC, cur as u32);
+        self.set(e, ch, CURDESC_MSB, (cur >> 32) as u32);
+        self.complete(st, e, ch, error);
+    }
+
     /// Completes a transfer: status bits, interrupt.
     fn complete(&self, st: &mut State, e: usize, ch: usize, error: u32) {
-        let mut set = DMASR_IDLE;
+        // Direct mode: Idle sets when the transfer completes. Scatter-gather: only
+        // once the engine has processed TAILDESC (set where the chain ends).
+        let mut set = if self.sg { 0 } else { DMASR_IDLE };
         let cr = self.reg(e, ch, DMACR);
         if let Some((fch, bits)) = st.faults.force_error
             && fch == ch
@@ -405,8 +423,11 @@ impl Shared {
             return self.complete(st, e, ch, error | bits);
         }
         let irq = if error != 0 {
-            set |= error | DMASR_ERR_IRQ | DMASR_HALTED;
+            // The channel halts (Idle reads 0 while halted) and stays halted with
+            // the error latched until a reset.
+            set = error | DMASR_ERR_IRQ;
             self.set(e, ch, DMACR, cr & !DMACR_RS);
+            self.stop_channel(st, e, ch);
             cr & DMACR_ERR_IRQ_EN != 0
         } else {
             set |= DMASR_IOC_IRQ;
@@ -576,23 +597,23 @@ impl Shared {
                 return;
             }
             if !cur.is_multiple_of(DESC_ALIGN) {
-                return self.complete(st, e, 0, DMASR_SG_INT_ERR);
+                return self.fail_at(st, e, 0, cur, DMASR_SG_INT_ERR);
             }
             let Ok((next, addr, control, status)) = self.descriptor(cur) else {
-                return self.complete(st, e, 0, DMASR_SG_DEC_ERR);
+                return self.fail_at(st, e, 0, cur, DMASR_SG_DEC_ERR);
             };
             if status & DESC_STS_CMPLT != 0 {
                 // A descriptor still marked complete was not handed back.
-                return self.complete(st, e, 0, DMASR_SG_INT_ERR);
+                return self.fail_at(st, e, 0, cur, DMASR_SG_INT_ERR);
             }
             let len = (control & DESC_LENGTH_MASK) as usize;
             if len == 0 {
-                return self.complete(st, e, 0, DMASR_DMA_INT_ERR);
+                return self.fail_at(st, e, 0, cur, DMASR_DMA_INT_ERR);
             }
             let start = packet.len();
             packet.resize(start + len, 0);
             if self.dev.read_ddr(addr, &mut packet[start..]).is_err() {
-                return self.complete(st, e, 0, DMASR_DMA_DEC_ERR);
+                return self.fail_at(st, e, 0, cur, DMASR_DMA_DEC_ERR);
             }
             let _ = self
                 .dev
@@ -625,27 +646,27 @@ impl Shared {
             let fetched = self.descriptor(cur);
             let Ok((next, addr, control, status)) = fetched else {
                 st.engines[e].s2mm_chain = None;
-                return self.complete(st, e, 1, DMASR_SG_DEC_ERR);
+                return self.fail_at(st, e, 1, cur, DMASR_SG_DEC_ERR);
             };
             if status & DESC_STS_CMPLT != 0 {
                 st.engines[e].s2mm_chain = None;
-                return self.complete(st, e, 1, DMASR_SG_INT_ERR);
+                return self.fail_at(st, e, 1, cur, DMASR_SG_INT_ERR);
             }
             let cap = (control & DESC_LENGTH_MASK) as usize;
             if cap == 0 {
                 st.engines[e].s2mm_chain = None;
-                return self.complete(st, e, 1, DMASR_DMA_INT_ERR);
+                return self.fail_at(st, e, 1, cur, DMASR_DMA_INT_ERR);
             }
             let n = cap.min(packet.len() - off);
             if self.dev.write_ddr(addr, &packet[off..off + n]).is_err() {
                 st.engines[e].s2mm_chain = None;
-                return self.complete(st, e, 1, DMASR_DMA_DEC_ERR);
+                return self.fail_at(st, e, 1, cur, DMASR_DMA_DEC_ERR);
             }
             if cur == tail && off + n < packet.len() {
                 // The packet does not fit the descriptors given: the channel stops
                 // with an internal error, and the descriptor says so (no Cmplt).
                 st.engines[e].s2mm_chain = None;
-                self.complete(st, e, 1, DMASR_DMA_INT_ERR);
+                self.fail_at(st, e, 1, cur, DMASR_DMA_INT_ERR);
                 let _ = self
                     .dev
                     .write_word(cur + DESC_STATUS, n as u32 | DESC_STS_INT_ERR);
@@ -856,8 +877,19 @@ impl BusTarget for Shared {
         // TAILDESC is picked up by the device thread (an SG channel that is not
         // halted resumes), so the driver's write never waits for the model's lock.
         if r == TAILDESC && self.sg && e < self.posts.len() {
+            // Descriptor pointers are 64-byte aligned: bits [5:0] read as zero.
+            let value = value & !(DESC_ALIGN as u32 - 1);
             self.set(e, ch, r, value);
+            let tail = value as u64 | ((self.reg(e, ch, TAILDESC_MSB) as u64) << 32);
             let ns = self.epoch.elapsed().as_nanos() as u64;
+            if self.reg(e, ch, DMASR) & DMASR_HALTED == 0 {
+                // Idle clears at once, not when the device thread gets round to it.
+                self.update_sr(e, ch, |sr| sr & !DMASR_IDLE);
+                self.tails[e][ch]
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push_back((tail, ns));
+            }
             self.post_time[e][ch].store(ns, Ordering::Release);
             self.posts[e][ch].fetch_add(1, Ordering::Release);
             self.post();
@@ -881,13 +913,19 @@ impl BusTarget for Shared {
                 // behind a halt asked for earlier). The register
                 // shows what was written (Reset reads 1 until it is done); Halted
                 // waits for the device thread.
-                self.set(e, ch, DMACR, value);
+                self.set(e, ch, DMACR, value | DMACR_RESERVED_ONE);
                 st.deferred.push((e, ch, value));
             }
             DMACR => self.control(&mut st, e, ch, value),
             CURDESC | CURDESC_MSB => {
                 // Only while halted, as PG021 requires; the next fetch starts there.
+                // Bits [5:0] of CURDESC read as zero (64-byte aligned descriptors).
                 if self.reg(e, ch, DMASR) & DMASR_HALTED != 0 {
+                    let value = if r == CURDESC {
+                        value & !(DESC_ALIGN as u32 - 1)
+                    } else {
+                        value
+                    };
                     self.set(e, ch, r, value);
                     st.engines[e].next_desc[ch] = None;
                 }
@@ -968,6 +1006,9 @@ impl Fabric {
             post_time: (0..engines)
                 .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
                 .collect(),
+            tails: (0..engines)
+                .map(|_| [Mutex::default(), Mutex::default()])
+                .collect(),
             epoch: Instant::now(),
             sg,
             sr_lock: Mutex::new(()),
@@ -979,7 +1020,12 @@ impl Fabric {
                 shared.reset(&mut st, e);
             }
         }
-        board.attach(shared.clone());
+        if !board.attach(shared.clone()) {
+            return Err(crate::platform::Error::Malformed {
+                path: "sim board".into(),
+                reason: "a fabric is already attached to this board".into(),
+            });
+        }
         let s = shared.clone();
         let thread = std::thread::Builder::new()
             .name("dmaflow-fabric".into())
