@@ -185,6 +185,10 @@ impl State {
     }
 }
 
+/// TAILDESC values written and not yet picked up, each with its time (ns since
+/// the fabric's epoch).
+type Tails = VecDeque<(u64, u64)>;
+
 struct Shared {
     dev: DeviceView,
     state: Mutex<State>,
@@ -202,7 +206,7 @@ struct Shared {
     post_time: Vec<[AtomicU64; 2]>,
     /// TAILDESC values written per engine and channel, with their times, not yet
     /// picked up: every write counts.
-    tails: Vec<[Mutex<VecDeque<(u64, u64)>>; 2]>,
+    tails: Vec<[Mutex<Tails>; 2]>,
     epoch: Instant,
     /// Scatter-gather mode (DMASR.SGIncld).
     sg: bool,
