@@ -9,9 +9,11 @@ pub mod cache;
 mod map;
 pub mod order;
 pub mod sim;
+mod sim_cache;
 pub mod uio;
 
 pub use order::{dma_rmb, dma_wmb};
+pub use sim_cache::MemoryModel;
 
 use std::time::Duration;
 

@@ -11,6 +11,7 @@ use rustix::event::{EventfdFlags, eventfd};
 use rustix::fs::{MemfdFlags, ftruncate, memfd_create};
 
 use super::map::Mapping;
+use super::sim_cache::{CpuCache, MemoryModel};
 use super::{DmaMemory, Error, IrqLine, RegisterSpace, check_range, wait_readable};
 
 /// Default size of the emulated DDR region.
@@ -76,6 +77,10 @@ impl Line {
 pub struct SimBoard {
     regs: Vec<OwnedFd>,
     ddr: OwnedFd,
+    /// On a non-coherent board: the CPU's cached view of DDR, and its cache state.
+    cache: Option<(OwnedFd, Arc<CpuCache>)>,
+    /// Device reads of lines the CPU wrote and did not clean.
+    uncleaned: Arc<Mutex<Vec<u64>>>,
     ddr_bytes: usize,
     ddr_base: u64,
     lines: Vec<Arc<Line>>,
@@ -84,17 +89,42 @@ pub struct SimBoard {
 
 impl SimBoard {
     /// A board with `windows` register windows, `ddr_bytes` of DDR at bus address
-    /// `ddr_base` and `irq_lines` interrupt lines.
+    /// `ddr_base` and `irq_lines` interrupt lines; coherent.
     pub fn new(
         windows: usize,
         ddr_bytes: usize,
         ddr_base: u64,
         irq_lines: usize,
     ) -> Result<Self, Error> {
+        Self::with_model(windows, ddr_bytes, ddr_base, irq_lines, MemoryModel::Coherent)
+    }
+
+    /// Like [`new`](Self::new), with the CPU caches related to DDR as `model`
+    /// says: on a [`MemoryModel::NonCoherent`] board the CPU works on its own copy
+    /// of DDR, which only cache maintenance ([`DmaMemory::sync_for_device`],
+    /// [`DmaMemory::sync_for_cpu`]) exchanges with what the device sees.
+    pub fn with_model(
+        windows: usize,
+        ddr_bytes: usize,
+        ddr_base: u64,
+        irq_lines: usize,
+        model: MemoryModel,
+    ) -> Result<Self, Error> {
         let regs = (0..windows)
             .map(|i| memfd(&format!("dmaflow-sim-regs{i}"), REGISTER_WINDOW))
             .collect::<Result<_, _>>()?;
         let ddr = memfd("dmaflow-sim-ddr", ddr_bytes)?;
+        let cache = match model {
+            MemoryModel::Coherent => None,
+            MemoryModel::NonCoherent => {
+                let view = memfd("dmaflow-sim-cpu-cache", ddr_bytes)?;
+                let state = CpuCache::new(
+                    Mapping::new(&view, ddr_bytes, 0, "sim CPU cache")?,
+                    Mapping::new(&ddr, ddr_bytes, 0, "sim DDR (cache)")?,
+                );
+                Some((view, Arc::new(state)))
+            }
+        };
         let lines = (0..irq_lines)
             .map(|_| {
                 let fd = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)
@@ -108,11 +138,21 @@ impl SimBoard {
         Ok(SimBoard {
             regs,
             ddr,
+            cache,
+            uncleaned: Arc::default(),
             ddr_bytes,
             ddr_base,
             lines,
             target: Target::default(),
         })
+    }
+
+    /// How the board's CPU caches relate to DDR.
+    pub fn model(&self) -> MemoryModel {
+        match self.cache {
+            None => MemoryModel::Coherent,
+            Some(_) => MemoryModel::NonCoherent,
+        }
     }
 
     /// The CPU's view of register window `i`.
@@ -135,9 +175,14 @@ impl SimBoard {
 
     /// The CPU's view of the DDR region.
     pub fn memory(&self) -> Result<SimMemory, Error> {
+        let (fd, cache) = match &self.cache {
+            None => (&self.ddr, None),
+            Some((view, state)) => (view, Some(state.clone())),
+        };
         Ok(SimMemory {
-            map: Mapping::new(&self.ddr, self.ddr_bytes, 0, "sim DDR")?,
+            map: Mapping::new(fd, self.ddr_bytes, 0, "sim DDR")?,
             bus_base: self.ddr_base,
+            cache,
         })
     }
 
@@ -161,7 +206,19 @@ impl SimBoard {
             ddr: Mapping::new(&self.ddr, self.ddr_bytes, 0, "sim DDR (device)")?,
             ddr_base: self.ddr_base,
             lines: self.lines.clone(),
+            cache: self.cache.as_ref().map(|(_, c)| c.clone()),
+            uncleaned: self.uncleaned.clone(),
         })
+    }
+
+    /// Device reads of memory the CPU wrote and did not clean, on a non-coherent
+    /// board: the bus address of the first dirty line of each such read, oldest
+    /// first (at most 64 kept). On a board they read stale data.
+    pub fn uncleaned_reads(&self) -> Vec<u64> {
+        self.uncleaned
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 }
 
@@ -192,12 +249,33 @@ impl RegisterSpace for SimRegisters {
     }
 }
 
-/// The CPU's view of the sim DDR region. x86 caches are coherent with the
-/// emulated device, so maintenance is optional; when asked for, it is real
-/// (`clflushopt` over the range, then `sfence`), so its cost can be measured.
+/// The CPU's view of the sim DDR region. On a coherent board it is DDR itself,
+/// and maintenance, when asked for, is the host CPU's own (`clflushopt` over the
+/// range, then `sfence`), so its cost can be measured. On a non-coherent board it
+/// is the CPU's cached copy, and maintenance moves lines between it and DDR.
 pub struct SimMemory {
     map: Mapping,
     bus_base: u64,
+    cache: Option<Arc<CpuCache>>,
+}
+
+impl SimMemory {
+    /// One cache operation over a range: the modelled cache's on a non-coherent
+    /// board, the host CPU's on a coherent one.
+    fn maintain(&self, op: super::cache::Op, offset: usize, len: usize) -> Result<(), Error> {
+        check_range(offset, len, self.size())?;
+        match (&self.cache, op) {
+            (Some(c), super::cache::Op::Clean) => c.clean(offset, len),
+            (Some(c), super::cache::Op::CleanInvalidate) => c.clean_invalidate(offset, len),
+            (None, _) => {
+                // Only the addresses are used (no byte is read or written), and
+                // the range was checked to lie inside the mapping.
+                let start = self.map.base().wrapping_add(offset);
+                super::cache::maintain(op, start, len);
+            }
+        }
+        Ok(())
+    }
 }
 
 impl DmaMemory for SimMemory {
@@ -211,20 +289,15 @@ impl DmaMemory for SimMemory {
         self.bus_base
     }
     fn coherent(&self) -> bool {
-        true
+        self.cache.is_none()
     }
     fn sync_for_device(&self, offset: usize, len: usize) -> Result<(), Error> {
-        check_range(offset, len, self.size())?;
-        // Only the addresses are used (no byte is read or written), and the range
-        // was checked to lie inside the mapping.
-        let start = self.map.base().wrapping_add(offset);
-        super::cache::maintain(super::cache::Op::Clean, start, len);
-        Ok(())
+        self.maintain(super::cache::Op::Clean, offset, len)
     }
     fn sync_for_cpu(&self, offset: usize, len: usize) -> Result<(), Error> {
-        // Invalidation on x86 is the same flush: the next read misses and fetches
-        // what the device wrote.
-        self.sync_for_device(offset, len)
+        // On the host, invalidation is the same flush: the next read misses and
+        // fetches what the device wrote.
+        self.maintain(super::cache::Op::CleanInvalidate, offset, len)
     }
 }
 
@@ -278,6 +351,8 @@ pub struct DeviceView {
     ddr: Mapping,
     ddr_base: u64,
     lines: Vec<Arc<Line>>,
+    cache: Option<Arc<CpuCache>>,
+    uncleaned: Arc<Mutex<Vec<u64>>>,
 }
 
 /// A bus access outside the DDR region (the AXI DECERR response).
@@ -328,6 +403,12 @@ impl DeviceView {
     /// Copies `out.len()` bytes from bus address `addr` (an MM2S read).
     pub fn read_ddr(&self, addr: u64, out: &mut [u8]) -> Result<(), DecodeError> {
         let off = self.ddr_offset(addr, out.len())?;
+        if let Some(line) = self.cache.as_ref().and_then(|c| c.first_dirty(off, out.len())) {
+            let mut seen = self.uncleaned.lock().unwrap_or_else(PoisonError::into_inner);
+            if seen.len() < 64 {
+                seen.push(self.ddr_base + line as u64);
+            }
+        }
         // SAFETY: the range lies inside the mapping (checked); the bytes belong to a
         // buffer the driver handed to the device, so no Rust reference aliases them
         // mutably while the device reads.

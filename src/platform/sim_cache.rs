@@ -1,0 +1,116 @@
+//! The emulated board's CPU data cache, for a non-coherent board: the CPU's view
+//! of DMA memory and the device's (DRAM) are separate copies, as they are on a
+//! Zynq HP port. CPU writes reach DRAM only through a clean of their lines, device
+//! writes reach the CPU only through an invalidate, so a missing cache operation
+//! shows as stale data, as on the board.
+//!
+//! The model is a write-back cache holding every line: a line is *dirty* where the
+//! CPU's view differs from what it last exchanged with DRAM (the shadow). A clean
+//! writes dirty lines back; a clean-and-invalidate writes dirty lines back, then
+//! reloads the lines from DRAM. Granularity: 64-byte lines.
+
+use std::sync::{Mutex, PoisonError};
+
+use super::map::Mapping;
+
+/// Cache line size of the model.
+pub const LINE: usize = 64;
+
+/// How the emulated board's CPU caches relate to DMA memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MemoryModel {
+    /// The device sees what the CPU wrote at once, and the CPU sees what the
+    /// device wrote (an ACP or coherent port; every x86 machine).
+    #[default]
+    Coherent,
+    /// CPU and device views apart: only cache maintenance moves lines between them
+    /// (a Zynq HP port without coherency).
+    NonCoherent,
+}
+
+/// The cache state of a non-coherent board: the CPU's view is one mapping, DRAM
+/// another; the shadow holds what each line held when the CPU last exchanged it
+/// with DRAM.
+pub(crate) struct CpuCache {
+    view: Mapping,
+    dram: Mapping,
+    shadow: Mutex<Vec<u8>>,
+}
+
+// SAFETY: the mappings are process memory; the cache state is behind a mutex,
+// and every byte access goes through raw copies of ranges the owners of the
+// buffers arbitrate.
+unsafe impl Send for CpuCache {}
+// SAFETY: as above.
+unsafe impl Sync for CpuCache {}
+
+impl CpuCache {
+    pub(crate) fn new(view: Mapping, dram: Mapping) -> Self {
+        let shadow = Mutex::new(vec![0u8; dram.len()]);
+        CpuCache { view, dram, shadow }
+    }
+
+    /// The lines covering `offset..offset + len` (already checked to lie inside).
+    fn lines(&self, offset: usize, len: usize) -> std::ops::Range<usize> {
+        let start = offset / LINE * LINE;
+        let end = (offset + len).div_ceil(LINE) * LINE;
+        start..end.min(self.dram.len())
+    }
+
+    /// Bytes `at..at + n` of a mapping.
+    ///
+    /// # Safety
+    ///
+    /// `at + n` must lie inside the mapping; the slice must not outlive the
+    /// operation it serves (other agents may write the bytes afterwards).
+    unsafe fn bytes(map: &Mapping, at: usize, n: usize) -> &mut [u8] {
+        // SAFETY: in bounds by the caller's promise; u8 has no invalid values.
+        unsafe { std::slice::from_raw_parts_mut(map.base().add(at), n) }
+    }
+
+    /// Clean: every dirty line of the range is written back to DRAM.
+    pub(crate) fn clean(&self, offset: usize, len: usize) {
+        let mut shadow = self.shadow.lock().unwrap_or_else(PoisonError::into_inner);
+        for at in self.lines(offset, len).step_by(LINE) {
+            let n = LINE.min(self.dram.len() - at);
+            // SAFETY: `at..at + n` lies inside both mappings (same size); the
+            // bytes belong to a buffer whose owner asked for this maintenance.
+            let view = unsafe { Self::bytes(&self.view, at, n) };
+            if view != &shadow[at..at + n] {
+                // SAFETY: as above.
+                unsafe { Self::bytes(&self.dram, at, n) }.copy_from_slice(view);
+                shadow[at..at + n].copy_from_slice(view);
+            }
+        }
+    }
+
+    /// Clean and invalidate: dirty lines are written back, then every line of the
+    /// range is reloaded from DRAM.
+    pub(crate) fn clean_invalidate(&self, offset: usize, len: usize) {
+        let mut shadow = self.shadow.lock().unwrap_or_else(PoisonError::into_inner);
+        for at in self.lines(offset, len).step_by(LINE) {
+            let n = LINE.min(self.dram.len() - at);
+            // SAFETY: as in `clean`.
+            let view = unsafe { Self::bytes(&self.view, at, n) };
+            // SAFETY: as in `clean`.
+            let dram = unsafe { Self::bytes(&self.dram, at, n) };
+            if view != &shadow[at..at + n] {
+                dram.copy_from_slice(view);
+            }
+            view.copy_from_slice(dram);
+            shadow[at..at + n].copy_from_slice(dram);
+        }
+    }
+
+    /// Lines of the range the CPU wrote and did not clean (for the protocol
+    /// checker): the first such byte offset, if any.
+    pub(crate) fn first_dirty(&self, offset: usize, len: usize) -> Option<usize> {
+        let shadow = self.shadow.lock().unwrap_or_else(PoisonError::into_inner);
+        self.lines(offset, len).step_by(LINE).find(|&at| {
+            let n = LINE.min(self.dram.len() - at);
+            // SAFETY: as in `clean`.
+            let view = unsafe { Self::bytes(&self.view, at, n) };
+            view != &shadow[at..at + n]
+        })
+    }
+}
