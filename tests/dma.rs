@@ -5,6 +5,7 @@ use std::sync::Arc;
 use dmaflow::axi::{AxiDma, Config};
 use dmaflow::dma::{Completion, Engine, Error, Partition, Proxy};
 use dmaflow::mem::{CachePolicy, DmaPool};
+use dmaflow::platform::MemoryModel;
 use dmaflow::platform::sim::{DEFAULT_DDR_BASE, SimBoard, SimIrq, SimRegisters};
 use dmaflow::sim::{Clock, Fabric};
 
@@ -18,7 +19,11 @@ struct Rig {
 }
 
 fn rig(policy: CachePolicy) -> Rig {
-    let board = SimBoard::new(1, 16 << 20, DEFAULT_DDR_BASE, 2).unwrap();
+    rig_on(policy, MemoryModel::Coherent)
+}
+
+fn rig_on(policy: CachePolicy, model: MemoryModel) -> Rig {
+    let board = SimBoard::with_model(1, 16 << 20, DEFAULT_DDR_BASE, 2, model).unwrap();
     let fabric = Fabric::start(&board, Clock::Unlimited).unwrap();
     let dma = AxiDma::new(board.registers(0).unwrap(), Config::default()).unwrap();
     let pool = DmaPool::new(Arc::new(board.memory().unwrap()), policy);
@@ -32,8 +37,14 @@ fn rig(policy: CachePolicy) -> Rig {
 
 #[test]
 fn zero_copy_and_copy_paths_in_every_mode() {
-    for policy in [CachePolicy::Coherent, CachePolicy::Explicit] {
-        let r = rig(policy);
+    // Both policies on the coherent board; explicit maintenance on the
+    // non-coherent one (without it that board reads stale data: tests/noncoherent.rs).
+    for (policy, model) in [
+        (CachePolicy::Coherent, MemoryModel::Coherent),
+        (CachePolicy::Explicit, MemoryModel::Coherent),
+        (CachePolicy::Explicit, MemoryModel::NonCoherent),
+    ] {
+        let r = rig_on(policy, model);
         for c in [Completion::Poll, Completion::Yield, Completion::Irq] {
             for len in [8usize, 640, 64_000] {
                 let mut tx = r.engine.pool().alloc::<u8>(len).unwrap();
@@ -130,7 +141,7 @@ fn soak_many_transfers_of_random_sizes() {
 
 #[test]
 fn proxy_driver_thread_copies_through_its_own_buffers() {
-    let r = rig(CachePolicy::Explicit);
+    let r = rig_on(CachePolicy::Explicit, MemoryModel::NonCoherent);
     let proxy = Proxy::start(r.engine).unwrap();
     for len in [1usize, 100, 5000, 300] {
         let data: Vec<u8> = (0..len).map(|i| (i * 13) as u8).collect();
@@ -147,7 +158,7 @@ fn proxy_driver_thread_copies_through_its_own_buffers() {
 
 #[test]
 fn messages_in_blocks_with_single_and_double_buffering() {
-    let r = rig(CachePolicy::Coherent);
+    let r = rig_on(CachePolicy::Explicit, MemoryModel::NonCoherent);
     let data: Vec<u8> = (0..100_000).map(|i| (i % 241) as u8).collect();
     for partition in [
         Partition::Unique,

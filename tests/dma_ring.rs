@@ -5,6 +5,7 @@
 use dmaflow::bench::Rig;
 use dmaflow::dma::{Completion, Error, PacketRing};
 use dmaflow::mem::CachePolicy;
+use dmaflow::platform::MemoryModel;
 use dmaflow::sim::{Clock, Loopback};
 
 fn payload(seq: usize, len: usize) -> Vec<u8> {
@@ -13,8 +14,20 @@ fn payload(seq: usize, len: usize) -> Vec<u8> {
 
 #[test]
 fn every_mode_moves_every_packet_in_order() {
-    for policy in [CachePolicy::Coherent, CachePolicy::Explicit] {
-        let rig = Rig::new(4 << 20, Clock::Unlimited, true, policy, Box::new(Loopback)).unwrap();
+    for (policy, model) in [
+        (CachePolicy::Coherent, MemoryModel::Coherent),
+        (CachePolicy::Explicit, MemoryModel::Coherent),
+        (CachePolicy::Explicit, MemoryModel::NonCoherent),
+    ] {
+        let rig = Rig::with_model(
+            4 << 20,
+            Clock::Unlimited,
+            true,
+            policy,
+            model,
+            Box::new(Loopback),
+        )
+        .unwrap();
         let engine = &rig.engines[0];
         for c in [Completion::Poll, Completion::Yield, Completion::Irq] {
             let mut ring = PacketRing::new(engine, 8, 1500, 3, c).unwrap();

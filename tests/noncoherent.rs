@@ -34,7 +34,9 @@ fn rig(sg: bool, policy: CachePolicy) -> Rig {
 }
 
 fn data(len: usize, seed: u8) -> Vec<u8> {
-    (0..len).map(|i| (i as u8).wrapping_mul(13) ^ seed).collect()
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(13) ^ seed)
+        .collect()
 }
 
 #[test]
@@ -99,6 +101,9 @@ fn without_maintenance_the_cpu_reads_stale_data_and_the_board_says_why() {
     assert_eq!(e.two_way(&tx, len, &mut rx, Completion::Poll).unwrap(), len);
     // The device read DRAM, where the CPU's writes never arrived, and the CPU
     // reads its own stale lines, where the device's writes never arrived.
-    assert!(rx.as_slice().iter().all(|&b| b == 0xEE), "stale data expected");
+    assert!(
+        rx.as_slice().iter().all(|&b| b == 0xEE),
+        "stale data expected"
+    );
     assert_eq!(r.board.uncleaned_reads(), vec![tx.bus_addr()]);
 }

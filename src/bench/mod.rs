@@ -17,6 +17,7 @@ use std::sync::Arc;
 use crate::axi::{AxiDma, Config as AxiConfig};
 use crate::dma::Engine;
 use crate::mem::{CachePolicy, DmaPool};
+use crate::platform::MemoryModel;
 use crate::platform::sim::{DEFAULT_DDR_BASE, SimBoard, SimIrq, SimRegisters};
 use crate::sim::{Clock, Fabric, StreamProcessor};
 
@@ -91,8 +92,8 @@ pub struct Rig {
 }
 
 impl Rig {
-    /// A board with `ddr_bytes` of DMA memory under `policy`, a fabric clocked at
-    /// `clock` (scatter-gather if `sg`) around `processor`.
+    /// A coherent board with `ddr_bytes` of DMA memory under `policy`, a fabric
+    /// clocked at `clock` (scatter-gather if `sg`) around `processor`.
     pub fn new(
         ddr_bytes: usize,
         clock: Clock,
@@ -100,8 +101,28 @@ impl Rig {
         policy: CachePolicy,
         processor: Box<dyn StreamProcessor>,
     ) -> Result<Self, Error> {
+        Self::with_model(
+            ddr_bytes,
+            clock,
+            sg,
+            policy,
+            MemoryModel::Coherent,
+            processor,
+        )
+    }
+
+    /// Like [`new`](Self::new), on a board whose CPU caches relate to its DMA
+    /// memory as `model` says.
+    pub fn with_model(
+        ddr_bytes: usize,
+        clock: Clock,
+        sg: bool,
+        policy: CachePolicy,
+        model: MemoryModel,
+        processor: Box<dyn StreamProcessor>,
+    ) -> Result<Self, Error> {
         let n = processor.streams().max(1);
-        let board = SimBoard::new(n, ddr_bytes, DEFAULT_DDR_BASE, 2 * n)?;
+        let board = SimBoard::with_model(n, ddr_bytes, DEFAULT_DDR_BASE, 2 * n, model)?;
         let fabric = Fabric::with_processor(&board, clock, sg, processor)?;
         let pool = DmaPool::new(Arc::new(board.memory()?), policy);
         let engines = (0..n)

@@ -12,6 +12,7 @@ use serde_json::json;
 use super::{Error, Rig, bytes_label, median, table};
 use crate::dma::{Completion, PacketRing};
 use crate::mem::CachePolicy;
+use crate::platform::MemoryModel;
 use crate::sim::{Clock, Loopback};
 
 /// The Zynq HP port: 150 MHz x 8 bytes.
@@ -176,12 +177,14 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
     let mut rows = Vec::new();
     for (clock_name, clock) in [("1200MB/s", HP_PORT), ("unlimited", Clock::Unlimited)] {
         for cache_maintenance in [false, true] {
-            let policy = if cache_maintenance {
-                CachePolicy::Explicit
+            // Paper 004's two conditions: a coherent port with no maintenance, and
+            // a non-coherent one with explicit cache control.
+            let (policy, model) = if cache_maintenance {
+                (CachePolicy::Explicit, MemoryModel::NonCoherent)
             } else {
-                CachePolicy::Coherent
+                (CachePolicy::Coherent, MemoryModel::Coherent)
             };
-            let rig = Rig::new(ddr, clock, true, policy, Box::new(Loopback))?;
+            let rig = Rig::with_model(ddr, clock, true, policy, model, Box::new(Loopback))?;
             let engine = &rig.engines[0];
             for &bytes in &cfg.sizes {
                 let packets = (cfg.bytes_per_run / bytes).clamp(cfg.slots, cfg.max_packets);

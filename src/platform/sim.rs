@@ -96,7 +96,13 @@ impl SimBoard {
         ddr_base: u64,
         irq_lines: usize,
     ) -> Result<Self, Error> {
-        Self::with_model(windows, ddr_bytes, ddr_base, irq_lines, MemoryModel::Coherent)
+        Self::with_model(
+            windows,
+            ddr_bytes,
+            ddr_base,
+            irq_lines,
+            MemoryModel::Coherent,
+        )
     }
 
     /// Like [`new`](Self::new), with the CPU caches related to DDR as `model`
@@ -403,8 +409,15 @@ impl DeviceView {
     /// Copies `out.len()` bytes from bus address `addr` (an MM2S read).
     pub fn read_ddr(&self, addr: u64, out: &mut [u8]) -> Result<(), DecodeError> {
         let off = self.ddr_offset(addr, out.len())?;
-        if let Some(line) = self.cache.as_ref().and_then(|c| c.first_dirty(off, out.len())) {
-            let mut seen = self.uncleaned.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(line) = self
+            .cache
+            .as_ref()
+            .and_then(|c| c.first_dirty(off, out.len()))
+        {
+            let mut seen = self
+                .uncleaned
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             if seen.len() < 64 {
                 seen.push(self.ddr_base + line as u64);
             }

@@ -37,13 +37,6 @@ pub(crate) struct CpuCache {
     shadow: Mutex<Vec<u8>>,
 }
 
-// SAFETY: the mappings are process memory; the cache state is behind a mutex,
-// and every byte access goes through raw copies of ranges the owners of the
-// buffers arbitrate.
-unsafe impl Send for CpuCache {}
-// SAFETY: as above.
-unsafe impl Sync for CpuCache {}
-
 impl CpuCache {
     pub(crate) fn new(view: Mapping, dram: Mapping) -> Self {
         let shadow = Mutex::new(vec![0u8; dram.len()]);
@@ -57,15 +50,26 @@ impl CpuCache {
         start..end.min(self.dram.len())
     }
 
-    /// Bytes `at..at + n` of a mapping.
+    /// Bytes `at..at + n` of a mapping, read now.
     ///
     /// # Safety
     ///
-    /// `at + n` must lie inside the mapping; the slice must not outlive the
-    /// operation it serves (other agents may write the bytes afterwards).
-    unsafe fn bytes(map: &Mapping, at: usize, n: usize) -> &mut [u8] {
-        // SAFETY: in bounds by the caller's promise; u8 has no invalid values.
-        unsafe { std::slice::from_raw_parts_mut(map.base().add(at), n) }
+    /// `at + n` must lie inside the mapping.
+    unsafe fn read(map: &Mapping, at: usize, n: usize) -> [u8; LINE] {
+        let mut line = [0u8; LINE];
+        // SAFETY: in bounds by the caller's promise; `n <= LINE`.
+        unsafe { std::ptr::copy_nonoverlapping(map.base().add(at), line.as_mut_ptr(), n) };
+        line
+    }
+
+    /// Writes `bytes` at `at` of a mapping.
+    ///
+    /// # Safety
+    ///
+    /// `at + bytes.len()` must lie inside the mapping.
+    unsafe fn write(map: &Mapping, at: usize, bytes: &[u8]) {
+        // SAFETY: in bounds by the caller's promise.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), map.base().add(at), bytes.len()) };
     }
 
     /// Clean: every dirty line of the range is written back to DRAM.
@@ -75,11 +79,11 @@ impl CpuCache {
             let n = LINE.min(self.dram.len() - at);
             // SAFETY: `at..at + n` lies inside both mappings (same size); the
             // bytes belong to a buffer whose owner asked for this maintenance.
-            let view = unsafe { Self::bytes(&self.view, at, n) };
-            if view != &shadow[at..at + n] {
+            let view = unsafe { Self::read(&self.view, at, n) };
+            if view[..n] != shadow[at..at + n] {
                 // SAFETY: as above.
-                unsafe { Self::bytes(&self.dram, at, n) }.copy_from_slice(view);
-                shadow[at..at + n].copy_from_slice(view);
+                unsafe { Self::write(&self.dram, at, &view[..n]) };
+                shadow[at..at + n].copy_from_slice(&view[..n]);
             }
         }
     }
@@ -91,14 +95,16 @@ impl CpuCache {
         for at in self.lines(offset, len).step_by(LINE) {
             let n = LINE.min(self.dram.len() - at);
             // SAFETY: as in `clean`.
-            let view = unsafe { Self::bytes(&self.view, at, n) };
-            // SAFETY: as in `clean`.
-            let dram = unsafe { Self::bytes(&self.dram, at, n) };
-            if view != &shadow[at..at + n] {
-                dram.copy_from_slice(view);
+            let view = unsafe { Self::read(&self.view, at, n) };
+            if view[..n] != shadow[at..at + n] {
+                // SAFETY: as in `clean`.
+                unsafe { Self::write(&self.dram, at, &view[..n]) };
             }
-            view.copy_from_slice(dram);
-            shadow[at..at + n].copy_from_slice(dram);
+            // SAFETY: as in `clean`.
+            let dram = unsafe { Self::read(&self.dram, at, n) };
+            // SAFETY: as in `clean`.
+            unsafe { Self::write(&self.view, at, &dram[..n]) };
+            shadow[at..at + n].copy_from_slice(&dram[..n]);
         }
     }
 
@@ -109,8 +115,8 @@ impl CpuCache {
         self.lines(offset, len).step_by(LINE).find(|&at| {
             let n = LINE.min(self.dram.len() - at);
             // SAFETY: as in `clean`.
-            let view = unsafe { Self::bytes(&self.view, at, n) };
-            view != &shadow[at..at + n]
+            let view = unsafe { Self::read(&self.view, at, n) };
+            view[..n] != shadow[at..at + n]
         })
     }
 }
