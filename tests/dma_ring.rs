@@ -128,3 +128,43 @@ fn a_direct_mode_engine_has_no_ring() {
         .unwrap();
     assert!(e.to_string().contains("scatter-gather"), "{e}");
 }
+
+/// Computes on whole packets: the output (the packet reversed) streams out only
+/// after the whole input has arrived.
+struct Reverse;
+
+impl dmaflow::sim::StreamProcessor for Reverse {
+    fn cut_through(&self) -> bool {
+        false
+    }
+    fn process(&mut self, inputs: &[&[u8]], outputs: &mut [Vec<u8>]) {
+        outputs[0].extend(inputs[0].iter().rev());
+    }
+}
+
+#[test]
+fn a_store_and_compute_core_fires_in_scatter_gather_on_a_clocked_link() {
+    let clock = Clock::Rate {
+        mhz: 100.0,
+        bytes_per_cycle: 4.0,
+    };
+    let rig = Rig::new(
+        1 << 20,
+        clock,
+        true,
+        CachePolicy::Coherent,
+        Box::new(Reverse),
+    )
+    .unwrap();
+    for c in [Completion::Poll, Completion::Irq] {
+        let mut ring = PacketRing::new(&rig.engines[0], 4, 4096, 1, c).unwrap();
+        for k in 0..20 {
+            let p = payload(k, 1000 + k * 100);
+            ring.send(&p).unwrap();
+            let mut out = vec![0u8; 4096];
+            let n = ring.recv(&mut out).unwrap();
+            let want: Vec<u8> = p.iter().rev().copied().collect();
+            assert_eq!(&out[..n], &want[..], "{c:?} packet {k}");
+        }
+    }
+}

@@ -453,7 +453,11 @@ impl Shared {
 
     /// Whether the device has work it can do now or later.
     fn busy(&self, st: &State) -> bool {
-        self.posts_pending(st)
+        // A store-and-compute processor with every input in fires once the last
+        // byte has arrived (whatever the mode: SG chains leave no job behind).
+        let firing = !st.processor.cut_through() && st.engines.iter().all(|g| g.input.is_some());
+        firing
+            || self.posts_pending(st)
             || st.engines.iter().any(|g| {
                 (g.input.is_none() && !g.mm2s.is_empty())
                     || (g.input.is_none() && g.stream.len() < STREAM_FIFO && g.mm2s_tail.is_some())
