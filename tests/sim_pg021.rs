@@ -294,3 +294,66 @@ fn one_fabric_per_board() {
     let e = second.err().expect("a second fabric on the same board");
     assert!(e.to_string().contains("already attached"), "{e}");
 }
+
+#[test]
+fn s2mm_out_of_descriptors_waits_for_more() {
+    let b = board(true, Clock::Unlimited);
+    let r = &b.regs;
+    reset(r);
+    let mut txr = b.pool.alloc::<u32>(16).unwrap();
+    let mut rxr = b.pool.alloc::<u32>(48).unwrap();
+    let mut tx = b.pool.alloc::<u8>(256).unwrap();
+    tx.as_mut_slice()
+        .iter_mut()
+        .enumerate()
+        .for_each(|(i, v)| *v = i as u8);
+    let rx = b.pool.alloc::<u8>(512).unwrap();
+    let (t, x) = (txr.bus_addr(), rxr.bus_addr());
+    // Three S2MM descriptors of 100 bytes in a ring; only the first is posted.
+    for i in 0..3 {
+        let next = x + 64 * ((i + 1) % 3) as u64;
+        descriptor(&mut rxr, i, next, rx.bus_addr() + 100 * i as u64, 100, 0);
+    }
+    descriptor(
+        &mut txr,
+        0,
+        t,
+        tx.bus_addr(),
+        256,
+        DESC_CTRL_TXSOF | DESC_CTRL_TXEOF,
+    );
+    arm(r, S2MM, &rxr);
+    arm(r, MM2S, &txr);
+    r.write(S2MM + TAILDESC, x as u32).unwrap();
+    r.write(MM2S + TAILDESC, t as u32).unwrap();
+    let t0 = Instant::now();
+    while status(&rxr, 0) & DESC_STS_CMPLT == 0 {
+        assert!(t0.elapsed() < Duration::from_secs(1), "first descriptor");
+        std::thread::yield_now();
+    }
+    let sr = until(r, S2MM + DMASR, "idle at the tail", |v| v & DMASR_IDLE != 0);
+    assert_eq!(sr & DMASR_ERR_MASK, 0, "no error: {sr:#x}");
+    assert_eq!(
+        status(&rxr, 0) & (DESC_STS_RXSOF | DESC_STS_RXEOF),
+        DESC_STS_RXSOF
+    );
+    // Two more descriptors: the rest of the packet lands, ended by RXEOF.
+    r.write(S2MM + TAILDESC, (x + 128) as u32).unwrap();
+    let t0 = Instant::now();
+    while status(&rxr, 1) & DESC_STS_CMPLT == 0 || status(&rxr, 2) & DESC_STS_CMPLT == 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(1),
+            "the rest never landed"
+        );
+        std::thread::yield_now();
+    }
+    assert_eq!(
+        status(&rxr, 1) & (DESC_STS_RXSOF | DESC_STS_RXEOF | DESC_LENGTH_MASK),
+        100
+    );
+    assert_eq!(
+        status(&rxr, 2) & (DESC_STS_RXEOF | DESC_LENGTH_MASK),
+        DESC_STS_RXEOF | 56
+    );
+    assert_eq!(&rx.as_slice()[..256], tx.as_slice());
+}

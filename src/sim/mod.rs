@@ -131,6 +131,9 @@ struct Engine {
     /// The front packet of `stream` is already in the front S2MM buffer (direct
     /// mode writes as the packet streams in and completes when its last byte has).
     front_written: bool,
+    /// Bytes of the front packet of `stream` already written by SG S2MM (it ran
+    /// out of descriptors mid-packet).
+    s2mm_offset: usize,
 }
 
 impl Engine {
@@ -150,6 +153,7 @@ impl Engine {
             posts_seen: [0; 2],
             tail_posted: now,
             front_written: false,
+            s2mm_offset: 0,
         }
     }
 }
@@ -392,6 +396,10 @@ impl Shared {
             g.s2mm.clear();
             g.s2mm_chain = None;
             g.front_written = false;
+            // A packet half written when the channel stops is flushed.
+            if std::mem::take(&mut g.s2mm_offset) > 0 {
+                g.stream.pop_front();
+            }
         }
         g.next_desc[ch] = None;
         g.coalesced[ch] = 0;
@@ -644,41 +652,39 @@ impl Shared {
         }
     }
 
-    /// Writes one packet from engine `e`'s stream into its S2MM descriptors.
-    fn run_s2mm_packet(&self, st: &mut State, e: usize, packet: &[u8]) {
+    /// Writes (the rest of) one packet from engine `e`'s stream into its S2MM
+    /// descriptors. Returns `false` when the descriptors ran out first: the
+    /// channel goes idle at the tail with the rest of the packet waiting, and
+    /// resumes when TAILDESC moves (PG021; no error). `true` when the packet is
+    /// done with (written, or dropped by an error).
+    fn run_s2mm_packet(&self, st: &mut State, e: usize, packet: &[u8]) -> bool {
         let Some((mut cur, tail)) = st.engines[e].s2mm_chain else {
-            return;
+            return true;
         };
-        let mut off = 0;
+        let mut off = std::mem::take(&mut st.engines[e].s2mm_offset);
         loop {
             let fetched = self.descriptor(cur);
             let Ok((next, addr, control, status)) = fetched else {
                 st.engines[e].s2mm_chain = None;
-                return self.fail_at(st, e, 1, cur, DMASR_SG_DEC_ERR);
+                self.fail_at(st, e, 1, cur, DMASR_SG_DEC_ERR);
+                return true;
             };
             if status & DESC_STS_CMPLT != 0 {
                 st.engines[e].s2mm_chain = None;
-                return self.fail_at(st, e, 1, cur, DMASR_SG_INT_ERR);
+                self.fail_at(st, e, 1, cur, DMASR_SG_INT_ERR);
+                return true;
             }
             let cap = (control & DESC_LENGTH_MASK) as usize;
             if cap == 0 {
                 st.engines[e].s2mm_chain = None;
-                return self.fail_at(st, e, 1, cur, DMASR_DMA_INT_ERR);
+                self.fail_at(st, e, 1, cur, DMASR_DMA_INT_ERR);
+                return true;
             }
             let n = cap.min(packet.len() - off);
             if self.dev.write_ddr(addr, &packet[off..off + n]).is_err() {
                 st.engines[e].s2mm_chain = None;
-                return self.fail_at(st, e, 1, cur, DMASR_DMA_DEC_ERR);
-            }
-            if cur == tail && off + n < packet.len() {
-                // The packet does not fit the descriptors given: the channel stops
-                // with an internal error, and the descriptor says so (no Cmplt).
-                st.engines[e].s2mm_chain = None;
-                self.fail_at(st, e, 1, cur, DMASR_DMA_INT_ERR);
-                let _ = self
-                    .dev
-                    .write_word(cur + DESC_STATUS, n as u32 | DESC_STS_INT_ERR);
-                return;
+                self.fail_at(st, e, 1, cur, DMASR_DMA_DEC_ERR);
+                return true;
             }
             let mut status = n as u32 | DESC_STS_CMPLT;
             if off == 0 {
@@ -693,12 +699,21 @@ impl Shared {
             self.set(e, 1, CURDESC_MSB, (cur >> 32) as u32);
             st.engines[e].next_desc[1] = Some(next);
             let at_tail = cur == tail;
+            if at_tail {
+                st.engines[e].s2mm_chain = None;
+                self.update_sr(e, 1, |sr| sr | DMASR_IDLE);
+            }
             if off == packet.len() {
-                st.engines[e].s2mm_chain = if at_tail { None } else { Some((next, tail)) };
-                if at_tail {
-                    self.update_sr(e, 1, |sr| sr | DMASR_IDLE);
+                if !at_tail {
+                    st.engines[e].s2mm_chain = Some((next, tail));
                 }
-                return self.packet_done(st, e, 1);
+                self.packet_done(st, e, 1);
+                return true;
+            }
+            if at_tail {
+                // Out of descriptors mid-packet: wait for more.
+                st.engines[e].s2mm_offset = off;
+                return false;
             }
             cur = next;
         }
@@ -783,11 +798,14 @@ impl Shared {
                     break;
                 }
                 if st.engines[e].s2mm_chain.is_some() {
-                    let Some((packet, _)) = st.engines[e].stream.pop_front() else {
+                    let Some((packet, ready)) = st.engines[e].stream.pop_front() else {
                         break;
                     };
-                    self.run_s2mm_packet(st, e, &packet);
-                    st.recycle(packet);
+                    if self.run_s2mm_packet(st, e, &packet) {
+                        st.recycle(packet);
+                    } else {
+                        st.engines[e].stream.push_front((packet, ready));
+                    }
                     continue;
                 }
                 let Some(job) = st.engines[e].s2mm.pop_front() else {
