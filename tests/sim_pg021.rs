@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use dmaflow::axi::regs::*;
 use dmaflow::mem::{CachePolicy, DmaBuf, DmaPool};
-use dmaflow::platform::RegisterSpace;
+use dmaflow::platform::{IrqLine, RegisterSpace};
 use dmaflow::platform::sim::{DEFAULT_DDR_BASE, SimBoard, SimRegisters};
 use dmaflow::sim::{Clock, Fabric};
 
@@ -356,4 +356,128 @@ fn s2mm_out_of_descriptors_waits_for_more() {
         DESC_STS_RXEOF | 56
     );
     assert_eq!(&rx.as_slice()[..256], tx.as_slice());
+}
+
+#[test]
+fn interrupt_coalescing_with_the_delay_timer() {
+    let b = board(true, Clock::Unlimited);
+    let r = &b.regs;
+    reset(r);
+    let irq = b.board.irq(0).unwrap();
+    let n = 6;
+    let mut txr = b.pool.alloc::<u32>(16 * n).unwrap();
+    let tx = b.pool.alloc::<u8>(64 * n).unwrap();
+    let t = txr.bus_addr();
+    for i in 0..n {
+        let next = t + 64 * ((i + 1) % n) as u64;
+        let buf = tx.bus_addr() + 64 * i as u64;
+        descriptor(
+            &mut txr,
+            i,
+            next,
+            buf,
+            64,
+            DESC_CTRL_TXSOF | DESC_CTRL_TXEOF,
+        );
+    }
+    // S2MM takes the looped-back packets.
+    let mut rxr = b.pool.alloc::<u32>(16 * n).unwrap();
+    let rx = b.pool.alloc::<u8>(64 * n).unwrap();
+    let x = rxr.bus_addr();
+    for i in 0..n {
+        let next = x + 64 * ((i + 1) % n) as u64;
+        descriptor(&mut rxr, i, next, rx.bus_addr() + 64 * i as u64, 64, 0);
+    }
+    arm(r, S2MM, &rxr);
+    r.write(S2MM + TAILDESC, (x + 64 * (n as u64 - 1)) as u32)
+        .unwrap();
+    // MM2S: IOC every 4 packets, the delay timer (10 ticks) for the rest.
+    r.write(MM2S + CURDESC, t as u32).unwrap();
+    let cr = DMACR_RS
+        | DMACR_IOC_IRQ_EN
+        | DMACR_DLY_IRQ_EN
+        | (4 << DMACR_IRQ_THRESHOLD_SHIFT)
+        | (10 << DMACR_IRQ_DELAY_SHIFT);
+    r.write(MM2S + DMACR, cr).unwrap();
+    r.write(MM2S + TAILDESC, (t + 64 * (n as u64 - 1)) as u32)
+        .unwrap();
+    // First interrupt: the threshold (4 packets).
+    irq.wait(Duration::from_secs(1)).unwrap();
+    let sr = r.read(MM2S + DMASR).unwrap();
+    assert_ne!(sr & DMASR_IOC_IRQ, 0, "{sr:#x}");
+    r.write(MM2S + DMASR, DMASR_IOC_IRQ).unwrap();
+    irq.enable().unwrap();
+    // The last two packets are below the threshold: the delay timer reports them.
+    irq.wait(Duration::from_secs(1)).unwrap();
+    let sr = until(r, MM2S + DMASR, "Dly_Irq", |v| v & DMASR_DLY_IRQ != 0);
+    assert_eq!(sr & DMASR_IOC_IRQ, 0, "{sr:#x}");
+    assert_eq!(
+        (sr >> 16) & 0xFF,
+        4,
+        "IRQThresholdSts back at the threshold"
+    );
+    // Dly_Irq is write-1-to-clear like IOC.
+    r.write(MM2S + DMASR, DMASR_DLY_IRQ).unwrap();
+    assert_eq!(r.read(MM2S + DMASR).unwrap() & DMASR_DLY_IRQ, 0);
+    for i in 0..n {
+        assert_ne!(status(&txr, i) & DESC_STS_CMPLT, 0, "descriptor {i}");
+    }
+}
+
+#[test]
+fn cyclic_mode_follows_the_ring_for_ever() {
+    let b = board(true, Clock::Unlimited);
+    let r = &b.regs;
+    reset(r);
+    // MM2S: two packets in a cyclic ring; S2MM: a plain ring it re-posts.
+    let mut txr = b.pool.alloc::<u32>(32).unwrap();
+    let mut a = b.pool.alloc::<u8>(32).unwrap();
+    a.as_mut_slice().fill(0xA);
+    let mut bb = b.pool.alloc::<u8>(32).unwrap();
+    bb.as_mut_slice().fill(0xB);
+    let t = txr.bus_addr();
+    let eop = DESC_CTRL_TXSOF | DESC_CTRL_TXEOF;
+    descriptor(&mut txr, 0, t + 64, a.bus_addr(), 32, eop);
+    descriptor(&mut txr, 1, t, bb.bus_addr(), 32, eop);
+    let slots = 4;
+    let mut rxr = b.pool.alloc::<u32>(16 * slots).unwrap();
+    let rx: Vec<_> = (0..slots)
+        .map(|_| b.pool.alloc::<u8>(32).unwrap())
+        .collect();
+    let x = rxr.bus_addr();
+    for (i, buf) in rx.iter().enumerate() {
+        descriptor(
+            &mut rxr,
+            i,
+            x + 64 * ((i + 1) % slots) as u64,
+            buf.bus_addr(),
+            32,
+            0,
+        );
+    }
+    arm(r, S2MM, &rxr);
+    r.write(S2MM + TAILDESC, (x + 64 * (slots as u64 - 1)) as u32)
+        .unwrap();
+    r.write(MM2S + CURDESC, t as u32).unwrap();
+    r.write(MM2S + DMACR, DMACR_RS | DMACR_CYCLIC).unwrap();
+    // PYNQ starts a cyclic ring with a tail outside it.
+    r.write(MM2S + TAILDESC, (t + 128) as u32).unwrap();
+    // Receive 40 packets (20 turns of the two-descriptor ring, whose Cmplt bits
+    // are never cleared), re-posting each S2MM descriptor after reading it.
+    for k in 0..40usize {
+        let i = k % slots;
+        let t0 = Instant::now();
+        while status(&rxr, i) & DESC_STS_CMPLT == 0 {
+            assert!(t0.elapsed() < Duration::from_secs(1), "packet {k}");
+            std::thread::yield_now();
+        }
+        let want = if k % 2 == 0 { 0xA } else { 0xB };
+        assert!(rx[i].as_slice().iter().all(|&v| v == want), "packet {k}");
+        let next = x + 64 * ((i + 1) % slots) as u64;
+        descriptor(&mut rxr, i, next, rx[i].bus_addr(), 32, 0);
+        r.write(S2MM + TAILDESC, (x + 64 * i as u64) as u32)
+            .unwrap();
+    }
+    r.write(MM2S + DMACR, 0).unwrap();
+    until(r, MM2S + DMASR, "halt", |v| v & DMASR_HALTED != 0);
 }

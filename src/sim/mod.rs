@@ -134,6 +134,11 @@ struct Engine {
     /// Bytes of the front packet of `stream` already written by SG S2MM (it ran
     /// out of descriptors mid-packet).
     s2mm_offset: usize,
+    /// An MM2S packet read up to the chain's tail before its TXEOF.
+    mm2s_partial: Vec<u8>,
+    /// When each channel's interrupt delay timer fires (packets completed below
+    /// IRQThreshold).
+    delay_due: [Option<Instant>; 2],
 }
 
 impl Engine {
@@ -154,6 +159,8 @@ impl Engine {
             tail_posted: now,
             front_written: false,
             s2mm_offset: 0,
+            mm2s_partial: Vec::new(),
+            delay_due: [None; 2],
         }
     }
 }
@@ -228,6 +235,13 @@ const CHANNELS: [usize; 2] = [MM2S, S2MM];
 /// Packets the stream between an engine's channels holds before MM2S descriptor
 /// chains stall.
 const STREAM_FIFO: usize = 64;
+
+/// Descriptors a cyclic MM2S ring runs per turn of the device loop.
+const CYCLIC_BURST: usize = 256;
+
+/// One tick of the interrupt delay timer (DMACR.IRQDelay counts these): the IP's
+/// default resolution of 125 cycles of a 100 MHz scatter-gather clock.
+const DELAY_TICK: Duration = Duration::from_nanos(1250);
 
 impl Shared {
     fn reg(&self, e: usize, ch: usize, r: usize) -> u32 {
@@ -388,10 +402,12 @@ impl Shared {
     fn stop_channel(&self, st: &mut State, e: usize, ch: usize) {
         self.void_posts(st, e, ch);
         let g = &mut st.engines[e];
+        g.delay_due[ch] = None;
         if ch == 0 {
             g.mm2s.clear();
             g.mm2s_done_at = None;
             g.mm2s_tail = None;
+            g.mm2s_partial.clear();
         } else {
             g.s2mm.clear();
             g.s2mm_chain = None;
@@ -465,6 +481,10 @@ impl Shared {
         // byte has arrived (whatever the mode: SG chains leave no job behind).
         let firing = !st.processor.cut_through() && st.engines.iter().all(|g| g.input.is_some());
         firing
+            || st
+                .engines
+                .iter()
+                .any(|g| g.delay_due.iter().any(Option::is_some))
             || self.posts_pending(st)
             || st.engines.iter().any(|g| {
                 (g.input.is_none() && !g.mm2s.is_empty())
@@ -476,14 +496,57 @@ impl Shared {
 
     /// A packet finished on `ch` in SG mode: IOC once IRQThreshold packets have.
     fn packet_done(&self, st: &mut State, e: usize, ch: usize) {
-        let threshold = ((self.reg(e, ch, DMACR) & DMACR_IRQ_THRESHOLD_MASK)
-            >> DMACR_IRQ_THRESHOLD_SHIFT)
-            .max(1);
-        st.engines[e].coalesced[ch] += 1;
-        if st.engines[e].coalesced[ch] >= threshold {
-            st.engines[e].coalesced[ch] = 0;
+        let cr = self.reg(e, ch, DMACR);
+        let threshold = ((cr & DMACR_IRQ_THRESHOLD_MASK) >> DMACR_IRQ_THRESHOLD_SHIFT).max(1);
+        let delay = cr >> DMACR_IRQ_DELAY_SHIFT;
+        let g = &mut st.engines[e];
+        g.coalesced[ch] += 1;
+        if g.coalesced[ch] >= threshold {
+            g.coalesced[ch] = 0;
+            g.delay_due[ch] = None;
+            self.coalescing_status(e, ch, threshold, 0);
             self.complete(st, e, ch, 0);
+        } else {
+            // The delay timer restarts with every packet; when it runs out with
+            // packets still below the threshold, Dly_Irq says so.
+            g.delay_due[ch] = (delay > 0).then(|| Instant::now() + DELAY_TICK * delay);
+            let left = threshold - g.coalesced[ch];
+            self.coalescing_status(e, ch, left, if delay > 0 { delay } else { 0 });
         }
+    }
+
+    /// DMASR[23:16] (IRQThresholdSts: packets left before IOC) and [31:24]
+    /// (IRQDelaySts: the delay timer's setting while it runs, else 0).
+    fn coalescing_status(&self, e: usize, ch: usize, left: u32, delay: u32) {
+        self.update_sr(e, ch, |sr| {
+            (sr & 0xFFFF) | ((left & 0xFF) << 16) | ((delay & 0xFF) << DMACR_IRQ_DELAY_SHIFT)
+        });
+    }
+
+    /// Fires the delay timers that ran out: Dly_Irq, with its interrupt if
+    /// enabled; returns when the next one is due.
+    fn run_delay_timers(&self, st: &mut State, e: usize, now: Instant) -> Option<Instant> {
+        let mut next = None;
+        for ch in 0..2 {
+            let Some(due) = st.engines[e].delay_due[ch] else {
+                continue;
+            };
+            if due > now {
+                next = Some(next.map_or(due, |n: Instant| n.min(due)));
+                continue;
+            }
+            st.engines[e].delay_due[ch] = None;
+            st.engines[e].coalesced[ch] = 0;
+            let cr = self.reg(e, ch, DMACR);
+            let threshold = ((cr & DMACR_IRQ_THRESHOLD_MASK) >> DMACR_IRQ_THRESHOLD_SHIFT).max(1);
+            self.coalescing_status(e, ch, threshold, 0);
+            let _held = self.sr_lock.lock().unwrap_or_else(PoisonError::into_inner);
+            self.set(e, ch, DMASR, self.reg(e, ch, DMASR) | DMASR_DLY_IRQ);
+            if cr & DMACR_DLY_IRQ_EN != 0 {
+                self.dev.raise(2 * e + ch);
+            }
+        }
+        next
     }
 
     /// Reads a descriptor: (next, buffer address, control, status).
@@ -598,16 +661,26 @@ impl Shared {
 
     /// Runs engine `e`'s MM2S descriptor chain up to `tail`, packet by packet, while
     /// the processor takes input.
+    ///
+    /// A packet whose TXEOF has not come yet when the chain reaches its tail
+    /// waits for more descriptors. In cyclic mode (DMACR.Cyclic BD Enable) the
+    /// ring is followed for ever: Cmplt and TAILDESC are ignored.
     fn run_mm2s_chain(&self, st: &mut State, e: usize, tail: u64) {
         let mut cur = self.next_descriptor(st, e, 0);
-        let mut packet = st.buffer();
+        let mut packet = std::mem::take(&mut st.engines[e].mm2s_partial);
         let now = st.engines[e].tail_posted.min(Instant::now());
+        let cyclic = self.reg(e, 0, DMACR) & DMACR_CYCLIC != 0;
+        let mut fetched = 0usize;
         loop {
+            fetched += 1;
             if packet.is_empty()
-                && (st.engines[e].input.is_some() || st.engines[e].stream.len() >= STREAM_FIFO)
+                && ((cyclic && fetched > CYCLIC_BURST)
+                    || st.engines[e].input.is_some()
+                    || st.engines[e].stream.len() >= STREAM_FIFO)
             {
                 // Back-pressure: the processor has not taken the last packet, or
-                // its output is not being drained.
+                // its output is not being drained (or a cyclic ring has run a
+                // burst: it goes on at the next turn of the device loop).
                 st.engines[e].mm2s_tail = Some(tail);
                 st.recycle(packet);
                 return;
@@ -618,7 +691,7 @@ impl Shared {
             let Ok((next, addr, control, status)) = self.descriptor(cur) else {
                 return self.fail_at(st, e, 0, cur, DMASR_SG_DEC_ERR);
             };
-            if status & DESC_STS_CMPLT != 0 {
+            if status & DESC_STS_CMPLT != 0 && !cyclic {
                 // A descriptor still marked complete was not handed back.
                 return self.fail_at(st, e, 0, cur, DMASR_SG_INT_ERR);
             }
@@ -643,9 +716,10 @@ impl Shared {
                 self.deliver(st, e, full, arrived);
                 self.packet_done(st, e, 0);
             }
-            if cur == tail {
+            if cur == tail && !cyclic {
                 self.update_sr(e, 0, |sr| sr | DMASR_IDLE);
-                st.recycle(packet);
+                // A packet without its TXEOF yet goes on with the next chain.
+                st.engines[e].mm2s_partial = packet;
                 return;
             }
             cur = next;
@@ -669,7 +743,8 @@ impl Shared {
                 self.fail_at(st, e, 1, cur, DMASR_SG_DEC_ERR);
                 return true;
             };
-            if status & DESC_STS_CMPLT != 0 {
+            let cyclic = self.reg(e, 1, DMACR) & DMACR_CYCLIC != 0;
+            if status & DESC_STS_CMPLT != 0 && !cyclic {
                 st.engines[e].s2mm_chain = None;
                 self.fail_at(st, e, 1, cur, DMASR_SG_INT_ERR);
                 return true;
@@ -698,7 +773,7 @@ impl Shared {
             self.set(e, 1, CURDESC, cur as u32);
             self.set(e, 1, CURDESC_MSB, (cur >> 32) as u32);
             st.engines[e].next_desc[1] = Some(next);
-            let at_tail = cur == tail;
+            let at_tail = cur == tail && !cyclic;
             if at_tail {
                 st.engines[e].s2mm_chain = None;
                 self.update_sr(e, 1, |sr| sr | DMASR_IDLE);
@@ -725,6 +800,9 @@ impl Shared {
         let mut next: Option<Instant> = None;
         let mut later = |t: Instant| next = Some(next.map_or(t, |n: Instant| n.min(t)));
         for e in 0..st.engines.len() {
+            if let Some(due) = self.run_delay_timers(st, e, now) {
+                later(due);
+            }
             if self.sg {
                 self.pick_up_posts(st, e);
             } else {
