@@ -61,6 +61,7 @@ fn every_mode_moves_every_packet_in_order() {
                 }
             }
         }
+        assert_eq!(rig.fabric.violations(), Vec::new(), "{policy:?} {model:?}");
     }
 }
 

@@ -173,6 +173,8 @@ fn scenario(
     expect_timeout(fail().expect_err(what), what);
     armed.check(r, what);
     work().unwrap_or_else(|e| panic!("{what}: after the failure: {e}"));
+    // The driver's recovery breaks no rule of the protocol.
+    assert_eq!(r.fabric.violations(), Vec::new(), "{what}");
 }
 
 /// Where the pool's next buffer goes (first fit): where a transfer's buffers go.

@@ -15,7 +15,7 @@ use dmaflow::sim::{Clock, Fabric};
 struct Rig {
     engine: Engine<SimRegisters, SimIrq>,
     board: SimBoard,
-    _fabric: Fabric,
+    fabric: Fabric,
 }
 
 fn rig(sg: bool, policy: CachePolicy) -> Rig {
@@ -29,7 +29,7 @@ fn rig(sg: bool, policy: CachePolicy) -> Rig {
     Rig {
         engine,
         board,
-        _fabric: fabric,
+        fabric,
     }
 }
 
@@ -69,6 +69,7 @@ fn explicit_maintenance_moves_every_byte() {
         assert_eq!(out, d);
     }
     assert_eq!(r.board.uncleaned_reads(), Vec::<u64>::new());
+    assert_eq!(r.fabric.violations(), Vec::new());
 }
 
 #[test]
@@ -87,6 +88,7 @@ fn explicit_maintenance_keeps_packet_rings_right() {
         }
     }
     assert_eq!(r.board.uncleaned_reads(), Vec::<u64>::new());
+    assert_eq!(r.fabric.violations(), Vec::new());
 }
 
 #[test]

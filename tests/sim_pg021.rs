@@ -7,14 +7,14 @@ use std::time::{Duration, Instant};
 
 use dmaflow::axi::regs::*;
 use dmaflow::mem::{CachePolicy, DmaBuf, DmaPool};
-use dmaflow::platform::{IrqLine, RegisterSpace};
 use dmaflow::platform::sim::{DEFAULT_DDR_BASE, SimBoard, SimRegisters};
+use dmaflow::platform::{IrqLine, RegisterSpace};
 use dmaflow::sim::{Clock, Fabric};
 
 struct Board {
     regs: SimRegisters,
     pool: DmaPool,
-    _fabric: Fabric,
+    fabric: Fabric,
     board: SimBoard,
 }
 
@@ -24,7 +24,7 @@ fn board(sg: bool, clock: Clock) -> Board {
     Board {
         regs: board.registers(0).unwrap(),
         pool: DmaPool::new(Arc::new(board.memory().unwrap()), CachePolicy::Coherent),
-        _fabric: fabric,
+        fabric,
         board,
     }
 }
@@ -276,6 +276,14 @@ fn descriptor_pointers_and_idle_in_scatter_gather() {
     // The second descriptor points outside memory: DMADecErr there.
     descriptor(&mut txr, 1, t, 0x40, 64, DESC_CTRL_TXSOF | DESC_CTRL_TXEOF);
     arm(r, MM2S, &txr);
+    // The strict checker refuses a misaligned tail and names it.
+    let e = r.write(MM2S + TAILDESC, (t + 64) as u32 | 0x3).unwrap_err();
+    assert!(
+        e.to_string().contains("TAILDESC not 64-byte aligned"),
+        "{e}"
+    );
+    // Without it, the IP ignores bits [5:0].
+    b.fabric.set_strict(false);
     r.write(MM2S + TAILDESC, (t + 64) as u32 | 0x3).unwrap();
     // Idle clears at the TAILDESC write itself.
     assert_eq!(r.read(MM2S + DMASR).unwrap() & DMASR_IDLE, 0);
@@ -285,6 +293,68 @@ fn descriptor_pointers_and_idle_in_scatter_gather() {
     assert_eq!(sr & DMASR_IDLE, 0);
     // CURDESC holds the failing descriptor.
     assert_eq!(r.read(MM2S + CURDESC).unwrap(), (t + 64) as u32);
+    let whats: Vec<_> = b.fabric.violations().iter().map(|v| v.what).collect();
+    assert_eq!(
+        whats,
+        [
+            "TAILDESC not 64-byte aligned (bits [5:0] are ignored)",
+            "TAILDESC not 64-byte aligned (bits [5:0] are ignored)",
+            "a buffer or descriptor outside DMA memory (DECERR)",
+        ]
+    );
+}
+
+#[test]
+fn the_strict_checker_names_undefined_register_accesses() {
+    // 1 MB/s: transfers stay in flight long enough to be written over.
+    let b = board(
+        false,
+        Clock::Rate {
+            mhz: 1.0,
+            bytes_per_cycle: 1.0,
+        },
+    );
+    let r = &b.regs;
+    reset(r);
+    let rx = b.pool.alloc::<u8>(4000).unwrap();
+    r.write(S2MM + DMACR, DMACR_RS).unwrap();
+    r.write(S2MM + ADDR, rx.bus_addr() as u32).unwrap();
+    r.write(S2MM + LENGTH, 4000).unwrap();
+    // A second LENGTH while the first transfer is in flight.
+    let e = r.write(S2MM + LENGTH, 100).unwrap_err();
+    assert!(e.to_string().contains("LENGTH written while"), "{e}");
+    let v = b.fabric.violations();
+    assert_eq!(v.len(), 1);
+    assert_eq!(
+        (v[0].window, v[0].register, v[0].value),
+        (0, S2MM + LENGTH, 100)
+    );
+
+    // CURDESC while a scatter-gather channel runs a chain.
+    let b = board(
+        true,
+        Clock::Rate {
+            mhz: 1.0,
+            bytes_per_cycle: 1.0,
+        },
+    );
+    let r = &b.regs;
+    reset(r);
+    let mut txr = b.pool.alloc::<u32>(16).unwrap();
+    let tx = b.pool.alloc::<u8>(4000).unwrap();
+    let t = txr.bus_addr();
+    descriptor(
+        &mut txr,
+        0,
+        t,
+        tx.bus_addr(),
+        4000,
+        DESC_CTRL_TXSOF | DESC_CTRL_TXEOF,
+    );
+    arm(r, MM2S, &txr);
+    r.write(MM2S + TAILDESC, t as u32).unwrap();
+    let e = r.write(MM2S + CURDESC, t as u32).unwrap_err();
+    assert!(e.to_string().contains("CURDESC written while"), "{e}");
 }
 
 #[test]

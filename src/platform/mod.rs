@@ -55,6 +55,10 @@ pub enum Error {
         /// Region size.
         size: usize,
     },
+    /// A register access the AXI DMA protocol (PG021) leaves undefined, refused
+    /// by the emulated fabric's strict checker.
+    #[error("protocol violation: {0}")]
+    Protocol(String),
     /// No interrupt arrived in time.
     #[error("no interrupt within {0:?}")]
     Timeout(Duration),

@@ -39,8 +39,9 @@ fn memfd(name: &str, len: usize) -> Result<OwnedFd, Error> {
 /// a LENGTH write that starts a transfer) and keeps the register page, which the CPU
 /// reads directly, up to date.
 pub trait BusTarget: Send + Sync {
-    /// The CPU wrote `value` to `offset` of register window `window`.
-    fn write(&self, window: usize, offset: usize, value: u32);
+    /// The CPU wrote `value` to `offset` of register window `window`; an error
+    /// when the model refuses the access (a protocol checker in strict mode).
+    fn write(&self, window: usize, offset: usize, value: u32) -> Result<(), Error>;
 }
 
 type Target = Arc<std::sync::OnceLock<Arc<dyn BusTarget>>>;
@@ -244,8 +245,7 @@ impl RegisterSpace for SimRegisters {
             Some(t) => {
                 // Same bounds as a plain store, so a bad offset is an error either way.
                 self.map.check_offset(offset)?;
-                t.write(self.window, offset, value);
-                Ok(())
+                t.write(self.window, offset, value)
             }
             None => self.map.store_u32(offset, value),
         }

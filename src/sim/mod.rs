@@ -9,9 +9,11 @@
 //! briefly and then sleeps when idle so that it does not starve a 2-core machine.
 
 mod bgsub;
+mod checker;
 mod conv;
 
 pub use bgsub::BgSubCore;
+pub use checker::Violation;
 pub use conv::ConvCore;
 
 use std::collections::VecDeque;
@@ -215,6 +217,10 @@ struct Shared {
     /// When the last doorbell of each engine and channel was written, in
     /// nanoseconds since `epoch`.
     post_time: Vec<[AtomicU64; 2]>,
+    /// Direct-mode transfer started and not yet completed, per engine and channel.
+    in_flight: Vec<[AtomicBool; 2]>,
+    /// The protocol checker.
+    checker: checker::Checker,
     /// TAILDESC values written per engine and channel, with their times, not yet
     /// picked up: every write counts.
     tails: Vec<[Mutex<Tails>; 2]>,
@@ -282,6 +288,7 @@ impl Shared {
         // Doorbells from before the reset are void.
         for ch in 0..2 {
             self.void_posts(st, e, ch);
+            self.in_flight[e][ch].store(false, Ordering::Release);
         }
     }
 
@@ -401,6 +408,7 @@ impl Shared {
     /// void.
     fn stop_channel(&self, st: &mut State, e: usize, ch: usize) {
         self.void_posts(st, e, ch);
+        self.in_flight[e][ch].store(false, Ordering::Release);
         let g = &mut st.engines[e];
         g.delay_due[ch] = None;
         if ch == 0 {
@@ -433,6 +441,18 @@ impl Shared {
     /// Stops channel `ch` with `error` at descriptor `cur`, which CURDESC then
     /// holds (PG021: on an error CURDESC points at the failing descriptor).
     fn fail_at(&self, st: &mut State, e: usize, ch: usize, cur: u64, error: u32) {
+        let what = if !cur.is_multiple_of(DESC_ALIGN) {
+            Some("a descriptor pointer not 64-byte aligned")
+        } else if error & (DMASR_DMA_DEC_ERR | DMASR_SG_DEC_ERR) != 0 {
+            Some("a buffer or descriptor outside DMA memory (DECERR)")
+        } else {
+            None
+        };
+        if let Some(what) = what {
+            let _ = self
+                .checker
+                .record(e, CHANNELS[ch] + CURDESC, cur, what, false);
+        }
         self.set(e, ch, CURDESC, cur as u32);
         self.set(e, ch, CURDESC_MSB, (cur >> 32) as u32);
         self.complete(st, e, ch, error);
@@ -443,6 +463,7 @@ impl Shared {
         // Direct mode: Idle sets when the transfer completes. Scatter-gather: only
         // once the engine has processed TAILDESC (set where the chain ends).
         let mut set = if self.sg { 0 } else { DMASR_IDLE };
+        self.in_flight[e][ch].store(false, Ordering::Release);
         let cr = self.reg(e, ch, DMACR);
         if let Some((fch, bits)) = st.faults.force_error
             && fch == ch
@@ -941,10 +962,15 @@ fn spin_until(s: &Shared, t: Instant) {
 }
 
 impl BusTarget for Shared {
-    fn write(&self, window: usize, offset: usize, value: u32) {
+    fn write(
+        &self,
+        window: usize,
+        offset: usize,
+        value: u32,
+    ) -> Result<(), crate::platform::Error> {
         let e = window;
         if e >= self.dev.windows() {
-            return;
+            return Ok(());
         }
         let (ch, r) = if (S2MM..S2MM + 0x30).contains(&offset) {
             (1, offset - S2MM)
@@ -952,35 +978,54 @@ impl BusTarget for Shared {
             (0, offset)
         } else {
             self.dev.set_reg(e, offset, value);
-            return;
+            return Ok(());
         };
         // Address and length-MSB registers only hold a value until a LENGTH or
         // TAILDESC write uses it (under the lock, which orders it after this store).
         if matches!(r, ADDR | ADDR_MSB | TAILDESC_MSB) {
             self.set(e, ch, r, value);
-            return;
+            return Ok(());
         }
         // Write-1-to-clear interrupt bits never wait for the device thread.
         if r == DMASR && e < self.posts.len() {
             self.update_sr(e, ch, |sr| sr & !(value & DMASR_IRQ_MASK));
-            return;
+            return Ok(());
         }
         // A direct-mode LENGTH write starts a transfer: the device thread picks it
         // up (the channel takes one transfer at a time), without the model's lock.
         if r == LENGTH && !self.sg && e < self.posts.len() {
+            if value != 0 && self.in_flight[e][ch].load(Ordering::Acquire) {
+                self.checker.record(
+                    e,
+                    offset,
+                    value.into(),
+                    "LENGTH written while the channel's transfer is in flight",
+                    true,
+                )?;
+            }
             self.set(e, ch, LENGTH, value);
             if value != 0 && self.reg(e, ch, DMASR) & DMASR_HALTED == 0 {
+                self.in_flight[e][ch].store(true, Ordering::Release);
                 self.update_sr(e, ch, |sr| sr & !DMASR_IDLE);
                 let ns = self.epoch.elapsed().as_nanos() as u64;
                 self.post_time[e][ch].store(ns, Ordering::Release);
                 self.posts[e][ch].fetch_add(1, Ordering::Release);
                 self.post();
             }
-            return;
+            return Ok(());
         }
         // TAILDESC is picked up by the device thread (an SG channel that is not
         // halted resumes), so the driver's write never waits for the model's lock.
         if r == TAILDESC && self.sg && e < self.posts.len() {
+            if !value.is_multiple_of(DESC_ALIGN as u32) {
+                self.checker.record(
+                    e,
+                    offset,
+                    value.into(),
+                    "TAILDESC not 64-byte aligned (bits [5:0] are ignored)",
+                    true,
+                )?;
+            }
             // Descriptor pointers are 64-byte aligned: bits [5:0] read as zero.
             let value = value & !(DESC_ALIGN as u32 - 1);
             self.set(e, ch, r, value);
@@ -997,13 +1042,13 @@ impl BusTarget for Shared {
             self.post_time[e][ch].store(ns, Ordering::Release);
             self.posts[e][ch].fetch_add(1, Ordering::Release);
             self.post();
-            return;
+            return Ok(());
         }
         let mut st = lock(&self.state);
         if e >= st.engines.len() {
             // A window with no engine behind it: plain memory.
             self.set(e, ch, r, value);
-            return;
+            return Ok(());
         }
         match r {
             DMACR
@@ -1024,7 +1069,8 @@ impl BusTarget for Shared {
             CURDESC | CURDESC_MSB => {
                 // Only while halted, as PG021 requires; the next fetch starts there.
                 // Bits [5:0] of CURDESC read as zero (64-byte aligned descriptors).
-                if self.reg(e, ch, DMASR) & DMASR_HALTED != 0 {
+                let sr = self.reg(e, ch, DMASR);
+                if sr & DMASR_HALTED != 0 {
                     let value = if r == CURDESC {
                         value & !(DESC_ALIGN as u32 - 1)
                     } else {
@@ -1032,10 +1078,21 @@ impl BusTarget for Shared {
                     };
                     self.set(e, ch, r, value);
                     st.engines[e].next_desc[ch] = None;
+                } else if sr & DMASR_IDLE == 0 {
+                    // Ignored by the IP; a driver that does it expects otherwise.
+                    drop(st);
+                    return self.checker.record(
+                        e,
+                        CHANNELS[ch] + r,
+                        value.into(),
+                        "CURDESC written while the channel is running and busy (ignored)",
+                        true,
+                    );
                 }
             }
             _ => self.set(e, ch, r, value),
         }
+        Ok(())
     }
 }
 
@@ -1113,6 +1170,10 @@ impl Fabric {
             tails: (0..engines)
                 .map(|_| [Mutex::default(), Mutex::default()])
                 .collect(),
+            in_flight: (0..engines)
+                .map(|_| [AtomicBool::new(false), AtomicBool::new(false)])
+                .collect(),
+            checker: checker::Checker::new(Instant::now()),
             epoch: Instant::now(),
             sg,
             sr_lock: Mutex::new(()),
@@ -1142,6 +1203,20 @@ impl Fabric {
             shared,
             thread: Some(thread),
         })
+    }
+
+    /// Turns the protocol checker's strict mode on (the default) or off: in strict
+    /// mode a register write PG021 leaves undefined fails with
+    /// [`crate::platform::Error::Protocol`]; either way it is recorded.
+    pub fn set_strict(&self, on: bool) {
+        self.shared.checker.set_strict(on);
+    }
+
+    /// Every protocol violation seen so far (the first 256): register accesses
+    /// PG021 leaves undefined, and device-side events such as a descriptor pointer
+    /// not 64-byte aligned or a buffer outside DMA memory.
+    pub fn violations(&self) -> Vec<Violation> {
+        self.shared.checker.violations()
     }
 
     /// The faults armed and not yet consumed.
