@@ -19,6 +19,7 @@ struct Rig {
 fn rig(sg: bool, length_width: u32) -> Rig {
     let board = SimBoard::new(1, 8 << 20, DEFAULT_DDR_BASE, 2).unwrap();
     let fabric = Fabric::start_with(&board, Clock::Unlimited, sg).unwrap();
+    fabric.set_length_width(length_width).unwrap();
     let dma = AxiDma::new(
         board.registers(0).unwrap(),
         Config {

@@ -22,6 +22,7 @@ struct Rig {
 fn rig(clock: Clock, cfg: Config) -> Rig {
     let board = SimBoard::new(1, 8 << 20, DEFAULT_DDR_BASE, 2).unwrap();
     let fabric = Fabric::start(&board, clock).unwrap();
+    fabric.set_length_width(cfg.length_width).unwrap();
     let dma = AxiDma::new(board.registers(0).unwrap(), cfg).unwrap();
     let pool = DmaPool::new(Arc::new(board.memory().unwrap()), CachePolicy::Coherent);
     let irq = [board.irq(0).unwrap(), board.irq(1).unwrap()];

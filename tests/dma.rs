@@ -25,6 +25,9 @@ fn rig(policy: CachePolicy) -> Rig {
 fn rig_on(policy: CachePolicy, model: MemoryModel) -> Rig {
     let board = SimBoard::with_model(1, 16 << 20, DEFAULT_DDR_BASE, 2, model).unwrap();
     let fabric = Fabric::start(&board, Clock::Unlimited).unwrap();
+    fabric
+        .set_length_width(Config::default().length_width)
+        .unwrap();
     let dma = AxiDma::new(board.registers(0).unwrap(), Config::default()).unwrap();
     let pool = DmaPool::new(Arc::new(board.memory().unwrap()), policy);
     let engine = Engine::new(dma, board.irq(0).unwrap(), board.irq(1).unwrap(), pool);

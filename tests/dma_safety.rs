@@ -67,6 +67,9 @@ fn rig(sg: bool, processor: Box<dyn StreamProcessor>) -> Rig {
     let n = processor.streams();
     let board = SimBoard::new(n, 8 << 20, DEFAULT_DDR_BASE, 2 * n).unwrap();
     let fabric = Fabric::with_processor(&board, Clock::Unlimited, sg, processor).unwrap();
+    fabric
+        .set_length_width(Config::default().length_width)
+        .unwrap();
     let pool = DmaPool::new(Arc::new(board.memory().unwrap()), CachePolicy::Coherent);
     let cfg = Config {
         timeout: TIMEOUT,

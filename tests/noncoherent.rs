@@ -22,6 +22,9 @@ fn rig(sg: bool, policy: CachePolicy) -> Rig {
     let board =
         SimBoard::with_model(1, 4 << 20, DEFAULT_DDR_BASE, 2, MemoryModel::NonCoherent).unwrap();
     let fabric = Fabric::start_with(&board, Clock::Unlimited, sg).unwrap();
+    fabric
+        .set_length_width(Config::default().length_width)
+        .unwrap();
     let dma = AxiDma::new(board.registers(0).unwrap(), Config::default()).unwrap();
     let memory = Arc::new(board.memory().unwrap());
     let pool = DmaPool::new(memory, policy);

@@ -551,3 +551,33 @@ fn cyclic_mode_follows_the_ring_for_ever() {
     r.write(MM2S + DMACR, 0).unwrap();
     until(r, MM2S + DMASR, "halt", |v| v & DMASR_HALTED != 0);
 }
+
+#[test]
+fn lengths_keep_only_the_configured_width() {
+    // Vivado's default: a 14-bit length register (16383 bytes at most).
+    let b = board(false, Clock::Unlimited);
+    let r = &b.regs;
+    reset(r);
+    let tx = b.pool.alloc::<u8>(20_000).unwrap();
+    let rx = b.pool.alloc::<u8>(20_000).unwrap();
+    for ch in [MM2S, S2MM] {
+        r.write(ch + DMACR, DMACR_RS).unwrap();
+    }
+    // A driver that believes the register is wider: the high bits are lost.
+    r.write(S2MM + ADDR, rx.bus_addr() as u32).unwrap();
+    r.write(S2MM + LENGTH, 20_000).unwrap();
+    r.write(MM2S + ADDR, tx.bus_addr() as u32).unwrap();
+    r.write(MM2S + LENGTH, 20_000).unwrap();
+    until(r, S2MM + DMASR, "completion", |v| v & DMASR_IOC_IRQ != 0);
+    assert_eq!(r.read(S2MM + LENGTH).unwrap(), 20_000 & 0x3FFF);
+    // A design built with 23 bits takes it whole.
+    b.fabric.set_length_width(23).unwrap();
+    assert!(b.fabric.set_length_width(27).is_err());
+    for ch in [MM2S, S2MM] {
+        r.write(ch + DMASR, DMASR_IOC_IRQ).unwrap();
+    }
+    r.write(S2MM + LENGTH, 20_000).unwrap();
+    r.write(MM2S + LENGTH, 20_000).unwrap();
+    until(r, S2MM + DMASR, "completion", |v| v & DMASR_IOC_IRQ != 0);
+    assert_eq!(r.read(S2MM + LENGTH).unwrap(), 20_000);
+}

@@ -124,6 +124,8 @@ impl Rig {
         let n = processor.streams().max(1);
         let board = SimBoard::with_model(n, ddr_bytes, DEFAULT_DDR_BASE, 2 * n, model)?;
         let fabric = Fabric::with_processor(&board, clock, sg, processor)?;
+        // The design's length register is as wide as the driver expects.
+        fabric.set_length_width(AxiConfig::default().length_width)?;
         let pool = DmaPool::new(Arc::new(board.memory()?), policy);
         let engines = (0..n)
             .map(|i| {

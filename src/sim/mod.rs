@@ -17,7 +17,7 @@ pub use checker::Violation;
 pub use conv::ConvCore;
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -219,6 +219,8 @@ struct Shared {
     post_time: Vec<[AtomicU64; 2]>,
     /// Direct-mode transfer started and not yet completed, per engine and channel.
     in_flight: Vec<[AtomicBool; 2]>,
+    /// Bits of LENGTH and of descriptor lengths the IP keeps (c_sg_length_width).
+    length_mask: AtomicU32,
     /// The protocol checker.
     checker: checker::Checker,
     /// TAILDESC values written per engine and channel, with their times, not yet
@@ -241,6 +243,10 @@ const CHANNELS: [usize; 2] = [MM2S, S2MM];
 /// Packets the stream between an engine's channels holds before MM2S descriptor
 /// chains stall.
 const STREAM_FIFO: usize = 64;
+
+/// Width of the emulated IP's buffer-length register when nothing else is set:
+/// Vivado's default for c_sg_length_width.
+pub const DEFAULT_LENGTH_WIDTH: u32 = 14;
 
 /// Descriptors a cyclic MM2S ring runs per turn of the device loop.
 const CYCLIC_BURST: usize = 256;
@@ -716,7 +722,8 @@ impl Shared {
                 // A descriptor still marked complete was not handed back.
                 return self.fail_at(st, e, 0, cur, DMASR_SG_INT_ERR);
             }
-            let len = (control & DESC_LENGTH_MASK) as usize;
+            let len =
+                (control & DESC_LENGTH_MASK & self.length_mask.load(Ordering::Relaxed)) as usize;
             if len == 0 {
                 return self.fail_at(st, e, 0, cur, DMASR_DMA_INT_ERR);
             }
@@ -770,7 +777,8 @@ impl Shared {
                 self.fail_at(st, e, 1, cur, DMASR_SG_INT_ERR);
                 return true;
             }
-            let cap = (control & DESC_LENGTH_MASK) as usize;
+            let cap =
+                (control & DESC_LENGTH_MASK & self.length_mask.load(Ordering::Relaxed)) as usize;
             if cap == 0 {
                 st.engines[e].s2mm_chain = None;
                 self.fail_at(st, e, 1, cur, DMASR_DMA_INT_ERR);
@@ -994,6 +1002,9 @@ impl BusTarget for Shared {
         // A direct-mode LENGTH write starts a transfer: the device thread picks it
         // up (the channel takes one transfer at a time), without the model's lock.
         if r == LENGTH && !self.sg && e < self.posts.len() {
+            // The register is as wide as the IP was built with (c_sg_length_width):
+            // higher bits are lost, as on the IP.
+            let value = value & self.length_mask.load(Ordering::Relaxed);
             if value != 0 && self.in_flight[e][ch].load(Ordering::Acquire) {
                 self.checker.record(
                     e,
@@ -1174,6 +1185,7 @@ impl Fabric {
                 .map(|_| [AtomicBool::new(false), AtomicBool::new(false)])
                 .collect(),
             checker: checker::Checker::new(Instant::now()),
+            length_mask: AtomicU32::new((1 << DEFAULT_LENGTH_WIDTH) - 1),
             epoch: Instant::now(),
             sg,
             sr_lock: Mutex::new(()),
@@ -1203,6 +1215,23 @@ impl Fabric {
             shared,
             thread: Some(thread),
         })
+    }
+
+    /// Sets the width of the emulated IP's buffer-length register
+    /// (c_sg_length_width, 8..=26 bits; [`DEFAULT_LENGTH_WIDTH`] until set): LENGTH
+    /// and descriptor lengths keep only that many bits, as on the IP, so a driver
+    /// configured for a wider register than the design has is caught.
+    pub fn set_length_width(&self, bits: u32) -> Result<(), crate::platform::Error> {
+        if !(8..=26).contains(&bits) {
+            return Err(crate::platform::Error::Malformed {
+                path: "fabric".into(),
+                reason: format!("buffer length width {bits} is outside 8..=26 bits"),
+            });
+        }
+        self.shared
+            .length_mask
+            .store((1 << bits) - 1, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Turns the protocol checker's strict mode on (the default) or off: in strict
