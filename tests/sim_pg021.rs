@@ -581,3 +581,51 @@ fn lengths_keep_only_the_configured_width() {
     until(r, S2MM + DMASR, "completion", |v| v & DMASR_IOC_IRQ != 0);
     assert_eq!(r.read(S2MM + LENGTH).unwrap(), 20_000);
 }
+
+#[test]
+fn mm2s_completes_once_the_stream_has_taken_the_data() {
+    // 1 MB/s: a 20 kB packet takes 20 ms to leave on the stream.
+    let b = board(
+        true,
+        Clock::Rate {
+            mhz: 1.0,
+            bytes_per_cycle: 1.0,
+        },
+    );
+    b.fabric.set_length_width(23).unwrap();
+    let r = &b.regs;
+    reset(r);
+    let mut txr = b.pool.alloc::<u32>(16).unwrap();
+    let tx = b.pool.alloc::<u8>(20_000).unwrap();
+    let mut rxr = b.pool.alloc::<u32>(16).unwrap();
+    let rx = b.pool.alloc::<u8>(20_000).unwrap();
+    let (t, x) = (txr.bus_addr(), rxr.bus_addr());
+    descriptor(&mut rxr, 0, x, rx.bus_addr(), 20_000, 0);
+    descriptor(
+        &mut txr,
+        0,
+        t,
+        tx.bus_addr(),
+        20_000,
+        DESC_CTRL_TXSOF | DESC_CTRL_TXEOF,
+    );
+    arm(r, S2MM, &rxr);
+    arm(r, MM2S, &txr);
+    r.write(S2MM + TAILDESC, x as u32).unwrap();
+    let t0 = Instant::now();
+    r.write(MM2S + TAILDESC, t as u32).unwrap();
+    while status(&txr, 0) & DESC_STS_CMPLT == 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(1),
+            "MM2S never completed"
+        );
+        std::thread::yield_now();
+    }
+    // Not when the data was read from memory (at once), but when its last byte
+    // left on the modelled link.
+    assert!(
+        t0.elapsed() >= Duration::from_millis(20),
+        "{:?}",
+        t0.elapsed()
+    );
+}

@@ -138,6 +138,11 @@ struct Engine {
     s2mm_offset: usize,
     /// An MM2S packet read up to the chain's tail before its TXEOF.
     mm2s_partial: Vec<u8>,
+    /// Descriptors (address, status to write) of the MM2S packet being read.
+    mm2s_descs: Vec<(u64, u32)>,
+    /// MM2S packets read, waiting for the stream to take their last byte: when,
+    /// their descriptors' statuses, and whether the chain's tail ends with them.
+    mm2s_completions: VecDeque<(Instant, Vec<(u64, u32)>, bool)>,
     /// When each channel's interrupt delay timer fires (packets completed below
     /// IRQThreshold).
     delay_due: [Option<Instant>; 2],
@@ -162,6 +167,8 @@ impl Engine {
             front_written: false,
             s2mm_offset: 0,
             mm2s_partial: Vec::new(),
+            mm2s_descs: Vec::new(),
+            mm2s_completions: VecDeque::new(),
             delay_due: [None; 2],
         }
     }
@@ -422,6 +429,8 @@ impl Shared {
             g.mm2s_done_at = None;
             g.mm2s_tail = None;
             g.mm2s_partial.clear();
+            g.mm2s_descs.clear();
+            g.mm2s_completions.clear();
         } else {
             g.s2mm.clear();
             g.s2mm_chain = None;
@@ -732,26 +741,54 @@ impl Shared {
             if self.dev.read_ddr(addr, &mut packet[start..]).is_err() {
                 return self.fail_at(st, e, 0, cur, DMASR_DMA_DEC_ERR);
             }
-            let _ = self
-                .dev
-                .write_word(cur + DESC_STATUS, len as u32 | DESC_STS_CMPLT);
+            // Cmplt is written once the stream has taken the packet's data.
+            st.engines[e]
+                .mm2s_descs
+                .push((cur, len as u32 | DESC_STS_CMPLT));
             self.set(e, 0, CURDESC, cur as u32);
             self.set(e, 0, CURDESC_MSB, (cur >> 32) as u32);
             st.engines[e].next_desc[0] = Some(next);
+            let at_tail = cur == tail && !cyclic;
             if control & DESC_CTRL_TXEOF != 0 {
                 let arrived = self.mm2s_arrival(st, e, now, packet.len());
                 let full = std::mem::replace(&mut packet, st.buffer());
                 self.deliver(st, e, full, arrived);
-                self.packet_done(st, e, 0);
-            }
-            if cur == tail && !cyclic {
+                let descs = std::mem::take(&mut st.engines[e].mm2s_descs);
+                st.engines[e]
+                    .mm2s_completions
+                    .push_back((arrived, descs, at_tail));
+            } else if at_tail {
                 self.update_sr(e, 0, |sr| sr | DMASR_IDLE);
+            }
+            if at_tail {
                 // A packet without its TXEOF yet goes on with the next chain.
                 st.engines[e].mm2s_partial = packet;
                 return;
             }
             cur = next;
         }
+    }
+
+    /// Reports the MM2S packets whose last byte the stream has taken by `now`:
+    /// their descriptors' Cmplt, IOC (per IRQThreshold) and, at the tail, Idle.
+    /// Returns when the next one is due.
+    fn complete_mm2s(&self, st: &mut State, e: usize, now: Instant) -> Option<Instant> {
+        while let Some((due, _, _)) = st.engines[e].mm2s_completions.front() {
+            if *due > now {
+                return Some(*due);
+            }
+            let Some((_, descs, at_tail)) = st.engines[e].mm2s_completions.pop_front() else {
+                break;
+            };
+            for (at, status) in descs {
+                let _ = self.dev.write_word(at + DESC_STATUS, status);
+            }
+            if at_tail && st.engines[e].mm2s_completions.is_empty() {
+                self.update_sr(e, 0, |sr| sr | DMASR_IDLE);
+            }
+            self.packet_done(st, e, 0);
+        }
+        None
     }
 
     /// Writes (the rest of) one packet from engine `e`'s stream into its S2MM
@@ -861,6 +898,9 @@ impl Shared {
                 && let Some(tail) = st.engines[e].mm2s_tail.take()
             {
                 self.run_mm2s_chain(st, e, tail);
+            }
+            if let Some(due) = self.complete_mm2s(st, e, now.max(Instant::now())) {
+                later(due);
             }
             if let Some(t) = st.engines[e].mm2s_done_at {
                 if t <= now {
