@@ -103,6 +103,20 @@ struct Job {
     posted: Instant,
 }
 
+/// An MM2S descriptor whose status waits for the stream to take its packet.
+#[derive(Debug, Clone, Copy)]
+struct Mm2sCompletion {
+    /// When the packet's last byte has left on the stream.
+    due: Instant,
+    /// The descriptor and the status word to write to it.
+    desc: u64,
+    status: u32,
+    /// The packet's last descriptor (IOC counts packets).
+    last: bool,
+    /// The chain's tail: Idle sets once it is reported.
+    at_tail: bool,
+}
+
 /// One AXI DMA engine's state.
 struct Engine {
     mm2s: VecDeque<Job>,
@@ -140,9 +154,9 @@ struct Engine {
     mm2s_partial: Vec<u8>,
     /// Descriptors (address, status to write) of the MM2S packet being read.
     mm2s_descs: Vec<(u64, u32)>,
-    /// MM2S packets read, waiting for the stream to take their last byte: when,
-    /// their descriptors' statuses, and whether the chain's tail ends with them.
-    mm2s_completions: VecDeque<(Instant, Vec<(u64, u32)>, bool)>,
+    /// Descriptors of MM2S packets read, waiting for the stream to take the
+    /// packets' last bytes.
+    mm2s_completions: VecDeque<Mm2sCompletion>,
     /// When each channel's interrupt delay timer fires (packets completed below
     /// IRQThreshold).
     delay_due: [Option<Instant>; 2],
@@ -753,10 +767,17 @@ impl Shared {
                 let arrived = self.mm2s_arrival(st, e, now, packet.len());
                 let full = std::mem::replace(&mut packet, st.buffer());
                 self.deliver(st, e, full, arrived);
-                let descs = std::mem::take(&mut st.engines[e].mm2s_descs);
-                st.engines[e]
-                    .mm2s_completions
-                    .push_back((arrived, descs, at_tail));
+                let g = &mut st.engines[e];
+                let n = g.mm2s_descs.len();
+                for (i, (desc, status)) in g.mm2s_descs.drain(..).enumerate() {
+                    g.mm2s_completions.push_back(Mm2sCompletion {
+                        due: arrived,
+                        desc,
+                        status,
+                        last: i + 1 == n,
+                        at_tail: at_tail && i + 1 == n,
+                    });
+                }
             } else if at_tail {
                 self.update_sr(e, 0, |sr| sr | DMASR_IDLE);
             }
@@ -773,20 +794,18 @@ impl Shared {
     /// their descriptors' Cmplt, IOC (per IRQThreshold) and, at the tail, Idle.
     /// Returns when the next one is due.
     fn complete_mm2s(&self, st: &mut State, e: usize, now: Instant) -> Option<Instant> {
-        while let Some((due, _, _)) = st.engines[e].mm2s_completions.front() {
-            if *due > now {
-                return Some(*due);
+        while let Some(&c) = st.engines[e].mm2s_completions.front() {
+            if c.due > now {
+                return Some(c.due);
             }
-            let Some((_, descs, at_tail)) = st.engines[e].mm2s_completions.pop_front() else {
-                break;
-            };
-            for (at, status) in descs {
-                let _ = self.dev.write_word(at + DESC_STATUS, status);
-            }
-            if at_tail && st.engines[e].mm2s_completions.is_empty() {
+            st.engines[e].mm2s_completions.pop_front();
+            let _ = self.dev.write_word(c.desc + DESC_STATUS, c.status);
+            if c.at_tail && st.engines[e].mm2s_completions.is_empty() {
                 self.update_sr(e, 0, |sr| sr | DMASR_IDLE);
             }
-            self.packet_done(st, e, 0);
+            if c.last {
+                self.packet_done(st, e, 0);
+            }
         }
         None
     }
