@@ -629,3 +629,84 @@ fn mm2s_completes_once_the_stream_has_taken_the_data() {
         t0.elapsed()
     );
 }
+
+/// Returns each packet with a status stream (its length and its number since
+/// the last reset).
+#[derive(Default)]
+struct Counting {
+    packets: u32,
+    last_len: u32,
+}
+
+impl dmaflow::sim::StreamProcessor for Counting {
+    fn process(&mut self, inputs: &[&[u8]], outputs: &mut [Vec<u8>]) {
+        self.packets += 1;
+        self.last_len = inputs[0].len() as u32;
+        outputs[0].extend_from_slice(inputs[0]);
+    }
+    fn app_words(&self, _output: usize) -> Option<dmaflow::sim::AppWords> {
+        Some([self.last_len, self.packets, 0xA990, 0, 7])
+    }
+    fn reset(&mut self) {
+        *self = Counting::default();
+    }
+}
+
+#[test]
+fn status_stream_words_and_reset_reach_the_core() {
+    let board = SimBoard::new(1, 1 << 20, DEFAULT_DDR_BASE, 2).unwrap();
+    let _fabric = Fabric::with_processor(
+        &board,
+        Clock::Unlimited,
+        true,
+        Box::new(Counting::default()),
+    )
+    .unwrap();
+    let pool = DmaPool::new(Arc::new(board.memory().unwrap()), CachePolicy::Coherent);
+    let r = &board.registers(0).unwrap();
+    let send = |lens: &[u32]| -> Vec<[u32; 5]> {
+        let n = lens.len();
+        let mut txr = pool.alloc::<u32>(16 * n).unwrap();
+        let mut rxr = pool.alloc::<u32>(16 * n).unwrap();
+        let tx = pool.alloc::<u8>(512 * n).unwrap();
+        let rx = pool.alloc::<u8>(512 * n).unwrap();
+        let (t, x) = (txr.bus_addr(), rxr.bus_addr());
+        for (i, &len) in lens.iter().enumerate() {
+            let off = 512 * i as u64;
+            let (tn, xn) = (t + 64 * ((i + 1) % n) as u64, x + 64 * ((i + 1) % n) as u64);
+            descriptor(&mut rxr, i, xn, rx.bus_addr() + off, 512, 0);
+            descriptor(
+                &mut txr,
+                i,
+                tn,
+                tx.bus_addr() + off,
+                len,
+                DESC_CTRL_TXSOF | DESC_CTRL_TXEOF,
+            );
+        }
+        arm(r, S2MM, &rxr);
+        arm(r, MM2S, &txr);
+        r.write(S2MM + TAILDESC, (x + 64 * (n as u64 - 1)) as u32)
+            .unwrap();
+        r.write(MM2S + TAILDESC, (t + 64 * (n as u64 - 1)) as u32)
+            .unwrap();
+        (0..n)
+            .map(|i| {
+                let t0 = Instant::now();
+                while status(&rxr, i) & DESC_STS_CMPLT == 0 {
+                    assert!(t0.elapsed() < Duration::from_secs(1), "packet {i}");
+                    std::thread::yield_now();
+                }
+                std::array::from_fn(|k| rxr.load_word(i * 16 + 8 + k).unwrap())
+            })
+            .collect()
+    };
+    reset(r);
+    assert_eq!(
+        send(&[100, 200]),
+        vec![[100, 1, 0xA990, 0, 7], [200, 2, 0xA990, 0, 7]]
+    );
+    // The soft reset resets the core: its count starts again.
+    reset(r);
+    assert_eq!(send(&[300]), vec![[300, 1, 0xA990, 0, 7]]);
+}

@@ -70,7 +70,20 @@ pub trait StreamProcessor: Send {
     /// Processes one packet per input into one packet per output (each empty on
     /// entry).
     fn process(&mut self, inputs: &[&[u8]], outputs: &mut [Vec<u8>]);
+    /// The status-stream words (APP0..APP4) of the packet just produced on
+    /// `output`, for a core with a status stream; scatter-gather S2MM writes them
+    /// into the packet's last descriptor. `None` (the default): no status stream.
+    fn app_words(&self, output: usize) -> Option<AppWords> {
+        let _ = output;
+        None
+    }
+    /// Returns the core to its state after power-up; the AXI DMA's soft reset
+    /// resets the core behind it too.
+    fn reset(&mut self) {}
 }
+
+/// The five APP words of a descriptor (a core's status stream).
+pub type AppWords = [u32; 5];
 
 /// Returns every packet unchanged.
 #[derive(Debug, Default)]
@@ -123,7 +136,7 @@ struct Engine {
     s2mm: VecDeque<Job>,
     /// Packets produced by the processor, waiting for S2MM, with the time their
     /// last byte leaves the stream.
-    stream: VecDeque<(Vec<u8>, Instant)>,
+    stream: VecDeque<(Vec<u8>, Instant, Option<AppWords>)>,
     /// The packet MM2S delivered to the processor, waiting for the other inputs,
     /// with the time its last byte arrived.
     input: Option<(Vec<u8>, Instant)>,
@@ -312,6 +325,7 @@ impl Shared {
             self.update_sr(e, ch, |_| DMASR_HALTED | sg);
         }
         st.engines[e] = Engine::new();
+        st.processor.reset();
         // Doorbells from before the reset are void.
         for ch in 0..2 {
             self.void_posts(st, e, ch);
@@ -682,6 +696,7 @@ impl Shared {
         }
         st.fire_inputs = inputs;
         for (e, out) in outputs.drain(..).enumerate() {
+            let app = st.processor.app_words(e);
             let g = &mut st.engines[e];
             let d = self.clock.duration(out.len());
             let ready = if cut_through {
@@ -693,7 +708,7 @@ impl Shared {
                 computed.max(g.link_free[1]) + d
             };
             g.link_free[1] = ready;
-            g.stream.push_back((out, ready));
+            g.stream.push_back((out, ready, app));
         }
         st.fire_outputs = outputs;
     }
@@ -815,7 +830,13 @@ impl Shared {
     /// channel goes idle at the tail with the rest of the packet waiting, and
     /// resumes when TAILDESC moves (PG021; no error). `true` when the packet is
     /// done with (written, or dropped by an error).
-    fn run_s2mm_packet(&self, st: &mut State, e: usize, packet: &[u8]) -> bool {
+    fn run_s2mm_packet(
+        &self,
+        st: &mut State,
+        e: usize,
+        packet: &[u8],
+        app: Option<AppWords>,
+    ) -> bool {
         let Some((mut cur, tail)) = st.engines[e].s2mm_chain else {
             return true;
         };
@@ -853,6 +874,11 @@ impl Shared {
             off += n;
             if off == packet.len() {
                 status |= DESC_STS_RXEOF;
+                // The core's status stream lands in the last descriptor's APP
+                // words, before its status.
+                for (i, w) in app.iter().flatten().enumerate() {
+                    let _ = self.dev.write_word(cur + DESC_APP0 + 4 * i as u64, *w);
+                }
             }
             let _ = self.dev.write_word(cur + DESC_STATUS, status);
             self.set(e, 1, CURDESC, cur as u32);
@@ -938,12 +964,12 @@ impl Shared {
             // within a short while is waited for here rather than by another turn
             // of the device loop.
             let mut now = now;
-            while let Some(&(_, ready)) = st.engines[e].stream.front() {
+            while let Some(&(_, ready, _)) = st.engines[e].stream.front() {
                 let g = &mut st.engines[e];
                 if ready > now
                     && !g.front_written
                     && g.s2mm_chain.is_none()
-                    && let (Some(job), Some((packet, _))) = (g.s2mm.front(), g.stream.front())
+                    && let (Some(job), Some((packet, _, _))) = (g.s2mm.front(), g.stream.front())
                     && packet.len() <= job.len
                     && self.dev.write_ddr(job.addr, packet).is_ok()
                 {
@@ -964,20 +990,20 @@ impl Shared {
                     break;
                 }
                 if st.engines[e].s2mm_chain.is_some() {
-                    let Some((packet, ready)) = st.engines[e].stream.pop_front() else {
+                    let Some((packet, ready, app)) = st.engines[e].stream.pop_front() else {
                         break;
                     };
-                    if self.run_s2mm_packet(st, e, &packet) {
+                    if self.run_s2mm_packet(st, e, &packet, app) {
                         st.recycle(packet);
                     } else {
-                        st.engines[e].stream.push_front((packet, ready));
+                        st.engines[e].stream.push_front((packet, ready, app));
                     }
                     continue;
                 }
                 let Some(job) = st.engines[e].s2mm.pop_front() else {
                     break;
                 };
-                let Some((packet, _)) = st.engines[e].stream.pop_front() else {
+                let Some((packet, _, _)) = st.engines[e].stream.pop_front() else {
                     break;
                 };
                 let written = std::mem::take(&mut st.engines[e].front_written);
