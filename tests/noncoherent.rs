@@ -46,6 +46,9 @@ fn data(len: usize, seed: u8) -> Vec<u8> {
 fn explicit_maintenance_moves_every_byte() {
     let r = rig(false, CachePolicy::Explicit);
     assert_eq!(r.board.model(), MemoryModel::NonCoherent);
+    // Dirty lines are evicted over what the device writes the moment it writes:
+    // the driver's invalidate before S2MM starts leaves none to evict.
+    r.board.set_dirty_eviction(true);
     let e = &r.engine;
     for (k, c) in [Completion::Poll, Completion::Yield, Completion::Irq]
         .into_iter()
@@ -111,4 +114,29 @@ fn without_maintenance_the_cpu_reads_stale_data_and_the_board_says_why() {
         "stale data expected"
     );
     assert_eq!(r.board.uncleaned_reads(), vec![tx.bus_addr()]);
+}
+
+#[test]
+fn an_evicted_dirty_line_overwrites_what_the_device_wrote() {
+    let r = rig(false, CachePolicy::Explicit);
+    r.board.set_dirty_eviction(true);
+    let e = &r.engine;
+    let mut tx = e.pool().alloc::<u8>(128).unwrap();
+    tx.as_mut_slice().copy_from_slice(&data(128, 3));
+    tx.sync_for_device(128).unwrap();
+    // A receive buffer the CPU dirtied and handed over without the
+    // clean-and-invalidate (through the raw driver, as a buggy driver would).
+    let mut rx = e.pool().alloc::<u8>(128).unwrap();
+    rx.as_mut_slice().fill(0x11);
+    let dma = e.dma();
+    // SAFETY: both buffers outlive the transfer, which is collected below.
+    unsafe { dma.start(dmaflow::axi::Channel::S2mm, rx.bus_addr(), 128, false) }.unwrap();
+    // SAFETY: as above.
+    unsafe { dma.start(dmaflow::axi::Channel::Mm2s, tx.bus_addr(), 128, false) }.unwrap();
+    let how = dmaflow::axi::Wait::Poll;
+    dma.wait(dmaflow::axi::Channel::Mm2s, &how).unwrap();
+    dma.wait(dmaflow::axi::Channel::S2mm, &how).unwrap();
+    rx.sync_for_cpu(128).unwrap();
+    // The eviction wrote the CPU's stale bytes over the device's data.
+    assert!(rx.as_slice().iter().all(|&b| b == 0x11));
 }

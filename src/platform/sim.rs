@@ -218,6 +218,18 @@ impl SimBoard {
         })
     }
 
+    /// Fault injection on a non-coherent board: when on, the CPU's dirty cache
+    /// lines over memory the device writes are written back right after it,
+    /// overwriting the device's data, as an eviction may at any time. A driver that
+    /// cleans and invalidates receive buffers before the device writes them is
+    /// immune; one that does not reads its own stale bytes. No effect on a
+    /// coherent board.
+    pub fn set_dirty_eviction(&self, on: bool) {
+        if let Some((_, c)) = &self.cache {
+            c.set_eviction(on);
+        }
+    }
+
     /// Device reads of memory the CPU wrote and did not clean, on a non-coherent
     /// board: the bus address of the first dirty line of each such read, oldest
     /// first (at most 64 kept). On a board they read stale data.
@@ -438,6 +450,9 @@ impl DeviceView {
         unsafe {
             std::ptr::copy_nonoverlapping(data.as_ptr(), self.ddr.base().add(off), data.len())
         };
+        if let Some(c) = &self.cache {
+            c.device_wrote(off, data.len());
+        }
         Ok(())
     }
 

@@ -35,12 +35,20 @@ pub(crate) struct CpuCache {
     view: Mapping,
     dram: Mapping,
     shadow: Mutex<Vec<u8>>,
+    /// Fault injection: dirty lines are written back right after the device
+    /// writes over them, as a cache may evict them at any time.
+    evict: std::sync::atomic::AtomicBool,
 }
 
 impl CpuCache {
     pub(crate) fn new(view: Mapping, dram: Mapping) -> Self {
         let shadow = Mutex::new(vec![0u8; dram.len()]);
-        CpuCache { view, dram, shadow }
+        CpuCache {
+            view,
+            dram,
+            shadow,
+            evict: std::sync::atomic::AtomicBool::new(false),
+        }
     }
 
     /// The lines covering `offset..offset + len` (already checked to lie inside).
@@ -105,6 +113,19 @@ impl CpuCache {
             // SAFETY: as in `clean`.
             unsafe { Self::write(&self.view, at, &dram[..n]) };
             shadow[at..at + n].copy_from_slice(&dram[..n]);
+        }
+    }
+
+    /// Turns the eviction fault on or off.
+    pub(crate) fn set_eviction(&self, on: bool) {
+        self.evict.store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// After the device wrote the range: with the eviction fault on, the CPU's
+    /// dirty lines over it are written back now, over what the device wrote.
+    pub(crate) fn device_wrote(&self, offset: usize, len: usize) {
+        if self.evict.load(std::sync::atomic::Ordering::Relaxed) {
+            self.clean(offset, len);
         }
     }
 
