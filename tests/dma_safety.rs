@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use dmaflow::axi::{self, AxiDma, Channel, Config, Wait};
 use dmaflow::dma::{Completion, Engine, Error, Lane, PacketRing, Partition, Proxy};
 use dmaflow::mem::{CachePolicy, DmaBuf, DmaPool};
-use dmaflow::platform::RegisterSpace;
 use dmaflow::platform::sim::{DEFAULT_DDR_BASE, SimBoard, SimIrq, SimRegisters};
+use dmaflow::platform::{MemoryModel, RegisterSpace};
 use dmaflow::sim::{Clock, Fabric, Faults, Loopback, StreamProcessor};
 
 type SimEngine = Engine<SimRegisters, SimIrq>;
@@ -63,14 +63,22 @@ struct Rig {
     board: SimBoard,
 }
 
-fn rig(sg: bool, processor: Box<dyn StreamProcessor>) -> Rig {
+/// Both boards: coherent with no cache maintenance, and non-coherent with
+/// explicit maintenance.
+const MODELS: [MemoryModel; 2] = [MemoryModel::Coherent, MemoryModel::NonCoherent];
+
+fn rig(sg: bool, processor: Box<dyn StreamProcessor>, model: MemoryModel) -> Rig {
     let n = processor.streams();
-    let board = SimBoard::new(n, 8 << 20, DEFAULT_DDR_BASE, 2 * n).unwrap();
+    let board = SimBoard::with_model(n, 8 << 20, DEFAULT_DDR_BASE, 2 * n, model).unwrap();
     let fabric = Fabric::with_processor(&board, Clock::Unlimited, sg, processor).unwrap();
     fabric
         .set_length_width(Config::default().length_width)
         .unwrap();
-    let pool = DmaPool::new(Arc::new(board.memory().unwrap()), CachePolicy::Coherent);
+    let policy = match model {
+        MemoryModel::Coherent => CachePolicy::Coherent,
+        MemoryModel::NonCoherent => CachePolicy::Explicit,
+    };
+    let pool = DmaPool::new(Arc::new(board.memory().unwrap()), policy);
     let cfg = Config {
         timeout: TIMEOUT,
         ..Config::default()
@@ -202,315 +210,339 @@ fn round_trip(e: &SimEngine, c: Completion) -> Result<(), Error> {
 
 #[test]
 fn two_way_after_a_timeout() {
-    let r = rig(false, Box::new(Loopback));
-    let e = &r.engines[0];
-    for c in MODES {
-        both_stalls(|stall| {
-            scenario(
-                &format!("two_way {c:?} {stall:?}"),
-                &r,
-                stall,
-                || round_trip(e, c),
-                || round_trip(e, c),
-            )
-        });
+    for model in MODELS {
+        let r = rig(false, Box::new(Loopback), model);
+        let e = &r.engines[0];
+        for c in MODES {
+            both_stalls(|stall| {
+                scenario(
+                    &format!("two_way {c:?} {stall:?}"),
+                    &r,
+                    stall,
+                    || round_trip(e, c),
+                    || round_trip(e, c),
+                )
+            });
+        }
     }
 }
 
 #[test]
 fn write_read_after_a_timeout() {
-    let r = rig(false, Box::new(Loopback));
-    let e = &r.engines[0];
-    let copy = |c| {
-        let d = data(5000, 3);
-        let mut out = vec![0u8; 5000];
-        let n = e.write_read(&d, &mut out, c)?;
-        assert_eq!(&out[..n], &d[..]);
-        Ok(())
-    };
-    for c in MODES {
-        both_stalls(|stall| {
-            scenario(
-                &format!("write_read {c:?} {stall:?}"),
-                &r,
-                stall,
-                || copy(c),
-                || copy(c),
-            )
-        });
+    for model in MODELS {
+        let r = rig(false, Box::new(Loopback), model);
+        let e = &r.engines[0];
+        let copy = |c| {
+            let d = data(5000, 3);
+            let mut out = vec![0u8; 5000];
+            let n = e.write_read(&d, &mut out, c)?;
+            assert_eq!(&out[..n], &d[..]);
+            Ok(())
+        };
+        for c in MODES {
+            both_stalls(|stall| {
+                scenario(
+                    &format!("write_read {c:?} {stall:?}"),
+                    &r,
+                    stall,
+                    || copy(c),
+                    || copy(c),
+                )
+            });
+        }
     }
 }
 
 #[test]
 fn send_message_after_a_timeout() {
-    let r = rig(false, Box::new(Loopback));
-    let e = &r.engines[0];
-    let message = |c| {
-        let d = data(20_000, 5);
-        let mut out = vec![0u8; 20_000];
-        let n = e.send_message(&d, &mut out, Partition::Blocks(4096), 2, c)?;
-        assert_eq!(&out[..n], &d[..]);
-        Ok(())
-    };
-    for c in MODES {
-        both_stalls(|stall| {
-            scenario(
-                &format!("send_message {c:?} {stall:?}"),
-                &r,
-                stall,
-                || message(c),
-                || message(c),
-            )
-        });
+    for model in MODELS {
+        let r = rig(false, Box::new(Loopback), model);
+        let e = &r.engines[0];
+        let message = |c| {
+            let d = data(20_000, 5);
+            let mut out = vec![0u8; 20_000];
+            let n = e.send_message(&d, &mut out, Partition::Blocks(4096), 2, c)?;
+            assert_eq!(&out[..n], &d[..]);
+            Ok(())
+        };
+        for c in MODES {
+            both_stalls(|stall| {
+                scenario(
+                    &format!("send_message {c:?} {stall:?}"),
+                    &r,
+                    stall,
+                    || message(c),
+                    || message(c),
+                )
+            });
+        }
     }
 }
 
 #[test]
 fn owned_transfers_after_a_timeout_and_dropped_early() {
-    let r = rig(false, Box::new(Loopback));
-    let e = &r.engines[0];
-    let owned = |c| -> Result<(), Error> {
-        let tx = filled(e.pool(), 2000, 9);
-        let rx = e.pool().alloc::<u8>(2000)?;
-        let done = e
-            .begin(tx, 2000, rx, 2000, c)
-            .map_err(|f| f.error)?
-            .wait()
-            .map_err(|f| {
-                // The buffers come back only when the engine was halted.
-                assert_eq!(f.buffers.is_some(), !e.dma().is_failed());
-                f.error
-            })?;
-        assert_eq!(done.received, 2000);
-        assert_eq!(done.rx.as_slice(), done.tx.as_slice());
-        Ok(())
-    };
-    for c in MODES {
-        both_stalls(|stall| {
-            scenario(
-                &format!("begin/wait {c:?} {stall:?}"),
-                &r,
-                stall,
-                || owned(c),
-                || owned(c),
-            )
-        });
-    }
-    // A transfer dropped while the device is stalled in it: the drop halts the
-    // engine first (short stall) or leaves the buffers lost to it (long stall).
-    for stall in [SHORT, LONG] {
-        let what = format!("dropped in flight, {stall:?}");
-        let armed = Stall::arm(&r, stall, next_addr(&r.pool));
-        let tx = filled(e.pool(), 2000, 4);
-        let rx = e.pool().alloc::<u8>(2000).unwrap();
-        let flight = e.begin(tx, 2000, rx, 2000, Completion::Irq).unwrap();
-        // Dropped once the device is stalled inside the transfer.
-        while r.fabric.pending_faults().stall.is_some() {
-            assert!(
-                armed.armed.elapsed() < Duration::from_secs(1),
-                "the stall never began"
-            );
-            std::thread::yield_now();
+    for model in MODELS {
+        let r = rig(false, Box::new(Loopback), model);
+        let e = &r.engines[0];
+        let owned = |c| -> Result<(), Error> {
+            let tx = filled(e.pool(), 2000, 9);
+            let rx = e.pool().alloc::<u8>(2000)?;
+            let done = e
+                .begin(tx, 2000, rx, 2000, c)
+                .map_err(|f| f.error)?
+                .wait()
+                .map_err(|f| {
+                    // The buffers come back only when the engine was halted.
+                    assert_eq!(f.buffers.is_some(), !e.dma().is_failed());
+                    f.error
+                })?;
+            assert_eq!(done.received, 2000);
+            assert_eq!(done.rx.as_slice(), done.tx.as_slice());
+            Ok(())
+        };
+        for c in MODES {
+            both_stalls(|stall| {
+                scenario(
+                    &format!("begin/wait {c:?} {stall:?}"),
+                    &r,
+                    stall,
+                    || owned(c),
+                    || owned(c),
+                )
+            });
         }
-        drop(flight);
-        armed.check(&r, &what);
-        owned(Completion::Poll).unwrap();
+        // A transfer dropped while the device is stalled in it: the drop halts the
+        // engine first (short stall) or leaves the buffers lost to it (long stall).
+        for stall in [SHORT, LONG] {
+            let what = format!("dropped in flight, {stall:?}");
+            let armed = Stall::arm(&r, stall, next_addr(&r.pool));
+            let tx = filled(e.pool(), 2000, 4);
+            let rx = e.pool().alloc::<u8>(2000).unwrap();
+            let flight = e.begin(tx, 2000, rx, 2000, Completion::Irq).unwrap();
+            // Dropped once the device is stalled inside the transfer.
+            while r.fabric.pending_faults().stall.is_some() {
+                assert!(
+                    armed.armed.elapsed() < Duration::from_secs(1),
+                    "the stall never began"
+                );
+                std::thread::yield_now();
+            }
+            drop(flight);
+            armed.check(&r, &what);
+            owned(Completion::Poll).unwrap();
+        }
     }
 }
 
 #[test]
 fn proxy_after_a_timeout() {
-    let r = rig(false, Box::new(Loopback));
-    let Rig {
-        mut engines,
-        pool,
-        fabric,
-        board,
-    } = r;
-    let proxy = Proxy::start(engines.remove(0)).unwrap();
-    let r = Rig {
-        engines,
-        pool,
-        fabric,
-        board,
-    };
-    let call = || {
-        let d = data(4000, 7);
-        assert_eq!(proxy.transfer(d.clone(), 4000)?, d);
-        Ok(())
-    };
-    both_stalls(|stall| scenario(&format!("proxy {stall:?}"), &r, stall, call, call));
+    for model in MODELS {
+        let r = rig(false, Box::new(Loopback), model);
+        let Rig {
+            mut engines,
+            pool,
+            fabric,
+            board,
+        } = r;
+        let proxy = Proxy::start(engines.remove(0)).unwrap();
+        let r = Rig {
+            engines,
+            pool,
+            fabric,
+            board,
+        };
+        let call = || {
+            let d = data(4000, 7);
+            assert_eq!(proxy.transfer(d.clone(), 4000)?, d);
+            Ok(())
+        };
+        both_stalls(|stall| scenario(&format!("proxy {stall:?}"), &r, stall, call, call));
+    }
 }
 
 #[test]
 fn two_way_together_stops_every_lane() {
-    let r = rig(false, Box::new(TwoLoopbacks));
-    let together = |c| -> Result<(), Error> {
-        let tx: Vec<_> = (0..2).map(|i| filled(&r.pool, 1500, i)).collect();
-        let mut rx: Vec<_> = (0..2).map(|_| r.pool.alloc::<u8>(1500).unwrap()).collect();
-        let (rx0, rx1) = rx.split_at_mut(1);
-        let mut lanes = [
-            Lane {
-                engine: &r.engines[0],
-                tx: &tx[0],
-                tx_len: 1500,
-                rx: &mut rx0[0],
-            },
-            Lane {
-                engine: &r.engines[1],
-                tx: &tx[1],
-                tx_len: 1500,
-                rx: &mut rx1[0],
-            },
-        ];
-        let got = dmaflow::dma::two_way_together(&mut lanes, c)?;
-        assert_eq!(got, vec![1500, 1500]);
-        for i in 0..2 {
-            assert_eq!(rx[i].as_slice(), tx[i].as_slice());
-        }
-        Ok(())
-    };
-    for c in MODES {
-        both_stalls(|stall| {
-            scenario(
-                &format!("two_way_together {c:?} {stall:?}"),
-                &r,
-                stall,
-                || together(c),
-                || together(c),
-            );
-            // Both engines are halted (or failed and then reset), none still runs.
-            for e in &r.engines {
-                assert!(!e.dma().is_failed());
+    for model in MODELS {
+        let r = rig(false, Box::new(TwoLoopbacks), model);
+        let together = |c| -> Result<(), Error> {
+            let tx: Vec<_> = (0..2).map(|i| filled(&r.pool, 1500, i)).collect();
+            let mut rx: Vec<_> = (0..2).map(|_| r.pool.alloc::<u8>(1500).unwrap()).collect();
+            let (rx0, rx1) = rx.split_at_mut(1);
+            let mut lanes = [
+                Lane {
+                    engine: &r.engines[0],
+                    tx: &tx[0],
+                    tx_len: 1500,
+                    rx: &mut rx0[0],
+                },
+                Lane {
+                    engine: &r.engines[1],
+                    tx: &tx[1],
+                    tx_len: 1500,
+                    rx: &mut rx1[0],
+                },
+            ];
+            let got = dmaflow::dma::two_way_together(&mut lanes, c)?;
+            assert_eq!(got, vec![1500, 1500]);
+            for i in 0..2 {
+                assert_eq!(rx[i].as_slice(), tx[i].as_slice());
             }
-        });
+            Ok(())
+        };
+        for c in MODES {
+            both_stalls(|stall| {
+                scenario(
+                    &format!("two_way_together {c:?} {stall:?}"),
+                    &r,
+                    stall,
+                    || together(c),
+                    || together(c),
+                );
+                // Both engines are halted (or failed and then reset), none still runs.
+                for e in &r.engines {
+                    assert!(!e.dma().is_failed());
+                }
+            });
+        }
     }
 }
 
 #[test]
 fn packet_rings_after_a_timeout() {
-    let r = rig(true, Box::new(Loopback));
-    let e = &r.engines[0];
-    for c in MODES {
-        both_stalls(|stall| {
-            // The ring is set up (its S2MM buffers handed over) before the stall.
-            let first = next_addr(&r.pool);
-            let mut ring = Some(PacketRing::new(e, 8, 1024, 1, c).unwrap());
-            let mut fail = || {
-                let ring = ring.as_mut().expect("ring");
-                ring.send(&data(700, 2))?;
+    for model in MODELS {
+        let r = rig(true, Box::new(Loopback), model);
+        let e = &r.engines[0];
+        for c in MODES {
+            both_stalls(|stall| {
+                // The ring is set up (its S2MM buffers handed over) before the stall.
+                let first = next_addr(&r.pool);
+                let mut ring = Some(PacketRing::new(e, 8, 1024, 1, c).unwrap());
+                let mut fail = || {
+                    let ring = ring.as_mut().expect("ring");
+                    ring.send(&data(700, 2))?;
+                    let mut out = [0u8; 1024];
+                    ring.recv(&mut out)?;
+                    Ok(())
+                };
+                let what = format!("PacketRing {c:?} {stall:?}");
+                let armed = Stall::arm(&r, stall, first);
+                expect_timeout(fail().expect_err(&what), &what);
+                // The ring is stopped; its buffers go back (or not) when it is dropped.
+                let stopped = ring.as_mut().unwrap().send(&[1]);
+                assert!(matches!(stopped, Err(Error::Stopped)), "{what}");
+                drop(ring.take());
+                armed.check(&r, &what);
+                // A new ring on the same engine works, with no reset by hand.
+                let mut ring = PacketRing::new(e, 8, 1024, 1, c).unwrap();
+                ring.send(&data(700, 3)).unwrap();
                 let mut out = [0u8; 1024];
-                ring.recv(&mut out)?;
-                Ok(())
-            };
-            let what = format!("PacketRing {c:?} {stall:?}");
-            let armed = Stall::arm(&r, stall, first);
-            expect_timeout(fail().expect_err(&what), &what);
-            // The ring is stopped; its buffers go back (or not) when it is dropped.
-            let stopped = ring.as_mut().unwrap().send(&[1]);
-            assert!(matches!(stopped, Err(Error::Stopped)), "{what}");
-            drop(ring.take());
-            armed.check(&r, &what);
-            // A new ring on the same engine works, with no reset by hand.
-            let mut ring = PacketRing::new(e, 8, 1024, 1, c).unwrap();
-            ring.send(&data(700, 3)).unwrap();
-            let mut out = [0u8; 1024];
-            let n = ring.recv(&mut out).unwrap();
-            assert_eq!(&out[..n], &data(700, 3)[..], "{what}");
-        });
+                let n = ring.recv(&mut out).unwrap();
+                assert_eq!(&out[..n], &data(700, 3)[..], "{what}");
+            });
+        }
     }
 }
 
 #[test]
 fn an_oversized_packet_is_named_and_the_ring_goes_on() {
-    let r = rig(true, Box::new(Doubler));
-    let e = &r.engines[0];
-    for c in MODES {
-        let mut ring = PacketRing::new(e, 8, 256, 1, c).unwrap();
-        // 200 bytes come back as 400: two 256-byte buffers' worth.
-        ring.send(&data(200, 1)).unwrap();
-        let mut out = [0u8; 256];
-        match ring.recv(&mut out) {
-            Err(Error::PacketTooLong { len, slot }) => assert_eq!((len, slot), (400, 256)),
-            other => panic!("{c:?}: expected PacketTooLong, got {other:?}"),
-        }
-        // Every buffer went back: many more packets pass, through several turns.
-        for k in 0..20u8 {
-            ring.send(&data(100, k)).unwrap();
-            let n = ring.recv(&mut out).unwrap();
-            let mut want = data(100, k);
-            want.extend_from_slice(&data(100, k));
-            assert_eq!(&out[..n], &want[..], "{c:?} packet {k}");
+    for model in MODELS {
+        let r = rig(true, Box::new(Doubler), model);
+        let e = &r.engines[0];
+        for c in MODES {
+            let mut ring = PacketRing::new(e, 8, 256, 1, c).unwrap();
+            // 200 bytes come back as 400: two 256-byte buffers' worth.
+            ring.send(&data(200, 1)).unwrap();
+            let mut out = [0u8; 256];
+            match ring.recv(&mut out) {
+                Err(Error::PacketTooLong { len, slot }) => assert_eq!((len, slot), (400, 256)),
+                other => panic!("{c:?}: expected PacketTooLong, got {other:?}"),
+            }
+            // Every buffer went back: many more packets pass, through several turns.
+            for k in 0..20u8 {
+                ring.send(&data(100, k)).unwrap();
+                let n = ring.recv(&mut out).unwrap();
+                let mut want = data(100, k);
+                want.extend_from_slice(&data(100, k));
+                assert_eq!(&out[..n], &want[..], "{c:?} packet {k}");
+            }
         }
     }
 }
 
 #[test]
 fn a_dropped_interrupt_is_found_by_the_status_check() {
-    let r = rig(false, Box::new(Loopback));
-    let e = &r.engines[0];
-    for _ in 0..3 {
-        r.fabric.inject(Faults {
-            drop_irq: true,
-            ..Faults::default()
-        });
-        // An interrupt-driven transfer: the interrupt of one of its completions
-        // never comes.
-        round_trip(e, Completion::Irq).unwrap();
-        assert!(
-            !r.fabric.pending_faults().drop_irq,
-            "the interrupt was really dropped (the fault was consumed)"
-        );
+    for model in MODELS {
+        let r = rig(false, Box::new(Loopback), model);
+        let e = &r.engines[0];
+        for _ in 0..3 {
+            r.fabric.inject(Faults {
+                drop_irq: true,
+                ..Faults::default()
+            });
+            // An interrupt-driven transfer: the interrupt of one of its completions
+            // never comes.
+            round_trip(e, Completion::Irq).unwrap();
+            assert!(
+                !r.fabric.pending_faults().drop_irq,
+                "the interrupt was really dropped (the fault was consumed)"
+            );
+        }
     }
 }
 
 #[test]
 fn starting_a_busy_or_halted_channel_is_an_error() {
-    let r = rig(false, Box::new(Loopback));
-    let e = &r.engines[0];
-    let dma = e.dma();
-    let rx = e.pool().alloc::<u8>(64).unwrap();
-    let tx = filled(e.pool(), 64, 3);
-    // SAFETY: `rx` lives until the transfer is collected below.
-    unsafe { dma.start(Channel::S2mm, rx.bus_addr(), 64, false) }.unwrap();
-    // SAFETY: refused before any register is written.
-    let second = unsafe { dma.start(Channel::S2mm, rx.bus_addr(), 64, false) };
-    assert!(
-        matches!(second, Err(axi::Error::Busy(Channel::S2mm))),
-        "{second:?}"
-    );
-    // SAFETY: `tx` lives until the transfer is collected below.
-    unsafe { dma.start(Channel::Mm2s, tx.bus_addr(), 64, false) }.unwrap();
-    assert_eq!(dma.wait(Channel::Mm2s, &Wait::Poll).unwrap(), 64);
-    assert_eq!(dma.wait(Channel::S2mm, &Wait::Poll).unwrap(), 64);
-    assert_eq!(rx.as_slice(), tx.as_slice(), "one transfer, not two merged");
+    for model in MODELS {
+        let r = rig(false, Box::new(Loopback), model);
+        let e = &r.engines[0];
+        let dma = e.dma();
+        let rx = e.pool().alloc::<u8>(64).unwrap();
+        let tx = filled(e.pool(), 64, 3);
+        // The raw driver leaves cache maintenance to its caller.
+        tx.sync_for_device(64).unwrap();
+        rx.sync_for_cpu(64).unwrap();
+        // SAFETY: `rx` lives until the transfer is collected below.
+        unsafe { dma.start(Channel::S2mm, rx.bus_addr(), 64, false) }.unwrap();
+        // SAFETY: refused before any register is written.
+        let second = unsafe { dma.start(Channel::S2mm, rx.bus_addr(), 64, false) };
+        assert!(
+            matches!(second, Err(axi::Error::Busy(Channel::S2mm))),
+            "{second:?}"
+        );
+        // SAFETY: `tx` lives until the transfer is collected below.
+        unsafe { dma.start(Channel::Mm2s, tx.bus_addr(), 64, false) }.unwrap();
+        assert_eq!(dma.wait(Channel::Mm2s, &Wait::Poll).unwrap(), 64);
+        assert_eq!(dma.wait(Channel::S2mm, &Wait::Poll).unwrap(), 64);
+        rx.sync_for_cpu(64).unwrap();
+        assert_eq!(rx.as_slice(), tx.as_slice(), "one transfer, not two merged");
 
-    // Halted behind the driver's back (another program cleared RS): named, and
-    // the next transfer works.
-    let regs = r.board.registers(0).unwrap();
-    regs.write(dmaflow::axi::regs::MM2S + dmaflow::axi::regs::DMACR, 0)
-        .unwrap();
-    let err = round_trip(e, Completion::Poll).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            Error::Axi(axi::Error::Halted {
-                channel: Channel::Mm2s,
-                ..
-            })
-        ),
-        "{err}"
-    );
-    assert!(err.to_string().contains("halted"), "{err}");
-    round_trip(e, Completion::Poll).unwrap();
+        // Halted behind the driver's back (another program cleared RS): named, and
+        // the next transfer works.
+        let regs = r.board.registers(0).unwrap();
+        regs.write(dmaflow::axi::regs::MM2S + dmaflow::axi::regs::DMACR, 0)
+            .unwrap();
+        let err = round_trip(e, Completion::Poll).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Axi(axi::Error::Halted {
+                    channel: Channel::Mm2s,
+                    ..
+                })
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("halted"), "{err}");
+        round_trip(e, Completion::Poll).unwrap();
 
-    // Halted by an error the channel latches (RS cannot clear it): named, the
-    // engine is reset, and the next transfer works.
-    r.fabric.inject(Faults {
-        force_error: Some((0, dmaflow::axi::regs::DMASR_DMA_SLV_ERR)),
-        ..Faults::default()
-    });
-    let err = round_trip(e, Completion::Poll).unwrap_err();
-    assert!(err.to_string().contains("DMASlvErr"), "{err}");
-    round_trip(e, Completion::Irq).unwrap();
+        // Halted by an error the channel latches (RS cannot clear it): named, the
+        // engine is reset, and the next transfer works.
+        r.fabric.inject(Faults {
+            force_error: Some((0, dmaflow::axi::regs::DMASR_DMA_SLV_ERR)),
+            ..Faults::default()
+        });
+        let err = round_trip(e, Completion::Poll).unwrap_err();
+        assert!(err.to_string().contains("DMASlvErr"), "{err}");
+        round_trip(e, Completion::Irq).unwrap();
+    }
 }
