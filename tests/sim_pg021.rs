@@ -710,3 +710,28 @@ fn status_stream_words_and_reset_reach_the_core() {
     reset(r);
     assert_eq!(send(&[300]), vec![[300, 1, 0xA990, 0, 7]]);
 }
+
+#[test]
+fn a_tail_outside_the_chain_is_named() {
+    let b = board(true, Clock::Unlimited);
+    let r = &b.regs;
+    reset(r);
+    // Two descriptors linked to themselves each: the second is not on the
+    // first one's chain.
+    let mut txr = b.pool.alloc::<u32>(32).unwrap();
+    let tx = b.pool.alloc::<u8>(64).unwrap();
+    let t = txr.bus_addr();
+    let eop = DESC_CTRL_TXSOF | DESC_CTRL_TXEOF;
+    descriptor(&mut txr, 0, t, tx.bus_addr(), 64, eop);
+    descriptor(&mut txr, 1, t + 64, tx.bus_addr(), 64, eop);
+    arm(r, MM2S, &txr);
+    r.write(MM2S + TAILDESC, (t + 64) as u32).unwrap();
+    let t0 = Instant::now();
+    while b.fabric.violations().is_empty() {
+        assert!(t0.elapsed() < Duration::from_secs(1), "not named");
+        std::thread::yield_now();
+    }
+    let v = &b.fabric.violations()[0];
+    assert_eq!((v.register, v.value), (MM2S + TAILDESC, t + 64));
+    assert_eq!(v.what, "TAILDESC outside the descriptor chain");
+}

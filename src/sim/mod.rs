@@ -381,7 +381,7 @@ impl Shared {
     /// processed (or CURDESC as written), even when the new tail is that same
     /// descriptor again (a one-descriptor ring re-posted).
     fn pick_up_posts(&self, st: &mut State, e: usize) {
-        for ch in 0..2 {
+        for (ch, base) in CHANNELS.into_iter().enumerate() {
             let writes = self.posts[e][ch].load(Ordering::Acquire);
             if writes == st.engines[e].posts_seen[ch] {
                 continue;
@@ -395,7 +395,23 @@ impl Shared {
             if self.reg(e, ch, DMASR) & DMASR_HALTED != 0 {
                 continue;
             }
+            let cyclic = self.reg(e, ch, DMACR) & DMACR_CYCLIC != 0;
             for (tail, ns) in tails {
+                if !cyclic {
+                    let from = match (ch, st.engines[e].s2mm_chain) {
+                        (1, Some((cur, _))) => cur,
+                        _ => self.next_descriptor(st, e, ch),
+                    };
+                    if !self.chain_reaches(from, tail) {
+                        let _ = self.checker.record(
+                            e,
+                            base + TAILDESC,
+                            tail,
+                            "TAILDESC outside the descriptor chain",
+                            false,
+                        );
+                    }
+                }
                 if ch == 0 {
                     st.engines[e].tail_posted = self.epoch + Duration::from_nanos(ns);
                     st.engines[e].mm2s_tail = Some(tail);
@@ -408,6 +424,28 @@ impl Shared {
                 }
             }
         }
+    }
+
+    /// Whether following NXTDESC from `from` reaches `tail` (within a bound: a
+    /// chain longer than any ring dmaflow or the drivers it replays build).
+    fn chain_reaches(&self, from: u64, tail: u64) -> bool {
+        let mut cur = from;
+        for _ in 0..4096 {
+            if cur == tail {
+                return true;
+            }
+            if !cur.is_multiple_of(DESC_ALIGN) {
+                return false;
+            }
+            let (Ok(lo), Ok(hi)) = (
+                self.dev.read_word(cur + DESC_NXTDESC),
+                self.dev.read_word(cur + DESC_NXTDESC_MSB),
+            ) else {
+                return false;
+            };
+            cur = lo as u64 | ((hi as u64) << 32);
+        }
+        false
     }
 
     /// Forgets TAILDESC writes not yet picked up (a halt or reset voids them).
