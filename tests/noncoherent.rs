@@ -140,3 +140,34 @@ fn an_evicted_dirty_line_overwrites_what_the_device_wrote() {
     // The eviction wrote the CPU's stale bytes over the device's data.
     assert!(rx.as_slice().iter().all(|&b| b == 0x11));
 }
+
+#[test]
+fn starting_s2mm_again_without_invalidating_is_named() {
+    let r = rig(false, CachePolicy::Explicit);
+    let e = &r.engine;
+    let dma = e.dma();
+    let tx = e.pool().alloc::<u8>(256).unwrap();
+    let rx = e.pool().alloc::<u8>(256).unwrap();
+    tx.sync_for_device(256).unwrap();
+    rx.sync_for_cpu(256).unwrap();
+    let how = dmaflow::axi::Wait::Poll;
+    let round = || -> Result<(), dmaflow::axi::Error> {
+        // SAFETY: both buffers outlive the transfer, which is collected here.
+        unsafe { dma.start(dmaflow::axi::Channel::S2mm, rx.bus_addr(), 256, false) }?;
+        // SAFETY: as above.
+        unsafe { dma.start(dmaflow::axi::Channel::Mm2s, tx.bus_addr(), 256, false) }?;
+        dma.wait(dmaflow::axi::Channel::Mm2s, &how)?;
+        dma.wait(dmaflow::axi::Channel::S2mm, &how)?;
+        Ok(())
+    };
+    round().unwrap();
+    // The CPU never invalidated what S2MM wrote: the next S2MM start says so.
+    let err = round().unwrap_err();
+    assert!(
+        err.to_string().contains("before the CPU invalidated"),
+        "{err}"
+    );
+    // With the invalidate, it goes on.
+    rx.sync_for_cpu(256).unwrap();
+    round().unwrap();
+}

@@ -388,10 +388,11 @@ impl<R: RegisterSpace> AxiDma<R> {
         }
         self.set(ch, ADDR, addr as u32)?;
         self.set_cached(ch, ADDR_MSB, &self.written_msb[i], (addr >> 32) as u32)?;
-        self.pending[i].set(len);
         // Rule 1 of the ordering contract: the buffer before the doorbell.
         platform::dma_wmb();
         self.set(ch, LENGTH, len as u32)?;
+        // In flight only once the doorbell was taken.
+        self.pending[i].set(len);
         Ok(())
     }
 

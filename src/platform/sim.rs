@@ -463,6 +463,15 @@ impl DeviceView {
         Ok(u32::from_le_bytes(b))
     }
 
+    /// On a non-coherent board: the bus address of the first line of
+    /// `addr..addr + len` that the device wrote and the CPU has not invalidated
+    /// since (`None` on a coherent board, or when every line was invalidated).
+    pub fn first_uninvalidated(&self, addr: u64, len: usize) -> Option<u64> {
+        let off = self.ddr_offset(addr, len).ok()?;
+        let line = self.cache.as_ref()?.first_unread(off, len)?;
+        Some(self.ddr_base + line as u64)
+    }
+
     /// Writes a little-endian 32-bit word at bus address `addr` (a descriptor's
     /// status) with one atomic store with release ordering where it is aligned:
     /// the data written before it is visible to a driver that sees the word and

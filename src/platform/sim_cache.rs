@@ -38,16 +38,20 @@ pub(crate) struct CpuCache {
     /// Fault injection: dirty lines are written back right after the device
     /// writes over them, as a cache may evict them at any time.
     evict: std::sync::atomic::AtomicBool,
+    /// Per line: the device wrote it and the CPU has not invalidated it since.
+    unread: Mutex<Vec<bool>>,
 }
 
 impl CpuCache {
     pub(crate) fn new(view: Mapping, dram: Mapping) -> Self {
         let shadow = Mutex::new(vec![0u8; dram.len()]);
+        let lines = dram.len().div_ceil(LINE);
         CpuCache {
             view,
             dram,
             shadow,
             evict: std::sync::atomic::AtomicBool::new(false),
+            unread: Mutex::new(vec![false; lines]),
         }
     }
 
@@ -99,6 +103,12 @@ impl CpuCache {
     /// Clean and invalidate: dirty lines are written back, then every line of the
     /// range is reloaded from DRAM.
     pub(crate) fn clean_invalidate(&self, offset: usize, len: usize) {
+        {
+            let mut unread = self.unread.lock().unwrap_or_else(PoisonError::into_inner);
+            for at in self.lines(offset, len).step_by(LINE) {
+                unread[at / LINE] = false;
+            }
+        }
         let mut shadow = self.shadow.lock().unwrap_or_else(PoisonError::into_inner);
         for at in self.lines(offset, len).step_by(LINE) {
             let n = LINE.min(self.dram.len() - at);
@@ -124,9 +134,24 @@ impl CpuCache {
     /// After the device wrote the range: with the eviction fault on, the CPU's
     /// dirty lines over it are written back now, over what the device wrote.
     pub(crate) fn device_wrote(&self, offset: usize, len: usize) {
+        {
+            let mut unread = self.unread.lock().unwrap_or_else(PoisonError::into_inner);
+            for at in self.lines(offset, len).step_by(LINE) {
+                unread[at / LINE] = true;
+            }
+        }
         if self.evict.load(std::sync::atomic::Ordering::Relaxed) {
             self.clean(offset, len);
         }
+    }
+
+    /// The first line of the range the device wrote and the CPU has not
+    /// invalidated since (for the protocol checker).
+    pub(crate) fn first_unread(&self, offset: usize, len: usize) -> Option<usize> {
+        let unread = self.unread.lock().unwrap_or_else(PoisonError::into_inner);
+        self.lines(offset, len)
+            .step_by(LINE)
+            .find(|&at| unread[at / LINE])
     }
 
     /// Lines of the range the CPU wrote and did not clean (for the protocol

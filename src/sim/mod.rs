@@ -255,6 +255,8 @@ struct Shared {
     in_flight: Vec<[AtomicBool; 2]>,
     /// Bits of LENGTH and of descriptor lengths the IP keeps (c_sg_length_width).
     length_mask: AtomicU32,
+    /// Per engine: the range the last direct-mode S2MM transfer wrote.
+    last_s2mm: Vec<Mutex<Option<(u64, usize)>>>,
     /// The protocol checker.
     checker: checker::Checker,
     /// TAILDESC values written per engine and channel, with their times, not yet
@@ -326,6 +328,9 @@ impl Shared {
         }
         st.engines[e] = Engine::new();
         st.processor.reset();
+        *self.last_s2mm[e]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = None;
         // Doorbells from before the reset are void.
         for ch in 0..2 {
             self.void_posts(st, e, ch);
@@ -448,6 +453,30 @@ impl Shared {
         false
     }
 
+    /// At a direct-mode S2MM start on a non-coherent board: the data the last
+    /// S2MM transfer wrote must have been invalidated by the CPU since (else it
+    /// read, or will read, stale lines).
+    fn check_invalidated(
+        &self,
+        e: usize,
+        offset: usize,
+        value: u32,
+    ) -> Result<(), crate::platform::Error> {
+        let last = *self.last_s2mm[e]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match last.and_then(|(addr, len)| self.dev.first_uninvalidated(addr, len)) {
+            Some(_) => self.checker.record(
+                e,
+                offset,
+                value.into(),
+                "S2MM started again before the CPU invalidated what the last transfer wrote",
+                true,
+            ),
+            None => Ok(()),
+        }
+    }
+
     /// Forgets TAILDESC writes not yet picked up (a halt or reset voids them).
     fn void_posts(&self, st: &mut State, e: usize, ch: usize) {
         let mut tails = self.tails[e][ch]
@@ -487,6 +516,12 @@ impl Shared {
     /// void.
     fn stop_channel(&self, st: &mut State, e: usize, ch: usize) {
         self.void_posts(st, e, ch);
+        if ch == 1 {
+            // What a stopped channel wrote may be discarded unread.
+            *self.last_s2mm[e]
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = None;
+        }
         self.in_flight[e][ch].store(false, Ordering::Release);
         let g = &mut st.engines[e];
         g.delay_due[ch] = None;
@@ -1056,6 +1091,10 @@ impl Shared {
                     };
                     match stored {
                         Ok(()) => {
+                            *self.last_s2mm[e]
+                                .lock()
+                                .unwrap_or_else(PoisonError::into_inner) =
+                                Some((job.addr, packet.len()));
                             self.set(e, 1, LENGTH, packet.len() as u32);
                             self.complete(st, e, 1, 0);
                         }
@@ -1128,6 +1167,9 @@ impl BusTarget for Shared {
             // The register is as wide as the IP was built with (c_sg_length_width):
             // higher bits are lost, as on the IP.
             let value = value & self.length_mask.load(Ordering::Relaxed);
+            if ch == 1 && value != 0 {
+                self.check_invalidated(e, offset, value)?;
+            }
             if value != 0 && self.in_flight[e][ch].load(Ordering::Acquire) {
                 self.checker.record(
                     e,
@@ -1309,6 +1351,7 @@ impl Fabric {
                 .collect(),
             checker: checker::Checker::new(Instant::now()),
             length_mask: AtomicU32::new((1 << DEFAULT_LENGTH_WIDTH) - 1),
+            last_s2mm: (0..engines).map(|_| Mutex::new(None)).collect(),
             epoch: Instant::now(),
             sg,
             sr_lock: Mutex::new(()),
