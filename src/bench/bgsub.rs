@@ -11,7 +11,8 @@ use serde_json::json;
 use super::{Error, Rig, median, table};
 use crate::dma::{Completion, Lane, two_way_together};
 use crate::dsp::bgsub::{BackgroundSubtractor, Params, synthetic_frames};
-use crate::mem::{CachePolicy, DmaBuf};
+use crate::mem::DmaBuf;
+use crate::platform::MemoryModel;
 use crate::sim::{BgSubCore, Clock};
 
 /// The coprocessor on its emulated board, driven zero-copy: frames go into DMA
@@ -29,14 +30,27 @@ pub struct Coprocessor {
 }
 
 impl Coprocessor {
-    /// A coprocessor for `params`, clocked at `clock`, waited for by `completion`.
+    /// A coprocessor for `params`, clocked at `clock`, waited for by `completion`,
+    /// on a coherent board.
     pub fn new(params: Params, clock: Clock, completion: Completion) -> Result<Self, Error> {
+        Self::on(params, clock, completion, MemoryModel::Coherent)
+    }
+
+    /// Like [`new`](Self::new), on a board with memory `model` (a non-coherent
+    /// one with explicit cache maintenance).
+    pub fn on(
+        params: Params,
+        clock: Clock,
+        completion: Completion,
+        model: MemoryModel,
+    ) -> Result<Self, Error> {
         let n = params.frame_bytes();
-        let rig = Rig::new(
+        let rig = Rig::with_model(
             (4 * n + (1 << 20)).next_power_of_two(),
             clock,
             false,
-            CachePolicy::Coherent,
+            super::policy_for(model),
+            model,
             Box::new(BgSubCore::new(params)),
         )?;
         let pool = rig.engines[0].pool().clone();
@@ -220,6 +234,8 @@ pub struct Config {
     pub height: usize,
     /// Frames per run.
     pub frames: usize,
+    /// The board's memory (a non-coherent one runs with explicit maintenance).
+    pub memory: MemoryModel,
 }
 
 impl Config {
@@ -229,6 +245,7 @@ impl Config {
             width: 640,
             height: 480,
             frames: 200,
+            memory: MemoryModel::Coherent,
         }
     }
 
@@ -246,6 +263,7 @@ impl Config {
             width: 40,
             height: 30,
             frames: 6,
+            memory: MemoryModel::Coherent,
         }
     }
 }
@@ -307,7 +325,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
     }
     let cpu = row("cpu", &times, true);
     progress("bgsub fabric");
-    let mut hw = Coprocessor::new(p, FABRIC, Completion::Poll)?;
+    let mut hw = Coprocessor::on(p, FABRIC, Completion::Poll, cfg.memory)?;
     let mut masks = vec![0u8; video.len()];
     let mut times = Vec::with_capacity(cfg.frames);
     for (f, m) in video.chunks(n).zip(masks.chunks_mut(n)) {
@@ -370,10 +388,13 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
     let ideal = 100e6 / (cfg.width * cfg.height) as f64;
     super::report::Report {
         experiment: "bgsub",
-        heading: format!(
-            "bgsub: {} frames of {}x{}, coprocessor on two DMA engines at 100 MHz x 1 B \
+        heading: super::on_board(
+            format!(
+                "bgsub: {} frames of {}x{}, coprocessor on two DMA engines at 100 MHz x 1 B \
              (the fabric's bound: {ideal:.1} frames/s) vs the software implementation",
-            cfg.frames, cfg.width, cfg.height
+                cfg.frames, cfg.width, cfg.height
+            ),
+            cfg.memory,
         ),
         text: render(rows),
         json: json(rows),
@@ -397,6 +418,19 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_on_the_non_coherent_board_with_its_data_checked() {
+        // Every transfer's data is checked by the run: a missing cache operation
+        // fails it with stale data.
+        let cfg = Config {
+            memory: MemoryModel::NonCoherent,
+            ..Config::tiny()
+        };
+        let rows = run(&cfg, |_| {}).unwrap();
+        assert!(!rows.is_empty());
+        assert!(rows.iter().all(|r| r.verified), "{rows:?}");
+    }
 
     #[test]
     fn tiny_run_verifies_every_frame_and_is_consistent() {

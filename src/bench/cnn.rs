@@ -13,7 +13,7 @@ use serde_json::json;
 use super::{Error, Rig, median, table};
 use crate::dma::{Completion, Proxy, Timing};
 use crate::dsp::conv::{Layer, from_bytes, input_frame, roshambo};
-use crate::mem::CachePolicy;
+use crate::platform::MemoryModel;
 use crate::sim::{Clock, ConvCore};
 
 /// The fabric clock: the Zynq HP port (150 MHz x 8 B).
@@ -26,6 +26,8 @@ pub struct Config {
     pub frames: usize,
     /// Use only the first this many layers (5 = the whole network).
     pub layers: usize,
+    /// The board's memory (a non-coherent one runs with explicit maintenance).
+    pub memory: MemoryModel,
 }
 
 impl Config {
@@ -34,6 +36,7 @@ impl Config {
         Config {
             frames: 30,
             layers: 5,
+            memory: MemoryModel::Coherent,
         }
     }
 
@@ -42,6 +45,7 @@ impl Config {
         Config {
             frames: 6,
             layers: 5,
+            memory: MemoryModel::Coherent,
         }
     }
 
@@ -50,6 +54,7 @@ impl Config {
         Config {
             frames: 2,
             layers: 2,
+            memory: MemoryModel::Coherent,
         }
     }
 }
@@ -160,11 +165,12 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
     let mut rows = Vec::new();
     for (name, c) in MODES {
         progress(&format!("cnn {name}"));
-        let mut rig = Rig::new(
+        let mut rig = Rig::with_model(
             (8 * largest + (1 << 20)).next_power_of_two(),
             FABRIC,
             false,
-            CachePolicy::Coherent,
+            super::policy_for(cfg.memory),
+            cfg.memory,
             Box::new(ConvCore::new()),
         )?;
         let Measured {
@@ -305,10 +311,13 @@ pub fn json(rows: &[Row]) -> serde_json::Value {
 pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
     super::report::Report {
         experiment: "cnn",
-        heading: format!(
-            "cnn: {} frames per completion mode through {} int16 convolution layers on a \
+        heading: super::on_board(
+            format!(
+                "cnn: {} frames per completion mode through {} int16 convolution layers on a \
              coprocessor in the fabric (HP port clock), layer by layer",
-            cfg.frames, cfg.layers
+                cfg.frames, cfg.layers
+            ),
+            cfg.memory,
         ),
         text: render(rows),
         json: json(rows),
@@ -331,6 +340,19 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_on_the_non_coherent_board_with_its_data_checked() {
+        // Every transfer's data is checked by the run: a missing cache operation
+        // fails it with stale data.
+        let cfg = Config {
+            memory: MemoryModel::NonCoherent,
+            ..Config::tiny()
+        };
+        let rows = run(&cfg, |_| {}).unwrap();
+        assert!(!rows.is_empty());
+        assert!(rows.iter().all(|r| r.verified), "{rows:?}");
+    }
 
     #[test]
     fn tiny_run_matches_the_reference_in_every_mode() {

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::{Error, bytes_label, median, table};
 use crate::dma::{Completion, Partition, Proxy, Timing};
-use crate::mem::CachePolicy;
+use crate::platform::MemoryModel;
 use crate::sim::Clock;
 
 /// What to measure.
@@ -24,6 +24,8 @@ pub struct Config {
     pub block: usize,
     /// The fabric's stream rate.
     pub clock: Clock,
+    /// The board's memory (a non-coherent one runs with explicit maintenance).
+    pub memory: MemoryModel,
 }
 
 impl Config {
@@ -35,6 +37,7 @@ impl Config {
             bytes_per_point: 256 << 20,
             block: 64 << 10,
             clock: Clock::Unlimited,
+            memory: MemoryModel::Coherent,
         }
     }
 
@@ -55,6 +58,7 @@ impl Config {
             bytes_per_point: 1 << 20,
             block: 1024,
             clock: Clock::Unlimited,
+            memory: MemoryModel::Coherent,
         }
     }
 }
@@ -138,11 +142,12 @@ fn check(what: String, n: usize, got: &[u8], data: &[u8]) -> Result<(), Error> {
 /// Runs the sweep; every transfer's data is checked.
 pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
     let largest = cfg.sizes.iter().copied().max().unwrap_or(0);
-    let mut rig = super::Rig::new(
+    let mut rig = super::Rig::with_model(
         (8 * largest + (1 << 20)).next_power_of_two(),
         cfg.clock,
         false,
-        CachePolicy::Coherent,
+        super::policy_for(cfg.memory),
+        cfg.memory,
         Box::new(crate::sim::Loopback),
     )?;
     let engine = &rig.engines[0];
@@ -311,17 +316,20 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
     };
     super::report::Report {
         experiment: "loopback",
-        heading: format!(
-            "loopback: two-way transfers on the emulated fabric ({}), median per transfer; \
+        heading: super::on_board(
+            format!(
+                "loopback: two-way transfers on the emulated fabric ({}), median per transfer; \
              blocks of {}",
-            match cfg.clock {
-                Clock::Unlimited => "unlimited clock".to_string(),
-                Clock::Rate {
-                    mhz,
-                    bytes_per_cycle,
-                } => format!("{mhz} MHz x {bytes_per_cycle} B"),
-            },
-            bytes_label(cfg.block)
+                match cfg.clock {
+                    Clock::Unlimited => "unlimited clock".to_string(),
+                    Clock::Rate {
+                        mhz,
+                        bytes_per_cycle,
+                    } => format!("{mhz} MHz x {bytes_per_cycle} B"),
+                },
+                bytes_label(cfg.block)
+            ),
+            cfg.memory,
         ),
         text: render(rows),
         json: json(rows),
@@ -339,6 +347,18 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runs_on_the_non_coherent_board_with_its_data_checked() {
+        // Every transfer's data is checked by the run: a missing cache operation
+        // fails it with stale data.
+        let cfg = Config {
+            memory: MemoryModel::NonCoherent,
+            ..Config::tiny()
+        };
+        let rows = run(&cfg, |_| {}).unwrap();
+        assert!(!rows.is_empty());
+    }
 
     #[test]
     fn tiny_sweep_checks_its_data_and_reports_every_point() {

@@ -77,6 +77,25 @@ pub enum Error {
     Panicked(&'static str),
 }
 
+/// The cache policy a board's memory needs: none on a coherent board, explicit
+/// maintenance on a non-coherent one (without it the CPU reads stale data).
+pub fn policy_for(model: MemoryModel) -> CachePolicy {
+    match model {
+        MemoryModel::Coherent => CachePolicy::Coherent,
+        MemoryModel::NonCoherent => CachePolicy::Explicit,
+    }
+}
+
+/// Says in a report's heading which board memory it ran on, when not coherent.
+pub fn on_board(heading: String, model: MemoryModel) -> String {
+    match model {
+        MemoryModel::Coherent => heading,
+        MemoryModel::NonCoherent => {
+            format!("{heading} [non-coherent board, explicit cache maintenance]")
+        }
+    }
+}
+
 /// An engine on the emulated fabric, as a program on a board sees it.
 pub type SimEngine = Engine<SimRegisters, SimIrq>;
 

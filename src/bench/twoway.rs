@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::{Error, Rig, table};
 use crate::dma::{Completion, Proxy};
-use crate::mem::CachePolicy;
+use crate::platform::MemoryModel;
 use crate::sim::{Clock, Loopback};
 
 /// The paper's fabric: 100 MHz, one byte per cycle.
@@ -32,6 +32,8 @@ pub struct Config {
     pub lines: Vec<usize>,
     /// Transfers per point.
     pub iterations: usize,
+    /// The board's memory (a non-coherent one runs with explicit maintenance).
+    pub memory: MemoryModel,
 }
 
 impl Config {
@@ -40,6 +42,7 @@ impl Config {
         Config {
             lines: vec![1, 10, 100, 480, 1000, 1600],
             iterations: 1000,
+            memory: MemoryModel::Coherent,
         }
     }
 
@@ -56,6 +59,7 @@ impl Config {
         Config {
             lines: vec![1, 10],
             iterations: 20,
+            memory: MemoryModel::Coherent,
         }
     }
 }
@@ -112,11 +116,12 @@ fn image(lines: usize, salt: usize) -> Vec<u8> {
 /// Runs the sweep; every transfer's data is checked.
 pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
     let largest = cfg.lines.iter().copied().max().unwrap_or(1) * LINE;
-    let mut rig = Rig::new(
+    let mut rig = Rig::with_model(
         (4 * largest + (1 << 20)).next_power_of_two(),
         FABRIC,
         false,
-        CachePolicy::Coherent,
+        super::policy_for(cfg.memory),
+        cfg.memory,
         Box::new(Loopback),
     )?;
     let mut rows = Vec::new();
@@ -288,10 +293,13 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
     }
     super::report::Report {
         experiment: "twoway",
-        heading: format!(
-            "twoway: two-way transfers of 640-byte lines at 100 MHz x 1 B, {} per size, \
+        heading: super::on_board(
+            format!(
+                "twoway: two-way transfers of 640-byte lines at 100 MHz x 1 B, {} per size, \
              user-level polling (bare-metal column) vs kernel-style proxy driver (Linux column)",
-            cfg.iterations
+                cfg.iterations
+            ),
+            cfg.memory,
         ),
         text: render(rows) + &summary(rows),
         json: json(rows),
@@ -316,6 +324,18 @@ mod tests {
         assert_eq!((r.min_us, r.max_us, r.avg_us), (10.0, 30.0, 20.0));
         assert!((r.stddev_us - (200.0f64 / 3.0).sqrt()).abs() < 1e-9);
         assert!((r.mib_per_s - 640.0 / 20e-6 / 1048576.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn runs_on_the_non_coherent_board_with_its_data_checked() {
+        // Every transfer's data is checked by the run: a missing cache operation
+        // fails it with stale data.
+        let cfg = Config {
+            memory: MemoryModel::NonCoherent,
+            ..Config::tiny()
+        };
+        let rows = run(&cfg, |_| {}).unwrap();
+        assert!(!rows.is_empty());
     }
 
     #[test]

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use dmaflow::bench;
 use dmaflow::bench::report::{Report, RunInfo};
 use dmaflow::dsp::fir;
+use dmaflow::platform::MemoryModel;
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// Move streams of data between programs and accelerators, and measure how fast.
@@ -61,6 +62,11 @@ enum Command {
         /// Directory for plots.
         #[arg(long, default_value = "report")]
         out: PathBuf,
+        /// The emulated board's memory for twoway, loopback, bgsub and cnn:
+        /// `noncoherent` keeps the CPU's view and DRAM apart and runs with explicit
+        /// cache maintenance (transfer always measures both).
+        #[arg(long, value_enum, default_value_t = Memory::Coherent)]
+        memory: Memory,
     },
     /// Approximate-median background subtraction of raw 8-bit frames (paper 000):
     /// one mask (0 or 255 per pixel) per frame.
@@ -155,19 +161,40 @@ impl Experiment {
     }
 }
 
-/// Runs one experiment at the size asked for.
+/// The emulated board's memory, as the command line names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Memory {
+    /// CPU caches coherent with the device.
+    Coherent,
+    /// CPU view and DRAM apart; explicit cache maintenance.
+    Noncoherent,
+}
+
+impl From<Memory> for MemoryModel {
+    fn from(m: Memory) -> Self {
+        match m {
+            Memory::Coherent => MemoryModel::Coherent,
+            Memory::Noncoherent => MemoryModel::NonCoherent,
+        }
+    }
+}
+
+/// Runs one experiment at the size asked for, on a board with `memory`.
 fn run_experiment(
     e: Experiment,
     quick: bool,
+    memory: MemoryModel,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Report, dmaflow::Error> {
     macro_rules! exp {
-        ($m:ident) => {{
-            let cfg = if quick {
+        ($m:ident $(, $set:ident)?) => {{
+            #[allow(unused_mut)]
+            let mut cfg = if quick {
                 bench::$m::Config::quick()
             } else {
                 bench::$m::Config::full()
             };
+            $(cfg.$set = memory;)?
             let rows = bench::$m::run(&cfg, progress)?;
             bench::$m::report(&cfg, &rows)
         }};
@@ -175,11 +202,11 @@ fn run_experiment(
     Ok(match e {
         Experiment::Ring => exp!(ring),
         Experiment::Fir => exp!(fir),
-        Experiment::Loopback => exp!(loopback),
+        Experiment::Loopback => exp!(loopback, memory),
         Experiment::Transfer => exp!(transfer),
-        Experiment::Twoway => exp!(twoway),
-        Experiment::Bgsub => exp!(bgsub),
-        Experiment::Cnn => exp!(cnn),
+        Experiment::Twoway => exp!(twoway, memory),
+        Experiment::Bgsub => exp!(bgsub, memory),
+        Experiment::Cnn => exp!(cnn, memory),
         Experiment::All => {
             return Err(bench::Error::Peer {
                 peer: "bench",
@@ -193,6 +220,7 @@ fn run_experiment(
 fn run_bench(
     experiment: Experiment,
     quick: bool,
+    memory: MemoryModel,
     json: bool,
     out: &Path,
 ) -> Result<(), dmaflow::Error> {
@@ -229,7 +257,9 @@ fn run_bench(
     let mut index = out.join("index.html");
     for e in list {
         bar.set_message(e.name());
-        let report = run_experiment(e, quick, &mut |m: &str| bar.set_message(m.to_string()))?;
+        let report = run_experiment(e, quick, memory, &mut |m: &str| {
+            bar.set_message(m.to_string())
+        })?;
         bar.inc(1);
         if json {
             println!("{}", report.json);
@@ -328,7 +358,8 @@ fn main() -> ExitCode {
             quick,
             json,
             out,
-        } => match run_bench(experiment, quick, json, &out) {
+            memory,
+        } => match run_bench(experiment, quick, memory.into(), json, &out) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("dmaflow: {e}");
