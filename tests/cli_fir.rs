@@ -136,3 +136,144 @@ fn empty_input_gives_empty_output_file() {
     assert!(out.status.success());
     assert_eq!(std::fs::read(&y).unwrap().len(), 0);
 }
+
+/// Files in `dir` other than `keep` (no temporary or partial output left).
+fn leftovers(dir: &Path, keep: &[&str]) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !keep.contains(&n.as_str()))
+        .collect()
+}
+
+fn taps_and_input(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf, Vec<f32>) {
+    let (t, x) = (dir.join("t.f32"), dir.join("x.f32"));
+    write_f32(&t, &[0.5, 0.25, 0.25]);
+    let input: Vec<f32> = (0..50_000).map(|i| (i as f32 * 0.37).sin()).collect();
+    write_f32(&x, &input);
+    (t, x, input)
+}
+
+#[test]
+fn a_directory_as_input_is_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let (t, _, _) = taps_and_input(dir.path());
+    let y = dir.path().join("y.f32");
+    let out = run(&args(&t, dir.path(), &y));
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("a directory"), "{err}");
+    assert_eq!(
+        leftovers(dir.path(), &["t.f32", "x.f32"]),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn a_named_pipe_is_read_to_its_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let (t, x, _) = taps_and_input(dir.path());
+    let (fifo, y, want) = (
+        dir.path().join("x.fifo"),
+        dir.path().join("y.f32"),
+        dir.path().join("want.f32"),
+    );
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    // The same data through a regular file and through the pipe.
+    assert!(run(&args(&t, &x, &want)).status.success());
+    let data = std::fs::read(&x).unwrap();
+    let writer = std::thread::spawn({
+        let fifo = fifo.clone();
+        move || {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new().write(true).open(fifo).unwrap();
+            // In pieces that do not fall on sample boundaries.
+            for piece in data.chunks(1001) {
+                f.write_all(piece).unwrap();
+            }
+        }
+    });
+    let out = run(&args(&t, &fifo, &y));
+    writer.join().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = std::fs::read(&y).unwrap();
+    assert_eq!(got.len(), 50_000 * 4);
+    assert_eq!(got, std::fs::read(&want).unwrap());
+}
+
+#[test]
+fn a_proc_file_is_read_to_its_end_or_refused_by_length() {
+    let dir = tempfile::tempdir().unwrap();
+    let (t, _, _) = taps_and_input(dir.path());
+    let y = dir.path().join("y.f32");
+    // The file system says 0 bytes; the contents are not.
+    let input = Path::new("/proc/self/status");
+    let out = run(&args(&t, input, &y));
+    let err = String::from_utf8_lossy(&out.stderr);
+    match out.status.code() {
+        Some(0) => assert!(std::fs::metadata(&y).unwrap().len() > 0, "empty output"),
+        Some(2) => {
+            assert!(err.contains("not a whole number"), "{err}");
+            assert!(!y.exists());
+        }
+        other => panic!("{other:?}: {err}"),
+    }
+}
+
+#[test]
+fn an_fft_beyond_the_limit_is_refused_with_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (t, x, _) = taps_and_input(dir.path());
+    let y = dir.path().join("y.f32");
+    let mut a = args(&t, &x, &y);
+    a.extend(os(&["--fft", "1099511627776"]));
+    let out = run(&a);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("more than the limit") && err.contains("2^24"),
+        "{err}"
+    );
+    assert!(!y.exists());
+}
+
+#[test]
+fn an_output_in_a_missing_directory_names_the_path_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let (t, x, _) = taps_and_input(dir.path());
+    let y = dir.path().join("missing").join("y.f32");
+    let out = run(&args(&t, &x, &y));
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&*y.to_string_lossy()), "{err}");
+    assert!(!err.contains(".partial"), "{err}");
+}
+
+#[test]
+fn a_failure_while_running_leaves_no_partial_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (t, x, _) = taps_and_input(dir.path());
+    let y = dir.path().join("y.f32");
+    // Too little address space for the queues a 2^22-point FFT needs: mapping
+    // them fails after the temporary output file was created.
+    let cmd = format!(
+        "ulimit -v 200000; exec '{}' fir --taps '{}' --input '{}' --output '{}' --fft 4194304",
+        env!("CARGO_BIN_EXE_dmaflow"),
+        t.display(),
+        x.display(),
+        y.display()
+    );
+    let out = Command::new("sh").arg("-c").arg(cmd).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("mapping") || err.contains("memory"), "{err}");
+    assert_eq!(
+        leftovers(dir.path(), &["t.f32", "x.f32"]),
+        Vec::<String>::new()
+    );
+}

@@ -45,7 +45,14 @@ pub enum Error {
     /// A tap is NaN or infinite.
     #[error("tap {0} is not a finite number")]
     NonFiniteTap(usize),
+    /// The FFT length is beyond what dmaflow plans (and the queues it implies).
+    #[error("FFT length {0} is more than the limit of {MAX_FFT_LEN} (2^24)")]
+    TooLong(usize),
 }
+
+/// The longest FFT (and so the longest filter) dmaflow plans: 2^24 points, whose
+/// plans and queues take a few hundred MiB.
+pub const MAX_FFT_LEN: usize = 1 << 24;
 
 /// The FFT length chosen for `taps` taps when none is given: the smallest power of
 /// two of at least `4 * taps` (and at least 16), so that most of each block is new
@@ -93,6 +100,9 @@ impl OverlapSave {
         }
         let l = taps.len();
         let n = fft_len.unwrap_or_else(|| default_fft_len(l));
+        if n > MAX_FFT_LEN {
+            return Err(Error::TooLong(n));
+        }
         if n < 2 || !n.is_power_of_two() {
             return Err(Error::NotPowerOfTwo(n));
         }
@@ -429,6 +439,20 @@ pub enum FileError {
     /// The taps or FFT length make no filter.
     #[error("{0}")]
     Filter(#[from] Error),
+    /// The input is not a file of samples (a directory, say).
+    #[error("{path}: not a file of samples ({what})")]
+    NotAFile {
+        /// The path given.
+        path: std::path::PathBuf,
+        /// What it is.
+        what: &'static str,
+    },
+    /// The output's directory does not exist.
+    #[error("{path}: its directory does not exist")]
+    NoDirectory {
+        /// The output path given.
+        path: std::path::PathBuf,
+    },
     /// The filtering graph failed.
     #[error("{0}")]
     Graph(#[from] graph::Error),
@@ -440,7 +464,11 @@ impl FileError {
     pub fn is_bad_input(&self) -> bool {
         matches!(
             self,
-            FileError::Io { .. } | FileError::BadLength { .. } | FileError::Filter(_)
+            FileError::Io { .. }
+                | FileError::BadLength { .. }
+                | FileError::Filter(_)
+                | FileError::NotAFile { .. }
+                | FileError::NoDirectory { .. }
         )
     }
 }
@@ -479,15 +507,33 @@ pub fn filter_file(
     mode: Mode,
 ) -> Result<u64, FileError> {
     use std::io::{Read, Write};
+    use std::sync::{Arc, Mutex, PoisonError};
 
     let taps = read_f32_file(taps)?;
     let fir = OverlapSave::new(&taps, fft_len)?;
     let mut src = std::fs::File::open(input).map_err(io_err(input))?;
-    let len = src.metadata().map_err(io_err(input))?.len();
-    if len % 4 != 0 {
+    let meta = src.metadata().map_err(io_err(input))?;
+    if meta.is_dir() {
+        return Err(FileError::NotAFile {
+            path: input.to_path_buf(),
+            what: "a directory",
+        });
+    }
+    // A regular file's length is known up front; a pipe's or a /proc file's is
+    // found by reading to the end.
+    if meta.is_file() && meta.len() != 0 && meta.len() % 4 != 0 {
         return Err(FileError::BadLength {
             path: input.to_path_buf(),
-            len,
+            len: meta.len(),
+        });
+    }
+    let dir = match output.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(FileError::NoDirectory {
+            path: output.to_path_buf(),
         });
     }
     let name = output
@@ -495,7 +541,20 @@ pub fn filter_file(
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "output".into());
     let tmp = output.with_file_name(format!(".{name}.{}.partial", std::process::id()));
-    let sink_file = std::fs::File::create(&tmp).map_err(io_err(&tmp))?;
+    // Removes the temporary file on every way out but success.
+    struct Partial(Option<std::path::PathBuf>);
+    impl Drop for Partial {
+        fn drop(&mut self) {
+            if let Some(p) = self.0.take() {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+    }
+    let sink_file = std::fs::File::create(&tmp).map_err(|source| FileError::Io {
+        path: output.to_path_buf(),
+        source,
+    })?;
+    let mut partial = Partial(Some(tmp.clone()));
 
     let n = fir.fft_len();
     let chunk = (64 << 10).max(n);
@@ -504,26 +563,49 @@ pub fn filter_file(
         g.connect_with_capacity::<f32>(("file-source", "out"), ("fir", "in"), 2 * chunk + n)?;
     let (f_out, mut k_in) =
         g.connect_with_capacity::<f32>(("fir", "out"), ("file-sink", "in"), 2 * chunk)?;
-    let samples = len / 4;
     let in_path = input.to_path_buf();
+    // What the source read, and the input's length if it ends mid-sample.
+    let read = Arc::new(Mutex::new((0u64, None::<u64>)));
+    let seen = read.clone();
     g.node("file-source", move || {
-        let mut left = samples as usize;
-        while left > 0 {
-            let k = left.min(chunk);
-            let slots = s_out.reserve(k)?;
-            // Read straight into the queue's slots; samples are little-endian on disk.
+        loop {
+            let slots = s_out.reserve(chunk)?;
+            // Read straight into the queue's slots; samples are little-endian on
+            // disk. Short reads (pipes) are read on until the chunk is full or the
+            // input ends.
             let bytes: &mut [u8] = bytemuck::cast_slice_mut(slots);
-            src.read_exact(bytes)
-                .map_err(|e| format!("{}: {e}", in_path.display()))?;
+            let want = bytes.len();
+            let mut filled = 0;
+            while filled < want {
+                match src.read(&mut bytes[filled..]) {
+                    Ok(0) => break,
+                    Ok(k) => filled += k,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(format!("{}: {e}", in_path.display()).into()),
+                }
+            }
+            let whole = filled / 4;
             if cfg!(target_endian = "big") {
-                for x in slots.iter_mut() {
+                for x in slots[..whole].iter_mut() {
                     *x = f32::from_bits(u32::from_le(x.to_bits()));
                 }
             }
-            s_out.commit(k)?;
-            left -= k;
+            s_out.commit(whole)?;
+            let mut r = seen.lock().unwrap_or_else(PoisonError::into_inner);
+            r.0 += whole as u64;
+            if filled < want {
+                if filled % 4 != 0 {
+                    let len = r.0 * 4 + (filled % 4) as u64;
+                    r.1 = Some(len);
+                    return Err(format!(
+                        "{}: {len} bytes is not a whole number of samples",
+                        in_path.display()
+                    )
+                    .into());
+                }
+                return Ok(());
+            }
         }
-        Ok(())
     })?;
     add_node(&mut g, "fir", fir, mode, f_in, f_out)?;
     let tmp_path = tmp.clone();
@@ -549,13 +631,15 @@ pub fn filter_file(
         Ok(())
     })?;
     let result = g.run();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e.into());
+    let (samples, bad_len) = *read.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(len) = bad_len {
+        return Err(FileError::BadLength {
+            path: input.to_path_buf(),
+            len,
+        });
     }
-    if let Err(e) = std::fs::rename(&tmp, output) {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(io_err(output)(e));
-    }
+    result?;
+    std::fs::rename(&tmp, output).map_err(io_err(output))?;
+    partial.0 = None;
     Ok(samples)
 }
