@@ -61,3 +61,16 @@ fn bgsub_and_cnn_print_json_and_write_their_report() {
     let index = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
     assert!(index.contains("Machine:") && index.contains("bench cnn"));
 }
+
+#[test]
+fn an_unwritable_report_directory_is_refused_before_any_experiment() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_dmaflow"))
+        .args(["bench", "cnn", "--out", "/proc/dmaflow-report"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/proc/dmaflow-report"), "{err}");
+    // Nothing ran: no table was printed.
+    assert!(String::from_utf8_lossy(&out.stdout).is_empty());
+}

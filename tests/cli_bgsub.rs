@@ -88,3 +88,63 @@ fn bad_input_exits_2_and_writes_nothing() {
         assert!(!out.exists(), "{args:?} left output");
     }
 }
+
+#[test]
+fn an_overflowing_frame_size_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.gray");
+    std::fs::write(&input, [0u8; 16]).unwrap();
+    let output = dir.path().join("out.gray");
+    let out = dmaflow()
+        .args([
+            "bgsub",
+            "--width",
+            "4294967296",
+            "--height",
+            "4294967296",
+            "--input",
+        ])
+        .arg(&input)
+        .arg("--output")
+        .arg(&output)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("overflows"), "{err}");
+    assert!(!output.exists());
+}
+
+#[test]
+fn a_frame_too_large_for_the_coprocessor_is_refused_before_starting() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.gray");
+    let n = 3000 * 3000;
+    std::fs::write(&input, vec![7u8; n]).unwrap();
+    let run = |device: &str, output: &std::path::Path| {
+        dmaflow()
+            .args([
+                "bgsub", "--width", "3000", "--height", "3000", "--device", device,
+            ])
+            .arg("--input")
+            .arg(&input)
+            .arg("--output")
+            .arg(output)
+            .output()
+            .unwrap()
+    };
+    // The software path takes it.
+    let cpu = dir.path().join("cpu.gray");
+    assert!(run("cpu", &cpu).status.success());
+    assert_eq!(std::fs::metadata(&cpu).unwrap().len(), n as u64);
+    // The coprocessor refuses by name, before any transfer, and writes nothing.
+    let sim = dir.path().join("sim.gray");
+    let out = run("sim", &sim);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("9000000 bytes") && err.contains("8388607") && err.contains("--device cpu"),
+        "{err}"
+    );
+    assert!(!sim.exists());
+}

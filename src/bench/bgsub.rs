@@ -9,6 +9,7 @@ use std::time::Instant;
 use serde_json::json;
 
 use super::{Error, Rig, median, table};
+use crate::axi::Config as AxiConfig;
 use crate::dma::{Completion, Lane, two_way_together};
 use crate::dsp::bgsub::{BackgroundSubtractor, Params, synthetic_frames};
 use crate::mem::DmaBuf;
@@ -158,6 +159,21 @@ pub enum FileError {
     /// Width or height unusable.
     #[error(transparent)]
     Params(#[from] crate::dsp::bgsub::Error),
+    /// A frame larger than one transfer of the coprocessor's DMA engine.
+    #[error(
+        "a {width} x {height} frame ({frame} bytes) is more than one transfer of the coprocessor's \
+         DMA engine carries ({max} bytes); use --device cpu for frames this large"
+    )]
+    FrameTooLarge {
+        /// Frame width.
+        width: usize,
+        /// Frame height.
+        height: usize,
+        /// Bytes per frame.
+        frame: usize,
+        /// Largest transfer.
+        max: usize,
+    },
     /// The coprocessor failed.
     #[error("coprocessor: {0}")]
     Device(#[from] Box<Error>),
@@ -184,8 +200,19 @@ pub fn bgsub_file(
         let path = path.to_path_buf();
         move |source| FileError::Io { path, source }
     };
-    let frames = std::fs::read(input).map_err(io(input))?;
     let n = params.frame_bytes();
+    // The coprocessor moves a frame in one transfer per stream: refuse before
+    // reading anything a frame its engine cannot carry.
+    let max = (1usize << AxiConfig::default().length_width) - 1;
+    if device == Device::Sim && n > max {
+        return Err(FileError::FrameTooLarge {
+            width: params.width,
+            height: params.height,
+            frame: n,
+            max,
+        });
+    }
+    let frames = std::fs::read(input).map_err(io(input))?;
     if frames.is_empty() || !frames.len().is_multiple_of(n) {
         return Err(FileError::BadLength {
             path: input.to_path_buf(),

@@ -334,6 +334,9 @@ fn run_info(root: &Path) -> ExitCode {
     for (name, phys, size) in &inv.udmabuf {
         println!("u-dma-buf: /dev/{name}, {size} bytes at physical {phys:#x}");
     }
+    for problem in &inv.malformed {
+        eprintln!("dmaflow info: left out: {problem}");
+    }
     match dmaflow::platform::sim::SimBoard::new(
         1,
         dmaflow::platform::sim::DEFAULT_DDR_BYTES,
@@ -347,7 +350,21 @@ fn run_info(root: &Path) -> ExitCode {
         ),
         Err(e) => println!("sim: unavailable: {e}"),
     }
-    ExitCode::SUCCESS
+    if inv.malformed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    }
+}
+
+/// Makes sure the report directory can be written before any experiment runs:
+/// creates it and writes (and removes) a probe file in it.
+fn prepare_out(out: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+    let probe = out.join(format!(".dmaflow-probe.{}", std::process::id()));
+    std::fs::write(&probe, b"").map_err(|e| format!("{}: {e}", out.display()))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
 }
 
 fn main() -> ExitCode {
@@ -359,11 +376,13 @@ fn main() -> ExitCode {
             json,
             out,
             memory,
-        } => match run_bench(experiment, quick, memory.into(), json, &out) {
+        } => match prepare_out(&out).map_err(|e| (2, e)).and_then(|()| {
+            run_bench(experiment, quick, memory.into(), json, &out).map_err(|e| (1, e.to_string()))
+        }) {
             Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("dmaflow: {e}");
-                ExitCode::FAILURE
+            Err((code, e)) => {
+                eprintln!("dmaflow bench: {e}");
+                ExitCode::from(code)
             }
         },
         Command::Bgsub {

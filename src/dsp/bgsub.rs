@@ -25,9 +25,19 @@ pub struct Params {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// Width or height is zero, or their product overflows.
+    /// Width or height is zero.
     #[error("frame size {width} x {height} is not usable (both must be at least 1)")]
     BadSize {
+        /// Width asked for.
+        width: usize,
+        /// Height asked for.
+        height: usize,
+    },
+    /// Width times height does not fit the address space.
+    #[error(
+        "frame size {width} x {height} overflows: the frame's byte count does not fit in memory"
+    )]
+    TooLarge {
         /// Width asked for.
         width: usize,
         /// Height asked for.
@@ -48,8 +58,14 @@ pub enum Error {
 impl Params {
     /// Parameters, checked: width and height at least 1.
     pub fn new(width: usize, height: usize, threshold: u8, filter: bool) -> Result<Self, Error> {
-        if width == 0 || height == 0 || width.checked_mul(height).is_none() {
+        if width == 0 || height == 0 {
             return Err(Error::BadSize { width, height });
+        }
+        if width
+            .checked_mul(height)
+            .is_none_or(|n| isize::try_from(n).is_err())
+        {
+            return Err(Error::TooLarge { width, height });
         }
         Ok(Params {
             width,

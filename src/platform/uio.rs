@@ -264,9 +264,14 @@ pub struct Inventory {
     pub uio: Vec<(usize, String, u64)>,
     /// u-dma-bufs: (name, physical address, size).
     pub udmabuf: Vec<(String, u64, u64)>,
+    /// Devices left out because a sysfs file of theirs is missing or malformed:
+    /// each names the file and what is wrong with it.
+    pub malformed: Vec<String>,
 }
 
-/// Lists the UIO devices and u-dma-bufs under `root` (none is not an error).
+/// Lists the UIO devices and u-dma-bufs under `root` (none is not an error). A
+/// device whose sysfs files cannot be read as numbers is left out and named in
+/// [`Inventory::malformed`], never listed with invented values.
 pub fn inventory(root: &Path) -> Inventory {
     let mut inv = Inventory::default();
     if let Ok(dir) = std::fs::read_dir(root.join("sys/class/uio")) {
@@ -276,20 +281,26 @@ pub fn inventory(root: &Path) -> Inventory {
                 continue;
             };
             let dev_name = attr(&e.path().join("name")).unwrap_or_default();
-            let size = number(&e.path().join("maps/map0/size")).unwrap_or(0);
-            inv.uio.push((index, dev_name, size));
+            match number(&e.path().join("maps/map0/size")) {
+                Ok(size) => inv.uio.push((index, dev_name, size)),
+                Err(err) => inv.malformed.push(err.to_string()),
+            }
         }
     }
     if let Ok(dir) = std::fs::read_dir(root.join("sys/class/u-dma-buf")) {
         for e in dir.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            let phys = number(&e.path().join("phys_addr")).unwrap_or(0);
-            let size = number(&e.path().join("size")).unwrap_or(0);
-            inv.udmabuf.push((name, phys, size));
+            let phys = number(&e.path().join("phys_addr"));
+            let size = number(&e.path().join("size"));
+            match (phys, size) {
+                (Ok(phys), Ok(size)) => inv.udmabuf.push((name, phys, size)),
+                (Err(err), _) | (_, Err(err)) => inv.malformed.push(err.to_string()),
+            }
         }
     }
     inv.uio.sort();
     inv.udmabuf.sort();
+    inv.malformed.sort();
     inv
 }
 
