@@ -1,0 +1,91 @@
+//! The device thread: runs the fabric's steps while there is work, spins
+//! briefly, then yields, then sleeps when idle, so it does not starve the host.
+
+use std::sync::PoisonError;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::state::*;
+
+/// How long an idle device thread spins watching for work, then yields the CPU
+/// between looks until it sleeps.
+const IDLE_SPIN: Duration = Duration::from_micros(50);
+const IDLE_YIELD: Duration = Duration::from_millis(2);
+
+/// Spins until `t` or until new work is posted.
+fn spin_until(s: &Shared, t: Instant) {
+    let seen = s.posted.load(Ordering::Acquire);
+    while Instant::now() < t && s.posted.load(Ordering::Acquire) == seen {
+        std::hint::spin_loop();
+    }
+}
+
+pub(super) fn device_loop(s: &Shared) {
+    let mut idle_since = Instant::now();
+    loop {
+        // Read before looking for work, so work posted after the look is seen.
+        let seen = s.posted.load(Ordering::SeqCst);
+        let mut st = lock(&s.state);
+        if st.stop {
+            return;
+        }
+        if s.busy(&st) {
+            if let Some(d) = st.faults.stall.take() {
+                // The transfer in progress takes `d` longer: a halt or reset asked
+                // for meanwhile takes effect once it has ended (and written its
+                // data), as PG021 describes.
+                st.in_beat = true;
+                drop(st);
+                std::thread::sleep(d);
+                let mut st = lock(&s.state);
+                s.step(&mut st);
+                s.end_beat(&mut st);
+                continue;
+            }
+            let wait = s.step(&mut st);
+            // Wait for the stream with the lock released, so register writes are
+            // never held up by a clocked transfer.
+            drop(st);
+            if let Some(d) = wait {
+                spin_until(s, Instant::now() + d.min(Duration::from_micros(200)));
+            }
+            idle_since = Instant::now();
+            continue;
+        }
+        if idle_since.elapsed() < IDLE_YIELD {
+            // Watch for posted work without the lock: spin a little, then yield
+            // the CPU between looks, then sleep.
+            drop(st);
+            let mut spins = 0u32;
+            while s.posted.load(Ordering::Acquire) == seen {
+                spins += 1;
+                if spins.is_multiple_of(64) {
+                    let idle = idle_since.elapsed();
+                    if idle >= IDLE_YIELD {
+                        break;
+                    }
+                    if idle >= IDLE_SPIN {
+                        std::thread::yield_now();
+                        continue;
+                    }
+                }
+                std::hint::spin_loop();
+            }
+            continue;
+        }
+        // Sleep. Lock-free posts look at `sleeping` after bumping `posted`, and
+        // take the lock (held here until the wait releases it) to notify.
+        s.sleeping.store(true, Ordering::SeqCst);
+        if s.posted.load(Ordering::SeqCst) != seen {
+            s.sleeping.store(false, Ordering::SeqCst);
+            continue;
+        }
+        drop(
+            s.work
+                .wait_timeout(st, Duration::from_millis(100))
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        s.sleeping.store(false, Ordering::SeqCst);
+        idle_since = Instant::now();
+    }
+}
