@@ -1,0 +1,274 @@
+//! The ports a node reads and writes: `Output` and `Input` ends of a graph's
+//! queues, which wait through the runtime so that stalls are seen.
+
+use std::sync::Arc;
+use std::sync::PoisonError;
+use std::sync::atomic::{Ordering, fence};
+
+use crate::ring::{self, Pod, Reader, Writer};
+
+use super::Error;
+use super::runtime::*;
+
+/// The writing end of an edge, owned by one node.
+pub struct Output<T: Pod> {
+    pub(super) w: Option<Writer<T>>,
+    pub(super) edge: Arc<Edge>,
+    pub(super) rt: Arc<Runtime>,
+    pub(super) node: usize,
+    pub(super) port: String,
+}
+
+impl<T: Pod> Output<T> {
+    pub(super) fn writer_mut(&mut self) -> &mut Writer<T> {
+        // `w` is only taken in `drop`.
+        self.w
+            .as_mut()
+            .unwrap_or_else(|| unreachable!("output used after drop"))
+    }
+
+    pub(super) fn port_error(&self, source: ring::Error) -> Error {
+        Error::Port {
+            node: self.rt.node_name(self.node),
+            port: self.port.clone(),
+            source,
+        }
+    }
+
+    pub(super) fn aborted(&self) -> Error {
+        Error::Aborted {
+            node: self.rt.node_name(self.node),
+        }
+    }
+
+    /// Grows the queue if a reader's threshold, the runtime or `n` asks for it.
+    pub(super) fn apply_growth(&mut self, n: usize) -> Result<(), Error> {
+        let want = self.edge.grow_to.load(Ordering::SeqCst).max(n);
+        if want > self.writer_mut().capacity() {
+            self.writer_mut()
+                .grow(want)
+                .map_err(|e| self.port_error(e))?;
+            let cap = self.writer_mut().capacity();
+            self.edge.capacity.store(cap, Ordering::SeqCst);
+            // Readers waiting on a threshold the queue could not hold may go on.
+            self.rt.wake(&self.edge, Side::Read);
+        }
+        Ok(())
+    }
+
+    pub(super) fn has_room(&mut self, n: usize) -> Result<bool, Error> {
+        match self.writer_mut().try_reserve(n) {
+            Ok(s) => Ok(s.is_some()),
+            Err(e) => Err(self.port_error(e)),
+        }
+    }
+
+    /// Capacity of the queue in items.
+    pub fn capacity(&self) -> usize {
+        self.edge.capacity.load(Ordering::Relaxed)
+    }
+
+    /// Waits until `n` contiguous slots are free and returns them (growing the
+    /// queue if `n` exceeds it).
+    pub fn reserve(&mut self, n: usize) -> Result<&mut [T], Error> {
+        loop {
+            if self.rt.abort.load(Ordering::Acquire) {
+                return Err(self.aborted());
+            }
+            self.apply_growth(n)?;
+            if self.has_room(n)? {
+                break;
+            }
+            let rt = self.rt.clone();
+            let mut s = lock(&rt.sched);
+            s.status[self.node] = Status::Blocked {
+                edge: self.edge.id,
+                side: Side::Write,
+                amount: n,
+            };
+            let cap = self.writer_mut().capacity() as u64;
+            let target = self.writer_mut().position() + n as u64 - cap;
+            self.edge.writer_target.store(target, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            let grow = self.edge.grow_to.load(Ordering::SeqCst) > cap as usize;
+            if !grow && !rt.abort.load(Ordering::SeqCst) && !self.has_room(n)? {
+                rt.check_stall(&mut s);
+                if matches!(s.status[self.node], Status::Blocked { .. }) {
+                    s = self
+                        .edge
+                        .writer_cv
+                        .wait(s)
+                        .unwrap_or_else(PoisonError::into_inner);
+                }
+            }
+            s.status[self.node] = Status::Running;
+        }
+        let w = self
+            .w
+            .as_mut()
+            .unwrap_or_else(|| unreachable!("output used after drop"));
+        match w.try_reserve(n) {
+            Ok(Some(s)) => Ok(s),
+            // Only this writer takes free slots, and it just saw `n` of them.
+            Ok(None) => unreachable!("free slots cannot disappear from under the writer"),
+            Err(source) => Err(Error::Port {
+                node: self.rt.node_name(self.node),
+                port: self.port.clone(),
+                source,
+            }),
+        }
+    }
+
+    /// Publishes the first `k` reserved items.
+    pub fn commit(&mut self, k: usize) -> Result<(), Error> {
+        if let Err(e) = self.writer_mut().commit(k) {
+            return Err(self.port_error(e));
+        }
+        fence(Ordering::SeqCst);
+        if self.edge.readers_target.load(Ordering::SeqCst) <= self.writer_mut().position() {
+            self.rt.wake(&self.edge, Side::Read);
+        }
+        Ok(())
+    }
+
+    /// Copies `items` into the queue (in pieces no larger than the queue).
+    pub fn write(&mut self, mut items: &[T]) -> Result<(), Error> {
+        while !items.is_empty() {
+            let n = items.len().min(self.capacity());
+            self.reserve(n)?.copy_from_slice(&items[..n]);
+            self.commit(n)?;
+            items = &items[n..];
+        }
+        Ok(())
+    }
+}
+
+impl<T: Pod> Drop for Output<T> {
+    fn drop(&mut self) {
+        // Close the queue first, then wake its readers so they see the end.
+        drop(self.w.take());
+        self.rt.wake(&self.edge, Side::Read);
+    }
+}
+
+/// A reading end of an edge, owned by one node.
+pub struct Input<T: Pod> {
+    pub(super) r: Option<Reader<T>>,
+    pub(super) edge: Arc<Edge>,
+    pub(super) rt: Arc<Runtime>,
+    pub(super) node: usize,
+    pub(super) port: String,
+}
+
+impl<T: Pod> Input<T> {
+    pub(super) fn reader_mut(&mut self) -> &mut Reader<T> {
+        // `r` is only taken in `drop`.
+        self.r
+            .as_mut()
+            .unwrap_or_else(|| unreachable!("input used after drop"))
+    }
+
+    pub(super) fn port_error(&self, source: ring::Error) -> Error {
+        Error::Port {
+            node: self.rt.node_name(self.node),
+            port: self.port.clone(),
+            source,
+        }
+    }
+
+    /// `Some(threshold to use)` once `threshold` items are readable or the stream
+    /// has ended.
+    pub(super) fn ready(&mut self, threshold: usize) -> Result<Option<usize>, Error> {
+        let r = self.reader_mut();
+        match r.try_peek(threshold) {
+            Ok(Some(_)) => Ok(Some(threshold)),
+            Ok(None) => Ok(None),
+            Err(ring::Error::ThresholdTooLarge { .. }) => {
+                if r.is_writer_closed() {
+                    // The queue will not grow any more: hand over what is left.
+                    Ok(Some(r.capacity()))
+                } else {
+                    Ok(None)
+                }
+            }
+            Err(e) => Err(self.port_error(e)),
+        }
+    }
+
+    /// Waits until at least `threshold` items are readable (growing the queue if the
+    /// threshold exceeds it) and returns them; at the end of the stream returns what
+    /// is left, and finally an empty slice.
+    pub fn peek(&mut self, threshold: usize) -> Result<&[T], Error> {
+        if threshold > self.edge.capacity.load(Ordering::SeqCst) {
+            self.edge.grow_to.fetch_max(threshold, Ordering::SeqCst);
+            self.rt.wake(&self.edge, Side::Write);
+        }
+        let t = loop {
+            if self.rt.abort.load(Ordering::Acquire) {
+                return Err(Error::Aborted {
+                    node: self.rt.node_name(self.node),
+                });
+            }
+            if let Some(t) = self.ready(threshold)? {
+                break t;
+            }
+            let rt = self.rt.clone();
+            let mut s = lock(&rt.sched);
+            s.status[self.node] = Status::Blocked {
+                edge: self.edge.id,
+                side: Side::Read,
+                amount: threshold,
+            };
+            let target = self.reader_mut().position() + threshold as u64;
+            self.edge.readers_target.fetch_min(target, Ordering::SeqCst);
+            fence(Ordering::SeqCst);
+            if !rt.abort.load(Ordering::SeqCst) && self.ready(threshold)?.is_none() {
+                rt.check_stall(&mut s);
+                if matches!(s.status[self.node], Status::Blocked { .. }) {
+                    s = self
+                        .edge
+                        .readers_cv
+                        .wait(s)
+                        .unwrap_or_else(PoisonError::into_inner);
+                }
+            }
+            s.status[self.node] = Status::Running;
+        };
+        let r = self
+            .r
+            .as_mut()
+            .unwrap_or_else(|| unreachable!("input used after drop"));
+        match r.peek(t) {
+            Ok(s) => Ok(s),
+            Err(source) => Err(Error::Port {
+                node: self.rt.node_name(self.node),
+                port: self.port.clone(),
+                source,
+            }),
+        }
+    }
+
+    /// Releases the first `m` readable items.
+    pub fn consume(&mut self, m: usize) -> Result<(), Error> {
+        if let Err(e) = self.reader_mut().consume(m) {
+            return Err(self.port_error(e));
+        }
+        fence(Ordering::SeqCst);
+        if self.edge.writer_target.load(Ordering::SeqCst) <= self.reader_mut().position() {
+            self.rt.wake(&self.edge, Side::Write);
+        }
+        Ok(())
+    }
+
+    /// Capacity of the queue in items, as this reader last saw it.
+    pub fn capacity(&self) -> usize {
+        self.r.as_ref().map_or(0, Reader::capacity)
+    }
+}
+
+impl<T: Pod> Drop for Input<T> {
+    fn drop(&mut self) {
+        drop(self.r.take());
+        self.rt.wake(&self.edge, Side::Write);
+    }
+}
