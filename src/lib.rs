@@ -14,18 +14,22 @@
 //! - [`dma`]: two-way transfers, zero-copy or through standard I/O, completed by
 //!   polling, scheduled polling or interrupts.
 //! - [`sim`]: the emulated fabric the driver runs against without an FPGA.
-//! - [`bench`]: the experiments behind `dmaflow bench`.
+//! - [`rig`]: emulated boards ready to use (fabric, drivers, DMA memory) and the
+//!   coprocessor set-ups on them.
+//!
+//! The experiments, reports and command line (`dmaflow bench`, `fir`, `bgsub`,
+//! `info`) live in the `dmaflow-cli` crate; this library depends on none of them.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
 
 pub mod axi;
-pub mod bench;
 pub mod dma;
 pub mod dsp;
 pub mod graph;
 pub mod mem;
 pub mod platform;
+pub mod rig;
 pub mod ring;
 pub mod sim;
 mod sync;
@@ -55,7 +59,7 @@ pub enum Error {
     /// A transfer failed.
     #[error(transparent)]
     Dma(#[from] dma::Error),
-    /// A benchmark failed.
+    /// An emulated board could not be set up or driven.
     #[error(transparent)]
-    Bench(#[from] bench::Error),
+    Rig(#[from] rig::Error),
 }

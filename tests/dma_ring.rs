@@ -2,10 +2,10 @@
 //! and data path moves every packet intact and in order, through many turns of
 //! the descriptor rings; bad input is refused by name.
 
-use dmaflow::bench::Rig;
 use dmaflow::dma::{Completion, Error, PacketRing};
 use dmaflow::mem::CachePolicy;
 use dmaflow::platform::MemoryModel;
+use dmaflow::rig::Rig;
 use dmaflow::sim::{Clock, Loopback};
 
 fn payload(seq: usize, len: usize) -> Vec<u8> {

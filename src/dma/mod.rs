@@ -453,9 +453,9 @@ pub fn two_way_together<R: RegisterSpace, I: IrqLine>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::Rig;
     use crate::mem::CachePolicy;
     use crate::platform::order::count;
+    use crate::rig::Rig;
     use crate::sim::{Clock, Loopback};
 
     /// The ordering contract is kept on every path: a write barrier before each

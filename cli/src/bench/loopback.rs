@@ -7,9 +7,9 @@ use std::time::Instant;
 use serde_json::json;
 
 use super::{Error, bytes_label, median, table};
-use crate::dma::{Completion, Partition, Proxy, Timing};
-use crate::platform::MemoryModel;
-use crate::sim::Clock;
+use dmaflow::dma::{Completion, Partition, Proxy, Timing};
+use dmaflow::platform::MemoryModel;
+use dmaflow::sim::Clock;
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -148,7 +148,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
         false,
         super::policy_for(cfg.memory),
         cfg.memory,
-        Box::new(crate::sim::Loopback),
+        Box::new(dmaflow::sim::Loopback),
     )?;
     let engine = &rig.engines[0];
     let mut rows = Vec::new();

@@ -17,8 +17,8 @@ use serde_json::json;
 
 use super::plot::{LinePlot, Series, write_svg};
 use super::{Error, median, table};
-use crate::dsp::fir::{Mode, OverlapSave, add_node, flops_per_block};
-use crate::graph::Graph;
+use dmaflow::dsp::fir::{Mode, OverlapSave, add_node, flops_per_block};
+use dmaflow::graph::Graph;
 
 /// What to measure.
 #[derive(Debug, Clone)]

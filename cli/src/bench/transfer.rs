@@ -10,10 +10,10 @@ use std::time::Instant;
 use serde_json::json;
 
 use super::{Error, Rig, bytes_label, median, table};
-use crate::dma::{Completion, PacketRing};
-use crate::mem::CachePolicy;
-use crate::platform::MemoryModel;
-use crate::sim::{Clock, Loopback};
+use dmaflow::dma::{Completion, PacketRing};
+use dmaflow::mem::CachePolicy;
+use dmaflow::platform::MemoryModel;
+use dmaflow::sim::{Clock, Loopback};
 
 /// The Zynq HP port: 150 MHz x 8 bytes.
 pub const HP_PORT: Clock = Clock::Rate {
@@ -111,7 +111,7 @@ fn intact(seq: u64, len: usize, p: &[u8]) -> bool {
 
 /// Streams `packets` packets of `bytes` through `ring`; returns the seconds taken.
 fn stream(
-    ring: &mut PacketRing<'_, crate::platform::sim::SimRegisters, crate::platform::sim::SimIrq>,
+    ring: &mut PacketRing<'_, dmaflow::platform::sim::SimRegisters, dmaflow::platform::sim::SimIrq>,
     bytes: usize,
     packets: usize,
     copy: bool,

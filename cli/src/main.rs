@@ -4,10 +4,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use dmaflow::bench;
-use dmaflow::bench::report::{Report, RunInfo};
-use dmaflow::dsp::fir;
+use dmaflow::dsp::fir::Mode;
 use dmaflow::platform::MemoryModel;
+use dmaflow_cli::bench;
+use dmaflow_cli::bench::report::{Report, RunInfo};
+use dmaflow_cli::files;
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// Move streams of data between programs and accelerators, and measure how fast.
@@ -185,7 +186,7 @@ fn run_experiment(
     quick: bool,
     memory: MemoryModel,
     progress: &mut dyn FnMut(&str),
-) -> Result<Report, dmaflow::Error> {
+) -> Result<Report, bench::Error> {
     macro_rules! exp {
         ($m:ident $(, $set:ident)?) => {{
             #[allow(unused_mut)]
@@ -211,8 +212,7 @@ fn run_experiment(
             return Err(bench::Error::Peer {
                 peer: "bench",
                 reason: "`all` names a list of experiments, not one".into(),
-            }
-            .into());
+            });
         }
     })
 }
@@ -223,7 +223,7 @@ fn run_bench(
     memory: MemoryModel,
     json: bool,
     out: &Path,
-) -> Result<(), dmaflow::Error> {
+) -> Result<(), bench::Error> {
     let list = match experiment {
         Experiment::All => vec![
             Experiment::Ring,
@@ -282,7 +282,7 @@ fn run_bench(
 }
 
 fn run_fir_file(taps: &Path, input: &Path, output: &Path, fft: Option<usize>) -> ExitCode {
-    match fir::filter_file(taps, input, output, fft, fir::Mode::ZeroCopy) {
+    match files::fir::filter_file(taps, input, output, fft, Mode::ZeroCopy) {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("dmaflow fir: {e}");
@@ -297,7 +297,7 @@ fn run_bgsub(
     output: &Path,
     device: BgsubDevice,
 ) -> ExitCode {
-    use bench::bgsub::{Device, FileError, bgsub_file};
+    use files::bgsub::{Device, FileError, bgsub_file};
     let device = match device {
         BgsubDevice::Sim => Device::Sim,
         BgsubDevice::Cpu => Device::Cpu,

@@ -9,9 +9,9 @@ use std::time::Instant;
 use serde_json::json;
 
 use super::{Error, Rig, table};
-use crate::dma::{Completion, Proxy};
-use crate::platform::MemoryModel;
-use crate::sim::{Clock, Loopback};
+use dmaflow::dma::{Completion, Proxy};
+use dmaflow::platform::MemoryModel;
+use dmaflow::sim::{Clock, Loopback};
 
 /// The paper's fabric: 100 MHz, one byte per cycle.
 pub const FABRIC: Clock = Clock::Rate {

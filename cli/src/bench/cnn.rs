@@ -1,5 +1,5 @@
 //! `dmaflow bench cnn`: paper 002's Table I. A five-layer int16 convolutional
-//! network (the RoShamBo network's layer sizes, [`crate::dsp::conv::roshambo`]) run
+//! network (the RoShamBo network's layer sizes, [`dmaflow::dsp::conv::roshambo`]) run
 //! layer by layer on a convolution coprocessor in the fabric ([`ConvCore`]): for
 //! each layer the parameters and input feature maps go out in one transfer and
 //! the output feature maps come back (single buffer, `Unique`, as in the paper's
@@ -11,10 +11,10 @@ use std::time::Instant;
 use serde_json::json;
 
 use super::{Error, Rig, median, table};
-use crate::dma::{Completion, Proxy, Timing};
-use crate::dsp::conv::{Layer, from_bytes, input_frame, roshambo};
-use crate::platform::MemoryModel;
-use crate::sim::{Clock, ConvCore};
+use dmaflow::dma::{Completion, Proxy, Timing};
+use dmaflow::dsp::conv::{Layer, from_bytes, input_frame, roshambo};
+use dmaflow::platform::MemoryModel;
+use dmaflow::sim::{Clock, ConvCore};
 
 /// The fabric clock: the Zynq HP port (150 MHz x 8 B).
 pub const FABRIC: Clock = super::transfer::HP_PORT;
@@ -155,7 +155,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
     for l in &net {
         let s = l.shape(h, w);
         sizes.push((
-            2 * (crate::dsp::conv::HEADER_WORDS + l.weights.len() + l.bias.len())
+            2 * (dmaflow::dsp::conv::HEADER_WORDS + l.weights.len() + l.bias.len())
                 + 2 * l.in_maps * h * w,
             s.out_bytes(),
         ));
@@ -373,7 +373,7 @@ mod tests {
 
     #[test]
     fn the_core_refuses_a_malformed_layer() {
-        use crate::sim::StreamProcessor;
+        use dmaflow::sim::StreamProcessor;
         let mut core = ConvCore::new();
         let mut out = vec![Vec::new()];
         core.process(&[&[1, 0, 2]], &mut out);

@@ -12,14 +12,8 @@ pub mod transfer;
 pub mod twoway;
 
 use std::fmt::Write as _;
-use std::sync::Arc;
 
-use crate::axi::{AxiDma, Config as AxiConfig};
-use crate::dma::Engine;
-use crate::mem::{CachePolicy, DmaPool};
-use crate::platform::MemoryModel;
-use crate::platform::sim::{DEFAULT_DDR_BASE, SimBoard, SimIrq, SimRegisters};
-use crate::sim::{Clock, Fabric, StreamProcessor};
+use dmaflow::platform::MemoryModel;
 
 /// What went wrong while running an experiment.
 #[derive(Debug, thiserror::Error)]
@@ -27,10 +21,10 @@ use crate::sim::{Clock, Fabric, StreamProcessor};
 pub enum Error {
     /// A queue under test failed.
     #[error("queue under test failed: {0}")]
-    Ring(#[from] crate::ring::Error),
+    Ring(#[from] dmaflow::ring::Error),
     /// A process network under test failed.
     #[error("graph under test failed: {0}")]
-    Graph(#[from] crate::graph::Error),
+    Graph(#[from] dmaflow::graph::Error),
     /// A plot could not be written.
     #[error(transparent)]
     Plot(#[from] plot::PlotError),
@@ -62,29 +56,25 @@ pub enum Error {
     },
     /// The emulated board could not be set up.
     #[error("emulated board: {0}")]
-    Platform(#[from] crate::platform::Error),
+    Platform(#[from] dmaflow::platform::Error),
     /// DMA memory ran out or failed.
     #[error(transparent)]
-    Mem(#[from] crate::mem::Error),
+    Mem(#[from] dmaflow::mem::Error),
     /// The DMA engine failed.
     #[error(transparent)]
-    Axi(#[from] crate::axi::Error),
+    Axi(#[from] dmaflow::axi::Error),
     /// A transfer failed.
     #[error(transparent)]
-    Dma(#[from] crate::dma::Error),
+    Dma(#[from] dmaflow::dma::Error),
+    /// An emulated board could not be set up or driven.
+    #[error(transparent)]
+    Rig(#[from] dmaflow::rig::Error),
     /// A worker thread panicked.
     #[error("worker thread of {0} panicked")]
     Panicked(&'static str),
 }
 
-/// The cache policy a board's memory needs: none on a coherent board, explicit
-/// maintenance on a non-coherent one (without it the CPU reads stale data).
-pub fn policy_for(model: MemoryModel) -> CachePolicy {
-    match model {
-        MemoryModel::Coherent => CachePolicy::Coherent,
-        MemoryModel::NonCoherent => CachePolicy::Explicit,
-    }
-}
+pub use dmaflow::rig::{Rig, SimEngine, policy_for};
 
 /// Says in a report's heading which board memory it ran on, when not coherent.
 pub fn on_board(heading: String, model: MemoryModel) -> String {
@@ -93,75 +83,6 @@ pub fn on_board(heading: String, model: MemoryModel) -> String {
         MemoryModel::NonCoherent => {
             format!("{heading} [non-coherent board, explicit cache maintenance]")
         }
-    }
-}
-
-/// An engine on the emulated fabric, as a program on a board sees it.
-pub type SimEngine = Engine<SimRegisters, SimIrq>;
-
-/// An emulated board with its fabric running and a driver for each of its AXI DMA
-/// engines, all sharing one pool of DMA memory.
-pub struct Rig {
-    /// Drivers, engine i at register window i.
-    pub engines: Vec<SimEngine>,
-    /// The fabric (kept running while the rig lives).
-    pub fabric: Fabric,
-    /// The board.
-    pub board: SimBoard,
-}
-
-impl Rig {
-    /// A coherent board with `ddr_bytes` of DMA memory under `policy`, a fabric
-    /// clocked at `clock` (scatter-gather if `sg`) around `processor`.
-    pub fn new(
-        ddr_bytes: usize,
-        clock: Clock,
-        sg: bool,
-        policy: CachePolicy,
-        processor: Box<dyn StreamProcessor>,
-    ) -> Result<Self, Error> {
-        Self::with_model(
-            ddr_bytes,
-            clock,
-            sg,
-            policy,
-            MemoryModel::Coherent,
-            processor,
-        )
-    }
-
-    /// Like [`new`](Self::new), on a board whose CPU caches relate to its DMA
-    /// memory as `model` says.
-    pub fn with_model(
-        ddr_bytes: usize,
-        clock: Clock,
-        sg: bool,
-        policy: CachePolicy,
-        model: MemoryModel,
-        processor: Box<dyn StreamProcessor>,
-    ) -> Result<Self, Error> {
-        let n = processor.streams().max(1);
-        let board = SimBoard::with_model(n, ddr_bytes, DEFAULT_DDR_BASE, 2 * n, model)?;
-        let fabric = Fabric::with_processor(&board, clock, sg, processor)?;
-        // The design's length register is as wide as the driver expects.
-        fabric.set_length_width(AxiConfig::default().length_width)?;
-        let pool = DmaPool::new(Arc::new(board.memory()?), policy);
-        let engines = (0..n)
-            .map(|i| {
-                let dma = AxiDma::new(board.registers(i)?, AxiConfig::default())?;
-                Ok(Engine::new(
-                    dma,
-                    board.irq(2 * i)?,
-                    board.irq(2 * i + 1)?,
-                    pool.clone(),
-                ))
-            })
-            .collect::<Result<_, Error>>()?;
-        Ok(Rig {
-            engines,
-            fabric,
-            board,
-        })
     }
 }
 

@@ -15,7 +15,7 @@ use std::time::Instant;
 use serde_json::json;
 
 use super::{Error, bytes_label, median, table};
-use crate::ring::{Builder, Wait};
+use dmaflow::ring::{Builder, Wait};
 
 /// Size of one item in bytes.
 const ITEM: usize = std::mem::size_of::<f32>();

@@ -1,0 +1,251 @@
+//! `dmaflow bench bgsub`: paper 000's application. Approximate-median background
+//! subtraction as a coprocessor in the fabric ([`BgSubCore`]), fed through two
+//! AXI DMA engines (frame and background in, new background and mask out, the
+//! paper's two channels) at 100 MHz x 1 B, against the software implementation
+//! ([`dmaflow::dsp::bgsub`]) on the CPU; every mask is checked frame by frame.
+
+use std::time::Instant;
+
+use serde_json::json;
+
+use super::{Error, median, table};
+use dmaflow::dma::Completion;
+use dmaflow::dsp::bgsub::{BackgroundSubtractor, Params, synthetic_frames};
+use dmaflow::platform::MemoryModel;
+use dmaflow::rig::BgSubCoprocessor;
+use dmaflow::sim::Clock;
+
+/// The paper's fabric clock: 100 MHz x 1 B.
+pub const FABRIC: Clock = super::twoway::FABRIC;
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Frame width.
+    pub width: usize,
+    /// Frame height.
+    pub height: usize,
+    /// Frames per run.
+    pub frames: usize,
+    /// The board's memory (a non-coherent one runs with explicit maintenance).
+    pub memory: MemoryModel,
+}
+
+impl Config {
+    /// VGA frames as in the paper.
+    pub fn full() -> Self {
+        Config {
+            width: 640,
+            height: 480,
+            frames: 200,
+            memory: MemoryModel::Coherent,
+        }
+    }
+
+    /// Fewer frames.
+    pub fn quick() -> Self {
+        Config {
+            frames: 40,
+            ..Self::full()
+        }
+    }
+
+    /// A tiny run for tests.
+    pub fn tiny() -> Self {
+        Config {
+            width: 40,
+            height: 30,
+            frames: 6,
+            memory: MemoryModel::Coherent,
+        }
+    }
+}
+
+/// One device's run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// `fabric` (the coprocessor through DMA) or `cpu`.
+    pub device: &'static str,
+    /// Frame width.
+    pub width: usize,
+    /// Frame height.
+    pub height: usize,
+    /// Frames processed.
+    pub frames: usize,
+    /// Seconds for all of them.
+    pub seconds: f64,
+    /// Median milliseconds per frame.
+    pub frame_ms: f64,
+    /// Frames per second at the median frame time (this machine's host steals
+    /// CPU time in bursts; the median is what the path itself sustains).
+    pub frames_per_s: f64,
+    /// Every mask equal to the software implementation's.
+    pub verified: bool,
+}
+
+/// Runs both devices on the same synthetic video.
+pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
+    let p = Params::new(cfg.width, cfg.height, 25, true).map_err(|e| Error::Peer {
+        peer: "bgsub",
+        reason: e.to_string(),
+    })?;
+    let n = p.frame_bytes();
+    let video = synthetic_frames(&p, cfg.frames, 7);
+    let row = |device, times: &[f64], verified| {
+        let frame_ms = median(times) * 1e3;
+        Row {
+            device,
+            width: cfg.width,
+            height: cfg.height,
+            frames: cfg.frames,
+            seconds: times.iter().sum(),
+            frame_ms,
+            frames_per_s: 1e3 / frame_ms,
+            verified,
+        }
+    };
+    progress("bgsub cpu");
+    let mut sw = BackgroundSubtractor::new(p);
+    let mut expected = vec![0u8; video.len()];
+    let mut times = Vec::with_capacity(cfg.frames);
+    for (f, m) in video.chunks(n).zip(expected.chunks_mut(n)) {
+        let t0 = Instant::now();
+        sw.process(f, m).map_err(|e| Error::Peer {
+            peer: "bgsub",
+            reason: e.to_string(),
+        })?;
+        times.push(t0.elapsed().as_secs_f64());
+    }
+    let cpu = row("cpu", &times, true);
+    progress("bgsub fabric");
+    let mut hw = BgSubCoprocessor::on(p, FABRIC, Completion::Poll, cfg.memory)?;
+    let mut masks = vec![0u8; video.len()];
+    let mut times = Vec::with_capacity(cfg.frames);
+    for (f, m) in video.chunks(n).zip(masks.chunks_mut(n)) {
+        let t0 = Instant::now();
+        hw.process(f, m)?;
+        times.push(t0.elapsed().as_secs_f64());
+    }
+    let verified = masks == expected && Some(hw.background()) == sw.background();
+    Ok(vec![row("fabric", &times, verified), cpu])
+}
+
+/// The result as a table.
+pub fn render(rows: &[Row]) -> String {
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.device.to_string(),
+                format!("{}x{}", r.width, r.height),
+                r.frames.to_string(),
+                format!("{:.1}", r.frames_per_s),
+                format!("{:.3}", r.frame_ms),
+                if r.verified { "yes" } else { "NO" }.to_string(),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "device",
+            "frame",
+            "frames",
+            "frames/s",
+            "median ms/frame",
+            "verified",
+        ],
+        &cells,
+    )
+}
+
+/// The result as `{"experiment":"bgsub","rows":[...]}`.
+pub fn json(rows: &[Row]) -> serde_json::Value {
+    json!({
+        "experiment": "bgsub",
+        "rows": rows.iter().map(|r| json!({
+            "device": r.device,
+            "width": r.width,
+            "height": r.height,
+            "frames": r.frames,
+            "seconds": r.seconds,
+            "frame_ms": r.frame_ms,
+            "frames_per_s": r.frames_per_s,
+            "verified": r.verified,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// The run as a report.
+pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
+    // Frame and background stream in side by side, one engine each.
+    let ideal = 100e6 / (cfg.width * cfg.height) as f64;
+    super::report::Report {
+        experiment: "bgsub",
+        heading: super::on_board(
+            format!(
+                "bgsub: {} frames of {}x{}, coprocessor on two DMA engines at 100 MHz x 1 B \
+             (the fabric's bound: {ideal:.1} frames/s) vs the software implementation",
+                cfg.frames, cfg.width, cfg.height
+            ),
+            cfg.memory,
+        ),
+        text: render(rows),
+        json: json(rows),
+        plots: vec![super::plot::LinePlot {
+            title: "Background subtraction: frames per second".into(),
+            x_label: "frame".into(),
+            y_label: "frames/s".into(),
+            log_x: false,
+            log_y: false,
+            series: rows
+                .iter()
+                .map(|r| super::plot::Series {
+                    label: r.device.into(),
+                    points: vec![(0.0, r.frames_per_s), (r.frames as f64, r.frames_per_s)],
+                })
+                .collect(),
+        }],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_on_the_non_coherent_board_with_its_data_checked() {
+        // Every transfer's data is checked by the run: a missing cache operation
+        // fails it with stale data.
+        let cfg = Config {
+            memory: MemoryModel::NonCoherent,
+            ..Config::tiny()
+        };
+        let rows = run(&cfg, |_| {}).unwrap();
+        assert!(!rows.is_empty());
+        assert!(rows.iter().all(|r| r.verified), "{rows:?}");
+    }
+
+    #[test]
+    fn tiny_run_verifies_every_frame_and_is_consistent() {
+        let rows = run(&Config::tiny(), |_| {}).unwrap();
+        assert_eq!(rows.len(), 2);
+        for r in &rows {
+            assert!(r.verified, "{r:?}");
+            assert!((1e3 / r.frame_ms - r.frames_per_s).abs() < 1e-9 * r.frames_per_s);
+            assert!(r.frame_ms * 1e-3 <= r.seconds, "{r:?}");
+        }
+        // The fabric cannot beat its clock: two 1200-byte streams side by side at
+        // 100 MB/s take 12 us a frame.
+        let fabric = &rows[0];
+        assert!(fabric.frame_ms >= 1200.0 / 100e6 * 1e3, "{fabric:?}");
+        assert_eq!(json(&rows)["rows"][0]["device"], "fabric");
+    }
+
+    #[test]
+    fn a_frame_of_the_wrong_size_is_refused() {
+        let p = Params::new(8, 8, 25, true).unwrap();
+        let mut hw = BgSubCoprocessor::new(p, Clock::Unlimited, Completion::Poll).unwrap();
+        assert!(hw.process(&[0u8; 63], &mut [0u8; 64]).is_err());
+        hw.process(&[5u8; 64], &mut [1u8; 64]).unwrap();
+    }
+}

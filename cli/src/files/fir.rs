@@ -1,0 +1,236 @@
+//! `dmaflow fir`'s file tool: a file of little-endian `f32` samples through a
+//! file source -> FIR -> file sink process network, the output appearing only on
+//! success.
+
+use dmaflow::dsp::fir::{Error, Mode, OverlapSave, add_node};
+use dmaflow::graph;
+
+/// Why a file could not be filtered.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FileError {
+    /// A file could not be opened, read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// A file of `f32` samples whose length is not a multiple of 4 bytes.
+    #[error(
+        "{path}: {len} bytes is not a whole number of little-endian f32 samples (4 bytes each)"
+    )]
+    BadLength {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Its length in bytes.
+        len: u64,
+    },
+    /// The taps or FFT length make no filter.
+    #[error("{0}")]
+    Filter(#[from] Error),
+    /// The input is not a file of samples (a directory, say).
+    #[error("{path}: not a file of samples ({what})")]
+    NotAFile {
+        /// The path given.
+        path: std::path::PathBuf,
+        /// What it is.
+        what: &'static str,
+    },
+    /// The output's directory does not exist.
+    #[error("{path}: its directory does not exist")]
+    NoDirectory {
+        /// The output path given.
+        path: std::path::PathBuf,
+    },
+    /// The filtering graph failed.
+    #[error("{0}")]
+    Graph(#[from] graph::Error),
+}
+
+impl FileError {
+    /// Whether the error is the caller's input (a missing or malformed file, a bad
+    /// filter) rather than a failure while running.
+    pub fn is_bad_input(&self) -> bool {
+        matches!(
+            self,
+            FileError::Io { .. }
+                | FileError::BadLength { .. }
+                | FileError::Filter(_)
+                | FileError::NotAFile { .. }
+                | FileError::NoDirectory { .. }
+        )
+    }
+}
+
+fn io_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> FileError + '_ {
+    move |source| FileError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Reads a whole file of little-endian `f32` samples.
+pub fn read_f32_file(path: &std::path::Path) -> Result<Vec<f32>, FileError> {
+    let bytes = std::fs::read(path).map_err(io_err(path))?;
+    if bytes.len() % 4 != 0 {
+        return Err(FileError::BadLength {
+            path: path.to_path_buf(),
+            len: bytes.len() as u64,
+        });
+    }
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
+}
+
+/// Filters the samples of `input` into `output` through a file source -> FIR ->
+/// file sink graph. The output appears only when everything succeeded: it is written
+/// to a temporary file beside it and renamed at the end. Returns the number of
+/// samples filtered.
+pub fn filter_file(
+    taps: &std::path::Path,
+    input: &std::path::Path,
+    output: &std::path::Path,
+    fft_len: Option<usize>,
+    mode: Mode,
+) -> Result<u64, FileError> {
+    use std::io::{Read, Write};
+    use std::sync::{Arc, Mutex, PoisonError};
+
+    let taps = read_f32_file(taps)?;
+    let fir = OverlapSave::new(&taps, fft_len)?;
+    let mut src = std::fs::File::open(input).map_err(io_err(input))?;
+    let meta = src.metadata().map_err(io_err(input))?;
+    if meta.is_dir() {
+        return Err(FileError::NotAFile {
+            path: input.to_path_buf(),
+            what: "a directory",
+        });
+    }
+    // A regular file's length is known up front; a pipe's or a /proc file's is
+    // found by reading to the end.
+    if meta.is_file() && meta.len() != 0 && meta.len() % 4 != 0 {
+        return Err(FileError::BadLength {
+            path: input.to_path_buf(),
+            len: meta.len(),
+        });
+    }
+    let dir = match output.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    if !dir.is_dir() {
+        return Err(FileError::NoDirectory {
+            path: output.to_path_buf(),
+        });
+    }
+    let name = output
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "output".into());
+    let tmp = output.with_file_name(format!(".{name}.{}.partial", std::process::id()));
+    // Removes the temporary file on every way out but success.
+    struct Partial(Option<std::path::PathBuf>);
+    impl Drop for Partial {
+        fn drop(&mut self) {
+            if let Some(p) = self.0.take() {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+    }
+    let sink_file = std::fs::File::create(&tmp).map_err(|source| FileError::Io {
+        path: output.to_path_buf(),
+        source,
+    })?;
+    let mut partial = Partial(Some(tmp.clone()));
+
+    let n = fir.fft_len();
+    let chunk = (64 << 10).max(n);
+    let mut g = graph::Graph::new();
+    let (mut s_out, f_in) =
+        g.connect_with_capacity::<f32>(("file-source", "out"), ("fir", "in"), 2 * chunk + n)?;
+    let (f_out, mut k_in) =
+        g.connect_with_capacity::<f32>(("fir", "out"), ("file-sink", "in"), 2 * chunk)?;
+    let in_path = input.to_path_buf();
+    // What the source read, and the input's length if it ends mid-sample.
+    let read = Arc::new(Mutex::new((0u64, None::<u64>)));
+    let seen = read.clone();
+    g.node("file-source", move || {
+        loop {
+            let slots = s_out.reserve(chunk)?;
+            // Read straight into the queue's slots; samples are little-endian on
+            // disk. Short reads (pipes) are read on until the chunk is full or the
+            // input ends.
+            let bytes: &mut [u8] = bytemuck::cast_slice_mut(slots);
+            let want = bytes.len();
+            let mut filled = 0;
+            while filled < want {
+                match src.read(&mut bytes[filled..]) {
+                    Ok(0) => break,
+                    Ok(k) => filled += k,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(format!("{}: {e}", in_path.display()).into()),
+                }
+            }
+            let whole = filled / 4;
+            if cfg!(target_endian = "big") {
+                for x in slots[..whole].iter_mut() {
+                    *x = f32::from_bits(u32::from_le(x.to_bits()));
+                }
+            }
+            s_out.commit(whole)?;
+            let mut r = seen.lock().unwrap_or_else(PoisonError::into_inner);
+            r.0 += whole as u64;
+            if filled < want {
+                if filled % 4 != 0 {
+                    let len = r.0 * 4 + (filled % 4) as u64;
+                    r.1 = Some(len);
+                    return Err(format!(
+                        "{}: {len} bytes is not a whole number of samples",
+                        in_path.display()
+                    )
+                    .into());
+                }
+                return Ok(());
+            }
+        }
+    })?;
+    add_node(&mut g, "fir", fir, mode, f_in, f_out)?;
+    let tmp_path = tmp.clone();
+    g.node("file-sink", move || {
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, sink_file);
+        loop {
+            let s = k_in.peek(1)?;
+            if s.is_empty() {
+                break;
+            }
+            for x in s {
+                w.write_all(&x.to_le_bytes())
+                    .map_err(|e| format!("{}: {e}", tmp_path.display()))?;
+            }
+            let k = s.len();
+            k_in.consume(k)?;
+        }
+        w.flush()
+            .map_err(|e| format!("{}: {e}", tmp_path.display()))?;
+        w.get_ref()
+            .sync_all()
+            .map_err(|e| format!("{}: {e}", tmp_path.display()))?;
+        Ok(())
+    })?;
+    let result = g.run();
+    let (samples, bad_len) = *read.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(len) = bad_len {
+        return Err(FileError::BadLength {
+            path: input.to_path_buf(),
+            len,
+        });
+    }
+    result?;
+    std::fs::rename(&tmp, output).map_err(io_err(output))?;
+    partial.0 = None;
+    Ok(samples)
+}

@@ -1,0 +1,229 @@
+//! Emulated boards ready to use: a [`SimBoard`] with its fabric running around a
+//! stream processor and a driver ([`Engine`]) for each of its AXI DMA engines,
+//! all on one pool of DMA memory; and the coprocessor set-ups built on them (the
+//! background-subtraction core behind two engines). What `dmaflow bench` and
+//! `dmaflow bgsub --device sim` use, and what a program can use to try dmaflow
+//! without a board.
+
+use std::sync::Arc;
+
+use crate::axi::{AxiDma, Config as AxiConfig};
+use crate::dma::{Completion, Engine, Lane, two_way_together};
+use crate::dsp::bgsub::Params;
+use crate::mem::{CachePolicy, DmaBuf, DmaPool};
+use crate::platform::MemoryModel;
+use crate::platform::sim::{DEFAULT_DDR_BASE, SimBoard, SimIrq, SimRegisters};
+use crate::sim::{BgSubCore, Clock, Fabric, StreamProcessor};
+
+/// What went wrong setting up or driving an emulated board.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The emulated board could not be set up.
+    #[error("emulated board: {0}")]
+    Platform(#[from] crate::platform::Error),
+    /// DMA memory ran out or failed.
+    #[error(transparent)]
+    Mem(#[from] crate::mem::Error),
+    /// The DMA engine failed.
+    #[error(transparent)]
+    Axi(#[from] crate::axi::Error),
+    /// A transfer failed.
+    #[error(transparent)]
+    Dma(#[from] crate::dma::Error),
+    /// A frame or mask of the wrong length.
+    #[error("a {len}-byte frame or mask for a coprocessor of {frame}-byte frames")]
+    FrameLength {
+        /// Bytes given.
+        len: usize,
+        /// Bytes per frame.
+        frame: usize,
+    },
+    /// The coprocessor answered with fewer bytes than a frame.
+    #[error("the coprocessor answered {got} bytes for a {frame}-byte frame")]
+    ShortAnswer {
+        /// Bytes received (the shortest lane).
+        got: usize,
+        /// Bytes per frame.
+        frame: usize,
+    },
+}
+
+/// An engine on the emulated fabric, as a program on a board sees it.
+pub type SimEngine = Engine<SimRegisters, SimIrq>;
+
+/// The cache policy a board's memory needs: none on a coherent board, explicit
+/// maintenance on a non-coherent one (without it the CPU reads stale data).
+pub fn policy_for(model: MemoryModel) -> CachePolicy {
+    match model {
+        MemoryModel::Coherent => CachePolicy::Coherent,
+        MemoryModel::NonCoherent => CachePolicy::Explicit,
+    }
+}
+
+/// An emulated board with its fabric running and a driver for each of its AXI DMA
+/// engines, all sharing one pool of DMA memory.
+pub struct Rig {
+    /// Drivers, engine i at register window i.
+    pub engines: Vec<SimEngine>,
+    /// The fabric (kept running while the rig lives).
+    pub fabric: Fabric,
+    /// The board.
+    pub board: SimBoard,
+}
+
+impl Rig {
+    /// A coherent board with `ddr_bytes` of DMA memory under `policy`, a fabric
+    /// clocked at `clock` (scatter-gather if `sg`) around `processor`.
+    pub fn new(
+        ddr_bytes: usize,
+        clock: Clock,
+        sg: bool,
+        policy: CachePolicy,
+        processor: Box<dyn StreamProcessor>,
+    ) -> Result<Self, Error> {
+        Self::with_model(
+            ddr_bytes,
+            clock,
+            sg,
+            policy,
+            MemoryModel::Coherent,
+            processor,
+        )
+    }
+
+    /// Like [`new`](Self::new), on a board whose CPU caches relate to its DMA
+    /// memory as `model` says.
+    pub fn with_model(
+        ddr_bytes: usize,
+        clock: Clock,
+        sg: bool,
+        policy: CachePolicy,
+        model: MemoryModel,
+        processor: Box<dyn StreamProcessor>,
+    ) -> Result<Self, Error> {
+        let n = processor.streams().max(1);
+        let board = SimBoard::with_model(n, ddr_bytes, DEFAULT_DDR_BASE, 2 * n, model)?;
+        let fabric = Fabric::with_processor(&board, clock, sg, processor)?;
+        // The design's length register is as wide as the driver expects.
+        fabric.set_length_width(AxiConfig::default().length_width)?;
+        let pool = DmaPool::new(Arc::new(board.memory()?), policy);
+        let engines = (0..n)
+            .map(|i| {
+                let dma = AxiDma::new(board.registers(i)?, AxiConfig::default())?;
+                Ok(Engine::new(
+                    dma,
+                    board.irq(2 * i)?,
+                    board.irq(2 * i + 1)?,
+                    pool.clone(),
+                ))
+            })
+            .collect::<Result<_, Error>>()?;
+        Ok(Rig {
+            engines,
+            fabric,
+            board,
+        })
+    }
+}
+
+/// The background-subtraction coprocessor (paper 000) on its emulated board,
+/// driven zero-copy through two engines: frames go into DMA buffers, and the new
+/// background it returns is the next frame's background input (two buffers,
+/// swapped), so the background never passes through the CPU.
+pub struct BgSubCoprocessor {
+    params: Params,
+    rig: Rig,
+    frame: DmaBuf<u8>,
+    mask: DmaBuf<u8>,
+    /// Background in, background out (swapped after each frame).
+    background: [DmaBuf<u8>; 2],
+    started: bool,
+    completion: Completion,
+}
+
+impl BgSubCoprocessor {
+    /// A coprocessor for `params`, clocked at `clock`, waited for by `completion`,
+    /// on a coherent board.
+    pub fn new(params: Params, clock: Clock, completion: Completion) -> Result<Self, Error> {
+        Self::on(params, clock, completion, MemoryModel::Coherent)
+    }
+
+    /// Like [`new`](Self::new), on a board with memory `model` (a non-coherent
+    /// one with explicit cache maintenance).
+    pub fn on(
+        params: Params,
+        clock: Clock,
+        completion: Completion,
+        model: MemoryModel,
+    ) -> Result<Self, Error> {
+        let n = params.frame_bytes();
+        let rig = Rig::with_model(
+            (4 * n + (1 << 20)).next_power_of_two(),
+            clock,
+            false,
+            policy_for(model),
+            model,
+            Box::new(BgSubCore::new(params)),
+        )?;
+        let pool = rig.engines[0].pool().clone();
+        Ok(BgSubCoprocessor {
+            params,
+            frame: pool.alloc(n)?,
+            mask: pool.alloc(n)?,
+            background: [pool.alloc(n)?, pool.alloc(n)?],
+            rig,
+            started: false,
+            completion,
+        })
+    }
+
+    /// Processes the next frame into `mask` (the first frame is also the initial
+    /// background).
+    pub fn process(&mut self, frame: &[u8], mask: &mut [u8]) -> Result<(), Error> {
+        let n = self.params.frame_bytes();
+        for len in [frame.len(), mask.len()] {
+            if len != n {
+                return Err(Error::FrameLength { len, frame: n });
+            }
+        }
+        self.frame.as_mut_slice().copy_from_slice(frame);
+        if !self.started {
+            self.background[0].as_mut_slice().copy_from_slice(frame);
+            self.started = true;
+        }
+        let [bg_in, bg_out] = &mut self.background;
+        let (e0, e1) = (&self.rig.engines[0], &self.rig.engines[1]);
+        let got = two_way_together(
+            &mut [
+                Lane {
+                    engine: e0,
+                    tx: &self.frame,
+                    tx_len: n,
+                    rx: bg_out,
+                },
+                Lane {
+                    engine: e1,
+                    tx: bg_in,
+                    tx_len: n,
+                    rx: &mut self.mask,
+                },
+            ],
+            self.completion,
+        )?;
+        if got != [n, n] {
+            return Err(Error::ShortAnswer {
+                got: got.iter().min().copied().unwrap_or(0),
+                frame: n,
+            });
+        }
+        mask.copy_from_slice(self.mask.as_slice());
+        self.background.swap(0, 1);
+        Ok(())
+    }
+
+    /// The background model the coprocessor holds now.
+    pub fn background(&self) -> &[u8] {
+        self.background[0].as_slice()
+    }
+}
