@@ -2,7 +2,6 @@
 //! its plots as SVG, and an `index.html` that shows every table and plot of a run
 //! with the machine, date and command at the top.
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -32,11 +31,9 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
     }
 }
 
-fn csv_cell(v: &Value) -> String {
+/// A JSON value as a CSV or table cell.
+fn cell(v: &Value) -> String {
     match v {
-        Value::String(s) if s.contains([',', '"', '\n']) => {
-            format!("\"{}\"", s.replace('"', "\"\""))
-        }
         Value::String(s) => s.clone(),
         Value::Null => String::new(),
         other => other.to_string(),
@@ -44,31 +41,32 @@ fn csv_cell(v: &Value) -> String {
 }
 
 impl Report {
-    /// The rows as CSV: one column per key (in the order of the first row, then
-    /// any others), one line per row.
-    pub fn csv(&self) -> String {
-        let rows = self.json["rows"].as_array().cloned().unwrap_or_default();
+    /// The row keys: those of the first row in order, then any others.
+    fn columns(&self) -> Vec<String> {
         let mut keys: Vec<String> = Vec::new();
-        for r in &rows {
-            if let Some(o) = r.as_object() {
-                for k in o.keys() {
-                    if !keys.contains(k) {
-                        keys.push(k.clone());
-                    }
+        for r in self.json["rows"].as_array().into_iter().flatten() {
+            for k in r.as_object().into_iter().flat_map(|o| o.keys()) {
+                if !keys.contains(k) {
+                    keys.push(k.clone());
                 }
             }
         }
-        let mut out = keys.join(",");
-        out.push('\n');
-        for r in &rows {
-            let cells: Vec<String> = keys
-                .iter()
-                .map(|k| r.get(k).map(csv_cell).unwrap_or_default())
-                .collect();
-            out += &cells.join(",");
-            out.push('\n');
+        keys
+    }
+
+    /// The rows as CSV: one column per key (in the order of the first row, then
+    /// any others), one line per row.
+    pub fn csv(&self) -> String {
+        let keys = self.columns();
+        let mut w = csv::Writer::from_writer(Vec::new());
+        // Writing to memory cannot fail.
+        let _ = w.write_record(&keys);
+        for r in self.json["rows"].as_array().into_iter().flatten() {
+            let _ = w.write_record(keys.iter().map(|k| r.get(k).map(cell).unwrap_or_default()));
         }
-        out
+        w.into_inner()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
     }
 
     /// File names of the plots.
@@ -124,13 +122,6 @@ pub fn series_by<R>(
         s.points.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
     out
-}
-
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 /// Where and when a run happened.
@@ -192,37 +183,86 @@ pub fn utc(secs: u64) -> String {
     )
 }
 
-/// Writes `index.html` into `dir`: the run's machine, date and command, then each
-/// report's heading, table and plots. Returns its path.
+/// A number as a table shows it: integers whole, others to four significant
+/// digits or so.
+fn shown(v: &Value) -> (String, bool) {
+    match v {
+        Value::Number(n) if n.is_f64() => {
+            let x = n.as_f64().unwrap_or(f64::NAN);
+            let text = match x.abs() {
+                a if a >= 1000.0 => format!("{x:.0}"),
+                a if a >= 10.0 => format!("{x:.1}"),
+                a if a >= 0.1 => format!("{x:.3}"),
+                _ => format!("{x:.3e}"),
+            };
+            (text, true)
+        }
+        Value::Number(n) => (n.to_string(), true),
+        other => (cell(other), false),
+    }
+}
+
+/// Rows folded away (behind a click) from this many on.
+const FOLD_ROWS: usize = 16;
+
+/// Writes `index.html` into `dir`: the run's machine, date, command and version,
+/// what each experiment measured, then per experiment its plots, its rows as a
+/// table (folded when long, the CSV linked) and its tables as printed. Returns
+/// its path.
 pub fn write_index(dir: &Path, info: &RunInfo, reports: &[Report]) -> Result<PathBuf, Error> {
     std::fs::create_dir_all(dir).map_err(io(dir))?;
-    let mut h = String::from(
-        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>dmaflow bench</title>\n\
-         <style>body{font-family:sans-serif;max-width:60em;margin:auto}pre{background:#f4f4f4;padding:1em;overflow-x:auto}img{max-width:100%}</style>\n\
-         </head><body>\n<h1>dmaflow bench</h1>\n",
-    );
-    let _ = writeln!(
-        h,
-        "<p>Machine: {}<br>Date: {}<br>Command: <code>{}</code></p>",
-        escape(&info.machine),
-        escape(&info.date),
-        escape(&info.command)
-    );
-    for r in reports {
-        let _ = writeln!(
-            h,
-            "<h2 id=\"{0}\">{0}</h2>\n<p>{1}</p>\n<pre>{2}</pre>\n<p><a href=\"{0}.csv\">{0}.csv</a></p>",
-            r.experiment,
-            escape(&r.heading),
-            escape(&r.text)
-        );
-        for f in r.plot_files() {
-            let _ = writeln!(h, "<p><img src=\"{f}\" alt=\"{f}\"></p>");
-        }
-    }
-    h += "</body></html>\n";
+    let experiments: Vec<Value> = reports
+        .iter()
+        .map(|r| {
+            let columns = r.columns();
+            let rows: Vec<Value> = r.json["rows"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|row| {
+                    Value::Array(
+                        columns
+                            .iter()
+                            .map(|k| {
+                                let (text, num) = row.get(k).map(shown).unwrap_or_default();
+                                serde_json::json!({ "text": text, "num": num })
+                            })
+                            .collect(),
+                    )
+                })
+                .collect();
+            serde_json::json!({
+                "name": r.experiment,
+                "heading": r.heading,
+                "plots": r.plot_files(),
+                "columns": columns,
+                "fold": rows.len() >= FOLD_ROWS,
+                "rows": rows,
+                "text": r.text,
+            })
+        })
+        .collect();
+    let mut env = minijinja::Environment::new();
+    let html = env
+        .add_template("index.html", include_str!("index.html"))
+        .and_then(|()| env.get_template("index.html"))
+        .and_then(|t| {
+            t.render(minijinja::context! {
+                run => serde_json::json!({
+                    "machine": info.machine,
+                    "date": info.date,
+                    "command": info.command,
+                    "version": env!("CARGO_PKG_VERSION"),
+                }),
+                experiments => experiments,
+            })
+        })
+        .map_err(|e| Error::Io {
+            path: dir.join("index.html").display().to_string(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
     let path = dir.join("index.html");
-    std::fs::write(&path, h).map_err(io(&path))?;
+    std::fs::write(&path, html).map_err(io(&path))?;
     Ok(path)
 }
 
@@ -291,9 +331,16 @@ mod tests {
             "demo.svg",
             "demo.csv",
             "a &lt;demo&gt;",
+            "<th>bytes</th>",
+            "<td class=\"num\">64</td>",
+            "<td class=\"num\">1.500</td>",
+            "<td>zero,copy</td>",
+            env!("CARGO_PKG_VERSION"),
         ] {
             assert!(html.contains(needle), "missing {needle}");
         }
+        // A short table is open; a long one folds.
+        assert!(html.contains("<details open>"), "{html}");
     }
 
     #[test]
