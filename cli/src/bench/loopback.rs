@@ -349,18 +349,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn runs_on_the_non_coherent_board_with_its_data_checked() {
-        // Every transfer's data is checked by the run: a missing cache operation
-        // fails it with stale data.
-        let cfg = Config {
-            memory: MemoryModel::NonCoherent,
-            ..Config::tiny()
-        };
-        let rows = run(&cfg, |_| {}).unwrap();
-        assert!(!rows.is_empty());
-    }
-
-    #[test]
     fn tiny_sweep_checks_its_data_and_reports_every_point() {
         let rows = run(&Config::tiny(), |_| {}).unwrap();
         // 8 B: zerocopy + copy single/double; 4096 B adds blocks of 1 KiB for both.
