@@ -84,43 +84,46 @@ impl CpuCache {
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), map.base().add(at), bytes.len()) };
     }
 
+    /// Writes line `at` (of `n` bytes) back to DRAM if the CPU dirtied it.
+    fn write_back(&self, shadow: &mut [u8], at: usize, n: usize) {
+        // SAFETY: `at..at + n` lies inside both mappings (same size, `n` clipped
+        // to it); the bytes belong to a buffer whose owner asked for maintenance.
+        let view = unsafe { Self::read(&self.view, at, n) };
+        if view[..n] != shadow[at..at + n] {
+            // SAFETY: as above.
+            unsafe { Self::write(&self.dram, at, &view[..n]) };
+            shadow[at..at + n].copy_from_slice(&view[..n]);
+        }
+    }
+
+    /// Marks the lines of the range as written by the device and not yet
+    /// invalidated by the CPU (`true`), or as invalidated (`false`).
+    fn mark_unread(&self, offset: usize, len: usize, unread_now: bool) {
+        let mut unread = self.unread.lock().unwrap_or_else(PoisonError::into_inner);
+        for at in self.lines(offset, len).step_by(LINE) {
+            unread[at / LINE] = unread_now;
+        }
+    }
+
     /// Clean: every dirty line of the range is written back to DRAM.
     pub(crate) fn clean(&self, offset: usize, len: usize) {
         let mut shadow = self.shadow.lock().unwrap_or_else(PoisonError::into_inner);
         for at in self.lines(offset, len).step_by(LINE) {
-            let n = LINE.min(self.dram.len() - at);
-            // SAFETY: `at..at + n` lies inside both mappings (same size); the
-            // bytes belong to a buffer whose owner asked for this maintenance.
-            let view = unsafe { Self::read(&self.view, at, n) };
-            if view[..n] != shadow[at..at + n] {
-                // SAFETY: as above.
-                unsafe { Self::write(&self.dram, at, &view[..n]) };
-                shadow[at..at + n].copy_from_slice(&view[..n]);
-            }
+            self.write_back(&mut shadow, at, LINE.min(self.dram.len() - at));
         }
     }
 
     /// Clean and invalidate: dirty lines are written back, then every line of the
     /// range is reloaded from DRAM.
     pub(crate) fn clean_invalidate(&self, offset: usize, len: usize) {
-        {
-            let mut unread = self.unread.lock().unwrap_or_else(PoisonError::into_inner);
-            for at in self.lines(offset, len).step_by(LINE) {
-                unread[at / LINE] = false;
-            }
-        }
+        self.mark_unread(offset, len, false);
         let mut shadow = self.shadow.lock().unwrap_or_else(PoisonError::into_inner);
         for at in self.lines(offset, len).step_by(LINE) {
             let n = LINE.min(self.dram.len() - at);
-            // SAFETY: as in `clean`.
-            let view = unsafe { Self::read(&self.view, at, n) };
-            if view[..n] != shadow[at..at + n] {
-                // SAFETY: as in `clean`.
-                unsafe { Self::write(&self.dram, at, &view[..n]) };
-            }
-            // SAFETY: as in `clean`.
+            self.write_back(&mut shadow, at, n);
+            // SAFETY: as in `write_back`.
             let dram = unsafe { Self::read(&self.dram, at, n) };
-            // SAFETY: as in `clean`.
+            // SAFETY: as in `write_back`.
             unsafe { Self::write(&self.view, at, &dram[..n]) };
             shadow[at..at + n].copy_from_slice(&dram[..n]);
         }
@@ -134,12 +137,7 @@ impl CpuCache {
     /// After the device wrote the range: with the eviction fault on, the CPU's
     /// dirty lines over it are written back now, over what the device wrote.
     pub(crate) fn device_wrote(&self, offset: usize, len: usize) {
-        {
-            let mut unread = self.unread.lock().unwrap_or_else(PoisonError::into_inner);
-            for at in self.lines(offset, len).step_by(LINE) {
-                unread[at / LINE] = true;
-            }
-        }
+        self.mark_unread(offset, len, true);
         if self.evict.load(std::sync::atomic::Ordering::Relaxed) {
             self.clean(offset, len);
         }
@@ -160,7 +158,7 @@ impl CpuCache {
         let shadow = self.shadow.lock().unwrap_or_else(PoisonError::into_inner);
         self.lines(offset, len).step_by(LINE).find(|&at| {
             let n = LINE.min(self.dram.len() - at);
-            // SAFETY: as in `clean`.
+            // SAFETY: as in `write_back`.
             let view = unsafe { Self::read(&self.view, at, n) };
             view[..n] != shadow[at..at + n]
         })
