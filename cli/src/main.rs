@@ -252,7 +252,17 @@ fn run_bench(
             "full runs take several minutes per experiment (--quick: all of them in under 5 minutes)",
         );
     }
-    let info = RunInfo::here();
+    let info = RunInfo {
+        board: format!(
+            "emulated fabric (AXI DMA per PG021, {} memory; each experiment's clock in its \
+             heading)",
+            match memory {
+                MemoryModel::Coherent => "cache-coherent",
+                MemoryModel::NonCoherent => "non-coherent",
+            }
+        ),
+        ..RunInfo::here()
+    };
     let mut reports = Vec::new();
     let mut index = out.join("index.html");
     for e in list {

@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use serde_json::json;
 
+use super::report::sentence;
 use super::{Error, Rig, median, table};
 use dmaflow::dma::{Completion, Proxy, Timing};
 use dmaflow::dsp::conv::{Layer, from_bytes, input_frame, roshambo};
@@ -307,6 +308,26 @@ pub fn json(rows: &[Row]) -> serde_json::Value {
     })
 }
 
+/// One sentence: a whole frame's time in each completion mode.
+pub fn answer(cfg: &Config, rows: &[Row]) -> String {
+    let mut frames: Vec<String> = Vec::new();
+    for r in rows.iter().filter(|r| r.layer == 1) {
+        frames.push(format!("{} {:.2} ms", r.completion, r.frame_ms));
+    }
+    let verified = rows.iter().all(|r| r.verified);
+    sentence(&[format!(
+        "one frame through {} convolution layers on the coprocessor takes {} per mode; \
+         outputs {}",
+        cfg.layers,
+        frames.join(", "),
+        if verified {
+            "equal to the software reference"
+        } else {
+            "NOT equal to the software reference"
+        }
+    )])
+}
+
 /// The run as a report.
 pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
     super::report::Report {
@@ -319,13 +340,15 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
             ),
             cfg.memory,
         ),
+        answer: answer(cfg, rows),
+        targets: Vec::new(),
         text: render(rows),
         json: json(rows),
         plots: vec![super::plot::LinePlot {
             title: "CNN layers: TX time per byte (paper 002, Table I)".into(),
             x_label: "bytes sent per layer".into(),
-            y_label: "us/byte".into(),
-            log_x: true,
+            y_label: "TX time per byte (µs/B)".into(),
+            x: super::plot::XAxis::Bytes,
             log_y: true,
             series: super::report::series_by(
                 rows,

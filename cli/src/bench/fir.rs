@@ -16,6 +16,7 @@ use std::time::Instant;
 use serde_json::json;
 
 use super::plot::{LinePlot, Series, write_svg};
+use super::report::sentence;
 use super::{Error, median, table};
 use dmaflow::dsp::fir::{Mode, OverlapSave, add_node, flops_per_block};
 use dmaflow::graph::Graph;
@@ -310,6 +311,42 @@ pub fn render(rows: &[Row]) -> String {
     out
 }
 
+/// One sentence: the zero-copy queue's improvement over copying across FFT
+/// lengths, and how close zero-copy comes to the bare loop.
+pub fn answer(rows: &[Row]) -> String {
+    let imp = improvement(rows);
+    if imp.is_empty() {
+        return sentence(&[]);
+    }
+    let gains: Vec<f64> = imp.iter().map(|&(_, g)| g).collect();
+    let (lo, hi) = gains
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &g| {
+            (a.min(g), b.max(g))
+        });
+    let mut clauses = vec![format!(
+        "zero-copy queues run the filter {:+.1} % faster than copying windows out \
+         (median over {} FFT lengths, from {lo:+.1} % to {hi:+.1} %)",
+        median(&gains),
+        gains.len()
+    )];
+    let shares: Vec<f64> = imp
+        .iter()
+        .filter_map(|&(n, _)| {
+            find(rows, n, BARE_OVERLAP, "zerocopy")
+                .zip(find(rows, n, BARE_OVERLAP, "bare"))
+                .map(|(z, b)| z / b * 100.0)
+        })
+        .collect();
+    if !shares.is_empty() {
+        clauses.push(format!(
+            "at {BARE_OVERLAP} % overlap zero-copy runs at {:.0} % of the bare loop (median)",
+            median(&shares)
+        ));
+    }
+    sentence(&clauses)
+}
+
 /// The result as `{"experiment":"fir","rows":[...]}`.
 pub fn json(rows: &[Row]) -> serde_json::Value {
     json!({
@@ -334,17 +371,17 @@ pub fn plot(rows: &[Row], path: &Path) -> Result<(), super::plot::PlotError> {
 pub fn line_plot(rows: &[Row]) -> LinePlot {
     LinePlot {
         title: "FIR filter: zero-copy queue improvement over manual copy".into(),
-        x_label: "FFT length".into(),
-        y_label: "improvement (%)".into(),
-        log_x: true,
+        x_label: "FFT length N (samples)".into(),
+        y_label: "zero-copy over copy (% faster)".into(),
+        x: super::plot::XAxis::PowersOfTwo,
         log_y: false,
-        series: vec![Series {
-            label: "zero-copy over manual copy".into(),
-            points: improvement(rows)
+        series: vec![Series::new(
+            "zero-copy over manual copy",
+            improvement(rows)
                 .into_iter()
                 .map(|(n, g)| (n as f64, g))
                 .collect(),
-        }],
+        )],
     }
 }
 
@@ -357,15 +394,17 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
              (N log2 N counts complex-FFT flops, as paper 001 does)",
             cfg.samples, cfg.runs
         ),
+        answer: answer(rows),
+        targets: Vec::new(),
         text: render(rows),
         json: json(rows),
         plots: vec![
             line_plot(rows),
             LinePlot {
                 title: "FIR filter throughput".into(),
-                x_label: "FFT length".into(),
-                y_label: "MFLOPS".into(),
-                log_x: true,
+                x_label: "FFT length N (samples)".into(),
+                y_label: "throughput (MFLOPS)".into(),
+                x: super::plot::XAxis::PowersOfTwo,
                 log_y: false,
                 series: super::report::series_by(
                     rows,

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use serde_json::json;
 
+use super::report::sentence;
 use super::{Error, bytes_label, median, table};
 use dmaflow::dma::{Completion, Partition, Proxy, Timing};
 use dmaflow::platform::MemoryModel;
@@ -276,6 +277,60 @@ pub fn render(rows: &[Row]) -> String {
     )
 }
 
+/// The unique zero-copy (or, for `proxy`, copying) row of a mode at a size.
+fn point<'a>(rows: &'a [Row], completion: &str, bytes: usize) -> Option<&'a Row> {
+    rows.iter().find(|r| {
+        r.completion == completion
+            && r.bytes == bytes
+            && r.partition == "unique"
+            && (r.path == "zerocopy" || completion == "proxy")
+    })
+}
+
+/// One sentence: at the smallest size what each completion mode adds to a
+/// polled transfer, at the largest what copying adds to zero-copy.
+pub fn answer(rows: &[Row]) -> String {
+    let mut clauses = Vec::new();
+    if let Some(small) = rows.iter().map(|r| r.bytes).min()
+        && let Some(poll) = point(rows, "poll", small)
+    {
+        let extra: Vec<String> = [
+            ("yield", "yield"),
+            ("irq", "irq"),
+            ("proxy", "the proxy driver"),
+        ]
+        .iter()
+        .filter_map(|&(c, name)| {
+            point(rows, c, small).map(|r| format!("{name} {:+.1} us", r.median_us - poll.median_us))
+        })
+        .collect();
+        clauses.push(format!(
+            "at {} a polled zero-copy two-way transfer takes {:.1} us; against it {}",
+            bytes_label(small),
+            poll.median_us,
+            extra.join(", ")
+        ));
+    }
+    if let Some(large) = rows.iter().map(|r| r.bytes).max()
+        && let Some(zero) = point(rows, "poll", large)
+        && let Some(copy) = rows.iter().find(|r| {
+            r.completion == "poll"
+                && r.bytes == large
+                && r.path == "copy"
+                && r.buffering == "single"
+                && r.partition == "unique"
+        })
+    {
+        clauses.push(format!(
+            "at {} copying through driver buffers takes {:.0} us against {:.0} us zero-copy",
+            bytes_label(large),
+            copy.median_us,
+            zero.median_us
+        ));
+    }
+    sentence(&clauses)
+}
+
 /// The result as `{"experiment":"loopback","rows":[...]}`.
 pub fn json(rows: &[Row]) -> serde_json::Value {
     json!({
@@ -308,9 +363,9 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
     };
     let plot = |title: &str, y_label: &str, y: fn(&Row) -> f64| super::plot::LinePlot {
         title: title.into(),
-        x_label: "bytes each way".into(),
+        x_label: "transfer size, each way".into(),
         y_label: y_label.into(),
-        log_x: true,
+        x: super::plot::XAxis::Bytes,
         log_y: true,
         series: super::report::series_by(rows, label, |r| r.bytes as f64, y),
     };
@@ -331,15 +386,21 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
             ),
             cfg.memory,
         ),
+        answer: answer(rows),
+        targets: Vec::new(),
         text: render(rows),
         json: json(rows),
         plots: vec![
-            plot("Two-way transfer time (paper 002, Fig. 4)", "us", |r| {
-                r.median_us
-            }),
-            plot("Time per byte (paper 002, Fig. 5)", "us/byte", |r| {
-                r.median_us / r.bytes as f64
-            }),
+            plot(
+                "Two-way transfer time (paper 002, Fig. 4)",
+                "time per transfer (µs)",
+                |r| r.median_us,
+            ),
+            plot(
+                "Time per byte (paper 002, Fig. 5)",
+                "time per byte (µs/B)",
+                |r| r.median_us / r.bytes as f64,
+            ),
         ],
     }
 }

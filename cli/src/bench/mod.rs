@@ -130,6 +130,8 @@ pub fn bytes_label(b: usize) -> String {
         format!("{} MiB", b >> 20)
     } else if b >= 1 << 10 && b.is_multiple_of(1 << 10) {
         format!("{} KiB", b >> 10)
+    } else if b >= 1 << 20 {
+        format!("{:.1} MiB", b as f64 / f64::from(1 << 20))
     } else {
         format!("{b} B")
     }

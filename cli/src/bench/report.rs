@@ -9,6 +9,54 @@ use serde_json::Value;
 use super::Error;
 use super::plot::{LinePlot, Series, write_svg};
 
+/// A target an experiment checks, and what this run found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Target {
+    /// What is aimed at, e.g. `64 B packets >= 2 M/s`.
+    pub what: String,
+    /// The figure this run found, e.g. `3.9 M/s`.
+    pub found: String,
+    /// Whether the figure meets the target.
+    pub met: bool,
+}
+
+impl Target {
+    /// A target with the figure found and whether it is met.
+    pub fn new(what: impl Into<String>, found: impl Into<String>, met: bool) -> Self {
+        Target {
+            what: what.into(),
+            found: found.into(),
+            met,
+        }
+    }
+
+    /// The targets as printed under a table, one per line.
+    pub fn lines(targets: &[Target]) -> String {
+        targets
+            .iter()
+            .map(|t| {
+                format!(
+                    "target {}: {} ({})\n",
+                    t.what,
+                    t.found,
+                    if t.met { "met" } else { "missed" }
+                )
+            })
+            .collect()
+    }
+}
+
+/// Clauses joined into one sentence: `; ` between them, the first letter upper
+/// case, a full stop at the end. No clauses: "No rows to summarise."
+pub fn sentence(clauses: &[String]) -> String {
+    let joined = clauses.join("; ");
+    let mut chars = joined.chars();
+    match chars.next() {
+        None => "No rows to summarise.".into(),
+        Some(first) => format!("{}{}.", first.to_uppercase(), chars.as_str()),
+    }
+}
+
 /// The outcome of one experiment.
 #[derive(Debug, Clone)]
 pub struct Report {
@@ -16,6 +64,10 @@ pub struct Report {
     pub experiment: &'static str,
     /// One line saying what was measured and how.
     pub heading: String,
+    /// One sentence saying what the run found, with the figure behind it.
+    pub answer: String,
+    /// The targets checked, with what was found.
+    pub targets: Vec<Target>,
     /// Tables and target lines, as printed.
     pub text: String,
     /// `{"experiment": NAME, "rows": [...]}`.
@@ -109,10 +161,7 @@ pub fn series_by<R>(
         let i = match out.iter().position(|s| s.label == l) {
             Some(i) => i,
             None => {
-                out.push(Series {
-                    label: l,
-                    points: Vec::new(),
-                });
+                out.push(Series::new(l, Vec::new()));
                 out.len() - 1
             }
         };
@@ -133,6 +182,8 @@ pub struct RunInfo {
     pub date: String,
     /// The command line.
     pub command: String,
+    /// The board the DMA experiments ran on (emulated fabric, memory model).
+    pub board: String,
 }
 
 impl RunInfo {
@@ -158,6 +209,7 @@ impl RunInfo {
             machine: format!("{cpu}, {cores} cores{kernel}"),
             date: utc(secs),
             command: std::env::args().collect::<Vec<_>>().join(" "),
+            board: String::new(),
         }
     }
 }
@@ -234,6 +286,10 @@ pub fn write_index(dir: &Path, info: &RunInfo, reports: &[Report]) -> Result<Pat
             serde_json::json!({
                 "name": r.experiment,
                 "heading": r.heading,
+                "answer": r.answer,
+                "targets": r.targets.iter().map(|t| serde_json::json!({
+                    "what": t.what, "found": t.found, "met": t.met,
+                })).collect::<Vec<_>>(),
                 "plots": r.plot_files(),
                 "columns": columns,
                 "fold": rows.len() >= FOLD_ROWS,
@@ -253,6 +309,7 @@ pub fn write_index(dir: &Path, info: &RunInfo, reports: &[Report]) -> Result<Pat
                     "date": info.date,
                     "command": info.command,
                     "version": env!("CARGO_PKG_VERSION"),
+                    "board": info.board,
                 }),
                 experiments => experiments,
             })
@@ -284,6 +341,11 @@ mod tests {
         Report {
             experiment: "demo",
             heading: "a <demo>".into(),
+            answer: "demo moves 2 GB/s".into(),
+            targets: vec![
+                Target::new("at least 1 GB/s", "2 GB/s", true),
+                Target::new("at most 1 us", "3 us", false),
+            ],
             text: "a  b\n1  2\n".into(),
             json: serde_json::json!({"experiment": "demo", "rows": [
                 {"bytes": 64, "path": "zero,copy", "ok": true},
@@ -293,12 +355,9 @@ mod tests {
                 title: "t".into(),
                 x_label: "x".into(),
                 y_label: "y".into(),
-                log_x: true,
+                x: crate::bench::plot::XAxis::Bytes,
                 log_y: true,
-                series: vec![Series {
-                    label: "s".into(),
-                    points: vec![(64.0, 1.0), (128.0, 2.0)],
-                }],
+                series: vec![Series::new("s", vec![(64.0, 1.0), (128.0, 2.0)])],
             }],
         }
     }
@@ -322,6 +381,7 @@ mod tests {
             machine: "m".into(),
             date: utc(0),
             command: "dmaflow bench".into(),
+            board: "emulated fabric".into(),
         };
         let index = write_index(dir.path(), &info, &[report()]).unwrap();
         let html = std::fs::read_to_string(index).unwrap();
@@ -335,12 +395,25 @@ mod tests {
             "<td class=\"num\">64</td>",
             "<td class=\"num\">1.500</td>",
             "<td>zero,copy</td>",
+            "demo moves 2 GB",
+            "emulated fabric",
+            "at least 1 GB&#x2f;s: 2 GB",
+            "class=\"missed\"",
             env!("CARGO_PKG_VERSION"),
         ] {
             assert!(html.contains(needle), "missing {needle}");
         }
         // A short table is open; a long one folds.
         assert!(html.contains("<details open>"), "{html}");
+    }
+
+    #[test]
+    fn clauses_make_one_sentence() {
+        assert_eq!(
+            sentence(&["a is 1".into(), "b is 2".into()]),
+            "A is 1; b is 2."
+        );
+        assert_eq!(sentence(&[]), "No rows to summarise.");
     }
 
     #[test]

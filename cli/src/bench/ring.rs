@@ -14,6 +14,7 @@ use std::time::Instant;
 
 use serde_json::json;
 
+use super::report::sentence;
 use super::{Error, bytes_label, median, table};
 use dmaflow::ring::{Builder, Wait};
 
@@ -530,33 +531,75 @@ pub fn summary(rows: &[Row]) -> String {
     let mut batches: Vec<usize> = rows.iter().map(|r| r.batch_bytes).collect();
     batches.dedup();
     for b in batches {
-        let get = |imp: &str, case: &str| {
-            rows.iter()
-                .find(|r| r.implementation == imp && r.case == case && r.batch_bytes == b)
-                .map(|r| r.gbytes_per_s)
-        };
-        let best_peer = rows
-            .iter()
-            .filter(|r| {
-                r.batch_bytes == b
-                    && r.case == "stream"
-                    && !matches!(r.implementation, "dmaflow" | "memcpy")
-            })
-            .max_by(|x, y| x.gbytes_per_s.total_cmp(&y.gbytes_per_s));
-        if let (Some(d), Some(p)) = (get("dmaflow", "stream"), best_peer) {
+        if let Some(c) = compare(rows, b) {
             out += &format!(
                 "{}: dmaflow / best peer ({}) = {:.2}x",
                 bytes_label(b),
-                p.implementation,
-                d / p.gbytes_per_s
+                c.peer,
+                c.dmaflow / c.peer_gbytes
             );
+            if let Some(ratio) = c.window_over_copy {
+                out += &format!("; window / window-copy = {ratio:.2}x");
+            }
+            out.push('\n');
         }
-        if let (Some(w), Some(c)) = (get("dmaflow", "window"), get("dmaflow", "window-copy")) {
-            out += &format!("; window / window-copy = {:.2}x", w / c);
-        }
-        out.push('\n');
     }
     out
+}
+
+/// dmaflow against the fastest peer at one batch size.
+struct Comparison {
+    dmaflow: f64,
+    peer: &'static str,
+    peer_gbytes: f64,
+    window_over_copy: Option<f64>,
+}
+
+fn compare(rows: &[Row], batch: usize) -> Option<Comparison> {
+    let get = |imp: &str, case: &str| {
+        rows.iter()
+            .find(|r| r.implementation == imp && r.case == case && r.batch_bytes == batch)
+            .map(|r| r.gbytes_per_s)
+    };
+    let best_peer = rows
+        .iter()
+        .filter(|r| {
+            r.batch_bytes == batch
+                && r.case == "stream"
+                && !matches!(r.implementation, "dmaflow" | "memcpy")
+        })
+        .max_by(|x, y| x.gbytes_per_s.total_cmp(&y.gbytes_per_s))?;
+    Some(Comparison {
+        dmaflow: get("dmaflow", "stream")?,
+        peer: best_peer.implementation,
+        peer_gbytes: best_peer.gbytes_per_s,
+        window_over_copy: get("dmaflow", "window")
+            .zip(get("dmaflow", "window-copy"))
+            .map(|(w, c)| w / c),
+    })
+}
+
+/// One sentence: dmaflow against the fastest peer at the smallest and largest
+/// batch, and what reading windows in place saves.
+pub fn answer(rows: &[Row]) -> String {
+    let lo = rows.iter().map(|r| r.batch_bytes).min();
+    let hi = rows.iter().map(|r| r.batch_bytes).max();
+    let mut clauses = Vec::new();
+    for b in lo.into_iter().chain(hi.filter(|h| Some(*h) != lo)) {
+        if let Some(c) = compare(rows, b) {
+            clauses.push(format!(
+                "at {} batches dmaflow's queue moves {:.2} GB/s, {:.2}x the fastest peer ({}){}",
+                bytes_label(b),
+                c.dmaflow,
+                c.dmaflow / c.peer_gbytes,
+                c.peer,
+                c.window_over_copy.map_or(String::new(), |r| format!(
+                    ", and reading windows in place is {r:.2}x copying them out"
+                ))
+            ));
+        }
+    }
+    sentence(&clauses)
 }
 
 /// The result as `{"experiment":"ring","rows":[...]}`.
@@ -582,13 +625,15 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
             cfg.runs,
             super::bytes_label(cfg.queue_bytes)
         ),
+        answer: answer(rows),
+        targets: Vec::new(),
         text: render(rows) + &summary(rows),
         json: json(rows),
         plots: vec![super::plot::LinePlot {
             title: "Queue throughput against batch size".into(),
-            x_label: "batch (bytes)".into(),
-            y_label: "GB/s".into(),
-            log_x: true,
+            x_label: "batch size".into(),
+            y_label: "throughput (GB/s)".into(),
+            x: super::plot::XAxis::Bytes,
             log_y: true,
             series: super::report::series_by(
                 rows,

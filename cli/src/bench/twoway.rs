@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use serde_json::json;
 
+use super::report::{Target, sentence};
 use super::{Error, Rig, table};
 use dmaflow::dma::{Completion, Proxy};
 use dmaflow::platform::MemoryModel;
@@ -236,24 +237,53 @@ pub fn render(rows: &[Row]) -> String {
     out
 }
 
-/// The paper's target: polling within 1 % of the ideal at 640 x 1600.
-pub fn summary(rows: &[Row]) -> String {
-    match rows
-        .iter()
-        .filter(|r| r.completion == "poll")
+/// The largest size's row of a completion mode.
+fn largest<'a>(rows: &'a [Row], completion: &str) -> Option<&'a Row> {
+    rows.iter()
+        .filter(|r| r.completion == completion)
         .max_by_key(|r| r.lines)
-    {
-        Some(r) => {
+}
+
+/// Paper 000's target: polling within 1 % of the modelled link at 640 x 1600
+/// (a share of the emulator's clock: what it says is that software's overhead
+/// is small next to the link).
+pub fn targets(rows: &[Row]) -> Vec<Target> {
+    largest(rows, "poll")
+        .map(|r| {
             let pct = 100.0 * r.mib_per_s / IDEAL_MIB_PER_S;
-            format!(
-                "poll at 640x{}: {:.2} MiB/s = {pct:.2} % of ideal (target within 1 %: {})\n",
-                r.lines,
-                r.mib_per_s,
-                if pct >= 99.0 { "met" } else { "missed" }
+            Target::new(
+                format!("poll at 640x{} within 1 % of the modelled link", r.lines),
+                format!(
+                    "{:.2} MiB/s = {pct:.2} % of {IDEAL_MIB_PER_S:.2} MiB/s",
+                    r.mib_per_s
+                ),
+                pct >= 99.0,
             )
-        }
-        None => String::new(),
-    }
+        })
+        .into_iter()
+        .collect()
+}
+
+/// One sentence: each driver's share of the modelled link at the largest size.
+pub fn answer(rows: &[Row]) -> String {
+    let clauses: Vec<String> = ["poll", "proxy"]
+        .iter()
+        .filter_map(|&c| largest(rows, c))
+        .map(|r| {
+            format!(
+                "at 640x{} {} reaches {:.2} % of the modelled link ({:.1} us per transfer)",
+                r.lines,
+                if r.completion == "poll" {
+                    "user-level polling"
+                } else {
+                    "the kernel-style proxy driver"
+                },
+                100.0 * r.mib_per_s / IDEAL_MIB_PER_S,
+                r.avg_us
+            )
+        })
+        .collect();
+    sentence(&clauses)
 }
 
 /// The result as `{"experiment":"twoway","rows":[...]}`.
@@ -286,10 +316,10 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
         rows.iter().map(|r| r.bytes).min(),
         rows.iter().map(|r| r.bytes).max(),
     ) {
-        series.push(super::plot::Series {
-            label: "ideal".into(),
-            points: vec![(lo as f64, IDEAL_MIB_PER_S), (hi as f64, IDEAL_MIB_PER_S)],
-        });
+        series.push(super::plot::Series::new(
+            "ideal",
+            vec![(lo as f64, IDEAL_MIB_PER_S), (hi as f64, IDEAL_MIB_PER_S)],
+        ));
     }
     super::report::Report {
         experiment: "twoway",
@@ -301,13 +331,15 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
             ),
             cfg.memory,
         ),
-        text: render(rows) + &summary(rows),
+        answer: answer(rows),
+        targets: targets(rows),
+        text: render(rows) + &Target::lines(&targets(rows)),
         json: json(rows),
         plots: vec![super::plot::LinePlot {
             title: "Two-way transfer throughput (paper 000, Fig. 5)".into(),
-            x_label: "bytes each way".into(),
-            y_label: "MiB/s".into(),
-            log_x: true,
+            x_label: "transfer size, each way".into(),
+            y_label: "throughput (MiB/s)".into(),
+            x: super::plot::XAxis::Bytes,
             log_y: false,
             series,
         }],
