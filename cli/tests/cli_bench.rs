@@ -56,10 +56,22 @@ fn bgsub_and_cnn_print_json_and_write_their_report() {
         }
         let csv = std::fs::read_to_string(dir.path().join(format!("{experiment}.csv"))).unwrap();
         assert_eq!(csv.lines().count(), rows.len() + 1);
-        assert!(dir.path().join(format!("{experiment}.svg")).exists());
+        // bgsub's two rows are a table, not a plot.
+        assert_eq!(
+            dir.path().join(format!("{experiment}.svg")).exists(),
+            experiment == "cnn"
+        );
     }
     let index = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
     assert!(index.contains("Machine:") && index.contains("bench cnn"));
+    // The answers come first: the last run's (cnn) sentence before any section.
+    let answers = index.find("What this run found").unwrap();
+    let first_section = index.find("<section id=").unwrap();
+    assert!(answers < first_section);
+    for needle in ["convolution layers", "equal to the software reference"] {
+        let at = index.find(needle).unwrap_or_else(|| panic!("no {needle}"));
+        assert!(at < first_section, "{needle} is not among the answers");
+    }
 }
 
 #[test]
