@@ -127,6 +127,71 @@ impl Rig {
     }
 }
 
+/// Where a rig's threads run after [`Rig::dedicate_core`]: the device thread on
+/// a core of its own, the calling thread (and the threads it starts, such as a
+/// [`crate::dma::Proxy`]) on the others. Dropping it gives the calling thread its
+/// cores back.
+#[derive(Debug)]
+pub struct Placement {
+    /// The device thread's core, or `None` when the machine has one core (the
+    /// device then takes turns with the driver, as it must).
+    pub device_core: Option<usize>,
+    /// The cores left to the driver and the application.
+    pub host_cores: Vec<usize>,
+    restore: Vec<usize>,
+}
+
+impl Placement {
+    /// Says where the threads ran, for a report's header.
+    pub fn describe(&self) -> String {
+        let list = |c: &[usize]| c.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
+        match self.device_core {
+            Some(d) => format!(
+                "emulated device thread pinned to core {d}, driver and application threads on \
+                 core(s) {}",
+                list(&self.host_cores)
+            ),
+            None => format!(
+                "one core ({}): the emulated device thread shares it with the driver",
+                list(&self.host_cores)
+            ),
+        }
+    }
+}
+
+impl Drop for Placement {
+    fn drop(&mut self) {
+        // Best effort: the cores were the caller's a moment ago.
+        let _ = crate::platform::cpu::pin(None, &self.restore);
+    }
+}
+
+impl Rig {
+    /// Gives the fabric's device thread the last core the calling thread may
+    /// use, and keeps the calling thread (and threads it starts from now on) on
+    /// the others, so the emulated device runs beside the driver as a separate
+    /// chip would. On a single core nothing is pinned and the placement says so.
+    pub fn dedicate_core(&self) -> Result<Placement, Error> {
+        let cores = crate::platform::cpu::allowed_cores(None)?;
+        match cores.split_last() {
+            Some((&device, host)) if !host.is_empty() => {
+                self.fabric.pin_device(&[device])?;
+                crate::platform::cpu::pin(None, host)?;
+                Ok(Placement {
+                    device_core: Some(device),
+                    host_cores: host.to_vec(),
+                    restore: cores,
+                })
+            }
+            _ => Ok(Placement {
+                device_core: None,
+                host_cores: cores.clone(),
+                restore: cores,
+            }),
+        }
+    }
+}
+
 /// The background-subtraction coprocessor (paper 000) on its emulated board,
 /// driven zero-copy through two engines: frames go into DMA buffers, and the new
 /// background it returns is the next frame's background input (two buffers,

@@ -169,3 +169,100 @@ fn a_store_and_compute_core_fires_in_scatter_gather_on_a_clocked_link() {
         }
     }
 }
+
+/// A steady stream of packets keeps the device thread busy: it must not go to
+/// sleep (and need a wake-up) per packet. Counted, not timed.
+#[test]
+fn a_steady_stream_costs_far_fewer_device_sleeps_than_packets() {
+    for (clock, bytes) in [
+        (
+            Clock::Rate {
+                mhz: 150.0,
+                bytes_per_cycle: 8.0,
+            },
+            4096,
+        ),
+        (Clock::Unlimited, 64),
+    ] {
+        let rig = Rig::new(
+            8 << 20,
+            clock,
+            true,
+            CachePolicy::Coherent,
+            Box::new(Loopback),
+        )
+        .unwrap();
+        let _placed = rig.dedicate_core().unwrap();
+        let engine = &rig.engines[0];
+        let mut ring = PacketRing::new(engine, 64, bytes, 8, Completion::Poll).unwrap();
+        let total = 4000usize;
+        let (s0, y0) = rig.fabric.device_sleeps();
+        let (mut sent, mut received) = (0, 0);
+        while received < total {
+            while sent < total && sent - received < 64 {
+                ring.send_with(bytes, |p| p.fill(sent as u8)).unwrap();
+                sent += 1;
+            }
+            let seq = received;
+            assert!(
+                ring.recv_with(|p| p.iter().all(|&b| b == seq as u8))
+                    .unwrap()
+            );
+            received += 1;
+        }
+        let (s1, y1) = rig.fabric.device_sleeps();
+        eprintln!(
+            "{clock:?} {bytes} B: {} sleeps, {} yields for {total} packets",
+            s1 - s0,
+            y1 - y0
+        );
+        assert!(
+            (s1 - s0) * 20 < total as u64,
+            "{} device sleeps for {total} packets",
+            s1 - s0
+        );
+        assert!(
+            (y1 - y0) * 20 < total as u64,
+            "{} device yields for {total} packets",
+            y1 - y0
+        );
+    }
+}
+
+/// With two or more cores the device thread gets one to itself and the caller
+/// the rest; the caller gets its cores back when the placement ends.
+#[test]
+fn the_device_thread_gets_a_core_of_its_own() {
+    let rig = Rig::new(
+        1 << 20,
+        Clock::Unlimited,
+        true,
+        CachePolicy::Coherent,
+        Box::new(Loopback),
+    )
+    .unwrap();
+    let before = dmaflow::platform::cpu::allowed_cores(None).unwrap();
+    {
+        let placement = rig.dedicate_core().unwrap();
+        match placement.device_core {
+            Some(d) => {
+                assert_eq!(rig.fabric.device_cores().unwrap(), vec![d]);
+                let host = dmaflow::platform::cpu::allowed_cores(None).unwrap();
+                assert!(!host.contains(&d) && !host.is_empty(), "{host:?}");
+                assert_eq!(host, placement.host_cores);
+                assert!(placement.describe().contains(&format!("core {d}")));
+            }
+            None => {
+                assert_eq!(before.len(), 1);
+                assert!(placement.describe().contains("one core"));
+            }
+        }
+        // Transfers still run with the threads placed.
+        let mut ring = PacketRing::new(&rig.engines[0], 4, 64, 2, Completion::Irq).unwrap();
+        ring.send(&[7u8; 64]).unwrap();
+        let mut out = [0u8; 64];
+        assert_eq!(ring.recv(&mut out).unwrap(), 64);
+        assert_eq!(out, [7u8; 64]);
+    }
+    assert_eq!(dmaflow::platform::cpu::allowed_cores(None).unwrap(), before);
+}

@@ -6,6 +6,7 @@
 //! ordering contract written down in [`order`].
 
 pub mod cache;
+pub mod cpu;
 mod map;
 pub mod order;
 pub mod sim;

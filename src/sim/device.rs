@@ -9,7 +9,7 @@ use super::state::*;
 
 /// How long an idle device thread spins watching for work, then yields the CPU
 /// between looks until it sleeps.
-const IDLE_SPIN: Duration = Duration::from_micros(50);
+const IDLE_SPIN: Duration = Duration::from_micros(500);
 const IDLE_YIELD: Duration = Duration::from_millis(2);
 
 /// Spins until `t` or until new work is posted.
@@ -65,6 +65,7 @@ pub(super) fn device_loop(s: &Shared) {
                         break;
                     }
                     if idle >= IDLE_SPIN {
+                        s.yields.fetch_add(1, Ordering::Relaxed);
                         std::thread::yield_now();
                         continue;
                     }
@@ -80,6 +81,7 @@ pub(super) fn device_loop(s: &Shared) {
             s.sleeping.store(false, Ordering::SeqCst);
             continue;
         }
+        s.sleeps.fetch_add(1, Ordering::Relaxed);
         drop(
             s.work
                 .wait_timeout(st, Duration::from_millis(100))

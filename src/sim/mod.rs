@@ -26,7 +26,7 @@ pub use state::DEFAULT_LENGTH_WIDTH;
 use device::device_loop;
 use state::{Engine, Shared, State, lock};
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -168,6 +168,9 @@ impl Fabric {
             work: Condvar::new(),
             posted: AtomicU64::new(0),
             sleeping: AtomicBool::new(false),
+            device_tid: AtomicI32::new(0),
+            sleeps: AtomicU64::new(0),
+            yields: AtomicU64::new(0),
             posts: (0..engines)
                 .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
                 .collect(),
@@ -203,7 +206,12 @@ impl Fabric {
         let s = shared.clone();
         let thread = std::thread::Builder::new()
             .name("dmaflow-fabric".into())
-            .spawn(move || device_loop(&s))
+            .spawn(move || {
+                let tid = crate::platform::cpu::current_thread();
+                s.device_tid
+                    .store(tid.as_raw_nonzero().get(), Ordering::Release);
+                device_loop(&s)
+            })
             .map_err(|e| crate::platform::Error::Io {
                 path: "fabric thread".into(),
                 source: e,
@@ -243,6 +251,49 @@ impl Fabric {
     /// not 64-byte aligned or a buffer outside DMA memory.
     pub fn violations(&self) -> Vec<Violation> {
         self.shared.checker.violations()
+    }
+
+    /// The cores the device thread may run on.
+    pub fn device_cores(&self) -> Result<Vec<usize>, crate::platform::Error> {
+        crate::platform::cpu::allowed_cores(Some(self.device_thread()?))
+    }
+
+    /// The device thread's id; it records it first thing (waited for, bounded).
+    fn device_thread(&self) -> Result<rustix::thread::Pid, crate::platform::Error> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let raw = self.shared.device_tid.load(Ordering::Acquire);
+            if let Some(pid) = rustix::thread::Pid::from_raw(raw) {
+                return Ok(pid);
+            }
+            if Instant::now() > deadline {
+                return Err(crate::platform::Error::Io {
+                    path: "fabric thread".into(),
+                    source: std::io::Error::other("the device thread did not start"),
+                });
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// Runs the device thread on `cores` only (see [`crate::platform::cpu`]):
+    /// with a core of its own it stands in for a separate chip, as the fabric is
+    /// on a board, instead of taking turns with the driver it serves.
+    pub fn pin_device(&self, cores: &[usize]) -> Result<(), crate::platform::Error> {
+        let tid = self.device_thread()?;
+        crate::platform::cpu::pin(Some(tid), cores)
+    }
+
+    /// How often the device thread has gone to sleep waiting for work, and how
+    /// often it has yielded the CPU, since the fabric started. A steady stream
+    /// of transfers should cost far fewer sleeps than transfers: each sleep is a
+    /// wake-up (tens of microseconds on a loaded machine) before the next one
+    /// moves.
+    pub fn device_sleeps(&self) -> (u64, u64) {
+        (
+            self.shared.sleeps.load(Ordering::Relaxed),
+            self.shared.yields.load(Ordering::Relaxed),
+        )
     }
 
     /// The faults armed and not yet consumed.

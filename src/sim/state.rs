@@ -2,7 +2,7 @@
 //! between them, and what the register side shares with the device thread.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -148,6 +148,12 @@ pub(super) struct Shared {
     pub(super) posted: AtomicU64,
     /// Set while the device thread sleeps on `work`.
     pub(super) sleeping: AtomicBool,
+    /// The device thread's id (0 until it has started).
+    pub(super) device_tid: AtomicI32,
+    /// Times the device thread went to sleep on `work` (to be woken by a post).
+    pub(super) sleeps: AtomicU64,
+    /// Times the device thread gave the CPU away while idle or waiting.
+    pub(super) yields: AtomicU64,
     /// TAILDESC writes per engine and channel: the writer stores the register and
     /// bumps this without the lock; the device picks the new tail up.
     pub(super) posts: Vec<[AtomicU64; 2]>,
