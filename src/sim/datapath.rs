@@ -9,6 +9,7 @@ use crate::axi::regs::*;
 
 use super::AppWords;
 use super::state::*;
+use super::timing::S2MM_WRITE_CYCLES;
 
 impl Shared {
     /// Stops channel `ch` with `error` at descriptor `cur`, which CURDESC then
@@ -243,7 +244,10 @@ impl Shared {
                 computed.max(g.link_free[1]) + d
             };
             g.link_free[1] = ready;
-            g.stream.push_back((out, ready, app));
+            // The last beat reaches memory after the S2MM write latency; the next
+            // packet's beats follow on the link meanwhile.
+            let landed = ready + self.clock.cycles(S2MM_WRITE_CYCLES);
+            g.stream.push_back((out, landed, app));
         }
         st.fire_outputs = outputs;
     }
@@ -260,7 +264,9 @@ impl Shared {
         len: usize,
     ) -> Instant {
         let g = &mut st.engines[e];
-        let t = posted.max(g.link_free[0]) + self.clock.duration(len);
+        // An idle channel first fetches its descriptor; a busy one has prefetched.
+        let start = posted + self.clock.mm2s_start(self.sg);
+        let t = start.max(g.link_free[0]) + self.clock.duration(len);
         g.link_free[0] = t;
         t
     }

@@ -16,12 +16,16 @@ mod device;
 mod faults;
 mod registers;
 mod state;
+mod timing;
 
 pub use bgsub::BgSubCore;
 pub use checker::Violation;
 pub use conv::ConvCore;
 pub use faults::Faults;
 pub use state::DEFAULT_LENGTH_WIDTH;
+pub use timing::{
+    Clock, MM2S_DIRECT_START_CYCLES, MM2S_SG_START_CYCLES, Profile, S2MM_WRITE_CYCLES,
+};
 
 use device::device_loop;
 use state::{Engine, Shared, State, lock};
@@ -32,33 +36,6 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::platform::sim::SimBoard;
-
-/// The stream rate limit of the fabric.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Clock {
-    /// No limit: measures pure software overhead.
-    Unlimited,
-    /// `mhz` million cycles per second, `bytes_per_cycle` bytes per cycle.
-    Rate {
-        /// Clock frequency in MHz.
-        mhz: f64,
-        /// Stream width in bytes.
-        bytes_per_cycle: f64,
-    },
-}
-
-impl Clock {
-    /// Time to stream `bytes`.
-    pub fn duration(&self, bytes: usize) -> Duration {
-        match *self {
-            Clock::Unlimited => Duration::ZERO,
-            Clock::Rate {
-                mhz,
-                bytes_per_cycle,
-            } => Duration::from_secs_f64(bytes as f64 / (mhz * 1e6 * bytes_per_cycle)),
-        }
-    }
-}
 
 /// An AXI-Stream processor between the fabric's DMA engines. It has `streams()`
 /// input streams (engine i's MM2S feeds input i) and as many output streams
