@@ -4,7 +4,6 @@
 //! the buffers from ever returning to the pool, so the device never writes into
 //! memory the program can reach again.
 
-use std::time::Instant;
 
 use super::{Completion, Engine, Error};
 use crate::mem::DmaBuf;
@@ -16,7 +15,7 @@ pub struct InFlight<'e, R: RegisterSpace, I: IrqLine> {
     /// (tx, rx); `None` once given back.
     bufs: Option<(DmaBuf<u8>, DmaBuf<u8>)>,
     completion: Completion,
-    started: Instant,
+    started: super::Started,
 }
 
 /// A completed transfer: the buffers back, and what arrived.

@@ -100,13 +100,23 @@ impl Error {
     }
 }
 
-/// Where the time of the last two-way transfer went.
+/// Where the time of the last two-way transfer went: each direction timed from
+/// its own start to its own completion (paper 002's TX and RX), so the two
+/// overlap.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Timing {
-    /// From programming the channels to MM2S completion (summed over blocks).
+    /// From programming MM2S to seeing its completion (summed over blocks).
     pub tx: std::time::Duration,
-    /// From MM2S completion to S2MM completion (summed over blocks).
+    /// From programming S2MM (before MM2S) to seeing its completion (summed
+    /// over blocks).
     pub rx: std::time::Duration,
+}
+
+/// When the two channels of a two-way transfer were programmed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Started {
+    s2mm: std::time::Instant,
+    mm2s: std::time::Instant,
 }
 
 /// An AXI DMA engine with its two interrupt lines and its DMA memory.
@@ -226,12 +236,13 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
         rx: &mut DmaBuf<u8>,
         rx_len: usize,
         c: Completion,
-    ) -> Result<std::time::Instant, Error> {
+    ) -> Result<Started, Error> {
         tx.sync_for_device(tx_len)?;
         // No dirty line of the receive buffer may be written back over what the
         // device writes: clean and invalidate it before S2MM starts.
         rx.sync_for_cpu(rx_len)?;
         let irq = c == Completion::Irq;
+        let s2mm = std::time::Instant::now();
         // SAFETY: `rx` is borrowed mutably until `finish` collects the transfer or
         // `fail` has the engine halted, or surrenders `rx` to it when it cannot be.
         if let Err(e) = unsafe { self.dma.start(Channel::S2mm, rx.bus_addr(), rx_len, irq) } {
@@ -248,17 +259,17 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
         if let Err(e) = unsafe { self.dma.start(Channel::Mm2s, tx.bus_addr(), tx_len, irq) } {
             return Err(self.fail(e.into(), tx, rx));
         }
-        Ok(t0)
+        Ok(Started { s2mm, mm2s: t0 })
     }
 
-    /// Waits for the two-way transfer in flight on `tx` and `rx`, started at
-    /// `t0`; returns the bytes received, ready for the CPU, and adds its times to
+    /// Waits for the two-way transfer in flight on `tx` and `rx`, started as
+    /// `t0` says; returns the bytes received, ready for the CPU, and adds its times to
     /// the last timing. On an error the engine is halted (or the buffers lost to
     /// it) before the error returns.
     fn finish(
         &self,
         c: Completion,
-        t0: std::time::Instant,
+        t0: Started,
         tx: &DmaBuf<u8>,
         rx: &mut DmaBuf<u8>,
     ) -> Result<usize, Error> {
@@ -269,8 +280,8 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
         });
         let (t1, n) = waited.map_err(|e| self.fail(e, tx, rx))?;
         let mut t = self.timing.get();
-        t.tx += t1 - t0;
-        t.rx += t1.elapsed();
+        t.tx += t1 - t0.mm2s;
+        t.rx += t0.s2mm.elapsed();
         self.timing.set(t);
         rx.sync_for_cpu(n)?;
         Ok(n)

@@ -19,6 +19,9 @@ struct Request {
 /// on the interrupt, copies the result out and wakes the caller.
 pub struct Proxy {
     requests: Option<std::sync::mpsc::Sender<Request>>,
+    /// The driver thread's CPU time so far, in nanoseconds (updated after every
+    /// request, before the reply).
+    cpu_ns: std::sync::Arc<std::sync::atomic::AtomicU64>,
     thread: Option<std::thread::JoinHandle<()>>,
     timing: std::cell::Cell<Timing>,
 }
@@ -31,6 +34,8 @@ impl Proxy {
         I: IrqLine + Send + 'static,
     {
         let (tx, rx) = std::sync::mpsc::channel::<Request>();
+        let cpu_ns = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let cpu = cpu_ns.clone();
         let thread = std::thread::Builder::new()
             .name("dmaflow-proxy".into())
             .spawn(move || {
@@ -73,12 +78,17 @@ impl Proxy {
                         // lost to it.
                         bufs = None;
                     }
+                    cpu.store(
+                        crate::platform::cpu::thread_cpu_time().as_nanos() as u64,
+                        std::sync::atomic::Ordering::Release,
+                    );
                     // The caller may have gone; nothing to do then.
                     let _ = req.reply.send(result);
                 }
             })?;
         Ok(Proxy {
             requests: Some(tx),
+            cpu_ns,
             thread: Some(thread),
             timing: std::cell::Cell::new(Timing::default()),
         })
@@ -107,6 +117,12 @@ impl Proxy {
         let (out, timing) = answer.recv().map_err(|_| gone())??;
         self.timing.set(timing);
         Ok(out)
+    }
+
+    /// CPU time the driver thread has used so far (as of its last reply): the
+    /// host cost of the kernel-style path beside the caller's own.
+    pub fn driver_cpu_time(&self) -> std::time::Duration {
+        std::time::Duration::from_nanos(self.cpu_ns.load(std::sync::atomic::Ordering::Acquire))
     }
 
     /// Where the driver thread's time went in the last transfer (its own view:
