@@ -4,7 +4,6 @@
 //! the buffers from ever returning to the pool, so the device never writes into
 //! memory the program can reach again.
 
-
 use super::{Completion, Engine, Error};
 use crate::mem::DmaBuf;
 use crate::platform::{IrqLine, RegisterSpace};

@@ -5,6 +5,7 @@ pub mod bgsub;
 pub mod cnn;
 pub mod fir;
 pub mod loopback;
+pub mod meter;
 pub mod plot;
 pub mod report;
 pub mod ring;

@@ -1,0 +1,159 @@
+//! What a stretch of driver work cost the host: wall time and the CPU time of
+//! every driver-side thread (the caller, and a kernel-style [`Proxy`] thread when
+//! there is one), never the emulated device's thread, which is hardware on a
+//! board. The CPU clock is read outside the wall-clock interval, so its system
+//! call does not lengthen the time measured; what the reads themselves cost in
+//! CPU (a fraction of a microsecond, calibrated once per process as the median
+//! of empty measurements) is taken off every measurement.
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use dmaflow::dma::Proxy;
+use dmaflow::platform::cpu::thread_cpu_time;
+
+/// A running measurement.
+pub struct Meter<'a> {
+    wall: Instant,
+    cpu: Duration,
+    proxy: Option<(&'a Proxy, Duration)>,
+}
+
+/// What the work cost.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Cost {
+    /// Wall time.
+    pub wall: Duration,
+    /// CPU time of the driver-side threads.
+    pub cpu: Duration,
+}
+
+impl Cost {
+    /// CPU time per unit of work, in microseconds.
+    pub fn cpu_us_per(&self, units: usize) -> f64 {
+        self.cpu.as_secs_f64() * 1e6 / units.max(1) as f64
+    }
+
+    /// CPU time over wall time: 1.0 is one core kept busy throughout.
+    pub fn cpu_share(&self) -> f64 {
+        if self.wall.is_zero() {
+            0.0
+        } else {
+            self.cpu.as_secs_f64() / self.wall.as_secs_f64()
+        }
+    }
+}
+
+/// Costs added up over the transfers of one point.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Tally {
+    /// Wall time, summed.
+    pub wall: Duration,
+    /// CPU time of the driver-side threads, summed.
+    pub cpu: Duration,
+    /// Transfers added.
+    pub n: usize,
+}
+
+impl Tally {
+    /// Adds one transfer's cost.
+    pub fn add(&mut self, c: Cost) {
+        self.wall += c.wall;
+        self.cpu += c.cpu;
+        self.n += 1;
+    }
+
+    /// The sum as one cost.
+    pub fn cost(&self) -> Cost {
+        Cost {
+            wall: self.wall,
+            cpu: self.cpu,
+        }
+    }
+
+    /// Mean CPU time per transfer, in microseconds.
+    pub fn cpu_us(&self) -> f64 {
+        self.cost().cpu_us_per(self.n)
+    }
+
+    /// CPU time over wall time while the transfers ran.
+    pub fn cpu_share(&self) -> f64 {
+        self.cost().cpu_share()
+    }
+}
+
+/// The CPU time an empty measurement shows: the CPU clock's own reads.
+pub fn reading_cost() -> Duration {
+    static COST: OnceLock<Duration> = OnceLock::new();
+    *COST.get_or_init(|| {
+        let mut v: Vec<Duration> = (0..2001)
+            .map(|_| {
+                let c = thread_cpu_time();
+                let _w = Instant::now();
+                let _e = _w.elapsed();
+                thread_cpu_time().saturating_sub(c)
+            })
+            .collect();
+        v.sort();
+        v[v.len() / 2]
+    })
+}
+
+impl<'a> Meter<'a> {
+    /// Starts measuring the calling thread (and `proxy`'s driver thread).
+    pub fn start(proxy: Option<&'a Proxy>) -> Self {
+        reading_cost();
+        Meter {
+            proxy: proxy.map(|p| (p, p.driver_cpu_time())),
+            cpu: thread_cpu_time(),
+            wall: Instant::now(),
+        }
+    }
+
+    /// What the work since [`start`](Self::start) cost.
+    pub fn stop(&self) -> Cost {
+        let wall = self.wall.elapsed();
+        let mut cpu = thread_cpu_time()
+            .saturating_sub(self.cpu)
+            .saturating_sub(reading_cost());
+        if let Some((p, before)) = self.proxy {
+            cpu += p.driver_cpu_time().saturating_sub(before);
+        }
+        Cost { wall, cpu }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_measurement_costs_next_to_nothing() {
+        assert!(
+            reading_cost() < Duration::from_micros(50),
+            "{:?}",
+            reading_cost()
+        );
+        let mut cpu: Vec<Duration> = (0..101).map(|_| Meter::start(None).stop().cpu).collect();
+        cpu.sort();
+        assert!(cpu[50] < Duration::from_micros(1), "{:?}", cpu[50]);
+    }
+
+    #[test]
+    fn waiting_costs_no_cpu_and_spinning_costs_one_core() {
+        let m = Meter::start(None);
+        std::thread::sleep(Duration::from_millis(40));
+        let idle = m.stop();
+        assert!(idle.wall >= Duration::from_millis(40));
+        assert!(idle.cpu_share() < 0.25, "{idle:?}");
+        let m = Meter::start(None);
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_millis(40) {
+            std::hint::spin_loop();
+        }
+        let busy = m.stop();
+        assert!(busy.cpu_share() > 0.5, "{busy:?}");
+        // At least 20 ms of CPU over 4 units.
+        assert!(busy.cpu_us_per(4) >= 5000.0, "{busy:?}");
+    }
+}
