@@ -142,6 +142,11 @@ pub struct Placement {
 }
 
 impl Placement {
+    /// Every core the caller could use before the placement (device's included).
+    pub fn all_cores(&self) -> &[usize] {
+        &self.restore
+    }
+
     /// Says where the threads ran, for a report's header.
     pub fn describe(&self) -> String {
         let list = |c: &[usize]| c.iter().map(usize::to_string).collect::<Vec<_>>().join(",");

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand, ValueEnum};
 use dmaflow::dsp::fir::Mode;
 use dmaflow::platform::MemoryModel;
+use dmaflow::sim::Profile;
 use dmaflow_cli::bench;
 use dmaflow_cli::bench::report::{Report, RunInfo};
 use dmaflow_cli::files;
@@ -68,6 +69,11 @@ enum Command {
         /// cache maintenance (transfer always measures both).
         #[arg(long, value_enum, default_value_t = Memory::Coherent)]
         memory: Memory,
+        /// The board the fabric stands in for: its HP port's clock and width
+        /// (PG021's latencies follow in cycles of it) for transfer, loopback and
+        /// contention.
+        #[arg(long, value_enum, default_value_t = Board::Zynq7000)]
+        board: Board,
     },
     /// Approximate-median background subtraction of raw 8-bit frames (paper 000):
     /// one mask (0 or 255 per pixel) per frame.
@@ -145,6 +151,8 @@ enum Experiment {
     Bgsub,
     /// A five-layer int16 CNN run layer by layer on a convolution coprocessor (paper 002).
     Cnn,
+    /// What each completion mode leaves an application sharing the driver's core.
+    Contention,
 }
 
 impl Experiment {
@@ -158,6 +166,7 @@ impl Experiment {
             Experiment::Twoway => "twoway",
             Experiment::Bgsub => "bgsub",
             Experiment::Cnn => "cnn",
+            Experiment::Contention => "contention",
         }
     }
 }
@@ -180,22 +189,42 @@ impl From<Memory> for MemoryModel {
     }
 }
 
-/// Runs one experiment at the size asked for, on a board with `memory`.
+/// The board profile, as the command line names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Board {
+    /// Zynq-7000: 64-bit HP port at 150 MHz (1200 MB/s).
+    Zynq7000,
+    /// Zynq UltraScale+ MPSoC: 128-bit HP port at 250 MHz (4000 MB/s).
+    Zynqmp,
+}
+
+impl From<Board> for Profile {
+    fn from(b: Board) -> Self {
+        match b {
+            Board::Zynq7000 => Profile::ZYNQ7000,
+            Board::Zynqmp => Profile::ZYNQMP,
+        }
+    }
+}
+
+/// Runs one experiment at the size asked for, on a board with `memory` and
+/// the port of `profile`.
 fn run_experiment(
     e: Experiment,
     quick: bool,
     memory: MemoryModel,
+    profile: Profile,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Report, bench::Error> {
     macro_rules! exp {
-        ($m:ident $(, $set:ident)?) => {{
+        ($m:ident $(, $set:ident = $v:expr)*) => {{
             #[allow(unused_mut)]
             let mut cfg = if quick {
                 bench::$m::Config::quick()
             } else {
                 bench::$m::Config::full()
             };
-            $(cfg.$set = memory;)?
+            $(cfg.$set = $v;)*
             let rows = bench::$m::run(&cfg, progress)?;
             bench::$m::report(&cfg, &rows)
         }};
@@ -203,11 +232,12 @@ fn run_experiment(
     Ok(match e {
         Experiment::Ring => exp!(ring),
         Experiment::Fir => exp!(fir),
-        Experiment::Loopback => exp!(loopback, memory),
-        Experiment::Transfer => exp!(transfer),
-        Experiment::Twoway => exp!(twoway, memory),
-        Experiment::Bgsub => exp!(bgsub, memory),
-        Experiment::Cnn => exp!(cnn, memory),
+        Experiment::Loopback => exp!(loopback, memory = memory, clock = profile.port),
+        Experiment::Transfer => exp!(transfer, profile = profile),
+        Experiment::Twoway => exp!(twoway, memory = memory),
+        Experiment::Bgsub => exp!(bgsub, memory = memory),
+        Experiment::Cnn => exp!(cnn, memory = memory),
+        Experiment::Contention => exp!(contention, profile = profile),
         Experiment::All => {
             return Err(bench::Error::Peer {
                 peer: "bench",
@@ -221,6 +251,7 @@ fn run_bench(
     experiment: Experiment,
     quick: bool,
     memory: MemoryModel,
+    profile: Profile,
     json: bool,
     out: &Path,
 ) -> Result<(), bench::Error> {
@@ -233,6 +264,7 @@ fn run_bench(
             Experiment::Loopback,
             Experiment::Bgsub,
             Experiment::Cnn,
+            Experiment::Contention,
         ],
         one => vec![one],
     };
@@ -254,12 +286,15 @@ fn run_bench(
     }
     let info = RunInfo {
         board: format!(
-            "emulated fabric (AXI DMA per PG021, {} memory; each experiment's clock in its \
-             heading)",
+            "{} [profile {}], emulated (AXI DMA per PG021 with its latencies, {} memory; paper \
+             000's coprocessor streams at 100 MHz x 1 B); {}",
+            profile.description,
+            profile.name,
             match memory {
                 MemoryModel::Coherent => "cache-coherent",
                 MemoryModel::NonCoherent => "non-coherent",
-            }
+            },
+            bench::placement_here()
         ),
         ..RunInfo::here()
     };
@@ -267,7 +302,7 @@ fn run_bench(
     let mut index = out.join("index.html");
     for e in list {
         bar.set_message(e.name());
-        let report = run_experiment(e, quick, memory, &mut |m: &str| {
+        let report = run_experiment(e, quick, memory, profile, &mut |m: &str| {
             bar.set_message(m.to_string())
         })?;
         bar.inc(1);
@@ -386,8 +421,10 @@ fn main() -> ExitCode {
             json,
             out,
             memory,
+            board,
         } => match prepare_out(&out).map_err(|e| (2, e)).and_then(|()| {
-            run_bench(experiment, quick, memory.into(), json, &out).map_err(|e| (1, e.to_string()))
+            run_bench(experiment, quick, memory.into(), board.into(), json, &out)
+                .map_err(|e| (1, e.to_string()))
         }) {
             Ok(()) => ExitCode::SUCCESS,
             Err((code, e)) => {

@@ -3,7 +3,9 @@
 
 pub mod bgsub;
 pub mod cnn;
+pub mod contention;
 pub mod fir;
+pub mod load;
 pub mod loopback;
 pub mod meter;
 pub mod plot;
@@ -76,6 +78,25 @@ pub enum Error {
 }
 
 pub use dmaflow::rig::{Rig, SimEngine, policy_for};
+
+/// Where the DMA experiments put their threads on this machine, for a report's
+/// header (see [`dmaflow::rig::Rig::dedicate_core`]).
+pub fn placement_here() -> String {
+    match dmaflow::platform::cpu::allowed_cores(None) {
+        Ok(cores) => match cores.split_last() {
+            Some((d, host)) if !host.is_empty() => format!(
+                "DMA experiments run the emulated device thread on core {d} and the driver and \
+                 application threads on core(s) {}",
+                host.iter()
+                    .map(usize::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+            _ => "one core: the emulated device thread takes turns with the driver".into(),
+        },
+        Err(e) => format!("cores unknown ({e})"),
+    }
+}
 
 /// Says in a report's heading which board memory it ran on, when not coherent.
 pub fn on_board(heading: String, model: MemoryModel) -> String {

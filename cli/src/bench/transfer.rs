@@ -1,26 +1,27 @@
 //! `dmaflow bench transfer`: a stream of packets through a ring of DMA buffers on
 //! a scatter-gather engine (paper 004's tables): zero-copy with and without
 //! explicit cache maintenance, and standard I/O (a copy each way), buffer sizes
-//! 64 B to 32 KiB, with the fabric clocked at the Zynq HP port rate (150 MHz x 8 B
-//! = 1200 MB/s) and unlimited. Every packet carries its sequence number and is
-//! checked on the way back.
+//! 64 B to 32 KiB, ring sizes 16 to 1024 buffers, with the fabric clocked at the
+//! board profile's HP port and unlimited; polling and interrupt completion; and
+//! the zero-copy stream again while another thread loads a core. Every packet
+//! carries its sequence number and is checked on the way back. The emulated
+//! device runs on a core of its own when there are two or more.
 
 use std::time::Instant;
 
 use serde_json::json;
 
+use super::load::Load;
+use super::meter::Meter;
 use super::report::{Target, sentence};
 use super::{Error, Rig, bytes_label, median, table};
 use dmaflow::dma::{Completion, PacketRing};
 use dmaflow::mem::CachePolicy;
 use dmaflow::platform::MemoryModel;
-use dmaflow::sim::{Clock, Loopback};
+use dmaflow::sim::{Clock, Loopback, Profile};
 
-/// The Zynq HP port: 150 MHz x 8 bytes.
-pub const HP_PORT: Clock = Clock::Rate {
-    mhz: 150.0,
-    bytes_per_cycle: 8.0,
-};
+/// The Zynq-7000 HP port: 150 MHz x 8 bytes.
+pub const HP_PORT: Clock = Profile::ZYNQ7000.port;
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -37,6 +38,12 @@ pub struct Config {
     pub slots: usize,
     /// Descriptors handed to the engine per TAILDESC write.
     pub batch: usize,
+    /// Ring sizes (buffers per direction) swept at the unlimited clock.
+    pub ring_sizes: Vec<usize>,
+    /// Packet sizes of the ring-size sweep.
+    pub ring_sweep_sizes: Vec<usize>,
+    /// The board whose HP port clocks the link.
+    pub profile: Profile,
 }
 
 impl Config {
@@ -49,6 +56,9 @@ impl Config {
             runs: 5,
             slots: 256,
             batch: 16,
+            ring_sizes: vec![16, 64, 256, 1024],
+            ring_sweep_sizes: vec![64, 4096],
+            profile: Profile::ZYNQ7000,
         }
     }
 
@@ -71,6 +81,9 @@ impl Config {
             runs: 1,
             slots: 16,
             batch: 4,
+            ring_sizes: vec![8, 32],
+            ring_sweep_sizes: vec![64],
+            profile: Profile::ZYNQ7000,
         }
     }
 }
@@ -78,12 +91,18 @@ impl Config {
 /// One point.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
-    /// `1200MB/s` or `unlimited`.
-    pub clock: &'static str,
+    /// The link: the profile's HP port (e.g. `1200MB/s`) or `unlimited`.
+    pub clock: String,
+    /// `poll` or `irq`.
+    pub completion: &'static str,
     /// `zerocopy` or `copy`.
     pub path: &'static str,
     /// Whether buffers were flushed/invalidated around each transfer.
     pub cache_maintenance: bool,
+    /// Whether another thread loaded a core meanwhile.
+    pub loaded: bool,
+    /// Buffers in the ring per direction.
+    pub slots: usize,
     /// Packet size in bytes.
     pub bytes: usize,
     /// Packets per run.
@@ -94,6 +113,31 @@ pub struct Row {
     pub mbytes_per_s: f64,
     /// Packets per second, from the median run.
     pub packets_per_s: f64,
+    /// The link's time per packet on the modelled device, in microseconds
+    /// (back to back, PG021's start-up overlapped by prefetch; 0 unlimited).
+    pub model_us: f64,
+    /// Host CPU per packet of the driver thread (writing and checking the
+    /// data included), in microseconds, over all runs.
+    pub cpu_us: f64,
+    /// Host CPU over wall time while streaming.
+    pub cpu_share: f64,
+}
+
+impl Row {
+    /// Wall time per packet, in microseconds.
+    pub fn us_per_packet(&self) -> f64 {
+        1e6 / self.packets_per_s
+    }
+
+    /// Measured minus modelled time per packet.
+    pub fn overhead_us(&self) -> f64 {
+        self.us_per_packet() - self.model_us
+    }
+
+    /// MiB/s (2^20 bytes), as paper 004's tables give throughput.
+    pub fn mib_per_s(&self) -> f64 {
+        self.mbytes_per_s * 1e6 / f64::from(1u32 << 20)
+    }
 }
 
 fn fill(seq: u64, p: &mut [u8]) {
@@ -171,50 +215,141 @@ fn stream(
     Ok(t0.elapsed().as_secs_f64())
 }
 
+/// One condition of the sweep.
+#[derive(Debug, Clone, Copy)]
+struct Condition {
+    completion: Completion,
+    loaded: bool,
+    slots: usize,
+    copy: bool,
+}
+
+fn completion_name(c: Completion) -> &'static str {
+    match c {
+        Completion::Poll => "poll",
+        Completion::Yield => "yield",
+        Completion::Irq => "irq",
+        Completion::Proxy => "proxy",
+    }
+}
+
+fn clock_name(c: Clock) -> String {
+    match c.bytes_per_s() {
+        Some(b) => format!("{:.0}MB/s", b / 1e6),
+        None => "unlimited".into(),
+    }
+}
+
 /// Runs the sweep.
 pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
+    let hp = cfg.profile.port;
     let largest = cfg.sizes.iter().copied().max().unwrap_or(64);
-    let ddr = (2 * cfg.slots * largest + (1 << 20)).next_power_of_two();
+    let most = cfg
+        .ring_sizes
+        .iter()
+        .copied()
+        .chain([cfg.slots])
+        .max()
+        .unwrap_or(cfg.slots);
+    let ddr = (2 * most * largest + (1 << 20)).next_power_of_two();
     let mut rows = Vec::new();
-    for (clock_name, clock) in [("1200MB/s", HP_PORT), ("unlimited", Clock::Unlimited)] {
-        for cache_maintenance in [false, true] {
-            // Paper 004's two conditions: a coherent port with no maintenance, and
-            // a non-coherent one with explicit cache control.
-            let (policy, model) = if cache_maintenance {
-                (CachePolicy::Explicit, MemoryModel::NonCoherent)
-            } else {
-                (CachePolicy::Coherent, MemoryModel::Coherent)
-            };
+    for cache_maintenance in [false, true] {
+        // Paper 004's two conditions: a coherent port with no maintenance, and
+        // a non-coherent one with explicit cache control.
+        let (policy, model) = if cache_maintenance {
+            (CachePolicy::Explicit, MemoryModel::NonCoherent)
+        } else {
+            (CachePolicy::Coherent, MemoryModel::Coherent)
+        };
+        for clock in [hp, Clock::Unlimited] {
             let rig = Rig::with_model(ddr, clock, true, policy, model, Box::new(Loopback))?;
+            let placed = rig.dedicate_core()?;
             let engine = &rig.engines[0];
+            let mut conditions = Vec::new();
+            let base = Condition {
+                completion: Completion::Poll,
+                loaded: false,
+                slots: cfg.slots,
+                copy: false,
+            };
             for &bytes in &cfg.sizes {
-                let packets = (cfg.bytes_per_run / bytes).clamp(cfg.slots, cfg.max_packets);
-                for (path, copy) in [("zerocopy", false), ("copy", true)] {
-                    let what = format!(
-                        "transfer {clock_name} {path} cache={cache_maintenance} {}",
-                        bytes_label(bytes)
-                    );
-                    progress(&what);
-                    let mut ring =
-                        PacketRing::new(engine, cfg.slots, bytes, cfg.batch, Completion::Poll)?;
-                    // One short run first so the caches and the device thread are warm.
-                    stream(&mut ring, bytes, cfg.slots, copy, &what)?;
-                    let mut times = Vec::with_capacity(cfg.runs);
-                    for _ in 0..cfg.runs.max(1) {
-                        times.push(stream(&mut ring, bytes, packets, copy, &what)?);
-                    }
-                    let seconds = median(&times);
-                    rows.push(Row {
-                        clock: clock_name,
-                        path,
-                        cache_maintenance,
-                        bytes,
-                        packets,
-                        seconds,
-                        mbytes_per_s: (packets * bytes) as f64 / seconds / 1e6,
-                        packets_per_s: packets as f64 / seconds,
-                    });
+                for copy in [false, true] {
+                    conditions.push((bytes, Condition { copy, ..base }));
                 }
+                if !cache_maintenance {
+                    // What waiting on the interrupt costs and saves.
+                    conditions.push((
+                        bytes,
+                        Condition {
+                            completion: Completion::Irq,
+                            ..base
+                        },
+                    ));
+                    if clock == hp {
+                        // Another program on a core: polling and interrupts.
+                        for completion in [Completion::Poll, Completion::Irq] {
+                            conditions.push((
+                                bytes,
+                                Condition {
+                                    completion,
+                                    loaded: true,
+                                    ..base
+                                },
+                            ));
+                        }
+                    }
+                }
+            }
+            if !cache_maintenance && clock == Clock::Unlimited {
+                for &bytes in &cfg.ring_sweep_sizes {
+                    for &slots in cfg.ring_sizes.iter().filter(|&&s| s != cfg.slots) {
+                        conditions.push((bytes, Condition { slots, ..base }));
+                    }
+                }
+            }
+            for (bytes, c) in conditions {
+                let path = if c.copy { "copy" } else { "zerocopy" };
+                let completion = completion_name(c.completion);
+                let what = format!(
+                    "transfer {} {completion} {path} cache={cache_maintenance}{} {} x {}",
+                    clock_name(clock),
+                    if c.loaded { " loaded" } else { "" },
+                    c.slots,
+                    bytes_label(bytes)
+                );
+                progress(&what);
+                let packets = (cfg.bytes_per_run / bytes).clamp(c.slots, cfg.max_packets);
+                let mut ring = PacketRing::new(engine, c.slots, bytes, cfg.batch, c.completion)?;
+                let _load = if c.loaded {
+                    Some(Load::one_core(placed.all_cores())?)
+                } else {
+                    None
+                };
+                // One short run first so the caches and the device thread are warm.
+                stream(&mut ring, bytes, c.slots, c.copy, &what)?;
+                let mut times = Vec::with_capacity(cfg.runs);
+                let meter = Meter::start(None);
+                for _ in 0..cfg.runs.max(1) {
+                    times.push(stream(&mut ring, bytes, packets, c.copy, &what)?);
+                }
+                let cost = meter.stop();
+                let seconds = median(&times);
+                rows.push(Row {
+                    clock: clock_name(clock),
+                    completion,
+                    path,
+                    cache_maintenance,
+                    loaded: c.loaded,
+                    slots: c.slots,
+                    bytes,
+                    packets,
+                    seconds,
+                    mbytes_per_s: (packets * bytes) as f64 / seconds / 1e6,
+                    packets_per_s: packets as f64 / seconds,
+                    model_us: clock.duration(bytes).as_secs_f64() * 1e6,
+                    cpu_us: cost.cpu_us_per(packets * times.len()),
+                    cpu_share: cost.cpu_share(),
+                });
             }
         }
     }
@@ -227,76 +362,142 @@ pub fn render(rows: &[Row]) -> String {
         .iter()
         .map(|r| {
             vec![
-                r.clock.to_string(),
+                r.clock.clone(),
+                r.completion.to_string(),
                 r.path.to_string(),
                 if r.cache_maintenance { "yes" } else { "no" }.to_string(),
+                if r.loaded { "yes" } else { "no" }.to_string(),
+                r.slots.to_string(),
                 bytes_label(r.bytes),
                 format!("{:.0}", r.mbytes_per_s),
+                format!("{:.0}", r.mib_per_s()),
                 format!("{:.0}k", r.packets_per_s / 1e3),
+                format!("{:.3}", r.model_us),
+                format!("{:.3}", r.overhead_us()),
+                format!("{:.3}", r.cpu_us),
+                format!("{:.0} %", 100.0 * r.cpu_share),
             ]
         })
         .collect();
     table(
-        &["clock", "path", "cache maint.", "size", "MB/s", "packets/s"],
+        &[
+            "clock",
+            "completion",
+            "path",
+            "cache maint.",
+            "loaded",
+            "ring",
+            "size",
+            "MB/s",
+            "MiB/s",
+            "packets/s",
+            "model us/pkt",
+            "overhead us/pkt",
+            "CPU us/pkt",
+            "CPU share",
+        ],
         &cells,
     )
 }
 
-/// The zero-copy rows without cache maintenance at `clock`.
-fn zero_copy<'a>(rows: &'a [Row], clock: &'a str) -> impl Iterator<Item = &'a Row> + 'a {
-    rows.iter()
-        .filter(move |r| r.clock == clock && r.path == "zerocopy" && !r.cache_maintenance)
+/// The rows of one condition at the configured ring size.
+fn select<'a>(
+    cfg: &'a Config,
+    rows: &'a [Row],
+    clock: &'a str,
+    completion: &'a str,
+    loaded: bool,
+) -> impl Iterator<Item = &'a Row> + 'a {
+    rows.iter().filter(move |r| {
+        r.clock == clock
+            && r.completion == completion
+            && r.path == "zerocopy"
+            && !r.cache_maintenance
+            && r.loaded == loaded
+            && r.slots == cfg.slots
+    })
 }
 
-/// The worst zero-copy row from 2 KiB up at the 1200 MB/s clock.
-fn worst_large(rows: &[Row]) -> Option<&Row> {
-    zero_copy(rows, "1200MB/s")
-        .filter(|r| r.bytes >= 2048)
+/// The worst row from 2 KiB up, and its share of the modelled link.
+fn worst_large<'a>(rows: impl Iterator<Item = &'a Row>, link: f64) -> Option<(&'a Row, f64)> {
+    rows.filter(|r| r.bytes >= 2048)
         .min_by(|a, b| a.mbytes_per_s.total_cmp(&b.mbytes_per_s))
+        .map(|r| (r, 100.0 * r.mbytes_per_s * 1e6 / link))
 }
 
 /// The targets: a steady zero-copy stream keeps up with the modelled HP-port
-/// link from 2 KiB up, and software handles 64 B packets fast enough when the
-/// link is unlimited.
-pub fn targets(rows: &[Row]) -> Vec<Target> {
+/// link from 2 KiB up, alone and beside a load; software handles 64 B packets
+/// fast enough when the link is unlimited.
+pub fn targets(cfg: &Config, rows: &[Row]) -> Vec<Target> {
     let mut out = Vec::new();
-    if let Some(w) = worst_large(rows) {
-        out.push(Target::new(
-            "zero-copy stream from 2 KiB up >= 95 % of the modelled 1200 MB/s link",
-            format!(
-                "at least {:.0} MB/s = {:.1} % (worst at {})",
-                w.mbytes_per_s,
-                w.mbytes_per_s / 12.0,
-                bytes_label(w.bytes)
-            ),
-            w.mbytes_per_s >= 0.95 * 1200.0,
-        ));
+    let hp = clock_name(cfg.profile.port);
+    let link = cfg.profile.port.bytes_per_s().unwrap_or(f64::INFINITY);
+    for (completion, loaded, what) in [
+        ("poll", false, "alone, polling"),
+        ("poll", true, "beside a load on one core, polling"),
+        ("irq", true, "beside a load on one core, interrupts"),
+    ] {
+        if let Some((w, pct)) = worst_large(select(cfg, rows, &hp, completion, loaded), link) {
+            out.push(Target::new(
+                format!(
+                    "zero-copy stream from 2 KiB up, {what}: >= 95 % of the modelled {hp} link"
+                ),
+                format!(
+                    "at least {pct:.1} % ({:.0} MB/s, worst at {}; {:.2} us CPU per packet)",
+                    w.mbytes_per_s,
+                    bytes_label(w.bytes),
+                    w.cpu_us
+                ),
+                pct >= 95.0,
+            ));
+        }
     }
-    if let Some(small) = zero_copy(rows, "unlimited").find(|r| r.bytes == 64) {
+    if let Some(small) = select(cfg, rows, "unlimited", "poll", false).find(|r| r.bytes == 64) {
         out.push(Target::new(
             "64 B packets with the unlimited clock >= 3 M/s",
-            format!("{:.2} M/s", small.packets_per_s / 1e6),
+            format!(
+                "{:.2} M/s ({:.3} us per packet)",
+                small.packets_per_s / 1e6,
+                small.us_per_packet()
+            ),
             small.packets_per_s >= 3e6,
         ));
     }
     out
 }
 
-/// One sentence: what the stream reaches against the modelled link, and how
-/// many small packets software keeps up with.
-pub fn answer(rows: &[Row]) -> String {
+/// One sentence: what the stream keeps of the modelled link, what a load on
+/// one core does to it in each mode, and how many small packets software keeps
+/// up with, with and without cache maintenance.
+pub fn answer(cfg: &Config, rows: &[Row]) -> String {
+    let hp = clock_name(cfg.profile.port);
+    let link = cfg.profile.port.bytes_per_s().unwrap_or(f64::INFINITY);
     let mut parts = Vec::new();
-    if let Some(w) = worst_large(rows) {
+    if let Some((w, pct)) = worst_large(select(cfg, rows, &hp, "poll", false), link) {
         parts.push(format!(
-            "from 2 KiB up a zero-copy packet stream keeps at least {:.1} % of the modelled \
-             1200 MB/s link ({:.0} MB/s)",
-            w.mbytes_per_s / 12.0,
-            w.mbytes_per_s
+            "from 2 KiB up a zero-copy stream keeps at least {pct:.1} % of the modelled {hp} \
+             link ({:.0} MB/s, {:.2} us of software overhead per packet)",
+            w.mbytes_per_s,
+            w.overhead_us()
         ));
     }
-    if let Some(small) = zero_copy(rows, "unlimited").find(|r| r.bytes == 64) {
+    let loaded: Vec<String> = ["poll", "irq"]
+        .iter()
+        .filter_map(|&c| {
+            worst_large(select(cfg, rows, &hp, c, true), link)
+                .map(|(_, pct)| format!("{c} {pct:.0} %"))
+        })
+        .collect();
+    if !loaded.is_empty() {
+        parts.push(format!("beside a load on one core: {}", loaded.join(", ")));
+    }
+    if let Some(small) = select(cfg, rows, "unlimited", "poll", false).find(|r| r.bytes == 64) {
         let maint = rows.iter().find(|r| {
-            r.clock == "unlimited" && r.path == "zerocopy" && r.cache_maintenance && r.bytes == 64
+            r.clock == "unlimited"
+                && r.path == "zerocopy"
+                && r.cache_maintenance
+                && r.bytes == 64
+                && r.slots == cfg.slots
         });
         parts.push(format!(
             "with no link limit software moves {:.2} M packets/s of 64 B{}",
@@ -316,58 +517,113 @@ pub fn json(rows: &[Row]) -> serde_json::Value {
         "experiment": "transfer",
         "rows": rows.iter().map(|r| json!({
             "clock": r.clock,
+            "completion": r.completion,
             "path": r.path,
             "cache_maintenance": r.cache_maintenance,
+            "loaded": r.loaded,
+            "slots": r.slots,
             "bytes": r.bytes,
             "packets": r.packets,
             "seconds": r.seconds,
             "mbytes_per_s": r.mbytes_per_s,
+            "mib_per_s": r.mib_per_s(),
             "packets_per_s": r.packets_per_s,
+            "model_us": r.model_us,
+            "overhead_us": r.overhead_us(),
+            "cpu_us": r.cpu_us,
+            "cpu_share": r.cpu_share,
         })).collect::<Vec<_>>(),
     })
 }
 
-/// The run as a report: table, targets, MB/s against buffer size for each clock.
+/// The run as a report: table, targets, MB/s against buffer size for each clock,
+/// packets/s against ring size, CPU per packet.
 pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
-    let plot = |clock: &str| super::plot::LinePlot {
-        title: format!("Packet stream through a DMA buffer ring, clock {clock}"),
-        x_label: "packet size".into(),
-        y_label: "throughput (MB/s)".into(),
-        x: super::plot::XAxis::Bytes,
-        log_y: true,
-        series: super::report::series_by(
-            &rows
-                .iter()
-                .filter(|r| r.clock == clock)
-                .cloned()
-                .collect::<Vec<_>>(),
-            |r| {
-                format!(
-                    "{} {}",
-                    r.path,
-                    if r.cache_maintenance {
-                        "+ cache maintenance"
-                    } else {
-                        "coherent"
-                    }
-                )
+    let hp = clock_name(cfg.profile.port);
+    let label = |r: &Row| {
+        format!(
+            "{} {}{}{}",
+            r.completion,
+            r.path,
+            if r.cache_maintenance {
+                " + cache maintenance"
+            } else {
+                ""
             },
-            |r| r.bytes as f64,
-            |r| r.mbytes_per_s,
-        ),
+            if r.loaded { " beside a load" } else { "" }
+        )
     };
+    let by_size = |clock: &str, title: String, y_label: &str, y: fn(&Row) -> f64| {
+        let chosen: Vec<Row> = rows
+            .iter()
+            .filter(|r| r.clock == clock && r.slots == cfg.slots)
+            .cloned()
+            .collect();
+        super::plot::LinePlot {
+            title,
+            x_label: "packet size".into(),
+            y_label: y_label.into(),
+            x: super::plot::XAxis::Bytes,
+            log_y: true,
+            series: super::report::series_by(&chosen, label, |r| r.bytes as f64, y),
+        }
+    };
+    let ring: Vec<Row> = rows
+        .iter()
+        .filter(|r| {
+            r.clock == "unlimited"
+                && r.completion == "poll"
+                && r.path == "zerocopy"
+                && !r.cache_maintenance
+                && cfg.ring_sweep_sizes.contains(&r.bytes)
+        })
+        .cloned()
+        .collect();
     super::report::Report {
         experiment: "transfer",
         heading: format!(
-            "transfer: packets through a ring of {} DMA buffers each way (scatter-gather, polling, \
-             {} descriptors per TAILDESC write), median of {} runs",
-            cfg.slots, cfg.batch, cfg.runs
+            "transfer: packets through a ring of DMA buffers each way (scatter-gather, {} \
+             descriptors per TAILDESC write, {} buffers unless swept), link = {} HP port with \
+             PG021 latencies or unlimited, median of {} runs",
+            cfg.batch, cfg.slots, cfg.profile.description, cfg.runs
         ),
-        answer: answer(rows),
-        targets: targets(rows),
-        text: render(rows) + &Target::lines(&targets(rows)),
+        answer: answer(cfg, rows),
+        targets: targets(cfg, rows),
+        text: render(rows) + &Target::lines(&targets(cfg, rows)),
         json: json(rows),
-        plots: vec![plot("1200MB/s"), plot("unlimited")],
+        plots: vec![
+            by_size(
+                &hp,
+                format!("Packet stream, link {hp} (modelled)"),
+                "throughput (MB/s)",
+                |r| r.mbytes_per_s,
+            ),
+            by_size(
+                "unlimited",
+                "Packet stream, unlimited link: software's own rate".into(),
+                "throughput (MB/s)",
+                |r| r.mbytes_per_s,
+            ),
+            by_size(
+                "unlimited",
+                "Host CPU per packet, unlimited link".into(),
+                "CPU time per packet (µs)",
+                |r| r.cpu_us.max(1e-3),
+            ),
+            super::plot::LinePlot {
+                title: "Ring size, unlimited link (paper 004)".into(),
+                x_label: "buffers in the ring".into(),
+                y_label: "packets per second".into(),
+                x: super::plot::XAxis::PowersOfTwo,
+                log_y: true,
+                series: super::report::series_by(
+                    &ring,
+                    |r| format!("zerocopy {}", bytes_label(r.bytes)),
+                    |r| r.slots as f64,
+                    |r| r.packets_per_s,
+                ),
+            },
+        ],
     }
 }
 
@@ -377,28 +633,45 @@ mod tests {
 
     #[test]
     fn tiny_sweep_is_consistent_and_bounded_by_the_clock() {
-        let rows = run(&Config::tiny(), |_| {}).unwrap();
-        assert_eq!(rows.len(), 2 * 2 * 2 * 2);
+        let cfg = Config::tiny();
+        let rows = run(&cfg, |_| {}).unwrap();
+        // Per size: coherent zero-copy, copy, irq (both clocks), poll and irq
+        // loaded (HP clock); non-coherent zero-copy and copy (both clocks); the
+        // ring sweep's other sizes at 64 B.
+        assert_eq!(rows.len(), 2 * (5 + 3 + 2 + 2) + 2, "{rows:#?}");
         for r in &rows {
-            let mb = (r.packets * r.bytes) as f64 / r.seconds / 1e6;
-            assert!((mb - r.mbytes_per_s).abs() < 1e-6 * mb, "{r:?}");
-            assert!(
-                (r.packets as f64 / r.seconds - r.packets_per_s).abs() < 1e-6 * r.packets_per_s
+            // Bytes moved over the run's own clock: the size times the packets.
+            assert_eq!(
+                r.packets * r.bytes,
+                (r.mbytes_per_s * 1e6 * r.seconds).round() as usize
             );
             if r.clock == "1200MB/s" {
                 // The link cannot go faster than its clock (a little slack for
                 // the packets already in flight when timing starts).
                 assert!(r.mbytes_per_s < 1200.0 * 1.05, "{r:?}");
+                assert!(r.overhead_us() > -0.1 * r.model_us, "{r:?}");
+            } else {
+                assert_eq!(r.model_us, 0.0);
             }
+            assert!(r.cpu_us > 0.0 && r.cpu_share <= 2.05, "{r:?}");
         }
+        assert!(rows.iter().any(|r| r.slots == 8) && rows.iter().any(|r| r.loaded));
         let j = json(&rows);
         assert_eq!(j["experiment"], "transfer");
-        assert_eq!(j["rows"][0]["clock"], "1200MB/s");
+        for k in [
+            "cpu_us",
+            "model_us",
+            "overhead_us",
+            "cpu_share",
+            "mib_per_s",
+        ] {
+            assert!(j["rows"][0][k].is_number(), "no {k}");
+        }
         assert!(render(&rows).contains("zerocopy"));
-        let t = targets(&rows);
-        assert_eq!(t.len(), 2, "{t:?}");
-        assert!(t[1].what.contains("64 B"));
-        assert!(answer(&rows).contains("M packets/s"));
+        let t = targets(&cfg, &rows);
+        assert_eq!(t.len(), 4, "{t:?}");
+        assert!(t[3].what.contains("64 B"));
+        assert!(answer(&cfg, &rows).contains("M packets/s"));
     }
 
     #[test]

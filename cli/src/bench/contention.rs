@@ -1,0 +1,462 @@
+//! `dmaflow bench contention`: what a completion mode leaves for the
+//! application (papers 002 and 004's trade-off). An application thread doing
+//! fixed work (a 64-tap FIR filter over a buffer of samples, again and again)
+//! shares the driver's core while two-way transfers of 64 B, 4 KiB and 1 MiB
+//! run back to back in each completion mode; the application's throughput is
+//! reported as a share of its throughput alone on that core, measured just
+//! before (interleaved, so drift does not bias the ratio), beside the
+//! transfers' time and the driver's CPU. The emulated device runs on a core of
+//! its own when there are two or more.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::meter::{Meter, Tally};
+use super::report::{Target, sentence};
+use super::{Error, Rig, bytes_label, table};
+use dmaflow::dma::{Completion, Proxy};
+use dmaflow::mem::CachePolicy;
+use dmaflow::sim::{Loopback, Profile};
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Transfer sizes in bytes.
+    pub sizes: Vec<usize>,
+    /// How long each point (and each solo measurement) runs.
+    pub duration: Duration,
+    /// The board whose port clocks the link.
+    pub profile: Profile,
+}
+
+impl Config {
+    /// The full run.
+    pub fn full() -> Self {
+        Config {
+            sizes: vec![64, 4096, 1 << 20],
+            duration: Duration::from_millis(600),
+            profile: Profile::ZYNQ7000,
+        }
+    }
+
+    /// A shorter run.
+    pub fn quick() -> Self {
+        Config {
+            duration: Duration::from_millis(200),
+            ..Self::full()
+        }
+    }
+
+    /// A tiny run for tests.
+    pub fn tiny() -> Self {
+        Config {
+            sizes: vec![64, 4096],
+            duration: Duration::from_millis(40),
+            ..Self::full()
+        }
+    }
+}
+
+/// One point.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// `poll`, `yield`, `irq` or `proxy`.
+    pub completion: &'static str,
+    /// Bytes each way.
+    pub bytes: usize,
+    /// Transfers done while the application ran.
+    pub transfers: usize,
+    /// Mean wall time per transfer, in microseconds.
+    pub transfer_us: f64,
+    /// What the modelled device needs per transfer, in microseconds.
+    pub model_us: f64,
+    /// Host CPU of the driver-side threads per transfer, in microseconds.
+    pub cpu_us: f64,
+    /// Driver-side CPU over the point's wall time: the share of the shared
+    /// core the driver took while the application ran.
+    pub cpu_share: f64,
+    /// Application throughput beside the transfers over its throughput alone.
+    pub app_share: f64,
+}
+
+impl Row {
+    /// Measured minus modelled time per transfer.
+    pub fn overhead_us(&self) -> f64 {
+        self.transfer_us - self.model_us
+    }
+}
+
+const MODES: [(&str, Completion); 4] = [
+    ("poll", Completion::Poll),
+    ("yield", Completion::Yield),
+    ("irq", Completion::Irq),
+    ("proxy", Completion::Proxy),
+];
+
+const TAPS: usize = 64;
+const SAMPLES: usize = 16 << 10;
+
+/// One pass of the application's work: a 64-tap FIR filter over the buffer.
+fn filter_pass(x: &[f32], taps: &[f32], y: &mut [f32]) {
+    for (i, out) in y.iter_mut().enumerate().skip(TAPS - 1) {
+        let window = &x[i + 1 - TAPS..=i];
+        *out = window
+            .iter()
+            .zip(taps.iter().rev())
+            .map(|(a, b)| a * b)
+            .sum();
+    }
+}
+
+/// The application thread: filter passes until told to stop, counted.
+struct App {
+    stop: Arc<AtomicBool>,
+    passes: Arc<AtomicU64>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl App {
+    fn start(core: usize) -> Result<Self, Error> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let passes = Arc::new(AtomicU64::new(0));
+        let (s, p) = (stop.clone(), passes.clone());
+        let thread = std::thread::Builder::new()
+            .name("dmaflow-app".into())
+            .spawn(move || {
+                let _ = dmaflow::platform::cpu::pin(None, &[core]);
+                let x: Vec<f32> = (0..SAMPLES).map(|i| (i as f32 * 0.01).sin()).collect();
+                let taps: Vec<f32> = (0..TAPS).map(|k| 1.0 / (k + 1) as f32).collect();
+                let mut y = vec![0f32; SAMPLES];
+                while !s.load(Ordering::Relaxed) {
+                    filter_pass(&x, &taps, &mut y);
+                    std::hint::black_box(&y);
+                    p.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+            .map_err(|source| Error::Io {
+                path: "application thread".into(),
+                source,
+            })?;
+        Ok(App {
+            stop,
+            passes,
+            thread: Some(thread),
+        })
+    }
+
+    fn passes(&self) -> u64 {
+        self.passes.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Passes per second of the application over `d`, counted from a running
+/// application (its start-up excluded).
+fn app_rate(
+    app: &App,
+    d: Duration,
+    mut during: impl FnMut() -> Result<(), Error>,
+) -> Result<f64, Error> {
+    let (p0, t0) = (app.passes(), Instant::now());
+    let until = t0 + d;
+    while Instant::now() < until {
+        during()?;
+    }
+    Ok((app.passes() - p0) as f64 / t0.elapsed().as_secs_f64())
+}
+
+/// Marks a transfer's data as transfer `seq`'s: its first and last bytes (the
+/// driver-side thread does no more work per byte than a real producer that
+/// hands over a buffer it already filled; loopback and transfer check every
+/// byte).
+fn mark(p: &mut [u8], seq: u8) {
+    let n = p.len();
+    if n > 0 {
+        p[0] = seq;
+        p[n - 1] = seq;
+    }
+}
+
+fn check(what: &str, got: &[u8], len: usize, seq: u8) -> Result<(), Error> {
+    if got.len() == len && got.first() == Some(&seq) && got.last() == Some(&seq) {
+        Ok(())
+    } else {
+        Err(Error::Corrupted {
+            what: what.to_string(),
+            got: got.first().copied().unwrap_or(0).into(),
+            expected: seq.into(),
+        })
+    }
+}
+
+/// Runs every mode and size.
+pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
+    let largest = cfg.sizes.iter().copied().max().unwrap_or(64);
+    let mut rows = Vec::new();
+    for (name, mode) in MODES {
+        // A fresh board per mode: the proxy takes its engine over.
+        let mut rig = Rig::new(
+            (4 * largest + (1 << 20)).next_power_of_two(),
+            cfg.profile.port,
+            false,
+            CachePolicy::Coherent,
+            Box::new(Loopback),
+        )?;
+        let placed = rig.dedicate_core()?;
+        // The driver and the application share one core.
+        let core = placed.host_cores[0];
+        dmaflow::platform::cpu::pin(None, &[core])?;
+        let proxy = if mode == Completion::Proxy {
+            Some(
+                Proxy::start(rig.engines.remove(0)).map_err(|source| Error::Io {
+                    path: "proxy driver thread".into(),
+                    source,
+                })?,
+            )
+        } else {
+            None
+        };
+        for &bytes in &cfg.sizes {
+            let what = format!("contention {name} {}", bytes_label(bytes));
+            progress(&what);
+            let app = App::start(core)?;
+            // Solo first: the driver thread idles (sleeps) while it is measured.
+            let solo = app_rate(&app, cfg.duration, || {
+                std::thread::sleep(Duration::from_millis(5));
+                Ok(())
+            })?;
+            let mut tally = Tally::default();
+            let point = Meter::start(proxy.as_ref());
+            let shared = if let Some(p) = &proxy {
+                let mut buf = vec![0u8; bytes];
+                app_rate(&app, cfg.duration, || {
+                    let seq = tally.n as u8;
+                    buf.resize(bytes, 0);
+                    mark(&mut buf, seq);
+                    let m = Meter::start(Some(p));
+                    buf = p.transfer(std::mem::take(&mut buf), bytes)?;
+                    tally.add(m.stop());
+                    check(&what, &buf, bytes, seq)
+                })?
+            } else {
+                let engine = &rig.engines[0];
+                let mut tx = engine.pool().alloc::<u8>(bytes)?;
+                let mut rx = engine.pool().alloc::<u8>(bytes)?;
+                app_rate(&app, cfg.duration, || {
+                    let seq = tally.n as u8;
+                    mark(tx.as_mut_slice(), seq);
+                    let m = Meter::start(None);
+                    let n = engine.two_way(&tx, bytes, &mut rx, mode)?;
+                    tally.add(m.stop());
+                    check(&what, &rx.as_slice()[..n], bytes, seq)
+                })?
+            };
+            let whole = point.stop();
+            drop(app);
+            let transfers = tally.n;
+            let cost = tally.cost();
+            rows.push(Row {
+                completion: name,
+                bytes,
+                transfers,
+                transfer_us: cost.wall.as_secs_f64() * 1e6 / transfers.max(1) as f64,
+                model_us: cfg.profile.port.two_way(bytes, false).as_secs_f64() * 1e6,
+                cpu_us: cost.cpu_us_per(transfers),
+                cpu_share: whole.cpu_share(),
+                app_share: shared / solo,
+            });
+        }
+        drop(proxy);
+        drop(placed);
+    }
+    Ok(rows)
+}
+
+/// The result as a table.
+pub fn render(rows: &[Row]) -> String {
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                bytes_label(r.bytes),
+                r.completion.to_string(),
+                format!("{:.0} %", 100.0 * r.app_share),
+                format!("{:.2}", r.transfer_us),
+                format!("{:.2}", r.model_us),
+                format!("{:.2}", r.overhead_us()),
+                format!("{:.2}", r.cpu_us),
+                format!("{:.0} %", 100.0 * r.cpu_share),
+                r.transfers.to_string(),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "size",
+            "completion",
+            "app keeps",
+            "us/transfer",
+            "model us",
+            "overhead us",
+            "driver CPU us",
+            "driver CPU share",
+            "transfers",
+        ],
+        &cells,
+    )
+}
+
+fn find<'a>(rows: &'a [Row], completion: &str, bytes: usize) -> Option<&'a Row> {
+    rows.iter()
+        .find(|r| r.completion == completion && r.bytes == bytes)
+}
+
+/// The issue's target: with interrupts the application keeps >= 80 % of its
+/// solo throughput at 1 MiB transfers (and what polling leaves it, beside).
+pub fn targets(rows: &[Row]) -> Vec<Target> {
+    let large = rows.iter().map(|r| r.bytes).max().unwrap_or(0);
+    match (find(rows, "irq", large), find(rows, "poll", large)) {
+        (Some(i), Some(p)) => vec![Target::new(
+            format!(
+                "{} transfers with irq: the application keeps >= 80 % of its solo throughput",
+                bytes_label(large)
+            ),
+            format!(
+                "{:.0} % (poll leaves it {:.0} %)",
+                100.0 * i.app_share,
+                100.0 * p.app_share
+            ),
+            i.app_share >= 0.8,
+        )],
+        _ => Vec::new(),
+    }
+}
+
+/// One sentence per size extreme: what each mode leaves the application.
+pub fn answer(rows: &[Row]) -> String {
+    let mut sizes: Vec<usize> = rows.iter().map(|r| r.bytes).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let clauses: Vec<String> = sizes
+        .iter()
+        .map(|&b| {
+            let modes: Vec<String> = ["poll", "yield", "irq", "proxy"]
+                .iter()
+                .filter_map(|&c| {
+                    find(rows, c, b).map(|r| {
+                        format!(
+                            "{c} {:.0} % ({:.1} us/transfer)",
+                            100.0 * r.app_share,
+                            r.transfer_us
+                        )
+                    })
+                })
+                .collect();
+            format!(
+                "with {} transfers on its core the application keeps {}",
+                bytes_label(b),
+                modes.join(", ")
+            )
+        })
+        .collect();
+    sentence(&clauses)
+}
+
+/// The result as `{"experiment":"contention","rows":[...]}`.
+pub fn json(rows: &[Row]) -> serde_json::Value {
+    json!({
+        "experiment": "contention",
+        "rows": rows.iter().map(|r| json!({
+            "completion": r.completion,
+            "bytes": r.bytes,
+            "transfers": r.transfers,
+            "transfer_us": r.transfer_us,
+            "model_us": r.model_us,
+            "overhead_us": r.overhead_us(),
+            "cpu_us": r.cpu_us,
+            "cpu_share": r.cpu_share,
+            "app_share": r.app_share,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// The run as a report.
+pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
+    super::report::Report {
+        experiment: "contention",
+        heading: format!(
+            "contention: an application (64-tap FIR filter passes over {} samples) shares the \\
+             driver's core with back-to-back two-way transfers, {} per point, link = {}; its \\
+             throughput as a share of its throughput alone, measured just before",
+            SAMPLES,
+            humantime(cfg.duration),
+            cfg.profile.description
+        ),
+        answer: answer(rows),
+        targets: targets(rows),
+        text: render(rows) + &Target::lines(&targets(rows)),
+        json: json(rows),
+        plots: vec![super::plot::LinePlot {
+            title: "What each completion mode leaves the application on its core".into(),
+            x_label: "transfer size, each way".into(),
+            y_label: "application throughput kept (%)".into(),
+            x: super::plot::XAxis::Bytes,
+            log_y: false,
+            series: super::report::series_by(
+                rows,
+                |r| r.completion.to_string(),
+                |r| r.bytes as f64,
+                |r| 100.0 * r.app_share,
+            ),
+        }],
+    }
+}
+
+fn humantime(d: Duration) -> String {
+    format!("{} ms", d.as_millis())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_filter_is_a_filter() {
+        // An impulse through the filter gives back its taps.
+        let mut x = vec![0f32; 256];
+        x[100] = 1.0;
+        let taps: Vec<f32> = (0..TAPS).map(|k| k as f32).collect();
+        let mut y = vec![0f32; 256];
+        filter_pass(&x, &taps, &mut y);
+        for k in 0..TAPS {
+            assert_eq!(y[100 + k], k as f32);
+        }
+        assert_eq!(y[99], 0.0);
+    }
+
+    #[test]
+    fn tiny_run_measures_every_mode_and_size() {
+        let rows = run(&Config::tiny(), |_| {}).unwrap();
+        assert_eq!(rows.len(), 4 * 2);
+        for r in &rows {
+            assert!(r.transfers > 0, "{r:?}");
+            assert!(r.app_share > 0.0 && r.app_share.is_finite(), "{r:?}");
+            assert!(r.transfer_us >= r.model_us, "{r:?}");
+        }
+        let j = json(&rows);
+        assert_eq!(j["experiment"], "contention");
+        assert!(j["rows"][0]["app_share"].is_number());
+        assert!(answer(&rows).contains("application keeps"));
+    }
+}
