@@ -213,6 +213,11 @@ pub struct BgSubCoprocessor {
 }
 
 impl BgSubCoprocessor {
+    /// The emulated board the coprocessor runs on.
+    pub fn rig(&self) -> &Rig {
+        &self.rig
+    }
+
     /// A coprocessor for `params`, clocked at `clock`, waited for by `completion`,
     /// on a coherent board.
     pub fn new(params: Params, clock: Clock, completion: Completion) -> Result<Self, Error> {

@@ -32,24 +32,48 @@ enum Command {
     ///             gbytes_per_s (10^9 B/s, median)
     ///   fir:      fft_len, overlap_pct, mode (zerocopy|copy|bare), taps,
     ///             mflops (median; 10 N log2 N + 6 N flops per block)
-    ///   transfer: clock ("1200MB/s"|"unlimited"), path (zerocopy|copy),
-    ///             cache_maintenance (bool), bytes (buffer size), packets (per run),
+    ///   transfer: clock (the profile's port, e.g. "1200MB/s", or "unlimited"),
+    ///             completion (poll|irq), path (zerocopy|copy), cache_maintenance
+    ///             (bool), loaded (bool: another thread spinning on a core),
+    ///             slots (ring size), bytes (packet size), packets (per run),
     ///             seconds (median run), mbytes_per_s (10^6 B/s one way),
-    ///             packets_per_s
-    ///   twoway:   completion (poll|proxy), lines, bytes (each way), avg_us, min_us,
-    ///             max_us, stddev_us (per two-way transfer), mib_per_s (2^20 B/s;
-    ///             ideal 95.37), iterations
+    ///             mib_per_s (2^20 B/s, as paper 004), packets_per_s, and per
+    ///             packet model_us, overhead_us, cpu_us, cpu_share (see below)
+    ///   twoway:   completion (poll|irq|proxy), lines, bytes (each way), avg_us,
+    ///             min_us, max_us, stddev_us (per two-way transfer), mib_per_s
+    ///             (2^20 B/s; ideal 95.37), iterations, model_us, overhead_us
+    ///             (of the mean), cpu_us, cpu_share, issue_us (median time to
+    ///             program both channels; null for proxy)
     ///   loopback: completion (poll|yield|irq|proxy), path (zerocopy|copy),
     ///             buffering (single|double), partition (unique|blocks),
-    ///             block_bytes, bytes, median_us (two-way transfer), tx_us (to MM2S
-    ///             completion), rx_us (MM2S to S2MM completion), us_per_byte,
-    ///             iterations (all times medians, unlimited clock)
+    ///             block_bytes, bytes, median_us (two-way transfer), model_us,
+    ///             overhead_us, cpu_us, cpu_share, tx_us (MM2S start to its
+    ///             completion), rx_us (S2MM start to its completion), us_per_byte,
+    ///             iterations (times medians, at the profile's port clock)
     ///   bgsub:    device (fabric|cpu), width, height, frames, seconds (all frames),
     ///             frame_ms (median), frames_per_s (at the median frame time),
-    ///             verified (bool: every mask equal to the software's)
+    ///             verified (bool: every mask equal to the pixel-by-pixel
+    ///             definition), cpu_us (per frame), model_us and overhead_us (per
+    ///             frame; null for cpu)
     ///   cnn:      completion (poll|yield|irq|proxy), layer (1..5), tx_bytes,
     ///             rx_bytes, tx_us_per_byte, rx_us_per_byte (medians over frames),
-    ///             frame_ms (median frame), verified (bool)
+    ///             frame_ms (median frame), verified (bool), layer_us (median
+    ///             layer transfer), model_us, overhead_us (includes the emulated
+    ///             core's compute), cpu_us
+    ///   contention: completion (poll|yield|irq|proxy), bytes, transfers,
+    ///             transfer_us (mean), model_us, overhead_us, cpu_us, cpu_share
+    ///             (of the shared core), app_share (application throughput beside
+    ///             the transfers / alone)
+    ///
+    /// The DMA experiments' common keys:
+    ///   model_us     what the modelled device needs for the transfer: the link
+    ///                at the board's clock plus PG021's MM2S start-up and S2MM
+    ///                write latencies (0 with the unlimited clock)
+    ///   overhead_us  measured minus model_us: what software added
+    ///   cpu_us       host CPU time per transfer of the driver-side threads (the
+    ///                caller and, for proxy, the driver thread; never the emulated
+    ///                device's thread)
+    ///   cpu_share    that CPU time over the wall time it was spent in
     #[command(verbatim_doc_comment)]
     Bench {
         /// Which experiment.

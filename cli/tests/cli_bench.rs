@@ -16,6 +16,9 @@ fn bgsub_and_cnn_print_json_and_write_their_report() {
                 "frames",
                 "frames_per_s",
                 "verified",
+                "cpu_us",
+                "model_us",
+                "overhead_us",
             ][..],
         ),
         (
@@ -29,6 +32,9 @@ fn bgsub_and_cnn_print_json_and_write_their_report() {
                 "rx_us_per_byte",
                 "frame_ms",
                 "verified",
+                "cpu_us",
+                "model_us",
+                "overhead_us",
             ][..],
         ),
     ] {
@@ -85,4 +91,27 @@ fn an_unwritable_report_directory_is_refused_before_any_experiment() {
     assert!(err.contains("/proc/dmaflow-report"), "{err}");
     // Nothing ran: no table was printed.
     assert!(String::from_utf8_lossy(&out.stdout).is_empty());
+}
+
+#[test]
+fn bench_help_documents_the_cost_keys_of_every_dma_experiment() {
+    let o = Command::new(env!("CARGO_BIN_EXE_dmaflow"))
+        .args(["bench", "--help"])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let help = String::from_utf8_lossy(&o.stdout);
+    for needle in [
+        "model_us",
+        "overhead_us",
+        "cpu_us",
+        "cpu_share",
+        "contention:",
+        "--board",
+    ] {
+        assert!(
+            help.contains(needle),
+            "bench --help does not mention {needle}"
+        );
+    }
 }

@@ -251,59 +251,63 @@ pub fn synthetic_frames(p: &Params, frames: usize, seed: u64) -> Vec<u8> {
     out
 }
 
+/// The algorithm's definition written out pixel by pixel, with clamped 3x3
+/// windows and no shared code with [`BackgroundSubtractor`]: the masks of every
+/// whole frame in `frames`, the first frame taken as the initial background.
+/// Slow; it is what the fast implementations are checked against.
+pub fn definition(p: &Params, frames: &[u8]) -> Vec<u8> {
+    // The definition written out pixel by pixel, with clamped 3x3 windows.
+    let (w, h) = (p.width as i64, p.height as i64);
+    let at = |img: &[u8], x: i64, y: i64| {
+        img[(y.clamp(0, h - 1) * w + x.clamp(0, w - 1)) as usize] as u32
+    };
+    let mut bg = frames[..p.frame_bytes()].to_vec();
+    let mut masks = Vec::new();
+    for f in frames.chunks(p.frame_bytes()) {
+        let d: Vec<u8> = f.iter().zip(&bg).map(|(&i, &b)| i.abs_diff(b)).collect();
+        for (b, &i) in bg.iter_mut().zip(f) {
+            if i > *b {
+                *b += 1
+            } else if i < *b {
+                *b -= 1
+            }
+        }
+        let k = [[1, 2, 1], [2, 4, 2], [1, 2, 1]];
+        let mut s = vec![0u8; d.len()];
+        for y in 0..h {
+            for x in 0..w {
+                let mut sum = 0;
+                for dy in -1..=1 {
+                    for dx in -1..=1 {
+                        sum += k[(dy + 1) as usize][(dx + 1) as usize] * at(&d, x + dx, y + dy);
+                    }
+                }
+                s[(y * w + x) as usize] = ((sum + 8) >> 4) as u8;
+            }
+        }
+        for y in 0..h {
+            for x in 0..w {
+                let m = if p.filter {
+                    let mut m = 0;
+                    for dy in -1..=1 {
+                        for dx in -1..=1 {
+                            m = m.max(at(&s, x + dx, y + dy));
+                        }
+                    }
+                    m
+                } else {
+                    d[(y * w + x) as usize] as u32
+                };
+                masks.push(if m > p.threshold as u32 { 255 } else { 0 });
+            }
+        }
+    }
+    masks
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn naive(p: &Params, frames: &[u8]) -> Vec<u8> {
-        // The definition written out pixel by pixel, with clamped 3x3 windows.
-        let (w, h) = (p.width as i64, p.height as i64);
-        let at = |img: &[u8], x: i64, y: i64| {
-            img[(y.clamp(0, h - 1) * w + x.clamp(0, w - 1)) as usize] as u32
-        };
-        let mut bg = frames[..p.frame_bytes()].to_vec();
-        let mut masks = Vec::new();
-        for f in frames.chunks(p.frame_bytes()) {
-            let d: Vec<u8> = f.iter().zip(&bg).map(|(&i, &b)| i.abs_diff(b)).collect();
-            for (b, &i) in bg.iter_mut().zip(f) {
-                if i > *b {
-                    *b += 1
-                } else if i < *b {
-                    *b -= 1
-                }
-            }
-            let k = [[1, 2, 1], [2, 4, 2], [1, 2, 1]];
-            let mut s = vec![0u8; d.len()];
-            for y in 0..h {
-                for x in 0..w {
-                    let mut sum = 0;
-                    for dy in -1..=1 {
-                        for dx in -1..=1 {
-                            sum += k[(dy + 1) as usize][(dx + 1) as usize] * at(&d, x + dx, y + dy);
-                        }
-                    }
-                    s[(y * w + x) as usize] = ((sum + 8) >> 4) as u8;
-                }
-            }
-            for y in 0..h {
-                for x in 0..w {
-                    let m = if p.filter {
-                        let mut m = 0;
-                        for dy in -1..=1 {
-                            for dx in -1..=1 {
-                                m = m.max(at(&s, x + dx, y + dy));
-                            }
-                        }
-                        m
-                    } else {
-                        d[(y * w + x) as usize] as u32
-                    };
-                    masks.push(if m > p.threshold as u32 { 255 } else { 0 });
-                }
-            }
-        }
-        masks
-    }
 
     #[test]
     fn matches_the_definition_pixel_by_pixel() {
@@ -324,7 +328,7 @@ mod tests {
             {
                 sub.process(f, m).unwrap();
             }
-            assert_eq!(got, naive(&p, &frames), "{w}x{h} filter={filter}");
+            assert_eq!(got, definition(&p, &frames), "{w}x{h} filter={filter}");
         }
     }
 

@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use serde_json::json;
 
+use super::meter::{Cost, Meter, Tally};
 use super::report::sentence;
 use super::{Error, Rig, median, table};
 use dmaflow::dma::{Completion, Proxy, Timing};
@@ -80,6 +81,23 @@ pub struct Row {
     pub frame_ms: f64,
     /// Every frame's output equal to the software reference.
     pub verified: bool,
+    /// Median wall time of the layer's transfer, in microseconds.
+    pub layer_us: f64,
+    /// What the modelled link needs for the layer: MM2S start-up, the packet
+    /// in, the maps out, the S2MM write latency (the emulated core's own
+    /// compute time is not modelled: it is the emulator's), in microseconds.
+    pub model_us: f64,
+    /// Mean host CPU of the driver-side threads per layer transfer, in
+    /// microseconds.
+    pub cpu_us: f64,
+}
+
+impl Row {
+    /// Measured minus modelled time of the layer's transfer (includes the
+    /// emulated core's compute time).
+    pub fn overhead_us(&self) -> f64 {
+        self.layer_us - self.model_us
+    }
 }
 
 const MODES: [(&str, Completion); 4] = [
@@ -91,8 +109,10 @@ const MODES: [(&str, Completion); 4] = [
 
 /// What the frames of one completion mode gave.
 struct Measured {
-    /// Per layer, per frame: (TX us per byte, RX us per byte).
-    per_layer: Vec<Vec<(f64, f64)>>,
+    /// Per layer, per frame: (TX us per byte, RX us per byte, wall us).
+    per_layer: Vec<Vec<(f64, f64, f64)>>,
+    /// Per layer: the driver-side CPU of its transfers.
+    cost: Vec<Tally>,
     /// Per frame: milliseconds.
     frame_ms: Vec<f64>,
     /// Every output equal to the reference.
@@ -104,9 +124,10 @@ struct Measured {
 fn frames(
     net: &[Layer],
     reference: &[Vec<i16>],
-    mut send: impl FnMut(Vec<u8>, usize) -> Result<(Vec<u8>, Timing), Error>,
+    mut send: impl FnMut(Vec<u8>, usize) -> Result<(Vec<u8>, Timing, Cost), Error>,
 ) -> Result<Measured, Error> {
     let mut per_layer = vec![Vec::new(); net.len()];
+    let mut cost = vec![Tally::default(); net.len()];
     let mut frame_ms = Vec::new();
     let mut verified = true;
     for (f, expected) in reference.iter().enumerate() {
@@ -116,11 +137,13 @@ fn frames(
             let packet = layer.encode(&maps, h, w);
             let shape = layer.shape(h, w);
             let (tx, rx) = (packet.len(), shape.out_bytes());
-            let (answer, t) = send(packet, rx)?;
+            let (answer, t, c) = send(packet, rx)?;
             per_layer[l].push((
                 t.tx.as_secs_f64() * 1e6 / tx as f64,
                 t.rx.as_secs_f64() * 1e6 / rx as f64,
+                c.wall.as_secs_f64() * 1e6,
             ));
+            cost[l].add(c);
             maps = from_bytes(&answer);
             (h, w) = shape.out_dims();
         }
@@ -129,6 +152,7 @@ fn frames(
     }
     Ok(Measured {
         per_layer,
+        cost,
         frame_ms,
         verified,
     })
@@ -174,8 +198,10 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
             cfg.memory,
             Box::new(ConvCore::new()),
         )?;
+        let _placed = rig.dedicate_core()?;
         let Measured {
             per_layer,
+            cost,
             frame_ms,
             verified,
         } = if c == Completion::Proxy {
@@ -184,21 +210,27 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
                 source,
             })?;
             frames(&net, &reference, |packet, rx| {
+                let m = Meter::start(Some(&proxy));
                 let out = proxy.transfer(packet, rx)?;
-                Ok((out, proxy.last_timing()))
+                let c = m.stop();
+                Ok((out, proxy.last_timing(), c))
             })?
         } else {
             let engine = &rig.engines[0];
             let mut out = vec![0u8; largest];
             frames(&net, &reference, |packet, rx| {
+                let m = Meter::start(None);
                 let n = engine.write_read(&packet, &mut out[..rx], c)?;
-                Ok((out[..n].to_vec(), engine.last_timing()))
+                let cost = m.stop();
+                Ok((out[..n].to_vec(), engine.last_timing(), cost))
             })?
         };
         let frame = median(&frame_ms);
         for (l, samples) in per_layer.iter().enumerate() {
             let tx: Vec<f64> = samples.iter().map(|s| s.0).collect();
             let rx: Vec<f64> = samples.iter().map(|s| s.1).collect();
+            let wall: Vec<f64> = samples.iter().map(|s| s.2).collect();
+            let (tx_bytes, rx_bytes) = sizes[l];
             rows.push(Row {
                 completion: name,
                 layer: l + 1,
@@ -208,6 +240,14 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
                 rx_us_per_byte: median(&rx),
                 frame_ms: frame,
                 verified,
+                layer_us: median(&wall),
+                model_us: (FABRIC.mm2s_start(false)
+                    + FABRIC.duration(tx_bytes)
+                    + FABRIC.duration(rx_bytes)
+                    + FABRIC.cycles(dmaflow::sim::S2MM_WRITE_CYCLES))
+                .as_secs_f64()
+                    * 1e6,
+                cpu_us: cost[l].cpu_us(),
             });
         }
     }
@@ -274,6 +314,10 @@ pub fn render(rows: &[Row]) -> String {
                 r.rx_bytes.to_string(),
                 format!("{:.5}", r.tx_us_per_byte),
                 format!("{:.5}", r.rx_us_per_byte),
+                format!("{:.1}", r.layer_us),
+                format!("{:.1}", r.model_us),
+                format!("{:.1}", r.overhead_us()),
+                format!("{:.1}", r.cpu_us),
             ]
         })
         .collect();
@@ -285,6 +329,10 @@ pub fn render(rows: &[Row]) -> String {
             "RX bytes",
             "TX us/byte",
             "RX us/byte",
+            "layer us",
+            "model us",
+            "overhead us",
+            "CPU us",
         ],
         &cells,
     );
@@ -304,6 +352,10 @@ pub fn json(rows: &[Row]) -> serde_json::Value {
             "rx_us_per_byte": r.rx_us_per_byte,
             "frame_ms": r.frame_ms,
             "verified": r.verified,
+            "layer_us": r.layer_us,
+            "model_us": r.model_us,
+            "overhead_us": r.overhead_us(),
+            "cpu_us": r.cpu_us,
         })).collect::<Vec<_>>(),
     })
 }
@@ -315,11 +367,21 @@ pub fn answer(cfg: &Config, rows: &[Row]) -> String {
         frames.push(format!("{} {:.2} ms", r.completion, r.frame_ms));
     }
     let verified = rows.iter().all(|r| r.verified);
+    let mut cpu: Vec<String> = Vec::new();
+    for r in rows.iter().filter(|r| r.layer == 1) {
+        let total: f64 = rows
+            .iter()
+            .filter(|x| x.completion == r.completion)
+            .map(|x| x.cpu_us)
+            .sum();
+        cpu.push(format!("{} {:.0} us", r.completion, total));
+    }
     sentence(&[format!(
-        "one frame through {} convolution layers on the coprocessor takes {} per mode; \
-         outputs {}",
+        "one frame through {} convolution layers on the coprocessor takes {} per mode, \
+         costing the host {} of driver CPU; outputs {}",
         cfg.layers,
         frames.join(", "),
+        cpu.join(", "),
         if verified {
             "equal to the software reference"
         } else {
