@@ -43,7 +43,7 @@ impl Config {
     pub fn full() -> Self {
         Config {
             samples: 1 << 24,
-            runs: 7,
+            runs: 5,
             fft_lens: (4..=16).map(|k| 1 << k).collect(),
             overlaps: vec![10, 50, 90],
         }
@@ -518,7 +518,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
              the bare loop on one; MFLOPS = (10 N log2 N + 6 N) per block / time (N log2 N counts \
              complex-FFT flops, as paper 001 does)",
             cfg.samples,
-            cfg.samples * 4 >> 20,
+            (cfg.samples * 4) >> 20,
             cfg.runs
         ),
         answer: answer(rows),
