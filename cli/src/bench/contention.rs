@@ -396,8 +396,8 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
     super::report::Report {
         experiment: "contention",
         heading: format!(
-            "contention: an application (64-tap FIR filter passes over {} samples) shares the \\
-             driver's core with back-to-back two-way transfers, {} per point, link = {}; its \\
+            "contention: an application (64-tap FIR filter passes over {} samples) shares the \
+             driver's core with back-to-back two-way transfers, {} per point, link = {}; its \
              throughput as a share of its throughput alone, measured just before",
             SAMPLES,
             humantime(cfg.duration),
