@@ -281,13 +281,19 @@ mod tests {
 
     #[test]
     fn tiny_run_verifies_every_frame_and_is_consistent() {
+        let t0 = std::time::Instant::now();
         let rows = run(&Config::tiny(), |_| {}).unwrap();
+        let elapsed = t0.elapsed().as_secs_f64();
         assert_eq!(rows.len(), 2);
         for r in &rows {
             assert!(r.verified, "{r:?}");
-            assert!((1e3 / r.frame_ms - r.frames_per_s).abs() < 1e-9 * r.frames_per_s);
+            // The frames took no longer than the test's own clock saw, and the
+            // median frame no longer than all of them.
+            assert!(r.seconds <= elapsed, "{r:?}");
             assert!(r.frame_ms * 1e-3 <= r.seconds, "{r:?}");
+            assert!(r.cpu_us > 0.0, "{r:?}");
         }
+        assert!(rows[0].model_us.is_some() && rows[1].model_us.is_none());
         // The fabric cannot beat its clock: two 1200-byte streams side by side at
         // 100 MB/s take 12 us a frame.
         let fabric = &rows[0];
