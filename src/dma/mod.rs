@@ -32,6 +32,26 @@ pub enum Completion {
     Proxy,
 }
 
+impl Completion {
+    /// Every mode, in the order the papers discuss them.
+    pub const ALL: [Completion; 4] = [
+        Completion::Poll,
+        Completion::Yield,
+        Completion::Irq,
+        Completion::Proxy,
+    ];
+
+    /// The mode's short name: `poll`, `yield`, `irq` or `proxy`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Completion::Poll => "poll",
+            Completion::Yield => "yield",
+            Completion::Irq => "irq",
+            Completion::Proxy => "proxy",
+        }
+    }
+}
+
 /// How a message is cut into transfers (paper 002).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Partition {

@@ -100,13 +100,6 @@ impl Row {
     }
 }
 
-const MODES: [(&str, Completion); 4] = [
-    ("poll", Completion::Poll),
-    ("yield", Completion::Yield),
-    ("irq", Completion::Irq),
-    ("proxy", Completion::Proxy),
-];
-
 /// What the frames of one completion mode gave.
 struct Measured {
     /// Per layer, per frame: (TX us per byte, RX us per byte, wall us).
@@ -188,7 +181,8 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
     }
     let largest = sizes.iter().map(|&(t, r)| t.max(r)).max().unwrap_or(0);
     let mut rows = Vec::new();
-    for (name, c) in MODES {
+    for c in Completion::ALL {
+        let name = c.name();
         progress(&format!("cnn {name}"));
         let mut rig = Rig::with_model(
             (8 * largest + (1 << 20)).next_power_of_two(),

@@ -89,13 +89,6 @@ impl Row {
     }
 }
 
-const MODES: [(&str, Completion); 4] = [
-    ("poll", Completion::Poll),
-    ("yield", Completion::Yield),
-    ("irq", Completion::Irq),
-    ("proxy", Completion::Proxy),
-];
-
 const TAPS: usize = 64;
 const SAMPLES: usize = 16 << 10;
 
@@ -204,7 +197,8 @@ fn check(what: &str, got: &[u8], len: usize, seq: u8) -> Result<(), Error> {
 pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
     let largest = cfg.sizes.iter().copied().max().unwrap_or(64);
     let mut rows = Vec::new();
-    for (name, mode) in MODES {
+    for mode in Completion::ALL {
+        let name = mode.name();
         // A fresh board per mode: the proxy takes its engine over.
         let mut rig = Rig::new(
             (4 * largest + (1 << 20)).next_power_of_two(),

@@ -224,15 +224,6 @@ struct Condition {
     copy: bool,
 }
 
-fn completion_name(c: Completion) -> &'static str {
-    match c {
-        Completion::Poll => "poll",
-        Completion::Yield => "yield",
-        Completion::Irq => "irq",
-        Completion::Proxy => "proxy",
-    }
-}
-
 fn clock_name(c: Clock) -> String {
     match c.bytes_per_s() {
         Some(b) => format!("{:.0}MB/s", b / 1e6),
@@ -309,7 +300,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
             }
             for (bytes, c) in conditions {
                 let path = if c.copy { "copy" } else { "zerocopy" };
-                let completion = completion_name(c.completion);
+                let completion = c.completion.name();
                 let what = format!(
                     "transfer {} {completion} {path} cache={cache_maintenance}{} {} x {}",
                     clock_name(clock),
