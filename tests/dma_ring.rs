@@ -171,7 +171,10 @@ fn a_store_and_compute_core_fires_in_scatter_gather_on_a_clocked_link() {
 }
 
 /// A steady stream of packets keeps the device thread busy: it must not go to
-/// sleep (and need a wake-up) per packet. Counted, not timed.
+/// sleep (and need a wake-up) per packet. Counted, not timed. Yields are
+/// printed but not asserted: how often an idle device yields depends on how
+/// long the scheduler keeps the driver thread off its core, and a yield costs
+/// no wake-up.
 #[test]
 fn a_steady_stream_costs_far_fewer_device_sleeps_than_packets() {
     for (clock, bytes) in [
@@ -220,11 +223,6 @@ fn a_steady_stream_costs_far_fewer_device_sleeps_than_packets() {
             (s1 - s0) * 20 < total as u64,
             "{} device sleeps for {total} packets",
             s1 - s0
-        );
-        assert!(
-            (y1 - y0) * 20 < total as u64,
-            "{} device yields for {total} packets",
-            y1 - y0
         );
     }
 }
