@@ -159,6 +159,49 @@ fn proxy_driver_thread_copies_through_its_own_buffers() {
     assert_eq!(proxy.transfer(vec![9u8; 32], 32).unwrap(), vec![9u8; 32]);
 }
 
+/// The kernel-style driver of a coprocessor with two streams (paper 000's
+/// background subtraction): both engines' transfers in one request, checked
+/// against the software implementation of the algorithm.
+#[test]
+fn proxy_drives_a_two_stream_coprocessor_as_one() {
+    let p = dmaflow::dsp::bgsub::Params::new(64, 6, 12, true).unwrap();
+    let n = p.frame_bytes();
+    let rig = dmaflow::rig::Rig::new(
+        1 << 20,
+        Clock::Unlimited,
+        false,
+        CachePolicy::Explicit,
+        Box::new(dmaflow::sim::BgSubCore::new(p)),
+    )
+    .unwrap();
+    let dmaflow::rig::Rig {
+        engines,
+        fabric: _fabric,
+        board: _board,
+    } = rig;
+    let proxy = Proxy::start_all(engines).unwrap();
+    let mut rng = Rng(7);
+    for _ in 0..3 {
+        let frame: Vec<u8> = (0..n).map(|_| rng.below(256) as u8).collect();
+        let background: Vec<u8> = (0..n).map(|_| rng.below(256) as u8).collect();
+        let (mut want_bg, mut want_mask) = (vec![0u8; n], vec![0u8; n]);
+        dmaflow::dsp::bgsub::step(&p, &frame, &background, &mut want_bg, &mut want_mask).unwrap();
+        let got = proxy
+            .transfer_all(vec![(frame, n), (background, n)])
+            .unwrap();
+        assert_eq!(got, vec![want_bg, want_mask]);
+    }
+    // One job for two engines is refused by name, and the proxy goes on.
+    let e = proxy.transfer(vec![1u8; n], n).unwrap_err();
+    assert!(matches!(e, Error::Lanes { got: 1, engines: 2 }), "{e}");
+    assert!(e.to_string().contains("2 DMA engines"), "{e}");
+    assert!(
+        proxy
+            .transfer_all(vec![(vec![0; n], n), (vec![0; n], n)])
+            .is_ok()
+    );
+}
+
 #[test]
 fn messages_in_blocks_with_single_and_double_buffering() {
     let r = rig_on(CachePolicy::Explicit, MemoryModel::NonCoherent);

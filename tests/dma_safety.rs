@@ -374,12 +374,14 @@ fn two_way_together_stops_every_lane() {
                     tx: &tx[0],
                     tx_len: 1500,
                     rx: &mut rx0[0],
+                    rx_len: 1500,
                 },
                 Lane {
                     engine: &r.engines[1],
                     tx: &tx[1],
                     tx_len: 1500,
                     rx: &mut rx1[0],
+                    rx_len: 1500,
                 },
             ];
             let got = dmaflow::dma::two_way_together(&mut lanes, c)?;

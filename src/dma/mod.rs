@@ -104,6 +104,14 @@ pub enum Error {
         /// Bytes the buffer holds.
         capacity: usize,
     },
+    /// A proxy given a different number of jobs than it has engines.
+    #[error("{got} transfers given to a proxy driver with {engines} DMA engines (one each)")]
+    Lanes {
+        /// Jobs given.
+        got: usize,
+        /// Engines the proxy drives.
+        engines: usize,
+    },
     /// A packet ring used after an error stopped it.
     #[error("the packet ring stopped after an earlier error; build a new one")]
     Stopped,
@@ -420,7 +428,7 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
 }
 
 /// One engine's part of a [`two_way_together`] transfer: send the first `tx_len`
-/// bytes of `tx`, receive into `rx`.
+/// bytes of `tx`, receive into the first `rx_len` bytes of `rx`.
 pub struct Lane<'a, R, I> {
     /// The engine.
     pub engine: &'a Engine<R, I>,
@@ -430,6 +438,8 @@ pub struct Lane<'a, R, I> {
     pub tx_len: usize,
     /// Where the answer goes.
     pub rx: &'a mut DmaBuf<u8>,
+    /// Bytes of `rx` the engine may write (the stream's TLAST may end it early).
+    pub rx_len: usize,
 }
 
 /// Two-way transfers on several engines at once (a coprocessor with several
@@ -442,8 +452,7 @@ pub fn two_way_together<R: RegisterSpace, I: IrqLine>(
     c: Completion,
 ) -> Result<Vec<usize>, Error> {
     for l in lanes.iter() {
-        l.engine
-            .check_two_way(l.tx, l.tx_len, l.rx, l.rx.len(), c)?;
+        l.engine.check_two_way(l.tx, l.tx_len, l.rx, l.rx_len, c)?;
         l.engine.timing.set(Timing::default());
     }
     // Stops the lanes in `running` after lane `failed` went wrong.
@@ -458,8 +467,7 @@ pub fn two_way_together<R: RegisterSpace, I: IrqLine>(
     let mut starts = Vec::with_capacity(lanes.len());
     for i in 0..lanes.len() {
         let l = &mut lanes[i];
-        let rx_len = l.rx.len();
-        match l.engine.start_two_way(l.tx, l.tx_len, l.rx, rx_len, c) {
+        match l.engine.start_two_way(l.tx, l.tx_len, l.rx, l.rx_len, c) {
             Ok(t0) => starts.push(t0),
             Err(e) => {
                 stop_others(lanes, 0..i);
