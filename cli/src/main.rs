@@ -39,11 +39,12 @@ enum Command {
     ///             seconds (median run), mbytes_per_s (10^6 B/s one way),
     ///             mib_per_s (2^20 B/s, as paper 004), packets_per_s, and per
     ///             packet model_us, overhead_us, cpu_us, cpu_share (see below)
-    ///   twoway:   completion (poll|irq|proxy), lines, bytes (each way), avg_us,
+    ///   twoway:   core (bgsub: the coprocessor's two engines | loopback),
+    ///             completion (poll|irq|proxy), lines, bytes (each way), avg_us,
     ///             min_us, max_us, stddev_us (per two-way transfer), mib_per_s
     ///             (2^20 B/s; ideal 95.37), iterations, model_us, overhead_us
     ///             (of the mean), cpu_us, cpu_share, issue_us (median time to
-    ///             program both channels; null for proxy)
+    ///             program every engine's two channels; null for proxy)
     ///   loopback: completion (poll|yield|irq|proxy), path (zerocopy|copy),
     ///             buffering (single|double), partition (unique|blocks),
     ///             block_bytes, bytes, median_us (two-way transfer), model_us,
