@@ -9,10 +9,14 @@ use crate::platform::{IrqLine, RegisterSpace};
 /// What one engine of a request sends, and how many bytes may come back.
 type Job = (Vec<u8>, usize);
 
+/// What the driver thread answers: what each engine received, and the first
+/// engine's timing.
+type Answer = Result<(Vec<Vec<u8>>, Timing), Error>;
+
 /// One request to the proxy's driver thread: a job per engine.
 struct Request {
     jobs: Vec<Job>,
-    reply: std::sync::mpsc::SyncSender<Result<(Vec<Vec<u8>>, Timing), Error>>,
+    reply: std::sync::mpsc::SyncSender<Answer>,
 }
 
 /// The structure of a kernel DMA driver such as Xilinx dma-proxy: a driver thread
@@ -38,7 +42,7 @@ fn serve<R: RegisterSpace, I: IrqLine>(
     engines: &[Engine<R, I>],
     bufs: &mut Vec<(DmaBuf<u8>, DmaBuf<u8>)>,
     jobs: Vec<Job>,
-) -> Result<(Vec<Vec<u8>>, Timing), Error> {
+) -> Answer {
     if jobs.len() != engines.len() {
         return Err(Error::Lanes {
             got: jobs.len(),
