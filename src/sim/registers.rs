@@ -112,7 +112,17 @@ impl Shared {
                         (1, Some((cur, _))) => cur,
                         _ => self.next_descriptor(st, e, ch),
                     };
-                    if !self.chain_reaches(from, tail) {
+                    // The chain from the current descriptor reaches the tail
+                    // still pending (checked when it was written), so a new
+                    // tail past it is checked from there: the walk covers the
+                    // descriptors added since, not the whole ring per write.
+                    let pending = match ch {
+                        0 => st.engines[e].mm2s_tail,
+                        _ => st.engines[e].s2mm_chain.map(|(_, t)| t),
+                    };
+                    let reached = pending.is_some_and(|t| self.chain_reaches(t, tail))
+                        || self.chain_reaches(from, tail);
+                    if !reached {
                         let _ = self.checker.record(
                             e,
                             base + TAILDESC,
