@@ -23,6 +23,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
 
+pub mod accel;
 pub mod axi;
 pub mod dma;
 pub mod dsp;

@@ -103,7 +103,9 @@ impl Rig {
         processor: Box<dyn StreamProcessor>,
     ) -> Result<Self, Error> {
         let n = processor.streams().max(1);
-        let board = SimBoard::with_model(n, ddr_bytes, DEFAULT_DDR_BASE, 2 * n, model)?;
+        // A core with registers of its own gets the window after the engines'.
+        let windows = n + usize::from(processor.control_bytes() > 0);
+        let board = SimBoard::with_model(windows, ddr_bytes, DEFAULT_DDR_BASE, 2 * n, model)?;
         let fabric = Fabric::with_processor(&board, clock, sg, processor)?;
         // The design's length register is as wide as the driver expects.
         fabric.set_length_width(AxiConfig::default().length_width)?;
@@ -124,6 +126,14 @@ impl Rig {
             fabric,
             board,
         })
+    }
+}
+
+impl Rig {
+    /// The register window of the core's own (AXI-Lite) registers, after the
+    /// engines' windows; an error when the core has none.
+    pub fn control(&self) -> Result<SimRegisters, Error> {
+        Ok(self.board.registers(self.engines.len())?)
     }
 }
 

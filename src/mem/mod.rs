@@ -43,6 +43,9 @@ pub enum Error {
         /// Pool it was handed to.
         pool: u64,
     },
+    /// Queues in DMA memory need the region's file, which this one lacks.
+    #[error("this DMA memory has no file to map again: queues cannot live in it")]
+    NoFile,
     /// The platform's cache maintenance failed.
     #[error(transparent)]
     Platform(#[from] platform::Error),
@@ -187,6 +190,63 @@ impl DmaPool {
         })
     }
 
+    /// `bytes` bytes starting on an `align`-byte boundary of the region
+    /// (a power of two of at least [`ALIGN`]), as a byte buffer.
+    pub fn alloc_aligned(&self, bytes: usize, align: usize) -> Result<DmaBuf<u8>, Error> {
+        if bytes == 0 {
+            return Err(Error::ZeroLength);
+        }
+        let align = align.max(ALIGN);
+        let span = bytes.div_ceil(ALIGN) * ALIGN;
+        let mut free = self
+            .inner
+            .free
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let fits = |&(o, l): &(usize, usize)| {
+            let start = o.next_multiple_of(align);
+            (start - o).checked_add(span).is_some_and(|need| need <= l)
+        };
+        let Some(i) = free.iter().position(fits) else {
+            return Err(Error::OutOfMemory {
+                requested: bytes,
+                largest_free: free.iter().map(|b| b.1).max().unwrap_or(0),
+            });
+        };
+        let (o, l) = free[i];
+        let offset = o.next_multiple_of(align);
+        // What stays free: the gap before (if any), the rest after (if any).
+        let mut rest = Vec::with_capacity(2);
+        if offset > o {
+            rest.push((o, offset - o));
+        }
+        if o + l > offset + span {
+            rest.push((offset + span, o + l - offset - span));
+        }
+        free.splice(i..=i, rest);
+        drop(free);
+        Ok(DmaBuf {
+            pool: self.inner.clone(),
+            offset,
+            items: bytes,
+            span,
+            lost: AtomicBool::new(false),
+            private: None,
+            _items: PhantomData,
+        })
+    }
+
+    /// Memory for queues a device reads and writes in place (a queue's
+    /// [`crate::ring::Builder::in_memory`]): each range is a page-aligned
+    /// buffer of this pool, mapped again mirrored from the region's file, and
+    /// kept with its cache policy. An error if the region has no file to map.
+    pub fn queue_memory(&self) -> Result<Arc<dyn crate::ring::RegionSource>, Error> {
+        if self.inner.memory.file().is_none() {
+            return Err(Error::NoFile);
+        }
+        Ok(Arc::new(QueueMemory { pool: self.clone() }))
+    }
+
     /// Checks that `buf` comes from this pool and may still be given to a device.
     pub fn check<T>(&self, buf: &DmaBuf<T>) -> Result<(), Error> {
         if buf.lost.load(Ordering::Relaxed) {
@@ -199,6 +259,64 @@ impl DmaPool {
             });
         }
         Ok(())
+    }
+}
+
+/// A pool lending ranges to queues in DMA memory.
+struct QueueMemory {
+    pool: DmaPool,
+}
+
+impl std::fmt::Debug for QueueMemory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueueMemory")
+            .field("pool", &self.pool.id())
+            .field("free_bytes", &self.pool.free_bytes())
+            .finish()
+    }
+}
+
+impl crate::ring::RegionSource for QueueMemory {
+    fn region(&self, bytes: usize) -> Result<crate::ring::Region, crate::ring::Error> {
+        let boxed = |e: Error| crate::ring::Error::Region(Box::new(e));
+        let page = rustix::param::page_size();
+        let buf = self
+            .pool
+            .alloc_aligned(bytes.next_multiple_of(page), page)
+            .map_err(boxed)?;
+        let memory = &self.pool.inner.memory;
+        let (fd, base) = memory.file().ok_or_else(|| boxed(Error::NoFile))?;
+        let file = fd.try_clone_to_owned().map_err(|e| {
+            boxed(Error::Platform(platform::Error::Io {
+                path: "DMA memory file".into(),
+                source: e,
+            }))
+        })?;
+        Ok(crate::ring::Region {
+            file,
+            offset: base + buf.offset as u64,
+            len: buf.span,
+            bus_addr: buf.bus_addr(),
+            owner: Box::new(buf),
+        })
+    }
+
+    fn sync(
+        &self,
+        owner: &(dyn std::any::Any + Send + Sync),
+        offset: usize,
+        len: usize,
+        for_device: bool,
+    ) -> Result<(), crate::ring::Error> {
+        let buf = owner
+            .downcast_ref::<DmaBuf<u8>>()
+            .ok_or(crate::ring::Error::NotDmaMemory)?;
+        let done = if for_device {
+            buf.sync_range_for_device(offset, len)
+        } else {
+            buf.sync_range_for_cpu(offset, len)
+        };
+        done.map_err(|e| crate::ring::Error::Region(Box::new(e)))
     }
 }
 

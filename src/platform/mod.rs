@@ -95,6 +95,13 @@ pub trait DmaMemory: Send + Sync {
     fn sync_for_device(&self, offset: usize, len: usize) -> Result<(), Error>;
     /// Makes device writes to the range visible to the CPU (invalidate caches).
     fn sync_for_cpu(&self, offset: usize, len: usize) -> Result<(), Error>;
+    /// The file behind the CPU mapping and the file offset of its first byte,
+    /// when there is one (a u-dma-buf device, the emulated board's memory
+    /// object): a range of it can then be mapped again, twice and mirrored, for
+    /// a queue the device reads and writes ([`crate::mem::DmaPool::queue_memory`]).
+    fn file(&self) -> Option<(std::os::fd::BorrowedFd<'_>, u64)> {
+        None
+    }
 }
 
 /// A device interrupt line with UIO semantics: [`wait`](IrqLine::wait) returns the

@@ -188,6 +188,10 @@ impl SimBoard {
         };
         Ok(SimMemory {
             map: Mapping::new(fd, self.ddr_bytes, 0, "sim DDR")?,
+            file: fd.try_clone().map_err(|source| Error::Io {
+                path: "sim DDR".into(),
+                source,
+            })?,
             bus_base: self.ddr_base,
             cache,
         })
@@ -273,6 +277,8 @@ impl RegisterSpace for SimRegisters {
 /// is the CPU's cached copy, and maintenance moves lines between it and DDR.
 pub struct SimMemory {
     map: Mapping,
+    /// The memory object mapped (the CPU's view).
+    file: OwnedFd,
     bus_base: u64,
     cache: Option<Arc<CpuCache>>,
 }
@@ -316,6 +322,10 @@ impl DmaMemory for SimMemory {
         // On the host, invalidation is the same flush: the next read misses and
         // fetches what the device wrote.
         self.maintain(super::cache::Op::CleanInvalidate, offset, len)
+    }
+    fn file(&self) -> Option<(std::os::fd::BorrowedFd<'_>, u64)> {
+        use std::os::fd::AsFd;
+        Some((self.file.as_fd(), 0))
     }
 }
 

@@ -137,6 +137,8 @@ pub enum CacheOps {
 /// A u-dma-buf buffer: contiguous DMA memory with its physical address.
 pub struct UdmaBuf {
     map: Mapping,
+    /// The device file mapped.
+    file: File,
     phys: u64,
     coherent: bool,
     sysfs: PathBuf,
@@ -169,6 +171,7 @@ pub fn open_udmabuf(root: &Path, name: &str) -> Result<UdmaBuf, Error> {
     };
     Ok(UdmaBuf {
         map,
+        file,
         phys,
         coherent,
         sysfs,
@@ -254,6 +257,10 @@ impl DmaMemory for UdmaBuf {
             2,
             "sync_for_cpu",
         )
+    }
+    fn file(&self) -> Option<(std::os::fd::BorrowedFd<'_>, u64)> {
+        use std::os::fd::AsFd;
+        Some((self.file.as_fd(), 0))
     }
 }
 

@@ -6,17 +6,28 @@
 
 use std::ffi::c_void;
 use std::io;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::ptr::{self, NonNull};
 
 use rustix::fs::{MemfdFlags, ftruncate, memfd_create};
 use rustix::mm::{Advice, MapFlags, ProtFlags, madvise, mmap, mmap_anonymous, munmap};
 
-use super::Error;
+use super::{DmaSpan, Error, Region, RegionSource};
 
 /// A memory object of `len` bytes mapped at `base` and again at `base + len`.
 pub(crate) struct Mirror {
     base: NonNull<u8>,
     len: usize,
+    /// For a queue in DMA memory: where its range lies for the device, and what
+    /// keeps it reserved. Dropped after the mapping is gone.
+    dma: Option<Dma>,
+}
+
+/// The device's side of a mirror over a range of DMA memory.
+struct Dma {
+    bus: u64,
+    source: std::sync::Arc<dyn RegionSource>,
+    owner: Box<dyn std::any::Any + Send + Sync>,
 }
 
 // SAFETY: `Mirror` owns its mapping exclusively (like a `Box<[u8]>`); the mapping
@@ -47,18 +58,75 @@ impl Mirror {
     /// Maps at least `min_bytes` (at least one page), rounded up to a whole number of
     /// pages and of `granule`-byte items.
     pub(crate) fn new(min_bytes: usize, granule: usize) -> Result<Self, Error> {
+        let len = Self::round(min_bytes, granule)?;
+        let fd = memfd_create("dmaflow-ring", MemfdFlags::CLOEXEC)
+            .map_err(map_error(len, "memfd_create"))?;
+        ftruncate(&fd, len as u64).map_err(map_error(len, "ftruncate"))?;
+        // The mappings keep the memory object alive; `fd` closes on return.
+        Self::map_twice(fd.as_fd(), 0, len)
+    }
+
+    /// `min_bytes` (at least one) rounded up to whole pages and `granule`-byte
+    /// items, with room for the double mapping.
+    pub(crate) fn round(min_bytes: usize, granule: usize) -> Result<usize, Error> {
         let page = rustix::param::page_size();
         let unit = lcm(page, granule.max(1)).ok_or(Error::CapacityOverflow { bytes: min_bytes })?;
-        let len = min_bytes
+        min_bytes
             .max(1)
             .div_ceil(unit)
             .checked_mul(unit)
             .filter(|l| l.checked_mul(2).is_some_and(|d| d <= isize::MAX as usize))
-            .ok_or(Error::CapacityOverflow { bytes: min_bytes })?;
-        let fd = memfd_create("dmaflow-ring", MemfdFlags::CLOEXEC)
-            .map_err(map_error(len, "memfd_create"))?;
-        ftruncate(&fd, len as u64).map_err(map_error(len, "ftruncate"))?;
+            .ok_or(Error::CapacityOverflow { bytes: min_bytes })
+    }
 
+    /// Maps a range of DMA memory from `source` of at least `min_bytes`, whole
+    /// `granule`-byte items.
+    pub(crate) fn in_region(
+        source: std::sync::Arc<dyn RegionSource>,
+        min_bytes: usize,
+        granule: usize,
+    ) -> Result<Self, Error> {
+        let want = Self::round(min_bytes, granule)?;
+        let Region {
+            file,
+            offset,
+            len,
+            bus_addr,
+            owner,
+        } = source.region(want)?;
+        let page = rustix::param::page_size();
+        let bad = |reason: String| Error::BadRegion { reason };
+        if len < want || !len.is_multiple_of(page) || !len.is_multiple_of(granule.max(1)) {
+            return Err(bad(format!(
+                "{len} bytes given for a queue of {want} bytes (whole pages of {page} and \
+                 items of {granule} bytes)"
+            )));
+        }
+        if !offset.is_multiple_of(page as u64) {
+            return Err(bad(format!(
+                "file offset {offset:#x} is not on a page boundary"
+            )));
+        }
+        let mut m = Self::map_twice(file.as_fd(), offset, len)?;
+        m.dma = Some(Dma {
+            bus: bus_addr,
+            source,
+            owner,
+        });
+        Ok(m)
+    }
+
+    /// A mirror like this one (anonymous, or from the same DMA memory) of at
+    /// least `min_bytes`: what a queue grows into.
+    pub(crate) fn alike(&self, min_bytes: usize, granule: usize) -> Result<Self, Error> {
+        match &self.dma {
+            Some(d) => Self::in_region(d.source.clone(), min_bytes, granule),
+            None => Self::new(min_bytes, granule),
+        }
+    }
+
+    /// Maps `len` bytes of `fd` from `offset` twice, back to back.
+    fn map_twice(fd: BorrowedFd<'_>, offset: u64, len: usize) -> Result<Self, Error> {
         // SAFETY: an anonymous PROT_NONE reservation at an address the kernel picks
         // touches no existing memory.
         let reserved = unsafe {
@@ -78,6 +146,7 @@ impl Mirror {
                 source: io::Error::other("null mapping"),
             })?,
             len,
+            dma: None,
         };
         for (half, step) in [(0, "mmap (first copy)"), (1, "mmap (second copy)")] {
             // SAFETY: `half * len` stays within the 2 * len reservation.
@@ -90,8 +159,8 @@ impl Mirror {
                     len,
                     ProtFlags::READ | ProtFlags::WRITE,
                     MapFlags::SHARED | MapFlags::FIXED,
-                    &fd,
-                    0,
+                    fd,
+                    offset,
                 )
             }
             .map_err(map_error(len, step))?;
@@ -107,8 +176,42 @@ impl Mirror {
         // forked child inherits (nothing), never this process's view.
         unsafe { madvise(reserved, 2 * len, Advice::LinuxDontFork) }
             .map_err(map_error(2 * len, "madvise(MADV_DONTFORK)"))?;
-        // The mappings keep the memory object alive; `fd` closes here.
         Ok(mirror)
+    }
+
+    /// Where `n` items of `size` bytes from slot `slot` lie for the device: one
+    /// span, or two when they pass the end of the range (the device does not see
+    /// the second copy). `None` for anonymous memory.
+    pub(crate) fn spans(&self, slot: usize, n: usize, size: usize) -> Option<Vec<DmaSpan>> {
+        let d = self.dma.as_ref()?;
+        let start = slot * size;
+        let bytes = n * size;
+        let first = bytes.min(self.len - start);
+        let mut out = vec![DmaSpan {
+            bus: d.bus + start as u64,
+            offset: start,
+            bytes: first,
+        }];
+        if bytes > first {
+            out.push(DmaSpan {
+                bus: d.bus,
+                offset: 0,
+                bytes: bytes - first,
+            });
+        }
+        out.retain(|s| s.bytes > 0);
+        Some(out)
+    }
+
+    /// Cache maintenance of a span before the device reads it (`for_device`)
+    /// or after it wrote it.
+    pub(crate) fn sync(&self, span: DmaSpan, for_device: bool) -> Result<(), Error> {
+        match &self.dma {
+            Some(d) => d
+                .source
+                .sync(&*d.owner, span.offset, span.bytes, for_device),
+            None => Err(Error::NotDmaMemory),
+        }
     }
 
     /// Length in bytes of one copy.

@@ -85,6 +85,29 @@ pub enum Error {
         /// Bytes asked for.
         bytes: usize,
     },
+    /// A range of DMA memory that cannot hold a mirrored queue.
+    #[error("DMA memory for a queue: {reason}")]
+    BadRegion {
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The DMA memory a queue lives in could not give a range or keep its
+    /// caches in step (its own error, named).
+    #[error("DMA memory for a queue: {0}")]
+    Region(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// A device address or cache maintenance asked of a queue in ordinary memory.
+    #[error("the queue is in ordinary memory: a device cannot reach it")]
+    NotDmaMemory,
+    /// A span of items past the queue's capacity.
+    #[error("{requested} items from {from} on do not fit a queue of {capacity}")]
+    SpanTooLarge {
+        /// First item (from the read or write position).
+        from: usize,
+        /// Items asked for.
+        requested: usize,
+        /// Capacity of the queue in items.
+        capacity: usize,
+    },
     /// The operating system refused to create the mirrored mapping.
     #[error("mirrored mapping of {bytes} bytes failed at {step}: {source}")]
     Map {
@@ -109,6 +132,50 @@ pub enum Wait {
     Block,
 }
 
+/// A range of a file of DMA memory (a u-dma-buf device, the emulated board's
+/// memory object) that a queue maps twice, mirrored, so a device can read and
+/// write its slots while the CPU sees every run of slots contiguous.
+pub struct Region {
+    /// The file.
+    pub file: std::os::fd::OwnedFd,
+    /// File offset of the range's first byte (on a page boundary).
+    pub offset: u64,
+    /// Bytes in the range (whole pages).
+    pub len: usize,
+    /// The bus address of the range's first byte, as the device sees it.
+    pub bus_addr: u64,
+    /// What keeps the range reserved for the queue (dropped after the mapping).
+    pub owner: Box<dyn std::any::Any + Send + Sync>,
+}
+
+/// Where a queue in DMA memory gets its memory: the first range, and a new one
+/// each time a process network grows the queue.
+pub trait RegionSource: Send + Sync + std::fmt::Debug {
+    /// A range of at least `bytes` bytes (a whole number of pages).
+    fn region(&self, bytes: usize) -> Result<Region, Error>;
+    /// Cache maintenance of `len` bytes at `offset` of the range `owner`
+    /// keeps: before the device reads them (`for_device`), or after it wrote
+    /// them and before the CPU reads them.
+    fn sync(
+        &self,
+        owner: &(dyn std::any::Any + Send + Sync),
+        offset: usize,
+        len: usize,
+        for_device: bool,
+    ) -> Result<(), Error>;
+}
+
+/// Where a run of a queue's slots lies for a device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DmaSpan {
+    /// Bus address of the first byte.
+    pub bus: u64,
+    /// Byte offset in the queue's range (for cache maintenance).
+    pub offset: usize,
+    /// Bytes.
+    pub bytes: usize,
+}
+
 /// Configures and creates a queue.
 ///
 /// ```
@@ -121,6 +188,7 @@ pub enum Wait {
 pub struct Builder<T> {
     min_items: usize,
     wait: Wait,
+    memory: Option<std::sync::Arc<dyn RegionSource>>,
     _items: PhantomData<T>,
 }
 
@@ -130,8 +198,16 @@ impl<T: Pod> Builder<T> {
         Builder {
             min_items,
             wait: Wait::default(),
+            memory: None,
             _items: PhantomData,
         }
+    }
+
+    /// Puts the queue in DMA memory from `source` (and grows it there), so a
+    /// device can reach its slots ([`Reader::dma_spans`], [`Writer::dma_spans`]).
+    pub fn in_memory(mut self, source: std::sync::Arc<dyn RegionSource>) -> Self {
+        self.memory = Some(source);
+        self
     }
 
     /// How blocked calls wait (default [`Wait::Block`]).
@@ -150,7 +226,10 @@ impl<T: Pod> Builder<T> {
             .min_items
             .checked_mul(size)
             .ok_or(Error::CapacityOverflow { bytes: usize::MAX })?;
-        let mirror = Arc::new(Mirror::new(bytes, size)?);
+        let mirror = Arc::new(match self.memory {
+            Some(source) => Mirror::in_region(source, bytes, size)?,
+            None => Mirror::new(bytes, size)?,
+        });
         let capacity = mirror.len() / size;
         let (ws, rs) = cursor::pair(mirror, capacity, self.wait);
         let reader = Reader {
@@ -257,7 +336,7 @@ impl<T: Pod> Writer<T> {
         let bytes = min_items
             .checked_mul(size)
             .ok_or(Error::CapacityOverflow { bytes: usize::MAX })?;
-        let new = Arc::new(Mirror::new(bytes, size)?);
+        let new = Arc::new(self.side.memory().alike(bytes, size)?);
         let capacity = new.len() / size;
         let start = self.side.oldest_unread();
         let len = (self.side.position() - start) as usize + self.reserved;
@@ -278,6 +357,47 @@ impl<T: Pod> Writer<T> {
     pub fn is_closed(&self) -> bool {
         self.side.is_closed()
     }
+
+    /// Where `n` slots from `from` slots past the write position lie for a
+    /// device (one span, or two where they wrap): for handing reserved slots
+    /// to S2MM. An error for a queue in ordinary memory.
+    pub fn dma_spans(&self, from: usize, n: usize) -> Result<Vec<DmaSpan>, Error> {
+        spans::<T>(
+            self.side.memory(),
+            self.side.slot(),
+            self.capacity(),
+            from,
+            n,
+        )
+    }
+
+    /// Cache maintenance (clean and invalidate) of `span` (from
+    /// [`dma_spans`](Self::dma_spans)): before S2MM writes it, so that no dirty
+    /// line of the CPU's is written back over what the device writes, and
+    /// after, before the items are committed.
+    pub fn sync_for_cpu(&self, span: DmaSpan) -> Result<(), Error> {
+        self.side.memory().sync(span, false)
+    }
+}
+
+/// The device's view of `n` items of `T` from `from` past `slot`.
+fn spans<T>(
+    memory: &Mirror,
+    slot: usize,
+    capacity: usize,
+    from: usize,
+    n: usize,
+) -> Result<Vec<DmaSpan>, Error> {
+    if from.checked_add(n).is_none_or(|end| end > capacity) {
+        return Err(Error::SpanTooLarge {
+            from,
+            requested: n,
+            capacity,
+        });
+    }
+    memory
+        .spans((slot + from) % capacity, n, std::mem::size_of::<T>())
+        .ok_or(Error::NotDmaMemory)
 }
 
 /// A reading end of a queue. Each reader sees every item committed after it was
@@ -339,6 +459,25 @@ impl<T: Pod> Reader<T> {
     /// Whether the writer has been dropped (items may still be readable).
     pub fn is_writer_closed(&self) -> bool {
         self.side.writer_closed()
+    }
+
+    /// Where `n` items from `from` items past the read position lie for a
+    /// device (one span, or two where they wrap): for handing a window to MM2S.
+    /// An error for a queue in ordinary memory.
+    pub fn dma_spans(&self, from: usize, n: usize) -> Result<Vec<DmaSpan>, Error> {
+        spans::<T>(
+            self.side.memory(),
+            self.side.slot(),
+            self.capacity(),
+            from,
+            n,
+        )
+    }
+
+    /// Cache maintenance of `span` (from [`dma_spans`](Self::dma_spans)) before
+    /// the device reads it: what the CPU wrote reaches memory.
+    pub fn sync_for_device(&self, span: DmaSpan) -> Result<(), Error> {
+        self.side.memory().sync(span, true)
     }
 }
 

@@ -14,6 +14,7 @@ mod conv;
 mod datapath;
 mod device;
 mod faults;
+mod fir;
 mod registers;
 mod state;
 mod timing;
@@ -22,6 +23,7 @@ pub use bgsub::BgSubCore;
 pub use checker::Violation;
 pub use conv::ConvCore;
 pub use faults::Faults;
+pub use fir::FirCore;
 pub use state::DEFAULT_LENGTH_WIDTH;
 pub use timing::{
     Clock, MM2S_DIRECT_START_CYCLES, MM2S_SG_START_CYCLES, Profile, S2MM_WRITE_CYCLES,
@@ -65,6 +67,22 @@ pub trait StreamProcessor: Send {
     /// Returns the core to its state after power-up; the AXI DMA's soft reset
     /// resets the core behind it too.
     fn reset(&mut self) {}
+    /// Bytes of the core's own AXI-Lite register window, the board's window
+    /// after the DMA engines' (0, the default: the core has none).
+    fn control_bytes(&self) -> usize {
+        0
+    }
+    /// The CPU wrote `value` at `offset` of the core's register window (inside
+    /// [`control_bytes`](Self::control_bytes)); returns what the register reads
+    /// afterwards.
+    fn control_write(&mut self, offset: usize, value: u32) -> u32 {
+        let _ = (offset, value);
+        0
+    }
+    /// Registers of the core's window and what they read at power-up.
+    fn control_reads(&self) -> Vec<(usize, u32)> {
+        Vec::new()
+    }
 }
 
 /// The five APP words of a descriptor (a core's status stream).
@@ -123,8 +141,20 @@ impl Fabric {
     ) -> Result<Self, crate::platform::Error> {
         let dev = board.device()?;
         let engines = processor.streams().max(1);
-        if dev.windows() < engines {
-            return Err(unfit("register windows", engines, dev.windows()));
+        let control = processor.control_bytes();
+        let windows = engines + usize::from(control > 0);
+        if dev.windows() < windows {
+            return Err(unfit("register windows", windows, dev.windows()));
+        }
+        if control > crate::platform::sim::REGISTER_WINDOW {
+            return Err(unfit(
+                "bytes of register window for the core",
+                control,
+                crate::platform::sim::REGISTER_WINDOW,
+            ));
+        }
+        for (offset, value) in processor.control_reads() {
+            dev.set_reg(engines, offset, value);
         }
         if dev.lines() < 2 * engines {
             return Err(unfit("interrupt lines", 2 * engines, dev.lines()));

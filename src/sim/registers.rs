@@ -281,6 +281,17 @@ impl BusTarget for Shared {
         if e >= self.dev.windows() {
             return Ok(());
         }
+        if e >= self.posts.len() {
+            // The core's own register window, after the engines'.
+            if e == self.posts.len() {
+                let mut st = lock(&self.state);
+                if offset < st.processor.control_bytes() {
+                    let v = st.processor.control_write(offset, value);
+                    self.dev.set_reg(e, offset, v);
+                }
+            }
+            return Ok(());
+        }
         let (ch, r) = if (S2MM..S2MM + 0x30).contains(&offset) {
             (1, offset - S2MM)
         } else if offset < 0x30 {

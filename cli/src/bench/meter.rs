@@ -152,8 +152,12 @@ mod tests {
             std::hint::spin_loop();
         }
         let busy = m.stop();
-        assert!(busy.cpu_share() > 0.5, "{busy:?}");
-        // At least 20 ms of CPU over 4 units.
-        assert!(busy.cpu_us_per(4) >= 5000.0, "{busy:?}");
+        // The share a spinning thread gets depends on what else runs (tests
+        // run side by side on two cores), so the bounds are loose: at least
+        // 5 ms of the 40, and far more than waiting cost.
+        assert!(busy.cpu_share() > 0.125, "{busy:?}");
+        assert!(busy.cpu > idle.cpu * 10, "{busy:?} against {idle:?}");
+        // At least 5 ms of CPU over 4 units.
+        assert!(busy.cpu_us_per(4) >= 1250.0, "{busy:?}");
     }
 }
