@@ -3,3 +3,4 @@
 //! this layer reaches a device only through [`crate::platform`].
 
 pub mod fir;
+pub mod stage;

@@ -236,6 +236,25 @@ impl DescRing {
     /// confirmed halted ([`AxiDma::recover`], [`AxiDma::reset`]); if neither
     /// happens, the range stays the device's for good.
     pub unsafe fn push(&mut self, addr: u64, len: usize, max_len: usize) -> Result<usize, Error> {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.push_part(addr, len, max_len, true, true) }
+    }
+
+    /// Like [`push`](Self::push), for one part of an MM2S packet spread over
+    /// several descriptors: TXSOF on its `first` part, TXEOF (TLAST) on its
+    /// `last`. For S2MM the flags are ignored (the stream decides).
+    ///
+    /// # Safety
+    ///
+    /// As for [`push`](Self::push).
+    pub unsafe fn push_part(
+        &mut self,
+        addr: u64,
+        len: usize,
+        max_len: usize,
+        first: bool,
+        last: bool,
+    ) -> Result<usize, Error> {
         if len == 0 {
             return Err(Error::ZeroLength {
                 channel: self.channel,
@@ -258,7 +277,12 @@ impl DescRing {
         let slot = (self.head % self.slots as u64) as usize;
         let mut control = len as u32 & DESC_LENGTH_MASK;
         if self.channel == Channel::Mm2s {
-            control |= DESC_CTRL_TXSOF | DESC_CTRL_TXEOF;
+            if first {
+                control |= DESC_CTRL_TXSOF;
+            }
+            if last {
+                control |= DESC_CTRL_TXEOF;
+            }
         }
         self.desc
             .write_volatile(word(slot, DESC_BUFFER_ADDRESS), addr as u32);

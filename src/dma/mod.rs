@@ -425,6 +425,11 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
     pub fn dma(&self) -> &AxiDma<R> {
         &self.dma
     }
+
+    /// The interrupt line of channel `ch`.
+    pub fn irq(&self, ch: Channel) -> &I {
+        &self.irq[ch as usize]
+    }
 }
 
 /// One engine's part of a [`two_way_together`] transfer: send the first `tx_len`

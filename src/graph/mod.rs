@@ -213,18 +213,42 @@ impl Graph {
         to: (&str, &str),
         min_items: usize,
     ) -> Result<(Output<T>, Input<T>), Error> {
+        self.connect_queue(from, to, min_items, None)
+    }
+
+    /// Connects `from` to `to` with a queue of at least `min_items` items in
+    /// DMA memory from `memory` (and grown there), so that an accelerator node
+    /// ([`crate::accel::stage`]) can hand its slots to a DMA engine.
+    pub fn connect_in<T: Pod>(
+        &mut self,
+        from: (&str, &str),
+        to: (&str, &str),
+        min_items: usize,
+        memory: Arc<dyn ring::RegionSource>,
+    ) -> Result<(Output<T>, Input<T>), Error> {
+        self.connect_queue(from, to, min_items, Some(memory))
+    }
+
+    fn connect_queue<T: Pod>(
+        &mut self,
+        from: (&str, &str),
+        to: (&str, &str),
+        min_items: usize,
+        memory: Option<Arc<dyn ring::RegionSource>>,
+    ) -> Result<(Output<T>, Input<T>), Error> {
         let wn = self.node_id(from.0);
         let rn = self.node_id(to.0);
         self.claim_port(wn, from.1)?;
         self.claim_port(rn, to.1)?;
-        let (w, r) = Builder::<T>::new(min_items)
-            .wait(Wait::Spin)
-            .build()
-            .map_err(|source| Error::Port {
-                node: from.0.to_string(),
-                port: from.1.to_string(),
-                source,
-            })?;
+        let mut builder = Builder::<T>::new(min_items).wait(Wait::Spin);
+        if let Some(m) = memory {
+            builder = builder.in_memory(m);
+        }
+        let (w, r) = builder.build().map_err(|source| Error::Port {
+            node: from.0.to_string(),
+            port: from.1.to_string(),
+            source,
+        })?;
         let mut s = lock(&self.rt.sched);
         let edge = Arc::new(Edge {
             id: s.edges.len(),

@@ -131,6 +131,48 @@ impl<T: Pod> Output<T> {
         Ok(())
     }
 
+    /// `n` contiguous free slots if they are free now (no waiting, no growth).
+    pub fn try_reserve(&mut self, n: usize) -> Result<Option<&mut [T]>, Error> {
+        if self.rt.abort.load(Ordering::Acquire) {
+            return Err(self.aborted());
+        }
+        let w = self
+            .w
+            .as_mut()
+            .unwrap_or_else(|| unreachable!("output used after drop"));
+        match w.try_reserve(n) {
+            Ok(s) => Ok(s),
+            Err(source) => Err(Error::Port {
+                node: self.rt.node_name(self.node),
+                port: self.port.clone(),
+                source,
+            }),
+        }
+    }
+
+    /// Items committed so far.
+    pub fn position(&self) -> u64 {
+        self.w.as_ref().map_or(0, Writer::position)
+    }
+
+    /// Where `n` slots from `from` past the write position lie for a device,
+    /// for a queue in DMA memory (see [`Writer::dma_spans`]).
+    pub fn dma_spans(&self, from: usize, n: usize) -> Result<Vec<ring::DmaSpan>, Error> {
+        let w = self.w.as_ref().ok_or_else(|| self.aborted())?;
+        w.dma_spans(from, n).map_err(|e| self.port_error(e))
+    }
+
+    /// Cache maintenance of a span the device writes (see [`Writer::sync_for_cpu`]).
+    pub fn sync_for_cpu(&self, span: ring::DmaSpan) -> Result<(), Error> {
+        let w = self.w.as_ref().ok_or_else(|| self.aborted())?;
+        w.sync_for_cpu(span).map_err(|e| self.port_error(e))
+    }
+
+    /// Keeps the queue's current memory for a device (see [`ring::MemoryHold`]).
+    pub fn hold(&self) -> Option<ring::MemoryHold> {
+        self.w.as_ref().map(Writer::hold)
+    }
+
     /// Copies `items` into the queue (in pieces no larger than the queue).
     pub fn write(&mut self, mut items: &[T]) -> Result<(), Error> {
         while !items.is_empty() {
@@ -246,6 +288,60 @@ impl<T: Pod> Input<T> {
                 source,
             }),
         }
+    }
+
+    /// The readable items if at least `threshold` are readable now, or the
+    /// stream has ended (then what is left, possibly nothing); `None` otherwise.
+    /// Never waits and never grows the queue.
+    pub fn try_peek(&mut self, threshold: usize) -> Result<Option<&[T]>, Error> {
+        if self.rt.abort.load(Ordering::Acquire) {
+            return Err(Error::Aborted {
+                node: self.rt.node_name(self.node),
+            });
+        }
+        let Some(t) = self.ready(threshold)? else {
+            return Ok(None);
+        };
+        let node = self.node;
+        let r = self
+            .r
+            .as_mut()
+            .unwrap_or_else(|| unreachable!("input used after drop"));
+        match r.peek(t) {
+            Ok(s) => Ok(Some(s)),
+            Err(source) => Err(Error::Port {
+                node: self.rt.node_name(node),
+                port: self.port.clone(),
+                source,
+            }),
+        }
+    }
+
+    /// Where `n` items from `from` past the read position lie for a device, for
+    /// a queue in DMA memory (see [`Reader::dma_spans`]).
+    pub fn dma_spans(&self, from: usize, n: usize) -> Result<Vec<ring::DmaSpan>, Error> {
+        match self.r.as_ref() {
+            Some(r) => r.dma_spans(from, n).map_err(|e| self.port_error(e)),
+            None => Err(self.port_error(ring::Error::NotDmaMemory)),
+        }
+    }
+
+    /// Cache maintenance of a span the device reads (see [`Reader::sync_for_device`]).
+    pub fn sync_for_device(&self, span: ring::DmaSpan) -> Result<(), Error> {
+        match self.r.as_ref() {
+            Some(r) => r.sync_for_device(span).map_err(|e| self.port_error(e)),
+            None => Err(self.port_error(ring::Error::NotDmaMemory)),
+        }
+    }
+
+    /// Keeps the queue's current memory for a device (see [`ring::MemoryHold`]).
+    pub fn hold(&self) -> Option<ring::MemoryHold> {
+        self.r.as_ref().map(Reader::hold)
+    }
+
+    /// Items consumed so far.
+    pub fn position(&self) -> u64 {
+        self.r.as_ref().map_or(0, Reader::position)
     }
 
     /// Releases the first `m` readable items.

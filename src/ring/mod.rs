@@ -371,12 +371,30 @@ impl<T: Pod> Writer<T> {
         )
     }
 
+    /// Keeps the queue's current memory for a device (see [`MemoryHold`]).
+    pub fn hold(&self) -> MemoryHold {
+        MemoryHold(self.side.memory().clone())
+    }
+
     /// Cache maintenance (clean and invalidate) of `span` (from
     /// [`dma_spans`](Self::dma_spans)): before S2MM writes it, so that no dirty
     /// line of the CPU's is written back over what the device writes, and
     /// after, before the items are committed.
     pub fn sync_for_cpu(&self, span: DmaSpan) -> Result<(), Error> {
         self.side.memory().sync(span, false)
+    }
+}
+
+/// Keeps a queue's memory as it is now mapped and, for DMA memory, its range
+/// reserved, even if the queue grows into new memory meanwhile: hold one for
+/// as long as a device may read or write the slots it was given.
+pub struct MemoryHold(#[allow(dead_code)] Arc<Mirror>);
+
+impl std::fmt::Debug for MemoryHold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryHold")
+            .field("bytes", &self.0.len())
+            .finish()
     }
 }
 
@@ -472,6 +490,11 @@ impl<T: Pod> Reader<T> {
             from,
             n,
         )
+    }
+
+    /// Keeps the queue's current memory for a device (see [`MemoryHold`]).
+    pub fn hold(&self) -> MemoryHold {
+        MemoryHold(self.side.memory().clone())
     }
 
     /// Cache maintenance of `span` (from [`dma_spans`](Self::dma_spans)) before

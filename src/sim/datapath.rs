@@ -232,6 +232,12 @@ impl Shared {
         }
         st.fire_inputs = inputs;
         for (e, out) in outputs.drain(..).enumerate() {
+            if out.is_empty() {
+                // A stream cannot carry an empty packet: no TLAST, nothing for
+                // S2MM.
+                st.recycle(out);
+                continue;
+            }
             let app = st.processor.app_words(e);
             let g = &mut st.engines[e];
             let d = self.clock.duration(out.len());

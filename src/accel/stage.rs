@@ -1,0 +1,568 @@
+//! An accelerator as a node of a process network. Its input and output queues
+//! live in DMA memory ([`crate::graph::Graph::connect_in`]); the node hands
+//! windows of the input queue to MM2S as scatter-gather descriptors that point
+//! straight into the queue (two when a window passes the end of the queue's
+//! memory: the device does not see the mirror), gives S2MM descriptors that
+//! point into reserved slots of the output queue, and commits what S2MM reports
+//! as received. No byte of the stream passes through the CPU.
+//!
+//! Windows follow the firing-threshold rule of the queues: each window is
+//! `window` items, the next starts `hop` items later, so with `window > hop`
+//! the overlap is sent again by the device, never copied. Several windows are
+//! in flight so the link does not idle between them. At the end of the stream
+//! a last, shorter window carries what is left (if at least `min_window`
+//! items).
+//!
+//! The core may end an answer early (TLAST before the `out_max` items reserved
+//! for it): the node commits what arrived. The next answer then begins in the
+//! next S2MM descriptor, leaving a gap in the queue; the node closes it by
+//! moving that answer down (the only copy it ever makes, counted in
+//! [`StageStats::bytes_copied`]).
+//!
+//! Errors and timeouts stop the node with the engine halted, and so the graph.
+//! If the engine cannot be halted, the memory it was given (the queues' ranges
+//! and the descriptor rings) is never returned to the pool or unmapped.
+
+use std::collections::VecDeque;
+
+use crate::axi::{self, Channel, DESC_WORDS, DescRing, Wait, regs::DESC_LENGTH_MASK};
+use crate::dma::{self, Completion, Engine};
+use crate::graph::{self, Input, Output};
+use crate::platform::{IrqLine, RegisterSpace};
+use crate::ring::{MemoryHold, Pod};
+
+/// How an accelerator node cuts its input and sizes its output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StageConfig {
+    /// Input items per window (one MM2S packet).
+    pub window: usize,
+    /// Items the next window starts after this one (at most `window`).
+    pub hop: usize,
+    /// The most output items the core answers one window with (the S2MM space
+    /// reserved per window).
+    pub out_max: usize,
+    /// The shortest last window worth sending at the end of the stream (fewer
+    /// items left are dropped); at least 1.
+    pub min_window: usize,
+    /// Windows in flight at once (at least 1).
+    pub depth: usize,
+    /// How completions are waited for (`Poll`, `Yield` or `Irq`).
+    pub completion: Completion,
+}
+
+/// Why an accelerator node stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The configuration cannot work.
+    #[error("accelerator node: {0}")]
+    Config(String),
+    /// A window or an answer longer than the engine's length register allows.
+    #[error("a {bytes}-byte {what} does not fit the engine's {max}-byte length register")]
+    TooLong {
+        /// `window` or `answer`.
+        what: &'static str,
+        /// Bytes asked for.
+        bytes: usize,
+        /// The engine's limit.
+        max: usize,
+    },
+    /// An answer that is not a whole number of output items.
+    #[error("the core answered with {bytes} bytes, not a whole number of {item}-byte items")]
+    PartialItem {
+        /// Bytes received.
+        bytes: usize,
+        /// Bytes per output item.
+        item: usize,
+    },
+    /// An answer longer than the space reserved for it (the core produced more
+    /// than `out_max` items).
+    #[error("the core answered with more than the {out_max} items reserved per window")]
+    AnswerTooLong {
+        /// Items reserved per window.
+        out_max: usize,
+    },
+    /// A queue operation failed (a queue not in DMA memory, or in another
+    /// board's, included).
+    #[error(transparent)]
+    Graph(#[from] graph::Error),
+    /// The engine failed or timed out (it was halted before this returned).
+    #[error(transparent)]
+    Dma(#[from] dma::Error),
+}
+
+impl From<axi::Error> for Error {
+    fn from(e: axi::Error) -> Self {
+        Error::Dma(e.into())
+    }
+}
+
+/// What a node did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StageStats {
+    /// Windows sent.
+    pub windows: u64,
+    /// Input bytes the device read (overlaps counted each time).
+    pub bytes_in: u64,
+    /// Output bytes committed.
+    pub bytes_out: u64,
+    /// Bytes the CPU moved (closing gaps after early answers).
+    pub bytes_copied: u64,
+}
+
+/// One window in flight.
+struct Flight {
+    /// MM2S descriptors of the window.
+    mm2s: usize,
+    /// Input items released when its MM2S completes.
+    release: usize,
+    /// The input queue's memory while the device reads it.
+    _input: Option<MemoryHold>,
+}
+
+/// One S2MM descriptor in flight: where its bytes start (absolute byte
+/// position in the output stream) and what it holds.
+struct Landing {
+    at: u64,
+    bytes: usize,
+    /// The output queue's memory while the device writes it.
+    _hold: Option<MemoryHold>,
+}
+
+/// The node's state between calls.
+struct Node<'e, 'p, T: Pod, U: Pod, R: RegisterSpace, I: IrqLine> {
+    engine: &'e Engine<R, I>,
+    cfg: StageConfig,
+    input: &'p mut Input<T>,
+    output: &'p mut Output<U>,
+    tx: DescRing,
+    rx: DescRing,
+    flights: VecDeque<Flight>,
+    landings: VecDeque<Landing>,
+    /// Input items past the read position covered by windows in flight.
+    sent: usize,
+    /// Byte position (absolute, in the output stream) up to which S2MM
+    /// descriptors are posted.
+    posted_end: u64,
+    /// Byte position up to which answers lie contiguous (committed or not).
+    filled: u64,
+    /// Bytes of the answer being received so far.
+    answer: u64,
+    /// Windows sent whose answers are not committed yet.
+    outstanding: usize,
+    stats: StageStats,
+    failed: bool,
+}
+
+impl<T: Pod, U: Pod, R: RegisterSpace, I: IrqLine> Node<'_, '_, T, U, R, I> {
+    fn wait_how(&self, ch: Channel) -> Wait<'_> {
+        match self.cfg.completion {
+            Completion::Irq => Wait::Irq(self.engine.irq(ch)),
+            Completion::Yield => Wait::Yield,
+            _ => Wait::Poll,
+        }
+    }
+
+    /// Passes an engine result on; on an error makes sure the engine is halted
+    /// (or, if it cannot be, that nothing it was given is ever reused).
+    fn guard<V>(&mut self, r: Result<V, axi::Error>) -> Result<V, Error> {
+        r.map_err(|e| {
+            self.fail();
+            e.into()
+        })
+    }
+
+    /// Stops the engine after an error; if it cannot be halted, the descriptor
+    /// rings and the queues' memory stay the device's for good.
+    fn fail(&mut self) {
+        if self.failed {
+            return;
+        }
+        self.failed = true;
+        if !self.engine.dma().recover() {
+            self.tx.surrender();
+            self.rx.surrender();
+            for f in self.flights.drain(..) {
+                std::mem::forget(f._input);
+            }
+            for l in self.landings.drain(..) {
+                std::mem::forget(l._hold);
+            }
+            std::mem::forget(self.output.hold());
+            std::mem::forget(self.input.hold());
+        }
+    }
+
+    fn item_in(&self) -> usize {
+        std::mem::size_of::<T>()
+    }
+
+    fn item_out(&self) -> usize {
+        std::mem::size_of::<U>()
+    }
+
+    /// Sends the next window if input and output space allow; `block` waits
+    /// for them (only when nothing is in flight, so that queue growth never
+    /// moves memory the device uses). Returns whether a window went out, and
+    /// whether the input has ended.
+    fn post(&mut self, block: bool) -> Result<(bool, bool), Error> {
+        if self.landings.is_empty() {
+            // Nothing is being written: the next answer goes right after the
+            // last (a gap left by an early answer is not carried on).
+            self.posted_end = self.filled;
+        }
+        let need = self.sent + self.cfg.window;
+        let available = if block {
+            Some(self.input.peek(need)?.len())
+        } else {
+            self.input.try_peek(need)?.map(<[T]>::len)
+        };
+        let Some(available) = available else {
+            return Ok((false, false));
+        };
+        let (len, release, last) = if available >= need {
+            (self.cfg.window, self.cfg.hop, false)
+        } else {
+            // The stream has ended: what is left, if it is worth a window.
+            let left = available.saturating_sub(self.sent);
+            if left < self.cfg.min_window.max(1) {
+                return Ok((false, true));
+            }
+            (left, left, true)
+        };
+        // Output space: every descriptor posted so far, and this window's.
+        let out_bytes = self.cfg.out_max * self.item_out();
+        let base = self.output.position() * self.item_out() as u64;
+        let reserve_items = ((self.posted_end - base) as usize + out_bytes) / self.item_out();
+        let room = if block {
+            self.output.reserve(reserve_items).map(|_| true)?
+        } else if reserve_items > self.output.capacity() {
+            // Gaps after early answers still hold space: wait for them to go.
+            false
+        } else {
+            self.output.try_reserve(reserve_items)?.is_some()
+        };
+        if !room {
+            return Ok((false, false));
+        }
+        let max = self.engine.dma().max_len();
+        // S2MM first: the answer's slots, cleaned and invalidated.
+        let from = ((self.posted_end - base) as usize) / self.item_out();
+        let spans = self.output.dma_spans(from, self.cfg.out_max)?;
+        if spans.len() > self.rx.slots() - 1 - self.rx.in_flight() {
+            return Ok((false, false));
+        }
+        let inputs = self.input.dma_spans(self.sent, len)?;
+        if inputs.len() > self.tx.slots() - 1 - self.tx.in_flight() {
+            return Ok((false, false));
+        }
+        for s in &spans {
+            self.output.sync_for_cpu(*s)?;
+            // SAFETY: the slots are reserved in the output queue and no CPU
+            // code writes them until their S2MM descriptor completes (the node
+            // commits them only then); the hold keeps the memory mapped and
+            // reserved if the queue grows meanwhile; on a failure the engine is
+            // halted or the memory given up for good (`fail`).
+            let pushed = unsafe { self.rx.push_part(s.bus, s.bytes, max, true, true) };
+            self.guard(pushed)?;
+            self.landings.push_back(Landing {
+                at: self.posted_end,
+                bytes: s.bytes,
+                _hold: self.output.hold(),
+            });
+            self.posted_end += s.bytes as u64;
+        }
+        let flushed = self.engine.dma().ring_flush(&mut self.rx);
+        self.guard(flushed)?;
+        // Then MM2S: the window where it lies in the input queue.
+        for (i, s) in inputs.iter().enumerate() {
+            self.input.sync_for_device(*s)?;
+            // SAFETY: the items are published and not consumed until this
+            // window's MM2S completes (the node releases them only then), so the
+            // writer does not reuse the slots; the hold keeps the memory mapped
+            // and reserved if the queue grows; on a failure the engine is halted
+            // or the memory given up for good.
+            let pushed = unsafe {
+                self.tx
+                    .push_part(s.bus, s.bytes, max, i == 0, i + 1 == inputs.len())
+            };
+            self.guard(pushed)?;
+        }
+        let flushed = self.engine.dma().ring_flush(&mut self.tx);
+        self.guard(flushed)?;
+        self.flights.push_back(Flight {
+            mm2s: inputs.len(),
+            release,
+            _input: self.input.hold(),
+        });
+        self.sent += release;
+        self.outstanding += 1;
+        self.stats.windows += 1;
+        self.stats.bytes_in += (len * self.item_in()) as u64;
+        Ok((true, last))
+    }
+
+    /// Handles the oldest MM2S completion if there is one (waiting for it if
+    /// `wait`): its window's input is released.
+    fn reap_mm2s(&mut self, wait: bool) -> Result<bool, Error> {
+        let Some(f) = self.flights.front() else {
+            return Ok(false);
+        };
+        let parts = f.mm2s;
+        for k in 0..parts {
+            if !wait && k == 0 && self.tx.completed().is_none() {
+                return Ok(false);
+            }
+            let how = self.wait_how(Channel::Mm2s);
+            let waited = self.engine.dma().ring_wait(&self.tx, &how);
+            self.guard(waited)?;
+            self.tx.reclaim();
+        }
+        let Some(f) = self.flights.pop_front() else {
+            return Ok(false);
+        };
+        self.input.consume(f.release)?;
+        self.sent -= f.release;
+        Ok(true)
+    }
+
+    /// Handles the oldest S2MM completion if there is one (waiting for it if
+    /// `wait`): the bytes are moved down over a gap if there is one, and a
+    /// finished answer is committed.
+    fn reap_s2mm(&mut self, wait: bool) -> Result<bool, Error> {
+        if self.landings.is_empty() {
+            return Ok(false);
+        }
+        let status = if wait {
+            let how = self.wait_how(Channel::S2mm);
+            let waited = self.engine.dma().ring_wait(&self.rx, &how);
+            self.guard(waited)?
+        } else {
+            match self.rx.completed() {
+                Some(s) => s,
+                None => return Ok(false),
+            }
+        };
+        self.rx.reclaim();
+        let Some(l) = self.landings.pop_front() else {
+            return Ok(false);
+        };
+        let n = (status & DESC_LENGTH_MASK) as usize;
+        let size = self.item_out() as u64;
+        let base = self.output.position() * size;
+        self.answer += n as u64;
+        if self.answer > (self.cfg.out_max as u64) * size {
+            self.fail();
+            return Err(Error::AnswerTooLong {
+                out_max: self.cfg.out_max,
+            });
+        }
+        // What the device wrote, for the CPU.
+        let first = ((l.at - base) / size) as usize;
+        for s in self
+            .output
+            .dma_spans(first, (l.bytes as u64).div_ceil(size) as usize)?
+        {
+            self.output.sync_for_cpu(s)?;
+        }
+        if l.at != self.filled && n > 0 {
+            // A gap after an early answer: move these bytes down to close it.
+            let from = (l.at - base) as usize;
+            let to = (self.filled - base) as usize;
+            let items = ((l.at + n as u64 - base) as usize).div_ceil(size as usize);
+            let slots = self
+                .output
+                .try_reserve(items)?
+                .ok_or_else(|| Error::Config("reserved output slots vanished".into()))?;
+            let bytes: &mut [u8] = bytemuck::cast_slice_mut(slots);
+            bytes.copy_within(from..from + n, to);
+            self.stats.bytes_copied += n as u64;
+        }
+        self.filled += n as u64;
+        if status & axi::regs::DESC_STS_RXEOF != 0 {
+            self.answer = 0;
+            let done = self.filled - base;
+            if !done.is_multiple_of(size) {
+                self.fail();
+                return Err(Error::PartialItem {
+                    bytes: done as usize,
+                    item: size as usize,
+                });
+            }
+            // The reservation covers every posted descriptor; commit the answer.
+            let reserved = ((self.posted_end - base) / size) as usize;
+            if self.output.try_reserve(reserved)?.is_none() {
+                return Err(Error::Config("reserved output slots vanished".into()));
+            }
+            self.output.commit((done / size) as usize)?;
+            self.outstanding = self.outstanding.saturating_sub(1);
+            self.stats.bytes_out += done;
+        }
+        Ok(true)
+    }
+}
+
+/// Runs an accelerator node on `engine` (scatter-gather) until its input ends
+/// and every answer is committed; returns what it did. The queues must be in
+/// the DMA memory of the engine's board.
+pub fn run<T, U, R, I>(
+    engine: &Engine<R, I>,
+    cfg: &StageConfig,
+    input: &mut Input<T>,
+    output: &mut Output<U>,
+) -> Result<StageStats, Error>
+where
+    T: Pod,
+    U: Pod,
+    R: RegisterSpace,
+    I: IrqLine,
+{
+    check(engine, cfg, input, output)?;
+    let irq = cfg.completion == Completion::Irq;
+    let slots = 2 * cfg.depth + 1;
+    let descs = || engine.pool().alloc::<u32>(slots * DESC_WORDS);
+    let tx = engine
+        .dma()
+        .ring_start(Channel::Mm2s, descs().map_err(dma::Error::from)?, irq)?;
+    let rx = engine
+        .dma()
+        .ring_start(Channel::S2mm, descs().map_err(dma::Error::from)?, irq)?;
+    let start = output.position() * std::mem::size_of::<U>() as u64;
+    let mut node = Node {
+        engine,
+        cfg: *cfg,
+        input,
+        output,
+        tx,
+        rx,
+        flights: VecDeque::new(),
+        landings: VecDeque::new(),
+        sent: 0,
+        posted_end: start,
+        filled: start,
+        answer: 0,
+        outstanding: 0,
+        stats: StageStats::default(),
+        failed: false,
+    };
+    let result = drive(&mut node);
+    if result.is_err() {
+        node.fail();
+    }
+    result.map(|()| node.stats)
+}
+
+/// The node's loop: keep `depth` windows in flight, take completions as they
+/// come, wait only when nothing else can move.
+fn drive<T: Pod, U: Pod, R: RegisterSpace, I: IrqLine>(
+    node: &mut Node<'_, '_, T, U, R, I>,
+) -> Result<(), Error> {
+    let mut ended = false;
+    loop {
+        while !ended && node.outstanding < node.cfg.depth {
+            let idle = node.flights.is_empty() && node.landings.is_empty();
+            let (sent, last) = node.post(idle)?;
+            ended |= last;
+            if !sent {
+                break;
+            }
+        }
+        if node.flights.is_empty() && node.landings.is_empty() {
+            if ended {
+                return Ok(());
+            }
+            continue;
+        }
+        let moved = node.reap_mm2s(false)? | node.reap_s2mm(false)?;
+        if moved {
+            continue;
+        }
+        // Nothing moved: wait for the oldest thing in flight.
+        if !node.flights.is_empty() && node.tx.in_flight() > 0 {
+            node.reap_mm2s(true)?;
+        } else {
+            node.reap_s2mm(true)?;
+        }
+    }
+}
+
+/// Everything that can be refused before the engine is touched.
+fn check<T: Pod, U: Pod, R: RegisterSpace, I: IrqLine>(
+    engine: &Engine<R, I>,
+    cfg: &StageConfig,
+    input: &Input<T>,
+    output: &Output<U>,
+) -> Result<(), Error> {
+    if cfg.window == 0 || cfg.hop == 0 || cfg.out_max == 0 || cfg.depth == 0 {
+        return Err(Error::Config(format!(
+            "window {}, hop {}, out_max {} and depth {} must all be at least 1",
+            cfg.window, cfg.hop, cfg.out_max, cfg.depth
+        )));
+    }
+    if cfg.hop > cfg.window {
+        return Err(Error::Config(format!(
+            "hop {} is longer than the window of {}: items would be skipped",
+            cfg.hop, cfg.window
+        )));
+    }
+    if cfg.completion == Completion::Proxy {
+        return Err(dma::Error::ProxyOnly.into());
+    }
+    let max = engine.dma().max_len();
+    for (what, bytes) in [
+        ("window", cfg.window * std::mem::size_of::<T>()),
+        ("answer", cfg.out_max * std::mem::size_of::<U>()),
+    ] {
+        if bytes > max {
+            return Err(Error::TooLong { what, bytes, max });
+        }
+    }
+    // The queues must be in DMA memory (asked of the first slot).
+    input.dma_spans(0, 1)?;
+    output.dma_spans(0, 1)?;
+    // Windows in flight must fit the queues.
+    let in_need = cfg.window + (cfg.depth - 1) * cfg.hop;
+    if in_need > input.capacity() {
+        return Err(Error::Config(format!(
+            "{} windows of {} items ({in_need} items) do not fit the input queue of {}",
+            cfg.depth,
+            cfg.window,
+            input.capacity()
+        )));
+    }
+    if cfg.depth * cfg.out_max > output.capacity() {
+        return Err(Error::Config(format!(
+            "{} answers of {} items do not fit the output queue of {}",
+            cfg.depth,
+            cfg.out_max,
+            output.capacity()
+        )));
+    }
+    Ok(())
+}
+
+/// Adds an accelerator node `name` to `g`: `engine` reads `input` and writes
+/// `output` as `cfg` says. The node's statistics go to `stats` when it ends.
+pub fn add_node<T, U, R, I>(
+    g: &mut graph::Graph,
+    name: &str,
+    engine: Engine<R, I>,
+    cfg: StageConfig,
+    mut input: Input<T>,
+    mut output: Output<U>,
+    stats: std::sync::Arc<std::sync::Mutex<StageStats>>,
+) -> Result<(), graph::Error>
+where
+    T: Pod + Send,
+    U: Pod + Send,
+    R: RegisterSpace + Send + 'static,
+    I: IrqLine + Send + 'static,
+{
+    g.node(name, move || {
+        let s = run(&engine, &cfg, &mut input, &mut output)?;
+        *stats
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = s;
+        Ok(())
+    })
+}

@@ -1,0 +1,275 @@
+//! An accelerator inside a process network: windows of a queue in DMA memory go
+//! to MM2S in place, answers land in the output queue in place.
+
+use std::sync::{Arc, Mutex};
+
+use dmaflow::accel::fir::load_taps;
+use dmaflow::accel::stage::{self, StageConfig, StageStats};
+use dmaflow::dma::Completion;
+use dmaflow::graph::Graph;
+use dmaflow::mem::CachePolicy;
+use dmaflow::platform::MemoryModel;
+use dmaflow::rig::Rig;
+use dmaflow::sim::{Clock, FirCore, Loopback, StreamProcessor};
+
+/// Answers every packet with its first half (TLAST early).
+struct Halver;
+
+impl StreamProcessor for Halver {
+    fn process(&mut self, inputs: &[&[u8]], outputs: &mut [Vec<u8>]) {
+        let p = inputs[0];
+        outputs[0].extend_from_slice(&p[..p.len() / 2]);
+    }
+}
+
+/// Never answers.
+struct Silent;
+
+impl StreamProcessor for Silent {
+    fn process(&mut self, _inputs: &[&[u8]], _outputs: &mut [Vec<u8>]) {}
+}
+
+fn rig(core: Box<dyn StreamProcessor>, model: MemoryModel) -> Rig {
+    let policy = match model {
+        MemoryModel::Coherent => CachePolicy::Coherent,
+        MemoryModel::NonCoherent => CachePolicy::Explicit,
+    };
+    Rig::with_model(8 << 20, Clock::Unlimited, true, policy, model, core).unwrap()
+}
+
+/// source -> accelerator -> sink with both queues in the rig's DMA memory;
+/// returns what the sink got and the node's statistics.
+fn pipeline<T, U>(
+    mut rig: Rig,
+    cfg: StageConfig,
+    input: Vec<T>,
+    in_items: usize,
+    out_items: usize,
+) -> Result<(Vec<U>, StageStats), dmaflow::graph::Error>
+where
+    T: dmaflow::ring::Pod + Send,
+    U: dmaflow::ring::Pod + Send,
+{
+    let memory = rig.engines[0].pool().queue_memory().unwrap();
+    let engine = rig.engines.remove(0);
+    let mut g = Graph::new();
+    let (mut src, ain) =
+        g.connect_in::<T>(("source", "out"), ("acc", "in"), in_items, memory.clone())?;
+    let (aout, mut sink) = g.connect_in::<U>(("acc", "out"), ("sink", "in"), out_items, memory)?;
+    g.node("source", move || {
+        // In pieces, so the queue wraps many times.
+        for chunk in input.chunks(777) {
+            src.write(chunk)?;
+        }
+        Ok(())
+    })?;
+    let stats = Arc::new(Mutex::new(StageStats::default()));
+    stage::add_node(&mut g, "acc", engine, cfg, ain, aout, stats.clone())?;
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let got2 = got.clone();
+    g.node("sink", move || {
+        let mut out = Vec::new();
+        loop {
+            let s = sink.peek(1)?;
+            if s.is_empty() {
+                break;
+            }
+            out.extend_from_slice(s);
+            let k = s.len();
+            sink.consume(k)?;
+        }
+        *got2.lock().unwrap() = out;
+        Ok(())
+    })?;
+    g.run()?;
+    drop(rig);
+    let out = std::mem::take(&mut *got.lock().unwrap());
+    let s = *stats.lock().unwrap();
+    Ok((out, s))
+}
+
+fn cfg(window: usize, hop: usize, out_max: usize, completion: Completion) -> StageConfig {
+    StageConfig {
+        window,
+        hop,
+        out_max,
+        min_window: 1,
+        depth: 4,
+        completion,
+    }
+}
+
+/// Window > hop on a loopback: every window comes back whole (the overlap sent
+/// again by the device, not copied), through many wraps of both queues, in
+/// every completion mode and on the non-coherent board.
+#[test]
+fn overlapping_windows_through_many_wraps() {
+    let n = 50_000u32;
+    let input: Vec<u32> = (0..n).collect();
+    let (window, hop) = (600, 450);
+    let mut want = Vec::new();
+    let mut at = 0usize;
+    while at < input.len() {
+        let end = (at + window).min(input.len());
+        want.extend_from_slice(&input[at..end]);
+        if end == input.len() {
+            break;
+        }
+        at += hop;
+    }
+    for model in [MemoryModel::Coherent, MemoryModel::NonCoherent] {
+        for c in [Completion::Poll, Completion::Yield, Completion::Irq] {
+            let (out, stats): (Vec<u32>, _) = pipeline(
+                rig(Box::new(Loopback), model),
+                cfg(window, hop, window, c),
+                input.clone(),
+                4096,
+                4096,
+            )
+            .unwrap();
+            assert_eq!(out.len(), want.len(), "{model:?} {c:?}");
+            assert!(out == want, "{model:?} {c:?}: the stream differs");
+            assert_eq!(stats.bytes_copied, 0, "{model:?} {c:?}");
+            assert_eq!(stats.bytes_out, 4 * want.len() as u64);
+            assert!(stats.windows > 100);
+        }
+    }
+}
+
+/// The FIR core: windows overlapping by taps - 1, the source leading with
+/// taps - 1 zeros, give the stream filtered as `dsp::fir::direct` does.
+#[test]
+fn the_fir_core_filters_a_stream_in_place() {
+    let taps: Vec<f32> = (0..31).map(|k| ((k as f32) * 0.3).cos() / 16.0).collect();
+    let x: Vec<f32> = (0..40_000).map(|i| ((i as f32) * 0.011).sin()).collect();
+    let mut input = vec![0.0f32; taps.len() - 1];
+    input.extend_from_slice(&x);
+    let r = rig(Box::new(FirCore::new()), MemoryModel::Coherent);
+    load_taps(&r.control().unwrap(), &taps).unwrap();
+    let hop = 1024;
+    let c = StageConfig {
+        window: hop + taps.len() - 1,
+        hop,
+        out_max: hop,
+        min_window: taps.len(),
+        depth: 4,
+        completion: Completion::Poll,
+    };
+    let (y, stats): (Vec<f32>, _) = pipeline(r, c, input, 8192, 8192).unwrap();
+    let want = dmaflow::dsp::fir::direct(&taps, &x);
+    assert_eq!(y.len(), want.len());
+    for (i, (a, b)) in y.iter().zip(&want).enumerate() {
+        assert!((a - b).abs() <= 1e-5, "sample {i}: {a} vs {b}");
+    }
+    // The last window was short (its answer ended early), and nothing moved.
+    assert_eq!(stats.bytes_copied, 0);
+}
+
+/// A core that answers every window early: what arrived is committed, and the
+/// next answer is moved down over the gap (counted).
+#[test]
+fn early_answers_are_committed_and_gaps_closed() {
+    let input: Vec<u16> = (0..20_000u16).collect();
+    let window = 500;
+    let (out, stats): (Vec<u16>, _) = pipeline(
+        rig(Box::new(Halver), MemoryModel::Coherent),
+        cfg(window, window, window, Completion::Poll),
+        input.clone(),
+        4096,
+        4096,
+    )
+    .unwrap();
+    let want: Vec<u16> = input
+        .chunks(window)
+        .flat_map(|w| w[..w.len() / 2].to_vec())
+        .collect();
+    assert!(out == want, "the halves differ");
+    assert!(stats.bytes_copied > 0);
+}
+
+/// A core that never answers: the node times out, the graph stops with its
+/// error, nothing hangs.
+#[test]
+fn a_silent_core_stops_the_graph_with_a_timeout() {
+    let e = pipeline::<u32, u32>(
+        rig(Box::new(Silent), MemoryModel::Coherent),
+        cfg(256, 256, 256, Completion::Poll),
+        (0..10_000).collect(),
+        4096,
+        4096,
+    )
+    .unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains("acc") && text.contains("no completion"),
+        "{text}"
+    );
+}
+
+/// Bad set-ups are refused by name before the engine moves.
+#[test]
+fn bad_setups_are_named_errors() {
+    // A window larger than the input queue.
+    let e = pipeline::<u32, u32>(
+        rig(Box::new(Loopback), MemoryModel::Coherent),
+        cfg(100_000, 100, 100, Completion::Poll),
+        (0..1000).collect(),
+        4096,
+        4096,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("do not fit the input queue"), "{e}");
+    // hop > window.
+    let e = pipeline::<u32, u32>(
+        rig(Box::new(Loopback), MemoryModel::Coherent),
+        cfg(100, 200, 100, Completion::Poll),
+        (0..1000).collect(),
+        4096,
+        4096,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("hop 200"), "{e}");
+    // An answer longer than the space reserved for it.
+    let e = pipeline::<u32, u32>(
+        rig(Box::new(Loopback), MemoryModel::Coherent),
+        cfg(300, 300, 100, Completion::Poll),
+        (0..3000).collect(),
+        4096,
+        4096,
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("more than the 100 items"), "{e}");
+    // A queue in ordinary memory.
+    let mut r = rig(Box::new(Loopback), MemoryModel::Coherent);
+    let engine = r.engines.remove(0);
+    let mut g = Graph::new();
+    let (mut src, ain) = g
+        .connect_with_capacity::<u32>(("source", "out"), ("acc", "in"), 1024)
+        .unwrap();
+    let memory = engine.pool().queue_memory().unwrap();
+    let (aout, mut sink) = g
+        .connect_in::<u32>(("acc", "out"), ("sink", "in"), 1024, memory)
+        .unwrap();
+    g.node("source", move || Ok(src.write(&[1, 2, 3])?))
+        .unwrap();
+    let stats = Arc::new(Mutex::new(StageStats::default()));
+    stage::add_node(
+        &mut g,
+        "acc",
+        engine,
+        cfg(3, 3, 3, Completion::Poll),
+        ain,
+        aout,
+        stats,
+    )
+    .unwrap();
+    g.node("sink", move || {
+        while !sink.peek(1)?.is_empty() {
+            sink.consume(1)?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    let e = g.run().unwrap_err();
+    assert!(e.to_string().contains("ordinary memory"), "{e}");
+}
