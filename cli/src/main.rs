@@ -144,10 +144,23 @@ enum Command {
         /// File to write the filtered samples to (only on success).
         #[arg(long)]
         output: PathBuf,
-        /// FFT length (a power of two, at least the number of taps).
+        /// FFT length (a power of two, at least the number of taps; CPU only).
         #[arg(long = "fft")]
         fft: Option<usize>,
+        /// Where the filter runs.
+        #[arg(long, value_enum, default_value = "cpu")]
+        device: FirDeviceArg,
     },
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum FirDeviceArg {
+    /// The FIR coprocessor on the emulated fabric, an accelerator node whose
+    /// DMA engine reads and writes the graph's queues in place (f32
+    /// accumulation in time order; within 1e-5 relative of the CPU filter).
+    Sim,
+    /// Overlap-save in software.
+    Cpu,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -351,8 +364,25 @@ fn run_bench(
     Ok(())
 }
 
-fn run_fir_file(taps: &Path, input: &Path, output: &Path, fft: Option<usize>) -> ExitCode {
-    match files::fir::filter_file(taps, input, output, fft, Mode::ZeroCopy) {
+fn run_fir_file(
+    taps: &Path,
+    input: &Path,
+    output: &Path,
+    fft: Option<usize>,
+    device: FirDeviceArg,
+) -> ExitCode {
+    if device == FirDeviceArg::Sim && fft.is_some() {
+        eprintln!("dmaflow fir: --fft sets the CPU filter's FFT length; the coprocessor has none");
+        return ExitCode::from(2);
+    }
+    let device = match device {
+        FirDeviceArg::Cpu => files::fir::FirDevice::Cpu {
+            fft_len: fft,
+            mode: Mode::ZeroCopy,
+        },
+        FirDeviceArg::Sim => files::fir::FirDevice::Sim,
+    };
+    match files::fir::filter_file(taps, input, output, device) {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("dmaflow fir: {e}");
@@ -476,6 +506,7 @@ fn main() -> ExitCode {
             input,
             output,
             fft,
-        } => run_fir_file(&taps, &input, &output, fft),
+            device,
+        } => run_fir_file(&taps, &input, &output, fft, device),
     }
 }

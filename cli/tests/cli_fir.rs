@@ -277,3 +277,69 @@ fn a_failure_while_running_leaves_no_partial_file() {
         Vec::<String>::new()
     );
 }
+
+fn read_f32(path: &Path) -> Vec<f32> {
+    std::fs::read(path)
+        .unwrap()
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+/// `--device sim`: the FIR coprocessor as an accelerator node gives the CPU
+/// filter's output (within float tolerance), for inputs of many lengths.
+#[test]
+fn the_coprocessor_filters_a_file_as_the_cpu_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("t.f32");
+    let taps: Vec<f32> = (0..45).map(|i| ((i as f32) * 0.2).sin() / 20.0).collect();
+    write_f32(&t, &taps);
+    for len in [1usize, 44, 45, 4096, 100_003] {
+        let (x, y) = (dir.path().join("x.f32"), dir.path().join("y.f32"));
+        let input: Vec<f32> = (0..len).map(|i| ((i as f32) * 0.07).cos()).collect();
+        write_f32(&x, &input);
+        let mut a = args(&t, &x, &y);
+        a.extend(os(&["--device", "sim"]));
+        let out = run(&a);
+        assert!(
+            out.status.success(),
+            "{len}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let got = read_f32(&y);
+        let want = direct(&taps, &input);
+        assert_eq!(got.len(), want.len(), "{len} samples");
+        for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+            assert!((a - b).abs() <= 1e-5, "{len}: sample {i}: {a} vs {b}");
+        }
+    }
+}
+
+/// What the coprocessor cannot take is refused with exit status 2, and no
+/// output appears.
+#[test]
+fn the_coprocessor_s_bad_input_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let (t, x, y) = (
+        dir.path().join("t.f32"),
+        dir.path().join("x.f32"),
+        dir.path().join("y.f32"),
+    );
+    write_f32(&x, &[1.0; 1000]);
+    // More taps than the core holds.
+    write_f32(&t, &vec![0.1; 600]);
+    let mut a = args(&t, &x, &y);
+    a.extend(os(&["--device", "sim"]));
+    let out = run(&a);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("600 taps"));
+    assert!(!y.exists());
+    // An FFT length for a filter that has none.
+    write_f32(&t, &[0.5, 0.5]);
+    let mut a = args(&t, &x, &y);
+    a.extend(os(&["--device", "sim", "--fft", "64"]));
+    let out = run(&a);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--fft"));
+    assert!(!y.exists());
+}

@@ -2,8 +2,13 @@
 //! file source -> FIR -> file sink process network, the output appearing only on
 //! success.
 
+use dmaflow::accel::stage::{self, StageConfig, StageStats};
+use dmaflow::dma::Completion;
 use dmaflow::dsp::fir::{Error, Mode, OverlapSave, add_node};
 use dmaflow::graph;
+use dmaflow::mem::CachePolicy;
+use dmaflow::rig::Rig;
+use dmaflow::sim::{Clock, FirCore};
 
 /// Why a file could not be filtered.
 #[derive(Debug, thiserror::Error)]
@@ -47,7 +52,31 @@ pub enum FileError {
     /// The filtering graph failed.
     #[error("{0}")]
     Graph(#[from] graph::Error),
+    /// The FIR coprocessor refused the taps.
+    #[error("FIR coprocessor: {0}")]
+    Coprocessor(#[from] dmaflow::accel::fir::Error),
+    /// The emulated board could not be set up.
+    #[error("emulated board: {0}")]
+    Board(#[from] dmaflow::rig::Error),
 }
+
+/// Where the filter runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FirDevice {
+    /// Overlap-save in software on the CPU (FFT length, read mode).
+    Cpu {
+        /// FFT length (the default for the taps when `None`).
+        fft_len: Option<usize>,
+        /// How the filter node reads its input.
+        mode: Mode,
+    },
+    /// The FIR coprocessor on the emulated fabric, as an accelerator node: the
+    /// samples never pass through the CPU between the file source and sink.
+    Sim,
+}
+
+/// Samples per window hop the coprocessor is given (its answer per window).
+pub const SIM_HOP: usize = 4096;
 
 impl FileError {
     /// Whether the error is the caller's input (a missing or malformed file, a bad
@@ -60,6 +89,10 @@ impl FileError {
                 | FileError::Filter(_)
                 | FileError::NotAFile { .. }
                 | FileError::NoDirectory { .. }
+                | FileError::Coprocessor(
+                    dmaflow::accel::fir::Error::Taps { .. }
+                        | dmaflow::accel::fir::Error::NonFiniteTap(_)
+                )
         )
     }
 }
@@ -69,6 +102,12 @@ fn io_err(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> FileError + 
         path: path.to_path_buf(),
         source,
     }
+}
+
+/// The filter between the file source and sink.
+enum Middle {
+    Cpu(OverlapSave, Mode),
+    Sim(Rig),
 }
 
 /// Reads a whole file of little-endian `f32` samples.
@@ -94,14 +133,27 @@ pub fn filter_file(
     taps: &std::path::Path,
     input: &std::path::Path,
     output: &std::path::Path,
-    fft_len: Option<usize>,
-    mode: Mode,
+    device: FirDevice,
 ) -> Result<u64, FileError> {
     use std::io::{Read, Write};
     use std::sync::{Arc, Mutex, PoisonError};
 
     let taps = read_f32_file(taps)?;
-    let fir = OverlapSave::new(&taps, fft_len)?;
+    // The filter in the middle, checked before any file is touched.
+    let middle = match device {
+        FirDevice::Cpu { fft_len, mode } => Middle::Cpu(OverlapSave::new(&taps, fft_len)?, mode),
+        FirDevice::Sim => {
+            let rig = Rig::new(
+                64 << 20,
+                Clock::Unlimited,
+                true,
+                CachePolicy::Coherent,
+                Box::new(FirCore::new()),
+            )?;
+            dmaflow::accel::fir::load_taps(&rig.control()?, &taps)?;
+            Middle::Sim(rig)
+        }
+    };
     let mut src = std::fs::File::open(input).map_err(io_err(input))?;
     let meta = src.metadata().map_err(io_err(input))?;
     if meta.is_dir() {
@@ -147,18 +199,70 @@ pub fn filter_file(
     })?;
     let mut partial = Partial(Some(tmp.clone()));
 
-    let n = fir.fft_len();
-    let chunk = (64 << 10).max(n);
     let mut g = graph::Graph::new();
-    let (mut s_out, f_in) =
-        g.connect_with_capacity::<f32>(("file-source", "out"), ("fir", "in"), 2 * chunk + n)?;
-    let (f_out, mut k_in) =
-        g.connect_with_capacity::<f32>(("fir", "out"), ("file-sink", "in"), 2 * chunk)?;
+    // The coprocessor filters windows that overlap by taps - 1 samples: the
+    // stream starts with that many zeros (the filter's zero initial state).
+    let (chunk, lead, s_out, cpu_node, sim_node, k_in, mut rig) = match middle {
+        Middle::Cpu(fir, mode) => {
+            let n = fir.fft_len();
+            let chunk = (64 << 10).max(n);
+            let (s_out, f_in) = g.connect_with_capacity::<f32>(
+                ("file-source", "out"),
+                ("fir", "in"),
+                2 * chunk + n,
+            )?;
+            let (f_out, k_in) =
+                g.connect_with_capacity::<f32>(("fir", "out"), ("file-sink", "in"), 2 * chunk)?;
+            (
+                chunk,
+                0,
+                s_out,
+                Some((fir, mode, f_in, f_out)),
+                None,
+                k_in,
+                None,
+            )
+        }
+        Middle::Sim(rig) => {
+            let chunk = 64 << 10;
+            let memory = rig.engines[0]
+                .pool()
+                .queue_memory()
+                .map_err(dmaflow::rig::Error::from)?;
+            let window = SIM_HOP + taps.len() - 1;
+            let (s_out, f_in) = g.connect_in::<f32>(
+                ("file-source", "out"),
+                ("fir", "in"),
+                2 * chunk + 4 * window,
+                memory.clone(),
+            )?;
+            let (f_out, k_in) = g.connect_in::<f32>(
+                ("fir", "out"),
+                ("file-sink", "in"),
+                2 * chunk + 4 * SIM_HOP,
+                memory,
+            )?;
+            (
+                chunk,
+                taps.len() - 1,
+                s_out,
+                None,
+                Some((f_in, f_out)),
+                k_in,
+                Some(rig),
+            )
+        }
+    };
+    let mut s_out = s_out;
+    let mut k_in = k_in;
     let in_path = input.to_path_buf();
     // What the source read, and the input's length if it ends mid-sample.
     let read = Arc::new(Mutex::new((0u64, None::<u64>)));
     let seen = read.clone();
     g.node("file-source", move || {
+        if lead > 0 {
+            s_out.write(&vec![0.0f32; lead])?;
+        }
         loop {
             let slots = s_out.reserve(chunk)?;
             // Read straight into the queue's slots; samples are little-endian on
@@ -198,7 +302,22 @@ pub fn filter_file(
             }
         }
     })?;
-    add_node(&mut g, "fir", fir, mode, f_in, f_out)?;
+    let stats = Arc::new(Mutex::new(StageStats::default()));
+    if let Some((fir, mode, f_in, f_out)) = cpu_node {
+        add_node(&mut g, "fir", fir, mode, f_in, f_out)?;
+    }
+    if let (Some((f_in, f_out)), Some(rig)) = (sim_node, rig.as_mut()) {
+        let cfg = StageConfig {
+            window: SIM_HOP + taps.len() - 1,
+            hop: SIM_HOP,
+            out_max: SIM_HOP,
+            min_window: taps.len(),
+            depth: 4,
+            completion: Completion::Poll,
+        };
+        let engine = rig.engines.remove(0);
+        stage::add_node(&mut g, "fir", engine, cfg, f_in, f_out, stats.clone())?;
+    }
     let tmp_path = tmp.clone();
     g.node("file-sink", move || {
         let mut w = std::io::BufWriter::with_capacity(1 << 20, sink_file);
@@ -222,6 +341,7 @@ pub fn filter_file(
         Ok(())
     })?;
     let result = g.run();
+    drop(rig);
     let (samples, bad_len) = *read.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(len) = bad_len {
         return Err(FileError::BadLength {
