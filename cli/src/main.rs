@@ -191,6 +191,8 @@ enum Experiment {
     Cnn,
     /// What each completion mode leaves an application sharing the driver's core.
     Contention,
+    /// An accelerator inside a process network: queues in DMA memory vs copying.
+    Pipeline,
 }
 
 impl Experiment {
@@ -205,6 +207,7 @@ impl Experiment {
             Experiment::Bgsub => "bgsub",
             Experiment::Cnn => "cnn",
             Experiment::Contention => "contention",
+            Experiment::Pipeline => "pipeline",
         }
     }
 }
@@ -276,6 +279,7 @@ fn run_experiment(
         Experiment::Bgsub => exp!(bgsub, memory = memory),
         Experiment::Cnn => exp!(cnn, memory = memory),
         Experiment::Contention => exp!(contention, profile = profile),
+        Experiment::Pipeline => exp!(pipeline, profile = profile),
         Experiment::All => {
             return Err(bench::Error::Peer {
                 peer: "bench",
@@ -303,6 +307,7 @@ fn run_bench(
             Experiment::Bgsub,
             Experiment::Cnn,
             Experiment::Contention,
+            Experiment::Pipeline,
         ],
         one => vec![one],
     };

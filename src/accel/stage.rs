@@ -193,6 +193,34 @@ impl<T: Pod, U: Pod, R: RegisterSpace, I: IrqLine> Node<'_, '_, T, U, R, I> {
         }
     }
 
+    /// With nothing in flight but S2MM descriptors left over (an early answer
+    /// leaves the rest of its window's descriptors to the next answer; the last
+    /// one leaves them unused), halts the engine so that no descriptor points
+    /// into the output queue any more, and starts fresh rings.
+    fn drain_leftovers(&mut self) -> Result<(), Error> {
+        if self.landings.is_empty() || !self.flights.is_empty() || self.outstanding > 0 {
+            return Ok(());
+        }
+        if !self.engine.dma().recover() {
+            self.fail();
+            return Err(Error::Config(
+                "the engine could not be halted to withdraw unused S2MM descriptors".into(),
+            ));
+        }
+        self.landings.clear();
+        self.posted_end = self.filled;
+        let irq = self.cfg.completion == Completion::Irq;
+        let slots = self.tx.slots();
+        let descs = || self.engine.pool().alloc::<u32>(slots * DESC_WORDS);
+        let tx = descs().map_err(dma::Error::from)?;
+        let rx = descs().map_err(dma::Error::from)?;
+        let tx = self.engine.dma().ring_start(Channel::Mm2s, tx, irq);
+        self.tx = self.guard(tx)?;
+        let rx = self.engine.dma().ring_start(Channel::S2mm, rx, irq);
+        self.rx = self.guard(rx)?;
+        Ok(())
+    }
+
     fn item_in(&self) -> usize {
         std::mem::size_of::<T>()
     }
@@ -460,15 +488,19 @@ fn drive<T: Pod, U: Pod, R: RegisterSpace, I: IrqLine>(
     let mut ended = false;
     loop {
         while !ended && node.outstanding < node.cfg.depth {
-            let idle = node.flights.is_empty() && node.landings.is_empty();
+            let idle = node.flights.is_empty() && node.outstanding == 0;
+            if idle {
+                node.drain_leftovers()?;
+            }
             let (sent, last) = node.post(idle)?;
             ended |= last;
             if !sent {
                 break;
             }
         }
-        if node.flights.is_empty() && node.landings.is_empty() {
+        if node.flights.is_empty() && node.outstanding == 0 {
             if ended {
+                node.drain_leftovers()?;
                 return Ok(());
             }
             continue;

@@ -8,6 +8,7 @@ pub mod fir;
 pub mod load;
 pub mod loopback;
 pub mod meter;
+pub mod pipeline;
 pub mod plot;
 pub mod report;
 pub mod ring;
