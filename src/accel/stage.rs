@@ -22,6 +22,57 @@
 //! Errors and timeouts stop the node with the engine halted, and so the graph.
 //! If the engine cannot be halted, the memory it was given (the queues' ranges
 //! and the descriptor rings) is never returned to the pool or unmapped.
+//!
+//! ```
+//! use std::sync::{Arc, Mutex};
+//!
+//! use dmaflow::accel::fir::load_taps;
+//! use dmaflow::accel::stage::{self, StageConfig, StageStats};
+//! use dmaflow::dma::Completion;
+//! use dmaflow::graph::Graph;
+//! use dmaflow::mem::CachePolicy;
+//! use dmaflow::rig::Rig;
+//! use dmaflow::sim::{Clock, FirCore};
+//!
+//! // An emulated board: the FIR coprocessor behind a scatter-gather AXI DMA engine,
+//! // its taps loaded over the core's own register window.
+//! let mut rig = Rig::new(16 << 20, Clock::Unlimited, true, CachePolicy::Coherent,
+//!                        Box::new(FirCore::new()))?;
+//! load_taps(&rig.control()?, &[0.25; 4])?;
+//! let memory = rig.engines[0].pool().queue_memory()?;
+//!
+//! let mut g = Graph::new();
+//! // Both queues in DMA memory: the engine reads and writes their slots in place.
+//! let (mut src, fir_in) =
+//!     g.connect_in::<f32>(("source", "out"), ("fir", "in"), 1 << 16, memory.clone())?;
+//! let (fir_out, mut sink) =
+//!     g.connect_in::<f32>(("fir", "out"), ("sink", "in"), 1 << 16, memory)?;
+//! g.node("source", move || {
+//!     src.write(&[0.0; 3])?; // the filter's zero state: taps - 1 samples
+//!     src.write(&vec![1.0; 100_000])?;
+//!     Ok(())
+//! })?;
+//! // Windows of 4096 + 3 samples every 4096: the overlap is sent again, never copied.
+//! let cfg = StageConfig { window: 4096 + 3, hop: 4096, out_max: 4096, min_window: 4,
+//!                         depth: 4, completion: Completion::Poll };
+//! let stats = Arc::new(Mutex::new(StageStats::default()));
+//! stage::add_node(&mut g, "fir", rig.engines.remove(0), cfg, fir_in, fir_out, stats.clone())?;
+//! g.node("sink", move || {
+//!     let mut n = 0;
+//!     loop {
+//!         let s = sink.peek(1)?;
+//!         if s.is_empty() { break; }
+//!         n += s.len();
+//!         let k = s.len();
+//!         sink.consume(k)?;
+//!     }
+//!     assert_eq!(n, 100_000);
+//!     Ok(())
+//! })?;
+//! g.run()?;
+//! assert_eq!(stats.lock().unwrap().bytes_copied, 0);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use std::collections::VecDeque;
 
