@@ -173,7 +173,7 @@ enum BgsubDevice {
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Experiment {
-    /// Every experiment below.
+    /// Every experiment below but `pipeline`.
     All,
     /// Mirrored queue vs other queues, and the sliding-window reader.
     Ring,
@@ -191,7 +191,8 @@ enum Experiment {
     Cnn,
     /// What each completion mode leaves an application sharing the driver's core.
     Contention,
-    /// An accelerator inside a process network: queues in DMA memory vs copying.
+    /// An accelerator inside a process network: queues in DMA memory vs copying
+    /// (not in `all` yet: a rare MM2S stall in the accelerator node is open).
     Pipeline,
 }
 
@@ -307,7 +308,6 @@ fn run_bench(
             Experiment::Bgsub,
             Experiment::Cnn,
             Experiment::Contention,
-            Experiment::Pipeline,
         ],
         one => vec![one],
     };

@@ -210,7 +210,7 @@ fn copying_node(
             tx.as_mut_slice()[..4 * n].copy_from_slice(bytemuck::cast_slice(&w[..n]));
             moved += 4 * n as u64;
             input.consume(if last { n } else { hop })?;
-            let got = engine.two_way_into(&tx, 4 * n, &mut rx, 4 * hop, Completion::Irq)?;
+            let got = engine.two_way_into(&tx, 4 * n, &mut rx, 4 * hop, Completion::Poll)?;
             let out = output.reserve(got / 4)?;
             bytemuck::cast_slice_mut::<f32, u8>(out).copy_from_slice(&rx.as_slice()[..got]);
             output.commit(got / 4)?;
@@ -264,7 +264,7 @@ fn run_once(clock: Clock, hop: usize, samples: usize, zero_copy: bool) -> Result
             out_max: hop,
             min_window: TAPS,
             depth: 4,
-            completion: Completion::Irq,
+            completion: Completion::Poll,
         };
         let engine = rig.engines.remove(0);
         let st = stats.clone();
