@@ -12,16 +12,16 @@
 //! thread (source, node, sink; never the emulated device's), and the bytes the
 //! CPU copied per byte delivered. Both pipelines' outputs must agree exactly.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
 use super::report::{Target, sentence};
-use super::{Error, Rig, bytes_label, table};
+use super::{Error, Rig, SimEngine, bytes_label, table};
 use dmaflow::accel::fir::load_taps;
-use dmaflow::accel::stage::{self, StageConfig, StageStats};
+use dmaflow::accel::stage::{self, StageConfig};
 use dmaflow::dma::Completion;
 use dmaflow::graph::{Graph, Input, Output};
 use dmaflow::mem::CachePolicy;
@@ -188,14 +188,13 @@ fn sink(
 
 /// The copying node: window -> DmaBuf -> two-way transfer -> output queue.
 fn copying_node(
-    mut rig: Rig,
+    engine: SimEngine,
     hop: usize,
     mut input: Input<f32>,
     mut output: Output<f32>,
     copied: Arc<AtomicU64>,
 ) -> impl FnOnce() -> dmaflow::graph::NodeResult + Send + 'static {
     move || {
-        let engine = rig.engines.remove(0);
         let window = hop + TAPS - 1;
         let mut tx = engine.pool().alloc::<u8>(4 * window)?;
         let mut rx = engine.pool().alloc::<u8>(4 * hop)?;
@@ -220,8 +219,6 @@ fn copying_node(
             }
         }
         copied.store(moved, Ordering::Relaxed);
-        drop(engine);
-        drop(rig);
         Ok(())
     }
 }
@@ -248,8 +245,8 @@ fn run_once(clock: Clock, hop: usize, samples: usize, zero_copy: bool) -> Result
     let window = hop + TAPS - 1;
     let queue = 4 * window + (64 << 10);
     let mut g = Graph::new();
-    let stats = Arc::new(Mutex::new(StageStats::default()));
-    if zero_copy {
+    let (s, a, b, k) = if zero_copy {
+        // Both queues in the board's DMA memory, for the accelerator node.
         let memory = rig.engines[0]
             .pool()
             .queue_memory()
@@ -257,7 +254,15 @@ fn run_once(clock: Clock, hop: usize, samples: usize, zero_copy: bool) -> Result
         let (s, a) =
             g.connect_in::<f32>(("source", "out"), ("fir", "in"), queue, memory.clone())?;
         let (b, k) = g.connect_in::<f32>(("fir", "out"), ("sink", "in"), queue, memory)?;
-        g.node("source", timed(&cpu, source(s, samples)))?;
+        (s, a, b, k)
+    } else {
+        let (s, a) = g.connect_with_capacity::<f32>(("source", "out"), ("fir", "in"), queue)?;
+        let (b, k) = g.connect_with_capacity::<f32>(("fir", "out"), ("sink", "in"), queue)?;
+        (s, a, b, k)
+    };
+    g.node("source", timed(&cpu, source(s, samples)))?;
+    let engine = rig.engines.remove(0);
+    if zero_copy {
         let cfg = StageConfig {
             window,
             hop,
@@ -266,60 +271,36 @@ fn run_once(clock: Clock, hop: usize, samples: usize, zero_copy: bool) -> Result
             depth: 4,
             completion: Completion::Poll,
         };
-        let engine = rig.engines.remove(0);
-        let st = stats.clone();
+        let moved = copied.clone();
         g.node(
             "fir",
             timed(&cpu, move || {
                 let (mut a, mut b) = (a, b);
                 let s = stage::run(&engine, &cfg, &mut a, &mut b)?;
-                *st.lock().unwrap_or_else(PoisonError::into_inner) = s;
+                moved.store(s.bytes_copied, Ordering::Relaxed);
                 Ok(())
             }),
         )?;
-        g.node(
-            "sink",
-            timed(&cpu, sink(k, digest.clone(), out_bytes.clone())),
-        )?;
     } else {
-        let (s, a) = g.connect_with_capacity::<f32>(("source", "out"), ("fir", "in"), queue)?;
-        let (b, k) = g.connect_with_capacity::<f32>(("fir", "out"), ("sink", "in"), queue)?;
-        g.node("source", timed(&cpu, source(s, samples)))?;
-        let node_rig = Rig {
-            engines: std::mem::take(&mut rig.engines),
-            ..rig
-        };
         g.node(
             "fir",
-            timed(&cpu, copying_node(node_rig, hop, a, b, copied.clone())),
+            timed(&cpu, copying_node(engine, hop, a, b, copied.clone())),
         )?;
-        g.node(
-            "sink",
-            timed(&cpu, sink(k, digest.clone(), out_bytes.clone())),
-        )?;
-        let t0 = Instant::now();
-        g.run()?;
-        let wall = t0.elapsed();
-        drop(placed);
-        return Ok(Run {
-            wall,
-            cpu: Duration::from_nanos(cpu.load(Ordering::Relaxed)),
-            out_bytes: out_bytes.load(Ordering::Relaxed),
-            copied: copied.load(Ordering::Relaxed),
-            digest: digest.load(Ordering::Relaxed),
-        });
     }
+    g.node(
+        "sink",
+        timed(&cpu, sink(k, digest.clone(), out_bytes.clone())),
+    )?;
     let t0 = Instant::now();
     g.run()?;
     let wall = t0.elapsed();
     drop(placed);
     drop(rig);
-    let s = *stats.lock().unwrap_or_else(PoisonError::into_inner);
     Ok(Run {
         wall,
         cpu: Duration::from_nanos(cpu.load(Ordering::Relaxed)),
         out_bytes: out_bytes.load(Ordering::Relaxed),
-        copied: s.bytes_copied,
+        copied: copied.load(Ordering::Relaxed),
         digest: digest.load(Ordering::Relaxed),
     })
 }
