@@ -85,6 +85,7 @@ impl Shared {
                 (g.input.is_none() && !g.mm2s.is_empty())
                     || (g.input.is_none() && g.stream.len() < STREAM_FIFO && g.mm2s_tail.is_some())
                     || g.mm2s_done_at.is_some()
+                    || !g.mm2s_completions.is_empty()
                     || ((!g.s2mm.is_empty() || g.s2mm_chain.is_some()) && !g.stream.is_empty())
             })
     }
