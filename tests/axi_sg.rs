@@ -311,6 +311,9 @@ fn mm2s_completes_on_a_clocked_link_with_no_s2mm_descriptors() {
         let got = r.dma.sg_wait(Channel::Mm2s, &tx_ring, tc, &Wait::Poll);
         assert_eq!(got.unwrap(), vec![len], "packet {k}");
         // 400 MB/s: the packet cannot have left before len / rate.
-        assert!(t0.elapsed().as_secs_f64() >= len as f64 / 400e6, "packet {k}");
+        assert!(
+            t0.elapsed().as_secs_f64() >= len as f64 / 400e6,
+            "packet {k}"
+        );
     }
 }

@@ -388,7 +388,15 @@ fn run_fir_file(
         FirDeviceArg::Sim => files::fir::FirDevice::Sim,
     };
     match files::fir::filter_file(taps, input, output, device) {
-        Ok(_) => ExitCode::SUCCESS,
+        Ok(done) => {
+            if let Some(c) = done.copies {
+                println!(
+                    "dmaflow fir: {} samples through the FIR coprocessor node; {c}",
+                    done.samples
+                );
+            }
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("dmaflow fir: {e}");
             ExitCode::from(if e.is_bad_input() { 2 } else { 1 })
@@ -411,7 +419,15 @@ fn run_bgsub(
         .map_err(FileError::from)
         .and_then(|p| bgsub_file(p, input, output, device));
     match result {
-        Ok(_) => ExitCode::SUCCESS,
+        Ok(done) => {
+            if let Some(c) = done.copies {
+                println!(
+                    "dmaflow bgsub: {} frames through the coprocessor node; {c}",
+                    done.frames
+                );
+            }
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("dmaflow bgsub: {e}");
             ExitCode::from(if e.is_bad_input() { 2 } else { 1 })

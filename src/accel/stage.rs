@@ -133,6 +133,14 @@ pub enum Error {
         /// Items reserved per window.
         out_max: usize,
     },
+    /// An answer shorter than expected (TLAST early).
+    #[error("the core answered with {got} bytes where {expected} were expected")]
+    ShortAnswer {
+        /// Bytes received.
+        got: usize,
+        /// Bytes expected.
+        expected: usize,
+    },
     /// A queue operation failed (a queue not in DMA memory, or in another
     /// board's, included).
     #[error(transparent)]

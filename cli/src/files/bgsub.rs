@@ -1,17 +1,34 @@
 //! `dmaflow bgsub`'s file tool: a file of 8-bit frames in, a file of masks out,
-//! on the emulated coprocessor or in software (identical bytes), the output
-//! appearing only on success.
+//! on the emulated coprocessor (a process network whose middle node is the
+//! coprocessor, frames and masks in queues in its DMA memory) or in software
+//! (identical bytes), the output appearing only on success.
 
-use dmaflow::axi::Config as AxiConfig;
+use std::io::{Read, Write};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use dmaflow::accel::bgsub;
+use dmaflow::accel::stage::StageStats;
 use dmaflow::dma::Completion;
 use dmaflow::dsp::bgsub::{BackgroundSubtractor, Params};
-use dmaflow::rig::BgSubCoprocessor;
-use dmaflow::sim::Clock;
+use dmaflow::graph::Graph;
+use dmaflow::mem::CachePolicy;
+use dmaflow::rig::Rig;
+use dmaflow::sim::{BgSubCore, Clock};
+
+use super::partial::PartialFile;
+
+fn io(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> FileError + '_ {
+    move |source| FileError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
 
 /// Where `dmaflow bgsub` runs the algorithm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Device {
-    /// The coprocessor on the emulated fabric, through two DMA engines.
+    /// The coprocessor on the emulated fabric as a node of a process network
+    /// (file source -> coprocessor -> file sink), through two DMA engines.
     Sim,
     /// The software implementation.
     Cpu,
@@ -48,91 +65,206 @@ pub enum FileError {
     /// Width or height unusable.
     #[error(transparent)]
     Params(#[from] dmaflow::dsp::bgsub::Error),
-    /// A frame larger than one transfer of the coprocessor's DMA engine.
-    #[error(
-        "a {width} x {height} frame ({frame} bytes) is more than one transfer of the coprocessor's \
-         DMA engine carries ({max} bytes); use --device cpu for frames this large"
-    )]
-    FrameTooLarge {
-        /// Frame width.
-        width: usize,
-        /// Frame height.
-        height: usize,
-        /// Bytes per frame.
-        frame: usize,
-        /// Largest transfer.
-        max: usize,
+    /// The input is not a file of frames (a directory, say).
+    #[error("{path}: not a file of frames ({what})")]
+    NotAFile {
+        /// The path given.
+        path: std::path::PathBuf,
+        /// What it is.
+        what: &'static str,
     },
-    /// The coprocessor failed.
+    /// The coprocessor's board could not be set up.
     #[error("coprocessor: {0}")]
     Device(#[from] dmaflow::rig::Error),
+    /// The graph source -> coprocessor -> sink failed.
+    #[error("{0}")]
+    Graph(#[from] dmaflow::graph::Error),
 }
 
 impl FileError {
     /// Whether the caller's input is at fault (missing or malformed file, bad
     /// size) rather than the run.
     pub fn is_bad_input(&self) -> bool {
-        !matches!(self, FileError::Device(_))
+        matches!(
+            self,
+            FileError::Io { .. }
+                | FileError::BadLength { .. }
+                | FileError::Params(_)
+                | FileError::NotAFile { .. }
+        )
     }
+}
+
+/// What `bgsub_file` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Done {
+    /// Frames turned into masks.
+    pub frames: usize,
+    /// On the coprocessor: what the CPU copied on the way.
+    pub copies: Option<super::Copies>,
 }
 
 /// Reads raw 8-bit frames from `input`, writes one mask per frame to `output`
 /// (through a temporary file renamed at the end, so a failure leaves no partial
-/// output). Returns the number of frames.
+/// output).
 pub fn bgsub_file(
     params: Params,
     input: &std::path::Path,
     output: &std::path::Path,
     device: Device,
-) -> Result<usize, FileError> {
-    let io = |path: &std::path::Path| {
-        let path = path.to_path_buf();
-        move |source| FileError::Io { path, source }
-    };
+) -> Result<Done, FileError> {
     let n = params.frame_bytes();
-    // The coprocessor moves a frame in one transfer per stream: refuse before
-    // reading anything a frame its engine cannot carry.
-    let max = (1usize << AxiConfig::default().length_width) - 1;
-    if device == Device::Sim && n > max {
-        return Err(FileError::FrameTooLarge {
-            width: params.width,
-            height: params.height,
-            frame: n,
-            max,
-        });
-    }
-    let frames = std::fs::read(input).map_err(io(input))?;
-    if frames.is_empty() || !frames.len().is_multiple_of(n) {
-        return Err(FileError::BadLength {
+    let mut src = std::fs::File::open(input).map_err(io(input))?;
+    let meta = src.metadata().map_err(io(input))?;
+    if meta.is_dir() {
+        return Err(FileError::NotAFile {
             path: input.to_path_buf(),
-            len: frames.len(),
-            width: params.width,
-            height: params.height,
-            frame: n,
+            what: "a directory",
         });
     }
-    let mut masks = vec![0u8; frames.len()];
-    match device {
+    let bad_length = |len: u64| FileError::BadLength {
+        path: input.to_path_buf(),
+        len: len as usize,
+        width: params.width,
+        height: params.height,
+        frame: n,
+    };
+    // A regular file's length is known up front; a pipe's is found at its end.
+    if meta.is_file() && (meta.len() == 0 || !meta.len().is_multiple_of(n as u64)) {
+        return Err(bad_length(meta.len()));
+    }
+    let (partial, file) = PartialFile::create(output).map_err(io(output))?;
+    let done = match device {
         Device::Cpu => {
+            let mut frames = Vec::new();
+            src.read_to_end(&mut frames).map_err(io(input))?;
+            if frames.is_empty() || !frames.len().is_multiple_of(n) {
+                return Err(bad_length(frames.len() as u64));
+            }
+            let mut masks = vec![0u8; frames.len()];
             let mut sub = BackgroundSubtractor::new(params);
             for (f, m) in frames.chunks(n).zip(masks.chunks_mut(n)) {
                 sub.process(f, m)?;
             }
-        }
-        Device::Sim => {
-            let mut hw = BgSubCoprocessor::new(params, Clock::Unlimited, Completion::Poll)?;
-            for (f, m) in frames.chunks(n).zip(masks.chunks_mut(n)) {
-                hw.process(f, m)?;
+            let mut file = file;
+            file.write_all(&masks)
+                .and_then(|()| file.sync_all())
+                .map_err(io(partial.path()))?;
+            Done {
+                frames: frames.len() / n,
+                copies: None,
             }
         }
+        Device::Sim => {
+            let (frames, copies) = on_the_fabric(params, src, input, file, partial.path())?;
+            match frames {
+                Ok(frames) => Done {
+                    frames,
+                    copies: Some(copies),
+                },
+                Err(len) => return Err(bad_length(len)),
+            }
+        }
+    };
+    partial.finish().map_err(io(output))?;
+    Ok(done)
+}
+
+/// file source -> background-subtraction coprocessor -> file sink, the frames
+/// read straight into a queue in the board's DMA memory and the masks written
+/// from one. Returns the frames (or the input's length if it ended inside a
+/// frame) and the bytes the CPU copied.
+fn on_the_fabric(
+    params: Params,
+    mut src: std::fs::File,
+    input: &std::path::Path,
+    sink_file: std::fs::File,
+    sink_path: &std::path::Path,
+) -> Result<(Result<usize, u64>, super::Copies), FileError> {
+    let n = params.frame_bytes();
+    // A few frames of queue, at least 64 KiB per read.
+    let chunk = n * (64usize << 10).div_ceil(n);
+    let cap = 2 * chunk;
+    let mut rig = Rig::new(
+        (4 * cap + 2 * n + (4 << 20)).next_power_of_two(),
+        Clock::Unlimited,
+        true,
+        CachePolicy::Coherent,
+        Box::new(BgSubCore::new(params)),
+    )?;
+    let memory = rig.engines[0]
+        .pool()
+        .queue_memory()
+        .map_err(dmaflow::rig::Error::from)?;
+    let mut g = Graph::new();
+    let (mut s_out, b_in) =
+        g.connect_in::<u8>(("file-source", "out"), ("bgsub", "in"), cap, memory.clone())?;
+    let (b_out, mut k_in) =
+        g.connect_in::<u8>(("bgsub", "out"), ("file-sink", "in"), cap, memory)?;
+    let read = Arc::new(Mutex::new((0u64, false)));
+    let seen = read.clone();
+    let in_path = input.to_path_buf();
+    g.node("file-source", move || {
+        loop {
+            let slots = s_out.reserve(chunk)?;
+            let mut filled = 0;
+            while filled < slots.len() {
+                match src.read(&mut slots[filled..]) {
+                    Ok(0) => break,
+                    Ok(k) => filled += k,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(format!("{}: {e}", in_path.display()).into()),
+                }
+            }
+            let want = slots.len();
+            s_out.commit(filled)?;
+            let mut r = seen.lock().unwrap_or_else(PoisonError::into_inner);
+            r.0 += filled as u64;
+            if filled < want {
+                if r.0 == 0 || !r.0.is_multiple_of(n as u64) {
+                    r.1 = true;
+                    return Err(format!("{}: ends inside a frame", in_path.display()).into());
+                }
+                return Ok(());
+            }
+        }
+    })?;
+    let stats = Arc::new(Mutex::new(StageStats::default()));
+    let e1 = rig.engines.remove(1);
+    let e0 = rig.engines.remove(0);
+    let cfg = bgsub::Config {
+        params,
+        completion: Completion::Poll,
+    };
+    bgsub::add_node(&mut g, "bgsub", [e0, e1], cfg, b_in, b_out, stats.clone())?;
+    let tmp = sink_path.to_path_buf();
+    g.node("file-sink", move || {
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, sink_file);
+        let fail = |e: std::io::Error| format!("{}: {e}", tmp.display());
+        loop {
+            let s = k_in.peek(1)?;
+            if s.is_empty() {
+                break;
+            }
+            w.write_all(s).map_err(fail)?;
+            let k = s.len();
+            k_in.consume(k)?;
+        }
+        w.flush().map_err(fail)?;
+        w.get_ref().sync_all().map_err(fail)?;
+        Ok(())
+    })?;
+    let result = g.run();
+    drop(rig);
+    let (bytes, torn) = *read.lock().unwrap_or_else(PoisonError::into_inner);
+    let s = *stats.lock().unwrap_or_else(PoisonError::into_inner);
+    let copies = super::Copies {
+        copied: s.bytes_copied,
+        delivered: s.bytes_out,
+    };
+    if torn {
+        return Ok((Err(bytes), copies));
     }
-    let name = output
-        .file_name()
-        .map_or_else(|| "masks".into(), |s| s.to_string_lossy().into_owned());
-    let tmp = output.with_file_name(format!(".{name}.{}.partial", std::process::id()));
-    if let Err(e) = std::fs::write(&tmp, &masks).and_then(|()| std::fs::rename(&tmp, output)) {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(io(output)(e));
-    }
-    Ok(frames.len() / n)
+    result?;
+    Ok((Ok((bytes / n as u64) as usize), copies))
 }

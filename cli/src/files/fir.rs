@@ -10,6 +10,9 @@ use dmaflow::mem::CachePolicy;
 use dmaflow::rig::Rig;
 use dmaflow::sim::{Clock, FirCore};
 
+use super::Copies;
+use super::partial::PartialFile;
+
 /// Why a file could not be filtered.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -58,6 +61,15 @@ pub enum FileError {
     /// The emulated board could not be set up.
     #[error("emulated board: {0}")]
     Board(#[from] dmaflow::rig::Error),
+}
+
+/// What `filter_file` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Filtered {
+    /// Samples filtered.
+    pub samples: u64,
+    /// On the coprocessor: what the CPU copied on the way.
+    pub copies: Option<Copies>,
 }
 
 /// Where the filter runs.
@@ -128,13 +140,13 @@ pub fn read_f32_file(path: &std::path::Path) -> Result<Vec<f32>, FileError> {
 /// Filters the samples of `input` into `output` through a file source -> FIR ->
 /// file sink graph. The output appears only when everything succeeded: it is written
 /// to a temporary file beside it and renamed at the end. Returns the number of
-/// samples filtered.
+/// samples filtered, and on the coprocessor what the CPU copied.
 pub fn filter_file(
     taps: &std::path::Path,
     input: &std::path::Path,
     output: &std::path::Path,
     device: FirDevice,
-) -> Result<u64, FileError> {
+) -> Result<Filtered, FileError> {
     use std::io::{Read, Write};
     use std::sync::{Arc, Mutex, PoisonError};
 
@@ -179,29 +191,16 @@ pub fn filter_file(
             path: output.to_path_buf(),
         });
     }
-    let name = output
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "output".into());
-    let tmp = output.with_file_name(format!(".{name}.{}.partial", std::process::id()));
-    // Removes the temporary file on every way out but success.
-    struct Partial(Option<std::path::PathBuf>);
-    impl Drop for Partial {
-        fn drop(&mut self) {
-            if let Some(p) = self.0.take() {
-                let _ = std::fs::remove_file(p);
-            }
-        }
-    }
-    let sink_file = std::fs::File::create(&tmp).map_err(|source| FileError::Io {
+    let (partial, sink_file) = PartialFile::create(output).map_err(|source| FileError::Io {
         path: output.to_path_buf(),
         source,
     })?;
-    let mut partial = Partial(Some(tmp.clone()));
+    let tmp = partial.path().to_path_buf();
 
     let mut g = graph::Graph::new();
     // The coprocessor filters windows that overlap by taps - 1 samples: the
     // stream starts with that many zeros (the filter's zero initial state).
+    let sim = matches!(middle, Middle::Sim(_));
     let (chunk, lead, s_out, cpu_node, sim_node, k_in, mut rig) = match middle {
         Middle::Cpu(fir, mode) => {
             let n = fir.fft_len();
@@ -350,7 +349,13 @@ pub fn filter_file(
         });
     }
     result?;
-    std::fs::rename(&tmp, output).map_err(io_err(output))?;
-    partial.0 = None;
-    Ok(samples)
+    partial.finish().map_err(io_err(output))?;
+    let copies = sim.then(|| {
+        let s = *stats.lock().unwrap_or_else(PoisonError::into_inner);
+        Copies {
+            copied: s.bytes_copied,
+            delivered: s.bytes_out,
+        }
+    });
+    Ok(Filtered { samples, copies })
 }

@@ -1,0 +1,320 @@
+//! The background-subtraction coprocessor (paper 000) as a node of a process
+//! network: frames in, masks out, the background model kept in DMA memory
+//! between frames.
+//!
+//! The core has two stream pairs, one AXI DMA engine each: engine 0 carries the
+//! frame in and the new background out, engine 1 the background in and the
+//! mask out. The node hands each frame to engine 0's MM2S where it lies in the
+//! input queue (two descriptors when it passes the end of the queue's memory:
+//! the device does not see the mirror) and points engine 1's S2MM at reserved
+//! slots of the output queue, so frames and masks never pass through the CPU.
+//! The background goes back and forth between two DMA buffers of the node's
+//! own (the first frame's background is the frame itself, read again from the
+//! input queue): it never passes through the CPU either.
+//!
+//! Each frame's background is the previous frame's answer, so frames go one at
+//! a time. Errors and timeouts halt both engines before the node returns; if
+//! one cannot be halted, the memory it was given (descriptor rings, the
+//! background buffers, the queues' ranges) is never returned or unmapped.
+
+use crate::axi::{self, Channel, DESC_WORDS, DescRing, Wait, regs::DESC_LENGTH_MASK};
+use crate::dma::{self, Completion, Engine};
+use crate::dsp::bgsub::Params;
+use crate::graph::{self, Input, Output};
+use crate::mem::DmaBuf;
+use crate::platform::{IrqLine, RegisterSpace};
+use crate::ring::DmaSpan;
+
+use super::stage::{Error, StageStats};
+
+/// One engine's two descriptor rings.
+struct Rings {
+    mm2s: DescRing,
+    s2mm: DescRing,
+}
+
+/// The node's state between frames.
+struct Node<'e, R: RegisterSpace, I: IrqLine> {
+    engines: [&'e Engine<R, I>; 2],
+    completion: Completion,
+    rings: [Rings; 2],
+    /// Background in (`background[0]`) and out, swapped after each frame.
+    background: [DmaBuf<u8>; 2],
+    /// Whether a background is in `background[0]` (after the first frame).
+    started: bool,
+    failed: bool,
+}
+
+impl<R: RegisterSpace, I: IrqLine> Node<'_, R, I> {
+    /// Halts both engines after an error; an engine that cannot be halted keeps
+    /// its rings, the background buffers and the queues' memory for good.
+    fn fail(&mut self, input: &Input<u8>, output: &Output<u8>) {
+        if self.failed {
+            return;
+        }
+        self.failed = true;
+        let mut lost = false;
+        for (e, rings) in self.engines.iter().zip(self.rings.iter_mut()) {
+            if !e.dma().recover() {
+                rings.mm2s.surrender();
+                rings.s2mm.surrender();
+                lost = true;
+            }
+        }
+        if lost {
+            for b in &mut self.background {
+                b.surrender();
+            }
+            std::mem::forget(input.hold());
+            std::mem::forget(output.hold());
+        }
+    }
+
+    fn wait_how(&self, e: usize, ch: Channel) -> Wait<'_> {
+        match self.completion {
+            Completion::Irq => Wait::Irq(self.engines[e].irq(ch)),
+            Completion::Yield => Wait::Yield,
+            _ => Wait::Poll,
+        }
+    }
+
+    /// Posts and waits for one frame of `n` bytes: `frame` and `mask` are its
+    /// spans in the queues. Both answers must be exactly `n` bytes.
+    fn frame(&mut self, frame: &[DmaSpan], mask: &[DmaSpan], n: usize) -> Result<(), Error> {
+        let spans = |b: &DmaBuf<u8>| {
+            vec![DmaSpan {
+                bus: b.bus_addr(),
+                offset: 0,
+                bytes: n,
+            }]
+        };
+        let bg_in = if self.started {
+            spans(&self.background[0])
+        } else {
+            frame.to_vec()
+        };
+        let bg_out = spans(&self.background[1]);
+        // S2MM first on both engines, then MM2S: the answers have somewhere to
+        // go before the core starts.
+        let mut posted = [[0usize; 2]; 2];
+        for (e, (out, inp)) in [(&bg_out[..], frame), (mask, &bg_in[..])]
+            .into_iter()
+            .enumerate()
+        {
+            let max = self.engines[e].dma().max_len();
+            let rings = &mut self.rings[e];
+            posted[e][1] = push(&mut rings.s2mm, out, max, false)?;
+            self.engines[e].dma().ring_flush(&mut rings.s2mm)?;
+            posted[e][0] = push(&mut rings.mm2s, inp, max, true)?;
+        }
+        for (e, rings) in self.rings.iter_mut().enumerate() {
+            self.engines[e].dma().ring_flush(&mut rings.mm2s)?;
+        }
+        // Both engines' MM2S, then both answers.
+        for (e, &[mm2s, _]) in posted.iter().enumerate() {
+            for _ in 0..mm2s {
+                let how = self.wait_how(e, Channel::Mm2s);
+                self.engines[e].dma().ring_wait(&self.rings[e].mm2s, &how)?;
+                self.rings[e].mm2s.reclaim();
+            }
+        }
+        for (e, &[_, s2mm]) in posted.iter().enumerate() {
+            let mut got = 0usize;
+            for k in 0..s2mm {
+                let how = self.wait_how(e, Channel::S2mm);
+                let status = self.engines[e].dma().ring_wait(&self.rings[e].s2mm, &how)?;
+                self.rings[e].s2mm.reclaim();
+                got += (status & DESC_LENGTH_MASK) as usize;
+                let eof = status & axi::regs::DESC_STS_RXEOF != 0;
+                let last = k + 1 == s2mm;
+                if eof && got < n {
+                    // Descriptors may be left in the ring: the caller halts the
+                    // engine.
+                    return Err(Error::ShortAnswer { got, expected: n });
+                }
+                if last && !eof {
+                    return Err(Error::AnswerTooLong { out_max: n });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Puts `spans` on `ring` as one packet, each span cut to the engine's length
+/// register; returns the descriptors used.
+fn push(ring: &mut DescRing, spans: &[DmaSpan], max: usize, mm2s: bool) -> Result<usize, Error> {
+    let parts: Vec<(u64, usize)> = spans
+        .iter()
+        .flat_map(|s| {
+            (0..s.bytes.div_ceil(max)).map(move |k| {
+                let at = k * max;
+                (s.bus + at as u64, max.min(s.bytes - at))
+            })
+        })
+        .collect();
+    if parts.len() > ring.capacity() - ring.in_flight() {
+        return Err(Error::Config(format!(
+            "a packet of {} descriptors does not fit a ring of {}",
+            parts.len(),
+            ring.capacity()
+        )));
+    }
+    for (i, &(bus, bytes)) in parts.iter().enumerate() {
+        let (first, last) = (i == 0, i + 1 == parts.len());
+        // SAFETY: every span is DMA memory that nothing else uses until the
+        // descriptor completes: a published frame not consumed until then, slots
+        // reserved in the output queue and committed only then, or one of the
+        // node's background buffers; on a failure the engine is halted or the
+        // memory given up for good (`Node::fail`).
+        unsafe { ring.push_part(bus, bytes, max, first || !mm2s, last || !mm2s) }?;
+    }
+    Ok(parts.len())
+}
+
+/// What the node runs: the core's frame size, threshold and filter, and how
+/// completions are waited for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// Frame size, threshold and filter (as the core was built for).
+    pub params: Params,
+    /// `Poll`, `Yield` or `Irq`.
+    pub completion: Completion,
+}
+
+/// Runs the background-subtraction coprocessor on `engines` (scatter-gather,
+/// the core's two stream pairs) as a node: reads whole frames from `input`,
+/// writes one mask per frame to `output`, until the input ends. Both queues
+/// must be in the DMA memory of the engines' board.
+pub fn run<R, I>(
+    engines: [&Engine<R, I>; 2],
+    cfg: &Config,
+    input: &mut Input<u8>,
+    output: &mut Output<u8>,
+) -> Result<StageStats, Error>
+where
+    R: RegisterSpace,
+    I: IrqLine,
+{
+    let completion = cfg.completion;
+    let n = cfg.params.frame_bytes();
+    if completion == Completion::Proxy {
+        return Err(dma::Error::ProxyOnly.into());
+    }
+    for (what, cap) in [("input", input.capacity()), ("output", output.capacity())] {
+        if n > cap {
+            return Err(Error::Config(format!(
+                "a {n}-byte frame does not fit the {what} queue of {cap} bytes"
+            )));
+        }
+    }
+    input.dma_spans(0, 1)?;
+    output.dma_spans(0, 1)?;
+    let irq = completion == Completion::Irq;
+    let pool = engines[0].pool();
+    let mut rings = Vec::with_capacity(2);
+    for e in engines {
+        // A packet is cut at the length register and at the queue's end.
+        let slots = n.div_ceil(e.dma().max_len()) + 2;
+        let descs = || e.pool().alloc::<u32>(slots * DESC_WORDS);
+        let mm2s = descs().map_err(dma::Error::from)?;
+        let s2mm = descs().map_err(dma::Error::from)?;
+        rings.push(Rings {
+            mm2s: e.dma().ring_start(Channel::Mm2s, mm2s, irq)?,
+            s2mm: e.dma().ring_start(Channel::S2mm, s2mm, irq)?,
+        });
+    }
+    let (Some(r1), Some(r0)) = (rings.pop(), rings.pop()) else {
+        return Err(Error::Config("two engines expected".into()));
+    };
+    let background = [
+        pool.alloc::<u8>(n).map_err(dma::Error::from)?,
+        pool.alloc::<u8>(n).map_err(dma::Error::from)?,
+    ];
+    for b in &background {
+        // Whatever the CPU left in the cache over the buffers goes first.
+        b.sync_for_device(n).map_err(dma::Error::from)?;
+    }
+    let mut node = Node {
+        engines,
+        completion,
+        rings: [r0, r1],
+        background,
+        started: false,
+        failed: false,
+    };
+    let mut stats = StageStats::default();
+    let result = frames(&mut node, n, input, output, &mut stats);
+    if result.is_err() {
+        node.fail(input, output);
+    }
+    result.map(|()| stats)
+}
+
+/// The node's loop: a frame in, its mask out, until the input ends.
+fn frames<R: RegisterSpace, I: IrqLine>(
+    node: &mut Node<'_, R, I>,
+    n: usize,
+    input: &mut Input<u8>,
+    output: &mut Output<u8>,
+    stats: &mut StageStats,
+) -> Result<(), Error> {
+    loop {
+        let got = input.peek(n)?.len();
+        if got == 0 {
+            return Ok(());
+        }
+        if got < n {
+            return Err(Error::Config(format!(
+                "the stream ended inside a frame: {got} of {n} bytes"
+            )));
+        }
+        output.reserve(n)?;
+        let frame = input.dma_spans(0, n)?;
+        let mask = output.dma_spans(0, n)?;
+        for s in &frame {
+            input.sync_for_device(*s)?;
+        }
+        for s in &mask {
+            output.sync_for_cpu(*s)?;
+        }
+        node.frame(&frame, &mask, n)?;
+        for s in &mask {
+            output.sync_for_cpu(*s)?;
+        }
+        output.commit(n)?;
+        input.consume(n)?;
+        node.background.swap(0, 1);
+        node.started = true;
+        stats.windows += 1;
+        // The device read the frame and a background, and wrote a background
+        // and the mask; the mask is delivered.
+        stats.bytes_in += 2 * n as u64;
+        stats.bytes_out += n as u64;
+    }
+}
+
+/// Adds the background-subtraction coprocessor as node `name` of `g` (see
+/// [`run`]); its statistics go to `stats` when it ends.
+pub fn add_node<R, I>(
+    g: &mut graph::Graph,
+    name: &str,
+    engines: [Engine<R, I>; 2],
+    cfg: Config,
+    mut input: Input<u8>,
+    mut output: Output<u8>,
+    stats: std::sync::Arc<std::sync::Mutex<StageStats>>,
+) -> Result<(), graph::Error>
+where
+    R: RegisterSpace + Send + 'static,
+    I: IrqLine + Send + 'static,
+{
+    g.node(name, move || {
+        let [e0, e1] = &engines;
+        let s = run([e0, e1], &cfg, &mut input, &mut output)?;
+        *stats
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = s;
+        Ok(())
+    })
+}
