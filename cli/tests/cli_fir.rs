@@ -312,6 +312,14 @@ fn the_coprocessor_filters_a_file_as_the_cpu_does() {
         for (i, (a, b)) in got.iter().zip(&want).enumerate() {
             assert!((a - b).abs() <= 1e-5, "{len}: sample {i}: {a} vs {b}");
         }
+        // The samples stayed in DMA memory from the source to the sink.
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            said.contains(&format!("{len} samples"))
+                && said.contains("copied 0 bytes")
+                && said.contains(&format!("{} delivered", 4 * len)),
+            "{said}"
+        );
     }
 }
 
