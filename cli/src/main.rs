@@ -65,6 +65,14 @@ enum Command {
     ///             transfer_us (mean), model_us, overhead_us, cpu_us, cpu_share
     ///             (of the shared core), app_share (application throughput beside
     ///             the transfers / alone)
+    ///   pipeline: core (fir|bgsub), pipeline (zerocopy|copy), clock, window_bytes
+    ///             (output bytes per window: FIR hop x 4, bgsub frame),
+    ///             mb_per_s (delivered, 10^6 B/s), model_mb_per_s (what the
+    ///             modelled link allows; null unlimited), link_share,
+    ///             core_mb_per_s (the emulated core's own compute rate on this
+    ///             host), cpu_us_per_mb (host CPU of the source, node and sink
+    ///             threads per MB delivered), copied_per_byte (bytes the CPU
+    ///             copied per byte delivered), runs
     ///
     /// The DMA experiments' common keys:
     ///   model_us     what the modelled device needs for the transfer: the link
@@ -173,7 +181,7 @@ enum BgsubDevice {
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Experiment {
-    /// Every experiment below but `pipeline`.
+    /// Every experiment below.
     All,
     /// Mirrored queue vs other queues, and the sliding-window reader.
     Ring,
@@ -191,8 +199,8 @@ enum Experiment {
     Cnn,
     /// What each completion mode leaves an application sharing the driver's core.
     Contention,
-    /// An accelerator inside a process network: queues in DMA memory vs copying
-    /// (not in `all` yet: a rare MM2S stall in the accelerator node is open).
+    /// An accelerator inside a process network (FIR and background-subtraction
+    /// cores): the accelerator node on queues in DMA memory vs copying.
     Pipeline,
 }
 
@@ -308,6 +316,7 @@ fn run_bench(
             Experiment::Bgsub,
             Experiment::Cnn,
             Experiment::Contention,
+            Experiment::Pipeline,
         ],
         one => vec![one],
     };

@@ -107,6 +107,8 @@ fn bench_help_documents_the_cost_keys_of_every_dma_experiment() {
         "cpu_us",
         "cpu_share",
         "contention:",
+        "pipeline:",
+        "copied_per_byte",
         "--board",
     ] {
         assert!(

@@ -110,15 +110,9 @@ impl<R: RegisterSpace, I: IrqLine> Node<'_, R, I> {
         for (e, rings) in self.rings.iter_mut().enumerate() {
             self.engines[e].dma().ring_flush(&mut rings.mm2s)?;
         }
-        // Both engines' MM2S, then both answers.
-        for (e, &[mm2s, _]) in posted.iter().enumerate() {
-            for _ in 0..mm2s {
-                let how = self.wait_how(e, Channel::Mm2s);
-                self.engines[e].dma().ring_wait(&self.rings[e].mm2s, &how)?;
-                self.rings[e].mm2s.reclaim();
-            }
-        }
-        for (e, &[_, s2mm]) in posted.iter().enumerate() {
+        // The answers first, the mask last of all: by the time it has landed
+        // the other three have completed too, so only one wait sleeps.
+        for (e, &[_, s2mm]) in posted.iter().enumerate().rev() {
             let mut got = 0usize;
             for k in 0..s2mm {
                 let how = self.wait_how(e, Channel::S2mm);
@@ -135,6 +129,13 @@ impl<R: RegisterSpace, I: IrqLine> Node<'_, R, I> {
                 if last && !eof {
                     return Err(Error::AnswerTooLong { out_max: n });
                 }
+            }
+        }
+        for (e, &[mm2s, _]) in posted.iter().enumerate() {
+            for _ in 0..mm2s {
+                let how = self.wait_how(e, Channel::Mm2s);
+                self.engines[e].dma().ring_wait(&self.rings[e].mm2s, &how)?;
+                self.rings[e].mm2s.reclaim();
             }
         }
         Ok(())

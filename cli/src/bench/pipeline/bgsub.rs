@@ -1,0 +1,170 @@
+//! The background-subtraction core in `bench pipeline`: square 8-bit frames
+//! in, one mask per frame out, the background kept in DMA memory. Each frame's
+//! background is the previous frame's answer, so frames go one at a time.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::{Error, Measured, Rig, Run, run_graph, sink, timed};
+use dmaflow::accel::bgsub;
+use dmaflow::dma::Completion;
+use dmaflow::dsp::bgsub::{Params, synthetic_frames};
+use dmaflow::graph::{Graph, Input, Output};
+use dmaflow::mem::CachePolicy;
+use dmaflow::rig::BgSubCoprocessor;
+use dmaflow::sim::{BgSubCore, Clock, StreamProcessor};
+
+/// Distinct frames the source cycles through.
+const DISTINCT: usize = 8;
+
+/// Square frames of `bytes` bytes (rounded down to a square).
+pub(super) fn params(bytes: usize) -> Result<Params, Error> {
+    let side = (bytes as f64).sqrt() as usize;
+    Params::new(side, side, 20, true).map_err(|e| Error::Peer {
+        peer: "background subtraction",
+        reason: e.to_string(),
+    })
+}
+
+/// The source: `frames` frames, cycling through a few rendered before the
+/// run (the same work in both pipelines).
+fn source(
+    mut out: Output<u8>,
+    rendered: Arc<Vec<u8>>,
+    n: usize,
+    frames: usize,
+) -> impl FnOnce() -> dmaflow::graph::NodeResult + Send + 'static {
+    move || {
+        for f in 0..frames {
+            let k = f % DISTINCT;
+            out.write(&rendered[k * n..(k + 1) * n])?;
+        }
+        Ok(())
+    }
+}
+
+/// The copying node: frame -> DmaBuf -> both engines -> mask copied out into
+/// the output queue ([`BgSubCoprocessor`], which keeps the background in DMA
+/// memory too).
+fn copying_node(
+    mut hw: BgSubCoprocessor,
+    n: usize,
+    mut input: Input<u8>,
+    mut output: Output<u8>,
+    copied: Arc<AtomicU64>,
+) -> impl FnOnce() -> dmaflow::graph::NodeResult + Send + 'static {
+    move || {
+        let mut moved = 0u64;
+        loop {
+            let frame = input.peek(n)?;
+            if frame.len() < n {
+                break;
+            }
+            let mask = output.reserve(n)?;
+            // The first frame is copied in twice: as the frame and as the
+            // initial background.
+            moved += if moved == 0 { 3 * n } else { 2 * n } as u64;
+            hw.process(&frame[..n], &mut mask[..n])?;
+            output.commit(n)?;
+            input.consume(n)?;
+        }
+        copied.store(moved, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// One run: frames of `frame_bytes`, `bytes` bytes of them in all.
+pub(super) fn run_once(
+    clock: Clock,
+    frame_bytes: usize,
+    bytes: usize,
+    zero_copy: bool,
+) -> Result<Run, Error> {
+    let p = params(frame_bytes)?;
+    let n = p.frame_bytes();
+    let frames = (bytes / n).max(DISTINCT);
+    let queue = 4 * n + (64 << 10);
+    let rendered = Arc::new(synthetic_frames(&p, DISTINCT, 5));
+    let m = Measured::default();
+    let mut g = Graph::new();
+    if zero_copy {
+        let mut rig = Rig::new(
+            (4 * queue + 4 * n + (4 << 20)).next_power_of_two(),
+            clock,
+            true,
+            CachePolicy::Coherent,
+            Box::new(BgSubCore::new(p)),
+        )?;
+        let placed = rig.dedicate_core()?;
+        let memory = rig.engines[0]
+            .pool()
+            .queue_memory()
+            .map_err(dmaflow::rig::Error::from)?;
+        let (s, a) =
+            g.connect_in::<u8>(("source", "out"), ("bgsub", "in"), queue, memory.clone())?;
+        let (b, k) = g.connect_in::<u8>(("bgsub", "out"), ("sink", "in"), queue, memory)?;
+        g.node(
+            "source",
+            timed(&m.cpu, source(s, rendered.clone(), n, frames)),
+        )?;
+        let e1 = rig.engines.remove(1);
+        let e0 = rig.engines.remove(0);
+        let cfg = bgsub::Config {
+            params: p,
+            completion: Completion::Yield,
+        };
+        let moved = m.copied.clone();
+        g.node(
+            "bgsub",
+            timed(&m.cpu, move || {
+                let (mut a, mut b) = (a, b);
+                let s = bgsub::run([&e0, &e1], &cfg, &mut a, &mut b)?;
+                moved.store(s.bytes_copied, Ordering::Relaxed);
+                Ok(())
+            }),
+        )?;
+        g.node("sink", timed(&m.cpu, sink(k, &m)))?;
+        let run = run_graph(g, &m);
+        drop(placed);
+        drop(rig);
+        run
+    } else {
+        let hw = BgSubCoprocessor::new(p, clock, Completion::Yield)?;
+        let placed = hw.rig().dedicate_core()?;
+        let (s, a) = g.connect_with_capacity::<u8>(("source", "out"), ("bgsub", "in"), queue)?;
+        let (b, k) = g.connect_with_capacity::<u8>(("bgsub", "out"), ("sink", "in"), queue)?;
+        g.node(
+            "source",
+            timed(&m.cpu, source(s, rendered.clone(), n, frames)),
+        )?;
+        g.node(
+            "bgsub",
+            timed(&m.cpu, copying_node(hw, n, a, b, m.copied.clone())),
+        )?;
+        g.node("sink", timed(&m.cpu, sink(k, &m)))?;
+        let run = run_graph(g, &m);
+        drop(placed);
+        run
+    }
+}
+
+/// Bytes delivered by a run of `bytes` bytes of `frame_bytes` frames.
+pub(super) fn delivered(frame_bytes: usize, bytes: usize) -> Result<u64, Error> {
+    let n = params(frame_bytes)?.frame_bytes();
+    Ok(((bytes / n).max(DISTINCT) * n) as u64)
+}
+
+/// The emulated core's own compute rate on this host, mask bytes per second:
+/// its `process` called directly on one frame and background, over and over.
+pub(super) fn core_rate(frame_bytes: usize) -> Result<f64, Error> {
+    let p = params(frame_bytes)?;
+    let mut core = BgSubCore::new(p);
+    let frames = synthetic_frames(&p, 2, 5);
+    let (frame, background) = frames.split_at(p.frame_bytes());
+    let mut outs = [Vec::new(), Vec::new()];
+    Ok(super::rate_of(|out| {
+        outs.iter_mut().for_each(Vec::clear);
+        core.process(&[frame, background], &mut outs);
+        out.extend_from_slice(&outs[1]);
+    }))
+}

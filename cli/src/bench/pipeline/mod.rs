@@ -1,0 +1,679 @@
+//! `dmaflow bench pipeline`: an accelerator inside a process network.
+//! source -> coprocessor -> sink through the emulated fabric, for the FIR core
+//! ([`fir`]) and the background-subtraction core ([`bgsub`]), two ways each:
+//! - `zerocopy`: the queues live in DMA memory and the accelerator node
+//!   ([`dmaflow::accel::stage`], [`dmaflow::accel::bgsub`]) hands windows to
+//!   MM2S and output slots to S2MM in place;
+//! - `copy`: the pipeline a user builds without it: the node copies each window
+//!   from an ordinary queue into a `DmaBuf`, runs the transfer, and copies the
+//!   answer back into the output queue.
+//!
+//! Both at the board's HP-port clock and unlimited, interleaved run by run;
+//! delivered MB/s (the core's answers out), host CPU per MB of every pipeline
+//! thread (source, node, sink; never the emulated device's), and the bytes the
+//! CPU copied per byte delivered. Both pipelines' outputs must agree exactly.
+
+mod bgsub;
+mod fir;
+
+pub use fir::TAPS;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::report::{Target, sentence};
+use super::{Error, Rig, SimEngine, bytes_label, table};
+use dmaflow::graph::{Graph, Input};
+use dmaflow::platform::cpu::thread_cpu_time;
+use dmaflow::ring::Pod;
+use dmaflow::sim::{Clock, Profile};
+
+/// The coprocessor in the middle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Core {
+    /// The FIR core: f32 samples in windows overlapping by `TAPS - 1`.
+    Fir,
+    /// The background-subtraction core: square frames in, masks out.
+    BgSub,
+}
+
+impl Core {
+    /// Its name in the table and the JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Core::Fir => "fir",
+            Core::BgSub => "bgsub",
+        }
+    }
+}
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The cores.
+    pub cores: Vec<Core>,
+    /// Output bytes per window (FIR: the hop in f32 samples x 4; bgsub: the
+    /// frame, a square).
+    pub windows: Vec<usize>,
+    /// Input samples per FIR run.
+    pub samples: usize,
+    /// Frame bytes per bgsub run.
+    pub frame_bytes: usize,
+    /// Runs per point (each pipeline, interleaved).
+    pub runs: usize,
+    /// The board whose port clocks the link.
+    pub profile: Profile,
+}
+
+impl Config {
+    /// The full run.
+    pub fn full() -> Self {
+        Config {
+            cores: vec![Core::Fir, Core::BgSub],
+            windows: vec![4 << 10, 16 << 10, 64 << 10],
+            samples: 4 << 20,
+            frame_bytes: 4 << 20,
+            runs: 5,
+            profile: Profile::ZYNQ7000,
+        }
+    }
+
+    /// A shorter run.
+    pub fn quick() -> Self {
+        Config {
+            samples: 1 << 20,
+            frame_bytes: 1 << 20,
+            runs: 3,
+            ..Self::full()
+        }
+    }
+
+    /// A tiny run for tests.
+    pub fn tiny() -> Self {
+        Config {
+            windows: vec![4 << 10],
+            samples: 50_000,
+            frame_bytes: 64 << 10,
+            runs: 1,
+            ..Self::full()
+        }
+    }
+}
+
+/// One point: medians over the runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// The coprocessor.
+    pub core: Core,
+    /// `zerocopy` or `copy`.
+    pub pipeline: &'static str,
+    /// The port's rate (e.g. "1200MB/s") or "unlimited".
+    pub clock: String,
+    /// Output bytes per window.
+    pub window_bytes: usize,
+    /// Delivered output, 10^6 B/s.
+    pub mb_per_s: f64,
+    /// Host CPU of the pipeline's threads per MB delivered, in microseconds.
+    pub cpu_us_per_mb: f64,
+    /// Bytes the CPU copied per byte delivered.
+    pub copied_per_byte: f64,
+    /// What the modelled link allows, 10^6 B/s delivered (FIR: MM2S carries
+    /// each window's overlap too; bgsub: the mask stream at the port's rate);
+    /// `None` when unlimited.
+    pub model_mb_per_s: Option<f64>,
+    /// The emulated core's own compute rate on this host, 10^6 B/s of
+    /// output (its computation, called directly): what the emulated device
+    /// can deliver at most, whatever the link.
+    pub core_mb_per_s: f64,
+    /// Runs measured.
+    pub runs: usize,
+}
+
+impl Row {
+    /// Delivered over what the modelled link allows.
+    pub fn link_share(&self) -> Option<f64> {
+        self.model_mb_per_s.map(|m| self.mb_per_s / m)
+    }
+}
+
+/// What one run measures, filled in by its threads.
+#[derive(Default)]
+struct Measured {
+    /// Host CPU of the pipeline's threads, ns.
+    cpu: Arc<AtomicU64>,
+    /// Bytes the CPU copied on the way.
+    copied: Arc<AtomicU64>,
+    /// The output's bytes, digested (both pipelines must agree).
+    digest: Arc<AtomicU64>,
+    /// Bytes the sink received.
+    out_bytes: Arc<AtomicU64>,
+}
+
+/// A node body that adds its thread's CPU time to `cpu` when it ends.
+fn timed(
+    cpu: &Arc<AtomicU64>,
+    body: impl FnOnce() -> dmaflow::graph::NodeResult + Send + 'static,
+) -> impl FnOnce() -> dmaflow::graph::NodeResult + Send + 'static {
+    let cpu = cpu.clone();
+    move || {
+        let t0 = thread_cpu_time();
+        let r = body();
+        cpu.fetch_add(
+            (thread_cpu_time() - t0).as_nanos() as u64,
+            Ordering::Relaxed,
+        );
+        r
+    }
+}
+
+/// A digest of a byte stream that does not depend on how it was sliced: the
+/// sum of its little-endian 64-bit words, each weighted by an odd number from
+/// its position (order matters, and it costs one multiply-add per word).
+#[derive(Default)]
+struct Digest {
+    sum: u64,
+    /// Bytes fed so far.
+    len: u64,
+    /// The word being filled when `len` is not a multiple of 8.
+    partial: [u8; 8],
+}
+
+impl Digest {
+    fn word(&mut self, index: u64, w: u64) {
+        self.sum = self
+            .sum
+            .wrapping_add(w.wrapping_mul(index.wrapping_mul(2).wrapping_add(1)));
+    }
+
+    fn feed(&mut self, mut b: &[u8]) {
+        while !self.len.is_multiple_of(8) && !b.is_empty() {
+            self.partial[(self.len % 8) as usize] = b[0];
+            self.len += 1;
+            b = &b[1..];
+            if self.len.is_multiple_of(8) {
+                self.word(self.len / 8 - 1, u64::from_le_bytes(self.partial));
+            }
+        }
+        let words = b.chunks_exact(8);
+        let rest = words.remainder();
+        let first = self.len / 8;
+        for (k, w) in words.enumerate() {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(w);
+            self.word(first + k as u64, u64::from_le_bytes(a));
+        }
+        self.len += (b.len() - rest.len()) as u64;
+        for &x in rest {
+            self.partial[(self.len % 8) as usize] = x;
+            self.len += 1;
+        }
+    }
+
+    fn finish(mut self) -> u64 {
+        if !self.len.is_multiple_of(8) {
+            let k = (self.len % 8) as usize;
+            self.partial[k..].fill(0);
+            self.word(self.len / 8, u64::from_le_bytes(self.partial));
+        }
+        self.sum ^ self.len
+    }
+}
+
+/// The sink: reads everything, digests its bytes.
+fn sink<T: Pod + Send>(
+    mut input: Input<T>,
+    m: &Measured,
+) -> impl FnOnce() -> dmaflow::graph::NodeResult + Send + 'static {
+    let (digest, bytes) = (m.digest.clone(), m.out_bytes.clone());
+    move || {
+        let mut d = Digest::default();
+        loop {
+            let s = input.peek(1)?;
+            if s.is_empty() {
+                break;
+            }
+            d.feed(bytemuck::cast_slice(s));
+            let k = s.len();
+            input.consume(k)?;
+        }
+        bytes.store(d.len, Ordering::Relaxed);
+        digest.store(d.finish(), Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// What one run gave.
+struct Run {
+    wall: Duration,
+    cpu: Duration,
+    out_bytes: u64,
+    copied: u64,
+    digest: u64,
+}
+
+/// Runs a pipeline's graph, timing it, and reads what its threads measured.
+fn run_graph(g: Graph, m: &Measured) -> Result<Run, Error> {
+    let t0 = Instant::now();
+    g.run()?;
+    let wall = t0.elapsed();
+    let get = |a: &Arc<AtomicU64>| a.load(Ordering::Relaxed);
+    Ok(Run {
+        wall,
+        cpu: Duration::from_nanos(get(&m.cpu)),
+        out_bytes: get(&m.out_bytes),
+        copied: get(&m.copied),
+        digest: get(&m.digest),
+    })
+}
+
+/// Output bytes per second of `step` (which appends its output to the
+/// vector it is given), called until 20 ms have passed: the median of
+/// three such rounds.
+fn rate_of(mut step: impl FnMut(&mut Vec<u8>)) -> f64 {
+    let mut out = Vec::new();
+    let rates: Vec<f64> = (0..3)
+        .map(|_| {
+            let (t0, mut bytes) = (Instant::now(), 0usize);
+            while t0.elapsed() < Duration::from_millis(20) {
+                out.clear();
+                step(&mut out);
+                bytes += out.len();
+            }
+            bytes as f64 / t0.elapsed().as_secs_f64()
+        })
+        .collect();
+    super::median(&rates)
+}
+
+/// One point: both pipelines, interleaved run by run, their outputs checked
+/// against each other; a row each.
+fn point(
+    cfg: &Config,
+    core: Core,
+    clock: Clock,
+    clock_name: &str,
+    window_bytes: usize,
+    progress: &mut impl FnMut(&str),
+) -> Result<Vec<Row>, Error> {
+    let what = format!(
+        "pipeline {} {clock_name} {}",
+        core.name(),
+        bytes_label(window_bytes)
+    );
+    let mut runs: [Vec<Run>; 2] = [Vec::new(), Vec::new()];
+    for r in 0..cfg.runs {
+        for k in 0..2 {
+            // Alternate which goes first.
+            let zero_copy = (k + r) % 2 == 0;
+            progress(&format!(
+                "{what} {} run {}",
+                if zero_copy { "zerocopy" } else { "copy" },
+                r + 1
+            ));
+            let run = match core {
+                Core::Fir => fir::run_once(clock, window_bytes, cfg.samples, zero_copy)?,
+                Core::BgSub => bgsub::run_once(clock, window_bytes, cfg.frame_bytes, zero_copy)?,
+            };
+            runs[usize::from(!zero_copy)].push(run);
+        }
+    }
+    let want_bytes = match core {
+        Core::Fir => 4 * cfg.samples as u64,
+        Core::BgSub => bgsub::delivered(window_bytes, cfg.frame_bytes)?,
+    };
+    let reference = runs[0][0].digest;
+    for run in runs.iter().flatten() {
+        if run.digest != reference || run.out_bytes != want_bytes {
+            return Err(Error::Corrupted {
+                what,
+                got: run.digest as u32,
+                expected: reference as u32,
+            });
+        }
+    }
+    let model = clock.bytes_per_s().map(|b| match core {
+        Core::Fir => fir::model(b, window_bytes) / 1e6,
+        // Each frame's mask leaves on S2MM as the frame arrives on MM2S.
+        Core::BgSub => b / 1e6,
+    });
+    let core_mb_per_s = match core {
+        Core::Fir => fir::core_rate(window_bytes),
+        Core::BgSub => bgsub::core_rate(window_bytes)?,
+    } / 1e6;
+    let mut rows = Vec::new();
+    for (i, name) in ["zerocopy", "copy"].into_iter().enumerate() {
+        let rs = &runs[i];
+        let per = |f: &dyn Fn(&Run) -> f64| super::median(&rs.iter().map(f).collect::<Vec<_>>());
+        rows.push(Row {
+            core,
+            pipeline: name,
+            clock: clock_name.to_string(),
+            window_bytes,
+            mb_per_s: per(&|r| r.out_bytes as f64 / r.wall.as_secs_f64() / 1e6),
+            cpu_us_per_mb: per(&|r| r.cpu.as_secs_f64() * 1e6 / (r.out_bytes as f64 / 1e6)),
+            copied_per_byte: per(&|r| r.copied as f64 / r.out_bytes as f64),
+            model_mb_per_s: model,
+            core_mb_per_s,
+            runs: rs.len(),
+        });
+    }
+    Ok(rows)
+}
+
+/// Runs every point, the two pipelines interleaved run by run; the outputs of
+/// every run must agree.
+pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
+    let mut rows = Vec::new();
+    for clock in [cfg.profile.port, Clock::Unlimited] {
+        let clock_name = match clock.bytes_per_s() {
+            Some(b) => format!("{:.0}MB/s", b / 1e6),
+            None => "unlimited".into(),
+        };
+        for &core in &cfg.cores {
+            for &window_bytes in &cfg.windows {
+                rows.extend(point(
+                    cfg,
+                    core,
+                    clock,
+                    &clock_name,
+                    window_bytes,
+                    &mut progress,
+                )?);
+            }
+        }
+    }
+    Ok(rows)
+}
+
+/// The table.
+pub fn render(rows: &[Row]) -> String {
+    let body: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.core.name().to_string(),
+                r.clock.clone(),
+                bytes_label(r.window_bytes),
+                r.pipeline.to_string(),
+                format!("{:.0}", r.mb_per_s),
+                r.model_mb_per_s.map_or("-".into(), |m| format!("{m:.0}")),
+                r.link_share()
+                    .map_or("-".into(), |s| format!("{:.1} %", 100.0 * s)),
+                format!("{:.0}", r.core_mb_per_s),
+                format!("{:.0}", r.cpu_us_per_mb),
+                format!("{:.2}", r.copied_per_byte),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "core",
+            "clock",
+            "window",
+            "pipeline",
+            "MB/s",
+            "model MB/s",
+            "link share",
+            "core MB/s",
+            "CPU us/MB",
+            "copied B/B",
+        ],
+        &body,
+    )
+}
+
+fn find<'a>(
+    rows: &'a [Row],
+    core: Core,
+    pipeline: &str,
+    unlimited: bool,
+    window: usize,
+) -> Option<&'a Row> {
+    rows.iter().find(|r| {
+        r.core == core
+            && r.pipeline == pipeline
+            && (r.clock == "unlimited") == unlimited
+            && r.window_bytes == window
+    })
+}
+
+/// The cores present in `rows`, in order.
+fn cores(rows: &[Row]) -> Vec<Core> {
+    let mut c: Vec<Core> = Vec::new();
+    for r in rows {
+        if !c.contains(&r.core) {
+            c.push(r.core);
+        }
+    }
+    c
+}
+
+/// The issue's targets, per core.
+pub fn targets(rows: &[Row]) -> Vec<Target> {
+    let mut t = Vec::new();
+    let zc: Vec<&Row> = rows.iter().filter(|r| r.pipeline == "zerocopy").collect();
+    if !zc.is_empty() {
+        let worst = zc.iter().map(|r| r.copied_per_byte).fold(0.0, f64::max);
+        t.push(Target::new(
+            "the zero-copy pipelines copy 0 bytes per byte delivered".to_string(),
+            format!("{worst:.3} at most"),
+            worst == 0.0,
+        ));
+    }
+    for core in cores(rows) {
+        let name = core.name();
+        if let Some(worst) = zc
+            .iter()
+            .filter(|r| r.core == core && r.window_bytes >= 4096)
+            .filter_map(|r| r.link_share().map(|s| (s, r)))
+            .min_by(|a, b| a.0.total_cmp(&b.0))
+        {
+            t.push(Target::new(
+                format!(
+                    "{name}: zero-copy at the {} port from 4 KiB windows up >= 95 % of the \
+                     modelled link",
+                    worst.1.clock
+                ),
+                format!(
+                    "at least {:.1} % ({:.0} MB/s, worst at {}; the emulated core itself \
+                     computes {:.0} MB/s there on this host, the pipeline's threads take {:.0} \
+                     us of CPU per MB on their one core)",
+                    100.0 * worst.0,
+                    worst.1.mb_per_s,
+                    bytes_label(worst.1.window_bytes),
+                    worst.1.core_mb_per_s,
+                    worst.1.cpu_us_per_mb
+                ),
+                worst.0 >= 0.95,
+            ));
+        }
+        if let (Some(z), Some(c)) = (
+            find(rows, core, "zerocopy", true, 64 << 10),
+            find(rows, core, "copy", true, 64 << 10),
+        ) {
+            let ratio = z.mb_per_s / c.mb_per_s;
+            t.push(Target::new(
+                format!(
+                    "{name}: unlimited clock, 64 KiB windows: zero-copy >= 1.5x the copying \
+                     pipeline"
+                ),
+                format!(
+                    "{ratio:.2}x ({:.0} against {:.0} MB/s)",
+                    z.mb_per_s, c.mb_per_s
+                ),
+                ratio >= 1.5,
+            ));
+        }
+    }
+    t
+}
+
+/// One sentence.
+pub fn answer(rows: &[Row]) -> String {
+    let mut clauses = Vec::new();
+    for core in cores(rows) {
+        let largest = |pipeline: &str| {
+            rows.iter()
+                .filter(|r| r.core == core && r.pipeline == pipeline && r.clock == "unlimited")
+                .max_by_key(|r| r.window_bytes)
+        };
+        if let (Some(z), Some(c)) = (largest("zerocopy"), largest("copy")) {
+            clauses.push(format!(
+                "with the link unlimited, the {} accelerator node delivers {:.0} MB/s at {} \
+                 windows against {:.0} MB/s for the copying pipeline ({:.2}x), for {:.0} \
+                 against {:.0} us of host CPU per MB and {:.2} against {:.2} bytes copied \
+                 per byte",
+                core.name(),
+                z.mb_per_s,
+                bytes_label(z.window_bytes),
+                c.mb_per_s,
+                z.mb_per_s / c.mb_per_s,
+                z.cpu_us_per_mb,
+                c.cpu_us_per_mb,
+                z.copied_per_byte,
+                c.copied_per_byte
+            ));
+        }
+        if let Some(z) = rows
+            .iter()
+            .filter(|r| r.core == core && r.pipeline == "zerocopy" && r.model_mb_per_s.is_some())
+            .min_by_key(|r| r.window_bytes)
+        {
+            clauses.push(format!(
+                "at the {} port it keeps {:.1} % of the modelled link from {} windows",
+                z.clock,
+                100.0 * z.link_share().unwrap_or(0.0),
+                bytes_label(z.window_bytes)
+            ));
+        }
+    }
+    sentence(&clauses)
+}
+
+/// The rows as JSON.
+pub fn json(rows: &[Row]) -> serde_json::Value {
+    json!({
+        "experiment": "pipeline",
+        "rows": rows.iter().map(|r| json!({
+            "core": r.core.name(),
+            "pipeline": r.pipeline,
+            "clock": r.clock,
+            "window_bytes": r.window_bytes,
+            "mb_per_s": r.mb_per_s,
+            "model_mb_per_s": r.model_mb_per_s,
+            "link_share": r.link_share(),
+            "core_mb_per_s": r.core_mb_per_s,
+            "cpu_us_per_mb": r.cpu_us_per_mb,
+            "copied_per_byte": r.copied_per_byte,
+            "runs": r.runs,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// The run as a report.
+pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
+    let plots = cores(rows)
+        .into_iter()
+        .map(|core| {
+            let mine: Vec<Row> = rows.iter().filter(|r| r.core == core).cloned().collect();
+            super::plot::LinePlot {
+                title: format!(
+                    "{} coprocessor in a process network: delivered throughput",
+                    core.name()
+                ),
+                x_label: "window (output bytes)".into(),
+                y_label: "delivered MB/s".into(),
+                x: super::plot::XAxis::Bytes,
+                log_y: false,
+                series: super::report::series_by(
+                    &mine,
+                    |r| format!("{} {}", r.pipeline, r.clock),
+                    |r| r.window_bytes as f64,
+                    |r| r.mb_per_s,
+                ),
+            }
+        })
+        .collect();
+    super::report::Report {
+        experiment: "pipeline",
+        heading: format!(
+            "pipeline: source -> coprocessor -> sink on the emulated fabric, for the \
+             {TAPS}-tap FIR core ({} samples per run; windows of hop + {} samples) and the \
+             background-subtraction core (square frames, {} bytes of them per run); median \
+             of {} runs each, interleaved: the accelerator node on queues in DMA memory \
+             (zerocopy) against copying through DmaBufs (copy); device thread on {}",
+            cfg.samples,
+            TAPS - 1,
+            cfg.frame_bytes,
+            cfg.runs,
+            super::placement_here()
+        ),
+        answer: answer(rows),
+        targets: targets(rows),
+        text: render(rows) + &Target::lines(&targets(rows)),
+        json: json(rows),
+        plots,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_digest_does_not_depend_on_slicing_but_on_order() {
+        let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 + i / 13) as u8).collect();
+        let whole = {
+            let mut d = Digest::default();
+            d.feed(&data);
+            d.finish()
+        };
+        for cut in [1usize, 3, 7, 8, 9, 250, 999] {
+            let mut d = Digest::default();
+            for piece in data.chunks(cut) {
+                d.feed(piece);
+            }
+            assert_eq!(d.finish(), whole, "pieces of {cut}");
+        }
+        let mut swapped = data.clone();
+        swapped.swap(10, 500);
+        let mut d = Digest::default();
+        d.feed(&swapped);
+        assert_ne!(d.finish(), whole, "order matters");
+        let mut d = Digest::default();
+        d.feed(&data[..999]);
+        assert_ne!(d.finish(), whole, "length matters");
+    }
+
+    #[test]
+    fn both_pipelines_deliver_the_same_filtered_stream() {
+        let t0 = Instant::now();
+        let cfg = Config::tiny();
+        let rows = run(&cfg, |_| {}).unwrap();
+        let wall = t0.elapsed().as_secs_f64();
+        assert_eq!(rows.len(), 8);
+        for r in &rows {
+            assert!(r.mb_per_s > 0.0 && r.cpu_us_per_mb > 0.0, "{r:?}");
+            // The whole output went through in less than the test's time.
+            let out = match r.core {
+                Core::Fir => 4 * cfg.samples,
+                Core::BgSub => cfg.frame_bytes,
+            };
+            assert!(out as f64 / (r.mb_per_s * 1e6) < wall, "{r:?}");
+        }
+        for r in rows.iter().filter(|r| r.pipeline == "zerocopy") {
+            assert_eq!(r.copied_per_byte, 0.0, "{r:?}");
+        }
+        // The copying pipeline copies each window in and each answer out: at
+        // least two bytes per byte delivered.
+        for r in rows.iter().filter(|r| r.pipeline == "copy") {
+            assert!(r.copied_per_byte >= 2.0, "{r:?}");
+        }
+        assert_eq!(json(&rows)["rows"][0]["core"], "fir");
+        assert!(rows.iter().any(|r| r.core == Core::BgSub));
+        assert!(render(&rows).contains("copied B/B"));
+    }
+}
