@@ -72,7 +72,9 @@ enum Command {
     ///             core_mb_per_s (the emulated core's own compute rate on this
     ///             host), cpu_us_per_mb (host CPU of the source, node and sink
     ///             threads per MB delivered), copied_per_byte (bytes the CPU
-    ///             copied per byte delivered), runs
+    ///             copied per byte delivered), vs_copy (zerocopy rows:
+    ///             delivered over the copying pipeline's, run by run: median,
+    ///             lowest, highest), runs
     ///
     /// The DMA experiments' common keys:
     ///   model_us     what the modelled device needs for the transfer: the link
