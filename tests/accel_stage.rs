@@ -273,3 +273,74 @@ fn bad_setups_are_named_errors() {
     let e = g.run().unwrap_err();
     assert!(e.to_string().contains("ordinary memory"), "{e}");
 }
+
+/// Runs a one-node graph: source -> `acc` on `engine` -> sink, the input queue
+/// in `in_memory`, the output queue in `out_memory`; returns the graph's error.
+fn one_node_error(
+    engine: dmaflow::rig::SimEngine,
+    in_memory: Arc<dyn dmaflow::ring::RegionSource>,
+    out_memory: Arc<dyn dmaflow::ring::RegionSource>,
+) -> String {
+    let mut g = Graph::new();
+    let (mut src, ain) = g
+        .connect_in::<u32>(("source", "out"), ("acc", "in"), 4096, in_memory)
+        .unwrap();
+    let (aout, mut sink) = g
+        .connect_in::<u32>(("acc", "out"), ("sink", "in"), 4096, out_memory)
+        .unwrap();
+    g.node("source", move || {
+        Ok(src.write(&(0..3000).collect::<Vec<u32>>())?)
+    })
+    .unwrap();
+    let stats = Arc::new(Mutex::new(StageStats::default()));
+    stage::add_node(
+        &mut g,
+        "acc",
+        engine,
+        cfg(300, 300, 300, Completion::Poll),
+        ain,
+        aout,
+        stats,
+    )
+    .unwrap();
+    g.node("sink", move || {
+        while !sink.peek(1)?.is_empty() {
+            sink.consume(1)?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    g.run().unwrap_err().to_string()
+}
+
+/// A queue in another board's DMA memory (the same bus addresses would be other
+/// memory to this engine) is refused by name, on either side.
+#[test]
+fn a_queue_in_another_board_s_memory_is_refused() {
+    let mut a = rig(Box::new(Loopback), MemoryModel::Coherent);
+    let b = rig(Box::new(Loopback), MemoryModel::Coherent);
+    let ours = a.engines[0].pool().queue_memory().unwrap();
+    let theirs = b.engines[0].pool().queue_memory().unwrap();
+    let e = one_node_error(a.engines.remove(0), theirs.clone(), ours.clone());
+    assert!(e.contains("input queue is in DMA memory of pool"), "{e}");
+    let mut a = rig(Box::new(Loopback), MemoryModel::Coherent);
+    let ours = a.engines[0].pool().queue_memory().unwrap();
+    let e = one_node_error(a.engines.remove(0), ours, theirs);
+    assert!(e.contains("output queue is in DMA memory of pool"), "{e}");
+}
+
+/// A node whose device is gone (the fabric stopped: nothing answers any more)
+/// stops the graph with a timeout; nothing hangs.
+#[test]
+fn a_node_whose_device_is_gone_stops_the_graph() {
+    let Rig {
+        mut engines,
+        fabric,
+        board,
+    } = rig(Box::new(Loopback), MemoryModel::Coherent);
+    let memory = engines[0].pool().queue_memory().unwrap();
+    drop(fabric);
+    let e = one_node_error(engines.remove(0), memory.clone(), memory);
+    assert!(e.contains("acc") && e.contains("no completion"), "{e}");
+    drop(board);
+}

@@ -209,6 +209,9 @@ where
             )));
         }
     }
+    for e in engines {
+        super::stage::same_memory(e, input.dma_memory_id(), output.dma_memory_id())?;
+    }
     input.dma_spans(0, 1)?;
     output.dma_spans(0, 1)?;
     let irq = completion == Completion::Irq;

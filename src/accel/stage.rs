@@ -141,6 +141,19 @@ pub enum Error {
         /// Bytes expected.
         expected: usize,
     },
+    /// A queue in the DMA memory of another board (or pool) than the
+    /// engine's: its bus addresses mean other memory to this engine.
+    #[error(
+        "the {port} queue is in DMA memory of pool {queue_pool}, not the engine's (pool {engine_pool})"
+    )]
+    ForeignQueue {
+        /// `input` or `output`.
+        port: &'static str,
+        /// The queue's memory.
+        queue_pool: u64,
+        /// The engine's.
+        engine_pool: u64,
+    },
     /// A queue operation failed (a queue not in DMA memory, or in another
     /// board's, included).
     #[error(transparent)]
@@ -608,6 +621,7 @@ fn check<T: Pod, U: Pod, R: RegisterSpace, I: IrqLine>(
             return Err(Error::TooLong { what, bytes, max });
         }
     }
+    same_memory(engine, input.dma_memory_id(), output.dma_memory_id())?;
     // The queues must be in DMA memory (asked of the first slot).
     input.dma_spans(0, 1)?;
     output.dma_spans(0, 1)?;
@@ -628,6 +642,26 @@ fn check<T: Pod, U: Pod, R: RegisterSpace, I: IrqLine>(
             cfg.out_max,
             output.capacity()
         )));
+    }
+    Ok(())
+}
+
+/// Refuses queues in another pool's DMA memory than `engine`'s (the same bus
+/// address would be other memory to it).
+pub(crate) fn same_memory<R: RegisterSpace, I: IrqLine>(
+    engine: &Engine<R, I>,
+    input: Option<u64>,
+    output: Option<u64>,
+) -> Result<(), Error> {
+    let engine_pool = engine.pool().id();
+    for (port, id) in [("input", input), ("output", output)] {
+        if let Some(queue_pool) = id.filter(|&q| q != engine_pool) {
+            return Err(Error::ForeignQueue {
+                port,
+                queue_pool,
+                engine_pool,
+            });
+        }
     }
     Ok(())
 }

@@ -173,6 +173,11 @@ impl<T: Pod> Output<T> {
         self.w.as_ref().map(Writer::hold)
     }
 
+    /// For a queue in DMA memory, which memory (the lending pool's id).
+    pub fn dma_memory_id(&self) -> Option<u64> {
+        self.w.as_ref().and_then(Writer::dma_memory_id)
+    }
+
     /// Copies `items` into the queue (in pieces no larger than the queue).
     pub fn write(&mut self, mut items: &[T]) -> Result<(), Error> {
         while !items.is_empty() {
@@ -337,6 +342,11 @@ impl<T: Pod> Input<T> {
     /// Keeps the queue's current memory for a device (see [`ring::MemoryHold`]).
     pub fn hold(&self) -> Option<ring::MemoryHold> {
         self.r.as_ref().map(Reader::hold)
+    }
+
+    /// For a queue in DMA memory, which memory (the lending pool's id).
+    pub fn dma_memory_id(&self) -> Option<u64> {
+        self.r.as_ref().and_then(Reader::dma_memory_id)
     }
 
     /// Items consumed so far.

@@ -318,6 +318,10 @@ impl crate::ring::RegionSource for QueueMemory {
         };
         done.map_err(|e| crate::ring::Error::Region(Box::new(e)))
     }
+
+    fn memory_id(&self) -> Option<u64> {
+        Some(self.pool.id())
+    }
 }
 
 /// A buffer in DMA memory: a CPU view and the bus address the device uses. It is

@@ -179,6 +179,11 @@ impl Mirror {
         Ok(mirror)
     }
 
+    /// Which DMA memory the range is in ([`RegionSource::memory_id`]).
+    pub(crate) fn memory_id(&self) -> Option<u64> {
+        self.dma.as_ref().and_then(|d| d.source.memory_id())
+    }
+
     /// Where `n` items of `size` bytes from slot `slot` lie for the device: one
     /// span, or two when they pass the end of the range (the device does not see
     /// the second copy). `None` for anonymous memory.

@@ -163,6 +163,12 @@ pub trait RegionSource: Send + Sync + std::fmt::Debug {
         len: usize,
         for_device: bool,
     ) -> Result<(), Error>;
+    /// Which DMA memory the ranges come from (the lending pool's id), so a
+    /// driver can refuse a queue in another board's memory; `None` when not
+    /// known.
+    fn memory_id(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Where a run of a queue's slots lies for a device.
@@ -376,6 +382,12 @@ impl<T: Pod> Writer<T> {
         MemoryHold(self.side.memory().clone())
     }
 
+    /// For a queue in DMA memory, which memory (see
+    /// [`RegionSource::memory_id`]).
+    pub fn dma_memory_id(&self) -> Option<u64> {
+        self.side.memory().memory_id()
+    }
+
     /// Cache maintenance (clean and invalidate) of `span` (from
     /// [`dma_spans`](Self::dma_spans)): before S2MM writes it, so that no dirty
     /// line of the CPU's is written back over what the device writes, and
@@ -495,6 +507,12 @@ impl<T: Pod> Reader<T> {
     /// Keeps the queue's current memory for a device (see [`MemoryHold`]).
     pub fn hold(&self) -> MemoryHold {
         MemoryHold(self.side.memory().clone())
+    }
+
+    /// For a queue in DMA memory, which memory (see
+    /// [`RegionSource::memory_id`]).
+    pub fn dma_memory_id(&self) -> Option<u64> {
+        self.side.memory().memory_id()
     }
 
     /// Cache maintenance of `span` (from [`dma_spans`](Self::dma_spans)) before
