@@ -4,6 +4,8 @@
 
 use std::sync::{Arc, Mutex};
 
+mod common;
+
 use dmaflow::accel::bgsub::{self, Config};
 use dmaflow::accel::stage::StageStats;
 use dmaflow::dma::Completion;
@@ -63,7 +65,7 @@ fn pipeline(
     } else {
         g.connect_in::<u8>(("source", "out"), ("bgsub", "in"), queue, memory.clone())?
     };
-    let (bout, mut sink) = g.connect_in::<u8>(("bgsub", "out"), ("sink", "in"), queue, memory)?;
+    let (bout, sink) = g.connect_in::<u8>(("bgsub", "out"), ("sink", "in"), queue, memory)?;
     g.node("source", move || {
         // In odd pieces, so frames straddle the queue's end again and again.
         for chunk in frames.chunks(1001) {
@@ -73,22 +75,7 @@ fn pipeline(
     })?;
     let stats = Arc::new(Mutex::new(StageStats::default()));
     bgsub::add_node(&mut g, "bgsub", [e0, e1], cfg, bin, bout, stats.clone())?;
-    let got = Arc::new(Mutex::new(Vec::new()));
-    let got2 = got.clone();
-    g.node("sink", move || {
-        let mut out = Vec::new();
-        loop {
-            let s = sink.peek(1)?;
-            if s.is_empty() {
-                break;
-            }
-            out.extend_from_slice(s);
-            let k = s.len();
-            sink.consume(k)?;
-        }
-        *got2.lock().unwrap() = out;
-        Ok(())
-    })?;
+    let got = common::collect(&mut g, "sink", sink)?;
     g.run()?;
     drop(rig);
     let out = std::mem::take(&mut *got.lock().unwrap());

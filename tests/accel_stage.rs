@@ -3,6 +3,8 @@
 
 use std::sync::{Arc, Mutex};
 
+mod common;
+
 use dmaflow::accel::fir::load_taps;
 use dmaflow::accel::stage::{self, StageConfig, StageStats};
 use dmaflow::dma::Completion;
@@ -55,7 +57,7 @@ where
     let mut g = Graph::new();
     let (mut src, ain) =
         g.connect_in::<T>(("source", "out"), ("acc", "in"), in_items, memory.clone())?;
-    let (aout, mut sink) = g.connect_in::<U>(("acc", "out"), ("sink", "in"), out_items, memory)?;
+    let (aout, sink) = g.connect_in::<U>(("acc", "out"), ("sink", "in"), out_items, memory)?;
     g.node("source", move || {
         // In pieces, so the queue wraps many times.
         for chunk in input.chunks(777) {
@@ -65,22 +67,7 @@ where
     })?;
     let stats = Arc::new(Mutex::new(StageStats::default()));
     stage::add_node(&mut g, "acc", engine, cfg, ain, aout, stats.clone())?;
-    let got = Arc::new(Mutex::new(Vec::new()));
-    let got2 = got.clone();
-    g.node("sink", move || {
-        let mut out = Vec::new();
-        loop {
-            let s = sink.peek(1)?;
-            if s.is_empty() {
-                break;
-            }
-            out.extend_from_slice(s);
-            let k = s.len();
-            sink.consume(k)?;
-        }
-        *got2.lock().unwrap() = out;
-        Ok(())
-    })?;
+    let got = common::collect(&mut g, "sink", sink)?;
     g.run()?;
     drop(rig);
     let out = std::mem::take(&mut *got.lock().unwrap());

@@ -23,3 +23,30 @@ impl Rng {
         (0..n).map(|_| self.f32()).collect()
     }
 }
+
+/// Adds node `name` to `g`: it reads `input` to the end of the stream; the
+/// returned vector holds everything it read once the graph has run.
+pub fn collect<T: dmaflow::ring::Pod + Send>(
+    g: &mut dmaflow::graph::Graph,
+    name: &str,
+    mut input: dmaflow::graph::Input<T>,
+) -> Result<std::sync::Arc<std::sync::Mutex<Vec<T>>>, dmaflow::graph::Error> {
+    let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let out = got.clone();
+    g.node(name, move || {
+        let mut all = Vec::new();
+        loop {
+            let s = input.peek(1)?;
+            if s.is_empty() {
+                break;
+            }
+            all.extend_from_slice(s);
+            let k = s.len();
+            input.consume(k)?;
+        }
+        *out.lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = all;
+        Ok(())
+    })?;
+    Ok(got)
+}
