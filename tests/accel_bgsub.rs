@@ -11,10 +11,9 @@ use dmaflow::accel::stage::StageStats;
 use dmaflow::dma::Completion;
 use dmaflow::dsp::bgsub::{BackgroundSubtractor, Params, synthetic_frames};
 use dmaflow::graph::Graph;
-use dmaflow::mem::CachePolicy;
 use dmaflow::platform::MemoryModel;
 use dmaflow::rig::Rig;
-use dmaflow::sim::{BgSubCore, Clock, StreamProcessor};
+use dmaflow::sim::{BgSubCore, StreamProcessor};
 
 /// Two streams in, two out; answers the mask stream with half a frame.
 struct ShortMask;
@@ -39,13 +38,7 @@ impl StreamProcessor for Silent2 {
     fn process(&mut self, _inputs: &[&[u8]], _outputs: &mut [Vec<u8>]) {}
 }
 
-fn rig(core: Box<dyn StreamProcessor>, model: MemoryModel) -> Rig {
-    let policy = match model {
-        MemoryModel::Coherent => CachePolicy::Coherent,
-        MemoryModel::NonCoherent => CachePolicy::Explicit,
-    };
-    Rig::with_model(8 << 20, Clock::Unlimited, true, policy, model, core).unwrap()
-}
+use common::sg_rig as rig;
 
 /// source -> coprocessor -> sink, queues of `queue` bytes in the rig's DMA
 /// memory (or, if `ordinary`, the input queue in ordinary memory).

@@ -9,10 +9,9 @@ use dmaflow::accel::fir::load_taps;
 use dmaflow::accel::stage::{self, StageConfig, StageStats};
 use dmaflow::dma::Completion;
 use dmaflow::graph::Graph;
-use dmaflow::mem::CachePolicy;
 use dmaflow::platform::MemoryModel;
 use dmaflow::rig::Rig;
-use dmaflow::sim::{Clock, FirCore, Loopback, StreamProcessor};
+use dmaflow::sim::{FirCore, Loopback, StreamProcessor};
 
 /// Answers every packet with its first half (TLAST early).
 struct Halver;
@@ -31,13 +30,7 @@ impl StreamProcessor for Silent {
     fn process(&mut self, _inputs: &[&[u8]], _outputs: &mut [Vec<u8>]) {}
 }
 
-fn rig(core: Box<dyn StreamProcessor>, model: MemoryModel) -> Rig {
-    let policy = match model {
-        MemoryModel::Coherent => CachePolicy::Coherent,
-        MemoryModel::NonCoherent => CachePolicy::Explicit,
-    };
-    Rig::with_model(8 << 20, Clock::Unlimited, true, policy, model, core).unwrap()
-}
+use common::sg_rig as rig;
 
 /// source -> accelerator -> sink with both queues in the rig's DMA memory;
 /// returns what the sink got and the node's statistics.

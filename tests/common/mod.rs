@@ -50,3 +50,21 @@ pub fn collect<T: dmaflow::ring::Pod + Send>(
     })?;
     Ok(got)
 }
+
+/// An emulated board with 8 MiB of DMA memory of `model` (and its cache
+/// policy), an unlimited clock and scatter-gather engines around `core`.
+pub fn sg_rig(
+    core: Box<dyn dmaflow::sim::StreamProcessor>,
+    model: dmaflow::platform::MemoryModel,
+) -> dmaflow::rig::Rig {
+    let policy = dmaflow::rig::policy_for(model);
+    dmaflow::rig::Rig::with_model(
+        8 << 20,
+        dmaflow::sim::Clock::Unlimited,
+        true,
+        policy,
+        model,
+        core,
+    )
+    .unwrap()
+}

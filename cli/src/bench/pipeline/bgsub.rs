@@ -5,9 +5,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{Error, Measured, Rig, Run, run_graph, sink, timed};
+use super::{COMPLETION, Error, Measured, Rig, Run, queues, run_graph, sink, timed};
 use dmaflow::accel::bgsub;
-use dmaflow::dma::Completion;
 use dmaflow::dsp::bgsub::{Params, synthetic_frames};
 use dmaflow::graph::{Graph, Input, Output};
 use dmaflow::mem::CachePolicy;
@@ -96,13 +95,9 @@ pub(super) fn run_once(
             Box::new(BgSubCore::new(p)),
         )?;
         let placed = rig.dedicate_core()?;
-        let memory = rig.engines[0]
-            .pool()
-            .queue_memory()
-            .map_err(dmaflow::rig::Error::from)?;
-        let (s, a) =
-            g.connect_in::<u8>(("source", "out"), ("bgsub", "in"), queue, memory.clone())?;
-        let (b, k) = g.connect_in::<u8>(("bgsub", "out"), ("sink", "in"), queue, memory)?;
+        let memory = rig.engines[0].pool().queue_memory();
+        let memory = Some(memory.map_err(dmaflow::rig::Error::from)?);
+        let (s, a, b, k) = queues::<u8>(&mut g, "bgsub", queue, memory)?;
         g.node(
             "source",
             timed(&m.cpu, source(s, rendered.clone(), n, frames)),
@@ -111,7 +106,7 @@ pub(super) fn run_once(
         let e0 = rig.engines.remove(0);
         let cfg = bgsub::Config {
             params: p,
-            completion: Completion::Yield,
+            completion: COMPLETION,
         };
         let moved = m.copied.clone();
         g.node(
@@ -129,10 +124,9 @@ pub(super) fn run_once(
         drop(rig);
         run
     } else {
-        let hw = BgSubCoprocessor::new(p, clock, Completion::Yield)?;
+        let hw = BgSubCoprocessor::new(p, clock, COMPLETION)?;
         let placed = hw.rig().dedicate_core()?;
-        let (s, a) = g.connect_with_capacity::<u8>(("source", "out"), ("bgsub", "in"), queue)?;
-        let (b, k) = g.connect_with_capacity::<u8>(("bgsub", "out"), ("sink", "in"), queue)?;
+        let (s, a, b, k) = queues::<u8>(&mut g, "bgsub", queue, None)?;
         g.node(
             "source",
             timed(&m.cpu, source(s, rendered.clone(), n, frames)),

@@ -4,11 +4,10 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{Error, Measured, Rig, Run, SimEngine, run_graph, sink, timed};
+use super::{COMPLETION, Error, Measured, Rig, Run, SimEngine, queues, run_graph, sink, timed};
 use dmaflow::accel::fir::load_taps;
 use dmaflow::accel::fir::{FIR_REG_NTAPS, FIR_REG_TAPS};
 use dmaflow::accel::stage::{self, StageConfig};
-use dmaflow::dma::Completion;
 use dmaflow::graph::{Graph, Input, Output};
 use dmaflow::mem::CachePolicy;
 use dmaflow::sim::{Clock, FirCore, StreamProcessor};
@@ -78,7 +77,7 @@ fn copying_node(
             tx.as_mut_slice()[..4 * n].copy_from_slice(bytemuck::cast_slice(&w[..n]));
             moved += 4 * n as u64;
             input.consume(if last { n } else { hop })?;
-            let got = engine.two_way_into(&tx, 4 * n, &mut rx, 4 * hop, Completion::Yield)?;
+            let got = engine.two_way_into(&tx, 4 * n, &mut rx, 4 * hop, COMPLETION)?;
             let out = output.reserve(got / 4)?;
             bytemuck::cast_slice_mut::<f32, u8>(out).copy_from_slice(&rx.as_slice()[..got]);
             output.commit(got / 4)?;
@@ -116,21 +115,14 @@ pub(super) fn run_once(
     let window = hop + TAPS - 1;
     let queue = 4 * window + (64 << 10);
     let mut g = Graph::new();
-    let (s, a, b, k) = if zero_copy {
-        // Both queues in the board's DMA memory, for the accelerator node.
-        let memory = rig.engines[0]
-            .pool()
-            .queue_memory()
-            .map_err(dmaflow::rig::Error::from)?;
-        let (s, a) =
-            g.connect_in::<f32>(("source", "out"), ("fir", "in"), queue, memory.clone())?;
-        let (b, k) = g.connect_in::<f32>(("fir", "out"), ("sink", "in"), queue, memory)?;
-        (s, a, b, k)
+    // For the accelerator node, both queues in the board's DMA memory.
+    let memory = if zero_copy {
+        let m = rig.engines[0].pool().queue_memory();
+        Some(m.map_err(dmaflow::rig::Error::from)?)
     } else {
-        let (s, a) = g.connect_with_capacity::<f32>(("source", "out"), ("fir", "in"), queue)?;
-        let (b, k) = g.connect_with_capacity::<f32>(("fir", "out"), ("sink", "in"), queue)?;
-        (s, a, b, k)
+        None
     };
+    let (s, a, b, k) = queues::<f32>(&mut g, "fir", queue, memory)?;
     g.node("source", timed(&m.cpu, source(s, samples)))?;
     let engine = rig.engines.remove(0);
     if zero_copy {
@@ -140,7 +132,7 @@ pub(super) fn run_once(
             out_max: hop,
             min_window: TAPS,
             depth: 4,
-            completion: Completion::Yield,
+            completion: COMPLETION,
         };
         let moved = m.copied.clone();
         g.node(

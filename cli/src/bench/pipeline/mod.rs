@@ -18,6 +18,10 @@ mod fir;
 
 pub use fir::TAPS;
 
+/// How both pipelines wait for completions: their three threads share one
+/// core, so a waiting node yields it to the source and sink.
+const COMPLETION: dmaflow::dma::Completion = dmaflow::dma::Completion::Yield;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -26,7 +30,7 @@ use serde_json::json;
 
 use super::report::{Target, sentence};
 use super::{Error, Rig, SimEngine, bytes_label, table};
-use dmaflow::graph::{Graph, Input};
+use dmaflow::graph::{Graph, Input, Output};
 use dmaflow::platform::cpu::thread_cpu_time;
 use dmaflow::ring::Pod;
 use dmaflow::sim::{Clock, Profile};
@@ -246,6 +250,32 @@ fn sink<T: Pod + Send>(
         digest.store(d.finish(), Ordering::Relaxed);
         Ok(())
     }
+}
+
+/// The pipeline's two queues of `queue` items, source -> `node` -> sink: in
+/// `memory` (a board's DMA memory, for an accelerator node) or, without it, in
+/// ordinary memory.
+#[allow(clippy::type_complexity)]
+fn queues<T: Pod>(
+    g: &mut Graph,
+    node: &str,
+    queue: usize,
+    memory: Option<Arc<dyn dmaflow::ring::RegionSource>>,
+) -> Result<(Output<T>, Input<T>, Output<T>, Input<T>), Error> {
+    let (from, to) = (("source", "out"), (node, "in"));
+    let (back, sink) = ((node, "out"), ("sink", "in"));
+    Ok(match memory {
+        Some(m) => {
+            let (s, a) = g.connect_in::<T>(from, to, queue, m.clone())?;
+            let (b, k) = g.connect_in::<T>(back, sink, queue, m)?;
+            (s, a, b, k)
+        }
+        None => {
+            let (s, a) = g.connect_with_capacity::<T>(from, to, queue)?;
+            let (b, k) = g.connect_with_capacity::<T>(back, sink, queue)?;
+            (s, a, b, k)
+        }
+    })
 }
 
 /// What one run gave.
