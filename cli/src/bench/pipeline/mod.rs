@@ -18,10 +18,6 @@ mod fir;
 
 pub use fir::TAPS;
 
-/// How both pipelines wait for completions: their three threads share one
-/// core, so a waiting node yields it to the source and sink.
-const COMPLETION: dmaflow::dma::Completion = dmaflow::dma::Completion::Yield;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -290,6 +286,7 @@ struct Run {
 /// Runs a pipeline's graph, timing it, and reads what its threads measured.
 fn run_graph(g: Graph, m: &Measured) -> Result<Run, Error> {
     let t0 = Instant::now();
+
     g.run()?;
     let wall = t0.elapsed();
     let get = |a: &Arc<AtomicU64>| a.load(Ordering::Relaxed);
