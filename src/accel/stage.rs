@@ -95,9 +95,14 @@ pub struct StageConfig {
     /// The shortest last window worth sending at the end of the stream (fewer
     /// items left are dropped); at least 1.
     pub min_window: usize,
-    /// Windows in flight at once (at least 1).
+    /// Windows in flight at once (at least 1). Enough to cover what the
+    /// node's thread may be kept from running: where it shares a core with
+    /// the source and the sink, hundreds of microseconds of the link (`bench
+    /// pipeline` keeps 512 KiB in flight, 128 windows of 4 KiB).
     pub depth: usize,
-    /// How completions are waited for (`Poll`, `Yield` or `Irq`).
+    /// How completions are waited for (`Poll`, `Yield` or `Irq`). With many
+    /// windows in flight, `Irq` leaves the core to the other nodes until one
+    /// completes.
     pub completion: Completion,
 }
 
