@@ -218,6 +218,7 @@ impl Shared {
             .map(|(_, t)| *t)
             .max()
             .unwrap_or_else(Instant::now);
+        let began = Instant::now();
         match inputs.as_slice() {
             // The common single-stream case without building a list of slices.
             [(p, _)] => st.processor.process(&[p.as_slice()], &mut outputs),
@@ -227,7 +228,16 @@ impl Shared {
             }
         }
         let cut_through = st.processor.cut_through();
-        let computed = if cut_through { arrived } else { Instant::now() };
+        // A core that computes on whole packets starts once the last input has
+        // arrived and takes as long as its computation took here. Timed from
+        // the arrival, not from when this thread got to it: a device thread
+        // that comes late (woken from sleep, descheduled) is the emulator's
+        // delay, not the device's, and must not hold back every later packet.
+        let computed = if cut_through {
+            arrived
+        } else {
+            arrived + began.elapsed()
+        };
         for (p, _) in inputs.drain(..) {
             st.recycle(p);
         }
