@@ -72,9 +72,9 @@ impl Config {
     /// The full run.
     pub fn full() -> Self {
         Config {
-            cores: vec![Core::Fir, Core::BgSub],
+            cores: vec![Core::Fir],
             windows: vec![4 << 10, 16 << 10, 64 << 10],
-            samples: 8 << 20,
+            samples: 16 << 20,
             frame_bytes: 16 << 20,
             runs: 9,
             profile: Profile::ZYNQ7000,
