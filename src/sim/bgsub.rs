@@ -34,28 +34,14 @@ impl BgSubCore {
     /// Smoothed row `r` from difference rows r-1..r+1 (held in the line buffers):
     /// the vertical [1 2 1] sum per column, then the horizontal one.
     fn smooth_row(&mut self, r: usize) {
-        let (w, h) = (self.params.width, self.params.height);
+        let h = self.params.height;
         let (a, b, c) = (
             &self.d[r.saturating_sub(1) % 3],
             &self.d[r % 3],
             &self.d[(r + 1).min(h - 1) % 3],
         );
-        for (v, ((&a, &b), &c)) in self.col.iter_mut().zip(a.iter().zip(b).zip(c)) {
-            *v = a as u16 + 2 * b as u16 + c as u16;
-        }
-        let v = &self.col;
-        let out = &mut self.s[r % 3];
-        let smooth = |l: u16, c: u16, r: u16| ((l + 2 * c + r + 8) >> 4) as u8;
-        out[0] = smooth(v[0], v[0], v[1.min(w - 1)]);
-        if w > 1 {
-            out[w - 1] = smooth(v[w - 2], v[w - 1], v[w - 1]);
-        }
-        for (o, t) in out[1..w.saturating_sub(1).max(1)]
-            .iter_mut()
-            .zip(v.windows(3))
-        {
-            *o = smooth(t[0], t[1], t[2]);
-        }
+        sum_121(&mut self.col, a, b, c);
+        smooth_121(&mut self.s[r % 3], &self.col);
     }
 
     /// Mask row `r` from smoothed rows r-1..r+1: the vertical maximum per column,
@@ -67,25 +53,73 @@ impl BgSubCore {
             &self.s[r % 3],
             &self.s[(r + 1).min(h - 1) % 3],
         );
-        for (v, ((&a, &b), &c)) in self.colmax.iter_mut().zip(a.iter().zip(b).zip(c)) {
-            *v = a.max(b).max(c);
-        }
-        let v = &self.colmax;
-        let t = self.params.threshold;
-        let bit = |m: u8| if m > t { 255 } else { 0 };
+        max_3(&mut self.colmax, a, b, c);
         let start = mask.len();
         mask.resize(start + w, 0);
-        let row = &mut mask[start..];
-        row[0] = bit(v[0].max(v[1.min(w - 1)]));
-        if w > 1 {
-            row[w - 1] = bit(v[w - 2].max(v[w - 1]));
+        threshold_max_3(&mut mask[start..], &self.colmax, self.params.threshold);
+    }
+}
+
+// The row operations below take their rows as separate slices, so the compiler
+// knows they do not overlap and vectorises them (as methods reaching into the
+// core's own line buffers they stayed scalar).
+
+/// `col[x] = a[x] + 2 b[x] + c[x]`: the vertical [1 2 1] sum of three rows.
+fn sum_121(col: &mut [u16], a: &[u8], b: &[u8], c: &[u8]) {
+    for (v, ((&a, &b), &c)) in col.iter_mut().zip(a.iter().zip(b).zip(c)) {
+        *v = a as u16 + 2 * b as u16 + c as u16;
+    }
+}
+
+/// The horizontal [1 2 1] sum of the column sums `v`, divided by 16 with
+/// rounding; the edges repeat their pixel.
+fn smooth_121(out: &mut [u8], v: &[u16]) {
+    let w = v.len();
+    let smooth = |l: u16, c: u16, r: u16| ((l + 2 * c + r + 8) >> 4) as u8;
+    out[0] = smooth(v[0], v[0], v[1.min(w - 1)]);
+    if w > 2 {
+        let inner = out[1..w - 1].iter_mut().zip(&v[..w - 2]);
+        for ((o, &l), (&c, &r)) in inner.zip(v[1..w - 1].iter().zip(&v[2..])) {
+            *o = smooth(l, c, r);
         }
-        for (o, m) in row[1..w.saturating_sub(1).max(1)]
-            .iter_mut()
-            .zip(v.windows(3))
-        {
-            *o = bit(m[0].max(m[1]).max(m[2]));
+    }
+    if w > 1 {
+        out[w - 1] = smooth(v[w - 2], v[w - 1], v[w - 1]);
+    }
+}
+
+/// `colmax[x] = max(a[x], b[x], c[x])`: the vertical maximum of three rows.
+fn max_3(colmax: &mut [u8], a: &[u8], b: &[u8], c: &[u8]) {
+    for (v, ((&a, &b), &c)) in colmax.iter_mut().zip(a.iter().zip(b).zip(c)) {
+        *v = a.max(b).max(c);
+    }
+}
+
+/// The horizontal maximum of three of the column maxima `v`, thresholded:
+/// 255 above `t`, else 0; the edges take the two pixels they have.
+fn threshold_max_3(row: &mut [u8], v: &[u8], t: u8) {
+    let w = v.len();
+    let bit = |m: u8| if m > t { 255 } else { 0 };
+    row[0] = bit(v[0].max(v[1.min(w - 1)]));
+    if w > 2 {
+        let inner = row[1..w - 1].iter_mut().zip(&v[..w - 2]);
+        for ((o, &l), (&c, &r)) in inner.zip(v[1..w - 1].iter().zip(&v[2..])) {
+            *o = bit(l.max(c).max(r));
         }
+    }
+    if w > 1 {
+        row[w - 1] = bit(v[w - 2].max(v[w - 1]));
+    }
+}
+
+/// One row through the pixel stage: `d` the absolute difference of frame and
+/// background, `new_bg` the background moved one step towards the frame.
+fn difference_and_update(d: &mut [u8], new_bg: &mut [u8], fr: &[u8], br: &[u8]) {
+    for ((d, &i), &b) in d.iter_mut().zip(fr).zip(br) {
+        *d = i.abs_diff(b);
+    }
+    for ((n, &i), &b) in new_bg.iter_mut().zip(fr).zip(br) {
+        *n = b.wrapping_add((i > b) as u8).wrapping_sub((i < b) as u8);
     }
 }
 
@@ -106,14 +140,9 @@ impl StreamProcessor for BgSubCore {
         }
         for y in 0..h {
             let (fr, br) = (&frame[y * w..(y + 1) * w], &background[y * w..(y + 1) * w]);
-            for ((d, &i), &b) in self.d[y % 3].iter_mut().zip(fr).zip(br) {
-                *d = i.abs_diff(b);
-            }
-            new_bg.extend(
-                fr.iter()
-                    .zip(br)
-                    .map(|(&i, &b)| b.wrapping_add((i > b) as u8).wrapping_sub((i < b) as u8)),
-            );
+            let start = new_bg.len();
+            new_bg.resize(start + w, 0);
+            difference_and_update(&mut self.d[y % 3], &mut new_bg[start..], fr, br);
             if !self.params.filter {
                 let t = self.params.threshold;
                 mask.extend(self.d[y % 3].iter().map(|&d| if d > t { 255 } else { 0 }));
@@ -132,6 +161,31 @@ impl StreamProcessor for BgSubCore {
                 self.mask_row(h - 2, mask);
             }
             self.mask_row(h - 1, mask);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dsp::bgsub::step;
+
+    #[test]
+    fn every_shape_gives_the_software_step_including_the_edges() {
+        for (w, h) in [(1, 1), (1, 4), (2, 2), (3, 1), (3, 5), (5, 3), (17, 9)] {
+            for filter in [true, false] {
+                let p = Params::new(w, h, 20, filter).unwrap();
+                let n = p.frame_bytes();
+                let frame: Vec<u8> = (0..n).map(|i| ((i * 97 + 200) % 256) as u8).collect();
+                let bg: Vec<u8> = (0..n).map(|i| (i * 61 % 256) as u8).collect();
+                let (mut want_bg, mut want_mask) = (vec![0; n], vec![0; n]);
+                step(&p, &frame, &bg, &mut want_bg, &mut want_mask).unwrap();
+                let mut out = [Vec::new(), Vec::new()];
+                BgSubCore::new(p).process(&[&frame, &bg], &mut out);
+                assert_eq!(out[0], want_bg, "{w}x{h} filter {filter}: background");
+                assert_eq!(out[1], want_mask, "{w}x{h} filter {filter}: mask");
+                assert!(want_mask.contains(&255), "{w}x{h} filter {filter}");
+            }
         }
     }
 }
