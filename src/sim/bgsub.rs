@@ -172,19 +172,29 @@ mod tests {
 
     #[test]
     fn every_shape_gives_the_software_step_including_the_edges() {
+        // Pseudo-random pixels; every threshold, so a smoothed value one off
+        // anywhere flips some mask pixel.
+        let mut x = 0x2545_f491_u32;
+        let mut pixel = move || {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            (x >> 24) as u8
+        };
         for (w, h) in [(1, 1), (1, 4), (2, 2), (3, 1), (3, 5), (5, 3), (17, 9)] {
+            let n = w * h;
+            let frame: Vec<u8> = (0..n).map(|_| pixel()).collect();
+            let bg: Vec<u8> = (0..n).map(|_| pixel()).collect();
             for filter in [true, false] {
-                let p = Params::new(w, h, 20, filter).unwrap();
-                let n = p.frame_bytes();
-                let frame: Vec<u8> = (0..n).map(|i| ((i * 97 + 200) % 256) as u8).collect();
-                let bg: Vec<u8> = (0..n).map(|i| (i * 61 % 256) as u8).collect();
-                let (mut want_bg, mut want_mask) = (vec![0; n], vec![0; n]);
-                step(&p, &frame, &bg, &mut want_bg, &mut want_mask).unwrap();
-                let mut out = [Vec::new(), Vec::new()];
-                BgSubCore::new(p).process(&[&frame, &bg], &mut out);
-                assert_eq!(out[0], want_bg, "{w}x{h} filter {filter}: background");
-                assert_eq!(out[1], want_mask, "{w}x{h} filter {filter}: mask");
-                assert!(want_mask.contains(&255), "{w}x{h} filter {filter}");
+                for t in 0..=254 {
+                    let p = Params::new(w, h, t, filter).unwrap();
+                    let (mut want_bg, mut want_mask) = (vec![0; n], vec![0; n]);
+                    step(&p, &frame, &bg, &mut want_bg, &mut want_mask).unwrap();
+                    let mut out = [Vec::new(), Vec::new()];
+                    BgSubCore::new(p).process(&[&frame, &bg], &mut out);
+                    assert_eq!(out[0], want_bg, "{w}x{h} filter {filter}: background");
+                    assert_eq!(out[1], want_mask, "{w}x{h} filter {filter} t {t}: mask");
+                }
             }
         }
     }
