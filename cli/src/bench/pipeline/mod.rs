@@ -72,7 +72,7 @@ impl Config {
     /// The full run.
     pub fn full() -> Self {
         Config {
-            cores: vec![Core::Fir],
+            cores: vec![Core::Fir, Core::BgSub],
             windows: vec![4 << 10, 16 << 10, 64 << 10],
             samples: 16 << 20,
             frame_bytes: 16 << 20,
