@@ -40,8 +40,13 @@ impl BgSubCore {
             &self.d[r % 3],
             &self.d[(r + 1).min(h - 1) % 3],
         );
-        sum_121(&mut self.col, a, b, c);
-        smooth_121(&mut self.s[r % 3], &self.col);
+        vertical_3(&mut self.col, a, b, c, |a, b, c| {
+            a as u16 + 2 * b as u16 + c as u16
+        });
+        // The horizontal [1 2 1] sum, divided by 16 with rounding.
+        horizontal_3(&mut self.s[r % 3], &self.col, |l, c, r| {
+            ((l + 2 * c + r + 8) >> 4) as u8
+        });
     }
 
     /// Mask row `r` from smoothed rows r-1..r+1: the vertical maximum per column,
@@ -53,10 +58,14 @@ impl BgSubCore {
             &self.s[r % 3],
             &self.s[(r + 1).min(h - 1) % 3],
         );
-        max_3(&mut self.colmax, a, b, c);
+        vertical_3(&mut self.colmax, a, b, c, |a, b, c| a.max(b).max(c));
         let start = mask.len();
         mask.resize(start + w, 0);
-        threshold_max_3(&mut mask[start..], &self.colmax, self.params.threshold);
+        // The horizontal maximum, thresholded.
+        let t = self.params.threshold;
+        horizontal_3(&mut mask[start..], &self.colmax, |l, c, r| {
+            if l.max(c).max(r) > t { 255 } else { 0 }
+        });
     }
 }
 
@@ -64,51 +73,26 @@ impl BgSubCore {
 // knows they do not overlap and vectorises them (as methods reaching into the
 // core's own line buffers they stayed scalar).
 
-/// `col[x] = a[x] + 2 b[x] + c[x]`: the vertical [1 2 1] sum of three rows.
-fn sum_121(col: &mut [u16], a: &[u8], b: &[u8], c: &[u8]) {
-    for (v, ((&a, &b), &c)) in col.iter_mut().zip(a.iter().zip(b).zip(c)) {
-        *v = a as u16 + 2 * b as u16 + c as u16;
+/// `out[x] = f(a[x], b[x], c[x])`: three rows, one above the other, combined.
+fn vertical_3<O>(out: &mut [O], a: &[u8], b: &[u8], c: &[u8], f: impl Fn(u8, u8, u8) -> O) {
+    for (o, ((&a, &b), &c)) in out.iter_mut().zip(a.iter().zip(b).zip(c)) {
+        *o = f(a, b, c);
     }
 }
 
-/// The horizontal [1 2 1] sum of the column sums `v`, divided by 16 with
-/// rounding; the edges repeat their pixel.
-fn smooth_121(out: &mut [u8], v: &[u16]) {
+/// `out[x] = f(v[x - 1], v[x], v[x + 1])` along a row, the edge pixel
+/// standing in for its missing neighbour (the 3x3 windows clamp at the edges).
+fn horizontal_3<V: Copy, O>(out: &mut [O], v: &[V], f: impl Fn(V, V, V) -> O) {
     let w = v.len();
-    let smooth = |l: u16, c: u16, r: u16| ((l + 2 * c + r + 8) >> 4) as u8;
-    out[0] = smooth(v[0], v[0], v[1.min(w - 1)]);
+    out[0] = f(v[0], v[0], v[1.min(w - 1)]);
     if w > 2 {
         let inner = out[1..w - 1].iter_mut().zip(&v[..w - 2]);
         for ((o, &l), (&c, &r)) in inner.zip(v[1..w - 1].iter().zip(&v[2..])) {
-            *o = smooth(l, c, r);
+            *o = f(l, c, r);
         }
     }
     if w > 1 {
-        out[w - 1] = smooth(v[w - 2], v[w - 1], v[w - 1]);
-    }
-}
-
-/// `colmax[x] = max(a[x], b[x], c[x])`: the vertical maximum of three rows.
-fn max_3(colmax: &mut [u8], a: &[u8], b: &[u8], c: &[u8]) {
-    for (v, ((&a, &b), &c)) in colmax.iter_mut().zip(a.iter().zip(b).zip(c)) {
-        *v = a.max(b).max(c);
-    }
-}
-
-/// The horizontal maximum of three of the column maxima `v`, thresholded:
-/// 255 above `t`, else 0; the edges take the two pixels they have.
-fn threshold_max_3(row: &mut [u8], v: &[u8], t: u8) {
-    let w = v.len();
-    let bit = |m: u8| if m > t { 255 } else { 0 };
-    row[0] = bit(v[0].max(v[1.min(w - 1)]));
-    if w > 2 {
-        let inner = row[1..w - 1].iter_mut().zip(&v[..w - 2]);
-        for ((o, &l), (&c, &r)) in inner.zip(v[1..w - 1].iter().zip(&v[2..])) {
-            *o = bit(l.max(c).max(r));
-        }
-    }
-    if w > 1 {
-        row[w - 1] = bit(v[w - 2].max(v[w - 1]));
+        out[w - 1] = f(v[w - 2], v[w - 1], v[w - 1]);
     }
 }
 
