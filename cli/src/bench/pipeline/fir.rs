@@ -26,7 +26,7 @@ fn taps() -> Vec<f32> {
 /// windows are in flight, so the node has nothing to do until one completes,
 /// and blocking leaves the shared core to the source and sink (polling or
 /// yielding there takes it from them).
-pub(super) const COMPLETION: Completion = Completion::Irq;
+const COMPLETION: Completion = Completion::Irq;
 
 /// Output bytes the accelerator node keeps in flight (at least four windows):
 /// the source, node and sink share one core, and the link must have more work

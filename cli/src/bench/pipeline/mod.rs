@@ -286,7 +286,6 @@ struct Run {
 /// Runs a pipeline's graph, timing it, and reads what its threads measured.
 fn run_graph(g: Graph, m: &Measured) -> Result<Run, Error> {
     let t0 = Instant::now();
-
     g.run()?;
     let wall = t0.elapsed();
     let get = |a: &Arc<AtomicU64>| a.load(Ordering::Relaxed);
