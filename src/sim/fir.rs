@@ -58,6 +58,16 @@ fn accumulate(y: &mut [f32], x: &[f32], h: f32) {
     }
 }
 
+/// Little-endian stream words to host order, or back: the same swap either
+/// way, and nothing on a little-endian host.
+fn swap_to_host(v: &mut [f32]) {
+    if cfg!(target_endian = "big") {
+        for s in v {
+            *s = f32::from_bits(s.to_bits().swap_bytes());
+        }
+    }
+}
+
 impl StreamProcessor for FirCore {
     fn process(&mut self, inputs: &[&[u8]], outputs: &mut [Vec<u8>]) {
         let (Some(input), Some(out)) = (inputs.first(), outputs.first_mut()) else {
@@ -73,11 +83,7 @@ impl StreamProcessor for FirCore {
         x.clear();
         x.resize(n, 0.0);
         bytemuck::cast_slice_mut::<f32, u8>(x).copy_from_slice(&input[..4 * n]);
-        if cfg!(target_endian = "big") {
-            for v in x.iter_mut() {
-                *v = f32::from_bits(u32::from_le(v.to_bits()));
-            }
-        }
+        swap_to_host(x);
         let m = n - t + 1;
         // Tap by tap over every output (the order a pipelined core accumulates
         // in, k = 0..T for each sample), which the host vectorises: the
@@ -88,11 +94,7 @@ impl StreamProcessor for FirCore {
         for (k, &h) in self.taps[..t].iter().enumerate() {
             accumulate(y, &x[t - 1 - k..t - 1 - k + m], h);
         }
-        if cfg!(target_endian = "big") {
-            for v in y.iter_mut() {
-                *v = f32::from_bits(v.to_bits().to_le());
-            }
-        }
+        swap_to_host(y);
         out.extend_from_slice(bytemuck::cast_slice(y));
     }
 
