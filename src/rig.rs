@@ -109,7 +109,7 @@ impl Rig {
         let fabric = Fabric::with_processor(&board, clock, sg, processor)?;
         // The design's length register is as wide as the driver expects.
         fabric.set_length_width(AxiConfig::default().length_width)?;
-        let pool = DmaPool::new(Arc::new(board.memory()?), policy);
+        let pool = DmaPool::new(Arc::new(board.memory()?), policy)?;
         let engines = (0..n)
             .map(|i| {
                 let dma = AxiDma::new(board.registers(i)?, AxiConfig::default())?;

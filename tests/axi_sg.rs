@@ -32,7 +32,7 @@ fn clocked_rig(sg: bool, length_width: u32, clock: Clock) -> Rig {
         },
     )
     .unwrap();
-    let pool = DmaPool::new(Arc::new(board.memory().unwrap()), CachePolicy::Coherent);
+    let pool = DmaPool::new(Arc::new(board.memory().unwrap()), CachePolicy::Coherent).unwrap();
     let irq = [board.irq(0).unwrap(), board.irq(1).unwrap()];
     Rig {
         dma,

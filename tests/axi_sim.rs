@@ -1,6 +1,8 @@
 //! The AXI DMA driver against the emulated fabric: register behaviour (PG021),
 //! loopback transfers in every completion mode, errors, faults and timeouts.
 
+mod common;
+use common::Poke;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,7 +26,7 @@ fn rig(clock: Clock, cfg: Config) -> Rig {
     let fabric = Fabric::start(&board, clock).unwrap();
     fabric.set_length_width(cfg.length_width).unwrap();
     let dma = AxiDma::new(board.registers(0).unwrap(), cfg).unwrap();
-    let pool = DmaPool::new(Arc::new(board.memory().unwrap()), CachePolicy::Coherent);
+    let pool = DmaPool::new(Arc::new(board.memory().unwrap()), CachePolicy::Coherent).unwrap();
     let irq = [board.irq(0).unwrap(), board.irq(1).unwrap()];
     Rig {
         fabric,
@@ -93,7 +95,7 @@ fn register_behaviour_follows_pg021() {
         ),
     ];
     for &(wo, wv, ro, mask, want) in table {
-        r.write(wo, wv).unwrap();
+        r.poke(wo, wv).unwrap();
         let got = r.read(ro).unwrap();
         assert_eq!(
             got & mask,
@@ -102,17 +104,17 @@ fn register_behaviour_follows_pg021() {
         );
     }
     // Write-1-to-clear: run a transfer to set IOC, then clear only IOC.
-    r.write(MM2S + DMACR, DMACR_RESET).unwrap();
-    r.write(MM2S + DMACR, DMACR_RS).unwrap();
-    r.write(MM2S + ADDR, DEFAULT_DDR_BASE as u32).unwrap();
-    r.write(MM2S + LENGTH, 64).unwrap();
+    r.poke(MM2S + DMACR, DMACR_RESET).unwrap();
+    r.poke(MM2S + DMACR, DMACR_RS).unwrap();
+    r.poke(MM2S + ADDR, DEFAULT_DDR_BASE as u32).unwrap();
+    r.poke(MM2S + LENGTH, 64).unwrap();
     let t0 = Instant::now();
     while r.read(MM2S + DMASR).unwrap() & DMASR_IOC_IRQ == 0 {
         assert!(t0.elapsed() < Duration::from_secs(1), "no completion");
     }
-    r.write(MM2S + DMASR, DMASR_ERR_IRQ).unwrap(); // clears nothing that is set
+    r.poke(MM2S + DMASR, DMASR_ERR_IRQ).unwrap(); // clears nothing that is set
     assert_ne!(r.read(MM2S + DMASR).unwrap() & DMASR_IOC_IRQ, 0);
-    r.write(MM2S + DMASR, DMASR_IOC_IRQ | DMASR_IDLE).unwrap(); // Idle is read-only
+    r.poke(MM2S + DMASR, DMASR_IOC_IRQ | DMASR_IDLE).unwrap(); // Idle is read-only
     let sr = r.read(MM2S + DMASR).unwrap();
     assert_eq!(sr & DMASR_IOC_IRQ, 0);
     assert_ne!(sr & DMASR_IDLE, 0);

@@ -29,7 +29,7 @@ fn rig_on(policy: CachePolicy, model: MemoryModel) -> Rig {
         .set_length_width(Config::default().length_width)
         .unwrap();
     let dma = AxiDma::new(board.registers(0).unwrap(), Config::default()).unwrap();
-    let pool = DmaPool::new(Arc::new(board.memory().unwrap()), policy);
+    let pool = DmaPool::new(Arc::new(board.memory().unwrap()), policy).unwrap();
     let engine = Engine::new(dma, board.irq(0).unwrap(), board.irq(1).unwrap(), pool);
     Rig {
         engine,

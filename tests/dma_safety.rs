@@ -11,14 +11,16 @@
 //! are lost to the engine (the fresh ones lie elsewhere). Either way the engine
 //! then works again with no reset by hand.
 
+mod common;
+use common::Poke;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dmaflow::axi::{self, AxiDma, Channel, Config, Wait};
 use dmaflow::dma::{Completion, Engine, Error, Lane, PacketRing, Partition, Proxy};
 use dmaflow::mem::{CachePolicy, DmaBuf, DmaPool};
+use dmaflow::platform::MemoryModel;
 use dmaflow::platform::sim::{DEFAULT_DDR_BASE, SimBoard, SimIrq, SimRegisters};
-use dmaflow::platform::{MemoryModel, RegisterSpace};
 use dmaflow::sim::{Clock, Fabric, Faults, Loopback, StreamProcessor};
 
 type SimEngine = Engine<SimRegisters, SimIrq>;
@@ -78,7 +80,7 @@ fn rig(sg: bool, processor: Box<dyn StreamProcessor>, model: MemoryModel) -> Rig
         MemoryModel::Coherent => CachePolicy::Coherent,
         MemoryModel::NonCoherent => CachePolicy::Explicit,
     };
-    let pool = DmaPool::new(Arc::new(board.memory().unwrap()), policy);
+    let pool = DmaPool::new(Arc::new(board.memory().unwrap()), policy).unwrap();
     let cfg = Config {
         timeout: TIMEOUT,
         ..Config::default()
@@ -521,7 +523,7 @@ fn starting_a_busy_or_halted_channel_is_an_error() {
         // Halted behind the driver's back (another program cleared RS): named, and
         // the next transfer works.
         let regs = r.board.registers(0).unwrap();
-        regs.write(dmaflow::axi::regs::MM2S + dmaflow::axi::regs::DMACR, 0)
+        regs.poke(dmaflow::axi::regs::MM2S + dmaflow::axi::regs::DMACR, 0)
             .unwrap();
         let err = round_trip(e, Completion::Poll).unwrap_err();
         assert!(

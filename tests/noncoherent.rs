@@ -27,7 +27,7 @@ fn rig(sg: bool, policy: CachePolicy) -> Rig {
         .unwrap();
     let dma = AxiDma::new(board.registers(0).unwrap(), Config::default()).unwrap();
     let memory = Arc::new(board.memory().unwrap());
-    let pool = DmaPool::new(memory, policy);
+    let pool = DmaPool::new(memory, policy).unwrap();
     let engine = Engine::new(dma, board.irq(0).unwrap(), board.irq(1).unwrap(), pool);
     Rig {
         engine,

@@ -6,6 +6,8 @@
 //! follows the order of register accesses in those drivers; a driver that works
 //! on a board must work here unmodified.
 
+mod common;
+use common::Poke;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,7 +30,7 @@ fn board(sg: bool) -> Board {
     let fabric = Fabric::start_with(&board, Clock::Unlimited, sg).unwrap();
     Board {
         r: board.registers(0).unwrap(),
-        pool: DmaPool::new(Arc::new(board.memory().unwrap()), CachePolicy::Coherent),
+        pool: DmaPool::new(Arc::new(board.memory().unwrap()), CachePolicy::Coherent).unwrap(),
         irq: [board.irq(0).unwrap(), board.irq(1).unwrap()],
         _fabric: fabric,
         _board: board,
@@ -40,7 +42,7 @@ fn rd(r: &SimRegisters, at: usize) -> u32 {
 }
 
 fn wr(r: &SimRegisters, at: usize, v: u32) {
-    r.write(at, v).unwrap();
+    r.poke(at, v).unwrap();
 }
 
 /// A busy-wait loop of the kind both drivers use, bounded so a failure is an

@@ -2,6 +2,8 @@
 //! (not through `dmaflow::axi`), so that what is checked is the IP's behaviour as
 //! any driver sees it.
 
+mod common;
+use common::Poke;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,7 +25,7 @@ fn board(sg: bool, clock: Clock) -> Board {
     let fabric = Fabric::start_with(&board, clock, sg).unwrap();
     Board {
         regs: board.registers(0).unwrap(),
-        pool: DmaPool::new(Arc::new(board.memory().unwrap()), CachePolicy::Coherent),
+        pool: DmaPool::new(Arc::new(board.memory().unwrap()), CachePolicy::Coherent).unwrap(),
         fabric,
         board,
     }
@@ -43,7 +45,7 @@ fn until(regs: &SimRegisters, at: usize, what: &str, done: impl Fn(u32) -> bool)
 }
 
 fn reset(regs: &SimRegisters) {
-    regs.write(MM2S + DMACR, DMACR_RESET).unwrap();
+    regs.poke(MM2S + DMACR, DMACR_RESET).unwrap();
     until(regs, MM2S + DMACR, "reset", |v| v & DMACR_RESET == 0);
 }
 
@@ -61,23 +63,23 @@ fn direct_mode_idle_and_halt_follow_pg021() {
             r.read(ch + DMASR).unwrap() & (DMASR_HALTED | DMASR_IDLE),
             DMASR_HALTED
         );
-        r.write(ch + DMACR, DMACR_RS).unwrap();
+        r.poke(ch + DMACR, DMACR_RS).unwrap();
         // PYNQ keeps a "first transfer" flag for this: Idle is 0 after RS until
         // the first transfer completes.
         let sr = r.read(ch + DMASR).unwrap();
         assert_eq!(sr & (DMASR_HALTED | DMASR_IDLE), 0, "after RS: {sr:#x}");
     }
-    r.write(S2MM + ADDR, rx.bus_addr() as u32).unwrap();
-    r.write(S2MM + LENGTH, 64).unwrap();
-    r.write(MM2S + ADDR, tx.bus_addr() as u32).unwrap();
-    r.write(MM2S + LENGTH, 64).unwrap();
+    r.poke(S2MM + ADDR, rx.bus_addr() as u32).unwrap();
+    r.poke(S2MM + LENGTH, 64).unwrap();
+    r.poke(MM2S + ADDR, tx.bus_addr() as u32).unwrap();
+    r.poke(MM2S + LENGTH, 64).unwrap();
     for ch in [MM2S, S2MM] {
         let sr = until(r, ch + DMASR, "completion", |v| v & DMASR_IOC_IRQ != 0);
         assert_ne!(sr & DMASR_IDLE, 0, "Idle sets on completion");
     }
     assert_eq!(rx.as_slice(), tx.as_slice());
     // Clearing RS halts; Idle reads 0 while halted.
-    r.write(MM2S + DMACR, 0).unwrap();
+    r.poke(MM2S + DMACR, 0).unwrap();
     let sr = until(r, MM2S + DMASR, "halt", |v| v & DMASR_HALTED != 0);
     assert_eq!(sr & DMASR_IDLE, 0);
 }
@@ -98,16 +100,16 @@ fn a_halt_flushes_what_was_pending() {
     let mut rx = b.pool.alloc::<u8>(2000).unwrap();
     rx.as_mut_slice().fill(0xEE);
     for ch in [S2MM, MM2S] {
-        r.write(ch + DMACR, DMACR_RS).unwrap();
+        r.poke(ch + DMACR, DMACR_RS).unwrap();
     }
-    r.write(S2MM + ADDR, rx.bus_addr() as u32).unwrap();
-    r.write(S2MM + LENGTH, 2000).unwrap();
-    r.write(S2MM + DMACR, 0).unwrap();
+    r.poke(S2MM + ADDR, rx.bus_addr() as u32).unwrap();
+    r.poke(S2MM + LENGTH, 2000).unwrap();
+    r.poke(S2MM + DMACR, 0).unwrap();
     until(r, S2MM + DMASR, "halt", |v| v & DMASR_HALTED != 0);
     // The halted channel's transfer is gone: data sent now lands nowhere, and
     // no completion is ever raised for it.
-    r.write(MM2S + ADDR, tx.bus_addr() as u32).unwrap();
-    r.write(MM2S + LENGTH, 2000).unwrap();
+    r.poke(MM2S + ADDR, tx.bus_addr() as u32).unwrap();
+    r.poke(MM2S + LENGTH, 2000).unwrap();
     until(r, MM2S + DMASR, "MM2S", |v| v & DMASR_IOC_IRQ != 0);
     std::thread::sleep(Duration::from_millis(10));
     assert_eq!(r.read(S2MM + DMASR).unwrap() & DMASR_IOC_IRQ, 0);
@@ -119,14 +121,14 @@ fn errors_are_sticky_until_a_reset() {
     let b = board(false, Clock::Unlimited);
     let r = &b.regs;
     reset(r);
-    r.write(MM2S + DMACR, DMACR_RS).unwrap();
-    r.write(MM2S + ADDR, 0x40).unwrap(); // no memory there
-    r.write(MM2S + LENGTH, 64).unwrap();
+    r.poke(MM2S + DMACR, DMACR_RS).unwrap();
+    r.poke(MM2S + ADDR, 0x40).unwrap(); // no memory there
+    r.poke(MM2S + LENGTH, 64).unwrap();
     let sr = until(r, MM2S + DMASR, "error", |v| v & DMASR_ERR_IRQ != 0);
     assert_ne!(sr & DMASR_DMA_DEC_ERR, 0);
     assert_ne!(sr & DMASR_HALTED, 0);
     // RS = 1 does not resume a channel with an error latched.
-    r.write(MM2S + DMACR, DMACR_RS).unwrap();
+    r.poke(MM2S + DMACR, DMACR_RS).unwrap();
     let sr = r.read(MM2S + DMASR).unwrap();
     assert_eq!(
         sr & (DMASR_HALTED | DMASR_DMA_DEC_ERR),
@@ -135,7 +137,7 @@ fn errors_are_sticky_until_a_reset() {
     reset(r);
     let sr = r.read(MM2S + DMASR).unwrap();
     assert_eq!(sr & DMASR_ERR_MASK, 0);
-    r.write(MM2S + DMACR, DMACR_RS).unwrap();
+    r.poke(MM2S + DMACR, DMACR_RS).unwrap();
     assert_eq!(r.read(MM2S + DMASR).unwrap() & DMASR_HALTED, 0);
 }
 
@@ -159,9 +161,9 @@ fn status(ring: &DmaBuf<u32>, i: usize) -> u32 {
 
 /// Starts channel `ch` at the ring's first descriptor (halted, as PG021 wants).
 fn arm(r: &SimRegisters, ch: usize, ring: &DmaBuf<u32>) {
-    r.write(ch + CURDESC, ring.bus_addr() as u32).unwrap();
-    r.write(ch + CURDESC_MSB, 0).unwrap();
-    r.write(ch + DMACR, DMACR_RS).unwrap();
+    r.poke(ch + CURDESC, ring.bus_addr() as u32).unwrap();
+    r.poke(ch + CURDESC_MSB, 0).unwrap();
+    r.poke(ch + DMACR, DMACR_RS).unwrap();
 }
 
 #[test]
@@ -188,8 +190,8 @@ fn every_taildesc_write_restarts_the_engine() {
             256,
             DESC_CTRL_TXSOF | DESC_CTRL_TXEOF,
         );
-        r.write(S2MM + TAILDESC, x as u32).unwrap();
-        r.write(MM2S + TAILDESC, t as u32).unwrap();
+        r.poke(S2MM + TAILDESC, x as u32).unwrap();
+        r.poke(MM2S + TAILDESC, t as u32).unwrap();
         let t0 = Instant::now();
         while status(&rxr, 0) & DESC_STS_CMPLT == 0 {
             assert!(
@@ -236,8 +238,8 @@ fn every_taildesc_write_restarts_the_engine() {
             128,
             DESC_CTRL_TXSOF | DESC_CTRL_TXEOF,
         );
-        r.write(S2MM + TAILDESC, (x + d) as u32).unwrap();
-        r.write(MM2S + TAILDESC, (t + d) as u32).unwrap();
+        r.poke(S2MM + TAILDESC, (x + d) as u32).unwrap();
+        r.poke(MM2S + TAILDESC, (t + d) as u32).unwrap();
         let t0 = Instant::now();
         while status(&rxr, i) & DESC_STS_CMPLT == 0 {
             assert!(t0.elapsed() < Duration::from_secs(1), "ping-pong {k} hung");
@@ -260,7 +262,7 @@ fn descriptor_pointers_and_idle_in_scatter_gather() {
     let r = &b.regs;
     reset(r);
     // Bits [5:0] of the descriptor pointers read as zero.
-    r.write(MM2S + CURDESC, 0x1000_007F).unwrap();
+    r.poke(MM2S + CURDESC, 0x1000_007F).unwrap();
     assert_eq!(r.read(MM2S + CURDESC).unwrap(), 0x1000_0040);
     let mut txr = b.pool.alloc::<u32>(32).unwrap();
     let tx = b.pool.alloc::<u8>(4000).unwrap();
@@ -277,14 +279,14 @@ fn descriptor_pointers_and_idle_in_scatter_gather() {
     descriptor(&mut txr, 1, t, 0x40, 64, DESC_CTRL_TXSOF | DESC_CTRL_TXEOF);
     arm(r, MM2S, &txr);
     // The strict checker refuses a misaligned tail and names it.
-    let e = r.write(MM2S + TAILDESC, (t + 64) as u32 | 0x3).unwrap_err();
+    let e = r.poke(MM2S + TAILDESC, (t + 64) as u32 | 0x3).unwrap_err();
     assert!(
         e.to_string().contains("TAILDESC not 64-byte aligned"),
         "{e}"
     );
     // Without it, the IP ignores bits [5:0].
     b.fabric.set_strict(false);
-    r.write(MM2S + TAILDESC, (t + 64) as u32 | 0x3).unwrap();
+    r.poke(MM2S + TAILDESC, (t + 64) as u32 | 0x3).unwrap();
     // Idle clears at the TAILDESC write itself.
     assert_eq!(r.read(MM2S + DMASR).unwrap() & DMASR_IDLE, 0);
     assert_eq!(r.read(MM2S + TAILDESC).unwrap(), (t + 64) as u32);
@@ -317,11 +319,11 @@ fn the_strict_checker_names_undefined_register_accesses() {
     let r = &b.regs;
     reset(r);
     let rx = b.pool.alloc::<u8>(4000).unwrap();
-    r.write(S2MM + DMACR, DMACR_RS).unwrap();
-    r.write(S2MM + ADDR, rx.bus_addr() as u32).unwrap();
-    r.write(S2MM + LENGTH, 4000).unwrap();
+    r.poke(S2MM + DMACR, DMACR_RS).unwrap();
+    r.poke(S2MM + ADDR, rx.bus_addr() as u32).unwrap();
+    r.poke(S2MM + LENGTH, 4000).unwrap();
     // A second LENGTH while the first transfer is in flight.
-    let e = r.write(S2MM + LENGTH, 100).unwrap_err();
+    let e = r.poke(S2MM + LENGTH, 100).unwrap_err();
     assert!(e.to_string().contains("LENGTH written while"), "{e}");
     let v = b.fabric.violations();
     assert_eq!(v.len(), 1);
@@ -352,8 +354,8 @@ fn the_strict_checker_names_undefined_register_accesses() {
         DESC_CTRL_TXSOF | DESC_CTRL_TXEOF,
     );
     arm(r, MM2S, &txr);
-    r.write(MM2S + TAILDESC, t as u32).unwrap();
-    let e = r.write(MM2S + CURDESC, t as u32).unwrap_err();
+    r.poke(MM2S + TAILDESC, t as u32).unwrap();
+    let e = r.poke(MM2S + CURDESC, t as u32).unwrap_err();
     assert!(e.to_string().contains("CURDESC written while"), "{e}");
 }
 
@@ -394,8 +396,8 @@ fn s2mm_out_of_descriptors_waits_for_more() {
     );
     arm(r, S2MM, &rxr);
     arm(r, MM2S, &txr);
-    r.write(S2MM + TAILDESC, x as u32).unwrap();
-    r.write(MM2S + TAILDESC, t as u32).unwrap();
+    r.poke(S2MM + TAILDESC, x as u32).unwrap();
+    r.poke(MM2S + TAILDESC, t as u32).unwrap();
     let t0 = Instant::now();
     while status(&rxr, 0) & DESC_STS_CMPLT == 0 {
         assert!(t0.elapsed() < Duration::from_secs(1), "first descriptor");
@@ -408,7 +410,7 @@ fn s2mm_out_of_descriptors_waits_for_more() {
         DESC_STS_RXSOF
     );
     // Two more descriptors: the rest of the packet lands, ended by RXEOF.
-    r.write(S2MM + TAILDESC, (x + 128) as u32).unwrap();
+    r.poke(S2MM + TAILDESC, (x + 128) as u32).unwrap();
     let t0 = Instant::now();
     while status(&rxr, 1) & DESC_STS_CMPLT == 0 || status(&rxr, 2) & DESC_STS_CMPLT == 0 {
         assert!(
@@ -459,23 +461,23 @@ fn interrupt_coalescing_with_the_delay_timer() {
         descriptor(&mut rxr, i, next, rx.bus_addr() + 64 * i as u64, 64, 0);
     }
     arm(r, S2MM, &rxr);
-    r.write(S2MM + TAILDESC, (x + 64 * (n as u64 - 1)) as u32)
+    r.poke(S2MM + TAILDESC, (x + 64 * (n as u64 - 1)) as u32)
         .unwrap();
     // MM2S: IOC every 4 packets, the delay timer (10 ticks) for the rest.
-    r.write(MM2S + CURDESC, t as u32).unwrap();
+    r.poke(MM2S + CURDESC, t as u32).unwrap();
     let cr = DMACR_RS
         | DMACR_IOC_IRQ_EN
         | DMACR_DLY_IRQ_EN
         | (4 << DMACR_IRQ_THRESHOLD_SHIFT)
         | (10 << DMACR_IRQ_DELAY_SHIFT);
-    r.write(MM2S + DMACR, cr).unwrap();
-    r.write(MM2S + TAILDESC, (t + 64 * (n as u64 - 1)) as u32)
+    r.poke(MM2S + DMACR, cr).unwrap();
+    r.poke(MM2S + TAILDESC, (t + 64 * (n as u64 - 1)) as u32)
         .unwrap();
     // First interrupt: the threshold (4 packets).
     irq.wait(Duration::from_secs(1)).unwrap();
     let sr = r.read(MM2S + DMASR).unwrap();
     assert_ne!(sr & DMASR_IOC_IRQ, 0, "{sr:#x}");
-    r.write(MM2S + DMASR, DMASR_IOC_IRQ).unwrap();
+    r.poke(MM2S + DMASR, DMASR_IOC_IRQ).unwrap();
     irq.enable().unwrap();
     // The last two packets are below the threshold: the delay timer reports them.
     irq.wait(Duration::from_secs(1)).unwrap();
@@ -487,7 +489,7 @@ fn interrupt_coalescing_with_the_delay_timer() {
         "IRQThresholdSts back at the threshold"
     );
     // Dly_Irq is write-1-to-clear like IOC.
-    r.write(MM2S + DMASR, DMASR_DLY_IRQ).unwrap();
+    r.poke(MM2S + DMASR, DMASR_DLY_IRQ).unwrap();
     assert_eq!(r.read(MM2S + DMASR).unwrap() & DMASR_DLY_IRQ, 0);
     for i in 0..n {
         assert_ne!(status(&txr, i) & DESC_STS_CMPLT, 0, "descriptor {i}");
@@ -526,12 +528,12 @@ fn cyclic_mode_follows_the_ring_for_ever() {
         );
     }
     arm(r, S2MM, &rxr);
-    r.write(S2MM + TAILDESC, (x + 64 * (slots as u64 - 1)) as u32)
+    r.poke(S2MM + TAILDESC, (x + 64 * (slots as u64 - 1)) as u32)
         .unwrap();
-    r.write(MM2S + CURDESC, t as u32).unwrap();
-    r.write(MM2S + DMACR, DMACR_RS | DMACR_CYCLIC).unwrap();
+    r.poke(MM2S + CURDESC, t as u32).unwrap();
+    r.poke(MM2S + DMACR, DMACR_RS | DMACR_CYCLIC).unwrap();
     // PYNQ starts a cyclic ring with a tail outside it.
-    r.write(MM2S + TAILDESC, (t + 128) as u32).unwrap();
+    r.poke(MM2S + TAILDESC, (t + 128) as u32).unwrap();
     // Receive 40 packets (20 turns of the two-descriptor ring, whose Cmplt bits
     // are never cleared), re-posting each S2MM descriptor after reading it.
     for k in 0..40usize {
@@ -545,10 +547,9 @@ fn cyclic_mode_follows_the_ring_for_ever() {
         assert!(rx[i].as_slice().iter().all(|&v| v == want), "packet {k}");
         let next = x + 64 * ((i + 1) % slots) as u64;
         descriptor(&mut rxr, i, next, rx[i].bus_addr(), 32, 0);
-        r.write(S2MM + TAILDESC, (x + 64 * i as u64) as u32)
-            .unwrap();
+        r.poke(S2MM + TAILDESC, (x + 64 * i as u64) as u32).unwrap();
     }
-    r.write(MM2S + DMACR, 0).unwrap();
+    r.poke(MM2S + DMACR, 0).unwrap();
     until(r, MM2S + DMASR, "halt", |v| v & DMASR_HALTED != 0);
 }
 
@@ -561,23 +562,23 @@ fn lengths_keep_only_the_configured_width() {
     let tx = b.pool.alloc::<u8>(20_000).unwrap();
     let rx = b.pool.alloc::<u8>(20_000).unwrap();
     for ch in [MM2S, S2MM] {
-        r.write(ch + DMACR, DMACR_RS).unwrap();
+        r.poke(ch + DMACR, DMACR_RS).unwrap();
     }
     // A driver that believes the register is wider: the high bits are lost.
-    r.write(S2MM + ADDR, rx.bus_addr() as u32).unwrap();
-    r.write(S2MM + LENGTH, 20_000).unwrap();
-    r.write(MM2S + ADDR, tx.bus_addr() as u32).unwrap();
-    r.write(MM2S + LENGTH, 20_000).unwrap();
+    r.poke(S2MM + ADDR, rx.bus_addr() as u32).unwrap();
+    r.poke(S2MM + LENGTH, 20_000).unwrap();
+    r.poke(MM2S + ADDR, tx.bus_addr() as u32).unwrap();
+    r.poke(MM2S + LENGTH, 20_000).unwrap();
     until(r, S2MM + DMASR, "completion", |v| v & DMASR_IOC_IRQ != 0);
     assert_eq!(r.read(S2MM + LENGTH).unwrap(), 20_000 & 0x3FFF);
     // A design built with 23 bits takes it whole.
     b.fabric.set_length_width(23).unwrap();
     assert!(b.fabric.set_length_width(27).is_err());
     for ch in [MM2S, S2MM] {
-        r.write(ch + DMASR, DMASR_IOC_IRQ).unwrap();
+        r.poke(ch + DMASR, DMASR_IOC_IRQ).unwrap();
     }
-    r.write(S2MM + LENGTH, 20_000).unwrap();
-    r.write(MM2S + LENGTH, 20_000).unwrap();
+    r.poke(S2MM + LENGTH, 20_000).unwrap();
+    r.poke(MM2S + LENGTH, 20_000).unwrap();
     until(r, S2MM + DMASR, "completion", |v| v & DMASR_IOC_IRQ != 0);
     assert_eq!(r.read(S2MM + LENGTH).unwrap(), 20_000);
 }
@@ -611,9 +612,9 @@ fn mm2s_completes_once_the_stream_has_taken_the_data() {
     );
     arm(r, S2MM, &rxr);
     arm(r, MM2S, &txr);
-    r.write(S2MM + TAILDESC, x as u32).unwrap();
+    r.poke(S2MM + TAILDESC, x as u32).unwrap();
     let t0 = Instant::now();
-    r.write(MM2S + TAILDESC, t as u32).unwrap();
+    r.poke(MM2S + TAILDESC, t as u32).unwrap();
     while status(&txr, 0) & DESC_STS_CMPLT == 0 {
         assert!(
             t0.elapsed() < Duration::from_secs(1),
@@ -662,7 +663,7 @@ fn status_stream_words_and_reset_reach_the_core() {
         Box::new(Counting::default()),
     )
     .unwrap();
-    let pool = DmaPool::new(Arc::new(board.memory().unwrap()), CachePolicy::Coherent);
+    let pool = DmaPool::new(Arc::new(board.memory().unwrap()), CachePolicy::Coherent).unwrap();
     let r = &board.registers(0).unwrap();
     let send = |lens: &[u32]| -> Vec<[u32; 5]> {
         let n = lens.len();
@@ -686,9 +687,9 @@ fn status_stream_words_and_reset_reach_the_core() {
         }
         arm(r, S2MM, &rxr);
         arm(r, MM2S, &txr);
-        r.write(S2MM + TAILDESC, (x + 64 * (n as u64 - 1)) as u32)
+        r.poke(S2MM + TAILDESC, (x + 64 * (n as u64 - 1)) as u32)
             .unwrap();
-        r.write(MM2S + TAILDESC, (t + 64 * (n as u64 - 1)) as u32)
+        r.poke(MM2S + TAILDESC, (t + 64 * (n as u64 - 1)) as u32)
             .unwrap();
         (0..n)
             .map(|i| {
@@ -725,7 +726,7 @@ fn a_tail_outside_the_chain_is_named() {
     descriptor(&mut txr, 0, t, tx.bus_addr(), 64, eop);
     descriptor(&mut txr, 1, t + 64, tx.bus_addr(), 64, eop);
     arm(r, MM2S, &txr);
-    r.write(MM2S + TAILDESC, (t + 64) as u32).unwrap();
+    r.poke(MM2S + TAILDESC, (t + 64) as u32).unwrap();
     let t0 = Instant::now();
     while b.fabric.violations().is_empty() {
         assert!(t0.elapsed() < Duration::from_secs(1), "not named");

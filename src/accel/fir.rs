@@ -64,9 +64,13 @@ pub fn load_taps<R: RegisterSpace>(regs: &R, taps: &[f32]) -> Result<(), Error> 
         return Err(Error::NonFiniteTap(k));
     }
     for (k, t) in taps.iter().enumerate() {
-        regs.write(FIR_REG_TAPS + 4 * k, t.to_bits())?;
+        // SAFETY: the window identified itself as the FIR core's (its ID
+        // register, checked above), whose registers hold taps and their count
+        // only: no write to it starts a transfer or names an address.
+        unsafe { regs.write(FIR_REG_TAPS + 4 * k, t.to_bits()) }?;
     }
-    regs.write(FIR_REG_NTAPS, taps.len() as u32)?;
+    // SAFETY: as above.
+    unsafe { regs.write(FIR_REG_NTAPS, taps.len() as u32) }?;
     let got = regs.read(FIR_REG_NTAPS)?;
     if got as usize != taps.len() {
         return Err(Error::NotTaken {

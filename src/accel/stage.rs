@@ -159,6 +159,12 @@ pub enum Error {
         /// The engine's.
         engine_pool: u64,
     },
+    /// A queue in ordinary memory: the engine cannot reach it.
+    #[error("the {port} queue is in ordinary memory, not the engine's DMA memory")]
+    NotEngineMemory {
+        /// `input` or `output`.
+        port: &'static str,
+    },
     /// A queue operation failed (a queue not in DMA memory, or in another
     /// board's, included).
     #[error(transparent)]
@@ -626,10 +632,11 @@ fn check<T: Pod, U: Pod, R: RegisterSpace, I: IrqLine>(
             return Err(Error::TooLong { what, bytes, max });
         }
     }
-    same_memory(engine, input.dma_memory_id(), output.dma_memory_id())?;
-    // The queues must be in DMA memory (asked of the first slot).
+    // The queues must be in DMA memory (asked of the first slot), the
+    // engine's own pool's.
     input.dma_spans(0, 1)?;
     output.dma_spans(0, 1)?;
+    same_memory(engine, input.dma_memory_id(), output.dma_memory_id())?;
     // Windows in flight must fit the queues.
     let in_need = cfg.window + (cfg.depth - 1) * cfg.hop;
     if in_need > input.capacity() {
@@ -651,8 +658,9 @@ fn check<T: Pod, U: Pod, R: RegisterSpace, I: IrqLine>(
     Ok(())
 }
 
-/// Refuses queues in another pool's DMA memory than `engine`'s (the same bus
-/// address would be other memory to it).
+/// Accepts queues only in `engine`'s own pool's DMA memory: a queue in
+/// another pool's (the same bus address would be other memory to it) or in
+/// ordinary memory (`None`: no bus address at all) is refused by name.
 pub(crate) fn same_memory<R: RegisterSpace, I: IrqLine>(
     engine: &Engine<R, I>,
     input: Option<u64>,
@@ -660,12 +668,16 @@ pub(crate) fn same_memory<R: RegisterSpace, I: IrqLine>(
 ) -> Result<(), Error> {
     let engine_pool = engine.pool().id();
     for (port, id) in [("input", input), ("output", output)] {
-        if let Some(queue_pool) = id.filter(|&q| q != engine_pool) {
-            return Err(Error::ForeignQueue {
-                port,
-                queue_pool,
-                engine_pool,
-            });
+        match id {
+            Some(q) if q == engine_pool => {}
+            Some(queue_pool) => {
+                return Err(Error::ForeignQueue {
+                    port,
+                    queue_pool,
+                    engine_pool,
+                });
+            }
+            None => return Err(Error::NotEngineMemory { port }),
         }
     }
     Ok(())

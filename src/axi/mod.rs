@@ -96,6 +96,15 @@ pub enum Error {
         /// Descriptors in the ring.
         capacity: usize,
     },
+    /// Descriptors off the 0x40-byte grid: the engine ignores CURDESC and
+    /// TAILDESC bits 5:0 and would read and write the wrong memory.
+    #[error("{channel}: descriptors at {addr:#x} are not 0x40-byte aligned")]
+    MisalignedDescriptors {
+        /// The channel.
+        channel: Channel,
+        /// Bus address of the first descriptor.
+        addr: u64,
+    },
     /// The engine was built without scatter-gather (DMASR.SGIncld is 0).
     #[error("{0}: the engine has no scatter-gather engine (SGIncld is 0)")]
     NoSg(Channel),
@@ -219,7 +228,14 @@ impl<R: RegisterSpace> AxiDma<R> {
     }
 
     fn set(&self, ch: Channel, r: usize, v: u32) -> Result<(), Error> {
-        Ok(self.regs.write(ch.base() + r, v)?)
+        // SAFETY: this driver is the window's only writer. The writes that can
+        // start a transfer are LENGTH (only from the unsafe `start`, whose
+        // caller vouches for ADDR's range) and TAILDESC (from the unsafe
+        // `sg_start`, or `ring_flush` over descriptors filled by the unsafe
+        // `DescRing::push_part`, whose callers vouch for every buffer address;
+        // the descriptors are DMA memory the ring owns). Every other write
+        // stops, resets or configures the engine.
+        Ok(unsafe { self.regs.write(ch.base() + r, v) }?)
     }
 
     /// Reads a channel's DMASR.
@@ -487,6 +503,16 @@ impl<R: RegisterSpace> AxiDma<R> {
     }
 }
 
+/// Refuses descriptors off the 0x40-byte grid (the pool keeps every buffer on
+/// it; this names the failure should that ever not hold).
+pub(crate) fn check_descriptor_alignment(ch: Channel, desc: &DmaBuf<u32>) -> Result<(), Error> {
+    let addr = desc.bus_addr();
+    if !addr.is_multiple_of(DESC_ALIGN) {
+        return Err(Error::MisalignedDescriptors { channel: ch, addr });
+    }
+    Ok(())
+}
+
 /// 32-bit words per SG descriptor (0x40 bytes: the descriptor alignment).
 pub const DESC_WORDS: usize = (DESC_ALIGN / 4) as usize;
 
@@ -525,6 +551,7 @@ impl<R: RegisterSpace> AxiDma<R> {
         if ring.is_lost() {
             return Err(crate::mem::Error::Lost.into());
         }
+        check_descriptor_alignment(ch, ring)?;
         if self.status(ch)? & DMASR_SG_INCLD == 0 {
             return Err(Error::NoSg(ch));
         }

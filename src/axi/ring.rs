@@ -44,6 +44,7 @@ impl<R: RegisterSpace> AxiDma<R> {
         if desc.is_lost() {
             return Err(crate::mem::Error::Lost.into());
         }
+        super::check_descriptor_alignment(ch, &desc)?;
         if self.status(ch)? & DMASR_SG_INCLD == 0 {
             return Err(Error::NoSg(ch));
         }

@@ -43,6 +43,27 @@ pub enum Error {
         /// Pool it was handed to.
         pool: u64,
     },
+    /// An alignment that is not a power of two (or too large for the region).
+    #[error("alignment {0} is not a power of two of at most the region's size")]
+    BadAlignment(usize),
+    /// A region whose bus address is not on the [`ALIGN`]-byte grid: its
+    /// buffers could not keep their alignment for the device.
+    #[error("{region}: bus address {bus_base:#x} is not {ALIGN}-byte aligned")]
+    MisalignedRegion {
+        /// The region.
+        region: String,
+        /// Its bus address.
+        bus_base: u64,
+    },
+    /// A second pool over memory a live pool already carves: the same bytes
+    /// would have two owners.
+    #[error("{region} is already carved by DMA pool {pool}: one pool per region")]
+    RegionInUse {
+        /// The region asked for.
+        region: String,
+        /// The pool that owns it.
+        pool: u64,
+    },
     /// Queues in DMA memory need the region's file, which this one lacks.
     #[error("this DMA memory has no file to map again: queues cannot live in it")]
     NoFile,
@@ -63,6 +84,26 @@ pub enum CachePolicy {
 
 static NEXT_POOL: AtomicU64 = AtomicU64::new(1);
 
+/// What is carved out of DMA memory, process-wide: the bus range of every live
+/// pool, and the ranges lost for good to engines that could not be halted
+/// (never handed out again, by any later pool).
+#[derive(Default)]
+struct Carved {
+    /// `(domain, start, end, pool)` of every live pool.
+    pools: Vec<(u64, u64, u64, u64)>,
+    /// `(domain, start, end)` lost to a device.
+    lost: Vec<(u64, u64, u64)>,
+}
+
+static CARVED: Mutex<Carved> = Mutex::new(Carved {
+    pools: Vec::new(),
+    lost: Vec::new(),
+});
+
+fn carved() -> std::sync::MutexGuard<'static, Carved> {
+    CARVED.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 struct PoolInner {
     memory: Arc<dyn DmaMemory>,
     policy: CachePolicy,
@@ -72,6 +113,27 @@ struct PoolInner {
     /// Bytes of buffers lost to engines that could not be halted: never handed
     /// out again.
     lost: AtomicUsize,
+    /// The ranges `(offset, len)` of those buffers.
+    lost_ranges: Mutex<Vec<(usize, usize)>>,
+}
+
+impl Drop for PoolInner {
+    fn drop(&mut self) {
+        let domain = self.memory.domain();
+        let base = self.memory.bus_base();
+        let lost = std::mem::take(
+            &mut *self
+                .lost_ranges
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        let mut c = carved();
+        c.pools.retain(|p| p.3 != self.id);
+        c.lost.extend(
+            lost.into_iter()
+                .map(|(o, l)| (domain, base + o as u64, base + (o + l) as u64)),
+        );
+    }
 }
 
 impl PoolInner {
@@ -98,22 +160,69 @@ pub struct DmaPool {
 }
 
 impl DmaPool {
-    /// A pool over the whole of `memory`.
-    pub fn new(memory: Arc<dyn DmaMemory>, policy: CachePolicy) -> Self {
+    /// A pool over the whole of `memory`: the one owner of its bytes. A second
+    /// pool over the same memory (the same region opened twice, or one that
+    /// overlaps it) while this one or any of its buffers lives is refused
+    /// ([`Error::RegionInUse`]); share this pool (it is `Clone`) instead. Ranges
+    /// a device kept after an earlier pool's engine could not be halted are
+    /// never handed out by a later one.
+    pub fn new(memory: Arc<dyn DmaMemory>, policy: CachePolicy) -> Result<Self, Error> {
         let size = memory.size() / ALIGN * ALIGN;
-        DmaPool {
+        let (domain, start) = (memory.domain(), memory.bus_base());
+        if !start.is_multiple_of(ALIGN as u64) {
+            return Err(Error::MisalignedRegion {
+                region: memory.name(),
+                bus_base: start,
+            });
+        }
+        let end = start + size as u64;
+        let id = NEXT_POOL.fetch_add(1, Ordering::Relaxed);
+        let mut c = carved();
+        if let Some(p) = c
+            .pools
+            .iter()
+            .find(|p| p.0 == domain && p.1 < end && start < p.2)
+        {
+            return Err(Error::RegionInUse {
+                region: memory.name(),
+                pool: p.3,
+            });
+        }
+        // The free list: the region less what earlier pools lost to a device.
+        let mut lost: Vec<(usize, usize)> = c
+            .lost
+            .iter()
+            .filter(|l| l.0 == domain && l.1 < end && start < l.2)
+            .map(|l| {
+                let from = l.1.max(start) - start;
+                let to = l.2.min(end) - start;
+                (from as usize, (to - from) as usize)
+            })
+            .collect();
+        lost.sort_unstable();
+        let mut free = Vec::new();
+        let mut at = 0;
+        for (o, l) in lost {
+            if o > at {
+                free.push((at, o - at));
+            }
+            at = at.max(o + l);
+        }
+        if size > at {
+            free.push((at, size - at));
+        }
+        c.pools.push((domain, start, end, id));
+        drop(c);
+        Ok(DmaPool {
             inner: Arc::new(PoolInner {
                 memory,
                 policy,
-                id: NEXT_POOL.fetch_add(1, Ordering::Relaxed),
-                free: Mutex::new(if size > 0 {
-                    vec![(0, size)]
-                } else {
-                    Vec::new()
-                }),
+                id,
+                free: Mutex::new(free),
                 lost: AtomicUsize::new(0),
+                lost_ranges: Mutex::new(Vec::new()),
             }),
-        }
+        })
     }
 
     /// This pool's identity, carried by its buffers.
@@ -154,10 +263,7 @@ impl DmaPool {
             return Err(Error::ZeroLength);
         }
         if std::mem::align_of::<T>() > ALIGN {
-            return Err(Error::OutOfMemory {
-                requested: bytes,
-                largest_free: 0,
-            });
+            return Err(Error::BadAlignment(std::mem::align_of::<T>()));
         }
         let span = bytes.div_ceil(ALIGN) * ALIGN;
         let mut free = self
@@ -190,11 +296,16 @@ impl DmaPool {
         })
     }
 
-    /// `bytes` bytes starting on an `align`-byte boundary of the region
-    /// (a power of two of at least [`ALIGN`]), as a byte buffer.
+    /// `bytes` bytes starting on an `align`-byte boundary of the region, as a
+    /// byte buffer. `align` is a power of two; below [`ALIGN`] it is raised
+    /// to it (every buffer keeps [`ALIGN`]); anything else is
+    /// [`Error::BadAlignment`].
     pub fn alloc_aligned(&self, bytes: usize, align: usize) -> Result<DmaBuf<u8>, Error> {
         if bytes == 0 {
             return Err(Error::ZeroLength);
+        }
+        if !align.is_power_of_two() || align > self.inner.memory.size().max(ALIGN) {
+            return Err(Error::BadAlignment(align));
         }
         let align = align.max(ALIGN);
         let span = bytes.div_ceil(ALIGN) * ALIGN;
@@ -276,6 +387,8 @@ impl std::fmt::Debug for QueueMemory {
     }
 }
 
+impl crate::ring::sealed::Sealed for QueueMemory {}
+
 impl crate::ring::RegionSource for QueueMemory {
     fn region(&self, bytes: usize) -> Result<crate::ring::Region, crate::ring::Error> {
         let boxed = |e: Error| crate::ring::Error::Region(Box::new(e));
@@ -319,8 +432,8 @@ impl crate::ring::RegionSource for QueueMemory {
         done.map_err(|e| crate::ring::Error::Region(Box::new(e)))
     }
 
-    fn memory_id(&self) -> Option<u64> {
-        Some(self.pool.id())
+    fn memory_id(&self) -> u64 {
+        self.pool.id()
     }
 }
 
@@ -383,6 +496,11 @@ impl<T: Pod> DmaBuf<T> {
     pub(crate) fn abandon(&self) {
         if !self.lost.swap(true, Ordering::Relaxed) {
             self.pool.lost.fetch_add(self.span, Ordering::Relaxed);
+            self.pool
+                .lost_ranges
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push((self.offset, self.span));
         }
     }
 
@@ -546,7 +664,7 @@ mod tests {
 
     fn pool(bytes: usize, policy: CachePolicy) -> DmaPool {
         let board = SimBoard::new(1, bytes, 0x1000_0000, 0).unwrap();
-        DmaPool::new(Arc::new(board.memory().unwrap()), policy)
+        DmaPool::new(Arc::new(board.memory().unwrap()), policy).unwrap()
     }
 
     #[test]
@@ -612,5 +730,73 @@ mod tests {
         let c = p.alloc::<u8>(64).unwrap();
         c.sync_for_device(64).unwrap();
         c.sync_for_cpu(64).unwrap();
+    }
+
+    #[test]
+    fn a_region_has_one_pool_at_a_time() {
+        let board = SimBoard::new(1, 1 << 16, 0x1000_0000, 0).unwrap();
+        let first = DmaPool::new(Arc::new(board.memory().unwrap()), CachePolicy::Coherent).unwrap();
+        // The same region mapped again is the same bytes: refused by name.
+        let again = DmaPool::new(Arc::new(board.memory().unwrap()), CachePolicy::Coherent);
+        match again {
+            Err(Error::RegionInUse { region, pool }) => {
+                assert_eq!(pool, first.id());
+                assert!(region.contains("0x10000000"), "{region}");
+            }
+            other => panic!("expected RegionInUse, got {:?}", other.map(|p| p.id())),
+        }
+        // Another board's memory at the same bus address is other memory.
+        let other = SimBoard::new(1, 1 << 16, 0x1000_0000, 0).unwrap();
+        DmaPool::new(Arc::new(other.memory().unwrap()), CachePolicy::Coherent).unwrap();
+        // A buffer keeps the pool (and its claim) alive after the pool is gone.
+        let buf = first.alloc::<u8>(64).unwrap();
+        drop(first);
+        assert!(DmaPool::new(Arc::new(board.memory().unwrap()), CachePolicy::Coherent).is_err());
+        drop(buf);
+        DmaPool::new(Arc::new(board.memory().unwrap()), CachePolicy::Coherent).unwrap();
+    }
+
+    #[test]
+    fn memory_lost_to_a_device_stays_out_of_every_later_pool() {
+        let board = SimBoard::new(1, 1 << 16, 0x1000_0000, 0).unwrap();
+        let memory = || Arc::new(board.memory().unwrap());
+        let p = DmaPool::new(memory(), CachePolicy::Coherent).unwrap();
+        let keep = p.alloc::<u8>(4096).unwrap();
+        let mut gone = p.alloc::<u8>(4096).unwrap();
+        let lost_at = gone.bus_addr();
+        gone.surrender();
+        drop((keep, gone, p));
+        let q = DmaPool::new(memory(), CachePolicy::Coherent).unwrap();
+        assert_eq!(q.free_bytes(), (1 << 16) - 4096);
+        let mut seen = Vec::new();
+        while let Ok(b) = q.alloc::<u8>(4096) {
+            assert_ne!(b.bus_addr(), lost_at);
+            seen.push(b);
+        }
+        assert_eq!(seen.len(), 15);
+    }
+
+    #[test]
+    fn alignments_are_powers_of_two_and_buffers_keep_the_grid() {
+        let p = pool(1 << 16, CachePolicy::Coherent);
+        for bad in [0, 3, 96, 100, 1 << 20] {
+            match p.alloc_aligned(64, bad) {
+                Err(Error::BadAlignment(a)) => assert_eq!(a, bad),
+                other => panic!("alignment {bad}: expected BadAlignment, got {other:?}"),
+            }
+        }
+        let a = p.alloc_aligned(100, 16).unwrap();
+        let b = p.alloc_aligned(64, 4096).unwrap();
+        let c = p.alloc::<u32>(16).unwrap();
+        for addr in [a.bus_addr(), c.bus_addr()] {
+            assert_eq!(addr % ALIGN as u64, 0, "{addr:#x}");
+        }
+        assert_eq!(b.bus_addr() % 4096, 0);
+        // A region off the 64-byte grid is refused: its buffers could not be.
+        let off = SimBoard::new(1, 1 << 16, 0x1000_0020, 0).unwrap();
+        assert!(matches!(
+            DmaPool::new(Arc::new(off.memory().unwrap()), CachePolicy::Coherent),
+            Err(Error::MisalignedRegion { .. })
+        ));
     }
 }

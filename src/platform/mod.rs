@@ -66,11 +66,34 @@ pub enum Error {
 }
 
 /// A window of 32-bit device registers, accessed with volatile reads and writes.
+///
+/// Reading is safe; writing is not: a register write can start a transfer
+/// (an AXI DMA's LENGTH or TAILDESC) that reads or writes any memory the
+/// addresses in other registers name, so only a driver that owns that memory
+/// may write. Drivers built on a window ([`crate::axi::AxiDma`]) offer safe
+/// operations that keep this promise.
+///
+/// Writing a register from safe code does not compile:
+///
+/// ```compile_fail
+/// use dmaflow::platform::{sim::SimBoard, RegisterSpace};
+/// let board = SimBoard::new(1, 1 << 20, 0x1000_0000, 2).unwrap();
+/// let regs = board.registers(0).unwrap();
+/// regs.write(0x58, 4096).unwrap(); // S2MM LENGTH: a transfer to wherever ADDR says
+/// ```
 pub trait RegisterSpace: Send + Sync {
     /// Reads the register at byte `offset`.
     fn read(&self, offset: usize) -> Result<u32, Error>;
     /// Writes the register at byte `offset`.
-    fn write(&self, offset: usize, value: u32) -> Result<(), Error>;
+    ///
+    /// # Safety
+    ///
+    /// The write may start the device: every address the device is pointed at
+    /// when it does (an AXI DMA's ADDR, CURDESC and TAILDESC, its descriptors'
+    /// buffer addresses) must be DMA memory that the caller owns and that no
+    /// other code reads or writes until the transfer is collected or the engine
+    /// is confirmed halted.
+    unsafe fn write(&self, offset: usize, value: u32) -> Result<(), Error>;
     /// Window length in bytes.
     fn len(&self) -> usize;
     /// Whether the window is empty.
@@ -81,7 +104,35 @@ pub trait RegisterSpace: Send + Sync {
 
 /// A region of memory both the CPU and the device can reach: a CPU mapping and the
 /// bus (physical) address the device uses for the same bytes.
-pub trait DmaMemory: Send + Sync {
+///
+/// # Safety
+///
+/// An implementation promises that, for as long as it lives:
+/// - `cpu_base()..cpu_base() + size()` is one mapping, readable and writable,
+///   that stays mapped and is used by nothing but the region's owner
+///   ([`crate::mem::DmaPool`] hands out disjoint ranges of it);
+/// - `bus_base() + k` is the address at which the device reaches byte `k` of it;
+/// - [`domain`](DmaMemory::domain) and `bus_base()` name the memory: two regions
+///   with the same domain and overlapping bus ranges are the same bytes, and
+///   regions of different domains never are;
+/// - the maintenance calls do what they say for any range inside the region.
+///
+/// An implementation without that promise does not compile:
+///
+/// ```compile_fail
+/// struct Bogus;
+/// impl dmaflow::platform::DmaMemory for Bogus {
+///     fn cpu_base(&self) -> *mut u8 { 0x1000 as *mut u8 }
+///     fn size(&self) -> usize { 4096 }
+///     fn bus_base(&self) -> u64 { 0 }
+///     fn domain(&self) -> u64 { 0 }
+///     fn name(&self) -> String { "bogus".into() }
+///     fn coherent(&self) -> bool { true }
+///     fn sync_for_device(&self, _: usize, _: usize) -> Result<(), dmaflow::platform::Error> { Ok(()) }
+///     fn sync_for_cpu(&self, _: usize, _: usize) -> Result<(), dmaflow::platform::Error> { Ok(()) }
+/// }
+/// ```
+pub unsafe trait DmaMemory: Send + Sync {
     /// CPU address of the first byte. Accesses must be arbitrated by the owner of
     /// each range (see [`crate::mem::DmaPool`]).
     fn cpu_base(&self) -> *mut u8;
@@ -89,6 +140,13 @@ pub trait DmaMemory: Send + Sync {
     fn size(&self) -> usize;
     /// Bus address of the first byte.
     fn bus_base(&self) -> u64;
+    /// The address space `bus_base` is in: [`PHYSICAL`] for the machine's
+    /// own physical memory (u-dma-buf), a number of its own for each emulated
+    /// board. With the bus range it names the memory, so that no two pools
+    /// carve the same bytes.
+    fn domain(&self) -> u64;
+    /// A name for the region in errors (a device path, an emulated board).
+    fn name(&self) -> String;
     /// Whether device and CPU caches are coherent (no maintenance needed).
     fn coherent(&self) -> bool;
     /// Makes CPU writes to the range visible to the device (clean caches).
@@ -103,6 +161,9 @@ pub trait DmaMemory: Send + Sync {
         None
     }
 }
+
+/// The [`DmaMemory::domain`] of the machine's own physical memory.
+pub const PHYSICAL: u64 = 0;
 
 /// A device interrupt line with UIO semantics: [`wait`](IrqLine::wait) returns the
 /// running interrupt count; the line stays masked after each interrupt until

@@ -44,17 +44,39 @@ mod arch {
 
 #[cfg(any(target_arch = "aarch64", target_arch = "arm"))]
 mod arch {
-    //! AArch64 (Zynq UltraScale+, Cortex-A53) and ARMv7-A (Zynq-7000, Cortex-A9):
-    //! data memory barriers over the outer shareable domain, as Linux's
-    //! `dma_wmb()` (`dmb oshst` on both) and `dma_rmb()` (`dmb oshld` on AArch64;
-    //! ARMv7 has no load-only barrier, so `dmb osh`).
+    //! AArch64 (Zynq UltraScale+, Cortex-A53) and ARMv7-A (Zynq-7000, Cortex-A9).
+    //!
+    //! dmaflow's register writes are plain volatile stores, Linux's
+    //! `writel_relaxed()`; the barrier before a doorbell is therefore the one
+    //! Linux's `writel()` puts in front of its store, not the weaker
+    //! `dma_wmb()` between two stores to memory:
+    //! - AArch64: `writel()` is `__iowmb()` = `dma_wmb()` = `dmb oshst`, which
+    //!   orders normal-memory stores before the Device-memory store.
+    //! - ARMv7: `writel()` is `__iowmb()` = `wmb()` = `dsb st` (plus an
+    //!   outer-cache sync on systems with a PL310, which only the kernel can
+    //!   issue; on Zynq-7000 the u-dma-buf sync that cleans the buffer does the
+    //!   outer-cache work in the kernel). A `dmb` orders memory accesses among
+    //!   themselves but does not wait for a store to reach a device-visible
+    //!   point before the Device-memory store that follows, so ARMv7 uses
+    //!   `dsb st`.
+    //!
+    //! The read barrier after a completion is Linux's `dma_rmb()`: `dmb oshld`
+    //! on AArch64; ARMv7 has no load-only barrier, so `dmb osh`.
 
-    /// `dmb oshst`: earlier stores complete before later stores.
+    /// Before a doorbell: `dmb oshst` (AArch64), `dsb st` (ARMv7).
     #[inline(always)]
     pub(super) fn wmb() {
+        #[cfg(target_arch = "aarch64")]
         // SAFETY: a barrier instruction reads and writes no memory and no
         // registers; it only orders the accesses around it.
-        unsafe { core::arch::asm!("dmb oshst", options(nostack, preserves_flags)) };
+        unsafe {
+            core::arch::asm!("dmb oshst", options(nostack, preserves_flags))
+        };
+        #[cfg(target_arch = "arm")]
+        // SAFETY: as above: a barrier, no memory or register is touched.
+        unsafe {
+            core::arch::asm!("dsb st", options(nostack, preserves_flags))
+        };
     }
 
     /// `dmb oshld` (AArch64) / `dmb osh` (ARMv7): earlier loads complete before

@@ -86,7 +86,12 @@ pub struct SimBoard {
     ddr_base: u64,
     lines: Vec<Arc<Line>>,
     target: Target,
+    /// This board's bus: its own address space ([`DmaMemory::domain`]).
+    domain: u64,
 }
+
+/// Emulated boards' buses are numbered from 1 ([`super::PHYSICAL`] is 0).
+static NEXT_DOMAIN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl SimBoard {
     /// A board with `windows` register windows, `ddr_bytes` of DDR at bus address
@@ -151,6 +156,7 @@ impl SimBoard {
             ddr_base,
             lines,
             target: Target::default(),
+            domain: NEXT_DOMAIN.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
     }
 
@@ -194,6 +200,7 @@ impl SimBoard {
             })?,
             bus_base: self.ddr_base,
             cache,
+            domain: self.domain,
         })
     }
 
@@ -256,7 +263,7 @@ impl RegisterSpace for SimRegisters {
     fn read(&self, offset: usize) -> Result<u32, Error> {
         self.map.load_u32(offset)
     }
-    fn write(&self, offset: usize, value: u32) -> Result<(), Error> {
+    unsafe fn write(&self, offset: usize, value: u32) -> Result<(), Error> {
         match self.target.get() {
             Some(t) => {
                 // Same bounds as a plain store, so a bad offset is an error either way.
@@ -281,6 +288,7 @@ pub struct SimMemory {
     file: OwnedFd,
     bus_base: u64,
     cache: Option<Arc<CpuCache>>,
+    domain: u64,
 }
 
 impl SimMemory {
@@ -302,7 +310,17 @@ impl SimMemory {
     }
 }
 
-impl DmaMemory for SimMemory {
+// SAFETY: the mapping covers the whole DDR object and lives as long as the
+// value; byte `k` of it is what the device thread reaches at `bus_base + k`
+// (through the cache model on a non-coherent board); the domain is the board's
+// own number, drawn once per board; maintenance checks its range.
+unsafe impl DmaMemory for SimMemory {
+    fn domain(&self) -> u64 {
+        self.domain
+    }
+    fn name(&self) -> String {
+        format!("emulated board {} DDR at {:#x}", self.domain, self.bus_base)
+    }
     fn cpu_base(&self) -> *mut u8 {
         self.map.base()
     }
@@ -517,7 +535,8 @@ mod tests {
         let regs = b.registers(0).unwrap();
         let mem = b.memory().unwrap();
         let dev = b.device().unwrap();
-        regs.write(0x30, 0xDEAD_BEEF).unwrap();
+        // SAFETY: no device model is attached: the write only stores the word.
+        unsafe { regs.write(0x30, 0xDEAD_BEEF) }.unwrap();
         assert_eq!(dev.reg(0, 0x30), 0xDEAD_BEEF);
         dev.set_reg(0, 0x34, 7);
         assert_eq!(regs.read(0x34).unwrap(), 7);

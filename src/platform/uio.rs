@@ -98,7 +98,7 @@ impl RegisterSpace for UioRegisters {
     fn read(&self, offset: usize) -> Result<u32, Error> {
         self.map.read_u32(offset)
     }
-    fn write(&self, offset: usize, value: u32) -> Result<(), Error> {
+    unsafe fn write(&self, offset: usize, value: u32) -> Result<(), Error> {
         self.map.write_u32(offset, value)
     }
     fn len(&self) -> usize {
@@ -129,8 +129,10 @@ pub enum CacheOps {
     /// By the CPU from user space, line by line ([`super::cache`]): no system
     /// call. The default where the CPU allows it (x86-64, AArch64).
     Cpu,
-    /// Through u-dma-buf's sysfs `sync_*` files: four writes per operation. The
-    /// default elsewhere (ARMv7).
+    /// Through u-dma-buf's sysfs `sync_for_cpu` / `sync_for_device` files, in
+    /// their command form: offset, size and direction in one write, so two
+    /// threads syncing one buffer never mix their ranges. The default
+    /// elsewhere (ARMv7).
     Sysfs,
 }
 
@@ -143,6 +145,11 @@ pub struct UdmaBuf {
     coherent: bool,
     sysfs: PathBuf,
     ops: CacheOps,
+    /// The two sysfs triggers, opened on first use (`sync_for_device`,
+    /// `sync_for_cpu`).
+    triggers: [std::sync::OnceLock<File>; 2],
+    /// System calls made for cache maintenance through sysfs.
+    sysfs_calls: std::sync::atomic::AtomicU64,
 }
 
 /// Opens the u-dma-buf `name` (for example `udmabuf0`) under `root`.
@@ -176,7 +183,28 @@ pub fn open_udmabuf(root: &Path, name: &str) -> Result<UdmaBuf, Error> {
         coherent,
         sysfs,
         ops,
+        triggers: Default::default(),
+        sysfs_calls: Default::default(),
     })
+}
+
+/// u-dma-buf's sync command: one 64-bit number that carries the range and
+/// the direction (bits 63:32 offset, 31:4 size in 16-byte units, 3:2
+/// direction, bit 0 set), so one write does what the `sync_offset`,
+/// `sync_size` and `sync_direction` files would. The range is widened to 16
+/// bytes at both ends (cache maintenance works on whole lines anyway);
+/// `None` where the offset does not fit the command's 32 bits.
+fn sync_command(offset: usize, len: usize, direction: u32) -> Option<u64> {
+    let start = offset & !15;
+    let end = (offset + len).next_multiple_of(16);
+    let start32 = u32::try_from(start).ok()?;
+    let size = u32::try_from(end - start).ok()?;
+    Some(
+        (u64::from(start32) << 32)
+            | u64::from(size & 0xFFFF_FFF0)
+            | u64::from((direction & 3) << 2)
+            | 1,
+    )
 }
 
 impl UdmaBuf {
@@ -217,23 +245,59 @@ impl UdmaBuf {
         self.sync(offset, len, direction, trigger)
     }
 
-    /// u-dma-buf's manual sync: offset, size and direction, then the trigger.
+    /// u-dma-buf's sync in its command form: one write of [`sync_command`]
+    /// to the trigger file (kept open), so it is one system call and atomic
+    /// with respect to other threads' syncs.
     fn sync(&self, offset: usize, len: usize, direction: u32, trigger: &str) -> Result<(), Error> {
+        use std::os::unix::fs::FileExt;
         check_range(offset, len, self.map.len())?;
-        for (file, value) in [
-            ("sync_offset", offset.to_string()),
-            ("sync_size", len.to_string()),
-            ("sync_direction", direction.to_string()),
-            (trigger, "1".to_string()),
-        ] {
-            let p = self.sysfs.join(file);
-            std::fs::write(&p, value).map_err(io_error(&p))?;
+        let p = self.sysfs.join(trigger);
+        let command = sync_command(offset, len, direction).ok_or_else(|| Error::Malformed {
+            path: p.display().to_string(),
+            reason: format!("offset {offset:#x} does not fit u-dma-buf's 32-bit sync command"),
+        })?;
+        let slot = &self.triggers[usize::from(trigger == "sync_for_cpu")];
+        let file = match slot.get() {
+            Some(f) => f,
+            None => {
+                let f = OpenOptions::new()
+                    .write(true)
+                    .open(&p)
+                    .map_err(io_error(&p))?;
+                slot.get_or_init(|| f)
+            }
+        };
+        let text = format!("{command:#018x}");
+        self.sysfs_calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let n = file.write_at(text.as_bytes(), 0).map_err(io_error(&p))?;
+        if n != text.len() {
+            return Err(Error::Malformed {
+                path: p.display().to_string(),
+                reason: format!("took {n} of the sync command's {} bytes", text.len()),
+            });
         }
         Ok(())
     }
+
+    /// System calls made so far for cache maintenance through sysfs (one per
+    /// operation; opening the two trigger files is not counted).
+    pub fn sysfs_calls(&self) -> u64 {
+        self.sysfs_calls.load(std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
-impl DmaMemory for UdmaBuf {
+// SAFETY: the mapping covers the whole buffer (its sysfs size) and lives as
+// long as the value; u-dma-buf's buffer is physically contiguous from
+// `phys_addr`, in the machine's physical address space; maintenance checks
+// its range.
+unsafe impl DmaMemory for UdmaBuf {
+    fn domain(&self) -> u64 {
+        super::PHYSICAL
+    }
+    fn name(&self) -> String {
+        format!("{} (physical {:#x})", self.sysfs.display(), self.phys)
+    }
     fn cpu_base(&self) -> *mut u8 {
         self.map.base()
     }
@@ -349,7 +413,8 @@ mod tests {
         fake_board(dir.path());
         let (regs, _irq) = open_uio(dir.path(), 0).unwrap();
         assert_eq!(regs.len(), 0x10000);
-        regs.write(0x30, 0x0001_0003).unwrap();
+        // SAFETY: a plain file stands in for the device: nothing is started.
+        unsafe { regs.write(0x30, 0x0001_0003) }.unwrap();
         assert_eq!(regs.read(0x30).unwrap(), 0x0001_0003);
         // The mapping is shared: the "device file" sees the write.
         let bytes = std::fs::read(dir.path().join("dev/uio0")).unwrap();
@@ -373,22 +438,24 @@ mod tests {
             (buf.bus_base(), buf.size(), buf.coherent()),
             (0x3f00_0000, 1 << 20, false)
         );
+        let calls = buf.sysfs_calls();
         buf.sync_for_device(4096, 8192).unwrap();
-        assert_eq!(
-            std::fs::read_to_string(ub.join("sync_offset")).unwrap(),
-            "4096"
-        );
-        assert_eq!(
-            std::fs::read_to_string(ub.join("sync_size")).unwrap(),
-            "8192"
-        );
-        assert_eq!(
-            std::fs::read_to_string(ub.join("sync_direction")).unwrap(),
-            "1"
-        );
+        // One write, in u-dma-buf's command form: offset 4096, 8192 bytes,
+        // direction 1 (to the device); the separate range files untouched.
+        assert_eq!(buf.sysfs_calls(), calls + 1);
         assert_eq!(
             std::fs::read_to_string(ub.join("sync_for_device")).unwrap(),
-            "1"
+            "0x0000100000002005"
+        );
+        for f in ["sync_offset", "sync_size", "sync_direction"] {
+            assert_eq!(std::fs::read_to_string(ub.join(f)).unwrap(), "", "{f}");
+        }
+        // An unaligned range widens to 16 bytes at both ends; from the device.
+        buf.sync_for_cpu(100, 30).unwrap();
+        assert_eq!(buf.sysfs_calls(), calls + 2);
+        assert_eq!(
+            std::fs::read_to_string(ub.join("sync_for_cpu")).unwrap(),
+            "0x0000006000000039"
         );
         assert!(matches!(
             buf.sync_for_cpu(1 << 20, 1),

@@ -183,7 +183,7 @@ impl Mirror {
 
     /// Which DMA memory the range is in ([`RegionSource::memory_id`]).
     pub(crate) fn memory_id(&self) -> Option<u64> {
-        self.dma.as_ref().and_then(|d| d.source.memory_id())
+        self.dma.as_ref().map(|d| d.source.memory_id())
     }
 
     /// Where `n` items of `size` bytes from slot `slot` lie for the device: one

@@ -134,23 +134,66 @@ pub enum Wait {
 
 /// A range of a file of DMA memory (a u-dma-buf device, the emulated board's
 /// memory object) that a queue maps twice, mirrored, so a device can read and
-/// write its slots while the CPU sees every run of slots contiguous.
+/// write its slots while the CPU sees every run of slots contiguous. Only
+/// dmaflow makes one (from a [`crate::mem::DmaPool`]): its bus address is
+/// trusted, so no other code may name one.
 pub struct Region {
     /// The file.
-    pub file: std::os::fd::OwnedFd,
+    pub(crate) file: std::os::fd::OwnedFd,
     /// File offset of the range's first byte (on a page boundary).
-    pub offset: u64,
+    pub(crate) offset: u64,
     /// Bytes in the range (whole pages).
-    pub len: usize,
+    pub(crate) len: usize,
     /// The bus address of the range's first byte, as the device sees it.
-    pub bus_addr: u64,
+    pub(crate) bus_addr: u64,
     /// What keeps the range reserved for the queue (dropped after the mapping).
-    pub owner: Box<dyn std::any::Any + Send + Sync>,
+    pub(crate) owner: Box<dyn std::any::Any + Send + Sync>,
+}
+
+impl std::fmt::Debug for Region {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Region")
+            .field("offset", &self.offset)
+            .field("len", &self.len)
+            .field("bus_addr", &self.bus_addr)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) mod sealed {
+    /// Keeps [`super::RegionSource`] dmaflow's own: a device is pointed at
+    /// the bus addresses its ranges carry.
+    pub trait Sealed {}
 }
 
 /// Where a queue in DMA memory gets its memory: the first range, and a new one
-/// each time a process network grows the queue.
-pub trait RegionSource: Send + Sync + std::fmt::Debug {
+/// each time a process network grows the queue. Sealed: the only sources are
+/// dmaflow's own ([`crate::mem::DmaPool::queue_memory`]), because a device is
+/// pointed at the bus addresses they hand out.
+///
+/// A source of a program's own, which could hand the device any address, does
+/// not compile:
+///
+/// ```compile_fail
+/// use dmaflow::ring::{Error, Region, RegionSource};
+/// #[derive(Debug)]
+/// struct Anywhere;
+/// impl RegionSource for Anywhere {
+///     fn region(&self, _: usize) -> Result<Region, Error> { unimplemented!() }
+///     fn sync(&self, _: &(dyn std::any::Any + Send + Sync), _: usize, _: usize, _: bool)
+///         -> Result<(), Error> { Ok(()) }
+///     fn memory_id(&self) -> u64 { 1 }
+/// }
+/// ```
+///
+/// and neither does a [`Region`] with a bus address of its own:
+///
+/// ```compile_fail
+/// let file: std::os::fd::OwnedFd = std::fs::File::open("/dev/null").unwrap().into();
+/// let r = dmaflow::ring::Region { file, offset: 0, len: 4096, bus_addr: 0x1000_0000,
+///                                 owner: Box::new(()) };
+/// ```
+pub trait RegionSource: sealed::Sealed + Send + Sync + std::fmt::Debug {
     /// A range of at least `bytes` bytes (a whole number of pages).
     fn region(&self, bytes: usize) -> Result<Region, Error>;
     /// Cache maintenance of `len` bytes at `offset` of the range `owner`
@@ -164,11 +207,8 @@ pub trait RegionSource: Send + Sync + std::fmt::Debug {
         for_device: bool,
     ) -> Result<(), Error>;
     /// Which DMA memory the ranges come from (the lending pool's id), so a
-    /// driver can refuse a queue in another board's memory; `None` when not
-    /// known.
-    fn memory_id(&self) -> Option<u64> {
-        None
-    }
+    /// driver can refuse a queue in another board's or pool's memory.
+    fn memory_id(&self) -> u64;
 }
 
 /// Where a run of a queue's slots lies for a device.

@@ -68,3 +68,19 @@ pub fn sg_rig(
     )
     .unwrap()
 }
+
+/// Register writes for tests that drive the emulated engine by hand, as a
+/// driver written elsewhere would.
+pub trait Poke {
+    /// Writes register `offset`.
+    fn poke(&self, offset: usize, value: u32) -> Result<(), dmaflow::platform::Error>;
+}
+
+impl<R: dmaflow::platform::RegisterSpace> Poke for R {
+    fn poke(&self, offset: usize, value: u32) -> Result<(), dmaflow::platform::Error> {
+        // SAFETY: these tests own every buffer they point the emulated engine
+        // at (their own pool's buffers, or addresses where the board has no
+        // memory) and do not touch them until the engine is done or reset.
+        unsafe { self.write(offset, value) }
+    }
+}
