@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use dmaflow::axi::{self, AxiDma, Channel, Config, Wait};
 use dmaflow::dma::{Completion, Engine, Error, Lane, PacketRing, Partition, Proxy};
 use dmaflow::mem::{CachePolicy, DmaBuf, DmaPool};
-use dmaflow::platform::MemoryModel;
 use dmaflow::platform::sim::{DEFAULT_DDR_BASE, SimBoard, SimIrq, SimRegisters};
+use dmaflow::platform::{MemoryModel, RegisterSpace};
 use dmaflow::sim::{Clock, Fabric, Faults, Loopback, StreamProcessor};
 
 type SimEngine = Engine<SimRegisters, SimIrq>;
@@ -549,4 +549,177 @@ fn starting_a_busy_or_halted_channel_is_an_error() {
         assert!(err.to_string().contains("DMASlvErr"), "{err}");
         round_trip(e, Completion::Irq).unwrap();
     }
+}
+
+/// An accelerator node whose engine times out: with a short stall the engine
+/// is halted and the queues stay usable; with a long one (the engine cannot be
+/// halted) the output queue the device may still write refuses further use,
+/// the memory is lost to the device, and nothing handed out later is written.
+#[test]
+fn accelerator_nodes_after_a_timeout() {
+    use dmaflow::accel::stage::{self, StageConfig};
+    use dmaflow::graph::Graph;
+    for model in MODELS {
+        both_stalls(|stall| {
+            let mut r = rig(true, Box::new(Loopback), model);
+            let memory = r.pool.queue_memory().unwrap();
+            let engine = r.engines.remove(0);
+            let mut g = Graph::new();
+            let (mut src, mut ain) = g
+                .connect_in::<u32>(("source", "out"), ("acc", "in"), 4096, memory.clone())
+                .unwrap();
+            let (mut aout, mut sink) = g
+                .connect_in::<u32>(("acc", "out"), ("sink", "in"), 4096, memory)
+                .unwrap();
+            g.node("source", move || {
+                Ok(src.write(&(0..20_000).collect::<Vec<u32>>())?)
+            })
+            .unwrap();
+            let what = format!("stage {model:?} {stall:?}");
+            let w = what.clone();
+            g.node("acc", move || {
+                let cfg = StageConfig {
+                    window: 256,
+                    hop: 256,
+                    out_max: 256,
+                    min_window: 1,
+                    depth: 4,
+                    completion: Completion::Poll,
+                };
+                let e = stage::run(&engine, &cfg, &mut ain, &mut aout).unwrap_err();
+                assert!(e.to_string().contains("no completion"), "{w}: {e}");
+                let next = aout.reserve(1).map(|_| ());
+                if stall == LONG {
+                    let e = next.expect_err(&w).to_string();
+                    assert!(e.contains("lost to a device"), "{w}: {e}");
+                } else {
+                    next.unwrap_or_else(|e| panic!("{w}: {e}"));
+                }
+                Err(Box::new(e).into())
+            })
+            .unwrap();
+            g.node("sink", move || {
+                while !sink.peek(1)?.is_empty() {
+                    let k = sink.peek(1)?.len();
+                    sink.consume(k)?;
+                }
+                Ok(())
+            })
+            .unwrap();
+            let armed = Stall::arm(&r, stall, 0);
+            let e = g.run().unwrap_err().to_string();
+            assert!(e.contains("acc"), "{what}: {e}");
+            let lost = r.pool.lost_bytes();
+            if stall == LONG {
+                assert!(lost > 0, "{what}: the queues and rings are lost");
+            } else {
+                assert_eq!(lost, 0, "{what}: the engine halted, nothing is lost");
+            }
+            // Whatever the stalled engine still writes lands in nothing the
+            // program can reach.
+            let mut fresh = r.pool.alloc::<u8>(1 << 20).unwrap();
+            fresh.as_mut_slice().fill(PATTERN);
+            std::thread::sleep(armed.stall + Duration::from_millis(100));
+            assert!(
+                fresh.as_slice().iter().all(|&b| b == PATTERN),
+                "{what}: the device wrote into memory handed out again"
+            );
+        });
+    }
+}
+
+/// A descriptor ring dropped with descriptors handed to the engine gives
+/// their memory up to it; one dropped after the engine went idle returns it.
+#[test]
+fn a_descriptor_ring_dropped_in_flight_keeps_its_memory_from_the_pool() {
+    let r = rig(true, Box::new(Loopback), MemoryModel::Coherent);
+    let dma = r.engines[0].dma();
+    let rx = r.pool.alloc::<u8>(4096).unwrap();
+    let desc = r.pool.alloc::<u32>(4 * dmaflow::axi::DESC_WORDS).unwrap();
+    let mut ring = dma.ring_start(Channel::S2mm, desc, false).unwrap();
+    // SAFETY: `rx` is kept (leaked below) until the engine is reset.
+    unsafe { ring.push(rx.bus_addr(), 4096, dma.max_len()) }.unwrap();
+    dma.ring_flush(&mut ring).unwrap();
+    let before = r.pool.lost_bytes();
+    drop(ring);
+    assert_eq!(
+        r.pool.lost_bytes() - before,
+        4 * 64,
+        "the posted ring's descriptors are the device's"
+    );
+    std::mem::forget(rx);
+    dma.reset().unwrap();
+    // A ring with nothing handed over goes back whole.
+    let desc = r.pool.alloc::<u32>(4 * dmaflow::axi::DESC_WORDS).unwrap();
+    let ring = dma.ring_start(Channel::S2mm, desc, false).unwrap();
+    let before = r.pool.lost_bytes();
+    drop(ring);
+    assert_eq!(r.pool.lost_bytes(), before);
+}
+
+/// A successful accelerator node leaves its engine halted (RS clear), not
+/// running with CURDESC in descriptor memory that went back to the pool.
+#[test]
+fn an_accelerator_node_leaves_its_engine_halted() {
+    use dmaflow::accel::stage::{self, StageConfig};
+    use dmaflow::axi::regs::{DMACR, DMACR_RS, DMASR, DMASR_HALTED, MM2S, S2MM};
+    use dmaflow::graph::Graph;
+    let mut r = rig(true, Box::new(Loopback), MemoryModel::NonCoherent);
+    let memory = r.pool.queue_memory().unwrap();
+    let engine = r.engines.remove(0);
+    let mut g = Graph::new();
+    let (mut src, mut ain) = g
+        .connect_in::<u32>(("source", "out"), ("acc", "in"), 4096, memory.clone())
+        .unwrap();
+    let (mut aout, sink) = g
+        .connect_in::<u32>(("acc", "out"), ("sink", "in"), 4096, memory)
+        .unwrap();
+    g.node("source", move || {
+        Ok(src.write(&(0..5000).collect::<Vec<u32>>())?)
+    })
+    .unwrap();
+    g.node("acc", move || {
+        let cfg = StageConfig {
+            window: 300,
+            hop: 300,
+            out_max: 300,
+            min_window: 1,
+            depth: 4,
+            completion: Completion::Poll,
+        };
+        stage::run(&engine, &cfg, &mut ain, &mut aout)?;
+        Ok(())
+    })
+    .unwrap();
+    let got = common::collect(&mut g, "sink", sink).unwrap();
+    g.run().unwrap();
+    assert_eq!(*got.lock().unwrap(), (0..5000).collect::<Vec<u32>>());
+    let regs = r.board.registers(0).unwrap();
+    for ch in [MM2S, S2MM] {
+        assert_eq!(regs.read(ch + DMACR).unwrap() & DMACR_RS, 0, "{ch:#x}");
+        assert_ne!(regs.read(ch + DMASR).unwrap() & DMASR_HALTED, 0, "{ch:#x}");
+    }
+}
+
+/// An owned transfer forgotten (`mem::forget`) keeps its buffers from the
+/// pool for good and leaves the channels busy; a reset puts the engine back
+/// in service.
+#[test]
+fn a_forgotten_transfer_is_recovered_by_a_reset() {
+    let r = rig(false, Box::new(Loopback), MemoryModel::Coherent);
+    let e = &r.engines[0];
+    let t = e
+        .begin(
+            filled(&r.pool, 512, 1),
+            512,
+            r.pool.alloc(512).unwrap(),
+            512,
+            Completion::Poll,
+        )
+        .unwrap();
+    std::mem::forget(t);
+    let busy = round_trip(e, Completion::Poll).unwrap_err();
+    assert!(busy.to_string().contains("already in flight"), "{busy}");
+    e.dma().reset().unwrap();
+    round_trip(e, Completion::Poll).unwrap();
 }

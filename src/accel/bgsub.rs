@@ -23,7 +23,7 @@ use crate::dsp::bgsub::Params;
 use crate::graph::{self, Input, Output};
 use crate::mem::DmaBuf;
 use crate::platform::{IrqLine, RegisterSpace};
-use crate::ring::DmaSpan;
+use crate::ring::{DmaSpan, MemoryHold};
 
 use super::stage::{Error, StageStats};
 
@@ -42,32 +42,69 @@ struct Node<'e, R: RegisterSpace, I: IrqLine> {
     background: [DmaBuf<u8>; 2],
     /// Whether a background is in `background[0]` (after the first frame).
     started: bool,
+    /// The queues' memory while a frame is with the engines.
+    holds: Vec<MemoryHold>,
     failed: bool,
+    /// The run ended with both engines halted.
+    finished: bool,
+}
+
+impl<R: RegisterSpace, I: IrqLine> Drop for Node<'_, R, I> {
+    /// A node left by a panic or an early return: the engines are halted
+    /// before the rings, the backgrounds and the queues' memory can go back.
+    fn drop(&mut self) {
+        if !self.finished {
+            self.fail();
+        }
+    }
 }
 
 impl<R: RegisterSpace, I: IrqLine> Node<'_, R, I> {
     /// Halts both engines after an error; an engine that cannot be halted keeps
-    /// its rings, the background buffers and the queues' memory for good.
-    fn fail(&mut self, input: &Input<u8>, output: &Output<u8>) {
+    /// its rings, the background buffers and the queues' memory for good (the
+    /// queues' CPU views replaced, the queues refusing further use).
+    fn fail(&mut self) {
         if self.failed {
             return;
         }
         self.failed = true;
         let mut lost = false;
         for (e, rings) in self.engines.iter().zip(self.rings.iter_mut()) {
-            if !e.dma().recover() {
+            if e.dma().recover() {
+                rings.mm2s.engine_halted();
+                rings.s2mm.engine_halted();
+            } else {
                 rings.mm2s.surrender();
                 rings.s2mm.surrender();
                 lost = true;
             }
         }
+        let holds = std::mem::take(&mut self.holds);
         if lost {
             for b in &mut self.background {
                 b.surrender();
             }
-            std::mem::forget(input.hold());
-            std::mem::forget(output.hold());
+            for h in holds {
+                h.surrender();
+            }
         }
+    }
+
+    /// After the last frame: halts both engines, so that neither is left
+    /// running with CURDESC in descriptor memory that goes back to the pool.
+    fn finish(&mut self) -> Result<(), Error> {
+        for (e, rings) in self.engines.iter().zip(self.rings.iter_mut()) {
+            if !e.dma().recover() {
+                self.fail();
+                return Err(Error::Config(
+                    "an engine could not be halted at the end of the stream".into(),
+                ));
+            }
+            rings.mm2s.engine_halted();
+            rings.s2mm.engine_halted();
+        }
+        self.finished = true;
+        Ok(())
     }
 
     fn wait_how(&self, e: usize, ch: Channel) -> Wait<'_> {
@@ -245,12 +282,14 @@ where
         rings: [r0, r1],
         background,
         started: false,
+        holds: Vec::new(),
         failed: false,
+        finished: false,
     };
     let mut stats = StageStats::default();
-    let result = frames(&mut node, n, input, output, &mut stats);
+    let result = frames(&mut node, n, input, output, &mut stats).and_then(|()| node.finish());
     if result.is_err() {
-        node.fail(input, output);
+        node.fail();
     }
     result.map(|()| stats)
 }
@@ -282,7 +321,10 @@ fn frames<R: RegisterSpace, I: IrqLine>(
         for s in &mask {
             output.sync_for_cpu(*s)?;
         }
+        node.holds.extend(input.hold());
+        node.holds.extend(output.hold());
         node.frame(&frame, &mask, n)?;
+        node.holds.clear();
         for s in &mask {
             output.sync_for_cpu(*s)?;
         }

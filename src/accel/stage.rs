@@ -235,6 +235,23 @@ struct Node<'e, 'p, T: Pod, U: Pod, R: RegisterSpace, I: IrqLine> {
     outstanding: usize,
     stats: StageStats,
     failed: bool,
+    /// The run ended with the engine halted and nothing in flight.
+    finished: bool,
+    /// Where an S2MM landing may start while others are in flight: a cache
+    /// line (and a whole item) on a non-coherent board, so that the CPU's gap
+    /// closing never dirties a line the device is writing; an item otherwise.
+    landing_align: u64,
+}
+
+impl<T: Pod, U: Pod, R: RegisterSpace, I: IrqLine> Drop for Node<'_, '_, T, U, R, I> {
+    /// A node left by a panic or an early return: the engine is halted before
+    /// its rings and the queues' memory can go back, or all of it is given up
+    /// to the device for good.
+    fn drop(&mut self) {
+        if !self.finished {
+            self.fail();
+        }
+    }
 }
 
 impl<T: Pod, U: Pod, R: RegisterSpace, I: IrqLine> Node<'_, '_, T, U, R, I> {
@@ -256,24 +273,48 @@ impl<T: Pod, U: Pod, R: RegisterSpace, I: IrqLine> Node<'_, '_, T, U, R, I> {
     }
 
     /// Stops the engine after an error; if it cannot be halted, the descriptor
-    /// rings and the queues' memory stay the device's for good.
+    /// rings and the queues' memory stay the device's for good: the queues'
+    /// CPU views are replaced and both queues refuse further use
+    /// ([`crate::ring::Error::LostToDevice`]), so nothing the program can
+    /// reach is written by the device.
     fn fail(&mut self) {
         if self.failed {
             return;
         }
         self.failed = true;
-        if !self.engine.dma().recover() {
-            self.tx.surrender();
-            self.rx.surrender();
-            for f in self.flights.drain(..) {
-                std::mem::forget(f._input);
-            }
-            for l in self.landings.drain(..) {
-                std::mem::forget(l._hold);
-            }
-            std::mem::forget(self.output.hold());
-            std::mem::forget(self.input.hold());
+        if self.engine.dma().recover() {
+            self.tx.engine_halted();
+            self.rx.engine_halted();
+            self.flights.clear();
+            self.landings.clear();
+            return;
         }
+        self.tx.surrender();
+        self.rx.surrender();
+        let holds = self.flights.drain(..).filter_map(|f| f._input);
+        let holds = holds.chain(self.landings.drain(..).filter_map(|l| l._hold));
+        let holds: Vec<MemoryHold> = holds
+            .chain(self.output.hold())
+            .chain(self.input.hold())
+            .collect();
+        for h in holds {
+            h.surrender();
+        }
+    }
+
+    /// After the last answer: halts the engine, so that it is not left running
+    /// with CURDESC in descriptor memory that goes back to the pool.
+    fn finish(&mut self) -> Result<(), Error> {
+        if !self.engine.dma().recover() {
+            self.fail();
+            return Err(Error::Config(
+                "the engine could not be halted at the end of the stream".into(),
+            ));
+        }
+        self.tx.engine_halted();
+        self.rx.engine_halted();
+        self.finished = true;
+        Ok(())
     }
 
     /// With nothing in flight but S2MM descriptors left over (an early answer
@@ -290,6 +331,8 @@ impl<T: Pod, U: Pod, R: RegisterSpace, I: IrqLine> Node<'_, '_, T, U, R, I> {
                 "the engine could not be halted to withdraw unused S2MM descriptors".into(),
             ));
         }
+        self.tx.engine_halted();
+        self.rx.engine_halted();
         self.landings.clear();
         self.posted_end = self.filled;
         let irq = self.cfg.completion == Completion::Irq;
@@ -322,6 +365,16 @@ impl<T: Pod, U: Pod, R: RegisterSpace, I: IrqLine> Node<'_, '_, T, U, R, I> {
             // last (a gap left by an early answer is not carried on).
             self.posted_end = self.filled;
         }
+        let base = self.output.position() * self.item_out() as u64;
+        // While other landings are in flight, this one starts on its own
+        // cache line (non-coherent board): the gap closing after an early
+        // answer writes up to where the next landing starts, never into a
+        // line the device may already have written.
+        let posted_end = if self.landings.is_empty() {
+            self.posted_end
+        } else {
+            base + (self.posted_end - base).next_multiple_of(self.landing_align)
+        };
         let need = self.sent + self.cfg.window;
         let available = if block {
             Some(self.input.peek(need)?.len())
@@ -341,24 +394,17 @@ impl<T: Pod, U: Pod, R: RegisterSpace, I: IrqLine> Node<'_, '_, T, U, R, I> {
             }
             (left, left, true)
         };
-        // Output space: every descriptor posted so far, and this window's.
+        // Output space: every descriptor posted so far, and this window's
+        // (gaps after early answers still hold space until they go). No slice
+        // is formed over it: the device writes some of it.
         let out_bytes = self.cfg.out_max * self.item_out();
-        let base = self.output.position() * self.item_out() as u64;
-        let reserve_items = ((self.posted_end - base) as usize + out_bytes) / self.item_out();
-        let room = if block {
-            self.output.reserve(reserve_items).map(|_| true)?
-        } else if reserve_items > self.output.capacity() {
-            // Gaps after early answers still hold space: wait for them to go.
-            false
-        } else {
-            self.output.try_reserve(reserve_items)?.is_some()
-        };
-        if !room {
+        let reserve_items = ((posted_end - base) as usize + out_bytes) / self.item_out();
+        if !self.output.reserve_for_device(reserve_items, block)? {
             return Ok((false, false));
         }
         let max = self.engine.dma().max_len();
         // S2MM first: the answer's slots, cleaned and invalidated.
-        let from = ((self.posted_end - base) as usize) / self.item_out();
+        let from = ((posted_end - base) as usize) / self.item_out();
         let spans = self.output.dma_spans(from, self.cfg.out_max)?;
         if spans.len() > self.rx.slots() - 1 - self.rx.in_flight() {
             return Ok((false, false));
@@ -367,6 +413,7 @@ impl<T: Pod, U: Pod, R: RegisterSpace, I: IrqLine> Node<'_, '_, T, U, R, I> {
         if inputs.len() > self.tx.slots() - 1 - self.tx.in_flight() {
             return Ok((false, false));
         }
+        self.posted_end = posted_end;
         for s in &spans {
             self.output.sync_for_cpu(*s)?;
             // SAFETY: the slots are reserved in the output queue and no CPU
@@ -500,9 +547,10 @@ impl<T: Pod, U: Pod, R: RegisterSpace, I: IrqLine> Node<'_, '_, T, U, R, I> {
                     item: size as usize,
                 });
             }
-            // The reservation covers every posted descriptor; commit the answer.
+            // The reservation covers every posted descriptor (no slice over
+            // it: the device still writes the later ones); commit the answer.
             let reserved = ((self.posted_end - base) / size) as usize;
-            if self.output.try_reserve(reserved)?.is_none() {
+            if !self.output.reserve_for_device(reserved, false)? {
                 return Err(Error::Config("reserved output slots vanished".into()));
             }
             self.output.commit((done / size) as usize)?;
@@ -529,6 +577,7 @@ where
     I: IrqLine,
 {
     check(engine, cfg, input, output)?;
+    let out_coherent = output.dma_coherent().unwrap_or(true);
     let irq = cfg.completion == Completion::Irq;
     let slots = 2 * cfg.depth + 1;
     let descs = || engine.pool().alloc::<u32>(slots * DESC_WORDS);
@@ -555,12 +604,29 @@ where
         outstanding: 0,
         stats: StageStats::default(),
         failed: false,
+        finished: false,
+        landing_align: landing_align::<U>(out_coherent),
     };
-    let result = drive(&mut node);
+    let result = drive(&mut node).and_then(|()| node.finish());
     if result.is_err() {
         node.fail();
     }
     result.map(|()| node.stats)
+}
+
+/// Where a landing may start while others are in flight: a whole item, and on
+/// a non-coherent board a whole cache line too.
+fn landing_align<U>(coherent: bool) -> u64 {
+    let item = std::mem::size_of::<U>() as u64;
+    if coherent {
+        return item;
+    }
+    let line = crate::mem::ALIGN as u64;
+    let (mut a, mut b) = (item, line);
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    item / a * line
 }
 
 /// The node's loop: keep `depth` windows in flight, take completions as they

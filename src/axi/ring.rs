@@ -173,6 +173,19 @@ impl<R: RegisterSpace> AxiDma<R> {
     }
 }
 
+impl Drop for DescRing {
+    /// A ring dropped with descriptors handed to the engine and not reclaimed
+    /// (a panic, an early return without halting the engine): the device may
+    /// still read and write them, so their memory is given up to it, never
+    /// returned to the pool. Whoever halts the engine first says so
+    /// ([`AxiDma::recover`] and the drivers built on rings do).
+    fn drop(&mut self) {
+        if self.posted > self.done {
+            self.desc.surrender();
+        }
+    }
+}
+
 impl DescRing {
     /// Descriptors in the ring.
     pub fn slots(&self) -> usize {
@@ -320,6 +333,14 @@ impl DescRing {
     /// memory is lost to it (see [`DmaBuf`]).
     pub(crate) fn surrender(&mut self) {
         self.desc.surrender();
+    }
+
+    /// The engine is confirmed halted (recovered or reset): nothing handed
+    /// over is the device's any more, and the ring must be started again
+    /// ([`AxiDma::ring_start`]) before it is used.
+    pub(crate) fn engine_halted(&mut self) {
+        self.posted = self.head;
+        self.done = self.head;
     }
 
     /// Gives the oldest descriptor back to the driver after its completion.

@@ -2,7 +2,10 @@
 //! when the transfer is complete or the engine is confirmed halted. Dropping the
 //! guard early halts the engine first; forgetting it (`std::mem::forget`) keeps
 //! the buffers from ever returning to the pool, so the device never writes into
-//! memory the program can reach again.
+//! memory the program can reach again. A forgotten transfer also leaves its
+//! channels busy ([`crate::axi::Error::Busy`] on the next start): a reset of
+//! the engine ([`crate::axi::AxiDma::reset`], through [`Engine::dma`]) halts it
+//! and puts it back in service, the forgotten buffers still never returning.
 
 use super::{Completion, Engine, Error};
 use crate::mem::DmaBuf;

@@ -120,7 +120,10 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
                 } else {
                     self.engine.dma.recover()
                 };
-                if !halted {
+                if halted {
+                    self.tx_ring.engine_halted();
+                    self.rx_ring.engine_halted();
+                } else {
                     self.surrender();
                 }
             }
@@ -308,8 +311,13 @@ impl<R: RegisterSpace, I: IrqLine> Drop for PacketRing<'_, R, I> {
     fn drop(&mut self) {
         // Stop the engine before its buffers go back to the pool; if it cannot be
         // stopped, they are lost to it.
-        if !self.stopped && !self.engine.dma.recover() {
-            self.surrender();
+        if !self.stopped {
+            if self.engine.dma.recover() {
+                self.tx_ring.engine_halted();
+                self.rx_ring.engine_halted();
+            } else {
+                self.surrender();
+            }
         }
     }
 }

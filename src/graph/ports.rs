@@ -56,9 +56,11 @@ impl<T: Pod> Output<T> {
         Ok(())
     }
 
+    /// Whether `n` slots are free (they are then reserved), without forming
+    /// a slice over them.
     pub(super) fn has_room(&mut self, n: usize) -> Result<bool, Error> {
-        match self.writer_mut().try_reserve(n) {
-            Ok(s) => Ok(s.is_some()),
+        match self.writer_mut().has_room(n) {
+            Ok(free) => Ok(free),
             Err(e) => Err(self.port_error(e)),
         }
     }
@@ -71,6 +73,43 @@ impl<T: Pod> Output<T> {
     /// Waits until `n` contiguous slots are free and returns them (growing the
     /// queue if `n` exceeds it).
     pub fn reserve(&mut self, n: usize) -> Result<&mut [T], Error> {
+        self.wait_room(n)?;
+        let w = self
+            .w
+            .as_mut()
+            .unwrap_or_else(|| unreachable!("output used after drop"));
+        match w.try_reserve(n) {
+            Ok(Some(s)) => Ok(s),
+            // Only this writer takes free slots, and it just saw `n` of them.
+            Ok(None) => unreachable!("free slots cannot disappear from under the writer"),
+            Err(source) => Err(Error::Port {
+                node: self.rt.node_name(self.node),
+                port: self.port.clone(),
+                source,
+            }),
+        }
+    }
+
+    /// Reserves `n` slots for a device to write, waiting for them if `block`
+    /// (growing the queue if `n` exceeds it: only while the device holds none
+    /// of its slots), without forming a slice over them: some may be slots a
+    /// device is writing. `Ok(false)` when they are not free and `!block`.
+    pub(crate) fn reserve_for_device(&mut self, n: usize, block: bool) -> Result<bool, Error> {
+        if block {
+            self.wait_room(n)?;
+            return Ok(true);
+        }
+        if self.rt.abort.load(Ordering::Acquire) {
+            return Err(self.aborted());
+        }
+        if n > self.capacity() {
+            return Ok(false);
+        }
+        self.has_room(n)
+    }
+
+    /// Waits until `n` slots are free (they are then reserved).
+    fn wait_room(&mut self, n: usize) -> Result<(), Error> {
         loop {
             if self.rt.abort.load(Ordering::Acquire) {
                 return Err(self.aborted());
@@ -103,20 +142,7 @@ impl<T: Pod> Output<T> {
             }
             s.status[self.node] = Status::Running;
         }
-        let w = self
-            .w
-            .as_mut()
-            .unwrap_or_else(|| unreachable!("output used after drop"));
-        match w.try_reserve(n) {
-            Ok(Some(s)) => Ok(s),
-            // Only this writer takes free slots, and it just saw `n` of them.
-            Ok(None) => unreachable!("free slots cannot disappear from under the writer"),
-            Err(source) => Err(Error::Port {
-                node: self.rt.node_name(self.node),
-                port: self.port.clone(),
-                source,
-            }),
-        }
+        Ok(())
     }
 
     /// Publishes the first `k` reserved items.
@@ -176,6 +202,11 @@ impl<T: Pod> Output<T> {
     /// For a queue in DMA memory, which memory (the lending pool's id).
     pub fn dma_memory_id(&self) -> Option<u64> {
         self.w.as_ref().and_then(Writer::dma_memory_id)
+    }
+
+    /// For a queue in DMA memory, whether it needs no cache maintenance.
+    pub fn dma_coherent(&self) -> Option<bool> {
+        self.w.as_ref().and_then(Writer::dma_coherent)
     }
 
     /// Copies `items` into the queue (in pieces no larger than the queue).

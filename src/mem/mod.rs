@@ -435,6 +435,16 @@ impl crate::ring::RegionSource for QueueMemory {
     fn memory_id(&self) -> u64 {
         self.pool.id()
     }
+
+    fn coherent(&self) -> bool {
+        self.pool.policy() == CachePolicy::Coherent
+    }
+
+    fn abandon(&self, owner: &(dyn std::any::Any + Send + Sync)) {
+        if let Some(buf) = owner.downcast_ref::<DmaBuf<u8>>() {
+            buf.abandon();
+        }
+    }
 }
 
 /// A buffer in DMA memory: a CPU view and the bus address the device uses. It is

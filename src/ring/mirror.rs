@@ -18,6 +18,8 @@ use super::{DmaSpan, Error, Region, RegionSource};
 pub(crate) struct Mirror {
     base: NonNull<u8>,
     len: usize,
+    /// Given up to a device that could not be halted ([`Mirror::surrender`]).
+    lost: std::sync::atomic::AtomicBool,
     /// For a queue in DMA memory: where its range lies for the device, and what
     /// keeps it reserved. Dropped after the mapping is gone.
     dma: Option<Dma>,
@@ -146,6 +148,7 @@ impl Mirror {
                 source: io::Error::other("null mapping"),
             })?,
             len,
+            lost: std::sync::atomic::AtomicBool::new(false),
             dma: None,
         };
         for (half, step) in [(0, "mmap (first copy)"), (1, "mmap (second copy)")] {
@@ -179,6 +182,56 @@ impl Mirror {
         unsafe { madvise(reserved, 2 * len, Advice::LinuxDontFork) }
             .map_err(map_error(2 * len, "madvise(MADV_DONTFORK)"))?;
         Ok(mirror)
+    }
+
+    /// Gives the range up to a device that could not be halted: the range is
+    /// never returned to its pool, and both copies of the CPU's view are
+    /// replaced by private zero pages at the same addresses, so nothing the
+    /// program can reach is written by the device any more. The queue then
+    /// refuses to be used ([`Error::LostToDevice`]). Nothing happens for a
+    /// queue in ordinary memory, or a second time.
+    pub(crate) fn surrender(&self) {
+        let Some(d) = &self.dma else {
+            return;
+        };
+        if self.lost.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            return;
+        }
+        d.source.abandon(&*d.owner);
+        // SAFETY: MAP_FIXED replaces exactly the two copies of our own mapping
+        // (`base` to `base + 2 * len`) with anonymous memory at the same
+        // addresses, so every pointer into it stays valid (it reads zeros);
+        // no other mapping is touched.
+        let remapped = unsafe {
+            mmap_anonymous(
+                self.base.as_ptr().cast(),
+                2 * self.len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE | MapFlags::FIXED,
+            )
+        };
+        if remapped.is_err() {
+            // Without the replacement the CPU view would still be the device's
+            // memory: make it unreachable instead (any access faults).
+            // SAFETY: as above, over our own range.
+            let _ = unsafe {
+                rustix::mm::mprotect(
+                    self.base.as_ptr().cast(),
+                    2 * self.len,
+                    rustix::mm::MprotectFlags::empty(),
+                )
+            };
+        }
+    }
+
+    /// Whether the range was given up to a device ([`Mirror::surrender`]).
+    pub(crate) fn is_lost(&self) -> bool {
+        self.lost.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Whether the range needs no cache maintenance ([`RegionSource::coherent`]).
+    pub(crate) fn coherent(&self) -> Option<bool> {
+        self.dma.as_ref().map(|d| d.source.coherent())
     }
 
     /// Which DMA memory the range is in ([`RegionSource::memory_id`]).

@@ -95,6 +95,10 @@ pub enum Error {
     /// caches in step (its own error, named).
     #[error("DMA memory for a queue: {0}")]
     Region(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The queue's DMA memory was given up to a device that could not be
+    /// halted after a failure: the queue can no longer be used.
+    #[error("the queue's DMA memory was lost to a device that could not be halted")]
+    LostToDevice,
     /// A device address or cache maintenance asked of a queue in ordinary memory.
     #[error("the queue is in ordinary memory: a device cannot reach it")]
     NotDmaMemory,
@@ -209,6 +213,12 @@ pub trait RegionSource: sealed::Sealed + Send + Sync + std::fmt::Debug {
     /// Which DMA memory the ranges come from (the lending pool's id), so a
     /// driver can refuse a queue in another board's or pool's memory.
     fn memory_id(&self) -> u64;
+    /// Whether the device's writes are visible to the CPU without cache
+    /// maintenance (and the CPU's to the device).
+    fn coherent(&self) -> bool;
+    /// Gives the range `owner` keeps up to a device that could not be halted:
+    /// it is never handed out again.
+    fn abandon(&self, owner: &(dyn std::any::Any + Send + Sync));
 }
 
 /// Where a run of a queue's slots lies for a device.
@@ -316,6 +326,7 @@ impl<T: Pod> Writer<T> {
     /// [`Error::Closed`] if every reader is gone.
     pub fn reserve(&mut self, n: usize) -> Result<&mut [T], Error> {
         self.side.wait_free(n, true)?;
+        self.usable()?;
         Ok(self.slots(n))
     }
 
@@ -325,7 +336,28 @@ impl<T: Pod> Writer<T> {
         if !self.side.wait_free(n, false)? {
             return Ok(None);
         }
+        self.usable()?;
         Ok(Some(self.slots(n)))
+    }
+
+    /// Whether `n` slots from the write position are free, without looking at
+    /// them: for a driver that must not form a slice over slots a device may
+    /// still be writing.
+    pub(crate) fn has_room(&mut self, n: usize) -> Result<bool, Error> {
+        let free = self.side.wait_free(n, false)?;
+        self.usable()?;
+        if free {
+            self.reserved = n;
+        }
+        Ok(free)
+    }
+
+    /// Fails once the queue's memory is lost to a device.
+    fn usable(&self) -> Result<(), Error> {
+        if self.side.memory().is_lost() {
+            return Err(Error::LostToDevice);
+        }
+        Ok(())
     }
 
     fn slots(&mut self, n: usize) -> &mut [T] {
@@ -428,6 +460,12 @@ impl<T: Pod> Writer<T> {
         self.side.memory().memory_id()
     }
 
+    /// For a queue in DMA memory, whether its memory needs no cache
+    /// maintenance (see [`RegionSource::coherent`]).
+    pub fn dma_coherent(&self) -> Option<bool> {
+        self.side.memory().coherent()
+    }
+
     /// Cache maintenance (clean and invalidate) of `span` (from
     /// [`dma_spans`](Self::dma_spans)): before S2MM writes it, so that no dirty
     /// line of the CPU's is written back over what the device writes, and
@@ -440,7 +478,20 @@ impl<T: Pod> Writer<T> {
 /// Keeps a queue's memory as it is now mapped and, for DMA memory, its range
 /// reserved, even if the queue grows into new memory meanwhile: hold one for
 /// as long as a device may read or write the slots it was given.
-pub struct MemoryHold(#[allow(dead_code)] Arc<Mirror>);
+pub struct MemoryHold(Arc<Mirror>);
+
+impl MemoryHold {
+    /// Gives the held memory up to a device that could not be halted: it is
+    /// never unmapped or returned to its pool, the CPU's view of it is
+    /// replaced by private memory, and the queue (if it still lives in this
+    /// memory) fails every later use with [`Error::LostToDevice`].
+    pub(crate) fn surrender(self) {
+        self.0.surrender();
+        // The mapping stays reserved for good: the device may still write the
+        // range behind it.
+        std::mem::forget(self);
+    }
+}
 
 impl std::fmt::Debug for MemoryHold {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -464,6 +515,9 @@ fn spans<T>(
             requested: n,
             capacity,
         });
+    }
+    if memory.is_lost() {
+        return Err(Error::LostToDevice);
     }
     memory
         .spans((slot + from) % capacity, n, std::mem::size_of::<T>())
@@ -494,6 +548,7 @@ impl<T: Pod> Reader<T> {
     /// Errors: [`Error::ThresholdTooLarge`] if `threshold` exceeds the capacity.
     pub fn peek(&mut self, threshold: usize) -> Result<&[T], Error> {
         let n = self.side.wait_available(threshold, true)?.unwrap_or(0);
+        self.usable()?;
         Ok(self.items(n))
     }
 
@@ -501,9 +556,21 @@ impl<T: Pod> Reader<T> {
     /// `threshold` items are readable and the writer is still there.
     pub fn try_peek(&mut self, threshold: usize) -> Result<Option<&[T]>, Error> {
         Ok(match self.side.wait_available(threshold, false)? {
-            Some(n) => Some(self.items(n)),
+            Some(n) => {
+                self.usable()?;
+                Some(self.items(n))
+            }
             None => None,
         })
+    }
+
+    /// Fails once the queue's memory is lost to a device: what it holds is
+    /// not the stream any more.
+    fn usable(&self) -> Result<(), Error> {
+        if self.side.memory().is_lost() {
+            return Err(Error::LostToDevice);
+        }
+        Ok(())
     }
 
     fn items(&self, n: usize) -> &[T] {
