@@ -723,3 +723,72 @@ fn a_forgotten_transfer_is_recovered_by_a_reset() {
     e.dma().reset().unwrap();
     round_trip(e, Completion::Poll).unwrap();
 }
+
+/// A descriptor whose status reports a bus error (written by the emulated IP
+/// with the channel halted) is a named error, never data: in a packet ring on
+/// either channel, and in an accelerator node; the engine works again after.
+#[test]
+fn descriptor_error_bits_are_named_errors() {
+    use dmaflow::axi::regs::{DESC_STS_DEC_ERR, DESC_STS_SLV_ERR};
+    let r = rig(true, Box::new(Loopback), MemoryModel::NonCoherent);
+    let e = &r.engines[0];
+    for (ch, bits, name) in [
+        (0, DESC_STS_SLV_ERR, "DMASlvErr"),
+        (1, DESC_STS_DEC_ERR, "DMADecErr"),
+    ] {
+        let mut ring = PacketRing::new(e, 8, 1024, 1, Completion::Poll).unwrap();
+        r.fabric.inject(Faults {
+            descriptor_error: Some((ch, bits)),
+            ..Faults::default()
+        });
+        let mut out = [0u8; 1024];
+        let got = ring.send(&data(700, 4)).and_then(|()| ring.recv(&mut out));
+        let err = got
+            .expect_err("an errored descriptor is no data")
+            .to_string();
+        assert!(
+            err.contains("descriptor status reports") && err.contains(name),
+            "{err}"
+        );
+        drop(ring);
+        let mut ring = PacketRing::new(e, 8, 1024, 1, Completion::Poll).unwrap();
+        ring.send(&data(700, 5)).unwrap();
+        let n = ring.recv(&mut out).unwrap();
+        assert_eq!(&out[..n], &data(700, 5)[..]);
+    }
+    // An accelerator node: the graph stops with the descriptor's error.
+    use dmaflow::accel::stage::{self, StageConfig};
+    use dmaflow::graph::Graph;
+    let mut r = rig(true, Box::new(Loopback), MemoryModel::Coherent);
+    let memory = r.pool.queue_memory().unwrap();
+    let engine = r.engines.remove(0);
+    let mut g = Graph::new();
+    let (mut src, ain) = g
+        .connect_in::<u32>(("source", "out"), ("acc", "in"), 4096, memory.clone())
+        .unwrap();
+    let (aout, sink) = g
+        .connect_in::<u32>(("acc", "out"), ("sink", "in"), 4096, memory)
+        .unwrap();
+    g.node("source", move || {
+        Ok(src.write(&(0..20_000).collect::<Vec<u32>>())?)
+    })
+    .unwrap();
+    let cfg = StageConfig {
+        window: 256,
+        hop: 256,
+        out_max: 256,
+        min_window: 1,
+        depth: 4,
+        completion: Completion::Poll,
+    };
+    let stats = Arc::new(std::sync::Mutex::new(Default::default()));
+    stage::add_node(&mut g, "acc", engine, cfg, ain, aout, stats).unwrap();
+    let _ = common::collect(&mut g, "sink", sink).unwrap();
+    r.fabric.inject(Faults {
+        descriptor_error: Some((1, DESC_STS_SLV_ERR)),
+        ..Faults::default()
+    });
+    let err = g.run().unwrap_err().to_string();
+    assert!(err.contains("descriptor status reports DMASlvErr"), "{err}");
+    assert_eq!(r.pool.lost_bytes(), 0, "the engine was halted");
+}

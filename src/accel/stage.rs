@@ -370,10 +370,12 @@ impl<T: Pod, U: Pod, R: RegisterSpace, I: IrqLine> Node<'_, '_, T, U, R, I> {
         // cache line (non-coherent board): the gap closing after an early
         // answer writes up to where the next landing starts, never into a
         // line the device may already have written.
+        // (Stream positions map to the queue's memory modulo its size, a whole
+        // number of pages: a position on a line boundary is one in memory.)
         let posted_end = if self.landings.is_empty() {
             self.posted_end
         } else {
-            base + (self.posted_end - base).next_multiple_of(self.landing_align)
+            self.posted_end.next_multiple_of(self.landing_align)
         };
         let need = self.sent + self.cfg.window;
         let available = if block {

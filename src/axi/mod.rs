@@ -75,6 +75,18 @@ pub enum Error {
         /// DMASR as read.
         dmasr: u32,
     },
+    /// A descriptor's status reports an error (DMAIntErr, DMASlvErr or
+    /// DMADecErr in its STATUS word): what it moved is not data. The driver
+    /// has halted and reset the engine (or, if it could not, marked it failed).
+    #[error("{channel}: descriptor status reports {what} (STATUS {status:#010x})")]
+    Descriptor {
+        /// The channel.
+        channel: Channel,
+        /// The error bits by name.
+        what: String,
+        /// The descriptor's status word as read.
+        status: u32,
+    },
     /// The engine did not finish in time; the driver has halted and reset the
     /// engine (or, if it could not, marked it failed).
     #[error("{channel}: no completion within {timeout:?} (DMASR {dmasr:#010x})")]
@@ -177,6 +189,21 @@ pub fn decode_errors(dmasr: u32) -> String {
     let v: Vec<&str> = names
         .iter()
         .filter(|(bit, _)| dmasr & bit != 0)
+        .map(|&(_, n)| n)
+        .collect();
+    v.join("+")
+}
+
+/// Names the error bits of a descriptor's status word.
+pub fn decode_descriptor_errors(status: u32) -> String {
+    let names = [
+        (DESC_STS_INT_ERR, "DMAIntErr"),
+        (DESC_STS_SLV_ERR, "DMASlvErr"),
+        (DESC_STS_DEC_ERR, "DMADecErr"),
+    ];
+    let v: Vec<&str> = names
+        .iter()
+        .filter(|(bit, _)| status & bit != 0)
         .map(|&(_, n)| n)
         .collect();
     v.join("+")
@@ -636,6 +663,15 @@ impl<R: RegisterSpace> AxiDma<R> {
             self.checked_status(ch)?;
             // Drop stale lines before looking at what the engine wrote.
             ring.sync_range_for_cpu(0, chain.descriptors * DESC_ALIGN as usize)?;
+            // A descriptor that reports an error ends the wait with it.
+            if let Some(s) = (0..=last).map(status).find(|s| s & DESC_STS_ERR_MASK != 0) {
+                self.recover();
+                return Err(Error::Descriptor {
+                    channel: ch,
+                    what: decode_descriptor_errors(s),
+                    status: s,
+                });
+            }
             // S2MM may finish a packet before the last descriptor: its RXEOF ends it.
             let done = (0..=last).find(|&i| {
                 let s = status(i);

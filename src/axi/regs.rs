@@ -112,3 +112,5 @@ pub const DESC_STS_SLV_ERR: u32 = 1 << 29;
 pub const DESC_STS_DEC_ERR: u32 = 1 << 30;
 /// Descriptor status: completed.
 pub const DESC_STS_CMPLT: u32 = 1 << 31;
+/// Every error bit of a descriptor's status (DMAIntErr, DMASlvErr, DMADecErr).
+pub const DESC_STS_ERR_MASK: u32 = DESC_STS_INT_ERR | DESC_STS_SLV_ERR | DESC_STS_DEC_ERR;

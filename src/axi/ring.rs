@@ -153,6 +153,14 @@ impl<R: RegisterSpace> AxiDma<R> {
         }
         let ch = ring.channel;
         self.wait_for(ch, how, || {
+            if let Some(s) = ring.errored() {
+                self.recover();
+                return Err(Error::Descriptor {
+                    channel: ch,
+                    what: super::decode_descriptor_errors(s),
+                    status: s,
+                });
+            }
             if let Some(s) = ring.completed() {
                 if matches!(how, Wait::Irq(_)) {
                     self.acknowledge(ch)?;
@@ -308,9 +316,8 @@ impl DescRing {
         Ok(slot)
     }
 
-    /// The oldest outstanding descriptor's status word if the engine marked it
-    /// Cmplt.
-    pub fn completed(&self) -> Option<u32> {
+    /// The oldest outstanding descriptor's status word.
+    fn oldest_status(&self) -> Option<u32> {
         if self.done == self.posted {
             return None;
         }
@@ -320,13 +327,28 @@ impl DescRing {
         let _ = self
             .desc
             .sync_range_for_cpu(slot * DESC_ALIGN as usize, DESC_ALIGN as usize);
-        let s = self.desc.load_word(word(slot, DESC_STATUS))?;
-        if s & DESC_STS_CMPLT == 0 {
+        self.desc.load_word(word(slot, DESC_STATUS))
+    }
+
+    /// The oldest outstanding descriptor's status word if the engine marked it
+    /// Cmplt without an error. A descriptor whose status reports an error
+    /// (see [`errored`](Self::errored)) is never complete: what it moved is
+    /// not data.
+    pub fn completed(&self) -> Option<u32> {
+        let s = self.oldest_status()?;
+        if s & DESC_STS_CMPLT == 0 || s & DESC_STS_ERR_MASK != 0 {
             return None;
         }
         // Rule 2 of the ordering contract: Cmplt before what it announces.
         platform::dma_rmb();
         Some(s)
+    }
+
+    /// The oldest outstanding descriptor's status word if it reports an error
+    /// (DMAIntErr, DMASlvErr, DMADecErr). [`AxiDma::ring_wait`] turns it into
+    /// [`Error::Descriptor`].
+    pub fn errored(&self) -> Option<u32> {
+        self.oldest_status().filter(|s| s & DESC_STS_ERR_MASK != 0)
     }
 
     /// Gives the descriptors up to an engine that could not be halted: their

@@ -123,7 +123,11 @@ impl Error {
     fn recovered(&self) -> bool {
         matches!(
             self,
-            Error::Axi(axi::Error::Timeout { .. } | axi::Error::Device { .. })
+            Error::Axi(
+                axi::Error::Timeout { .. }
+                    | axi::Error::Device { .. }
+                    | axi::Error::Descriptor { .. }
+            )
         )
     }
 }

@@ -164,6 +164,9 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
         while self.tx_ring.completed().is_some() {
             self.tx_ring.reclaim();
         }
+        if let Some(e) = self.tx_error() {
+            return self.guard(Err(e));
+        }
         if self.tx_ring.is_full() {
             let flushed = self.engine.dma.ring_flush(&mut self.tx_ring);
             self.guard(flushed)?;
@@ -214,7 +217,22 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
         self.guard(flushed)?;
         let how = self.how(Channel::S2mm);
         let waited = self.engine.dma.ring_wait(&self.rx_ring, &how);
+        // Nothing arrives when a packet's read failed on MM2S: that
+        // descriptor's error is the cause to name.
+        let waited = waited.map_err(|e| self.tx_error().unwrap_or(e));
         self.guard(waited)
+    }
+
+    /// The MM2S descriptor error, if the oldest descriptor in flight reports
+    /// one (the engine halted with it).
+    fn tx_error(&self) -> Option<axi::Error> {
+        let s = self.tx_ring.errored()?;
+        self.engine.dma.recover();
+        Some(axi::Error::Descriptor {
+            channel: Channel::Mm2s,
+            what: axi::decode_descriptor_errors(s),
+            status: s,
+        })
     }
 
     /// Waits for the next packet and lets `read` look at it in place (zero-copy);

@@ -334,6 +334,14 @@ impl Shared {
             if self.dev.read_ddr(addr, &mut packet[start..]).is_err() {
                 return self.fail_at(st, e, 0, cur, DMASR_DMA_DEC_ERR);
             }
+            if let Some((0, bits)) = st.faults.descriptor_error {
+                // The injected bus error on the read: the descriptor reports
+                // it, nothing goes out on the stream, the channel halts.
+                st.faults.descriptor_error = None;
+                let status = len as u32 | DESC_STS_CMPLT | bits;
+                let _ = self.dev.write_word(cur + DESC_STATUS, status);
+                return self.fail_at(st, e, 0, cur, descriptor_to_dmasr(bits));
+            }
             // Cmplt is written once the stream has taken the packet's data.
             st.engines[e]
                 .mm2s_descs
@@ -443,6 +451,13 @@ impl Shared {
                 for (i, w) in app.iter().flatten().enumerate() {
                     let _ = self.dev.write_word(cur + DESC_APP0 + 4 * i as u64, *w);
                 }
+            }
+            if let Some((1, bits)) = st.faults.descriptor_error {
+                st.faults.descriptor_error = None;
+                let _ = self.dev.write_word(cur + DESC_STATUS, status | bits);
+                st.engines[e].s2mm_chain = None;
+                self.complete(st, e, 1, descriptor_to_dmasr(bits));
+                return true;
             }
             let _ = self.dev.write_word(cur + DESC_STATUS, status);
             self.set(e, 1, CURDESC, cur as u32);
@@ -607,4 +622,10 @@ fn spin_to(t: Instant) {
     while Instant::now() < t {
         std::hint::spin_loop();
     }
+}
+
+/// The DMASR error bits (DMAIntErr, DMASlvErr, DMADecErr, bits 4-6) that
+/// go with a descriptor's status error bits (bits 28-30).
+fn descriptor_to_dmasr(bits: u32) -> u32 {
+    (bits & DESC_STS_ERR_MASK) >> 24
 }

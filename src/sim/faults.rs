@@ -7,6 +7,11 @@ use std::time::Duration;
 pub struct Faults {
     /// Set these DMASR error bits on the next completion of this channel (0 = MM2S).
     pub force_error: Option<(usize, u32)>,
+    /// Write these error bits (the descriptor STATUS bits DMAIntErr,
+    /// DMASlvErr, DMADecErr) into the next descriptor this channel completes
+    /// (0 = MM2S), and halt the channel with the matching DMASR error, as the
+    /// IP does when a transfer fails on the AXI bus.
+    pub descriptor_error: Option<(usize, u32)>,
     /// Complete but raise no interrupt, once.
     pub drop_irq: bool,
     /// The next transfer stays in progress this much longer: the device thread
