@@ -775,3 +775,59 @@ fn small_transfers_pay_the_pg021_latencies() {
     }
     drop(b.fabric);
 }
+
+/// PG021 / Linux xilinx_dma ("Cannot stop channel"): an S2MM channel with
+/// descriptors fetched and no stream data does not assert Halted when RS is
+/// cleared; a soft reset halts it. The driver's recovery takes that path
+/// without waiting out its timeout.
+#[test]
+fn s2mm_with_descriptors_and_no_data_does_not_halt_until_a_reset() {
+    let b = board(true, Clock::Unlimited);
+    let r = &b.regs;
+    reset(r);
+    let mut rxr = b.pool.alloc::<u32>(32).unwrap();
+    let rx = b.pool.alloc::<u8>(4096).unwrap();
+    let x = rxr.bus_addr();
+    descriptor(&mut rxr, 0, x + 64, rx.bus_addr(), 2048, 0);
+    descriptor(&mut rxr, 1, x, rx.bus_addr() + 2048, 2048, 0);
+    arm(r, S2MM, &rxr);
+    r.poke(S2MM + TAILDESC, (x + 64) as u32).unwrap();
+    // The device fetches the chain; no stream data comes.
+    std::thread::sleep(Duration::from_millis(20));
+    r.poke(S2MM + DMACR, 0).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(
+        r.read(S2MM + DMASR).unwrap() & DMASR_HALTED,
+        0,
+        "Halted does not assert"
+    );
+    reset(r);
+    assert_ne!(r.read(S2MM + DMASR).unwrap() & DMASR_HALTED, 0);
+    drop(rx);
+
+    // The driver: recover() resets after a moment, confirmed halted.
+    let cfg = dmaflow::axi::Config {
+        timeout: Duration::from_secs(30),
+        ..dmaflow::axi::Config::default()
+    };
+    let dma = dmaflow::axi::AxiDma::new(b.board.registers(0).unwrap(), cfg).unwrap();
+    let desc = b.pool.alloc::<u32>(4 * 16).unwrap();
+    let rx = b.pool.alloc::<u8>(4096).unwrap();
+    let mut ring = dma
+        .ring_start(dmaflow::axi::Channel::S2mm, desc, false)
+        .unwrap();
+    for k in 0..2 {
+        // SAFETY: `rx` outlives the engine's use: recover() below halts it.
+        unsafe { ring.push(rx.bus_addr() + 2048 * k, 2048, dma.max_len()) }.unwrap();
+    }
+    dma.ring_flush(&mut ring).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    let t0 = Instant::now();
+    assert!(dma.recover(), "reset confirms the channel halted");
+    assert!(
+        t0.elapsed() < Duration::from_secs(15),
+        "recovery waited out its 30 s timeout"
+    );
+    assert_ne!(r.read(S2MM + DMASR).unwrap() & DMASR_HALTED, 0);
+    drop(ring);
+}

@@ -223,6 +223,9 @@ pub struct AxiDma<R> {
     failed: Cell<bool>,
 }
 
+/// How long [`AxiDma::recover`] waits for Halted before it resets the engine.
+pub const HALT_GRACE: Duration = Duration::from_millis(2);
+
 /// How often an interrupt wait looks at DMASR even without an interrupt, so that a
 /// lost interrupt costs this long, not the whole timeout.
 const IRQ_RECHECK: Duration = Duration::from_millis(10);
@@ -274,9 +277,14 @@ impl<R: RegisterSpace> AxiDma<R> {
     /// confirms both channels halted. A successful reset puts a failed engine back
     /// in service.
     pub fn reset(&self) -> Result<(), Error> {
+        self.reset_within(self.cfg.timeout)
+    }
+
+    /// [`reset`](Self::reset), waiting at most `patience` for it to finish.
+    fn reset_within(&self, patience: Duration) -> Result<(), Error> {
         self.forget_registers();
         self.set(Channel::Mm2s, DMACR, DMACR_RESET)?;
-        let deadline = Instant::now() + self.cfg.timeout;
+        let deadline = Instant::now() + patience;
         loop {
             let done = self.reg(Channel::Mm2s, DMACR)? & DMACR_RESET == 0
                 && self.status(Channel::Mm2s)? & DMASR_HALTED != 0
@@ -326,17 +334,24 @@ impl<R: RegisterSpace> AxiDma<R> {
     }
 
     /// After a timeout or an error: stops both channels (RS cleared; PG021 halts a
-    /// channel once the transfer in progress ends), waits at most the configured
-    /// timeout for both to report Halted, then soft-resets the engine to clear its
+    /// channel once the transfer in progress ends), waits a moment ([`HALT_GRACE`])
+    /// for both to report Halted, then soft-resets the engine to clear its
     /// sticky error state. Returns whether the device is confirmed to own no memory
     /// any more (halted or reset); if not, the engine is marked failed and the
     /// caller must treat every buffer it was given as lost.
+    ///
+    /// The wait for Halted is short ([`HALT_GRACE`]): an S2MM channel with
+    /// descriptors fetched and no stream data does not assert Halted on the IP
+    /// at all, and the soft reset that follows itself waits for the transfer in
+    /// progress and confirms both channels halted (with the rest of two
+    /// timeouts, the patience the halt and the reset had before).
     pub fn recover(&self) -> bool {
         self.forget_registers();
         for ch in [Channel::Mm2s, Channel::S2mm] {
             let _ = self.set(ch, DMACR, 0);
         }
-        let deadline = Instant::now() + self.cfg.timeout;
+        let grace = self.cfg.timeout.min(HALT_GRACE);
+        let deadline = Instant::now() + grace;
         let halted = |ch| self.status(ch).is_ok_and(|sr| sr & DMASR_HALTED != 0);
         let mut stopped = false;
         while Instant::now() <= deadline {
@@ -346,7 +361,9 @@ impl<R: RegisterSpace> AxiDma<R> {
             }
             std::thread::yield_now();
         }
-        let reset = self.reset().is_ok();
+        // The reset waits for a transfer in progress: give it the rest of
+        // two timeouts (the halt's and the reset's own).
+        let reset = self.reset_within(2 * self.cfg.timeout - grace).is_ok();
         if !reset {
             self.failed.set(true);
         }

@@ -221,6 +221,16 @@ impl Shared {
                     sr
                 }
             });
+        } else if ch == 1 && self.sg && {
+            let g = &st.engines[e];
+            g.s2mm_chain.is_some() && g.stream.is_empty() && g.s2mm_offset == 0
+        } {
+            // S2MM with descriptors fetched and no stream data to finish them:
+            // on the IP Halted does not assert (Linux's xilinx_dma reports
+            // "Cannot stop channel" and resets). The channel stops taking data
+            // but keeps reading as not halted until a reset.
+            self.stop_channel(st, e, ch);
+            self.update_sr(e, ch, |sr| sr & !DMASR_HALTED);
         } else {
             self.stop_channel(st, e, ch);
         }
