@@ -206,6 +206,7 @@ fn early_answers_on_a_non_coherent_board_keep_the_stream() {
             Box::new(OneShort),
         )
         .unwrap();
+        r.board.set_random_eviction(Some(common::EVICTION_SEED));
         let (out, stats): (Vec<u16>, _) = pipeline(
             r,
             cfg(window, window, window, Completion::Poll),

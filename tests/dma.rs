@@ -24,6 +24,7 @@ fn rig(policy: CachePolicy) -> Rig {
 
 fn rig_on(policy: CachePolicy, model: MemoryModel) -> Rig {
     let board = SimBoard::with_model(1, 16 << 20, DEFAULT_DDR_BASE, 2, model).unwrap();
+    board.set_random_eviction(Some(common::EVICTION_SEED));
     let fabric = Fabric::start(&board, Clock::Unlimited).unwrap();
     fabric
         .set_length_width(Config::default().length_width)

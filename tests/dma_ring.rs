@@ -28,6 +28,7 @@ fn every_mode_moves_every_packet_in_order() {
             Box::new(Loopback),
         )
         .unwrap();
+        rig.board.set_random_eviction(Some(0x5EED_CAC4E));
         let engine = &rig.engines[0];
         for c in [Completion::Poll, Completion::Yield, Completion::Irq] {
             let mut ring = PacketRing::new(engine, 8, 1500, 3, c).unwrap();

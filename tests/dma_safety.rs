@@ -72,6 +72,7 @@ const MODELS: [MemoryModel; 2] = [MemoryModel::Coherent, MemoryModel::NonCoheren
 fn rig(sg: bool, processor: Box<dyn StreamProcessor>, model: MemoryModel) -> Rig {
     let n = processor.streams();
     let board = SimBoard::with_model(n, 8 << 20, DEFAULT_DDR_BASE, 2 * n, model).unwrap();
+    board.set_random_eviction(Some(common::EVICTION_SEED));
     let fabric = Fabric::with_processor(&board, Clock::Unlimited, sg, processor).unwrap();
     fabric
         .set_length_width(Config::default().length_width)

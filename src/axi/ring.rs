@@ -167,7 +167,18 @@ impl<R: RegisterSpace> AxiDma<R> {
                 }
                 return Ok(Some(s));
             }
-            self.checked_status(ch)?;
+            if let Err(e) = self.checked_status(ch) {
+                // The engine halted with an error (and was recovered): the
+                // descriptor that reports it names it better, if it does.
+                return Err(match ring.errored() {
+                    Some(s) => Error::Descriptor {
+                        channel: ch,
+                        what: super::decode_descriptor_errors(s),
+                        status: s,
+                    },
+                    None => e,
+                });
+            }
             if matches!(how, Wait::Irq(_)) {
                 // Acknowledge, then look again: a completion between the two
                 // raises a fresh interrupt.

@@ -241,6 +241,28 @@ impl SimBoard {
         }
     }
 
+    /// Seeded random eviction on a non-coherent board (`None`: off, the
+    /// default): at every device write, some of the CPU's lines over it and a
+    /// few anywhere are written back if dirty, as a real cache evicts at any
+    /// moment. A driver that leaves no dirty line over memory the device writes
+    /// is immune. No effect on a coherent board.
+    pub fn set_random_eviction(&self, seed: Option<u64>) {
+        if let Some((_, c)) = &self.cache {
+            c.set_random_eviction(seed);
+        }
+    }
+
+    /// Whether an invalidate for the CPU ([`DmaMemory::sync_for_cpu`]) discards
+    /// the CPU's dirty lines wholly inside its range, as ARM's
+    /// `dma_sync_*_for_cpu` from the device does (on, the default), or writes
+    /// them back first (off: kinder than the boards). No effect on a coherent
+    /// board.
+    pub fn set_discard_on_invalidate(&self, on: bool) {
+        if let Some((_, c)) = &self.cache {
+            c.set_discard(on);
+        }
+    }
+
     /// Device reads of memory the CPU wrote and did not clean, on a non-coherent
     /// board: the bus address of the first dirty line of each such read, oldest
     /// first (at most 64 kept). On a board they read stale data.
@@ -298,7 +320,7 @@ impl SimMemory {
         check_range(offset, len, self.size())?;
         match (&self.cache, op) {
             (Some(c), super::cache::Op::Clean) => c.clean(offset, len),
-            (Some(c), super::cache::Op::CleanInvalidate) => c.clean_invalidate(offset, len),
+            (Some(c), super::cache::Op::CleanInvalidate) => c.invalidate_for_cpu(offset, len),
             (None, _) => {
                 // Only the addresses are used (no byte is read or written), and
                 // the range was checked to lie inside the mapping.
@@ -580,5 +602,76 @@ mod tests {
         irq.enable().unwrap();
         dev.raise(0);
         assert_eq!(irq.wait(Duration::from_secs(1)).unwrap(), 3);
+    }
+
+    /// The CPU's view of a non-coherent board's memory, as bytes.
+    fn cpu(mem: &SimMemory, at: usize, n: usize) -> &mut [u8] {
+        // SAFETY: test ranges lie inside the 1 MiB region; nothing else
+        // touches them while the slice lives.
+        unsafe { std::slice::from_raw_parts_mut(mem.cpu_base().add(at), n) }
+    }
+
+    #[test]
+    fn an_invalidate_for_the_cpu_discards_interior_dirty_lines_as_arm_does() {
+        let b = SimBoard::with_model(1, 1 << 20, DEFAULT_DDR_BASE, 1, MemoryModel::NonCoherent)
+            .unwrap();
+        let mem = b.memory().unwrap();
+        let dev = b.device().unwrap();
+        dev.write_ddr(DEFAULT_DDR_BASE, &[7u8; 256]).unwrap();
+        // The CPU dirties four lines, then invalidates 32..224 for the device's
+        // data: lines 64..192 lie wholly inside (discarded), 0..64 and 192..256
+        // only partly (cleaned first).
+        cpu(&mem, 0, 256).fill(1);
+        mem.sync_for_cpu(32, 192).unwrap();
+        let view = cpu(&mem, 0, 256).to_vec();
+        assert!(
+            view[64..192].iter().all(|&x| x == 7),
+            "interior lines discarded"
+        );
+        assert!(
+            view[..64].iter().all(|&x| x == 1),
+            "a partial line keeps the CPU's bytes"
+        );
+        assert!(view[192..].iter().all(|&x| x == 1));
+        // Off: every line is cleaned first (the kinder model of before).
+        b.set_discard_on_invalidate(false);
+        cpu(&mem, 1024, 128).fill(2);
+        mem.sync_for_cpu(1024, 128).unwrap();
+        assert!(cpu(&mem, 1024, 128).iter().all(|&x| x == 2));
+    }
+
+    #[test]
+    fn random_eviction_writes_dirty_lines_back_at_device_writes() {
+        let b = SimBoard::with_model(1, 1 << 20, DEFAULT_DDR_BASE, 1, MemoryModel::NonCoherent)
+            .unwrap();
+        let mem = b.memory().unwrap();
+        let dev = b.device().unwrap();
+        let count_evicted = |b: &SimBoard, seed: Option<u64>, mark: u8| {
+            b.set_random_eviction(seed);
+            // A driver's mistake: dirty lines over memory the device writes.
+            cpu(&mem, 8192, 4096).fill(mark);
+            dev.write_ddr(DEFAULT_DDR_BASE + 8192, &[9u8; 4096])
+                .unwrap();
+            let mut back = [0u8; 4096];
+            dev.read_ddr(DEFAULT_DDR_BASE + 8192, &mut back).unwrap();
+            // Clean the CPU's lines away for the next round without eviction.
+            b.set_random_eviction(None);
+            mem.sync_for_device(8192, 4096).unwrap();
+            back.chunks(64).filter(|l| l[0] == mark).count()
+        };
+        assert_eq!(count_evicted(&b, None, 1), 0, "off: nothing is evicted");
+        let evicted = count_evicted(&b, Some(42), 2);
+        assert!(evicted > 0 && evicted < 64, "{evicted} of 64 lines evicted");
+        // Seeded: the same lines each time.
+        let b2 = SimBoard::with_model(1, 1 << 20, DEFAULT_DDR_BASE, 1, MemoryModel::NonCoherent)
+            .unwrap();
+        let (mem2, dev2) = (b2.memory().unwrap(), b2.device().unwrap());
+        b2.set_random_eviction(Some(42));
+        cpu(&mem2, 8192, 4096).fill(2);
+        dev2.write_ddr(DEFAULT_DDR_BASE + 8192, &[9u8; 4096])
+            .unwrap();
+        let mut back = [0u8; 4096];
+        dev2.read_ddr(DEFAULT_DDR_BASE + 8192, &mut back).unwrap();
+        assert_eq!(back.chunks(64).filter(|l| l[0] == 2).count(), evicted);
     }
 }

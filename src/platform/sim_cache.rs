@@ -7,7 +7,10 @@
 //! The model is a write-back cache holding every line: a line is *dirty* where the
 //! CPU's view differs from what it last exchanged with DRAM (the shadow). A clean
 //! writes dirty lines back; a clean-and-invalidate writes dirty lines back, then
-//! reloads the lines from DRAM. Granularity: 64-byte lines.
+//! reloads the lines from DRAM; an invalidate for the CPU (after the device
+//! wrote) discards dirty lines wholly inside its range, as ARM's does.
+//! Granularity: 64-byte lines. Optionally, seeded random eviction writes dirty
+//! lines back at any device write, as a real cache may.
 
 use std::sync::{Mutex, PoisonError};
 
@@ -40,6 +43,12 @@ pub(crate) struct CpuCache {
     evict: std::sync::atomic::AtomicBool,
     /// Per line: the device wrote it and the CPU has not invalidated it since.
     unread: Mutex<Vec<bool>>,
+    /// An invalidate for the CPU discards dirty lines wholly inside its range
+    /// (Linux's `dma_sync_*_for_cpu` from the device on ARM: interior lines
+    /// invalidated, partial lines at the ends cleaned and invalidated).
+    discard: std::sync::atomic::AtomicBool,
+    /// Seeded random eviction: the generator's state while on.
+    random: Mutex<Option<u64>>,
 }
 
 impl CpuCache {
@@ -52,6 +61,8 @@ impl CpuCache {
             shadow,
             evict: std::sync::atomic::AtomicBool::new(false),
             unread: Mutex::new(vec![false; lines]),
+            discard: std::sync::atomic::AtomicBool::new(true),
+            random: Mutex::new(None),
         }
     }
 
@@ -129,6 +140,69 @@ impl CpuCache {
         }
     }
 
+    /// Invalidate before the CPU reads what the device wrote, as ARM's
+    /// `dma_sync_*_for_cpu(DMA_FROM_DEVICE)` does: lines partly in the range are
+    /// cleaned and invalidated, lines wholly in it are invalidated, a dirty one
+    /// losing what the CPU wrote (unless discarding is off: then every line is
+    /// cleaned first).
+    pub(crate) fn invalidate_for_cpu(&self, offset: usize, len: usize) {
+        if !self.discard.load(std::sync::atomic::Ordering::Relaxed) {
+            return self.clean_invalidate(offset, len);
+        }
+        self.mark_unread(offset, len, false);
+        let mut shadow = self.shadow.lock().unwrap_or_else(PoisonError::into_inner);
+        for at in self.lines(offset, len).step_by(LINE) {
+            let n = LINE.min(self.dram.len() - at);
+            if at < offset || at + n > offset + len {
+                self.write_back(&mut shadow, at, n);
+            }
+            // SAFETY: as in `write_back`.
+            let dram = unsafe { Self::read(&self.dram, at, n) };
+            // SAFETY: as in `write_back`.
+            unsafe { Self::write(&self.view, at, &dram[..n]) };
+            shadow[at..at + n].copy_from_slice(&dram[..n]);
+        }
+    }
+
+    /// Whether an invalidate for the CPU discards interior dirty lines.
+    pub(crate) fn set_discard(&self, on: bool) {
+        self.discard.store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Turns seeded random eviction on (`Some(seed)`) or off.
+    pub(crate) fn set_random_eviction(&self, seed: Option<u64>) {
+        *self.random.lock().unwrap_or_else(PoisonError::into_inner) = seed.map(|s| s | 1);
+    }
+
+    /// With random eviction on: a quarter of the lines of the range just
+    /// written by the device, and eight lines anywhere, chosen by the seeded
+    /// generator, are evicted (written back if dirty), as a real cache may at
+    /// any moment.
+    fn evict_randomly(&self, offset: usize, len: usize) {
+        let mut random = self.random.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(state) = random.as_mut() else {
+            return;
+        };
+        let mut next = || {
+            *state ^= *state << 13;
+            *state ^= *state >> 7;
+            *state ^= *state << 17;
+            *state
+        };
+        let lines = self.dram.len() / LINE;
+        let mut chosen: Vec<usize> = self
+            .lines(offset, len)
+            .step_by(LINE)
+            .filter(|_| next() % 4 == 0)
+            .collect();
+        chosen.extend((0..8).map(|_| (next() as usize % lines.max(1)) * LINE));
+        drop(random);
+        let mut shadow = self.shadow.lock().unwrap_or_else(PoisonError::into_inner);
+        for at in chosen {
+            self.write_back(&mut shadow, at, LINE.min(self.dram.len() - at));
+        }
+    }
+
     /// Turns the eviction fault on or off.
     pub(crate) fn set_eviction(&self, on: bool) {
         self.evict.store(on, std::sync::atomic::Ordering::Relaxed);
@@ -141,6 +215,7 @@ impl CpuCache {
         if self.evict.load(std::sync::atomic::Ordering::Relaxed) {
             self.clean(offset, len);
         }
+        self.evict_randomly(offset, len);
     }
 
     /// The first line of the range the device wrote and the CPU has not

@@ -52,13 +52,14 @@ pub fn collect<T: dmaflow::ring::Pod + Send>(
 }
 
 /// An emulated board with 8 MiB of DMA memory of `model` (and its cache
-/// policy), an unlimited clock and scatter-gather engines around `core`.
+/// policy, random eviction on a non-coherent one), an unlimited clock and
+/// scatter-gather engines around `core`.
 pub fn sg_rig(
     core: Box<dyn dmaflow::sim::StreamProcessor>,
     model: dmaflow::platform::MemoryModel,
 ) -> dmaflow::rig::Rig {
     let policy = dmaflow::rig::policy_for(model);
-    dmaflow::rig::Rig::with_model(
+    let rig = dmaflow::rig::Rig::with_model(
         8 << 20,
         dmaflow::sim::Clock::Unlimited,
         true,
@@ -66,8 +67,14 @@ pub fn sg_rig(
         model,
         core,
     )
-    .unwrap()
+    .unwrap();
+    rig.board.set_random_eviction(Some(EVICTION_SEED));
+    rig
 }
+
+/// The seed of the non-coherent boards' random eviction in the tests: every
+/// suite on a non-coherent board runs with dirty lines evicted at random.
+pub const EVICTION_SEED: u64 = 0x5EED_CAC4E;
 
 /// Register writes for tests that drive the emulated engine by hand, as a
 /// driver written elsewhere would.
