@@ -605,6 +605,7 @@ mod tests {
     }
 
     /// The CPU's view of a non-coherent board's memory, as bytes.
+    #[allow(clippy::mut_from_ref)]
     fn cpu(mem: &SimMemory, at: usize, n: usize) -> &mut [u8] {
         // SAFETY: test ranges lie inside the 1 MiB region; nothing else
         // touches them while the slice lives.
