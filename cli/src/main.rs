@@ -75,6 +75,14 @@ enum Command {
     ///             copied per byte delivered), vs_copy (zerocopy rows:
     ///             delivered over the copying pipeline's, run by run: median,
     ///             lowest, highest), runs
+    ///   faults:   memory (coherent|noncoherent), api (two_way|owned|dropped|
+    ///             packet_ring|proxy|accelerator_node), transfers, bytes
+    ///             (delivered and checked), faults (injected), recovered (the
+    ///             same engine moved data right after), engines_lost (replaced),
+    ///             bytes_lost (DMA memory kept for good by engines that could not
+    ///             be halted in time), bytes_wrong, late_writes (canary bytes a
+    ///             device wrote after its transfer ended), unexpected_errors
+    ///             (failures with no fault injected), hangs, seconds
     ///
     /// The DMA experiments' common keys:
     ///   model_us     what the modelled device needs for the transfer: the link
@@ -204,6 +212,9 @@ enum Experiment {
     /// An accelerator inside a process network (FIR and background-subtraction
     /// cores): the accelerator node on queues in DMA memory vs copying.
     Pipeline,
+    /// A seeded fault campaign through every safe way of moving data: nothing
+    /// delivered wrong, no late write, no hang.
+    Faults,
 }
 
 impl Experiment {
@@ -219,6 +230,7 @@ impl Experiment {
             Experiment::Cnn => "cnn",
             Experiment::Contention => "contention",
             Experiment::Pipeline => "pipeline",
+            Experiment::Faults => "faults",
         }
     }
 }
@@ -291,6 +303,7 @@ fn run_experiment(
         Experiment::Cnn => exp!(cnn, memory = memory),
         Experiment::Contention => exp!(contention, profile = profile),
         Experiment::Pipeline => exp!(pipeline, profile = profile),
+        Experiment::Faults => exp!(faults),
         Experiment::All => {
             return Err(bench::Error::Peer {
                 peer: "bench",
@@ -319,6 +332,7 @@ fn run_bench(
             Experiment::Cnn,
             Experiment::Contention,
             Experiment::Pipeline,
+            Experiment::Faults,
         ],
         one => vec![one],
     };

@@ -4,6 +4,7 @@
 pub mod bgsub;
 pub mod cnn;
 pub mod contention;
+pub mod faults;
 pub mod fir;
 pub mod load;
 pub mod loopback;

@@ -1,0 +1,785 @@
+//! `dmaflow bench faults`: a seeded, repeatable fault campaign. Thousands of
+//! transfers of random sizes go through every safe way of moving data
+//! (two-way transfers, owned transfers waited for or dropped early, packet
+//! rings, the kernel-style proxy driver, accelerator nodes in a process
+//! network) on a coherent and a non-coherent board (the latter with seeded
+//! random cache eviction), while the emulated fabric injects every fault it
+//! has: stalls the engine recovers from and stalls it cannot (a dead engine),
+//! DMA errors in DMASR, descriptor status errors, lost interrupts, and
+//! panicking neighbours of an accelerator node.
+//!
+//! It counts and checks what must hold whatever fails: no byte delivered as
+//! data differs from what was sent (`bytes_wrong`), nothing the program can
+//! reach is written by a device after its transfer ended (`late_writes`:
+//! canary buffers handed out after each failure keep their pattern once every
+//! stall is over), and no call hangs (`hangs`: every campaign runs under a
+//! watchdog). It also reports how many faults the engine recovered from and
+//! how many bytes of DMA memory dead engines kept.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dmaflow::accel::stage::{self, StageConfig, StageStats};
+use dmaflow::axi::regs::{DESC_STS_DEC_ERR, DESC_STS_SLV_ERR, DMASR_DMA_SLV_ERR};
+use dmaflow::axi::{AxiDma, Config as AxiConfig};
+use dmaflow::dma::{Completion, Engine, PacketRing, Proxy};
+use dmaflow::graph::Graph;
+use dmaflow::mem::{CachePolicy, DmaBuf, DmaPool};
+use dmaflow::platform::MemoryModel;
+use dmaflow::platform::sim::{DEFAULT_DDR_BASE, SimBoard, SimIrq, SimRegisters};
+use dmaflow::sim::{Clock, Fabric, Faults, Loopback};
+use serde_json::json;
+
+use super::report::Target;
+
+/// Campaign settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Operations per way of moving data and board (each one or more
+    /// transfers).
+    pub operations: usize,
+    /// Seed of every random choice (sizes, faults, eviction).
+    pub seed: u64,
+    /// The driver's timeout: stalls are set against it.
+    pub timeout: Duration,
+}
+
+impl Config {
+    /// The full campaign.
+    pub fn full() -> Self {
+        Config {
+            operations: 400,
+            seed: 0x00D3_FA17,
+            timeout: Duration::from_millis(40),
+        }
+    }
+
+    /// A shorter one.
+    pub fn quick() -> Self {
+        Config {
+            operations: 80,
+            ..Self::full()
+        }
+    }
+
+    /// The size CI runs.
+    pub fn tiny() -> Self {
+        Config {
+            operations: 24,
+            timeout: Duration::from_millis(30),
+            ..Self::full()
+        }
+    }
+}
+
+/// Ways of moving data the campaign drives.
+const APIS: [&str; 6] = [
+    "two_way",
+    "owned",
+    "dropped",
+    "packet_ring",
+    "proxy",
+    "accelerator_node",
+];
+
+/// What one way of moving data on one board went through.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Row {
+    /// `coherent` or `noncoherent` (with random eviction).
+    pub memory: &'static str,
+    /// The way of moving data.
+    pub api: &'static str,
+    /// Transfers asked for (each direction of a two-way transfer counted once).
+    pub transfers: u64,
+    /// Bytes delivered and checked.
+    pub bytes: u64,
+    /// Faults injected.
+    pub faults: u64,
+    /// Faults after which the same engine moved data correctly again.
+    pub recovered: u64,
+    /// Engines that could not be halted (replaced by a new board).
+    pub engines_lost: u64,
+    /// Bytes of DMA memory kept by those engines for good.
+    pub bytes_lost: u64,
+    /// Bytes delivered as data that differ from what was sent (must be 0).
+    pub bytes_wrong: u64,
+    /// Canary bytes a device wrote after its transfer had ended (must be 0).
+    pub late_writes: u64,
+    /// Calls that failed with no fault injected (must be 0).
+    pub unexpected_errors: u64,
+    /// Campaigns stopped by the watchdog (must be 0).
+    pub hangs: u64,
+    /// Wall time of the campaign.
+    pub seconds: f64,
+}
+
+/// A small xorshift generator: the campaign is repeatable from its seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+/// A fault for one operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    None,
+    /// A stall the engine recovers from (longer than the timeout, shorter than
+    /// what recovery waits).
+    StallShort,
+    /// A stall longer than recovery waits: the engine is lost.
+    StallLong,
+    /// DMASR error bits on the next completion.
+    DmaError,
+    /// Error bits in the next descriptor's status (scatter-gather only).
+    DescriptorError,
+    /// A completion without its interrupt (the operation waits on the line).
+    DropIrq,
+    /// A neighbour node panics (accelerator nodes only).
+    Panic,
+}
+
+impl Fault {
+    fn draw(rng: &mut Rng, api: &str) -> Fault {
+        let sg = matches!(api, "packet_ring" | "accelerator_node");
+        match rng.below(16) {
+            0..=7 => Fault::None,
+            8 | 9 => Fault::StallShort,
+            10 => Fault::StallLong,
+            11 | 12 => Fault::DmaError,
+            13 if sg => Fault::DescriptorError,
+            14 => Fault::DropIrq,
+            15 if api == "accelerator_node" => Fault::Panic,
+            _ => Fault::None,
+        }
+    }
+
+    /// Whether the operation must still deliver its data correctly.
+    fn harmless(self) -> bool {
+        matches!(self, Fault::None | Fault::DropIrq)
+    }
+}
+
+type Eng = Engine<SimRegisters, SimIrq>;
+
+/// One emulated board with one engine around a loopback core.
+struct Lab {
+    pool: DmaPool,
+    engine: Option<Eng>,
+    proxy: Option<Proxy>,
+    fabric: Fabric,
+    _board: SimBoard,
+}
+
+impl Lab {
+    fn new(cfg: &Config, sg: bool, model: MemoryModel, seed: u64) -> Result<Self, super::Error> {
+        let board = SimBoard::with_model(1, 16 << 20, DEFAULT_DDR_BASE, 2, model)?;
+        board.set_random_eviction((model == MemoryModel::NonCoherent).then_some(seed));
+        let fabric = Fabric::with_processor(&board, Clock::Unlimited, sg, Box::new(Loopback))?;
+        let axi = AxiConfig {
+            timeout: cfg.timeout,
+            ..AxiConfig::default()
+        };
+        fabric.set_length_width(axi.length_width)?;
+        let policy = match model {
+            MemoryModel::Coherent => CachePolicy::Coherent,
+            MemoryModel::NonCoherent => CachePolicy::Explicit,
+        };
+        let pool = DmaPool::new(Arc::new(board.memory()?), policy)?;
+        let dma = AxiDma::new(board.registers(0)?, axi)?;
+        let engine = Engine::new(dma, board.irq(0)?, board.irq(1)?, pool.clone());
+        Ok(Lab {
+            pool,
+            engine: Some(engine),
+            proxy: None,
+            fabric,
+            _board: board,
+        })
+    }
+
+    fn engine(&self) -> &Eng {
+        self.engine
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("the engine went to the proxy"))
+    }
+
+    fn inject(&self, cfg: &Config, fault: Fault, rng: &mut Rng) {
+        let f = match fault {
+            Fault::None | Fault::Panic => return,
+            Fault::StallShort => Faults {
+                stall: Some(cfg.timeout * 3 / 2),
+                ..Faults::default()
+            },
+            Fault::StallLong => Faults {
+                stall: Some(cfg.timeout * 4),
+                ..Faults::default()
+            },
+            Fault::DmaError => Faults {
+                force_error: Some((rng.below(2), DMASR_DMA_SLV_ERR)),
+                ..Faults::default()
+            },
+            Fault::DescriptorError => Faults {
+                descriptor_error: Some((
+                    rng.below(2),
+                    [DESC_STS_SLV_ERR, DESC_STS_DEC_ERR][rng.below(2)],
+                )),
+                ..Faults::default()
+            },
+            Fault::DropIrq => Faults {
+                drop_irq: true,
+                ..Faults::default()
+            },
+        };
+        self.fabric.inject(f);
+    }
+
+    /// Takes the faults not yet consumed back out.
+    fn clear_faults(&self) {
+        self.fabric.inject(Faults::default());
+    }
+}
+
+/// Bytes of `pattern` for operation `op`.
+fn data(len: usize, op: u64) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u64).wrapping_mul(31).wrapping_add(op * 7) as u8)
+        .collect()
+}
+
+/// Bytes that differ between what came and what was sent (a length difference
+/// counts in full).
+fn wrong(got: &[u8], want: &[u8]) -> u64 {
+    let differ = got.iter().zip(want).filter(|(a, b)| a != b).count();
+    (differ + got.len().abs_diff(want.len())) as u64
+}
+
+/// What one operation did.
+#[derive(Default)]
+struct Outcome {
+    transfers: u64,
+    bytes: u64,
+    wrong: u64,
+    failed: bool,
+}
+
+fn filled(pool: &DmaPool, bytes: &[u8]) -> Result<DmaBuf<u8>, super::Error> {
+    let mut b = pool.alloc::<u8>(bytes.len())?;
+    b.as_mut_slice().copy_from_slice(bytes);
+    Ok(b)
+}
+
+/// One operation of `api` with `len` bytes.
+fn operate(
+    lab: &mut Lab,
+    api: &str,
+    len: usize,
+    op: u64,
+    completion: Completion,
+    fault: Fault,
+) -> Result<Outcome, super::Error> {
+    let sent = data(len, op);
+    let mut out = Outcome {
+        transfers: 1,
+        ..Outcome::default()
+    };
+    let deliver = |got: Option<&[u8]>, out: &mut Outcome| match got {
+        Some(g) => {
+            out.bytes += g.len() as u64;
+            out.wrong += wrong(g, &sent);
+        }
+        None => out.failed = true,
+    };
+    match api {
+        "two_way" => {
+            let e = lab.engine();
+            let tx = filled(&lab.pool, &sent)?;
+            let mut rx = lab.pool.alloc::<u8>(len)?;
+            match e.two_way(&tx, len, &mut rx, completion) {
+                Ok(n) => deliver(Some(&rx.as_slice()[..n]), &mut out),
+                Err(_) => deliver(None, &mut out),
+            }
+        }
+        "owned" | "dropped" => {
+            let e = lab.engine();
+            let tx = filled(&lab.pool, &sent)?;
+            let rx = lab.pool.alloc::<u8>(len)?;
+            match e.begin(tx, len, rx, len, completion) {
+                Ok(flight) if api == "dropped" => {
+                    // Dropped before it is waited for: the engine is halted
+                    // first (or the buffers are lost to it).
+                    drop(flight);
+                    out.transfers = 1;
+                }
+                Ok(flight) => match flight.wait() {
+                    Ok(done) => deliver(Some(&done.rx.as_slice()[..done.received]), &mut out),
+                    Err(_) => deliver(None, &mut out),
+                },
+                Err(_) => deliver(None, &mut out),
+            }
+        }
+        "packet_ring" => {
+            let e = lab.engine();
+            let result = (|| {
+                let mut ring = PacketRing::new(e, 8, 4096, 1, completion)?;
+                let mut got = Vec::new();
+                let mut buf = vec![0u8; 4096];
+                for chunk in sent.chunks(4096) {
+                    ring.send(chunk)?;
+                    let n = ring.recv(&mut buf)?;
+                    got.extend_from_slice(&buf[..n]);
+                }
+                Ok::<_, dmaflow::dma::Error>(got)
+            })();
+            out.transfers = len.div_ceil(4096) as u64;
+            match result {
+                Ok(got) => deliver(Some(&got), &mut out),
+                Err(_) => deliver(None, &mut out),
+            }
+        }
+        "proxy" => {
+            if lab.proxy.is_none() {
+                let engine = lab.engine.take().ok_or(super::Error::Peer {
+                    peer: "faults",
+                    reason: "no engine for the proxy".into(),
+                })?;
+                lab.proxy = Some(Proxy::start(engine).map_err(|e| super::Error::Io {
+                    path: "proxy driver thread".into(),
+                    source: e,
+                })?);
+            }
+            let proxy = lab.proxy.as_ref().ok_or(super::Error::Panicked("proxy"))?;
+            match proxy.transfer(sent.clone(), len) {
+                Ok(got) => deliver(Some(&got), &mut out),
+                Err(_) => deliver(None, &mut out),
+            }
+        }
+        "accelerator_node" => {
+            let engine = lab.engine.take().ok_or(super::Error::Panicked("node"))?;
+            let (got, engine) = node(&lab.pool, engine, &sent, completion, fault)?;
+            lab.engine = Some(engine);
+            out.transfers = len.div_ceil(1024) as u64;
+            deliver(got.as_deref(), &mut out);
+        }
+        other => {
+            return Err(super::Error::Peer {
+                peer: "faults",
+                reason: format!("no way of moving data called {other}"),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// source -> accelerator node -> sink over queues in the lab's DMA memory;
+/// the engine comes back with what the sink got (`None` when the graph
+/// failed). With `Fault::Panic` the sink panics half-way.
+fn node(
+    pool: &DmaPool,
+    engine: Eng,
+    sent: &[u8],
+    completion: Completion,
+    fault: Fault,
+) -> Result<(Option<Vec<u8>>, Eng), super::Error> {
+    let memory = pool.queue_memory()?;
+    let mut g = Graph::new();
+    let (mut src, mut ain) =
+        g.connect_in::<u8>(("source", "out"), ("acc", "in"), 16 << 10, memory.clone())?;
+    let (mut aout, mut sink) =
+        g.connect_in::<u8>(("acc", "out"), ("sink", "in"), 16 << 10, memory)?;
+    let input = sent.to_vec();
+    g.node("source", move || {
+        for c in input.chunks(1500) {
+            src.write(c)?;
+        }
+        Ok(())
+    })?;
+    // The engine comes back from the node's thread when it is done.
+    let (back, returned) = std::sync::mpsc::channel();
+    g.node("acc", move || {
+        let cfg = StageConfig {
+            window: 1024,
+            hop: 1024,
+            out_max: 1024,
+            min_window: 1,
+            depth: 4,
+            completion,
+        };
+        let ran: Result<StageStats, _> = stage::run(&engine, &cfg, &mut ain, &mut aout);
+        let _ = back.send(engine);
+        ran?;
+        Ok(())
+    })?;
+    let got = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let into = got.clone();
+    let panic_at = (fault == Fault::Panic).then_some(sent.len() / 2);
+    g.node("sink", move || {
+        let mut all = Vec::new();
+        loop {
+            let s = sink.peek(1)?;
+            if s.is_empty() {
+                break;
+            }
+            all.extend_from_slice(s);
+            let k = s.len();
+            sink.consume(k)?;
+            if panic_at.is_some_and(|at| all.len() >= at) {
+                panic!("a neighbour of the accelerator node panics (injected)");
+            }
+        }
+        *into
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = all;
+        Ok(())
+    })?;
+    let ran = g.run();
+    let engine = returned
+        .try_recv()
+        .map_err(|_| super::Error::Panicked("accelerator node"))?;
+    let got = std::mem::take(
+        &mut *got
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
+    Ok((ran.ok().map(|()| got), engine))
+}
+
+/// Whether the lab's engine (or proxy) is out of service for good.
+fn engine_dead(lab: &Lab) -> bool {
+    lab.engine.as_ref().is_some_and(|e| e.dma().is_failed())
+}
+
+/// Runs one way of moving data on one board.
+fn campaign(cfg: &Config, model: MemoryModel, api: &'static str) -> Result<Row, super::Error> {
+    let t0 = Instant::now();
+    let sg = matches!(api, "packet_ring" | "accelerator_node");
+    let seed = cfg.seed ^ (api.len() as u64 * 0x9E37) ^ (model as u64 + 1);
+    let mut rng = Rng(seed | 1);
+    let mut lab = Lab::new(cfg, sg, model, seed)?;
+    let mut row = Row {
+        memory: match model {
+            MemoryModel::Coherent => "coherent",
+            MemoryModel::NonCoherent => "noncoherent",
+        },
+        api,
+        ..Row::default()
+    };
+    // Canaries handed out after failures, checked once every stall is over.
+    // Each canary has a pattern byte of its own, so filling it changes every
+    // line (the emulated cache knows a line is dirty by its bytes).
+    let mut canaries: Vec<(DmaBuf<u8>, u8, Instant)> = Vec::new();
+    let mut next_pattern = 0u8;
+    let mut dead_labs = Vec::new();
+    let check = |canaries: &mut Vec<(DmaBuf<u8>, u8, Instant)>, row: &mut Row, all: bool| {
+        canaries.retain(|(b, pattern, until)| {
+            if !all && Instant::now() < *until {
+                return true;
+            }
+            let _ = b.sync_for_cpu(b.len());
+            row.late_writes += b.as_slice().iter().filter(|&x| x != pattern).count() as u64;
+            false
+        });
+    };
+    let modes = [Completion::Poll, Completion::Yield, Completion::Irq];
+    for op in 0..cfg.operations as u64 {
+        let len = 1 + rng.below(if api == "accelerator_node" {
+            48 << 10
+        } else {
+            20 << 10
+        });
+        let fault = Fault::draw(&mut rng, api);
+        let completion = match fault {
+            Fault::DropIrq => Completion::Irq,
+            _ => modes[rng.below(3)],
+        };
+        lab.inject(cfg, fault, &mut rng);
+        let armed = Instant::now();
+        let o = operate(&mut lab, api, len, op, completion, fault)?;
+        lab.clear_faults();
+        row.transfers += o.transfers;
+        row.bytes += o.bytes;
+        row.bytes_wrong += o.wrong;
+        if fault.harmless() {
+            if o.failed {
+                row.unexpected_errors += 1;
+            }
+        } else {
+            row.faults += 1;
+        }
+        if fault.harmless() && !o.failed {
+            continue;
+        }
+        // After a failure: what the program is handed next must stay its own
+        // once the fault's stall is over.
+        let until = armed + cfg.timeout * 5;
+        if let Ok(mut c) = lab.pool.alloc::<u8>(256 << 10) {
+            next_pattern = next_pattern.wrapping_add(97) | 1;
+            c.as_mut_slice().fill(next_pattern);
+            let _ = c.sync_for_device(c.len());
+            canaries.push((c, next_pattern, until));
+        }
+        // The same engine again, with no fault: recovered, or lost for good.
+        let again = operate(
+            &mut lab,
+            api,
+            4096,
+            op + 1_000_000,
+            Completion::Poll,
+            Fault::None,
+        )?;
+        row.bytes_wrong += again.wrong;
+        if !again.failed {
+            if !fault.harmless() {
+                row.recovered += 1;
+            }
+        } else if engine_dead(&lab) || api == "proxy" || fault == Fault::StallLong {
+            row.engines_lost += 1;
+            std::thread::sleep(until.saturating_duration_since(Instant::now()));
+            check(&mut canaries, &mut row, true);
+            row.bytes_lost += lab.pool.lost_bytes() as u64;
+            let old = std::mem::replace(&mut lab, Lab::new(cfg, sg, model, rng.next())?);
+            // The dead board's memory stays mapped: its device may still write.
+            dead_labs.push(old);
+        } else {
+            row.unexpected_errors += 1;
+        }
+        check(&mut canaries, &mut row, false);
+    }
+    std::thread::sleep(cfg.timeout * 5);
+    check(&mut canaries, &mut row, true);
+    row.bytes_lost += lab.pool.lost_bytes() as u64;
+    drop(dead_labs);
+    row.seconds = t0.elapsed().as_secs_f64();
+    Ok(row)
+}
+
+/// Runs the campaign: every way of moving data on both boards, each under a
+/// watchdog.
+pub fn run(cfg: &Config, progress: impl FnMut(&str)) -> Result<Vec<Row>, super::Error> {
+    // The injected panics are expected: they are not printed.
+    type Hook = dyn Fn(&std::panic::PanicHookInfo<'_>) + Send + Sync;
+    let previous: Arc<Hook> = Arc::from(std::panic::take_hook());
+    let hook = previous.clone();
+    std::panic::set_hook(Box::new(move |info| {
+        let injected = info
+            .payload()
+            .downcast_ref::<&str>()
+            .is_some_and(|m| m.contains("(injected)"));
+        if !injected {
+            hook(info);
+        }
+    }));
+    let rows = run_all(cfg, progress);
+    drop(std::panic::take_hook());
+    std::panic::set_hook(Box::new(move |info| previous(info)));
+    rows
+}
+
+fn run_all(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, super::Error> {
+    let mut rows = Vec::new();
+    for model in [MemoryModel::Coherent, MemoryModel::NonCoherent] {
+        for api in APIS {
+            progress(&format!("faults: {api} on a {model:?} board"));
+            let (tx, rx) = std::sync::mpsc::channel();
+            let c = cfg.clone();
+            std::thread::Builder::new()
+                .name(format!("faults-{api}"))
+                .spawn(move || {
+                    let _ = tx.send(campaign(&c, model, api));
+                })
+                .map_err(|e| super::Error::Io {
+                    path: "fault campaign thread".into(),
+                    source: e,
+                })?;
+            // Every operation is bounded by the driver's timeouts: far more
+            // than they add up to means something waits for ever.
+            let limit = cfg.timeout * 40 * cfg.operations as u32 + Duration::from_secs(60);
+            match rx.recv_timeout(limit) {
+                Ok(row) => rows.push(row?),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => rows.push(Row {
+                    memory: match model {
+                        MemoryModel::Coherent => "coherent",
+                        MemoryModel::NonCoherent => "noncoherent",
+                    },
+                    api,
+                    hangs: 1,
+                    seconds: limit.as_secs_f64(),
+                    ..Row::default()
+                }),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(super::Error::Panicked("the fault campaign"));
+                }
+            }
+        }
+    }
+    Ok(rows)
+}
+
+/// Totals over rows.
+fn total(rows: &[Row]) -> Row {
+    let mut t = Row {
+        memory: "both",
+        api: "all",
+        ..Row::default()
+    };
+    for r in rows {
+        t.transfers += r.transfers;
+        t.bytes += r.bytes;
+        t.faults += r.faults;
+        t.recovered += r.recovered;
+        t.engines_lost += r.engines_lost;
+        t.bytes_lost += r.bytes_lost;
+        t.bytes_wrong += r.bytes_wrong;
+        t.late_writes += r.late_writes;
+        t.unexpected_errors += r.unexpected_errors;
+        t.hangs += r.hangs;
+        t.seconds += r.seconds;
+    }
+    t
+}
+
+/// The rows as a table.
+pub fn render(rows: &[Row]) -> String {
+    let mut s = format!(
+        "{:<12} {:<17} {:>9} {:>11} {:>7} {:>9} {:>6} {:>10} {:>6} {:>6} {:>6} {:>5}\n",
+        "memory",
+        "api",
+        "transfers",
+        "bytes",
+        "faults",
+        "recovered",
+        "lost",
+        "bytes_lost",
+        "wrong",
+        "late",
+        "unexp",
+        "hangs"
+    );
+    for r in rows.iter().chain(std::iter::once(&total(rows))) {
+        s += &format!(
+            "{:<12} {:<17} {:>9} {:>11} {:>7} {:>9} {:>6} {:>10} {:>6} {:>6} {:>6} {:>5}\n",
+            r.memory,
+            r.api,
+            r.transfers,
+            r.bytes,
+            r.faults,
+            r.recovered,
+            r.engines_lost,
+            r.bytes_lost,
+            r.bytes_wrong,
+            r.late_writes,
+            r.unexpected_errors,
+            r.hangs
+        );
+    }
+    s
+}
+
+/// The rows as JSON.
+pub fn json(rows: &[Row]) -> serde_json::Value {
+    json!({
+        "experiment": "faults",
+        "rows": rows.iter().map(|r| json!({
+            "memory": r.memory,
+            "api": r.api,
+            "transfers": r.transfers,
+            "bytes": r.bytes,
+            "faults": r.faults,
+            "recovered": r.recovered,
+            "engines_lost": r.engines_lost,
+            "bytes_lost": r.bytes_lost,
+            "bytes_wrong": r.bytes_wrong,
+            "late_writes": r.late_writes,
+            "unexpected_errors": r.unexpected_errors,
+            "hangs": r.hangs,
+            "seconds": r.seconds,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// What the campaign must show: nothing wrong, nothing written late, no hang,
+/// no error without a fault.
+pub fn targets(rows: &[Row]) -> Vec<Target> {
+    let t = total(rows);
+    vec![
+        Target::new(
+            "bytes delivered wrong = 0",
+            t.bytes_wrong.to_string(),
+            t.bytes_wrong == 0,
+        ),
+        Target::new(
+            "late writes into reachable memory = 0",
+            t.late_writes.to_string(),
+            t.late_writes == 0,
+        ),
+        Target::new("hangs = 0", t.hangs.to_string(), t.hangs == 0),
+        Target::new(
+            "errors with no fault injected = 0",
+            t.unexpected_errors.to_string(),
+            t.unexpected_errors == 0,
+        ),
+    ]
+}
+
+/// The report.
+pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
+    let t = total(rows);
+    let targets = targets(rows);
+    super::report::Report {
+        experiment: "faults",
+        heading: format!(
+            "faults: {} operations per way of moving data and board (seed {:#x}, driver \
+             timeout {:?}), coherent and non-coherent (random eviction) boards",
+            cfg.operations, cfg.seed, cfg.timeout
+        ),
+        answer: format!(
+            "{} transfers ({:.1} MB) with {} faults injected: {} recovered on the same engine, \
+             {} engines lost ({} bytes of DMA memory kept by them), {} bytes delivered wrong, \
+             {} late writes into reachable memory, {} hangs.",
+            t.transfers,
+            t.bytes as f64 / 1e6,
+            t.faults,
+            t.recovered,
+            t.engines_lost,
+            t.bytes_lost,
+            t.bytes_wrong,
+            t.late_writes,
+            t.hangs
+        ),
+        text: render(rows) + &Target::lines(&targets),
+        targets,
+        json: json(rows),
+        plots: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The campaign at CI's size: every fault the fabric has, through every
+    /// way of moving data, on both boards: no byte delivered wrong, no late
+    /// write into reachable memory, no hang, no error without a fault; and
+    /// the faults are really there (some recovered, some engines lost).
+    #[test]
+    fn a_small_campaign_finds_nothing_wrong() {
+        let rows = run(&Config::tiny(), |_| {}).unwrap();
+        assert_eq!(rows.len(), 2 * APIS.len());
+        let t = total(&rows);
+        assert_eq!(t.bytes_wrong, 0, "{}", render(&rows));
+        assert_eq!(t.late_writes, 0, "{}", render(&rows));
+        assert_eq!(t.hangs, 0, "{}", render(&rows));
+        assert_eq!(t.unexpected_errors, 0, "{}", render(&rows));
+        assert!(t.faults > 0 && t.recovered > 0, "{}", render(&rows));
+        assert!(t.bytes > 0);
+        assert!(targets(&rows).iter().all(|x| x.met));
+    }
+}
