@@ -793,3 +793,64 @@ fn descriptor_error_bits_are_named_errors() {
     assert!(err.contains("descriptor status reports DMASlvErr"), "{err}");
     assert_eq!(r.pool.lost_bytes(), 0, "the engine was halted");
 }
+
+/// The background-subtraction node on engines that cannot be halted: the
+/// error comes back, the mask queue the device may still write refuses
+/// further use, and what is handed out afterwards is never written.
+#[test]
+fn a_bgsub_node_on_engines_that_cannot_halt_gives_its_queues_up() {
+    use dmaflow::accel::bgsub::{self, Config as BgConfig};
+    use dmaflow::dsp::bgsub::{Params, synthetic_frames};
+    use dmaflow::graph::Graph;
+    use dmaflow::sim::BgSubCore;
+    let p = Params::new(64, 64, 20, true).unwrap();
+    let mut r = rig(true, Box::new(BgSubCore::new(p)), MemoryModel::NonCoherent);
+    let memory = r.pool.queue_memory().unwrap();
+    let e1 = r.engines.remove(1);
+    let e0 = r.engines.remove(0);
+    let mut g = Graph::new();
+    let (mut src, mut bin) = g
+        .connect_in::<u8>(("source", "out"), ("bgsub", "in"), 1 << 16, memory.clone())
+        .unwrap();
+    let (mut bout, mut sink) = g
+        .connect_in::<u8>(("bgsub", "out"), ("sink", "in"), 1 << 16, memory)
+        .unwrap();
+    let frames = synthetic_frames(&p, 6, 3);
+    g.node("source", move || Ok(src.write(&frames)?)).unwrap();
+    g.node("bgsub", move || {
+        let cfg = BgConfig {
+            params: p,
+            completion: Completion::Poll,
+        };
+        let e = bgsub::run([&e0, &e1], &cfg, &mut bin, &mut bout).unwrap_err();
+        assert!(e.to_string().contains("no completion"), "{e}");
+        let next = bout.reserve(1).map(|_| ()).unwrap_err().to_string();
+        assert!(next.contains("lost to a device"), "{next}");
+        Err(Box::new(e).into())
+    })
+    .unwrap();
+    g.node("sink", move || {
+        while !sink.peek(1)?.is_empty() {
+            let k = sink.peek(1)?.len();
+            sink.consume(k)?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    let armed = Stall::arm(&r, LONG, 0);
+    let e = g.run().unwrap_err().to_string();
+    assert!(e.contains("bgsub"), "{e}");
+    assert!(
+        r.pool.lost_bytes() > 0,
+        "the engines' memory is lost to them"
+    );
+    let mut fresh = r.pool.alloc::<u8>(1 << 20).unwrap();
+    fresh.as_mut_slice().fill(PATTERN);
+    fresh.sync_for_device(1 << 20).unwrap();
+    std::thread::sleep(armed.stall + Duration::from_millis(100));
+    fresh.sync_for_cpu(1 << 20).unwrap();
+    assert!(
+        fresh.as_slice().iter().all(|&b| b == PATTERN),
+        "the device wrote into memory handed out again"
+    );
+}
