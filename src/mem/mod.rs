@@ -502,8 +502,8 @@ impl<T: Pod> DmaBuf<T> {
 
     /// Gives up the buffer's DMA memory to a device that may still read it: the
     /// range is never returned to the pool. The CPU view stays (the device only
-    /// reads).
-    pub(crate) fn abandon(&self) {
+    /// reads). For drivers written elsewhere whose engine could not be halted.
+    pub fn abandon(&self) {
         if !self.lost.swap(true, Ordering::Relaxed) {
             self.pool.lost.fetch_add(self.span, Ordering::Relaxed);
             self.pool
@@ -516,11 +516,25 @@ impl<T: Pod> DmaBuf<T> {
 
     /// Gives up the buffer's DMA memory to a device that may still write it: the
     /// range is never returned to the pool, and the CPU's view moves to private
-    /// zeroed memory of the same length.
-    pub(crate) fn surrender(&mut self) {
+    /// zeroed memory of the same length. Where the buffer is whole pages
+    /// ([`DmaPool::alloc_aligned`] to the page size, a multiple of it long),
+    /// the pages themselves are replaced by private memory too, so a view
+    /// handed out as a raw pointer (to Python, say) stops reaching the device's
+    /// memory as well. For drivers written elsewhere whose engine could not be
+    /// halted.
+    pub fn surrender(&mut self) {
         self.abandon();
         if self.private.is_none() {
             self.private = Some(vec![T::zeroed(); self.items].into_boxed_slice());
+            // SAFETY: the range is this buffer's own (the pool hands it out
+            // once) inside the region's mapping, and `&mut self` rules out a
+            // Rust reference into it.
+            unsafe {
+                crate::platform::replace_with_private(
+                    self.pool.memory.cpu_base().add(self.offset),
+                    self.span,
+                );
+            }
         }
     }
 
@@ -808,5 +822,27 @@ mod tests {
             DmaPool::new(Arc::new(off.memory().unwrap()), CachePolicy::Coherent),
             Err(Error::MisalignedRegion { .. })
         ));
+    }
+
+    #[test]
+    fn a_surrendered_whole_page_buffer_is_unreachable_through_raw_pointers() {
+        let board = SimBoard::new(1, 1 << 16, 0x1000_0000, 0).unwrap();
+        let dev = board.device().unwrap();
+        let p = DmaPool::new(Arc::new(board.memory().unwrap()), CachePolicy::Coherent).unwrap();
+        let page = rustix::param::page_size();
+        let mut b = p.alloc_aligned(page, page).unwrap();
+        b.as_mut_slice().fill(3);
+        let raw = b.as_slice().as_ptr();
+        b.surrender();
+        // The device still writes its memory ...
+        dev.write_ddr(b.bus_addr(), &vec![9u8; page]).unwrap();
+        // ... which a pointer taken before no longer reaches.
+        // SAFETY: the page stays mapped (private memory now) as long as `b`'s
+        // region does; nothing else writes it.
+        let seen = unsafe { std::slice::from_raw_parts(raw, page) };
+        assert!(
+            seen.iter().all(|&x| x == 0),
+            "the old view reads private memory"
+        );
     }
 }

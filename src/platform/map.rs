@@ -21,6 +21,33 @@ unsafe impl Send for Mapping {}
 // SAFETY: as above.
 unsafe impl Sync for Mapping {}
 
+/// Replaces the pages `addr..addr + len` of a mapping with private zeroed
+/// memory at the same addresses, so that whatever still points there (a view
+/// handed to another language, say) no longer reaches the memory behind the
+/// mapping. Returns whether it was done (`addr` and `len` must be whole pages).
+///
+/// # Safety
+///
+/// The range must lie inside a mapping the caller owns, and no Rust reference
+/// into it may be live (the bytes change under it).
+pub(crate) unsafe fn replace_with_private(addr: *mut u8, len: usize) -> bool {
+    let page = rustix::param::page_size();
+    if len == 0 || !(addr as usize).is_multiple_of(page) || !len.is_multiple_of(page) {
+        return false;
+    }
+    // SAFETY: MAP_FIXED replaces exactly the caller's pages (its promise),
+    // with anonymous memory; nothing else is touched.
+    unsafe {
+        rustix::mm::mmap_anonymous(
+            addr.cast(),
+            len,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::PRIVATE | MapFlags::FIXED,
+        )
+    }
+    .is_ok()
+}
+
 impl Mapping {
     /// Maps `len` bytes of `fd` from `offset`, shared, read-write. `what` names the
     /// file in errors.

@@ -13,6 +13,7 @@ pub mod sim;
 mod sim_cache;
 pub mod uio;
 
+pub(crate) use map::replace_with_private;
 pub use order::{dma_rmb, dma_wmb};
 pub use sim_cache::MemoryModel;
 
