@@ -1,0 +1,150 @@
+"""dmaflow from Python: DMA buffers that numpy views in place, and the AXI DMA
+channels of an emulated Zynq board (or a real one), with dmaflow's timeouts and
+recovery underneath.
+
+``dmaflow.pynq`` is the PYNQ-compatible facade: change ``from pynq import ...``
+to ``from dmaflow.pynq import ...`` and a notebook's DMA cell runs as it is.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._native import Board, Channel, DmaBuffer, DmaError, DmaTimeoutError
+
+__all__ = [
+    "Board",
+    "Channel",
+    "DmaBuffer",
+    "DmaError",
+    "DmaTimeoutError",
+    "PynqBuffer",
+    "allocate",
+    "default_board",
+]
+
+_default: Board | None = None
+
+
+def default_board() -> Board:
+    """The board buffers go to when none is named: the one an overlay loaded
+    last, else an emulated board with the ``"loopback"`` design."""
+    global _default
+    if _default is None:
+        _default = Board("loopback")
+    return _default
+
+
+def _set_default_board(board: Board) -> None:
+    global _default
+    _default = board
+
+
+class PynqBuffer(np.ndarray):
+    """A numpy array over a DMA buffer, in place (PYNQ's ``PynqBuffer``).
+
+    Views and slices keep the buffer alive; ``physical_address`` is the bus
+    address of the array's first element (of a slice, too).
+    """
+
+    _native: DmaBuffer | None
+
+    def __array_finalize__(self, obj) -> None:
+        self._native = getattr(obj, "_native", None)
+
+    def _buffer(self) -> DmaBuffer:
+        if self._native is None:
+            raise ValueError("this array is not over a DMA buffer")
+        return self._native
+
+    @property
+    def physical_address(self) -> int:
+        """Bus address of the first element, as the device sees it."""
+        b = self._buffer()
+        return b.physical_address + (self.ctypes.data - b.address)
+
+    @property
+    def device_address(self) -> int:
+        """The same as ``physical_address`` (PYNQ's name on newer boards)."""
+        return self.physical_address
+
+    @property
+    def coherent(self) -> bool:
+        """Whether the board needs no cache maintenance."""
+        return self._buffer().coherent
+
+    @property
+    def cacheable(self) -> bool:
+        """Whether the CPU caches the buffer (always, on dmaflow's boards)."""
+        return True
+
+    def _range(self) -> tuple[int, int]:
+        b = self._buffer()
+        return self.ctypes.data - b.address, self.nbytes
+
+    def flush(self) -> None:
+        """Makes what the CPU wrote visible to the device (clean)."""
+        self._buffer().sync_to_device(*self._range())
+
+    def invalidate(self) -> None:
+        """Makes what the device wrote visible to the CPU (invalidate)."""
+        self._buffer().sync_from_device(*self._range())
+
+    def sync_to_device(self) -> None:
+        """The same as ``flush``."""
+        self.flush()
+
+    def sync_from_device(self) -> None:
+        """The same as ``invalidate``."""
+        self.invalidate()
+
+    def freebuffer(self) -> None:
+        """Returns the DMA memory once no array views it any more; an error
+        while a transfer owns it."""
+        self._buffer().close()
+
+    def close(self) -> None:
+        """The same as ``freebuffer``."""
+        self.freebuffer()
+
+    def __enter__(self) -> PynqBuffer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.freebuffer()
+
+
+def allocate(
+    shape,
+    dtype="u4",
+    target=None,
+    *,
+    board: Board | None = None,
+    cacheable: bool = True,
+) -> PynqBuffer:
+    """A numpy array of ``shape`` and ``dtype`` in a board's DMA memory, in
+    place (no copy), contents unspecified.
+
+    Accepts PYNQ's keywords: ``target`` (a memory bank or an IP; dmaflow's
+    boards have one bank, so it only chooses the board when it is one), and
+    ``cacheable`` (dmaflow's buffers are always cacheable, with cache
+    maintenance done for you where the board needs it).
+    """
+    dt = np.dtype(dtype)
+    if dt.hasobject:
+        raise TypeError(f"a DMA buffer cannot hold Python objects (dtype {dt})")
+    if isinstance(target, Board) and board is None:
+        board = target
+    if board is None:
+        board = getattr(target, "board", None) or default_board()
+    shape_t = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
+    if any(s < 0 for s in shape_t):
+        raise ValueError(f"negative dimension in shape {shape_t}")
+    count = int(np.prod(shape_t, dtype=np.int64))
+    nbytes = count * dt.itemsize
+    if nbytes == 0:
+        raise ValueError(f"a DMA buffer of zero bytes (shape {shape_t}, dtype {dt})")
+    native = board.allocate(nbytes)
+    arr = np.frombuffer(native, dtype=dt, count=count).reshape(shape_t).view(PynqBuffer)
+    arr._native = native
+    return arr

@@ -1,0 +1,243 @@
+//! An emulated board with one design loaded: the fabric, its DMA memory pool,
+//! its AXI DMA engine and the register window PYNQ's MMIO reaches.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use dmaflow::axi::{AxiDma, Config as AxiConfig};
+use dmaflow::dma::Engine;
+use dmaflow::mem::{CachePolicy, DmaPool};
+use dmaflow::platform::sim::{DEFAULT_DDR_BASE, SimBoard, SimIrq, SimRegisters};
+use dmaflow::platform::{MemoryModel, RegisterSpace};
+use dmaflow::sim::{Clock, Fabric, Faults, Loopback};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+
+/// Where the first engine's register window sits in the physical address
+/// map (where PYNQ's designs put `axi_dma_0`).
+pub(crate) const REGISTER_BASE: u64 = 0x4040_0000;
+/// The window's size (the AXI DMA IP's 64 KiB range).
+pub(crate) const REGISTER_SIZE: u64 = 0x1_0000;
+/// DMA memory of an emulated board.
+const DDR_BYTES: usize = 64 << 20;
+
+/// The engine of a board, its interrupt lines and its pool.
+pub(crate) type SimEngine = Engine<SimRegisters, SimIrq>;
+
+/// What a board holds, shared by its buffers and channels.
+pub(crate) struct BoardInner {
+    /// The DMA memory.
+    pub(crate) pool: DmaPool,
+    /// The AXI DMA engine (one caller at a time).
+    pub(crate) engine: Mutex<SimEngine>,
+    /// The register window as PYNQ's MMIO sees it.
+    regs: SimRegisters,
+    /// Whether the engine has its scatter-gather engine (`c_include_sg`).
+    pub(crate) sg: bool,
+    /// The design loaded.
+    design: String,
+    /// Width of the length register in bits.
+    length_width: u32,
+    fabric: Fabric,
+    _board: SimBoard,
+}
+
+impl BoardInner {
+    /// The engine, for one call.
+    pub(crate) fn engine(&self) -> std::sync::MutexGuard<'_, SimEngine> {
+        self.engine.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Maps any error of the library to a Python exception naming it.
+pub(crate) fn runtime(e: impl std::fmt::Display) -> PyErr {
+    PyRuntimeError::new_err(e.to_string())
+}
+
+/// An emulated Zynq board with a design loaded: `"loopback"` (an AXI DMA in
+/// direct register mode around a loopback stream) or `"loopback-sg"` (the same
+/// with its scatter-gather engine). `memory` is `"coherent"` or
+/// `"noncoherent"` (the CPU's caches apart from DRAM: buffers need
+/// `flush()`/`invalidate()`, which the channels do). `timeout` is the longest
+/// wait for a transfer, in seconds. `length_width` is the width of the
+/// engine's buffer-length register in bits (PG021's `c_sg_length_width`,
+/// 8..=26; 26 by default: transfers up to 64 MiB - 1).
+#[pyclass(module = "dmaflow._native", frozen)]
+pub struct Board {
+    pub(crate) inner: Arc<BoardInner>,
+}
+
+#[pymethods]
+impl Board {
+    #[new]
+    #[pyo3(signature = (design = "loopback", memory = "coherent", timeout = 1.0, length_width = 26))]
+    fn new(design: &str, memory: &str, timeout: f64, length_width: u32) -> PyResult<Self> {
+        if !(8..=26).contains(&length_width) {
+            return Err(PyValueError::new_err(format!(
+                "length_width must be 8..=26 bits, not {length_width}"
+            )));
+        }
+        let sg = match design {
+            "loopback" => false,
+            "loopback-sg" => true,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "no design called {other:?} on the emulated board (loopback, loopback-sg)"
+                )));
+            }
+        };
+        let model = match memory {
+            "coherent" => MemoryModel::Coherent,
+            "noncoherent" => MemoryModel::NonCoherent,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "memory must be \"coherent\" or \"noncoherent\", not {other:?}"
+                )));
+            }
+        };
+        if !(timeout.is_finite() && timeout > 0.0 && timeout <= 3600.0) {
+            return Err(PyValueError::new_err(format!(
+                "timeout must be between 0 and 3600 seconds, not {timeout}"
+            )));
+        }
+        let board =
+            SimBoard::with_model(1, DDR_BYTES, DEFAULT_DDR_BASE, 2, model).map_err(runtime)?;
+        let fabric = Fabric::with_processor(&board, Clock::Unlimited, sg, Box::new(Loopback))
+            .map_err(runtime)?;
+        let cfg = AxiConfig {
+            timeout: Duration::from_secs_f64(timeout),
+            length_width,
+        };
+        fabric.set_length_width(cfg.length_width).map_err(runtime)?;
+        let policy = match model {
+            MemoryModel::Coherent => CachePolicy::Coherent,
+            MemoryModel::NonCoherent => CachePolicy::Explicit,
+        };
+        let pool =
+            DmaPool::new(Arc::new(board.memory().map_err(runtime)?), policy).map_err(runtime)?;
+        let dma = AxiDma::new(board.registers(0).map_err(runtime)?, cfg).map_err(runtime)?;
+        let engine = Engine::new(
+            dma,
+            board.irq(0).map_err(runtime)?,
+            board.irq(1).map_err(runtime)?,
+            pool.clone(),
+        );
+        Ok(Board {
+            inner: Arc::new(BoardInner {
+                pool,
+                engine: Mutex::new(engine),
+                regs: board.registers(0).map_err(runtime)?,
+                sg,
+                design: design.to_string(),
+                length_width,
+                fabric,
+                _board: board,
+            }),
+        })
+    }
+
+    /// The design loaded.
+    #[getter]
+    fn design(&self) -> String {
+        self.inner.design.clone()
+    }
+
+    /// Whether the engine has its scatter-gather engine.
+    #[getter]
+    fn sg(&self) -> bool {
+        self.inner.sg
+    }
+
+    /// Whether the CPU's caches are coherent with the device.
+    #[getter]
+    fn coherent(&self) -> bool {
+        self.inner.pool.policy() == CachePolicy::Coherent
+    }
+
+    /// Physical address of the engine's register window.
+    #[getter]
+    fn register_base(&self) -> u64 {
+        REGISTER_BASE
+    }
+
+    /// Size of the register window in bytes.
+    #[getter]
+    fn register_size(&self) -> u64 {
+        REGISTER_SIZE
+    }
+
+    /// Width of the engine's buffer-length register in bits (`c_sg_length_width`).
+    #[getter]
+    fn length_width(&self) -> u32 {
+        self.inner.length_width
+    }
+
+    /// Physical address and size of the board's DMA memory.
+    #[getter]
+    fn memory_range(&self) -> (u64, usize) {
+        (DEFAULT_DDR_BASE, DDR_BYTES)
+    }
+
+    /// Bytes of DMA memory given up for good to an engine that could not be
+    /// halted after a failure.
+    #[getter]
+    fn lost_bytes(&self) -> usize {
+        self.inner.pool.lost_bytes()
+    }
+
+    /// Reads the 32-bit register at byte `offset` of the window.
+    fn read_register(&self, offset: usize) -> PyResult<u32> {
+        self.inner
+            .regs
+            .read(offset)
+            .map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
+    /// Writes the 32-bit register at byte `offset` of the window, as PYNQ's
+    /// MMIO does: the program drives the engine by hand.
+    fn write_register(&self, offset: usize, value: u32) -> PyResult<()> {
+        // SAFETY: register access by hand is PYNQ's MMIO: the Python program
+        // is the driver. The emulated engine reaches only this board's DMA
+        // memory, of which Rust holds no reference across Python code (buffers
+        // are handed to Python as raw pointers, channels touch them only while
+        // they own a transfer): a transfer started by hand races with the
+        // Python program's own views of its buffers, never with Rust.
+        unsafe { self.inner.regs.write(offset, value) }
+            .map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
+    /// Fault injection for tests: the engine's next transfer stays in progress
+    /// `seconds` longer (past the timeout, it times out).
+    fn inject_stall(&self, seconds: f64) -> PyResult<()> {
+        if !(seconds.is_finite() && seconds >= 0.0) {
+            return Err(PyValueError::new_err(format!("a stall of {seconds} s")));
+        }
+        self.inner.fabric.inject(Faults {
+            stall: Some(Duration::from_secs_f64(seconds)),
+            ..Faults::default()
+        });
+        Ok(())
+    }
+
+    /// A DMA buffer of `nbytes` bytes in the board's memory, on whole pages.
+    fn allocate(&self, nbytes: usize) -> PyResult<crate::buffer::DmaBuffer> {
+        crate::buffer::DmaBuffer::new(self.inner.clone(), nbytes)
+    }
+
+    /// The engine's channel in `direction`: `"mm2s"` (send) or `"s2mm"` (receive).
+    fn channel(&self, direction: &str) -> PyResult<crate::channel::Channel> {
+        crate::channel::Channel::new(self.inner.clone(), direction)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Board(design={:?}, memory={:?})",
+            self.inner.design,
+            if self.coherent() {
+                "coherent"
+            } else {
+                "noncoherent"
+            }
+        )
+    }
+}

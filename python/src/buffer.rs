@@ -1,0 +1,293 @@
+//! A DMA buffer that numpy views in place: the buffer protocol hands out the
+//! buffer's CPU address (never a copy), and counts the views open so that the
+//! memory goes back to the pool only when the last one is gone.
+
+use std::ffi::{CString, c_int, c_void};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use dmaflow::mem::{CachePolicy, DmaBuf};
+use pyo3::exceptions::{PyBufferError, PyRuntimeError, PyValueError};
+use pyo3::ffi;
+use pyo3::prelude::*;
+
+use crate::board::{BoardInner, runtime};
+
+/// A buffer of DMA memory on an emulated board. Python sees its bytes through
+/// the buffer protocol (`numpy.frombuffer`, `memoryview`), in place. Closing it
+/// while a transfer owns it is an error; closing it while views are open
+/// returns the memory when the last view goes.
+#[pyclass(module = "dmaflow._native", frozen)]
+pub struct DmaBuffer {
+    board: Arc<BoardInner>,
+    /// The buffer; `None` once returned to the pool.
+    buf: Mutex<Option<DmaBuf<u8>>>,
+    /// Bytes Python sees.
+    nbytes: usize,
+    /// CPU address of the first byte (stays valid while the buffer lives, and
+    /// reads private memory if the buffer was given up to a device).
+    address: usize,
+    physical: u64,
+    /// Buffer-protocol views open.
+    exports: AtomicUsize,
+    /// Transfers in flight on the buffer.
+    device: AtomicUsize,
+    closed: AtomicBool,
+}
+
+impl DmaBuffer {
+    pub(crate) fn new(board: Arc<BoardInner>, nbytes: usize) -> PyResult<Self> {
+        if nbytes == 0 {
+            return Err(PyValueError::new_err("a DMA buffer of zero bytes"));
+        }
+        let page = rustix::param::page_size();
+        let span = nbytes
+            .checked_next_multiple_of(page)
+            .ok_or_else(|| PyValueError::new_err(format!("{nbytes} bytes do not fit")))?;
+        // Whole pages: if a device ever keeps the buffer, its pages are
+        // replaced by private memory and the views Python holds stop reaching it.
+        let buf = board
+            .pool
+            .alloc_aligned(span, page)
+            .map_err(|e| pyo3::exceptions::PyMemoryError::new_err(e.to_string()))?;
+        let address = buf.as_slice().as_ptr() as usize;
+        let physical = buf.bus_addr();
+        Ok(DmaBuffer {
+            board,
+            buf: Mutex::new(Some(buf)),
+            nbytes,
+            address,
+            physical,
+            exports: AtomicUsize::new(0),
+            device: AtomicUsize::new(0),
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    /// The buffer, for one call; an error once closed.
+    pub(crate) fn with<T>(&self, f: impl FnOnce(&mut DmaBuf<u8>) -> PyResult<T>) -> PyResult<T> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(PyValueError::new_err("the DMA buffer is closed"));
+        }
+        let mut g = self.buf.lock().unwrap_or_else(PoisonError::into_inner);
+        match g.as_mut() {
+            Some(b) => f(b),
+            None => Err(PyValueError::new_err("the DMA buffer is closed")),
+        }
+    }
+
+    /// Bytes Python sees.
+    pub(crate) fn len(&self) -> usize {
+        self.nbytes
+    }
+
+    /// A transfer takes the buffer (refused once closed).
+    pub(crate) fn lend(&self) -> PyResult<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(PyValueError::new_err("the DMA buffer is closed"));
+        }
+        self.device.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// A transfer gives the buffer back.
+    pub(crate) fn give_back(&self) {
+        self.device.fetch_sub(1, Ordering::AcqRel);
+        self.release_if_done();
+    }
+
+    /// Gives the buffer up to a device that could not be halted: its memory is
+    /// never reused, and the pages Python views become private memory.
+    pub(crate) fn surrender(&self) {
+        let mut g = self.buf.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(b) = g.as_mut() {
+            b.surrender();
+        }
+    }
+
+    /// Returns the memory to the pool once closed with no view and no
+    /// transfer left.
+    fn release_if_done(&self) {
+        if self.closed.load(Ordering::Acquire)
+            && self.exports.load(Ordering::Acquire) == 0
+            && self.device.load(Ordering::Acquire) == 0
+        {
+            self.buf
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+        }
+    }
+
+    fn sync(&self, offset: usize, nbytes: Option<usize>, to_device: bool) -> PyResult<()> {
+        let n = nbytes.unwrap_or(self.nbytes.saturating_sub(offset));
+        if offset.checked_add(n).is_none_or(|end| end > self.nbytes) {
+            return Err(PyValueError::new_err(format!(
+                "{n} bytes from {offset} do not fit the {}-byte buffer",
+                self.nbytes
+            )));
+        }
+        self.with(|b| {
+            if to_device {
+                b.sync_range_for_device(offset, n).map_err(runtime)
+            } else {
+                b.sync_range_for_cpu(offset, n).map_err(runtime)
+            }
+        })
+    }
+}
+
+#[pymethods]
+impl DmaBuffer {
+    /// Bytes in the buffer.
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.nbytes
+    }
+
+    /// The bus (physical) address of the first byte, as the device sees it.
+    #[getter]
+    fn physical_address(&self) -> u64 {
+        self.physical
+    }
+
+    /// The CPU address of the first byte (where numpy's views start).
+    #[getter]
+    fn address(&self) -> usize {
+        self.address
+    }
+
+    /// Whether the board's caches are coherent (no flush/invalidate needed).
+    #[getter]
+    fn coherent(&self) -> bool {
+        self.board.pool.policy() == CachePolicy::Coherent
+    }
+
+    /// Whether the buffer was closed.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Whether a transfer owns the buffer now.
+    #[getter]
+    fn device_owned(&self) -> bool {
+        self.device.load(Ordering::Acquire) > 0
+    }
+
+    /// Whether the buffer was given up to an engine that could not be halted
+    /// (its views read private memory since).
+    #[getter]
+    fn lost(&self) -> bool {
+        let g = self.buf.lock().unwrap_or_else(PoisonError::into_inner);
+        g.as_ref().is_some_and(DmaBuf::is_lost)
+    }
+
+    /// Cleans `nbytes` bytes from `offset` (all by default) so the device reads
+    /// what the CPU wrote (nothing to do on a coherent board).
+    #[pyo3(signature = (offset = 0, nbytes = None))]
+    fn sync_to_device(&self, offset: usize, nbytes: Option<usize>) -> PyResult<()> {
+        self.sync(offset, nbytes, true)
+    }
+
+    /// Invalidates `nbytes` bytes from `offset` (all by default) so the CPU
+    /// reads what the device wrote.
+    #[pyo3(signature = (offset = 0, nbytes = None))]
+    fn sync_from_device(&self, offset: usize, nbytes: Option<usize>) -> PyResult<()> {
+        self.sync(offset, nbytes, false)
+    }
+
+    /// Closes the buffer: refused while a transfer owns it; with views still
+    /// open, the memory goes back to the pool when the last one goes.
+    fn close(&self) -> PyResult<()> {
+        if self.device.load(Ordering::Acquire) > 0 {
+            return Err(PyRuntimeError::new_err(
+                "the DMA buffer is in use by a transfer: wait for it before closing",
+            ));
+        }
+        self.closed.store(true, Ordering::Release);
+        self.release_if_done();
+        Ok(())
+    }
+
+    /// The buffer protocol: a writable, one-dimensional view of the bytes in
+    /// place.
+    ///
+    /// # Safety
+    ///
+    /// Called by Python with a valid `Py_buffer` to fill.
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut ffi::Py_buffer,
+        flags: c_int,
+    ) -> PyResult<()> {
+        if view.is_null() {
+            return Err(PyBufferError::new_err("no view to fill"));
+        }
+        let me = slf.get();
+        if me.closed.load(Ordering::Acquire) {
+            return Err(PyBufferError::new_err("the DMA buffer is closed"));
+        }
+        me.exports.fetch_add(1, Ordering::AcqRel);
+        let format = if flags & ffi::PyBUF_FORMAT == ffi::PyBUF_FORMAT {
+            CString::new("B")
+                .map_err(|e| PyBufferError::new_err(e.to_string()))?
+                .into_raw()
+        } else {
+            std::ptr::null_mut()
+        };
+        // SAFETY: `view` is the caller's to fill (checked non-null). The
+        // address stays valid while the view holds `obj` (this buffer, whose
+        // memory returns to the pool only after the last view is released);
+        // `shape` and `strides` point into the view itself, as the protocol
+        // allows for one-dimensional byte buffers.
+        unsafe {
+            (*view).obj = slf.clone().into_any().into_ptr();
+            (*view).buf = me.address as *mut c_void;
+            (*view).len = me.nbytes as isize;
+            (*view).readonly = 0;
+            (*view).itemsize = 1;
+            (*view).format = format;
+            (*view).ndim = 1;
+            (*view).shape = if flags & ffi::PyBUF_ND == ffi::PyBUF_ND {
+                &mut (*view).len
+            } else {
+                std::ptr::null_mut()
+            };
+            (*view).strides = if flags & ffi::PyBUF_STRIDES == ffi::PyBUF_STRIDES {
+                &mut (*view).itemsize
+            } else {
+                std::ptr::null_mut()
+            };
+            (*view).suboffsets = std::ptr::null_mut();
+            (*view).internal = std::ptr::null_mut();
+        }
+        Ok(())
+    }
+
+    /// The end of a view: the memory goes back once closed and unviewed.
+    ///
+    /// # Safety
+    ///
+    /// Called by Python with a view this object filled.
+    unsafe fn __releasebuffer__(&self, view: *mut ffi::Py_buffer) {
+        // SAFETY: the format string, if any, was made by `CString::into_raw`
+        // in `__getbuffer__`.
+        unsafe {
+            if !view.is_null() && !(*view).format.is_null() {
+                drop(CString::from_raw((*view).format));
+            }
+        }
+        self.exports.fetch_sub(1, Ordering::AcqRel);
+        self.release_if_done();
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "DmaBuffer(nbytes={}, physical_address={:#x}{})",
+            self.nbytes,
+            self.physical,
+            if self.closed() { ", closed" } else { "" }
+        )
+    }
+}

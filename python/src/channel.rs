@@ -1,0 +1,289 @@
+//! One channel of a board's AXI DMA engine, with PYNQ's shape: `transfer()`
+//! hands a buffer (or part of one) to the channel, `wait()` collects it with
+//! the GIL released. In direct register mode one transfer is one ADDR/LENGTH
+//! pair; with the scatter-gather engine it is a descriptor chain. A transfer
+//! owns its buffer until it is collected or, after a timeout or an error, the
+//! engine is confirmed halted; if it cannot be, the buffer is given up to the
+//! device for good (its pages replaced, so Python's views never see the
+//! device's writes).
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use dmaflow::axi::{self, Channel as Ch, DESC_WORDS, SgChain, Wait};
+use dmaflow::mem::DmaBuf;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+
+use crate::board::{BoardInner, runtime};
+use crate::buffer::DmaBuffer;
+use crate::{DmaError, DmaTimeoutError};
+
+/// Descriptors in a channel's scatter-gather ring.
+const RING_DESCRIPTORS: usize = 256;
+
+/// A transfer in flight on a channel.
+struct Flight {
+    buffer: Py<DmaBuffer>,
+    /// Byte offset in the buffer, and length.
+    start: usize,
+    len: usize,
+    /// Scatter-gather: the chain and its descriptors.
+    chain: Option<(SgChain, DmaBuf<u32>)>,
+}
+
+#[derive(Default)]
+struct State {
+    flight: Option<Flight>,
+    /// Bytes the last collected transfer moved.
+    transferred: usize,
+    /// What went wrong with the last transfer.
+    error: Option<String>,
+    /// Whether the channel was stopped by hand.
+    stopped: bool,
+}
+
+/// One direction of a board's DMA engine: `"mm2s"` (PYNQ's `sendchannel`) or
+/// `"s2mm"` (`recvchannel`).
+#[pyclass(module = "dmaflow._native", frozen)]
+pub struct Channel {
+    board: Arc<BoardInner>,
+    ch: Ch,
+    state: Mutex<State>,
+}
+
+impl Channel {
+    pub(crate) fn new(board: Arc<BoardInner>, direction: &str) -> PyResult<Self> {
+        let ch = match direction {
+            "mm2s" | "send" => Ch::Mm2s,
+            "s2mm" | "recv" => Ch::S2mm,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "a channel is \"mm2s\" or \"s2mm\", not {other:?}"
+                )));
+            }
+        };
+        Ok(Channel {
+            board,
+            ch,
+            state: Mutex::new(State::default()),
+        })
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// After a failed wait: the driver recovered the engine; if it could not
+    /// be halted, the buffer (and the descriptors) go to the device for good.
+    fn failed(&self, py: Python<'_>, flight: Flight, e: &axi::Error) -> PyErr {
+        let dead = self.board.engine().dma().is_failed();
+        let buffer = flight.buffer.bind(py).get();
+        if dead {
+            buffer.surrender();
+            if let Some((_, mut ring)) = flight.chain {
+                ring.surrender();
+            }
+        }
+        buffer.give_back();
+        let text = format!("{e}");
+        self.state().error = Some(text.clone());
+        match e {
+            axi::Error::Timeout { .. } => DmaTimeoutError::new_err(text),
+            _ => DmaError::new_err(text),
+        }
+    }
+}
+
+#[pymethods]
+impl Channel {
+    /// Hands `nbytes` bytes of `buffer` from byte `start` to the channel
+    /// (all of it from `start` when `nbytes` is 0). Refused while a transfer
+    /// is in flight, for a closed buffer, a range outside it, or more than
+    /// the length register holds.
+    #[pyo3(signature = (buffer, start = 0, nbytes = 0))]
+    fn transfer(&self, buffer: Bound<'_, DmaBuffer>, start: usize, nbytes: usize) -> PyResult<()> {
+        let mut st = self.state();
+        if st.flight.is_some() {
+            return Err(PyRuntimeError::new_err(format!(
+                "{}: DMA channel not idle: a transfer is in flight",
+                self.ch
+            )));
+        }
+        if st.stopped {
+            return Err(PyRuntimeError::new_err(format!(
+                "{}: DMA channel not started",
+                self.ch
+            )));
+        }
+        let b = buffer.get();
+        let len = if nbytes == 0 {
+            b.len().saturating_sub(start)
+        } else {
+            nbytes
+        };
+        if len == 0 || start.checked_add(len).is_none_or(|end| end > b.len()) {
+            return Err(PyValueError::new_err(format!(
+                "{len} bytes from byte {start} are not inside the {}-byte buffer",
+                b.len()
+            )));
+        }
+        let engine = self.board.engine();
+        let dma = engine.dma();
+        if len > dma.max_len() {
+            return Err(PyValueError::new_err(format!(
+                "{}: {len} bytes is more than the {}-byte limit of the length register",
+                self.ch,
+                dma.max_len()
+            )));
+        }
+        let addr = b.with(|buf| {
+            // What the CPU wrote reaches memory before the device reads it; no
+            // dirty line is written back over what the device writes.
+            match self.ch {
+                Ch::Mm2s => buf.sync_range_for_device(start, len),
+                Ch::S2mm => buf.sync_range_for_cpu(start, len),
+            }
+            .map_err(runtime)?;
+            Ok(buf.bus_addr() + start as u64)
+        })?;
+        b.lend()?;
+        let started = if self.board.sg {
+            let ring = engine
+                .pool()
+                .alloc::<u32>(RING_DESCRIPTORS * DESC_WORDS)
+                .map_err(runtime);
+            ring.and_then(|mut ring| {
+                // SAFETY: the buffer is lent to this transfer (`lend`: it
+                // cannot be closed or freed) and the channel keeps it until
+                // `wait` collects the chain or, after a failure, the engine is
+                // confirmed halted; if it cannot be, the buffer and the
+                // descriptors are given up to the device (`failed`).
+                let chain = unsafe { dma.sg_start(self.ch, &mut ring, &[(addr, len)], true) };
+                chain
+                    .map(|c| Some((c, ring)))
+                    .map_err(|e| DmaError::new_err(e.to_string()))
+            })
+        } else {
+            // SAFETY: as above, for the direct-mode transfer.
+            unsafe { dma.start(self.ch, addr, len, true) }
+                .map(|()| None)
+                .map_err(|e| DmaError::new_err(e.to_string()))
+        };
+        match started {
+            Ok(chain) => {
+                st.flight = Some(Flight {
+                    buffer: buffer.unbind(),
+                    start,
+                    len,
+                    chain,
+                });
+                st.error = None;
+                st.stopped = false;
+                Ok(())
+            }
+            Err(e) => {
+                b.give_back();
+                Err(e)
+            }
+        }
+    }
+
+    /// Waits for the transfer in flight (at most the board's timeout, with the
+    /// GIL released, sleeping on the channel's interrupt line); returns the
+    /// bytes moved (for S2MM: received, TLAST may end it early). A timeout
+    /// raises `DmaTimeoutError`, an engine error `DmaError`, both after the
+    /// engine was halted.
+    fn wait(&self, py: Python<'_>) -> PyResult<usize> {
+        let Some(mut flight) = self.state().flight.take() else {
+            return Err(PyRuntimeError::new_err(format!(
+                "{}: no transfer in flight to wait for",
+                self.ch
+            )));
+        };
+        let board = self.board.clone();
+        let ch = self.ch;
+        let chain = flight.chain.take();
+        let (waited, chain) = py.detach(move || {
+            let engine = board.engine();
+            let how = Wait::Irq(engine.irq(ch));
+            match chain {
+                Some((c, ring)) => {
+                    let r = engine
+                        .dma()
+                        .sg_wait(ch, &ring, c, &how)
+                        .map(|v| v.iter().sum());
+                    (r, Some((c, ring)))
+                }
+                None => (engine.dma().wait(ch, &how), None),
+            }
+        });
+        flight.chain = chain;
+        match waited {
+            Ok(n) => {
+                let buffer = flight.buffer.bind(py).get();
+                if ch == Ch::S2mm {
+                    buffer.with(|b| b.sync_range_for_cpu(flight.start, n).map_err(runtime))?;
+                }
+                buffer.give_back();
+                let n = n.min(flight.len);
+                self.state().transferred = n;
+                Ok(n)
+            }
+            Err(e) => Err(self.failed(py, flight, &e)),
+        }
+    }
+
+    /// Whether nothing is in flight.
+    #[getter]
+    fn idle(&self) -> bool {
+        self.state().flight.is_none()
+    }
+
+    /// Whether the channel runs (not stopped by hand, engine in service).
+    #[getter]
+    fn running(&self) -> bool {
+        !self.state().stopped && !self.board.engine().dma().is_failed()
+    }
+
+    /// What went wrong with the last transfer (`None` if nothing).
+    #[getter]
+    fn error(&self) -> Option<String> {
+        self.state().error.clone()
+    }
+
+    /// Bytes the last collected transfer moved.
+    #[getter]
+    fn transferred(&self) -> usize {
+        self.state().transferred
+    }
+
+    /// DMASR of the channel.
+    #[getter]
+    fn status(&self) -> PyResult<u32> {
+        self.board.engine().dma().status(self.ch).map_err(runtime)
+    }
+
+    /// Starts the channel (a reset brings a failed engine back into service).
+    fn start(&self) -> PyResult<()> {
+        let mut st = self.state();
+        let engine = self.board.engine();
+        if engine.dma().is_failed() {
+            engine.dma().reset().map_err(runtime)?;
+        }
+        st.stopped = false;
+        Ok(())
+    }
+
+    /// Stops the channel: refused while a transfer is in flight (wait for it).
+    fn stop(&self) -> PyResult<()> {
+        let mut st = self.state();
+        if st.flight.is_some() {
+            return Err(PyRuntimeError::new_err(format!(
+                "{}: a transfer is in flight: wait for it before stopping",
+                self.ch
+            )));
+        }
+        st.stopped = true;
+        Ok(())
+    }
+}

@@ -1,0 +1,36 @@
+//! The extension module behind the `dmaflow` Python package: the emulated
+//! board with its designs ([`board`]), DMA buffers that numpy arrays view in
+//! place ([`buffer`]) and the DMA channels PYNQ's driver exposes
+//! ([`channel`]). Everything calls the dmaflow library; the Python side
+//! (`dmaflow/`, `dmaflow/pynq.py`) only shapes it into numpy's and PYNQ's
+//! conventions.
+
+mod board;
+mod buffer;
+mod channel;
+
+use pyo3::prelude::*;
+
+pyo3::create_exception!(
+    _native,
+    DmaError,
+    pyo3::exceptions::PyRuntimeError,
+    "The DMA engine reported an error (named, with DMASR); it was halted before this was raised."
+);
+pyo3::create_exception!(
+    _native,
+    DmaTimeoutError,
+    pyo3::exceptions::PyTimeoutError,
+    "A DMA transfer did not complete in time; the engine was halted (or the buffer given up to it) before this was raised."
+);
+
+/// The `dmaflow._native` module.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<board::Board>()?;
+    m.add_class::<buffer::DmaBuffer>()?;
+    m.add_class::<channel::Channel>()?;
+    m.add("DmaError", m.py().get_type::<DmaError>())?;
+    m.add("DmaTimeoutError", m.py().get_type::<DmaTimeoutError>())?;
+    Ok(())
+}

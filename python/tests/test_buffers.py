@@ -1,0 +1,97 @@
+"""Buffers: numpy arrays over DMA memory, in place, with PYNQ's attributes."""
+
+import gc
+
+import numpy as np
+import pytest
+
+import dmaflow
+from dmaflow import Board, PynqBuffer, allocate
+
+
+def test_shapes_dtypes_and_addresses():
+    board = Board("loopback")
+    lo, size = board.memory_range
+    for shape, dtype in [(5, "u4"), ((3, 4), np.int16), ((2, 3, 5), np.float64), (1, "u1")]:
+        a = allocate(shape, dtype=dtype, board=board)
+        assert isinstance(a, PynqBuffer)
+        assert a.shape == ((shape,) if isinstance(shape, int) else shape)
+        assert a.dtype == np.dtype(dtype)
+        assert a.flags["C_CONTIGUOUS"] and a.flags["WRITEABLE"]
+        assert lo <= a.physical_address < lo + size
+        assert a.physical_address % 4096 == 0, "whole pages"
+        assert a.device_address == a.physical_address
+        assert a.coherent and a.cacheable
+
+
+def test_an_array_is_the_buffer_itself_not_a_copy():
+    board = Board("loopback")
+    a = allocate(1024, dtype="u1", board=board)
+    a[:] = 7
+    # The bytes the buffer protocol hands out are the array's.
+    view = memoryview(a._native)
+    assert view.nbytes == 1024 and view[0] == 7
+    view[3] = 9
+    assert a[3] == 9
+    # A slice is a view, with its own physical address.
+    s = a[100:200]
+    assert s.physical_address == a.physical_address + 100
+    s[:] = 1
+    assert (a[100:200] == 1).all()
+
+
+def test_views_keep_the_buffer_alive_and_close_waits_for_them():
+    board = Board("loopback")
+    a = allocate(4096, dtype="u1", board=board)
+    a[:] = 5
+    tail = a[2048:]
+    native = a._native
+    del a
+    gc.collect()
+    assert (tail == 5).all(), "the slice still views the buffer"
+    tail.freebuffer()
+    assert native.closed
+    # Closed: no new views, no transfers; the existing one still reads.
+    with pytest.raises(BufferError):
+        memoryview(native)
+    assert (tail == 5).all()
+
+
+def test_context_manager_and_close_while_the_device_owns_it():
+    board = Board("loopback")
+    send, recv = board.channel("mm2s"), board.channel("s2mm")
+    with allocate(256, dtype="u1", board=board) as a, allocate(256, dtype="u1", board=board) as b:
+        a[:] = 3
+        recv.transfer(b._native)
+        with pytest.raises(RuntimeError, match="in use by a transfer"):
+            b.freebuffer()
+        send.transfer(a._native)
+        send.wait()
+        recv.wait()
+        assert (b == 3).all()
+    assert a._native.closed and b._native.closed
+
+
+def test_bad_requests_are_python_errors():
+    board = Board("loopback")
+    with pytest.raises(TypeError, match="Python objects"):
+        allocate(4, dtype=object, board=board)
+    with pytest.raises(ValueError, match="zero bytes"):
+        allocate(0, board=board)
+    with pytest.raises(ValueError, match="negative"):
+        allocate((-1, 4), board=board)
+    with pytest.raises(MemoryError):
+        allocate(1 << 30, dtype="u1", board=board)
+    with pytest.raises(ValueError, match="no design"):
+        Board("nonesuch")
+    with pytest.raises(ValueError, match="memory must be"):
+        Board("loopback", memory="sometimes")
+
+
+def test_the_default_board_is_the_last_overlay_s():
+    from dmaflow.pynq import Overlay
+
+    ol = Overlay("loopback-sg")
+    a = dmaflow.pynq.allocate(16)
+    assert a._native.physical_address >= ol.board.memory_range[0]
+    assert dmaflow.default_board() is ol.board

@@ -1,0 +1,11 @@
+"""The examples run as they are."""
+
+import pathlib
+import runpy
+
+EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
+
+
+def test_pynq_dma_example_runs(capsys):
+    runpy.run_path(str(EXAMPLES / "pynq_dma.py"), run_name="__main__")
+    assert "received: [0 1 2 3 4]" in capsys.readouterr().out
