@@ -14,6 +14,7 @@ from ._native import Board, Channel, DmaBuffer, DmaError, DmaTimeoutError
 
 __all__ = [
     "Board",
+    "Engine",
     "Channel",
     "DmaBuffer",
     "DmaError",
@@ -148,3 +149,34 @@ def allocate(
     arr = np.frombuffer(native, dtype=dt, count=count).reshape(shape_t).view(PynqBuffer)
     arr._native = native
     return arr
+
+
+class Engine:
+    """A board's AXI DMA engine driven by dmaflow's own zero-copy two-way
+    transfer (both channels at once), with the completion mode of your choice:
+    ``"poll"`` (spin on DMASR), ``"yield"`` (poll, yielding the CPU) or
+    ``"irq"`` (sleep on the interrupt line). The GIL is released while the
+    transfer runs."""
+
+    def __init__(self, board: Board | None = None) -> None:
+        self.board = board if board is not None else default_board()
+        self._native = self.board.engine()
+
+    @staticmethod
+    def _whole(a: PynqBuffer, what: str) -> DmaBuffer:
+        if not isinstance(a, PynqBuffer) or a._native is None:
+            raise TypeError(f"{what} must be an array from allocate()")
+        # Within its buffer, a contiguous array of the buffer's size is the
+        # whole buffer (cheaper to ask than its address).
+        if a.nbytes != a._native.nbytes or not a.flags.c_contiguous:
+            raise ValueError(f"{what} must be a whole buffer from allocate(), not a view into one")
+        return a._native
+
+    def two_way(self, tx: PynqBuffer, rx: PynqBuffer, completion: str = "irq") -> int:
+        """Sends all of ``tx`` and receives into ``rx``; returns the bytes
+        received. Raises ``DmaTimeoutError`` or ``DmaError`` with the engine
+        halted."""
+        return self._native.two_way(
+            self._whole(tx, "tx"), self._whole(rx, "rx"), tx.nbytes, completion
+        )
+

@@ -224,6 +224,11 @@ impl Board {
         crate::buffer::DmaBuffer::new(self.inner.clone(), nbytes)
     }
 
+    /// The engine, for dmaflow's two-way transfers.
+    fn engine(&self) -> crate::engine::Engine {
+        crate::engine::Engine::new(self.inner.clone())
+    }
+
     /// The engine's channel in `direction`: `"mm2s"` (send) or `"s2mm"` (receive).
     fn channel(&self, direction: &str) -> PyResult<crate::channel::Channel> {
         crate::channel::Channel::new(self.inner.clone(), direction)

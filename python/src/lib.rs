@@ -1,13 +1,14 @@
 //! The extension module behind the `dmaflow` Python package: the emulated
 //! board with its designs ([`board`]), DMA buffers that numpy arrays view in
-//! place ([`buffer`]) and the DMA channels PYNQ's driver exposes
-//! ([`channel`]). Everything calls the dmaflow library; the Python side
+//! place ([`buffer`]), the DMA channels PYNQ's driver exposes
+//! ([`channel`]) and dmaflow's own transfers ([`engine`]). Everything calls the dmaflow library; the Python side
 //! (`dmaflow/`, `dmaflow/pynq.py`) only shapes it into numpy's and PYNQ's
 //! conventions.
 
 mod board;
 mod buffer;
 mod channel;
+mod engine;
 
 use pyo3::prelude::*;
 
@@ -30,6 +31,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<board::Board>()?;
     m.add_class::<buffer::DmaBuffer>()?;
     m.add_class::<channel::Channel>()?;
+    m.add_class::<engine::Engine>()?;
     m.add("DmaError", m.py().get_type::<DmaError>())?;
     m.add("DmaTimeoutError", m.py().get_type::<DmaTimeoutError>())?;
     Ok(())

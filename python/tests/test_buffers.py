@@ -95,3 +95,32 @@ def test_the_default_board_is_the_last_overlay_s():
     a = dmaflow.pynq.allocate(16)
     assert a._native.physical_address >= ol.board.memory_range[0]
     assert dmaflow.default_board() is ol.board
+
+
+def test_engine_two_way_in_every_completion_mode():
+    board = Board("loopback", memory="noncoherent")
+    e = dmaflow.Engine(board)
+    a = allocate(3000, dtype="u1", board=board)
+    b = allocate(3000, dtype="u1", board=board)
+    a[:] = np.arange(3000) % 256
+    for c in ["poll", "yield", "irq"]:
+        b[:] = 0
+        assert e.two_way(a, b, c) == 3000
+        assert np.array_equal(a, b), c
+    with pytest.raises(ValueError, match="completion"):
+        e.two_way(a, b, "sometimes")
+    with pytest.raises(ValueError, match="whole buffer"):
+        e.two_way(a[1:], b)
+    with pytest.raises(ValueError, match="differ"):
+        e._native.two_way(a._native, a._native)
+
+
+def test_the_python_layer_benchmark_runs_and_checks_its_data():
+    from dmaflow import bench
+
+    rows = bench.measure(sizes=[64, 4096], rounds=2, count=20)
+    assert [r["bytes"] for r in rows] == [64, 4096]
+    for r in rows:
+        assert r["python_us"] > 0 and r["rust_us"] > 0
+        assert r["diff_min_us"] <= r["diff_us"] <= r["diff_max_us"]
+    assert "target" in bench.render(rows)
