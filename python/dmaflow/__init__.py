@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._native import Board, Channel, DmaBuffer, DmaError, DmaTimeoutError
+from ._native import Queue as _NativeQueue
 
 __all__ = [
     "Board",
@@ -20,6 +21,7 @@ __all__ = [
     "DmaError",
     "DmaTimeoutError",
     "PynqBuffer",
+    "Queue",
     "allocate",
     "default_board",
 ]
@@ -179,4 +181,71 @@ class Engine:
         return self._native.two_way(
             self._whole(tx, "tx"), self._whole(rx, "rx"), tx.nbytes, completion
         )
+
+
+class Queue:
+    """dmaflow's mirrored circular queue of ``dtype`` items (paper 001's
+    zero-copy queue).
+
+    ``peek(n)`` returns the next ``n`` items as a read-only numpy array *in
+    place*, contiguous even where they wrap round the end of the queue (the
+    memory is mapped twice); ``consume(m)`` then releases the first ``m`` (a
+    reader may look at more than it consumes: the firing threshold).
+    ``reserve(n)`` returns ``n`` free slots as a writable array in place, and
+    ``commit(k)`` publishes the first ``k``. ``consume`` and ``commit`` are
+    refused (``BufferError``) while arrays from ``peek``/``reserve`` are alive:
+    ``del`` them first, so an array never sees slots that changed hands.
+    """
+
+    def __init__(self, capacity: int, dtype="f4") -> None:
+        self.dtype = np.dtype(dtype)
+        if self.dtype.hasobject:
+            raise TypeError(f"a queue cannot hold Python objects (dtype {self.dtype})")
+        self._native = _NativeQueue(int(capacity), self.dtype.itemsize)
+
+    @property
+    def capacity(self) -> int:
+        """Items the queue holds."""
+        return self._native.capacity
+
+    def _array(self, view) -> np.ndarray:
+        if view.nbytes == 0:
+            a = np.empty(0, dtype=self.dtype)
+            a.flags.writeable = False
+            return a
+        return np.frombuffer(view, dtype=self.dtype)
+
+    def reserve(self, n: int, timeout: float | None = None) -> np.ndarray:
+        """``n`` free slots in place, waiting for them (at most ``timeout``
+        seconds; ``TimeoutError`` after)."""
+        return self._array(self._native.reserve(int(n), timeout))
+
+    def commit(self, k: int) -> None:
+        """Publishes the first ``k`` reserved items."""
+        self._native.commit(int(k))
+
+    def write(self, items, timeout: float | None = None) -> None:
+        """Copies ``items`` in and commits them (``reserve`` + ``commit``)."""
+        data = np.ascontiguousarray(items, dtype=self.dtype).ravel()
+        done = 0
+        while done < len(data):
+            k = min(len(data) - done, self.capacity)
+            slots = self.reserve(k, timeout)
+            slots[:] = data[done : done + k]
+            del slots
+            self.commit(k)
+            done += k
+
+    def close(self) -> None:
+        """Ends the stream: the reader gets what is left, then empty windows."""
+        self._native.close_writer()
+
+    def peek(self, n: int, timeout: float | None = None) -> np.ndarray:
+        """The next ``n`` items in place, read-only, waiting for them (at most
+        ``timeout`` seconds); fewer, down to none, once the stream has ended."""
+        return self._array(self._native.peek(int(n), timeout))
+
+    def consume(self, m: int) -> None:
+        """Releases the first ``m`` items of the window."""
+        self._native.consume(int(m))
 

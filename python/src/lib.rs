@@ -1,7 +1,8 @@
 //! The extension module behind the `dmaflow` Python package: the emulated
 //! board with its designs ([`board`]), DMA buffers that numpy arrays view in
 //! place ([`buffer`]), the DMA channels PYNQ's driver exposes
-//! ([`channel`]) and dmaflow's own transfers ([`engine`]). Everything calls the dmaflow library; the Python side
+//! ([`channel`]), dmaflow's own transfers ([`engine`]) and its mirrored
+//! queue with windows numpy views in place ([`queue`]). Everything calls the dmaflow library; the Python side
 //! (`dmaflow/`, `dmaflow/pynq.py`) only shapes it into numpy's and PYNQ's
 //! conventions.
 
@@ -9,6 +10,7 @@ mod board;
 mod buffer;
 mod channel;
 mod engine;
+mod queue;
 
 use pyo3::prelude::*;
 
@@ -32,6 +34,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<buffer::DmaBuffer>()?;
     m.add_class::<channel::Channel>()?;
     m.add_class::<engine::Engine>()?;
+    m.add_class::<queue::Queue>()?;
+    m.add_class::<queue::QueueView>()?;
     m.add("DmaError", m.py().get_type::<DmaError>())?;
     m.add("DmaTimeoutError", m.py().get_type::<DmaTimeoutError>())?;
     Ok(())

@@ -1,0 +1,322 @@
+//! dmaflow's mirrored queue from Python: a reader's `peek(n)` is `n` items
+//! in place, contiguous across the wrap (the mirror), a writer's `reserve(n)`
+//! is `n` free slots in place. Views are counted: `consume` and `commit`,
+//! which end a view's permission, are refused while views are alive, so a
+//! view never sees slots that changed hands.
+
+use std::ffi::{CString, c_int, c_void};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use dmaflow::ring::{self, Reader, Writer};
+use pyo3::exceptions::{PyBufferError, PyTimeoutError, PyValueError};
+use pyo3::ffi;
+use pyo3::prelude::*;
+
+/// A mirrored circular queue of fixed-size items (bytes underneath).
+#[pyclass(module = "dmaflow._native", frozen)]
+pub struct Queue {
+    writer: Mutex<Option<Writer<u8>>>,
+    reader: Mutex<Reader<u8>>,
+    itemsize: usize,
+    capacity: usize,
+    /// Views of the reader's window and of the writer's reservation alive.
+    read_views: AtomicUsize,
+    write_views: AtomicUsize,
+}
+
+/// A window of a queue handed to Python: its bytes, read-only for a
+/// reader's window.
+#[pyclass(module = "dmaflow._native", frozen)]
+pub struct QueueView {
+    queue: Py<Queue>,
+    address: usize,
+    len: usize,
+    writable: bool,
+}
+
+fn ring_error(e: ring::Error) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+/// Polls `attempt` with the GIL released until it gives an answer or
+/// `timeout` passes.
+fn poll_until<T: Send>(
+    py: Python<'_>,
+    timeout: Option<f64>,
+    what: &str,
+    mut attempt: impl FnMut() -> PyResult<Option<T>> + Send,
+) -> PyResult<T> {
+    let limit = timeout
+        .map(|t| {
+            if t.is_finite() && t >= 0.0 {
+                Ok(Duration::from_secs_f64(t))
+            } else {
+                Err(PyValueError::new_err(format!("a timeout of {t} s")))
+            }
+        })
+        .transpose()?;
+    let got = py.detach(move || -> PyResult<Option<T>> {
+        let t0 = Instant::now();
+        let mut spins = 0u32;
+        loop {
+            if let Some(v) = attempt()? {
+                return Ok(Some(v));
+            }
+            if limit.is_some_and(|l| t0.elapsed() >= l) {
+                return Ok(None);
+            }
+            spins += 1;
+            if spins < 64 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+    })?;
+    got.ok_or_else(|| PyTimeoutError::new_err(format!("{what}: nothing within {timeout:?} s")))
+}
+
+impl Queue {
+    fn view(
+        slf: &Bound<'_, Self>,
+        address: usize,
+        len: usize,
+        writable: bool,
+    ) -> PyResult<QueueView> {
+        Ok(QueueView {
+            queue: slf.clone().unbind(),
+            address,
+            len,
+            writable,
+        })
+    }
+}
+
+#[pymethods]
+impl Queue {
+    /// A queue of at least `items` items of `itemsize` bytes (a power of two
+    /// up to 4096; rounded up to whole pages).
+    #[new]
+    fn new(items: usize, itemsize: usize) -> PyResult<Self> {
+        if !itemsize.is_power_of_two() || itemsize > 4096 {
+            return Err(PyValueError::new_err(format!(
+                "item size {itemsize}: a power of two up to 4096 bytes"
+            )));
+        }
+        let bytes = items
+            .checked_mul(itemsize)
+            .ok_or_else(|| PyValueError::new_err("the queue does not fit the address space"))?;
+        let (w, r) = ring::channel::<u8>(bytes.max(1)).map_err(ring_error)?;
+        let capacity = w.capacity() / itemsize;
+        Ok(Queue {
+            writer: Mutex::new(Some(w)),
+            reader: Mutex::new(r),
+            itemsize,
+            capacity,
+            read_views: AtomicUsize::new(0),
+            write_views: AtomicUsize::new(0),
+        })
+    }
+
+    /// Capacity in items.
+    #[getter]
+    fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Bytes per item.
+    #[getter]
+    fn itemsize(&self) -> usize {
+        self.itemsize
+    }
+
+    /// Waits (at most `timeout` seconds; `None`: for ever) until `n` free
+    /// slots can be reserved and returns them in place.
+    #[pyo3(signature = (n, timeout = None))]
+    fn reserve(
+        slf: &Bound<'_, Self>,
+        py: Python<'_>,
+        n: usize,
+        timeout: Option<f64>,
+    ) -> PyResult<QueueView> {
+        let q = slf.get();
+        let bytes = n
+            .checked_mul(q.itemsize)
+            .ok_or_else(|| PyValueError::new_err("too many items"))?;
+        let queue = slf.clone().unbind();
+        let address = poll_until(py, timeout, "reserve", move || {
+            let q = queue.get();
+            let mut g = q.writer.lock().unwrap_or_else(PoisonError::into_inner);
+            let w = g
+                .as_mut()
+                .ok_or_else(|| PyValueError::new_err("the queue's writer is closed"))?;
+            Ok(w.try_reserve(bytes)
+                .map_err(ring_error)?
+                .map(|s| s.as_mut_ptr() as usize))
+        })?;
+        Queue::view(slf, address, bytes, true)
+    }
+
+    /// Publishes the first `n` reserved items; refused while a view of the
+    /// reservation is alive.
+    fn commit(&self, n: usize) -> PyResult<()> {
+        if self.write_views.load(Ordering::Acquire) > 0 {
+            return Err(PyBufferError::new_err(
+                "views of the reserved slots are still alive: drop them (del) before commit",
+            ));
+        }
+        let mut g = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let w = g
+            .as_mut()
+            .ok_or_else(|| PyValueError::new_err("the queue's writer is closed"))?;
+        w.commit(n * self.itemsize).map_err(ring_error)
+    }
+
+    /// Ends the stream: the reader sees what is left, then an empty window.
+    fn close_writer(&self) -> PyResult<()> {
+        if self.write_views.load(Ordering::Acquire) > 0 {
+            return Err(PyBufferError::new_err(
+                "views of the reserved slots are still alive: drop them first",
+            ));
+        }
+        self.writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        Ok(())
+    }
+
+    /// Waits (at most `timeout` seconds; `None`: for ever) until `n` items
+    /// are readable (the firing threshold) and returns exactly `n` in place,
+    /// read-only; fewer, down to none, once the writer is closed.
+    #[pyo3(signature = (n, timeout = None))]
+    fn peek(
+        slf: &Bound<'_, Self>,
+        py: Python<'_>,
+        n: usize,
+        timeout: Option<f64>,
+    ) -> PyResult<QueueView> {
+        let q = slf.get();
+        let bytes = n
+            .checked_mul(q.itemsize)
+            .ok_or_else(|| PyValueError::new_err("too many items"))?;
+        let itemsize = q.itemsize;
+        let queue = slf.clone().unbind();
+        let (address, len) = poll_until(py, timeout, "peek", move || {
+            let q = queue.get();
+            let mut r = q.reader.lock().unwrap_or_else(PoisonError::into_inner);
+            let closed = r.is_writer_closed();
+            Ok(r.try_peek(bytes).map_err(ring_error)?.map(|s| {
+                let len = if closed { s.len().min(bytes) } else { bytes };
+                (s.as_ptr() as usize, len / itemsize * itemsize)
+            }))
+        })?;
+        Queue::view(slf, address, len, false)
+    }
+
+    /// Releases the first `n` items of the window; refused while a view of
+    /// the window is alive.
+    fn consume(&self, n: usize) -> PyResult<()> {
+        if self.read_views.load(Ordering::Acquire) > 0 {
+            return Err(PyBufferError::new_err(
+                "views of the window are still alive: drop them (del) before consume",
+            ));
+        }
+        self.reader
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .consume(n * self.itemsize)
+            .map_err(ring_error)
+    }
+}
+
+#[pymethods]
+impl QueueView {
+    /// Bytes in the view.
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.len
+    }
+
+    /// The buffer protocol: the slots in place (read-only for a window).
+    ///
+    /// # Safety
+    ///
+    /// Called by Python with a valid `Py_buffer` to fill.
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut ffi::Py_buffer,
+        flags: c_int,
+    ) -> PyResult<()> {
+        if view.is_null() {
+            return Err(PyBufferError::new_err("no view to fill"));
+        }
+        let me = slf.get();
+        if !me.writable && flags & ffi::PyBUF_WRITABLE == ffi::PyBUF_WRITABLE {
+            return Err(PyBufferError::new_err("a reader's window is read-only"));
+        }
+        let q = me.queue.get();
+        let counter = if me.writable {
+            &q.write_views
+        } else {
+            &q.read_views
+        };
+        counter.fetch_add(1, Ordering::AcqRel);
+        let format = if flags & ffi::PyBUF_FORMAT == ffi::PyBUF_FORMAT {
+            CString::new("B")
+                .map_err(|e| PyBufferError::new_err(e.to_string()))?
+                .into_raw()
+        } else {
+            std::ptr::null_mut()
+        };
+        // SAFETY: `view` is the caller's to fill. The slots stay the view's
+        // while it is counted: consume/commit are refused until the count
+        // drops, and the queue (the mirror mapping) lives as long as `obj`,
+        // which holds this view, which holds the queue.
+        unsafe {
+            (*view).obj = slf.clone().into_any().into_ptr();
+            (*view).buf = me.address as *mut c_void;
+            (*view).len = me.len as isize;
+            (*view).readonly = c_int::from(!me.writable);
+            (*view).itemsize = 1;
+            (*view).format = format;
+            (*view).ndim = 1;
+            (*view).shape = if flags & ffi::PyBUF_ND == ffi::PyBUF_ND {
+                &mut (*view).len
+            } else {
+                std::ptr::null_mut()
+            };
+            (*view).strides = if flags & ffi::PyBUF_STRIDES == ffi::PyBUF_STRIDES {
+                &mut (*view).itemsize
+            } else {
+                std::ptr::null_mut()
+            };
+            (*view).suboffsets = std::ptr::null_mut();
+            (*view).internal = std::ptr::null_mut();
+        }
+        Ok(())
+    }
+
+    /// The end of a view.
+    ///
+    /// # Safety
+    ///
+    /// Called by Python with a view this object filled.
+    unsafe fn __releasebuffer__(&self, view: *mut ffi::Py_buffer) {
+        // SAFETY: the format string, if any, came from `CString::into_raw`.
+        unsafe {
+            if !view.is_null() && !(*view).format.is_null() {
+                drop(CString::from_raw((*view).format));
+            }
+        }
+        let q = self.queue.get();
+        let counter = if self.writable {
+            &q.write_views
+        } else {
+            &q.read_views
+        };
+        counter.fetch_sub(1, Ordering::AcqRel);
+    }
+}
