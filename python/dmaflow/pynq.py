@@ -15,8 +15,9 @@ its import line changed::
     dma.recvchannel.wait()
 
 The designs are the emulated board's: ``"loopback"`` (an AXI DMA in direct
-register mode around a loopback stream) and ``"loopback-sg"`` (with its
-scatter-gather engine), each with its engine at ``axi_dma_0``. Unlike PYNQ's
+register mode around a loopback stream), ``"loopback-sg"`` (with its
+scatter-gather engine), each with its engine at ``axi_dma_0``, and ``"fir"``
+(a FIR filter core, ``fir_0``, behind a scatter-gather ``axi_dma_0``). Unlike PYNQ's
 driver, a stalled core ends in ``DmaTimeoutError`` (after the board's timeout,
 with the engine halted and the buffer never reused while the device may write
 it), and waiting releases the GIL and sleeps on the channel's interrupt line.
@@ -141,6 +142,31 @@ class DMA:
         self.mmio.write(offset, value)
 
 
+class FIR:
+    """The FIR filter core of the ``"fir"`` design (``ol.fir_0``): a block
+    filter of up to 512 taps, little-endian float32 samples in on the AXI DMA's
+    MM2S stream, the "valid" convolution of each packet out on S2MM (``n``
+    samples give ``n - taps + 1``)."""
+
+    def __init__(self, description: dict, board: Board) -> None:
+        self.description = description
+        self.board = board
+        self.mmio = MMIO(description["phys_addr"], description["addr_range"], device=board)
+
+    def load_taps(self, taps) -> None:
+        """Loads the filter's taps (1 to 512 finite numbers) through the core's
+        registers; the register map and its checks are dmaflow's driver's."""
+        self.board.load_taps([float(t) for t in np.asarray(taps, dtype=np.float32).ravel()])
+
+    def read(self, offset: int = 0) -> int:
+        """Reads a register of the core."""
+        return self.mmio.read(offset)
+
+    def write(self, offset: int, value: int) -> None:
+        """Writes a register of the core."""
+        self.mmio.write(offset, value)
+
+
 class Overlay:
     """Loads one of the emulated board's designs, as PYNQ's ``Overlay`` loads a
     bitstream: its IP is then in ``ip_dict`` (PYNQ's keys), reachable by
@@ -200,6 +226,18 @@ class Overlay:
                 "type": "DDR4",
             }
         }
+        if self.board.register_windows > 1:
+            self.ip_dict["fir_0"] = {
+                "fullpath": "fir_0",
+                "type": "dmaflow:hls:fir:1.0",
+                "phys_addr": base + size,
+                "addr_range": size,
+                "state": None,
+                "interrupts": {},
+                "parameters": {"C_MAX_TAPS": "512", "c_max_taps": "512"},
+                "driver": FIR,
+            }
+            self.fir_0 = FIR(self.ip_dict["fir_0"], self.board)
         self.axi_dma_0 = DMA(self.ip_dict["axi_dma_0"], self.board)
         _loaded = self
         _set_default_board(self.board)
@@ -224,7 +262,7 @@ class MMIO:
                 raise RuntimeError("no overlay loaded: load one with Overlay(name) first")
             device = _loaded.board
         board = device
-        lo, size = board.register_base, board.register_size
+        lo, size = board.register_base, board.register_size * board.register_windows
         if base_addr < lo or base_addr + length > lo + size or length <= 0:
             raise ValueError(
                 f"{base_addr:#x}+{length:#x} is not inside a register window of the "

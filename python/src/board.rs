@@ -9,7 +9,7 @@ use dmaflow::dma::Engine;
 use dmaflow::mem::{CachePolicy, DmaPool};
 use dmaflow::platform::sim::{DEFAULT_DDR_BASE, SimBoard, SimIrq, SimRegisters};
 use dmaflow::platform::{MemoryModel, RegisterSpace};
-use dmaflow::sim::{Clock, Fabric, Faults, Loopback};
+use dmaflow::sim::{Clock, Fabric, Faults, FirCore, Loopback, StreamProcessor};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
@@ -30,8 +30,9 @@ pub(crate) struct BoardInner {
     pub(crate) pool: DmaPool,
     /// The AXI DMA engine (one caller at a time).
     pub(crate) engine: Mutex<SimEngine>,
-    /// The register window as PYNQ's MMIO sees it.
-    regs: SimRegisters,
+    /// The register windows as PYNQ's MMIO sees them: the engine's, then the
+    /// core's own where it has one.
+    regs: Vec<SimRegisters>,
     /// Whether the engine has its scatter-gather engine (`c_include_sg`).
     pub(crate) sg: bool,
     /// The design loaded.
@@ -55,8 +56,10 @@ pub(crate) fn runtime(e: impl std::fmt::Display) -> PyErr {
 }
 
 /// An emulated Zynq board with a design loaded: `"loopback"` (an AXI DMA in
-/// direct register mode around a loopback stream) or `"loopback-sg"` (the same
-/// with its scatter-gather engine). `memory` is `"coherent"` or
+/// direct register mode around a loopback stream), `"loopback-sg"` (the same
+/// with its scatter-gather engine) or `"fir"` (a FIR filter core behind a
+/// scatter-gather AXI DMA, its taps in a register window of its own: little-
+/// endian f32 samples in, the "valid" convolution of each packet out). `memory` is `"coherent"` or
 /// `"noncoherent"` (the CPU's caches apart from DRAM: buffers need
 /// `flush()`/`invalidate()`, which the channels do). `timeout` is the longest
 /// wait for a transfer, in seconds. `length_width` is the width of the
@@ -65,6 +68,20 @@ pub(crate) fn runtime(e: impl std::fmt::Display) -> PyErr {
 #[pyclass(module = "dmaflow._native", frozen)]
 pub struct Board {
     pub(crate) inner: Arc<BoardInner>,
+}
+
+impl Board {
+    /// The window and offset of byte `offset` from the first window.
+    fn window(&self, offset: usize) -> PyResult<(&SimRegisters, usize)> {
+        let w = offset / REGISTER_SIZE as usize;
+        let r = self.inner.regs.get(w).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "offset {offset:#x} is past the design's {} register window(s)",
+                self.inner.regs.len()
+            ))
+        })?;
+        Ok((r, offset % REGISTER_SIZE as usize))
+    }
 }
 
 #[pymethods]
@@ -77,15 +94,17 @@ impl Board {
                 "length_width must be 8..=26 bits, not {length_width}"
             )));
         }
-        let sg = match design {
-            "loopback" => false,
-            "loopback-sg" => true,
+        let (sg, core): (bool, Box<dyn StreamProcessor>) = match design {
+            "loopback" => (false, Box::new(Loopback)),
+            "loopback-sg" => (true, Box::new(Loopback)),
+            "fir" => (true, Box::new(FirCore::new())),
             other => {
                 return Err(PyValueError::new_err(format!(
-                    "no design called {other:?} on the emulated board (loopback, loopback-sg)"
+                    "no design called {other:?} on the emulated board (loopback, loopback-sg, fir)"
                 )));
             }
         };
+        let windows = 1 + usize::from(core.control_bytes() > 0);
         let model = match memory {
             "coherent" => MemoryModel::Coherent,
             "noncoherent" => MemoryModel::NonCoherent,
@@ -100,10 +119,9 @@ impl Board {
                 "timeout must be between 0 and 3600 seconds, not {timeout}"
             )));
         }
-        let board =
-            SimBoard::with_model(1, DDR_BYTES, DEFAULT_DDR_BASE, 2, model).map_err(runtime)?;
-        let fabric = Fabric::with_processor(&board, Clock::Unlimited, sg, Box::new(Loopback))
+        let board = SimBoard::with_model(windows, DDR_BYTES, DEFAULT_DDR_BASE, 2, model)
             .map_err(runtime)?;
+        let fabric = Fabric::with_processor(&board, Clock::Unlimited, sg, core).map_err(runtime)?;
         let cfg = AxiConfig {
             timeout: Duration::from_secs_f64(timeout),
             length_width,
@@ -126,7 +144,9 @@ impl Board {
             inner: Arc::new(BoardInner {
                 pool,
                 engine: Mutex::new(engine),
-                regs: board.registers(0).map_err(runtime)?,
+                regs: (0..windows)
+                    .map(|i| board.registers(i).map_err(runtime))
+                    .collect::<PyResult<_>>()?,
                 sg,
                 design: design.to_string(),
                 length_width,
@@ -160,10 +180,17 @@ impl Board {
         REGISTER_BASE
     }
 
-    /// Size of the register window in bytes.
+    /// Size of each register window in bytes (the engine's is first, the
+    /// core's, where it has one, follows).
     #[getter]
     fn register_size(&self) -> u64 {
         REGISTER_SIZE
+    }
+
+    /// Register windows: 1, or 2 for a design whose core has registers.
+    #[getter]
+    fn register_windows(&self) -> usize {
+        self.inner.regs.len()
     }
 
     /// Width of the engine's buffer-length register in bits (`c_sg_length_width`).
@@ -185,24 +212,36 @@ impl Board {
         self.inner.pool.lost_bytes()
     }
 
-    /// Reads the 32-bit register at byte `offset` of the window.
+    /// Reads the 32-bit register at byte `offset` from the first window.
     fn read_register(&self, offset: usize) -> PyResult<u32> {
-        self.inner
-            .regs
-            .read(offset)
+        let (regs, at) = self.window(offset)?;
+        regs.read(at)
             .map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
-    /// Writes the 32-bit register at byte `offset` of the window, as PYNQ's
-    /// MMIO does: the program drives the engine by hand.
+    /// Writes the 32-bit register at byte `offset` from the first window, as
+    /// PYNQ's MMIO does: the program drives the engine by hand.
     fn write_register(&self, offset: usize, value: u32) -> PyResult<()> {
+        let (regs, at) = self.window(offset)?;
         // SAFETY: register access by hand is PYNQ's MMIO: the Python program
         // is the driver. The emulated engine reaches only this board's DMA
         // memory, of which Rust holds no reference across Python code (buffers
         // are handed to Python as raw pointers, channels touch them only while
         // they own a transfer): a transfer started by hand races with the
         // Python program's own views of its buffers, never with Rust.
-        unsafe { self.inner.regs.write(offset, value) }
+        unsafe { regs.write(at, value) }.map_err(|e| PyValueError::new_err(e.to_string()))
+    }
+
+    /// Loads the FIR core's taps through its register window (the `fir`
+    /// design).
+    fn load_taps(&self, taps: Vec<f32>) -> PyResult<()> {
+        let regs = self.inner.regs.get(1).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "the {:?} design has no FIR core",
+                self.inner.design
+            ))
+        })?;
+        dmaflow::accel::fir::load_taps(regs, &taps)
             .map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
