@@ -11,11 +11,13 @@ from __future__ import annotations
 import numpy as np
 
 from ._native import Board, Channel, DmaBuffer, DmaError, DmaTimeoutError
+from ._native import Graph as _NativeGraph
 from ._native import Queue as _NativeQueue
 
 __all__ = [
     "Board",
     "Engine",
+    "Graph",
     "Channel",
     "DmaBuffer",
     "DmaError",
@@ -248,4 +250,119 @@ class Queue:
     def consume(self, m: int) -> None:
         """Releases the first ``m`` items of the window."""
         self._native.consume(int(m))
+
+
+class InputPort:
+    """A Python node's input: ``peek(n)`` waits for ``n`` items and returns
+    every readable item as a read-only array in place (fewer, down to none,
+    at the end of the stream); ``consume(m)`` releases ``m`` of them. Arrays
+    from an earlier ``peek`` must be dropped before the next ``peek`` or
+    ``consume``."""
+
+    def __init__(self, native, dtype: np.dtype) -> None:
+        self._native = native
+        self.dtype = dtype
+
+    def peek(self, n: int) -> np.ndarray:
+        """At least ``n`` items in place (fewer only at the end of the stream)."""
+        w = self._native.peek(int(n))
+        if w.nbytes == 0:
+            a = np.empty(0, dtype=self.dtype)
+            a.flags.writeable = False
+            return a
+        return np.frombuffer(w, dtype=self.dtype)
+
+    def consume(self, m: int) -> None:
+        """Releases the first ``m`` items."""
+        self._native.consume(int(m))
+
+    def __iter__(self):
+        """The stream in chunks (each a copy, so it may be kept)."""
+        while True:
+            w = self.peek(1)
+            k = len(w)
+            if k == 0:
+                return
+            chunk = w.copy()
+            del w
+            self.consume(k)
+            yield chunk
+
+
+class OutputPort:
+    """A Python node's output: ``reserve(n)`` returns ``n`` free slots in
+    place, ``commit(k)`` publishes the first ``k`` (drop the array first);
+    ``write(items)`` does both."""
+
+    def __init__(self, native, dtype: np.dtype) -> None:
+        self._native = native
+        self.dtype = dtype
+
+    def reserve(self, n: int) -> np.ndarray:
+        """``n`` free slots in place, writable."""
+        return np.frombuffer(self._native.reserve(int(n)), dtype=self.dtype)
+
+    def commit(self, k: int) -> None:
+        """Publishes the first ``k`` reserved items."""
+        self._native.commit(int(k))
+
+    def write(self, items) -> None:
+        """Copies ``items`` into the queue and publishes them."""
+        data = np.ascontiguousarray(items, dtype=self.dtype).ravel()
+        if len(data) == 0:
+            return
+        slots = self.reserve(len(data))
+        slots[:] = data
+        del slots
+        self.commit(len(data))
+
+
+class Edge:
+    """A queue between two ports of a ``Graph``."""
+
+    def __init__(self, index: int, dtype: np.dtype) -> None:
+        self.index = index
+        self.dtype = dtype
+
+
+class Graph:
+    """A Kahn process network on dmaflow's mirrored queues: Python functions
+    as nodes (each on its own thread; the GIL is held only while Python code
+    runs) beside dmaflow's built-in nodes (``fir``). Queues grow when the
+    network would otherwise deadlock on a full one (bounded scheduling)."""
+
+    def __init__(self) -> None:
+        self._native = _NativeGraph()
+
+    def connect(self, source: tuple[str, str], target: tuple[str, str], dtype="f4", capacity: int = 16384) -> Edge:
+        """A queue from ``source`` = (node, port) to ``target`` of at least
+        ``capacity`` items of ``dtype`` (1, 2, 4 or 8 bytes)."""
+        dt = np.dtype(dtype)
+        if dt.hasobject:
+            raise TypeError(f"a queue cannot hold Python objects (dtype {dt})")
+        return Edge(self._native.connect(tuple(source), tuple(target), int(capacity), dt.itemsize), dt)
+
+    def node(self, name: str, body, inputs=(), outputs=()) -> None:
+        """Adds node ``name``: ``body(*input_ports, *output_ports)`` runs on its
+        own thread; its ports close when it returns; an exception stops the
+        graph and ``run`` raises it."""
+        ins, outs = list(inputs), list(outputs)
+
+        def call(native_ins, native_outs):
+            body(
+                *(InputPort(p, e.dtype) for p, e in zip(native_ins, ins)),
+                *(OutputPort(p, e.dtype) for p, e in zip(native_outs, outs)),
+            )
+
+        self._native.python_node(name, call, [e.index for e in ins], [e.index for e in outs])
+
+    def fir(self, name: str, taps, input: Edge, output: Edge) -> None:
+        """dmaflow's overlap-save FIR filter as node ``name`` (float32 edges):
+        one output sample per input sample, zero initial state, windows read
+        in place from the input queue, never copied."""
+        self._native.fir_node(name, [float(t) for t in np.asarray(taps, dtype=np.float32).ravel()], input.index, output.index)
+
+    def run(self) -> None:
+        """Runs every node to its end; raises the first node's error."""
+        self._native.run()
 

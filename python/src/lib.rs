@@ -2,7 +2,8 @@
 //! board with its designs ([`board`]), DMA buffers that numpy arrays view in
 //! place ([`buffer`]), the DMA channels PYNQ's driver exposes
 //! ([`channel`]), dmaflow's own transfers ([`engine`]) and its mirrored
-//! queue with windows numpy views in place ([`queue`]). Everything calls the dmaflow library; the Python side
+//! queue with windows numpy views in place ([`queue`], [`window`]), and
+//! process networks with Python nodes ([`graph`]). Everything calls the dmaflow library; the Python side
 //! (`dmaflow/`, `dmaflow/pynq.py`) only shapes it into numpy's and PYNQ's
 //! conventions.
 
@@ -10,7 +11,9 @@ mod board;
 mod buffer;
 mod channel;
 mod engine;
+mod graph;
 mod queue;
+mod window;
 
 use pyo3::prelude::*;
 
@@ -34,8 +37,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<buffer::DmaBuffer>()?;
     m.add_class::<channel::Channel>()?;
     m.add_class::<engine::Engine>()?;
+    m.add_class::<graph::Graph>()?;
+    m.add_class::<graph::InPort>()?;
+    m.add_class::<graph::OutPort>()?;
     m.add_class::<queue::Queue>()?;
-    m.add_class::<queue::QueueView>()?;
+    m.add_class::<window::Window>()?;
     m.add("DmaError", m.py().get_type::<DmaError>())?;
     m.add("DmaTimeoutError", m.py().get_type::<DmaTimeoutError>())?;
     Ok(())

@@ -4,15 +4,15 @@
 //! which end a view's permission, are refused while views are alive, so a
 //! view never sees slots that changed hands.
 
-use std::ffi::{CString, c_int, c_void};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use dmaflow::ring::{self, Reader, Writer};
-use pyo3::exceptions::{PyBufferError, PyTimeoutError, PyValueError};
-use pyo3::ffi;
+use pyo3::exceptions::{PyTimeoutError, PyValueError};
 use pyo3::prelude::*;
+
+use crate::window::{Window, no_views};
 
 /// A mirrored circular queue of fixed-size items (bytes underneath).
 #[pyclass(module = "dmaflow._native", frozen)]
@@ -22,18 +22,8 @@ pub struct Queue {
     itemsize: usize,
     capacity: usize,
     /// Views of the reader's window and of the writer's reservation alive.
-    read_views: AtomicUsize,
-    write_views: AtomicUsize,
-}
-
-/// A window of a queue handed to Python: its bytes, read-only for a
-/// reader's window.
-#[pyclass(module = "dmaflow._native", frozen)]
-pub struct QueueView {
-    queue: Py<Queue>,
-    address: usize,
-    len: usize,
-    writable: bool,
+    read_views: Arc<AtomicUsize>,
+    write_views: Arc<AtomicUsize>,
 }
 
 fn ring_error(e: ring::Error) -> PyErr {
@@ -42,7 +32,7 @@ fn ring_error(e: ring::Error) -> PyErr {
 
 /// Polls `attempt` with the GIL released until it gives an answer or
 /// `timeout` passes.
-fn poll_until<T: Send>(
+pub(crate) fn poll_until<T: Send>(
     py: Python<'_>,
     timeout: Option<f64>,
     what: &str,
@@ -79,18 +69,20 @@ fn poll_until<T: Send>(
 }
 
 impl Queue {
-    fn view(
-        slf: &Bound<'_, Self>,
-        address: usize,
-        len: usize,
-        writable: bool,
-    ) -> PyResult<QueueView> {
-        Ok(QueueView {
-            queue: slf.clone().unbind(),
+    fn view(slf: &Bound<'_, Self>, address: usize, len: usize, writable: bool) -> Window {
+        let q = slf.get();
+        let views = if writable {
+            &q.write_views
+        } else {
+            &q.read_views
+        };
+        Window::new(
+            slf.clone().into_any().unbind(),
+            views.clone(),
             address,
             len,
             writable,
-        })
+        )
     }
 }
 
@@ -115,8 +107,8 @@ impl Queue {
             reader: Mutex::new(r),
             itemsize,
             capacity,
-            read_views: AtomicUsize::new(0),
-            write_views: AtomicUsize::new(0),
+            read_views: Arc::default(),
+            write_views: Arc::default(),
         })
     }
 
@@ -140,7 +132,7 @@ impl Queue {
         py: Python<'_>,
         n: usize,
         timeout: Option<f64>,
-    ) -> PyResult<QueueView> {
+    ) -> PyResult<Window> {
         let q = slf.get();
         let bytes = n
             .checked_mul(q.itemsize)
@@ -156,17 +148,13 @@ impl Queue {
                 .map_err(ring_error)?
                 .map(|s| s.as_mut_ptr() as usize))
         })?;
-        Queue::view(slf, address, bytes, true)
+        Ok(Queue::view(slf, address, bytes, true))
     }
 
     /// Publishes the first `n` reserved items; refused while a view of the
     /// reservation is alive.
     fn commit(&self, n: usize) -> PyResult<()> {
-        if self.write_views.load(Ordering::Acquire) > 0 {
-            return Err(PyBufferError::new_err(
-                "views of the reserved slots are still alive: drop them (del) before commit",
-            ));
-        }
+        no_views(&self.write_views, "reserved slots")?;
         let mut g = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
         let w = g
             .as_mut()
@@ -176,11 +164,7 @@ impl Queue {
 
     /// Ends the stream: the reader sees what is left, then an empty window.
     fn close_writer(&self) -> PyResult<()> {
-        if self.write_views.load(Ordering::Acquire) > 0 {
-            return Err(PyBufferError::new_err(
-                "views of the reserved slots are still alive: drop them first",
-            ));
-        }
+        no_views(&self.write_views, "reserved slots")?;
         self.writer
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -197,7 +181,7 @@ impl Queue {
         py: Python<'_>,
         n: usize,
         timeout: Option<f64>,
-    ) -> PyResult<QueueView> {
+    ) -> PyResult<Window> {
         let q = slf.get();
         let bytes = n
             .checked_mul(q.itemsize)
@@ -213,110 +197,17 @@ impl Queue {
                 (s.as_ptr() as usize, len / itemsize * itemsize)
             }))
         })?;
-        Queue::view(slf, address, len, false)
+        Ok(Queue::view(slf, address, len, false))
     }
 
     /// Releases the first `n` items of the window; refused while a view of
     /// the window is alive.
     fn consume(&self, n: usize) -> PyResult<()> {
-        if self.read_views.load(Ordering::Acquire) > 0 {
-            return Err(PyBufferError::new_err(
-                "views of the window are still alive: drop them (del) before consume",
-            ));
-        }
+        no_views(&self.read_views, "window")?;
         self.reader
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .consume(n * self.itemsize)
             .map_err(ring_error)
-    }
-}
-
-#[pymethods]
-impl QueueView {
-    /// Bytes in the view.
-    #[getter]
-    fn nbytes(&self) -> usize {
-        self.len
-    }
-
-    /// The buffer protocol: the slots in place (read-only for a window).
-    ///
-    /// # Safety
-    ///
-    /// Called by Python with a valid `Py_buffer` to fill.
-    unsafe fn __getbuffer__(
-        slf: Bound<'_, Self>,
-        view: *mut ffi::Py_buffer,
-        flags: c_int,
-    ) -> PyResult<()> {
-        if view.is_null() {
-            return Err(PyBufferError::new_err("no view to fill"));
-        }
-        let me = slf.get();
-        if !me.writable && flags & ffi::PyBUF_WRITABLE == ffi::PyBUF_WRITABLE {
-            return Err(PyBufferError::new_err("a reader's window is read-only"));
-        }
-        let q = me.queue.get();
-        let counter = if me.writable {
-            &q.write_views
-        } else {
-            &q.read_views
-        };
-        counter.fetch_add(1, Ordering::AcqRel);
-        let format = if flags & ffi::PyBUF_FORMAT == ffi::PyBUF_FORMAT {
-            CString::new("B")
-                .map_err(|e| PyBufferError::new_err(e.to_string()))?
-                .into_raw()
-        } else {
-            std::ptr::null_mut()
-        };
-        // SAFETY: `view` is the caller's to fill. The slots stay the view's
-        // while it is counted: consume/commit are refused until the count
-        // drops, and the queue (the mirror mapping) lives as long as `obj`,
-        // which holds this view, which holds the queue.
-        unsafe {
-            (*view).obj = slf.clone().into_any().into_ptr();
-            (*view).buf = me.address as *mut c_void;
-            (*view).len = me.len as isize;
-            (*view).readonly = c_int::from(!me.writable);
-            (*view).itemsize = 1;
-            (*view).format = format;
-            (*view).ndim = 1;
-            (*view).shape = if flags & ffi::PyBUF_ND == ffi::PyBUF_ND {
-                &mut (*view).len
-            } else {
-                std::ptr::null_mut()
-            };
-            (*view).strides = if flags & ffi::PyBUF_STRIDES == ffi::PyBUF_STRIDES {
-                &mut (*view).itemsize
-            } else {
-                std::ptr::null_mut()
-            };
-            (*view).suboffsets = std::ptr::null_mut();
-            (*view).internal = std::ptr::null_mut();
-        }
-        Ok(())
-    }
-
-    /// The end of a view.
-    ///
-    /// # Safety
-    ///
-    /// Called by Python with a view this object filled.
-    unsafe fn __releasebuffer__(&self, view: *mut ffi::Py_buffer) {
-        // SAFETY: the format string, if any, came from `CString::into_raw`.
-        unsafe {
-            if !view.is_null() && !(*view).format.is_null() {
-                drop(CString::from_raw((*view).format));
-            }
-        }
-        let q = self.queue.get();
-        let counter = if self.writable {
-            &q.write_views
-        } else {
-            &q.read_views
-        };
-        counter.fetch_sub(1, Ordering::AcqRel);
     }
 }
