@@ -2,7 +2,7 @@
 //! buffer's CPU address (never a copy), and counts the views open so that the
 //! memory goes back to the pool only when the last one is gone.
 
-use std::ffi::{CString, c_int, c_void};
+use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -221,48 +221,23 @@ impl DmaBuffer {
         view: *mut ffi::Py_buffer,
         flags: c_int,
     ) -> PyResult<()> {
-        if view.is_null() {
-            return Err(PyBufferError::new_err("no view to fill"));
-        }
         let me = slf.get();
         if me.closed.load(Ordering::Acquire) {
             return Err(PyBufferError::new_err("the DMA buffer is closed"));
         }
+        let (address, len) = (me.address, me.nbytes);
         me.exports.fetch_add(1, Ordering::AcqRel);
-        let format = if flags & ffi::PyBUF_FORMAT == ffi::PyBUF_FORMAT {
-            CString::new("B")
-                .map_err(|e| PyBufferError::new_err(e.to_string()))?
-                .into_raw()
-        } else {
-            std::ptr::null_mut()
+        // SAFETY: Python asked for the view. The address stays valid while
+        // the view holds `obj` (this buffer, whose memory returns to the pool
+        // only after the last view is released); the device writes it only
+        // while a transfer owns it, as on PYNQ.
+        let filled = unsafe {
+            crate::window::fill_view(view, flags, slf.clone().into_any(), address, len, true)
         };
-        // SAFETY: `view` is the caller's to fill (checked non-null). The
-        // address stays valid while the view holds `obj` (this buffer, whose
-        // memory returns to the pool only after the last view is released);
-        // `shape` and `strides` point into the view itself, as the protocol
-        // allows for one-dimensional byte buffers.
-        unsafe {
-            (*view).obj = slf.clone().into_any().into_ptr();
-            (*view).buf = me.address as *mut c_void;
-            (*view).len = me.nbytes as isize;
-            (*view).readonly = 0;
-            (*view).itemsize = 1;
-            (*view).format = format;
-            (*view).ndim = 1;
-            (*view).shape = if flags & ffi::PyBUF_ND == ffi::PyBUF_ND {
-                &mut (*view).len
-            } else {
-                std::ptr::null_mut()
-            };
-            (*view).strides = if flags & ffi::PyBUF_STRIDES == ffi::PyBUF_STRIDES {
-                &mut (*view).itemsize
-            } else {
-                std::ptr::null_mut()
-            };
-            (*view).suboffsets = std::ptr::null_mut();
-            (*view).internal = std::ptr::null_mut();
+        if filled.is_err() {
+            me.exports.fetch_sub(1, Ordering::AcqRel);
         }
-        Ok(())
+        filled
     }
 
     /// The end of a view: the memory goes back once closed and unviewed.
@@ -271,13 +246,8 @@ impl DmaBuffer {
     ///
     /// Called by Python with a view this object filled.
     unsafe fn __releasebuffer__(&self, view: *mut ffi::Py_buffer) {
-        // SAFETY: the format string, if any, was made by `CString::into_raw`
-        // in `__getbuffer__`.
-        unsafe {
-            if !view.is_null() && !(*view).format.is_null() {
-                drop(CString::from_raw((*view).format));
-            }
-        }
+        // SAFETY: Python releases a view `__getbuffer__` filled, once.
+        unsafe { crate::window::release_view(view) };
         self.exports.fetch_sub(1, Ordering::AcqRel);
         self.release_if_done();
     }

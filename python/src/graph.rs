@@ -229,6 +229,27 @@ impl Graph {
     }
 }
 
+/// Opens a window on a port: refused while the last one's views are alive
+/// (the queue may move to new memory meanwhile); `locate` finds the slots,
+/// with the GIL released (it may wait).
+fn open_window<P: pyo3::PyClass + Sync>(
+    slf: &Bound<'_, P>,
+    py: Python<'_>,
+    views: &Arc<AtomicUsize>,
+    writable: bool,
+    locate: impl FnOnce() -> PyResult<(usize, usize)> + Send,
+) -> PyResult<Window> {
+    no_views(views, if writable { "reserved slots" } else { "window" })?;
+    let (address, len) = py.detach(locate)?;
+    Ok(Window::new(
+        slf.clone().into_any().unbind(),
+        views.clone(),
+        address,
+        len,
+        writable,
+    ))
+}
+
 /// A Python node's input port.
 #[pyclass(module = "dmaflow._native", frozen)]
 pub struct InPort {
@@ -267,27 +288,21 @@ impl InPort {
     /// end of the stream. Refused while an earlier window's views are alive
     /// (the queue may have grown into new memory).
     fn peek(slf: &Bound<'_, Self>, py: Python<'_>, n: usize) -> PyResult<Window> {
-        let me = slf.get();
-        no_views(&me.views, "window")?;
         let port = slf.clone().unbind();
-        let (address, len) = py.detach(move || {
-            let me = port.get();
-            let mut g = me.port.lock().unwrap_or_else(PoisonError::into_inner);
+        open_window(slf, py, &slf.get().views, false, move || {
+            let mut g = port
+                .get()
+                .port
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             let p = g
                 .as_mut()
                 .ok_or_else(|| PyRuntimeError::new_err("the port is closed"))?;
             each!(In, p, q => {
                 let s = q.peek(n).map_err(graph_error)?;
-                Ok::<_, PyErr>((s.as_ptr() as usize, std::mem::size_of_val(s)))
+                Ok((s.as_ptr() as usize, std::mem::size_of_val(s)))
             })
-        })?;
-        Ok(Window::new(
-            slf.clone().into_any().unbind(),
-            me.views.clone(),
-            address,
-            len,
-            false,
-        ))
+        })
     }
 
     /// Releases the first `m` items; refused while a window's views are alive.
@@ -337,27 +352,21 @@ impl OutPort {
     /// Waits until `n` slots are free and returns them in place, writable.
     /// Refused while an earlier reservation's views are alive.
     fn reserve(slf: &Bound<'_, Self>, py: Python<'_>, n: usize) -> PyResult<Window> {
-        let me = slf.get();
-        no_views(&me.views, "reserved slots")?;
         let port = slf.clone().unbind();
-        let (address, len) = py.detach(move || {
-            let me = port.get();
-            let mut g = me.port.lock().unwrap_or_else(PoisonError::into_inner);
+        open_window(slf, py, &slf.get().views, true, move || {
+            let mut g = port
+                .get()
+                .port
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             let p = g
                 .as_mut()
                 .ok_or_else(|| PyRuntimeError::new_err("the port is closed"))?;
             each!(Out, p, q => {
                 let s = q.reserve(n).map_err(graph_error)?;
-                Ok::<_, PyErr>((s.as_mut_ptr() as usize, std::mem::size_of_val(s)))
+                Ok((s.as_mut_ptr() as usize, std::mem::size_of_val(s)))
             })
-        })?;
-        Ok(Window::new(
-            slf.clone().into_any().unbind(),
-            me.views.clone(),
-            address,
-            len,
-            true,
-        ))
+        })
     }
 
     /// Publishes the first `k` reserved items; refused while the
