@@ -552,42 +552,66 @@ fn starting_a_busy_or_halted_channel_is_an_error() {
     }
 }
 
+/// An accelerator node's settings for these tests: windows of `n` u32 items.
+fn stage_cfg(n: usize) -> dmaflow::accel::stage::StageConfig {
+    dmaflow::accel::stage::StageConfig {
+        window: n,
+        hop: n,
+        out_max: n,
+        min_window: 1,
+        depth: 4,
+        completion: Completion::Poll,
+    }
+}
+
+/// source -> `acc` -> sink, both queues in `r`'s DMA memory: the source writes
+/// `0..items`, `acc` gets the two queue ends, the sink keeps what arrives
+/// (returned, filled once the graph has run).
+fn around_a_node<F>(
+    r: &Rig,
+    items: u32,
+    acc: F,
+) -> (dmaflow::graph::Graph, Arc<std::sync::Mutex<Vec<u32>>>)
+where
+    F: FnOnce(
+            dmaflow::graph::Input<u32>,
+            dmaflow::graph::Output<u32>,
+        ) -> dmaflow::graph::NodeResult
+        + Send
+        + 'static,
+{
+    let memory = r.pool.queue_memory().unwrap();
+    let mut g = dmaflow::graph::Graph::new();
+    let (mut src, ain) = g
+        .connect_in::<u32>(("source", "out"), ("acc", "in"), 4096, memory.clone())
+        .unwrap();
+    let (aout, sink) = g
+        .connect_in::<u32>(("acc", "out"), ("sink", "in"), 4096, memory)
+        .unwrap();
+    g.node("source", move || {
+        Ok(src.write(&(0..items).collect::<Vec<u32>>())?)
+    })
+    .unwrap();
+    g.node("acc", move || acc(ain, aout)).unwrap();
+    let got = common::collect(&mut g, "sink", sink).unwrap();
+    (g, got)
+}
+
 /// An accelerator node whose engine times out: with a short stall the engine
 /// is halted and the queues stay usable; with a long one (the engine cannot be
 /// halted) the output queue the device may still write refuses further use,
 /// the memory is lost to the device, and nothing handed out later is written.
 #[test]
 fn accelerator_nodes_after_a_timeout() {
-    use dmaflow::accel::stage::{self, StageConfig};
-    use dmaflow::graph::Graph;
+    use dmaflow::accel::stage;
     for model in MODELS {
         both_stalls(|stall| {
             let mut r = rig(true, Box::new(Loopback), model);
-            let memory = r.pool.queue_memory().unwrap();
             let engine = r.engines.remove(0);
-            let mut g = Graph::new();
-            let (mut src, mut ain) = g
-                .connect_in::<u32>(("source", "out"), ("acc", "in"), 4096, memory.clone())
-                .unwrap();
-            let (mut aout, mut sink) = g
-                .connect_in::<u32>(("acc", "out"), ("sink", "in"), 4096, memory)
-                .unwrap();
-            g.node("source", move || {
-                Ok(src.write(&(0..20_000).collect::<Vec<u32>>())?)
-            })
-            .unwrap();
             let what = format!("stage {model:?} {stall:?}");
             let w = what.clone();
-            g.node("acc", move || {
-                let cfg = StageConfig {
-                    window: 256,
-                    hop: 256,
-                    out_max: 256,
-                    min_window: 1,
-                    depth: 4,
-                    completion: Completion::Poll,
-                };
-                let e = stage::run(&engine, &cfg, &mut ain, &mut aout).unwrap_err();
+            let (g, _) = around_a_node(&r, 20_000, move |mut ain, mut aout| {
+                let e = stage::run(&engine, &stage_cfg(256), &mut ain, &mut aout).unwrap_err();
                 assert!(e.to_string().contains("no completion"), "{w}: {e}");
                 let next = aout.reserve(1).map(|_| ());
                 if stall == LONG {
@@ -597,16 +621,7 @@ fn accelerator_nodes_after_a_timeout() {
                     next.unwrap_or_else(|e| panic!("{w}: {e}"));
                 }
                 Err(Box::new(e).into())
-            })
-            .unwrap();
-            g.node("sink", move || {
-                while !sink.peek(1)?.is_empty() {
-                    let k = sink.peek(1)?.len();
-                    sink.consume(k)?;
-                }
-                Ok(())
-            })
-            .unwrap();
+            });
             let armed = Stall::arm(&r, stall, 0);
             let e = g.run().unwrap_err().to_string();
             assert!(e.contains("acc"), "{what}: {e}");
@@ -662,37 +677,14 @@ fn a_descriptor_ring_dropped_in_flight_keeps_its_memory_from_the_pool() {
 /// running with CURDESC in descriptor memory that went back to the pool.
 #[test]
 fn an_accelerator_node_leaves_its_engine_halted() {
-    use dmaflow::accel::stage::{self, StageConfig};
+    use dmaflow::accel::stage;
     use dmaflow::axi::regs::{DMACR, DMACR_RS, DMASR, DMASR_HALTED, MM2S, S2MM};
-    use dmaflow::graph::Graph;
     let mut r = rig(true, Box::new(Loopback), MemoryModel::NonCoherent);
-    let memory = r.pool.queue_memory().unwrap();
     let engine = r.engines.remove(0);
-    let mut g = Graph::new();
-    let (mut src, mut ain) = g
-        .connect_in::<u32>(("source", "out"), ("acc", "in"), 4096, memory.clone())
-        .unwrap();
-    let (mut aout, sink) = g
-        .connect_in::<u32>(("acc", "out"), ("sink", "in"), 4096, memory)
-        .unwrap();
-    g.node("source", move || {
-        Ok(src.write(&(0..5000).collect::<Vec<u32>>())?)
-    })
-    .unwrap();
-    g.node("acc", move || {
-        let cfg = StageConfig {
-            window: 300,
-            hop: 300,
-            out_max: 300,
-            min_window: 1,
-            depth: 4,
-            completion: Completion::Poll,
-        };
-        stage::run(&engine, &cfg, &mut ain, &mut aout)?;
+    let (g, got) = around_a_node(&r, 5000, move |mut ain, mut aout| {
+        stage::run(&engine, &stage_cfg(300), &mut ain, &mut aout)?;
         Ok(())
-    })
-    .unwrap();
-    let got = common::collect(&mut g, "sink", sink).unwrap();
+    });
     g.run().unwrap();
     assert_eq!(*got.lock().unwrap(), (0..5000).collect::<Vec<u32>>());
     let regs = r.board.registers(0).unwrap();
@@ -758,33 +750,12 @@ fn descriptor_error_bits_are_named_errors() {
         assert_eq!(&out[..n], &data(700, 5)[..]);
     }
     // An accelerator node: the graph stops with the descriptor's error.
-    use dmaflow::accel::stage::{self, StageConfig};
-    use dmaflow::graph::Graph;
     let mut r = rig(true, Box::new(Loopback), MemoryModel::Coherent);
-    let memory = r.pool.queue_memory().unwrap();
     let engine = r.engines.remove(0);
-    let mut g = Graph::new();
-    let (mut src, ain) = g
-        .connect_in::<u32>(("source", "out"), ("acc", "in"), 4096, memory.clone())
-        .unwrap();
-    let (aout, sink) = g
-        .connect_in::<u32>(("acc", "out"), ("sink", "in"), 4096, memory)
-        .unwrap();
-    g.node("source", move || {
-        Ok(src.write(&(0..20_000).collect::<Vec<u32>>())?)
-    })
-    .unwrap();
-    let cfg = StageConfig {
-        window: 256,
-        hop: 256,
-        out_max: 256,
-        min_window: 1,
-        depth: 4,
-        completion: Completion::Poll,
-    };
-    let stats = Arc::new(std::sync::Mutex::new(Default::default()));
-    stage::add_node(&mut g, "acc", engine, cfg, ain, aout, stats).unwrap();
-    let _ = common::collect(&mut g, "sink", sink).unwrap();
+    let (g, _) = around_a_node(&r, 20_000, move |mut ain, mut aout| {
+        dmaflow::accel::stage::run(&engine, &stage_cfg(256), &mut ain, &mut aout)?;
+        Ok(())
+    });
     r.fabric.inject(Faults {
         descriptor_error: Some((1, DESC_STS_SLV_ERR)),
         ..Faults::default()
