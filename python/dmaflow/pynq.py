@@ -16,8 +16,10 @@ its import line changed::
 
 The designs are the emulated board's: ``"loopback"`` (an AXI DMA in direct
 register mode around a loopback stream), ``"loopback-sg"`` (with its
-scatter-gather engine), each with its engine at ``axi_dma_0``, and ``"fir"``
-(a FIR filter core, ``fir_0``, behind a scatter-gather ``axi_dma_0``). Unlike PYNQ's
+scatter-gather engine), each with its engine at ``axi_dma_0``; ``"fir"`` (a
+FIR filter core, ``fir_0``, behind a scatter-gather ``axi_dma_0``) and
+``"bgsub"`` (paper 000's background-subtraction core, ``bgsub_0``, behind
+``axi_dma_0`` and ``axi_dma_1``). Unlike PYNQ's
 driver, a stalled core ends in ``DmaTimeoutError`` (after the board's timeout,
 with the engine halted and the buffer never reused while the device may write
 it), and waiting releases the GIL and sleeps on the channel's interrupt line.
@@ -126,11 +128,11 @@ class DMA:
     """An AXI DMA engine (PYNQ's ``pynq.lib.dma.DMA``) with ``sendchannel``
     (MM2S) and ``recvchannel`` (S2MM)."""
 
-    def __init__(self, description: dict, board: Board) -> None:
+    def __init__(self, description: dict, board: Board, index: int = 0) -> None:
         self.description = description
         self.board = board
-        self.sendchannel = _DMAChannel(board.channel("mm2s"))
-        self.recvchannel = _DMAChannel(board.channel("s2mm"))
+        self.sendchannel = _DMAChannel(board.channel("mm2s", index))
+        self.recvchannel = _DMAChannel(board.channel("s2mm", index))
         self.mmio = MMIO(description["phys_addr"], description["addr_range"], device=board)
 
     def read(self, offset: int = 0) -> int:
@@ -167,6 +169,36 @@ class FIR:
         self.mmio.write(offset, value)
 
 
+class BgSub:
+    """Paper 000's background-subtraction core of the ``"bgsub"`` design
+    (``ol.bgsub_0``), for 8-bit frames of the size the design was built for.
+    ``axi_dma_0`` takes the frame and gives the new background,
+    ``axi_dma_1`` takes the background and gives the mask (0 or 255 per
+    pixel); ``step`` drives all four channels for one frame."""
+
+    def __init__(self, description: dict, overlay: "Overlay") -> None:
+        self.description = description
+        p = description["parameters"]
+        self.width, self.height, self.threshold = (
+            int(p["width"]),
+            int(p["height"]),
+            int(p["threshold"]),
+        )
+        self._dmas = (overlay.axi_dma_0, overlay.axi_dma_1)
+
+    def step(self, frame: PynqBuffer, background: PynqBuffer, new_background: PynqBuffer, mask: PynqBuffer) -> None:
+        """One frame: ``mask`` and ``new_background`` from ``frame`` and
+        ``background`` (all arrays from ``allocate`` of ``width * height``
+        bytes)."""
+        d0, d1 = self._dmas
+        d0.recvchannel.transfer(new_background)
+        d1.recvchannel.transfer(mask)
+        d0.sendchannel.transfer(frame)
+        d1.sendchannel.transfer(background)
+        for ch in (d0.sendchannel, d1.sendchannel, d0.recvchannel, d1.recvchannel):
+            ch.wait()
+
+
 class Overlay:
     """Loads one of the emulated board's designs, as PYNQ's ``Overlay`` loads a
     bitstream: its IP is then in ``ip_dict`` (PYNQ's keys), reachable by
@@ -174,7 +206,8 @@ class Overlay:
 
     ``memory`` (``"coherent"`` or ``"noncoherent"``), ``timeout`` (seconds)
     and ``length_width`` (bits of the length register, 8..=26) choose how the
-    emulated board behaves.
+    emulated board behaves; ``width``, ``height`` and ``threshold`` the frames
+    the ``"bgsub"`` core is built for.
     """
 
     def __init__(
@@ -185,40 +218,24 @@ class Overlay:
         memory: str = "coherent",
         timeout: float = 1.0,
         length_width: int = 26,
+        width: int = 320,
+        height: int = 240,
+        threshold: int = 25,
     ) -> None:
         global _loaded
-        self.board = Board(name, memory=memory, timeout=timeout, length_width=length_width)
+        self.board = Board(
+            name,
+            memory=memory,
+            timeout=timeout,
+            length_width=length_width,
+            width=width,
+            height=height,
+            threshold=threshold,
+        )
         base, size = self.board.register_base, self.board.register_size
-        self.ip_dict = {
-            "axi_dma_0": {
-                "fullpath": "axi_dma_0",
-                "type": "xilinx.com:ip:axi_dma:7.1",
-                "phys_addr": base,
-                "addr_range": size,
-                "state": None,
-                "interrupts": {
-                    "mm2s_introut": {"controller": "axi_intc_0", "index": 0},
-                    "s2mm_introut": {"controller": "axi_intc_0", "index": 1},
-                },
-                "parameters": {
-                    "C_INCLUDE_SG": str(int(self.board.sg)),
-                    "c_include_sg": str(int(self.board.sg)),
-                    "C_SG_LENGTH_WIDTH": str(self.board.length_width),
-                    "c_sg_length_width": str(self.board.length_width),
-                    "C_INCLUDE_MM2S": "1",
-                    "c_include_mm2s": "1",
-                    "C_INCLUDE_S2MM": "1",
-                    "c_include_s2mm": "1",
-                    "C_M_AXI_MM2S_DATA_WIDTH": "32",
-                    "c_m_axi_mm2s_data_width": "32",
-                    "C_M_AXI_S2MM_DATA_WIDTH": "32",
-                    "c_m_axi_s2mm_data_width": "32",
-                    "C_ADDR_WIDTH": "32",
-                    "c_addr_width": "32",
-                },
-                "driver": DMA,
-            }
-        }
+        self.ip_dict = {}
+        for i in range(self.board.engines):
+            self.ip_dict[f"axi_dma_{i}"] = self._dma_entry(i, base + i * size, size)
         self.mem_dict = {
             "PSDDR": {
                 "base_address": self.board.memory_range[0],
@@ -226,11 +243,14 @@ class Overlay:
                 "type": "DDR4",
             }
         }
-        if self.board.register_windows > 1:
+        for i in range(self.board.engines):
+            setattr(self, f"axi_dma_{i}", DMA(self.ip_dict[f"axi_dma_{i}"], self.board, i))
+        control = self.board.control_window
+        if name == "fir" and control is not None:
             self.ip_dict["fir_0"] = {
                 "fullpath": "fir_0",
                 "type": "dmaflow:hls:fir:1.0",
-                "phys_addr": base + size,
+                "phys_addr": base + control * size,
                 "addr_range": size,
                 "state": None,
                 "interrupts": {},
@@ -238,9 +258,50 @@ class Overlay:
                 "driver": FIR,
             }
             self.fir_0 = FIR(self.ip_dict["fir_0"], self.board)
-        self.axi_dma_0 = DMA(self.ip_dict["axi_dma_0"], self.board)
+        if name == "bgsub":
+            self.ip_dict["bgsub_0"] = {
+                "fullpath": "bgsub_0",
+                "type": "dmaflow:hls:bgsub:1.0",
+                "phys_addr": None,
+                "addr_range": 0,
+                "state": None,
+                "interrupts": {},
+                "parameters": {"width": str(width), "height": str(height), "threshold": str(threshold)},
+                "driver": BgSub,
+            }
+            self.bgsub_0 = BgSub(self.ip_dict["bgsub_0"], self)
         _loaded = self
         _set_default_board(self.board)
+
+    def _dma_entry(self, i: int, phys: int, size: int) -> dict:
+        """An AXI DMA's ``ip_dict`` entry, with PYNQ's keys."""
+        sg = str(int(self.board.sg))
+        lw = str(self.board.length_width)
+        params = {}
+        for key, value in [
+            ("C_INCLUDE_SG", sg),
+            ("C_SG_LENGTH_WIDTH", lw),
+            ("C_INCLUDE_MM2S", "1"),
+            ("C_INCLUDE_S2MM", "1"),
+            ("C_M_AXI_MM2S_DATA_WIDTH", "32"),
+            ("C_M_AXI_S2MM_DATA_WIDTH", "32"),
+            ("C_ADDR_WIDTH", "32"),
+        ]:
+            params[key] = value
+            params[key.lower()] = value
+        return {
+            "fullpath": f"axi_dma_{i}",
+            "type": "xilinx.com:ip:axi_dma:7.1",
+            "phys_addr": phys,
+            "addr_range": size,
+            "state": None,
+            "interrupts": {
+                "mm2s_introut": {"controller": "axi_intc_0", "index": 2 * i},
+                "s2mm_introut": {"controller": "axi_intc_0", "index": 2 * i + 1},
+            },
+            "parameters": params,
+            "driver": DMA,
+        }
 
     def is_loaded(self) -> bool:
         """Whether this is the design loaded now."""

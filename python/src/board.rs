@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use dmaflow::axi::{AxiDma, Config as AxiConfig};
 use dmaflow::dma::Engine;
+use dmaflow::dsp::bgsub::Params as BgParams;
 use dmaflow::mem::{CachePolicy, DmaPool};
 use dmaflow::platform::sim::{DEFAULT_DDR_BASE, SimBoard, SimIrq, SimRegisters};
 use dmaflow::platform::{MemoryModel, RegisterSpace};
-use dmaflow::sim::{Clock, Fabric, Faults, FirCore, Loopback, StreamProcessor};
+use dmaflow::sim::{BgSubCore, Clock, Fabric, Faults, FirCore, Loopback, StreamProcessor};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
@@ -28,11 +29,14 @@ pub(crate) type SimEngine = Engine<SimRegisters, SimIrq>;
 pub(crate) struct BoardInner {
     /// The DMA memory.
     pub(crate) pool: DmaPool,
-    /// The AXI DMA engine (one caller at a time).
-    pub(crate) engine: Mutex<SimEngine>,
-    /// The register windows as PYNQ's MMIO sees them: the engine's, then the
+    /// The AXI DMA engines, engine i at register window i (one caller at a
+    /// time each).
+    pub(crate) engines: Vec<Mutex<SimEngine>>,
+    /// The register windows as PYNQ's MMIO sees them: the engines', then the
     /// core's own where it has one.
     regs: Vec<SimRegisters>,
+    /// The window of the core's own registers, where it has them.
+    control: Option<usize>,
     /// Whether the engine has its scatter-gather engine (`c_include_sg`).
     pub(crate) sg: bool,
     /// The design loaded.
@@ -44,9 +48,24 @@ pub(crate) struct BoardInner {
 }
 
 impl BoardInner {
-    /// The engine, for one call.
-    pub(crate) fn engine(&self) -> std::sync::MutexGuard<'_, SimEngine> {
-        self.engine.lock().unwrap_or_else(PoisonError::into_inner)
+    /// Engine `i`, for one call (`i` checked when its user was made).
+    pub(crate) fn engine(&self, i: usize) -> std::sync::MutexGuard<'_, SimEngine> {
+        self.engines[i]
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Checks that engine `i` exists.
+    pub(crate) fn check_engine(&self, i: usize) -> PyResult<()> {
+        if i >= self.engines.len() {
+            return Err(PyValueError::new_err(format!(
+                "the {:?} design has {} DMA engine(s), not {}",
+                self.design,
+                self.engines.len(),
+                i + 1
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -59,7 +78,11 @@ pub(crate) fn runtime(e: impl std::fmt::Display) -> PyErr {
 /// direct register mode around a loopback stream), `"loopback-sg"` (the same
 /// with its scatter-gather engine) or `"fir"` (a FIR filter core behind a
 /// scatter-gather AXI DMA, its taps in a register window of its own: little-
-/// endian f32 samples in, the "valid" convolution of each packet out). `memory` is `"coherent"` or
+/// endian f32 samples in, the "valid" convolution of each packet out) or
+/// `"bgsub"` (paper 000's background-subtraction core for `width` x `height`
+/// 8-bit frames and `threshold`, behind two scatter-gather AXI DMA engines:
+/// engine 0 takes the frame and gives the new background, engine 1 takes the
+/// background and gives the mask). `memory` is `"coherent"` or
 /// `"noncoherent"` (the CPU's caches apart from DRAM: buffers need
 /// `flush()`/`invalidate()`, which the channels do). `timeout` is the longest
 /// wait for a transfer, in seconds. `length_width` is the width of the
@@ -87,8 +110,25 @@ impl Board {
 #[pymethods]
 impl Board {
     #[new]
-    #[pyo3(signature = (design = "loopback", memory = "coherent", timeout = 1.0, length_width = 26))]
-    fn new(design: &str, memory: &str, timeout: f64, length_width: u32) -> PyResult<Self> {
+    #[pyo3(signature = (
+        design = "loopback",
+        memory = "coherent",
+        timeout = 1.0,
+        length_width = 26,
+        width = 320,
+        height = 240,
+        threshold = 25
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        design: &str,
+        memory: &str,
+        timeout: f64,
+        length_width: u32,
+        width: usize,
+        height: usize,
+        threshold: u8,
+    ) -> PyResult<Self> {
         if !(8..=26).contains(&length_width) {
             return Err(PyValueError::new_err(format!(
                 "length_width must be 8..=26 bits, not {length_width}"
@@ -98,13 +138,21 @@ impl Board {
             "loopback" => (false, Box::new(Loopback)),
             "loopback-sg" => (true, Box::new(Loopback)),
             "fir" => (true, Box::new(FirCore::new())),
+            "bgsub" => {
+                let p = BgParams::new(width, height, threshold, true)
+                    .map_err(|e| PyValueError::new_err(e.to_string()))?;
+                (true, Box::new(BgSubCore::new(p)))
+            }
             other => {
                 return Err(PyValueError::new_err(format!(
-                    "no design called {other:?} on the emulated board (loopback, loopback-sg, fir)"
+                    "no design called {other:?} on the emulated board \
+                     (loopback, loopback-sg, fir, bgsub)"
                 )));
             }
         };
-        let windows = 1 + usize::from(core.control_bytes() > 0);
+        let n = core.streams().max(1);
+        let control = (core.control_bytes() > 0).then_some(n);
+        let windows = n + usize::from(control.is_some());
         let model = match memory {
             "coherent" => MemoryModel::Coherent,
             "noncoherent" => MemoryModel::NonCoherent,
@@ -119,7 +167,7 @@ impl Board {
                 "timeout must be between 0 and 3600 seconds, not {timeout}"
             )));
         }
-        let board = SimBoard::with_model(windows, DDR_BYTES, DEFAULT_DDR_BASE, 2, model)
+        let board = SimBoard::with_model(windows, DDR_BYTES, DEFAULT_DDR_BASE, 2 * n, model)
             .map_err(runtime)?;
         let fabric = Fabric::with_processor(&board, Clock::Unlimited, sg, core).map_err(runtime)?;
         let cfg = AxiConfig {
@@ -133,17 +181,23 @@ impl Board {
         };
         let pool =
             DmaPool::new(Arc::new(board.memory().map_err(runtime)?), policy).map_err(runtime)?;
-        let dma = AxiDma::new(board.registers(0).map_err(runtime)?, cfg).map_err(runtime)?;
-        let engine = Engine::new(
-            dma,
-            board.irq(0).map_err(runtime)?,
-            board.irq(1).map_err(runtime)?,
-            pool.clone(),
-        );
+        let engines = (0..n)
+            .map(|i| {
+                let dma =
+                    AxiDma::new(board.registers(i).map_err(runtime)?, cfg).map_err(runtime)?;
+                Ok(Mutex::new(Engine::new(
+                    dma,
+                    board.irq(2 * i).map_err(runtime)?,
+                    board.irq(2 * i + 1).map_err(runtime)?,
+                    pool.clone(),
+                )))
+            })
+            .collect::<PyResult<Vec<_>>>()?;
         Ok(Board {
             inner: Arc::new(BoardInner {
                 pool,
-                engine: Mutex::new(engine),
+                engines,
+                control,
                 regs: (0..windows)
                     .map(|i| board.registers(i).map_err(runtime))
                     .collect::<PyResult<_>>()?,
@@ -187,10 +241,23 @@ impl Board {
         REGISTER_SIZE
     }
 
-    /// Register windows: 1, or 2 for a design whose core has registers.
+    /// Register windows: one per DMA engine, then the core's own where it
+    /// has registers.
     #[getter]
     fn register_windows(&self) -> usize {
         self.inner.regs.len()
+    }
+
+    /// DMA engines of the design (`axi_dma_0`, `axi_dma_1`, ...).
+    #[getter]
+    fn engines(&self) -> usize {
+        self.inner.engines.len()
+    }
+
+    /// The register window of the core's own registers, where it has them.
+    #[getter]
+    fn control_window(&self) -> Option<usize> {
+        self.inner.control
     }
 
     /// Width of the engine's buffer-length register in bits (`c_sg_length_width`).
@@ -263,14 +330,19 @@ impl Board {
         crate::buffer::DmaBuffer::new(self.inner.clone(), nbytes)
     }
 
-    /// The engine, for dmaflow's two-way transfers.
-    fn engine(&self) -> crate::engine::Engine {
-        crate::engine::Engine::new(self.inner.clone())
+    /// Engine `index`, for dmaflow's two-way transfers.
+    #[pyo3(signature = (index = 0))]
+    fn engine(&self, index: usize) -> PyResult<crate::engine::Engine> {
+        self.inner.check_engine(index)?;
+        Ok(crate::engine::Engine::new(self.inner.clone(), index))
     }
 
-    /// The engine's channel in `direction`: `"mm2s"` (send) or `"s2mm"` (receive).
-    fn channel(&self, direction: &str) -> PyResult<crate::channel::Channel> {
-        crate::channel::Channel::new(self.inner.clone(), direction)
+    /// Engine `engine`'s channel in `direction`: `"mm2s"` (send) or `"s2mm"`
+    /// (receive).
+    #[pyo3(signature = (direction, engine = 0))]
+    fn channel(&self, direction: &str, engine: usize) -> PyResult<crate::channel::Channel> {
+        self.inner.check_engine(engine)?;
+        crate::channel::Channel::new(self.inner.clone(), engine, direction)
     }
 
     fn __repr__(&self) -> String {

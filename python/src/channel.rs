@@ -47,12 +47,14 @@ struct State {
 #[pyclass(module = "dmaflow._native", frozen)]
 pub struct Channel {
     board: Arc<BoardInner>,
+    /// Which of the board's engines.
+    engine: usize,
     ch: Ch,
     state: Mutex<State>,
 }
 
 impl Channel {
-    pub(crate) fn new(board: Arc<BoardInner>, direction: &str) -> PyResult<Self> {
+    pub(crate) fn new(board: Arc<BoardInner>, engine: usize, direction: &str) -> PyResult<Self> {
         let ch = match direction {
             "mm2s" | "send" => Ch::Mm2s,
             "s2mm" | "recv" => Ch::S2mm,
@@ -64,6 +66,7 @@ impl Channel {
         };
         Ok(Channel {
             board,
+            engine,
             ch,
             state: Mutex::new(State::default()),
         })
@@ -76,7 +79,7 @@ impl Channel {
     /// After a failed wait: the driver recovered the engine; if it could not
     /// be halted, the buffer (and the descriptors) go to the device for good.
     fn failed(&self, py: Python<'_>, flight: Flight, e: &axi::Error) -> PyErr {
-        let dead = self.board.engine().dma().is_failed();
+        let dead = self.board.engine(self.engine).dma().is_failed();
         let buffer = flight.buffer.bind(py).get();
         if dead {
             buffer.surrender();
@@ -127,7 +130,7 @@ impl Channel {
                 b.len()
             )));
         }
-        let engine = self.board.engine();
+        let engine = self.board.engine(self.engine);
         let dma = engine.dma();
         if len > dma.max_len() {
             return Err(PyValueError::new_err(format!(
@@ -201,10 +204,10 @@ impl Channel {
             )));
         };
         let board = self.board.clone();
-        let ch = self.ch;
+        let (ch, index) = (self.ch, self.engine);
         let chain = flight.chain.take();
         let (waited, chain) = py.detach(move || {
-            let engine = board.engine();
+            let engine = board.engine(index);
             let how = Wait::Irq(engine.irq(ch));
             match chain {
                 Some((c, ring)) => {
@@ -242,7 +245,7 @@ impl Channel {
     /// Whether the channel runs (not stopped by hand, engine in service).
     #[getter]
     fn running(&self) -> bool {
-        !self.state().stopped && !self.board.engine().dma().is_failed()
+        !self.state().stopped && !self.board.engine(self.engine).dma().is_failed()
     }
 
     /// What went wrong with the last transfer (`None` if nothing).
@@ -260,13 +263,17 @@ impl Channel {
     /// DMASR of the channel.
     #[getter]
     fn status(&self) -> PyResult<u32> {
-        self.board.engine().dma().status(self.ch).map_err(runtime)
+        self.board
+            .engine(self.engine)
+            .dma()
+            .status(self.ch)
+            .map_err(runtime)
     }
 
     /// Starts the channel (a reset brings a failed engine back into service).
     fn start(&self) -> PyResult<()> {
         let mut st = self.state();
-        let engine = self.board.engine();
+        let engine = self.board.engine(self.engine);
         if engine.dma().is_failed() {
             engine.dma().reset().map_err(runtime)?;
         }

@@ -42,11 +42,13 @@ fn dma_error(e: dmaflow::dma::Error) -> PyErr {
 #[pyclass(module = "dmaflow._native", frozen)]
 pub struct Engine {
     board: Arc<BoardInner>,
+    /// Which of the board's engines.
+    index: usize,
 }
 
 impl Engine {
-    pub(crate) fn new(board: Arc<BoardInner>) -> Self {
-        Engine { board }
+    pub(crate) fn new(board: Arc<BoardInner>, index: usize) -> Self {
+        Engine { board, index }
     }
 
     /// Runs `f` with both buffers lent (neither can be closed meanwhile) and
@@ -56,7 +58,7 @@ impl Engine {
         py: Python<'_>,
         tx: &Bound<'_, DmaBuffer>,
         rx: &Bound<'_, DmaBuffer>,
-        f: impl FnOnce(&BoardInner, &DmaBuffer, &DmaBuffer) -> PyResult<T> + Send,
+        f: impl FnOnce(&BoardInner, usize, &DmaBuffer, &DmaBuffer) -> PyResult<T> + Send,
     ) -> PyResult<T> {
         if tx.is(rx) {
             return Err(PyValueError::new_err(
@@ -70,7 +72,8 @@ impl Engine {
             return Err(e);
         }
         let board = self.board.clone();
-        let out = py.detach(|| f(&board, t.get(), r.get()));
+        let index = self.index;
+        let out = py.detach(|| f(&board, index, t.get(), r.get()));
         t.get().give_back();
         r.get().give_back();
         out
@@ -96,8 +99,8 @@ impl Engine {
         let c = self::completion(completion)?;
         let n = nbytes.unwrap_or(tx.get().len());
         let rx_len = rx.get().len();
-        self.with_buffers(py, tx, rx, move |board, t, r| {
-            let engine = board.engine();
+        self.with_buffers(py, tx, rx, move |board, index, t, r| {
+            let engine = board.engine(index);
             t.with(|tb| r.with(|rb| engine.two_way_into(tb, n, rb, rx_len, c).map_err(dma_error)))
         })
     }
@@ -117,8 +120,8 @@ impl Engine {
     ) -> PyResult<Vec<f64>> {
         let c = self::completion(completion)?;
         let rx_len = rx.get().len();
-        self.with_buffers(py, tx, rx, move |board, t, r| {
-            let engine = board.engine();
+        self.with_buffers(py, tx, rx, move |board, index, t, r| {
+            let engine = board.engine(index);
             t.with(|tb| {
                 r.with(|rb| {
                     let mut times = Vec::with_capacity(count);

@@ -10,6 +10,7 @@
 mod board;
 mod buffer;
 mod channel;
+mod dsp;
 mod engine;
 mod graph;
 mod queue;
@@ -34,6 +35,7 @@ pyo3::create_exception!(
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<board::Board>()?;
+    m.add_function(wrap_pyfunction!(dsp::bgsub_step, m)?)?;
     m.add_class::<buffer::DmaBuffer>()?;
     m.add_class::<channel::Channel>()?;
     m.add_class::<engine::Engine>()?;
