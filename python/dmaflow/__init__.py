@@ -162,9 +162,10 @@ class Engine:
     ``"irq"`` (sleep on the interrupt line). The GIL is released while the
     transfer runs."""
 
-    def __init__(self, board: Board | None = None) -> None:
+    def __init__(self, board: Board | None = None, index: int = 0) -> None:
         self.board = board if board is not None else default_board()
-        self._native = self.board.engine()
+        self._index = index
+        self._native = self.board.engine(index)
 
     @staticmethod
     def _whole(a: PynqBuffer, what: str) -> DmaBuffer:
@@ -175,6 +176,12 @@ class Engine:
         if a.nbytes != a._native.nbytes or not a.flags.c_contiguous:
             raise ValueError(f"{what} must be a whole buffer from allocate(), not a view into one")
         return a._native
+
+    def begin(self, tx: PynqBuffer, rx: PynqBuffer) -> "Transfer":
+        """Starts sending all of ``tx`` and receiving into ``rx`` and returns at
+        once; ``wait()`` on the handle collects it. Both buffers belong to the
+        transfer until then (closing one raises)."""
+        return Transfer(self.board, self._index, tx, rx)
 
     def two_way(self, tx: PynqBuffer, rx: PynqBuffer, completion: str = "irq") -> int:
         """Sends all of ``tx`` and receives into ``rx``; returns the bytes
@@ -365,4 +372,40 @@ class Graph:
     def run(self) -> None:
         """Runs every node to its end; raises the first node's error."""
         self._native.run()
+
+
+class Transfer:
+    """A two-way transfer in flight (``Engine.begin``): it owns both buffers
+    until ``wait()`` collects it, or, after a timeout or an engine error, until
+    the engine is confirmed halted (a buffer it could not be halted over is
+    given up to it for good: ``lost``)."""
+
+    def __init__(self, board: Board, index: int, tx: PynqBuffer, rx: PynqBuffer) -> None:
+        t, r = Engine._whole(tx, "tx"), Engine._whole(rx, "rx")
+        self._send = board.channel("mm2s", index)
+        self._recv = board.channel("s2mm", index)
+        self._recv.transfer(r)
+        try:
+            self._send.transfer(t)
+        except BaseException:
+            # The receive side is in flight alone: collect it (it times out
+            # and halts the engine) before the error goes on.
+            try:
+                self._recv.wait()
+            except (DmaError, DmaTimeoutError):
+                pass
+            raise
+        self._done = False
+
+    def wait(self) -> int:
+        """Waits for both directions (at most the board's timeout each, the
+        GIL released); returns the bytes received."""
+        if self._done:
+            raise RuntimeError("the transfer was collected already")
+        self._done = True
+        try:
+            self._send.wait()
+        finally:
+            received = self._recv.wait()
+        return received
 

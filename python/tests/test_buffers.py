@@ -124,3 +124,19 @@ def test_the_python_layer_benchmark_runs_and_checks_its_data():
         assert r["python_us"] > 0 and r["rust_us"] > 0
         assert r["diff_min_us"] <= r["diff_us"] <= r["diff_max_us"]
     assert "target" in bench.render(rows)
+
+
+def test_owned_transfers_begin_and_wait():
+    board = Board("loopback-sg")
+    e = dmaflow.Engine(board)
+    a = allocate(5000, dtype="u1", board=board)
+    b = allocate(5000, dtype="u1", board=board)
+    a[:] = np.arange(5000) % 253
+    t = e.begin(a, b)
+    with pytest.raises(RuntimeError, match="in use by a transfer"):
+        b.freebuffer()
+    assert t.wait() == 5000
+    assert np.array_equal(a, b)
+    with pytest.raises(RuntimeError, match="collected already"):
+        t.wait()
+    b.freebuffer()
