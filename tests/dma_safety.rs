@@ -624,7 +624,12 @@ fn accelerator_nodes_after_a_timeout() {
             });
             let armed = Stall::arm(&r, stall, 0);
             let e = g.run().unwrap_err().to_string();
-            assert!(e.contains("acc"), "{what}: {e}");
+            // The graph reports whichever node failed first: the node with its
+            // timeout, or (long stall) the sink finding its queue given up.
+            assert!(
+                e.contains("acc") || (stall == LONG && e.contains("lost to a device")),
+                "{what}: {e}"
+            );
             let lost = r.pool.lost_bytes();
             if stall == LONG {
                 assert!(lost > 0, "{what}: the queues and rings are lost");
@@ -810,7 +815,8 @@ fn a_bgsub_node_on_engines_that_cannot_halt_gives_its_queues_up() {
     .unwrap();
     let armed = Stall::arm(&r, LONG, 0);
     let e = g.run().unwrap_err().to_string();
-    assert!(e.contains("bgsub"), "{e}");
+    // Whichever failed first: the node, or the sink finding its queue given up.
+    assert!(e.contains("bgsub") || e.contains("lost to a device"), "{e}");
     assert!(
         r.pool.lost_bytes() > 0,
         "the engines' memory is lost to them"
