@@ -78,13 +78,14 @@ def test_wait_async_on_both_channels_at_once(overlay):
 
 
 def test_a_stalled_core_is_a_timeout_and_the_next_transfer_works():
-    ol = Overlay("loopback", timeout=0.05)
+    ol = Overlay("loopback", timeout=0.2)
     dma = ol.axi_dma_0
     a = allocate(4096, dtype="u1")
     b = allocate(4096, dtype="u1")
     a[:] = 1
-    # A stall the engine can be halted after: the buffers come back.
-    ol.board.inject_stall(0.08)
+    # A stall the engine can be halted after (recovery waits up to twice the
+    # timeout): the buffers come back.
+    ol.board.inject_stall(0.3)
     dma.recvchannel.transfer(b)
     dma.sendchannel.transfer(a)
     with pytest.raises(DmaTimeoutError, match="no completion"):
@@ -102,13 +103,14 @@ def test_a_stalled_core_is_a_timeout_and_the_next_transfer_works():
 
 
 def test_a_core_that_cannot_be_halted_keeps_the_buffer_from_python():
-    ol = Overlay("loopback", timeout=0.03)
+    ol = Overlay("loopback", timeout=0.1)
     dma = ol.axi_dma_0
     a = allocate(8192, dtype="u1")
     b = allocate(8192, dtype="u1")
     a[:] = 7
     b[:] = 1
-    ol.board.inject_stall(0.4)
+    # Longer than recovery waits (twice the timeout): the engine is lost.
+    ol.board.inject_stall(0.6)
     dma.recvchannel.transfer(b)
     dma.sendchannel.transfer(a)
     with pytest.raises(DmaTimeoutError):
@@ -117,7 +119,7 @@ def test_a_core_that_cannot_be_halted_keeps_the_buffer_from_python():
         dma.recvchannel.wait()
     assert b._native.lost and ol.board.lost_bytes > 0
     # The receive buffer's pages are private now: the late write never shows.
-    time.sleep(0.5)
+    time.sleep(0.7)
     assert (b == 0).all()
     # The engine comes back once the stall is over.
     c = allocate(64, dtype="u1")
