@@ -317,3 +317,25 @@ fn mm2s_completes_on_a_clocked_link_with_no_s2mm_descriptors() {
         );
     }
 }
+
+/// An engine built with scatter-gather has no direct register mode (PG021):
+/// a direct-mode start is refused by name, before any register is written,
+/// and scatter-gather works as before.
+#[test]
+fn direct_mode_on_a_scatter_gather_engine_is_refused() {
+    let r = rig(true, 23);
+    let buf = r.pool.alloc::<u8>(64).unwrap();
+    // SAFETY: refused before the engine is touched; `buf` outlives the call.
+    let e = unsafe { r.dma.start(Channel::Mm2s, buf.bus_addr(), 64, false) }.unwrap_err();
+    assert!(
+        matches!(e, dmaflow::axi::Error::SgOnly(Channel::Mm2s)),
+        "{e}"
+    );
+    assert!(e.to_string().contains("no direct register mode"), "{e}");
+    // The direct-mode engine of the other rig takes the same start.
+    let direct = rig(false, 23);
+    let b = direct.pool.alloc::<u8>(64).unwrap();
+    // SAFETY: `b` lives until the transfer is collected below.
+    unsafe { direct.dma.start(Channel::S2mm, b.bus_addr(), 64, false) }.unwrap();
+    direct.dma.reset().unwrap();
+}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._native import Board, Channel, DmaBuffer, DmaError, DmaTimeoutError
+from ._native import Board, Channel, DmaBuffer, DmaError, DmaTimeoutError, PacketRing
 from ._native import Graph as _NativeGraph
 from ._native import Queue as _NativeQueue
 
@@ -22,6 +22,7 @@ __all__ = [
     "DmaBuffer",
     "DmaError",
     "DmaTimeoutError",
+    "PacketRing",
     "PynqBuffer",
     "Queue",
     "allocate",

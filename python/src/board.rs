@@ -37,6 +37,8 @@ pub(crate) struct BoardInner {
     regs: Vec<SimRegisters>,
     /// The window of the core's own registers, where it has them.
     control: Option<usize>,
+    /// Per engine: a packet ring holds it (for the ring's whole life).
+    pub(crate) in_ring: Vec<std::sync::atomic::AtomicBool>,
     /// Whether the engine has its scatter-gather engine (`c_include_sg`).
     pub(crate) sg: bool,
     /// The design loaded.
@@ -53,6 +55,17 @@ impl BoardInner {
         self.engines[i]
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Refuses engine `i` while a packet ring holds it (waiting for it would
+    /// wait for the ring to be closed).
+    pub(crate) fn not_in_a_ring(&self, i: usize) -> PyResult<()> {
+        if self.in_ring[i].load(std::sync::atomic::Ordering::Acquire) {
+            return Err(pyo3::exceptions::PyRuntimeError::new_err(format!(
+                "DMA engine {i} is held by a packet ring: close the ring first"
+            )));
+        }
+        Ok(())
     }
 
     /// Checks that engine `i` exists.
@@ -196,6 +209,9 @@ impl Board {
         Ok(Board {
             inner: Arc::new(BoardInner {
                 pool,
+                in_ring: (0..n)
+                    .map(|_| std::sync::atomic::AtomicBool::new(false))
+                    .collect(),
                 engines,
                 control,
                 regs: (0..windows)
@@ -335,6 +351,29 @@ impl Board {
     fn engine(&self, index: usize) -> PyResult<crate::engine::Engine> {
         self.inner.check_engine(index)?;
         Ok(crate::engine::Engine::new(self.inner.clone(), index))
+    }
+
+    /// A packet ring of `slots` buffers of `slot_bytes` on engine `engine`
+    /// (scatter-gather designs), its descriptors handed over `batch` at a
+    /// time, waiting as `completion` says. It holds the engine until closed.
+    #[pyo3(signature = (slots = 8, slot_bytes = 4096, batch = 1, completion = "irq", engine = 0))]
+    fn packet_ring(
+        &self,
+        slots: usize,
+        slot_bytes: usize,
+        batch: usize,
+        completion: &str,
+        engine: usize,
+    ) -> PyResult<crate::packets::PacketRing> {
+        self.inner.check_engine(engine)?;
+        crate::packets::PacketRing::new(
+            self.inner.clone(),
+            engine,
+            slots,
+            slot_bytes,
+            batch,
+            completion,
+        )
     }
 
     /// Engine `engine`'s channel in `direction`: `"mm2s"` (send) or `"s2mm"`

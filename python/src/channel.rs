@@ -118,6 +118,7 @@ impl Channel {
                 self.ch
             )));
         }
+        self.board.not_in_a_ring(self.engine)?;
         let b = buffer.get();
         let len = if nbytes == 0 {
             b.len().saturating_sub(start)
@@ -197,6 +198,7 @@ impl Channel {
     /// raises `DmaTimeoutError`, an engine error `DmaError`, both after the
     /// engine was halted.
     fn wait(&self, py: Python<'_>) -> PyResult<usize> {
+        self.board.not_in_a_ring(self.engine)?;
         let Some(mut flight) = self.state().flight.take() else {
             return Err(PyRuntimeError::new_err(format!(
                 "{}: no transfer in flight to wait for",
@@ -245,7 +247,9 @@ impl Channel {
     /// Whether the channel runs (not stopped by hand, engine in service).
     #[getter]
     fn running(&self) -> bool {
-        !self.state().stopped && !self.board.engine(self.engine).dma().is_failed()
+        !self.state().stopped
+            && self.board.not_in_a_ring(self.engine).is_ok()
+            && !self.board.engine(self.engine).dma().is_failed()
     }
 
     /// What went wrong with the last transfer (`None` if nothing).
@@ -263,6 +267,7 @@ impl Channel {
     /// DMASR of the channel.
     #[getter]
     fn status(&self) -> PyResult<u32> {
+        self.board.not_in_a_ring(self.engine)?;
         self.board
             .engine(self.engine)
             .dma()
@@ -272,6 +277,7 @@ impl Channel {
 
     /// Starts the channel (a reset brings a failed engine back into service).
     fn start(&self) -> PyResult<()> {
+        self.board.not_in_a_ring(self.engine)?;
         let mut st = self.state();
         let engine = self.board.engine(self.engine);
         if engine.dma().is_failed() {

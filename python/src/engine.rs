@@ -65,6 +65,7 @@ impl Engine {
                 "send and receive buffers must differ",
             ));
         }
+        self.board.not_in_a_ring(self.index)?;
         let (t, r) = (tx.clone().unbind(), rx.clone().unbind());
         t.get().lend()?;
         if let Err(e) = r.get().lend() {

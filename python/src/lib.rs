@@ -13,6 +13,7 @@ mod channel;
 mod dsp;
 mod engine;
 mod graph;
+mod packets;
 mod queue;
 mod window;
 
@@ -40,6 +41,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<channel::Channel>()?;
     m.add_class::<engine::Engine>()?;
     m.add_class::<graph::Graph>()?;
+    m.add_class::<packets::PacketRing>()?;
     m.add_class::<graph::InPort>()?;
     m.add_class::<graph::OutPort>()?;
     m.add_class::<queue::Queue>()?;

@@ -140,3 +140,34 @@ def test_owned_transfers_begin_and_wait():
     with pytest.raises(RuntimeError, match="collected already"):
         t.wait()
     b.freebuffer()
+
+
+def test_a_packet_ring_holds_its_engine_until_closed():
+    board = Board("loopback-sg", memory="noncoherent")
+    ring = board.packet_ring(slots=8, slot_bytes=1500, batch=3, completion="poll")
+    rng = np.random.default_rng(5)
+    packets = [rng.integers(0, 256, int(n), dtype=np.uint8).tobytes() for n in rng.integers(1, 1500, 50)]
+    for p in packets:
+        ring.send(p)
+        assert ring.recv() == p
+    # Longer than a buffer: named, the ring goes on.
+    with pytest.raises(ValueError):
+        ring.send(b"x" * 1501)
+    # The engine is the ring's: channels and transfers are refused, not blocked.
+    with pytest.raises(RuntimeError, match="packet ring"):
+        board.channel("mm2s").transfer(allocate(16, board=board)._native)
+    with pytest.raises(RuntimeError, match="packet ring"):
+        board.packet_ring()
+    ring.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        ring.send(b"1")
+    # The engine is free again, for a transfer through its channels.
+    a = allocate(64, dtype="u1", board=board)
+    b = allocate(64, dtype="u1", board=board)
+    a[:] = 9
+    assert dmaflow.Engine(board).begin(a, b).wait() == 64 and (b == 9).all()
+    # Direct register mode does not exist on a scatter-gather engine (PG021).
+    with pytest.raises(dmaflow.DmaError, match="no direct register mode"):
+        dmaflow.Engine(board).two_way(a, b)
+    with pytest.raises(ValueError, match="scatter-gather"):
+        Board("loopback").packet_ring()

@@ -117,6 +117,12 @@ pub enum Error {
         /// Bus address of the first descriptor.
         addr: u64,
     },
+    /// A direct-mode transfer asked of an engine built with scatter-gather
+    /// (DMASR.SGIncld is 1): PG021 offers only scatter-gather then.
+    #[error(
+        "{0}: the engine was built with scatter-gather (SGIncld is 1): no direct register mode"
+    )]
+    SgOnly(Channel),
     /// The engine was built without scatter-gather (DMASR.SGIncld is 0).
     #[error("{0}: the engine has no scatter-gather engine (SGIncld is 0)")]
     NoSg(Channel),
@@ -221,6 +227,9 @@ pub struct AxiDma<R> {
     written_msb: [Cell<Option<u32>>; 2],
     /// The engine could not be confirmed halted after a failure.
     failed: Cell<bool>,
+    /// The engine was built with scatter-gather (DMASR.SGIncld, read after
+    /// the first reset): no direct register mode.
+    sg_included: Cell<bool>,
 }
 
 /// How long [`AxiDma::recover`] waits for Halted before it resets the engine.
@@ -243,8 +252,11 @@ impl<R: RegisterSpace> AxiDma<R> {
             written_cr: [Cell::new(None), Cell::new(None)],
             written_msb: [Cell::new(None), Cell::new(None)],
             failed: Cell::new(false),
+            sg_included: Cell::new(false),
         };
         dma.reset()?;
+        dma.sg_included
+            .set(dma.status(Channel::Mm2s)? & DMASR_SG_INCLD != 0);
         Ok(dma)
     }
 
@@ -414,6 +426,10 @@ impl<R: RegisterSpace> AxiDma<R> {
             });
         }
         let i = ch as usize;
+        if self.sg_included.get() {
+            // Direct register mode does not exist on this engine.
+            return Err(Error::SgOnly(ch));
+        }
         if self.pending[i].get() != 0 {
             return Err(Error::Busy(ch));
         }
