@@ -26,6 +26,9 @@ enum Request {
 /// Its answer: a packet received, or nothing, or the error.
 type Answer = Result<Option<Vec<u8>>, dma::Error>;
 
+/// Where requests go: each with the channel its answer comes back on.
+type Requests = Sender<(Request, Sender<Answer>)>;
+
 fn to_py(e: dma::Error) -> PyErr {
     let text = e.to_string();
     match e {
@@ -40,7 +43,7 @@ fn to_py(e: dma::Error) -> PyErr {
 /// over `batch` at a time), `recv()` returns the next packet received.
 #[pyclass(module = "dmaflow._native", frozen)]
 pub struct PacketRing {
-    requests: Mutex<Option<Sender<(Request, Sender<Answer>)>>>,
+    requests: Mutex<Option<Requests>>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     slot_bytes: usize,
 }
