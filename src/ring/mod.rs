@@ -183,7 +183,7 @@ pub(crate) mod sealed {
 /// #[derive(Debug)]
 /// struct Anywhere;
 /// impl RegionSource for Anywhere {
-///     fn region(&self, _: usize) -> Result<Region, Error> { unimplemented!() }
+///     fn region(&self, _: usize) -> Result<Region, Error> { Err(Error::NotDmaMemory) }
 ///     fn sync(&self, _: &(dyn std::any::Any + Send + Sync), _: usize, _: usize, _: bool)
 ///         -> Result<(), Error> { Ok(()) }
 ///     fn memory_id(&self) -> u64 { 1 }
