@@ -102,17 +102,39 @@ impl Rig {
         model: MemoryModel,
         processor: Box<dyn StreamProcessor>,
     ) -> Result<Self, Error> {
+        Self::configured(
+            ddr_bytes,
+            clock,
+            sg,
+            policy,
+            model,
+            processor,
+            AxiConfig::default(),
+        )
+    }
+
+    /// Like [`with_model`](Self::with_model), with the engines' length
+    /// register as wide and their driver as patient as `cfg` says.
+    pub fn configured(
+        ddr_bytes: usize,
+        clock: Clock,
+        sg: bool,
+        policy: CachePolicy,
+        model: MemoryModel,
+        processor: Box<dyn StreamProcessor>,
+        cfg: AxiConfig,
+    ) -> Result<Self, Error> {
         let n = processor.streams().max(1);
         // A core with registers of its own gets the window after the engines'.
         let windows = n + usize::from(processor.control_bytes() > 0);
         let board = SimBoard::with_model(windows, ddr_bytes, DEFAULT_DDR_BASE, 2 * n, model)?;
         let fabric = Fabric::with_processor(&board, clock, sg, processor)?;
         // The design's length register is as wide as the driver expects.
-        fabric.set_length_width(AxiConfig::default().length_width)?;
+        fabric.set_length_width(cfg.length_width)?;
         let pool = DmaPool::new(Arc::new(board.memory()?), policy)?;
         let engines = (0..n)
             .map(|i| {
-                let dma = AxiDma::new(board.registers(i)?, AxiConfig::default())?;
+                let dma = AxiDma::new(board.registers(i)?, cfg)?;
                 Ok(Engine::new(
                     dma,
                     board.irq(2 * i)?,
@@ -131,7 +153,8 @@ impl Rig {
 
 impl Rig {
     /// The register window of the core's own (AXI-Lite) registers, after the
-    /// engines' windows; an error when the core has none.
+    /// engines' windows (index `engines.len()`); an error when the core has
+    /// none.
     pub fn control(&self) -> Result<SimRegisters, Error> {
         Ok(self.board.registers(self.engines.len())?)
     }

@@ -4,12 +4,12 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use dmaflow::axi::{AxiDma, Config as AxiConfig};
-use dmaflow::dma::Engine;
+use dmaflow::axi::Config as AxiConfig;
 use dmaflow::dsp::bgsub::Params as BgParams;
 use dmaflow::mem::{CachePolicy, DmaPool};
-use dmaflow::platform::sim::{DEFAULT_DDR_BASE, SimBoard, SimIrq, SimRegisters};
+use dmaflow::platform::sim::{DEFAULT_DDR_BASE, SimBoard, SimRegisters};
 use dmaflow::platform::{MemoryModel, RegisterSpace};
+use dmaflow::rig::{Rig, policy_for};
 use dmaflow::sim::{BgSubCore, Clock, Fabric, Faults, FirCore, Loopback, StreamProcessor};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -23,7 +23,7 @@ pub(crate) const REGISTER_SIZE: u64 = 0x1_0000;
 const DDR_BYTES: usize = 64 << 20;
 
 /// The engine of a board, its interrupt lines and its pool.
-pub(crate) type SimEngine = Engine<SimRegisters, SimIrq>;
+pub(crate) use dmaflow::rig::SimEngine;
 
 /// What a board holds, shared by its buffers and channels.
 pub(crate) struct BoardInner {
@@ -180,43 +180,38 @@ impl Board {
                 "timeout must be between 0 and 3600 seconds, not {timeout}"
             )));
         }
-        let board = SimBoard::with_model(windows, DDR_BYTES, DEFAULT_DDR_BASE, 2 * n, model)
-            .map_err(runtime)?;
-        let fabric = Fabric::with_processor(&board, Clock::Unlimited, sg, core).map_err(runtime)?;
         let cfg = AxiConfig {
             timeout: Duration::from_secs_f64(timeout),
             length_width,
         };
-        fabric.set_length_width(cfg.length_width).map_err(runtime)?;
-        let policy = match model {
-            MemoryModel::Coherent => CachePolicy::Coherent,
-            MemoryModel::NonCoherent => CachePolicy::Explicit,
-        };
-        let pool =
-            DmaPool::new(Arc::new(board.memory().map_err(runtime)?), policy).map_err(runtime)?;
-        let engines = (0..n)
-            .map(|i| {
-                let dma =
-                    AxiDma::new(board.registers(i).map_err(runtime)?, cfg).map_err(runtime)?;
-                Ok(Mutex::new(Engine::new(
-                    dma,
-                    board.irq(2 * i).map_err(runtime)?,
-                    board.irq(2 * i + 1).map_err(runtime)?,
-                    pool.clone(),
-                )))
-            })
-            .collect::<PyResult<Vec<_>>>()?;
+        let rig = Rig::configured(
+            DDR_BYTES,
+            Clock::Unlimited,
+            sg,
+            policy_for(model),
+            model,
+            core,
+            cfg,
+        )
+        .map_err(runtime)?;
+        let regs = (0..windows)
+            .map(|i| rig.board.registers(i).map_err(runtime))
+            .collect::<PyResult<_>>()?;
+        let pool = rig.engines[0].pool().clone();
+        let Rig {
+            engines,
+            fabric,
+            board,
+        } = rig;
         Ok(Board {
             inner: Arc::new(BoardInner {
                 pool,
                 in_ring: (0..n)
                     .map(|_| std::sync::atomic::AtomicBool::new(false))
                     .collect(),
-                engines,
+                engines: engines.into_iter().map(Mutex::new).collect(),
                 control,
-                regs: (0..windows)
-                    .map(|i| board.registers(i).map_err(runtime))
-                    .collect::<PyResult<_>>()?,
+                regs,
                 sg,
                 design: design.to_string(),
                 length_width,

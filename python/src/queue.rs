@@ -69,6 +69,12 @@ pub(crate) fn poll_until<T: Send>(
 }
 
 impl Queue {
+    /// Bytes of `n` items; an error where that does not fit a number.
+    fn bytes(&self, n: usize) -> PyResult<usize> {
+        n.checked_mul(self.itemsize)
+            .ok_or_else(|| PyValueError::new_err(format!("{n} items: too many")))
+    }
+
     fn view(slf: &Bound<'_, Self>, address: usize, len: usize, writable: bool) -> Window {
         let q = slf.get();
         let views = if writable {
@@ -133,10 +139,7 @@ impl Queue {
         n: usize,
         timeout: Option<f64>,
     ) -> PyResult<Window> {
-        let q = slf.get();
-        let bytes = n
-            .checked_mul(q.itemsize)
-            .ok_or_else(|| PyValueError::new_err("too many items"))?;
+        let bytes = slf.get().bytes(n)?;
         let queue = slf.clone().unbind();
         let address = poll_until(py, timeout, "reserve", move || {
             let q = queue.get();
@@ -159,7 +162,7 @@ impl Queue {
         let w = g
             .as_mut()
             .ok_or_else(|| PyValueError::new_err("the queue's writer is closed"))?;
-        w.commit(n * self.itemsize).map_err(ring_error)
+        w.commit(self.bytes(n)?).map_err(ring_error)
     }
 
     /// Ends the stream: the reader sees what is left, then an empty window.
@@ -183,9 +186,7 @@ impl Queue {
         timeout: Option<f64>,
     ) -> PyResult<Window> {
         let q = slf.get();
-        let bytes = n
-            .checked_mul(q.itemsize)
-            .ok_or_else(|| PyValueError::new_err("too many items"))?;
+        let bytes = q.bytes(n)?;
         let itemsize = q.itemsize;
         let queue = slf.clone().unbind();
         let (address, len) = poll_until(py, timeout, "peek", move || {
@@ -207,7 +208,7 @@ impl Queue {
         self.reader
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .consume(n * self.itemsize)
+            .consume(self.bytes(n)?)
             .map_err(ring_error)
     }
 }

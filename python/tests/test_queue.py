@@ -84,3 +84,10 @@ def test_a_producer_and_a_consumer_thread():
         q.consume(k)
     t.join()
     assert expect == n and total == n * (n - 1) // 2
+
+
+def test_counts_too_large_for_a_number_are_errors():
+    q = Queue(64, dtype="u4")
+    for call in (q._native.commit, q._native.consume):
+        with pytest.raises(ValueError, match="too many"):
+            call(2**63)

@@ -20,16 +20,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dmaflow::accel::stage::{self, StageConfig, StageStats};
+use dmaflow::axi::Config as AxiConfig;
 use dmaflow::axi::regs::{DESC_STS_DEC_ERR, DESC_STS_SLV_ERR, DMASR_DMA_SLV_ERR};
-use dmaflow::axi::{AxiDma, Config as AxiConfig};
-use dmaflow::dma::{Completion, Engine, PacketRing, Proxy};
+use dmaflow::dma::{Completion, PacketRing, Proxy};
 use dmaflow::graph::Graph;
-use dmaflow::mem::{CachePolicy, DmaBuf, DmaPool};
+use dmaflow::mem::{DmaBuf, DmaPool};
 use dmaflow::platform::MemoryModel;
-use dmaflow::platform::sim::{DEFAULT_DDR_BASE, SimBoard, SimIrq, SimRegisters};
+use dmaflow::platform::sim::SimBoard;
 use dmaflow::sim::{Clock, Fabric, Faults, Loopback};
 use serde_json::json;
 
+use super::Rig;
 use super::report::Target;
 
 /// Campaign settings.
@@ -171,7 +172,7 @@ impl Fault {
     }
 }
 
-type Eng = Engine<SimRegisters, SimIrq>;
+type Eng = super::SimEngine;
 
 /// One emulated board with one engine around a loopback core.
 struct Lab {
@@ -184,27 +185,28 @@ struct Lab {
 
 impl Lab {
     fn new(cfg: &Config, sg: bool, model: MemoryModel, seed: u64) -> Result<Self, super::Error> {
-        let board = SimBoard::with_model(1, 16 << 20, DEFAULT_DDR_BASE, 2, model)?;
-        board.set_random_eviction((model == MemoryModel::NonCoherent).then_some(seed));
-        let fabric = Fabric::with_processor(&board, Clock::Unlimited, sg, Box::new(Loopback))?;
         let axi = AxiConfig {
             timeout: cfg.timeout,
             ..AxiConfig::default()
         };
-        fabric.set_length_width(axi.length_width)?;
-        let policy = match model {
-            MemoryModel::Coherent => CachePolicy::Coherent,
-            MemoryModel::NonCoherent => CachePolicy::Explicit,
-        };
-        let pool = DmaPool::new(Arc::new(board.memory()?), policy)?;
-        let dma = AxiDma::new(board.registers(0)?, axi)?;
-        let engine = Engine::new(dma, board.irq(0)?, board.irq(1)?, pool.clone());
+        let mut rig = Rig::configured(
+            16 << 20,
+            Clock::Unlimited,
+            sg,
+            super::policy_for(model),
+            model,
+            Box::new(Loopback),
+            axi,
+        )?;
+        rig.board
+            .set_random_eviction((model == MemoryModel::NonCoherent).then_some(seed));
+        let engine = rig.engines.remove(0);
         Ok(Lab {
-            pool,
+            pool: engine.pool().clone(),
             engine: Some(engine),
             proxy: None,
-            fabric,
-            _board: board,
+            fabric: rig.fabric,
+            _board: rig.board,
         })
     }
 
