@@ -14,6 +14,8 @@
 //! - [`dma`]: two-way transfers, zero-copy or through standard I/O, completed by
 //!   polling, scheduled polling or interrupts.
 //! - [`sim`]: the emulated fabric the driver runs against without an FPGA.
+//! - [`board`]: a real board's engines (UIO) and DMA memory (u-dma-buf),
+//!   found by the names its device tree gives them.
 //! - [`rig`]: emulated boards ready to use (fabric, drivers, DMA memory) and the
 //!   coprocessor set-ups on them.
 //!
@@ -25,6 +27,7 @@
 
 pub mod accel;
 pub mod axi;
+pub mod board;
 pub mod dma;
 pub mod dsp;
 pub mod graph;
@@ -63,4 +66,12 @@ pub enum Error {
     /// An emulated board could not be set up or driven.
     #[error(transparent)]
     Rig(#[from] rig::Error),
+    /// What went wrong opening a board's device, named.
+    #[error("{name}: {source}")]
+    Device {
+        /// The device (an IP instance such as `axi_dma_0`).
+        name: String,
+        /// What went wrong.
+        source: Box<Error>,
+    },
 }

@@ -468,8 +468,18 @@ fn run_info(root: &Path) -> ExitCode {
             root.join("sys/class/uio").display()
         );
     }
-    for (index, name, size) in &inv.uio {
-        println!("UIO device: /dev/uio{index} ({name}), registers {size:#x} bytes");
+    for d in &inv.uio {
+        if d.size == 0 {
+            println!(
+                "UIO device: /dev/uio{} ({}), an interrupt line",
+                d.index, d.name
+            );
+        } else {
+            println!(
+                "UIO device: /dev/uio{} ({}), registers {:#x} bytes at physical {:#x}",
+                d.index, d.name, d.size, d.addr
+            );
+        }
     }
     if inv.udmabuf.is_empty() {
         println!(

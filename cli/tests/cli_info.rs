@@ -10,6 +10,7 @@ fn lists_uio_devices_udmabufs_and_the_sim() {
     std::fs::create_dir_all(uio.join("maps/map0")).unwrap();
     std::fs::write(uio.join("name"), "axi_dma_0\n").unwrap();
     std::fs::write(uio.join("maps/map0/size"), "0x10000\n").unwrap();
+    std::fs::write(uio.join("maps/map0/addr"), "0x40400000\n").unwrap();
     let ub = root.join("sys/class/u-dma-buf/udmabuf0");
     std::fs::create_dir_all(&ub).unwrap();
     std::fs::write(ub.join("phys_addr"), "0x3f000000\n").unwrap();
@@ -22,7 +23,7 @@ fn lists_uio_devices_udmabufs_and_the_sim() {
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
-        text.contains("/dev/uio2 (axi_dma_0), registers 0x10000 bytes"),
+        text.contains("/dev/uio2 (axi_dma_0), registers 0x10000 bytes at physical 0x40400000"),
         "{text}"
     );
     assert!(

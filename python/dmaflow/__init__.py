@@ -41,7 +41,7 @@ def default_board() -> Board:
     return _default
 
 
-def _set_default_board(board: Board) -> None:
+def _set_default_board(board: Board | None) -> None:
     global _default
     _default = board
 

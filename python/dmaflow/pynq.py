@@ -23,9 +23,13 @@ FIR filter core, ``fir_0``, behind a scatter-gather ``axi_dma_0``) and
 driver, a stalled core ends in ``DmaTimeoutError`` (after the board's timeout,
 with the engine halted and the buffer never reused while the device may write
 it), and waiting releases the GIL and sleeps on the channel's interrupt line.
+Any other name opens the real board the program runs on (see ``Overlay``).
 """
 
 from __future__ import annotations
+
+import gc
+import os
 
 import numpy as np
 
@@ -33,6 +37,8 @@ from . import Board, Channel, DmaError, DmaTimeoutError, PynqBuffer, _set_defaul
 from . import allocate as _allocate
 
 __all__ = [
+    "EMULATED_DESIGNS",
+    "DefaultIP",
     "MMIO",
     "DMA",
     "DmaError",
@@ -199,15 +205,73 @@ class BgSub:
             ch.wait()
 
 
-class Overlay:
-    """Loads one of the emulated board's designs, as PYNQ's ``Overlay`` loads a
-    bitstream: its IP is then in ``ip_dict`` (PYNQ's keys), reachable by
-    physical address through ``MMIO``, and as attributes (``ol.axi_dma_0``).
+#: Real boards opened in this process, by where and how: loading a design
+#: again (a notebook's cell run twice) gets the same board, since the
+#: u-dma-buf has one pool at a time.
+_real_boards: dict[tuple, Board] = {}
 
-    ``memory`` (``"coherent"`` or ``"noncoherent"``), ``timeout`` (seconds)
-    and ``length_width`` (bits of the length register, 8..=26) choose how the
-    emulated board behaves; ``width``, ``height`` and ``threshold`` the frames
+
+def _open_real_board(root, udmabuf, engines, timeout, length_width) -> Board:
+    """The real board under ``root`` with ``udmabuf`` as its memory, opened
+    once per process for the same arguments; other arguments open it again
+    once the program holds none of the earlier board's buffers."""
+    key = (root, udmabuf, None if engines is None else tuple(engines), timeout, length_width)
+    board = _real_boards.get(key)
+    if board is None:
+        global _loaded
+        for other in [k for k in _real_boards if k[:2] == key[:2]]:
+            del _real_boards[other]
+        if _loaded is not None and not _loaded.board.emulated:
+            _loaded = None
+            _set_default_board(None)
+        gc.collect()
+        board = Board.open(root, memory=udmabuf, engines=engines, timeout=timeout, length_width=length_width)
+        _real_boards[key] = board
+    return board
+
+
+#: The emulated board's designs.
+EMULATED_DESIGNS = ("loopback", "loopback-sg", "fir", "bgsub")
+
+
+class DefaultIP:
+    """An IP with registers and no driver of its own (PYNQ's ``DefaultIP``):
+    ``read``/``write`` through its ``MMIO``."""
+
+    def __init__(self, description: dict, board: Board) -> None:
+        self.description = description
+        self.mmio = MMIO(description["phys_addr"], description["addr_range"], device=board)
+
+    def read(self, offset: int = 0) -> int:
+        """Reads a register."""
+        return self.mmio.read(offset)
+
+    def write(self, offset: int, value: int) -> None:
+        """Writes a register."""
+        self.mmio.write(offset, value)
+
+
+class Overlay:
+    """Loads a design, as PYNQ's ``Overlay`` loads a bitstream: its IP is
+    then in ``ip_dict`` (PYNQ's keys), reachable by physical address through
+    ``MMIO``, and as attributes (``ol.axi_dma_0``).
+
+    ``name`` one of ``EMULATED_DESIGNS`` runs that design on the emulated
+    board: ``memory`` (``"coherent"`` or ``"noncoherent"``), ``timeout``
+    (seconds) and ``length_width`` (bits of the length register, 8..=26)
+    choose how it behaves; ``width``, ``height`` and ``threshold`` the frames
     the ``"bgsub"`` core is built for.
+
+    Any other ``name`` (a bitstream's path, as on PYNQ) opens the real board
+    the program runs on, under ``root`` (``/``, or ``$DMAFLOW_ROOT``), with
+    the design already programmed and its device tree overlay applied (PYNQ
+    or ``fpgautil`` does that; dmaflow does not program the fabric): each
+    IP's registers are the UIO device named as its block-design instance
+    (``axi_dma_0``), each DMA channel's interrupt the UIO device
+    ``<engine>_mm2s_introut`` / ``<engine>_s2mm_introut`` where Linux gets it
+    (a channel without one is completed by polling), and buffers come from
+    the u-dma-buf ``udmabuf``. ``engines`` names the AXI DMA engines (by
+    default every UIO device whose name starts with ``axi_dma``).
     """
 
     def __init__(
@@ -221,43 +285,74 @@ class Overlay:
         width: int = 320,
         height: int = 240,
         threshold: int = 25,
+        root: str | None = None,
+        udmabuf: str = "udmabuf0",
+        engines: list[str] | None = None,
     ) -> None:
         global _loaded
-        self.board = Board(
-            name,
-            memory=memory,
-            timeout=timeout,
-            length_width=length_width,
-            width=width,
-            height=height,
-            threshold=threshold,
-        )
-        base, size = self.board.register_base, self.board.register_size
-        self.ip_dict = {}
-        for i in range(self.board.engines):
-            self.ip_dict[f"axi_dma_{i}"] = self._dma_entry(i, base + i * size, size)
+        self.name = name
+        if name in EMULATED_DESIGNS:
+            self.board = Board(
+                name,
+                memory=memory,
+                timeout=timeout,
+                length_width=length_width,
+                width=width,
+                height=height,
+                threshold=threshold,
+            )
+        else:
+            if root is None:
+                root = os.environ.get("DMAFLOW_ROOT", "/")
+            try:
+                self.board = _open_real_board(root, udmabuf, engines, timeout, length_width)
+            except RuntimeError as e:
+                raise type(e)(
+                    f"{name!r} is not an emulated design ({', '.join(EMULATED_DESIGNS)}), "
+                    f"and the real board under {root} could not be opened: {e}"
+                ) from e
+        self.ip_dict: dict[str, dict] = {}
+        engine_names = self.board.engine_names
+        for wname, phys, size in self.board.windows:
+            if wname in engine_names:
+                self.ip_dict[wname] = self._dma_entry(engine_names.index(wname), wname, phys, size)
+            elif wname == "fir_0" and self.board.emulated:
+                self.ip_dict[wname] = {
+                    "fullpath": wname,
+                    "type": "dmaflow:hls:fir:1.0",
+                    "phys_addr": phys,
+                    "addr_range": size,
+                    "state": None,
+                    "interrupts": {},
+                    "parameters": {"C_MAX_TAPS": "512", "c_max_taps": "512"},
+                    "driver": FIR,
+                }
+            else:
+                self.ip_dict[wname] = {
+                    "fullpath": wname,
+                    "type": "unknown",
+                    "phys_addr": phys,
+                    "addr_range": size,
+                    "state": None,
+                    "interrupts": {},
+                    "parameters": {},
+                    "driver": DefaultIP,
+                }
+        lo, size = self.board.memory_range
         self.mem_dict = {
-            "PSDDR": {
-                "base_address": self.board.memory_range[0],
-                "size": self.board.memory_range[1],
-                "type": "DDR4",
+            "PSDDR" if self.board.emulated else udmabuf: {
+                "base_address": lo,
+                "size": size,
+                "type": "DDR4" if self.board.emulated else "u-dma-buf",
             }
         }
-        for i in range(self.board.engines):
-            setattr(self, f"axi_dma_{i}", DMA(self.ip_dict[f"axi_dma_{i}"], self.board, i))
-        control = self.board.control_window
-        if name == "fir" and control is not None:
-            self.ip_dict["fir_0"] = {
-                "fullpath": "fir_0",
-                "type": "dmaflow:hls:fir:1.0",
-                "phys_addr": base + control * size,
-                "addr_range": size,
-                "state": None,
-                "interrupts": {},
-                "parameters": {"C_MAX_TAPS": "512", "c_max_taps": "512"},
-                "driver": FIR,
-            }
-            self.fir_0 = FIR(self.ip_dict["fir_0"], self.board)
+        for key, entry in self.ip_dict.items():
+            driver = entry["driver"]
+            if driver is DMA:
+                ip = DMA(entry, self.board, engine_names.index(key))
+            else:
+                ip = driver(entry, self.board)
+            setattr(self, key.replace("-", "_"), ip)
         if name == "bgsub":
             self.ip_dict["bgsub_0"] = {
                 "fullpath": "bgsub_0",
@@ -273,7 +368,7 @@ class Overlay:
         _loaded = self
         _set_default_board(self.board)
 
-    def _dma_entry(self, i: int, phys: int, size: int) -> dict:
+    def _dma_entry(self, i: int, name: str, phys: int, size: int) -> dict:
         """An AXI DMA's ``ip_dict`` entry, with PYNQ's keys."""
         sg = str(int(self.board.sg))
         lw = str(self.board.length_width)
@@ -289,16 +384,19 @@ class Overlay:
         ]:
             params[key] = value
             params[key.lower()] = value
+        interrupts = {}
+        for k, pin in enumerate(("mm2s_introut", "s2mm_introut")):
+            if self.board.emulated:
+                interrupts[pin] = {"controller": "axi_intc_0", "index": 2 * i + k, "fullpath": f"{name}/{pin}"}
+            elif self.board.has_interrupt(pin[:4], i):
+                interrupts[pin] = {"controller": "uio", "device": f"{name}_{pin}", "fullpath": f"{name}/{pin}"}
         return {
-            "fullpath": f"axi_dma_{i}",
+            "fullpath": name,
             "type": "xilinx.com:ip:axi_dma:7.1",
             "phys_addr": phys,
             "addr_range": size,
             "state": None,
-            "interrupts": {
-                "mm2s_introut": {"controller": "axi_intc_0", "index": 2 * i},
-                "s2mm_introut": {"controller": "axi_intc_0", "index": 2 * i + 1},
-            },
+            "interrupts": interrupts,
             "parameters": params,
             "driver": DMA,
         }
@@ -308,12 +406,12 @@ class Overlay:
         return _loaded is self
 
     def __repr__(self) -> str:
-        return f"Overlay({self.board.design!r})"
+        return f"Overlay({self.name!r})"
 
 
 class MMIO:
     """PYNQ's ``MMIO``: 32-bit register access at a physical address of the
-    loaded design (its AXI DMA's register window)."""
+    loaded design (inside one of its IP's register windows)."""
 
     def __init__(
         self, base_addr: int, length: int = 4, debug: bool = False, device: Board | None = None
@@ -323,16 +421,17 @@ class MMIO:
                 raise RuntimeError("no overlay loaded: load one with Overlay(name) first")
             device = _loaded.board
         board = device
-        lo, size = board.register_base, board.register_size * board.register_windows
-        if base_addr < lo or base_addr + length > lo + size or length <= 0:
+        if length <= 0 or not any(
+            lo <= base_addr and base_addr + length <= lo + size for _, lo, size in board.windows
+        ):
+            windows = ", ".join(f"{n} {lo:#x}+{size:#x}" for n, lo, size in board.windows)
             raise ValueError(
                 f"{base_addr:#x}+{length:#x} is not inside a register window of the "
-                f"loaded design ({lo:#x}+{size:#x})"
+                f"loaded design ({windows or 'none'})"
             )
         self.base_addr = base_addr
         self.length = length
         self._board = board
-        self._offset = base_addr - lo
         self.debug = debug
 
     def _check(self, offset: int, nbytes: int) -> None:
@@ -346,10 +445,10 @@ class MMIO:
         if length not in (4, 8):
             raise ValueError("MMIO reads 4 or 8 bytes")
         self._check(offset, length)
-        lo = self._board.read_register(self._offset + offset)
+        lo = self._board.read_register(self.base_addr + offset)
         if length == 4:
             return lo
-        hi = self._board.read_register(self._offset + offset + 4)
+        hi = self._board.read_register(self.base_addr + offset + 4)
         return (hi << 32 | lo) if word_order == "little" else (lo << 32 | hi)
 
     def write(self, offset: int, data) -> None:
@@ -357,7 +456,7 @@ class MMIO:
         at ``offset``."""
         if isinstance(data, (int, np.integer)):
             self._check(offset, 4)
-            self._board.write_register(self._offset + offset, int(data) & 0xFFFF_FFFF)
+            self._board.write_register(self.base_addr + offset, int(data) & 0xFFFF_FFFF)
             return
         if isinstance(data, (bytes, bytearray)):
             if len(data) % 4:
@@ -365,6 +464,6 @@ class MMIO:
             self._check(offset, len(data))
             for i in range(0, len(data), 4):
                 word = int.from_bytes(data[i : i + 4], "little")
-                self._board.write_register(self._offset + offset + i, word)
+                self._board.write_register(self.base_addr + offset + i, word)
             return
         raise TypeError(f"MMIO writes an int or bytes, not {type(data).__name__}")

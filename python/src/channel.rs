@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use dmaflow::axi::{self, Channel as Ch, DESC_WORDS, SgChain, Wait};
 use dmaflow::mem::DmaBuf;
+use dmaflow::platform::IrqLine;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
@@ -20,6 +21,17 @@ use crate::{DmaError, DmaTimeoutError};
 
 /// Descriptors in a channel's scatter-gather ring.
 const RING_DESCRIPTORS: usize = 256;
+
+/// The channel a direction names: `"mm2s"`/`"send"` or `"s2mm"`/`"recv"`.
+pub(crate) fn direction(name: &str) -> PyResult<Ch> {
+    match name {
+        "mm2s" | "send" => Ok(Ch::Mm2s),
+        "s2mm" | "recv" => Ok(Ch::S2mm),
+        other => Err(PyValueError::new_err(format!(
+            "a channel is \"mm2s\" or \"s2mm\", not {other:?}"
+        ))),
+    }
+}
 
 /// A transfer in flight on a channel.
 struct Flight {
@@ -55,15 +67,7 @@ pub struct Channel {
 
 impl Channel {
     pub(crate) fn new(board: Arc<BoardInner>, engine: usize, direction: &str) -> PyResult<Self> {
-        let ch = match direction {
-            "mm2s" | "send" => Ch::Mm2s,
-            "s2mm" | "recv" => Ch::S2mm,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "a channel is \"mm2s\" or \"s2mm\", not {other:?}"
-                )));
-            }
-        };
+        let ch = self::direction(direction)?;
         Ok(Channel {
             board,
             engine,
@@ -151,7 +155,7 @@ impl Channel {
             Ok(buf.bus_addr() + start as u64)
         })?;
         b.lend()?;
-        let started = if self.board.sg {
+        let started = if dma.sg_included() {
             let ring = engine
                 .pool()
                 .alloc::<u32>(RING_DESCRIPTORS * DESC_WORDS)
@@ -210,7 +214,14 @@ impl Channel {
         let chain = flight.chain.take();
         let (waited, chain) = py.detach(move || {
             let engine = board.engine(index);
-            let how = Wait::Irq(engine.irq(ch));
+            // Asleep on the interrupt line; by scheduled polling where the
+            // board does not wire the channel's interrupt to this program.
+            let line = engine.irq(ch);
+            let how = if line.wired() {
+                Wait::Irq(line)
+            } else {
+                Wait::Yield
+            };
             match chain {
                 Some((c, ring)) => {
                     let r = engine

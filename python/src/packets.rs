@@ -67,7 +67,7 @@ impl PacketRing {
                 )));
             }
         };
-        if !board.sg {
+        if !board.sg(engine) {
             return Err(PyValueError::new_err(
                 "a packet ring needs a scatter-gather design (c_include_sg = 1)",
             ));

@@ -239,6 +239,21 @@ pub const HALT_GRACE: Duration = Duration::from_millis(2);
 /// lost interrupt costs this long, not the whole timeout.
 const IRQ_RECHECK: Duration = Duration::from_millis(10);
 
+impl<R: RegisterSpace + 'static> AxiDma<R> {
+    /// The same driver, its state as it is, over a boxed register window.
+    pub fn boxed(self) -> AxiDma<Box<dyn RegisterSpace>> {
+        AxiDma {
+            regs: Box::new(self.regs),
+            cfg: self.cfg,
+            pending: self.pending,
+            written_cr: self.written_cr,
+            written_msb: self.written_msb,
+            failed: self.failed,
+            sg_included: self.sg_included,
+        }
+    }
+}
+
 impl<R: RegisterSpace> AxiDma<R> {
     /// A driver for the engine behind `regs`; resets it.
     pub fn new(regs: R, cfg: Config) -> Result<Self, Error> {
@@ -258,6 +273,13 @@ impl<R: RegisterSpace> AxiDma<R> {
         dma.sg_included
             .set(dma.status(Channel::Mm2s)? & DMASR_SG_INCLD != 0);
         Ok(dma)
+    }
+
+    /// Whether the engine was built with its scatter-gather engine
+    /// (DMASR.SGIncld, read at the first reset): PG021 then offers no direct
+    /// register mode.
+    pub fn sg_included(&self) -> bool {
+        self.sg_included.get()
     }
 
     /// Largest transfer the length register allows.
@@ -551,7 +573,12 @@ impl<R: RegisterSpace> AxiDma<R> {
                     .and_then(|()| line.wait((deadline - now).min(IRQ_RECHECK)))
                 {
                     Ok(_) | Err(platform::Error::Timeout(_)) => {}
-                    Err(e) => return Err(e.into()),
+                    // The transfer is still the device's: halt it before
+                    // the error goes back with the buffers.
+                    Err(e) => {
+                        self.recover();
+                        return Err(e.into());
+                    }
                 },
             }
         }

@@ -151,12 +151,30 @@ pub(crate) struct Started {
     mm2s: std::time::Instant,
 }
 
+/// An engine behind boxed register and interrupt types, so that engines of
+/// different boards (emulated, UIO) are one type ([`Engine::boxed`]).
+pub type DynEngine = Engine<Box<dyn RegisterSpace>, Box<dyn IrqLine>>;
+
 /// An AXI DMA engine with its two interrupt lines and its DMA memory.
 pub struct Engine<R, I> {
     dma: AxiDma<R>,
     irq: [I; 2],
     pool: DmaPool,
     timing: std::cell::Cell<Timing>,
+}
+
+impl<R: RegisterSpace + 'static, I: IrqLine + 'static> Engine<R, I> {
+    /// The same engine (driver state, lines and pool as they are) as a
+    /// [`DynEngine`].
+    pub fn boxed(self) -> DynEngine {
+        let [mm2s, s2mm] = self.irq;
+        Engine {
+            dma: self.dma.boxed(),
+            irq: [Box::new(mm2s), Box::new(s2mm)],
+            pool: self.pool,
+            timing: self.timing,
+        }
+    }
 }
 
 impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {

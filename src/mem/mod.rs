@@ -230,6 +230,11 @@ impl DmaPool {
         self.inner.id
     }
 
+    /// Bus address and size of the memory the pool carves.
+    pub fn bus_range(&self) -> (u64, usize) {
+        (self.inner.memory.bus_base(), self.inner.memory.size())
+    }
+
     /// The pool's cache policy.
     pub fn policy(&self) -> CachePolicy {
         self.inner.policy

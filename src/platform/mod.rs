@@ -64,6 +64,12 @@ pub enum Error {
     /// No interrupt arrived in time.
     #[error("no interrupt within {0:?}")]
     Timeout(Duration),
+    /// A device the board should have is not there.
+    #[error("{0}")]
+    Missing(String),
+    /// A wait on an interrupt line the board does not wire to this program.
+    #[error("{0} has no interrupt line here: complete its transfers by polling")]
+    NoInterrupt(String),
 }
 
 /// A window of 32-bit device registers, accessed with volatile reads and writes.
@@ -163,6 +169,19 @@ pub unsafe trait DmaMemory: Send + Sync {
     }
 }
 
+impl<T: RegisterSpace + ?Sized> RegisterSpace for Box<T> {
+    fn read(&self, offset: usize) -> Result<u32, Error> {
+        (**self).read(offset)
+    }
+    unsafe fn write(&self, offset: usize, value: u32) -> Result<(), Error> {
+        // SAFETY: the caller keeps the promise `T::write` asks for.
+        unsafe { (**self).write(offset, value) }
+    }
+    fn len(&self) -> usize {
+        (**self).len()
+    }
+}
+
 /// The [`DmaMemory::domain`] of the machine's own physical memory.
 pub const PHYSICAL: u64 = 0;
 
@@ -174,6 +193,42 @@ pub trait IrqLine: Send + Sync {
     fn wait(&self, timeout: Duration) -> Result<u32, Error>;
     /// Re-arms the line.
     fn enable(&self) -> Result<(), Error>;
+    /// Whether the line is wired to this program ([`NoIrq`] is not): a
+    /// driver completes a channel without one by polling.
+    fn wired(&self) -> bool {
+        true
+    }
+}
+
+impl<T: IrqLine + ?Sized> IrqLine for Box<T> {
+    fn wait(&self, timeout: Duration) -> Result<u32, Error> {
+        (**self).wait(timeout)
+    }
+    fn enable(&self) -> Result<(), Error> {
+        (**self).enable()
+    }
+    fn wired(&self) -> bool {
+        (**self).wired()
+    }
+}
+
+/// The interrupt line of a channel whose interrupt is not wired to this
+/// program (a board that routes it elsewhere): every wait on it is
+/// [`Error::NoInterrupt`] naming the line, so such a channel is completed by
+/// polling, never by a wait that cannot end.
+#[derive(Debug, Clone)]
+pub struct NoIrq(pub String);
+
+impl IrqLine for NoIrq {
+    fn wait(&self, _timeout: Duration) -> Result<u32, Error> {
+        Err(Error::NoInterrupt(self.0.clone()))
+    }
+    fn enable(&self) -> Result<(), Error> {
+        Ok(())
+    }
+    fn wired(&self) -> bool {
+        false
+    }
 }
 
 /// Waits until `fd` is readable or `timeout` passes (an interrupted wait resumes

@@ -94,6 +94,16 @@ pub fn open_uio(root: &Path, index: usize) -> Result<(UioRegisters, UioIrq), Err
     ))
 }
 
+/// Opens the interrupt of `/dev/uio<index>` under `root` alone (a device
+/// that is an interrupt line with no register window).
+pub fn open_uio_irq(root: &Path, index: usize) -> Result<UioIrq, Error> {
+    let dev = root.join(format!("dev/uio{index}"));
+    Ok(UioIrq {
+        file: open_rw(&dev)?,
+        path: dev,
+    })
+}
+
 impl RegisterSpace for UioRegisters {
     fn read(&self, offset: usize) -> Result<u32, Error> {
         self.map.read_u32(offset)
@@ -328,11 +338,44 @@ unsafe impl DmaMemory for UdmaBuf {
     }
 }
 
+/// A UIO device as sysfs describes it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct UioDevice {
+    /// `N` of `/dev/uioN`.
+    pub index: usize,
+    /// The device's name: the device tree node's (with `generic-uio` or
+    /// `uio_pdrv_genirq`, the block design's instance name, `axi_dma_0`).
+    pub name: String,
+    /// Physical address of its register window (map0).
+    pub addr: u64,
+    /// Size of the window in bytes; 0 for a device that is an interrupt
+    /// line alone (no maps).
+    pub size: u64,
+}
+
+impl Inventory {
+    /// The UIO device called `name`; an error naming what there is when
+    /// there is none.
+    pub fn uio_named(&self, name: &str) -> Result<&UioDevice, Error> {
+        self.uio.iter().find(|d| d.name == name).ok_or_else(|| {
+            let there: Vec<&str> = self.uio.iter().map(|d| d.name.as_str()).collect();
+            Error::Missing(format!(
+                "no UIO device named {name:?} (there are: {})",
+                if there.is_empty() {
+                    "none".to_string()
+                } else {
+                    there.join(", ")
+                }
+            ))
+        })
+    }
+}
+
 /// What a board offers, as found under `root`.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Inventory {
-    /// UIO devices: (index, name, map0 size).
-    pub uio: Vec<(usize, String, u64)>,
+    /// UIO devices, by index.
+    pub uio: Vec<UioDevice>,
     /// u-dma-bufs: (name, physical address, size).
     pub udmabuf: Vec<(String, u64, u64)>,
     /// Devices left out because a sysfs file of theirs is missing or malformed:
@@ -351,10 +394,29 @@ pub fn inventory(root: &Path) -> Inventory {
             let Some(index) = name.strip_prefix("uio").and_then(|n| n.parse().ok()) else {
                 continue;
             };
-            let dev_name = attr(&e.path().join("name")).unwrap_or_default();
-            match number(&e.path().join("maps/map0/size")) {
-                Ok(size) => inv.uio.push((index, dev_name, size)),
-                Err(err) => inv.malformed.push(err.to_string()),
+            let name = attr(&e.path().join("name")).unwrap_or_default();
+            // A device without maps (an interrupt line alone) has no window.
+            let (addr, size) = if e.path().join("maps/map0").exists() {
+                (
+                    number(&e.path().join("maps/map0/addr")),
+                    number(&e.path().join("maps/map0/size")),
+                )
+            } else {
+                (Ok(0), Ok(0))
+            };
+            match (addr, size) {
+                (Ok(addr), Ok(size)) => inv.uio.push(UioDevice {
+                    index,
+                    name,
+                    addr,
+                    size,
+                }),
+                (addr, size) => inv.malformed.extend(
+                    [addr.err(), size.err()]
+                        .into_iter()
+                        .flatten()
+                        .map(|e| e.to_string()),
+                ),
             }
         }
     }
@@ -388,6 +450,7 @@ mod tests {
         std::fs::create_dir_all(uio.join("maps/map0")).unwrap();
         std::fs::write(uio.join("name"), "axi_dma\n").unwrap();
         std::fs::write(uio.join("maps/map0/size"), "0x10000\n").unwrap();
+        std::fs::write(uio.join("maps/map0/addr"), "0x40400000\n").unwrap();
         std::fs::create_dir_all(root.join("dev")).unwrap();
         std::fs::write(root.join("dev/uio0"), vec![0u8; 0x10000]).unwrap();
         let ub = root.join("sys/class/u-dma-buf/udmabuf0");
@@ -463,7 +526,18 @@ mod tests {
         ));
 
         let inv = inventory(dir.path());
-        assert_eq!(inv.uio, vec![(0, "axi_dma".to_string(), 0x10000)]);
+        assert_eq!(
+            inv.uio,
+            vec![UioDevice {
+                index: 0,
+                name: "axi_dma".to_string(),
+                addr: 0x4040_0000,
+                size: 0x10000
+            }]
+        );
+        assert_eq!(inv.uio_named("axi_dma").unwrap().index, 0);
+        let e = inv.uio_named("axi_dma_1").unwrap_err().to_string();
+        assert!(e.contains("\"axi_dma_1\"") && e.contains("axi_dma"), "{e}");
         assert_eq!(
             inv.udmabuf,
             vec![("udmabuf0".to_string(), 0x3f00_0000, 1 << 20)]
