@@ -156,12 +156,17 @@ enum Command {
         /// File of little-endian f32 filter taps.
         #[arg(long)]
         taps: PathBuf,
-        /// File of little-endian f32 input samples.
+        /// File of little-endian f32 input samples, or a ZeroMQ endpoint
+        /// (tcp://HOST:PORT, ipc://PATH): a PULL source that connects, as
+        /// gr-zeromq's pull_source.
         #[arg(long)]
-        input: PathBuf,
-        /// File to write the filtered samples to (only on success).
+        input: String,
+        /// File to write the filtered samples to (only on success), or a
+        /// ZeroMQ endpoint: a PUSH sink that binds, as gr-zeromq's push_sink.
         #[arg(long)]
-        output: PathBuf,
+        output: String,
+        #[command(flatten)]
+        net: NetArgs,
         /// FFT length (a power of two, at least the number of taps; CPU only).
         #[arg(long = "fft")]
         fft: Option<usize>,
@@ -169,6 +174,114 @@ enum Command {
         #[arg(long, value_enum, default_value = "cpu")]
         device: FirDeviceArg,
     },
+}
+
+/// How `--input` / `--output` endpoints behave (files ignore these).
+#[derive(clap::Args, Clone, Debug)]
+struct NetArgs {
+    /// The ZeroMQ input binds instead of connecting.
+    #[arg(long)]
+    bind_input: bool,
+    /// The ZeroMQ output connects instead of binding.
+    #[arg(long)]
+    connect_output: bool,
+    /// PUSH/PULL (lossless, ordered, blocks at the high-water mark) or
+    /// PUB/SUB (drops when a subscriber is slow).
+    #[arg(long, value_enum, default_value = "push-pull")]
+    pattern: PatternArg,
+    /// Messages carry gr-zeromq's tag header (its pass_tags).
+    #[arg(long)]
+    pass_tags: bool,
+    /// End the input stream after this many seconds without a message (GNU
+    /// Radio peers send no end of stream).
+    #[arg(long)]
+    idle_timeout: Option<f64>,
+    /// What the input does when its peer goes away mid-stream and is not
+    /// back within --grace: end the stream or fail.
+    #[arg(long, value_enum, default_value = "fail")]
+    on_vanish: VanishArg,
+    /// Seconds a vanished peer has to reconnect, and the output's wait for
+    /// its last messages to leave.
+    #[arg(long, default_value_t = 5.0)]
+    grace: f64,
+    /// The output sends no end-of-stream message at the end.
+    #[arg(long)]
+    no_eos: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug, ValueEnum)]
+enum PatternArg {
+    PushPull,
+    PubSub,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug, ValueEnum)]
+enum VanishArg {
+    End,
+    Fail,
+}
+
+/// Seconds from the command line as a duration, named when they are not one.
+fn seconds(what: &str, s: f64) -> Result<std::time::Duration, String> {
+    if s.is_finite() && s > 0.0 && s <= 86_400.0 {
+        Ok(std::time::Duration::from_secs_f64(s))
+    } else {
+        Err(format!(
+            "{what} must be between 0 and 86400 seconds, not {s}"
+        ))
+    }
+}
+
+impl NetArgs {
+    /// The edge for an endpoint given as `--input` (`output` false) or
+    /// `--output`.
+    fn edge(&self, text: &str, output: bool) -> Result<dmaflow_net::Edge, String> {
+        let at = dmaflow_net::Endpoint::parse(text).map_err(|e| e.to_string())?;
+        let mut e = if output {
+            dmaflow_net::Edge::sink(at)
+        } else {
+            dmaflow_net::Edge::source(at)
+        };
+        e.bind = if output {
+            !self.connect_output
+        } else {
+            self.bind_input
+        };
+        e.pattern = match self.pattern {
+            PatternArg::PushPull => dmaflow_net::Pattern::PushPull,
+            PatternArg::PubSub => dmaflow_net::Pattern::PubSub,
+        };
+        e.pass_tags = self.pass_tags;
+        e.idle_timeout = self
+            .idle_timeout
+            .map(|s| seconds("--idle-timeout", s))
+            .transpose()?;
+        e.vanish = match self.on_vanish {
+            VanishArg::End => dmaflow_net::Vanish::End,
+            VanishArg::Fail => dmaflow_net::Vanish::Fail,
+        };
+        e.grace = seconds("--grace", self.grace)?;
+        e.send_eos = !self.no_eos;
+        Ok(e)
+    }
+
+    /// `--input` as a file or a ZeroMQ source.
+    fn source(&self, text: &str) -> Result<files::fir::Source, String> {
+        if dmaflow_net::Endpoint::looks_like(text) {
+            Ok(files::fir::Source::Net(self.edge(text, false)?))
+        } else {
+            Ok(files::fir::Source::File(PathBuf::from(text)))
+        }
+    }
+
+    /// `--output` as a file or a ZeroMQ sink.
+    fn sink(&self, text: &str) -> Result<files::fir::Sink, String> {
+        if dmaflow_net::Endpoint::looks_like(text) {
+            Ok(files::fir::Sink::Net(self.edge(text, true)?))
+        } else {
+            Ok(files::fir::Sink::File(PathBuf::from(text)))
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -396,8 +509,7 @@ fn run_bench(
 
 fn run_fir_file(
     taps: &Path,
-    input: &Path,
-    output: &Path,
+    (input, output, net): (&str, &str, &NetArgs),
     fft: Option<usize>,
     device: FirDeviceArg,
 ) -> ExitCode {
@@ -405,6 +517,13 @@ fn run_fir_file(
         eprintln!("dmaflow fir: --fft sets the CPU filter's FFT length; the coprocessor has none");
         return ExitCode::from(2);
     }
+    let (source, sink) = match net.source(input).and_then(|i| Ok((i, net.sink(output)?))) {
+        Ok(ends) => ends,
+        Err(e) => {
+            eprintln!("dmaflow fir: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let device = match device {
         FirDeviceArg::Cpu => files::fir::FirDevice::Cpu {
             fft_len: fft,
@@ -412,7 +531,7 @@ fn run_fir_file(
         },
         FirDeviceArg::Sim => files::fir::FirDevice::Sim,
     };
-    match files::fir::filter_file(taps, input, output, device) {
+    match files::fir::filter(taps, source, sink, device) {
         Ok(done) => {
             if let Some(c) = done.copies {
                 println!(
@@ -561,8 +680,9 @@ fn main() -> ExitCode {
             taps,
             input,
             output,
+            net,
             fft,
             device,
-        } => run_fir_file(&taps, &input, &output, fft, device),
+        } => run_fir_file(&taps, (&input, &output, &net), fft, device),
     }
 }

@@ -61,6 +61,28 @@ pub enum FileError {
     /// The emulated board could not be set up.
     #[error("emulated board: {0}")]
     Board(#[from] dmaflow::rig::Error),
+    /// A network edge could not be set up.
+    #[error("{0}")]
+    Net(#[from] dmaflow_net::Error),
+}
+
+/// Where the samples come from: a file (or pipe) of little-endian `f32`, or
+/// a network edge.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// A file.
+    File(std::path::PathBuf),
+    /// A ZeroMQ source (PULL or SUB).
+    Net(dmaflow_net::Edge),
+}
+
+/// Where the filtered samples go.
+#[derive(Debug, Clone)]
+pub enum Sink {
+    /// A file, written beside and renamed on success.
+    File(std::path::PathBuf),
+    /// A ZeroMQ sink (PUSH or PUB).
+    Net(dmaflow_net::Edge),
 }
 
 /// What `filter_file` did.
@@ -101,6 +123,11 @@ impl FileError {
                 | FileError::Filter(_)
                 | FileError::NotAFile { .. }
                 | FileError::NoDirectory { .. }
+                | FileError::Net(
+                    dmaflow_net::Error::BadEndpoint { .. }
+                        | dmaflow_net::Error::UnknownScheme { .. }
+                        | dmaflow_net::Error::Socket { .. }
+                )
                 | FileError::Coprocessor(
                     dmaflow::accel::fir::Error::Taps { .. }
                         | dmaflow::accel::fir::Error::NonFiniteTap(_)
@@ -147,6 +174,25 @@ pub fn filter_file(
     output: &std::path::Path,
     device: FirDevice,
 ) -> Result<Filtered, FileError> {
+    filter(
+        taps,
+        Source::File(input.to_path_buf()),
+        Sink::File(output.to_path_buf()),
+        device,
+    )
+}
+
+/// Filters the samples from `source` into `sink` through a source -> FIR ->
+/// sink graph; a file sink's output appears only when everything succeeded.
+/// A network end is a dmaflow-net node on the same queues: the filter does
+/// not know. Returns the samples filtered, and on the coprocessor what the
+/// CPU copied.
+pub fn filter(
+    taps: &std::path::Path,
+    source: Source,
+    sink: Sink,
+    device: FirDevice,
+) -> Result<Filtered, FileError> {
     use std::io::{Read, Write};
     use std::sync::{Arc, Mutex, PoisonError};
 
@@ -166,37 +212,6 @@ pub fn filter_file(
             Middle::Sim(rig)
         }
     };
-    let mut src = std::fs::File::open(input).map_err(io_err(input))?;
-    let meta = src.metadata().map_err(io_err(input))?;
-    if meta.is_dir() {
-        return Err(FileError::NotAFile {
-            path: input.to_path_buf(),
-            what: "a directory",
-        });
-    }
-    // A regular file's length is known up front; a pipe's or a /proc file's is
-    // found by reading to the end.
-    if meta.is_file() && meta.len() != 0 && meta.len() % 4 != 0 {
-        return Err(FileError::BadLength {
-            path: input.to_path_buf(),
-            len: meta.len(),
-        });
-    }
-    let dir = match output.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => std::path::Path::new("."),
-    };
-    if !dir.is_dir() {
-        return Err(FileError::NoDirectory {
-            path: output.to_path_buf(),
-        });
-    }
-    let (partial, sink_file) = PartialFile::create(output).map_err(|source| FileError::Io {
-        path: output.to_path_buf(),
-        source,
-    })?;
-    let tmp = partial.path().to_path_buf();
-
     let mut g = graph::Graph::new();
     // The coprocessor filters windows that overlap by taps - 1 samples: the
     // stream starts with that many zeros (the filter's zero initial state).
@@ -205,13 +220,10 @@ pub fn filter_file(
         Middle::Cpu(fir, mode) => {
             let n = fir.fft_len();
             let chunk = (64 << 10).max(n);
-            let (s_out, f_in) = g.connect_with_capacity::<f32>(
-                ("file-source", "out"),
-                ("fir", "in"),
-                2 * chunk + n,
-            )?;
+            let (s_out, f_in) =
+                g.connect_with_capacity::<f32>(("source", "out"), ("fir", "in"), 2 * chunk + n)?;
             let (f_out, k_in) =
-                g.connect_with_capacity::<f32>(("fir", "out"), ("file-sink", "in"), 2 * chunk)?;
+                g.connect_with_capacity::<f32>(("fir", "out"), ("sink", "in"), 2 * chunk)?;
             (
                 chunk,
                 0,
@@ -230,14 +242,14 @@ pub fn filter_file(
                 .map_err(dmaflow::rig::Error::from)?;
             let window = SIM_HOP + taps.len() - 1;
             let (s_out, f_in) = g.connect_in::<f32>(
-                ("file-source", "out"),
+                ("source", "out"),
                 ("fir", "in"),
                 2 * chunk + 4 * window,
                 memory.clone(),
             )?;
             let (f_out, k_in) = g.connect_in::<f32>(
                 ("fir", "out"),
-                ("file-sink", "in"),
+                ("sink", "in"),
                 2 * chunk + 4 * SIM_HOP,
                 memory,
             )?;
@@ -254,53 +266,81 @@ pub fn filter_file(
     };
     let mut s_out = s_out;
     let mut k_in = k_in;
-    let in_path = input.to_path_buf();
     // What the source read, and the input's length if it ends mid-sample.
     let read = Arc::new(Mutex::new((0u64, None::<u64>)));
     let seen = read.clone();
-    g.node("file-source", move || {
-        if lead > 0 {
-            s_out.write(&vec![0.0f32; lead])?;
+    let mut net_in = None;
+    let mut file_path = None;
+    match source {
+        Source::File(in_path) => {
+            let mut src = std::fs::File::open(&in_path).map_err(io_err(&in_path))?;
+            let meta = src.metadata().map_err(io_err(&in_path))?;
+            if meta.is_dir() {
+                return Err(FileError::NotAFile {
+                    path: in_path,
+                    what: "a directory",
+                });
+            }
+            // A regular file's length is known up front; a pipe's or a /proc
+            // file's is found by reading to the end.
+            if meta.is_file() && meta.len() != 0 && meta.len() % 4 != 0 {
+                return Err(FileError::BadLength {
+                    path: in_path,
+                    len: meta.len(),
+                });
+            }
+            file_path = Some(in_path.clone());
+            g.node("source", move || {
+                if lead > 0 {
+                    s_out.write(&vec![0.0f32; lead])?;
+                }
+                loop {
+                    let slots = s_out.reserve(chunk)?;
+                    // Read straight into the queue's slots; samples are little-endian on
+                    // disk. Short reads (pipes) are read on until the chunk is full or the
+                    // input ends.
+                    let bytes: &mut [u8] = bytemuck::cast_slice_mut(slots);
+                    let want = bytes.len();
+                    let mut filled = 0;
+                    while filled < want {
+                        match src.read(&mut bytes[filled..]) {
+                            Ok(0) => break,
+                            Ok(k) => filled += k,
+                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                            Err(e) => return Err(format!("{}: {e}", in_path.display()).into()),
+                        }
+                    }
+                    let whole = filled / 4;
+                    if cfg!(target_endian = "big") {
+                        for x in slots[..whole].iter_mut() {
+                            *x = f32::from_bits(u32::from_le(x.to_bits()));
+                        }
+                    }
+                    s_out.commit(whole)?;
+                    let mut r = seen.lock().unwrap_or_else(PoisonError::into_inner);
+                    r.0 += whole as u64;
+                    if filled < want {
+                        if filled % 4 != 0 {
+                            let len = r.0 * 4 + (filled % 4) as u64;
+                            r.1 = Some(len);
+                            return Err(format!(
+                                "{}: {len} bytes is not a whole number of samples",
+                                in_path.display()
+                            )
+                            .into());
+                        }
+                        return Ok(());
+                    }
+                }
+            })?;
         }
-        loop {
-            let slots = s_out.reserve(chunk)?;
-            // Read straight into the queue's slots; samples are little-endian on
-            // disk. Short reads (pipes) are read on until the chunk is full or the
-            // input ends.
-            let bytes: &mut [u8] = bytemuck::cast_slice_mut(slots);
-            let want = bytes.len();
-            let mut filled = 0;
-            while filled < want {
-                match src.read(&mut bytes[filled..]) {
-                    Ok(0) => break,
-                    Ok(k) => filled += k,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(format!("{}: {e}", in_path.display()).into()),
-                }
+        Source::Net(edge) => {
+            if lead > 0 {
+                s_out.write(&vec![0.0f32; lead])?;
             }
-            let whole = filled / 4;
-            if cfg!(target_endian = "big") {
-                for x in slots[..whole].iter_mut() {
-                    *x = f32::from_bits(u32::from_le(x.to_bits()));
-                }
-            }
-            s_out.commit(whole)?;
-            let mut r = seen.lock().unwrap_or_else(PoisonError::into_inner);
-            r.0 += whole as u64;
-            if filled < want {
-                if filled % 4 != 0 {
-                    let len = r.0 * 4 + (filled % 4) as u64;
-                    r.1 = Some(len);
-                    return Err(format!(
-                        "{}: {len} bytes is not a whole number of samples",
-                        in_path.display()
-                    )
-                    .into());
-                }
-                return Ok(());
-            }
+            net_in = Some(dmaflow_net::add_source(&mut g, "source", edge, s_out)?);
         }
-    })?;
+    }
     let stats = Arc::new(Mutex::new(StageStats::default()));
     if let Some((fir, mode, f_in, f_out)) = cpu_node {
         add_node(&mut g, "fir", fir, mode, f_in, f_out)?;
@@ -317,39 +357,61 @@ pub fn filter_file(
         let engine = rig.engines.remove(0);
         stage::add_node(&mut g, "fir", engine, cfg, f_in, f_out, stats.clone())?;
     }
-    let tmp_path = tmp.clone();
-    g.node("file-sink", move || {
-        let mut w = std::io::BufWriter::with_capacity(1 << 20, sink_file);
-        loop {
-            let s = k_in.peek(1)?;
-            if s.is_empty() {
-                break;
+    let mut partial = None;
+    match sink {
+        Sink::File(output) => {
+            let dir = match output.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => std::path::Path::new("."),
+            };
+            if !dir.is_dir() {
+                return Err(FileError::NoDirectory { path: output });
             }
-            for x in s {
-                w.write_all(&x.to_le_bytes())
+            let (p, sink_file) = PartialFile::create(&output).map_err(|source| FileError::Io {
+                path: output.clone(),
+                source,
+            })?;
+            let tmp_path = p.path().to_path_buf();
+            partial = Some((p, output));
+            g.node("sink", move || {
+                let mut w = std::io::BufWriter::with_capacity(1 << 20, sink_file);
+                loop {
+                    let s = k_in.peek(1)?;
+                    if s.is_empty() {
+                        break;
+                    }
+                    for x in s {
+                        w.write_all(&x.to_le_bytes())
+                            .map_err(|e| format!("{}: {e}", tmp_path.display()))?;
+                    }
+                    let k = s.len();
+                    k_in.consume(k)?;
+                }
+                w.flush()
                     .map_err(|e| format!("{}: {e}", tmp_path.display()))?;
-            }
-            let k = s.len();
-            k_in.consume(k)?;
+                w.get_ref()
+                    .sync_all()
+                    .map_err(|e| format!("{}: {e}", tmp_path.display()))?;
+                Ok(())
+            })?;
         }
-        w.flush()
-            .map_err(|e| format!("{}: {e}", tmp_path.display()))?;
-        w.get_ref()
-            .sync_all()
-            .map_err(|e| format!("{}: {e}", tmp_path.display()))?;
-        Ok(())
-    })?;
+        Sink::Net(edge) => {
+            dmaflow_net::add_sink(&mut g, "sink", edge, k_in)?;
+        }
+    }
     let result = g.run();
     drop(rig);
-    let (samples, bad_len) = *read.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(len) = bad_len {
-        return Err(FileError::BadLength {
-            path: input.to_path_buf(),
-            len,
-        });
+    let (mut samples, bad_len) = *read.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(stats) = &net_in {
+        samples = stats.snapshot().1;
+    }
+    if let (Some(len), Some(path)) = (bad_len, file_path) {
+        return Err(FileError::BadLength { path, len });
     }
     result?;
-    partial.finish().map_err(io_err(output))?;
+    if let Some((partial, output)) = partial {
+        partial.finish().map_err(io_err(&output))?;
+    }
     let copies = sim.then(|| {
         let s = *stats.lock().unwrap_or_else(PoisonError::into_inner);
         Copies {

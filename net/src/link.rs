@@ -1,0 +1,110 @@
+//! A ZeroMQ socket for one edge, with a monitor that counts its peers.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::{Edge, Error, Pattern};
+
+/// How long one wait lasts before a node looks at its graph again (an abort
+/// elsewhere, a peer gone).
+pub(crate) const SLICE_MS: i64 = 50;
+
+/// A socket of its own context (so that dropping it waits, up to the
+/// linger, for its last messages to leave), with its monitor.
+pub(crate) struct Link {
+    pub(crate) socket: zmq::Socket,
+    monitor: zmq::Socket,
+    /// Peers connected now (handshakes less disconnects).
+    peers: i64,
+    /// Whether a peer was ever connected.
+    pub(crate) seen_peer: bool,
+    _context: zmq::Context,
+}
+
+fn zmq_err(what: &'static str) -> impl FnOnce(zmq::Error) -> Error {
+    move |source| Error::Zmq { what, source }
+}
+
+impl Link {
+    /// The socket for `edge`'s `send` (sink) or receive side, bound or
+    /// connected.
+    pub(crate) fn open(edge: &Edge, send: bool) -> Result<Self, Error> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let context = zmq::Context::new();
+        let kind = match (edge.pattern, send) {
+            (Pattern::PushPull, true) => zmq::PUSH,
+            (Pattern::PushPull, false) => zmq::PULL,
+            (Pattern::PubSub, true) => zmq::PUB,
+            (Pattern::PubSub, false) => zmq::SUB,
+        };
+        let socket = context.socket(kind).map_err(zmq_err("a socket"))?;
+        socket
+            .set_sndhwm(edge.high_water_mark)
+            .and_then(|()| socket.set_rcvhwm(edge.high_water_mark))
+            .and_then(|()| socket.set_linger(edge.grace.as_millis().min(i32::MAX as u128) as i32))
+            .map_err(zmq_err("socket options"))?;
+        if kind == zmq::SUB {
+            socket.set_subscribe(b"").map_err(zmq_err("subscribing"))?;
+        }
+        let addr = format!(
+            "inproc://dmaflow-monitor-{}",
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        socket
+            .monitor(
+                &addr,
+                (zmq::SocketEvent::HANDSHAKE_SUCCEEDED.to_raw()
+                    | zmq::SocketEvent::DISCONNECTED.to_raw()) as i32,
+            )
+            .map_err(zmq_err("a monitor"))?;
+        let monitor = context.socket(zmq::PAIR).map_err(zmq_err("a monitor"))?;
+        monitor.connect(&addr).map_err(zmq_err("a monitor"))?;
+        let at = edge.endpoint.as_str();
+        let (action, done) = if edge.bind {
+            ("bind", socket.bind(at))
+        } else {
+            ("connect", socket.connect(at))
+        };
+        done.map_err(|source| Error::Socket {
+            action,
+            endpoint: at.to_string(),
+            source,
+        })?;
+        Ok(Link {
+            socket,
+            monitor,
+            peers: 0,
+            seen_peer: false,
+            _context: context,
+        })
+    }
+
+    /// Reads the monitor's events so far; returns the peers connected now.
+    pub(crate) fn peers(&mut self) -> Result<i64, Error> {
+        loop {
+            match self.monitor.recv_msg(zmq::DONTWAIT) {
+                Ok(m) => {
+                    if m.len() >= 2 {
+                        let raw = u16::from_ne_bytes([m[0], m[1]]);
+                        if raw == zmq::SocketEvent::HANDSHAKE_SUCCEEDED.to_raw() {
+                            self.peers += 1;
+                            self.seen_peer = true;
+                        } else if raw == zmq::SocketEvent::DISCONNECTED.to_raw() {
+                            self.peers = (self.peers - 1).max(0);
+                        }
+                    }
+                    // The event's second frame (the endpoint).
+                    while self.monitor.get_rcvmore().unwrap_or(false) {
+                        let _ = self.monitor.recv_msg(0);
+                    }
+                }
+                Err(zmq::Error::EAGAIN) => return Ok(self.peers),
+                Err(e) => {
+                    return Err(Error::Zmq {
+                        what: "the monitor",
+                        source: e,
+                    });
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! A network sink node: items from an `Input` out of a ZeroMQ socket.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use dmaflow::graph::{Graph, Input};
+use dmaflow::ring::Pod;
+
+use crate::link::{Link, SLICE_MS};
+use crate::tags::Header;
+use crate::{Edge, Error, Stats};
+
+/// Adds node `name` to `g`: it sends the items of type `T` it reads from
+/// `input` at `edge` (PUSH or PUB, bound or connected as the edge says), up
+/// to `edge.max_items` per message, each message behind a tag header with
+/// its first item's offset when `edge.pass_tags`. A PUSH send waits while
+/// the peer's queue is at the high-water mark (the network's back-pressure);
+/// one no peer takes within `edge.grace` fails the graph. At the end of the
+/// input it sends an empty message (`edge.send_eos`) and waits, at most
+/// `edge.grace`, for the peer to close its end (a dmaflow source does once it
+/// has read everything; a GNU Radio one does not, so there the wait is the
+/// whole grace period), then for its messages to leave. Returns what crossed.
+pub fn add_sink<T: Pod + Send>(
+    g: &mut Graph,
+    name: &str,
+    edge: Edge,
+    mut input: Input<T>,
+) -> Result<Arc<Stats>, Error> {
+    let mut link = Link::open(&edge, true)?;
+    let stats = Arc::new(Stats::default());
+    let counted = stats.clone();
+    let item = std::mem::size_of::<T>();
+    let max_items = edge.max_items.max(1);
+    g.node(name, move || {
+        let stats = counted;
+        let mut offset = 0u64;
+        loop {
+            let s = input.peek(1)?;
+            if s.is_empty() {
+                break;
+            }
+            let n = s.len().min(max_items);
+            let head = if edge.pass_tags { HEADER_BYTES } else { 0 };
+            // One copy, from the queue into the message ZeroMQ sends.
+            let mut msg = zmq::Message::with_size(head + n * item);
+            if edge.pass_tags {
+                let mut h = Vec::with_capacity(HEADER_BYTES);
+                Header {
+                    offset,
+                    tags: Vec::new(),
+                }
+                .write(&mut h);
+                msg[..head].copy_from_slice(&h);
+            }
+            msg[head..].copy_from_slice(bytemuck::cast_slice(&s[..n]));
+            input.consume(n)?;
+            send_all(&mut link, &mut input, msg, &edge)?;
+            offset += n as u64;
+            stats.add(&stats.messages, 1);
+            stats.add(&stats.items, n as u64);
+        }
+        if edge.send_eos {
+            let mut eos = Vec::new();
+            if edge.pass_tags {
+                Header {
+                    offset,
+                    tags: Vec::new(),
+                }
+                .write(&mut eos);
+            }
+            send_all(&mut link, &mut input, zmq::Message::from(eos), &edge)?;
+            // A dmaflow peer closes its end once it has read the end of
+            // stream: wait for that (at most the grace period), so that
+            // nothing still on its way is cut off when this end closes.
+            let deadline = Instant::now() + edge.grace;
+            while link.peers()? > 0 && Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        }
+        // Dropping the link waits up to the linger (edge.grace) for the
+        // messages still queued to leave.
+        drop(link);
+        Ok(())
+    })?;
+    Ok(stats)
+}
+
+/// Bytes of a tag header without tags.
+const HEADER_BYTES: usize = 19;
+
+/// Sends `msg` once the socket can take it, waiting in slices while it
+/// cannot (the high-water mark, no peer yet) and looking at the graph
+/// meanwhile; fails once a peer that was there has been gone for
+/// `edge.grace`.
+fn send_all<T: Pod + Send>(
+    link: &mut Link,
+    input: &mut Input<T>,
+    msg: zmq::Message,
+    edge: &Edge,
+) -> Result<(), dmaflow::graph::BoxError> {
+    let mut gone_since: Option<Instant> = None;
+    loop {
+        let ready = link
+            .socket
+            .poll(zmq::POLLOUT, SLICE_MS)
+            .map_err(|source| Error::Zmq {
+                what: "waiting to send",
+                source,
+            })?;
+        if ready > 0 {
+            // Room for one message (ZeroMQ's POLLOUT): a send that does not
+            // wait takes it.
+            return link.socket.send(msg, zmq::DONTWAIT).map_err(|source| {
+                Error::Zmq {
+                    what: "sending",
+                    source,
+                }
+                .into()
+            });
+        }
+        input.try_peek(0)?;
+        if link.peers()? == 0 && link.seen_peer {
+            let since = *gone_since.get_or_insert_with(Instant::now);
+            if since.elapsed() >= edge.grace {
+                return Err(Error::NoPeer {
+                    endpoint: edge.endpoint.to_string(),
+                    grace: edge.grace,
+                }
+                .into());
+            }
+        } else {
+            gone_since = None;
+        }
+    }
+}

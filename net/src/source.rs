@@ -1,0 +1,134 @@
+//! A network source node: messages from a ZeroMQ socket into an `Output`.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use dmaflow::graph::{Graph, Output};
+use dmaflow::ring::Pod;
+
+use crate::link::{Link, SLICE_MS};
+use crate::tags::Header;
+use crate::{Edge, Error, Pattern, Stats, Vanish};
+
+/// Adds node `name` to `g`: it receives items of type `T` at `edge` (PULL or
+/// SUB, bound or connected as the edge says) and writes them to `out`, whole
+/// items in order; bytes of an item split across messages are joined. The
+/// socket is bound or connected here, so a bad endpoint or a port in use is
+/// an error before the graph runs. The stream ends at an empty message
+/// (dmaflow's end of stream), after `edge.idle_timeout` without a message,
+/// or when the peer went away and did not come back within `edge.grace`
+/// ([`Vanish`] says whether that ends the stream or fails the graph).
+/// Returns what crossed, counted while it runs.
+pub fn add_source<T: Pod + Send>(
+    g: &mut Graph,
+    name: &str,
+    edge: Edge,
+    mut out: Output<T>,
+) -> Result<Arc<Stats>, Error> {
+    let mut link = Link::open(&edge, false)?;
+    let stats = Arc::new(Stats::default());
+    let counted = stats.clone();
+    let item = std::mem::size_of::<T>();
+    g.node(name, move || {
+        let stats = counted;
+        // Bytes of an item that began in an earlier message.
+        let mut carry: Vec<u8> = Vec::with_capacity(item);
+        let mut last = Instant::now();
+        let mut gone_since: Option<Instant> = None;
+        // Where the next item should be in the sender's stream (PUB/SUB with
+        // tags: a gap is what this subscriber lost).
+        let mut expected: Option<u64> = None;
+        loop {
+            // The graph's abort reaches a node waiting on the network here.
+            out.try_reserve(0)?;
+            let readable =
+                link.socket
+                    .poll(zmq::POLLIN, SLICE_MS)
+                    .map_err(|source| Error::Zmq {
+                        what: "waiting for a message",
+                        source,
+                    })?;
+            if readable == 0 {
+                let now = Instant::now();
+                if edge.idle_timeout.is_some_and(|t| now - last >= t) {
+                    break;
+                }
+                // A peer that went away (and is not back) ends or fails the
+                // stream after the grace period.
+                if link.peers()? == 0 && link.seen_peer {
+                    let since = *gone_since.get_or_insert(now);
+                    if now - since >= edge.grace {
+                        match edge.vanish {
+                            Vanish::End => break,
+                            Vanish::Fail => {
+                                return Err(Error::PeerVanished {
+                                    endpoint: edge.endpoint.to_string(),
+                                    items: stats.snapshot().1,
+                                    grace: edge.grace,
+                                }
+                                .into());
+                            }
+                        }
+                    }
+                } else {
+                    gone_since = None;
+                }
+                continue;
+            }
+            let msg = link.socket.recv_msg(0).map_err(|source| Error::Zmq {
+                what: "receiving",
+                source,
+            })?;
+            last = Instant::now();
+            gone_since = None;
+            let mut payload: &[u8] = &msg;
+            if edge.pass_tags && !payload.is_empty() {
+                let (header, rest) = Header::parse(payload)?;
+                if let (Pattern::PubSub, Some(e)) = (edge.pattern, expected) {
+                    stats.add(&stats.dropped, header.offset.saturating_sub(e));
+                }
+                expected = Some(header.offset + (rest.len() / item.max(1)) as u64);
+                stats.add(&stats.tags, header.tags.len() as u64);
+                payload = rest;
+            }
+            if payload.is_empty() {
+                // dmaflow's end of stream.
+                break;
+            }
+            stats.add(&stats.messages, 1);
+            // Complete an item begun earlier.
+            if !carry.is_empty() {
+                let k = (item - carry.len()).min(payload.len());
+                carry.extend_from_slice(&payload[..k]);
+                payload = &payload[k..];
+                if carry.len() == item {
+                    out.write(&[bytemuck::pod_read_unaligned::<T>(&carry)])?;
+                    stats.add(&stats.items, 1);
+                    carry.clear();
+                }
+            }
+            let whole = payload.len() / item;
+            let mut done = 0;
+            while done < whole {
+                let slots = out.reserve((whole - done).min(out.capacity() / 2).max(1))?;
+                let n = slots.len().min(whole - done);
+                let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut slots[..n]);
+                bytes.copy_from_slice(&payload[done * item..(done + n) * item]);
+                out.commit(n)?;
+                done += n;
+            }
+            stats.add(&stats.items, whole as u64);
+            carry.extend_from_slice(&payload[whole * item..]);
+        }
+        if !carry.is_empty() {
+            return Err(Error::PartialItem {
+                endpoint: edge.endpoint.to_string(),
+                bytes: carry.len(),
+                item,
+            }
+            .into());
+        }
+        Ok(())
+    })?;
+    Ok(stats)
+}
