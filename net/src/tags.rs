@@ -286,8 +286,11 @@ mod tests {
             .collect()
     }
 
+    /// A value and how to make it.
+    type Case = (&'static str, fn() -> Pmt);
+
     /// Serializations printed by GNU Radio 3.10.5's `pmt.serialize_str`.
-    const GNURADIO: [(&str, fn() -> Pmt); 8] = [
+    const GNURADIO: [Case; 8] = [
         ("0300000005", || Pmt::Long(5)),
         ("0d0000010000000000", || Pmt::Long(1 << 40)),
         ("02000772785f74696d65", || Pmt::Symbol("rx_time".into())),
