@@ -207,6 +207,10 @@ struct NetArgs {
     /// The output sends no end-of-stream message at the end.
     #[arg(long)]
     no_eos: bool,
+    /// Messages queued per peer before a PUSH output blocks or a PUB output
+    /// drops (default 16 for push-pull, ZeroMQ's 1000 for pub-sub).
+    #[arg(long)]
+    hwm: Option<i32>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug, ValueEnum)]
@@ -252,6 +256,12 @@ impl NetArgs {
             PatternArg::PubSub => dmaflow_net::Pattern::PubSub,
         };
         e.pass_tags = self.pass_tags;
+        e.high_water_mark = match (self.hwm, self.pattern) {
+            (Some(h), _) if h > 0 => h,
+            (Some(h), _) => return Err(format!("--hwm must be at least 1, not {h}")),
+            (None, PatternArg::PushPull) => 16,
+            (None, PatternArg::PubSub) => 1000,
+        };
         e.idle_timeout = self
             .idle_timeout
             .map(|s| seconds("--idle-timeout", s))
@@ -537,6 +547,12 @@ fn run_fir_file(
                 println!(
                     "dmaflow fir: {} samples through the FIR coprocessor node; {c}",
                     done.samples
+                );
+            }
+            for (at, how, (messages, items, lost, tags)) in &done.net {
+                println!(
+                    "dmaflow fir: {at}: {how} {items} samples in {messages} messages \
+                     ({lost} lost on the way, {tags} tags)"
                 );
             }
             ExitCode::SUCCESS

@@ -86,12 +86,15 @@ pub enum Sink {
 }
 
 /// What `filter_file` did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Filtered {
     /// Samples filtered.
     pub samples: u64,
     /// On the coprocessor: what the CPU copied on the way.
     pub copies: Option<Copies>,
+    /// What crossed each network end: endpoint, `"received"` or `"sent"`,
+    /// and its (messages, items, lost, tags).
+    pub net: Vec<(String, &'static str, (u64, u64, u64, u64))>,
 }
 
 /// Where the filter runs.
@@ -338,7 +341,8 @@ pub fn filter(
             if lead > 0 {
                 s_out.write(&vec![0.0f32; lead])?;
             }
-            net_in = Some(dmaflow_net::add_source(&mut g, "source", edge, s_out)?);
+            let at = edge.endpoint.to_string();
+            net_in = Some((at, dmaflow_net::add_source(&mut g, "source", edge, s_out)?));
         }
     }
     let stats = Arc::new(Mutex::new(StageStats::default()));
@@ -358,6 +362,7 @@ pub fn filter(
         stage::add_node(&mut g, "fir", engine, cfg, f_in, f_out, stats.clone())?;
     }
     let mut partial = None;
+    let mut net_out = None;
     match sink {
         Sink::File(output) => {
             let dir = match output.parent() {
@@ -396,14 +401,22 @@ pub fn filter(
             })?;
         }
         Sink::Net(edge) => {
-            dmaflow_net::add_sink(&mut g, "sink", edge, k_in)?;
+            let at = edge.endpoint.to_string();
+            net_out = Some((at, dmaflow_net::add_sink(&mut g, "sink", edge, k_in)?));
         }
     }
     let result = g.run();
     drop(rig);
     let (mut samples, bad_len) = *read.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(stats) = &net_in {
+    if let Some((_, stats)) = &net_in {
         samples = stats.snapshot().1;
+    }
+    let mut net = Vec::new();
+    if let Some((at, stats)) = net_in {
+        net.push((at, "received", stats.snapshot()));
+    }
+    if let Some((at, stats)) = net_out {
+        net.push((at, "sent", stats.snapshot()));
     }
     if let (Some(len), Some(path)) = (bad_len, file_path) {
         return Err(FileError::BadLength { path, len });
@@ -419,5 +432,9 @@ pub fn filter(
             delivered: s.bytes_out,
         }
     });
-    Ok(Filtered { samples, copies })
+    Ok(Filtered {
+        samples,
+        copies,
+        net,
+    })
 }
