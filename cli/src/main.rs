@@ -143,6 +143,16 @@ enum Command {
         #[arg(long, value_enum, default_value_t = BgsubDevice::Sim)]
         device: BgsubDevice,
     },
+    /// The receiving end of `bench net` (run by it in a child process).
+    #[command(hide = true)]
+    NetPeer {
+        /// `dmaflow` or `raw`.
+        #[arg(long)]
+        point: String,
+        /// Where the sender binds.
+        #[arg(long)]
+        endpoint: String,
+    },
     /// List what is present: UIO devices and u-dma-bufs, and the emulated fabric.
     Info {
         /// Root of the sysfs and /dev tree to look in.
@@ -338,6 +348,8 @@ enum Experiment {
     /// A seeded fault campaign through every safe way of moving data: nothing
     /// delivered wrong, no late write, no hang.
     Faults,
+    /// A dmaflow ZeroMQ edge between two processes against bare PUSH/PULL.
+    Net,
 }
 
 impl Experiment {
@@ -354,6 +366,7 @@ impl Experiment {
             Experiment::Contention => "contention",
             Experiment::Pipeline => "pipeline",
             Experiment::Faults => "faults",
+            Experiment::Net => "net",
         }
     }
 }
@@ -427,6 +440,7 @@ fn run_experiment(
         Experiment::Contention => exp!(contention, profile = profile),
         Experiment::Pipeline => exp!(pipeline, profile = profile),
         Experiment::Faults => exp!(faults),
+        Experiment::Net => exp!(net),
         Experiment::All => {
             return Err(bench::Error::Peer {
                 peer: "bench",
@@ -456,6 +470,7 @@ fn run_bench(
             Experiment::Contention,
             Experiment::Pipeline,
             Experiment::Faults,
+            Experiment::Net,
         ],
         one => vec![one],
     };
@@ -549,10 +564,12 @@ fn run_fir_file(
                     done.samples
                 );
             }
-            for (at, how, (messages, items, lost, tags)) in &done.net {
+            for end in &done.net {
+                let (messages, items, lost, tags) = end.counts;
                 println!(
-                    "dmaflow fir: {at}: {how} {items} samples in {messages} messages \
-                     ({lost} lost on the way, {tags} tags)"
+                    "dmaflow fir: {}: {} {items} samples in {messages} messages \
+                     ({lost} lost on the way, {tags} tags)",
+                    end.endpoint, end.direction
                 );
             }
             ExitCode::SUCCESS
@@ -692,6 +709,16 @@ fn main() -> ExitCode {
             &output,
             device,
         ),
+        Command::NetPeer { point, endpoint } => match bench::net::receive(&point, &endpoint) {
+            Ok(r) => {
+                println!("{}", bench::net::received_line(&r));
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("dmaflow net-peer: {e}");
+                ExitCode::from(1)
+            }
+        },
         Command::Fir {
             taps,
             input,

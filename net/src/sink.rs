@@ -100,13 +100,22 @@ fn send_all<T: Pod + Send>(
 ) -> Result<(), dmaflow::graph::BoxError> {
     let mut gone_since: Option<Instant> = None;
     loop {
-        let ready = link
+        // ZMQ_EVENTS first (no system call); a poll only when there is no room.
+        let room = link
             .socket
-            .poll(zmq::POLLOUT, SLICE_MS)
-            .map_err(|source| Error::Zmq {
-                what: "waiting to send",
-                source,
-            })?;
+            .get_events()
+            .map(|e| e.contains(zmq::POLLOUT))
+            .unwrap_or(false);
+        let ready = if room {
+            1
+        } else {
+            link.socket
+                .poll(zmq::POLLOUT, SLICE_MS)
+                .map_err(|source| Error::Zmq {
+                    what: "waiting to send",
+                    source,
+                })?
+        };
         if ready > 0 {
             // Room for one message (ZeroMQ's POLLOUT): a send that does not
             // wait takes it.

@@ -41,13 +41,23 @@ pub fn add_source<T: Pod + Send>(
         loop {
             // The graph's abort reaches a node waiting on the network here.
             out.try_reserve(0)?;
-            let readable =
+            // ZMQ_EVENTS first (no system call); a poll only when nothing
+            // is waiting.
+            let waiting = link
+                .socket
+                .get_events()
+                .map(|e| e.contains(zmq::POLLIN))
+                .unwrap_or(false);
+            let readable = if waiting {
+                1
+            } else {
                 link.socket
                     .poll(zmq::POLLIN, SLICE_MS)
                     .map_err(|source| Error::Zmq {
                         what: "waiting for a message",
                         source,
-                    })?;
+                    })?
+            };
             if readable == 0 {
                 let now = Instant::now();
                 if edge.idle_timeout.is_some_and(|t| now - last >= t) {

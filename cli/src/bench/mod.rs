@@ -9,6 +9,7 @@ pub mod fir;
 pub mod load;
 pub mod loopback;
 pub mod meter;
+pub mod net;
 pub mod pipeline;
 pub mod plot;
 pub mod report;

@@ -92,9 +92,20 @@ pub struct Filtered {
     pub samples: u64,
     /// On the coprocessor: what the CPU copied on the way.
     pub copies: Option<Copies>,
-    /// What crossed each network end: endpoint, `"received"` or `"sent"`,
-    /// and its (messages, items, lost, tags).
-    pub net: Vec<(String, &'static str, (u64, u64, u64, u64))>,
+    /// What crossed each network end.
+    pub net: Vec<NetEnd>,
+}
+
+/// What crossed one network end of a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetEnd {
+    /// The endpoint.
+    pub endpoint: String,
+    /// `"received"` or `"sent"`.
+    pub direction: &'static str,
+    /// Messages, samples, samples lost on the way (PUB/SUB with tag
+    /// headers), tags received.
+    pub counts: (u64, u64, u64, u64),
 }
 
 /// Where the filter runs.
@@ -412,11 +423,19 @@ pub fn filter(
         samples = stats.snapshot().1;
     }
     let mut net = Vec::new();
-    if let Some((at, stats)) = net_in {
-        net.push((at, "received", stats.snapshot()));
+    if let Some((endpoint, stats)) = net_in {
+        net.push(NetEnd {
+            endpoint,
+            direction: "received",
+            counts: stats.snapshot(),
+        });
     }
-    if let Some((at, stats)) = net_out {
-        net.push((at, "sent", stats.snapshot()));
+    if let Some((endpoint, stats)) = net_out {
+        net.push(NetEnd {
+            endpoint,
+            direction: "sent",
+            counts: stats.snapshot(),
+        });
     }
     if let (Some(len), Some(path)) = (bad_len, file_path) {
         return Err(FileError::BadLength { path, len });
