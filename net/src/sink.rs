@@ -29,35 +29,44 @@ pub fn add_sink<T: Pod + Send>(
     let mut link = Link::open(&edge, true)?;
     let stats = Arc::new(Stats::default());
     let counted = stats.clone();
-    let item = std::mem::size_of::<T>();
     let max_items = edge.max_items.max(1);
     g.node(name, move || {
         let stats = counted;
         let mut offset = 0u64;
+        // Everything readable goes out as messages of up to `max_items` with
+        // one consume, so the writer is woken once per batch, not per message.
+        let batch = (input.capacity() / 2).max(1);
+        let mut messages = Vec::new();
         loop {
             let s = input.peek(1)?;
             if s.is_empty() {
                 break;
             }
-            let n = s.len().min(max_items);
-            let head = if edge.pass_tags { HEADER_BYTES } else { 0 };
-            // One copy, from the queue into the message ZeroMQ sends.
-            let mut msg = zmq::Message::with_size(head + n * item);
-            if edge.pass_tags {
-                let mut h = Vec::with_capacity(HEADER_BYTES);
-                Header {
-                    offset,
-                    tags: Vec::new(),
+            let total = s.len().min(batch);
+            for chunk in s[..total].chunks(max_items) {
+                let head = if edge.pass_tags { HEADER_BYTES } else { 0 };
+                // One copy, from the queue into the message ZeroMQ sends.
+                let mut msg = zmq::Message::with_size(head + std::mem::size_of_val(chunk));
+                if edge.pass_tags {
+                    let mut h = Vec::with_capacity(HEADER_BYTES);
+                    Header {
+                        offset,
+                        tags: Vec::new(),
+                    }
+                    .write(&mut h);
+                    msg[..head].copy_from_slice(&h);
                 }
-                .write(&mut h);
-                msg[..head].copy_from_slice(&h);
+                msg[head..].copy_from_slice(bytemuck::cast_slice(chunk));
+                offset += chunk.len() as u64;
+                messages.push(msg);
             }
-            msg[head..].copy_from_slice(bytemuck::cast_slice(&s[..n]));
-            input.consume(n)?;
-            send_all(&mut link, &mut input, msg, &edge)?;
-            offset += n as u64;
-            stats.add(&stats.messages, 1);
-            stats.add(&stats.items, n as u64);
+            input.consume(total)?;
+            let sent = messages.len() as u64;
+            for msg in messages.drain(..) {
+                send_all(&mut link, &mut input, msg, &edge)?;
+            }
+            stats.add(&stats.messages, sent);
+            stats.add(&stats.items, total as u64);
         }
         if edge.send_eos {
             let mut eos = Vec::new();

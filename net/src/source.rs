@@ -38,9 +38,16 @@ pub fn add_source<T: Pod + Send>(
         // Where the next item should be in the sender's stream (PUB/SUB with
         // tags: a gap is what this subscriber lost).
         let mut expected: Option<u64> = None;
+        // Items written to reserved slots and not yet committed: messages that
+        // are already here go out to the reader in one commit, not one each.
+        let mut pending = 0usize;
+        let batch = (out.capacity() / 4).max(1);
         loop {
-            // The graph's abort reaches a node waiting on the network here.
-            out.try_reserve(0)?;
+            // The graph's abort reaches a node waiting on the network here
+            // (a reservation of nothing: only with nothing reserved).
+            if pending == 0 {
+                out.try_reserve(0)?;
+            }
             // ZMQ_EVENTS first (no system call); a poll only when nothing
             // is waiting.
             let waiting = link
@@ -48,6 +55,11 @@ pub fn add_source<T: Pod + Send>(
                 .get_events()
                 .map(|e| e.contains(zmq::POLLIN))
                 .unwrap_or(false);
+            if !waiting && pending > 0 {
+                // Nothing more here now: the reader gets what came.
+                out.commit(pending)?;
+                pending = 0;
+            }
             let readable = if waiting {
                 1
             } else {
@@ -112,7 +124,9 @@ pub fn add_source<T: Pod + Send>(
                 carry.extend_from_slice(&payload[..k]);
                 payload = &payload[k..];
                 if carry.len() == item {
-                    out.write(&[bytemuck::pod_read_unaligned::<T>(&carry)])?;
+                    let slots = out.reserve(pending + 1)?;
+                    slots[pending] = bytemuck::pod_read_unaligned::<T>(&carry);
+                    pending += 1;
                     stats.add(&stats.items, 1);
                     carry.clear();
                 }
@@ -120,15 +134,22 @@ pub fn add_source<T: Pod + Send>(
             let whole = payload.len() / item;
             let mut done = 0;
             while done < whole {
-                let slots = out.reserve((whole - done).min(out.capacity() / 2).max(1))?;
-                let n = slots.len().min(whole - done);
-                let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut slots[..n]);
+                if pending >= batch {
+                    out.commit(pending)?;
+                    pending = 0;
+                }
+                let n = (whole - done).min(batch - pending);
+                let slots = out.reserve(pending + n)?;
+                let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut slots[pending..pending + n]);
                 bytes.copy_from_slice(&payload[done * item..(done + n) * item]);
-                out.commit(n)?;
+                pending += n;
                 done += n;
             }
             stats.add(&stats.items, whole as u64);
             carry.extend_from_slice(&payload[whole * item..]);
+        }
+        if pending > 0 {
+            out.commit(pending)?;
         }
         if !carry.is_empty() {
             return Err(Error::PartialItem {

@@ -226,12 +226,14 @@ fn send(point: &str, endpoint: &str, size: usize, bytes: usize) -> Result<(), St
     }
     let mut g = Graph::new();
     let (mut out, inp) = g
-        .connect_with_capacity::<u32>(("count", "out"), ("net", "in"), (size / 4).max(1) * 4)
+        .connect_with_capacity::<u32>(("count", "out"), ("net", "in"), 1 << 18)
         .map_err(|e| e.to_string())?;
     let mut edge = dmaflow_net::Edge::sink(at);
     edge.max_items = (size / 4).max(1);
     dmaflow_net::add_sink(&mut g, "net", edge, inp).map_err(|e| e.to_string())?;
-    let per = (size / 4).max(1);
+    // The producer writes in its own batches; the edge cuts them into
+    // messages of `size` bytes.
+    let per = 1 << 14;
     g.node("count", move || {
         let mut next = 0u32;
         let mut sent = 0;
