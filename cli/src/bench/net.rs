@@ -5,10 +5,15 @@
 //! child process) and through bare PUSH/PULL sockets of the same library
 //! (the raw ceiling: a loop that fills a buffer and sends it, a loop that
 //! receives and sums it). Both ends touch every byte; the receiver's checksum
-//! is verified. Points alternate in each round and the order swaps between
-//! rounds; medians and the min..max of the rounds are reported. Time is the
-//! receiver's, from its first message to the end of stream; CPU is the
-//! receiving process's (user + system, from `/proc/self/stat`).
+//! is verified. Where GNU Radio is installed, its `push_sink -> pull_source`
+//! between two flowgraphs of one Python process is a third point (a vector
+//! source of `size`-byte items into a null sink: GNU Radio's ends touch no
+//! byte, so the comparison favours it). Points take turns in each round and
+//! the order reverses every other round; medians and the min..max of the
+//! rounds are reported. Time is the receiver's, from its first message to the
+//! end of stream (GNU Radio's: from starting its sender); CPU is the
+//! receiving process's (user + system, from `/proc/self/stat`; GNU Radio's
+//! counts both flowgraphs).
 
 use std::io::BufRead as _;
 use std::process::{Command, Stdio};
@@ -61,8 +66,29 @@ impl Config {
     }
 }
 
-/// The two ways through the network.
-const POINTS: [&str; 2] = ["dmaflow", "raw"];
+/// GNU Radio's push_sink -> pull_source, run by Debian's Python where GNU
+/// Radio is installed.
+const GNURADIO_SCRIPT: &str = include_str!("../../../scripts/gnuradio_zmq_bench.py");
+
+/// Whether GNU Radio's Python API with gr-zeromq is here.
+fn gnuradio_here() -> bool {
+    Command::new("/usr/bin/python3")
+        .args(["-c", "import gnuradio.zeromq"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The ways through the network measured: dmaflow, the raw ceiling, and
+/// GNU Radio where it is installed.
+fn points(cfg: &Config) -> Vec<&'static str> {
+    let mut p = vec!["dmaflow", "raw"];
+    if !cfg.in_process && gnuradio_here() {
+        p.push("gnuradio");
+    }
+    p
+}
 
 /// One point at one size: per round, seconds and receiver CPU seconds.
 #[derive(Debug, Clone)]
@@ -267,6 +293,34 @@ fn measure(cfg: &Config, point: &'static str, size: usize) -> Result<Received, E
         peer: point,
         reason,
     };
+    if point == "gnuradio" {
+        let bytes = cfg.bytes_for(size);
+        let out = Command::new("/usr/bin/python3")
+            .args(["-c", GNURADIO_SCRIPT])
+            .args([size.to_string(), bytes.to_string(), port.to_string()])
+            .output()
+            .map_err(|e| Error::Io {
+                path: "/usr/bin/python3".into(),
+                source: e,
+            })?;
+        let line = String::from_utf8_lossy(&out.stdout).into_owned();
+        let f: Vec<f64> = line
+            .split_whitespace()
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        if !out.status.success() || f.len() != 2 {
+            return Err(fail(format!(
+                "{line:?} {}",
+                String::from_utf8_lossy(&out.stderr)
+            )));
+        }
+        return Ok(Received {
+            items: (bytes / 4) as u64,
+            checksum: 0,
+            seconds: f[0],
+            cpu: f[1],
+        });
+    }
     let got = if cfg.in_process {
         let at = endpoint.clone();
         let rx = std::thread::spawn(move || receive(point, &at));
@@ -334,8 +388,9 @@ fn parse_received(line: &str) -> Option<Received> {
 /// Runs the experiment.
 pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>, Error> {
     let mut rows = Vec::new();
+    let points = points(cfg);
     for &size in &cfg.sizes {
-        let mut per: Vec<Row> = POINTS
+        let mut per: Vec<Row> = points
             .iter()
             .map(|&point| Row {
                 size,
@@ -347,13 +402,13 @@ pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>, Err
             .collect();
         for round in 0..cfg.rounds {
             progress(&format!("net: {size} B messages, round {}", round + 1));
-            let order: Vec<usize> = if round % 2 == 0 {
-                vec![0, 1]
-            } else {
-                vec![1, 0]
-            };
+            // Round-robin, the order reversed every other round.
+            let mut order: Vec<usize> = (0..points.len()).collect();
+            if round % 2 == 1 {
+                order.reverse();
+            }
             for i in order {
-                let got = measure(cfg, POINTS[i], size)?;
+                let got = measure(cfg, points[i], size)?;
                 per[i].seconds.push(got.seconds);
                 per[i].cpu.push(got.cpu);
             }
@@ -365,10 +420,11 @@ pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>, Err
 
 /// dmaflow's share of the raw ceiling per size: median of the rounds'
 /// ratios, with their min..max.
-fn shares(rows: &[Row]) -> Vec<(usize, f64, f64, f64)> {
-    rows.chunks(2)
-        .filter_map(|p| {
-            let (d, r) = (&p[0], p.get(1)?);
+fn shares(rows: &[Row], other: &str) -> Vec<(usize, f64, f64, f64)> {
+    rows.iter()
+        .filter(|d| d.point == "dmaflow")
+        .filter_map(|d| {
+            let r = rows.iter().find(|r| r.size == d.size && r.point == other)?;
             let v: Vec<f64> = d
                 .seconds
                 .iter()
@@ -408,8 +464,25 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         ],
         &cells,
     );
-    let shares = shares(rows);
+    let vs_gr = shares(rows, "gnuradio");
+    for &(size, m, lo, hi) in &vs_gr {
+        text += &format!(
+            "{}: dmaflow at {:.2}x GNU Radio's push_sink -> pull_source ({:.2}..{:.2}x)\n",
+            super::bytes_label(size),
+            m,
+            lo,
+            hi
+        );
+    }
+    let shares = shares(rows, "raw");
     let mut targets = Vec::new();
+    for &(size, m, _, _) in &vs_gr {
+        targets.push(Target::new(
+            format!("{} messages: >= GNU Radio", super::bytes_label(size)),
+            format!("{m:.2}x"),
+            m >= 1.0,
+        ));
+    }
     for &(size, m, lo, hi) in &shares {
         text += &format!(
             "{}: dmaflow at {:.0} % of the raw ceiling ({:.0}..{:.0} %)\n",
