@@ -83,6 +83,9 @@ enum Command {
     ///             be halted in time), bytes_wrong, late_writes (canary bytes a
     ///             device wrote after its transfer ended), unexpected_errors
     ///             (failures with no fault injected), hangs, seconds
+    ///   net:      message_bytes, point (dmaflow|raw|gnuradio), mb_per_s (median
+    ///             over rounds), mb_per_s_min, mb_per_s_max, rounds, rx_cpu_share
+    ///             (receiving process's CPU over its time)
     ///
     /// The DMA experiments' common keys:
     ///   model_us     what the modelled device needs for the transfer: the link
