@@ -130,12 +130,16 @@ enum Command {
         /// Frame height in pixels.
         #[arg(long)]
         height: usize,
-        /// Concatenated 8-bit grayscale frames, row-major.
+        /// Concatenated 8-bit grayscale frames, row-major: a file, or a
+        /// ZeroMQ endpoint (a PULL source that connects).
         #[arg(long)]
-        input: PathBuf,
-        /// File to write the masks to (only on success).
+        input: String,
+        /// File to write the masks to (only on success), or a ZeroMQ
+        /// endpoint (a PUSH sink that binds).
         #[arg(long)]
-        output: PathBuf,
+        output: String,
+        #[command(flatten)]
+        net: NetArgs,
         /// Foreground where the filtered difference exceeds this.
         #[arg(long, default_value_t = 25)]
         threshold: u8,
@@ -289,20 +293,20 @@ impl NetArgs {
     }
 
     /// `--input` as a file or a ZeroMQ source.
-    fn source(&self, text: &str) -> Result<files::fir::Source, String> {
+    fn source(&self, text: &str) -> Result<files::Source, String> {
         if dmaflow_net::Endpoint::looks_like(text) {
-            Ok(files::fir::Source::Net(self.edge(text, false)?))
+            Ok(files::Source::Net(self.edge(text, false)?))
         } else {
-            Ok(files::fir::Source::File(PathBuf::from(text)))
+            Ok(files::Source::File(PathBuf::from(text)))
         }
     }
 
     /// `--output` as a file or a ZeroMQ sink.
-    fn sink(&self, text: &str) -> Result<files::fir::Sink, String> {
+    fn sink(&self, text: &str) -> Result<files::Sink, String> {
         if dmaflow_net::Endpoint::looks_like(text) {
-            Ok(files::fir::Sink::Net(self.edge(text, true)?))
+            Ok(files::Sink::Net(self.edge(text, true)?))
         } else {
-            Ok(files::fir::Sink::File(PathBuf::from(text)))
+            Ok(files::Sink::File(PathBuf::from(text)))
         }
     }
 }
@@ -586,18 +590,27 @@ fn run_fir_file(
 
 fn run_bgsub(
     (width, height, threshold, filter): (usize, usize, u8, bool),
-    input: &Path,
-    output: &Path,
+    (input, output, net): (&str, &str, &NetArgs),
     device: BgsubDevice,
 ) -> ExitCode {
-    use files::bgsub::{Device, FileError, bgsub_file};
+    use files::bgsub::{Device, FileError, bgsub_file, bgsub_stream};
     let device = match device {
         BgsubDevice::Sim => Device::Sim,
         BgsubDevice::Cpu => Device::Cpu,
     };
+    let (source, sink) = match net.source(input).and_then(|i| Ok((i, net.sink(output)?))) {
+        Ok(ends) => ends,
+        Err(e) => {
+            eprintln!("dmaflow bgsub: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let result = dmaflow::dsp::bgsub::Params::new(width, height, threshold, filter)
         .map_err(FileError::from)
-        .and_then(|p| bgsub_file(p, input, output, device));
+        .and_then(|p| match (source, sink) {
+            (files::Source::File(i), files::Sink::File(o)) => bgsub_file(p, &i, &o, device),
+            (source, sink) => bgsub_stream(p, source, sink, device),
+        });
     match result {
         Ok(done) => {
             if let Some(c) = done.copies {
@@ -703,13 +716,13 @@ fn main() -> ExitCode {
             height,
             input,
             output,
+            net,
             threshold,
             no_filter,
             device,
         } => run_bgsub(
             (width, height, threshold, !no_filter),
-            &input,
-            &output,
+            (&input, &output, &net),
             device,
         ),
         Command::NetPeer { point, endpoint } => match bench::net::receive(&point, &endpoint) {

@@ -123,3 +123,88 @@ fn bad_endpoints_are_named_with_status_2_and_no_output() {
         assert!(!p("out.f32").exists());
     }
 }
+
+#[test]
+fn bgsub_takes_endpoints_on_either_side_on_both_devices() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n);
+    let (w, h, frames) = (32usize, 24usize, 12usize);
+    let video: Vec<u8> = (0..w * h * frames)
+        .map(|i| {
+            let (f, px) = (i / (w * h), i % (w * h));
+            // A bright square moving over a still gradient.
+            let (x, y) = (px % w, px / w);
+            if x.abs_diff(4 + f) < 4 && y.abs_diff(10) < 4 {
+                250
+            } else {
+                (x * 3 + y) as u8
+            }
+        })
+        .collect();
+    std::fs::write(p("video.raw"), &video).unwrap();
+    let dims = ["--width", "32", "--height", "24"];
+    for device in ["cpu", "sim"] {
+        let want = p(&format!("want-{device}.raw"));
+        let st = dmaflow()
+            .args(["bgsub", "--device", device])
+            .args(dims)
+            .arg("--input")
+            .arg(p("video.raw"))
+            .arg("--output")
+            .arg(&want)
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let want = std::fs::read(want).unwrap();
+        assert_eq!(want.len(), video.len());
+
+        // Masks out over TCP to a plain PULL socket.
+        let at = format!("tcp://127.0.0.1:{}", free_port());
+        let sender = dmaflow()
+            .args(["bgsub", "--device", device])
+            .args(dims)
+            .arg("--input")
+            .arg(p("video.raw"))
+            .args(["--output", &at])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let ctx = zmq::Context::new();
+        let pull = ctx.socket(zmq::PULL).unwrap();
+        pull.connect(&at).unwrap();
+        let mut got = Vec::new();
+        loop {
+            let m = pull.recv_bytes(0).unwrap();
+            if m.is_empty() {
+                break;
+            }
+            got.extend(m);
+        }
+        drop(pull);
+        assert!(sender.wait_with_output().unwrap().status.success());
+        assert_eq!(got, want, "{device}: masks over the network");
+
+        // Frames in over TCP from a plain PUSH socket.
+        let at = format!("tcp://127.0.0.1:{}", free_port());
+        let push = ctx.socket(zmq::PUSH).unwrap();
+        push.bind(&at).unwrap();
+        let receiver = dmaflow()
+            .args(["bgsub", "--device", device])
+            .args(dims)
+            .args(["--input", &at, "--output"])
+            .arg(p("got.raw"))
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        for f in video.chunks(1000) {
+            push.send(f, 0).unwrap();
+        }
+        push.send(Vec::<u8>::new(), 0).unwrap();
+        assert!(receiver.wait_with_output().unwrap().status.success());
+        assert_eq!(
+            std::fs::read(p("got.raw")).unwrap(),
+            want,
+            "{device}: frames over the network"
+        );
+    }
+}

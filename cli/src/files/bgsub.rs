@@ -4,6 +4,7 @@
 //! (identical bytes), the output appearing only on success.
 
 use std::io::{Read, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use dmaflow::accel::bgsub;
@@ -79,6 +80,9 @@ pub enum FileError {
     /// The graph source -> coprocessor -> sink failed.
     #[error("{0}")]
     Graph(#[from] dmaflow::graph::Error),
+    /// A network end could not be set up.
+    #[error("{0}")]
+    Net(#[from] dmaflow_net::Error),
 }
 
 impl FileError {
@@ -91,7 +95,7 @@ impl FileError {
                 | FileError::BadLength { .. }
                 | FileError::Params(_)
                 | FileError::NotAFile { .. }
-        )
+        ) || matches!(self, FileError::Net(e) if e.is_bad_input())
     }
 }
 
@@ -267,4 +271,159 @@ fn on_the_fabric(
     }
     result?;
     Ok((Ok((bytes / n as u64) as usize), copies))
+}
+
+/// Frames from `source` to masks at `sink` where either end is a network
+/// edge: source -> the coprocessor node (queues in its DMA memory) or the
+/// software as a node -> sink, as one process network. A file end is read or
+/// written as `bgsub_file` does (the output renamed into place on success).
+pub fn bgsub_stream(
+    params: Params,
+    source: super::Source,
+    sink: super::Sink,
+    device: Device,
+) -> Result<Done, FileError> {
+    let n = params.frame_bytes();
+    let chunk = n * (64usize << 10).div_ceil(n);
+    let cap = 2 * chunk;
+    let mut g = Graph::new();
+    let mut rig = None;
+    let ((mut s_out, b_in), (b_out, mut k_in)) = match device {
+        Device::Sim => {
+            let r = Rig::new(
+                (4 * cap + 2 * n + (4 << 20)).next_power_of_two(),
+                Clock::Unlimited,
+                true,
+                CachePolicy::Coherent,
+                Box::new(BgSubCore::new(params)),
+            )?;
+            let memory = r.engines[0]
+                .pool()
+                .queue_memory()
+                .map_err(dmaflow::rig::Error::from)?;
+            let q = (
+                g.connect_in::<u8>(("source", "out"), ("bgsub", "in"), cap, memory.clone())?,
+                g.connect_in::<u8>(("bgsub", "out"), ("sink", "in"), cap, memory)?,
+            );
+            rig = Some(r);
+            q
+        }
+        Device::Cpu => (
+            g.connect_with_capacity::<u8>(("source", "out"), ("bgsub", "in"), cap)?,
+            g.connect_with_capacity::<u8>(("bgsub", "out"), ("sink", "in"), cap)?,
+        ),
+    };
+    // Frames the software node turned into masks.
+    let frames = Arc::new(AtomicU64::new(0));
+    let counted = frames.clone();
+    match source {
+        super::Source::File(path) => {
+            let mut src = std::fs::File::open(&path).map_err(io(&path))?;
+            g.node("source", move || {
+                loop {
+                    let slots = s_out.reserve(chunk)?;
+                    let mut filled = 0;
+                    while filled < slots.len() {
+                        match src.read(&mut slots[filled..]) {
+                            Ok(0) => break,
+                            Ok(k) => filled += k,
+                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                            Err(e) => return Err(format!("{}: {e}", path.display()).into()),
+                        }
+                    }
+                    let want = slots.len();
+                    s_out.commit(filled)?;
+                    if filled < want {
+                        return Ok(());
+                    }
+                }
+            })?;
+        }
+        super::Source::Net(edge) => {
+            dmaflow_net::add_source(&mut g, "source", edge, s_out)?;
+        }
+    }
+    let stats = Arc::new(Mutex::new(StageStats::default()));
+    match rig.as_mut() {
+        Some(r) => {
+            let e1 = r.engines.remove(1);
+            let e0 = r.engines.remove(0);
+            let cfg = bgsub::Config {
+                params,
+                completion: Completion::Poll,
+            };
+            bgsub::add_node(&mut g, "bgsub", [e0, e1], cfg, b_in, b_out, stats.clone())?;
+        }
+        None => {
+            let (mut b_in, mut b_out) = (b_in, b_out);
+            g.node("bgsub", move || {
+                let mut sub = BackgroundSubtractor::new(params);
+                let mut mask = vec![0u8; n];
+                loop {
+                    let f = b_in.peek(n)?;
+                    if f.is_empty() {
+                        return Ok(());
+                    }
+                    if f.len() < n {
+                        return Err(format!(
+                            "the stream ended {} bytes into a {n}-byte frame",
+                            f.len()
+                        )
+                        .into());
+                    }
+                    sub.process(&f[..n], &mut mask)?;
+                    b_in.consume(n)?;
+                    b_out.write(&mask)?;
+                    counted.fetch_add(1, Ordering::Relaxed);
+                }
+            })?;
+        }
+    }
+    let mut partial = None;
+    match sink {
+        super::Sink::File(output) => {
+            let (p, file) = PartialFile::create(&output).map_err(io(&output))?;
+            let tmp = p.path().to_path_buf();
+            partial = Some((p, output));
+            g.node("sink", move || {
+                let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
+                let fail = |e: std::io::Error| format!("{}: {e}", tmp.display());
+                loop {
+                    let s = k_in.peek(1)?;
+                    if s.is_empty() {
+                        break;
+                    }
+                    w.write_all(s).map_err(fail)?;
+                    let k = s.len();
+                    k_in.consume(k)?;
+                }
+                w.flush().map_err(fail)?;
+                w.get_ref().sync_all().map_err(fail)?;
+                Ok(())
+            })?;
+        }
+        super::Sink::Net(edge) => {
+            dmaflow_net::add_sink(&mut g, "sink", edge, k_in)?;
+        }
+    }
+    let result = g.run();
+    drop(rig);
+    result?;
+    if let Some((p, output)) = partial {
+        p.finish().map_err(io(&output))?;
+    }
+    let s = *stats.lock().unwrap_or_else(PoisonError::into_inner);
+    Ok(match device {
+        Device::Sim => Done {
+            frames: s.bytes_out as usize / n,
+            copies: Some(super::Copies {
+                copied: s.bytes_copied,
+                delivered: s.bytes_out,
+            }),
+        },
+        Device::Cpu => Done {
+            frames: frames.load(Ordering::Relaxed) as usize,
+            copies: None,
+        },
+    })
 }

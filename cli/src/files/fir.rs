@@ -66,24 +66,7 @@ pub enum FileError {
     Net(#[from] dmaflow_net::Error),
 }
 
-/// Where the samples come from: a file (or pipe) of little-endian `f32`, or
-/// a network edge.
-#[derive(Debug, Clone)]
-pub enum Source {
-    /// A file.
-    File(std::path::PathBuf),
-    /// A ZeroMQ source (PULL or SUB).
-    Net(dmaflow_net::Edge),
-}
-
-/// Where the filtered samples go.
-#[derive(Debug, Clone)]
-pub enum Sink {
-    /// A file, written beside and renamed on success.
-    File(std::path::PathBuf),
-    /// A ZeroMQ sink (PUSH or PUB).
-    Net(dmaflow_net::Edge),
-}
+pub use super::{Sink, Source};
 
 /// What `filter_file` did.
 #[derive(Debug, Clone, PartialEq, Eq)]

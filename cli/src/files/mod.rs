@@ -4,6 +4,24 @@ pub mod bgsub;
 pub mod fir;
 pub mod partial;
 
+/// Where a tool's input comes from: a file (or pipe), or a network edge.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// A file.
+    File(std::path::PathBuf),
+    /// A ZeroMQ source (PULL or SUB).
+    Net(dmaflow_net::Edge),
+}
+
+/// Where a tool's output goes.
+#[derive(Debug, Clone)]
+pub enum Sink {
+    /// A file, written beside and renamed on success.
+    File(std::path::PathBuf),
+    /// A ZeroMQ sink (PUSH or PUB).
+    Net(dmaflow_net::Edge),
+}
+
 /// What the CPU copied in a run on a coprocessor: bytes moved by the CPU on the
 /// way from the source to the sink, and bytes delivered to the sink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
