@@ -137,146 +137,41 @@ pub fn bgsub_file(
     if meta.is_file() && (meta.len() == 0 || !meta.len().is_multiple_of(n as u64)) {
         return Err(bad_length(meta.len()));
     }
-    let (partial, file) = PartialFile::create(output).map_err(io(output))?;
-    let done = match device {
-        Device::Cpu => {
-            let mut frames = Vec::new();
-            src.read_to_end(&mut frames).map_err(io(input))?;
-            if frames.is_empty() || !frames.len().is_multiple_of(n) {
-                return Err(bad_length(frames.len() as u64));
-            }
-            let mut masks = vec![0u8; frames.len()];
-            let mut sub = BackgroundSubtractor::new(params);
-            for (f, m) in frames.chunks(n).zip(masks.chunks_mut(n)) {
-                sub.process(f, m)?;
-            }
-            let mut file = file;
-            file.write_all(&masks)
-                .and_then(|()| file.sync_all())
-                .map_err(io(partial.path()))?;
-            Done {
-                frames: frames.len() / n,
-                copies: None,
-            }
-        }
-        Device::Sim => {
-            let (frames, copies) = on_the_fabric(params, src, input, file, partial.path())?;
-            match frames {
-                Ok(frames) => Done {
-                    frames,
-                    copies: Some(copies),
-                },
-                Err(len) => return Err(bad_length(len)),
-            }
-        }
-    };
-    partial.finish().map_err(io(output))?;
-    Ok(done)
-}
-
-/// file source -> background-subtraction coprocessor -> file sink, the frames
-/// read straight into a queue in the board's DMA memory and the masks written
-/// from one. Returns the frames (or the input's length if it ended inside a
-/// frame) and the bytes the CPU copied.
-fn on_the_fabric(
-    params: Params,
-    mut src: std::fs::File,
-    input: &std::path::Path,
-    sink_file: std::fs::File,
-    sink_path: &std::path::Path,
-) -> Result<(Result<usize, u64>, super::Copies), FileError> {
-    let n = params.frame_bytes();
-    // A few frames of queue, at least 64 KiB per read.
-    let chunk = n * (64usize << 10).div_ceil(n);
-    let cap = 2 * chunk;
-    let mut rig = Rig::new(
-        (4 * cap + 2 * n + (4 << 20)).next_power_of_two(),
-        Clock::Unlimited,
-        true,
-        CachePolicy::Coherent,
-        Box::new(BgSubCore::new(params)),
-    )?;
-    let memory = rig.engines[0]
-        .pool()
-        .queue_memory()
-        .map_err(dmaflow::rig::Error::from)?;
-    let mut g = Graph::new();
-    let (mut s_out, b_in) =
-        g.connect_in::<u8>(("file-source", "out"), ("bgsub", "in"), cap, memory.clone())?;
-    let (b_out, mut k_in) =
-        g.connect_in::<u8>(("bgsub", "out"), ("file-sink", "in"), cap, memory)?;
-    let read = Arc::new(Mutex::new((0u64, false)));
-    let seen = read.clone();
-    let in_path = input.to_path_buf();
-    g.node("file-source", move || {
-        loop {
-            let slots = s_out.reserve(chunk)?;
-            let mut filled = 0;
-            while filled < slots.len() {
-                match src.read(&mut slots[filled..]) {
-                    Ok(0) => break,
-                    Ok(k) => filled += k,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(format!("{}: {e}", in_path.display()).into()),
-                }
-            }
-            let want = slots.len();
-            s_out.commit(filled)?;
-            let mut r = seen.lock().unwrap_or_else(PoisonError::into_inner);
-            r.0 += filled as u64;
-            if filled < want {
-                if r.0 == 0 || !r.0.is_multiple_of(n as u64) {
-                    r.1 = true;
-                    return Err(format!("{}: ends inside a frame", in_path.display()).into());
-                }
-                return Ok(());
-            }
-        }
-    })?;
-    let stats = Arc::new(Mutex::new(StageStats::default()));
-    let e1 = rig.engines.remove(1);
-    let e0 = rig.engines.remove(0);
-    let cfg = bgsub::Config {
-        params,
-        completion: Completion::Poll,
-    };
-    bgsub::add_node(&mut g, "bgsub", [e0, e1], cfg, b_in, b_out, stats.clone())?;
-    let tmp = sink_path.to_path_buf();
-    g.node("file-sink", move || {
-        let mut w = std::io::BufWriter::with_capacity(1 << 20, sink_file);
-        let fail = |e: std::io::Error| format!("{}: {e}", tmp.display());
-        loop {
-            let s = k_in.peek(1)?;
-            if s.is_empty() {
-                break;
-            }
-            w.write_all(s).map_err(fail)?;
-            let k = s.len();
-            k_in.consume(k)?;
-        }
-        w.flush().map_err(fail)?;
-        w.get_ref().sync_all().map_err(fail)?;
-        Ok(())
-    })?;
-    let result = g.run();
-    drop(rig);
-    let (bytes, torn) = *read.lock().unwrap_or_else(PoisonError::into_inner);
-    let s = *stats.lock().unwrap_or_else(PoisonError::into_inner);
-    let copies = super::Copies {
-        copied: s.bytes_copied,
-        delivered: s.bytes_out,
-    };
-    if torn {
-        return Ok((Err(bytes), copies));
+    if device == Device::Sim {
+        return bgsub_stream(
+            params,
+            super::Source::File(input.to_path_buf()),
+            super::Sink::File(output.to_path_buf()),
+            device,
+        );
     }
-    result?;
-    Ok((Ok((bytes / n as u64) as usize), copies))
+    let (partial, file) = PartialFile::create(output).map_err(io(output))?;
+    let mut frames = Vec::new();
+    src.read_to_end(&mut frames).map_err(io(input))?;
+    if frames.is_empty() || !frames.len().is_multiple_of(n) {
+        return Err(bad_length(frames.len() as u64));
+    }
+    let mut masks = vec![0u8; frames.len()];
+    let mut sub = BackgroundSubtractor::new(params);
+    for (f, m) in frames.chunks(n).zip(masks.chunks_mut(n)) {
+        sub.process(f, m)?;
+    }
+    let mut file = file;
+    file.write_all(&masks)
+        .and_then(|()| file.sync_all())
+        .map_err(io(partial.path()))?;
+    partial.finish().map_err(io(output))?;
+    Ok(Done {
+        frames: frames.len() / n,
+        copies: None,
+    })
 }
 
-/// Frames from `source` to masks at `sink` where either end is a network
-/// edge: source -> the coprocessor node (queues in its DMA memory) or the
-/// software as a node -> sink, as one process network. A file end is read or
-/// written as `bgsub_file` does (the output renamed into place on success).
+/// Frames from `source` to masks at `sink` as one process network: source ->
+/// the coprocessor node (frames and masks in queues in its DMA memory, read
+/// and written there by the file ends) or the software as a node -> sink.
+/// Either end is a file or a network edge; a file output is renamed into
+/// place only on success, and a file that ends inside a frame is named.
 pub fn bgsub_stream(
     params: Params,
     source: super::Source,
@@ -316,9 +211,17 @@ pub fn bgsub_stream(
     // Frames the software node turned into masks.
     let frames = Arc::new(AtomicU64::new(0));
     let counted = frames.clone();
+    // A file source: bytes read, and whether the file ended inside a frame
+    // (a pipe's length is known only at its end).
+    let read = Arc::new(AtomicU64::new(0));
+    let seen = read.clone();
+    let torn = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let torn_flag = torn.clone();
+    let mut torn_path = None;
     match source {
         super::Source::File(path) => {
             let mut src = std::fs::File::open(&path).map_err(io(&path))?;
+            torn_path = Some(path.clone());
             g.node("source", move || {
                 loop {
                     let slots = s_out.reserve(chunk)?;
@@ -333,7 +236,12 @@ pub fn bgsub_stream(
                     }
                     let want = slots.len();
                     s_out.commit(filled)?;
+                    let total = seen.fetch_add(filled as u64, Ordering::Relaxed) + filled as u64;
                     if filled < want {
+                        if total == 0 || !total.is_multiple_of(n as u64) {
+                            torn_flag.store(true, Ordering::Relaxed);
+                            return Err(format!("{}: ends inside a frame", path.display()).into());
+                        }
                         return Ok(());
                     }
                 }
@@ -408,6 +316,15 @@ pub fn bgsub_stream(
     }
     let result = g.run();
     drop(rig);
+    if let (true, Some(path)) = (torn.load(Ordering::Relaxed), torn_path) {
+        return Err(FileError::BadLength {
+            path,
+            len: read.load(Ordering::Relaxed) as usize,
+            width: params.width,
+            height: params.height,
+            frame: n,
+        });
+    }
     result?;
     if let Some((p, output)) = partial {
         p.finish().map_err(io(&output))?;
