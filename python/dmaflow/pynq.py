@@ -130,49 +130,48 @@ class _DMAChannel:
         self._native.stop()
 
 
-class DMA:
+class DefaultIP:
+    """An IP with registers and no driver of its own (PYNQ's ``DefaultIP``):
+    ``read``/``write`` through its ``MMIO``."""
+
+    def __init__(self, description: dict, board: Board) -> None:
+        self.description = description
+        self.mmio = MMIO(description["phys_addr"], description["addr_range"], device=board)
+
+    def read(self, offset: int = 0) -> int:
+        """Reads a register."""
+        return self.mmio.read(offset)
+
+    def write(self, offset: int, value: int) -> None:
+        """Writes a register."""
+        self.mmio.write(offset, value)
+
+
+class DMA(DefaultIP):
     """An AXI DMA engine (PYNQ's ``pynq.lib.dma.DMA``) with ``sendchannel``
     (MM2S) and ``recvchannel`` (S2MM)."""
 
     def __init__(self, description: dict, board: Board, index: int = 0) -> None:
-        self.description = description
+        super().__init__(description, board)
         self.board = board
         self.sendchannel = _DMAChannel(board.channel("mm2s", index))
         self.recvchannel = _DMAChannel(board.channel("s2mm", index))
-        self.mmio = MMIO(description["phys_addr"], description["addr_range"], device=board)
-
-    def read(self, offset: int = 0) -> int:
-        """Reads a register (PYNQ's ``DefaultIP.read``)."""
-        return self.mmio.read(offset)
-
-    def write(self, offset: int, value: int) -> None:
-        """Writes a register (PYNQ's ``DefaultIP.write``)."""
-        self.mmio.write(offset, value)
 
 
-class FIR:
+class FIR(DefaultIP):
     """The FIR filter core of the ``"fir"`` design (``ol.fir_0``): a block
     filter of up to 512 taps, little-endian float32 samples in on the AXI DMA's
     MM2S stream, the "valid" convolution of each packet out on S2MM (``n``
     samples give ``n - taps + 1``)."""
 
     def __init__(self, description: dict, board: Board) -> None:
-        self.description = description
+        super().__init__(description, board)
         self.board = board
-        self.mmio = MMIO(description["phys_addr"], description["addr_range"], device=board)
 
     def load_taps(self, taps) -> None:
         """Loads the filter's taps (1 to 512 finite numbers) through the core's
         registers; the register map and its checks are dmaflow's driver's."""
         self.board.load_taps([float(t) for t in np.asarray(taps, dtype=np.float32).ravel()])
-
-    def read(self, offset: int = 0) -> int:
-        """Reads a register of the core."""
-        return self.mmio.read(offset)
-
-    def write(self, offset: int, value: int) -> None:
-        """Writes a register of the core."""
-        self.mmio.write(offset, value)
 
 
 class BgSub:
@@ -232,23 +231,6 @@ def _open_real_board(root, udmabuf, engines, timeout, length_width) -> Board:
 
 #: The emulated board's designs.
 EMULATED_DESIGNS = ("loopback", "loopback-sg", "fir", "bgsub")
-
-
-class DefaultIP:
-    """An IP with registers and no driver of its own (PYNQ's ``DefaultIP``):
-    ``read``/``write`` through its ``MMIO``."""
-
-    def __init__(self, description: dict, board: Board) -> None:
-        self.description = description
-        self.mmio = MMIO(description["phys_addr"], description["addr_range"], device=board)
-
-    def read(self, offset: int = 0) -> int:
-        """Reads a register."""
-        return self.mmio.read(offset)
-
-    def write(self, offset: int, value: int) -> None:
-        """Writes a register."""
-        self.mmio.write(offset, value)
 
 
 class Overlay:
