@@ -225,7 +225,7 @@ fn bare_run(taps: &[f32], n: usize, input: &[f32]) -> Result<(f64, u32), Error> 
 
 /// Runs the experiment; `progress` hears about each measurement. Zero-copy and
 /// copy runs alternate (ABAB...), so drift of the machine falls on both.
-pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
+pub fn run_rows(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
     // One signal for every run, larger than the last-level cache at full size.
     let signal = Arc::new(noise(cfg.samples, 0x1234_5678));
     let mut rows = Vec::new();
@@ -508,7 +508,9 @@ pub fn line_plot(rows: &[Row]) -> LinePlot {
 }
 
 /// The run as a report: table, improvement against FFT length, MFLOPS.
-pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
+pub fn report(cfg: &Config, m: &Measured) -> super::report::Report {
+    let rows = &m.rows;
+    let (gr_text, targets) = gnuradio_text(&m.gnuradio);
     super::report::Report {
         experiment: "fir",
         heading: format!(
@@ -522,9 +524,27 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
             cfg.runs
         ),
         answer: answer(rows),
-        targets: Vec::new(),
-        text: render(rows),
-        json: json(rows),
+        targets,
+        text: render(rows) + &gr_text,
+        json: {
+            let mut j = json(rows);
+            j["gnuradio"] = json!(
+                m.gnuradio
+                    .iter()
+                    .map(|g| json!({
+                        "taps": g.taps,
+                        "fft_len": g.fft_len,
+                        "dmaflow_msamples_per_s": median(&g.dmaflow) ,
+                        "gnuradio_msamples_per_s": median(&g.gnuradio),
+                        "ratio": g.ratio().0,
+                        "ratio_min": g.ratio().1,
+                        "ratio_max": g.ratio().2,
+                        "rounds": g.dmaflow.len(),
+                    }))
+                    .collect::<Vec<_>>()
+            );
+            j
+        },
         plots: vec![
             line_plot(rows),
             LinePlot {
@@ -548,6 +568,170 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
             },
         ],
     }
+}
+
+/// GNU Radio's `fft_filter_fff` beside dmaflow's filter at one tap count.
+#[derive(Debug, Clone)]
+pub struct GrRow {
+    /// Taps.
+    pub taps: usize,
+    /// dmaflow's FFT length for them (its default).
+    pub fft_len: usize,
+    /// dmaflow's graph, M samples/s per round.
+    pub dmaflow: Vec<f64>,
+    /// GNU Radio's flowgraph, M samples/s per round.
+    pub gnuradio: Vec<f64>,
+}
+
+impl GrRow {
+    /// dmaflow over GNU Radio: the median of the rounds' ratios, min, max.
+    pub fn ratio(&self) -> (f64, f64, f64) {
+        let v: Vec<f64> = self
+            .dmaflow
+            .iter()
+            .zip(&self.gnuradio)
+            .map(|(d, g)| d / g)
+            .collect();
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(0.0, f64::max);
+        (median(&v), lo, hi)
+    }
+}
+
+/// What `dmaflow bench fir` measured: paper 001's rows and, where GNU Radio
+/// is installed, GNU Radio's filter beside dmaflow's.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    /// Zero-copy, copy and bare rows.
+    pub rows: Vec<Row>,
+    /// GNU Radio's comparison (empty without GNU Radio).
+    pub gnuradio: Vec<GrRow>,
+}
+
+/// Tap counts of the GNU Radio comparison.
+const GR_TAPS: [usize; 4] = [16, 64, 256, 1024];
+
+/// The script that runs GNU Radio's filter.
+const GR_SCRIPT: &str = include_str!("../../../scripts/gnuradio_fir_bench.py");
+
+/// Runs the experiment: paper 001's rows, then GNU Radio's `fft_filter_fff`
+/// (file source -> filter on one thread -> null sink, the same samples and
+/// taps, the file in the page cache) against dmaflow's graph (memory source ->
+/// overlap-save zero-copy -> checksum sink, the filter's default FFT length),
+/// rounds alternating, where GNU Radio is installed.
+pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Measured, Error> {
+    let rows = run_rows(cfg, &mut progress)?;
+    let mut gnuradio = Vec::new();
+    if cfg.samples >= 1 << 20 && super::net::gnuradio_here() {
+        let signal = Arc::new(noise(cfg.samples, 0x1234_5678));
+        let dir = std::env::temp_dir().join(format!("dmaflow-fir-gr-{}", std::process::id()));
+        let io = |e: std::io::Error| Error::Io {
+            path: dir.display().to_string(),
+            source: e,
+        };
+        std::fs::create_dir_all(&dir).map_err(io)?;
+        let f32s = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+        let sig_path = dir.join("signal.f32");
+        std::fs::write(&sig_path, f32s(&signal)).map_err(io)?;
+        for &l in &GR_TAPS {
+            let taps = noise(l, 0xF1F1 + l as u64);
+            let taps_path = dir.join("taps.f32");
+            std::fs::write(&taps_path, f32s(&taps)).map_err(io)?;
+            let n = OverlapSave::new(&taps, None)
+                .map_err(|e| Error::Peer {
+                    peer: "fir",
+                    reason: e.to_string(),
+                })?
+                .fft_len();
+            let mut g = GrRow {
+                taps: l,
+                fft_len: n,
+                dmaflow: Vec::new(),
+                gnuradio: Vec::new(),
+            };
+            for round in 0..cfg.runs {
+                progress(&format!(
+                    "fir: {l} taps against GNU Radio, round {}",
+                    round + 1
+                ));
+                for first in [round % 2 == 0, round % 2 == 1] {
+                    if first {
+                        let (t, _) = graph_run(&taps, n, &signal, Mode::ZeroCopy)?;
+                        g.dmaflow.push(cfg.samples as f64 / t / 1e6);
+                    } else {
+                        let out = std::process::Command::new("/usr/bin/python3")
+                            .args(["-c", GR_SCRIPT])
+                            .arg(&sig_path)
+                            .arg(&taps_path)
+                            .output()
+                            .map_err(io)?;
+                        let t: f64 = String::from_utf8_lossy(&out.stdout)
+                            .trim()
+                            .parse()
+                            .map_err(|_| Error::Peer {
+                                peer: "gnuradio",
+                                reason: String::from_utf8_lossy(&out.stderr).into_owned(),
+                            })?;
+                        g.gnuradio.push(cfg.samples as f64 / t / 1e6);
+                    }
+                }
+            }
+            gnuradio.push(g);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(Measured { rows, gnuradio })
+}
+
+/// The GNU Radio comparison as text, with its targets.
+fn gnuradio_text(g: &[GrRow]) -> (String, Vec<super::report::Target>) {
+    if g.is_empty() {
+        return (
+            "against GNU Radio's fft_filter_fff: skipped: GNU Radio not installed\n".into(),
+            Vec::new(),
+        );
+    }
+    let cells: Vec<Vec<String>> = g
+        .iter()
+        .map(|r| {
+            let (m, lo, hi) = r.ratio();
+            vec![
+                r.taps.to_string(),
+                r.fft_len.to_string(),
+                format!("{:.1}", median(&r.dmaflow)),
+                format!("{:.1}", median(&r.gnuradio)),
+                format!("{m:.2}x ({lo:.2}..{hi:.2})"),
+            ]
+        })
+        .collect();
+    let mut text = String::from(
+        "\nagainst GNU Radio's fft_filter_fff (file source -> filter, one thread -> null \
+         sink; dmaflow: memory source -> overlap-save zero-copy -> checksum sink), M samples/s, \
+         medians, rounds alternating:\n",
+    );
+    text += &table(
+        &[
+            "taps",
+            "dmaflow_fft",
+            "dmaflow",
+            "gnuradio",
+            "dmaflow/gnuradio",
+        ],
+        &cells,
+    );
+    let targets: Vec<super::report::Target> = g
+        .iter()
+        .map(|r| {
+            let (m, _, _) = r.ratio();
+            super::report::Target::new(
+                format!("{} taps: dmaflow >= 1.2x GNU Radio", r.taps),
+                format!("{m:.2}x"),
+                m >= 1.2,
+            )
+        })
+        .collect();
+    text += &super::report::Target::lines(&targets);
+    (text, targets)
 }
 
 #[cfg(test)]
@@ -593,7 +777,7 @@ mod tests {
 
     #[test]
     fn tiny_run_is_consistent() {
-        let rows = run(&Config::tiny(), |_| {}).unwrap();
+        let rows = run_rows(&Config::tiny(), |_| {}).unwrap();
         // zerocopy + copy per (N, overlap), one bare per N.
         assert_eq!(rows.len(), 2 * 2 * 2 + 2);
         for r in &rows {

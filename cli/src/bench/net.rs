@@ -71,7 +71,7 @@ impl Config {
 const GNURADIO_SCRIPT: &str = include_str!("../../../scripts/gnuradio_zmq_bench.py");
 
 /// Whether GNU Radio's Python API with gr-zeromq is here.
-fn gnuradio_here() -> bool {
+pub fn gnuradio_here() -> bool {
     Command::new("/usr/bin/python3")
         .args(["-c", "import gnuradio.zeromq"])
         .stdout(Stdio::null())
