@@ -250,6 +250,15 @@ fn open_window<P: pyo3::PyClass + Sync>(
     ))
 }
 
+/// Runs `f` on the port while it is open; an error once its node closed it.
+fn with_open<P, R>(port: &Mutex<Option<P>>, f: impl FnOnce(&mut P) -> PyResult<R>) -> PyResult<R> {
+    let mut g = port.lock().unwrap_or_else(PoisonError::into_inner);
+    let p = g
+        .as_mut()
+        .ok_or_else(|| PyRuntimeError::new_err("the port is closed"))?;
+    f(p)
+}
+
 /// A Python node's input port.
 #[pyclass(module = "dmaflow._native", frozen)]
 pub struct InPort {
@@ -290,17 +299,11 @@ impl InPort {
     fn peek(slf: &Bound<'_, Self>, py: Python<'_>, n: usize) -> PyResult<Window> {
         let port = slf.clone().unbind();
         open_window(slf, py, &slf.get().views, false, move || {
-            let mut g = port
-                .get()
-                .port
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            let p = g
-                .as_mut()
-                .ok_or_else(|| PyRuntimeError::new_err("the port is closed"))?;
-            each!(In, p, q => {
-                let s = q.peek(n).map_err(graph_error)?;
-                Ok((s.as_ptr() as usize, std::mem::size_of_val(s)))
+            with_open(&port.get().port, |p| {
+                each!(In, p, q => {
+                    let s = q.peek(n).map_err(graph_error)?;
+                    Ok((s.as_ptr() as usize, std::mem::size_of_val(s)))
+                })
             })
         })
     }
@@ -308,11 +311,10 @@ impl InPort {
     /// Releases the first `m` items; refused while a window's views are alive.
     fn consume(&self, m: usize) -> PyResult<()> {
         no_views(&self.views, "window")?;
-        let mut g = self.port.lock().unwrap_or_else(PoisonError::into_inner);
-        let p = g
-            .as_mut()
-            .ok_or_else(|| PyRuntimeError::new_err("the port is closed"))?;
-        each!(In, p, q => q.consume(m).map_err(graph_error))
+        with_open(
+            &self.port,
+            |p| each!(In, p, q => q.consume(m).map_err(graph_error)),
+        )
     }
 }
 
@@ -354,17 +356,11 @@ impl OutPort {
     fn reserve(slf: &Bound<'_, Self>, py: Python<'_>, n: usize) -> PyResult<Window> {
         let port = slf.clone().unbind();
         open_window(slf, py, &slf.get().views, true, move || {
-            let mut g = port
-                .get()
-                .port
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            let p = g
-                .as_mut()
-                .ok_or_else(|| PyRuntimeError::new_err("the port is closed"))?;
-            each!(Out, p, q => {
-                let s = q.reserve(n).map_err(graph_error)?;
-                Ok((s.as_mut_ptr() as usize, std::mem::size_of_val(s)))
+            with_open(&port.get().port, |p| {
+                each!(Out, p, q => {
+                    let s = q.reserve(n).map_err(graph_error)?;
+                    Ok((s.as_mut_ptr() as usize, std::mem::size_of_val(s)))
+                })
             })
         })
     }
@@ -373,10 +369,9 @@ impl OutPort {
     /// reservation's views are alive.
     fn commit(&self, k: usize) -> PyResult<()> {
         no_views(&self.views, "reserved slots")?;
-        let mut g = self.port.lock().unwrap_or_else(PoisonError::into_inner);
-        let p = g
-            .as_mut()
-            .ok_or_else(|| PyRuntimeError::new_err("the port is closed"))?;
-        each!(Out, p, q => q.commit(k).map_err(graph_error))
+        with_open(
+            &self.port,
+            |p| each!(Out, p, q => q.commit(k).map_err(graph_error)),
+        )
     }
 }
