@@ -6,7 +6,9 @@ API). Usage: gnuradio_interop.py DMAFLOW_BINARY WORKDIR
 Each case: a GNU Radio flowgraph sends samples to `dmaflow fir` over
 ZeroMQ, dmaflow filters them and serves them to a second GNU Radio
 flowgraph; the result is checked against scipy.signal.lfilter and against
-GNU Radio's own fft_filter_fff on the same samples.
+GNU Radio's own fft_filter_fff on the same samples. With tag headers, the
+tag GNU Radio sets on a sample arrives in dmaflow at that sample and goes
+back out on the same filtered sample.
 """
 
 import subprocess
@@ -91,6 +93,14 @@ def run_case(name: str, pattern: str, port: int, pass_tags: bool) -> None:
     err_gr = float(np.max(np.abs(y[: len(GR_FILTERED)] - GR_FILTERED)) / scale)
     if err_ref > 1e-5 or err_gr > 1e-5:
         raise SystemExit(f"{name}: off by {err_ref:.2e} (lfilter), {err_gr:.2e} (fft_filter_fff)")
+    if pass_tags:
+        # The tag GNU Radio set on sample 1000 reached dmaflow there and went
+        # back out on the same filtered sample.
+        back = [(t.offset, pmt.symbol_to_string(t.key), pmt.to_python(t.value)) for t in got.tags()]
+        if back != [(1000, "burst", True)]:
+            raise SystemExit(f"{name}: GNU Radio got tags {back}, not [(1000, 'burst', True)]\n{out}")
+        if "received" not in out or "tags burst=#t@1000" not in out:
+            raise SystemExit(f"{name}: dmaflow did not report the tag it received:\n{out}")
     print("   ", out.strip().replace("\n", "\n    "))
     print(
         f"ok {name}: {N} samples GNU Radio -> dmaflow fir -> GNU Radio; "

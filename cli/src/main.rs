@@ -292,6 +292,21 @@ impl NetArgs {
         Ok(e)
     }
 
+    /// `--input` and `--output`; when both are ZeroMQ edges passing tags,
+    /// one relay carries the tags received through the tool (its nodes keep
+    /// the item count: output sample or pixel `i` comes from input `i`).
+    fn ends(&self, input: &str, output: &str) -> Result<(files::Source, files::Sink), String> {
+        let (mut source, mut sink) = (self.source(input)?, self.sink(output)?);
+        if let (files::Source::Net(i), files::Sink::Net(o)) = (&mut source, &mut sink)
+            && self.pass_tags
+        {
+            let relay = dmaflow_net::Relay::new();
+            i.relay = Some(relay.clone());
+            o.relay = Some(relay);
+        }
+        Ok((source, sink))
+    }
+
     /// `--input` as a file or a ZeroMQ source.
     fn source(&self, text: &str) -> Result<files::Source, String> {
         if dmaflow_net::Endpoint::looks_like(text) {
@@ -549,7 +564,7 @@ fn run_fir_file(
         eprintln!("dmaflow fir: --fft sets the CPU filter's FFT length; the coprocessor has none");
         return ExitCode::from(2);
     }
-    let (source, sink) = match net.source(input).and_then(|i| Ok((i, net.sink(output)?))) {
+    let (source, sink) = match net.ends(input, output) {
         Ok(ends) => ends,
         Err(e) => {
             eprintln!("dmaflow fir: {e}");
@@ -578,6 +593,10 @@ fn run_fir_file(
                      ({lost} lost on the way, {tags} tags)",
                     end.endpoint, end.direction
                 );
+                if !end.tags.is_empty() {
+                    let shown: Vec<String> = end.tags.iter().map(|t| t.to_string()).collect();
+                    println!("dmaflow fir: {}: tags {}", end.direction, shown.join(", "));
+                }
             }
             ExitCode::SUCCESS
         }
@@ -598,7 +617,7 @@ fn run_bgsub(
         BgsubDevice::Sim => Device::Sim,
         BgsubDevice::Cpu => Device::Cpu,
     };
-    let (source, sink) = match net.source(input).and_then(|i| Ok((i, net.sink(output)?))) {
+    let (source, sink) = match net.ends(input, output) {
         Ok(ends) => ends,
         Err(e) => {
             eprintln!("dmaflow bgsub: {e}");

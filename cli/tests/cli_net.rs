@@ -28,7 +28,7 @@ fn free_port() -> u16 {
 fn two_processes_over_tcp_give_what_files_give() {
     let dir = tempfile::tempdir().unwrap();
     let p = |n: &str| dir.path().join(n);
-    let x: Vec<f32> = (0..300_001)
+    let x: Vec<f32> = (0..300_001u64)
         .map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0)
         .collect();
     write_f32(&p("x.f32"), &x);

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::Error;
+use crate::{Error, Relay};
 
 /// How messages travel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,6 +117,10 @@ pub struct Edge {
     pub send_eos: bool,
     /// Items at most per message a sink sends.
     pub max_items: usize,
+    /// With `pass_tags`: a source puts the tags it receives on this relay, a
+    /// sink sends those on the relay with its items. One relay given to a
+    /// graph's source and sink carries tags through the nodes between them.
+    pub relay: Option<Relay>,
 }
 
 impl Edge {
@@ -133,6 +137,7 @@ impl Edge {
             vanish: Vanish::Fail,
             send_eos: true,
             max_items: 1 << 16,
+            relay: None,
         }
     }
 

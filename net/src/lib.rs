@@ -19,15 +19,18 @@
 
 mod endpoint;
 mod link;
+mod relay;
 mod sink;
 mod source;
 pub mod tags;
 
 pub use endpoint::{Edge, Endpoint, Pattern, Vanish};
+pub use relay::Relay;
 pub use sink::add_sink;
 pub use source::add_source;
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 /// What went wrong at a network edge.
 #[derive(Debug, thiserror::Error)]
@@ -126,14 +129,35 @@ pub struct Stats {
     /// Items a PUB/SUB subscriber lost (from the offsets in tag headers;
     /// counted only with `pass_tags`).
     pub dropped: AtomicU64,
-    /// Tags received in tag headers.
+    /// Tags received (a source) or sent (a sink) in tag headers.
     pub tags: AtomicU64,
+    /// The first [`Stats::TAGS_KEPT`] of those tags, offsets as in the
+    /// stream this end reads or writes.
+    seen: Mutex<Vec<tags::Tag>>,
 }
 
 impl Stats {
     fn add(&self, counter: &AtomicU64, n: u64) {
         let _ = self;
         counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// How many tags [`Stats::tags_seen`] keeps.
+    pub const TAGS_KEPT: usize = 16;
+
+    fn saw(&self, tags: &[tags::Tag]) {
+        self.add(&self.tags, tags.len() as u64);
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        let room = Self::TAGS_KEPT.saturating_sub(seen.len());
+        seen.extend(tags.iter().take(room).cloned());
+    }
+
+    /// The first tags that crossed (at most [`Stats::TAGS_KEPT`]).
+    pub fn tags_seen(&self) -> Vec<tags::Tag> {
+        self.seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// `(messages, items, dropped, tags)` now.

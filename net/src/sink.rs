@@ -13,7 +13,8 @@ use crate::{Edge, Error, Stats};
 /// Adds node `name` to `g`: it sends the items of type `T` it reads from
 /// `input` at `edge` (PUSH or PUB, bound or connected as the edge says), up
 /// to `edge.max_items` per message, each message behind a tag header with
-/// its first item's offset when `edge.pass_tags`. A PUSH send waits while
+/// its first item's offset and the tags `edge.relay` holds for its items
+/// when `edge.pass_tags`. A PUSH send waits while
 /// the peer's queue is at the high-water mark (the network's back-pressure);
 /// one no peer takes within `edge.grace` fails the graph. At the end of the
 /// input it sends an empty message (`edge.send_eos`) and waits, at most
@@ -44,19 +45,21 @@ pub fn add_sink<T: Pod + Send>(
             }
             let total = s.len().min(batch);
             for chunk in s[..total].chunks(max_items) {
-                let head = if edge.pass_tags { HEADER_BYTES } else { 0 };
-                // One copy, from the queue into the message ZeroMQ sends.
-                let mut msg = zmq::Message::with_size(head + std::mem::size_of_val(chunk));
+                let mut head = Vec::new();
                 if edge.pass_tags {
-                    let mut h = Vec::with_capacity(HEADER_BYTES);
-                    Header {
-                        offset,
-                        tags: Vec::new(),
-                    }
-                    .write(&mut h);
-                    msg[..head].copy_from_slice(&h);
+                    let end = offset + chunk.len() as u64;
+                    let tags = edge
+                        .relay
+                        .as_ref()
+                        .map(|r| r.take(offset, end))
+                        .unwrap_or_default();
+                    stats.saw(&tags);
+                    Header { offset, tags }.write(&mut head);
                 }
-                msg[head..].copy_from_slice(bytemuck::cast_slice(chunk));
+                // One copy, from the queue into the message ZeroMQ sends.
+                let mut msg = zmq::Message::with_size(head.len() + std::mem::size_of_val(chunk));
+                msg[..head.len()].copy_from_slice(&head);
+                msg[head.len()..].copy_from_slice(bytemuck::cast_slice(chunk));
                 offset += chunk.len() as u64;
                 messages.push(msg);
             }
@@ -93,9 +96,6 @@ pub fn add_sink<T: Pod + Send>(
     })?;
     Ok(stats)
 }
-
-/// Bytes of a tag header without tags.
-const HEADER_BYTES: usize = 19;
 
 /// Sends `msg` once the socket can take it, waiting in slices while it
 /// cannot (the high-water mark, no peer yet) and looking at the graph

@@ -110,7 +110,23 @@ pub fn add_source<T: Pod + Send>(
                     stats.add(&stats.dropped, header.offset.saturating_sub(e));
                 }
                 expected = Some(header.offset + (rest.len() / item.max(1)) as u64);
-                stats.add(&stats.tags, header.tags.len() as u64);
+                // Tags move to this stream's offsets (the items written so
+                // far), as gr-zeromq's sources place them.
+                let written = stats.items.load(std::sync::atomic::Ordering::Relaxed);
+                let tags: Vec<_> = header
+                    .tags
+                    .into_iter()
+                    .map(|mut t| {
+                        t.offset = written + t.offset.saturating_sub(header.offset);
+                        t
+                    })
+                    .collect();
+                stats.saw(&tags);
+                if let Some(relay) = &edge.relay {
+                    for t in tags {
+                        relay.put(t);
+                    }
+                }
                 payload = rest;
             }
             if payload.is_empty() {

@@ -211,6 +211,51 @@ impl Pmt {
     }
 }
 
+impl std::fmt::Display for Pmt {
+    /// As GNU Radio's `pmt::write_string` prints it (uniform vectors by
+    /// their size).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let list = |f: &mut std::fmt::Formatter<'_>, v: &[Pmt]| -> std::fmt::Result {
+            for (i, p) in v.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(" ")?;
+                }
+                write!(f, "{p}")?;
+            }
+            Ok(())
+        };
+        match self {
+            Pmt::True => f.write_str("#t"),
+            Pmt::False => f.write_str("#f"),
+            Pmt::Null => f.write_str("()"),
+            Pmt::Symbol(s) => f.write_str(s),
+            Pmt::Long(v) => write!(f, "{v}"),
+            Pmt::Uint64(v) => write!(f, "{v}"),
+            Pmt::Double(v) => write!(f, "{v}"),
+            Pmt::Complex(re, im) => write!(f, "{re}+{im}j"),
+            Pmt::Pair(a, b) => write!(f, "({a} . {b})"),
+            Pmt::Tuple(v) => {
+                f.write_str("{")?;
+                list(f, v)?;
+                f.write_str("}")
+            }
+            Pmt::Vector(v) => {
+                f.write_str("#(")?;
+                list(f, v)?;
+                f.write_str(")")
+            }
+            Pmt::UniformVector(raw) => write!(f, "#[uniform vector, {} bytes]", raw.len()),
+        }
+    }
+}
+
+impl std::fmt::Display for Tag {
+    /// `key=value@offset`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}={}@{}", self.key, self.value, self.offset)
+    }
+}
+
 /// What a tag header says: the offset of the message's first item, and the
 /// tags on its items.
 #[derive(Debug, Clone, PartialEq)]
@@ -327,6 +372,20 @@ mod tests {
         let mut out = Vec::new();
         p.serialize(&mut out);
         assert_eq!(out, uv);
+    }
+
+    #[test]
+    fn values_and_tags_print_as_gnu_radio_writes_them() {
+        let t = Tag {
+            offset: 1000,
+            key: Pmt::Symbol("burst".into()),
+            value: Pmt::Pair(Box::new(Pmt::Long(1)), Box::new(Pmt::Null)),
+            srcid: Pmt::False,
+        };
+        assert_eq!(t.to_string(), "burst=(1 . ())@1000");
+        let v = Pmt::Vector(vec![Pmt::True, Pmt::Double(2.5)]);
+        assert_eq!(v.to_string(), "#(#t 2.5)");
+        assert_eq!(Pmt::Tuple(vec![Pmt::Uint64(3)]).to_string(), "{3}");
     }
 
     #[test]

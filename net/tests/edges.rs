@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use dmaflow::graph::Graph;
 use dmaflow_net::tags::{Header, Pmt, Tag};
-use dmaflow_net::{Edge, Endpoint, Error, Pattern, Vanish, add_sink, add_source};
+use dmaflow_net::{Edge, Endpoint, Error, Pattern, Relay, Vanish, add_sink, add_source};
 
 fn ipc(dir: &tempfile::TempDir, name: &str) -> Endpoint {
     Endpoint::parse(&format!("ipc://{}", dir.path().join(name).display())).unwrap()
@@ -250,6 +250,106 @@ fn a_sink_with_tags_writes_gr_zeromq_headers() {
     // The reader closes its end after the end of stream, as dmaflow's does.
     drop(pull);
     sender.join().unwrap().unwrap();
+}
+
+#[test]
+fn tags_received_go_back_out_at_the_same_items_past_the_nodes_between() {
+    // A GNU Radio-shaped peer: a PUSH that sends tagged messages (no end of
+    // stream) and a PULL that reads the graph's output with its headers.
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (ipc(&dir, "in"), ipc(&dir, "out"));
+    let ctx = zmq::Context::new();
+    let push = ctx.socket(zmq::PUSH).unwrap();
+    push.bind(a.as_str()).unwrap();
+    let relay = Relay::new();
+    let mut src = Edge::source(a);
+    src.pass_tags = true;
+    src.idle_timeout = Some(Duration::from_millis(400));
+    src.relay = Some(relay.clone());
+    let mut snk = Edge::sink(b.clone());
+    snk.pass_tags = true;
+    snk.max_items = 300;
+    snk.send_eos = false;
+    snk.grace = Duration::from_millis(200);
+    snk.relay = Some(relay);
+    let mut g = Graph::new();
+    let (s_out, mut d_in) = g
+        .connect_with_capacity::<u32>(("source", "out"), ("double", "in"), 256)
+        .unwrap();
+    let (mut d_out, k_in) = g
+        .connect_with_capacity::<u32>(("double", "out"), ("sink", "in"), 256)
+        .unwrap();
+    let received = add_source(&mut g, "source", src, s_out).unwrap();
+    let sent = add_sink(&mut g, "sink", snk, k_in).unwrap();
+    // A node that knows nothing of tags, in uneven batches.
+    g.node("double", move || {
+        loop {
+            let s = d_in.peek(1)?;
+            if s.is_empty() {
+                return Ok(());
+            }
+            let n = s.len().min(77);
+            let doubled: Vec<u32> = s[..n].iter().map(|x| 2 * x).collect();
+            d_in.consume(n)?;
+            d_out.write(&doubled)?;
+        }
+    })
+    .unwrap();
+    let graph = std::thread::spawn(move || g.run().map_err(|e| e.to_string()));
+    let key = |k: &str| Pmt::Symbol(k.into());
+    let tag = |offset: u64, k: &str| Tag {
+        offset,
+        key: key(k),
+        value: Pmt::Long(offset as i64),
+        srcid: Pmt::Symbol("gr".into()),
+    };
+    // The sender's stream starts at offset 5000 (it sent earlier to someone
+    // else): the receiving end places tags by its own count of items.
+    let mut next = 0u32;
+    for (len, tags) in [
+        (400u32, vec![tag(5000, "first"), tag(5399, "edge")]),
+        (100, vec![]),
+        (700, vec![tag(5500 + 650, "late"), tag(5500 + 3, "early")]),
+    ] {
+        let mut m = Vec::new();
+        Header {
+            offset: 5000 + next as u64,
+            tags,
+        }
+        .write(&mut m);
+        m.extend(bytes(&(next..next + len).collect::<Vec<_>>()));
+        push.send(m, 0).unwrap();
+        next += len;
+    }
+    let pull = ctx.socket(zmq::PULL).unwrap();
+    pull.connect(b.as_str()).unwrap();
+    pull.set_rcvtimeo(5000).unwrap();
+    let (mut items, mut tags) = (Vec::new(), Vec::new());
+    while items.len() < 1200 {
+        let m = pull.recv_bytes(0).unwrap();
+        let (h, body) = Header::parse(&m).unwrap();
+        assert_eq!(h.offset, items.len() as u64);
+        for t in &h.tags {
+            let local = t.offset - h.offset;
+            assert!(local < (body.len() / 4) as u64, "{t} outside its message");
+        }
+        tags.extend(h.tags);
+        items.extend(
+            body.chunks(4)
+                .map(|c| u32::from_le_bytes(c.try_into().unwrap())),
+        );
+    }
+    graph.join().unwrap().unwrap();
+    assert_eq!(items, (0..1200).map(|x| 2 * x).collect::<Vec<_>>());
+    let placed: Vec<(u64, String)> = tags.iter().map(|t| (t.offset, t.key.to_string())).collect();
+    let want = [(0, "first"), (399, "edge"), (503, "early"), (1150, "late")];
+    assert_eq!(placed, want.map(|(o, k)| (o, k.to_string())).to_vec());
+    // Values and source ids cross unchanged.
+    assert_eq!(tags[3].value, Pmt::Long(6150));
+    assert_eq!(tags[3].srcid, key("gr"));
+    assert_eq!(received.snapshot().3, 4);
+    assert_eq!(sent.snapshot().3, 4);
+    assert_eq!(received.tags_seen()[1].to_string(), "edge=5399@399");
 }
 
 #[test]

@@ -69,7 +69,7 @@ pub enum FileError {
 pub use super::{Sink, Source};
 
 /// What `filter_file` did.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Filtered {
     /// Samples filtered.
     pub samples: u64,
@@ -80,7 +80,7 @@ pub struct Filtered {
 }
 
 /// What crossed one network end of a run.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct NetEnd {
     /// The endpoint.
     pub endpoint: String,
@@ -89,6 +89,8 @@ pub struct NetEnd {
     /// Messages, samples, samples lost on the way (PUB/SUB with tag
     /// headers), tags received.
     pub counts: (u64, u64, u64, u64),
+    /// The first tags that crossed, at their offsets in this end's stream.
+    pub tags: Vec<dmaflow_net::tags::Tag>,
 }
 
 /// Where the filter runs.
@@ -411,6 +413,7 @@ pub fn filter(
             endpoint,
             direction: "received",
             counts: stats.snapshot(),
+            tags: stats.tags_seen(),
         });
     }
     if let Some((endpoint, stats)) = net_out {
@@ -418,6 +421,7 @@ pub fn filter(
             endpoint,
             direction: "sent",
             counts: stats.snapshot(),
+            tags: stats.tags_seen(),
         });
     }
     if let (Some(len), Some(path)) = (bad_len, file_path) {
