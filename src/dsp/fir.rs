@@ -173,14 +173,27 @@ impl OverlapSave {
         self.half
             .process_immutable_with_scratch(z_in, &mut self.z, &mut self.scratch_fwd);
         // Split the half-length transform into the real signal's spectrum and
-        // multiply by the filter's.
-        for k in 0..=m {
-            let zk = self.z[k % m];
-            let zc = self.z[(m - k) % m].conj();
+        // multiply by the filter's: bin k takes Z[k] and Z[m - k] (Z[0] for
+        // both ends, k = 0 and k = m).
+        let split = |zk: Complex<f32>, zmk: Complex<f32>, w: Complex<f32>| {
+            let zc = zmk.conj();
             let even = (zk + zc) * 0.5;
             let d = zk - zc;
             let odd = Complex::new(d.im * 0.5, -d.re * 0.5);
-            self.spectrum[k] = (even + self.twiddles[k] * odd) * self.h[k];
+            even + w * odd
+        };
+        let z0 = self.z[0];
+        self.spectrum[0] = split(z0, z0, self.twiddles[0]) * self.h[0];
+        self.spectrum[m] = split(z0, z0, self.twiddles[m]) * self.h[m];
+        let mirrored = self.z[1..].iter().rev();
+        for ((((out, &zk), &zmk), &w), &h) in self.spectrum[1..m]
+            .iter_mut()
+            .zip(&self.z[1..])
+            .zip(mirrored)
+            .zip(&self.twiddles[1..m])
+            .zip(&self.h[1..m])
+        {
+            *out = split(zk, zmk, w) * h;
         }
         self.spectrum[0].im = 0.0;
         self.spectrum[m].im = 0.0;
@@ -245,9 +258,15 @@ pub fn run_zero_copy(
     loop {
         let s = input.peek(n)?;
         if s.len() >= n {
-            fir.process_block(&s[..n], output.reserve(hop)?);
-            output.commit(hop)?;
-            input.consume(hop)?;
+            // Every whole window readable now, up to a batch: one reservation,
+            // one commit and one consume for them all.
+            let blocks = ((s.len() - n) / hop + 1).min(batch_blocks(hop, output));
+            let out = output.reserve(blocks * hop)?;
+            for (b, o) in out.chunks_exact_mut(hop).enumerate() {
+                fir.process_block(&s[b * hop..b * hop + n], o);
+            }
+            output.commit(blocks * hop)?;
+            input.consume(blocks * hop)?;
             continue;
         }
         // The end: pad the last window with zeros.
@@ -272,21 +291,38 @@ pub fn run_copying(
     let (n, l, hop) = (fir.fft_len(), fir.taps(), fir.hop());
     let mut buf = vec![0f32; n];
     loop {
-        buf.copy_within(hop.., 0);
         let s = input.peek(hop)?;
-        let r = s.len().min(hop);
-        buf[l - 1..l - 1 + r].copy_from_slice(&s[..r]);
-        buf[l - 1 + r..].fill(0.0);
-        input.consume(r)?;
-        if r == 0 {
+        if s.is_empty() {
             return Ok(());
         }
-        fir.process_block(&buf, output.reserve(r)?);
-        output.commit(r)?;
-        if r < hop {
+        // Every whole hop readable now, up to a batch (as the zero-copy
+        // node batches), or the last, short one.
+        let take = if s.len() >= hop {
+            (s.len() / hop).min(batch_blocks(hop, output)) * hop
+        } else {
+            s.len()
+        };
+        let out = output.reserve(take)?;
+        for (new, o) in s[..take].chunks(hop).zip(out.chunks_mut(hop)) {
+            let r = new.len();
+            buf.copy_within(hop.., 0);
+            buf[l - 1..l - 1 + r].copy_from_slice(new);
+            buf[l - 1 + r..].fill(0.0);
+            fir.process_block(&buf, o);
+        }
+        output.commit(take)?;
+        input.consume(take)?;
+        if take < hop {
             return Ok(());
         }
     }
+}
+
+/// Blocks of `hop` outputs a node filters between two queue operations: as
+/// many as a quarter of the output queue holds (so the reader downstream
+/// works meanwhile), at most 64 Ki samples, at least one.
+fn batch_blocks<T: crate::ring::Pod>(hop: usize, output: &Output<T>) -> usize {
+    ((output.capacity() / 4).min(1 << 16) / hop).max(1)
 }
 
 /// How the filter node reads its input.

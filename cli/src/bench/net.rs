@@ -5,10 +5,14 @@
 //! child process) and through bare PUSH/PULL sockets of the same library
 //! (the raw ceiling: a loop that fills a buffer and sends it, a loop that
 //! receives and sums it). Both ends touch every byte; the receiver's checksum
-//! is verified. Where GNU Radio is installed, its `push_sink -> pull_source`
-//! between two flowgraphs of one Python process is a third point (a vector
-//! source of `size`-byte items into a null sink: GNU Radio's ends touch no
-//! byte, so the comparison favours it). Points take turns in each round and
+//! is verified. GNU Radio sends `size`-byte items, as many to a message as
+//! its scheduler hands `work()`, so the comparison with it is made by a
+//! third point, `dmaflow-batched`: the same edge with `size`-byte items and
+//! messages of every whole item readable (up to 256 KiB, gr-zeromq's way).
+//! Where GNU Radio is installed, its `push_sink -> pull_source` between two
+//! flowgraphs of one Python process is the fourth point (a vector source of
+//! `size`-byte items into a null sink: GNU Radio's ends touch no byte, so
+//! the comparison favours it). Points take turns in each round and
 //! the order reverses every other round; medians and the min..max of the
 //! rounds are reported. Time is the receiver's, from its first message to the
 //! end of stream (GNU Radio's: from starting its sender); CPU is the
@@ -80,10 +84,13 @@ pub fn gnuradio_here() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// The ways through the network measured: dmaflow, the raw ceiling, and
-/// GNU Radio where it is installed.
+/// The ways through the network measured: dmaflow with one message per
+/// `size` bytes and the raw ceiling doing the same; dmaflow with `size`-byte
+/// items batched into messages as gr-zeromq batches (everything readable,
+/// whole items, up to [`BATCHED_BYTES`]), and GNU Radio where it is
+/// installed.
 fn points(cfg: &Config) -> Vec<&'static str> {
-    let mut p = vec!["dmaflow", "raw"];
+    let mut p = vec!["dmaflow", "raw", "dmaflow-batched"];
     if !cfg.in_process && gnuradio_here() {
         p.push("gnuradio");
     }
@@ -95,7 +102,7 @@ fn points(cfg: &Config) -> Vec<&'static str> {
 pub struct Row {
     /// Message size in bytes.
     pub size: usize,
-    /// `dmaflow` or `raw`.
+    /// `dmaflow`, `raw`, `dmaflow-batched` or `gnuradio`.
     pub point: &'static str,
     /// Bytes per round.
     pub bytes: usize,
@@ -255,7 +262,12 @@ fn send(point: &str, endpoint: &str, size: usize, bytes: usize) -> Result<(), St
         .connect_with_capacity::<u32>(("count", "out"), ("net", "in"), 1 << 18)
         .map_err(|e| e.to_string())?;
     let mut edge = dmaflow_net::Edge::sink(at);
-    edge.max_items = (size / 4).max(1);
+    let per_item = (size / 4).max(1);
+    edge.max_items = if point == "dmaflow-batched" {
+        (BATCHED_BYTES / 4 / per_item).max(1) * per_item
+    } else {
+        per_item
+    };
     dmaflow_net::add_sink(&mut g, "net", edge, inp).map_err(|e| e.to_string())?;
     // The producer writes in its own batches; the edge cuts them into
     // messages of `size` bytes.
@@ -278,6 +290,10 @@ fn send(point: &str, endpoint: &str, size: usize, bytes: usize) -> Result<(), St
     .map_err(|e| e.to_string())?;
     g.run().map_err(|e| e.to_string())
 }
+
+/// The largest message of the batched point: the network sink's default
+/// (`Edge::max_items` of `u32`s), or one item where an item is larger.
+const BATCHED_BYTES: usize = 1 << 18;
 
 /// One measurement: a receiver (child process or thread) and this sender.
 fn measure(cfg: &Config, point: &'static str, size: usize) -> Result<Received, Error> {
@@ -418,11 +434,11 @@ pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>, Err
     Ok(rows)
 }
 
-/// dmaflow's share of the raw ceiling per size: median of the rounds'
-/// ratios, with their min..max.
-fn shares(rows: &[Row], other: &str) -> Vec<(usize, f64, f64, f64)> {
+/// Point `mine`'s throughput over point `other`'s per size: the median of
+/// the rounds' ratios (each round measures both), with their min..max.
+fn shares(rows: &[Row], mine: &str, other: &str) -> Vec<(usize, f64, f64, f64)> {
     rows.iter()
-        .filter(|d| d.point == "dmaflow")
+        .filter(|d| d.point == mine)
         .filter_map(|d| {
             let r = rows.iter().find(|r| r.size == d.size && r.point == other)?;
             let v: Vec<f64> = d
@@ -464,21 +480,22 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         ],
         &cells,
     );
-    let vs_gr = shares(rows, "gnuradio");
+    let vs_gr = shares(rows, "dmaflow-batched", "gnuradio");
     for &(size, m, lo, hi) in &vs_gr {
         text += &format!(
-            "{}: dmaflow at {:.2}x GNU Radio's push_sink -> pull_source ({:.2}..{:.2}x)\n",
+            "{}: dmaflow, items batched, at {:.2}x GNU Radio's push_sink -> pull_source \
+             ({:.2}..{:.2}x)\n",
             super::bytes_label(size),
             m,
             lo,
             hi
         );
     }
-    let shares = shares(rows, "raw");
+    let shares = shares(rows, "dmaflow", "raw");
     let mut targets = Vec::new();
     for &(size, m, _, _) in &vs_gr {
         targets.push(Target::new(
-            format!("{} messages: >= GNU Radio", super::bytes_label(size)),
+            format!("{} items: >= GNU Radio", super::bytes_label(size)),
             format!("{m:.2}x"),
             m >= 1.0,
         ));
@@ -560,13 +577,15 @@ mod tests {
             in_process: true,
         };
         let rows = run(&cfg, &mut |_| {}).unwrap();
-        assert_eq!(rows.len(), 4);
+        assert_eq!(rows.len(), 6);
         assert!(
             rows.iter()
                 .all(|r| r.seconds.len() == 2 && r.seconds.iter().all(|s| *s > 0.0))
         );
         let rep = report(&cfg, &rows);
         assert!(rep.text.contains("64 B: dmaflow at"), "{}", rep.text);
+        // Batched, 64-byte items go many to a message.
+        assert!(rep.text.contains("dmaflow-batched"), "{}", rep.text);
         assert_eq!(
             parse_received(&received_line(&Received {
                 items: 3,
