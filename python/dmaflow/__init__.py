@@ -159,7 +159,7 @@ def allocate(
 class Engine:
     """A board's AXI DMA engine driven by dmaflow's own zero-copy two-way
     transfer (both channels at once), with the completion mode of your choice:
-    ``"poll"`` (spin on DMASR), ``"yield"`` (poll, yielding the CPU) or
+    ``"poll"`` (spin on DMASR), ``"yield"`` (poll, sleeping briefly between reads) or
     ``"irq"`` (sleep on the interrupt line). The GIL is released while the
     transfer runs."""
 

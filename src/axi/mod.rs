@@ -2,6 +2,7 @@
 //! written against [`RegisterSpace`] and [`IrqLine`] only: the same code drives a
 //! real board through UIO and the emulated fabric.
 
+pub mod pause;
 pub mod regs;
 mod ring;
 
@@ -158,7 +159,8 @@ pub enum Error {
 pub enum Wait<'a> {
     /// Busy-poll DMASR.
     Poll,
-    /// Poll DMASR, yielding the CPU between reads.
+    /// Poll DMASR, leaving the core to others between reads: a short spin,
+    /// then short sleeps ([`pause`]; paper 002's "user-level scheduled").
     Yield,
     /// Sleep on the channel's interrupt line.
     Irq(&'a dyn IrqLine),
@@ -544,6 +546,7 @@ impl<R: RegisterSpace> AxiDma<R> {
         mut check: impl FnMut() -> Result<Option<T>, Error>,
     ) -> Result<T, Error> {
         let deadline = Instant::now() + self.cfg.timeout;
+        let mut pause = pause::Pause::new();
         loop {
             if let Some(v) = check()? {
                 if let Wait::Irq(line) = how {
@@ -563,7 +566,7 @@ impl<R: RegisterSpace> AxiDma<R> {
             }
             match how {
                 Wait::Poll => std::hint::spin_loop(),
-                Wait::Yield => std::thread::yield_now(),
+                Wait::Yield => pause.pause(),
                 // Unmask before sleeping: an interrupt taken without a wait (a
                 // completion seen by polling, an error) leaves the line masked.
                 // Sleep in slices, so that a lost interrupt is found by the next

@@ -1,8 +1,8 @@
 //! Transfers over an AXI DMA engine, as an application uses them: a two-way
 //! transfer (MM2S out, S2MM back) either zero-copy, on [`DmaBuf`]s the application
 //! fills and reads in place, or through standard I/O, copying through buffers the
-//! driver owns. Completion by busy-polling, polling with `sched_yield`, or
-//! interrupts.
+//! driver owns. Completion by busy-polling, scheduled polling (a short spin,
+//! then short sleeps), or interrupts.
 
 mod inflight;
 mod proxy;
@@ -21,7 +21,8 @@ use crate::platform::{IrqLine, RegisterSpace};
 pub enum Completion {
     /// Busy-poll DMASR ("user-level polling").
     Poll,
-    /// Poll DMASR, yielding between reads ("user-level scheduled").
+    /// Poll DMASR, leaving the core to others between reads: a short spin,
+    /// then short sleeps ("user-level scheduled"; [`crate::axi::pause`]).
     Yield,
     /// Sleep on the channel's interrupt line.
     Irq,

@@ -94,3 +94,39 @@ mod tests {
         assert!(pin(None, &[CpuSet::MAX_CPU]).is_err());
     }
 }
+
+/// The calling thread's timer slack (how late the kernel may fire its sleeps'
+/// timers, 50 us by default) lowered for a while; put back on drop. A guard
+/// must be dropped on the thread that made it (it is neither `Send` nor
+/// `Sync`).
+#[derive(Debug)]
+pub struct TimerSlack {
+    saved: Option<std::num::NonZeroU64>,
+    _thread: std::marker::PhantomData<*const ()>,
+}
+
+impl TimerSlack {
+    /// Sets the calling thread's timer slack to `slack` (at least 1 ns) until
+    /// the guard drops. Where the kernel refuses, sleeps keep the slack they
+    /// had.
+    pub fn lower(slack: Duration) -> TimerSlack {
+        use rustix::thread::{current_timer_slack, set_current_timer_slack};
+        let saved = current_timer_slack()
+            .ok()
+            .and_then(std::num::NonZeroU64::new);
+        let ns = std::num::NonZeroU64::new(slack.as_nanos().clamp(1, u64::MAX as u128) as u64);
+        let changed = saved.is_some() && set_current_timer_slack(ns).is_ok();
+        TimerSlack {
+            saved: if changed { saved } else { None },
+            _thread: std::marker::PhantomData,
+        }
+    }
+}
+
+impl Drop for TimerSlack {
+    fn drop(&mut self) {
+        if let Some(s) = self.saved {
+            let _ = rustix::thread::set_current_timer_slack(Some(s));
+        }
+    }
+}

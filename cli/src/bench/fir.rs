@@ -87,20 +87,29 @@ pub struct Row {
     pub ratios: Vec<f64>,
 }
 
-/// The improvement of zero-copy over copy at one FFT length, with its 95 %
-/// confidence interval (Student's t over every interleaved pair of runs at
-/// every overlap).
+/// The improvement of zero-copy over copy at one FFT length and overlap (paper
+/// 001's gain grows with the overlap, so overlaps are not pooled), with its
+/// confidence interval: Student's t over the interleaved pairs of runs,
+/// Bonferroni-corrected so that all the table's intervals hold together with
+/// [`FAMILY_CONFIDENCE`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Improvement {
     /// FFT length N.
     pub fft_len: usize,
+    /// Filter length as a percentage of N.
+    pub overlap_pct: u32,
     /// Mean improvement, in percent.
     pub pct: f64,
-    /// Lower end of the 95 % confidence interval, in percent.
+    /// Lower end of the interval, in percent.
     pub low: f64,
-    /// Upper end of the 95 % confidence interval, in percent.
+    /// Upper end of the interval, in percent.
     pub high: f64,
+    /// Comparisons in the family the interval is corrected for.
+    pub comparisons: usize,
 }
+
+/// The confidence with which every interval of a run holds at once.
+pub const FAMILY_CONFIDENCE: f64 = 0.95;
 
 impl Improvement {
     /// Whether the interval excludes zero.
@@ -109,18 +118,13 @@ impl Improvement {
     }
 }
 
-/// Student's t for a two-sided 95 % interval with `df` degrees of freedom.
-pub fn t95(df: usize) -> f64 {
-    const T: [f64; 30] = [
-        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
-        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
-        2.052, 2.048, 2.045, 2.042,
-    ];
-    match df {
-        0 => f64::INFINITY,
-        d if d <= 30 => T[d - 1],
-        d if d <= 60 => 2.0,
-        _ => 1.96,
+/// Student's t quantile: the `p` quantile with `df` degrees of freedom
+/// (infinite with none).
+pub fn t_quantile(p: f64, df: usize) -> f64 {
+    use statrs::distribution::{ContinuousCDF, StudentsT};
+    match StudentsT::new(0.0, 1.0, df as f64) {
+        Ok(t) if df > 0 => t.inverse_cdf(p),
+        _ => f64::INFINITY,
     }
 }
 
@@ -312,36 +316,36 @@ fn find(rows: &[Row], n: usize, pct: u32, mode: &str) -> Option<f64> {
         .map(|r| r.mflops)
 }
 
-/// The improvement of zero-copy over manual copy per FFT length: the mean of
-/// every interleaved pair's ratio at every overlap measured, with its 95 %
-/// confidence interval.
+/// The improvement of zero-copy over manual copy per FFT length and overlap:
+/// the mean of the interleaved pairs' ratios, with an interval corrected for
+/// every comparison the run makes (Bonferroni: each at 1 - 0.05 / m).
 pub fn improvement(rows: &[Row]) -> Vec<Improvement> {
-    let mut lens: Vec<usize> = rows.iter().map(|r| r.fft_len).collect();
-    lens.dedup();
-    lens.into_iter()
-        .filter_map(|n| {
-            let gains: Vec<f64> = rows
-                .iter()
-                .filter(|r| r.fft_len == n && r.mode == "zerocopy")
-                .flat_map(|r| r.ratios.iter().map(|q| (q - 1.0) * 100.0))
-                .collect();
-            if gains.is_empty() {
-                return None;
-            }
+    let points: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.mode == "zerocopy" && !r.ratios.is_empty())
+        .collect();
+    let m = points.len();
+    let p = 1.0 - (1.0 - FAMILY_CONFIDENCE) / 2.0 / m.max(1) as f64;
+    points
+        .into_iter()
+        .map(|r| {
+            let gains: Vec<f64> = r.ratios.iter().map(|q| (q - 1.0) * 100.0).collect();
             let k = gains.len() as f64;
             let mean = gains.iter().sum::<f64>() / k;
             let half = if gains.len() > 1 {
                 let var = gains.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / (k - 1.0);
-                t95(gains.len() - 1) * (var / k).sqrt()
+                t_quantile(p, gains.len() - 1) * (var / k).sqrt()
             } else {
                 f64::INFINITY
             };
-            Some(Improvement {
-                fft_len: n,
+            Improvement {
+                fft_len: r.fft_len,
+                overlap_pct: r.overlap_pct,
                 pct: mean,
                 low: mean - half,
                 high: mean + half,
-            })
+                comparisons: m,
+            }
         })
         .collect()
 }
@@ -362,8 +366,15 @@ pub fn render(rows: &[Row]) -> String {
         })
         .collect();
     let mut out = table(&["N", "overlap", "taps", "mode", "MFLOPS"], &cells);
-    out += "\nzero-copy over manual copy, and zero-copy against the bare loop (at 50 % overlap):\n";
-    let imp: Vec<Vec<String>> = improvement(rows)
+    let imp = improvement(rows);
+    out += &format!(
+        "\nzero-copy over manual copy per FFT length and overlap ({} intervals, Bonferroni-corrected \
+         to hold together with {:.0} % confidence), and zero-copy against the bare loop at {BARE_OVERLAP} % \
+         overlap:\n",
+        imp.len(),
+        FAMILY_CONFIDENCE * 100.0
+    );
+    let imp: Vec<Vec<String>> = imp
         .into_iter()
         .map(|i| {
             let n = i.fft_len;
@@ -371,11 +382,14 @@ pub fn render(rows: &[Row]) -> String {
                 find(rows, n, BARE_OVERLAP, "zerocopy"),
                 find(rows, n, BARE_OVERLAP, "bare"),
             ) {
-                (Some(z), Some(b)) => format!("{:.0}%", z / b * 100.0),
+                (Some(z), Some(b)) if i.overlap_pct == BARE_OVERLAP => {
+                    format!("{:.0}%", z / b * 100.0)
+                }
                 _ => "-".into(),
             };
             vec![
                 n.to_string(),
+                format!("{}%", i.overlap_pct),
                 format!("{:+.1}%", i.pct),
                 format!("{:+.1}% .. {:+.1}%", i.low, i.high),
                 if i.measurable() {
@@ -395,8 +409,9 @@ pub fn render(rows: &[Row]) -> String {
     out += &table(
         &[
             "N",
+            "overlap",
             "improvement",
-            "95 % interval",
+            "interval",
             "verdict",
             "zero-copy / bare",
         ],
@@ -405,9 +420,9 @@ pub fn render(rows: &[Row]) -> String {
     out
 }
 
-/// One sentence: at how many FFT lengths zero-copy is measurably faster or
-/// slower than copying (95 % intervals), the range of the improvement, and how
-/// close zero-copy comes to the bare loop.
+/// One sentence: at how many (FFT length, overlap) points zero-copy is
+/// measurably faster or slower than copying (corrected intervals), the range
+/// of the improvement, and how close zero-copy comes to the bare loop.
 pub fn answer(rows: &[Row]) -> String {
     let imp = improvement(rows);
     if imp.is_empty() {
@@ -421,14 +436,15 @@ pub fn answer(rows: &[Row]) -> String {
     let same = imp.len() - faster.len() - slower;
     let lens = |v: &[&Improvement]| {
         v.iter()
-            .map(|i| i.fft_len.to_string())
+            .map(|i| format!("{} at {} %", i.fft_len, i.overlap_pct))
             .collect::<Vec<_>>()
             .join(", ")
     };
     let mut clauses = vec![format!(
-        "zero-copy queues are measurably faster than copying windows out at {} of {} FFT \
-         lengths{}, measurably slower at {slower}, and show no measurable difference at {same} \
-         (95 % intervals; means from {:+.1} % to {:+.1} %)",
+        "zero-copy queues are measurably faster than copying windows out at {} of {} points (FFT \
+         length and overlap){}, measurably slower at {slower}, and show no measurable difference \
+         at {same} (intervals Bonferroni-corrected to 95 % together; means from {:+.1} % to \
+         {:+.1} %)",
         faster.len(),
         imp.len(),
         if faster.is_empty() {
@@ -471,9 +487,16 @@ pub fn json(rows: &[Row]) -> serde_json::Value {
         })).collect::<Vec<_>>(),
         "improvement": improvement(rows).iter().map(|i| json!({
             "fft_len": i.fft_len,
+            "overlap_pct": i.overlap_pct,
             "pct": i.pct,
-            "ci95_low": i.low,
-            "ci95_high": i.high,
+            "ci_low": i.low,
+            "ci_high": i.high,
+            "family_confidence": FAMILY_CONFIDENCE,
+            "comparisons": i.comparisons,
+            "pairs": rows
+                .iter()
+                .find(|r| r.fft_len == i.fft_len && r.overlap_pct == i.overlap_pct && r.mode == "zerocopy")
+                .map_or(0, |r| r.ratios.len()),
             "measurable": i.measurable(),
         })).collect::<Vec<_>>(),
     })
@@ -492,18 +515,27 @@ pub fn line_plot(rows: &[Row]) -> LinePlot {
         y_label: "zero-copy over copy (% faster)".into(),
         x: super::plot::XAxis::PowersOfTwo,
         log_y: false,
-        series: vec![{
+        series: {
             let imp = improvement(rows);
-            Series {
-                label: "zero-copy over manual copy (mean, 95 % interval)".into(),
-                points: imp.iter().map(|i| (i.fft_len as f64, i.pct)).collect(),
-                interval: imp
-                    .iter()
-                    .filter(|i| i.low.is_finite() && i.high.is_finite())
-                    .map(|i| (i.low, i.high))
-                    .collect(),
-            }
-        }],
+            let mut overlaps: Vec<u32> = imp.iter().map(|i| i.overlap_pct).collect();
+            overlaps.sort_unstable();
+            overlaps.dedup();
+            overlaps
+                .into_iter()
+                .map(|o| {
+                    let at: Vec<&Improvement> = imp.iter().filter(|i| i.overlap_pct == o).collect();
+                    Series {
+                        label: format!("{o} % overlap (mean, corrected 95 % interval)"),
+                        points: at.iter().map(|i| (i.fft_len as f64, i.pct)).collect(),
+                        interval: at
+                            .iter()
+                            .filter(|i| i.low.is_finite() && i.high.is_finite())
+                            .map(|i| (i.low, i.high))
+                            .collect(),
+                    }
+                })
+                .collect()
+        },
     }
 }
 
@@ -516,9 +548,10 @@ pub fn report(cfg: &Config, m: &Measured) -> super::report::Report {
         heading: format!(
             "fir: {} samples ({} MiB, streamed from memory larger than the last-level cache) per \
              point, {} interleaved zero-copy/copy pairs per point (median MFLOPS; improvement = mean \
-             of the pairs' ratios with a 95 % interval); source, filter and sink each on a thread, \
-             the bare loop on one; MFLOPS = (10 N log2 N + 6 N) per block / time (N log2 N counts \
-             complex-FFT flops, as paper 001 does)",
+             of the pairs' ratios per FFT length and overlap, intervals Bonferroni-corrected); \
+             source, filter and sink each on a thread, the bare loop on one; nominal MFLOPS = \
+             (10 N log2 N + 6 N) per block / time (paper 001's count for a complex N-point FFT; \
+             the code runs an N/2-point complex FFT and a real inverse)",
             cfg.samples,
             (cfg.samples * 4) >> 20,
             cfg.runs
@@ -748,10 +781,11 @@ mod tests {
 
     #[test]
     fn t_quantiles_are_students() {
-        assert_eq!(t95(1), 12.706);
-        assert_eq!(t95(10), 2.228);
-        assert_eq!(t95(1000), 1.96);
-        assert!(t95(0).is_infinite());
+        // Printed tables: t(0.975) with 1, 10 and 1000 degrees of freedom.
+        assert!((t_quantile(0.975, 1) - 12.706).abs() < 1e-3);
+        assert!((t_quantile(0.975, 10) - 2.228).abs() < 1e-3);
+        assert!((t_quantile(0.975, 1000) - 1.962).abs() < 1e-3);
+        assert!(t_quantile(0.975, 0).is_infinite());
     }
 
     #[test]
@@ -773,6 +807,22 @@ mod tests {
         assert!((faster[0].pct - 10.0).abs() < 1e-6);
         assert!(faster[0].measurable() && faster[0].low > 9.0, "{faster:?}");
         assert!(answer(&[row(vec![0.99, 1.01])]).contains("no measurable difference at 1"));
+        // The same ratios among 39 comparisons get a wider interval
+        // (Bonferroni), and a gain that is clear alone may not be then.
+        let edge = vec![1.02, 1.03, 1.01, 1.02, 1.02];
+        let alone = improvement(&[row(edge.clone())]);
+        let family: Vec<Row> = (0..39)
+            .map(|i| Row {
+                fft_len: 16 << (i / 3),
+                overlap_pct: [10, 50, 90][i % 3],
+                ..row(edge.clone())
+            })
+            .collect();
+        let among = improvement(&family);
+        assert_eq!((among.len(), among[0].comparisons), (39, 39));
+        assert!(alone[0].measurable(), "{alone:?}");
+        assert!(among[0].high - among[0].low > 2.0 * (alone[0].high - alone[0].low));
+        assert!(!among[0].measurable(), "{:?}", among[0]);
     }
 
     #[test]
@@ -787,12 +837,14 @@ mod tests {
         }
         assert_eq!(rows.iter().filter(|r| r.mode == "bare").count(), 2);
         let imp = improvement(&rows);
-        assert_eq!(imp.len(), 2);
+        // One per (N, overlap).
+        assert_eq!(imp.len(), 4);
         let j = json(&rows);
         assert_eq!(j["experiment"], "fir");
         assert_eq!(j["rows"].as_array().unwrap().len(), rows.len());
-        assert_eq!(j["improvement"].as_array().unwrap().len(), 2);
-        assert!(render(&rows).contains("95 % interval"));
+        assert_eq!(j["improvement"].as_array().unwrap().len(), 4);
+        assert_eq!(j["improvement"][0]["comparisons"], 4);
+        assert!(render(&rows).contains("Bonferroni"));
         let dir = tempfile::tempdir().unwrap();
         plot(&rows, &dir.path().join("fir.svg")).unwrap();
     }
