@@ -27,7 +27,7 @@ enum Command {
     ///
     /// JSON (--json): one document per experiment, {"experiment":NAME,"rows":[...]};
     /// the keys of each row:
-    ///   ring:     impl (dmaflow|rtrb|ringbuf|vmcircbuffer|crossbeam|memcpy),
+    ///   ring:     impl (dmaflow|rtrb|ringbuf|vmcircbuffer|crossbeam|bound),
     ///             case (stream|window|window-copy), batch_bytes,
     ///             gbytes_per_s (10^9 B/s, median)
     ///   fir:      fft_len, overlap_pct, mode (zerocopy|copy|bare), taps,

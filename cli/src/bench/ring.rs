@@ -6,6 +6,17 @@
 //! bit pattern is its sequence number); the consumer folds every item into a
 //! wrapping integer sum of the bits, which vectorises, so the queue and not the
 //! per-item work is what is measured. Every run's checksum is verified.
+//!
+//! Every queue is measured on the same terms: the same batches of the same
+//! items, the consumer taking whatever is readable as soon as anything is,
+//! both sides waiting the same way (spin briefly, then `sched_yield`), no
+//! allocation per batch (crossbeam's batches are buffers passed back and
+//! forth), implementations taking turns in each round with the order reversed
+//! every other round. Time runs from the first thread's start to the last
+//! thread's end, each read on its own thread. The `bound` row does the same
+//! work on two threads with no queue between them (each on a private buffer
+//! of the queue's size): no queue can beat it, and a row faster than it by
+//! more than the run-to-run spread is flagged as implausible.
 
 #[cfg(feature = "peers")]
 use std::mem::MaybeUninit;
@@ -69,7 +80,7 @@ impl Config {
 /// One row of the result: the median of `runs` measurements.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
-    /// `dmaflow`, `rtrb`, `ringbuf`, `vmcircbuffer`, `crossbeam` or `memcpy`.
+    /// `dmaflow`, `rtrb`, `ringbuf`, `vmcircbuffer`, `crossbeam` or `bound`.
     pub implementation: &'static str,
     /// `stream`, `window` or `window-copy`.
     pub case: &'static str,
@@ -77,6 +88,48 @@ pub struct Row {
     pub batch_bytes: usize,
     /// Median throughput in 10^9 bytes per second of stream.
     pub gbytes_per_s: f64,
+    /// The lowest and highest of the runs.
+    pub range: (f64, f64),
+    /// Measurements.
+    pub runs: usize,
+}
+
+/// How far above the no-queue bound (as a share of it) a median may lie
+/// before it is flagged: the rounds' spread on this kind of machine.
+const IMPLAUSIBLE: f64 = 1.25;
+
+impl Row {
+    /// Whether the row beats the no-queue bound of its batch by more than
+    /// the spread allows: a measurement error, not a queue.
+    pub fn implausible(&self, rows: &[Row]) -> bool {
+        self.implementation != "bound"
+            && rows
+                .iter()
+                .find(|b| b.implementation == "bound" && b.batch_bytes == self.batch_bytes)
+                .is_some_and(|b| self.gbytes_per_s > IMPLAUSIBLE * b.gbytes_per_s)
+    }
+}
+
+/// A waiting side's backoff, the same for every queue: spin a little, then
+/// `sched_yield` (what dmaflow's `Wait::Yield` does).
+#[derive(Default)]
+struct Backoff(u32);
+
+impl Backoff {
+    const SPINS: u32 = 64;
+
+    fn wait(&mut self) {
+        if self.0 < Self::SPINS {
+            self.0 += 1;
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+
+    fn reset(&mut self) {
+        self.0 = 0;
+    }
 }
 
 /// Sets every item to the float whose bits are its sequence number.
@@ -112,29 +165,29 @@ fn series(first: u64, n: u64) -> u32 {
 }
 
 /// Runs `producer` and `consumer` on two threads started together; returns the
-/// elapsed seconds and the consumer's checksum.
+/// seconds from the first one's start to the last one's end (each read on
+/// its own thread, so a descheduled caller does not shorten the run) and the
+/// consumer's checksum.
 fn two_threads<P, C>(name: &'static str, producer: P, consumer: C) -> Result<(f64, u32), Error>
 where
     P: FnOnce() -> Result<(), Error> + Send,
     C: FnOnce() -> Result<u32, Error> + Send,
 {
-    let start = Barrier::new(3);
+    let start = Barrier::new(2);
     std::thread::scope(|s| {
         let p = s.spawn(|| {
             start.wait();
-            producer()
+            let t0 = Instant::now();
+            producer().map(|()| (t0, Instant::now()))
         });
         let c = s.spawn(|| {
             start.wait();
-            consumer()
+            let t0 = Instant::now();
+            consumer().map(|sum| (t0, Instant::now(), sum))
         });
-        start.wait();
-        let t0 = Instant::now();
-        let pr = p.join();
-        let cr = c.join();
-        let secs = t0.elapsed().as_secs_f64();
-        pr.map_err(|_| Error::Panicked(name))??;
-        let sum = cr.map_err(|_| Error::Panicked(name))??;
+        let (p0, p1) = p.join().map_err(|_| Error::Panicked(name))??;
+        let (c0, c1, sum) = c.join().map_err(|_| Error::Panicked(name))??;
+        let secs = (p1.max(c1) - p0.min(c0)).as_secs_f64();
         Ok((secs, sum))
     })
 }
@@ -151,21 +204,11 @@ impl Shape {
     }
 }
 
-/// dmaflow's consumer fires once a sixteenth of the queue (and at least one batch)
-/// is readable, then takes everything readable; the peers have no firing threshold
-/// and take whatever is readable as soon as anything is.
-pub fn consumer_threshold_items(batch_items: usize, queue_items: usize) -> usize {
-    (queue_items / 16).max(batch_items).min(queue_items)
-}
-
-fn consumer_threshold(sh: &Shape) -> usize {
-    consumer_threshold_items(sh.batch, sh.queue)
-}
-
 fn dmaflow_stream(sh: &Shape) -> Result<(f64, u32), Error> {
-    let (mut w, mut r) = Builder::<f32>::new(sh.queue).wait(Wait::Spin).build()?;
+    let (mut w, mut r) = Builder::<f32>::new(sh.queue).wait(Wait::Yield).build()?;
     let (nb, bi) = (sh.batches(), sh.batch);
-    let threshold = consumer_threshold(sh);
+    // Whatever is readable, as soon as anything is (as every peer takes it).
+    let threshold = 1;
     two_threads(
         "dmaflow",
         move || {
@@ -192,7 +235,7 @@ fn dmaflow_stream(sh: &Shape) -> Result<(f64, u32), Error> {
 
 /// Sliding windows of `2 * hop` items, `hop` apart, read in place.
 fn dmaflow_window(sh: &Shape) -> Result<(f64, u32), Error> {
-    let (mut w, mut r) = Builder::<f32>::new(sh.queue).wait(Wait::Spin).build()?;
+    let (mut w, mut r) = Builder::<f32>::new(sh.queue).wait(Wait::Yield).build()?;
     let (nb, hop) = (sh.batches(), sh.batch);
     two_threads(
         "dmaflow",
@@ -220,7 +263,7 @@ fn dmaflow_window(sh: &Shape) -> Result<(f64, u32), Error> {
 /// The same windows, built by a reader that copies the overlap to the front of a
 /// private buffer and the new hop after it (paper 001, §II).
 fn copying_window(sh: &Shape) -> Result<(f64, u32), Error> {
-    let (mut w, mut r) = Builder::<f32>::new(sh.queue).wait(Wait::Spin).build()?;
+    let (mut w, mut r) = Builder::<f32>::new(sh.queue).wait(Wait::Yield).build()?;
     let (nb, hop) = (sh.batches(), sh.batch);
     two_threads(
         "dmaflow",
@@ -267,13 +310,15 @@ fn rtrb_stream(sh: &Shape) -> Result<(f64, u32), Error> {
     two_threads(
         "rtrb",
         move || {
+            let mut backoff = Backoff::default();
             for b in 0..nb {
                 let mut chunk = loop {
                     match p.write_chunk_uninit(bi) {
                         Ok(c) => break c,
-                        Err(_) => std::hint::spin_loop(),
+                        Err(_) => backoff.wait(),
                     }
                 };
+                backoff.reset();
                 let (x, y) = chunk.as_mut_slices();
                 let first = (b * bi) as u32;
                 let xl = x.len() as u32;
@@ -286,12 +331,14 @@ fn rtrb_stream(sh: &Shape) -> Result<(f64, u32), Error> {
         },
         move || {
             let (mut sum, mut got) = (0u32, 0usize);
+            let mut backoff = Backoff::default();
             while got < total {
                 let n = c.slots();
                 if n == 0 {
-                    std::hint::spin_loop();
+                    backoff.wait();
                     continue;
                 }
+                backoff.reset();
                 let chunk = c.read_chunk(n).map_err(|e| Error::Peer {
                     peer: "rtrb",
                     reason: e.to_string(),
@@ -314,10 +361,12 @@ fn ringbuf_stream(sh: &Shape) -> Result<(f64, u32), Error> {
     two_threads(
         "ringbuf",
         move || {
+            let mut backoff = Backoff::default();
             for b in 0..nb {
                 while p.vacant_len() < bi {
-                    std::hint::spin_loop();
+                    backoff.wait();
                 }
+                backoff.reset();
                 let (x, y) = p.vacant_slices_mut();
                 let first = (b * bi) as u32;
                 let nx = x.len().min(bi);
@@ -330,13 +379,15 @@ fn ringbuf_stream(sh: &Shape) -> Result<(f64, u32), Error> {
         },
         move || {
             let (mut sum, mut got) = (0u32, 0usize);
+            let mut backoff = Backoff::default();
             while got < total {
                 let (x, y) = c.as_slices();
                 let n = x.len() + y.len();
                 if n == 0 {
-                    std::hint::spin_loop();
+                    backoff.wait();
                     continue;
                 }
+                backoff.reset();
                 sum = sum.wrapping_add(checksum(x)).wrapping_add(checksum(y));
                 c.skip(n);
                 got += n;
@@ -346,72 +397,127 @@ fn ringbuf_stream(sh: &Shape) -> Result<(f64, u32), Error> {
     )
 }
 
+/// vmcircbuffer's lock-free variant (its `sync` one takes a mutex and a
+/// condition variable per call).
 #[cfg(feature = "peers")]
 fn vmcircbuffer_stream(sh: &Shape) -> Result<(f64, u32), Error> {
+    use vmcircbuffer::lockfree::Circular;
+    let peer = |e: vmcircbuffer::lockfree::CircularError| Error::Peer {
+        peer: "vmcircbuffer",
+        reason: e.to_string(),
+    };
     let mut w =
-        vmcircbuffer::sync::Circular::with_capacity::<f32>(sh.queue).map_err(|e| Error::Peer {
-            peer: "vmcircbuffer",
-            reason: format!("{e:?}"),
-        })?;
-    let mut r = w.add_reader();
-    let (nb, bi) = (sh.batches(), sh.batch);
+        Circular::with_capacity::<f32, vmcircbuffer::NoMetadata>(sh.queue, 1).map_err(peer)?;
+    let mut r = w.add_reader().map_err(peer)?;
+    let (nb, bi, total) = (sh.batches(), sh.batch, sh.items);
     two_threads(
         "vmcircbuffer",
         move || {
+            let mut backoff = Backoff::default();
             for b in 0..nb {
-                while w.slice().len() < bi {}
+                while w.slice().len() < bi {
+                    backoff.wait();
+                }
+                backoff.reset();
                 fill(&mut w.slice()[..bi], (b * bi) as u32);
-                w.produce(bi);
+                w.produce(bi, &[]);
             }
             Ok(())
         },
         move || {
-            let mut sum = 0u32;
-            while let Some(s) = r.slice() {
+            let (mut sum, mut got) = (0u32, 0usize);
+            let mut backoff = Backoff::default();
+            while got < total {
+                let s = r.slice();
+                if s.is_empty() {
+                    backoff.wait();
+                    continue;
+                }
+                backoff.reset();
                 sum = sum.wrapping_add(checksum(s));
                 let n = s.len();
                 r.consume(n);
+                got += n;
             }
             Ok(sum)
         },
     )
 }
 
+/// A channel of batch buffers: the queue's capacity in batches, each buffer
+/// allocated once and passed back to the producer when read (so the figure is
+/// the channel's, not the allocator's). The waits are crossbeam's own (spin,
+/// then park).
 #[cfg(feature = "peers")]
 fn crossbeam_stream(sh: &Shape) -> Result<(f64, u32), Error> {
-    let (tx, rx) = crossbeam_channel::bounded::<Vec<f32>>((sh.queue / sh.batch).max(1));
+    let slots = (sh.queue / sh.batch).max(1);
+    let (full_tx, full_rx) = crossbeam_channel::bounded::<Vec<f32>>(slots);
+    let (empty_tx, empty_rx) = crossbeam_channel::bounded::<Vec<f32>>(slots);
+    for _ in 0..slots {
+        empty_tx
+            .send(vec![0f32; sh.batch])
+            .map_err(|e| Error::Peer {
+                peer: "crossbeam",
+                reason: e.to_string(),
+            })?;
+    }
     let (nb, bi) = (sh.batches(), sh.batch);
+    let gone = |e: String| Error::Peer {
+        peer: "crossbeam",
+        reason: e,
+    };
     two_threads(
         "crossbeam",
         move || {
             for b in 0..nb {
-                let mut v = vec![0f32; bi];
+                let mut v = empty_rx.recv().map_err(|e| gone(e.to_string()))?;
                 fill(&mut v, (b * bi) as u32);
-                tx.send(v).map_err(|e| Error::Peer {
-                    peer: "crossbeam",
-                    reason: e.to_string(),
-                })?;
+                full_tx.send(v).map_err(|e| gone(e.to_string()))?;
             }
             Ok(())
         },
-        move || Ok(rx.iter().fold(0u32, |a, v| a.wrapping_add(checksum(&v)))),
+        move || {
+            let mut sum = 0u32;
+            for v in full_rx.iter() {
+                sum = sum.wrapping_add(checksum(&v));
+                // The producer may be done and gone: nothing then wants it.
+                let _ = empty_tx.send(v);
+            }
+            Ok(sum)
+        },
     )
 }
 
-/// One thread copying batch-sized blocks between two queue-sized buffers: the
-/// limit a queue that moves every byte once could reach.
-fn memcpy_stream(sh: &Shape) -> Result<(f64, u32), Error> {
-    let mut src = vec![0f32; sh.queue];
-    fill(&mut src, 0);
-    let mut dst = vec![0f32; sh.queue];
-    let t0 = Instant::now();
-    for b in 0..sh.batches() {
-        let off = (b * sh.batch) % sh.queue;
-        dst[off..off + sh.batch].copy_from_slice(&src[off..off + sh.batch]);
-        std::hint::black_box(&mut dst);
-    }
-    let secs = t0.elapsed().as_secs_f64();
-    Ok((secs, checksum(&dst)))
+/// The same work with no queue: the producer fills and the consumer sums
+/// batches of their own private buffer of the queue's size, on two threads
+/// started together. What a queue adds (hand-over, shared cache lines, the
+/// consumer reading what the producer wrote) only slows this down.
+fn bound_stream(sh: &Shape) -> Result<(f64, u32), Error> {
+    let (nb, bi, q) = (sh.batches(), sh.batch, sh.queue);
+    let mut src = vec![0f32; q];
+    let mut dst = vec![0f32; q];
+    // The consumer's buffer holds the stream's items where the queue would:
+    // its sums are those of the stream, one queue-full at a time.
+    two_threads(
+        "bound",
+        move || {
+            for b in 0..nb {
+                let off = (b * bi) % q;
+                fill(&mut src[off..off + bi], (b * bi) as u32);
+                std::hint::black_box(&mut src);
+            }
+            Ok(())
+        },
+        move || {
+            fill(&mut dst, 0);
+            let mut sum = 0u32;
+            for b in 0..nb {
+                let off = (b * bi) % q;
+                sum = sum.wrapping_add(checksum(std::hint::black_box(&dst[off..off + bi])));
+            }
+            Ok(sum)
+        },
+    )
 }
 
 type Measure = fn(&Shape) -> Result<(f64, u32), Error>;
@@ -428,7 +534,7 @@ fn contenders(case: &'static str) -> Vec<(&'static str, Measure)> {
                 ("vmcircbuffer", vmcircbuffer_stream),
                 ("crossbeam", crossbeam_stream),
             ]);
-            v.push(("memcpy", memcpy_stream));
+            v.push(("bound", bound_stream));
             v
         }
         "window" => vec![("dmaflow", dmaflow_window)],
@@ -449,7 +555,13 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
             let impls = contenders(case);
             let mut samples = vec![Vec::new(); impls.len()];
             for run in 0..cfg.runs {
-                for (i, (name, measure)) in impls.iter().enumerate() {
+                // Turns, the order reversed every other round.
+                let mut order: Vec<usize> = (0..impls.len()).collect();
+                if run % 2 == 1 {
+                    order.reverse();
+                }
+                for i in order {
+                    let (name, measure) = &impls[i];
                     progress(&format!(
                         "ring {case} {} {name} run {}/{}",
                         bytes_label(batch_bytes),
@@ -458,7 +570,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
                     ));
                     let (secs, sum) = measure(&shape)?;
                     let expected = match (case, *name) {
-                        (_, "memcpy") => checksum_of_queue(shape.queue),
+                        (_, "bound") => bound_series(&shape),
                         ("stream", _) => series(0, shape.items as u64),
                         _ => window_series(shape.items, shape.batch),
                     };
@@ -478,6 +590,11 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
                     case,
                     batch_bytes,
                     gbytes_per_s: median(s),
+                    range: (
+                        s.iter().copied().fold(f64::INFINITY, f64::min),
+                        s.iter().copied().fold(0.0, f64::max),
+                    ),
+                    runs: s.len(),
                 });
             }
         }
@@ -485,8 +602,13 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
     Ok(rows)
 }
 
-fn checksum_of_queue(items: usize) -> u32 {
-    series(0, items as u64)
+/// The no-queue bound's checksum: the consumer sums its queue-sized buffer
+/// (items `0..queue`) batch by batch, wrapping around it.
+fn bound_series(sh: &Shape) -> u32 {
+    (0..sh.batches()).fold(0u32, |a, b| {
+        let off = (b * sh.batch) % sh.queue;
+        a.wrapping_add(series(off as u64, sh.batch as u64))
+    })
 }
 
 /// Throughput of dmaflow in the same case (the `window` case for `window-copy`).
@@ -515,12 +637,26 @@ pub fn render(rows: &[Row]) -> String {
                 r.case.to_string(),
                 bytes_label(r.batch_bytes),
                 format!("{:.2}", r.gbytes_per_s),
+                format!("{:.2}..{:.2}", r.range.0, r.range.1),
                 ratio,
+                if r.implausible(rows) {
+                    "implausible: above the no-queue bound".into()
+                } else {
+                    String::new()
+                },
             ]
         })
         .collect();
     table(
-        &["impl", "case", "batch", "GB/s (median)", "x dmaflow"],
+        &[
+            "impl",
+            "case",
+            "batch",
+            "GB/s (median)",
+            "range",
+            "x dmaflow",
+            "check",
+        ],
         &cells,
     )
 }
@@ -566,7 +702,7 @@ fn compare(rows: &[Row], batch: usize) -> Option<Comparison> {
         .filter(|r| {
             r.batch_bytes == batch
                 && r.case == "stream"
-                && !matches!(r.implementation, "dmaflow" | "memcpy")
+                && !matches!(r.implementation, "dmaflow" | "bound")
         })
         .max_by(|x, y| x.gbytes_per_s.total_cmp(&y.gbytes_per_s))?;
     Some(Comparison {
@@ -611,6 +747,10 @@ pub fn json(rows: &[Row]) -> serde_json::Value {
             "case": r.case,
             "batch_bytes": r.batch_bytes,
             "gbytes_per_s": r.gbytes_per_s,
+            "gbytes_per_s_min": r.range.0,
+            "gbytes_per_s_max": r.range.1,
+            "runs": r.runs,
+            "implausible": r.implausible(rows),
         })).collect::<Vec<_>>(),
     })
 }
@@ -620,7 +760,10 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
     super::report::Report {
         experiment: "ring",
         heading: format!(
-            "ring: {} per measurement, median of {} runs, queue {}",
+            "ring: {} per measurement, median of {} runs (min..max beside it; implementations \
+             taking turns, the order reversed every other round), queue {}; every queue's \
+             consumer takes whatever is readable, both sides spin then yield; `bound`: the same \
+             work on two threads with no queue between them",
             super::bytes_label(cfg.total_bytes),
             cfg.runs,
             super::bytes_label(cfg.queue_bytes)
@@ -660,13 +803,38 @@ mod tests {
     }
 
     #[test]
+    fn a_row_above_the_no_queue_bound_is_flagged() {
+        let row = |implementation, gbytes_per_s| Row {
+            implementation,
+            case: "stream",
+            batch_bytes: 64,
+            gbytes_per_s,
+            range: (gbytes_per_s, gbytes_per_s),
+            runs: 1,
+        };
+        let rows = [
+            row("bound", 10.0),
+            row("ringbuf", 9000.0),
+            row("dmaflow", 11.0),
+        ];
+        assert!(rows[1].implausible(&rows));
+        assert!(!rows[2].implausible(&rows));
+        assert!(render(&rows).contains("implausible"));
+    }
+
+    #[test]
     fn tiny_run_verifies_every_implementation() {
         let rows = run(&Config::tiny(), |_| {}).unwrap();
         let impls_per_batch = contenders("stream").len() + 2;
         assert_eq!(rows.len(), 2 * impls_per_batch);
         for r in &rows {
             assert!(r.gbytes_per_s.is_finite() && r.gbytes_per_s > 0.0, "{r:?}");
+            assert!(
+                r.range.0 <= r.gbytes_per_s && r.gbytes_per_s <= r.range.1,
+                "{r:?}"
+            );
         }
+        assert!(rows.iter().any(|r| r.implementation == "bound"));
         let j = json(&rows);
         assert_eq!(j["experiment"], "ring");
         assert_eq!(j["rows"].as_array().unwrap().len(), rows.len());
