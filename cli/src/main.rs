@@ -29,9 +29,13 @@ enum Command {
     /// the keys of each row:
     ///   ring:     impl (dmaflow|rtrb|ringbuf|vmcircbuffer|crossbeam|bound),
     ///             case (stream|window|window-copy), batch_bytes,
-    ///             gbytes_per_s (10^9 B/s, median)
+    ///             gbytes_per_s (10^9 B/s, median), gbytes_per_s_min,
+    ///             gbytes_per_s_max, runs, implausible (bool: above the
+    ///             no-queue bound)
     ///   fir:      fft_len, overlap_pct, mode (zerocopy|copy|bare), taps,
-    ///             mflops (median; 10 N log2 N + 6 N flops per block)
+    ///             mflops (median, nominal: 10 N log2 N + 6 N flops per block);
+    ///             improvement: fft_len, overlap_pct, pct, ci_low, ci_high
+    ///             (Bonferroni over `comparisons`), pairs, measurable
     ///   transfer: clock (the profile's port, e.g. "1200MB/s", or "unlimited"),
     ///             completion (poll|irq), path (zerocopy|copy), cache_maintenance
     ///             (bool), loaded (bool: another thread spinning on a core),
@@ -48,8 +52,11 @@ enum Command {
     ///   loopback: completion (poll|yield|irq|proxy), path (zerocopy|copy),
     ///             buffering (single|double), partition (unique|blocks),
     ///             block_bytes, bytes, median_us (two-way transfer), model_us,
-    ///             overhead_us, cpu_us, cpu_share, tx_us (MM2S start to its
-    ///             completion), rx_us (S2MM start to its completion), us_per_byte,
+    ///             overhead_us, cpu_us (driver threads and interrupt delivery),
+    ///             irq_delivery_us (of cpu_us: the emulated interrupt's eventfd
+    ///             write and wake-up, a handler's work on a board), cpu_share,
+    ///             tx_us (MM2S start to its completion), rx_us (S2MM start to its
+    ///             completion), us_per_byte,
     ///             iterations (times medians, at the profile's port clock)
     ///   bgsub:    device (fabric|cpu), width, height, frames, seconds (all frames),
     ///             frame_ms (median), frames_per_s (at the median frame time),

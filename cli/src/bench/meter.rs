@@ -1,7 +1,9 @@
 //! What a stretch of driver work cost the host: wall time and the CPU time of
 //! every driver-side thread (the caller, and a kernel-style [`Proxy`] thread when
-//! there is one), never the emulated device's thread, which is hardware on a
-//! board. The CPU clock is read outside the wall-clock interval, so its system
+//! there is one), plus the interrupt delivery the emulated device did meanwhile
+//! (on a board the interrupt handler runs on the host CPU;
+//! [`interrupt_delivery_cpu`]), never the rest of the emulated device's work,
+//! which is hardware on a board. The CPU clock is read outside the wall-clock interval, so its system
 //! call does not lengthen the time measured; what the reads themselves cost in
 //! CPU (a fraction of a microsecond, calibrated once per process as the median
 //! of empty measurements) is taken off every measurement.
@@ -11,11 +13,13 @@ use std::time::{Duration, Instant};
 
 use dmaflow::dma::Proxy;
 use dmaflow::platform::cpu::thread_cpu_time;
+use dmaflow::platform::sim::interrupt_delivery_cpu;
 
 /// A running measurement.
 pub struct Meter<'a> {
     wall: Instant,
     cpu: Duration,
+    delivery: Duration,
     proxy: Option<(&'a Proxy, Duration)>,
 }
 
@@ -24,8 +28,10 @@ pub struct Meter<'a> {
 pub struct Cost {
     /// Wall time.
     pub wall: Duration,
-    /// CPU time of the driver-side threads.
+    /// CPU time of the driver-side threads, interrupt delivery included.
     pub cpu: Duration,
+    /// Of that, the interrupt delivery.
+    pub delivery: Duration,
 }
 
 impl Cost {
@@ -49,8 +55,10 @@ impl Cost {
 pub struct Tally {
     /// Wall time, summed.
     pub wall: Duration,
-    /// CPU time of the driver-side threads, summed.
+    /// CPU time of the driver-side threads (interrupt delivery included), summed.
     pub cpu: Duration,
+    /// Of that, the interrupt delivery, summed.
+    pub delivery: Duration,
     /// Transfers added.
     pub n: usize,
 }
@@ -60,6 +68,7 @@ impl Tally {
     pub fn add(&mut self, c: Cost) {
         self.wall += c.wall;
         self.cpu += c.cpu;
+        self.delivery += c.delivery;
         self.n += 1;
     }
 
@@ -68,7 +77,13 @@ impl Tally {
         Cost {
             wall: self.wall,
             cpu: self.cpu,
+            delivery: self.delivery,
         }
+    }
+
+    /// Mean interrupt delivery CPU per transfer, in microseconds.
+    pub fn delivery_us(&self) -> f64 {
+        self.delivery.as_secs_f64() * 1e6 / self.n.max(1) as f64
     }
 
     /// Mean CPU time per transfer, in microseconds.
@@ -105,6 +120,7 @@ impl<'a> Meter<'a> {
         reading_cost();
         Meter {
             proxy: proxy.map(|p| (p, p.driver_cpu_time())),
+            delivery: interrupt_delivery_cpu(),
             cpu: thread_cpu_time(),
             wall: Instant::now(),
         }
@@ -119,7 +135,12 @@ impl<'a> Meter<'a> {
         if let Some((p, before)) = self.proxy {
             cpu += p.driver_cpu_time().saturating_sub(before);
         }
-        Cost { wall, cpu }
+        let delivery = interrupt_delivery_cpu().saturating_sub(self.delivery);
+        Cost {
+            wall,
+            cpu: cpu + delivery,
+            delivery,
+        }
     }
 }
 
