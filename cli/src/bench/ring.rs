@@ -12,7 +12,8 @@
 //! both sides waiting the same way (spin briefly, then `sched_yield`), no
 //! allocation per batch (crossbeam's batches are buffers passed back and
 //! forth), implementations taking turns in each round with the order reversed
-//! every other round. Time runs from the first thread's start to the last
+//! every other round, the producer and the consumer pinned to two different
+//! cores. Time runs from the first thread's start to the last
 //! thread's end, each read on its own thread. The `bound` row does the same
 //! work on two threads with no queue between them (each on a private buffer
 //! of the queue's size): no queue can beat it, and a row faster than it by
@@ -27,6 +28,7 @@ use serde_json::json;
 
 use super::report::sentence;
 use super::{Error, bytes_label, median, table};
+use dmaflow::platform::cpu::{allowed_cores, pin};
 use dmaflow::ring::{Builder, Wait};
 
 /// Size of one item in bytes.
@@ -174,13 +176,25 @@ where
     C: FnOnce() -> Result<u32, Error> + Send,
 {
     let start = Barrier::new(2);
+    // The producer on the first core allowed, the consumer on the second (where
+    // there are two), the same for every queue: a pair left to the scheduler
+    // sometimes shares a core and its caches, which spreads the runs over 5x.
+    let cores = allowed_cores(None).unwrap_or_default();
+    let core = |i: usize| cores.get(i).or(cores.first()).copied();
+    let place = |c: Option<usize>| {
+        if let Some(c) = c {
+            let _ = pin(None, &[c]);
+        }
+    };
     std::thread::scope(|s| {
         let p = s.spawn(|| {
+            place(core(0));
             start.wait();
             let t0 = Instant::now();
             producer().map(|()| (t0, Instant::now()))
         });
         let c = s.spawn(|| {
+            place(core(1));
             start.wait();
             let t0 = Instant::now();
             consumer().map(|sum| (t0, Instant::now(), sum))
