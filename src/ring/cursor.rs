@@ -128,15 +128,45 @@ pub(crate) struct WriteSide<L> {
 pub(crate) struct ReadSide<L> {
     shared: Arc<Shared<L>>,
     cursor: Arc<ReadCursor>,
+    /// Next position to consume.
+    read: u64,
+    /// What the reader has seen of the writer and the layout.
+    view: View<L>,
+}
+
+/// A reader's view of the queue: the layout and the writer's position as last
+/// seen. Kept apart from the shared state so that a wait can refresh it while
+/// holding a plain reference to that state (no reference count touched).
+struct View<L> {
     memory: L,
     epoch: u64,
     capacity: u64,
-    /// Next position to consume.
-    read: u64,
     /// Writer's position as last seen.
     write: u64,
     /// `read % capacity`, kept incrementally.
     slot: u64,
+}
+
+impl<L: Clone> View<L> {
+    /// Looks at the writer's cursor (and follows the queue to new memory if it
+    /// grew); returns the items readable from `read`.
+    fn refresh(&mut self, shared: &Shared<L>, read: u64) -> u64 {
+        self.write = shared.write.load(Ordering::Acquire);
+        if shared.epoch.load(Ordering::Relaxed) != self.epoch {
+            self.switch_layout(shared, read);
+        }
+        self.write - read
+    }
+
+    /// Follows the writer to the queue's new memory.
+    #[cold]
+    fn switch_layout(&mut self, shared: &Shared<L>, read: u64) {
+        let layout = lock(&shared.layout);
+        self.memory = layout.memory.clone();
+        self.capacity = layout.capacity;
+        self.epoch = layout.epoch;
+        self.slot = read % self.capacity;
+    }
 }
 
 /// A new queue of `capacity` slots with one reader.
@@ -207,7 +237,19 @@ impl<L: Clone> WriteSide<L> {
 
     /// Makes sure `n` slots are free, waiting for readers if `block`. Returns
     /// `Ok(false)` when not blocking and the space is not there.
+    #[inline]
     pub(crate) fn wait_free(&mut self, n: usize, block: bool) -> Result<bool, Error> {
+        // The common case, space already known to be free (which also means
+        // `n` is within the capacity), without a call.
+        if n as u64 <= self.free() {
+            return Ok(true);
+        }
+        self.wait_free_slow(n, block)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn wait_free_slow(&mut self, n: usize, block: bool) -> Result<bool, Error> {
         if n as u64 > self.capacity {
             return Err(Error::ReserveTooLarge {
                 requested: n,
@@ -249,6 +291,7 @@ impl<L: Clone> WriteSide<L> {
     }
 
     /// Publishes `k` items written after the current position.
+    #[inline]
     pub(crate) fn publish(&mut self, k: usize) {
         debug_assert!(k as u64 <= self.free());
         self.write += k as u64;
@@ -272,12 +315,14 @@ impl<L: Clone> WriteSide<L> {
         ReadSide {
             shared: self.shared.clone(),
             cursor,
-            memory: self.memory.clone(),
-            epoch: self.shared.epoch.load(Ordering::Relaxed),
-            capacity: self.capacity,
             read: self.write,
-            write: self.write,
-            slot: self.slot,
+            view: View {
+                memory: self.memory.clone(),
+                epoch: self.shared.epoch.load(Ordering::Relaxed),
+                capacity: self.capacity,
+                write: self.write,
+                slot: self.slot,
+            },
         }
     }
 
@@ -333,22 +378,22 @@ impl<L> Drop for WriteSide<L> {
 impl<L: Clone> ReadSide<L> {
     /// Items readable as last seen.
     pub(crate) fn available(&self) -> usize {
-        (self.write - self.read) as usize
+        (self.view.write - self.read) as usize
     }
 
     /// Slot index of the next position to read.
     pub(crate) fn slot(&self) -> usize {
-        self.slot as usize
+        self.view.slot as usize
     }
 
     /// Capacity in items.
     pub(crate) fn capacity(&self) -> usize {
-        self.capacity as usize
+        self.view.capacity as usize
     }
 
     /// The memory the slots live in, as this reader sees it.
     pub(crate) fn memory(&self) -> &L {
-        &self.memory
+        &self.view.memory
     }
 
     /// Items consumed so far.
@@ -357,56 +402,66 @@ impl<L: Clone> ReadSide<L> {
     }
 
     fn refresh(&mut self) -> u64 {
-        self.write = self.shared.write.load(Ordering::Acquire);
-        if self.shared.epoch.load(Ordering::Relaxed) != self.epoch {
-            self.switch_layout();
-        }
-        self.write - self.read
-    }
-
-    /// Follows the writer to the queue's new memory.
-    #[cold]
-    fn switch_layout(&mut self) {
-        let layout = lock(&self.shared.layout);
-        self.memory = layout.memory.clone();
-        self.capacity = layout.capacity;
-        self.epoch = layout.epoch;
-        self.slot = self.read % self.capacity;
+        let ReadSide {
+            shared, view, read, ..
+        } = self;
+        view.refresh(shared, *read)
     }
 
     /// Waits (if `block`) until `threshold` items are readable or the writer is gone,
     /// and returns how many are readable; `Ok(None)` when not blocking and neither
     /// holds yet.
+    #[inline]
     pub(crate) fn wait_available(
         &mut self,
         threshold: usize,
         block: bool,
     ) -> Result<Option<usize>, Error> {
-        if threshold as u64 > self.capacity {
+        // Enough already known to be readable (which also means the threshold
+        // is within the capacity): no need to touch the writer's cache line,
+        // nor to make a call.
+        let known = self.view.write - self.read;
+        if known >= (threshold as u64).max(1) {
+            return Ok(Some(known as usize));
+        }
+        self.wait_available_slow(threshold, block)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn wait_available_slow(
+        &mut self,
+        threshold: usize,
+        block: bool,
+    ) -> Result<Option<usize>, Error> {
+        if threshold as u64 > self.view.capacity {
             // The writer may have grown the queue since we last looked.
             self.refresh();
-            if threshold as u64 > self.capacity {
+            if threshold as u64 > self.view.capacity {
                 return Err(Error::ThresholdTooLarge {
                     threshold,
-                    capacity: self.capacity as usize,
+                    capacity: self.view.capacity as usize,
                 });
             }
         }
         let t = threshold as u64;
         // Enough already known to be readable: no need to touch the writer's cache
         // line. (An empty answer is only ever given after a fresh look.)
-        let known = self.write - self.read;
+        let known = self.view.write - self.read;
         if known >= t.max(1) {
             return Ok(Some(known as usize));
         }
         if self.refresh() >= t {
             return Ok(Some(self.available()));
         }
-        let shared = self.shared.clone();
+        let ReadSide {
+            shared, view, read, ..
+        } = self;
+        let (shared, read): (&Shared<L>, u64) = (shared, *read);
         let mut ready = || {
             // Read `closed` first: once it is set, the write cursor is final.
             let closed = shared.writer_closed.load(Ordering::Acquire);
-            self.refresh() >= t || closed
+            view.refresh(shared, read) >= t || closed
         };
         if !ready() {
             if !block {
@@ -418,6 +473,7 @@ impl<L: Clone> ReadSide<L> {
     }
 
     /// Releases `m` items to the writer.
+    #[inline]
     pub(crate) fn release(&mut self, m: usize) -> Result<(), Error> {
         if m > self.available() && m as u64 > self.refresh() {
             return Err(Error::ConsumeTooLarge {
@@ -426,7 +482,7 @@ impl<L: Clone> ReadSide<L> {
             });
         }
         self.read += m as u64;
-        self.slot = advance(self.slot, m as u64, self.capacity);
+        self.view.slot = advance(self.view.slot, m as u64, self.view.capacity);
         self.cursor.read.store(self.read, Ordering::Release);
         if self.shared.wait == Wait::Block {
             self.shared.space.notify();

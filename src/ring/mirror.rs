@@ -225,6 +225,7 @@ impl Mirror {
     }
 
     /// Whether the range was given up to a device ([`Mirror::surrender`]).
+    #[inline]
     pub(crate) fn is_lost(&self) -> bool {
         self.lost.load(std::sync::atomic::Ordering::Acquire)
     }
