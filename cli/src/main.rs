@@ -32,6 +32,9 @@ enum Command {
     ///             gbytes_per_s (10^9 B/s, median), gbytes_per_s_min,
     ///             gbytes_per_s_max, runs, implausible (bool: above the
     ///             no-queue bound)
+    ///   readers:  impl (dmaflow|vmcircbuffer), readers, items_per_op, ops_per_s
+    ///             (writer operations, median), ops_per_s_min, ops_per_s_max,
+    ///             samples_per_s_per_reader, rounds
     ///   fir:      fft_len, overlap_pct, mode (zerocopy|copy|bare), taps,
     ///             mflops (median, nominal: 10 N log2 N + 6 N flops per block);
     ///             improvement: fft_len, overlap_pct, pct, ci_low, ci_high
@@ -357,6 +360,8 @@ enum Experiment {
     All,
     /// Mirrored queue vs other queues, and the sliding-window reader.
     Ring,
+    /// One writer, several readers of one queue (GNU Radio 4's bm_Buffer shape).
+    Readers,
     /// Overlap-save FIR filter, zero-copy vs manual copy (paper 001).
     Fir,
     /// Two-way loopback transfers on the emulated fabric (paper 002).
@@ -386,6 +391,7 @@ impl Experiment {
         match self {
             Experiment::All => "all",
             Experiment::Ring => "ring",
+            Experiment::Readers => "readers",
             Experiment::Fir => "fir",
             Experiment::Loopback => "loopback",
             Experiment::Transfer => "transfer",
@@ -460,6 +466,7 @@ fn run_experiment(
     }
     Ok(match e {
         Experiment::Ring => exp!(ring),
+        Experiment::Readers => exp!(readers),
         Experiment::Fir => exp!(fir),
         Experiment::Loopback => exp!(loopback, memory = memory, clock = profile.port),
         Experiment::Transfer => exp!(transfer, profile = profile),
@@ -490,6 +497,7 @@ fn run_bench(
     let list = match experiment {
         Experiment::All => vec![
             Experiment::Ring,
+            Experiment::Readers,
             Experiment::Fir,
             Experiment::Transfer,
             Experiment::Twoway,

@@ -12,6 +12,7 @@ pub mod meter;
 pub mod net;
 pub mod pipeline;
 pub mod plot;
+pub mod readers;
 pub mod report;
 pub mod ring;
 pub mod transfer;

@@ -1,0 +1,494 @@
+//! `dmaflow bench readers`: one writer and 1, 2 or 4 readers of the same
+//! queue, in the shape of GNU Radio 4's `bm_Buffer` benchmark: operations per
+//! second at 1 item per operation and samples per second at 1024 items per
+//! operation. Every reader sees every item (a broadcast, as GNU Radio 4's
+//! circular buffer gives each reader the whole stream); the writer waits for
+//! the slowest. The peer is vmcircbuffer's lock-free variant, the same
+//! double-mapping design with several readers.
+//!
+//! Items are `f32`; the writer writes every item (its bits are its sequence
+//! number) and each reader folds every item it reads into a checksum that is
+//! verified. Each operation moves exactly `items_per_op` items on every side.
+//! Threads are not pinned (with more threads than cores the scheduler places
+//! them); every side spins then yields. Implementations take turns in each
+//! round, the order reversed every other round; medians of the rounds with
+//! their min..max.
+
+use std::sync::Barrier;
+use std::time::Instant;
+
+use serde_json::json;
+
+use super::report::{Report, Target, sentence};
+use super::{Error, median, table};
+use dmaflow::ring::{Builder, Wait};
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Reader counts.
+    pub readers: Vec<usize>,
+    /// Items per operation (GNU Radio 4's cases: 1 and 1024).
+    pub items_per_op: Vec<usize>,
+    /// Operations per measurement at 1 item per operation (scaled down for
+    /// larger operations so that a measurement moves at most
+    /// `max_items` items).
+    pub ops: usize,
+    /// Items per measurement at most.
+    pub max_items: usize,
+    /// Queue capacity in items.
+    pub queue_items: usize,
+    /// Rounds.
+    pub rounds: usize,
+}
+
+impl Config {
+    /// The full run.
+    pub fn full() -> Self {
+        Config {
+            readers: vec![1, 2, 4],
+            items_per_op: vec![1, 1024],
+            ops: 1 << 22,
+            max_items: 1 << 26,
+            queue_items: 1 << 16,
+            rounds: 5,
+        }
+    }
+
+    /// A shorter run.
+    pub fn quick() -> Self {
+        Config {
+            ops: 1 << 20,
+            max_items: 1 << 24,
+            rounds: 3,
+            ..Self::full()
+        }
+    }
+
+    /// A tiny run for tests.
+    pub fn tiny() -> Self {
+        Config {
+            readers: vec![1, 2],
+            items_per_op: vec![1, 64],
+            ops: 1 << 12,
+            max_items: 1 << 16,
+            queue_items: 1 << 10,
+            rounds: 1,
+        }
+    }
+
+    /// Items per measurement for `per_op` items per operation.
+    fn items(&self, per_op: usize) -> usize {
+        (self.ops.saturating_mul(per_op)).min(self.max_items) / per_op * per_op
+    }
+}
+
+/// One point: a queue, a reader count and an operation size, per round.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// `dmaflow` or `vmcircbuffer`.
+    pub implementation: &'static str,
+    /// Readers.
+    pub readers: usize,
+    /// Items per operation.
+    pub items_per_op: usize,
+    /// Items each reader received per measurement.
+    pub items: usize,
+    /// Seconds per round.
+    pub seconds: Vec<f64>,
+}
+
+impl Row {
+    /// Writer operations per second (median) with the rounds' min..max.
+    pub fn ops_per_s(&self) -> (f64, f64, f64) {
+        let ops = (self.items / self.items_per_op) as f64;
+        let v: Vec<f64> = self.seconds.iter().map(|s| ops / s).collect();
+        (
+            median(&v),
+            v.iter().copied().fold(f64::INFINITY, f64::min),
+            v.iter().copied().fold(0.0, f64::max),
+        )
+    }
+
+    /// Samples per second each reader received (median).
+    pub fn samples_per_s(&self) -> f64 {
+        self.ops_per_s().0 * self.items_per_op as f64
+    }
+}
+
+/// Sets every item to the float whose bits are its sequence number.
+fn fill(s: &mut [f32], first: usize) {
+    for (k, x) in s.iter_mut().enumerate() {
+        *x = f32::from_bits(first.wrapping_add(k) as u32);
+    }
+}
+
+fn checksum(s: &[f32]) -> u32 {
+    s.iter().fold(0u32, |a, x| a.wrapping_add(x.to_bits()))
+}
+
+/// The checksum of items `0..n`.
+fn expected(n: usize) -> u32 {
+    let n = n as u128;
+    (n * n.saturating_sub(1) / 2) as u32
+}
+
+/// A waiting side's backoff: spin a little, then `sched_yield`.
+#[derive(Default)]
+struct Backoff(u32);
+
+impl Backoff {
+    fn wait(&mut self) {
+        if self.0 < 64 {
+            self.0 += 1;
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// Runs the writer and the readers together; returns the seconds from the
+/// first start to the last end, after checking every reader's checksum.
+fn together<W, R>(
+    name: &'static str,
+    items: usize,
+    writer: W,
+    readers: Vec<R>,
+) -> Result<f64, Error>
+where
+    W: FnOnce() -> Result<(), Error> + Send,
+    R: FnOnce() -> Result<u32, Error> + Send,
+{
+    let start = Barrier::new(readers.len() + 1);
+    let (times, sums) = std::thread::scope(|s| {
+        let w = s.spawn(|| {
+            start.wait();
+            let t0 = Instant::now();
+            writer().map(|()| (t0, Instant::now()))
+        });
+        let rs: Vec<_> = readers
+            .into_iter()
+            .map(|r| {
+                let start = &start;
+                s.spawn(move || {
+                    start.wait();
+                    let t0 = Instant::now();
+                    r().map(|sum| (t0, Instant::now(), sum))
+                })
+            })
+            .collect();
+        let mut times = vec![w.join().map_err(|_| Error::Panicked(name))??];
+        let mut sums = Vec::new();
+        for r in rs {
+            let (t0, t1, sum) = r.join().map_err(|_| Error::Panicked(name))??;
+            times.push((t0, t1));
+            sums.push(sum);
+        }
+        Ok::<_, Error>((times, sums))
+    })?;
+    let want = expected(items);
+    if let Some(&got) = sums.iter().find(|&&s| s != want) {
+        return Err(Error::Corrupted {
+            what: format!("readers {name}: a reader's checksum"),
+            got,
+            expected: want,
+        });
+    }
+    let first = times.iter().map(|t| t.0).min().unwrap_or_else(Instant::now);
+    let last = times.iter().map(|t| t.1).max().unwrap_or(first);
+    Ok((last - first).as_secs_f64())
+}
+
+fn dmaflow_point(cfg: &Config, readers: usize, per_op: usize) -> Result<f64, Error> {
+    let items = cfg.items(per_op);
+    let (mut w, r0) = Builder::<f32>::new(cfg.queue_items)
+        .wait(Wait::Yield)
+        .build()?;
+    let mut rs = vec![r0];
+    for _ in 1..readers {
+        rs.push(w.add_reader());
+    }
+    let reader_fns: Vec<_> = rs
+        .into_iter()
+        .map(|mut r| {
+            move || -> Result<u32, Error> {
+                let mut sum = 0u32;
+                loop {
+                    let s = r.peek(per_op)?;
+                    if s.is_empty() {
+                        return Ok(sum);
+                    }
+                    let k = s.len().min(per_op);
+                    sum = sum.wrapping_add(checksum(&s[..k]));
+                    r.consume(k)?;
+                }
+            }
+        })
+        .collect();
+    together(
+        "dmaflow",
+        items,
+        move || {
+            let mut at = 0;
+            while at < items {
+                fill(w.reserve(per_op)?, at);
+                w.commit(per_op)?;
+                at += per_op;
+            }
+            Ok(())
+        },
+        reader_fns,
+    )
+}
+
+#[cfg(feature = "peers")]
+fn vmcircbuffer_point(cfg: &Config, readers: usize, per_op: usize) -> Result<f64, Error> {
+    use vmcircbuffer::lockfree::Circular;
+    let peer = |e: vmcircbuffer::lockfree::CircularError| Error::Peer {
+        peer: "vmcircbuffer",
+        reason: e.to_string(),
+    };
+    let items = cfg.items(per_op);
+    let mut w = Circular::with_capacity::<f32, vmcircbuffer::NoMetadata>(cfg.queue_items, readers)
+        .map_err(peer)?;
+    let mut rs = Vec::new();
+    for _ in 0..readers {
+        rs.push(w.add_reader().map_err(peer)?);
+    }
+    let reader_fns: Vec<_> = rs
+        .into_iter()
+        .map(|mut r| {
+            move || -> Result<u32, Error> {
+                let (mut sum, mut got) = (0u32, 0usize);
+                let mut backoff = Backoff::default();
+                while got < items {
+                    let s = r.slice();
+                    if s.len() < per_op.min(items - got) {
+                        backoff.wait();
+                        continue;
+                    }
+                    backoff = Backoff::default();
+                    let k = per_op.min(s.len());
+                    sum = sum.wrapping_add(checksum(&s[..k]));
+                    r.consume(k);
+                    got += k;
+                }
+                Ok(sum)
+            }
+        })
+        .collect();
+    together(
+        "vmcircbuffer",
+        items,
+        move || {
+            let mut at = 0;
+            let mut backoff = Backoff::default();
+            while at < items {
+                while w.slice().len() < per_op {
+                    backoff.wait();
+                }
+                backoff = Backoff::default();
+                fill(&mut w.slice()[..per_op], at);
+                w.produce(per_op, &[]);
+                at += per_op;
+            }
+            Ok(())
+        },
+        reader_fns,
+    )
+}
+
+type Point = fn(&Config, usize, usize) -> Result<f64, Error>;
+
+fn implementations() -> Vec<(&'static str, Point)> {
+    #[allow(unused_mut)]
+    let mut v: Vec<(&'static str, Point)> = vec![("dmaflow", dmaflow_point)];
+    #[cfg(feature = "peers")]
+    v.push(("vmcircbuffer", vmcircbuffer_point));
+    v
+}
+
+/// Runs the experiment.
+pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>, Error> {
+    let impls = implementations();
+    let mut rows = Vec::new();
+    for &per_op in &cfg.items_per_op {
+        for &readers in &cfg.readers {
+            let mut per: Vec<Row> = impls
+                .iter()
+                .map(|(name, _)| Row {
+                    implementation: name,
+                    readers,
+                    items_per_op: per_op,
+                    items: cfg.items(per_op),
+                    seconds: Vec::new(),
+                })
+                .collect();
+            for round in 0..cfg.rounds {
+                let mut order: Vec<usize> = (0..impls.len()).collect();
+                if round % 2 == 1 {
+                    order.reverse();
+                }
+                for i in order {
+                    progress(&format!(
+                        "readers: {} x {readers} readers, {per_op} items per operation, round {}",
+                        impls[i].0,
+                        round + 1
+                    ));
+                    per[i].seconds.push((impls[i].1)(cfg, readers, per_op)?);
+                }
+            }
+            rows.extend(per);
+        }
+    }
+    Ok(rows)
+}
+
+/// GNU Radio 4's published `bm_Buffer` figures (one writer; a desktop CPU,
+/// not this machine): (readers, items per operation, operations per second).
+const GNURADIO4: [(usize, usize, f64); 3] =
+    [(1, 1, 62.5e6), (4, 1, 23.6e6), (1, 1024, 11.4e9 / 1024.0)];
+
+fn find<'a>(rows: &'a [Row], imp: &str, readers: usize, per_op: usize) -> Option<&'a Row> {
+    rows.iter()
+        .find(|r| r.implementation == imp && r.readers == readers && r.items_per_op == per_op)
+}
+
+/// The report.
+pub fn report(cfg: &Config, rows: &[Row]) -> Report {
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            let (m, lo, hi) = r.ops_per_s();
+            let gr = GNURADIO4
+                .iter()
+                .find(|g| g.0 == r.readers && g.1 == r.items_per_op)
+                .filter(|_| r.implementation == "dmaflow")
+                .map_or(String::new(), |g| {
+                    format!(
+                        "{:.1} M ops/s, {:.2} G samples/s",
+                        g.2 / 1e6,
+                        g.2 * g.1 as f64 / 1e9
+                    )
+                });
+            vec![
+                r.readers.to_string(),
+                r.items_per_op.to_string(),
+                r.implementation.to_string(),
+                format!("{:.1}", m / 1e6),
+                format!("{:.1}..{:.1}", lo / 1e6, hi / 1e6),
+                format!("{:.3}", r.samples_per_s() / 1e9),
+                r.seconds.len().to_string(),
+                gr,
+            ]
+        })
+        .collect();
+    let mut text = table(
+        &[
+            "readers",
+            "items/op",
+            "impl",
+            "M ops/s",
+            "range",
+            "G samples/s per reader",
+            "rounds",
+            "GNU Radio 4 bm_Buffer (published, other CPU)",
+        ],
+        &cells,
+    );
+    let mut targets = Vec::new();
+    let top = cfg.readers.iter().copied().max().unwrap_or(1);
+    let big = cfg.items_per_op.iter().copied().max().unwrap_or(1);
+    if let (Some(one), Some(many)) = (
+        find(rows, "dmaflow", 1, big),
+        find(rows, "dmaflow", top, big),
+    ) && top > 1
+    {
+        let ratio = one.ops_per_s().0 / many.ops_per_s().0;
+        text += &format!(
+            "{top} readers at {big} items per operation: {:.2}x slower than 1 reader\n",
+            ratio
+        );
+        targets.push(Target::new(
+            format!("{top} readers within 2x of 1 reader at {big} items per operation"),
+            format!("{ratio:.2}x slower"),
+            ratio <= 2.0,
+        ));
+    }
+    text += &Target::lines(&targets);
+    let clauses: Vec<String> = cfg
+        .items_per_op
+        .iter()
+        .filter_map(|&n| {
+            let one = find(rows, "dmaflow", 1, n)?;
+            let many = find(rows, "dmaflow", top, n)?;
+            Some(format!(
+                "at {n} items per operation dmaflow's writer makes {:.1} M operations per second \
+                 to 1 reader and {:.1} M to {top}",
+                one.ops_per_s().0 / 1e6,
+                many.ops_per_s().0 / 1e6
+            ))
+        })
+        .collect();
+    Report {
+        experiment: "readers",
+        heading: format!(
+            "readers: one writer, 1..{top} readers each receiving every item, queue of {} items; \
+             {} rounds, implementations taking turns; GNU Radio 4's bm_Buffer shape",
+            cfg.queue_items, cfg.rounds
+        ),
+        answer: sentence(&clauses),
+        text,
+        targets,
+        json: json!({
+            "experiment": "readers",
+            "rows": rows.iter().map(|r| {
+                let (m, lo, hi) = r.ops_per_s();
+                json!({
+                    "impl": r.implementation,
+                    "readers": r.readers,
+                    "items_per_op": r.items_per_op,
+                    "ops_per_s": m,
+                    "ops_per_s_min": lo,
+                    "ops_per_s_max": hi,
+                    "samples_per_s_per_reader": r.samples_per_s(),
+                    "rounds": r.seconds.len(),
+                })
+            }).collect::<Vec<_>>(),
+        }),
+        plots: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_reader_gets_every_item_and_the_report_names_the_target() {
+        let cfg = Config::tiny();
+        let rows = run(&cfg, &mut |_| {}).unwrap();
+        assert_eq!(rows.len(), 2 * 2 * implementations().len());
+        assert!(
+            rows.iter()
+                .all(|r| r.seconds.len() == 1 && r.seconds[0] > 0.0)
+        );
+        let rep = report(&cfg, &rows);
+        assert!(
+            rep.text.contains("2 readers within 2x of 1 reader"),
+            "{}",
+            rep.text
+        );
+        assert_eq!(rep.json["rows"].as_array().unwrap().len(), rows.len());
+    }
+
+    #[test]
+    fn the_expected_checksum_is_the_series() {
+        let direct = (0u32..1000).fold(0u32, |a, b| a.wrapping_add(b));
+        assert_eq!(expected(1000), direct);
+        let mut v = vec![0f32; 1000];
+        fill(&mut v, 0);
+        assert_eq!(checksum(&v), direct);
+    }
+}
