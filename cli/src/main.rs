@@ -47,10 +47,11 @@ enum Command {
     ///             mib_per_s (2^20 B/s, as paper 004), packets_per_s, and per
     ///             packet model_us, overhead_us, cpu_us, cpu_share (see below)
     ///   twoway:   core (bgsub: the coprocessor's two engines | loopback),
-    ///             completion (poll|irq|proxy), lines, bytes (each way), avg_us,
-    ///             min_us, max_us, stddev_us (per two-way transfer), mib_per_s
-    ///             (2^20 B/s; ideal 95.37), iterations, model_us, overhead_us
-    ///             (of the mean), cpu_us, cpu_share, issue_us (median time to
+    ///             completion (poll|irq|proxy), lines, bytes (each way),
+    ///             median_us, p25_us, p75_us, avg_us, min_us, max_us, stddev_us
+    ///             (per two-way transfer), mib_per_s (2^20 B/s at the median;
+    ///             ideal 95.37), iterations, model_us, overhead_us (of the
+    ///             median), cpu_us, cpu_share, issue_us (median time to
     ///             program every engine's two channels; null for proxy)
     ///   loopback: completion (poll|yield|irq|proxy), path (zerocopy|copy),
     ///             buffering (single|double), partition (unique|blocks),

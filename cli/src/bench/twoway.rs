@@ -97,7 +97,12 @@ pub struct Row {
     pub lines: usize,
     /// Bytes each way on each engine.
     pub bytes: usize,
-    /// Mean microseconds per two-way transfer.
+    /// Median microseconds per two-way transfer: the figure the tables and
+    /// the comparisons use (a mean carries the scheduler's preemptions).
+    pub median_us: f64,
+    /// First and third quartiles of the time per transfer.
+    pub quartiles_us: (f64, f64),
+    /// Mean microseconds per two-way transfer (paper 000's statistic).
     pub avg_us: f64,
     /// Fastest transfer.
     pub min_us: f64,
@@ -105,7 +110,7 @@ pub struct Row {
     pub max_us: f64,
     /// Standard deviation (population).
     pub stddev_us: f64,
-    /// Bytes / mean time, in MiB/s.
+    /// Bytes / median time, in MiB/s.
     pub mib_per_s: f64,
     /// Transfers measured.
     pub iterations: usize,
@@ -124,9 +129,9 @@ pub struct Row {
 }
 
 impl Row {
-    /// Mean measured minus modelled time per transfer.
+    /// Median measured minus modelled time per transfer.
     pub fn overhead_us(&self) -> f64 {
-        self.avg_us - self.model_us
+        self.median_us - self.model_us
     }
 
     fn new(
@@ -140,16 +145,31 @@ impl Row {
         let avg = samples.iter().sum::<f64>() / n;
         let var = samples.iter().map(|s| (s - avg) * (s - avg)).sum::<f64>() / n;
         let bytes = lines * LINE;
+        let mut sorted = samples.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        // Linear interpolation between order statistics (numpy's default).
+        let at = |q: f64| {
+            let h = sorted.len().saturating_sub(1) as f64 * q;
+            let lo = h.floor() as usize;
+            match (sorted.get(lo), sorted.get(lo + 1)) {
+                (Some(&a), Some(&b)) => a + (h - lo as f64) * (b - a),
+                (Some(&a), None) => a,
+                _ => f64::NAN,
+            }
+        };
+        let med = super::median(samples);
         Row {
             core,
             completion,
             lines,
             bytes,
+            median_us: med,
+            quartiles_us: (at(0.25), at(0.75)),
             avg_us: avg,
             min_us: samples.iter().copied().fold(f64::INFINITY, f64::min),
             max_us: samples.iter().copied().fold(0.0, f64::max),
             stddev_us: var.sqrt(),
-            mib_per_s: bytes as f64 / (avg * 1e-6) / (1u64 << 20) as f64,
+            mib_per_s: bytes as f64 / (med * 1e-6) / (1u64 << 20) as f64,
             iterations: samples.len(),
             model_us: FABRIC.two_way(bytes, false).as_secs_f64() * 1e6,
             cpu_us: cost.cpu_us(),
@@ -374,17 +394,17 @@ fn render_core(core: &str, rows: &[&Row]) -> String {
     } else {
         "loopback, one engine"
     };
-    let mut out = format!("{name}\nTable 1: time per two-way transfer (us, mean)\n");
+    let mut out = format!("{name}\nTable 1: time per two-way transfer (us, median)\n");
     let t1: Vec<Vec<String>> = lines
         .iter()
         .filter_map(|&l| {
             let (p, i, k) = (find("poll", l)?, find("irq", l)?, find("proxy", l)?);
             Some(vec![
                 format!("640x{l}"),
-                format!("{:.1}", k.avg_us),
-                format!("{:.1}", i.avg_us),
-                format!("{:.1}", p.avg_us),
-                format!("{:.1}", k.avg_us - p.avg_us),
+                format!("{:.1}", k.median_us),
+                format!("{:.1}", i.median_us),
+                format!("{:.1}", p.median_us),
+                format!("{:.1}", k.median_us - p.median_us),
                 format!("{:.1}", p.model_us),
             ])
         })
@@ -393,7 +413,7 @@ fn render_core(core: &str, rows: &[&Row]) -> String {
         &["size", "proxy", "irq", "poll", "proxy - poll", "model"],
         &t1,
     );
-    out += "\nTable 2: throughput (MiB/s; ideal 95.37)\n";
+    out += "\nTable 2: throughput (MiB/s at the median time; ideal 95.37)\n";
     let t2: Vec<Vec<String>> = lines
         .iter()
         .filter_map(|&l| {
@@ -415,6 +435,8 @@ fn render_core(core: &str, rows: &[&Row]) -> String {
             vec![
                 format!("640x{}", r.lines),
                 r.completion.to_string(),
+                format!("{:.1}", r.median_us),
+                format!("{:.1}..{:.1}", r.quartiles_us.0, r.quartiles_us.1),
                 format!("{:.1}", r.avg_us),
                 format!("{:.1}", r.min_us),
                 format!("{:.1}", r.max_us),
@@ -422,7 +444,12 @@ fn render_core(core: &str, rows: &[&Row]) -> String {
             ]
         })
         .collect();
-    out += &table(&["size", "driver", "avg", "min", "max", "stddev"], &t3);
+    out += &table(
+        &[
+            "size", "driver", "median", "IQR", "avg", "min", "max", "stddev",
+        ],
+        &t3,
+    );
     out += "\nTable 4: beyond the modelled device, and the host's CPU (us per transfer)\n";
     let t4: Vec<Vec<String>> = rows
         .iter()
@@ -492,7 +519,7 @@ fn os_overhead(rows: &[Row], core: &str) -> Option<f64> {
         .filter_map(|k| {
             rows.iter()
                 .find(|p| p.core == core && p.completion == "poll" && p.lines == k.lines)
-                .map(|p| k.avg_us - p.avg_us)
+                .map(|p| k.median_us - p.median_us)
         })
         .collect();
     (!diffs.is_empty()).then(|| super::median(&diffs))
@@ -551,6 +578,9 @@ pub fn json(rows: &[Row]) -> serde_json::Value {
             "completion": r.completion,
             "lines": r.lines,
             "bytes": r.bytes,
+            "median_us": r.median_us,
+            "p25_us": r.quartiles_us.0,
+            "p75_us": r.quartiles_us.1,
             "avg_us": r.avg_us,
             "min_us": r.min_us,
             "max_us": r.max_us,
@@ -618,6 +648,17 @@ mod tests {
     fn statistics_are_those_of_the_samples() {
         let r = Row::new("bgsub", "poll", 1, &[10.0, 20.0, 30.0], &Tally::default());
         assert_eq!((r.min_us, r.max_us, r.avg_us), (10.0, 30.0, 20.0));
+        assert_eq!((r.median_us, r.quartiles_us), (20.0, (15.0, 25.0)));
+        // One preempted transfer moves the mean, not the median.
+        let p = Row::new(
+            "bgsub",
+            "poll",
+            1,
+            &[10.0, 11.0, 12.0, 13.0, 17000.0],
+            &Tally::default(),
+        );
+        assert_eq!((p.median_us, p.quartiles_us), (12.0, (11.0, 13.0)));
+        assert!(p.avg_us > 3000.0);
         assert!((r.stddev_us - (200.0f64 / 3.0).sqrt()).abs() < 1e-9);
         // 640 B in a mean of 20 us: 32 MB/s = 30.52 MiB/s.
         assert!((r.mib_per_s - 30.5176).abs() < 1e-3, "{}", r.mib_per_s);
