@@ -35,7 +35,7 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// Waits on a condition variable, ignoring poisoning like [`lock`].
-pub(crate) fn wait<'a>(cv: &Condvar, g: MutexGuard<'a, ()>) -> MutexGuard<'a, ()> {
+pub(crate) fn wait<'a, T>(cv: &Condvar, g: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
     #[cfg(dmaflow_loom)]
     {
         cv.wait(g).unwrap()

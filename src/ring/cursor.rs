@@ -7,6 +7,8 @@
 //! consumed with a release store of its own `read`. A dropped reader parks its cursor
 //! at `u64::MAX` so that it never holds the writer back.
 
+use std::task::{Context, Poll, Waker};
+
 use crossbeam_utils::CachePadded;
 
 use super::{Error, Wait};
@@ -22,24 +24,45 @@ const BACKOFF_STEPS: u32 = 3;
 #[cfg(dmaflow_loom)]
 const BACKOFF_STEPS: u32 = 1;
 
-/// Where threads of one side sleep in [`Wait::Block`] mode.
+/// Where threads of one side sleep in [`Wait::Block`] mode, and where tasks
+/// waiting on a readiness future leave their wakers.
 #[derive(Default)]
 struct Event {
+    /// Sleeping threads plus registered wakers.
     sleepers: AtomicUsize,
-    lock: Mutex<()>,
+    lock: Mutex<Vec<Waker>>,
     cv: Condvar,
 }
 
 impl Event {
-    /// Wakes every sleeper. Call after publishing the state change a sleeper waits for.
+    /// Wakes every sleeper and every registered task. Call after publishing the
+    /// state change a sleeper waits for.
     fn notify(&self) {
-        // Pairs with the fence in `sleep`: either we see the sleeper registered, or
-        // the sleeper's re-check sees our published state (no lost wake-up).
+        // Pairs with the fence in `sleep` and `register`: either we see the
+        // sleeper registered, or the sleeper's re-check sees our published state
+        // (no lost wake-up).
         fence(Ordering::SeqCst);
         if self.sleepers.load(Ordering::Relaxed) != 0 {
-            drop(lock(&self.lock));
+            let wakers = std::mem::take(&mut *lock(&self.lock));
+            self.sleepers.fetch_sub(wakers.len(), Ordering::Relaxed);
             self.cv.notify_all();
+            for w in wakers {
+                w.wake();
+            }
         }
+    }
+
+    /// Leaves `waker` to be woken at the next [`notify`](Self::notify). The
+    /// caller re-checks its condition afterwards (a change published before the
+    /// registration is seen by that check).
+    fn register(&self, waker: &Waker) {
+        let mut g = lock(&self.lock);
+        if !g.iter().any(|w| w.will_wake(waker)) {
+            g.push(waker.clone());
+            self.sleepers.fetch_add(1, Ordering::Relaxed);
+        }
+        drop(g);
+        fence(Ordering::SeqCst);
     }
 
     /// Blocks until `ready()` holds, costing no CPU while asleep.
@@ -290,6 +313,28 @@ impl<L: Clone> WriteSide<L> {
         Ok(true)
     }
 
+    /// A readiness poll: ready once `n` slots are free (or every reader is
+    /// gone: then the error), else the task's waker is left with the readers,
+    /// who wake it when they release slots ([`Wait::Block`] queues; a queue
+    /// of another mode asks to be polled again at once).
+    pub(crate) fn poll_free(&mut self, n: usize, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        for attempt in 0..2 {
+            match self.wait_free(n, false) {
+                Ok(true) => return Poll::Ready(Ok(())),
+                Err(e) => return Poll::Ready(Err(e)),
+                Ok(false) if attempt == 0 => {
+                    if self.shared.wait != Wait::Block {
+                        cx.waker().wake_by_ref();
+                        return Poll::Pending;
+                    }
+                    self.shared.space.register(cx.waker());
+                }
+                Ok(false) => {}
+            }
+        }
+        Poll::Pending
+    }
+
     /// Publishes `k` items written after the current position.
     #[inline]
     pub(crate) fn publish(&mut self, k: usize) {
@@ -470,6 +515,32 @@ impl<L: Clone> ReadSide<L> {
             wait_until(shared.wait, &shared.data, &mut ready);
         }
         Ok(Some(self.available()))
+    }
+
+    /// A readiness poll: ready with the readable count once `threshold` items
+    /// are readable (or the writer is gone), else the task's waker is left with
+    /// the writer, who wakes it when it publishes ([`Wait::Block`] queues; a
+    /// queue of another mode asks to be polled again at once).
+    pub(crate) fn poll_available(
+        &mut self,
+        threshold: usize,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<usize, Error>> {
+        for attempt in 0..2 {
+            match self.wait_available(threshold, false) {
+                Ok(Some(n)) => return Poll::Ready(Ok(n)),
+                Err(e) => return Poll::Ready(Err(e)),
+                Ok(None) if attempt == 0 => {
+                    if self.shared.wait != Wait::Block {
+                        cx.waker().wake_by_ref();
+                        return Poll::Pending;
+                    }
+                    self.shared.data.register(cx.waker());
+                }
+                Ok(None) => {}
+            }
+        }
+        Poll::Pending
     }
 
     /// Releases `m` items to the writer.

@@ -26,6 +26,9 @@
 
 mod cursor;
 mod mirror;
+mod ready;
+
+pub use ready::{Readable, Writable};
 
 use std::io;
 use std::marker::PhantomData;
