@@ -243,6 +243,20 @@ pub struct BgSubCoprocessor {
     background: [DmaBuf<u8>; 2],
     started: bool,
     completion: Completion,
+    last: FrameTimes,
+}
+
+/// Where the last frame's time went on the host's clock.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct FrameTimes {
+    /// Copying the frame (and, for the first, the initial background) into
+    /// DMA memory.
+    pub copy_in: std::time::Duration,
+    /// Programming both engines and waiting for both answers: the modelled
+    /// streams, the emulated core, and the driver.
+    pub transfer: std::time::Duration,
+    /// Copying the mask out of DMA memory.
+    pub copy_out: std::time::Duration,
 }
 
 impl BgSubCoprocessor {
@@ -283,6 +297,7 @@ impl BgSubCoprocessor {
             rig,
             started: false,
             completion,
+            last: FrameTimes::default(),
         })
     }
 
@@ -295,11 +310,13 @@ impl BgSubCoprocessor {
                 return Err(Error::FrameLength { len, frame: n });
             }
         }
+        let t0 = std::time::Instant::now();
         self.frame.as_mut_slice().copy_from_slice(frame);
         if !self.started {
             self.background[0].as_mut_slice().copy_from_slice(frame);
             self.started = true;
         }
+        let t1 = std::time::Instant::now();
         let [bg_in, bg_out] = &mut self.background;
         let (e0, e1) = (&self.rig.engines[0], &self.rig.engines[1]);
         let got = two_way_together(
@@ -327,9 +344,20 @@ impl BgSubCoprocessor {
                 frame: n,
             });
         }
+        let t2 = std::time::Instant::now();
         mask.copy_from_slice(self.mask.as_slice());
         self.background.swap(0, 1);
+        self.last = FrameTimes {
+            copy_in: t1 - t0,
+            transfer: t2 - t1,
+            copy_out: t2.elapsed(),
+        };
         Ok(())
+    }
+
+    /// Where the last frame's time went.
+    pub fn last_times(&self) -> FrameTimes {
+        self.last
     }
 
     /// The background model the coprocessor holds now.

@@ -3,6 +3,9 @@
 //! AXI DMA engines (frame and background in, new background and mask out, the
 //! paper's two channels) at 100 MHz x 1 B, against the software implementation
 //! ([`dmaflow::dsp::bgsub`]) on the CPU; every mask is checked frame by frame.
+//! The two take turns frame by frame (the order swapped every frame), each frame
+//! timed on its own; the fabric's frames are split into copying the frame in,
+//! the transfer (streams, emulated core and driver) and copying the mask out.
 
 use serde_json::json;
 
@@ -88,6 +91,12 @@ pub struct Row {
     /// What the modelled fabric needs per frame (two streams side by side at
     /// 100 MB/s, PG021 latencies), in microseconds; none for the CPU.
     pub model_us: Option<f64>,
+    /// First and third quartiles of the time per frame, in milliseconds.
+    pub quartiles_ms: (f64, f64),
+    /// For the fabric: median microseconds per frame copying the frame in,
+    /// in the transfer (streams, emulated core and driver), copying the mask
+    /// out.
+    pub stages_us: Option<(f64, f64, f64)>,
 }
 
 impl Row {
@@ -109,7 +118,12 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
     let definition = dmaflow::dsp::bgsub::definition(&p, &video);
     let row = |device, times: &[f64], verified, cost: &Tally, model_us| {
         let frame_ms = median(times) * 1e3;
+        let mut sorted = times.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let q = |f: f64| sorted[((sorted.len() - 1) as f64 * f).round() as usize] * 1e3;
         Row {
+            quartiles_ms: (q(0.25), q(0.75)),
+            stages_us: None,
             device,
             width: cfg.width,
             height: cfg.height,
@@ -122,42 +136,50 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
             model_us,
         }
     };
-    progress("bgsub cpu");
+    // Both devices frame by frame, taking turns (the order swapped every
+    // frame), each frame timed on its own: the frames are the repeats.
+    progress("bgsub fabric and cpu, frame by frame");
     let mut sw = BackgroundSubtractor::new(p);
-    let mut expected = vec![0u8; video.len()];
-    let mut times = Vec::with_capacity(cfg.frames);
-    let mut cost = Tally::default();
-    for (f, m) in video.chunks(n).zip(expected.chunks_mut(n)) {
-        let meter = Meter::start(None);
-        sw.process(f, m).map_err(|e| Error::Peer {
-            peer: "bgsub",
-            reason: e.to_string(),
-        })?;
-        let c = meter.stop();
-        times.push(c.wall.as_secs_f64());
-        cost.add(c);
-    }
-    let cpu = row("cpu", &times, expected == definition, &cost, None);
-    progress("bgsub fabric");
     let mut hw = BgSubCoprocessor::on(p, FABRIC, Completion::Poll, cfg.memory)?;
     let _placed = hw.rig().dedicate_core()?;
+    let mut expected = vec![0u8; video.len()];
     let mut masks = vec![0u8; video.len()];
-    let mut times = Vec::with_capacity(cfg.frames);
-    let mut cost = Tally::default();
-    for (f, m) in video.chunks(n).zip(masks.chunks_mut(n)) {
-        let meter = Meter::start(None);
-        hw.process(f, m)?;
-        let c = meter.stop();
-        times.push(c.wall.as_secs_f64());
-        cost.add(c);
+    let (mut sw_times, mut hw_times) = (Vec::new(), Vec::new());
+    let (mut sw_cost, mut hw_cost) = (Tally::default(), Tally::default());
+    let mut stages: [Vec<f64>; 3] = Default::default();
+    let frames = video
+        .chunks(n)
+        .zip(expected.chunks_mut(n).zip(masks.chunks_mut(n)));
+    for (i, (f, (e, m))) in frames.enumerate() {
+        for fabric_first in [i % 2 == 0, i % 2 == 1] {
+            let meter = Meter::start(None);
+            if fabric_first {
+                hw.process(f, m)?;
+                let c = meter.stop();
+                hw_times.push(c.wall.as_secs_f64());
+                hw_cost.add(c);
+                let t = hw.last_times();
+                for (v, d) in stages.iter_mut().zip([t.copy_in, t.transfer, t.copy_out]) {
+                    v.push(d.as_secs_f64() * 1e6);
+                }
+            } else {
+                sw.process(f, e).map_err(|e| Error::Peer {
+                    peer: "bgsub",
+                    reason: e.to_string(),
+                })?;
+                let c = meter.stop();
+                sw_times.push(c.wall.as_secs_f64());
+                sw_cost.add(c);
+            }
+        }
     }
+    let cpu = row("cpu", &sw_times, expected == definition, &sw_cost, None);
     let verified = masks == definition && Some(hw.background()) == sw.background();
     // Frame and background stream side by side on two engines.
     let model = FABRIC.two_way(n, false).as_secs_f64() * 1e6;
-    Ok(vec![
-        row("fabric", &times, verified, &cost, Some(model)),
-        cpu,
-    ])
+    let mut fabric = row("fabric", &hw_times, verified, &hw_cost, Some(model));
+    fabric.stages_us = Some((median(&stages[0]), median(&stages[1]), median(&stages[2])));
+    Ok(vec![fabric, cpu])
 }
 
 /// The result as a table.
@@ -171,8 +193,12 @@ pub fn render(rows: &[Row]) -> String {
                 r.frames.to_string(),
                 format!("{:.1}", r.frames_per_s),
                 format!("{:.3}", r.frame_ms),
+                format!("{:.3}..{:.3}", r.quartiles_ms.0, r.quartiles_ms.1),
                 r.model_us.map_or("-".into(), |m| format!("{:.0}", m)),
                 r.overhead_us().map_or("-".into(), |o| format!("{:.0}", o)),
+                r.stages_us.map_or("-".into(), |(i, t, o)| {
+                    format!("{i:.0} + {:.0} + {o:.0}", t - r.model_us.unwrap_or(0.0))
+                }),
                 format!("{:.0}", r.cpu_us),
                 if r.verified { "yes" } else { "NO" }.to_string(),
             ]
@@ -185,8 +211,10 @@ pub fn render(rows: &[Row]) -> String {
             "frames",
             "frames/s",
             "median ms/frame",
+            "IQR ms",
             "model us",
             "overhead us",
+            "= copy in + transfer beyond model + copy out",
             "CPU us/frame",
             "verified",
         ],
@@ -210,6 +238,11 @@ pub fn json(rows: &[Row]) -> serde_json::Value {
             "cpu_us": r.cpu_us,
             "model_us": r.model_us,
             "overhead_us": r.overhead_us(),
+            "frame_ms_p25": r.quartiles_ms.0,
+            "frame_ms_p75": r.quartiles_ms.1,
+            "copy_in_us": r.stages_us.map(|s| s.0),
+            "transfer_us": r.stages_us.map(|s| s.1),
+            "copy_out_us": r.stages_us.map(|s| s.2),
         })).collect::<Vec<_>>(),
     })
 }
@@ -299,6 +332,13 @@ mod tests {
         let fabric = &rows[0];
         assert!(fabric.frame_ms >= 1200.0 / 100e6 * 1e3, "{fabric:?}");
         assert_eq!(json(&rows)["rows"][0]["device"], "fabric");
+        // The stages are parts of the frame: the transfer at least the model.
+        let (i, t, o) = fabric.stages_us.unwrap();
+        assert!(
+            i >= 0.0 && o >= 0.0 && t >= fabric.model_us.unwrap(),
+            "{fabric:?}"
+        );
+        assert!(rows[1].stages_us.is_none());
     }
 
     #[test]
