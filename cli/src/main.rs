@@ -35,10 +35,12 @@ enum Command {
     ///   readers:  impl (dmaflow|vmcircbuffer), readers, items_per_op, ops_per_s
     ///             (writer operations, median), ops_per_s_min, ops_per_s_max,
     ///             samples_per_s_per_reader, rounds
-    ///   fir:      fft_len, overlap_pct, mode (zerocopy|copy|bare), taps,
-    ///             mflops (median, nominal: 10 N log2 N + 6 N flops per block);
-    ///             improvement: fft_len, overlap_pct, pct, ci_low, ci_high
-    ///             (Bonferroni over `comparisons`), pairs, measurable
+    ///   fir:      fft_len, overlap_pct, mode (bare|bare-copy: one thread;
+    ///             zerocopy|copy: the graph), taps, mflops (median, nominal:
+    ///             10 N log2 N + 6 N flops per block); improvement_single_thread
+    ///             (bare over bare-copy) and improvement (zerocopy over copy):
+    ///             fft_len, overlap_pct, pct, ci_low, ci_high (Bonferroni over
+    ///             `comparisons`), measurable
     ///   transfer: clock (the profile's port, e.g. "1200MB/s", or "unlimited"),
     ///             completion (poll|irq), path (zerocopy|copy), cache_maintenance
     ///             (bool), loaded (bool: another thread spinning on a core),

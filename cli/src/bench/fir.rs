@@ -227,8 +227,36 @@ fn bare_run(taps: &[f32], n: usize, input: &[f32]) -> Result<(f64, u32), Error> 
     Ok((secs, bits_sum(&out[..samples])))
 }
 
+/// Paper 001's manual copy on one thread: per block, the overlap moved to the
+/// front of a private buffer and the hop's new samples copied after it, then
+/// the same transform as [`bare_run`], over the same signal.
+fn bare_copy_run(taps: &[f32], n: usize, input: &[f32]) -> Result<(f64, u32), Error> {
+    let samples = input.len();
+    let mut fir = OverlapSave::new(taps, Some(n)).map_err(|e| Error::Peer {
+        peer: "fir",
+        reason: e.to_string(),
+    })?;
+    let (l, hop) = (fir.taps(), fir.hop());
+    let nb = blocks(samples, hop);
+    let mut signal = vec![0f32; nb * hop];
+    signal[..samples].copy_from_slice(input);
+    let mut out = vec![1f32; nb * hop];
+    // The zero initial state.
+    let mut buf = vec![0f32; n];
+    let t0 = Instant::now();
+    for (new, o) in signal.chunks_exact(hop).zip(out.chunks_exact_mut(hop)) {
+        buf.copy_within(hop.., 0);
+        buf[l - 1..].copy_from_slice(new);
+        fir.process_block(&buf, o);
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    Ok((secs, bits_sum(&out[..samples])))
+}
+
 /// Runs the experiment; `progress` hears about each measurement. Zero-copy and
-/// copy runs alternate (ABAB...), so drift of the machine falls on both.
+/// copy runs alternate (ABAB...), so drift of the machine falls on both: on one
+/// thread (paper 001's condition: `bare` reads windows in place, `bare-copy`
+/// copies them out) and in the three-thread graph (`zerocopy`, `copy`).
 pub fn run_rows(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
     // One signal for every run, larger than the last-level cache at full size.
     let signal = Arc::new(noise(cfg.samples, 0x1234_5678));
@@ -248,6 +276,7 @@ pub fn run_rows(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>
             let mut zc = Vec::new();
             let mut cp = Vec::new();
             let mut bare = Vec::new();
+            let mut bare_cp = Vec::new();
             let mut sums = Vec::new();
             for run in 0..cfg.runs {
                 progress(&format!(
@@ -274,10 +303,23 @@ pub fn run_rows(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>
                         }
                     }
                 }
-                if pct == BARE_OVERLAP {
-                    let (t, s) = bare_run(&taps, n, &signal)?;
-                    bare.push(flops / t / 1e6);
-                    sums.push(("bare", s));
+                if measured || pct == BARE_OVERLAP {
+                    let order = if run % 2 == 0 {
+                        [true, false]
+                    } else {
+                        [false, true]
+                    };
+                    for in_place in order {
+                        if in_place {
+                            let (t, s) = bare_run(&taps, n, &signal)?;
+                            bare.push(flops / t / 1e6);
+                            sums.push(("bare", s));
+                        } else {
+                            let (t, s) = bare_copy_run(&taps, n, &signal)?;
+                            bare_cp.push(flops / t / 1e6);
+                            sums.push(("bare-copy", s));
+                        }
+                    }
                 }
             }
             let first = sums.first().map(|&(_, s)| s);
@@ -289,7 +331,13 @@ pub fn run_rows(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>
                 });
             }
             let ratios: Vec<f64> = zc.iter().zip(&cp).map(|(z, c)| z / c).collect();
-            for (mode, v) in [("zerocopy", &zc), ("copy", &cp), ("bare", &bare)] {
+            let bare_ratios: Vec<f64> = bare.iter().zip(&bare_cp).map(|(z, c)| z / c).collect();
+            for (mode, v) in [
+                ("bare", &bare),
+                ("bare-copy", &bare_cp),
+                ("zerocopy", &zc),
+                ("copy", &cp),
+            ] {
                 if !v.is_empty() {
                     rows.push(Row {
                         fft_len: n,
@@ -297,10 +345,10 @@ pub fn run_rows(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>
                         mode,
                         taps: l,
                         mflops: median(v),
-                        ratios: if mode == "zerocopy" {
-                            ratios.clone()
-                        } else {
-                            Vec::new()
+                        ratios: match mode {
+                            "zerocopy" => ratios.clone(),
+                            "bare" if measured => bare_ratios.clone(),
+                            _ => Vec::new(),
                         },
                     });
                 }
@@ -320,9 +368,20 @@ fn find(rows: &[Row], n: usize, pct: u32, mode: &str) -> Option<f64> {
 /// the mean of the interleaved pairs' ratios, with an interval corrected for
 /// every comparison the run makes (Bonferroni: each at 1 - 0.05 / m).
 pub fn improvement(rows: &[Row]) -> Vec<Improvement> {
+    improvement_of(rows, "zerocopy")
+}
+
+/// The same on one thread (paper 001's condition): `bare` over `bare-copy`.
+pub fn improvement_single(rows: &[Row]) -> Vec<Improvement> {
+    improvement_of(rows, "bare")
+}
+
+/// The improvement of the rows of `mode` (those carrying pair ratios), with
+/// intervals corrected over that family.
+fn improvement_of(rows: &[Row], mode: &str) -> Vec<Improvement> {
     let points: Vec<&Row> = rows
         .iter()
-        .filter(|r| r.mode == "zerocopy" && !r.ratios.is_empty())
+        .filter(|r| r.mode == mode && !r.ratios.is_empty())
         .collect();
     let m = points.len();
     let p = 1.0 - (1.0 - FAMILY_CONFIDENCE) / 2.0 / m.max(1) as f64;
@@ -366,16 +425,55 @@ pub fn render(rows: &[Row]) -> String {
         })
         .collect();
     let mut out = table(&["N", "overlap", "taps", "mode", "MFLOPS"], &cells);
+    let verdict = |i: &Improvement| {
+        if i.measurable() {
+            if i.pct > 0.0 {
+                "zero-copy faster"
+            } else {
+                "copy faster"
+            }
+        } else {
+            "no measurable difference"
+        }
+        .to_string()
+    };
+    let single = improvement_single(rows);
+    if !single.is_empty() {
+        out += &format!(
+            "\non one thread (paper 001's condition): windows in place (bare) over the manual copy \
+             (bare-copy), per FFT length and overlap ({} intervals, Bonferroni-corrected to hold \
+             together with {:.0} % confidence):\n",
+            single.len(),
+            FAMILY_CONFIDENCE * 100.0
+        );
+        let cells: Vec<Vec<String>> = single
+            .iter()
+            .map(|i| {
+                vec![
+                    i.fft_len.to_string(),
+                    format!("{}%", i.overlap_pct),
+                    format!("{:+.1}%", i.pct),
+                    format!("{:+.1}% .. {:+.1}%", i.low, i.high),
+                    verdict(i),
+                ]
+            })
+            .collect();
+        out += &table(
+            &["N", "overlap", "improvement", "interval", "verdict"],
+            &cells,
+        );
+    }
     let imp = improvement(rows);
     out += &format!(
-        "\nzero-copy over manual copy per FFT length and overlap ({} intervals, Bonferroni-corrected \
-         to hold together with {:.0} % confidence), and zero-copy against the bare loop at {BARE_OVERLAP} % \
+        "\nin the three-thread graph (source, filter, sink): zero-copy over manual copy per FFT \
+         length and overlap ({} intervals, Bonferroni-corrected to hold together with {:.0} % \
+         confidence), and the graph's zero-copy against the one-thread loop at {BARE_OVERLAP} % \
          overlap:\n",
         imp.len(),
         FAMILY_CONFIDENCE * 100.0
     );
     let imp: Vec<Vec<String>> = imp
-        .into_iter()
+        .iter()
         .map(|i| {
             let n = i.fft_len;
             let ratio = match (
@@ -392,16 +490,7 @@ pub fn render(rows: &[Row]) -> String {
                 format!("{}%", i.overlap_pct),
                 format!("{:+.1}%", i.pct),
                 format!("{:+.1}% .. {:+.1}%", i.low, i.high),
-                if i.measurable() {
-                    if i.pct > 0.0 {
-                        "zero-copy faster"
-                    } else {
-                        "copy faster"
-                    }
-                } else {
-                    "no measurable difference"
-                }
-                .to_string(),
+                verdict(i),
                 ratio,
             ]
         })
@@ -425,36 +514,45 @@ pub fn render(rows: &[Row]) -> String {
 /// of the improvement, and how close zero-copy comes to the bare loop.
 pub fn answer(rows: &[Row]) -> String {
     let imp = improvement(rows);
-    if imp.is_empty() {
+    let single = improvement_single(rows);
+    if imp.is_empty() && single.is_empty() {
         return sentence(&[]);
     }
-    let faster: Vec<&Improvement> = imp
-        .iter()
-        .filter(|i| i.measurable() && i.pct > 0.0)
-        .collect();
-    let slower = imp.iter().filter(|i| i.measurable() && i.pct < 0.0).count();
-    let same = imp.len() - faster.len() - slower;
-    let lens = |v: &[&Improvement]| {
-        v.iter()
+    let clause = |what: &str, imp: &[Improvement]| {
+        let faster: Vec<&Improvement> = imp
+            .iter()
+            .filter(|i| i.measurable() && i.pct > 0.0)
+            .collect();
+        let slower = imp.iter().filter(|i| i.measurable() && i.pct < 0.0).count();
+        let same = imp.len() - faster.len() - slower;
+        let lens = faster
+            .iter()
             .map(|i| format!("{} at {} %", i.fft_len, i.overlap_pct))
             .collect::<Vec<_>>()
-            .join(", ")
+            .join(", ");
+        format!(
+            "{what} reading windows in place is measurably faster than copying them out at {} of {} \
+             points (FFT length and overlap){}, measurably slower at {slower}, and shows no \
+             measurable difference at {same} (intervals Bonferroni-corrected to 95 % together; \
+             means from {:+.1} % to {:+.1} %)",
+            faster.len(),
+            imp.len(),
+            if faster.is_empty() {
+                String::new()
+            } else {
+                format!(" (N = {lens})")
+            },
+            imp.iter().map(|i| i.pct).fold(f64::INFINITY, f64::min),
+            imp.iter().map(|i| i.pct).fold(f64::NEG_INFINITY, f64::max),
+        )
     };
-    let mut clauses = vec![format!(
-        "zero-copy queues are measurably faster than copying windows out at {} of {} points (FFT \
-         length and overlap){}, measurably slower at {slower}, and show no measurable difference \
-         at {same} (intervals Bonferroni-corrected to 95 % together; means from {:+.1} % to \
-         {:+.1} %)",
-        faster.len(),
-        imp.len(),
-        if faster.is_empty() {
-            String::new()
-        } else {
-            format!(" (N = {})", lens(&faster))
-        },
-        imp.iter().map(|i| i.pct).fold(f64::INFINITY, f64::min),
-        imp.iter().map(|i| i.pct).fold(f64::NEG_INFINITY, f64::max),
-    )];
+    let mut clauses = Vec::new();
+    if !single.is_empty() {
+        clauses.push(clause("on one thread (paper 001's condition)", &single));
+    }
+    if !imp.is_empty() {
+        clauses.push(clause("in the three-thread graph", &imp));
+    }
     let shares: Vec<f64> = imp
         .iter()
         .filter_map(|i| {
@@ -484,6 +582,16 @@ pub fn json(rows: &[Row]) -> serde_json::Value {
             "mode": r.mode,
             "taps": r.taps,
             "mflops": r.mflops,
+        })).collect::<Vec<_>>(),
+        "improvement_single_thread": improvement_single(rows).iter().map(|i| json!({
+            "fft_len": i.fft_len,
+            "overlap_pct": i.overlap_pct,
+            "pct": i.pct,
+            "ci_low": i.low,
+            "ci_high": i.high,
+            "family_confidence": FAMILY_CONFIDENCE,
+            "comparisons": i.comparisons,
+            "measurable": i.measurable(),
         })).collect::<Vec<_>>(),
         "improvement": improvement(rows).iter().map(|i| json!({
             "fft_len": i.fft_len,
@@ -549,7 +657,8 @@ pub fn report(cfg: &Config, m: &Measured) -> super::report::Report {
             "fir: {} samples ({} MiB, streamed from memory larger than the last-level cache) per \
              point, {} interleaved zero-copy/copy pairs per point (median MFLOPS; improvement = mean \
              of the pairs' ratios per FFT length and overlap, intervals Bonferroni-corrected); \
-             source, filter and sink each on a thread, the bare loop on one; nominal MFLOPS = \
+             on one thread (paper 001's condition) bare reads windows in place and bare-copy copies \
+             them out; in the graph source, filter and sink each on a thread; nominal MFLOPS = \
              (10 N log2 N + 6 N) per block / time (paper 001's count for a complex N-point FFT; \
              the code runs an N/2-point complex FFT and a real inverse)",
             cfg.samples,
@@ -828,14 +937,16 @@ mod tests {
     #[test]
     fn tiny_run_is_consistent() {
         let rows = run_rows(&Config::tiny(), |_| {}).unwrap();
-        // zerocopy + copy per (N, overlap), one bare per N.
-        assert_eq!(rows.len(), 2 * 2 * 2 + 2);
+        // bare, bare-copy, zerocopy and copy per (N, overlap).
+        assert_eq!(rows.len(), 2 * 2 * 4);
         for r in &rows {
             assert!(r.mflops.is_finite() && r.mflops > 0.0, "{r:?}");
-            // One ratio per run on zero-copy rows, none elsewhere.
-            assert_eq!(r.ratios.len(), if r.mode == "zerocopy" { 1 } else { 0 });
+            // One ratio per run on the in-place rows, none elsewhere.
+            let with = matches!(r.mode, "zerocopy" | "bare");
+            assert_eq!(r.ratios.len(), usize::from(with), "{r:?}");
         }
-        assert_eq!(rows.iter().filter(|r| r.mode == "bare").count(), 2);
+        assert_eq!(rows.iter().filter(|r| r.mode == "bare").count(), 4);
+        assert_eq!(improvement_single(&rows).len(), 4);
         let imp = improvement(&rows);
         // One per (N, overlap).
         assert_eq!(imp.len(), 4);
