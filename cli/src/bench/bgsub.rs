@@ -117,12 +117,10 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
     progress("bgsub definition (pixel by pixel)");
     let definition = dmaflow::dsp::bgsub::definition(&p, &video);
     let row = |device, times: &[f64], verified, cost: &Tally, model_us| {
-        let frame_ms = median(times) * 1e3;
-        let mut sorted = times.to_vec();
-        sorted.sort_by(f64::total_cmp);
-        let q = |f: f64| sorted[((sorted.len() - 1) as f64 * f).round() as usize] * 1e3;
+        let spread = super::spread::Spread::of(times).scaled(1e3);
+        let frame_ms = spread.median;
         Row {
-            quartiles_ms: (q(0.25), q(0.75)),
+            quartiles_ms: (spread.p25, spread.p75),
             stages_us: None,
             device,
             width: cfg.width,

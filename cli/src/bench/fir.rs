@@ -728,15 +728,8 @@ pub struct GrRow {
 impl GrRow {
     /// dmaflow over GNU Radio: the median of the rounds' ratios, min, max.
     pub fn ratio(&self) -> (f64, f64, f64) {
-        let v: Vec<f64> = self
-            .dmaflow
-            .iter()
-            .zip(&self.gnuradio)
-            .map(|(d, g)| d / g)
-            .collect();
-        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = v.iter().copied().fold(0.0, f64::max);
-        (median(&v), lo, hi)
+        let super::spread::Ratio(s) = super::spread::Ratio::of(&self.dmaflow, &self.gnuradio);
+        (s.median, s.min, s.max)
     }
 }
 

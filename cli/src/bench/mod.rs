@@ -15,6 +15,7 @@ pub mod plot;
 pub mod readers;
 pub mod report;
 pub mod ring;
+pub mod spread;
 pub mod transfer;
 pub mod twoway;
 
@@ -115,14 +116,7 @@ pub fn on_board(heading: String, model: MemoryModel) -> String {
 /// Median of a non-empty set of samples (mean of the middle two for even counts);
 /// `NaN` for an empty set.
 pub fn median(samples: &[f64]) -> f64 {
-    let mut v = samples.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    match n {
-        0 => f64::NAN,
-        _ if n % 2 == 1 => v[n / 2],
-        _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
+    spread::Spread::of(samples).median
 }
 
 /// Renders rows as a text table with right-aligned columns.

@@ -27,6 +27,7 @@ use dmaflow::graph::Graph;
 use serde_json::json;
 
 use super::report::{Report, Target};
+use super::spread::{Ratio, Spread, in_turns};
 use super::{Error, median, table};
 
 /// The experiment's size.
@@ -120,9 +121,8 @@ impl Row {
             .iter()
             .map(|s| self.bytes as f64 / s / 1e6)
             .collect();
-        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = v.iter().copied().fold(0.0, f64::max);
-        (median(&v), lo, hi)
+        let s = Spread::of(&v);
+        (s.median, s.min, s.max)
     }
 }
 
@@ -406,30 +406,26 @@ pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>, Err
     let mut rows = Vec::new();
     let points = points(cfg);
     for &size in &cfg.sizes {
-        let mut per: Vec<Row> = points
-            .iter()
-            .map(|&point| Row {
+        let mut cpu = vec![Vec::new(); points.len()];
+        let seconds = in_turns(points.len(), cfg.rounds, |i, round| {
+            progress(&format!(
+                "net: {size} B messages, {} round {}",
+                points[i],
+                round + 1
+            ));
+            let got = measure(cfg, points[i], size)?;
+            cpu[i].push(got.cpu);
+            Ok::<_, Error>(got.seconds)
+        })?;
+        rows.extend(points.iter().zip(seconds.into_iter().zip(cpu)).map(
+            |(&point, (seconds, cpu))| Row {
                 size,
                 point,
                 bytes: cfg.bytes_for(size),
-                seconds: Vec::new(),
-                cpu: Vec::new(),
-            })
-            .collect();
-        for round in 0..cfg.rounds {
-            progress(&format!("net: {size} B messages, round {}", round + 1));
-            // Round-robin, the order reversed every other round.
-            let mut order: Vec<usize> = (0..points.len()).collect();
-            if round % 2 == 1 {
-                order.reverse();
-            }
-            for i in order {
-                let got = measure(cfg, points[i], size)?;
-                per[i].seconds.push(got.seconds);
-                per[i].cpu.push(got.cpu);
-            }
-        }
-        rows.extend(per);
+                seconds,
+                cpu,
+            },
+        ));
     }
     Ok(rows)
 }
@@ -441,15 +437,9 @@ fn shares(rows: &[Row], mine: &str, other: &str) -> Vec<(usize, f64, f64, f64)> 
         .filter(|d| d.point == mine)
         .filter_map(|d| {
             let r = rows.iter().find(|r| r.size == d.size && r.point == other)?;
-            let v: Vec<f64> = d
-                .seconds
-                .iter()
-                .zip(&r.seconds)
-                .map(|(a, b)| b / a)
-                .collect();
-            let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = v.iter().copied().fold(0.0, f64::max);
-            Some((d.size, median(&v), lo, hi))
+            // Throughput ratio = the other's time over this one's, per round.
+            let Ratio(s) = Ratio::of(&r.seconds, &d.seconds);
+            Some((d.size, s.median, s.min, s.max))
         })
         .collect()
 }

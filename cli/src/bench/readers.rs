@@ -20,7 +20,8 @@ use std::time::Instant;
 use serde_json::json;
 
 use super::report::{Report, Target, sentence};
-use super::{Error, median, table};
+use super::spread::{Spread, in_turns};
+use super::{Error, table};
 use dmaflow::ring::{Builder, Wait};
 
 /// What to measure.
@@ -103,11 +104,8 @@ impl Row {
     pub fn ops_per_s(&self) -> (f64, f64, f64) {
         let ops = (self.items / self.items_per_op) as f64;
         let v: Vec<f64> = self.seconds.iter().map(|s| ops / s).collect();
-        (
-            median(&v),
-            v.iter().copied().fold(f64::INFINITY, f64::min),
-            v.iter().copied().fold(0.0, f64::max),
-        )
+        let s = Spread::of(&v);
+        (s.median, s.min, s.max)
     }
 
     /// Samples per second each reader received (median).
@@ -315,31 +313,21 @@ pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>, Err
     let mut rows = Vec::new();
     for &per_op in &cfg.items_per_op {
         for &readers in &cfg.readers {
-            let mut per: Vec<Row> = impls
-                .iter()
-                .map(|(name, _)| Row {
-                    implementation: name,
-                    readers,
-                    items_per_op: per_op,
-                    items: cfg.items(per_op),
-                    seconds: Vec::new(),
-                })
-                .collect();
-            for round in 0..cfg.rounds {
-                let mut order: Vec<usize> = (0..impls.len()).collect();
-                if round % 2 == 1 {
-                    order.reverse();
-                }
-                for i in order {
-                    progress(&format!(
-                        "readers: {} x {readers} readers, {per_op} items per operation, round {}",
-                        impls[i].0,
-                        round + 1
-                    ));
-                    per[i].seconds.push((impls[i].1)(cfg, readers, per_op)?);
-                }
-            }
-            rows.extend(per);
+            let seconds = in_turns(impls.len(), cfg.rounds, |i, round| {
+                progress(&format!(
+                    "readers: {} x {readers} readers, {per_op} items per operation, round {}",
+                    impls[i].0,
+                    round + 1
+                ));
+                (impls[i].1)(cfg, readers, per_op)
+            })?;
+            rows.extend(impls.iter().zip(seconds).map(|((name, _), seconds)| Row {
+                implementation: name,
+                readers,
+                items_per_op: per_op,
+                items: cfg.items(per_op),
+                seconds,
+            }));
         }
     }
     Ok(rows)

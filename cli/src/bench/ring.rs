@@ -27,7 +27,7 @@ use std::time::Instant;
 use serde_json::json;
 
 use super::report::sentence;
-use super::{Error, bytes_label, median, table};
+use super::{Error, bytes_label, table};
 use dmaflow::platform::cpu::{allowed_cores, pin};
 use dmaflow::ring::{Builder, Wait};
 
@@ -567,48 +567,38 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
         };
         for case in ["stream", "window", "window-copy"] {
             let impls = contenders(case);
-            let mut samples = vec![Vec::new(); impls.len()];
-            for run in 0..cfg.runs {
-                // Turns, the order reversed every other round.
-                let mut order: Vec<usize> = (0..impls.len()).collect();
-                if run % 2 == 1 {
-                    order.reverse();
+            let samples = super::spread::in_turns(impls.len(), cfg.runs, |i, run| {
+                let (name, measure) = &impls[i];
+                progress(&format!(
+                    "ring {case} {} {name} run {}/{}",
+                    bytes_label(batch_bytes),
+                    run + 1,
+                    cfg.runs
+                ));
+                let (secs, sum) = measure(&shape)?;
+                let expected = match (case, *name) {
+                    (_, "bound") => bound_series(&shape),
+                    ("stream", _) => series(0, shape.items as u64),
+                    _ => window_series(shape.items, shape.batch),
+                };
+                if sum != expected {
+                    return Err(Error::Corrupted {
+                        what: format!("ring {case} {name} batch {batch_bytes} B"),
+                        got: sum,
+                        expected,
+                    });
                 }
-                for i in order {
-                    let (name, measure) = &impls[i];
-                    progress(&format!(
-                        "ring {case} {} {name} run {}/{}",
-                        bytes_label(batch_bytes),
-                        run + 1,
-                        cfg.runs
-                    ));
-                    let (secs, sum) = measure(&shape)?;
-                    let expected = match (case, *name) {
-                        (_, "bound") => bound_series(&shape),
-                        ("stream", _) => series(0, shape.items as u64),
-                        _ => window_series(shape.items, shape.batch),
-                    };
-                    if sum != expected {
-                        return Err(Error::Corrupted {
-                            what: format!("ring {case} {name} batch {batch_bytes} B"),
-                            got: sum,
-                            expected,
-                        });
-                    }
-                    samples[i].push((shape.items * ITEM) as f64 / secs / 1e9);
-                }
-            }
+                Ok((shape.items * ITEM) as f64 / secs / 1e9)
+            })?;
             for ((name, _), s) in impls.iter().zip(&samples) {
+                let sp = super::spread::Spread::of(s);
                 rows.push(Row {
                     implementation: name,
                     case,
                     batch_bytes,
-                    gbytes_per_s: median(s),
-                    range: (
-                        s.iter().copied().fold(f64::INFINITY, f64::min),
-                        s.iter().copied().fold(0.0, f64::max),
-                    ),
-                    runs: s.len(),
+                    gbytes_per_s: sp.median,
+                    range: (sp.min, sp.max),
+                    runs: sp.n,
                 });
             }
         }

@@ -145,29 +145,18 @@ impl Row {
         let avg = samples.iter().sum::<f64>() / n;
         let var = samples.iter().map(|s| (s - avg) * (s - avg)).sum::<f64>() / n;
         let bytes = lines * LINE;
-        let mut sorted = samples.to_vec();
-        sorted.sort_by(f64::total_cmp);
-        // Linear interpolation between order statistics (numpy's default).
-        let at = |q: f64| {
-            let h = sorted.len().saturating_sub(1) as f64 * q;
-            let lo = h.floor() as usize;
-            match (sorted.get(lo), sorted.get(lo + 1)) {
-                (Some(&a), Some(&b)) => a + (h - lo as f64) * (b - a),
-                (Some(&a), None) => a,
-                _ => f64::NAN,
-            }
-        };
-        let med = super::median(samples);
+        let spread = super::spread::Spread::of(samples);
+        let med = spread.median;
         Row {
             core,
             completion,
             lines,
             bytes,
             median_us: med,
-            quartiles_us: (at(0.25), at(0.75)),
+            quartiles_us: (spread.p25, spread.p75),
             avg_us: avg,
-            min_us: samples.iter().copied().fold(f64::INFINITY, f64::min),
-            max_us: samples.iter().copied().fold(0.0, f64::max),
+            min_us: spread.min,
+            max_us: spread.max,
             stddev_us: var.sqrt(),
             mib_per_s: bytes as f64 / (med * 1e-6) / (1u64 << 20) as f64,
             iterations: samples.len(),

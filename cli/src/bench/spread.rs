@@ -1,0 +1,146 @@
+//! One method for the experiments' repeats: points measured in turns (the
+//! order reversed every other round), each point's samples summarised as a
+//! median with its spread, and two points compared round by round.
+
+use serde_json::json;
+
+/// The samples of one point, summarised.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spread {
+    /// Median.
+    pub median: f64,
+    /// First quartile (linear interpolation between order statistics).
+    pub p25: f64,
+    /// Third quartile.
+    pub p75: f64,
+    /// Smallest sample.
+    pub min: f64,
+    /// Largest sample.
+    pub max: f64,
+    /// Samples.
+    pub n: usize,
+}
+
+impl Spread {
+    /// The summary of `samples` (all `NaN` with none).
+    pub fn of(samples: &[f64]) -> Spread {
+        let mut v = samples.to_vec();
+        v.sort_by(f64::total_cmp);
+        let at = |q: f64| {
+            let h = v.len().saturating_sub(1) as f64 * q;
+            let lo = h.floor() as usize;
+            match (v.get(lo), v.get(lo + 1)) {
+                (Some(&a), Some(&b)) => a + (h - lo as f64) * (b - a),
+                (Some(&a), None) => a,
+                _ => f64::NAN,
+            }
+        };
+        Spread {
+            median: at(0.5),
+            p25: at(0.25),
+            p75: at(0.75),
+            min: v.first().copied().unwrap_or(f64::NAN),
+            max: v.last().copied().unwrap_or(f64::NAN),
+            n: v.len(),
+        }
+    }
+
+    /// The summary with every figure scaled by `k` (a unit change).
+    pub fn scaled(self, k: f64) -> Spread {
+        Spread {
+            median: self.median * k,
+            p25: self.p25 * k,
+            p75: self.p75 * k,
+            min: self.min * k,
+            max: self.max * k,
+            n: self.n,
+        }
+    }
+
+    /// As JSON: median, p25, p75, min, max, n.
+    pub fn json(&self) -> serde_json::Value {
+        json!({
+            "median": self.median,
+            "p25": self.p25,
+            "p75": self.p75,
+            "min": self.min,
+            "max": self.max,
+            "n": self.n,
+        })
+    }
+}
+
+/// Measures `points` points for `rounds` rounds, the points taking turns in
+/// each round and the order reversed every other round, so that a drift of
+/// the machine falls on all of them alike; returns each point's samples in
+/// round order (sample `r` of every point comes from round `r`).
+pub fn in_turns<E>(
+    points: usize,
+    rounds: usize,
+    mut measure: impl FnMut(usize, usize) -> Result<f64, E>,
+) -> Result<Vec<Vec<f64>>, E> {
+    let mut samples = vec![Vec::with_capacity(rounds); points];
+    for round in 0..rounds {
+        let mut order: Vec<usize> = (0..points).collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for p in order {
+            samples[p].push(measure(p, round)?);
+        }
+    }
+    Ok(samples)
+}
+
+/// One point against another, round by round: the ratios `a[r] / b[r]` of
+/// samples taken in the same round.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ratio(pub Spread);
+
+impl Ratio {
+    /// The ratios of `a` over `b`, round by round.
+    pub fn of(a: &[f64], b: &[f64]) -> Ratio {
+        let r: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
+        Ratio(Spread::of(&r))
+    }
+
+    /// Whether every round agrees on the side of 1: the only case this method
+    /// calls a difference measurable (else "no measurable difference").
+    pub fn measurable(&self) -> bool {
+        self.0.n > 0 && (self.0.min > 1.0 || self.0.max < 1.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_summary_is_that_of_the_samples() {
+        let s = Spread::of(&[30.0, 10.0, 20.0, 40.0, 1000.0]);
+        assert_eq!((s.median, s.p25, s.p75), (30.0, 20.0, 40.0));
+        assert_eq!((s.min, s.max, s.n), (10.0, 1000.0, 5));
+        assert_eq!(Spread::of(&[1.0, 2.0]).median, 1.5);
+        assert!(Spread::of(&[]).median.is_nan());
+        assert_eq!(Spread::of(&[2.0]).scaled(3.0).max, 6.0);
+    }
+
+    #[test]
+    fn points_take_turns_and_the_order_reverses() {
+        let mut seen = Vec::new();
+        let s = in_turns::<()>(3, 2, |p, r| {
+            seen.push((r, p));
+            Ok((10 * r + p) as f64)
+        })
+        .unwrap();
+        assert_eq!(seen, [(0, 0), (0, 1), (0, 2), (1, 2), (1, 1), (1, 0)]);
+        assert_eq!(s[2], vec![2.0, 12.0]);
+    }
+
+    #[test]
+    fn a_ratio_is_measurable_only_when_every_round_agrees() {
+        assert!(Ratio::of(&[2.0, 3.0], &[1.0, 1.0]).measurable());
+        assert!(!Ratio::of(&[2.0, 0.5], &[1.0, 1.0]).measurable());
+        assert_eq!(Ratio::of(&[2.0, 3.0, 4.0], &[1.0, 1.0, 2.0]).0.median, 2.0);
+    }
+}
