@@ -57,7 +57,10 @@ enum Command {
     ///             program every engine's two channels; null for proxy)
     ///   loopback: completion (poll|yield|irq|proxy), path (zerocopy|copy),
     ///             buffering (single|double), partition (unique|blocks),
-    ///             block_bytes, bytes, median_us (two-way transfer), model_us,
+    ///             block_bytes, bytes, median_us (two-way transfer),
+    ///             round_median_us_min, round_median_us_max, rounds (the modes
+    ///             take turns round by round; proxy's rounds are consecutive
+    ///             shares), model_us,
     ///             overhead_us, cpu_us (driver threads and interrupt delivery),
     ///             irq_delivery_us (of cpu_us: the emulated interrupt's eventfd
     ///             write and wake-up, a handler's work on a board), cpu_share,

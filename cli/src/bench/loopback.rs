@@ -4,7 +4,11 @@
 //! needs for the transfer (`model_us`: PG021's latencies and the link), what
 //! software added on top (`overhead_us`) and what it cost the host's CPU
 //! (`cpu_us`). Every transfer sends fresh data into a cleared receive buffer,
-//! and what comes back is checked.
+//! and what comes back is checked. At each size the modes and paths take turns
+//! in rounds (a share of the transfers each, the order reversed every other
+//! round), and the rounds' medians give the spread beside the median of all
+//! transfers; the kernel-style proxy, which takes the engine over, runs after
+//! them.
 
 use serde_json::json;
 
@@ -30,6 +34,9 @@ pub struct Config {
     pub clock: Clock,
     /// The board's memory (a non-coherent one runs with explicit maintenance).
     pub memory: MemoryModel,
+    /// Rounds per size: the modes and paths take turns, each round a share of
+    /// the transfers, the order reversed every other round.
+    pub rounds: usize,
 }
 
 impl Config {
@@ -42,6 +49,7 @@ impl Config {
             block: 64 << 10,
             clock: Profile::ZYNQ7000.port,
             memory: MemoryModel::Coherent,
+            rounds: 5,
         }
     }
 
@@ -63,6 +71,7 @@ impl Config {
             block: 1024,
             clock: Clock::Unlimited,
             memory: MemoryModel::Coherent,
+            rounds: 2,
         }
     }
 }
@@ -101,6 +110,10 @@ pub struct Row {
     pub cpu_share: f64,
     /// Transfers measured.
     pub iterations: usize,
+    /// The lowest and highest of the rounds' medians (microseconds).
+    pub round_range: (f64, f64),
+    /// Rounds the transfers were measured in.
+    pub rounds: usize,
 }
 
 impl Row {
@@ -194,8 +207,16 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
     let _placed = rig.dedicate_core()?;
     let model_us = |bytes: usize| cfg.clock.two_way(bytes, false).as_secs_f64() * 1e6;
     let mut rows = Vec::new();
-    let mut row = |completion, (path, buffering, partition), block_bytes, bytes, s: &Samples| {
+    let mut row = |completion,
+                   (path, buffering, partition),
+                   block_bytes,
+                   bytes,
+                   s: &Samples,
+                   rounds: &[f64]| {
+        let r = super::spread::Spread::of(rounds);
         rows.push(Row {
+            round_range: (r.min, r.max),
+            rounds: r.n,
             completion,
             path,
             buffering,
@@ -221,48 +242,57 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
             let mut rx = engine.pool().alloc::<u8>(bytes)?;
             let mut data = vec![0u8; bytes];
             let mut out = vec![0u8; bytes];
-            // Proxy takes the engine over: it runs after these.
-            for c in [Completion::Poll, Completion::Yield, Completion::Irq] {
+            // Proxy takes the engine over: it runs after these. The others take
+            // turns, a share of the transfers per round.
+            let points: Vec<(Completion, (&str, &str, &str))> =
+                [Completion::Poll, Completion::Yield, Completion::Irq]
+                    .into_iter()
+                    .flat_map(|c| ways(bytes, cfg.block).into_iter().map(move |w| (c, w)))
+                    .collect();
+            let rounds = cfg.rounds.clamp(1, iterations);
+            let mut samples: Vec<Samples> =
+                points.iter().map(|_| Samples::new(iterations)).collect();
+            let medians = super::spread::in_turns(points.len(), rounds, |i, round| {
+                let (c, (path, buffering, partition)) = points[i];
                 let name = c.name();
-                for way in ways(bytes, cfg.block) {
-                    let (path, buffering, partition) = way;
-                    let what = format!(
-                        "loopback {} {name} {path} {buffering} {partition}",
-                        bytes_label(bytes)
-                    );
-                    progress(&what);
-                    let depth = if buffering == "double" { 2 } else { 1 };
-                    let split = if partition == "blocks" {
-                        Partition::Blocks(cfg.block)
+                let what = format!(
+                    "loopback {} {name} {path} {buffering} {partition}",
+                    bytes_label(bytes)
+                );
+                progress(&format!("{what} round {}", round + 1));
+                let depth = if buffering == "double" { 2 } else { 1 };
+                let split = if partition == "blocks" {
+                    Partition::Blocks(cfg.block)
+                } else {
+                    Partition::Unique
+                };
+                // This round's share of the transfers.
+                let share = iterations / rounds + usize::from(round < iterations % rounds);
+                let s = &mut samples[i];
+                let from = s.total.len();
+                for _ in 0..share {
+                    seq += 1;
+                    if path == "zerocopy" {
+                        fill(seq, tx.as_mut_slice());
+                        rx.as_mut_slice().fill(0);
+                        let m = Meter::start(None);
+                        let n = engine.two_way(&tx, bytes, &mut rx, c)?;
+                        s.push(&m, engine.last_timing());
+                        check(&what, seq, bytes, n, rx.as_slice())?;
                     } else {
-                        Partition::Unique
-                    };
-                    let mut s = Samples::new(iterations);
-                    for _ in 0..iterations {
-                        seq += 1;
-                        if path == "zerocopy" {
-                            fill(seq, tx.as_mut_slice());
-                            rx.as_mut_slice().fill(0);
-                            let m = Meter::start(None);
-                            let n = engine.two_way(&tx, bytes, &mut rx, c)?;
-                            s.push(&m, engine.last_timing());
-                            check(&what, seq, bytes, n, rx.as_slice())?;
-                        } else {
-                            fill(seq, &mut data);
-                            out.fill(0);
-                            let m = Meter::start(None);
-                            let n = engine.send_message(&data, &mut out, split, depth, c)?;
-                            s.push(&m, engine.last_timing());
-                            check(&what, seq, bytes, n, &out)?;
-                        }
+                        fill(seq, &mut data);
+                        out.fill(0);
+                        let m = Meter::start(None);
+                        let n = engine.send_message(&data, &mut out, split, depth, c)?;
+                        s.push(&m, engine.last_timing());
+                        check(&what, seq, bytes, n, &out)?;
                     }
-                    let block_bytes = if partition == "blocks" {
-                        cfg.block
-                    } else {
-                        bytes
-                    };
-                    row(name, way, block_bytes, bytes, &s);
                 }
+                Ok::<_, Error>(median(&s.total[from..]))
+            })?;
+            for ((c, way), (s, m)) in points.iter().zip(samples.iter().zip(&medians)) {
+                let block_bytes = if way.2 == "blocks" { cfg.block } else { bytes };
+                row(c.name(), *way, block_bytes, bytes, s, m);
             }
         }
     }
@@ -287,7 +317,21 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
             s.push(&m, proxy.last_timing());
             check(&what, seq, bytes, buf.len(), &buf)?;
         }
-        row("proxy", ("copy", "single", "unique"), bytes, bytes, &s);
+        // The proxy's transfers in one block (it holds the engine): its
+        // rounds are consecutive shares of them.
+        let shares: Vec<f64> = s
+            .total
+            .chunks(iterations.div_ceil(cfg.rounds.clamp(1, iterations)))
+            .map(median)
+            .collect();
+        row(
+            "proxy",
+            ("copy", "single", "unique"),
+            bytes,
+            bytes,
+            &s,
+            &shares,
+        );
     }
     Ok(rows)
 }
@@ -304,6 +348,7 @@ pub fn render(rows: &[Row]) -> String {
                 r.buffering.to_string(),
                 r.partition.to_string(),
                 format!("{:.2}", r.median_us),
+                format!("{:.2}..{:.2}", r.round_range.0, r.round_range.1),
                 format!("{:.2}", r.model_us),
                 format!("{:.2}", r.overhead_us()),
                 format!("{:.2}", r.cpu_us),
@@ -324,6 +369,7 @@ pub fn render(rows: &[Row]) -> String {
             "buffering",
             "partition",
             "us (median)",
+            "rounds' medians",
             "model us",
             "overhead us",
             "CPU us",
@@ -447,6 +493,9 @@ pub fn json(rows: &[Row]) -> serde_json::Value {
             "block_bytes": r.block_bytes,
             "bytes": r.bytes,
             "median_us": r.median_us,
+            "round_median_us_min": r.round_range.0,
+            "round_median_us_max": r.round_range.1,
+            "rounds": r.rounds,
             "model_us": r.model_us,
             "overhead_us": r.overhead_us(),
             "cpu_us": r.cpu_us,
