@@ -560,6 +560,9 @@ fn run_bench(
         } else {
             bar.suspend(|| {
                 println!("{}", report.heading);
+                if let Some(c) = bench::conditions::of(report.experiment) {
+                    print!("{}", c.lines());
+                }
                 print!("{}", report.text);
                 println!();
             });

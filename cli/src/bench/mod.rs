@@ -3,6 +3,7 @@
 
 pub mod bgsub;
 pub mod cnn;
+pub mod conditions;
 pub mod contention;
 pub mod faults;
 pub mod fir;

@@ -286,6 +286,14 @@ pub fn write_index(dir: &Path, info: &RunInfo, reports: &[Report]) -> Result<Pat
             serde_json::json!({
                 "name": r.experiment,
                 "heading": r.heading,
+                "conditions": super::conditions::of(r.experiment).map(|c| {
+                    serde_json::json!([
+                        ["timed", c.timed],
+                        ["compared with", c.against],
+                        ["the model's", c.model],
+                        ["against the paper", c.paper],
+                    ])
+                }),
                 "answer": r.answer,
                 "targets": r.targets.iter().map(|t| serde_json::json!({
                     "what": t.what, "found": t.found, "met": t.met,

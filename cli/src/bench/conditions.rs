@@ -1,0 +1,174 @@
+//! What each experiment's numbers are, in four lines: what is timed, what
+//! the comparison point is, which figures are the model's (a number the
+//! emulator's configuration guarantees is never a target), and where the
+//! conditions differ from the paper the experiment follows, and why. The
+//! report prints them under each experiment's heading.
+
+/// The four lines of one experiment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Conditions {
+    /// What is timed, from where to where.
+    pub timed: &'static str,
+    /// What it is compared with.
+    pub against: &'static str,
+    /// Which figures are the model's, not dmaflow's.
+    pub model: &'static str,
+    /// Where this run's conditions differ from the paper's, and why.
+    pub paper: &'static str,
+}
+
+impl Conditions {
+    /// The lines as text, one per line, each with its label.
+    pub fn lines(&self) -> String {
+        format!(
+            "timed: {}\ncompared with: {}\nthe model's: {}\nagainst the paper: {}\n",
+            self.timed, self.against, self.model, self.paper
+        )
+    }
+}
+
+/// The conditions every DMA experiment shares.
+const USER_X86: &str = "a user-space driver on an x86-64 VM with two cores (the papers ran \
+    bare metal or a Linux kernel driver on a Zynq-7000's Cortex-A9), and a coherent emulated \
+    board unless --memory noncoherent";
+
+/// The conditions of `experiment`, if it has any to state.
+pub fn of(experiment: &str) -> Option<Conditions> {
+    Some(match experiment {
+        "ring" => Conditions {
+            timed: "from the first worker thread's start to the last one's end, each \
+                    instant read on its own thread",
+            against: "rtrb, ringbuf, vmcircbuffer (lock-free) and crossbeam-channel on equal \
+                      terms, and a no-queue bound (the same work, no hand-over)",
+            model: "none: every figure is the queues' own",
+            paper: "paper 001 measured its queue inside an FFT filter, not alone; threads are \
+                    pinned to this VM's two cores",
+        },
+        "readers" => Conditions {
+            timed: "from the first thread's start to the last thread's end",
+            against: "vmcircbuffer's lock-free SPMC buffer here, and GNU Radio 4's published \
+                      bm_Buffer figures (another CPU, not measured here)",
+            model: "none",
+            paper: "GNU Radio 4 ran on a many-core desktop; here five threads share two cores",
+        },
+        "fir" => Conditions {
+            timed: "one thread's loop over the whole signal (bare, bare-copy), or the graph's \
+                    run from start to its last node's end (zerocopy, copy)",
+            against: "the manual copy of the overlap (paper 001's standard method), \
+                      interleaved pair by pair; GNU Radio's fft_filter_fff",
+            model: "none: MFLOPS is the paper's nominal count over measured time",
+            paper: "paper 001 ran one thread on a PowerPC 970 and an Opteron; this x86 core has \
+                    1 MiB of L2, so the copy is cheaper next to the transforms",
+        },
+        "transfer" => Conditions {
+            timed: "the stream of packets from the first send to the last packet received, on \
+                    the driver's thread",
+            against: "the modelled link (share of the modelled link) and the copying path",
+            model: "the link rate, PG021's latencies and model_us: a stream at 100 % of the \
+                    link is what the emulator's clock allows, the overhead beside it is dmaflow's",
+            paper: USER_X86,
+        },
+        "twoway" => Conditions {
+            timed: "each two-way transfer from the call to its return (median of 1000 per \
+                    size); issue: programming every engine, timed on its own",
+            against: "the modelled device time (paper 000's ideal 95.37 MiB/s) and each driver \
+                      against polling",
+            model: "model_us and the ideal throughput; the emulated coprocessor streams \
+                    cut-through",
+            paper: USER_X86,
+        },
+        "loopback" => Conditions {
+            timed: "each two-way transfer from the call to its return; TX and RX from their own \
+                    starts; the modes in turns, five rounds per size",
+            against: "the modelled device (model_us) and polling's CPU",
+            model: "model_us: PG021's latencies and the HP port's clock; overhead_us still \
+                    includes the emulator's own work (a device thread waking, copying), for \
+                    which no bare-register baseline is measured yet",
+            paper: USER_X86,
+        },
+        "bgsub" => Conditions {
+            timed: "each frame from the call to the mask in the caller's buffer, software and \
+                    fabric in turns frame by frame",
+            against: "the software implementation on this CPU and the modelled fabric's bound",
+            model: "model_us (two 100 MB/s streams side by side); the emulated core computes on \
+                    this host",
+            paper: USER_X86,
+        },
+        "cnn" => Conditions {
+            timed: "each layer's transfers and each frame from the first send to the last \
+                    answer",
+            against: "the completion modes, and the modelled link",
+            model: "model_us (the link only: the emulated core computes on the host with no \
+                    modelled compute time, so frame time includes this host's convolution \
+                    speed); TX us/byte restates 1 / the link rate",
+            paper: USER_X86,
+        },
+        "contention" => Conditions {
+            timed: "the application's passes over a fixed time beside back-to-back transfers, \
+                    against its passes alone just before",
+            against: "the application alone on the same core",
+            model: "model_us",
+            paper: "this measures the Linux scheduler sharing one core between the driver and \
+                    the application, not the papers' memory-bandwidth contention (that needs a \
+                    third core: driver, device, application)",
+        },
+        "pipeline" => Conditions {
+            timed: "the graph's run from start to its last node's end",
+            against: "a copying pipeline (standard I/O through driver buffers) and the modelled \
+                      link",
+            model: "link_share and model_mb_per_s are the modelled link's; core_mb_per_s is the \
+                    emulated core's own compute on this host",
+            paper: USER_X86,
+        },
+        "faults" => Conditions {
+            timed: "nothing: every figure is a count (transfers, faults injected, recovered, \
+                    late writes)",
+            against: "what every safe API must guarantee: nothing delivered wrong, no late \
+                      write, no hang",
+            model: "the injected faults",
+            paper: "no paper measures this",
+        },
+        "net" => Conditions {
+            timed: "the receiver from its first message to the end of stream (GNU Radio: from \
+                    starting its sender)",
+            against: "bare PUSH/PULL of the same libzmq, and GNU Radio's push_sink -> \
+                      pull_source",
+            model: "none",
+            paper: "gr-zeromq over loopback TCP on one two-core machine; GNU Radio's ends touch \
+                    no byte",
+        },
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_experiment_says_what_its_numbers_are() {
+        for e in [
+            "ring",
+            "readers",
+            "fir",
+            "transfer",
+            "twoway",
+            "loopback",
+            "bgsub",
+            "cnn",
+            "contention",
+            "pipeline",
+            "faults",
+            "net",
+        ] {
+            let c = of(e).unwrap_or_else(|| panic!("{e} says nothing"));
+            let text = c.lines();
+            assert_eq!(text.lines().count(), 4, "{e}");
+            assert!(
+                text.contains("timed: ") && text.contains("the model's: "),
+                "{e}"
+            );
+        }
+        assert!(of("nothing").is_none());
+    }
+}
