@@ -75,8 +75,9 @@ enum Command {
     ///   cnn:      completion (poll|yield|irq|proxy), layer (1..5), tx_bytes,
     ///             rx_bytes, tx_us_per_byte, rx_us_per_byte (medians over frames),
     ///             frame_ms (median frame), verified (bool), layer_us (median
-    ///             layer transfer), model_us, overhead_us (includes the emulated
-    ///             core's compute), cpu_us
+    ///             layer transfer), model_us (link and NullHop-modelled compute),
+    ///             overhead_us, emulator_compute_us (of the overhead: this host
+    ///             computing slower than the modelled core), software_us, cpu_us
     ///   contention: completion (poll|yield|irq|proxy), bytes, transfers,
     ///             transfer_us (mean), model_us, overhead_us, cpu_us, cpu_share
     ///             (of the shared core), app_share (application throughput beside

@@ -56,6 +56,12 @@ pub struct Shape {
 }
 
 impl Shape {
+    /// Multiply-accumulates of the layer: every output map's pixel (before
+    /// pooling) sums `in_maps x kernel x kernel` products.
+    pub fn macs(&self) -> u64 {
+        (self.out_maps * self.in_maps * self.kernel * self.kernel * self.height * self.width) as u64
+    }
+
     /// Output height and width.
     pub fn out_dims(&self) -> (usize, usize) {
         if self.pool {

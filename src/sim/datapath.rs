@@ -233,10 +233,17 @@ impl Shared {
         // the arrival, not from when this thread got to it: a device thread
         // that comes late (woken from sleep, descheduled) is the emulator's
         // delay, not the device's, and must not hold back every later packet.
+        let host = began.elapsed();
+        let modelled = st.processor.compute_time();
+        if let Some(m) = modelled {
+            let over = host.saturating_sub(m).as_nanos().min(u64::MAX as u128) as u64;
+            self.compute_overrun_ns
+                .fetch_add(over, std::sync::atomic::Ordering::Relaxed);
+        }
         let computed = if cut_through {
             arrived
         } else {
-            arrived + began.elapsed()
+            arrived + modelled.unwrap_or(host)
         };
         for (p, _) in inputs.drain(..) {
             st.recycle(p);

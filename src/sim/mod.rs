@@ -10,7 +10,7 @@
 
 mod bgsub;
 mod checker;
-mod conv;
+pub mod conv;
 mod datapath;
 mod device;
 mod faults;
@@ -67,6 +67,13 @@ pub trait StreamProcessor: Send {
     /// Returns the core to its state after power-up; the AXI DMA's soft reset
     /// resets the core behind it too.
     fn reset(&mut self) {}
+    /// For a core that is not cut-through: the modelled time the packets just
+    /// processed take to compute on the device, from the last input's arrival
+    /// to the first output beat. `None` (the default): as long as computing them
+    /// took on this host.
+    fn compute_time(&self) -> Option<std::time::Duration> {
+        None
+    }
     /// Bytes of the core's own AXI-Lite register window, the board's window
     /// after the DMA engines' (0, the default: the core has none).
     fn control_bytes(&self) -> usize {
@@ -178,6 +185,7 @@ impl Fabric {
             device_tid: AtomicI32::new(0),
             sleeps: AtomicU64::new(0),
             yields: AtomicU64::new(0),
+            compute_overrun_ns: AtomicU64::new(0),
             posts: (0..engines)
                 .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
                 .collect(),
@@ -301,6 +309,14 @@ impl Fabric {
             self.shared.sleeps.load(Ordering::Relaxed),
             self.shared.yields.load(Ordering::Relaxed),
         )
+    }
+
+    /// How much longer, in all, this host took to compute the core's packets
+    /// than the core's modelled compute time ([`StreamProcessor::compute_time`]):
+    /// a delay of the emulator that a measurement over the model must not
+    /// count as software's. Zero for cores without a modelled compute time.
+    pub fn compute_overrun(&self) -> Duration {
+        Duration::from_nanos(self.shared.compute_overrun_ns.load(Ordering::Relaxed))
     }
 
     /// The faults armed and not yet consumed.

@@ -154,6 +154,10 @@ pub(super) struct Shared {
     pub(super) sleeps: AtomicU64,
     /// Times the device thread gave the CPU away while idle or waiting.
     pub(super) yields: AtomicU64,
+    /// Nanoseconds by which this host's computation of a core's packets took
+    /// longer than the core's modelled compute time: the emulator's delay, not
+    /// the device's.
+    pub(super) compute_overrun_ns: AtomicU64,
     /// TAILDESC writes per engine and channel: the writer stores the register and
     /// bumps this without the lock; the device picks the new tail up.
     pub(super) posts: Vec<[AtomicU64; 2]>,

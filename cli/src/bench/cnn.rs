@@ -4,7 +4,9 @@
 //! each layer the parameters and input feature maps go out in one transfer and
 //! the output feature maps come back (single buffer, `Unique`, as in the paper's
 //! table), for each completion mode. Every frame's output is checked against the
-//! software reference.
+//! software reference. The core is modelled as NullHop's MAC array (128 MACs per
+//! cycle, at an assumed 100 MHz), so the model's time per layer includes the
+//! computation as well as the link; what the software adds is the rest.
 
 use std::time::Instant;
 
@@ -16,6 +18,7 @@ use super::{Error, Rig, median, table};
 use dmaflow::dma::{Completion, Proxy, Timing};
 use dmaflow::dsp::conv::{Layer, from_bytes, input_frame, roshambo};
 use dmaflow::platform::MemoryModel;
+use dmaflow::sim::conv::{NULLHOP_MACS_PER_CYCLE, NULLHOP_MHZ};
 use dmaflow::sim::{Clock, ConvCore};
 
 /// The fabric clock: the Zynq HP port (150 MHz x 8 B).
@@ -83,27 +86,37 @@ pub struct Row {
     pub verified: bool,
     /// Median wall time of the layer's transfer, in microseconds.
     pub layer_us: f64,
-    /// What the modelled link needs for the layer: MM2S start-up, the packet
-    /// in, the maps out, the S2MM write latency (the emulated core's own
-    /// compute time is not modelled: it is the emulator's), in microseconds.
+    /// What the modelled device needs for the layer: MM2S start-up, the packet
+    /// in, the core's compute (NullHop's MAC array), the maps out, the S2MM
+    /// write latency, in microseconds.
     pub model_us: f64,
+    /// Median over frames of how much longer this host took to compute the
+    /// layer than the modelled core: the emulator's delay, in microseconds.
+    pub emulator_us: f64,
     /// Mean host CPU of the driver-side threads per layer transfer, in
     /// microseconds.
     pub cpu_us: f64,
 }
 
 impl Row {
-    /// Measured minus modelled time of the layer's transfer (includes the
-    /// emulated core's compute time).
+    /// Measured minus modelled time of the layer's transfer (the emulator's
+    /// compute overrun included).
     pub fn overhead_us(&self) -> f64 {
         self.layer_us - self.model_us
+    }
+
+    /// What is left of the overhead once the emulator's compute overrun is
+    /// taken off: the software's part (driver, copies, waking).
+    pub fn software_us(&self) -> f64 {
+        self.overhead_us() - self.emulator_us
     }
 }
 
 /// What the frames of one completion mode gave.
 struct Measured {
-    /// Per layer, per frame: (TX us per byte, RX us per byte, wall us).
-    per_layer: Vec<Vec<(f64, f64, f64)>>,
+    /// Per layer, per frame: (TX us per byte, RX us per byte, wall us,
+    /// emulator compute overrun us).
+    per_layer: Vec<Vec<(f64, f64, f64, f64)>>,
     /// Per layer: the driver-side CPU of its transfers.
     cost: Vec<Tally>,
     /// Per frame: milliseconds.
@@ -117,6 +130,7 @@ struct Measured {
 fn frames(
     net: &[Layer],
     reference: &[Vec<i16>],
+    overrun: impl Fn() -> std::time::Duration,
     mut send: impl FnMut(Vec<u8>, usize) -> Result<(Vec<u8>, Timing, Cost), Error>,
 ) -> Result<Measured, Error> {
     let mut per_layer = vec![Vec::new(); net.len()];
@@ -130,11 +144,13 @@ fn frames(
             let packet = layer.encode(&maps, h, w);
             let shape = layer.shape(h, w);
             let (tx, rx) = (packet.len(), shape.out_bytes());
+            let before = overrun();
             let (answer, t, c) = send(packet, rx)?;
             per_layer[l].push((
                 t.tx.as_secs_f64() * 1e6 / tx as f64,
                 t.rx.as_secs_f64() * 1e6 / rx as f64,
                 c.wall.as_secs_f64() * 1e6,
+                overrun().saturating_sub(before).as_secs_f64() * 1e6,
             ));
             cost[l].add(c);
             maps = from_bytes(&answer);
@@ -169,9 +185,11 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
         .collect();
     // Layer shapes: bytes each way.
     let mut sizes = Vec::new();
+    let mut shapes = Vec::new();
     let (mut h, mut w) = (64, 64);
     for l in &net {
         let s = l.shape(h, w);
+        shapes.push(s);
         sizes.push((
             2 * (dmaflow::dsp::conv::HEADER_WORDS + l.weights.len() + l.bias.len())
                 + 2 * l.in_maps * h * w,
@@ -190,7 +208,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
             false,
             super::policy_for(cfg.memory),
             cfg.memory,
-            Box::new(ConvCore::new()),
+            Box::new(ConvCore::nullhop()),
         )?;
         let _placed = rig.dedicate_core()?;
         let Measured {
@@ -203,27 +221,38 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
                 path: "proxy driver thread".into(),
                 source,
             })?;
-            frames(&net, &reference, |packet, rx| {
-                let m = Meter::start(Some(&proxy));
-                let out = proxy.transfer(packet, rx)?;
-                let c = m.stop();
-                Ok((out, proxy.last_timing(), c))
-            })?
+            frames(
+                &net,
+                &reference,
+                || rig.fabric.compute_overrun(),
+                |packet, rx| {
+                    let m = Meter::start(Some(&proxy));
+                    let out = proxy.transfer(packet, rx)?;
+                    let c = m.stop();
+                    Ok((out, proxy.last_timing(), c))
+                },
+            )?
         } else {
             let engine = &rig.engines[0];
             let mut out = vec![0u8; largest];
-            frames(&net, &reference, |packet, rx| {
-                let m = Meter::start(None);
-                let n = engine.write_read(&packet, &mut out[..rx], c)?;
-                let cost = m.stop();
-                Ok((out[..n].to_vec(), engine.last_timing(), cost))
-            })?
+            frames(
+                &net,
+                &reference,
+                || rig.fabric.compute_overrun(),
+                |packet, rx| {
+                    let m = Meter::start(None);
+                    let n = engine.write_read(&packet, &mut out[..rx], c)?;
+                    let cost = m.stop();
+                    Ok((out[..n].to_vec(), engine.last_timing(), cost))
+                },
+            )?
         };
         let frame = median(&frame_ms);
         for (l, samples) in per_layer.iter().enumerate() {
             let tx: Vec<f64> = samples.iter().map(|s| s.0).collect();
             let rx: Vec<f64> = samples.iter().map(|s| s.1).collect();
             let wall: Vec<f64> = samples.iter().map(|s| s.2).collect();
+            let emulator: Vec<f64> = samples.iter().map(|s| s.3).collect();
             let (tx_bytes, rx_bytes) = sizes[l];
             rows.push(Row {
                 completion: name,
@@ -237,10 +266,12 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
                 layer_us: median(&wall),
                 model_us: (FABRIC.mm2s_start(false)
                     + FABRIC.duration(tx_bytes)
+                    + ConvCore::compute_time(&shapes[l], NULLHOP_MACS_PER_CYCLE, NULLHOP_MHZ)
                     + FABRIC.duration(rx_bytes)
                     + FABRIC.cycles(dmaflow::sim::S2MM_WRITE_CYCLES))
                 .as_secs_f64()
                     * 1e6,
+                emulator_us: median(&emulator),
                 cpu_us: cost[l].cpu_us(),
             });
         }
@@ -311,6 +342,8 @@ pub fn render(rows: &[Row]) -> String {
                 format!("{:.1}", r.layer_us),
                 format!("{:.1}", r.model_us),
                 format!("{:.1}", r.overhead_us()),
+                format!("{:.1}", r.emulator_us),
+                format!("{:.1}", r.software_us()),
                 format!("{:.1}", r.cpu_us),
             ]
         })
@@ -326,6 +359,8 @@ pub fn render(rows: &[Row]) -> String {
             "layer us",
             "model us",
             "overhead us",
+            "of it emulator compute",
+            "software us",
             "CPU us",
         ],
         &cells,
@@ -349,6 +384,8 @@ pub fn json(rows: &[Row]) -> serde_json::Value {
             "layer_us": r.layer_us,
             "model_us": r.model_us,
             "overhead_us": r.overhead_us(),
+            "emulator_compute_us": r.emulator_us,
+            "software_us": r.software_us(),
             "cpu_us": r.cpu_us,
         })).collect::<Vec<_>>(),
     })
