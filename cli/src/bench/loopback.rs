@@ -117,9 +117,18 @@ pub struct Row {
 }
 
 impl Row {
-    /// Measured minus modelled: what software added to the device's time.
+    /// Measured minus modelled: what software and the emulator added to the
+    /// device's time.
     pub fn overhead_us(&self) -> f64 {
         self.median_us - self.model_us
+    }
+
+    /// Measured minus the emulator baseline at the same size (the thinnest
+    /// driver's time, [`super::baseline`]): what dmaflow's driver added.
+    pub fn over_bare_us(&self, rows: &[Row]) -> Option<f64> {
+        rows.iter()
+            .find(|b| b.completion == "bare" && b.bytes == self.bytes)
+            .map(|b| self.median_us - b.median_us)
     }
 }
 
@@ -236,6 +245,8 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
     let mut seq = 0u64;
     {
         let engine = &rig.engines[0];
+        // The same engine's registers for the emulator baseline.
+        let regs = rig.board.registers(0)?;
         for &bytes in &cfg.sizes {
             let iterations = (cfg.bytes_per_point / bytes).clamp(5, cfg.max_iterations);
             let mut tx = engine.pool().alloc::<u8>(bytes)?;
@@ -244,11 +255,14 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
             let mut out = vec![0u8; bytes];
             // Proxy takes the engine over: it runs after these. The others take
             // turns, a share of the transfers per round.
-            let points: Vec<(Completion, (&str, &str, &str))> =
+            // The emulator baseline (`bare`: the thinnest driver, a spin on
+            // DMASR) takes its turns among them.
+            let mut points: Vec<(Completion, (&str, &str, &str))> =
                 [Completion::Poll, Completion::Yield, Completion::Irq]
                     .into_iter()
                     .flat_map(|c| ways(bytes, cfg.block).into_iter().map(move |w| (c, w)))
                     .collect();
+            points.push((Completion::Poll, ("bare", "single", "unique")));
             let rounds = cfg.rounds.clamp(1, iterations);
             let mut samples: Vec<Samples> =
                 points.iter().map(|_| Samples::new(iterations)).collect();
@@ -272,7 +286,16 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
                 let from = s.total.len();
                 for _ in 0..share {
                     seq += 1;
-                    if path == "zerocopy" {
+                    if path == "bare" {
+                        fill(seq, tx.as_mut_slice());
+                        rx.as_mut_slice().fill(0);
+                        let m = Meter::start(None);
+                        super::baseline::two_way(&regs, &tx, &mut rx, bytes, || {
+                            engine.dma().recover();
+                        })?;
+                        s.push(&m, Timing::default());
+                        check(&what, seq, bytes, bytes, rx.as_slice())?;
+                    } else if path == "zerocopy" {
                         fill(seq, tx.as_mut_slice());
                         rx.as_mut_slice().fill(0);
                         let m = Meter::start(None);
@@ -288,11 +311,20 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
                         check(&what, seq, bytes, n, &out)?;
                     }
                 }
+                if path == "bare" {
+                    // dmaflow's driver gets the engine back in a known state
+                    // (its register cache forgotten).
+                    engine.dma().reset()?;
+                }
                 Ok::<_, Error>(median(&s.total[from..]))
             })?;
             for ((c, way), (s, m)) in points.iter().zip(samples.iter().zip(&medians)) {
                 let block_bytes = if way.2 == "blocks" { cfg.block } else { bytes };
-                row(c.name(), *way, block_bytes, bytes, s, m);
+                if way.0 == "bare" {
+                    row("bare", ("zerocopy", "single", "unique"), bytes, bytes, s, m);
+                } else {
+                    row(c.name(), *way, block_bytes, bytes, s, m);
+                }
             }
         }
     }
@@ -351,6 +383,9 @@ pub fn render(rows: &[Row]) -> String {
                 format!("{:.2}..{:.2}", r.round_range.0, r.round_range.1),
                 format!("{:.2}", r.model_us),
                 format!("{:.2}", r.overhead_us()),
+                r.over_bare_us(rows)
+                    .filter(|_| r.completion != "bare")
+                    .map_or("-".into(), |d| format!("{d:+.2}")),
                 format!("{:.2}", r.cpu_us),
                 format!("{:.2}", r.delivery_us),
                 format!("{:.0} %", 100.0 * r.cpu_share),
@@ -372,6 +407,7 @@ pub fn render(rows: &[Row]) -> String {
             "rounds' medians",
             "model us",
             "overhead us",
+            "over bare us",
             "CPU us",
             "of it irq delivery",
             "CPU share",
@@ -453,6 +489,26 @@ pub fn answer(rows: &[Row]) -> String {
             ));
         }
     }
+    let over_bare: Vec<String> = [64, 256 << 10]
+        .iter()
+        .filter_map(|&b| {
+            let modes: Vec<String> = ["poll", "irq"]
+                .iter()
+                .filter_map(|&c| {
+                    let r = point(rows, c, b)?;
+                    Some(format!("{c} {:+.2} us", r.over_bare_us(rows)?))
+                })
+                .collect();
+            (!modes.is_empty()).then(|| format!("{} {}", bytes_label(b), modes.join(", ")))
+        })
+        .collect();
+    if !over_bare.is_empty() {
+        clauses.push(format!(
+            "over the emulator baseline (the thinnest driver on the same fabric, in the same \
+             rounds) dmaflow's driver adds: {}",
+            over_bare.join("; ")
+        ));
+    }
     if let (Some(p), Some(i)) = (point(rows, "poll", 4096), point(rows, "irq", 4096)) {
         clauses.push(format!(
             "at 4 KiB waiting on the interrupt costs {:.0} % of polling's CPU ({:.1} against {:.1} us)",
@@ -498,6 +554,7 @@ pub fn json(rows: &[Row]) -> serde_json::Value {
             "rounds": r.rounds,
             "model_us": r.model_us,
             "overhead_us": r.overhead_us(),
+            "over_bare_us": r.over_bare_us(rows),
             "cpu_us": r.cpu_us,
             "irq_delivery_us": r.delivery_us,
             "cpu_share": r.cpu_share,
@@ -580,8 +637,15 @@ mod tests {
     #[test]
     fn tiny_sweep_checks_its_data_and_reports_every_point() {
         let rows = run(&Config::tiny(), |_| {}).unwrap();
-        // 8 B: zerocopy + copy single/double; 4096 B adds blocks of 1 KiB for both.
-        assert_eq!(rows.len(), 3 * 3 + 3 * 5 + 2);
+        // 8 B: zerocopy + copy single/double; 4096 B adds blocks of 1 KiB for both;
+        // one proxy and one emulator baseline row per size.
+        assert_eq!(rows.len(), 3 * 3 + 3 * 5 + 2 + 2);
+        // The baseline moved checked data too, and every driver row is set
+        // against it.
+        let bare: Vec<&Row> = rows.iter().filter(|r| r.completion == "bare").collect();
+        assert_eq!(bare.len(), 2);
+        assert!(bare.iter().all(|b| b.median_us > 0.0));
+        assert!(rows.iter().all(|r| r.over_bare_us(&rows).is_some()));
         for r in rows.iter().filter(|r| r.partition == "blocks") {
             assert_eq!((r.bytes, r.block_bytes), (4096, 1024));
         }

@@ -1,6 +1,7 @@
 //! The experiments behind `dmaflow bench`: each measures dmaflow and its comparison
 //! point in the same run and reports medians.
 
+pub mod baseline;
 pub mod bgsub;
 pub mod cnn;
 pub mod conditions;

@@ -1,0 +1,98 @@
+//! The emulator baseline: a two-way transfer driven by the thinnest driver
+//! there is (PG021 direct register mode written by hand, a spin on DMASR), with
+//! none of dmaflow's layers (no ownership tracking, no register cache, no
+//! timing, no checks beyond the status; only the cache maintenance a
+//! non-coherent board requires of any driver). What the emulated fabric itself adds
+//! to the modelled time (its device thread waking, copying, signalling) shows
+//! in this baseline; what dmaflow adds is a driver's time minus it.
+
+use std::time::{Duration, Instant};
+
+use dmaflow::axi::regs::{
+    ADDR, ADDR_MSB, DMACR, DMACR_RESET_VALUE, DMACR_RS, DMASR, DMASR_ERR_MASK, DMASR_IOC_IRQ,
+    LENGTH, MM2S, S2MM,
+};
+use dmaflow::mem::DmaBuf;
+use dmaflow::platform::RegisterSpace;
+
+use super::Error;
+
+/// How long a baseline transfer may take before it is called lost.
+const PATIENCE: Duration = Duration::from_secs(5);
+
+/// Moves `len` bytes from `tx` out and into `rx` on the engine behind `regs`
+/// (its channels started on the first call) and returns the wall time from
+/// the first register write to both completions. The caller resets the
+/// engine through its driver before that driver uses it again. On an error
+/// after the transfer started, `halt` runs first (it must stop the engine:
+/// the buffers go back to the caller with the error).
+pub fn two_way(
+    regs: &dyn RegisterSpace,
+    tx: &DmaBuf<u8>,
+    rx: &mut DmaBuf<u8>,
+    len: usize,
+    halt: impl Fn(),
+) -> Result<Duration, Error> {
+    let n = u32::try_from(len.min(tx.len()).min(rx.len())).map_err(|_| Error::Peer {
+        peer: "baseline",
+        reason: format!("{len} bytes do not fit the LENGTH register"),
+    })?;
+    let t0 = Instant::now();
+    // The cache maintenance a driver on a non-coherent board must do (nothing
+    // on a coherent one): the data out cleaned, the answer's lines dropped.
+    tx.sync_for_device(n as usize)?;
+    rx.sync_for_device(n as usize)?;
+    for (base, addr) in [(S2MM, rx.bus_addr()), (MM2S, tx.bus_addr())] {
+        // SAFETY: the addresses are those of `tx` and `rx`, DMA buffers of this
+        // engine's pool that are borrowed for the whole call (`rx` exclusively),
+        // and the call returns only once both channels reported the transfer
+        // complete, so the device touches no memory outside them and none after
+        // the borrows end. `n` is within both buffers.
+        let written = unsafe {
+            regs.write(base + DMACR, DMACR_RESET_VALUE | DMACR_RS)
+                .and_then(|()| regs.write(base + ADDR, addr as u32))
+                .and_then(|()| regs.write(base + ADDR_MSB, (addr >> 32) as u32))
+                .and_then(|()| regs.write(base + LENGTH, n))
+        };
+        if let Err(e) = written {
+            halt();
+            return Err(e.into());
+        }
+    }
+    for base in [MM2S, S2MM] {
+        loop {
+            let sr = match regs.read(base + DMASR) {
+                Ok(sr) => sr,
+                Err(e) => {
+                    halt();
+                    return Err(e.into());
+                }
+            };
+            if sr & DMASR_ERR_MASK != 0 {
+                halt();
+                return Err(Error::Peer {
+                    peer: "baseline",
+                    reason: format!("DMASR {sr:#010x} at {base:#x}"),
+                });
+            }
+            if sr & DMASR_IOC_IRQ != 0 {
+                // SAFETY: a write-1-to-clear of the completion bit starts nothing.
+                if let Err(e) = unsafe { regs.write(base + DMASR, DMASR_IOC_IRQ) } {
+                    halt();
+                    return Err(e.into());
+                }
+                break;
+            }
+            if t0.elapsed() > PATIENCE {
+                halt();
+                return Err(Error::Peer {
+                    peer: "baseline",
+                    reason: format!("no completion within {PATIENCE:?} (DMASR {sr:#010x})"),
+                });
+            }
+            std::hint::spin_loop();
+        }
+    }
+    rx.sync_for_cpu(n as usize)?;
+    Ok(t0.elapsed())
+}
