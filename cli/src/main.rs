@@ -55,7 +55,8 @@ enum Command {
     ///             ideal 95.37), iterations, model_us, overhead_us (of the
     ///             median), cpu_us, cpu_share, issue_us (median time to
     ///             program every engine's two channels; null for proxy)
-    ///   loopback: completion (poll|yield|irq|proxy), path (zerocopy|copy),
+    ///   loopback: completion (poll|yield|irq|proxy|bare: the emulator baseline),
+    ///             path (zerocopy|copy), over_bare_us (over the baseline),
     ///             buffering (single|double), partition (unique|blocks),
     ///             block_bytes, bytes, median_us (two-way transfer),
     ///             round_median_us_min, round_median_us_max, rounds (the modes

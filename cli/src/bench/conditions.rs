@@ -81,9 +81,9 @@ pub fn of(experiment: &str) -> Option<Conditions> {
             timed: "each two-way transfer from the call to its return; TX and RX from their own \
                     starts; the modes in turns, five rounds per size",
             against: "the modelled device (model_us) and polling's CPU",
-            model: "model_us: PG021's latencies and the HP port's clock; overhead_us still \
-                    includes the emulator's own work (a device thread waking, copying), for \
-                    which no bare-register baseline is measured yet",
+            model: "model_us: PG021's latencies and the HP port's clock; overhead_us also holds \
+                    the emulator's own work, which the bare rows (the thinnest driver on the same \
+                    fabric) measure: over_bare_us is dmaflow's",
             paper: USER_X86,
         },
         "bgsub" => Conditions {
