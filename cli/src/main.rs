@@ -47,7 +47,9 @@ enum Command {
     ///             slots (ring size), bytes (packet size), packets (per run),
     ///             seconds (median run), mbytes_per_s (10^6 B/s one way),
     ///             mib_per_s (2^20 B/s, as paper 004), packets_per_s, and per
-    ///             packet model_us, overhead_us, cpu_us, cpu_share (see below)
+    ///             packet model_us, overhead_us, cpu_us, cpu_share (see below),
+    ///             cpu_cache_us (this CPU's own clflushopt/dc civac of the same
+    ///             ranges per packet; rows with cache maintenance)
     ///   twoway:   core (bgsub: the coprocessor's two engines | loopback),
     ///             completion (poll|irq|proxy), lines, bytes (each way),
     ///             median_us, p25_us, p75_us, avg_us, min_us, max_us, stddev_us

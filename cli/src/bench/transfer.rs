@@ -121,6 +121,39 @@ pub struct Row {
     pub cpu_us: f64,
     /// Host CPU over wall time while streaming.
     pub cpu_share: f64,
+    /// On rows with cache maintenance: what this CPU's own instructions
+    /// (`clflushopt` on x86-64, `dc civac` on AArch64) take to clean a
+    /// packet's worth of freshly written lines and to clean and invalidate
+    /// another's, per packet, in microseconds (median of repeats in the same
+    /// run). The emulated board's maintenance, which the row's times and CPU
+    /// include, is a model (a per-line compare and copy); this is the
+    /// hardware's cost. `None` where the CPU offers no user-space maintenance.
+    pub cpu_cache_us: Option<f64>,
+}
+
+/// What this CPU's own cache maintenance of a `bytes` packet costs: clean the
+/// lines of a packet just written (as before MM2S reads it), clean and
+/// invalidate those of another (as around S2MM), timed together, median of
+/// `repeats`, in microseconds.
+pub fn cpu_cache_us(bytes: usize, repeats: usize) -> Option<f64> {
+    use dmaflow::platform::cache::{Op, available, maintain};
+    if !available() {
+        return None;
+    }
+    let mut out = vec![0u8; bytes.max(1)];
+    let mut back = vec![0u8; bytes.max(1)];
+    let mut times = Vec::with_capacity(repeats);
+    for k in 0..repeats.max(1) {
+        // Dirty every line of both, as a producer and a consumer would.
+        out.fill(k as u8);
+        back.fill(!(k as u8));
+        let t0 = std::time::Instant::now();
+        maintain(Op::Clean, out.as_ptr(), out.len());
+        maintain(Op::CleanInvalidate, back.as_ptr(), back.len());
+        times.push(t0.elapsed().as_secs_f64() * 1e6);
+        std::hint::black_box((&out, &back));
+    }
+    Some(median(&times))
 }
 
 impl Row {
@@ -340,6 +373,11 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
                     model_us: clock.duration(bytes).as_secs_f64() * 1e6,
                     cpu_us: cost.cpu_us_per(packets * times.len()),
                     cpu_share: cost.cpu_share(),
+                    cpu_cache_us: if cache_maintenance {
+                        cpu_cache_us(bytes, 201)
+                    } else {
+                        None
+                    },
                 });
             }
         }
@@ -367,6 +405,7 @@ pub fn render(rows: &[Row]) -> String {
                 format!("{:.3}", r.overhead_us()),
                 format!("{:.3}", r.cpu_us),
                 format!("{:.0} %", 100.0 * r.cpu_share),
+                r.cpu_cache_us.map_or("-".into(), |c| format!("{c:.3}")),
             ]
         })
         .collect();
@@ -386,6 +425,7 @@ pub fn render(rows: &[Row]) -> String {
             "overhead us/pkt",
             "CPU us/pkt",
             "CPU share",
+            "this CPU's cache maint. us/pkt",
         ],
         &cells,
     )
@@ -523,6 +563,7 @@ pub fn json(rows: &[Row]) -> serde_json::Value {
             "overhead_us": r.overhead_us(),
             "cpu_us": r.cpu_us,
             "cpu_share": r.cpu_share,
+            "cpu_cache_us": r.cpu_cache_us,
         })).collect::<Vec<_>>(),
     })
 }
@@ -647,6 +688,14 @@ mod tests {
             assert!(r.cpu_us > 0.0 && r.cpu_share <= 2.05, "{r:?}");
         }
         assert!(rows.iter().any(|r| r.slots == 8) && rows.iter().any(|r| r.loaded));
+        // This CPU's own maintenance is measured beside every maintained row,
+        // and only there.
+        for r in &rows {
+            assert_eq!(r.cpu_cache_us.is_some(), r.cache_maintenance, "{r:?}");
+            if let Some(c) = r.cpu_cache_us {
+                assert!(c > 0.0 && c.is_finite(), "{r:?}");
+            }
+        }
         let j = json(&rows);
         assert_eq!(j["experiment"], "transfer");
         for k in [
