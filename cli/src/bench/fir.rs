@@ -204,9 +204,17 @@ fn graph_run(
     Ok((t0.elapsed().as_secs_f64(), sum.load(Ordering::Relaxed)))
 }
 
-/// The same transforms in a plain loop over the same in-memory signal, on one
-/// thread: the ceiling (the paper's single-thread condition).
-fn bare_run(taps: &[f32], n: usize, input: &[f32]) -> Result<(f64, u32), Error> {
+/// The filter in a plain loop over the same in-memory signal, on one thread
+/// (paper 001's condition). `in_place`: each window read where it lies in the
+/// signal (the ceiling, `bare`); else paper 001's manual copy (`bare-copy`):
+/// per block the overlap moved to the front of a private buffer and the hop's
+/// new samples copied after it. Only the loop is timed.
+fn single_thread_run(
+    taps: &[f32],
+    n: usize,
+    input: &[f32],
+    in_place: bool,
+) -> Result<(f64, u32), Error> {
     let samples = input.len();
     let mut fir = OverlapSave::new(taps, Some(n)).map_err(|e| Error::Peer {
         peer: "fir",
@@ -219,35 +227,17 @@ fn bare_run(taps: &[f32], n: usize, input: &[f32]) -> Result<(f64, u32), Error> 
     signal[l - 1..l - 1 + samples].copy_from_slice(input);
     // Non-zero fill: the pages are touched now, not inside the timed loop.
     let mut out = vec![1f32; nb * hop];
-    let t0 = Instant::now();
-    for (k, o) in out.chunks_exact_mut(hop).enumerate() {
-        fir.process_block(&signal[k * hop..k * hop + n], o);
-    }
-    let secs = t0.elapsed().as_secs_f64();
-    Ok((secs, bits_sum(&out[..samples])))
-}
-
-/// Paper 001's manual copy on one thread: per block, the overlap moved to the
-/// front of a private buffer and the hop's new samples copied after it, then
-/// the same transform as [`bare_run`], over the same signal.
-fn bare_copy_run(taps: &[f32], n: usize, input: &[f32]) -> Result<(f64, u32), Error> {
-    let samples = input.len();
-    let mut fir = OverlapSave::new(taps, Some(n)).map_err(|e| Error::Peer {
-        peer: "fir",
-        reason: e.to_string(),
-    })?;
-    let (l, hop) = (fir.taps(), fir.hop());
-    let nb = blocks(samples, hop);
-    let mut signal = vec![0f32; nb * hop];
-    signal[..samples].copy_from_slice(input);
-    let mut out = vec![1f32; nb * hop];
-    // The zero initial state.
+    // The copying reader's private window, starting in the zero initial state.
     let mut buf = vec![0f32; n];
     let t0 = Instant::now();
-    for (new, o) in signal.chunks_exact(hop).zip(out.chunks_exact_mut(hop)) {
-        buf.copy_within(hop.., 0);
-        buf[l - 1..].copy_from_slice(new);
-        fir.process_block(&buf, o);
+    for (k, o) in out.chunks_exact_mut(hop).enumerate() {
+        if in_place {
+            fir.process_block(&signal[k * hop..k * hop + n], o);
+        } else {
+            buf.copy_within(hop.., 0);
+            buf[l - 1..].copy_from_slice(&signal[l - 1 + k * hop..l - 1 + (k + 1) * hop]);
+            fir.process_block(&buf, o);
+        }
     }
     let secs = t0.elapsed().as_secs_f64();
     Ok((secs, bits_sum(&out[..samples])))
@@ -311,11 +301,11 @@ pub fn run_rows(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>
                     };
                     for in_place in order {
                         if in_place {
-                            let (t, s) = bare_run(&taps, n, &signal)?;
+                            let (t, s) = single_thread_run(&taps, n, &signal, true)?;
                             bare.push(flops / t / 1e6);
                             sums.push(("bare", s));
                         } else {
-                            let (t, s) = bare_copy_run(&taps, n, &signal)?;
+                            let (t, s) = single_thread_run(&taps, n, &signal, false)?;
                             bare_cp.push(flops / t / 1e6);
                             sums.push(("bare-copy", s));
                         }
