@@ -24,14 +24,21 @@ const PATIENCE: Duration = Duration::from_secs(5);
 /// (its channels started on the first call) and returns the wall time from
 /// the first register write to both completions. The caller resets the
 /// engine through its driver before that driver uses it again. On an error
-/// after the transfer started, `halt` runs first (it must stop the engine:
-/// the buffers go back to the caller with the error).
-pub fn two_way(
+/// after the transfer started, `halt` runs first (the buffers go back to the
+/// caller with the error); where it cannot confirm the engine stopped, both
+/// buffers are given up (never handed out again).
+///
+/// # Safety
+/// `regs` must be the registers of the engine whose DMA memory `tx` and `rx`
+/// are, and `halt` must stop that engine and say whether it is confirmed
+/// stopped (so that on an error no memory the caller gets back is still the
+/// device's).
+pub(crate) unsafe fn two_way(
     regs: &dyn RegisterSpace,
     tx: &DmaBuf<u8>,
     rx: &mut DmaBuf<u8>,
     len: usize,
-    halt: impl Fn(),
+    halt: impl Fn() -> bool,
 ) -> Result<Duration, Error> {
     let n = u32::try_from(len.min(tx.len()).min(rx.len())).map_err(|_| Error::Peer {
         peer: "baseline",
@@ -44,10 +51,11 @@ pub fn two_way(
     rx.sync_for_device(n as usize)?;
     for (base, addr) in [(S2MM, rx.bus_addr()), (MM2S, tx.bus_addr())] {
         // SAFETY: the addresses are those of `tx` and `rx`, DMA buffers of this
-        // engine's pool that are borrowed for the whole call (`rx` exclusively),
-        // and the call returns only once both channels reported the transfer
-        // complete, so the device touches no memory outside them and none after
-        // the borrows end. `n` is within both buffers.
+        // engine's pool (the caller's promise) that are borrowed for the whole
+        // call (`rx` exclusively), and the call returns only once both channels
+        // reported the transfer complete, or after `halt` stopped the engine (the
+        // caller's promise), so the device touches no memory outside them and
+        // none after the borrows end. `n` is within both buffers.
         let written = unsafe {
             regs.write(base + DMACR, DMACR_RESET_VALUE | DMACR_RS)
                 .and_then(|()| regs.write(base + ADDR, addr as u32))
@@ -55,7 +63,7 @@ pub fn two_way(
                 .and_then(|()| regs.write(base + LENGTH, n))
         };
         if let Err(e) = written {
-            halt();
+            stop(&halt, tx, rx);
             return Err(e.into());
         }
     }
@@ -64,12 +72,12 @@ pub fn two_way(
             let sr = match regs.read(base + DMASR) {
                 Ok(sr) => sr,
                 Err(e) => {
-                    halt();
+                    stop(&halt, tx, rx);
                     return Err(e.into());
                 }
             };
             if sr & DMASR_ERR_MASK != 0 {
-                halt();
+                stop(&halt, tx, rx);
                 return Err(Error::Peer {
                     peer: "baseline",
                     reason: format!("DMASR {sr:#010x} at {base:#x}"),
@@ -78,13 +86,13 @@ pub fn two_way(
             if sr & DMASR_IOC_IRQ != 0 {
                 // SAFETY: a write-1-to-clear of the completion bit starts nothing.
                 if let Err(e) = unsafe { regs.write(base + DMASR, DMASR_IOC_IRQ) } {
-                    halt();
+                    stop(&halt, tx, rx);
                     return Err(e.into());
                 }
                 break;
             }
             if t0.elapsed() > PATIENCE {
-                halt();
+                stop(&halt, tx, rx);
                 return Err(Error::Peer {
                     peer: "baseline",
                     reason: format!("no completion within {PATIENCE:?} (DMASR {sr:#010x})"),
@@ -95,4 +103,14 @@ pub fn two_way(
     }
     rx.sync_for_cpu(n as usize)?;
     Ok(t0.elapsed())
+}
+
+/// After an error: the engine stopped, or, where that is not confirmed, both
+/// buffers given up for good (the receive buffer's view moved to private
+/// memory: the device may still write it).
+fn stop(halt: &impl Fn() -> bool, tx: &DmaBuf<u8>, rx: &mut DmaBuf<u8>) {
+    if !halt() {
+        tx.abandon();
+        rx.surrender();
+    }
 }
