@@ -20,6 +20,7 @@ use std::time::Instant;
 use serde_json::json;
 
 use super::report::{Report, Target, sentence};
+use super::ring::{Backoff, checksum, fill, series};
 use super::spread::{Spread, in_turns};
 use super::{Error, table};
 use dmaflow::ring::{Builder, Wait};
@@ -114,38 +115,6 @@ impl Row {
     }
 }
 
-/// Sets every item to the float whose bits are its sequence number.
-fn fill(s: &mut [f32], first: usize) {
-    for (k, x) in s.iter_mut().enumerate() {
-        *x = f32::from_bits(first.wrapping_add(k) as u32);
-    }
-}
-
-fn checksum(s: &[f32]) -> u32 {
-    s.iter().fold(0u32, |a, x| a.wrapping_add(x.to_bits()))
-}
-
-/// The checksum of items `0..n`.
-fn expected(n: usize) -> u32 {
-    let n = n as u128;
-    (n * n.saturating_sub(1) / 2) as u32
-}
-
-/// A waiting side's backoff: spin a little, then `sched_yield`.
-#[derive(Default)]
-struct Backoff(u32);
-
-impl Backoff {
-    fn wait(&mut self) {
-        if self.0 < 64 {
-            self.0 += 1;
-            std::hint::spin_loop();
-        } else {
-            std::thread::yield_now();
-        }
-    }
-}
-
 /// Runs the writer and the readers together; returns the seconds from the
 /// first start to the last end, after checking every reader's checksum.
 fn together<W, R>(
@@ -185,7 +154,7 @@ where
         }
         Ok::<_, Error>((times, sums))
     })?;
-    let want = expected(items);
+    let want = series(0, items as u64);
     if let Some(&got) = sums.iter().find(|&&s| s != want) {
         return Err(Error::Corrupted {
             what: format!("readers {name}: a reader's checksum"),
@@ -230,7 +199,7 @@ fn dmaflow_point(cfg: &Config, readers: usize, per_op: usize) -> Result<f64, Err
         move || {
             let mut at = 0;
             while at < items {
-                fill(w.reserve(per_op)?, at);
+                fill(w.reserve(per_op)?, at as u32);
                 w.commit(per_op)?;
                 at += per_op;
             }
@@ -266,7 +235,7 @@ fn vmcircbuffer_point(cfg: &Config, readers: usize, per_op: usize) -> Result<f64
                         backoff.wait();
                         continue;
                     }
-                    backoff = Backoff::default();
+                    backoff.reset();
                     let k = per_op.min(s.len());
                     sum = sum.wrapping_add(checksum(&s[..k]));
                     r.consume(k);
@@ -286,8 +255,8 @@ fn vmcircbuffer_point(cfg: &Config, readers: usize, per_op: usize) -> Result<f64
                 while w.slice().len() < per_op {
                     backoff.wait();
                 }
-                backoff = Backoff::default();
-                fill(&mut w.slice()[..per_op], at);
+                backoff.reset();
+                fill(&mut w.slice()[..per_op], at as u32);
                 w.produce(per_op, &[]);
                 at += per_op;
             }
@@ -469,14 +438,5 @@ mod tests {
             rep.text
         );
         assert_eq!(rep.json["rows"].as_array().unwrap().len(), rows.len());
-    }
-
-    #[test]
-    fn the_expected_checksum_is_the_series() {
-        let direct = (0u32..1000).fold(0u32, |a, b| a.wrapping_add(b));
-        assert_eq!(expected(1000), direct);
-        let mut v = vec![0f32; 1000];
-        fill(&mut v, 0);
-        assert_eq!(checksum(&v), direct);
     }
 }

@@ -115,12 +115,12 @@ impl Row {
 /// A waiting side's backoff, the same for every queue: spin a little, then
 /// `sched_yield` (what dmaflow's `Wait::Yield` does).
 #[derive(Default)]
-struct Backoff(u32);
+pub(super) struct Backoff(u32);
 
 impl Backoff {
     const SPINS: u32 = 64;
 
-    fn wait(&mut self) {
+    pub(super) fn wait(&mut self) {
         if self.0 < Self::SPINS {
             self.0 += 1;
             std::hint::spin_loop();
@@ -129,13 +129,13 @@ impl Backoff {
         }
     }
 
-    fn reset(&mut self) {
+    pub(super) fn reset(&mut self) {
         self.0 = 0;
     }
 }
 
 /// Sets every item to the float whose bits are its sequence number.
-fn fill(s: &mut [f32], first: u32) {
+pub(super) fn fill(s: &mut [f32], first: u32) {
     for (k, x) in s.iter_mut().enumerate() {
         *x = f32::from_bits(first.wrapping_add(k as u32));
     }
@@ -150,14 +150,14 @@ fn fill_uninit(s: &mut [MaybeUninit<f32>], first: u32) {
 }
 
 /// Wrapping sum of the items' bits; vectorises.
-fn checksum(s: &[f32]) -> u32 {
+pub(super) fn checksum(s: &[f32]) -> u32 {
     bytemuck::cast_slice::<f32, u32>(s)
         .iter()
         .fold(0u32, |a, &b| a.wrapping_add(b))
 }
 
 /// Checksum of the sequence numbers `first .. first + n`.
-fn series(first: u64, n: u64) -> u32 {
+pub(super) fn series(first: u64, n: u64) -> u32 {
     if n == 0 {
         return 0;
     }
