@@ -28,6 +28,7 @@
 pub mod accel;
 pub mod axi;
 pub mod board;
+pub mod copies;
 pub mod dma;
 pub mod dsp;
 pub mod graph;

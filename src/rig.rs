@@ -311,9 +311,9 @@ impl BgSubCoprocessor {
             }
         }
         let t0 = std::time::Instant::now();
-        self.frame.as_mut_slice().copy_from_slice(frame);
+        crate::copies::copy(self.frame.as_mut_slice(), frame);
         if !self.started {
-            self.background[0].as_mut_slice().copy_from_slice(frame);
+            crate::copies::copy(self.background[0].as_mut_slice(), frame);
             self.started = true;
         }
         let t1 = std::time::Instant::now();
@@ -345,7 +345,7 @@ impl BgSubCoprocessor {
             });
         }
         let t2 = std::time::Instant::now();
-        mask.copy_from_slice(self.mask.as_slice());
+        crate::copies::copy(mask, self.mask.as_slice());
         self.background.swap(0, 1);
         self.last = FrameTimes {
             copy_in: t1 - t0,

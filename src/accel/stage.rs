@@ -536,6 +536,7 @@ impl<T: Pod, U: Pod, R: RegisterSpace, I: IrqLine> Node<'_, '_, T, U, R, I> {
                 .ok_or_else(|| Error::Config("reserved output slots vanished".into()))?;
             let bytes: &mut [u8] = bytemuck::cast_slice_mut(slots);
             bytes.copy_within(from..from + n, to);
+            crate::copies::count(n);
             self.stats.bytes_copied += n as u64;
         }
         self.filled += n as u64;

@@ -405,7 +405,7 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
         let mut received = 0;
         // Block i lives in buffer i % depth; the copy of block i + 1 overlaps the
         // transfer of block i.
-        tx[0].as_mut_slice()[..chunks[0].len()].copy_from_slice(chunks[0]);
+        crate::copies::copy(&mut tx[0].as_mut_slice()[..chunks[0].len()], chunks[0]);
         self.timing.set(Timing::default());
         for (i, chunk) in chunks.iter().enumerate() {
             let b = i % depth;
@@ -414,15 +414,15 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
             if let Some(next) = chunks.get(i + 1)
                 && nb != b
             {
-                tx[nb].as_mut_slice()[..next.len()].copy_from_slice(next);
+                crate::copies::copy(&mut tx[nb].as_mut_slice()[..next.len()], next);
             }
             let n = self.finish(c, t0, &tx[b], &mut rx[b])?;
-            out[received..received + n].copy_from_slice(&rx[b].as_slice()[..n]);
+            crate::copies::copy(&mut out[received..received + n], &rx[b].as_slice()[..n]);
             received += n;
             if let Some(next) = chunks.get(i + 1)
                 && nb == b
             {
-                tx[nb].as_mut_slice()[..next.len()].copy_from_slice(next);
+                crate::copies::copy(&mut tx[nb].as_mut_slice()[..next.len()], next);
             }
         }
         Ok(received)
@@ -436,11 +436,11 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
         }
         let mut tx = self.pool.alloc::<u8>(data.len())?;
         let mut rx = self.pool.alloc::<u8>(out.len())?;
-        tx.as_mut_slice().copy_from_slice(data);
+        crate::copies::copy(tx.as_mut_slice(), data);
         // A failure halts the engine before the locals go back to the pool, or
         // leaves them lost to it.
         let n = self.two_way(&tx, data.len(), &mut rx, c)?;
-        out[..n].copy_from_slice(&rx.as_slice()[..n]);
+        crate::copies::copy(&mut out[..n], &rx.as_slice()[..n]);
         Ok(n)
     }
 

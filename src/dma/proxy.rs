@@ -68,7 +68,7 @@ fn serve<R: RegisterSpace, I: IrqLine>(
         }
     }
     for ((t, _), (data, _)) in bufs.iter_mut().zip(&jobs) {
-        t.as_mut_slice()[..data.len()].copy_from_slice(data);
+        crate::copies::copy(&mut t.as_mut_slice()[..data.len()], data);
     }
     let mut lanes: Vec<Lane<'_, R, I>> = engines
         .iter()

@@ -197,7 +197,7 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
 
     /// Sends a copy of `data` (standard I/O).
     pub fn send(&mut self, data: &[u8]) -> Result<(), Error> {
-        self.send_with(data.len(), |b| b.copy_from_slice(data))
+        self.send_with(data.len(), |b| crate::copies::copy(b, data))
     }
 
     /// Hands every packet sent so far to the engine.
@@ -266,7 +266,7 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
             });
         }
         self.take(status, |p| {
-            out[..p.len()].copy_from_slice(p);
+            crate::copies::copy(&mut out[..p.len()], p);
             p.len()
         })
     }

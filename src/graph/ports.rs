@@ -213,7 +213,7 @@ impl<T: Pod> Output<T> {
     pub fn write(&mut self, mut items: &[T]) -> Result<(), Error> {
         while !items.is_empty() {
             let n = items.len().min(self.capacity());
-            self.reserve(n)?.copy_from_slice(&items[..n]);
+            crate::copies::copy(self.reserve(n)?, &items[..n]);
             self.commit(n)?;
             items = &items[n..];
         }

@@ -429,7 +429,7 @@ impl<T: Pod> Writer<T> {
         // SAFETY: `new` is ours alone until `relayout` publishes it, and
         // `len <= old_capacity < capacity` items fit from any slot.
         let dst: &mut [T] = unsafe { new.items_mut((start % capacity as u64) as usize, len) };
-        dst.copy_from_slice(src);
+        crate::copies::copy(dst, src);
         self.side.relayout(new, capacity);
         Ok(())
     }

@@ -113,8 +113,10 @@ pub fn of(experiment: &str) -> Option<Conditions> {
         },
         "pipeline" => Conditions {
             timed: "the graph's run from start to its last node's end",
-            against: "a copying pipeline (standard I/O through driver buffers) and the modelled \
-                      link",
+            against: "a copying pipeline on the same footing (FIR: the same scatter-gather \
+                      engine and windows in flight, through a packet ring's standard I/O; \
+                      bgsub: one frame at a time in both, as its background requires) and the \
+                      modelled link; copied bytes counted where the library copies",
             model: "link_share and model_mb_per_s are the modelled link's; core_mb_per_s is the \
                     emulated core's own compute on this host",
             paper: USER_X86,

@@ -1,14 +1,11 @@
 //! The FIR core in `bench pipeline`: f32 samples, windows overlapping by
 //! `TAPS - 1` samples, one hop of filtered samples per window.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use super::{Error, Measured, Rig, Run, SimEngine, queues, run_graph, sink, timed};
 use dmaflow::accel::fir::load_taps;
 use dmaflow::accel::fir::{FIR_REG_NTAPS, FIR_REG_TAPS};
 use dmaflow::accel::stage::{self, StageConfig};
-use dmaflow::dma::Completion;
+use dmaflow::dma::{Completion, PacketRing};
 use dmaflow::graph::{Graph, Input, Output};
 use dmaflow::mem::CachePolicy;
 use dmaflow::sim::{Clock, FirCore, StreamProcessor};
@@ -47,7 +44,8 @@ fn source(
         let period: Vec<f32> = (0..PERIOD)
             .map(|i| i as f32 / PERIOD as f32 - 0.5)
             .collect();
-        out.write(&[0.0; TAPS - 1])?;
+        out.reserve(TAPS - 1)?.fill(0.0);
+        out.commit(TAPS - 1)?;
         let chunk = 16 << 10;
         let mut at = 0usize;
         while at < samples {
@@ -67,39 +65,52 @@ fn source(
     }
 }
 
-/// The copying node: window -> DmaBuf -> two-way transfer -> output queue.
+/// The copying node, on the same footing as the accelerator node (the same
+/// scatter-gather engine, the same `depth` windows in flight, the same
+/// completion): each window is copied from an ordinary queue into a TX buffer
+/// of a [`PacketRing`] and each answer copied from its RX buffer into the
+/// output queue, both by the library's standard-I/O calls (so its copies are
+/// counted where they happen).
 fn copying_node(
     engine: SimEngine,
     hop: usize,
+    depth: usize,
     mut input: Input<f32>,
     mut output: Output<f32>,
-    copied: Arc<AtomicU64>,
 ) -> impl FnOnce() -> dmaflow::graph::NodeResult + Send + 'static {
     move || {
         let window = hop + TAPS - 1;
-        let mut tx = engine.pool().alloc::<u8>(4 * window)?;
-        let mut rx = engine.pool().alloc::<u8>(4 * hop)?;
-        let mut moved = 0u64;
+        let mut ring = PacketRing::new(&engine, depth, 4 * window, 1, COMPLETION)?;
+        let (mut in_flight, mut ended) = (0usize, false);
         loop {
-            let w = input.peek(window)?;
-            let last = w.len() < window;
-            let n = w.len().min(window);
-            if n < TAPS {
+            // Every whole window readable goes out while a buffer is free;
+            // with none in flight, wait for one (or for the end).
+            while !ended && in_flight < depth {
+                let w = if in_flight == 0 {
+                    input.peek(window)?
+                } else {
+                    match input.try_peek(window)? {
+                        Some(w) => w,
+                        None => break,
+                    }
+                };
+                let last = w.len() < window;
+                let n = w.len().min(window);
+                if n < TAPS {
+                    ended = true;
+                    break;
+                }
+                ring.send(bytemuck::cast_slice(&w[..n]))?;
+                input.consume(if last { n } else { hop })?;
+                in_flight += 1;
+                ended = last;
+            }
+            if in_flight == 0 {
                 break;
             }
-            tx.as_mut_slice()[..4 * n].copy_from_slice(bytemuck::cast_slice(&w[..n]));
-            moved += 4 * n as u64;
-            input.consume(if last { n } else { hop })?;
-            let got = engine.two_way_into(&tx, 4 * n, &mut rx, 4 * hop, COMPLETION)?;
-            let out = output.reserve(got / 4)?;
-            bytemuck::cast_slice_mut::<f32, u8>(out).copy_from_slice(&rx.as_slice()[..got]);
-            output.commit(got / 4)?;
-            moved += got as u64;
-            if last {
-                break;
-            }
+            ring.recv_with(|answer| output.write(bytemuck::cast_slice(answer)))??;
+            in_flight -= 1;
         }
-        copied.store(moved, Ordering::Relaxed);
         Ok(())
     }
 }
@@ -115,7 +126,7 @@ pub(super) fn run_once(
     let mut rig = Rig::new(
         64 << 20,
         clock,
-        zero_copy,
+        true,
         CachePolicy::Coherent,
         Box::new(FirCore::new()),
     )?;
@@ -137,7 +148,7 @@ pub(super) fn run_once(
         None
     };
     let (s, a, b, k) = queues::<f32>(&mut g, "fir", queue, memory)?;
-    g.node("source", timed(&m.cpu, source(s, samples)))?;
+    g.node("source", timed(&m, source(s, samples)))?;
     let engine = rig.engines.remove(0);
     if zero_copy {
         let cfg = StageConfig {
@@ -148,23 +159,18 @@ pub(super) fn run_once(
             depth,
             completion: COMPLETION,
         };
-        let moved = m.copied.clone();
         g.node(
             "fir",
-            timed(&m.cpu, move || {
+            timed(&m, move || {
                 let (mut a, mut b) = (a, b);
-                let s = stage::run(&engine, &cfg, &mut a, &mut b)?;
-                moved.store(s.bytes_copied, Ordering::Relaxed);
+                stage::run(&engine, &cfg, &mut a, &mut b)?;
                 Ok(())
             }),
         )?;
     } else {
-        g.node(
-            "fir",
-            timed(&m.cpu, copying_node(engine, hop, a, b, m.copied.clone())),
-        )?;
+        g.node("fir", timed(&m, copying_node(engine, hop, depth, a, b)))?;
     }
-    g.node("sink", timed(&m.cpu, sink(k, &m)))?;
+    g.node("sink", timed(&m, sink(k, &m)))?;
     let run = run_graph(g, &m);
     drop(placed);
     drop(rig);

@@ -4,14 +4,19 @@
 //! - `zerocopy`: the queues live in DMA memory and the accelerator node
 //!   ([`dmaflow::accel::stage`], [`dmaflow::accel::bgsub`]) hands windows to
 //!   MM2S and output slots to S2MM in place;
-//! - `copy`: the pipeline a user builds without it: the node copies each window
-//!   from an ordinary queue into a `DmaBuf`, runs the transfer, and copies the
-//!   answer back into the output queue.
+//! - `copy`: the pipeline a user builds without it, on the same footing: the
+//!   node copies each window from an ordinary queue into a DMA buffer and each
+//!   answer back into the output queue with the library's standard-I/O calls
+//!   (FIR: a scatter-gather [`dmaflow::dma::PacketRing`] with as many windows
+//!   in flight as the accelerator node keeps; bgsub: one frame at a time, as
+//!   the accelerator node too, its background being the previous answer).
 //!
 //! Both at the board's HP-port clock and unlimited, interleaved run by run;
-//! delivered MB/s (the core's answers out), host CPU per MB of every pipeline
-//! thread (source, node, sink; never the emulated device's), and the bytes the
-//! CPU copied per byte delivered. Both pipelines' outputs must agree exactly.
+//! delivered MB/s (the core's answers out) with the runs' range, host CPU per
+//! MB of every pipeline thread (source, node, sink; never the emulated
+//! device's), and the payload bytes the library copied on those threads per
+//! byte delivered, counted where each copy happens ([`dmaflow::copies`]).
+//! Both pipelines' outputs must agree exactly.
 
 mod bgsub;
 mod fir;
@@ -25,6 +30,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::report::{Target, sentence};
+use super::spread::{Ratio, Spread, in_turns};
 use super::{Error, Rig, SimEngine, bytes_label, table};
 use dmaflow::graph::{Graph, Input, Output};
 use dmaflow::platform::cpu::thread_cpu_time;
@@ -114,11 +120,16 @@ pub struct Row {
     pub clock: String,
     /// Output bytes per window.
     pub window_bytes: usize,
-    /// Delivered output, 10^6 B/s.
+    /// Delivered output, 10^6 B/s: the median of the runs.
     pub mb_per_s: f64,
-    /// Host CPU of the pipeline's threads per MB delivered, in microseconds.
+    /// Delivered output over the runs: median, quartiles, range.
+    pub mb_spread: Spread,
+    /// Host CPU of the pipeline's threads per MB delivered, in microseconds
+    /// (median of the runs).
     pub cpu_us_per_mb: f64,
-    /// Bytes the CPU copied per byte delivered.
+    /// Payload bytes the library copied on the pipeline's threads per byte
+    /// delivered, as counted where the copies happen ([`dmaflow::copies`]);
+    /// the largest of the runs.
     pub copied_per_byte: f64,
     /// What the modelled link allows, 10^6 B/s delivered (FIR: MM2S carries
     /// each window's overlap too; bgsub: the mask stream at the port's rate);
@@ -129,8 +140,8 @@ pub struct Row {
     /// can deliver at most, whatever the link.
     pub core_mb_per_s: f64,
     /// For `zerocopy` rows: delivered MB/s over the copying pipeline's, run by
-    /// run (the two ran next to each other): median, lowest, highest.
-    pub vs_copy: Option<[f64; 3]>,
+    /// run (the two ran next to each other).
+    pub vs_copy: Option<Ratio>,
     /// Runs measured.
     pub runs: usize,
 }
@@ -147,7 +158,7 @@ impl Row {
 struct Measured {
     /// Host CPU of the pipeline's threads, ns.
     cpu: Arc<AtomicU64>,
-    /// Bytes the CPU copied on the way.
+    /// Payload bytes the library copied on the pipeline's threads.
     copied: Arc<AtomicU64>,
     /// The output's bytes, digested (both pipelines must agree).
     digest: Arc<AtomicU64>,
@@ -155,19 +166,22 @@ struct Measured {
     out_bytes: Arc<AtomicU64>,
 }
 
-/// A node body that adds its thread's CPU time to `cpu` when it ends.
+/// A node body that adds its thread's CPU time and the payload bytes the
+/// library copied on it ([`dmaflow::copies`]) to the run's totals when it
+/// ends.
 fn timed(
-    cpu: &Arc<AtomicU64>,
+    m: &Measured,
     body: impl FnOnce() -> dmaflow::graph::NodeResult + Send + 'static,
 ) -> impl FnOnce() -> dmaflow::graph::NodeResult + Send + 'static {
-    let cpu = cpu.clone();
+    let (cpu, copied) = (m.cpu.clone(), m.copied.clone());
     move || {
-        let t0 = thread_cpu_time();
+        let (t0, c0) = (thread_cpu_time(), dmaflow::copies::on_this_thread());
         let r = body();
         cpu.fetch_add(
             (thread_cpu_time() - t0).as_nanos() as u64,
             Ordering::Relaxed,
         );
+        copied.fetch_add(dmaflow::copies::on_this_thread() - c0, Ordering::Relaxed);
         r
     }
 }
@@ -333,22 +347,22 @@ fn point(
         bytes_label(window_bytes)
     );
     let mut runs: [Vec<Run>; 2] = [Vec::new(), Vec::new()];
-    for r in 0..cfg.runs {
-        for k in 0..2 {
-            // Alternate which goes first.
-            let zero_copy = (k + r) % 2 == 0;
-            progress(&format!(
-                "{what} {} run {}",
-                if zero_copy { "zerocopy" } else { "copy" },
-                r + 1
-            ));
-            let run = match core {
-                Core::Fir => fir::run_once(clock, window_bytes, cfg.samples, zero_copy)?,
-                Core::BgSub => bgsub::run_once(clock, window_bytes, cfg.frame_bytes, zero_copy)?,
-            };
-            runs[usize::from(!zero_copy)].push(run);
-        }
-    }
+    // Point 0 is the accelerator node, point 1 the copying pipeline.
+    in_turns(2, cfg.runs, |p, r| {
+        let zero_copy = p == 0;
+        progress(&format!(
+            "{what} {} run {}",
+            if zero_copy { "zerocopy" } else { "copy" },
+            r + 1
+        ));
+        let run = match core {
+            Core::Fir => fir::run_once(clock, window_bytes, cfg.samples, zero_copy)?,
+            Core::BgSub => bgsub::run_once(clock, window_bytes, cfg.frame_bytes, zero_copy)?,
+        };
+        let secs = run.wall.as_secs_f64();
+        runs[p].push(run);
+        Ok::<f64, Error>(secs)
+    })?;
     let want_bytes = match core {
         Core::Fir => 4 * cfg.samples as u64,
         Core::BgSub => bgsub::delivered(window_bytes, cfg.frame_bytes)?,
@@ -372,29 +386,29 @@ fn point(
         Core::Fir => fir::core_rate(window_bytes),
         Core::BgSub => bgsub::core_rate(window_bytes)?,
     } / 1e6;
-    let mb = |r: &Run| r.out_bytes as f64 / r.wall.as_secs_f64() / 1e6;
-    let ratios: Vec<f64> = runs[0]
-        .iter()
-        .zip(&runs[1])
-        .map(|(z, c)| mb(z) / mb(c))
-        .collect();
-    let vs_copy = [
-        super::median(&ratios),
-        ratios.iter().copied().fold(f64::INFINITY, f64::min),
-        ratios.iter().copied().fold(0.0, f64::max),
-    ];
+    let mb = |rs: &[Run]| -> Vec<f64> {
+        rs.iter()
+            .map(|r| r.out_bytes as f64 / r.wall.as_secs_f64() / 1e6)
+            .collect()
+    };
+    let vs_copy = Ratio::of(&mb(&runs[0]), &mb(&runs[1]));
     let mut rows = Vec::new();
     for (i, name) in ["zerocopy", "copy"].into_iter().enumerate() {
         let rs = &runs[i];
         let per = |f: &dyn Fn(&Run) -> f64| super::median(&rs.iter().map(f).collect::<Vec<_>>());
+        let mb_spread = Spread::of(&mb(rs));
         rows.push(Row {
             core,
             pipeline: name,
             clock: clock_name.to_string(),
             window_bytes,
-            mb_per_s: per(&mb),
+            mb_per_s: mb_spread.median,
+            mb_spread,
             cpu_us_per_mb: per(&|r| r.cpu.as_secs_f64() * 1e6 / (r.out_bytes as f64 / 1e6)),
-            copied_per_byte: per(&|r| r.copied as f64 / r.out_bytes as f64),
+            copied_per_byte: rs
+                .iter()
+                .map(|r| r.copied as f64 / r.out_bytes as f64)
+                .fold(0.0, f64::max),
             model_mb_per_s: model,
             core_mb_per_s,
             vs_copy: (i == 0).then_some(vs_copy),
@@ -440,6 +454,7 @@ pub fn render(rows: &[Row]) -> String {
                 bytes_label(r.window_bytes),
                 r.pipeline.to_string(),
                 format!("{:.0}", r.mb_per_s),
+                format!("{:.0}..{:.0}", r.mb_spread.min, r.mb_spread.max),
                 r.model_mb_per_s.map_or("-".into(), |m| format!("{m:.0}")),
                 r.link_share()
                     .map_or("-".into(), |s| format!("{:.1} %", 100.0 * s)),
@@ -456,6 +471,7 @@ pub fn render(rows: &[Row]) -> String {
             "window",
             "pipeline",
             "MB/s",
+            "runs' range",
             "model MB/s",
             "link share",
             "core MB/s",
@@ -535,7 +551,10 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
             find(rows, core, "zerocopy", true, 64 << 10),
             find(rows, core, "copy", true, 64 << 10),
         ) {
-            let [ratio, lo, hi] = z.vs_copy.unwrap_or([z.mb_per_s / c.mb_per_s; 3]);
+            let Some(Ratio(v)) = z.vs_copy else {
+                continue;
+            };
+            let (ratio, lo, hi) = (v.median, v.min, v.max);
             let spread = if lo < 1.5 && hi >= 1.5 {
                 "; the runs straddle the target: not dependably met or missed"
             } else {
@@ -609,12 +628,13 @@ pub fn json(rows: &[Row]) -> serde_json::Value {
             "clock": r.clock,
             "window_bytes": r.window_bytes,
             "mb_per_s": r.mb_per_s,
+            "mb_per_s_spread": r.mb_spread.json(),
             "model_mb_per_s": r.model_mb_per_s,
             "link_share": r.link_share(),
             "core_mb_per_s": r.core_mb_per_s,
             "cpu_us_per_mb": r.cpu_us_per_mb,
             "copied_per_byte": r.copied_per_byte,
-            "vs_copy": r.vs_copy,
+            "vs_copy": r.vs_copy.map(|Ratio(v)| v.json()),
             "runs": r.runs,
         })).collect::<Vec<_>>(),
     })
@@ -651,7 +671,8 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
              {TAPS}-tap FIR core ({} samples per run; windows of hop + {} samples) and the \
              background-subtraction core (square frames, {} bytes of them per run); median \
              of {} runs each, interleaved: the accelerator node on queues in DMA memory \
-             (zerocopy) against copying through DmaBufs (copy); device thread on {}",
+             (zerocopy) against copying through DMA buffers with as many windows in flight \
+             (copy); device thread on {}",
             cfg.samples,
             TAPS - 1,
             cfg.frame_bytes,
