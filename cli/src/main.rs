@@ -82,19 +82,29 @@ enum Command {
     ///             overhead_us, emulator_compute_us (of the overhead: this host
     ///             computing slower than the modelled core), software_us, cpu_us
     ///   contention: completion (poll|yield|irq|proxy), bytes, transfers,
-    ///             transfer_us (mean), model_us, overhead_us, cpu_us, cpu_share
-    ///             (of the shared core), app_share (application throughput beside
-    ///             the transfers / alone)
+    ///             transfer_us (median of the rounds' means), model_us,
+    ///             overhead_us, cpu_us, cpu_share (of the shared core), app_share
+    ///             (application throughput beside the transfers / alone),
+    ///             app_share_spread, transfer_us_spread
+    ///   memory:   clock, bytes (each way), beside (none|filter|triad), own_core
+    ///             (the application on a core of its own), transfers, mb_per_s
+    ///             (each way, median), mb_per_s_spread, model_mb_per_s, cpu_us,
+    ///             vs_filter (MB/s over the same size's beside the filter, round
+    ///             by round), vs_filter_measurable, app_share (beside / alone),
+    ///             app_share_spread, triad_gb_per_s_alone, triad_gb_per_s_beside
+    ///   Every *_spread is {median, p25, p75, min, max, n} over the rounds.
     ///   pipeline: core (fir|bgsub), pipeline (zerocopy|copy), clock, window_bytes
     ///             (output bytes per window: FIR hop x 4, bgsub frame),
-    ///             mb_per_s (delivered, 10^6 B/s), model_mb_per_s (what the
+    ///             mb_per_s (delivered, 10^6 B/s, median of the runs),
+    ///             mb_per_s_spread, model_mb_per_s (what the
     ///             modelled link allows; null unlimited), link_share,
     ///             core_mb_per_s (the emulated core's own compute rate on this
     ///             host), cpu_us_per_mb (host CPU of the source, node and sink
-    ///             threads per MB delivered), copied_per_byte (bytes the CPU
-    ///             copied per byte delivered), vs_copy (zerocopy rows:
-    ///             delivered over the copying pipeline's, run by run: median,
-    ///             lowest, highest), runs
+    ///             threads per MB delivered), copied_per_byte (payload bytes the
+    ///             library copied on those threads per byte delivered, counted
+    ///             where it copies; the largest of the runs), vs_copy (zerocopy
+    ///             rows: delivered over the copying pipeline's, run by run, a
+    ///             spread), runs
     ///   faults:   memory (coherent|noncoherent), api (two_way|owned|dropped|
     ///             packet_ring|proxy|accelerator_node), transfers, bytes
     ///             (delivered and checked), faults (injected), recovered (the
@@ -386,6 +396,8 @@ enum Experiment {
     Cnn,
     /// What each completion mode leaves an application sharing the driver's core.
     Contention,
+    /// Memory-bandwidth contention: transfers beside a memory-bound application.
+    Memory,
     /// An accelerator inside a process network (FIR and background-subtraction
     /// cores): the accelerator node on queues in DMA memory vs copying.
     Pipeline,
@@ -409,6 +421,7 @@ impl Experiment {
             Experiment::Bgsub => "bgsub",
             Experiment::Cnn => "cnn",
             Experiment::Contention => "contention",
+            Experiment::Memory => "memory",
             Experiment::Pipeline => "pipeline",
             Experiment::Faults => "faults",
             Experiment::Net => "net",
@@ -484,6 +497,7 @@ fn run_experiment(
         Experiment::Bgsub => exp!(bgsub, memory = memory),
         Experiment::Cnn => exp!(cnn, memory = memory),
         Experiment::Contention => exp!(contention, profile = profile),
+        Experiment::Memory => exp!(memory, profile = profile),
         Experiment::Pipeline => exp!(pipeline, profile = profile),
         Experiment::Faults => exp!(faults),
         Experiment::Net => exp!(net),
@@ -515,6 +529,7 @@ fn run_bench(
             Experiment::Bgsub,
             Experiment::Cnn,
             Experiment::Contention,
+            Experiment::Memory,
             Experiment::Pipeline,
             Experiment::Faults,
             Experiment::Net,

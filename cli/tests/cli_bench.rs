@@ -107,6 +107,7 @@ fn bench_help_documents_the_cost_keys_of_every_dma_experiment() {
         "cpu_us",
         "cpu_share",
         "contention:",
+        "memory:",
         "pipeline:",
         "copied_per_byte",
         "--board",

@@ -108,8 +108,19 @@ pub fn of(experiment: &str) -> Option<Conditions> {
             against: "the application alone on the same core",
             model: "model_us",
             paper: "this measures the Linux scheduler sharing one core between the driver and \
-                    the application, not the papers' memory-bandwidth contention (that needs a \
-                    third core: driver, device, application)",
+                    the application, not the papers' memory-bandwidth contention (that is \
+                    `memory`)",
+        },
+        "memory" => Conditions {
+            timed: "back-to-back two-way transfers over a fixed time on the driver's thread; \
+                    the application's units of work over the same time, and alone just before",
+            against: "the same transfers beside a cache-resident filter (the same sharing of \
+                      the core, no memory traffic) and beside nothing; the triad alone",
+            model: "model MB/s at the port's clock; the unlimited rows are this machine's own \
+                    memory (the emulated device copies through it)",
+            paper: "papers 002 and 004 contend on a Zynq's DDR controller and the ACP; here a \
+                    VM's DRAM and shared last-level cache, and on two cores the application \
+                    shares the driver's core (the filter rows carry that sharing)",
         },
         "pipeline" => Conditions {
             timed: "the graph's run from start to its last node's end",
@@ -158,6 +169,7 @@ mod tests {
             "bgsub",
             "cnn",
             "contention",
+            "memory",
             "pipeline",
             "faults",
             "net",

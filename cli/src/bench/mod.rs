@@ -1,6 +1,7 @@
 //! The experiments behind `dmaflow bench`: each measures dmaflow and its comparison
 //! point in the same run and reports medians.
 
+pub mod app;
 pub mod baseline;
 pub mod bgsub;
 pub mod cnn;
@@ -10,6 +11,7 @@ pub mod faults;
 pub mod fir;
 pub mod load;
 pub mod loopback;
+pub mod memory;
 pub mod meter;
 pub mod net;
 pub mod pipeline;

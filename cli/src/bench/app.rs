@@ -1,0 +1,189 @@
+//! The application a completion mode competes with: a thread pinned to one
+//! core doing fixed work again and again, counting its passes, until dropped.
+//! Two kinds of work: a 64-tap FIR filter over 16 Ki samples, which stays in
+//! the core's own caches (it competes for the core only), and a STREAM-like
+//! triad over arrays far larger than the last-level cache, which is bound by
+//! memory bandwidth (it competes for DRAM with the device's transfers).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use super::Error;
+
+/// Filter taps of the cache-resident work.
+pub const TAPS: usize = 64;
+/// Samples the filter passes over (64 KiB of input).
+pub const SAMPLES: usize = 16 << 10;
+/// Elements of each of the triad's three f64 arrays (64 MiB each).
+pub const TRIAD_ELEMENTS: usize = 8 << 20;
+/// Elements of the triad counted as one unit of work (so that a rate over a
+/// tenth of a second counts hundreds of units, not a few passes).
+pub const TRIAD_UNIT: usize = 64 << 10;
+/// Bytes one unit of the triad moves, as STREAM counts them: two arrays
+/// read, one written.
+pub const TRIAD_UNIT_BYTES: usize = 3 * 8 * TRIAD_UNIT;
+
+/// What the application does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Work {
+    /// Cache-resident: a 64-tap FIR filter over [`SAMPLES`] samples.
+    Filter,
+    /// Memory-bound: `a[i] = b[i] + 3 * c[i]` over [`TRIAD_ELEMENTS`].
+    Triad,
+}
+
+impl Work {
+    /// Its name in tables and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Work::Filter => "filter",
+            Work::Triad => "triad",
+        }
+    }
+}
+
+/// One pass of the filter: a 64-tap FIR filter over the buffer.
+pub fn filter_pass(x: &[f32], taps: &[f32], y: &mut [f32]) {
+    for (i, out) in y.iter_mut().enumerate().skip(TAPS - 1) {
+        let window = &x[i + 1 - TAPS..=i];
+        *out = window
+            .iter()
+            .zip(taps.iter().rev())
+            .map(|(a, b)| a * b)
+            .sum();
+    }
+}
+
+/// One pass of the triad.
+pub fn triad_pass(a: &mut [f64], b: &[f64], c: &[f64]) {
+    for ((a, b), c) in a.iter_mut().zip(b).zip(c) {
+        *a = b + 3.0 * c;
+    }
+}
+
+/// The application thread: units of work (filter passes or triad units of
+/// [`TRIAD_UNIT`] elements) until told to stop, counted.
+pub struct App {
+    stop: Arc<AtomicBool>,
+    passes: Arc<AtomicU64>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl App {
+    /// Starts `work` on a thread pinned to `core`; returns once its buffers
+    /// are set up and it has begun its first pass.
+    pub fn start(work: Work, core: usize) -> Result<Self, Error> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let passes = Arc::new(AtomicU64::new(0));
+        let (s, p) = (stop.clone(), passes.clone());
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name(format!("dmaflow-app-{}", work.name()))
+            .spawn(move || {
+                let _ = dmaflow::platform::cpu::pin(None, &[core]);
+                match work {
+                    Work::Filter => {
+                        let x: Vec<f32> = (0..SAMPLES).map(|i| (i as f32 * 0.01).sin()).collect();
+                        let taps: Vec<f32> = (0..TAPS).map(|k| 1.0 / (k + 1) as f32).collect();
+                        let mut y = vec![0f32; SAMPLES];
+                        let _ = ready_tx.send(());
+                        while !s.load(Ordering::Relaxed) {
+                            filter_pass(&x, &taps, &mut y);
+                            std::hint::black_box(&y);
+                            p.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    Work::Triad => {
+                        let mut a = vec![0f64; TRIAD_ELEMENTS];
+                        let b: Vec<f64> = (0..TRIAD_ELEMENTS).map(|i| i as f64).collect();
+                        let c = vec![0.5f64; TRIAD_ELEMENTS];
+                        // One pass before the count starts: `a`'s zeroed
+                        // pages are mapped on first write, and those faults
+                        // are not the application's steady work.
+                        triad_pass(&mut a, &b, &c);
+                        let _ = ready_tx.send(());
+                        'run: loop {
+                            for ((a, b), c) in a
+                                .chunks_mut(TRIAD_UNIT)
+                                .zip(b.chunks(TRIAD_UNIT))
+                                .zip(c.chunks(TRIAD_UNIT))
+                            {
+                                if s.load(Ordering::Relaxed) {
+                                    break 'run;
+                                }
+                                triad_pass(a, b, c);
+                                std::hint::black_box(&a);
+                                p.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                    }
+                }
+            })
+            .map_err(|source| Error::Io {
+                path: "application thread".into(),
+                source,
+            })?;
+        let _ = ready_rx.recv();
+        Ok(App {
+            stop,
+            passes,
+            thread: Some(thread),
+        })
+    }
+
+    /// Units of work completed so far (filter passes, triad units).
+    pub fn passes(&self) -> u64 {
+        self.passes.load(Ordering::Relaxed)
+    }
+
+    /// Units of work per second over `d`, counted from the running application,
+    /// while the caller does `during` again and again.
+    pub fn rate(
+        &self,
+        d: Duration,
+        mut during: impl FnMut() -> Result<(), Error>,
+    ) -> Result<f64, Error> {
+        let (p0, t0) = (self.passes(), Instant::now());
+        let until = t0 + d;
+        while Instant::now() < until {
+            during()?;
+        }
+        Ok((self.passes() - p0) as f64 / t0.elapsed().as_secs_f64())
+    }
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_filter_is_a_filter() {
+        // An impulse through the filter gives back its taps.
+        let mut x = vec![0f32; 256];
+        x[100] = 1.0;
+        let taps: Vec<f32> = (0..TAPS).map(|k| k as f32).collect();
+        let mut y = vec![0f32; 256];
+        filter_pass(&x, &taps, &mut y);
+        for k in 0..TAPS {
+            assert_eq!(y[100 + k], k as f32);
+        }
+        assert_eq!(y[99], 0.0);
+    }
+
+    #[test]
+    fn the_triad_adds_three_times_the_third_array() {
+        let mut a = [0.0; 3];
+        triad_pass(&mut a, &[1.0, 2.0, 3.0], &[1.0, 0.0, -1.0]);
+        assert_eq!(a, [4.0, 2.0, 0.0]);
+    }
+}

@@ -1,0 +1,504 @@
+//! `dmaflow bench memory`: memory-bandwidth contention between dmaflow's
+//! transfers and a memory-bound application (paper 002's TX/RX DDR
+//! contention, paper 004's shared DRAM). The emulated device really copies
+//! through this machine's DRAM, so an application streaming through memory
+//! competes with it as it would on a board.
+//!
+//! Two-way loopback transfers run back to back beside one of three
+//! applications: none, a cache-resident FIR filter (it competes for the core
+//! only: the control), and a STREAM-like triad over three 64 MiB arrays (it
+//! competes for the core and for memory). Where the machine has a core to
+//! spare the application gets its own; else it shares the driver's core, the
+//! driver sleeping on the interrupt line while the device copies. The
+//! difference between the triad and the filter is memory contention, with
+//! the core's sharing the same on both sides. The application's rate is
+//! measured alone in the same round, just before. Rounds: every point in
+//! each, the applications' order reversed every other round; medians of the
+//! rounds with their range.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::app::{App, TRIAD_UNIT_BYTES, Work};
+use super::contention::{check, mark};
+use super::meter::{Meter, Tally};
+use super::report::{Target, sentence};
+use super::spread::{Ratio, Spread};
+use super::{Error, Rig, bytes_label, table};
+use dmaflow::dma::Completion;
+use dmaflow::mem::CachePolicy;
+use dmaflow::sim::{Clock, Loopback, Profile};
+
+/// How the driver waits: asleep on the interrupt line, so that on a shared
+/// core the application has the core while the device copies.
+const COMPLETION: Completion = Completion::Irq;
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Transfer sizes in bytes (each way).
+    pub sizes: Vec<usize>,
+    /// How long each measurement runs in each round.
+    pub duration: Duration,
+    /// Rounds.
+    pub rounds: usize,
+    /// The board whose port clocks the link (its rate and unlimited are
+    /// both measured).
+    pub profile: Profile,
+}
+
+impl Config {
+    /// The full run.
+    pub fn full() -> Self {
+        Config {
+            sizes: vec![256 << 10, 4 << 20],
+            duration: Duration::from_millis(150),
+            rounds: 5,
+            profile: Profile::ZYNQ7000,
+        }
+    }
+
+    /// A shorter run.
+    pub fn quick() -> Self {
+        Config {
+            duration: Duration::from_millis(60),
+            rounds: 3,
+            ..Self::full()
+        }
+    }
+
+    /// A tiny run for tests.
+    pub fn tiny() -> Self {
+        Config {
+            sizes: vec![64 << 10],
+            duration: Duration::from_millis(20),
+            rounds: 2,
+            ..Self::full()
+        }
+    }
+}
+
+/// The application beside the transfers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Beside {
+    /// No application.
+    Nothing,
+    /// One of the applications.
+    App(Work),
+}
+
+impl Beside {
+    /// Its name in tables and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Beside::Nothing => "none",
+            Beside::App(w) => w.name(),
+        }
+    }
+
+    const ALL: [Beside; 3] = [
+        Beside::Nothing,
+        Beside::App(Work::Filter),
+        Beside::App(Work::Triad),
+    ];
+}
+
+/// One point: transfers of one size at one clock beside one application.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// The port's rate (e.g. "1200MB/s") or "unlimited".
+    pub clock: String,
+    /// Bytes each way.
+    pub bytes: usize,
+    /// `none`, `filter` or `triad`.
+    pub beside: &'static str,
+    /// Whether the application had a core of its own (else it shared the
+    /// driver's).
+    pub own_core: bool,
+    /// Transfers, all rounds.
+    pub transfers: usize,
+    /// Bytes each way per second of transfer, 10^6 B/s, over the rounds.
+    pub mb_per_s: Spread,
+    /// What the modelled link allows, 10^6 B/s each way (`None`: unlimited).
+    pub model_mb_per_s: Option<f64>,
+    /// Driver CPU per transfer, in microseconds (interrupt delivery
+    /// included), median of the rounds.
+    pub cpu_us: f64,
+    /// Round by round, this row's MB/s over the same size's beside the
+    /// filter (for the triad: what memory contention costs the transfers).
+    pub vs_filter: Option<Ratio>,
+    /// The application's rate beside the transfers over its rate alone, over
+    /// the rounds (`None` with no application).
+    pub app_share: Option<Spread>,
+    /// The triad's memory bandwidth, 10^9 B/s as STREAM counts it: alone, and
+    /// beside the transfers (medians of the rounds).
+    pub triad_gb_per_s: Option<(f64, f64)>,
+}
+
+/// What one measurement of a point gave.
+struct Sample {
+    transfers: usize,
+    mb_per_s: f64,
+    cpu_us: f64,
+    app_alone: f64,
+    app_beside: f64,
+}
+
+/// Transfers of `bytes` back to back for `d` beside whatever runs.
+fn transfers(
+    rig: &Rig,
+    bytes: usize,
+    d: Duration,
+    what: &str,
+    tally: &mut Tally,
+) -> Result<(), Error> {
+    let engine = &rig.engines[0];
+    let mut tx = engine.pool().alloc::<u8>(bytes)?;
+    let mut rx = engine.pool().alloc::<u8>(bytes)?;
+    let until = Instant::now() + d;
+    while Instant::now() < until {
+        let seq = tally.n as u8;
+        mark(tx.as_mut_slice(), seq);
+        let m = Meter::start(None);
+        let n = engine.two_way(&tx, bytes, &mut rx, COMPLETION)?;
+        tally.add(m.stop());
+        check(what, &rx.as_slice()[..n], bytes, seq)?;
+    }
+    Ok(())
+}
+
+/// One point in one round.
+fn measure(
+    cfg: &Config,
+    rig: &Rig,
+    app_core: usize,
+    bytes: usize,
+    beside: Beside,
+    what: &str,
+) -> Result<Sample, Error> {
+    let mut tally = Tally::default();
+    let (app_alone, app_beside) = match beside {
+        Beside::Nothing => {
+            transfers(rig, bytes, cfg.duration, what, &mut tally)?;
+            (0.0, 0.0)
+        }
+        Beside::App(work) => {
+            let app = App::start(work, app_core)?;
+            // Alone first: the driver thread sleeps while it is measured.
+            let alone = app.rate(cfg.duration, || {
+                std::thread::sleep(Duration::from_millis(5));
+                Ok(())
+            })?;
+            let mut first = true;
+            let beside = app.rate(cfg.duration, || {
+                if std::mem::take(&mut first) {
+                    transfers(rig, bytes, cfg.duration, what, &mut tally)
+                } else {
+                    Ok(())
+                }
+            })?;
+            (alone, beside)
+        }
+    };
+    let cost = tally.cost();
+    Ok(Sample {
+        transfers: tally.n,
+        mb_per_s: (tally.n * bytes) as f64 / cost.wall.as_secs_f64() / 1e6,
+        cpu_us: cost.cpu_us_per(tally.n),
+        app_alone,
+        app_beside,
+    })
+}
+
+/// The rows of one clock and size from its samples (`samples[beside]`).
+fn rows_of(
+    clock: &str,
+    model: Option<f64>,
+    bytes: usize,
+    own_core: bool,
+    samples: &[Vec<Sample>],
+) -> Vec<Row> {
+    let mb = |k: usize| samples[k].iter().map(|s| s.mb_per_s).collect::<Vec<_>>();
+    Beside::ALL
+        .iter()
+        .enumerate()
+        .map(|(k, &beside)| {
+            let ss = &samples[k];
+            let app = matches!(beside, Beside::App(_));
+            let of = |f: fn(&Sample) -> f64| Spread::of(&ss.iter().map(f).collect::<Vec<_>>());
+            Row {
+                clock: clock.to_string(),
+                bytes,
+                beside: beside.name(),
+                own_core,
+                transfers: ss.iter().map(|s| s.transfers).sum(),
+                mb_per_s: Spread::of(&mb(k)),
+                model_mb_per_s: model,
+                cpu_us: of(|s| s.cpu_us).median,
+                vs_filter: (k != 1).then(|| Ratio::of(&mb(k), &mb(1))),
+                app_share: app.then(|| of(|s| s.app_beside / s.app_alone)),
+                triad_gb_per_s: (beside == Beside::App(Work::Triad)).then(|| {
+                    let gb = TRIAD_UNIT_BYTES as f64 / 1e9;
+                    (
+                        of(|s| s.app_alone).median * gb,
+                        of(|s| s.app_beside).median * gb,
+                    )
+                }),
+            }
+        })
+        .collect()
+}
+
+/// Runs every clock, size and application in rounds.
+pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
+    let largest = cfg.sizes.iter().copied().max().unwrap_or(64);
+    let mut rows = Vec::new();
+    for clock in [cfg.profile.port, Clock::Unlimited] {
+        let clock_name = match clock.bytes_per_s() {
+            Some(b) => format!("{:.0}MB/s", b / 1e6),
+            None => "unlimited".into(),
+        };
+        let rig = Rig::new(
+            (4 * largest + (1 << 20)).next_power_of_two(),
+            clock,
+            false,
+            CachePolicy::Coherent,
+            Box::new(Loopback),
+        )?;
+        let placed = rig.dedicate_core()?;
+        let driver = placed.host_cores[0];
+        dmaflow::platform::cpu::pin(None, &[driver])?;
+        let app_core = placed.host_cores.get(1).copied().unwrap_or(driver);
+        let own_core = app_core != driver;
+        for &bytes in &cfg.sizes {
+            let mut samples: Vec<Vec<Sample>> = Beside::ALL.iter().map(|_| Vec::new()).collect();
+            for round in 0..cfg.rounds {
+                let mut order: Vec<usize> = (0..Beside::ALL.len()).collect();
+                if round % 2 == 1 {
+                    order.reverse();
+                }
+                for k in order {
+                    let what = format!(
+                        "memory {clock_name} {} beside {}",
+                        bytes_label(bytes),
+                        Beside::ALL[k].name()
+                    );
+                    progress(&format!("{what} round {}", round + 1));
+                    samples[k].push(measure(cfg, &rig, app_core, bytes, Beside::ALL[k], &what)?);
+                }
+            }
+            let model = clock
+                .bytes_per_s()
+                .map(|_| bytes as f64 / clock.two_way(bytes, false).as_secs_f64() / 1e6);
+            rows.extend(rows_of(&clock_name, model, bytes, own_core, &samples));
+        }
+        drop(placed);
+    }
+    Ok(rows)
+}
+
+fn pct(s: &Spread) -> String {
+    format!(
+        "{:.0} % ({:.0}..{:.0})",
+        100.0 * s.median,
+        100.0 * s.min,
+        100.0 * s.max
+    )
+}
+
+/// The result as a table.
+pub fn render(rows: &[Row]) -> String {
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.clock.clone(),
+                bytes_label(r.bytes),
+                r.beside.to_string(),
+                format!(
+                    "{:.0} ({:.0}..{:.0})",
+                    r.mb_per_s.median, r.mb_per_s.min, r.mb_per_s.max
+                ),
+                r.model_mb_per_s.map_or("-".into(), |m| format!("{m:.0}")),
+                r.vs_filter.map_or("-".into(), |Ratio(v)| {
+                    format!("{:.2}x ({:.2}..{:.2})", v.median, v.min, v.max)
+                }),
+                r.app_share.as_ref().map_or("-".into(), pct),
+                r.triad_gb_per_s
+                    .map_or("-".into(), |(a, b)| format!("{a:.2} -> {b:.2}")),
+                format!("{:.1}", r.cpu_us),
+                r.transfers.to_string(),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "clock",
+            "size",
+            "beside",
+            "MB/s each way (rounds)",
+            "model MB/s",
+            "vs filter",
+            "app keeps (rounds)",
+            "triad GB/s alone -> beside",
+            "driver CPU us",
+            "transfers",
+        ],
+        &cells,
+    )
+}
+
+fn find<'a>(rows: &'a [Row], clock_unlimited: bool, bytes: usize, beside: &str) -> Option<&'a Row> {
+    rows.iter().find(|r| {
+        (r.clock == "unlimited") == clock_unlimited && r.bytes == bytes && r.beside == beside
+    })
+}
+
+/// What memory contention costs each side at the largest size, unlimited
+/// clock (no target: the figure is the machine's, reported as measured).
+pub fn targets(_rows: &[Row]) -> Vec<Target> {
+    Vec::new()
+}
+
+/// One sentence per clock at the largest size.
+pub fn answer(rows: &[Row]) -> String {
+    let Some(large) = rows.iter().map(|r| r.bytes).max() else {
+        return String::new();
+    };
+    let mut clauses = Vec::new();
+    for unlimited in [false, true] {
+        let (Some(t), Some(f), Some(n)) = (
+            find(rows, unlimited, large, "triad"),
+            find(rows, unlimited, large, "filter"),
+            find(rows, unlimited, large, "none"),
+        ) else {
+            continue;
+        };
+        let Some(Ratio(v)) = t.vs_filter else {
+            continue;
+        };
+        let effect = if Ratio(v).measurable() {
+            format!("{:.2}x", v.median)
+        } else {
+            format!("{:.2}x, no measurable difference", v.median)
+        };
+        let app = match (&t.app_share, &f.app_share, t.triad_gb_per_s) {
+            (Some(ts), Some(fs), Some((alone, beside))) => format!(
+                "; the triad keeps {:.0} % of its rate alone ({alone:.2} -> {beside:.2} GB/s) \
+                 where the cache-resident filter keeps {:.0} %",
+                100.0 * ts.median,
+                100.0 * fs.median
+            ),
+            _ => String::new(),
+        };
+        clauses.push(format!(
+            "at the {} clock, {} transfers run at {:.0} MB/s each way beside the memory-bound \
+             triad against {:.0} beside the cache-resident filter ({effect}; {:.0} with \
+             nothing beside){app}",
+            t.clock,
+            bytes_label(large),
+            t.mb_per_s.median,
+            f.mb_per_s.median,
+            n.mb_per_s.median
+        ));
+    }
+    sentence(&clauses)
+}
+
+/// The result as `{"experiment":"memory","rows":[...]}`.
+pub fn json(rows: &[Row]) -> serde_json::Value {
+    json!({
+        "experiment": "memory",
+        "rows": rows.iter().map(|r| json!({
+            "clock": r.clock,
+            "bytes": r.bytes,
+            "beside": r.beside,
+            "own_core": r.own_core,
+            "transfers": r.transfers,
+            "mb_per_s": r.mb_per_s.median,
+            "mb_per_s_spread": r.mb_per_s.json(),
+            "model_mb_per_s": r.model_mb_per_s,
+            "cpu_us": r.cpu_us,
+            "vs_filter": r.vs_filter.map(|Ratio(v)| v.json()),
+            "vs_filter_measurable": r.vs_filter.map(|v| v.measurable()),
+            "app_share": r.app_share.map(|s| s.median),
+            "app_share_spread": r.app_share.map(|s| s.json()),
+            "triad_gb_per_s_alone": r.triad_gb_per_s.map(|t| t.0),
+            "triad_gb_per_s_beside": r.triad_gb_per_s.map(|t| t.1),
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// The run as a report.
+pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
+    let own = rows.first().is_some_and(|r| r.own_core);
+    super::report::Report {
+        experiment: "memory",
+        heading: format!(
+            "memory: two-way loopback transfers beside nothing, a cache-resident 64-tap FIR \
+             filter (the control) and a STREAM-like triad over 3 x 64 MiB (memory-bound), {} \
+             per point in each of {} rounds (order reversed every other round), driver asleep \
+             on the interrupt line; the application {}; link = {} and unlimited",
+            humantime(cfg.duration),
+            cfg.rounds,
+            if own {
+                "on a core of its own"
+            } else {
+                "shares the driver's core (this machine has no third core)"
+            },
+            cfg.profile.description
+        ),
+        answer: answer(rows),
+        targets: targets(rows),
+        text: render(rows),
+        json: json(rows),
+        plots: vec![super::plot::LinePlot {
+            title: "Transfers beside a memory-bound and a cache-resident application".into(),
+            x_label: "transfer size, each way".into(),
+            y_label: "MB/s each way".into(),
+            x: super::plot::XAxis::Bytes,
+            log_y: false,
+            series: super::report::series_by(
+                rows,
+                |r| format!("{} {}", r.beside, r.clock),
+                |r| r.bytes as f64,
+                |r| r.mb_per_s.median,
+            ),
+        }],
+    }
+}
+
+fn humantime(d: Duration) -> String {
+    format!("{} ms", d.as_millis())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiny_run_measures_each_application_beside_the_transfers() {
+        let cfg = Config::tiny();
+        let rows = run(&cfg, |_| {}).unwrap();
+        assert_eq!(rows.len(), 2 * 3);
+        for r in &rows {
+            assert!(r.transfers > 0, "{r:?}");
+            assert_eq!(r.mb_per_s.n, cfg.rounds, "{r:?}");
+            assert!(r.mb_per_s.median > 0.0, "{r:?}");
+            if let Some(m) = r.model_mb_per_s {
+                // The emulated link never runs faster than its model.
+                assert!(r.mb_per_s.max <= m * 1.01, "{r:?}");
+            }
+            assert_eq!(r.app_share.is_some(), r.beside != "none", "{r:?}");
+            if let Some(s) = r.app_share {
+                assert!(s.median > 0.0 && s.median.is_finite(), "{r:?}");
+            }
+        }
+        let triad = rows.iter().find(|r| r.beside == "triad").unwrap();
+        let (alone, _) = triad.triad_gb_per_s.unwrap();
+        assert!(alone > 0.1, "a triad below 0.1 GB/s: {triad:?}");
+        assert_eq!(json(&rows)["experiment"], "memory");
+        assert!(answer(&rows).contains("triad"));
+    }
+}
