@@ -46,6 +46,7 @@ enum Command {
     ///             (bool), loaded (bool: another thread spinning on a core),
     ///             slots (ring size), bytes (packet size), packets (per run),
     ///             seconds (median run), mbytes_per_s (10^6 B/s one way),
+    ///             mbytes_per_s_spread (over the runs),
     ///             mib_per_s (2^20 B/s, as paper 004), packets_per_s, and per
     ///             packet model_us, overhead_us, cpu_us, cpu_share (see below),
     ///             cpu_cache_us (this CPU's own clflushopt/dc civac of the same
@@ -77,8 +78,8 @@ enum Command {
     ///             frame; null for cpu)
     ///   cnn:      completion (poll|yield|irq|proxy), layer (1..5), tx_bytes,
     ///             rx_bytes, tx_us_per_byte, rx_us_per_byte (medians over frames),
-    ///             frame_ms (median frame), verified (bool), layer_us (median
-    ///             layer transfer), model_us (link and NullHop-modelled compute),
+    ///             frame_ms (median frame), frame_ms_spread, verified (bool),
+    ///             layer_us (median layer transfer), layer_us_spread, model_us (link and NullHop-modelled compute),
     ///             overhead_us, emulator_compute_us (of the overhead: this host
     ///             computing slower than the modelled core), software_us, cpu_us
     ///   contention: completion (poll|yield|irq|proxy), bytes, transfers,

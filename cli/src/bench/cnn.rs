@@ -14,6 +14,7 @@ use serde_json::json;
 
 use super::meter::{Cost, Meter, Tally};
 use super::report::sentence;
+use super::spread::{Spread, in_turns};
 use super::{Error, Rig, median, table};
 use dmaflow::dma::{Completion, Proxy, Timing};
 use dmaflow::dsp::conv::{Layer, from_bytes, input_frame, roshambo};
@@ -29,6 +30,9 @@ pub const FABRIC: Clock = super::transfer::HP_PORT;
 pub struct Config {
     /// Frames per completion mode.
     pub frames: usize,
+    /// Rounds the frames are split into: in each, every mode runs its share
+    /// of them in turn, the order reversed every other round.
+    pub rounds: usize,
     /// Use only the first this many layers (5 = the whole network).
     pub layers: usize,
     /// The board's memory (a non-coherent one runs with explicit maintenance).
@@ -40,6 +44,7 @@ impl Config {
     pub fn full() -> Self {
         Config {
             frames: 30,
+            rounds: 5,
             layers: 5,
             memory: MemoryModel::Coherent,
         }
@@ -49,6 +54,7 @@ impl Config {
     pub fn quick() -> Self {
         Config {
             frames: 6,
+            rounds: 2,
             layers: 5,
             memory: MemoryModel::Coherent,
         }
@@ -58,6 +64,7 @@ impl Config {
     pub fn tiny() -> Self {
         Config {
             frames: 2,
+            rounds: 2,
             layers: 2,
             memory: MemoryModel::Coherent,
         }
@@ -86,6 +93,10 @@ pub struct Row {
     pub verified: bool,
     /// Median wall time of the layer's transfer, in microseconds.
     pub layer_us: f64,
+    /// The layer's wall times over the frames, in microseconds.
+    pub layer_spread: Spread,
+    /// Whole frames' times over the frames, in milliseconds.
+    pub frame_spread: Spread,
     /// What the modelled device needs for the layer: MM2S start-up, the packet
     /// in, the core's compute (NullHop's MAC array), the maps out, the S2MM
     /// write latency, in microseconds.
@@ -125,10 +136,25 @@ struct Measured {
     verified: bool,
 }
 
+impl Measured {
+    /// Adds another round's frames.
+    fn extend(&mut self, more: Measured) {
+        for (mine, theirs) in self.per_layer.iter_mut().zip(more.per_layer) {
+            mine.extend(theirs);
+        }
+        for (mine, theirs) in self.cost.iter_mut().zip(more.cost) {
+            mine.merge(&theirs);
+        }
+        self.frame_ms.extend(more.frame_ms);
+        self.verified &= more.verified;
+    }
+}
+
 /// Runs every frame through the network on the coprocessor with `send`, which
 /// moves one layer packet and returns the answer and where its time went.
 fn frames(
     net: &[Layer],
+    first: usize,
     reference: &[Vec<i16>],
     overrun: impl Fn() -> std::time::Duration,
     mut send: impl FnMut(Vec<u8>, usize) -> Result<(Vec<u8>, Timing, Cost), Error>,
@@ -138,6 +164,7 @@ fn frames(
     let mut frame_ms = Vec::new();
     let mut verified = true;
     for (f, expected) in reference.iter().enumerate() {
+        let f = first + f;
         let t0 = Instant::now();
         let (mut maps, mut h, mut w) = (input_frame(f as u64), 64, 64);
         for (l, layer) in net.iter().enumerate() {
@@ -198,10 +225,18 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
         (h, w) = s.out_dims();
     }
     let largest = sizes.iter().map(|&(t, r)| t.max(r)).max().unwrap_or(0);
-    let mut rows = Vec::new();
-    for c in Completion::ALL {
+    let modes = Completion::ALL;
+    let mut measured: Vec<Option<Measured>> = modes.iter().map(|_| None).collect();
+    let rounds = cfg.rounds.clamp(1, cfg.frames.max(1));
+    in_turns(modes.len(), rounds, |k, round| {
+        let c = modes[k];
         let name = c.name();
-        progress(&format!("cnn {name}"));
+        // This round's share of the frames.
+        let (from, to) = (
+            round * cfg.frames / rounds,
+            (round + 1) * cfg.frames / rounds,
+        );
+        progress(&format!("cnn {name} round {}", round + 1));
         let mut rig = Rig::with_model(
             (8 * largest + (1 << 20)).next_power_of_two(),
             FABRIC,
@@ -211,19 +246,15 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
             Box::new(ConvCore::nullhop()),
         )?;
         let _placed = rig.dedicate_core()?;
-        let Measured {
-            per_layer,
-            cost,
-            frame_ms,
-            verified,
-        } = if c == Completion::Proxy {
+        let part = if c == Completion::Proxy {
             let proxy = Proxy::start(rig.engines.remove(0)).map_err(|source| Error::Io {
                 path: "proxy driver thread".into(),
                 source,
             })?;
             frames(
                 &net,
-                &reference,
+                from,
+                &reference[from..to],
                 || rig.fabric.compute_overrun(),
                 |packet, rx| {
                     let m = Meter::start(Some(&proxy));
@@ -237,7 +268,8 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
             let mut out = vec![0u8; largest];
             frames(
                 &net,
-                &reference,
+                from,
+                &reference[from..to],
                 || rig.fabric.compute_overrun(),
                 |packet, rx| {
                     let m = Meter::start(None);
@@ -247,7 +279,26 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
                 },
             )?
         };
-        let frame = median(&frame_ms);
+        match &mut measured[k] {
+            Some(m) => m.extend(part),
+            none => *none = Some(part),
+        }
+        Ok::<f64, Error>(0.0)
+    })?;
+    let mut rows = Vec::new();
+    for (c, m) in modes.iter().zip(measured) {
+        let name = c.name();
+        let Some(Measured {
+            per_layer,
+            cost,
+            frame_ms,
+            verified,
+        }) = m
+        else {
+            continue;
+        };
+        let frame_spread = Spread::of(&frame_ms);
+        let frame = frame_spread.median;
         for (l, samples) in per_layer.iter().enumerate() {
             let tx: Vec<f64> = samples.iter().map(|s| s.0).collect();
             let rx: Vec<f64> = samples.iter().map(|s| s.1).collect();
@@ -264,6 +315,8 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
                 frame_ms: frame,
                 verified,
                 layer_us: median(&wall),
+                layer_spread: Spread::of(&wall),
+                frame_spread,
                 model_us: (FABRIC.mm2s_start(false)
                     + FABRIC.duration(tx_bytes)
                     + ConvCore::compute_time(&shapes[l], NULLHOP_MACS_PER_CYCLE, NULLHOP_MHZ)
@@ -307,6 +360,9 @@ pub fn render(rows: &[Row]) -> String {
                 format!("{:.5}", tx / tx_b as f64),
                 format!("{:.5}", rx / rx_b as f64),
                 format!("{:.2}", rs.first().map_or(0.0, |r| r.frame_ms)),
+                rs.first().map_or(String::new(), |r| {
+                    format!("{:.2}..{:.2}", r.frame_spread.p25, r.frame_spread.p75)
+                }),
                 if rs.iter().all(|r| r.verified) {
                     "yes"
                 } else {
@@ -324,6 +380,7 @@ pub fn render(rows: &[Row]) -> String {
             "TX us/byte",
             "RX us/byte",
             "frame ms",
+            "IQR",
             "verified",
         ],
         &t1,
@@ -340,6 +397,7 @@ pub fn render(rows: &[Row]) -> String {
                 format!("{:.5}", r.tx_us_per_byte),
                 format!("{:.5}", r.rx_us_per_byte),
                 format!("{:.1}", r.layer_us),
+                format!("{:.1}..{:.1}", r.layer_spread.p25, r.layer_spread.p75),
                 format!("{:.1}", r.model_us),
                 format!("{:.1}", r.overhead_us()),
                 format!("{:.1}", r.emulator_us),
@@ -357,6 +415,7 @@ pub fn render(rows: &[Row]) -> String {
             "TX us/byte",
             "RX us/byte",
             "layer us",
+            "IQR",
             "model us",
             "overhead us",
             "of it emulator compute",
@@ -380,8 +439,10 @@ pub fn json(rows: &[Row]) -> serde_json::Value {
             "tx_us_per_byte": r.tx_us_per_byte,
             "rx_us_per_byte": r.rx_us_per_byte,
             "frame_ms": r.frame_ms,
+            "frame_ms_spread": r.frame_spread.json(),
             "verified": r.verified,
             "layer_us": r.layer_us,
+            "layer_us_spread": r.layer_spread.json(),
             "model_us": r.model_us,
             "overhead_us": r.overhead_us(),
             "emulator_compute_us": r.emulator_us,
@@ -428,8 +489,10 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
         heading: super::on_board(
             format!(
                 "cnn: {} frames per completion mode through {} int16 convolution layers on a \
-             coprocessor in the fabric (HP port clock), layer by layer",
-                cfg.frames, cfg.layers
+             coprocessor in the fabric (HP port clock), layer by layer, in {} rounds (the \
+             modes in turns, order reversed every other round); medians over the frames with \
+             their interquartile range",
+                cfg.frames, cfg.layers, cfg.rounds
             ),
             cfg.memory,
         ),

@@ -4,16 +4,20 @@
 //! 64 B to 32 KiB, ring sizes 16 to 1024 buffers, with the fabric clocked at the
 //! board profile's HP port and unlimited; polling and interrupt completion; and
 //! the zero-copy stream again while another thread loads a core. Every packet
-//! carries its sequence number and is checked on the way back. The emulated
-//! device runs on a core of its own when there are two or more.
+//! carries its sequence number and is checked on the way back. The conditions
+//! of one packet size take turns run by run (the order reversed every other
+//! run), each run on a fresh ring; every row gives the median run and the
+//! runs' range. The emulated device runs on a core of its own when there are
+//! two or more.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 
 use super::load::Load;
 use super::meter::Meter;
 use super::report::{Target, sentence};
+use super::spread::{Spread, in_turns};
 use super::{Error, Rig, bytes_label, median, table};
 use dmaflow::dma::{Completion, PacketRing};
 use dmaflow::mem::CachePolicy;
@@ -111,6 +115,9 @@ pub struct Row {
     pub seconds: f64,
     /// 10^6 bytes per second (one direction), from the median run.
     pub mbytes_per_s: f64,
+    /// 10^6 bytes per second over the runs (the conditions of one packet
+    /// size took turns run by run).
+    pub mbytes_spread: Spread,
     /// Packets per second, from the median run.
     pub packets_per_s: f64,
     /// The link's time per packet on the modelled device, in microseconds
@@ -331,54 +338,93 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
                     }
                 }
             }
-            for (bytes, c) in conditions {
-                let path = if c.copy { "copy" } else { "zerocopy" };
-                let completion = c.completion.name();
-                let what = format!(
-                    "transfer {} {completion} {path} cache={cache_maintenance}{} {} x {}",
-                    clock_name(clock),
-                    if c.loaded { " loaded" } else { "" },
-                    c.slots,
-                    bytes_label(bytes)
-                );
-                progress(&what);
-                let packets = (cfg.bytes_per_run / bytes).clamp(c.slots, cfg.max_packets);
-                let mut ring = PacketRing::new(engine, c.slots, bytes, cfg.batch, c.completion)?;
-                let _load = if c.loaded {
-                    Some(Load::one_core(placed.all_cores())?)
-                } else {
-                    None
-                };
-                // One short run first so the caches and the device thread are warm.
-                stream(&mut ring, bytes, c.slots, c.copy, &what)?;
-                let mut times = Vec::with_capacity(cfg.runs);
-                let meter = Meter::start(None);
-                for _ in 0..cfg.runs.max(1) {
-                    times.push(stream(&mut ring, bytes, packets, c.copy, &what)?);
+            // The conditions of one packet size take turns run by run.
+            let mut sizes: Vec<usize> = Vec::new();
+            for (b, _) in &conditions {
+                if !sizes.contains(b) {
+                    sizes.push(*b);
                 }
-                let cost = meter.stop();
-                let seconds = median(&times);
-                rows.push(Row {
-                    clock: clock_name(clock),
-                    completion,
-                    path,
-                    cache_maintenance,
-                    loaded: c.loaded,
-                    slots: c.slots,
-                    bytes,
-                    packets,
-                    seconds,
-                    mbytes_per_s: (packets * bytes) as f64 / seconds / 1e6,
-                    packets_per_s: packets as f64 / seconds,
-                    model_us: clock.duration(bytes).as_secs_f64() * 1e6,
-                    cpu_us: cost.cpu_us_per(packets * times.len()),
-                    cpu_share: cost.cpu_share(),
-                    cpu_cache_us: if cache_maintenance {
-                        cpu_cache_us(bytes, 201)
+            }
+            for bytes in sizes {
+                let group: Vec<Condition> = conditions
+                    .iter()
+                    .filter(|(b, _)| *b == bytes)
+                    .map(|(_, c)| *c)
+                    .collect();
+                let what = |c: &Condition| {
+                    format!(
+                        "transfer {} {} {} cache={cache_maintenance}{} {} x {}",
+                        clock_name(clock),
+                        c.completion.name(),
+                        if c.copy { "copy" } else { "zerocopy" },
+                        if c.loaded { " loaded" } else { "" },
+                        c.slots,
+                        bytes_label(bytes)
+                    )
+                };
+                let packets_of =
+                    |c: &Condition| (cfg.bytes_per_run / bytes).clamp(c.slots, cfg.max_packets);
+                let mut costs = vec![(Duration::ZERO, Duration::ZERO); group.len()];
+                let times = in_turns(group.len(), cfg.runs.max(1), |k, round| {
+                    let c = &group[k];
+                    let what = what(c);
+                    progress(&format!("{what} run {}", round + 1));
+                    let mut ring =
+                        PacketRing::new(engine, c.slots, bytes, cfg.batch, c.completion)?;
+                    let _load = if c.loaded {
+                        Some(Load::one_core(placed.all_cores())?)
                     } else {
                         None
-                    },
-                });
+                    };
+                    // One short run first so the caches and the device thread
+                    // are warm.
+                    stream(&mut ring, bytes, c.slots, c.copy, &what)?;
+                    let meter = Meter::start(None);
+                    let t = stream(&mut ring, bytes, packets_of(c), c.copy, &what)?;
+                    let cost = meter.stop();
+                    costs[k].0 += cost.cpu;
+                    costs[k].1 += cost.wall;
+                    Ok::<f64, Error>(t)
+                })?;
+                for ((c, times), (cpu, wall)) in group.iter().zip(&times).zip(&costs) {
+                    let c = *c;
+                    let packets = packets_of(&c);
+                    let path = if c.copy { "copy" } else { "zerocopy" };
+                    let completion = c.completion.name();
+                    let seconds = median(times);
+                    let cpu_share = if wall.is_zero() {
+                        0.0
+                    } else {
+                        cpu.as_secs_f64() / wall.as_secs_f64()
+                    };
+                    rows.push(Row {
+                        clock: clock_name(clock),
+                        completion,
+                        path,
+                        cache_maintenance,
+                        loaded: c.loaded,
+                        slots: c.slots,
+                        bytes,
+                        packets,
+                        seconds,
+                        mbytes_per_s: (packets * bytes) as f64 / seconds / 1e6,
+                        mbytes_spread: Spread::of(
+                            &times
+                                .iter()
+                                .map(|t| (packets * bytes) as f64 / t / 1e6)
+                                .collect::<Vec<_>>(),
+                        ),
+                        packets_per_s: packets as f64 / seconds,
+                        model_us: clock.duration(bytes).as_secs_f64() * 1e6,
+                        cpu_us: cpu.as_secs_f64() * 1e6 / (packets * times.len()).max(1) as f64,
+                        cpu_share,
+                        cpu_cache_us: if cache_maintenance {
+                            cpu_cache_us(bytes, 201)
+                        } else {
+                            None
+                        },
+                    });
+                }
             }
         }
     }
@@ -399,6 +445,7 @@ pub fn render(rows: &[Row]) -> String {
                 r.slots.to_string(),
                 bytes_label(r.bytes),
                 format!("{:.0}", r.mbytes_per_s),
+                format!("{:.0}..{:.0}", r.mbytes_spread.min, r.mbytes_spread.max),
                 format!("{:.0}", r.mib_per_s()),
                 format!("{:.0}k", r.packets_per_s / 1e3),
                 format!("{:.3}", r.model_us),
@@ -419,6 +466,7 @@ pub fn render(rows: &[Row]) -> String {
             "ring",
             "size",
             "MB/s",
+            "runs' range",
             "MiB/s",
             "packets/s",
             "model us/pkt",
@@ -557,6 +605,7 @@ pub fn json(rows: &[Row]) -> serde_json::Value {
             "packets": r.packets,
             "seconds": r.seconds,
             "mbytes_per_s": r.mbytes_per_s,
+            "mbytes_per_s_spread": r.mbytes_spread.json(),
             "mib_per_s": r.mib_per_s(),
             "packets_per_s": r.packets_per_s,
             "model_us": r.model_us,
