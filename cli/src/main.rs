@@ -191,6 +191,14 @@ enum Command {
         #[arg(long)]
         endpoint: String,
     },
+    /// The reading end of `bench ring`'s cross-process row (run by it in a
+    /// child process).
+    #[command(hide = true)]
+    ShmReader {
+        /// The shared queue's memory object.
+        #[arg(long)]
+        path: PathBuf,
+    },
     /// List what is present: UIO devices and u-dma-bufs, and the emulated fabric.
     Info {
         /// Root of the sysfs and /dev tree to look in.
@@ -788,6 +796,16 @@ fn main() -> ExitCode {
             (&input, &output, &net),
             device,
         ),
+        Command::ShmReader { path } => match bench::ring::shm_reader(&path) {
+            Ok(line) => {
+                println!("{line}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("dmaflow shm-reader: {e}");
+                ExitCode::from(1)
+            }
+        },
         Command::NetPeer { point, endpoint } => match bench::net::receive(&point, &endpoint) {
             Ok(r) => {
                 println!("{}", bench::net::received_line(&r));

@@ -118,3 +118,23 @@ fn bench_help_documents_the_cost_keys_of_every_dma_experiment() {
         );
     }
 }
+
+#[test]
+fn the_cross_process_row_reads_every_item_in_another_process() {
+    use dmaflow_cli::bench::ring::{Config, run};
+    let cfg = Config {
+        reader: Some(std::path::PathBuf::from(env!("CARGO_BIN_EXE_dmaflow"))),
+        ..Config::tiny()
+    };
+    // Every row's checksum is verified inside `run`: the child process
+    // summed every item the writer here wrote.
+    let rows = run(&cfg, |_| {}).unwrap();
+    let across: Vec<_> = rows
+        .iter()
+        .filter(|r| r.implementation == "dmaflow-process")
+        .collect();
+    assert_eq!(across.len(), cfg.batches.len());
+    assert!(across.iter().all(|r| r.gbytes_per_s > 0.0));
+    let text = dmaflow_cli::bench::ring::summary(&rows);
+    assert!(text.contains("other process / other thread"), "{text}");
+}

@@ -25,6 +25,17 @@ pub fn thread_cpu_time() -> Duration {
     )
 }
 
+/// The system-wide monotonic clock (`CLOCK_MONOTONIC`) since an arbitrary
+/// start: unlike [`std::time::Instant`], its readings can be compared
+/// between processes (one timing a stream's start, another its end).
+pub fn monotonic() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    Duration::new(
+        t.tv_sec.max(0) as u64,
+        t.tv_nsec.clamp(0, 999_999_999) as u32,
+    )
+}
+
 /// The cores a thread (`None`: the caller) may run on, in increasing order.
 pub fn allowed_cores(thread: Option<Pid>) -> Result<Vec<usize>, Error> {
     let set = sched_getaffinity(thread).map_err(os("sched_getaffinity"))?;

@@ -6,10 +6,11 @@
 
 use std::ffi::c_void;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::Path;
 use std::ptr::{self, NonNull};
 
-use rustix::fs::{MemfdFlags, ftruncate, memfd_create};
+use rustix::fs::{MemfdFlags, Mode, OFlags, fstat, ftruncate, memfd_create};
 use rustix::mm::{Advice, MapFlags, ProtFlags, madvise, mmap, mmap_anonymous, munmap};
 
 use super::{DmaSpan, Error, Region, RegionSource};
@@ -66,6 +67,13 @@ impl Mirror {
         ftruncate(&fd, len as u64).map_err(map_error(len, "ftruncate"))?;
         // The mappings keep the memory object alive; `fd` closes on return.
         Self::map_twice(fd.as_fd(), 0, len)
+    }
+
+    /// Maps `len` bytes of the memory object `fd` from `offset` (a page
+    /// boundary) twice, back to back: the slots of a queue shared between
+    /// processes ([`super::shm`]).
+    pub(crate) fn of_object(fd: BorrowedFd<'_>, offset: u64, len: usize) -> Result<Self, Error> {
+        Self::map_twice(fd, offset, len)
     }
 
     /// `min_bytes` (at least one) rounded up to whole pages and `granule`-byte
@@ -318,6 +326,94 @@ impl Drop for Mirror {
         // outlives the `Mirror` (slices borrow the queue that owns it).
         // An error here could only mean the range was not ours, which cannot happen.
         let _ = unsafe { munmap(self.base.as_ptr().cast(), 2 * self.len) };
+    }
+}
+
+/// A memory object for a queue shared between processes, `len` bytes, zero
+/// filled: anonymous (a memfd, passed to other processes as a descriptor) or
+/// a new file at `path` (created exclusively, readable and writable by its
+/// owner only; typically under `/dev/shm`).
+pub(crate) fn create_object(path: Option<&Path>, len: usize) -> Result<OwnedFd, Error> {
+    let fd = match path {
+        None => memfd_create("dmaflow-shm", MemfdFlags::CLOEXEC)
+            .map_err(map_error(len, "memfd_create"))?,
+        Some(p) => rustix::fs::open(
+            p,
+            OFlags::CREATE | OFlags::EXCL | OFlags::RDWR | OFlags::CLOEXEC,
+            Mode::RUSR | Mode::WUSR,
+        )
+        .map_err(map_error(len, "open (create)"))?,
+    };
+    ftruncate(&fd, len as u64).map_err(map_error(len, "ftruncate"))?;
+    Ok(fd)
+}
+
+/// Opens the memory object at `path` for reading and writing.
+pub(crate) fn open_object(path: &Path) -> Result<OwnedFd, Error> {
+    rustix::fs::open(path, OFlags::RDWR | OFlags::CLOEXEC, Mode::empty())
+        .map_err(map_error(0, "open"))
+}
+
+/// The size in bytes of the memory object `fd`.
+pub(crate) fn object_len(fd: BorrowedFd<'_>) -> Result<u64, Error> {
+    let st = fstat(fd).map_err(map_error(0, "fstat"))?;
+    Ok(st.st_size.max(0) as u64)
+}
+
+/// The first `len` bytes of a memory object mapped once, shared: the
+/// control page of a queue shared between processes.
+pub(crate) struct Page {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: `Page` owns its mapping exclusively (like a `Box<[u8]>`) and only
+// hands out its address; the shared-memory protocol that uses it is made of
+// atomics.
+unsafe impl Send for Page {}
+// SAFETY: as above.
+unsafe impl Sync for Page {}
+
+impl Page {
+    /// Maps the first `len` bytes (a whole number of pages) of `fd`.
+    pub(crate) fn map(fd: BorrowedFd<'_>, len: usize) -> Result<Self, Error> {
+        // SAFETY: a new shared mapping at an address the kernel picks touches no
+        // existing memory of this process.
+        let p = unsafe {
+            mmap(
+                ptr::null_mut(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+                fd,
+                0,
+            )
+        }
+        .map_err(map_error(len, "mmap (control page)"))?;
+        let base = NonNull::new(p.cast::<u8>()).ok_or(Error::Map {
+            bytes: len,
+            step: "mmap (control page)",
+            source: io::Error::other("null mapping"),
+        })?;
+        let page = Page { base, len };
+        // SAFETY: the range is exactly our mapping; DONTFORK only changes what a
+        // forked child inherits.
+        unsafe { madvise(p, len, Advice::LinuxDontFork) }
+            .map_err(map_error(len, "madvise(MADV_DONTFORK)"))?;
+        Ok(page)
+    }
+
+    /// Start of the mapping (page-aligned).
+    pub(crate) fn base(&self) -> *mut u8 {
+        self.base.as_ptr()
+    }
+}
+
+impl Drop for Page {
+    fn drop(&mut self) {
+        // SAFETY: we unmap exactly the mapping we own; nothing borrowed from it
+        // outlives the `Page` (its users hold it beside their references).
+        let _ = unsafe { munmap(self.base.as_ptr().cast(), self.len) };
     }
 }
 

@@ -27,6 +27,7 @@
 mod cursor;
 mod mirror;
 mod ready;
+pub mod shm;
 
 pub use ready::{Readable, Writable};
 
@@ -124,6 +125,66 @@ pub enum Error {
         step: &'static str,
         /// The operating system's error.
         source: io::Error,
+    },
+    /// A system call of a queue shared between processes failed.
+    #[error("{step} failed: {source}")]
+    System {
+        /// System call that failed.
+        step: &'static str,
+        /// The operating system's error.
+        source: io::Error,
+    },
+    /// A memory object that is not a shared queue this build can read.
+    #[error("not a dmaflow shared queue: {reason}")]
+    NotAQueue {
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A shared queue of items of another size than the reader's.
+    #[error("the shared queue holds {found}-byte items; this reader reads {expected}-byte items")]
+    ItemSize {
+        /// The reader's item size.
+        expected: usize,
+        /// The queue's.
+        found: u64,
+    },
+    /// Every reader slot of a shared queue is taken.
+    #[error("all {max_readers} reader slots of the shared queue are taken")]
+    NoReaderSlot {
+        /// Slots the queue has.
+        max_readers: usize,
+    },
+    /// A shared queue asked for with no reader slots or too many.
+    #[error("a shared queue needs 1 to {most} reader slots, not {max_readers}")]
+    BadReaders {
+        /// Slots asked for.
+        max_readers: usize,
+        /// The most allowed.
+        most: usize,
+    },
+    /// Fewer readers attached to a shared queue than waited for.
+    #[error("{attached} of {wanted} readers attached within {waited:?}")]
+    NoReaders {
+        /// Readers waited for.
+        wanted: usize,
+        /// Readers attached when the wait ended.
+        attached: usize,
+        /// How long the writer waited.
+        waited: std::time::Duration,
+    },
+    /// This reader of a shared queue was evicted by the writer: it held the
+    /// writer back without moving for too long (or its process was taken for
+    /// gone). What its last window held may have been overwritten.
+    #[error(
+        "this reader was evicted from the shared queue (it held the writer back without \
+         moving); its last window may have been overwritten"
+    )]
+    Evicted,
+    /// The writer's process of a shared queue exited without closing it.
+    #[error("the writer process {pid} exited without closing the shared queue")]
+    WriterGone {
+        /// The writer's process id.
+        pid: u32,
     },
 }
 

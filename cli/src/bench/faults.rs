@@ -461,6 +461,9 @@ fn engine_dead(lab: &Lab) -> bool {
     lab.engine.as_ref().is_some_and(|e| e.dma().is_failed())
 }
 
+/// Canaries of 256 KiB outstanding at most (a quarter of a lab's 16 MiB).
+const MAX_CANARIES: usize = 16;
+
 /// Runs one way of moving data on one board.
 fn campaign(cfg: &Config, model: MemoryModel, api: &'static str) -> Result<Row, super::Error> {
     let t0 = Instant::now();
@@ -524,7 +527,12 @@ fn campaign(cfg: &Config, model: MemoryModel, api: &'static str) -> Result<Row, 
         // After a failure: what the program is handed next must stay its own
         // once the fault's stall is over.
         let until = armed + cfg.timeout * 5;
-        if let Ok(mut c) = lab.pool.alloc::<u8>(256 << 10) {
+        // At most a quarter of the pool in canaries: failures that come fast
+        // (an error bit fails a transfer at once) would otherwise fill it
+        // with canaries waiting out their stall, and the next operation would
+        // find no memory.
+        let room = canaries.len() < MAX_CANARIES;
+        if let Some(mut c) = room.then(|| lab.pool.alloc::<u8>(256 << 10).ok()).flatten() {
             next_pattern = next_pattern.wrapping_add(97) | 1;
             c.as_mut_slice().fill(next_pattern);
             let _ = c.sync_for_device(c.len());

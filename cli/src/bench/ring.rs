@@ -26,7 +26,7 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use super::report::sentence;
+use super::report::{Target, sentence};
 use super::{Error, bytes_label, table};
 use dmaflow::platform::cpu::{allowed_cores, pin};
 use dmaflow::ring::{Builder, Wait};
@@ -46,6 +46,9 @@ pub struct Config {
     pub batches: Vec<usize>,
     /// Capacity of every queue under test, in bytes.
     pub queue_bytes: usize,
+    /// The `dmaflow` program to run as the reading process of the
+    /// cross-process row (`dmaflow shm-reader`); `None` leaves the row out.
+    pub reader: Option<std::path::PathBuf>,
 }
 
 impl Config {
@@ -56,6 +59,7 @@ impl Config {
             runs: 11,
             batches: vec![64, 4 << 10, 64 << 10],
             queue_bytes: 256 << 10,
+            reader: std::env::current_exe().ok(),
         }
     }
 
@@ -75,6 +79,9 @@ impl Config {
             runs: 1,
             batches: vec![64, 4 << 10],
             queue_bytes: 64 << 10,
+            // A test binary is not `dmaflow`: the cross-process row needs the
+            // program's path (the CLI's tests give it).
+            reader: None,
         }
     }
 }
@@ -210,6 +217,8 @@ struct Shape {
     items: usize,
     batch: usize,
     queue: usize,
+    /// The program that reads in another process.
+    reader: Option<std::path::PathBuf>,
 }
 
 impl Shape {
@@ -534,13 +543,150 @@ fn bound_stream(sh: &Shape) -> Result<(f64, u32), Error> {
     )
 }
 
+/// Now on the system-wide monotonic clock, in nanoseconds: comparable
+/// between processes.
+fn monotonic_ns() -> u64 {
+    dmaflow::platform::cpu::monotonic().as_nanos() as u64
+}
+
+/// The queue shared between processes ([`dmaflow::ring::shm`]), both ends in
+/// this process on two threads: the same protocol as between processes.
+fn shm_threads(sh: &Shape) -> Result<(f64, u32), Error> {
+    use dmaflow::ring::shm::{ShmConfig, ShmReader, ShmWriter};
+    let mut w = ShmWriter::<f32>::create(sh.queue, &ShmConfig::default())?;
+    let fd = w.fd().try_clone_to_owned().map_err(|source| Error::Io {
+        path: "shared queue descriptor".into(),
+        source,
+    })?;
+    // SAFETY: only `w` writes the object.
+    let mut r = unsafe { ShmReader::<f32>::from_fd(fd)? };
+    let (nb, bi) = (sh.batches(), sh.batch);
+    two_threads(
+        "dmaflow-shm",
+        move || {
+            for b in 0..nb {
+                fill(w.reserve(bi)?, (b * bi) as u32);
+                w.commit(bi)?;
+            }
+            Ok(())
+        },
+        move || shm_sum(&mut r),
+    )
+}
+
+/// The reader's work: the checksum of everything until the end of the
+/// stream, whatever is readable as soon as anything is.
+fn shm_sum(r: &mut dmaflow::ring::shm::ShmReader<f32>) -> Result<u32, Error> {
+    let mut sum = 0u32;
+    loop {
+        let s = r.peek(1)?;
+        if s.is_empty() {
+            return Ok(sum);
+        }
+        sum = sum.wrapping_add(checksum(s));
+        let n = s.len();
+        r.consume(n)?;
+    }
+}
+
+/// The reading end of the cross-process row, in a child process: attaches to
+/// the queue at `path` on the second core, sums the stream and answers
+/// `sum SUM end NS` (the instant of its last item on the monotonic clock).
+pub fn shm_reader(path: &std::path::Path) -> Result<String, Error> {
+    let cores = allowed_cores(None).unwrap_or_default();
+    if let Some(&c) = cores.get(1).or(cores.first()) {
+        let _ = pin(None, &[c]);
+    }
+    // SAFETY: only the parent's writer writes the object.
+    let mut r = unsafe { dmaflow::ring::shm::ShmReader::<f32>::open(path)? };
+    let sum = shm_sum(&mut r)?;
+    Ok(format!("sum {sum} end {}", monotonic_ns()))
+}
+
+/// The same queue with its reader in another process (this program run as
+/// `dmaflow shm-reader`): time from the writer's start to the child's last
+/// item, both on the monotonic clock.
+fn shm_process(sh: &Shape) -> Result<(f64, u32), Error> {
+    use dmaflow::ring::shm::{ShmConfig, ShmWriter};
+    let dir = if std::path::Path::new("/dev/shm").is_dir() {
+        std::path::PathBuf::from("/dev/shm")
+    } else {
+        std::env::temp_dir()
+    };
+    let path = dir.join(format!("dmaflow-bench-ring-{}", std::process::id()));
+    let cfg = ShmConfig {
+        path: Some(path.clone()),
+        ..ShmConfig::default()
+    };
+    let mut w = ShmWriter::<f32>::create(sh.queue, &cfg)?;
+    let io = |what: &str| {
+        let what = what.to_string();
+        move |source| Error::Io {
+            path: what,
+            source,
+        }
+    };
+    let exe = sh.reader.as_ref().ok_or(Error::Peer {
+        peer: "dmaflow shm-reader",
+        reason: "no program to run as the reading process".into(),
+    })?;
+    let child = std::process::Command::new(exe)
+        .arg("shm-reader")
+        .arg("--path")
+        .arg(&path)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .map_err(io("dmaflow shm-reader"))?;
+    let attached = w.wait_for_readers(1, std::time::Duration::from_secs(20));
+    let (nb, bi) = (sh.batches(), sh.batch);
+    let cores = allowed_cores(None).unwrap_or_default();
+    let start = std::thread::scope(|s| {
+        s.spawn(|| {
+            if let Some(&c) = cores.first() {
+                let _ = pin(None, &[c]);
+            }
+            attached?;
+            let t0 = monotonic_ns();
+            for b in 0..nb {
+                fill(w.reserve(bi)?, (b * bi) as u32);
+                w.commit(bi)?;
+            }
+            drop(w);
+            Ok::<u64, Error>(t0)
+        })
+        .join()
+        .map_err(|_| Error::Panicked("dmaflow-process"))?
+    });
+    let out = child.wait_with_output().map_err(io("dmaflow shm-reader"))?;
+    let _ = std::fs::remove_file(&path);
+    let t0 = start?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let field = |key: &str| {
+        text.split_whitespace()
+            .skip_while(|w| *w != key)
+            .nth(1)
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    match (out.status.success(), field("sum"), field("end")) {
+        (true, Some(sum), Some(end)) => Ok((end.saturating_sub(t0) as f64 / 1e9, sum as u32)),
+        _ => Err(Error::Peer {
+            peer: "dmaflow shm-reader",
+            reason: format!("answered {:?} ({})", text.trim(), out.status),
+        }),
+    }
+}
+
 type Measure = fn(&Shape) -> Result<(f64, u32), Error>;
 
 /// The implementations measured for one case, with the checksum each must give.
-fn contenders(case: &'static str) -> Vec<(&'static str, Measure)> {
+fn contenders(case: &'static str, process: bool) -> Vec<(&'static str, Measure)> {
     match case {
         "stream" => {
-            let mut v: Vec<(&'static str, Measure)> = vec![("dmaflow", dmaflow_stream)];
+            let mut v: Vec<(&'static str, Measure)> =
+                vec![("dmaflow", dmaflow_stream), ("dmaflow-shm", shm_threads)];
+            if process {
+                v.push(("dmaflow-process", shm_process));
+            }
             #[cfg(feature = "peers")]
             v.extend([
                 ("rtrb", rtrb_stream as Measure),
@@ -564,9 +710,10 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
             items: cfg.total_bytes / ITEM / (batch_bytes / ITEM) * (batch_bytes / ITEM),
             batch: batch_bytes / ITEM,
             queue: cfg.queue_bytes / ITEM,
+            reader: cfg.reader.clone(),
         };
         for case in ["stream", "window", "window-copy"] {
-            let impls = contenders(case);
+            let impls = contenders(case, cfg.reader.is_some());
             let samples = super::spread::in_turns(impls.len(), cfg.runs, |i, run| {
                 let (name, measure) = &impls[i];
                 progress(&format!(
@@ -681,10 +828,62 @@ pub fn summary(rows: &[Row]) -> String {
             if let Some(ratio) = c.window_over_copy {
                 out += &format!("; window / window-copy = {ratio:.2}x");
             }
+            if let Some(p) = across(rows, b) {
+                out += &format!("; shared queue, other process / other thread = {p:.2}x");
+            }
             out.push('\n');
         }
     }
     out
+}
+
+/// The shared queue with its reader in another process over the same queue
+/// with its reader on another thread, at one batch size (medians).
+fn across(rows: &[Row], batch: usize) -> Option<f64> {
+    let get = |imp: &str| {
+        rows.iter()
+            .find(|r| r.implementation == imp && r.case == "stream" && r.batch_bytes == batch)
+            .map(|r| r.gbytes_per_s)
+    };
+    Some(get("dmaflow-process")? / get("dmaflow-shm")?)
+}
+
+/// The queue's targets: against the fastest peer at 64 B, 4 KiB and 64 KiB,
+/// and between processes against between threads.
+pub fn targets(rows: &[Row]) -> Vec<Target> {
+    let mut t = Vec::new();
+    for (batch, want) in [(64, 1.5), (4 << 10, 1.1), (64 << 10, 1.1)] {
+        if let Some(c) = compare(rows, batch) {
+            let r = c.dmaflow / c.peer_gbytes;
+            t.push(Target::new(
+                format!(
+                    "{} batches: dmaflow >= {want}x the fastest peer",
+                    bytes_label(batch)
+                ),
+                format!(
+                    "{r:.2}x ({:.2} GB/s against {} {:.2})",
+                    c.dmaflow, c.peer, c.peer_gbytes
+                ),
+                r >= want,
+            ));
+        }
+    }
+    let mut batches: Vec<usize> = rows.iter().map(|r| r.batch_bytes).collect();
+    batches.dedup();
+    for b in batches {
+        if let Some(p) = across(rows, b) {
+            t.push(Target::new(
+                format!(
+                    "{} batches: the shared queue between processes within 10 % of it \
+                     between threads",
+                    bytes_label(b)
+                ),
+                format!("{:.0} %", 100.0 * p),
+                p >= 0.9,
+            ));
+        }
+    }
+    t
 }
 
 /// dmaflow against the fastest peer at one batch size.
@@ -706,7 +905,8 @@ fn compare(rows: &[Row], batch: usize) -> Option<Comparison> {
         .filter(|r| {
             r.batch_bytes == batch
                 && r.case == "stream"
-                && !matches!(r.implementation, "dmaflow" | "bound")
+                && !r.implementation.starts_with("dmaflow")
+                && r.implementation != "bound"
         })
         .max_by(|x, y| x.gbytes_per_s.total_cmp(&y.gbytes_per_s))?;
     Some(Comparison {
@@ -773,8 +973,8 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
             super::bytes_label(cfg.queue_bytes)
         ),
         answer: answer(rows),
-        targets: Vec::new(),
-        text: render(rows) + &summary(rows),
+        targets: targets(rows),
+        text: render(rows) + &summary(rows) + &Target::lines(&targets(rows)),
         json: json(rows),
         plots: vec![super::plot::LinePlot {
             title: "Queue throughput against batch size".into(),
@@ -829,7 +1029,7 @@ mod tests {
     #[test]
     fn tiny_run_verifies_every_implementation() {
         let rows = run(&Config::tiny(), |_| {}).unwrap();
-        let impls_per_batch = contenders("stream").len() + 2;
+        let impls_per_batch = contenders("stream", false).len() + 2;
         assert_eq!(rows.len(), 2 * impls_per_batch);
         for r in &rows {
             assert!(r.gbytes_per_s.is_finite() && r.gbytes_per_s > 0.0, "{r:?}");

@@ -1,0 +1,949 @@
+//! A queue shared between processes: the writer in one process, readers in
+//! others, over one memory object (a memfd passed over a Unix socket, or a
+//! file under `/dev/shm` opened by path). The slots are mirrored as in every
+//! queue, so readers get the same [`peek`](ShmReader::peek) /
+//! [`consume`](ShmReader::consume) windows with a firing threshold, and the
+//! writer the same [`reserve`](ShmWriter::reserve) /
+//! [`commit`](ShmWriter::commit).
+//!
+//! The memory object starts with a control page: a header that names the
+//! layout (checked by every reader before it maps the slots), the writer's
+//! position, and one cache-line-padded slot per reader holding its position,
+//! its state and its process id. Every field is an atomic, so that the
+//! protocol is the same one whether the other side is a thread or a process:
+//! the writer publishes with a release store of its position, each reader
+//! with a release store of its own.
+//!
+//! A reader process that dies does not wedge the writer: when the writer
+//! waits for space held by a reader whose process is gone, or which has not
+//! moved for [`ShmConfig::evict_after`], it evicts that reader (its slot no
+//! longer holds the writer back) and reports it as a [`ReaderEvent`]. An
+//! evicted reader's next call is [`Error::Evicted`]. A reader whose writer
+//! process exits without closing the queue gets [`Error::WriterGone`]
+//! instead of waiting for ever.
+//!
+//! ```
+//! use dmaflow::ring::shm::{ShmConfig, ShmReader, ShmWriter};
+//! let mut w = ShmWriter::<u32>::create(4096, &ShmConfig::default())?;
+//! // Another process would receive the descriptor over a Unix socket
+//! // (`send` / `receive`) or open the object by path.
+//! let fd = w.fd().try_clone_to_owned().map_err(|e| dmaflow::ring::Error::System {
+//!     step: "dup",
+//!     source: e,
+//! })?;
+//! // SAFETY: only this queue's writer writes the object.
+//! let mut r = unsafe { ShmReader::<u32>::from_fd(fd)? };
+//! w.write(&[1, 2, 3])?;
+//! assert_eq!(r.peek(3)?, &[1, 2, 3]);
+//! r.consume(3)?;
+//! # Ok::<(), dmaflow::ring::Error>(())
+//! ```
+
+use std::io::{IoSlice, IoSliceMut};
+use std::marker::PhantomData;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytemuck::Pod;
+use crossbeam_utils::CachePadded;
+use rustix::net::{
+    RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags, recvmsg, sendmsg,
+};
+use rustix::process::{Pid, getpid, test_kill_process};
+
+use super::Error;
+use super::mirror::{self, Mirror, Page};
+
+/// "DMAFLOWQ": the first word of every shared queue's control page.
+const MAGIC: u64 = u64::from_le_bytes(*b"DMAFLOWQ");
+/// The layout's version.
+const VERSION: u64 = 1;
+/// The most reader slots a queue may have.
+pub const MAX_READERS: usize = 1024;
+
+/// A reader slot's states.
+const FREE: u32 = 0;
+const CLAIMED: u32 = 1;
+const ATTACHED: u32 = 2;
+const EVICTED: u32 = 3;
+
+/// The control page's header. Every field is an atomic: another process may
+/// write any of them at any time, and any bytes are a valid value.
+#[repr(C)]
+struct Control {
+    magic: AtomicU64,
+    version: AtomicU64,
+    item_size: AtomicU64,
+    /// Slots, in items.
+    capacity: AtomicU64,
+    /// Where the slots start in the object (the control page's length).
+    data_offset: AtomicU64,
+    max_readers: AtomicU64,
+    /// Bytes from one reader slot to the next.
+    slot_stride: AtomicU64,
+    writer_pid: AtomicU64,
+    /// Items published by the writer.
+    write: CachePadded<AtomicU64>,
+    /// 1 once the writer has closed the queue.
+    closed: CachePadded<AtomicU64>,
+}
+
+/// One reader's slot.
+#[repr(C)]
+struct ReaderSlot {
+    state: AtomicU32,
+    pid: AtomicU32,
+    /// Items consumed by the reader.
+    read: AtomicU64,
+}
+
+type PaddedSlot = CachePadded<ReaderSlot>;
+
+/// Where the reader slots start in the control page.
+fn slots_offset() -> usize {
+    std::mem::size_of::<Control>().next_multiple_of(std::mem::align_of::<PaddedSlot>())
+}
+
+/// The control page's length for `max_readers` readers: whole pages.
+fn control_len(max_readers: usize) -> usize {
+    (slots_offset() + max_readers * std::mem::size_of::<PaddedSlot>())
+        .next_multiple_of(rustix::param::page_size())
+}
+
+/// How a queue shared between processes is made.
+#[derive(Debug, Clone)]
+pub struct ShmConfig {
+    /// Reader slots (1 to [`MAX_READERS`]).
+    pub max_readers: usize,
+    /// Where to create the memory object (a new file, typically under
+    /// `/dev/shm`, removed when the writer is dropped); `None` for an
+    /// anonymous one, passed to readers with [`ShmWriter::send`].
+    pub path: Option<PathBuf>,
+    /// How long a reader may hold the writer back without moving before the
+    /// writer evicts it. A reader whose process is gone is evicted at once.
+    pub evict_after: Duration,
+}
+
+impl Default for ShmConfig {
+    fn default() -> Self {
+        ShmConfig {
+            max_readers: 8,
+            path: None,
+            evict_after: Duration::from_secs(1),
+        }
+    }
+}
+
+/// Why a reader was evicted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EvictReason {
+    /// Its process no longer exists.
+    ProcessGone,
+    /// It held the writer back without moving for this long.
+    NoProgress(Duration),
+}
+
+/// Something that happened to a reader, as the writer saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReaderEvent {
+    /// The reader in `slot` (of process `pid`) was evicted at `position`
+    /// (its last consumed item).
+    Evicted {
+        /// Its slot.
+        slot: usize,
+        /// Its process.
+        pid: u32,
+        /// Items it had consumed.
+        position: u64,
+        /// Why.
+        reason: EvictReason,
+    },
+}
+
+/// Whether process `pid` exists (a process in another PID namespace is taken
+/// for gone).
+fn process_exists(pid: u32) -> bool {
+    match i32::try_from(pid).ok().and_then(Pid::from_raw) {
+        Some(p) => !matches!(test_kill_process(p), Err(rustix::io::Errno::SRCH)),
+        None => false,
+    }
+}
+
+/// Checks back off: spin, then yield, then sleep 50 us between looks.
+struct Backoff(u32);
+
+impl Backoff {
+    fn snooze(&mut self) {
+        match self.0 {
+            0..=5 => (0..1u32 << self.0).for_each(|_| std::hint::spin_loop()),
+            6..=63 => std::thread::yield_now(),
+            _ => std::thread::sleep(Duration::from_micros(50)),
+        }
+        self.0 = self.0.saturating_add(1);
+    }
+}
+
+/// The mapped object: control page and mirrored slots.
+struct Mapped {
+    /// Dropped after every borrow of it (fields drop in order, and nothing
+    /// borrowed from the mappings outlives the queue end that owns this).
+    page: Page,
+    slots: Mirror,
+    capacity: u64,
+    max_readers: usize,
+}
+
+impl Mapped {
+    fn control(&self) -> &Control {
+        // SAFETY: the page is page-aligned and at least `control_len` long
+        // (checked when mapped), so it holds a `Control`; every field is an
+        // atomic, valid for any bytes, and shared access to atomics is what
+        // the protocol is made of.
+        unsafe { &*self.page.base().cast::<Control>() }
+    }
+
+    fn slot(&self, i: usize) -> &ReaderSlot {
+        debug_assert!(i < self.max_readers);
+        // SAFETY: slot `i < max_readers` lies inside the control page
+        // (`control_len(max_readers)` bytes, checked when mapped), aligned
+        // for `PaddedSlot`; its fields are atomics, valid for any bytes.
+        unsafe {
+            &*self
+                .page
+                .base()
+                .add(slots_offset() + i * std::mem::size_of::<PaddedSlot>())
+                .cast::<PaddedSlot>()
+        }
+    }
+}
+
+/// The writing end of a queue shared between processes.
+pub struct ShmWriter<T: Pod> {
+    map: Mapped,
+    fd: OwnedFd,
+    /// Removed when the writer is dropped.
+    path: Option<PathBuf>,
+    position: u64,
+    reserved: usize,
+    /// Writes may run up to here without looking at the readers again.
+    limit: u64,
+    evict_after: Duration,
+    /// Per slot: the position last seen and since when.
+    watch: Vec<(u64, Instant)>,
+    last_police: Instant,
+    events: Vec<ReaderEvent>,
+    _items: PhantomData<T>,
+}
+
+impl<T: Pod> ShmWriter<T> {
+    /// Creates a queue of at least `min_items` slots (rounded up to whole
+    /// pages) in a new memory object, with no reader yet.
+    pub fn create(min_items: usize, cfg: &ShmConfig) -> Result<Self, Error> {
+        let size = std::mem::size_of::<T>();
+        if size == 0 {
+            return Err(Error::ZeroSizedItem);
+        }
+        if !(1..=MAX_READERS).contains(&cfg.max_readers) {
+            return Err(Error::BadReaders {
+                max_readers: cfg.max_readers,
+                most: MAX_READERS,
+            });
+        }
+        let bytes = min_items
+            .max(1)
+            .checked_mul(size)
+            .ok_or(Error::CapacityOverflow { bytes: usize::MAX })?;
+        let data_len = Mirror::round(bytes, size)?;
+        let header = control_len(cfg.max_readers);
+        let total = header
+            .checked_add(data_len)
+            .ok_or(Error::CapacityOverflow { bytes })?;
+        let fd = mirror::create_object(cfg.path.as_deref(), total)?;
+        // From here on a failure removes the file it created.
+        let made = (|| {
+            let page = Page::map(fd.as_fd(), header)?;
+            let slots = Mirror::of_object(fd.as_fd(), header as u64, data_len)?;
+            Ok::<_, Error>(Mapped {
+                page,
+                slots,
+                capacity: (data_len / size) as u64,
+                max_readers: cfg.max_readers,
+            })
+        })();
+        let map = match made {
+            Ok(m) => m,
+            Err(e) => {
+                if let Some(p) = &cfg.path {
+                    let _ = std::fs::remove_file(p);
+                }
+                return Err(e);
+            }
+        };
+        let c = map.control();
+        for (field, value) in [
+            (&c.version, VERSION),
+            (&c.item_size, size as u64),
+            (&c.capacity, map.capacity),
+            (&c.data_offset, header as u64),
+            (&c.max_readers, cfg.max_readers as u64),
+            (&c.slot_stride, std::mem::size_of::<PaddedSlot>() as u64),
+            (&c.writer_pid, getpid().as_raw_nonzero().get() as u64),
+        ] {
+            field.store(value, Ordering::Relaxed);
+        }
+        // Readers check the magic (acquire) before anything else.
+        c.magic.store(MAGIC, Ordering::Release);
+        let now = Instant::now();
+        Ok(ShmWriter {
+            limit: 0,
+            position: 0,
+            reserved: 0,
+            evict_after: cfg.evict_after,
+            watch: vec![(0, now); cfg.max_readers],
+            last_police: now,
+            events: Vec::new(),
+            path: cfg.path.clone(),
+            map,
+            fd,
+            _items: PhantomData,
+        })
+    }
+
+    /// The memory object, to pass to another process.
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    /// Sends the memory object's descriptor over a Unix socket (one byte
+    /// with an `SCM_RIGHTS` message); the other side calls
+    /// [`ShmReader::receive`].
+    pub fn send(&self, socket: &UnixStream) -> Result<(), Error> {
+        let fds = [self.fd.as_fd()];
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut control = SendAncillaryBuffer::new(&mut space);
+        control.push(SendAncillaryMessage::ScmRights(&fds));
+        sendmsg(
+            socket,
+            &[IoSlice::new(b"q")],
+            &mut control,
+            SendFlags::empty(),
+        )
+        .map_err(|e| Error::System {
+            step: "sendmsg (SCM_RIGHTS)",
+            source: e.into(),
+        })?;
+        Ok(())
+    }
+
+    /// Slots in the queue.
+    pub fn capacity(&self) -> usize {
+        self.map.capacity as usize
+    }
+
+    /// Items published so far.
+    pub fn position(&self) -> u64 {
+        self.position
+    }
+
+    /// Readers attached now.
+    pub fn readers(&self) -> usize {
+        (0..self.map.max_readers)
+            .filter(|&i| self.map.slot(i).state.load(Ordering::Acquire) == ATTACHED)
+            .count()
+    }
+
+    /// Waits until at least `n` readers are attached, for at most `timeout`.
+    pub fn wait_for_readers(&self, n: usize, timeout: Duration) -> Result<(), Error> {
+        let t0 = Instant::now();
+        let mut backoff = Backoff(0);
+        loop {
+            let attached = self.readers();
+            if attached >= n {
+                return Ok(());
+            }
+            if t0.elapsed() >= timeout {
+                return Err(Error::NoReaders {
+                    wanted: n,
+                    attached,
+                    waited: timeout,
+                });
+            }
+            backoff.snooze();
+        }
+    }
+
+    /// What happened to readers since the last call (evictions).
+    pub fn take_events(&mut self) -> Vec<ReaderEvent> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// The position of the slowest attached reader (the writer's own with
+    /// none).
+    fn slowest(&self) -> u64 {
+        (0..self.map.max_readers)
+            .map(|i| self.map.slot(i))
+            .filter(|s| s.state.load(Ordering::Acquire) == ATTACHED)
+            .map(|s| s.read.load(Ordering::Acquire))
+            .fold(self.position, u64::min)
+    }
+
+    /// Whether `n` more items fit now (looking at the readers again if the
+    /// cached limit says no).
+    fn fits(&mut self, n: usize) -> bool {
+        let end = self.position + n as u64;
+        if end > self.limit {
+            self.limit = self.slowest() + self.map.capacity;
+        }
+        end <= self.limit
+    }
+
+    /// Evicts the readers that hold back a write ending at `end` and whose
+    /// process is gone or which have not moved for `evict_after`; frees the
+    /// slots of evicted readers whose process is gone.
+    fn police(&mut self, end: u64) {
+        let now = Instant::now();
+        for i in 0..self.map.max_readers {
+            let slot = self.map.slot(i);
+            let state = slot.state.load(Ordering::Acquire);
+            let pid = slot.pid.load(Ordering::Relaxed);
+            if state == EVICTED && !process_exists(pid) {
+                let _ =
+                    slot.state
+                        .compare_exchange(EVICTED, FREE, Ordering::AcqRel, Ordering::Relaxed);
+                continue;
+            }
+            if state != ATTACHED {
+                continue;
+            }
+            let read = slot.read.load(Ordering::Acquire);
+            if self.watch[i].0 != read {
+                self.watch[i] = (read, now);
+            }
+            if read + self.map.capacity >= end {
+                continue;
+            }
+            let still = now.duration_since(self.watch[i].1);
+            let reason = if !process_exists(pid) {
+                EvictReason::ProcessGone
+            } else if still >= self.evict_after {
+                EvictReason::NoProgress(still)
+            } else {
+                continue;
+            };
+            if slot
+                .state
+                .compare_exchange(ATTACHED, EVICTED, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                if reason == EvictReason::ProcessGone {
+                    slot.state.store(FREE, Ordering::Release);
+                }
+                self.events.push(ReaderEvent::Evicted {
+                    slot: i,
+                    pid,
+                    position: read,
+                    reason,
+                });
+            }
+        }
+    }
+
+    fn slots_mut(&mut self, n: usize) -> &mut [T] {
+        self.reserved = n;
+        let start = (self.position % self.map.capacity) as usize;
+        // SAFETY: `start < capacity` and `n <= capacity` keep the slice inside
+        // the double mapping. Items from `position` on are not published, so no
+        // reader reads them, and every attached reader has consumed up to
+        // `position + n - capacity` (`fits`), so none is reading these slots'
+        // earlier contents either; `&mut self` makes this the only slice. (A
+        // reader process that breaks the protocol, or one evicted while it
+        // still looks, is outside what this side can prevent: see
+        // [`ShmReader::from_fd`].)
+        unsafe { self.map.slots.items_mut(start, n) }
+    }
+
+    /// `n` free slots to fill in place, once every attached reader has made
+    /// room (evicting readers that are gone or stuck; see [`ShmConfig`]).
+    pub fn reserve(&mut self, n: usize) -> Result<&mut [T], Error> {
+        if n as u64 > self.map.capacity {
+            return Err(Error::ReserveTooLarge {
+                requested: n,
+                capacity: self.capacity(),
+            });
+        }
+        let mut backoff = Backoff(0);
+        while !self.fits(n) {
+            if self.last_police.elapsed() >= Duration::from_millis(1) {
+                self.police(self.position + n as u64);
+                self.last_police = Instant::now();
+            }
+            backoff.snooze();
+        }
+        Ok(self.slots_mut(n))
+    }
+
+    /// Like [`reserve`](Self::reserve), but `None` at once when there is no
+    /// room.
+    pub fn try_reserve(&mut self, n: usize) -> Result<Option<&mut [T]>, Error> {
+        if n as u64 > self.map.capacity {
+            return Err(Error::ReserveTooLarge {
+                requested: n,
+                capacity: self.capacity(),
+            });
+        }
+        if !self.fits(n) {
+            return Ok(None);
+        }
+        Ok(Some(self.slots_mut(n)))
+    }
+
+    /// Publishes the first `k` reserved slots.
+    pub fn commit(&mut self, k: usize) -> Result<(), Error> {
+        if k > self.reserved {
+            return Err(Error::CommitTooLarge {
+                requested: k,
+                reserved: self.reserved,
+            });
+        }
+        self.position += k as u64;
+        self.reserved = 0;
+        self.map
+            .control()
+            .write
+            .store(self.position, Ordering::Release);
+        Ok(())
+    }
+
+    /// Copies `items` into the queue (in pieces no larger than the queue).
+    pub fn write(&mut self, mut items: &[T]) -> Result<(), Error> {
+        while !items.is_empty() {
+            let n = items.len().min(self.capacity());
+            crate::copies::copy(self.reserve(n)?, &items[..n]);
+            self.commit(n)?;
+            items = &items[n..];
+        }
+        Ok(())
+    }
+}
+
+impl<T: Pod> Drop for ShmWriter<T> {
+    /// Closes the queue (readers see the end of the stream after what was
+    /// published) and removes its file, if it has one.
+    fn drop(&mut self) {
+        self.map.control().closed.store(1, Ordering::Release);
+        if let Some(p) = &self.path {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// A reading end of a queue shared between processes.
+pub struct ShmReader<T: Pod> {
+    map: Mapped,
+    slot: usize,
+    read: u64,
+    /// The writer's position last seen.
+    seen: u64,
+    writer_pid: u32,
+    _items: PhantomData<T>,
+}
+
+impl<T: Pod> ShmReader<T> {
+    /// Attaches to the queue at `path`.
+    ///
+    /// # Safety
+    /// As [`from_fd`](Self::from_fd).
+    pub unsafe fn open(path: &Path) -> Result<Self, Error> {
+        let fd = mirror::open_object(path)?;
+        // SAFETY: the caller's promise, passed on.
+        unsafe { Self::from_fd(fd) }
+    }
+
+    /// Receives a queue's descriptor over a Unix socket (sent with
+    /// [`ShmWriter::send`]) and attaches to it.
+    ///
+    /// # Safety
+    /// As [`from_fd`](Self::from_fd).
+    pub unsafe fn receive(socket: &UnixStream) -> Result<Self, Error> {
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(1))];
+        let mut control = RecvAncillaryBuffer::new(&mut space);
+        let mut byte = [0u8; 1];
+        recvmsg(
+            socket,
+            &mut [IoSliceMut::new(&mut byte)],
+            &mut control,
+            RecvFlags::CMSG_CLOEXEC,
+        )
+        .map_err(|e| Error::System {
+            step: "recvmsg (SCM_RIGHTS)",
+            source: e.into(),
+        })?;
+        let fd = control
+            .drain()
+            .find_map(|m| match m {
+                RecvAncillaryMessage::ScmRights(mut fds) => fds.next(),
+                _ => None,
+            })
+            .ok_or_else(|| Error::NotAQueue {
+                reason: "no descriptor came with the message".into(),
+            })?;
+        // SAFETY: the caller's promise, passed on.
+        unsafe { Self::from_fd(fd) }
+    }
+
+    /// Attaches to the queue in memory object `fd`, starting at the writer's
+    /// present position. The layout is checked (a file that is not a queue
+    /// of `T`-sized items is an error); a free reader slot is claimed.
+    ///
+    /// # Safety
+    /// The windows this reader lends are memory another process writes: only
+    /// this queue's [`ShmWriter`] (following its protocol) may write the
+    /// object, and the reader must not hold a window longer than the writer's
+    /// [`ShmConfig::evict_after`] while the writer waits for room (an evicted
+    /// reader's window may be overwritten; its next call says
+    /// [`Error::Evicted`]).
+    pub unsafe fn from_fd(fd: OwnedFd) -> Result<Self, Error> {
+        let size = std::mem::size_of::<T>();
+        if size == 0 {
+            return Err(Error::ZeroSizedItem);
+        }
+        let page = rustix::param::page_size();
+        let bad = |reason: String| Error::NotAQueue { reason };
+        let len = mirror::object_len(fd.as_fd())?;
+        if len < page as u64 {
+            return Err(bad(format!("{len} bytes, less than a control page")));
+        }
+        // The header first, then the whole control page once its size is known.
+        let first = Page::map(fd.as_fd(), page)?;
+        let (magic, version, item_size, capacity, data_offset, max_readers, stride, writer_pid) = {
+            // SAFETY: the mapping is a whole page, page-aligned, so it holds a
+            // `Control`; every field is an atomic, valid for any bytes; `first`
+            // outlives `c` (this block).
+            let c = unsafe { &*first.base().cast::<Control>() };
+            (
+                c.magic.load(Ordering::Acquire),
+                c.version.load(Ordering::Relaxed),
+                c.item_size.load(Ordering::Relaxed),
+                c.capacity.load(Ordering::Relaxed),
+                c.data_offset.load(Ordering::Relaxed),
+                c.max_readers.load(Ordering::Relaxed),
+                c.slot_stride.load(Ordering::Relaxed),
+                c.writer_pid.load(Ordering::Relaxed),
+            )
+        };
+        if magic != MAGIC {
+            return Err(bad("no dmaflow queue header".into()));
+        }
+        if version != VERSION || stride != std::mem::size_of::<PaddedSlot>() as u64 {
+            return Err(bad(format!(
+                "layout version {version} with {stride}-byte reader slots; this build reads \
+                 version {VERSION} with {}-byte slots",
+                std::mem::size_of::<PaddedSlot>()
+            )));
+        }
+        if item_size != size as u64 {
+            return Err(Error::ItemSize {
+                expected: size,
+                found: item_size,
+            });
+        }
+        let readers = usize::try_from(max_readers)
+            .ok()
+            .filter(|r| (1..=MAX_READERS).contains(r))
+            .ok_or_else(|| bad(format!("{max_readers} reader slots")))?;
+        let header = control_len(readers);
+        let data_len = capacity.checked_mul(item_size);
+        if data_offset != header as u64
+            || data_len.is_none_or(|d| d == 0 || data_offset + d != len || d % page as u64 != 0)
+        {
+            return Err(bad(format!(
+                "{capacity} items of {item_size} bytes from offset {data_offset} do not make \
+                 the object's {len} bytes"
+            )));
+        }
+        let data_len = (capacity * item_size) as usize;
+        drop(first);
+        let map = Mapped {
+            page: Page::map(fd.as_fd(), header)?,
+            slots: Mirror::of_object(fd.as_fd(), data_offset, data_len)?,
+            capacity,
+            max_readers: readers,
+        };
+        let me = getpid().as_raw_nonzero().get() as u32;
+        let slot = (0..readers)
+            .find(|&i| {
+                map.slot(i)
+                    .state
+                    .compare_exchange(FREE, CLAIMED, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            })
+            .ok_or(Error::NoReaderSlot {
+                max_readers: readers,
+            })?;
+        let s = map.slot(slot);
+        s.pid.store(me, Ordering::Relaxed);
+        // Start at the writer's position: the writer never runs more than a
+        // capacity past a position it has published, so nothing from here on
+        // is overwritten before this reader has been seen.
+        let start = map.control().write.load(Ordering::Acquire);
+        s.read.store(start, Ordering::Release);
+        s.state.store(ATTACHED, Ordering::SeqCst);
+        Ok(ShmReader {
+            map,
+            slot,
+            read: start,
+            seen: start,
+            writer_pid: writer_pid as u32,
+            _items: PhantomData,
+        })
+    }
+
+    /// Slots in the queue.
+    pub fn capacity(&self) -> usize {
+        self.map.capacity as usize
+    }
+
+    /// Items consumed so far (counted from the writer's start).
+    pub fn position(&self) -> u64 {
+        self.read
+    }
+
+    fn attached(&self) -> Result<(), Error> {
+        if self.map.slot(self.slot).state.load(Ordering::Acquire) == ATTACHED {
+            Ok(())
+        } else {
+            Err(Error::Evicted)
+        }
+    }
+
+    /// Readable items if at least `threshold` are (or the stream has ended):
+    /// how many; `None` otherwise.
+    fn ready(&mut self, threshold: usize) -> Result<Option<usize>, Error> {
+        if threshold as u64 > self.map.capacity {
+            return Err(Error::ThresholdTooLarge {
+                threshold,
+                capacity: self.capacity(),
+            });
+        }
+        self.attached()?;
+        if self.seen - self.read < threshold.max(1) as u64 {
+            let c = self.map.control();
+            // The closed flag first: a writer that closed published its last
+            // position before.
+            let closed = c.closed.load(Ordering::Acquire) == 1;
+            self.seen = c.write.load(Ordering::Acquire);
+            let n = self.seen - self.read;
+            if n < threshold.max(1) as u64 && !closed {
+                return Ok(None);
+            }
+        }
+        Ok(Some((self.seen - self.read) as usize))
+    }
+
+    fn window(&self, n: usize) -> &[T] {
+        let start = (self.read % self.map.capacity) as usize;
+        // SAFETY: `start < capacity`, `n <= capacity` (never more than the
+        // writer may run ahead) keep the slice in the double mapping; the
+        // items are published (release store of the writer's position, read
+        // with acquire) and the writer does not overwrite them before this
+        // reader consumes them (its slot holds the writer back) unless the
+        // reader is evicted, which `from_fd`'s contract covers.
+        unsafe { self.map.slots.items(start, n) }
+    }
+
+    /// Waits until at least `threshold` items are readable and returns all
+    /// that are; at the end of the stream returns what is left, and finally
+    /// an empty slice. [`Error::WriterGone`] if the writer's process exits
+    /// without closing the queue.
+    pub fn peek(&mut self, threshold: usize) -> Result<&[T], Error> {
+        let mut backoff = Backoff(0);
+        let mut checked = Instant::now();
+        let n = loop {
+            if let Some(n) = self.ready(threshold)? {
+                break n;
+            }
+            if checked.elapsed() >= Duration::from_millis(10) {
+                checked = Instant::now();
+                if !process_exists(self.writer_pid) {
+                    // A last look: it may have closed the queue as it exited.
+                    if let Some(n) = self.ready(threshold)? {
+                        break n;
+                    }
+                    return Err(Error::WriterGone {
+                        pid: self.writer_pid,
+                    });
+                }
+            }
+            backoff.snooze();
+        };
+        Ok(self.window(n))
+    }
+
+    /// The readable items if at least `threshold` are (or the stream has
+    /// ended); `None` otherwise. Never waits.
+    pub fn try_peek(&mut self, threshold: usize) -> Result<Option<&[T]>, Error> {
+        Ok(self.ready(threshold)?.map(|n| self.window(n)))
+    }
+
+    /// Releases the first `m` readable items to the writer.
+    pub fn consume(&mut self, m: usize) -> Result<(), Error> {
+        let available = (self.seen - self.read) as usize;
+        if m > available {
+            return Err(Error::ConsumeTooLarge {
+                requested: m,
+                available,
+            });
+        }
+        self.read += m as u64;
+        self.map
+            .slot(self.slot)
+            .read
+            .store(self.read, Ordering::Release);
+        self.attached()
+    }
+}
+
+impl<T: Pod> Drop for ShmReader<T> {
+    /// Frees the reader's slot: it no longer holds the writer back.
+    fn drop(&mut self) {
+        self.map
+            .slot(self.slot)
+            .state
+            .store(FREE, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reader_of<T: Pod>(w: &ShmWriter<T>) -> Result<ShmReader<T>, Error> {
+        let fd = w.fd().try_clone_to_owned().unwrap();
+        // SAFETY: only `w` writes the object.
+        unsafe { ShmReader::from_fd(fd) }
+    }
+
+    #[test]
+    fn windows_wrap_through_the_mirror_between_two_ends() {
+        let mut w = ShmWriter::<u32>::create(1024, &ShmConfig::default()).unwrap();
+        let cap = w.capacity();
+        let mut r = reader_of(&w).unwrap();
+        assert_eq!(w.readers(), 1);
+        let mut next = 0u32;
+        let mut expect = 0u32;
+        for _ in 0..10 {
+            let n = cap * 3 / 4;
+            let s = w.reserve(n).unwrap();
+            for x in s.iter_mut() {
+                *x = next;
+                next += 1;
+            }
+            w.commit(n).unwrap();
+            let got = r.peek(n).unwrap();
+            assert_eq!(got.len(), n);
+            assert!(got.iter().all(|&x| {
+                let ok = x == expect;
+                expect += 1;
+                ok
+            }));
+            r.consume(n).unwrap();
+        }
+        drop(w);
+        assert!(r.peek(1).unwrap().is_empty(), "the end of the stream");
+    }
+
+    #[test]
+    fn a_stuck_reader_is_evicted_and_told_so() {
+        let cfg = ShmConfig {
+            evict_after: Duration::from_millis(30),
+            ..ShmConfig::default()
+        };
+        let mut w = ShmWriter::<u8>::create(4096, &cfg).unwrap();
+        let cap = w.capacity();
+        let mut r = reader_of(&w).unwrap();
+        // Fill the queue, then ask for more: the reader never moves.
+        w.write(&vec![7u8; cap]).unwrap();
+        let t0 = Instant::now();
+        w.write(&[1u8; 100]).unwrap();
+        assert!(t0.elapsed() >= Duration::from_millis(30));
+        match w.take_events().as_slice() {
+            [
+                ReaderEvent::Evicted {
+                    slot: 0,
+                    position: 0,
+                    reason: EvictReason::NoProgress(_),
+                    ..
+                },
+            ] => {}
+            e => panic!("{e:?}"),
+        }
+        assert_eq!(w.readers(), 0);
+        assert!(matches!(r.peek(1), Err(Error::Evicted)));
+        drop(r);
+        // The slot is free again.
+        let _r2 = reader_of(&w).unwrap();
+        assert_eq!(w.readers(), 1);
+    }
+
+    #[test]
+    fn the_layout_is_checked_before_anything_is_used() {
+        let w = ShmWriter::<u32>::create(100, &ShmConfig::default()).unwrap();
+        assert!(matches!(
+            {
+                let fd = w.fd().try_clone_to_owned().unwrap();
+                // SAFETY: only `w` writes the object.
+                unsafe { ShmReader::<u64>::from_fd(fd) }
+            },
+            Err(Error::ItemSize {
+                expected: 8,
+                found: 4
+            })
+        ));
+        let f = mirror::create_object(None, 3 * rustix::param::page_size()).unwrap();
+        // SAFETY: nothing writes this object.
+        let e = unsafe { ShmReader::<u32>::from_fd(f) }.err().unwrap();
+        assert!(e.to_string().contains("no dmaflow queue header"), "{e}");
+    }
+
+    #[test]
+    fn readers_beyond_the_slots_are_refused() {
+        let cfg = ShmConfig {
+            max_readers: 2,
+            ..ShmConfig::default()
+        };
+        let w = ShmWriter::<u16>::create(100, &cfg).unwrap();
+        let (_a, _b) = (reader_of(&w).unwrap(), reader_of(&w).unwrap());
+        assert!(matches!(
+            reader_of(&w),
+            Err(Error::NoReaderSlot { max_readers: 2 })
+        ));
+        assert!(matches!(
+            ShmWriter::<u16>::create(
+                100,
+                &ShmConfig {
+                    max_readers: 0,
+                    ..ShmConfig::default()
+                }
+            ),
+            Err(Error::BadReaders { .. })
+        ));
+    }
+
+    #[test]
+    fn a_reader_joining_late_starts_at_the_writer() {
+        let mut w = ShmWriter::<u64>::create(512, &ShmConfig::default()).unwrap();
+        // No reader: the writer runs on, nothing is kept.
+        for k in 0..5u64 {
+            w.write(&vec![k; w.capacity()]).unwrap();
+        }
+        let mut r = reader_of(&w).unwrap();
+        assert_eq!(r.position(), w.position());
+        w.write(&[42, 43]).unwrap();
+        assert_eq!(r.peek(2).unwrap(), &[42, 43]);
+    }
+}
