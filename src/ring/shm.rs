@@ -174,18 +174,29 @@ fn process_exists(pid: u32) -> bool {
     }
 }
 
-/// Checks back off: spin, then yield, then sleep 50 us between looks.
+/// Checks back off as the queue's own waits do (1, 2, 4 pause instructions,
+/// so that a look does not keep stealing the cache line the other side is
+/// writing), then yield, then sleep 50 us between looks.
 struct Backoff(u32);
 
 impl Backoff {
+    /// The step from which it sleeps.
+    const SLEEPS: u32 = 64;
+
     fn snooze(&mut self) {
         match self.0 {
-            0..=5 => (0..1u32 << self.0).for_each(|_| std::hint::spin_loop()),
-            6..=63 => std::thread::yield_now(),
+            0..=2 => (0..1u32 << self.0).for_each(|_| std::hint::spin_loop()),
+            6..Self::SLEEPS => std::thread::yield_now(),
             _ => std::thread::sleep(Duration::from_micros(50)),
         }
         self.0 = self.0.saturating_add(1);
     }
+}
+
+/// `(slot + k) % capacity` for `slot < capacity` and `k <= capacity`.
+fn advance(slot: u64, k: u64, capacity: u64) -> u64 {
+    let s = slot + k;
+    if s >= capacity { s - capacity } else { s }
 }
 
 /// The mapped object: control page and mirrored slots.
@@ -229,6 +240,8 @@ pub struct ShmWriter<T: Pod> {
     /// Removed when the writer is dropped.
     path: Option<PathBuf>,
     position: u64,
+    /// `position % capacity`, kept incrementally (no division per call).
+    slot: u64,
     reserved: usize,
     /// Writes may run up to here without looking at the readers again.
     limit: u64,
@@ -302,6 +315,7 @@ impl<T: Pod> ShmWriter<T> {
         Ok(ShmWriter {
             limit: 0,
             position: 0,
+            slot: 0,
             reserved: 0,
             evict_after: cfg.evict_after,
             watch: vec![(0, now); cfg.max_readers],
@@ -403,9 +417,10 @@ impl<T: Pod> ShmWriter<T> {
     }
 
     /// Evicts the readers that hold back a write ending at `end` and whose
-    /// process is gone or which have not moved for `evict_after`; frees the
-    /// slots of evicted readers whose process is gone.
-    fn police(&mut self, end: u64) {
+    /// process is gone or which have not moved for `evict_after` of a wait
+    /// that began at `waiting_since`; frees the slots of evicted readers whose
+    /// process is gone.
+    fn police(&mut self, end: u64, waiting_since: Instant) {
         let now = Instant::now();
         for i in 0..self.map.max_readers {
             let slot = self.map.slot(i);
@@ -427,7 +442,7 @@ impl<T: Pod> ShmWriter<T> {
             if read + self.map.capacity >= end {
                 continue;
             }
-            let still = now.duration_since(self.watch[i].1);
+            let still = now.duration_since(self.watch[i].1.max(waiting_since));
             let reason = if !process_exists(pid) {
                 EvictReason::ProcessGone
             } else if still >= self.evict_after {
@@ -453,9 +468,10 @@ impl<T: Pod> ShmWriter<T> {
         }
     }
 
+    #[inline]
     fn slots_mut(&mut self, n: usize) -> &mut [T] {
         self.reserved = n;
-        let start = (self.position % self.map.capacity) as usize;
+        let start = self.slot as usize;
         // SAFETY: `start < capacity` and `n <= capacity` keep the slice inside
         // the double mapping. Items from `position` on are not published, so no
         // reader reads them, and every attached reader has consumed up to
@@ -469,7 +485,19 @@ impl<T: Pod> ShmWriter<T> {
 
     /// `n` free slots to fill in place, once every attached reader has made
     /// room (evicting readers that are gone or stuck; see [`ShmConfig`]).
+    #[inline]
     pub fn reserve(&mut self, n: usize) -> Result<&mut [T], Error> {
+        // The common case, room already known (which also means `n` is
+        // within the capacity), without a call.
+        if self.position + n as u64 <= self.limit {
+            return Ok(self.slots_mut(n));
+        }
+        self.reserve_slow(n)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn reserve_slow(&mut self, n: usize) -> Result<&mut [T], Error> {
         if n as u64 > self.map.capacity {
             return Err(Error::ReserveTooLarge {
                 requested: n,
@@ -477,10 +505,16 @@ impl<T: Pod> ShmWriter<T> {
             });
         }
         let mut backoff = Backoff(0);
+        let mut waiting_since = None;
         while !self.fits(n) {
-            if self.last_police.elapsed() >= Duration::from_millis(1) {
-                self.police(self.position + n as u64);
-                self.last_police = Instant::now();
+            // Readers are looked at closely (and the clock read) only once the
+            // wait is past spinning: the wait counts from there.
+            if backoff.0 >= Backoff::SLEEPS / 2 {
+                let since = *waiting_since.get_or_insert_with(Instant::now);
+                if self.last_police.elapsed() >= Duration::from_millis(1) {
+                    self.police(self.position + n as u64, since);
+                    self.last_police = Instant::now();
+                }
             }
             backoff.snooze();
         }
@@ -503,6 +537,7 @@ impl<T: Pod> ShmWriter<T> {
     }
 
     /// Publishes the first `k` reserved slots.
+    #[inline]
     pub fn commit(&mut self, k: usize) -> Result<(), Error> {
         if k > self.reserved {
             return Err(Error::CommitTooLarge {
@@ -511,6 +546,7 @@ impl<T: Pod> ShmWriter<T> {
             });
         }
         self.position += k as u64;
+        self.slot = advance(self.slot, k as u64, self.map.capacity);
         self.reserved = 0;
         self.map
             .control()
@@ -545,8 +581,11 @@ impl<T: Pod> Drop for ShmWriter<T> {
 /// A reading end of a queue shared between processes.
 pub struct ShmReader<T: Pod> {
     map: Mapped,
+    /// Its reader slot in the control page.
     slot: usize,
     read: u64,
+    /// `read % capacity`, kept incrementally.
+    at: u64,
     /// The writer's position last seen.
     seen: u64,
     writer_pid: u32,
@@ -697,6 +736,7 @@ impl<T: Pod> ShmReader<T> {
             map,
             slot,
             read: start,
+            at: start % capacity,
             seen: start,
             writer_pid: writer_pid as u32,
             _items: PhantomData,
@@ -713,6 +753,7 @@ impl<T: Pod> ShmReader<T> {
         self.read
     }
 
+    #[inline]
     fn attached(&self) -> Result<(), Error> {
         if self.map.slot(self.slot).state.load(Ordering::Acquire) == ATTACHED {
             Ok(())
@@ -731,22 +772,25 @@ impl<T: Pod> ShmReader<T> {
             });
         }
         self.attached()?;
-        if self.seen - self.read < threshold.max(1) as u64 {
+        let want = threshold.max(1) as u64;
+        if self.seen - self.read < want {
             let c = self.map.control();
-            // The closed flag first: a writer that closed published its last
-            // position before.
-            let closed = c.closed.load(Ordering::Acquire) == 1;
             self.seen = c.write.load(Ordering::Acquire);
-            let n = self.seen - self.read;
-            if n < threshold.max(1) as u64 && !closed {
-                return Ok(None);
+            if self.seen - self.read < want {
+                if c.closed.load(Ordering::Acquire) != 1 {
+                    return Ok(None);
+                }
+                // Closed: the writer published its last position before, so
+                // this look is final.
+                self.seen = c.write.load(Ordering::Acquire);
             }
         }
         Ok(Some((self.seen - self.read) as usize))
     }
 
+    #[inline]
     fn window(&self, n: usize) -> &[T] {
-        let start = (self.read % self.map.capacity) as usize;
+        let start = self.at as usize;
         // SAFETY: `start < capacity`, `n <= capacity` (never more than the
         // writer may run ahead) keep the slice in the double mapping; the
         // items are published (release store of the writer's position, read
@@ -760,15 +804,37 @@ impl<T: Pod> ShmReader<T> {
     /// that are; at the end of the stream returns what is left, and finally
     /// an empty slice. [`Error::WriterGone`] if the writer's process exits
     /// without closing the queue.
+    #[inline]
     pub fn peek(&mut self, threshold: usize) -> Result<&[T], Error> {
+        // The common case, enough already known to be readable, without a
+        // call.
+        let known = self.seen - self.read;
+        if known >= threshold.max(1) as u64 && known <= self.map.capacity {
+            self.attached()?;
+            return Ok(self.window(known as usize));
+        }
+        let n = self.wait_readable(threshold)?;
+        Ok(self.window(n))
+    }
+
+    /// Waits for `threshold` readable items (or the end); how many there are.
+    #[cold]
+    #[inline(never)]
+    fn wait_readable(&mut self, threshold: usize) -> Result<usize, Error> {
+        if let Some(n) = self.ready(threshold)? {
+            return Ok(n);
+        }
         let mut backoff = Backoff(0);
-        let mut checked = Instant::now();
+        let mut checked: Option<Instant> = None;
         let n = loop {
             if let Some(n) = self.ready(threshold)? {
                 break n;
             }
-            if checked.elapsed() >= Duration::from_millis(10) {
-                checked = Instant::now();
+            // The clock only once the wait is past spinning and yielding.
+            if backoff.0 >= Backoff::SLEEPS
+                && checked.get_or_insert_with(Instant::now).elapsed() >= Duration::from_millis(10)
+            {
+                checked = Some(Instant::now());
                 if !process_exists(self.writer_pid) {
                     // A last look: it may have closed the queue as it exited.
                     if let Some(n) = self.ready(threshold)? {
@@ -781,7 +847,7 @@ impl<T: Pod> ShmReader<T> {
             }
             backoff.snooze();
         };
-        Ok(self.window(n))
+        Ok(n)
     }
 
     /// The readable items if at least `threshold` are (or the stream has
@@ -791,6 +857,7 @@ impl<T: Pod> ShmReader<T> {
     }
 
     /// Releases the first `m` readable items to the writer.
+    #[inline]
     pub fn consume(&mut self, m: usize) -> Result<(), Error> {
         let available = (self.seen - self.read) as usize;
         if m > available {
@@ -800,6 +867,7 @@ impl<T: Pod> ShmReader<T> {
             });
         }
         self.read += m as u64;
+        self.at = advance(self.at, m as u64, self.map.capacity);
         self.map
             .slot(self.slot)
             .read

@@ -621,10 +621,7 @@ fn shm_process(sh: &Shape) -> Result<(f64, u32), Error> {
     let mut w = ShmWriter::<f32>::create(sh.queue, &cfg)?;
     let io = |what: &str| {
         let what = what.to_string();
-        move |source| Error::Io {
-            path: what,
-            source,
-        }
+        move |source| Error::Io { path: what, source }
     };
     let exe = sh.reader.as_ref().ok_or(Error::Peer {
         peer: "dmaflow shm-reader",
