@@ -176,17 +176,19 @@ fn process_exists(pid: u32) -> bool {
 
 /// Checks back off as the queue's own waits do (1, 2, 4 pause instructions,
 /// so that a look does not keep stealing the cache line the other side is
-/// writing), then yield, then sleep 50 us between looks.
+/// writing), then yield (about a millisecond's worth of looks: a wait that
+/// short is part of streaming, and a sleep in it costs more than the wait),
+/// then sleep 50 us between looks.
 struct Backoff(u32);
 
 impl Backoff {
     /// The step from which it sleeps.
-    const SLEEPS: u32 = 64;
+    const SLEEPS: u32 = 2048;
 
     fn snooze(&mut self) {
         match self.0 {
             0..=2 => (0..1u32 << self.0).for_each(|_| std::hint::spin_loop()),
-            6..Self::SLEEPS => std::thread::yield_now(),
+            3..Self::SLEEPS => std::thread::yield_now(),
             _ => std::thread::sleep(Duration::from_micros(50)),
         }
         self.0 = self.0.saturating_add(1);
