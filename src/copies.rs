@@ -32,6 +32,24 @@ pub(crate) fn copy<T: Copy>(dst: &mut [T], src: &[T]) {
     count(std::mem::size_of_val(src));
 }
 
+/// Copies `items` into a queue end in pieces of at most `capacity` items:
+/// `reserve(q, n)` lends `n` free slots, `commit(q, n)` publishes them.
+pub(crate) fn write_in_pieces<Q, T: Copy, E>(
+    q: &mut Q,
+    mut items: &[T],
+    capacity: usize,
+    reserve: fn(&mut Q, usize) -> Result<&mut [T], E>,
+    commit: fn(&mut Q, usize) -> Result<(), E>,
+) -> Result<(), E> {
+    while !items.is_empty() {
+        let n = items.len().min(capacity.max(1));
+        copy(reserve(q, n)?, &items[..n]);
+        commit(q, n)?;
+        items = &items[n..];
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

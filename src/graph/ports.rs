@@ -210,14 +210,9 @@ impl<T: Pod> Output<T> {
     }
 
     /// Copies `items` into the queue (in pieces no larger than the queue).
-    pub fn write(&mut self, mut items: &[T]) -> Result<(), Error> {
-        while !items.is_empty() {
-            let n = items.len().min(self.capacity());
-            crate::copies::copy(self.reserve(n)?, &items[..n]);
-            self.commit(n)?;
-            items = &items[n..];
-        }
-        Ok(())
+    pub fn write(&mut self, items: &[T]) -> Result<(), Error> {
+        let capacity = self.capacity();
+        crate::copies::write_in_pieces(self, items, capacity, Self::reserve, Self::commit)
     }
 }
 

@@ -1,9 +1,11 @@
-//! The application a completion mode competes with: a thread pinned to one
-//! core doing fixed work again and again, counting its passes, until dropped.
-//! Two kinds of work: a 64-tap FIR filter over 16 Ki samples, which stays in
-//! the core's own caches (it competes for the core only), and a STREAM-like
-//! triad over arrays far larger than the last-level cache, which is bound by
-//! memory bandwidth (it competes for DRAM with the device's transfers).
+//! Another program on the machine: a thread doing fixed work again and again,
+//! counting it, until dropped. Three kinds of work: a bare spin (a load that
+//! takes a core, free to run on any of several so the scheduler places it as
+//! it would another process), a 64-tap FIR filter over 16 Ki samples, which
+//! stays in the core's own caches (it competes for the core only), and a
+//! STREAM-like triad over arrays far larger than the last-level cache, which is
+//! bound by memory bandwidth (it competes for DRAM with the device's
+//! transfers).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -27,6 +29,8 @@ pub const TRIAD_UNIT_BYTES: usize = 3 * 8 * TRIAD_UNIT;
 /// What the application does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Work {
+    /// A spin: it only takes a core.
+    Spin,
     /// Cache-resident: a 64-tap FIR filter over [`SAMPLES`] samples.
     Filter,
     /// Memory-bound: `a[i] = b[i] + 3 * c[i]` over [`TRIAD_ELEMENTS`].
@@ -37,6 +41,7 @@ impl Work {
     /// Its name in tables and JSON.
     pub fn name(self) -> &'static str {
         match self {
+            Work::Spin => "spin",
             Work::Filter => "filter",
             Work::Triad => "triad",
         }
@@ -71,9 +76,10 @@ pub struct App {
 }
 
 impl App {
-    /// Starts `work` on a thread pinned to `core`; returns once its buffers
-    /// are set up and it has begun its first pass.
-    pub fn start(work: Work, core: usize) -> Result<Self, Error> {
+    /// Starts `work` on a thread allowed on `cores` only (one core: pinned;
+    /// several: the scheduler picks); returns once its buffers are set up.
+    pub fn start(work: Work, cores: &[usize]) -> Result<Self, Error> {
+        let cores = cores.to_vec();
         let stop = Arc::new(AtomicBool::new(false));
         let passes = Arc::new(AtomicU64::new(0));
         let (s, p) = (stop.clone(), passes.clone());
@@ -81,8 +87,16 @@ impl App {
         let thread = std::thread::Builder::new()
             .name(format!("dmaflow-app-{}", work.name()))
             .spawn(move || {
-                let _ = dmaflow::platform::cpu::pin(None, &[core]);
+                // Best effort: an application the scheduler cannot move is
+                // still an application.
+                let _ = dmaflow::platform::cpu::pin(None, &cores);
                 match work {
+                    Work::Spin => {
+                        let _ = ready_tx.send(());
+                        while !s.load(Ordering::Relaxed) {
+                            std::hint::black_box(p.fetch_add(1, Ordering::Relaxed));
+                        }
+                    }
                     Work::Filter => {
                         let x: Vec<f32> = (0..SAMPLES).map(|i| (i as f32 * 0.01).sin()).collect();
                         let taps: Vec<f32> = (0..TAPS).map(|k| 1.0 / (k + 1) as f32).collect();
@@ -165,6 +179,16 @@ impl Drop for App {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_spin_counts_until_dropped() {
+        let cores = dmaflow::platform::cpu::allowed_cores(None).unwrap();
+        let app = App::start(Work::Spin, &cores).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let n = app.passes();
+        drop(app);
+        assert!(n > 1000, "{n}");
+    }
 
     #[test]
     fn the_filter_is_a_filter() {

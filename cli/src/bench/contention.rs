@@ -171,7 +171,7 @@ fn round_of(
     for &bytes in &cfg.sizes {
         let what = format!("contention {name} {}", bytes_label(bytes));
         progress(&format!("{what} round {}", round + 1));
-        let app = App::start(Work::Filter, core)?;
+        let app = App::start(Work::Filter, &[core])?;
         // Solo first: the driver thread idles (sleeps) while it is measured.
         let solo = app.rate(cfg.duration, || {
             std::thread::sleep(Duration::from_millis(5));

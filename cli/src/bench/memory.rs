@@ -184,7 +184,7 @@ fn measure(
             (0.0, 0.0)
         }
         Beside::App(work) => {
-            let app = App::start(work, app_core)?;
+            let app = App::start(work, &[app_core])?;
             // Alone first: the driver thread sleeps while it is measured.
             let alone = app.rate(cfg.duration, || {
                 std::thread::sleep(Duration::from_millis(5));

@@ -9,7 +9,6 @@ pub mod conditions;
 pub mod contention;
 pub mod faults;
 pub mod fir;
-pub mod load;
 pub mod loopback;
 pub mod memory;
 pub mod meter;

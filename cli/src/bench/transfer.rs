@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::load::Load;
+use super::app::{App, Work};
 use super::meter::Meter;
 use super::report::{Target, sentence};
 use super::spread::{Spread, in_turns};
@@ -372,7 +372,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
                     let mut ring =
                         PacketRing::new(engine, c.slots, bytes, cfg.batch, c.completion)?;
                     let _load = if c.loaded {
-                        Some(Load::one_core(placed.all_cores())?)
+                        Some(App::start(Work::Spin, placed.all_cores())?)
                     } else {
                         None
                     };
