@@ -37,10 +37,11 @@ enum Command {
     ///             samples_per_s_per_reader, rounds
     ///   fir:      fft_len, overlap_pct, mode (bare|bare-copy: one thread;
     ///             zerocopy|copy: the graph), taps, mflops (median, nominal:
-    ///             10 N log2 N + 6 N flops per block); improvement_single_thread
-    ///             (bare over bare-copy) and improvement (zerocopy over copy):
-    ///             fft_len, overlap_pct, pct, ci_low, ci_high (Bonferroni over
-    ///             `comparisons`), measurable
+    ///             10 N log2 N + 6 N flops per block), mflops_spread;
+    ///             improvement_single_thread (bare over bare-copy) and
+    ///             improvement (zerocopy over copy): fft_len, overlap_pct, pct,
+    ///             ci_low, ci_high (Bonferroni over `comparisons`), pairs,
+    ///             measurable
     ///   transfer: clock (the profile's port, e.g. "1200MB/s", or "unlimited"),
     ///             completion (poll|irq), path (zerocopy|copy), cache_maintenance
     ///             (bool), loaded (bool: another thread spinning on a core),

@@ -17,6 +17,7 @@ use serde_json::json;
 
 use super::plot::{LinePlot, Series, write_svg};
 use super::report::sentence;
+use super::spread::Spread;
 use super::{Error, median, table};
 use dmaflow::dsp::fir::{Mode, OverlapSave, add_node, flops_per_block};
 use dmaflow::graph::Graph;
@@ -82,6 +83,8 @@ pub struct Row {
     pub taps: usize,
     /// Median MFLOPS by the paper's count.
     pub mflops: f64,
+    /// MFLOPS over the runs: median, quartiles, range, runs.
+    pub spread: Spread,
     /// On `zerocopy` rows: zero-copy over copy MFLOPS, one ratio per
     /// interleaved pair of runs (empty on the others).
     pub ratios: Vec<f64>,
@@ -106,6 +109,8 @@ pub struct Improvement {
     pub high: f64,
     /// Comparisons in the family the interval is corrected for.
     pub comparisons: usize,
+    /// Interleaved pairs of runs the interval is made of.
+    pub pairs: usize,
 }
 
 /// The confidence with which every interval of a run holds at once.
@@ -335,6 +340,7 @@ pub fn run_rows(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>
                         mode,
                         taps: l,
                         mflops: median(v),
+                        spread: Spread::of(v),
                         ratios: match mode {
                             "zerocopy" => ratios.clone(),
                             "bare" if measured => bare_ratios.clone(),
@@ -394,6 +400,7 @@ fn improvement_of(rows: &[Row], mode: &str) -> Vec<Improvement> {
                 low: mean - half,
                 high: mean + half,
                 comparisons: m,
+                pairs: gains.len(),
             }
         })
         .collect()
@@ -572,6 +579,7 @@ pub fn json(rows: &[Row]) -> serde_json::Value {
             "mode": r.mode,
             "taps": r.taps,
             "mflops": r.mflops,
+            "mflops_spread": r.spread.json(),
         })).collect::<Vec<_>>(),
         "improvement_single_thread": improvement_single(rows).iter().map(|i| json!({
             "fft_len": i.fft_len,
@@ -581,6 +589,7 @@ pub fn json(rows: &[Row]) -> serde_json::Value {
             "ci_high": i.high,
             "family_confidence": FAMILY_CONFIDENCE,
             "comparisons": i.comparisons,
+            "pairs": i.pairs,
             "measurable": i.measurable(),
         })).collect::<Vec<_>>(),
         "improvement": improvement(rows).iter().map(|i| json!({
@@ -591,6 +600,7 @@ pub fn json(rows: &[Row]) -> serde_json::Value {
             "ci_high": i.high,
             "family_confidence": FAMILY_CONFIDENCE,
             "comparisons": i.comparisons,
+            "pairs": i.pairs,
             "pairs": rows
                 .iter()
                 .find(|r| r.fft_len == i.fft_len && r.overlap_pct == i.overlap_pct && r.mode == "zerocopy")
@@ -888,6 +898,7 @@ mod tests {
             mode: "zerocopy",
             taps: 32,
             mflops: 1.0,
+            spread: Spread::of(&[1.0]),
             ratios,
         };
         // Ratios 0.99 and 1.01: mean 0 %, interval about +-12.7 %.
