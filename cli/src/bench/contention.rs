@@ -18,7 +18,7 @@ use serde_json::json;
 use super::app::{App, SAMPLES, Work};
 use super::meter::{Meter, Tally};
 use super::report::{Target, sentence};
-use super::spread::Spread;
+use super::spread::{Spread, in_turns};
 use super::{Error, Rig, bytes_label, table};
 use dmaflow::dma::{Completion, Proxy};
 use dmaflow::mem::CachePolicy;
@@ -228,20 +228,15 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
         .iter()
         .map(|_| cfg.sizes.iter().map(|_| Vec::new()).collect())
         .collect();
-    for round in 0..cfg.rounds {
-        let mut order: Vec<usize> = (0..modes.len()).collect();
-        if round % 2 == 1 {
-            order.reverse();
+    in_turns(modes.len(), cfg.rounds, |m, round| {
+        for (k, s) in round_of(cfg, modes[m], round, &mut progress)?
+            .into_iter()
+            .enumerate()
+        {
+            samples[m][k].push(s);
         }
-        for m in order {
-            for (k, s) in round_of(cfg, modes[m], round, &mut progress)?
-                .into_iter()
-                .enumerate()
-            {
-                samples[m][k].push(s);
-            }
-        }
-    }
+        Ok::<f64, Error>(0.0)
+    })?;
     let mut rows = Vec::new();
     for (m, mode) in modes.iter().enumerate() {
         for (k, &bytes) in cfg.sizes.iter().enumerate() {

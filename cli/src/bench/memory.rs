@@ -24,7 +24,7 @@ use super::app::{App, TRIAD_UNIT_BYTES, Work};
 use super::contention::{check, mark};
 use super::meter::{Meter, Tally};
 use super::report::{Target, sentence};
-use super::spread::{Ratio, Spread};
+use super::spread::{Ratio, Spread, in_turns};
 use super::{Error, Rig, bytes_label, table};
 use dmaflow::dma::Completion;
 use dmaflow::mem::CachePolicy;
@@ -273,21 +273,18 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
         let own_core = app_core != driver;
         for &bytes in &cfg.sizes {
             let mut samples: Vec<Vec<Sample>> = Beside::ALL.iter().map(|_| Vec::new()).collect();
-            for round in 0..cfg.rounds {
-                let mut order: Vec<usize> = (0..Beside::ALL.len()).collect();
-                if round % 2 == 1 {
-                    order.reverse();
-                }
-                for k in order {
-                    let what = format!(
-                        "memory {clock_name} {} beside {}",
-                        bytes_label(bytes),
-                        Beside::ALL[k].name()
-                    );
-                    progress(&format!("{what} round {}", round + 1));
-                    samples[k].push(measure(cfg, &rig, app_core, bytes, Beside::ALL[k], &what)?);
-                }
-            }
+            in_turns(Beside::ALL.len(), cfg.rounds, |k, round| {
+                let what = format!(
+                    "memory {clock_name} {} beside {}",
+                    bytes_label(bytes),
+                    Beside::ALL[k].name()
+                );
+                progress(&format!("{what} round {}", round + 1));
+                let sample = measure(cfg, &rig, app_core, bytes, Beside::ALL[k], &what)?;
+                let mb = sample.mb_per_s;
+                samples[k].push(sample);
+                Ok::<f64, Error>(mb)
+            })?;
             let model = clock
                 .bytes_per_s()
                 .map(|_| bytes as f64 / clock.two_way(bytes, false).as_secs_f64() / 1e6);
