@@ -342,7 +342,10 @@ pub(crate) fn create_object(path: Option<&Path>, len: usize) -> Result<OwnedFd, 
             OFlags::CREATE | OFlags::EXCL | OFlags::RDWR | OFlags::CLOEXEC,
             Mode::RUSR | Mode::WUSR,
         )
-        .map_err(map_error(len, "open (create)"))?,
+        .map_err(|e| Error::Open {
+            path: p.to_path_buf(),
+            source: e.into(),
+        })?,
     };
     ftruncate(&fd, len as u64).map_err(map_error(len, "ftruncate"))?;
     Ok(fd)
@@ -350,13 +353,18 @@ pub(crate) fn create_object(path: Option<&Path>, len: usize) -> Result<OwnedFd, 
 
 /// Opens the memory object at `path` for reading and writing.
 pub(crate) fn open_object(path: &Path) -> Result<OwnedFd, Error> {
-    rustix::fs::open(path, OFlags::RDWR | OFlags::CLOEXEC, Mode::empty())
-        .map_err(map_error(0, "open"))
+    rustix::fs::open(path, OFlags::RDWR | OFlags::CLOEXEC, Mode::empty()).map_err(|e| Error::Open {
+        path: path.to_path_buf(),
+        source: e.into(),
+    })
 }
 
 /// The size in bytes of the memory object `fd`.
 pub(crate) fn object_len(fd: BorrowedFd<'_>) -> Result<u64, Error> {
-    let st = fstat(fd).map_err(map_error(0, "fstat"))?;
+    let st = fstat(fd).map_err(|e| Error::System {
+        step: "fstat",
+        source: e.into(),
+    })?;
     Ok(st.st_size.max(0) as u64)
 }
 

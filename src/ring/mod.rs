@@ -126,6 +126,14 @@ pub enum Error {
         /// The operating system's error.
         source: io::Error,
     },
+    /// A shared queue's memory object could not be created or opened.
+    #[error("cannot open {}: {source}", path.display())]
+    Open {
+        /// The object's path.
+        path: std::path::PathBuf,
+        /// The operating system's error.
+        source: io::Error,
+    },
     /// A system call of a queue shared between processes failed.
     #[error("{step} failed: {source}")]
     System {

@@ -976,6 +976,23 @@ mod tests {
     }
 
     #[test]
+    fn a_path_taken_or_missing_is_named() {
+        let path = std::env::temp_dir().join(format!("dmaflow-shm-{}-taken", std::process::id()));
+        let cfg = ShmConfig {
+            path: Some(path.clone()),
+            ..ShmConfig::default()
+        };
+        let w = ShmWriter::<u8>::create(10, &cfg).unwrap();
+        let e = ShmWriter::<u8>::create(10, &cfg).err().unwrap();
+        assert!(matches!(e, Error::Open { .. }), "{e}");
+        assert!(e.to_string().contains(&*path.to_string_lossy()), "{e}");
+        drop(w);
+        // SAFETY: nothing writes the (missing) object.
+        let e = unsafe { ShmReader::<u8>::open(&path) }.err().unwrap();
+        assert!(e.to_string().contains("cannot open"), "{e}");
+    }
+
+    #[test]
     fn readers_beyond_the_slots_are_refused() {
         let cfg = ShmConfig {
             max_readers: 2,
