@@ -388,7 +388,8 @@ enum BgsubDevice {
 enum Experiment {
     /// Every experiment below.
     All,
-    /// Mirrored queue vs other queues, and the sliding-window reader.
+    /// Mirrored queue vs other queues, the sliding-window reader and the queue
+    /// shared between processes; then `readers`.
     Ring,
     /// One writer, several readers of one queue (GNU Radio 4's bm_Buffer shape).
     Readers,
@@ -544,6 +545,9 @@ fn run_bench(
             Experiment::Faults,
             Experiment::Net,
         ],
+        // The queue's experiment: the peer table with its cross-process rows,
+        // then the readers' table in GNU Radio 4's shape.
+        Experiment::Ring => vec![Experiment::Ring, Experiment::Readers],
         one => vec![one],
     };
     let bar = if json {
