@@ -13,6 +13,8 @@ import numpy as np
 from ._native import Board, Channel, DmaBuffer, DmaError, DmaTimeoutError, PacketRing
 from ._native import Graph as _NativeGraph
 from ._native import Queue as _NativeQueue
+from ._native import SharedReader as _NativeSharedReader
+from ._native import SharedWriter as _NativeSharedWriter
 
 __all__ = [
     "Board",
@@ -25,6 +27,8 @@ __all__ = [
     "PacketRing",
     "PynqBuffer",
     "Queue",
+    "SharedQueueReader",
+    "SharedQueueWriter",
     "allocate",
     "default_board",
 ]
@@ -193,42 +197,39 @@ class Engine:
         )
 
 
-class Queue:
-    """dmaflow's mirrored circular queue of ``dtype`` items (paper 001's
-    zero-copy queue).
+def _window_array(view, dtype: np.dtype) -> np.ndarray:
+    """A window's items as an array in place (an empty, read-only one for an
+    empty window)."""
+    if view.nbytes == 0:
+        a = np.empty(0, dtype=dtype)
+        a.flags.writeable = False
+        return a
+    return np.frombuffer(view, dtype=dtype)
 
-    ``peek(n)`` returns the next ``n`` items as a read-only numpy array *in
-    place*, contiguous even where they wrap round the end of the queue (the
-    memory is mapped twice); ``consume(m)`` then releases the first ``m`` (a
-    reader may look at more than it consumes: the firing threshold).
-    ``reserve(n)`` returns ``n`` free slots as a writable array in place, and
-    ``commit(k)`` publishes the first ``k``. ``consume`` and ``commit`` are
-    refused (``BufferError``) while arrays from ``peek``/``reserve`` are alive:
-    ``del`` them first, so an array never sees slots that changed hands.
-    """
 
-    def __init__(self, capacity: int, dtype="f4") -> None:
-        self.dtype = np.dtype(dtype)
-        if self.dtype.hasobject:
-            raise TypeError(f"a queue cannot hold Python objects (dtype {self.dtype})")
-        self._native = _NativeQueue(int(capacity), self.dtype.itemsize)
+def _queue_dtype(dtype) -> np.dtype:
+    dt = np.dtype(dtype)
+    if dt.hasobject:
+        raise TypeError(f"a queue cannot hold Python objects (dtype {dt})")
+    return dt
+
+
+class _Writing:
+    """The writing half of a queue facade: ``reserve``/``commit``/``write``
+    over ``self._native`` with items of ``self.dtype``."""
+
+    dtype: np.dtype
+    _native: object
 
     @property
     def capacity(self) -> int:
         """Items the queue holds."""
         return self._native.capacity
 
-    def _array(self, view) -> np.ndarray:
-        if view.nbytes == 0:
-            a = np.empty(0, dtype=self.dtype)
-            a.flags.writeable = False
-            return a
-        return np.frombuffer(view, dtype=self.dtype)
-
     def reserve(self, n: int, timeout: float | None = None) -> np.ndarray:
         """``n`` free slots in place, waiting for them (at most ``timeout``
         seconds; ``TimeoutError`` after)."""
-        return self._array(self._native.reserve(int(n), timeout))
+        return _window_array(self._native.reserve(int(n), timeout), self.dtype)
 
     def commit(self, k: int) -> None:
         """Publishes the first ``k`` reserved items."""
@@ -246,18 +247,118 @@ class Queue:
             self.commit(k)
             done += k
 
-    def close(self) -> None:
-        """Ends the stream: the reader gets what is left, then empty windows."""
-        self._native.close_writer()
+
+class _Reading:
+    """The reading half of a queue facade: ``peek``/``consume`` over
+    ``self._native`` with items of ``self.dtype``."""
+
+    dtype: np.dtype
+    _native: object
+
+    @property
+    def capacity(self) -> int:
+        """Items the queue holds."""
+        return self._native.capacity
 
     def peek(self, n: int, timeout: float | None = None) -> np.ndarray:
         """The next ``n`` items in place, read-only, waiting for them (at most
         ``timeout`` seconds); fewer, down to none, once the stream has ended."""
-        return self._array(self._native.peek(int(n), timeout))
+        return _window_array(self._native.peek(int(n), timeout), self.dtype)
 
     def consume(self, m: int) -> None:
         """Releases the first ``m`` items of the window."""
         self._native.consume(int(m))
+
+
+class Queue(_Writing, _Reading):
+    """dmaflow's mirrored circular queue of ``dtype`` items (paper 001's
+    zero-copy queue).
+
+    ``peek(n)`` returns the next ``n`` items as a read-only numpy array *in
+    place*, contiguous even where they wrap round the end of the queue (the
+    memory is mapped twice); ``consume(m)`` then releases the first ``m`` (a
+    reader may look at more than it consumes: the firing threshold).
+    ``reserve(n)`` returns ``n`` free slots as a writable array in place, and
+    ``commit(k)`` publishes the first ``k``. ``consume`` and ``commit`` are
+    refused (``BufferError``) while arrays from ``peek``/``reserve`` are alive:
+    ``del`` them first, so an array never sees slots that changed hands.
+    """
+
+    def __init__(self, capacity: int, dtype="f4") -> None:
+        self.dtype = _queue_dtype(dtype)
+        self._native = _NativeQueue(int(capacity), self.dtype.itemsize)
+
+    def close(self) -> None:
+        """Ends the stream: the reader gets what is left, then empty windows."""
+        self._native.close_writer()
+
+
+class SharedQueueWriter(_Writing):
+    """The writing end of a queue shared with other processes: the same
+    in-place ``reserve``/``commit`` as :class:`Queue`, over memory that
+    readers in other processes (:class:`SharedQueueReader`, or dmaflow's Rust
+    ``ring::shm::ShmReader``) map too. With ``path`` (e.g. under ``/dev/shm``)
+    the queue is a file readers open by name, removed on ``close``; without
+    it, pass ``fd`` to a child process (``subprocess``'s ``pass_fds``).
+
+    A reader that dies, or holds the writer back without moving for
+    ``evict_after`` seconds while it waits for room, is evicted;
+    ``events()`` lists evictions as ``(slot, pid, position, reason)``.
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        dtype="f4",
+        path: str | None = None,
+        max_readers: int = 8,
+        evict_after: float = 1.0,
+    ) -> None:
+        self.dtype = _queue_dtype(dtype)
+        self._native = _NativeSharedWriter(
+            int(capacity), self.dtype.itemsize, path, int(max_readers), float(evict_after)
+        )
+
+    @property
+    def fd(self) -> int:
+        """The memory object's file descriptor (while the writer is open)."""
+        return self._native.fd
+
+    @property
+    def readers(self) -> int:
+        """Readers attached now."""
+        return self._native.readers
+
+    def wait_for_readers(self, n: int = 1, timeout: float = 10.0) -> None:
+        """Waits until ``n`` readers are attached (``TimeoutError`` after
+        ``timeout`` seconds)."""
+        self._native.wait_for_readers(int(n), float(timeout))
+
+    def events(self) -> list[tuple[int, int, int, str]]:
+        """Evictions since the last call: ``(slot, pid, position, reason)``."""
+        return self._native.events()
+
+    def close(self) -> None:
+        """Ends the stream (readers get what is left, then empty windows) and
+        removes the queue's file, if it has one."""
+        self._native.close()
+
+
+class SharedQueueReader(_Reading):
+    """A reading end of a queue another process writes
+    (:class:`SharedQueueWriter`, or dmaflow's Rust ``ring::shm::ShmWriter``),
+    attached by ``path`` or by an inherited ``fd``: the same in-place
+    ``peek``/``consume`` as :class:`Queue`. ``dtype`` must have the writer's
+    item size (checked). A window is the writer's memory: do not hold one
+    longer than the writer's ``evict_after`` while the writer waits for room
+    (an evicted reader's next call raises ``ValueError`` saying so). A writer
+    process that exits without closing raises ``ValueError`` rather than
+    leaving ``peek`` to wait.
+    """
+
+    def __init__(self, dtype="f4", path: str | None = None, fd: int | None = None) -> None:
+        self.dtype = _queue_dtype(dtype)
+        self._native = _NativeSharedReader(self.dtype.itemsize, path, fd)
 
 
 class InputPort:
@@ -273,12 +374,7 @@ class InputPort:
 
     def peek(self, n: int) -> np.ndarray:
         """At least ``n`` items in place (fewer only at the end of the stream)."""
-        w = self._native.peek(int(n))
-        if w.nbytes == 0:
-            a = np.empty(0, dtype=self.dtype)
-            a.flags.writeable = False
-            return a
-        return np.frombuffer(w, dtype=self.dtype)
+        return _window_array(self._native.peek(int(n)), self.dtype)
 
     def consume(self, m: int) -> None:
         """Releases the first ``m`` items."""

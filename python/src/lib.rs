@@ -2,7 +2,8 @@
 //! board with its designs ([`board`]), DMA buffers that numpy arrays view in
 //! place ([`buffer`]), the DMA channels PYNQ's driver exposes
 //! ([`channel`]), dmaflow's own transfers ([`engine`]) and its mirrored
-//! queue with windows numpy views in place ([`queue`], [`window`]), and
+//! queue with windows numpy views in place ([`queue`], [`window`]), the
+//! same queue shared between processes ([`shm`]), and
 //! process networks with Python nodes ([`graph`]). Everything calls the dmaflow library; the Python side
 //! (`dmaflow/`, `dmaflow/pynq.py`) only shapes it into numpy's and PYNQ's
 //! conventions.
@@ -15,6 +16,7 @@ mod engine;
 mod graph;
 mod packets;
 mod queue;
+mod shm;
 mod window;
 
 use pyo3::prelude::*;
@@ -45,6 +47,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<graph::InPort>()?;
     m.add_class::<graph::OutPort>()?;
     m.add_class::<queue::Queue>()?;
+    m.add_class::<shm::SharedReader>()?;
+    m.add_class::<shm::SharedWriter>()?;
     m.add_class::<window::Window>()?;
     m.add("DmaError", m.py().get_type::<DmaError>())?;
     m.add("DmaTimeoutError", m.py().get_type::<DmaTimeoutError>())?;

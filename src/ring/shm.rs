@@ -251,6 +251,8 @@ pub struct ShmWriter<T: Pod> {
     /// Per slot: the position last seen and since when.
     watch: Vec<(u64, Instant)>,
     last_police: Instant,
+    /// Since when the writer has been finding no room, if it is.
+    blocked_since: Option<Instant>,
     events: Vec<ReaderEvent>,
     _items: PhantomData<T>,
 }
@@ -322,6 +324,7 @@ impl<T: Pod> ShmWriter<T> {
             evict_after: cfg.evict_after,
             watch: vec![(0, now); cfg.max_readers],
             last_police: now,
+            blocked_since: None,
             events: Vec::new(),
             path: cfg.path.clone(),
             map,
@@ -507,24 +510,32 @@ impl<T: Pod> ShmWriter<T> {
             });
         }
         let mut backoff = Backoff(0);
-        let mut waiting_since = None;
         while !self.fits(n) {
             // Readers are looked at closely (and the clock read) only once the
             // wait is past spinning: the wait counts from there.
             if backoff.0 >= Backoff::SLEEPS / 2 {
-                let since = *waiting_since.get_or_insert_with(Instant::now);
-                if self.last_police.elapsed() >= Duration::from_millis(1) {
-                    self.police(self.position + n as u64, since);
-                    self.last_police = Instant::now();
-                }
+                self.blocked(n);
             }
             backoff.snooze();
         }
+        self.blocked_since = None;
         Ok(self.slots_mut(n))
     }
 
+    /// The writer is waiting for room for `n` items: from when it began, and
+    /// at most once a millisecond, evict the readers that hold it back and
+    /// are gone or stuck.
+    fn blocked(&mut self, n: usize) {
+        let since = *self.blocked_since.get_or_insert_with(Instant::now);
+        if self.last_police.elapsed() >= Duration::from_millis(1) {
+            self.police(self.position + n as u64, since);
+            self.last_police = Instant::now();
+        }
+    }
+
     /// Like [`reserve`](Self::reserve), but `None` at once when there is no
-    /// room.
+    /// room. Calls that keep finding no room count as one wait: readers that
+    /// are gone, or stuck for [`ShmConfig::evict_after`] of it, are evicted.
     pub fn try_reserve(&mut self, n: usize) -> Result<Option<&mut [T]>, Error> {
         if n as u64 > self.map.capacity {
             return Err(Error::ReserveTooLarge {
@@ -533,8 +544,10 @@ impl<T: Pod> ShmWriter<T> {
             });
         }
         if !self.fits(n) {
+            self.blocked(n);
             return Ok(None);
         }
+        self.blocked_since = None;
         Ok(Some(self.slots_mut(n)))
     }
 
@@ -851,6 +864,21 @@ impl<T: Pod> ShmReader<T> {
     /// ended); `None` otherwise. Never waits.
     pub fn try_peek(&mut self, threshold: usize) -> Result<Option<&[T]>, Error> {
         Ok(self.ready(threshold)?.map(|n| self.window(n)))
+    }
+
+    /// [`Error::WriterGone`] if the writer's process has exited without
+    /// closing the queue (for a caller that waits with
+    /// [`try_peek`](Self::try_peek) on its own terms); [`Error::Evicted`] if
+    /// this reader was evicted.
+    pub fn check(&self) -> Result<(), Error> {
+        self.attached()?;
+        let closed = self.map.control().closed.load(Ordering::Acquire) == 1;
+        if !closed && !process_exists(self.writer_pid) {
+            return Err(Error::WriterGone {
+                pid: self.writer_pid,
+            });
+        }
+        Ok(())
     }
 
     /// Releases the first `m` readable items to the writer.
