@@ -121,6 +121,22 @@ impl Improvement {
     pub fn measurable(&self) -> bool {
         self.low > 0.0 || self.high < 0.0
     }
+
+    /// As JSON: the point, the mean and its interval, the family it is
+    /// corrected over and the pairs it is made of.
+    pub fn json(&self) -> serde_json::Value {
+        json!({
+            "fft_len": self.fft_len,
+            "overlap_pct": self.overlap_pct,
+            "pct": self.pct,
+            "ci_low": self.low,
+            "ci_high": self.high,
+            "family_confidence": FAMILY_CONFIDENCE,
+            "comparisons": self.comparisons,
+            "pairs": self.pairs,
+            "measurable": self.measurable(),
+        })
+    }
 }
 
 /// Student's t quantile: the `p` quantile with `df` degrees of freedom
@@ -581,32 +597,8 @@ pub fn json(rows: &[Row]) -> serde_json::Value {
             "mflops": r.mflops,
             "mflops_spread": r.spread.json(),
         })).collect::<Vec<_>>(),
-        "improvement_single_thread": improvement_single(rows).iter().map(|i| json!({
-            "fft_len": i.fft_len,
-            "overlap_pct": i.overlap_pct,
-            "pct": i.pct,
-            "ci_low": i.low,
-            "ci_high": i.high,
-            "family_confidence": FAMILY_CONFIDENCE,
-            "comparisons": i.comparisons,
-            "pairs": i.pairs,
-            "measurable": i.measurable(),
-        })).collect::<Vec<_>>(),
-        "improvement": improvement(rows).iter().map(|i| json!({
-            "fft_len": i.fft_len,
-            "overlap_pct": i.overlap_pct,
-            "pct": i.pct,
-            "ci_low": i.low,
-            "ci_high": i.high,
-            "family_confidence": FAMILY_CONFIDENCE,
-            "comparisons": i.comparisons,
-            "pairs": i.pairs,
-            "pairs": rows
-                .iter()
-                .find(|r| r.fft_len == i.fft_len && r.overlap_pct == i.overlap_pct && r.mode == "zerocopy")
-                .map_or(0, |r| r.ratios.len()),
-            "measurable": i.measurable(),
-        })).collect::<Vec<_>>(),
+        "improvement_single_thread": improvement_single(rows).iter().map(Improvement::json).collect::<Vec<_>>(),
+        "improvement": improvement(rows).iter().map(Improvement::json).collect::<Vec<_>>(),
     })
 }
 
