@@ -388,7 +388,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
              rounds (modes' order reversed every other round), link = {}; its throughput as a \
              share of its throughput alone, measured just before; medians of the rounds",
             SAMPLES,
-            humantime(cfg.duration),
+            super::ms_label(cfg.duration),
             cfg.rounds,
             cfg.profile.description
         ),
@@ -410,10 +410,6 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
             ),
         }],
     }
-}
-
-fn humantime(d: Duration) -> String {
-    format!("{} ms", d.as_millis())
 }
 
 #[cfg(test)]

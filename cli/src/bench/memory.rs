@@ -437,7 +437,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
              filter (the control) and a STREAM-like triad over 3 x 64 MiB (memory-bound), {} \
              per point in each of {} rounds (order reversed every other round), driver asleep \
              on the interrupt line; the application {}; link = {} and unlimited",
-            humantime(cfg.duration),
+            super::ms_label(cfg.duration),
             cfg.rounds,
             if own {
                 "on a core of its own"
@@ -464,10 +464,6 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
             ),
         }],
     }
-}
-
-fn humantime(d: Duration) -> String {
-    format!("{} ms", d.as_millis())
 }
 
 #[cfg(test)]

@@ -147,6 +147,11 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
+/// A duration in whole milliseconds: `150 ms`.
+pub fn ms_label(d: std::time::Duration) -> String {
+    format!("{} ms", d.as_millis())
+}
+
 /// Human-readable byte count: `64 B`, `4 KiB`, `6 MiB`.
 pub fn bytes_label(b: usize) -> String {
     if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
