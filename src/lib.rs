@@ -13,6 +13,7 @@
 //! - [`axi`]: a register-exact AXI DMA driver (PG021).
 //! - [`dma`]: two-way transfers, zero-copy or through standard I/O, completed by
 //!   polling, scheduled polling or interrupts.
+//! - [`gpu`]: a CUDA GPU as a second real DMA device (loaded at run time).
 //! - [`sim`]: the emulated fabric the driver runs against without an FPGA.
 //! - [`board`]: a real board's engines (UIO) and DMA memory (u-dma-buf),
 //!   found by the names its device tree gives them.
@@ -31,6 +32,7 @@ pub mod board;
 pub mod copies;
 pub mod dma;
 pub mod dsp;
+pub mod gpu;
 pub mod graph;
 pub mod mem;
 pub mod platform;
