@@ -118,6 +118,15 @@ enum Command {
     ///   net:      message_bytes, point (dmaflow|raw|gnuradio), mb_per_s (median
     ///             over rounds), mb_per_s_min, mb_per_s_max, rounds, rx_cpu_share
     ///             (receiving process's CPU over its time)
+    ///   gpu:      device (every row), table (ceiling|transfer|message|kernel);
+    ///             ceiling: direction (h2d|d2h), bytes_per_s, bytes_per_s_spread;
+    ///             transfer: memory (pageable|pinned|pinned-wc|mapped|registered),
+    ///             mode, bytes, repeats, us (per two-way transfer), us_spread,
+    ///             h2d_bytes_per_s and d2h_bytes_per_s (device events), their
+    ///             spreads, cpu_us (process CPU per transfer), cpu_us_spread,
+    ///             caller_cpu_us; message: bytes, block, depth, kernel, ms,
+    ///             ms_spread, ceiling_share (its spread too); kernel: name, gpu_ms,
+    ///             gpu_ms_spread, cpu_ms, identical. Without a GPU: skipped, no rows.
     ///
     /// The DMA experiments' common keys:
     ///   model_us     what the modelled device needs for the transfer: the link
@@ -152,6 +161,11 @@ enum Command {
         /// contention.
         #[arg(long, value_enum, default_value_t = Board::Zynq7000)]
         board: Board,
+        /// The DMA device: `sim` (the emulated fabric, or a board's UIO engines)
+        /// or `cuda[:N]` (GPU N; transfer and loopback then run the GPU's
+        /// transfer and message tables, twoway, bgsub and cnn its kernels).
+        #[arg(long, default_value = "sim", value_parser = parse_device)]
+        device: BenchDevice,
     },
     /// Approximate-median background subtraction of raw 8-bit frames (paper 000):
     /// one mask (0 or 255 per pixel) per frame.
@@ -178,9 +192,11 @@ enum Command {
         /// Threshold the raw difference (no Gaussian and maximum filter).
         #[arg(long)]
         no_filter: bool,
-        /// The coprocessor on the emulated fabric, or the software implementation.
-        #[arg(long, value_enum, default_value_t = BgsubDevice::Sim)]
-        device: BgsubDevice,
+        /// `sim`: the coprocessor on the emulated fabric, fed by two DMA engines;
+        /// `cpu`: the software implementation; `cuda[:N]`: the kernels on GPU N.
+        /// All three write the same bytes.
+        #[arg(long, default_value = "sim", value_parser = parse_bgsub_device)]
+        device: files::bgsub::Device,
     },
     /// The receiving end of `bench net` (run by it in a child process).
     #[command(hide = true)]
@@ -376,12 +392,15 @@ enum FirDeviceArg {
     Cpu,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum BgsubDevice {
-    /// The coprocessor on the emulated fabric, fed by two DMA engines.
-    Sim,
-    /// The software implementation.
-    Cpu,
+fn parse_bgsub_device(s: &str) -> Result<files::bgsub::Device, String> {
+    use files::bgsub::Device;
+    match s {
+        "cpu" => Ok(Device::Cpu),
+        _ => match parse_device(s)? {
+            BenchDevice::Sim => Ok(Device::Sim),
+            BenchDevice::Cuda(n) => Ok(Device::Cuda(n)),
+        },
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -417,6 +436,10 @@ enum Experiment {
     Faults,
     /// A dmaflow ZeroMQ edge between two processes against bare PUSH/PULL.
     Net,
+    /// A CUDA GPU as the DMA device: copy-engine ceiling, host memory kinds and
+    /// completion modes, double buffering, kernels against the CPU (skipped
+    /// without a GPU).
+    Gpu,
 }
 
 impl Experiment {
@@ -436,6 +459,7 @@ impl Experiment {
             Experiment::Pipeline => "pipeline",
             Experiment::Faults => "faults",
             Experiment::Net => "net",
+            Experiment::Gpu => "gpu",
         }
     }
 }
@@ -455,6 +479,27 @@ impl From<Memory> for MemoryModel {
             Memory::Coherent => MemoryModel::Coherent,
             Memory::Noncoherent => MemoryModel::NonCoherent,
         }
+    }
+}
+
+/// Which DMA device the experiments drive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum BenchDevice {
+    /// The emulated fabric.
+    Sim,
+    /// CUDA device N.
+    Cuda(usize),
+}
+
+fn parse_device(s: &str) -> Result<BenchDevice, String> {
+    match s {
+        "sim" => Ok(BenchDevice::Sim),
+        "cuda" => Ok(BenchDevice::Cuda(0)),
+        _ => s
+            .strip_prefix("cuda:")
+            .and_then(|n| n.parse().ok())
+            .map(BenchDevice::Cuda)
+            .ok_or_else(|| format!("{s:?} is not a device: sim, cpu (bgsub), cuda or cuda:N")),
     }
 }
 
@@ -483,6 +528,7 @@ fn run_experiment(
     quick: bool,
     memory: MemoryModel,
     profile: Profile,
+    gpu: (usize, bench::gpu::Tables),
     progress: &mut dyn FnMut(&str),
 ) -> Result<Report, bench::Error> {
     macro_rules! exp {
@@ -512,6 +558,7 @@ fn run_experiment(
         Experiment::Pipeline => exp!(pipeline, profile = profile),
         Experiment::Faults => exp!(faults),
         Experiment::Net => exp!(net),
+        Experiment::Gpu => exp!(gpu, device = gpu.0, tables = gpu.1),
         Experiment::All => {
             return Err(bench::Error::Peer {
                 peer: "bench",
@@ -521,34 +568,75 @@ fn run_experiment(
     })
 }
 
+/// What `bench EXPERIMENT --device cuda:N` runs: the GPU experiment with the
+/// tables that answer that experiment's question; an error for experiments with
+/// no GPU form.
+fn gpu_tables(experiment: Experiment) -> Result<bench::gpu::Tables, String> {
+    use bench::gpu::Tables;
+    Ok(match experiment {
+        Experiment::All | Experiment::Gpu => Tables::ALL,
+        Experiment::Transfer | Experiment::Loopback => Tables {
+            kernels: false,
+            ..Tables::ALL
+        },
+        Experiment::Twoway | Experiment::Bgsub | Experiment::Cnn => Tables {
+            transfers: false,
+            messages: false,
+            kernels: true,
+        },
+        other => {
+            return Err(format!(
+                "`bench {}` has no GPU form (--device cuda runs gpu, transfer, loopback, \
+                 twoway, bgsub, cnn or all)",
+                other.name()
+            ));
+        }
+    })
+}
+
 fn run_bench(
     experiment: Experiment,
     quick: bool,
     memory: MemoryModel,
     profile: Profile,
+    device: BenchDevice,
     json: bool,
     out: &Path,
 ) -> Result<(), bench::Error> {
-    let list = match experiment {
-        Experiment::All => vec![
-            Experiment::Ring,
-            Experiment::Readers,
-            Experiment::Fir,
-            Experiment::Transfer,
-            Experiment::Twoway,
-            Experiment::Loopback,
-            Experiment::Bgsub,
-            Experiment::Cnn,
-            Experiment::Contention,
-            Experiment::Memory,
-            Experiment::Pipeline,
-            Experiment::Faults,
-            Experiment::Net,
-        ],
-        // The queue's experiment: the peer table with its cross-process rows,
-        // then the readers' table in GNU Radio 4's shape.
-        Experiment::Ring => vec![Experiment::Ring, Experiment::Readers],
-        one => vec![one],
+    let gpu = match device {
+        BenchDevice::Cuda(n) => (
+            n,
+            gpu_tables(experiment).map_err(|reason| bench::Error::Peer {
+                peer: "bench",
+                reason,
+            })?,
+        ),
+        BenchDevice::Sim => (0, bench::gpu::Tables::ALL),
+    };
+    let list = match (experiment, device) {
+        (_, BenchDevice::Cuda(_)) => vec![Experiment::Gpu],
+        (experiment, BenchDevice::Sim) => match experiment {
+            Experiment::All => vec![
+                Experiment::Ring,
+                Experiment::Readers,
+                Experiment::Fir,
+                Experiment::Transfer,
+                Experiment::Twoway,
+                Experiment::Loopback,
+                Experiment::Bgsub,
+                Experiment::Cnn,
+                Experiment::Contention,
+                Experiment::Memory,
+                Experiment::Pipeline,
+                Experiment::Faults,
+                Experiment::Net,
+                Experiment::Gpu,
+            ],
+            // The queue's experiment: the peer table with its cross-process rows,
+            // then the readers' table in GNU Radio 4's shape.
+            Experiment::Ring => vec![Experiment::Ring, Experiment::Readers],
+            one => vec![one],
+        },
     };
     let bar = if json {
         ProgressBar::hidden()
@@ -584,7 +672,7 @@ fn run_bench(
     let mut index = out.join("index.html");
     for e in list {
         bar.set_message(e.name());
-        let report = run_experiment(e, quick, memory, profile, &mut |m: &str| {
+        let report = run_experiment(e, quick, memory, profile, gpu, &mut |m: &str| {
             bar.set_message(m.to_string())
         })?;
         bar.inc(1);
@@ -667,13 +755,9 @@ fn run_fir_file(
 fn run_bgsub(
     (width, height, threshold, filter): (usize, usize, u8, bool),
     (input, output, net): (&str, &str, &NetArgs),
-    device: BgsubDevice,
+    device: files::bgsub::Device,
 ) -> ExitCode {
-    use files::bgsub::{Device, FileError, bgsub_file, bgsub_stream};
-    let device = match device {
-        BgsubDevice::Sim => Device::Sim,
-        BgsubDevice::Cpu => Device::Cpu,
-    };
+    use files::bgsub::{FileError, bgsub_file, bgsub_stream};
     let (source, sink) = match net.ends(input, output) {
         Ok(ends) => ends,
         Err(e) => {
@@ -750,11 +834,37 @@ fn run_info(root: &Path) -> ExitCode {
         ),
         Err(e) => println!("sim: unavailable: {e}"),
     }
+    match dmaflow::gpu::devices() {
+        Ok(list) if list.is_empty() => println!("CUDA: a driver, no device"),
+        Ok(list) => {
+            for d in list {
+                println!("CUDA: {d}");
+            }
+        }
+        Err(e) => println!("CUDA: none ({e})"),
+    }
     if inv.malformed.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(2)
     }
+}
+
+/// Refuses, before anything runs, a GPU asked for that this machine's driver
+/// does not have, and an experiment with no GPU form. A machine with no driver
+/// or no device passes: the GPU experiment then says it skipped.
+fn check_device(experiment: Experiment, device: BenchDevice) -> Result<(), String> {
+    let BenchDevice::Cuda(n) = device else {
+        return Ok(());
+    };
+    gpu_tables(experiment)?;
+    let count = dmaflow::gpu::driver::count();
+    if count > 0 && n >= count {
+        return Err(format!(
+            "--device cuda:{n}: this machine has {count} CUDA device(s)"
+        ));
+    }
+    Ok(())
 }
 
 /// Makes sure the report directory can be written before any experiment runs:
@@ -777,10 +887,22 @@ fn main() -> ExitCode {
             out,
             memory,
             board,
-        } => match prepare_out(&out).map_err(|e| (2, e)).and_then(|()| {
-            run_bench(experiment, quick, memory.into(), board.into(), json, &out)
+            device,
+        } => match check_device(experiment, device)
+            .and_then(|()| prepare_out(&out))
+            .map_err(|e| (2, e))
+            .and_then(|()| {
+                run_bench(
+                    experiment,
+                    quick,
+                    memory.into(),
+                    board.into(),
+                    device,
+                    json,
+                    &out,
+                )
                 .map_err(|e| (1, e.to_string()))
-        }) {
+            }) {
             Ok(()) => ExitCode::SUCCESS,
             Err((code, e)) => {
                 eprintln!("dmaflow bench: {e}");

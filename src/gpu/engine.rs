@@ -53,7 +53,7 @@ struct Lane {
 pub struct GpuEngine {
     gpu: Gpu,
     lanes: Vec<Lane>,
-    kernels: Option<Kernels>,
+    kernels: Option<Arc<Kernels>>,
     waiter: Option<(mpsc::Sender<Job>, std::thread::JoinHandle<()>)>,
     timing: Cell<Timing>,
     timeout: Duration,
@@ -67,7 +67,7 @@ impl GpuEngine {
     pub fn new(
         gpu: &Gpu,
         capacity: usize,
-        kernels: Option<Kernels>,
+        kernels: Option<Arc<Kernels>>,
         timeout: Duration,
     ) -> Result<GpuEngine, Error> {
         let mut lanes = Vec::with_capacity(2);

@@ -59,6 +59,9 @@ pub struct Kernels {
 
 // SAFETY: module and function handles may be used from any thread of the process.
 unsafe impl Send for Kernels {}
+// SAFETY: launching the same function from several threads at once is allowed
+// (the driver serialises what it must); `Kernels` has no interior mutability.
+unsafe impl Sync for Kernels {}
 
 impl Kernels {
     /// Compiles and loads the kernels for `gpu`.
@@ -201,20 +204,24 @@ fn arg<T>(v: &mut T) -> *mut c_void {
     (v as *mut T).cast()
 }
 
-/// Background subtraction on the device: one frame's buffers, kept between frames.
-pub struct Bgsub<'k> {
-    kernels: &'k Kernels,
+/// Background subtraction on the device ([`bgsub::BackgroundSubtractor`]'s results):
+/// one frame's buffers, kept between frames, with the background kept in device
+/// memory from frame to frame.
+pub struct Bgsub {
+    kernels: std::sync::Arc<Kernels>,
     params: bgsub::Params,
     stream: Stream,
     /// frame, background, new background, difference, filtered, mask.
     mem: [DeviceMem; 6],
+    /// Whether the background holds a frame yet.
+    primed: bool,
 }
 
-impl<'k> Bgsub<'k> {
+impl Bgsub {
     /// Buffers for frames of `params`' size.
-    pub fn new(kernels: &'k Kernels, params: bgsub::Params) -> Result<Bgsub<'k>, Error> {
+    pub fn new(kernels: std::sync::Arc<Kernels>, params: bgsub::Params) -> Result<Bgsub, Error> {
         let n = params.frame_bytes();
-        let g = &kernels.gpu;
+        let g = kernels.gpu.clone();
         Ok(Bgsub {
             kernels,
             params,
@@ -227,7 +234,20 @@ impl<'k> Bgsub<'k> {
                 g.alloc(n)?,
                 g.alloc(n)?,
             ],
+            primed: false,
         })
+    }
+
+    fn check(&self, bufs: &[(&str, usize)]) -> Result<(), Error> {
+        let n = self.params.frame_bytes();
+        for &(what, len) in bufs {
+            if len != n {
+                return Err(Error::Shape(format!(
+                    "{what} holds {len} bytes, a frame is {n} bytes"
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// [`bgsub::step`] on the device: the same new background and mask.
@@ -238,22 +258,36 @@ impl<'k> Bgsub<'k> {
         new_background: &mut [u8],
         mask: &mut [u8],
     ) -> Result<(), Error> {
-        let n = self.params.frame_bytes();
-        for (what, len) in [
+        self.check(&[
             ("frame", frame.len()),
             ("background", background.len()),
             ("new background", new_background.len()),
             ("mask", mask.len()),
-        ] {
-            if len != n {
-                return Err(Error::Shape(format!(
-                    "{what} holds {len} bytes, a frame is {n} bytes"
-                )));
-            }
-        }
-        self.mem[0].write(frame)?;
+        ])?;
         self.mem[1].write(background)?;
-        let k = self.kernels;
+        self.run(frame, mask)?;
+        self.mem[2].read(new_background)
+    }
+
+    /// [`bgsub::BackgroundSubtractor::process`] on the device: the first frame
+    /// starts the background, which then stays in device memory.
+    pub fn process(&mut self, frame: &[u8], mask: &mut [u8]) -> Result<(), Error> {
+        self.check(&[("frame", frame.len()), ("mask", mask.len())])?;
+        if !self.primed {
+            self.mem[1].write(frame)?;
+            self.primed = true;
+        }
+        self.run(frame, mask)?;
+        // The new background is the next frame's background.
+        self.mem.swap(1, 2);
+        Ok(())
+    }
+
+    /// One step on the frame against the background in device memory.
+    fn run(&mut self, frame: &[u8], mask: &mut [u8]) -> Result<(), Error> {
+        let n = self.params.frame_bytes();
+        self.mem[0].write(frame)?;
+        let k = &*self.kernels;
         let p = |m: &DeviceMem| m.ptr();
         let (mut fr, mut bg, mut nb, mut d, mut g, mut m) = (
             p(&self.mem[0]),
@@ -306,7 +340,6 @@ impl<'k> Bgsub<'k> {
             ],
         )?;
         self.stream.synchronize()?;
-        self.mem[2].read(new_background)?;
         self.mem[5].read(mask)
     }
 }

@@ -25,6 +25,17 @@ pub fn thread_cpu_time() -> Duration {
     )
 }
 
+/// CPU time every thread of this process has used so far
+/// (`CLOCK_PROCESS_CPUTIME_ID`): the caller's, and that of helper threads a
+/// driver runs (a GPU driver's, a waiter's).
+pub fn process_cpu_time() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Duration::new(
+        t.tv_sec.max(0) as u64,
+        t.tv_nsec.clamp(0, 999_999_999) as u32,
+    )
+}
+
 /// The system-wide monotonic clock (`CLOCK_MONOTONIC`) since an arbitrary
 /// start: unlike [`std::time::Instant`], its readings can be compared
 /// between processes (one timing a stream's start, another its end).

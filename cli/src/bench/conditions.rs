@@ -149,6 +149,17 @@ pub fn of(experiment: &str) -> Option<Conditions> {
             paper: "gr-zeromq over loopback TCP on one two-core machine; GNU Radio's ends touch \
                     no byte",
         },
+        "gpu" => Conditions {
+            timed: "each point's transfers from the first call to the last return on the \
+                    waiting thread (wall), each copy by the device's own events (h2d, d2h), \
+                    process CPU time (the waiter and the driver's threads included)",
+            against: "the copy engines' ceiling measured in the same run (copies queued \
+                      behind a kernel holding the stream, as nvbandwidth does), and the CPU \
+                      references of every kernel",
+            model: "none: a GPU is real hardware, every figure is measured",
+            paper: "the papers' questions on a PCIe GPU instead of a Zynq's AXI DMA: copy \
+                    engines for MM2S and S2MM, pinned memory for the DMA buffers",
+        },
         _ => return None,
     })
 }
@@ -171,6 +182,7 @@ mod tests {
             "contention",
             "memory",
             "pipeline",
+            "gpu",
             "faults",
             "net",
         ] {

@@ -9,6 +9,7 @@ pub mod conditions;
 pub mod contention;
 pub mod faults;
 pub mod fir;
+pub mod gpu;
 pub mod loopback;
 pub mod memory;
 pub mod meter;
@@ -80,6 +81,9 @@ pub enum Error {
     /// An emulated board could not be set up or driven.
     #[error(transparent)]
     Rig(#[from] dmaflow::rig::Error),
+    /// A GPU failed or refused what was asked.
+    #[error("GPU: {0}")]
+    Gpu(#[from] dmaflow::gpu::Error),
     /// A worker thread panicked.
     #[error("worker thread of {0} panicked")]
     Panicked(&'static str),

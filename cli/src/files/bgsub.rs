@@ -33,6 +33,35 @@ pub enum Device {
     Sim,
     /// The software implementation.
     Cpu,
+    /// The kernels on CUDA device N (the background kept in device memory).
+    Cuda(usize),
+}
+
+/// A background subtractor on the CPU or a GPU, frame by frame.
+enum Subtractor {
+    Cpu(BackgroundSubtractor),
+    Gpu(dmaflow::gpu::kernels::Bgsub),
+}
+
+impl Subtractor {
+    fn new(params: Params, device: Device) -> Result<Subtractor, FileError> {
+        Ok(match device {
+            Device::Cuda(n) => {
+                let gpu = dmaflow::gpu::Gpu::open(n)?;
+                let k = Arc::new(dmaflow::gpu::Kernels::load(&gpu)?);
+                Subtractor::Gpu(dmaflow::gpu::kernels::Bgsub::new(k, params)?)
+            }
+            _ => Subtractor::Cpu(BackgroundSubtractor::new(params)),
+        })
+    }
+
+    fn process(&mut self, frame: &[u8], mask: &mut [u8]) -> Result<(), FileError> {
+        match self {
+            Subtractor::Cpu(s) => s.process(frame, mask)?,
+            Subtractor::Gpu(s) => s.process(frame, mask)?,
+        }
+        Ok(())
+    }
 }
 
 /// Why `dmaflow bgsub` could not turn a frame file into a mask file.
@@ -83,6 +112,9 @@ pub enum FileError {
     /// A network end could not be set up.
     #[error("{0}")]
     Net(#[from] dmaflow_net::Error),
+    /// The GPU could not be used.
+    #[error("GPU: {0}")]
+    Gpu(#[from] dmaflow::gpu::Error),
 }
 
 impl FileError {
@@ -95,6 +127,7 @@ impl FileError {
                 | FileError::BadLength { .. }
                 | FileError::Params(_)
                 | FileError::NotAFile { .. }
+                | FileError::Gpu(dmaflow::gpu::Error::NoDevice { .. })
         ) || matches!(self, FileError::Net(e) if e.is_bad_input())
     }
 }
@@ -152,7 +185,7 @@ pub fn bgsub_file(
         return Err(bad_length(frames.len() as u64));
     }
     let mut masks = vec![0u8; frames.len()];
-    let mut sub = BackgroundSubtractor::new(params);
+    let mut sub = Subtractor::new(params, device)?;
     for (f, m) in frames.chunks(n).zip(masks.chunks_mut(n)) {
         sub.process(f, m)?;
     }
@@ -203,7 +236,7 @@ pub fn bgsub_stream(
             rig = Some(r);
             q
         }
-        Device::Cpu => (
+        Device::Cpu | Device::Cuda(_) => (
             g.connect_with_capacity::<u8>(("source", "out"), ("bgsub", "in"), cap)?,
             g.connect_with_capacity::<u8>(("bgsub", "out"), ("sink", "in"), cap)?,
         ),
@@ -264,8 +297,9 @@ pub fn bgsub_stream(
         }
         None => {
             let (mut b_in, mut b_out) = (b_in, b_out);
+            // Opened here, so that a missing device is this call's error.
+            let mut sub = Subtractor::new(params, device)?;
             g.node("bgsub", move || {
-                let mut sub = BackgroundSubtractor::new(params);
                 let mut mask = vec![0u8; n];
                 loop {
                     let f = b_in.peek(n)?;
@@ -338,7 +372,7 @@ pub fn bgsub_stream(
                 delivered: s.bytes_out,
             }),
         },
-        Device::Cpu => Done {
+        Device::Cpu | Device::Cuda(_) => Done {
             frames: frames.load(Ordering::Relaxed) as usize,
             copies: None,
         },

@@ -1,0 +1,872 @@
+//! The papers' questions on real hardware: a CUDA GPU's copy engines over PCIe
+//! as the DMA device (`dmaflow bench gpu`, or `--device cuda[:N]`).
+//!
+//! - **ceiling**: the copy engines' own rate, measured in the same run the way
+//!   nvbandwidth does (copies queued behind a kernel that holds the stream).
+//! - **transfer**: two-way transfers (H2D, D2H) for every host memory kind and
+//!   completion mode, 8 B to 256 MiB: wall time per transfer, each direction's
+//!   device-timed rate as a share of the ceiling, and host CPU per transfer.
+//! - **message**: a whole message in blocks on one or two streams (single or
+//!   double buffering), through a kernel: does overlap approach the ceiling?
+//! - **kernels**: background subtraction and the convolution layers on the GPU,
+//!   byte for byte against the CPU references, every run.
+//!
+//! Without a driver or a device the experiment is skipped and says so.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dmaflow::dma::{Completion, Partition};
+use dmaflow::dsp::{bgsub, conv};
+use dmaflow::gpu::ceiling::{self, Direction};
+use dmaflow::gpu::engine::Process;
+use dmaflow::gpu::kernels::{self, Bgsub};
+use dmaflow::gpu::{DeviceInfo, Gpu, GpuEngine, HostBuf, HostKind, Kernels};
+use dmaflow::platform::cpu::{process_cpu_time, thread_cpu_time};
+use serde_json::{Value, json};
+
+use super::report::{Report, Target};
+use super::spread::{Ratio, Spread};
+use super::{Error, bytes_label, table};
+
+/// The completion modes a GPU is waited on with.
+pub const MODES: [Completion; 3] = [Completion::Poll, Completion::Yield, Completion::Irq];
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The device's ordinal (`cuda:N`).
+    pub device: usize,
+    /// Transfer sizes, bytes.
+    pub sizes: Vec<usize>,
+    /// Host memory kinds.
+    pub kinds: Vec<HostKind>,
+    /// Rounds: every point is measured once per round, the points in turns.
+    pub rounds: usize,
+    /// Bytes moved per point and round (repeats = this over the size, clamped).
+    pub bytes_per_point: usize,
+    /// Fewest and most transfers per point and round.
+    pub repeats: (usize, usize),
+    /// The ceiling's copy size and number of copies.
+    pub ceiling: (usize, usize),
+    /// The message of the overlap table, and the blocks it is cut into.
+    pub message: usize,
+    /// Block sizes of the message (the message size itself is one transfer).
+    pub blocks: Vec<usize>,
+    /// Frames of background subtraction (640 x 480) checked and timed.
+    pub frames: usize,
+    /// The longest wait on the device.
+    pub timeout: Duration,
+    /// Which tables run.
+    pub tables: Tables,
+}
+
+/// Which of the experiment's tables run (`bench transfer --device cuda` runs the
+/// transfer and message tables, `bench cnn --device cuda` the kernels, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tables {
+    /// The ceiling and the transfer points.
+    pub transfers: bool,
+    /// The message in blocks.
+    pub messages: bool,
+    /// The kernels against the CPU.
+    pub kernels: bool,
+}
+
+impl Tables {
+    /// Every table.
+    pub const ALL: Tables = Tables {
+        transfers: true,
+        messages: true,
+        kernels: true,
+    };
+}
+
+impl Config {
+    /// The recorded run: 8 B to 256 MiB.
+    pub fn full() -> Self {
+        Config {
+            device: 0,
+            sizes: vec![
+                8,
+                64,
+                512,
+                4 << 10,
+                32 << 10,
+                256 << 10,
+                2 << 20,
+                16 << 20,
+                64 << 20,
+                256 << 20,
+            ],
+            kinds: HostKind::ALL.to_vec(),
+            rounds: 3,
+            bytes_per_point: 512 << 20,
+            repeats: (3, 2000),
+            ceiling: (64 << 20, 8),
+            message: 256 << 20,
+            blocks: vec![256 << 20, 64 << 20, 16 << 20, 4 << 20, 1 << 20],
+            frames: 30,
+            timeout: Duration::from_secs(10),
+            tables: Tables::ALL,
+        }
+    }
+
+    /// A shorter run.
+    pub fn quick() -> Self {
+        Config {
+            sizes: vec![8, 4 << 10, 256 << 10, 16 << 20, 64 << 20],
+            rounds: 3,
+            bytes_per_point: 128 << 20,
+            repeats: (3, 300),
+            message: 64 << 20,
+            blocks: vec![64 << 20, 8 << 20, 1 << 20],
+            frames: 10,
+            ..Config::full()
+        }
+    }
+
+    /// The smallest run that exercises every table.
+    pub fn tiny() -> Self {
+        Config {
+            sizes: vec![8, 64 << 10],
+            rounds: 1,
+            bytes_per_point: 1 << 20,
+            repeats: (2, 20),
+            ceiling: (4 << 20, 2),
+            message: 4 << 20,
+            blocks: vec![4 << 20, 1 << 20],
+            frames: 3,
+            ..Config::full()
+        }
+    }
+
+    fn repeats_for(&self, size: usize) -> usize {
+        (self.bytes_per_point / size.max(1)).clamp(self.repeats.0, self.repeats.1)
+    }
+}
+
+/// One transfer point: a memory kind, a completion mode, a size.
+#[derive(Debug, Clone)]
+pub struct TransferRow {
+    /// Host memory kind of both buffers.
+    pub kind: HostKind,
+    /// How completion was waited for.
+    pub mode: Completion,
+    /// Bytes each way.
+    pub bytes: usize,
+    /// Transfers per round.
+    pub repeats: usize,
+    /// Wall time per two-way transfer, microseconds.
+    pub us: Spread,
+    /// H2D rate from the device's timer, bytes/s.
+    pub h2d: Spread,
+    /// D2H rate from the device's timer, bytes/s.
+    pub d2h: Spread,
+    /// Process CPU time per transfer (the waiting thread, the waiter, the
+    /// driver's threads), microseconds.
+    pub cpu_us: Spread,
+    /// Of that, the waiting thread's own, microseconds.
+    pub caller_cpu_us: Spread,
+}
+
+/// One message point: blocks on one or two streams, through a kernel or not.
+#[derive(Debug, Clone)]
+pub struct MessageRow {
+    /// Message bytes.
+    pub bytes: usize,
+    /// Block bytes.
+    pub block: usize,
+    /// Streams (1 single, 2 double buffering).
+    pub depth: usize,
+    /// Whether a kernel touched every byte on the device.
+    pub kernel: bool,
+    /// Wall time per message, milliseconds.
+    pub ms: Spread,
+    /// The bound's time over the measured time (the bound: the message through
+    /// the slower direction's ceiling, both directions at once).
+    pub share: Spread,
+}
+
+/// One kernel checked against its CPU reference.
+#[derive(Debug, Clone)]
+pub struct KernelRow {
+    /// What ran (`bgsub 640x480`, `conv layer 1`).
+    pub name: String,
+    /// Time per item on the GPU, copies in and out included, milliseconds.
+    pub gpu_ms: Spread,
+    /// Time per item of the CPU reference, milliseconds.
+    pub cpu_ms: Spread,
+    /// Whether every output byte matched the CPU's.
+    pub identical: bool,
+}
+
+/// What the experiment found.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// The device, or why there was none.
+    pub device: Result<DeviceInfo, String>,
+    /// What could not be measured on this device, and why.
+    pub notes: Vec<String>,
+    /// Ceiling per direction, bytes/s.
+    pub ceiling: Vec<(Direction, Spread)>,
+    /// Transfer points.
+    pub transfers: Vec<TransferRow>,
+    /// Message points.
+    pub messages: Vec<MessageRow>,
+    /// Kernel checks.
+    pub kernels: Vec<KernelRow>,
+}
+
+/// The reason every GPU table is skipped, when it is.
+pub const SKIPPED: &str = "no CUDA device: skipped";
+
+/// Runs the experiment on device `cfg.device`; a machine with no driver or no
+/// device gives an outcome that says so. Asking for a device beyond those present
+/// is an error.
+pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Outcome, Error> {
+    let mut out = Outcome {
+        device: Err(String::new()),
+        notes: Vec::new(),
+        ceiling: Vec::new(),
+        transfers: Vec::new(),
+        messages: Vec::new(),
+        kernels: Vec::new(),
+    };
+    let list = match dmaflow::gpu::devices() {
+        Ok(l) => l,
+        Err(e) => {
+            out.device = Err(format!("{SKIPPED} ({e})"));
+            return Ok(out);
+        }
+    };
+    if list.is_empty() {
+        out.device = Err(format!("{SKIPPED} (the driver sees none)"));
+        return Ok(out);
+    }
+    let gpu = Gpu::open(cfg.device)?;
+    out.device = Ok(gpu.info()?);
+    let kernels = match Kernels::load(&gpu) {
+        Ok(k) => Some(Arc::new(k)),
+        Err(e) => {
+            out.notes.push(format!(
+                "kernels unavailable ({e}): no ceiling, mapped memory, message or kernel rows"
+            ));
+            None
+        }
+    };
+    if cfg.tables.transfers || cfg.tables.messages {
+        progress("gpu: ceiling and transfers");
+        let (ceiling, transfers) = transfers(cfg, &gpu, kernels.as_ref(), &mut out.notes)?;
+        out.ceiling = ceiling;
+        if cfg.tables.transfers {
+            out.transfers = transfers;
+        }
+    }
+    if let Some(k) = &kernels {
+        let bound = out
+            .ceiling
+            .iter()
+            .map(|(_, s)| s.median)
+            .fold(f64::INFINITY, f64::min);
+        if cfg.tables.messages {
+            progress("gpu: messages");
+            out.messages = messages(cfg, &gpu, k, bound)?;
+        }
+        if cfg.tables.kernels {
+            progress("gpu: kernels");
+            out.kernels = kernel_checks(cfg, k)?;
+        }
+    }
+    Ok(out)
+}
+
+/// A fill that differs per byte, round and size, so a stale or misplaced byte shows.
+fn fill(buf: &mut [u8], seed: u64) {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    for b in buf {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+}
+
+/// The ceiling (each round) and every transfer point, in turns.
+#[allow(clippy::type_complexity)]
+fn transfers(
+    cfg: &Config,
+    gpu: &Gpu,
+    kernels: Option<&Arc<Kernels>>,
+    notes: &mut Vec<String>,
+) -> Result<(Vec<(Direction, Spread)>, Vec<TransferRow>), Error> {
+    let info = gpu.info()?;
+    let kinds: Vec<HostKind> = cfg
+        .kinds
+        .iter()
+        .copied()
+        .filter(|&k| {
+            let ok = match k {
+                HostKind::Mapped => info.can_map_host && kernels.is_some(),
+                HostKind::Registered => info.can_register_host,
+                _ => true,
+            };
+            if !ok {
+                notes.push(format!("{} memory: not available on this device", k.name()));
+            }
+            ok
+        })
+        .collect();
+    let largest = cfg.sizes.iter().copied().max().unwrap_or(1);
+    let mut engine = GpuEngine::new(gpu, largest, kernels.cloned(), cfg.timeout)?;
+    // (kind, size, mode) -> samples of (us, h2d, d2h, cpu, caller cpu)
+    let mut samples: BTreeMap<(usize, usize, usize), [Vec<f64>; 5]> = BTreeMap::new();
+    let mut ceil: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    let points: Vec<(usize, usize)> = (0..kinds.len())
+        .flat_map(|k| (0..cfg.sizes.len()).map(move |s| (k, s)))
+        .collect();
+    for round in 0..cfg.rounds {
+        if let Some(k) = kernels {
+            for (i, dir) in [Direction::H2D, Direction::D2H].into_iter().enumerate() {
+                ceil[i].push(ceiling::measure(gpu, k, dir, cfg.ceiling.0, cfg.ceiling.1)?);
+            }
+        }
+        let mut order = points.clone();
+        let mut modes: Vec<usize> = (0..MODES.len()).collect();
+        if round % 2 == 1 {
+            order.reverse();
+            modes.reverse();
+        }
+        for (ki, si) in order {
+            let (kind, size) = (kinds[ki], cfg.sizes[si]);
+            let mut tx = HostBuf::new(gpu, kind, size)?;
+            let mut rx = HostBuf::new(gpu, kind, size)?;
+            fill(tx.as_mut_slice(), (round * 1000 + si) as u64);
+            for &mi in &modes {
+                let m = MODES[mi];
+                rx.as_mut_slice().fill(0);
+                let n = cfg.repeats_for(size);
+                // One warm-up transfer (first touch of the buffers, the waiter).
+                engine.two_way(&mut tx, &mut rx, size, Process::Echo, m)?;
+                let (mut h2d, mut d2h) = (Duration::ZERO, Duration::ZERO);
+                let (c0, t0) = (process_cpu_time(), thread_cpu_time());
+                let w0 = Instant::now();
+                for _ in 0..n {
+                    engine.two_way(&mut tx, &mut rx, size, Process::Echo, m)?;
+                    let t = engine.last_timing();
+                    h2d += t.tx;
+                    d2h += t.rx;
+                }
+                let wall = w0.elapsed();
+                let (c1, t1) = (process_cpu_time(), thread_cpu_time());
+                if rx.as_slice() != tx.as_slice() {
+                    return Err(Error::Corrupted {
+                        what: format!("gpu {} {} {} B", kind.name(), m.name(), size),
+                        got: crc(rx.as_slice()),
+                        expected: crc(tx.as_slice()),
+                    });
+                }
+                let per = |d: Duration| d.as_secs_f64() * 1e6 / n as f64;
+                let rate = |d: Duration| (size * n) as f64 / d.as_secs_f64().max(1e-12);
+                let s = samples.entry((ki, si, mi)).or_default();
+                s[0].push(per(wall));
+                s[1].push(rate(h2d));
+                s[2].push(rate(d2h));
+                s[3].push(per(c1.saturating_sub(c0)));
+                s[4].push(per(t1.saturating_sub(t0)));
+            }
+        }
+    }
+    let rows = samples
+        .into_iter()
+        .map(|((ki, si, mi), s)| TransferRow {
+            kind: kinds[ki],
+            mode: MODES[mi],
+            bytes: cfg.sizes[si],
+            repeats: cfg.repeats_for(cfg.sizes[si]),
+            us: Spread::of(&s[0]),
+            h2d: Spread::of(&s[1]),
+            d2h: Spread::of(&s[2]),
+            cpu_us: Spread::of(&s[3]),
+            caller_cpu_us: Spread::of(&s[4]),
+        })
+        .collect();
+    let ceiling = if kernels.is_some() {
+        vec![
+            (Direction::H2D, Spread::of(&ceil[0])),
+            (Direction::D2H, Spread::of(&ceil[1])),
+        ]
+    } else {
+        Vec::new()
+    };
+    Ok((ceiling, rows))
+}
+
+/// A short checksum for a mismatch's message.
+fn crc(b: &[u8]) -> u32 {
+    b.iter().fold(0x811c_9dc5u32, |h, &x| {
+        (h ^ x as u32).wrapping_mul(0x0100_0193)
+    })
+}
+
+/// The message cut into blocks, on one and two streams, with and without a kernel.
+fn messages(
+    cfg: &Config,
+    gpu: &Gpu,
+    kernels: &Arc<Kernels>,
+    bound: f64,
+) -> Result<Vec<MessageRow>, Error> {
+    let largest = cfg.blocks.iter().copied().max().unwrap_or(cfg.message);
+    let mut engine = GpuEngine::new(gpu, largest, Some(kernels.clone()), cfg.timeout)?;
+    let mut tx = HostBuf::new(gpu, HostKind::Pinned, cfg.message)?;
+    let mut rx = HostBuf::new(gpu, HostKind::Pinned, cfg.message)?;
+    let mut points = Vec::new();
+    for &block in &cfg.blocks {
+        for depth in [1, 2] {
+            for kernel in [false, true] {
+                points.push((block.min(cfg.message), depth, kernel));
+            }
+        }
+    }
+    let ideal_ms = cfg.message as f64 / bound * 1e3;
+    let samples = super::spread::in_turns(points.len(), cfg.rounds, |p, round| {
+        let (block, depth, kernel) = points[p];
+        fill(tx.as_mut_slice(), (round * 100 + p) as u64);
+        rx.as_mut_slice().fill(0);
+        let process = if kernel {
+            Process::Invert
+        } else {
+            Process::Echo
+        };
+        let t0 = Instant::now();
+        engine.send_message(
+            &mut tx,
+            &mut rx,
+            cfg.message,
+            Partition::Blocks(block),
+            depth,
+            process,
+            Completion::Poll,
+        )?;
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        let ok = if kernel {
+            rx.as_slice()
+                .iter()
+                .zip(tx.as_slice())
+                .all(|(r, t)| *r == !*t)
+        } else {
+            rx.as_slice() == tx.as_slice()
+        };
+        if !ok {
+            return Err(Error::Corrupted {
+                what: format!("gpu message in {} blocks", bytes_label(block)),
+                got: crc(rx.as_slice()),
+                expected: crc(tx.as_slice()),
+            });
+        }
+        Ok(ms)
+    })?;
+    Ok(points
+        .into_iter()
+        .zip(samples)
+        .map(|((block, depth, kernel), s)| MessageRow {
+            bytes: cfg.message,
+            block,
+            depth,
+            kernel,
+            ms: Spread::of(&s),
+            share: Spread::of(&s.iter().map(|ms| ideal_ms / ms).collect::<Vec<_>>()),
+        })
+        .collect())
+}
+
+/// Background subtraction and the convolution layers on the GPU and the CPU,
+/// output against output.
+fn kernel_checks(cfg: &Config, k: &Arc<Kernels>) -> Result<Vec<KernelRow>, Error> {
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_nanos() as u64);
+    let mut rows = Vec::new();
+    // Background subtraction, frame after frame, each side its own background.
+    let p = bgsub::Params::new(640, 480, 25, true).map_err(|e| Error::Peer {
+        peer: "bgsub",
+        reason: e.to_string(),
+    })?;
+    let n = p.frame_bytes();
+    let frames = bgsub::synthetic_frames(&p, cfg.frames.max(2), seed);
+    let mut dev = Bgsub::new(k.clone(), p)?;
+    let (mut bg_cpu, mut bg_gpu) = (frames[..n].to_vec(), frames[..n].to_vec());
+    let (mut nb_cpu, mut nb_gpu) = (vec![0u8; n], vec![0u8; n]);
+    let (mut m_cpu, mut m_gpu) = (vec![0u8; n], vec![0u8; n]);
+    let (mut t_cpu, mut t_gpu) = (Vec::new(), Vec::new());
+    let mut identical = true;
+    for f in frames.chunks_exact(n) {
+        let t0 = Instant::now();
+        bgsub::step(&p, f, &bg_cpu, &mut nb_cpu, &mut m_cpu).map_err(|e| Error::Peer {
+            peer: "bgsub",
+            reason: e.to_string(),
+        })?;
+        t_cpu.push(t0.elapsed().as_secs_f64() * 1e3);
+        let t0 = Instant::now();
+        dev.step(f, &bg_gpu, &mut nb_gpu, &mut m_gpu)?;
+        t_gpu.push(t0.elapsed().as_secs_f64() * 1e3);
+        identical &= m_cpu == m_gpu && nb_cpu == nb_gpu;
+        std::mem::swap(&mut bg_cpu, &mut nb_cpu);
+        std::mem::swap(&mut bg_gpu, &mut nb_gpu);
+    }
+    rows.push(KernelRow {
+        name: format!("bgsub {}x{}", p.width, p.height),
+        gpu_ms: Spread::of(&t_gpu),
+        cpu_ms: Spread::of(&t_cpu),
+        identical,
+    });
+    // The convolution layers, each side feeding its own output on.
+    let layers = conv::roshambo(seed);
+    let (mut a_cpu, mut a_gpu) = (conv::input_frame(seed), conv::input_frame(seed));
+    let (mut h, mut w) = (64, 64);
+    for (i, layer) in layers.iter().enumerate() {
+        let t0 = Instant::now();
+        let (c, oh, ow) = layer.forward(&a_cpu, h, w);
+        let cpu_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let t0 = Instant::now();
+        let (g, _, _) = kernels::conv_forward(k, layer, &a_gpu, h, w)?;
+        let gpu_ms = t0.elapsed().as_secs_f64() * 1e3;
+        rows.push(KernelRow {
+            name: format!("conv layer {}", i + 1),
+            gpu_ms: Spread::of(&[gpu_ms]),
+            cpu_ms: Spread::of(&[cpu_ms]),
+            identical: c == g,
+        });
+        (a_cpu, a_gpu, h, w) = (c, g, oh, ow);
+    }
+    Ok(rows)
+}
+
+fn gbs(b: f64) -> String {
+    format!("{:.2}", b / 1e9)
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1} %", 100.0 * x)
+}
+
+fn ceiling_of(out: &Outcome, dir: Direction) -> Option<f64> {
+    out.ceiling
+        .iter()
+        .find(|(d, _)| *d == dir)
+        .map(|(_, s)| s.median)
+}
+
+/// The tables.
+pub fn render(out: &Outcome) -> String {
+    let mut s = String::new();
+    let info = match &out.device {
+        Ok(i) => i,
+        Err(why) => return format!("{why}\n"),
+    };
+    let _ = writeln!(s, "device: {info}");
+    for n in &out.notes {
+        let _ = writeln!(s, "note: {n}");
+    }
+    for (d, c) in &out.ceiling {
+        let _ = writeln!(
+            s,
+            "ceiling {}: {} GB/s (rounds {}..{})",
+            d.name(),
+            gbs(c.median),
+            gbs(c.min),
+            gbs(c.max)
+        );
+    }
+    let (ch, cd) = (
+        ceiling_of(out, Direction::H2D),
+        ceiling_of(out, Direction::D2H),
+    );
+    let share = |r: f64, c: Option<f64>| c.map_or("-".into(), |c| pct(r / c));
+    let rows: Vec<Vec<String>> = out
+        .transfers
+        .iter()
+        .map(|r| {
+            vec![
+                r.kind.name().into(),
+                r.mode.name().into(),
+                bytes_label(r.bytes),
+                format!("{:.2}", r.us.median),
+                format!("{:.2}", r.us.max),
+                gbs(r.h2d.median),
+                share(r.h2d.median, ch),
+                gbs(r.d2h.median),
+                share(r.d2h.median, cd),
+                format!("{:.2}", r.cpu_us.median),
+                format!("{:.2}", r.caller_cpu_us.median),
+            ]
+        })
+        .collect();
+    s.push_str(&table(
+        &[
+            "memory",
+            "mode",
+            "size",
+            "us",
+            "us max",
+            "h2d GB/s",
+            "of ceiling",
+            "d2h GB/s",
+            "of ceiling",
+            "cpu us",
+            "caller cpu us",
+        ],
+        &rows,
+    ));
+    if !out.messages.is_empty() {
+        s.push('\n');
+        let rows: Vec<Vec<String>> = out
+            .messages
+            .iter()
+            .map(|r| {
+                vec![
+                    bytes_label(r.bytes),
+                    bytes_label(r.block),
+                    if r.depth == 2 { "double" } else { "single" }.into(),
+                    if r.kernel { "invert" } else { "none" }.into(),
+                    format!("{:.2}", r.ms.median),
+                    format!("{:.2}..{:.2}", r.ms.min, r.ms.max),
+                    pct(r.share.median),
+                ]
+            })
+            .collect();
+        s.push_str(&table(
+            &[
+                "message",
+                "block",
+                "buffering",
+                "kernel",
+                "ms",
+                "ms range",
+                "of ceiling",
+            ],
+            &rows,
+        ));
+    }
+    if !out.kernels.is_empty() {
+        s.push('\n');
+        let rows: Vec<Vec<String>> = out
+            .kernels
+            .iter()
+            .map(|r| {
+                vec![
+                    r.name.clone(),
+                    format!("{:.3}", r.gpu_ms.median),
+                    format!("{:.3}", r.cpu_ms.median),
+                    if r.identical {
+                        "identical"
+                    } else {
+                        "DIFFERENT"
+                    }
+                    .into(),
+                ]
+            })
+            .collect();
+        s.push_str(&table(&["kernel", "gpu ms", "cpu ms", "vs cpu"], &rows));
+    }
+    s
+}
+
+/// The targets against this run's figures.
+pub fn targets(out: &Outcome) -> Vec<Target> {
+    let mut t = Vec::new();
+    if out.device.is_err() {
+        return t;
+    }
+    for (dir, name) in [(Direction::H2D, "H2D"), (Direction::D2H, "D2H")] {
+        let Some(c) = ceiling_of(out, dir) else {
+            continue;
+        };
+        let worst = out
+            .transfers
+            .iter()
+            .filter(|r| r.kind == HostKind::Pinned && r.bytes >= 64 << 20)
+            .map(|r| {
+                let rate = if dir == Direction::H2D {
+                    &r.h2d
+                } else {
+                    &r.d2h
+                };
+                (rate.median / c, r)
+            })
+            .min_by(|a, b| a.0.total_cmp(&b.0));
+        if let Some((share, r)) = worst {
+            t.push(Target::new(
+                format!("pinned {name} >= 64 MiB at >= 95 % of the ceiling"),
+                format!(
+                    "{} (worst: {} {})",
+                    pct(share),
+                    bytes_label(r.bytes),
+                    r.mode.name()
+                ),
+                share >= 0.95,
+            ));
+        }
+    }
+    if let Some(best) = out
+        .messages
+        .iter()
+        .filter(|r| r.depth == 2 && r.kernel && r.block < r.bytes)
+        .max_by(|a, b| a.share.median.total_cmp(&b.share.median))
+    {
+        t.push(Target::new(
+            format!(
+                "double-buffered blocks of {} with the kernel at >= 90 % of the ceiling",
+                bytes_label(best.bytes)
+            ),
+            format!(
+                "{} ({} blocks; rounds {}..{})",
+                pct(best.share.median),
+                bytes_label(best.block),
+                pct(best.share.min),
+                pct(best.share.max)
+            ),
+            best.share.median >= 0.90,
+        ));
+    }
+    let small = |m: Completion| {
+        out.transfers
+            .iter()
+            .find(|r| r.kind == HostKind::Pinned && r.bytes == 8 && r.mode == m)
+    };
+    if let (Some(spin), Some(block)) = (small(Completion::Poll), small(Completion::Irq)) {
+        let ratio = Ratio::of(
+            &[block.cpu_us.median],
+            &[spin.cpu_us.median.max(f64::MIN_POSITIVE)],
+        );
+        t.push(Target::new(
+            "8 B two-way: blocking CPU per transfer < 10 % of spinning's",
+            format!(
+                "spin {:.2} us/transfer with {:.2} us CPU; blocking {:.2} us with {:.2} us CPU ({})",
+                spin.us.median,
+                spin.cpu_us.median,
+                block.us.median,
+                block.cpu_us.median,
+                pct(ratio.0.median)
+            ),
+            ratio.0.median < 0.10,
+        ));
+    }
+    if !out.kernels.is_empty() {
+        let bad: Vec<&str> = out
+            .kernels
+            .iter()
+            .filter(|r| !r.identical)
+            .map(|r| r.name.as_str())
+            .collect();
+        t.push(Target::new(
+            "every kernel result identical to the CPU's",
+            if bad.is_empty() {
+                format!("{} of {} identical", out.kernels.len(), out.kernels.len())
+            } else {
+                format!("different: {}", bad.join(", "))
+            },
+            bad.is_empty(),
+        ));
+    }
+    t
+}
+
+/// The rows as JSON, every row naming its device and table.
+pub fn json(out: &Outcome) -> Value {
+    let device = match &out.device {
+        Ok(i) => json!(format!("cuda:{} {}", i.ordinal, i.name)),
+        Err(why) => return json!({"experiment": "gpu", "skipped": why, "rows": []}),
+    };
+    let mut rows = Vec::new();
+    for (d, c) in &out.ceiling {
+        rows.push(
+            json!({"device": device, "table": "ceiling", "direction": d.name(),
+            "bytes_per_s": c.median, "bytes_per_s_spread": c.json()}),
+        );
+    }
+    for r in &out.transfers {
+        rows.push(
+            json!({"device": device, "table": "transfer", "memory": r.kind.name(),
+            "mode": r.mode.name(), "bytes": r.bytes, "repeats": r.repeats,
+            "us": r.us.median, "us_spread": r.us.json(),
+            "h2d_bytes_per_s": r.h2d.median, "h2d_spread": r.h2d.json(),
+            "d2h_bytes_per_s": r.d2h.median, "d2h_spread": r.d2h.json(),
+            "cpu_us": r.cpu_us.median, "cpu_us_spread": r.cpu_us.json(),
+            "caller_cpu_us": r.caller_cpu_us.median}),
+        );
+    }
+    for r in &out.messages {
+        rows.push(
+            json!({"device": device, "table": "message", "bytes": r.bytes,
+            "block": r.block, "depth": r.depth, "kernel": r.kernel, "ms": r.ms.median,
+            "ms_spread": r.ms.json(), "ceiling_share": r.share.median,
+            "ceiling_share_spread": r.share.json()}),
+        );
+    }
+    for r in &out.kernels {
+        rows.push(json!({"device": device, "table": "kernel", "name": r.name,
+            "gpu_ms": r.gpu_ms.median, "gpu_ms_spread": r.gpu_ms.json(),
+            "cpu_ms": r.cpu_ms.median, "identical": r.identical}));
+    }
+    json!({"experiment": "gpu", "notes": out.notes, "rows": rows})
+}
+
+/// The experiment's report.
+pub fn report(_cfg: &Config, out: &Outcome) -> Report {
+    let targets = targets(out);
+    let mut text = render(out);
+    text.push_str(&Target::lines(&targets));
+    let answer = match &out.device {
+        Err(why) => why.clone(),
+        Ok(i) => match (
+            ceiling_of(out, Direction::H2D),
+            ceiling_of(out, Direction::D2H),
+        ) {
+            (Some(h), Some(d)) => format!(
+                "{}: copy-engine ceiling {} GB/s H2D, {} GB/s D2H, measured in this run",
+                i.name,
+                gbs(h),
+                gbs(d)
+            ),
+            _ => format!("{}: transfers measured without the kernels", i.name),
+        },
+    };
+    Report {
+        experiment: "gpu",
+        heading: "GPU as a DMA device: copy engines over PCIe, host memory kinds, completion modes"
+            .into(),
+        answer,
+        targets,
+        text,
+        json: json(out),
+        plots: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_a_device_the_experiment_says_it_skipped() {
+        if dmaflow::gpu::driver::count() > 0 {
+            return;
+        }
+        let out = run(&Config::tiny(), |_| {}).unwrap();
+        let r = report(&Config::tiny(), &out);
+        assert!(r.text.starts_with(SKIPPED), "{}", r.text);
+        assert_eq!(r.json["rows"].as_array().map(Vec::len), Some(0));
+        assert!(r.targets.is_empty());
+    }
+
+    #[test]
+    fn repeats_follow_the_size_within_bounds() {
+        let c = Config::full();
+        assert_eq!(c.repeats_for(8), 2000);
+        assert_eq!(c.repeats_for(256 << 20), 3);
+        assert_eq!(c.repeats_for(4 << 20), 128);
+    }
+}
