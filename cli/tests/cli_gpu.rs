@@ -25,12 +25,13 @@ fn without_a_gpu_the_gpu_experiment_skips_and_reports_it() {
     let out = dir.path().to_str().unwrap();
     for args in [
         &["bench", "gpu", "--json", "--out", out][..],
-        &["bench", "transfer", "--device", "cuda", "--json", "--out", out][..],
+        &[
+            "bench", "transfer", "--device", "cuda", "--json", "--out", out,
+        ][..],
     ] {
         let o = dmaflow(args);
         assert!(o.status.success(), "{args:?}: {o:?}");
-        let doc: serde_json::Value =
-            serde_json::from_slice(&o.stdout).expect("one JSON document");
+        let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one JSON document");
         assert_eq!(doc["experiment"], "gpu");
         assert!(
             doc["skipped"]
@@ -48,8 +49,14 @@ fn device_words_that_name_nothing_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().to_str().unwrap();
     for (args, says) in [
-        (&["bench", "cnn", "--device", "cuda:x", "--out", out][..], "cuda:x"),
-        (&["bench", "cnn", "--device", "gpu", "--out", out][..], "\"gpu\""),
+        (
+            &["bench", "cnn", "--device", "cuda:x", "--out", out][..],
+            "cuda:x",
+        ),
+        (
+            &["bench", "cnn", "--device", "gpu", "--out", out][..],
+            "\"gpu\"",
+        ),
         (
             &["bench", "ring", "--device", "cuda", "--out", out][..],
             "`bench ring` has no GPU form",

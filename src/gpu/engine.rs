@@ -41,12 +41,11 @@ type Job = (Arc<Event>, mpsc::SyncSender<Result<(), Error>>);
 struct Lane {
     stream: Stream,
     dev: DeviceMem,
-    /// Recorded after the lane's work; queried by Poll and Yield.
-    done: Event,
-    /// The same, made with `CU_EVENT_BLOCKING_SYNC`, for Irq.
-    done_blocking: Arc<Event>,
-    /// Timing events: before H2D, after H2D, after D2H.
-    marks: [Event; 3],
+    /// Timing events: before H2D, after H2D (and the kernel).
+    marks: [Event; 2],
+    /// After D2H: the lane's completion, timed too. Made with
+    /// `CU_EVENT_BLOCKING_SYNC`, so Irq sleeps on it; Poll and Yield query it.
+    done: Arc<Event>,
 }
 
 /// A GPU driven as a DMA engine with two streams (single or double buffering).
@@ -75,13 +74,8 @@ impl GpuEngine {
             lanes.push(Lane {
                 stream: gpu.stream()?,
                 dev: gpu.alloc(capacity)?,
-                done: gpu.event(false, false)?,
-                done_blocking: Arc::new(gpu.event(true, false)?),
-                marks: [
-                    gpu.event(false, true)?,
-                    gpu.event(false, true)?,
-                    gpu.event(false, true)?,
-                ],
+                marks: [gpu.event(false, true)?, gpu.event(false, true)?],
+                done: Arc::new(gpu.event(true, true)?),
             });
         }
         Ok(GpuEngine {
@@ -270,18 +264,19 @@ impl GpuEngine {
                 sys::cuMemcpyDtoHAsync_v2(rxp.add(at).cast(), lane.dev.ptr(), n, s)
             })?,
         }
-        lane.marks[2].record(&lane.stream)?;
-        lane.done.record(&lane.stream)?;
-        lane.done_blocking.record(&lane.stream)
+        lane.done.record(&lane.stream)
     }
 
     /// Device time of lane `l`'s last block (done).
     fn lane_timing(&self, l: usize) -> Result<Timing, Error> {
-        let m = &self.lanes[l].marks;
-        let ms = |a: &Event, b: &Event| b.since(a).map(|ms| Duration::from_secs_f64(ms / 1e3));
+        let lane = &self.lanes[l];
+        let ms = |a: &Event, b: &Event| {
+            b.since(a)
+                .map(|ms| Duration::from_secs_f64(ms.max(0.0) / 1e3))
+        };
         Ok(Timing {
-            tx: ms(&m[0], &m[1])?,
-            rx: ms(&m[1], &m[2])?,
+            tx: ms(&lane.marks[0], &lane.marks[1])?,
+            rx: ms(&lane.marks[1], &lane.done)?,
         })
     }
 
@@ -309,7 +304,7 @@ impl GpuEngine {
             }
             Completion::Irq => {
                 let (answer, answered) = mpsc::sync_channel(1);
-                let job = (self.lanes[l].done_blocking.clone(), answer);
+                let job = (self.lanes[l].done.clone(), answer);
                 self.waiter()?.send(job).map_err(|_| Error::Stopped)?;
                 match answered.recv_timeout(self.timeout) {
                     Ok(r) => r,
