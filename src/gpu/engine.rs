@@ -151,6 +151,37 @@ impl GpuEngine {
         };
         let mapped = (tx.device_ptr()?, rx.device_ptr()?);
         let mut used = vec![false; depth];
+        match self.run_blocks((txp, rxp), mapped, len, block, process, c, &mut used) {
+            Ok(t) => {
+                self.timing.set(t);
+                Ok(len)
+            }
+            Err(e) => {
+                // Blocks may still be in flight on some lane: wait them out, or,
+                // after a timeout or if they do not finish, give the buffers up.
+                if matches!(e, Error::Timeout { .. }) || self.drain(&used, c).is_err() {
+                    self.stop(tx, rx);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Queues the blocks of a checked message lane by lane, waiting for a lane's
+    /// last block before it takes the next, then for every lane; returns the
+    /// summed device timing. `used` says which lanes were given work.
+    #[allow(clippy::too_many_arguments)]
+    fn run_blocks(
+        &mut self,
+        host: (*mut u8, *mut u8),
+        mapped: (Option<sys::CUdeviceptr>, Option<sys::CUdeviceptr>),
+        len: usize,
+        block: usize,
+        process: Process,
+        c: Completion,
+        used: &mut [bool],
+    ) -> Result<Timing, Error> {
+        let depth = used.len();
         let mut t = Timing::default();
         let mut at = 0;
         let mut i = 0;
@@ -158,27 +189,20 @@ impl GpuEngine {
             let n = block.min(len - at);
             let l = i % depth;
             if used[l] {
-                // The lane's buffer is reused: its previous block must be done.
-                self.wait(l, c).inspect_err(|_| self.stop(tx, rx))?;
+                // The lane's buffer and events are reused: its last block must be done.
+                self.wait(l, c)?;
                 t = add(t, self.lane_timing(l)?);
             }
             used[l] = true;
-            let r = self.queue_block(l, (txp, rxp), mapped, at, n, process);
-            r.inspect_err(|_| {
-                // Work queued on other lanes may still run: wait it out or stop.
-                if self.drain(&used, c).is_err() {
-                    self.stop(tx, rx);
-                }
-            })?;
+            self.queue_block(l, host, mapped, at, n, process)?;
             at += n;
             i += 1;
         }
-        for (l, _) in used.iter().enumerate().filter(|(_, u)| **u) {
-            self.wait(l, c).inspect_err(|_| self.stop(tx, rx))?;
+        for l in (0..depth).filter(|&l| used[l]) {
+            self.wait(l, c)?;
             t = add(t, self.lane_timing(l)?);
         }
-        self.timing.set(t);
-        Ok(len)
+        Ok(t)
     }
 
     /// Everything that can refuse a message, checked before the device is given
