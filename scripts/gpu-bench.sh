@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # dmaflow's GPU experiment on a machine with an NVIDIA GPU.
 #
-#   scripts/gpu-bench.sh build     build the tool here (needs Rust) into .gpu/dmaflow
+#   scripts/gpu-bench.sh build     build the tool and the GPU tests here (needs
+#                                  Rust) into .gpu/
 #   scripts/gpu-bench.sh run [--quick]
 #                                  on the GPU machine (needs no Rust): find the CUDA
-#                                  driver and NVRTC, list the GPU, run
-#                                  `dmaflow bench gpu --device cuda:0`, check that
-#                                  every transfer and every kernel matched the CPU,
-#                                  and print the tables (report under $OUT or
-#                                  report-gpu/)
+#                                  driver and NVRTC, list the GPU, run the GPU tests
+#                                  (tests/gpu.rs), run `dmaflow bench gpu --device
+#                                  cuda:0`, check that every transfer and every
+#                                  kernel matched the CPU, and print the tables
+#                                  (report under $OUT or report-gpu/)
 #   scripts/gpu-bench.sh           both, on one machine that has Rust and a GPU
 #
 # The GPU machine has no Rust toolchain: build here, carry .gpu (ignored by git)
@@ -18,11 +19,21 @@ cd "$(dirname "$0")/.."
 
 build() {
     cargo build --release -p dmaflow-cli
+    local tests
+    tests=$(cargo test --release -p dmaflow --test gpu --no-run --message-format=json |
+        python3 -c 'import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "gpu":
+        print(m["executable"])')
     mkdir -p .gpu
-    # Without debug information: what travels is the tool alone.
-    objcopy --strip-debug target/release/dmaflow .gpu/dmaflow 2>/dev/null ||
-        cp target/release/dmaflow .gpu/dmaflow
-    ls -l .gpu/dmaflow
+    # Without debug information: what travels is small.
+    local src dst
+    for pair in "target/release/dmaflow:.gpu/dmaflow" "$tests:.gpu/gpu-tests"; do
+        src=${pair%%:*} dst=${pair#*:}
+        objcopy --strip-debug "$src" "$dst" 2>/dev/null || cp "$src" "$dst"
+    done
+    ls -l .gpu
 }
 
 # Puts the directories holding libcuda and libnvrtc on the loader's path.
@@ -54,6 +65,9 @@ run() {
     command -v nvidia-smi >/dev/null && nvidia-smi -L || true
     "$bin" info | grep -E '^(CUDA|sim)'
     set -o pipefail
+    if [ -x .gpu/gpu-tests ]; then
+        .gpu/gpu-tests --test-threads=1 2>&1 | tee "$out/gpu-tests.log"
+    fi
     "$bin" bench gpu --device cuda:0 --out "$out" "$@" 2>&1 | tee "$out/gpu-bench.log"
     # Every transfer was checked byte for byte inside the run (a mismatch stops
     # it with an error); here every kernel row must say identical.
