@@ -24,7 +24,9 @@ extern "C" __global__ void dmaflow_invert(u8 *p, u64 n) {
 
 // Holds its stream until the host writes a non-zero word at `flag` (mapped host
 // memory), so copies queued behind it start back to back when released. Gives
-// up after `limit_ns` of device time and says so in flag[1].
+// up after `limit_ns` of device time and says so in flag[1]. Device code only:
+// the other kernels are also built for the host by tests/gpu_kernels_on_host.rs.
+#if defined(__CUDACC_RTC__) || defined(__CUDACC__)
 extern "C" __global__ void dmaflow_hold(volatile int *flag, u64 limit_ns) {
     u64 t0 = 0;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
@@ -39,6 +41,7 @@ extern "C" __global__ void dmaflow_hold(volatile int *flag, u64 limit_ns) {
         __nanosleep(1000);
     }
 }
+#endif
 
 // Background subtraction (dsp::bgsub), step 1: the absolute difference of frame
 // and background, and the background moved one step toward the frame.
