@@ -6,10 +6,11 @@
 #   scripts/gpu-bench.sh run [--quick]
 #                                  on the GPU machine (needs no Rust): find the CUDA
 #                                  driver and NVRTC, list the GPU, run the GPU tests
-#                                  (tests/gpu.rs), run `dmaflow bench gpu --device
-#                                  cuda:0`, check that every transfer and every
-#                                  kernel matched the CPU, and print the tables
-#                                  (report under $OUT or report-gpu/)
+#                                  (tests/gpu.rs), run `dmaflow bench gpu` and
+#                                  `dmaflow bench cnn` with `--device cuda:0`,
+#                                  check that every transfer, kernel and layer
+#                                  matched the CPU, and print the tables (report
+#                                  under $OUT or report-gpu/)
 #   scripts/gpu-bench.sh           both, on one machine that has Rust and a GPU
 #
 # The GPU machine has no Rust toolchain: build here, carry .gpu (ignored by git)
@@ -69,6 +70,7 @@ run() {
         .gpu/gpu-tests --test-threads=1 2>&1 | tee "$out/gpu-tests.log"
     fi
     "$bin" bench gpu --device cuda:0 --out "$out" "$@" 2>&1 | tee "$out/gpu-bench.log"
+    "$bin" bench cnn --device cuda:0 --out "$out" "$@" 2>&1 | tee -a "$out/gpu-bench.log"
     # Every transfer was checked byte for byte inside the run (a mismatch stops
     # it with an error); here every kernel row must say identical.
     python3 - "$out/gpu.csv" <<'PY'
@@ -82,6 +84,14 @@ if not kernels or bad:
     sys.exit(f"kernels differing from the CPU: {bad or 'no kernel rows'}")
 print(f"verified: {len(kernels)} kernel results identical to the CPU's, "
       f"{sum(r.get('table') == 'transfer' for r in rows)} transfer points checked byte for byte")
+PY
+    python3 - "$out/cnn.csv" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+bad = [f"{r['completion']} layer {r['layer']}" for r in rows if r.get("verified") != "true"]
+if not rows or bad:
+    sys.exit(f"cnn on the GPU: {bad or 'no rows'}")
+print(f"verified: cnn on {rows[0]['device']}, {len(rows)} layer rows equal to the reference")
 PY
 }
 

@@ -137,3 +137,27 @@ fn the_kernels_give_the_cpu_references_bytes() {
         (input, h, w) = (want, oh, ow);
     }
 }
+
+#[test]
+fn the_convolution_coprocessor_call_computes_each_layer() {
+    let Some((gpu, k)) = device() else { return };
+    let mut engine = GpuEngine::new(&gpu, 1 << 20, Some(k), Duration::from_secs(10)).unwrap();
+    let (mut maps, mut h, mut w) = (conv::input_frame(3), 64, 64);
+    for (i, layer) in conv::roshambo(3).iter().enumerate() {
+        let packet = layer.encode(&maps, h, w);
+        let (want, oh, ow) = layer.forward(&maps, h, w);
+        for c in [Completion::Poll, Completion::Yield, Completion::Irq] {
+            let mut tx = HostBuf::new(&gpu, HostKind::Pinned, packet.len()).unwrap();
+            let mut rx = HostBuf::new(&gpu, HostKind::Pinned, 2 * want.len()).unwrap();
+            tx.as_mut_slice().copy_from_slice(&packet);
+            let n = engine.layer(&mut tx, packet.len(), &mut rx, c).unwrap();
+            assert_eq!(n, 2 * want.len());
+            assert!(
+                conv::from_bytes(rx.as_slice()) == want,
+                "layer {} {c:?}",
+                i + 1
+            );
+        }
+        (maps, h, w) = (want, oh, ow);
+    }
+}

@@ -214,6 +214,32 @@ fn the_roshambo_layers_and_a_video_match_on_the_host_build() {
         assert!(conv_on_host(lib, l, &a, h, w) == want, "layer {}", i + 1);
         (a, h, w) = (want, oh, ow);
     }
+    // A layer packet as the GPU engine finds it in device memory: the kernel
+    // reads the weights, biases and input maps where `packet_parts` says.
+    let l = &conv::roshambo(4)[1];
+    let input: Vec<i16> = (0..16 * 32 * 32).map(|i| (i % 251) as i16 - 60).collect();
+    let packet = conv::from_bytes(&l.encode(&input, 32, 32));
+    let shape = conv::header(&conv::to_bytes(&packet)).unwrap();
+    let [wr, br, ir] = shape.packet_parts().map(|r| r.start / 2..r.end / 2);
+    let (oh, ow) = shape.out_dims();
+    let mut out = vec![i16::MIN; shape.out_maps * oh * ow];
+    // SAFETY: the ranges lie inside `packet`; `out` holds the output maps.
+    unsafe {
+        kernel::<Layer>(lib, "conv_layer")(
+            packet[ir].as_ptr(),
+            packet[wr].as_ptr(),
+            packet[br].as_ptr(),
+            out.as_mut_ptr(),
+            16,
+            32,
+            32,
+            32,
+            3,
+            1,
+            8,
+        );
+    }
+    assert!(out == l.forward(&input, 32, 32).0, "the packet's parts");
     let p = bgsub::Params::new(64, 48, 25, true).unwrap();
     let n = p.frame_bytes();
     let frames = bgsub::synthetic_frames(&p, 5, 3);

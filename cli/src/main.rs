@@ -162,8 +162,9 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Board::Zynq7000)]
         board: Board,
         /// The DMA device: `sim` (the emulated fabric, or a board's UIO engines)
-        /// or `cuda[:N]` (GPU N; transfer and loopback then run the GPU's
-        /// transfer and message tables, twoway, bgsub and cnn its kernels).
+        /// or `cuda[:N]` (GPU N: cnn runs on it as the coprocessor; transfer and
+        /// loopback run the GPU experiment's transfer and message tables, twoway
+        /// and bgsub its kernels; all runs gpu and cnn).
         #[arg(long, default_value = "sim", value_parser = parse_device)]
         device: BenchDevice,
     },
@@ -528,7 +529,7 @@ fn run_experiment(
     quick: bool,
     memory: MemoryModel,
     profile: Profile,
-    gpu: (usize, bench::gpu::Tables),
+    gpu: Option<(usize, bench::gpu::Tables)>,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Report, bench::Error> {
     macro_rules! exp {
@@ -552,13 +553,16 @@ fn run_experiment(
         Experiment::Transfer => exp!(transfer, profile = profile),
         Experiment::Twoway => exp!(twoway, memory = memory),
         Experiment::Bgsub => exp!(bgsub, memory = memory),
-        Experiment::Cnn => exp!(cnn, memory = memory),
+        Experiment::Cnn => exp!(cnn, memory = memory, device = gpu.map(|g| g.0)),
         Experiment::Contention => exp!(contention, profile = profile),
         Experiment::Memory => exp!(memory, profile = profile),
         Experiment::Pipeline => exp!(pipeline, profile = profile),
         Experiment::Faults => exp!(faults),
         Experiment::Net => exp!(net),
-        Experiment::Gpu => exp!(gpu, device = gpu.0, tables = gpu.1),
+        Experiment::Gpu => {
+            let (device, tables) = gpu.unwrap_or((0, bench::gpu::Tables::ALL));
+            exp!(gpu, device = device, tables = tables)
+        }
         Experiment::All => {
             return Err(bench::Error::Peer {
                 peer: "bench",
@@ -568,22 +572,31 @@ fn run_experiment(
     })
 }
 
-/// What `bench EXPERIMENT --device cuda:N` runs: the GPU experiment with the
-/// tables that answer that experiment's question; an error for experiments with
-/// no GPU form.
-fn gpu_tables(experiment: Experiment) -> Result<bench::gpu::Tables, String> {
+/// What `bench EXPERIMENT --device cuda:N` runs: `cnn` itself on the GPU, or
+/// the GPU experiment with the tables that answer that experiment's question;
+/// an error for experiments with no GPU form.
+fn gpu_plan(experiment: Experiment) -> Result<Vec<(Experiment, bench::gpu::Tables)>, String> {
     use bench::gpu::Tables;
+    let kernels_only = Tables {
+        transfers: false,
+        messages: false,
+        kernels: true,
+    };
     Ok(match experiment {
-        Experiment::All | Experiment::Gpu => Tables::ALL,
-        Experiment::Transfer | Experiment::Loopback => Tables {
-            kernels: false,
-            ..Tables::ALL
-        },
-        Experiment::Twoway | Experiment::Bgsub | Experiment::Cnn => Tables {
-            transfers: false,
-            messages: false,
-            kernels: true,
-        },
+        Experiment::All => vec![
+            (Experiment::Gpu, Tables::ALL),
+            (Experiment::Cnn, Tables::ALL),
+        ],
+        Experiment::Gpu => vec![(Experiment::Gpu, Tables::ALL)],
+        Experiment::Cnn => vec![(Experiment::Cnn, Tables::ALL)],
+        Experiment::Transfer | Experiment::Loopback => vec![(
+            Experiment::Gpu,
+            Tables {
+                kernels: false,
+                ..Tables::ALL
+            },
+        )],
+        Experiment::Twoway | Experiment::Bgsub => vec![(Experiment::Gpu, kernels_only)],
         other => {
             return Err(format!(
                 "`bench {}` has no GPU form (--device cuda runs gpu, transfer, loopback, \
@@ -603,19 +616,16 @@ fn run_bench(
     json: bool,
     out: &Path,
 ) -> Result<(), bench::Error> {
-    let gpu = match device {
-        BenchDevice::Cuda(n) => (
-            n,
-            gpu_tables(experiment).map_err(|reason| bench::Error::Peer {
-                peer: "bench",
-                reason,
-            })?,
-        ),
-        BenchDevice::Sim => (0, bench::gpu::Tables::ALL),
+    let plan = match device {
+        BenchDevice::Cuda(_) => gpu_plan(experiment).map_err(|reason| bench::Error::Peer {
+            peer: "bench",
+            reason,
+        })?,
+        BenchDevice::Sim => Vec::new(),
     };
-    let list = match (experiment, device) {
-        (_, BenchDevice::Cuda(_)) => vec![Experiment::Gpu],
-        (experiment, BenchDevice::Sim) => match experiment {
+    let list = match device {
+        BenchDevice::Cuda(_) => plan.iter().map(|&(e, _)| e).collect(),
+        BenchDevice::Sim => match experiment {
             Experiment::All => vec![
                 Experiment::Ring,
                 Experiment::Readers,
@@ -672,6 +682,15 @@ fn run_bench(
     let mut index = out.join("index.html");
     for e in list {
         bar.set_message(e.name());
+        let gpu = match device {
+            BenchDevice::Cuda(n) => Some((
+                n,
+                plan.iter()
+                    .find(|(p, _)| *p == e)
+                    .map_or(bench::gpu::Tables::ALL, |&(_, t)| t),
+            )),
+            BenchDevice::Sim => None,
+        };
         let report = run_experiment(e, quick, memory, profile, gpu, &mut |m: &str| {
             bar.set_message(m.to_string())
         })?;
@@ -857,7 +876,7 @@ fn check_device(experiment: Experiment, device: BenchDevice) -> Result<(), Strin
     let BenchDevice::Cuda(n) = device else {
         return Ok(());
     };
-    gpu_tables(experiment)?;
+    gpu_plan(experiment)?;
     let count = dmaflow::gpu::driver::count();
     if count > 0 && n >= count {
         return Err(format!(

@@ -32,7 +32,8 @@ fn without_a_gpu_the_gpu_experiment_skips_and_reports_it() {
         let o = dmaflow(args);
         assert!(o.status.success(), "{args:?}: {o:?}");
         let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one JSON document");
-        assert_eq!(doc["experiment"], "gpu");
+        let experiment = if args[1] == "cnn" { "cnn" } else { "gpu" };
+        assert_eq!(doc["experiment"], experiment);
         assert!(
             doc["skipped"]
                 .as_str()

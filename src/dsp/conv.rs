@@ -76,6 +76,15 @@ impl Shape {
         self.out_maps * self.in_maps * self.kernel * self.kernel
     }
 
+    /// Where a layer packet of this shape holds its weights, biases and input
+    /// maps: byte ranges after the header ([`encode`](Layer::encode)'s layout).
+    pub fn packet_parts(&self) -> [std::ops::Range<usize>; 3] {
+        let w = 2 * HEADER_WORDS..2 * (HEADER_WORDS + self.weight_words());
+        let b = w.end..w.end + 2 * self.out_maps;
+        let i = b.end..b.end + 2 * self.in_maps * self.height * self.width;
+        [w, b, i]
+    }
+
     /// Bytes of the output feature maps.
     pub fn out_bytes(&self) -> usize {
         let (h, w) = self.out_dims();
@@ -193,16 +202,14 @@ pub struct LayerPacket {
     pub input: Vec<i16>,
 }
 
-/// Splits a layer packet into its shape, weights, biases and input maps.
-pub fn decode(packet: &[u8]) -> Result<LayerPacket, PacketError> {
+/// The shape a layer packet's header gives, checked against the packet's length
+/// (header, weights, bias, input maps, nothing more): what a device needs to
+/// find the parts of the packet where they lie.
+pub fn header(packet: &[u8]) -> Result<Shape, PacketError> {
     if !packet.len().is_multiple_of(2) || packet.len() < 2 * HEADER_WORDS {
         return Err(PacketError(format!("{} bytes is no header", packet.len())));
     }
-    let words: Vec<i16> = packet
-        .chunks_exact(2)
-        .map(|c| i16::from_le_bytes([c[0], c[1]]))
-        .collect();
-    let h = |i: usize| words[i].max(0) as usize;
+    let h = |i: usize| i16::from_le_bytes([packet[2 * i], packet[2 * i + 1]]).max(0) as usize;
     let s = Shape {
         in_maps: h(0),
         out_maps: h(1),
@@ -220,15 +227,24 @@ pub fn decode(packet: &[u8]) -> Result<LayerPacket, PacketError> {
     {
         return Err(PacketError(format!("unusable shape {s:?}")));
     }
-    let nw = s.weight_words();
-    let ni = s.in_maps * s.height * s.width;
-    let need = HEADER_WORDS + nw + s.out_maps + ni;
-    if words.len() != need {
+    let need = s.packet_parts()[2].end / 2;
+    if packet.len() / 2 != need {
         return Err(PacketError(format!(
             "{} words, the header asks for {need}",
-            words.len()
+            packet.len() / 2
         )));
     }
+    Ok(s)
+}
+
+/// Splits a layer packet into its shape, weights, biases and input maps.
+pub fn decode(packet: &[u8]) -> Result<LayerPacket, PacketError> {
+    let s = header(packet)?;
+    let words: Vec<i16> = packet
+        .chunks_exact(2)
+        .map(|c| i16::from_le_bytes([c[0], c[1]]))
+        .collect();
+    let nw = s.weight_words();
     let mut rest = words[HEADER_WORDS..].to_vec();
     let input = rest.split_off(nw + s.out_maps);
     let bias = rest.split_off(nw);

@@ -19,6 +19,7 @@ use super::host::{HostBuf, HostKind};
 use super::kernels::Kernels;
 use super::{Error, Gpu, check};
 use crate::dma::{Completion, Partition, Timing};
+use crate::dsp::conv;
 use cudarc::driver::sys;
 use std::cell::Cell;
 use std::sync::{Arc, mpsc};
@@ -34,6 +35,16 @@ pub enum Process {
     Invert,
 }
 
+/// What the device does between a block's H2D and D2H.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    Echo,
+    Invert,
+    /// A convolution layer of this shape over the packet in the lane's buffer,
+    /// into the lane's output buffer.
+    Conv(conv::Shape),
+}
+
 /// A request to the waiter thread: wait on this event, then answer.
 type Job = (Arc<Event>, mpsc::SyncSender<Result<(), Error>>);
 
@@ -41,7 +52,9 @@ type Job = (Arc<Event>, mpsc::SyncSender<Result<(), Error>>);
 struct Lane {
     stream: Stream,
     dev: DeviceMem,
-    /// Timing events: before H2D, after H2D (and the kernel).
+    /// Where a layer's output maps go (made on the first layer).
+    out: Option<DeviceMem>,
+    /// Timing events: before H2D, after H2D (before the kernel, if any).
     marks: [Event; 2],
     /// After D2H: the lane's completion, timed too. Made with
     /// `CU_EVENT_BLOCKING_SYNC`, so Irq sleeps on it; Poll and Yield query it.
@@ -74,6 +87,7 @@ impl GpuEngine {
             lanes.push(Lane {
                 stream: gpu.stream()?,
                 dev: gpu.alloc(capacity)?,
+                out: None,
                 marks: [gpu.event(false, true)?, gpu.event(false, true)?],
                 done: Arc::new(gpu.event(true, true)?),
             });
@@ -99,8 +113,9 @@ impl GpuEngine {
         self.lanes[0].dev.len()
     }
 
-    /// Device time of the last transfer's or message's H2D and D2H copies, from
-    /// the device's own timer (summed over blocks).
+    /// Device time of the last transfer's or message's two directions, from the
+    /// device's own timer (summed over blocks): `tx` the H2D copy, `rx` the
+    /// kernel (if any) and the D2H copy.
     pub fn last_timing(&self) -> Timing {
         self.timing.get()
     }
@@ -133,7 +148,7 @@ impl GpuEngine {
         process: Process,
         c: Completion,
     ) -> Result<usize, Error> {
-        self.check(tx, rx, len, depth, process, c)?;
+        self.check(tx, len, rx, len, depth, process == Process::Invert, c)?;
         let block = match partition {
             Partition::Unique => len,
             Partition::Blocks(0) => return Err(Error::Empty),
@@ -151,20 +166,10 @@ impl GpuEngine {
         };
         let mapped = (tx.device_ptr()?, rx.device_ptr()?);
         let mut used = vec![false; depth];
-        match self.run_blocks((txp, rxp), mapped, len, block, process, c, &mut used) {
-            Ok(t) => {
-                self.timing.set(t);
-                Ok(len)
-            }
-            Err(e) => {
-                // Blocks may still be in flight on some lane: wait them out, or,
-                // after a timeout or if they do not finish, give the buffers up.
-                if matches!(e, Error::Timeout { .. }) || self.drain(&used, c).is_err() {
-                    self.stop(tx, rx);
-                }
-                Err(e)
-            }
-        }
+        let r = self.run_blocks((txp, rxp), mapped, len, block, process, c, &mut used);
+        let t = self.settle(r, &used, c, tx, rx)?;
+        self.timing.set(t);
+        Ok(len)
     }
 
     /// Queues the blocks of a checked message lane by lane, waiting for a lane's
@@ -207,13 +212,15 @@ impl GpuEngine {
 
     /// Everything that can refuse a message, checked before the device is given
     /// anything.
+    #[allow(clippy::too_many_arguments)]
     fn check(
         &self,
         tx: &HostBuf,
+        tx_len: usize,
         rx: &HostBuf,
-        len: usize,
+        rx_len: usize,
         depth: usize,
-        process: Process,
+        kernel: bool,
         c: Completion,
     ) -> Result<(), Error> {
         if self.stopped.get() {
@@ -225,7 +232,7 @@ impl GpuEngine {
                 what: "run the proxy completion mode (a GPU's driver is its own proxy: use pageable memory)",
             });
         }
-        if len == 0 {
+        if tx_len == 0 || rx_len == 0 {
             return Err(Error::Empty);
         }
         if !(1..=self.lanes.len()).contains(&depth) {
@@ -234,7 +241,7 @@ impl GpuEngine {
                 self.lanes.len()
             )));
         }
-        for b in [tx, rx] {
+        for (b, len) in [(tx, tx_len), (rx, rx_len)] {
             if len > b.len() {
                 return Err(Error::TooLong {
                     len,
@@ -246,49 +253,146 @@ impl GpuEngine {
             }
         }
         let mapped = tx.kind() == HostKind::Mapped || rx.kind() == HostKind::Mapped;
-        if (mapped || process == Process::Invert) && self.kernels.is_none() {
+        if (mapped || kernel) && self.kernels.is_none() {
             return Err(Error::NoNvrtc);
         }
         Ok(())
     }
 
     /// Queues block `[at, at + n)` on lane `l`: in (copy, or a kernel reading
-    /// mapped memory), the process, out, each direction between timing marks.
+    /// mapped memory), the step, out, each direction between timing marks.
     fn queue_block(
         &self,
         l: usize,
-        (txp, rxp): (*mut u8, *mut u8),
+        host: (*mut u8, *mut u8),
         mapped: (Option<sys::CUdeviceptr>, Option<sys::CUdeviceptr>),
         at: usize,
         n: usize,
         process: Process,
     ) -> Result<(), Error> {
+        let step = match process {
+            Process::Echo => Step::Echo,
+            Process::Invert => Step::Invert,
+        };
+        self.queue(l, host, mapped, (at, n, n), step)
+    }
+
+    /// Queues on lane `l`: `n_in` bytes from `at` in `tx` to the lane's buffer,
+    /// `step` on the device, `n_out` bytes of the answer to `at` in `rx`.
+    fn queue(
+        &self,
+        l: usize,
+        (txp, rxp): (*mut u8, *mut u8),
+        mapped: (Option<sys::CUdeviceptr>, Option<sys::CUdeviceptr>),
+        (at, n_in, n_out): (usize, usize, usize),
+        step: Step,
+    ) -> Result<(), Error> {
         let lane = &self.lanes[l];
         let s = lane.stream.raw();
+        let dev = lane.dev.ptr();
         lane.marks[0].record(&lane.stream)?;
         match (mapped.0, &self.kernels) {
-            (Some(d), Some(k)) => k.copy(&lane.stream, lane.dev.ptr(), d + at as u64, n)?,
-            // SAFETY: `n` bytes at `txp + at` are inside `tx` (checked), which the
-            // caller borrows until the block is waited for or surrendered; the
-            // device buffer holds `n` (checked against the capacity).
+            (Some(d), Some(k)) => k.copy(&lane.stream, dev, d + at as u64, n_in)?,
+            // SAFETY: `n_in` bytes at `txp + at` are inside `tx` (checked), which
+            // the caller borrows until the block is waited for or surrendered;
+            // the device buffer holds them (checked against the capacity).
             _ => check("cuMemcpyHtoDAsync", unsafe {
-                sys::cuMemcpyHtoDAsync_v2(lane.dev.ptr(), txp.add(at).cast(), n, s)
+                sys::cuMemcpyHtoDAsync_v2(dev, txp.add(at).cast(), n_in, s)
             })?,
         }
-        if process == Process::Invert
-            && let Some(k) = &self.kernels
-        {
-            k.invert(&lane.stream, lane.dev.ptr(), n)?;
-        }
+        // TX ends when the input is in; RX (the step and D2H) after, as the AXI
+        // engines time a coprocessor: RX includes its computation.
         lane.marks[1].record(&lane.stream)?;
+        let answer = match (step, &self.kernels) {
+            (Step::Echo, _) => dev,
+            (Step::Invert, Some(k)) => {
+                k.invert(&lane.stream, dev, n_in)?;
+                dev
+            }
+            (Step::Conv(shape), Some(k)) => {
+                let out = lane.out.as_ref().ok_or(Error::Stopped)?.ptr();
+                // The packet's parts where they lie.
+                let [w, b, i] = shape.packet_parts().map(|r| dev + r.start as u64);
+                k.conv(&lane.stream, [i, w, b, out], &shape)?;
+                out
+            }
+            (_, None) => return Err(Error::NoNvrtc),
+        };
         match (mapped.1, &self.kernels) {
-            (Some(d), Some(k)) => k.copy(&lane.stream, d + at as u64, lane.dev.ptr(), n)?,
-            // SAFETY: as above, for `rx`, borrowed mutably.
+            (Some(d), Some(k)) => k.copy(&lane.stream, d + at as u64, answer, n_out)?,
+            // SAFETY: as above, for `rx`, borrowed mutably, and the answer's
+            // `n_out` bytes (checked against the capacity).
             _ => check("cuMemcpyDtoHAsync", unsafe {
-                sys::cuMemcpyDtoHAsync_v2(rxp.add(at).cast(), lane.dev.ptr(), n, s)
+                sys::cuMemcpyDtoHAsync_v2(rxp.add(at).cast(), answer, n_out, s)
             })?,
         }
         lane.done.record(&lane.stream)
+    }
+
+    /// The convolution coprocessor's call: the first `tx_len` bytes of `tx` are a
+    /// layer packet in [`conv`]'s stream format (header, weights, biases, input
+    /// maps, as [`conv::Layer::encode`] makes it); it goes to the device (H2D), a
+    /// kernel computes the layer where the packet lies, and the output maps come
+    /// back into `rx` (D2H). Returns the bytes received, the output maps'.
+    pub fn layer(
+        &mut self,
+        tx: &mut HostBuf,
+        tx_len: usize,
+        rx: &mut HostBuf,
+        c: Completion,
+    ) -> Result<usize, Error> {
+        let packet = &tx.as_slice()[..tx_len.min(tx.len())];
+        let shape = conv::header(packet).map_err(|e| Error::Shape(e.to_string()))?;
+        let out_len = shape.out_bytes();
+        self.check(tx, tx_len, rx, out_len, 1, true, c)?;
+        for len in [tx_len, out_len] {
+            if len > self.capacity() {
+                return Err(Error::TooLong {
+                    len,
+                    capacity: self.capacity(),
+                });
+            }
+        }
+        self.gpu.bind()?;
+        if self.lanes[0].out.is_none() {
+            self.lanes[0].out = Some(self.gpu.alloc(self.capacity())?);
+        }
+        let (Some(txp), Some(rxp)) = (tx.host_ptr(), rx.host_ptr()) else {
+            return Err(Error::Stopped);
+        };
+        let mapped = (tx.device_ptr()?, rx.device_ptr()?);
+        let r = self
+            .queue(
+                0,
+                (txp, rxp),
+                mapped,
+                (0, tx_len, out_len),
+                Step::Conv(shape),
+            )
+            .and_then(|()| self.wait(0, c))
+            .and_then(|()| self.lane_timing(0));
+        let t = self.settle(r, &[true], c, tx, rx)?;
+        self.timing.set(t);
+        Ok(out_len)
+    }
+
+    /// After a call on the lanes in `used`: an error with blocks possibly still in
+    /// flight waits them out, or, after a timeout or if they do not finish, gives
+    /// the buffers up.
+    fn settle<T>(
+        &mut self,
+        r: Result<T, Error>,
+        used: &[bool],
+        c: Completion,
+        tx: &mut HostBuf,
+        rx: &mut HostBuf,
+    ) -> Result<T, Error> {
+        r.map_err(|e| {
+            if matches!(e, Error::Timeout { .. }) || self.drain(used, c).is_err() {
+                self.stop(tx, rx);
+            }
+            e
+        })
     }
 
     /// Device time of lane `l`'s last block (done).
@@ -392,6 +496,7 @@ impl Drop for GpuEngine {
             // would wait for it).
             for lane in std::mem::take(&mut self.lanes) {
                 std::mem::forget(lane.dev);
+                std::mem::forget(lane.out);
             }
         }
     }

@@ -190,6 +190,55 @@ impl Kernels {
     }
 }
 
+impl Kernels {
+    /// Queues one convolution layer of `shape` on `stream`: int16 input maps,
+    /// weights and biases at those device addresses, output maps to `out`.
+    pub(crate) fn conv(
+        &self,
+        stream: &Stream,
+        [mut input, mut weights, mut bias, mut out]: [sys::CUdeviceptr; 4],
+        s: &conv::Shape,
+    ) -> Result<(), Error> {
+        if s.kernel.is_multiple_of(2)
+            || s.shift > 31
+            || [s.height, s.width, s.in_maps, s.out_maps, s.kernel]
+                .iter()
+                .any(|&v| v == 0 || v > i32::MAX as usize)
+        {
+            return Err(Error::Shape(format!("unusable layer shape {s:?}")));
+        }
+        let (oh, ow) = s.out_dims();
+        let mut dims = [
+            s.in_maps as i32,
+            s.out_maps as i32,
+            s.height as i32,
+            s.width as i32,
+            s.kernel as i32,
+            s.pool as i32,
+            s.shift as i32,
+        ];
+        let [a0, a1, a2, a3, a4, a5, a6] = &mut dims;
+        self.launch(
+            self.conv,
+            (s.out_maps * oh * ow) as u64,
+            stream,
+            &mut [
+                arg(&mut input),
+                arg(&mut weights),
+                arg(&mut bias),
+                arg(&mut out),
+                arg(a0),
+                arg(a1),
+                arg(a2),
+                arg(a3),
+                arg(a4),
+                arg(a5),
+                arg(a6),
+            ],
+        )
+    }
+}
+
 impl Drop for Kernels {
     fn drop(&mut self) {
         if self.gpu.synchronize().is_ok() {
@@ -359,7 +408,8 @@ pub fn conv_forward(
         || layer.bias.len() != s.out_maps
     {
         return Err(Error::Shape(format!(
-            "a {}x{}x{} layer input is {words} words (got {}), its weights {} (got {}), its bias {} (got {})",
+            "a {}x{}x{} layer's input is {words} words (got {}), its weights {} (got {}), \
+             its bias {} (got {})",
             s.in_maps,
             height,
             width,
@@ -370,55 +420,18 @@ pub fn conv_forward(
             layer.bias.len()
         )));
     }
-    if s.kernel.is_multiple_of(2)
-        || s.shift > 31
-        || [height, width, s.in_maps, s.out_maps, s.kernel]
-            .iter()
-            .any(|&v| v == 0 || v > i32::MAX as usize)
-    {
-        return Err(Error::Shape(format!("unusable layer shape {s:?}")));
-    }
     let (oh, ow) = s.out_dims();
     let out_words = s.out_maps * oh * ow;
     let g = &kernels.gpu;
     let stream = g.stream()?;
-    let bytes = |v: &[i16]| -> Vec<u8> { conv::to_bytes(v) };
     let mut din = g.alloc(words * 2)?;
     let mut dw = g.alloc(layer.weights.len() * 2)?;
     let mut db = g.alloc(layer.bias.len() * 2)?;
     let dout = g.alloc(out_words.max(1) * 2)?;
-    din.write(&bytes(input))?;
-    dw.write(&bytes(&layer.weights))?;
-    db.write(&bytes(&layer.bias))?;
-    let (mut pi, mut pw, mut pb, mut po) = (din.ptr(), dw.ptr(), db.ptr(), dout.ptr());
-    let mut dims = [
-        s.in_maps as i32,
-        s.out_maps as i32,
-        height as i32,
-        width as i32,
-        s.kernel as i32,
-        s.pool as i32,
-        s.shift as i32,
-    ];
-    let [a0, a1, a2, a3, a4, a5, a6] = &mut dims;
-    kernels.launch(
-        kernels.conv,
-        out_words as u64,
-        &stream,
-        &mut [
-            arg(&mut pi),
-            arg(&mut pw),
-            arg(&mut pb),
-            arg(&mut po),
-            arg(a0),
-            arg(a1),
-            arg(a2),
-            arg(a3),
-            arg(a4),
-            arg(a5),
-            arg(a6),
-        ],
-    )?;
+    din.write(&conv::to_bytes(input))?;
+    dw.write(&conv::to_bytes(&layer.weights))?;
+    db.write(&conv::to_bytes(&layer.bias))?;
+    kernels.conv(&stream, [din.ptr(), dw.ptr(), db.ptr(), dout.ptr()], &s)?;
     stream.synchronize()?;
     let mut out = vec![0u8; out_words * 2];
     dout.read(&mut out)?;

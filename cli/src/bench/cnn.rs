@@ -37,6 +37,9 @@ pub struct Config {
     pub layers: usize,
     /// The board's memory (a non-coherent one runs with explicit maintenance).
     pub memory: MemoryModel,
+    /// `None`: the coprocessor in the emulated fabric; `Some(n)`: CUDA device n,
+    /// whose kernel computes each layer where its packet lies in device memory.
+    pub device: Option<usize>,
 }
 
 impl Config {
@@ -47,6 +50,7 @@ impl Config {
             rounds: 5,
             layers: 5,
             memory: MemoryModel::Coherent,
+            device: None,
         }
     }
 
@@ -57,6 +61,7 @@ impl Config {
             rounds: 2,
             layers: 5,
             memory: MemoryModel::Coherent,
+            device: None,
         }
     }
 
@@ -67,6 +72,7 @@ impl Config {
             rounds: 2,
             layers: 2,
             memory: MemoryModel::Coherent,
+            device: None,
         }
     }
 }
@@ -74,6 +80,8 @@ impl Config {
 /// One layer under one completion mode.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
+    /// The coprocessor: `fabric`, or `cuda:N NAME`.
+    pub device: String,
     /// `poll`, `yield`, `irq` or `proxy`.
     pub completion: &'static str,
     /// Layer number, from 1.
@@ -99,11 +107,12 @@ pub struct Row {
     pub frame_spread: Spread,
     /// What the modelled device needs for the layer: MM2S start-up, the packet
     /// in, the core's compute (NullHop's MAC array), the maps out, the S2MM
-    /// write latency, in microseconds.
-    pub model_us: f64,
+    /// write latency, in microseconds. `None` on a GPU (real hardware).
+    pub model_us: Option<f64>,
     /// Median over frames of how much longer this host took to compute the
     /// layer than the modelled core: the emulator's delay, in microseconds.
-    pub emulator_us: f64,
+    /// `None` on a GPU.
+    pub emulator_us: Option<f64>,
     /// Mean host CPU of the driver-side threads per layer transfer, in
     /// microseconds.
     pub cpu_us: f64,
@@ -111,17 +120,20 @@ pub struct Row {
 
 impl Row {
     /// Measured minus modelled time of the layer's transfer (the emulator's
-    /// compute overrun included).
-    pub fn overhead_us(&self) -> f64 {
-        self.layer_us - self.model_us
+    /// compute overrun included); `None` on a GPU.
+    pub fn overhead_us(&self) -> Option<f64> {
+        self.model_us.map(|m| self.layer_us - m)
     }
 
     /// What is left of the overhead once the emulator's compute overrun is
-    /// taken off: the software's part (driver, copies, waking).
-    pub fn software_us(&self) -> f64 {
-        self.overhead_us() - self.emulator_us
+    /// taken off: the software's part (driver, copies, waking); `None` on a GPU.
+    pub fn software_us(&self) -> Option<f64> {
+        Some(self.overhead_us()? - self.emulator_us?)
     }
 }
+
+/// Each device's and completion mode's frames.
+type ByMode = Vec<(String, Completion, Measured)>;
 
 /// What the frames of one completion mode gave.
 struct Measured {
@@ -225,6 +237,12 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
         (h, w) = s.out_dims();
     }
     let largest = sizes.iter().map(|&(t, r)| t.max(r)).max().unwrap_or(0);
+    if let Some(n) = cfg.device {
+        let Some(measured) = on_gpu(cfg, n, &net, &reference, largest, &mut progress)? else {
+            return Ok(Vec::new());
+        };
+        return Ok(rows_of(measured, &sizes, |_| None));
+    }
     let modes = Completion::ALL;
     let mut measured: Vec<Option<Measured>> = modes.iter().map(|_| None).collect();
     let rounds = cfg.rounds.clamp(1, cfg.frames.max(1));
@@ -285,18 +303,111 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
         }
         Ok::<f64, Error>(0.0)
     })?;
+    let measured: ByMode = modes
+        .iter()
+        .zip(measured)
+        .filter_map(|(&c, m)| Some(("fabric".to_string(), c, m?)))
+        .collect();
+    Ok(rows_of(measured, &sizes, |l| {
+        Some(
+            (FABRIC.mm2s_start(false)
+                + FABRIC.duration(sizes[l].0)
+                + ConvCore::compute_time(&shapes[l], NULLHOP_MACS_PER_CYCLE, NULLHOP_MHZ)
+                + FABRIC.duration(sizes[l].1)
+                + FABRIC.cycles(dmaflow::sim::S2MM_WRITE_CYCLES))
+            .as_secs_f64()
+                * 1e6,
+        )
+    }))
+}
+
+/// The network on CUDA device `n`, every mode but the proxy (a GPU's driver is
+/// its own): each layer's packet copied into pinned memory (standard I/O, as
+/// `write_read` copies into a DMA buffer), sent, computed where it lies, and the
+/// output maps copied back out. `None` where there is no device.
+fn on_gpu(
+    cfg: &Config,
+    n: usize,
+    net: &[Layer],
+    reference: &[Vec<i16>],
+    largest: usize,
+    progress: &mut impl FnMut(&str),
+) -> Result<Option<ByMode>, Error> {
+    use dmaflow::gpu::{Gpu, GpuEngine, HostBuf, HostKind, Kernels};
+    use dmaflow::platform::cpu::process_cpu_time;
+    if dmaflow::gpu::driver::count() == 0 {
+        return Ok(None);
+    }
+    let gpu = Gpu::open(n)?;
+    let device = format!("cuda:{n} {}", gpu.info()?.name);
+    let kernels = std::sync::Arc::new(Kernels::load(&gpu)?);
+    let mut engine = GpuEngine::new(
+        &gpu,
+        largest,
+        Some(kernels),
+        std::time::Duration::from_secs(10),
+    )?;
+    let mut tx = HostBuf::new(&gpu, HostKind::Pinned, largest)?;
+    let mut rx = HostBuf::new(&gpu, HostKind::Pinned, largest)?;
+    let modes = [Completion::Poll, Completion::Yield, Completion::Irq];
+    let mut measured: Vec<Option<Measured>> = modes.iter().map(|_| None).collect();
+    let rounds = cfg.rounds.clamp(1, cfg.frames.max(1));
+    in_turns(modes.len(), rounds, |k, round| {
+        let c = modes[k];
+        let (from, to) = (
+            round * cfg.frames / rounds,
+            (round + 1) * cfg.frames / rounds,
+        );
+        progress(&format!("cnn {device} {} round {}", c.name(), round + 1));
+        let part = frames(
+            net,
+            from,
+            &reference[from..to],
+            || std::time::Duration::ZERO,
+            |packet, _| {
+                let (w0, c0) = (Instant::now(), process_cpu_time());
+                tx.as_mut_slice()[..packet.len()].copy_from_slice(&packet);
+                let got = engine.layer(&mut tx, packet.len(), &mut rx, c)?;
+                let out = rx.as_slice()[..got].to_vec();
+                let cost = Cost {
+                    wall: w0.elapsed(),
+                    cpu: process_cpu_time().saturating_sub(c0),
+                    delivery: std::time::Duration::ZERO,
+                };
+                Ok((out, engine.last_timing(), cost))
+            },
+        )?;
+        match &mut measured[k] {
+            Some(m) => m.extend(part),
+            none => *none = Some(part),
+        }
+        Ok::<f64, Error>(0.0)
+    })?;
+    Ok(Some(
+        modes
+            .iter()
+            .zip(measured)
+            .filter_map(|(&c, m)| Some((device.clone(), c, m?)))
+            .collect(),
+    ))
+}
+
+/// The rows of each device's and mode's frames; `model_us` gives a layer's
+/// modelled time where there is a model.
+fn rows_of(
+    measured: ByMode,
+    sizes: &[(usize, usize)],
+    model_us: impl Fn(usize) -> Option<f64>,
+) -> Vec<Row> {
     let mut rows = Vec::new();
-    for (c, m) in modes.iter().zip(measured) {
+    for (device, c, m) in measured {
         let name = c.name();
-        let Some(Measured {
+        let Measured {
             per_layer,
             cost,
             frame_ms,
             verified,
-        }) = m
-        else {
-            continue;
-        };
+        } = m;
         let frame_spread = Spread::of(&frame_ms);
         let frame = frame_spread.median;
         for (l, samples) in per_layer.iter().enumerate() {
@@ -304,8 +415,9 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
             let rx: Vec<f64> = samples.iter().map(|s| s.1).collect();
             let wall: Vec<f64> = samples.iter().map(|s| s.2).collect();
             let emulator: Vec<f64> = samples.iter().map(|s| s.3).collect();
-            let (tx_bytes, rx_bytes) = sizes[l];
+            let model = model_us(l);
             rows.push(Row {
+                device: device.clone(),
                 completion: name,
                 layer: l + 1,
                 tx_bytes: sizes[l].0,
@@ -317,19 +429,18 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
                 layer_us: median(&wall),
                 layer_spread: Spread::of(&wall),
                 frame_spread,
-                model_us: (FABRIC.mm2s_start(false)
-                    + FABRIC.duration(tx_bytes)
-                    + ConvCore::compute_time(&shapes[l], NULLHOP_MACS_PER_CYCLE, NULLHOP_MHZ)
-                    + FABRIC.duration(rx_bytes)
-                    + FABRIC.cycles(dmaflow::sim::S2MM_WRITE_CYCLES))
-                .as_secs_f64()
-                    * 1e6,
-                emulator_us: median(&emulator),
+                model_us: model,
+                emulator_us: model.map(|_| median(&emulator)),
                 cpu_us: cost[l].cpu_us(),
             });
         }
     }
-    Ok(rows)
+    rows
+}
+
+/// Microseconds to one decimal, `-` where there is no figure (a GPU has no model).
+fn us(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.1}"))
 }
 
 /// Table I per completion mode (per-byte costs averaged over the layers, weighted
@@ -372,8 +483,17 @@ pub fn render(rows: &[Row]) -> String {
             ]
         })
         .collect();
-    let mut out =
-        String::from("Table I: one frame, TX and RX time per byte (single buffer, unique)\n");
+    let Some(first) = rows.first() else {
+        return format!("{}\n", super::gpu::SKIPPED);
+    };
+    let mut out = String::new();
+    if first.device != "fabric" {
+        out += &format!(
+            "device: {} (TX: H2D; RX: the layer's kernel and D2H)\n",
+            first.device
+        );
+    }
+    out += "Table I: one frame, TX and RX time per byte (single buffer, unique)\n";
     out += &table(
         &[
             "completion",
@@ -398,10 +518,10 @@ pub fn render(rows: &[Row]) -> String {
                 format!("{:.5}", r.rx_us_per_byte),
                 format!("{:.1}", r.layer_us),
                 format!("{:.1}..{:.1}", r.layer_spread.p25, r.layer_spread.p75),
-                format!("{:.1}", r.model_us),
-                format!("{:.1}", r.overhead_us()),
-                format!("{:.1}", r.emulator_us),
-                format!("{:.1}", r.software_us()),
+                us(r.model_us),
+                us(r.overhead_us()),
+                us(r.emulator_us),
+                us(r.software_us()),
                 format!("{:.1}", r.cpu_us),
             ]
         })
@@ -429,9 +549,13 @@ pub fn render(rows: &[Row]) -> String {
 
 /// The result as `{"experiment":"cnn","rows":[...]}`.
 pub fn json(rows: &[Row]) -> serde_json::Value {
+    if rows.is_empty() {
+        return json!({"experiment": "cnn", "skipped": super::gpu::SKIPPED, "rows": []});
+    }
     json!({
         "experiment": "cnn",
         "rows": rows.iter().map(|r| json!({
+            "device": r.device,
             "completion": r.completion,
             "layer": r.layer,
             "tx_bytes": r.tx_bytes,
@@ -468,8 +592,13 @@ pub fn answer(cfg: &Config, rows: &[Row]) -> String {
             .sum();
         cpu.push(format!("{} {:.0} us", r.completion, total));
     }
+    let on = match rows.first() {
+        None => return super::gpu::SKIPPED.to_string(),
+        Some(r) if r.device != "fabric" => format!("{}'s kernel", r.device),
+        Some(_) => "the coprocessor".to_string(),
+    };
     sentence(&[format!(
-        "one frame through {} convolution layers on the coprocessor takes {} per mode, \
+        "one frame through {} convolution layers on {on} takes {} per mode, \
          costing the host {} of driver CPU; outputs {}",
         cfg.layers,
         frames.join(", "),
@@ -488,11 +617,16 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
         experiment: "cnn",
         heading: super::on_board(
             format!(
-                "cnn: {} frames per completion mode through {} int16 convolution layers on a \
-             coprocessor in the fabric (HP port clock), layer by layer, in {} rounds (the \
-             modes in turns, order reversed every other round); medians over the frames with \
-             their interquartile range",
-                cfg.frames, cfg.layers, cfg.rounds
+                "cnn: {} frames per completion mode through {} int16 convolution layers on {}, \
+             layer by layer, in {} rounds (the modes in turns, order reversed every other \
+             round); medians over the frames with their interquartile range",
+                cfg.frames,
+                cfg.layers,
+                match cfg.device {
+                    None => "a coprocessor in the fabric (HP port clock)".to_string(),
+                    Some(n) => format!("CUDA device {n} (a kernel per layer, pinned memory)"),
+                },
+                cfg.rounds
             ),
             cfg.memory,
         ),
