@@ -252,14 +252,47 @@ fn the_roshambo_layers_and_a_video_match_on_the_host_build() {
         assert!(mask == want);
         bg = nb;
     }
-    // The transfer kernels: a copy, and an inversion in place.
-    let src: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
-    let mut dst = vec![0u8; 1000];
-    // SAFETY: both buffers hold 1000 bytes.
-    unsafe {
-        kernel::<Bytes>(lib, "dmaflow_copy")(dst.as_mut_ptr(), src.as_ptr(), 1000);
-        kernel::<Invert>(lib, "dmaflow_invert")(dst.as_mut_ptr(), 999);
+    // The transfer kernels: a copy, and an inversion in place, at every
+    // alignment of either end (16-byte words where both allow) and length.
+    let src: Vec<u8> = (0..1100u32).map(|i| (i * 7 + i / 256) as u8).collect();
+    for (from, to, n) in [
+        (0, 0, 1000),
+        (0, 0, 1024),
+        (3, 0, 999),
+        (0, 5, 77),
+        (16, 32, 15),
+        (1, 1, 0),
+    ] {
+        let mut dst = vec![0xA5u8; 1100];
+        // SAFETY: `n` bytes from `from` and `to` lie inside both buffers.
+        unsafe {
+            kernel::<Bytes>(lib, "dmaflow_copy")(
+                dst.as_mut_ptr().add(to),
+                src.as_ptr().add(from),
+                n as u64,
+            );
+        }
+        assert_eq!(
+            &dst[to..to + n],
+            &src[from..from + n],
+            "copy {from}->{to} {n}"
+        );
+        assert!(
+            dst[..to].iter().chain(&dst[to + n..]).all(|&b| b == 0xA5),
+            "copy wrote outside"
+        );
+        // SAFETY: as above.
+        unsafe { kernel::<Invert>(lib, "dmaflow_invert")(dst.as_mut_ptr().add(to), n as u64) };
+        assert!(
+            dst[to..to + n]
+                .iter()
+                .zip(&src[from..])
+                .all(|(d, s)| *d == !*s),
+            "invert {to} {n}"
+        );
+        assert!(
+            dst[..to].iter().chain(&dst[to + n..]).all(|&b| b == 0xA5),
+            "invert wrote outside"
+        );
     }
-    assert!(dst[..999].iter().zip(&src).all(|(d, s)| *d == !*s));
-    assert_eq!(dst[999], src[999]);
 }
