@@ -206,6 +206,12 @@ impl Event {
     /// Whether the work before the event has finished.
     pub fn done(&self) -> Result<bool, Error> {
         self.gpu.bind()?;
+        self.done_here()
+    }
+
+    /// [`done`](Self::done) on a thread where the event's context is current
+    /// already (a polling loop binds once, not at every look).
+    pub(crate) fn done_here(&self) -> Result<bool, Error> {
         // SAFETY: the event lives until `self` drops.
         let r = unsafe { sys::cuEventQuery(self.raw) };
         if r == sys::CUresult::CUDA_ERROR_NOT_READY {

@@ -418,7 +418,8 @@ impl GpuEngine {
         match c {
             Completion::Poll | Completion::Yield => {
                 let done = &self.lanes[l].done;
-                while !done.done()? {
+                self.gpu.bind()?;
+                while !done.done_here()? {
                     if t0.elapsed() > self.timeout {
                         return Err(timeout);
                     }
