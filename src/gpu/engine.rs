@@ -459,7 +459,10 @@ impl GpuEngine {
                 .map_err(|e| Error::Shape(format!("cannot start the GPU waiter thread: {e}")))?;
             self.waiter = Some((jobs, handle));
         }
-        Ok(&self.waiter.as_ref().expect("started just above").0)
+        match &self.waiter {
+            Some((jobs, _)) => Ok(jobs),
+            None => Err(Error::Stopped),
+        }
     }
 
     /// Waits out the lanes in `used` (after a failure to queue more work).
