@@ -395,12 +395,11 @@ enum FirDeviceArg {
 
 fn parse_bgsub_device(s: &str) -> Result<files::bgsub::Device, String> {
     use files::bgsub::Device;
-    match s {
-        "cpu" => Ok(Device::Cpu),
-        _ => match parse_device(s)? {
-            BenchDevice::Sim => Ok(Device::Sim),
-            BenchDevice::Cuda(n) => Ok(Device::Cuda(n)),
-        },
+    match (s, parse_device(s)) {
+        ("cpu", _) => Ok(Device::Cpu),
+        (_, Ok(BenchDevice::Sim)) => Ok(Device::Sim),
+        (_, Ok(BenchDevice::Cuda(n))) => Ok(Device::Cuda(n)),
+        (_, Err(_)) => Err(format!("{s:?} is not a device: sim, cpu, cuda or cuda:N")),
     }
 }
 
@@ -500,7 +499,7 @@ fn parse_device(s: &str) -> Result<BenchDevice, String> {
             .strip_prefix("cuda:")
             .and_then(|n| n.parse().ok())
             .map(BenchDevice::Cuda)
-            .ok_or_else(|| format!("{s:?} is not a device: sim, cpu (bgsub), cuda or cuda:N")),
+            .ok_or_else(|| format!("{s:?} is not a device: sim, cuda or cuda:N")),
     }
 }
 
