@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._native import Board, Channel, DmaBuffer, DmaError, DmaTimeoutError, PacketRing
+from ._native import Board, Channel, DmaBuffer, DmaError, DmaTimeoutError, PacketRing, QueueClosed
 from ._native import Graph as _NativeGraph
 from ._native import Queue as _NativeQueue
 from ._native import SharedReader as _NativeSharedReader
@@ -27,6 +27,7 @@ __all__ = [
     "PacketRing",
     "PynqBuffer",
     "Queue",
+    "QueueClosed",
     "SharedQueueReader",
     "SharedQueueWriter",
     "allocate",
@@ -449,7 +450,9 @@ class Graph:
     def node(self, name: str, body, inputs=(), outputs=()) -> None:
         """Adds node ``name``: ``body(*input_ports, *output_ports)`` runs on its
         own thread; its ports close when it returns; an exception stops the
-        graph and ``run`` raises it."""
+        graph and ``run`` raises it. Once every reader of an output has
+        finished, writing to it raises ``QueueClosed``: a node that lets that
+        propagate has ended normally (the ``head`` idiom of SDR flowgraphs)."""
         ins, outs = list(inputs), list(outputs)
 
         def call(native_ins, native_outs):

@@ -7,6 +7,10 @@ class DmaTimeoutError(TimeoutError):
     """A transfer did not complete in time; the engine was halted (or the
     buffer given up to it) before this was raised."""
 
+class QueueClosed(BrokenPipeError):
+    """Every reader of a graph queue has finished: the writing node's work is
+    done. A node that lets it propagate ends normally."""
+
 class Board:
     """A board with a design loaded: the emulated board, or a real one
     (``Board.open``)."""

@@ -42,7 +42,13 @@ macro_rules! each {
 }
 
 fn graph_error(e: graph::Error) -> PyErr {
-    PyRuntimeError::new_err(e.to_string())
+    match e {
+        graph::Error::Port {
+            source: dmaflow::ring::Error::Closed,
+            ..
+        } => crate::QueueClosed::new_err(e.to_string()),
+        e => PyRuntimeError::new_err(e.to_string()),
+    }
 }
 
 /// A queue between two ports, before a node takes its ends.
@@ -178,14 +184,20 @@ impl Graph {
                     let args = (PyTuple::new(py, &ins)?, PyTuple::new(py, &outs)?);
                     let called = body.call1(py, args);
                     // The ports close when the body returns, whatever Python
-                    // kept of them.
+                    // kept of them (their memory stays mapped for what it kept).
                     for p in &outs {
                         p.get().close();
                     }
                     for p in &ins {
                         p.get().close();
                     }
-                    called.map(|_| ()).map_err(|e| {
+                    match called {
+                        // Every reader of an output has finished: a normal end.
+                        Err(e) if e.is_instance_of::<crate::QueueClosed>(py) => return Ok(()),
+                        other => other,
+                    }
+                    .map(|_| ())
+                    .map_err(|e| {
                         let text = match e.traceback(py).and_then(|t| t.format().ok()) {
                             Some(tb) => format!("{tb}{e}"),
                             None => e.to_string(),
@@ -263,6 +275,9 @@ fn with_open<P, R>(port: &Mutex<Option<P>>, f: impl FnOnce(&mut P) -> PyResult<R
 #[pyclass(module = "dmaflow._native", frozen)]
 pub struct InPort {
     port: Mutex<Option<In>>,
+    /// The queue's memory once the port is closed: a window kept past its
+    /// node's end still points into it.
+    held: Mutex<Option<dmaflow::ring::MemoryHold>>,
     itemsize: usize,
     views: Arc<AtomicUsize>,
 }
@@ -271,16 +286,22 @@ impl InPort {
     fn new(p: In, itemsize: usize) -> Self {
         InPort {
             port: Mutex::new(Some(p)),
+            held: Mutex::new(None),
             itemsize,
             views: Arc::default(),
         }
     }
 
     fn close(&self) {
-        self.port
+        let port = self
+            .port
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
+        if let Some(p) = port {
+            *self.held.lock().unwrap_or_else(PoisonError::into_inner) =
+                each!(In, &p, q => q.hold());
+        }
     }
 }
 
@@ -322,6 +343,8 @@ impl InPort {
 #[pyclass(module = "dmaflow._native", frozen)]
 pub struct OutPort {
     port: Mutex<Option<Out>>,
+    /// The queue's memory once the port is closed, as for [`InPort`].
+    held: Mutex<Option<dmaflow::ring::MemoryHold>>,
     itemsize: usize,
     views: Arc<AtomicUsize>,
 }
@@ -330,16 +353,22 @@ impl OutPort {
     fn new(p: Out, itemsize: usize) -> Self {
         OutPort {
             port: Mutex::new(Some(p)),
+            held: Mutex::new(None),
             itemsize,
             views: Arc::default(),
         }
     }
 
     fn close(&self) {
-        self.port
+        let port = self
+            .port
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
+        if let Some(p) = port {
+            *self.held.lock().unwrap_or_else(PoisonError::into_inner) =
+                each!(Out, &p, q => q.hold());
+        }
     }
 }
 

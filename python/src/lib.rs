@@ -34,6 +34,13 @@ pyo3::create_exception!(
     "A DMA transfer did not complete in time; the engine was halted (or the buffer given up to it) before this was raised."
 );
 
+pyo3::create_exception!(
+    _native,
+    QueueClosed,
+    pyo3::exceptions::PyBrokenPipeError,
+    "Every reader of this graph queue has finished: the writing node's work is done. A node that lets it propagate ends normally."
+);
+
 /// The `dmaflow._native` module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -52,5 +59,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<window::Window>()?;
     m.add("DmaError", m.py().get_type::<DmaError>())?;
     m.add("DmaTimeoutError", m.py().get_type::<DmaTimeoutError>())?;
+    m.add("QueueClosed", m.py().get_type::<QueueClosed>())?;
     Ok(())
 }

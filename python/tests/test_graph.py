@@ -109,3 +109,123 @@ def test_views_must_go_before_their_slots_do_and_bad_graphs_are_named():
     f = h.connect(("a", "o"), ("b", "i"), "u1")
     with pytest.raises(ValueError, match="float32"):
         h.fir("b", [1.0], f, h.connect(("b", "o"), ("c", "i"), "u1"))
+
+
+def _run_within(g, seconds=30.0):
+    """Runs the graph on a thread; a graph that does not end in time fails
+    the test instead of hanging it."""
+    import threading
+
+    box = {}
+
+    def go():
+        try:
+            g.run()
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            box["error"] = e
+
+    t = threading.Thread(target=go, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"the graph did not end within {seconds} s: it hangs"
+    if "error" in box:
+        raise box["error"]
+
+
+def test_endless_sources_behind_finished_heads_end_the_graph():
+    # The idiom of SDR flowgraphs: endless source -> head(N) -> sink, four
+    # pipes. The head returns early; its source's next write raises
+    # QueueClosed, which ends the source normally.
+    from dmaflow import QueueClosed
+
+    for _ in range(5):
+        g = Graph()
+        counts = {}
+        closed = []
+        for p in range(4):
+            a = g.connect((f"src{p}", "out"), (f"head{p}", "in"), "u4", 1024)
+            b = g.connect((f"head{p}", "out"), (f"sink{p}", "in"), "u4", 1024)
+
+            def src(out, p=p):
+                i = 0
+                try:
+                    while True:
+                        out.write(np.arange(i, i + 300, dtype=np.uint32))
+                        i += 300
+                except QueueClosed:
+                    closed.append(p)
+                    raise
+
+            def head(inp, out, limit=5000):
+                left = limit
+                while left > 0:
+                    w = inp.peek(1)
+                    if len(w) == 0:
+                        return
+                    k = min(len(w), left)
+                    chunk = w[:k].copy()
+                    del w
+                    inp.consume(k)
+                    out.write(chunk)
+                    left -= k
+
+            def sink(inp, p=p):
+                n, ordered = 0, True
+                for chunk in inp:
+                    ordered &= bool(np.array_equal(chunk, np.arange(n, n + len(chunk), dtype=np.uint32)))
+                    n += len(chunk)
+                counts[p] = (n, ordered)
+
+            g.node(f"src{p}", src, outputs=[a])
+            g.node(f"head{p}", head, inputs=[a], outputs=[b])
+            g.node(f"sink{p}", sink, inputs=[b])
+        _run_within(g)
+        assert counts == {p: (5000, True) for p in range(4)}
+        assert sorted(closed) == [0, 1, 2, 3]
+
+
+def test_a_node_that_raises_while_others_wait_ends_the_graph_with_its_error():
+    g = Graph()
+    a = g.connect(("src", "out"), ("mid", "in"), "u4", 1024)
+    b = g.connect(("mid", "out"), ("sink", "in"), "u4", 1024)
+
+    def src(out):
+        while True:  # endless: only the failure can end it
+            out.write(np.zeros(500, dtype=np.uint32))
+
+    def mid(inp, out):
+        inp.peek(10)
+        raise KeyError("mid broke (injected)")
+
+    def sink(inp):
+        for _ in inp:
+            pass
+
+    g.node("src", src, outputs=[a])
+    g.node("mid", mid, inputs=[a], outputs=[b])
+    g.node("sink", sink, inputs=[b])
+    with pytest.raises(RuntimeError, match="mid broke"):
+        _run_within(g)
+
+
+def test_a_view_kept_past_its_node_stays_readable_and_the_graph_ends():
+    g = Graph()
+    e = g.connect(("src", "out"), ("sink", "in"), "u4", 1024)
+    kept = {}
+
+    def src(out):
+        out.write(np.arange(100, dtype=np.uint32))
+        kept["reserved"] = out._native.reserve(8)  # a writable window kept
+
+    def sink(inp):
+        kept["window"] = inp.peek(100)  # returns without consuming or dropping
+
+    g.node("src", src, outputs=[e])
+    g.node("sink", sink, inputs=[e])
+    _run_within(g)
+    # The queue is gone from the graph, its memory is not: reading the kept
+    # view is reading what it showed, never a fault.
+    assert np.array_equal(kept["window"][:100], np.arange(100, dtype=np.uint32))
+    view = np.frombuffer(kept["reserved"], dtype=np.uint32)
+    view[:] = 7  # slots no reader will ever be shown
+    del kept["window"], view, kept["reserved"]

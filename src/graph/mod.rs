@@ -15,6 +15,12 @@
 //! with [`Error::Deadlock`] naming the cycle. A node that fails or panics stops the
 //! graph with that node's error; the others are woken, stopped and joined.
 //!
+//! A node whose every reader has finished ends too, as in every SDR runtime's
+//! `head` idiom: a write to a queue nobody reads any more returns
+//! [`Error::Port`] with [`ring::Error::Closed`], and a node that returns that
+//! error has ended normally (the graph does not fail). A graph ends, grows a
+//! queue or reports: it never hangs.
+//!
 //! ```
 //! use dmaflow::graph::Graph;
 //! let mut g = Graph::new();
@@ -44,11 +50,11 @@
 //! ```
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crate::ring::{self, Builder, Pod, Wait};
+use crate::sync::lock;
 
 /// Any error a node body may return.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -135,6 +141,8 @@ use runtime::*;
 pub struct Graph {
     rt: Arc<Runtime>,
     ids: HashMap<String, usize>,
+    /// Node names by id, kept outside the runtime's lock.
+    names: Vec<Arc<str>>,
     bodies: Vec<Option<Box<dyn FnOnce() -> NodeResult + Send>>>,
     ports: HashSet<(usize, String)>,
     queue_bytes: usize,
@@ -150,16 +158,9 @@ impl Graph {
     /// An empty graph whose queues default to [`DEFAULT_QUEUE_BYTES`].
     pub fn new() -> Self {
         Graph {
-            rt: Arc::new(Runtime {
-                sched: Mutex::new(Sched {
-                    names: Vec::new(),
-                    status: Vec::new(),
-                    edges: Vec::new(),
-                    failure: None,
-                }),
-                abort: AtomicBool::new(false),
-            }),
+            rt: Arc::new(Runtime::new()),
             ids: HashMap::new(),
+            names: Vec::new(),
             bodies: Vec::new(),
             ports: HashSet::new(),
             queue_bytes: DEFAULT_QUEUE_BYTES,
@@ -179,6 +180,7 @@ impl Graph {
         let id = self.bodies.len();
         self.ids.insert(name.to_string(), id);
         self.bodies.push(None);
+        self.names.push(Arc::from(name));
         let mut s = lock(&self.rt.sched);
         s.names.push(name.to_string());
         s.status.push(Status::Running);
@@ -188,7 +190,7 @@ impl Graph {
     fn claim_port(&mut self, node: usize, port: &str) -> Result<(), Error> {
         if !self.ports.insert((node, port.to_string())) {
             return Err(Error::DuplicatePort {
-                node: lock(&self.rt.sched).names[node].clone(),
+                node: self.names[node].to_string(),
                 port: port.to_string(),
             });
         }
@@ -250,17 +252,12 @@ impl Graph {
             source,
         })?;
         let mut s = lock(&self.rt.sched);
-        let edge = Arc::new(Edge {
-            id: s.edges.len(),
-            label: format!("{}.{} -> {}.{}", from.0, from.1, to.0, to.1),
-            writer_node: wn,
-            capacity: AtomicUsize::new(w.capacity()),
-            grow_to: AtomicUsize::new(0),
-            writer_target: AtomicU64::new(u64::MAX),
-            readers_target: AtomicU64::new(u64::MAX),
-            writer_cv: Condvar::new(),
-            readers_cv: Condvar::new(),
-        });
+        let edge = Arc::new(Edge::new(
+            s.edges.len(),
+            format!("{}.{} -> {}.{}", from.0, from.1, to.0, to.1),
+            wn,
+            w.capacity(),
+        ));
         s.edges.push(edge.clone());
         drop(s);
         let input = Input {
@@ -268,6 +265,7 @@ impl Graph {
             edge: edge.clone(),
             rt: self.rt.clone(),
             node: rn,
+            name: self.names[rn].clone(),
             port: to.1.to_string(),
         };
         let output = Output {
@@ -275,6 +273,7 @@ impl Graph {
             edge,
             rt: self.rt.clone(),
             node: wn,
+            name: self.names[wn].clone(),
             port: from.1.to_string(),
         };
         Ok((output, input))
@@ -295,6 +294,7 @@ impl Graph {
             edge: out.edge.clone(),
             rt: self.rt.clone(),
             node: rn,
+            name: self.names[rn].clone(),
             port: to.1.to_string(),
         })
     }
@@ -320,9 +320,9 @@ impl Graph {
 
     /// Starts every node on its own thread.
     pub fn start(self) -> Result<Running, Error> {
-        let names = lock(&self.rt.sched).names.clone();
+        let names = self.names;
         if let Some(i) = self.bodies.iter().position(Option::is_none) {
-            return Err(Error::NoBody(names[i].clone()));
+            return Err(Error::NoBody(names[i].to_string()));
         }
         let mut threads = Vec::new();
         for (id, body) in self.bodies.into_iter().enumerate() {
@@ -330,7 +330,7 @@ impl Graph {
             let rt = self.rt.clone();
             let name = names[id].clone();
             let spawned = std::thread::Builder::new()
-                .name(name.clone())
+                .name(name.to_string())
                 .spawn(move || run_node(&rt, id, &name, body));
             match spawned {
                 Ok(h) => threads.push(h),
@@ -346,7 +346,7 @@ impl Graph {
                         let _ = t.join();
                     }
                     return Err(Error::Spawn {
-                        node: names[id].clone(),
+                        node: names[id].to_string(),
                         source,
                     });
                 }

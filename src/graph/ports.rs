@@ -2,13 +2,45 @@
 //! queues, which wait through the runtime so that stalls are seen.
 
 use std::sync::Arc;
-use std::sync::PoisonError;
-use std::sync::atomic::{Ordering, fence};
 
 use crate::ring::{self, Pod, Reader, Writer};
+use crate::sync::Ordering;
 
 use super::Error;
 use super::runtime::*;
+
+impl<T: Pod> WriteEnd for Writer<T> {
+    fn capacity(&self) -> usize {
+        Writer::capacity(self)
+    }
+    fn position(&self) -> u64 {
+        Writer::position(self)
+    }
+    fn grow(&mut self, min_items: usize) -> Result<(), ring::Error> {
+        Writer::grow(self, min_items)
+    }
+    fn has_room(&mut self, n: usize) -> Result<bool, ring::Error> {
+        Writer::has_room(self, n)
+    }
+}
+
+impl<T: Pod> ReadEnd for Reader<T> {
+    fn position(&self) -> u64 {
+        Reader::position(self)
+    }
+    fn ready(&mut self, threshold: usize) -> Result<Option<usize>, ring::Error> {
+        match self.try_peek(threshold).map(|s| s.is_some()) {
+            Ok(true) => Ok(Some(threshold)),
+            Ok(false) => Ok(None),
+            // The queue will not grow any more: hand over what is left.
+            Err(ring::Error::ThresholdTooLarge { .. }) if self.is_writer_closed() => {
+                Ok(Some(self.capacity()))
+            }
+            Err(ring::Error::ThresholdTooLarge { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
 
 /// The writing end of an edge, owned by one node.
 pub struct Output<T: Pod> {
@@ -16,7 +48,23 @@ pub struct Output<T: Pod> {
     pub(super) edge: Arc<Edge>,
     pub(super) rt: Arc<Runtime>,
     pub(super) node: usize,
+    /// The owning node's name (kept here: messages never need the runtime's lock).
+    pub(super) name: Arc<str>,
     pub(super) port: String,
+}
+
+/// A port's error for a wait that ended without what it waited for.
+fn wait_error(name: &str, port: &str, e: WaitError) -> Error {
+    match e {
+        WaitError::Aborted => Error::Aborted {
+            node: name.to_string(),
+        },
+        WaitError::Queue(source) => Error::Port {
+            node: name.to_string(),
+            port: port.to_string(),
+            source,
+        },
+    }
 }
 
 impl<T: Pod> Output<T> {
@@ -28,41 +76,11 @@ impl<T: Pod> Output<T> {
     }
 
     pub(super) fn port_error(&self, source: ring::Error) -> Error {
-        Error::Port {
-            node: self.rt.node_name(self.node),
-            port: self.port.clone(),
-            source,
-        }
+        wait_error(&self.name, &self.port, WaitError::Queue(source))
     }
 
     pub(super) fn aborted(&self) -> Error {
-        Error::Aborted {
-            node: self.rt.node_name(self.node),
-        }
-    }
-
-    /// Grows the queue if a reader's threshold, the runtime or `n` asks for it.
-    pub(super) fn apply_growth(&mut self, n: usize) -> Result<(), Error> {
-        let want = self.edge.grow_to.load(Ordering::SeqCst).max(n);
-        if want > self.writer_mut().capacity() {
-            self.writer_mut()
-                .grow(want)
-                .map_err(|e| self.port_error(e))?;
-            let cap = self.writer_mut().capacity();
-            self.edge.capacity.store(cap, Ordering::SeqCst);
-            // Readers waiting on a threshold the queue could not hold may go on.
-            self.rt.wake(&self.edge, Side::Read);
-        }
-        Ok(())
-    }
-
-    /// Whether `n` slots are free (they are then reserved), without forming
-    /// a slice over them.
-    pub(super) fn has_room(&mut self, n: usize) -> Result<bool, Error> {
-        match self.writer_mut().has_room(n) {
-            Ok(free) => Ok(free),
-            Err(e) => Err(self.port_error(e)),
-        }
+        wait_error(&self.name, &self.port, WaitError::Aborted)
     }
 
     /// Capacity of the queue in items.
@@ -74,19 +92,15 @@ impl<T: Pod> Output<T> {
     /// queue if `n` exceeds it).
     pub fn reserve(&mut self, n: usize) -> Result<&mut [T], Error> {
         self.wait_room(n)?;
-        let w = self
-            .w
+        let Output { w, name, port, .. } = self;
+        let w = w
             .as_mut()
             .unwrap_or_else(|| unreachable!("output used after drop"));
         match w.try_reserve(n) {
             Ok(Some(s)) => Ok(s),
             // Only this writer takes free slots, and it just saw `n` of them.
             Ok(None) => unreachable!("free slots cannot disappear from under the writer"),
-            Err(source) => Err(Error::Port {
-                node: self.rt.node_name(self.node),
-                port: self.port.clone(),
-                source,
-            }),
+            Err(source) => Err(wait_error(name, port, WaitError::Queue(source))),
         }
     }
 
@@ -99,50 +113,32 @@ impl<T: Pod> Output<T> {
             self.wait_room(n)?;
             return Ok(true);
         }
-        if self.rt.abort.load(Ordering::Acquire) {
+        if self.rt.aborted() {
             return Err(self.aborted());
         }
         if n > self.capacity() {
             return Ok(false);
         }
-        self.has_room(n)
+        self.writer_mut()
+            .has_room(n)
+            .map_err(|e| self.port_error(e))
     }
 
     /// Waits until `n` slots are free (they are then reserved).
     fn wait_room(&mut self, n: usize) -> Result<(), Error> {
-        loop {
-            if self.rt.abort.load(Ordering::Acquire) {
-                return Err(self.aborted());
-            }
-            self.apply_growth(n)?;
-            if self.has_room(n)? {
-                break;
-            }
-            let rt = self.rt.clone();
-            let mut s = lock(&rt.sched);
-            s.status[self.node] = Status::Blocked {
-                edge: self.edge.id,
-                side: Side::Write,
-                amount: n,
-            };
-            let cap = self.writer_mut().capacity() as u64;
-            let target = self.writer_mut().position() + n as u64 - cap;
-            self.edge.writer_target.store(target, Ordering::SeqCst);
-            fence(Ordering::SeqCst);
-            let grow = self.edge.grow_to.load(Ordering::SeqCst) > cap as usize;
-            if !grow && !rt.abort.load(Ordering::SeqCst) && !self.has_room(n)? {
-                rt.check_stall(&mut s);
-                if matches!(s.status[self.node], Status::Blocked { .. }) {
-                    s = self
-                        .edge
-                        .writer_cv
-                        .wait(s)
-                        .unwrap_or_else(PoisonError::into_inner);
-                }
-            }
-            s.status[self.node] = Status::Running;
-        }
-        Ok(())
+        let Output {
+            w,
+            edge,
+            rt,
+            node,
+            name,
+            port,
+        } = self;
+        let w = w
+            .as_mut()
+            .unwrap_or_else(|| unreachable!("output used after drop"));
+        rt.wait_room(*node, edge, w, n)
+            .map_err(|e| wait_error(name, port, e))
     }
 
     /// Publishes the first `k` reserved items.
@@ -150,30 +146,22 @@ impl<T: Pod> Output<T> {
         if let Err(e) = self.writer_mut().commit(k) {
             return Err(self.port_error(e));
         }
-        fence(Ordering::SeqCst);
-        if self.edge.readers_target.load(Ordering::SeqCst) <= self.writer_mut().position() {
-            self.rt.wake(&self.edge, Side::Read);
-        }
+        let position = self.writer_mut().position();
+        self.rt.after_commit(&self.edge, position);
         Ok(())
     }
 
     /// `n` contiguous free slots if they are free now (no waiting, no growth).
     pub fn try_reserve(&mut self, n: usize) -> Result<Option<&mut [T]>, Error> {
-        if self.rt.abort.load(Ordering::Acquire) {
+        if self.rt.aborted() {
             return Err(self.aborted());
         }
-        let w = self
-            .w
+        let Output { w, name, port, .. } = self;
+        let w = w
             .as_mut()
             .unwrap_or_else(|| unreachable!("output used after drop"));
-        match w.try_reserve(n) {
-            Ok(s) => Ok(s),
-            Err(source) => Err(Error::Port {
-                node: self.rt.node_name(self.node),
-                port: self.port.clone(),
-                source,
-            }),
-        }
+        w.try_reserve(n)
+            .map_err(|source| wait_error(name, port, WaitError::Queue(source)))
     }
 
     /// Items committed so far.
@@ -230,6 +218,8 @@ pub struct Input<T: Pod> {
     pub(super) edge: Arc<Edge>,
     pub(super) rt: Arc<Runtime>,
     pub(super) node: usize,
+    /// The owning node's name (kept here: messages never need the runtime's lock).
+    pub(super) name: Arc<str>,
     pub(super) port: String,
 }
 
@@ -242,110 +232,53 @@ impl<T: Pod> Input<T> {
     }
 
     pub(super) fn port_error(&self, source: ring::Error) -> Error {
-        Error::Port {
-            node: self.rt.node_name(self.node),
-            port: self.port.clone(),
-            source,
-        }
-    }
-
-    /// `Some(threshold to use)` once `threshold` items are readable or the stream
-    /// has ended.
-    pub(super) fn ready(&mut self, threshold: usize) -> Result<Option<usize>, Error> {
-        let r = self.reader_mut();
-        match r.try_peek(threshold) {
-            Ok(Some(_)) => Ok(Some(threshold)),
-            Ok(None) => Ok(None),
-            Err(ring::Error::ThresholdTooLarge { .. }) => {
-                if r.is_writer_closed() {
-                    // The queue will not grow any more: hand over what is left.
-                    Ok(Some(r.capacity()))
-                } else {
-                    Ok(None)
-                }
-            }
-            Err(e) => Err(self.port_error(e)),
-        }
+        wait_error(&self.name, &self.port, WaitError::Queue(source))
     }
 
     /// Waits until at least `threshold` items are readable (growing the queue if the
     /// threshold exceeds it) and returns them; at the end of the stream returns what
     /// is left, and finally an empty slice.
     pub fn peek(&mut self, threshold: usize) -> Result<&[T], Error> {
-        if threshold > self.edge.capacity.load(Ordering::SeqCst) {
-            self.edge.grow_to.fetch_max(threshold, Ordering::SeqCst);
-            self.rt.wake(&self.edge, Side::Write);
-        }
-        let t = loop {
-            if self.rt.abort.load(Ordering::Acquire) {
-                return Err(Error::Aborted {
-                    node: self.rt.node_name(self.node),
-                });
-            }
-            if let Some(t) = self.ready(threshold)? {
-                break t;
-            }
-            let rt = self.rt.clone();
-            let mut s = lock(&rt.sched);
-            s.status[self.node] = Status::Blocked {
-                edge: self.edge.id,
-                side: Side::Read,
-                amount: threshold,
-            };
-            let target = self.reader_mut().position() + threshold as u64;
-            self.edge.readers_target.fetch_min(target, Ordering::SeqCst);
-            fence(Ordering::SeqCst);
-            if !rt.abort.load(Ordering::SeqCst) && self.ready(threshold)?.is_none() {
-                rt.check_stall(&mut s);
-                if matches!(s.status[self.node], Status::Blocked { .. }) {
-                    s = self
-                        .edge
-                        .readers_cv
-                        .wait(s)
-                        .unwrap_or_else(PoisonError::into_inner);
-                }
-            }
-            s.status[self.node] = Status::Running;
-        };
-        let r = self
-            .r
+        let Input {
+            r,
+            edge,
+            rt,
+            node,
+            name,
+            port,
+        } = self;
+        let r = r
             .as_mut()
             .unwrap_or_else(|| unreachable!("input used after drop"));
-        match r.peek(t) {
-            Ok(s) => Ok(s),
-            Err(source) => Err(Error::Port {
-                node: self.rt.node_name(self.node),
-                port: self.port.clone(),
-                source,
-            }),
-        }
+        let t = rt
+            .wait_items(*node, edge, r, threshold)
+            .map_err(|e| wait_error(name, port, e))?;
+        r.peek(t)
+            .map_err(|source| wait_error(name, port, WaitError::Queue(source)))
     }
 
     /// The readable items if at least `threshold` are readable now, or the
     /// stream has ended (then what is left, possibly nothing); `None` otherwise.
     /// Never waits and never grows the queue.
     pub fn try_peek(&mut self, threshold: usize) -> Result<Option<&[T]>, Error> {
-        if self.rt.abort.load(Ordering::Acquire) {
-            return Err(Error::Aborted {
-                node: self.rt.node_name(self.node),
-            });
+        let Input {
+            r, rt, name, port, ..
+        } = self;
+        if rt.aborted() {
+            return Err(wait_error(name, port, WaitError::Aborted));
         }
-        let Some(t) = self.ready(threshold)? else {
-            return Ok(None);
-        };
-        let node = self.node;
-        let r = self
-            .r
+        let r = r
             .as_mut()
             .unwrap_or_else(|| unreachable!("input used after drop"));
-        match r.peek(t) {
-            Ok(s) => Ok(Some(s)),
-            Err(source) => Err(Error::Port {
-                node: self.rt.node_name(node),
-                port: self.port.clone(),
-                source,
-            }),
-        }
+        let Some(t) = r
+            .ready(threshold)
+            .map_err(|source| wait_error(name, port, WaitError::Queue(source)))?
+        else {
+            return Ok(None);
+        };
+        r.peek(t)
+            .map(Some)
+            .map_err(|source| wait_error(name, port, WaitError::Queue(source)))
     }
 
     /// Where `n` items from `from` past the read position lie for a device, for
@@ -385,10 +318,8 @@ impl<T: Pod> Input<T> {
         if let Err(e) = self.reader_mut().consume(m) {
             return Err(self.port_error(e));
         }
-        fence(Ordering::SeqCst);
-        if self.edge.writer_target.load(Ordering::SeqCst) <= self.reader_mut().position() {
-            self.rt.wake(&self.edge, Side::Write);
-        }
+        let position = self.reader_mut().position();
+        self.rt.after_consume(&self.edge, position);
         Ok(())
     }
 

@@ -1,18 +1,23 @@
 //! The runtime's scheduling state: which node waits on which queue, waking
 //! nodes, growing a queue on an artificial deadlock (Parks' bounded scheduling),
 //! reporting a real one, and running each node on its thread.
+//!
+//! Lock discipline: one mutex (`Runtime::sched`) guards who waits on what.
+//! Nothing called while it is held takes it again: the graph's fixed facts
+//! (node names, edge labels) live outside it, a queue's own calls take no
+//! runtime lock, and errors are built after it is released. The waits of both
+//! sides are here ([`Runtime::wait_room`], [`Runtime::wait_items`]), written
+//! against [`WriteEnd`] and [`ReadEnd`] so that the `loom` model below checks
+//! this very code on the queue's cursor protocol.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 
 use crate::ring;
+use crate::sync::{
+    AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering, fence, lock, wait,
+};
 
 use super::{Error, NodeResult};
-
-pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Side {
@@ -49,10 +54,29 @@ pub(super) struct Edge {
     pub(super) readers_cv: Condvar,
 }
 
+impl Edge {
+    /// A new edge `id` written by node `writer_node`, with a queue of `capacity`.
+    pub(super) fn new(id: usize, label: String, writer_node: usize, capacity: usize) -> Self {
+        Edge {
+            id,
+            label,
+            writer_node,
+            capacity: AtomicUsize::new(capacity),
+            grow_to: AtomicUsize::new(0),
+            writer_target: AtomicU64::new(u64::MAX),
+            readers_target: AtomicU64::new(u64::MAX),
+            writer_cv: Condvar::new(),
+            readers_cv: Condvar::new(),
+        }
+    }
+}
+
+/// Who waits on what. Node names are kept here only for deadlock reports,
+/// which are built with the lock held; ports carry their own node's name.
 pub(super) struct Sched {
     pub(super) names: Vec<String>,
     pub(super) status: Vec<Status>,
-    pub(super) edges: Vec<Arc<Edge>>,
+    pub(super) edges: Vec<std::sync::Arc<Edge>>,
     pub(super) failure: Option<Error>,
 }
 
@@ -61,9 +85,55 @@ pub(super) struct Runtime {
     pub(super) abort: AtomicBool,
 }
 
+/// Why a wait on a queue ended without the room or the items it waited for.
+#[derive(Debug)]
+pub(super) enum WaitError {
+    /// The graph is stopping.
+    Aborted,
+    /// The queue's own error (every reader gone, memory lost, ...).
+    Queue(ring::Error),
+}
+
+/// What the runtime needs of a queue's writing end to wait on it. None of
+/// these calls may take the runtime's lock.
+pub(super) trait WriteEnd {
+    /// Capacity in items.
+    fn capacity(&self) -> usize;
+    /// Items published so far.
+    fn position(&self) -> u64;
+    /// Grows the queue to at least `min_items` (readers follow).
+    fn grow(&mut self, min_items: usize) -> Result<(), ring::Error>;
+    /// Whether `n` slots are free now (they are then reserved).
+    fn has_room(&mut self, n: usize) -> Result<bool, ring::Error>;
+}
+
+/// What the runtime needs of a queue's reading end to wait on it. None of
+/// these calls may take the runtime's lock.
+pub(super) trait ReadEnd {
+    /// Items consumed so far.
+    fn position(&self) -> u64;
+    /// `Some(threshold to use)` once `threshold` items are readable or the
+    /// stream has ended; `None` while neither holds.
+    fn ready(&mut self, threshold: usize) -> Result<Option<usize>, ring::Error>;
+}
+
 impl Runtime {
-    pub(super) fn node_name(&self, node: usize) -> String {
-        lock(&self.sched).names[node].clone()
+    /// A runtime with no nodes yet.
+    pub(super) fn new() -> Self {
+        Runtime {
+            sched: Mutex::new(Sched {
+                names: Vec::new(),
+                status: Vec::new(),
+                edges: Vec::new(),
+                failure: None,
+            }),
+            abort: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether the graph is stopping.
+    pub(super) fn aborted(&self) -> bool {
+        self.abort.load(Ordering::Acquire)
     }
 
     /// Wakes the nodes blocked on one side of `edge`.
@@ -114,6 +184,8 @@ impl Runtime {
     }
 
     /// Makes every port call return [`Error::Aborted`] and wakes every waiter.
+    /// Called with the lock held, so that no waiter is between its last look
+    /// at `abort` and its wait.
     pub(super) fn stop_all(&self, s: &Sched) {
         self.abort.store(true, Ordering::SeqCst);
         for e in &s.edges {
@@ -133,7 +205,7 @@ impl Runtime {
                 Status::Done => {}
             }
         }
-        if !any_live {
+        if !any_live || self.abort.load(Ordering::SeqCst) {
             return;
         }
         // Writers waiting on full queues: grow the smallest queue by its request.
@@ -156,7 +228,8 @@ impl Runtime {
                 return;
             };
             let e = s.edges[edge].clone();
-            e.grow_to.fetch_max(cap + amount, Ordering::SeqCst);
+            e.grow_to
+                .fetch_max(cap.saturating_add(amount), Ordering::SeqCst);
             Self::wake_locked(s, &e, Side::Write);
             return;
         }
@@ -197,6 +270,194 @@ impl Runtime {
         out += &format!("{} closes the cycle", s.names[node]);
         out
     }
+
+    /// One blocking round of node `node` on `side` of `edge`: marks it blocked,
+    /// publishes `target` for the other side, looks once more (`ready`, with the
+    /// lock held: it must not take it), lets the runtime resolve a stall, and
+    /// sleeps until woken. The node is running again on return, whatever
+    /// happened; the caller looks at the queue again.
+    fn block(
+        &self,
+        node: usize,
+        edge: &Edge,
+        side: Side,
+        amount: usize,
+        target: u64,
+        ready: impl FnOnce() -> Result<bool, ring::Error>,
+    ) -> Result<(), WaitError> {
+        let mut s = lock(&self.sched);
+        s.status[node] = Status::Blocked {
+            edge: edge.id,
+            side,
+            amount,
+        };
+        match side {
+            Side::Write => edge.writer_target.store(target, Ordering::SeqCst),
+            Side::Read => {
+                edge.readers_target.fetch_min(target, Ordering::SeqCst);
+            }
+        }
+        // Pairs with the fence in `after_commit` / `after_consume`: either the
+        // other side sees the target (and wakes us, under the lock, after we
+        // sleep), or `ready` sees what the other side published.
+        fence(Ordering::SeqCst);
+        let growing = side == Side::Write
+            && edge.grow_to.load(Ordering::SeqCst) > edge.capacity.load(Ordering::SeqCst);
+        let look = if growing || self.abort.load(Ordering::SeqCst) {
+            Ok(true)
+        } else {
+            ready()
+        };
+        if let Ok(false) = look {
+            self.check_stall(&mut s);
+            // A stall check may have woken us (growth) or stopped the graph
+            // (a deadlock, reported by this very node): then do not sleep.
+            if matches!(s.status[node], Status::Blocked { .. })
+                && !self.abort.load(Ordering::SeqCst)
+            {
+                let cv = match side {
+                    Side::Write => &edge.writer_cv,
+                    Side::Read => &edge.readers_cv,
+                };
+                s = wait(cv, s);
+            }
+        }
+        s.status[node] = Status::Running;
+        drop(s);
+        look.map(|_| ()).map_err(WaitError::Queue)
+    }
+
+    /// Grows `w` if a reader's threshold, the runtime or `n` asks for it.
+    pub(super) fn apply_growth<W: WriteEnd>(
+        &self,
+        edge: &Edge,
+        w: &mut W,
+        n: usize,
+    ) -> Result<(), ring::Error> {
+        let want = edge.grow_to.load(Ordering::SeqCst).max(n);
+        if want > w.capacity() {
+            w.grow(want)?;
+            edge.capacity.store(w.capacity(), Ordering::SeqCst);
+            // Readers waiting on a threshold the queue could not hold may go on.
+            self.wake(edge, Side::Read);
+        }
+        Ok(())
+    }
+
+    /// Waits, as node `node`, until `n` slots of `w` are free (they are then
+    /// reserved), growing the queue when `n` exceeds it or the runtime asks.
+    pub(super) fn wait_room<W: WriteEnd>(
+        &self,
+        node: usize,
+        edge: &Edge,
+        w: &mut W,
+        n: usize,
+    ) -> Result<(), WaitError> {
+        loop {
+            if self.aborted() {
+                return Err(WaitError::Aborted);
+            }
+            self.apply_growth(edge, w, n).map_err(WaitError::Queue)?;
+            if w.has_room(n).map_err(WaitError::Queue)? {
+                return Ok(());
+            }
+            let cap = w.capacity() as u64;
+            let target = (w.position() + n as u64).saturating_sub(cap);
+            self.block(node, edge, Side::Write, n, target, || w.has_room(n))?;
+        }
+    }
+
+    /// Waits, as node `node`, until `threshold` items of `r` are readable or
+    /// its stream has ended; returns the threshold to peek with. A threshold
+    /// beyond the queue asks its writer to grow it.
+    pub(super) fn wait_items<R: ReadEnd>(
+        &self,
+        node: usize,
+        edge: &Edge,
+        r: &mut R,
+        threshold: usize,
+    ) -> Result<usize, WaitError> {
+        if threshold > edge.capacity.load(Ordering::SeqCst) {
+            edge.grow_to.fetch_max(threshold, Ordering::SeqCst);
+            self.wake(edge, Side::Write);
+        }
+        loop {
+            if self.aborted() {
+                return Err(WaitError::Aborted);
+            }
+            if let Some(t) = r.ready(threshold).map_err(WaitError::Queue)? {
+                return Ok(t);
+            }
+            let target = r.position().saturating_add(threshold as u64);
+            self.block(node, edge, Side::Read, threshold, target, || {
+                r.ready(threshold).map(|t| t.is_some())
+            })?;
+        }
+    }
+
+    /// After the writer of `edge` published up to `position`: wakes its
+    /// readers if one waits for that.
+    pub(super) fn after_commit(&self, edge: &Edge, position: u64) {
+        fence(Ordering::SeqCst);
+        if edge.readers_target.load(Ordering::SeqCst) <= position {
+            self.wake(edge, Side::Read);
+        }
+    }
+
+    /// After a reader of `edge` consumed up to `position`: wakes the writer if
+    /// it waits for that.
+    pub(super) fn after_consume(&self, edge: &Edge, position: u64) {
+        fence(Ordering::SeqCst);
+        if edge.writer_target.load(Ordering::SeqCst) <= position {
+            self.wake(edge, Side::Write);
+        }
+    }
+
+    /// Node `id` ended with `result` (its ports already closed): records the
+    /// first real failure, or looks for a stall the end leaves behind.
+    pub(super) fn finish(&self, id: usize, name: &str, result: std::thread::Result<NodeResult>) {
+        // The error is built before the lock is taken.
+        let err = match result {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => match e.downcast::<Error>() {
+                // Stopped because another node failed, or because every reader
+                // of its output has finished (a `head` downstream): not a failure.
+                Ok(e)
+                    if matches!(
+                        *e,
+                        Error::Aborted { .. }
+                            | Error::Port {
+                                source: ring::Error::Closed,
+                                ..
+                            }
+                    ) =>
+                {
+                    None
+                }
+                Ok(e) => Some(match *e {
+                    e @ (Error::Port { .. } | Error::Deadlock { .. }) => e,
+                    e => Error::Node {
+                        node: name.to_string(),
+                        source: Box::new(e),
+                    },
+                }),
+                Err(e) => Some(Error::Node {
+                    node: name.to_string(),
+                    source: e,
+                }),
+            },
+            Err(p) => Some(Error::Panicked {
+                node: name.to_string(),
+                message: panic_message(p.as_ref()),
+            }),
+        };
+        let mut s = lock(&self.sched);
+        s.status[id] = Status::Done;
+        match err {
+            Some(e) => self.fail(&mut s, e),
+            None => self.check_stall(&mut s),
+        }
+    }
 }
 
 pub(super) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
@@ -218,31 +479,257 @@ pub(super) fn run_node(
     // The body (and with it every port it captured) is consumed here, so its
     // queues are closed before the node is marked done.
     let result = catch_unwind(AssertUnwindSafe(body));
-    let mut s = lock(&rt.sched);
-    s.status[id] = Status::Done;
-    let err = match result {
-        Ok(Ok(())) => None,
-        Ok(Err(e)) => match e.downcast::<Error>() {
-            Ok(e) if matches!(*e, Error::Aborted { .. }) => None,
-            Ok(e) => Some(match *e {
-                e @ (Error::Port { .. } | Error::Deadlock { .. }) => e,
-                e => Error::Node {
-                    node: name.to_string(),
-                    source: Box::new(e),
-                },
-            }),
-            Err(e) => Some(Error::Node {
-                node: name.to_string(),
-                source: e,
-            }),
-        },
-        Err(p) => Some(Error::Panicked {
-            node: name.to_string(),
-            message: panic_message(p.as_ref()),
-        }),
-    };
-    match err {
-        Some(e) => rt.fail(&mut s, e),
-        None => rt.check_stall(&mut s),
+    rt.finish(id, name, result);
+}
+
+#[cfg(all(test, dmaflow_loom))]
+mod loom_tests {
+    //! Exhaustive interleavings of the graph's blocking protocol: the runtime's
+    //! own waits, stall checks, growth and abort, on the queue's own cursor
+    //! protocol (slots without memory: `L = ()`).
+    use super::*;
+    use crate::ring::Wait;
+    use crate::ring::cursor::{ReadSide, WriteSide, pair};
+    use loom::sync::Arc;
+    use loom::thread;
+
+    impl WriteEnd for WriteSide<()> {
+        fn capacity(&self) -> usize {
+            WriteSide::capacity(self)
+        }
+        fn position(&self) -> u64 {
+            WriteSide::position(self)
+        }
+        fn grow(&mut self, min_items: usize) -> Result<(), ring::Error> {
+            self.relayout((), min_items);
+            Ok(())
+        }
+        fn has_room(&mut self, n: usize) -> Result<bool, ring::Error> {
+            self.wait_free(n, false)
+        }
+    }
+
+    impl ReadEnd for ReadSide<()> {
+        fn position(&self) -> u64 {
+            ReadSide::position(self)
+        }
+        fn ready(&mut self, threshold: usize) -> Result<Option<usize>, ring::Error> {
+            match self.wait_available(threshold, false) {
+                Ok(Some(_)) => Ok(Some(threshold)),
+                Ok(None) => Ok(None),
+                Err(ring::Error::ThresholdTooLarge { .. }) if self.writer_closed() => {
+                    Ok(Some(self.capacity()))
+                }
+                Err(ring::Error::ThresholdTooLarge { .. }) => Ok(None),
+                Err(e) => Err(e),
+            }
+        }
+    }
+
+    fn model(f: impl Fn() + Sync + Send + 'static) {
+        let mut b = loom::model::Builder::new();
+        b.preemption_bound = Some(2);
+        b.check(f);
+    }
+
+    /// A runtime with `nodes` running nodes and one edge of `capacity` from
+    /// node 0 to node 1.
+    fn setup(nodes: usize, capacity: usize) -> (Arc<Runtime>, std::sync::Arc<Edge>) {
+        let rt = Runtime::new();
+        let edge = std::sync::Arc::new(Edge::new(0, "a.out -> b.in".into(), 0, capacity));
+        {
+            let mut s = lock(&rt.sched);
+            for i in 0..nodes {
+                s.names.push(format!("n{i}"));
+                s.status.push(Status::Running);
+            }
+            s.edges.push(edge.clone());
+        }
+        (Arc::new(rt), edge)
+    }
+
+    /// The writer's side of a node: wait, publish, tell the readers.
+    fn write(rt: &Runtime, edge: &Edge, w: &mut WriteSide<()>, n: usize) -> Result<(), WaitError> {
+        rt.wait_room(0, edge, w, n)?;
+        w.publish(n);
+        rt.after_commit(edge, w.position());
+        Ok(())
+    }
+
+    /// Reads up to the end of the stream in steps of `threshold`; returns the count.
+    fn read_all(
+        rt: &Runtime,
+        edge: &Edge,
+        r: &mut ReadSide<()>,
+        threshold: usize,
+    ) -> Result<u64, WaitError> {
+        let mut got = 0;
+        loop {
+            let t = rt.wait_items(1, edge, r, threshold)?;
+            // As `Reader::peek(t)` does: a fresh look at what is readable.
+            let n = r
+                .wait_available(t, false)
+                .map_err(WaitError::Queue)?
+                .unwrap_or(0);
+            if n == 0 {
+                return Ok(got);
+            }
+            r.release(n).map_err(WaitError::Queue)?;
+            got += n as u64;
+            rt.after_consume(edge, r.position());
+        }
+    }
+
+    #[test]
+    fn loom_graph_waits_on_both_sides_lose_no_wakeup() {
+        model(|| {
+            let (rt, edge) = setup(2, 1);
+            let (mut w, mut r) = pair((), 1, Wait::Spin);
+            let (rt2, e2) = (rt.clone(), edge.clone());
+            let t = thread::spawn(move || {
+                for _ in 0..2 {
+                    write(&rt2, &e2, &mut w, 1).unwrap();
+                }
+                drop(w);
+                rt2.wake(&e2, Side::Read);
+                rt2.finish(0, "n0", Ok(Ok(())));
+            });
+            assert_eq!(read_all(&rt, &edge, &mut r, 1).unwrap(), 2);
+            drop(r);
+            rt.wake(&edge, Side::Write);
+            rt.finish(1, "n1", Ok(Ok(())));
+            t.join().unwrap();
+            assert!(lock(&rt.sched).failure.is_none());
+        });
+    }
+
+    #[test]
+    fn loom_graph_reader_that_closes_early_ends_a_waiting_writer() {
+        model(|| {
+            let (rt, edge) = setup(2, 1);
+            let (mut w, r) = pair((), 1, Wait::Spin);
+            let (rt2, e2) = (rt.clone(), edge.clone());
+            let t = thread::spawn(move || {
+                // The reader finishes without reading: the writer, waiting on
+                // a full queue, must see the queue closed, never sleep on.
+                drop(r);
+                rt2.wake(&e2, Side::Write);
+                rt2.finish(1, "n1", Ok(Ok(())));
+            });
+            write(&rt, &edge, &mut w, 1).unwrap();
+            let second = write(&rt, &edge, &mut w, 1);
+            assert!(
+                matches!(second, Err(WaitError::Queue(ring::Error::Closed))),
+                "{second:?}"
+            );
+            drop(w);
+            rt.finish(0, "n0", Ok(Ok(())));
+            t.join().unwrap();
+        });
+    }
+
+    #[test]
+    fn loom_graph_threshold_beyond_the_queue_grows_it() {
+        model(|| {
+            // The reader's threshold (2) exceeds the queue (1): the writer,
+            // blocked on the full queue, is asked to grow it and goes on.
+            let (rt, edge) = setup(2, 1);
+            let (mut w, mut r) = pair((), 1, Wait::Spin);
+            let (rt2, e2) = (rt.clone(), edge.clone());
+            let t = thread::spawn(move || {
+                for _ in 0..2 {
+                    write(&rt2, &e2, &mut w, 1).unwrap();
+                }
+                drop(w);
+                rt2.wake(&e2, Side::Read);
+                rt2.finish(0, "n0", Ok(Ok(())));
+            });
+            let got = read_all(&rt, &edge, &mut r, 2).unwrap();
+            assert_eq!(got, 2);
+            drop(r);
+            rt.wake(&edge, Side::Write);
+            rt.finish(1, "n1", Ok(Ok(())));
+            t.join().unwrap();
+            assert!(edge.capacity.load(Ordering::SeqCst) >= 2);
+        });
+    }
+
+    #[test]
+    fn loom_graph_abort_wakes_both_sides() {
+        model(|| {
+            // Three nodes: a writer and a reader on one edge, and a third that
+            // fails. Whatever the two are doing then, neither waits for ever:
+            // each ends with `Aborted` or has finished its work.
+            let (rt, edge) = setup(3, 1);
+            let (mut w, mut r) = pair((), 1, Wait::Spin);
+            let (rt2, e2) = (rt.clone(), edge.clone());
+            let writer = thread::spawn(move || {
+                let res = (0..3).try_for_each(|_| write(&rt2, &e2, &mut w, 1));
+                // Done, stopped, or its reader was stopped first.
+                assert!(
+                    matches!(
+                        res,
+                        Ok(())
+                            | Err(WaitError::Aborted)
+                            | Err(WaitError::Queue(ring::Error::Closed))
+                    ),
+                    "{res:?}"
+                );
+                drop(w);
+                rt2.wake(&e2, Side::Read);
+                rt2.finish(0, "n0", Ok(Ok(())));
+            });
+            let (rt3, e3) = (rt.clone(), edge.clone());
+            let reader = thread::spawn(move || {
+                let res = read_all(&rt3, &e3, &mut r, 1);
+                // Everything the writer wrote before it was stopped, or stopped.
+                assert!(
+                    matches!(res, Ok(0..=3) | Err(WaitError::Aborted)),
+                    "{res:?}"
+                );
+                drop(r);
+                rt3.wake(&e3, Side::Write);
+                rt3.finish(1, "n1", Ok(Ok(())));
+            });
+            rt.finish(2, "n2", Ok(Err("fails".into())));
+            writer.join().unwrap();
+            reader.join().unwrap();
+            assert!(matches!(lock(&rt.sched).failure, Some(Error::Node { .. })));
+        });
+    }
+
+    #[test]
+    fn loom_graph_reader_of_its_own_output_reports_the_deadlock() {
+        model(|| {
+            // Two nodes each waiting to read what the other would write: the
+            // second to block reports the cycle and neither sleeps for ever.
+            let rt = Arc::new(Runtime::new());
+            let ab = std::sync::Arc::new(Edge::new(0, "a.out -> b.in".into(), 0, 1));
+            let ba = std::sync::Arc::new(Edge::new(1, "b.out -> a.in".into(), 1, 1));
+            {
+                let mut s = lock(&rt.sched);
+                s.names = vec!["a".into(), "b".into()];
+                s.status = vec![Status::Running; 2];
+                s.edges = vec![ab.clone(), ba.clone()];
+            }
+            let (w_ab, mut r_ab) = pair((), 1, Wait::Spin);
+            let (w_ba, mut r_ba) = pair((), 1, Wait::Spin);
+            let (rt2, ba2) = (rt.clone(), ba.clone());
+            let a = thread::spawn(move || {
+                let res = rt2.wait_items(0, &ba2, &mut r_ba, 1);
+                assert!(matches!(res, Err(WaitError::Aborted)), "{res:?}");
+                drop((w_ab, r_ba));
+                rt2.finish(0, "a", Ok(Ok(())));
+            });
+            let res = rt.wait_items(1, &ab, &mut r_ab, 1);
+            assert!(matches!(res, Err(WaitError::Aborted)), "{res:?}");
+            drop((w_ba, r_ab));
+            rt.finish(1, "b", Ok(Ok(())));
+            a.join().unwrap();
+            assert!(matches!(
+                lock(&rt.sched).failure,
+                Some(Error::Deadlock { .. })
+            ));
+        });
     }
 }

@@ -1,0 +1,516 @@
+//! A process network ends, grows a queue or reports; it never hangs. Each
+//! graph here runs on a thread of its own and the test waits for it with a
+//! timeout, so a regression fails instead of stalling.
+
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dmaflow::graph::{Error, Graph, Input, NodeResult, Output};
+use proptest::prelude::*;
+
+mod common;
+use common::Rng;
+
+/// How long any one graph here may take before it counts as hung.
+const BOUND: Duration = Duration::from_secs(20);
+
+/// Runs `g` and waits for it at most [`BOUND`].
+fn run_within(g: Graph) -> Result<(), Error> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(g.run());
+    });
+    match rx.recv_timeout(BOUND) {
+        Ok(r) => r,
+        Err(_) => panic!("the graph did not end within {BOUND:?}: it hangs"),
+    }
+}
+
+/// An endless source of `0, 1, 2, ...` in pieces of 1 to `piece` items.
+fn endless(mut out: Output<u32>, piece: usize, seed: u64) -> NodeResult {
+    let mut r = Rng(seed | 1);
+    let mut i = 0u32;
+    loop {
+        let k = 1 + r.below(piece);
+        let s = out.reserve(k)?;
+        for (j, x) in s.iter_mut().enumerate() {
+            *x = i.wrapping_add(j as u32);
+        }
+        out.commit(k)?;
+        i = i.wrapping_add(k as u32);
+    }
+}
+
+/// Passes on the first `limit` items and returns (GNU Radio's `head`).
+fn head(mut inp: Input<u32>, mut out: Output<u32>, limit: u64) -> NodeResult {
+    let mut left = limit;
+    while left > 0 {
+        let s = inp.peek(1)?;
+        if s.is_empty() {
+            break;
+        }
+        let k = (s.len() as u64).min(left) as usize;
+        let d = out.reserve(k)?;
+        d.copy_from_slice(&s[..k]);
+        out.commit(k)?;
+        inp.consume(k)?;
+        left -= k as u64;
+    }
+    Ok(())
+}
+
+/// Reads to the end of the stream; the count and whether the items were
+/// `0, 1, 2, ...`.
+fn counting_sink(g: &mut Graph, name: &str, mut inp: Input<u32>) -> Arc<Mutex<(u64, bool)>> {
+    let got = Arc::new(Mutex::new((0u64, true)));
+    let o = got.clone();
+    g.node(name, move || {
+        let (mut n, mut ordered) = (0u64, true);
+        loop {
+            let s = inp.peek(1)?;
+            if s.is_empty() {
+                break;
+            }
+            for (j, &x) in s.iter().enumerate() {
+                ordered &= x == (n + j as u64) as u32;
+            }
+            n += s.len() as u64;
+            let k = s.len();
+            inp.consume(k)?;
+        }
+        *o.lock().unwrap() = (n, ordered);
+        Ok(())
+    })
+    .unwrap();
+    got
+}
+
+#[test]
+fn endless_sources_behind_finished_heads_end_the_graph() {
+    // The idiom of every SDR runtime's benchmark: four pipes of endless
+    // source -> head(N) -> sink in one graph. The head finishes while its
+    // source waits on the full queue; the source must end, and the graph with it.
+    for round in 0..150u64 {
+        let mut g = Graph::new();
+        let mut sinks = Vec::new();
+        let limit = 3000 + round * 37;
+        for p in 0..4 {
+            let (src, h_in) = g
+                .connect::<u32>((&format!("src{p}"), "out"), (&format!("head{p}"), "in"))
+                .unwrap();
+            let (h_out, s_in) = g
+                .connect::<u32>((&format!("head{p}"), "out"), (&format!("sink{p}"), "in"))
+                .unwrap();
+            let seed = round * 4 + p;
+            // The source ends itself on `Closed`, as code written before that
+            // ended a node normally does: what is tested is the race alone.
+            g.node(&format!("src{p}"), move || match endless(src, 700, seed) {
+                Err(e) if e.to_string().contains("every reader has been dropped") => Ok(()),
+                other => other,
+            })
+            .unwrap();
+            g.node(&format!("head{p}"), move || head(h_in, h_out, limit))
+                .unwrap();
+            sinks.push(counting_sink(&mut g, &format!("sink{p}"), s_in));
+        }
+        run_within(g).unwrap_or_else(|e| panic!("round {round}: {e}"));
+        for s in sinks {
+            assert_eq!(*s.lock().unwrap(), (limit, true), "round {round}");
+        }
+    }
+}
+
+#[test]
+fn a_reader_that_finishes_first_ends_a_writer_waiting_on_it() {
+    // The reader returns without reading while the writer waits on a queue it
+    // filled: the writer's wait ends with `Closed`, which ends it normally.
+    for _ in 0..200 {
+        let mut g = Graph::new();
+        let (out, inp) = g
+            .connect_with_capacity::<u32>(("w", "out"), ("r", "in"), 1)
+            .unwrap();
+        g.node("w", move || endless(out, 5000, 7)).unwrap();
+        g.node("r", move || {
+            drop(inp);
+            Ok(())
+        })
+        .unwrap();
+        run_within(g).unwrap();
+    }
+}
+
+#[test]
+fn a_node_of_its_own_cycle_reports_the_deadlock() {
+    // A node waiting to read what only it would write: the real deadlock is
+    // reported (it names the node), never slept on.
+    for _ in 0..50 {
+        let mut g = Graph::new();
+        let (out, mut inp) = g.connect::<u32>(("me", "out"), ("me", "in")).unwrap();
+        g.node("me", move || {
+            let _keep = out;
+            inp.peek(1)?;
+            Ok(())
+        })
+        .unwrap();
+        match run_within(g) {
+            Err(Error::Deadlock { cycle }) => assert!(cycle.contains("me.out -> me.in"), "{cycle}"),
+            other => panic!("expected a deadlock, got {other:?}"),
+        }
+    }
+}
+
+/// One stage of a branch in a random graph.
+#[derive(Debug, Clone)]
+enum Stage {
+    /// Passes items on, reading with `threshold` and consuming up to `chunk`.
+    Copy { threshold: usize, chunk: usize },
+    /// Adds `c` to every item.
+    Add { c: u32 },
+    /// Passes the first `limit` items and returns.
+    Head { limit: u64 },
+    /// Returns an error before passing item number `at`.
+    Fail { at: u64 },
+    /// Panics before passing item number `at`.
+    Panic { at: u64 },
+}
+
+fn stage() -> impl Strategy<Value = Stage> {
+    prop_oneof![
+        4 => (1usize..3000, 1usize..5000).prop_map(|(threshold, chunk)| Stage::Copy { threshold, chunk }),
+        2 => (0u32..1000).prop_map(|c| Stage::Add { c }),
+        2 => (0u64..6000).prop_map(|limit| Stage::Head { limit }),
+        1 => (0u64..6000).prop_map(|at| Stage::Fail { at }),
+        1 => (0u64..6000).prop_map(|at| Stage::Panic { at }),
+    ]
+}
+
+/// A random graph: a source (finite or endless) fanned out to branches of
+/// stages, joined again by a node that adds one item of each live branch.
+#[derive(Debug, Clone)]
+struct Shape {
+    /// `None`: endless.
+    items: Option<u64>,
+    /// Queue sizes asked for (rounded up to pages by the queue).
+    capacity: usize,
+    branches: Vec<Vec<Stage>>,
+}
+
+fn shape() -> impl Strategy<Value = Shape> {
+    (
+        prop_oneof![3 => (0u64..8000).prop_map(Some), 1 => Just(None)],
+        prop_oneof![Just(1usize), Just(1000), Just(1500), Just(3333)],
+        prop::collection::vec(prop::collection::vec(stage(), 0..4), 1..4),
+    )
+        .prop_map(|(items, capacity, mut branches)| {
+            if items.is_none() {
+                // An endless source needs every branch to end by itself.
+                for b in &mut branches {
+                    if !b.iter().any(|s| matches!(s, Stage::Head { .. })) {
+                        b.push(Stage::Head { limit: 2500 });
+                    }
+                }
+            }
+            Shape {
+                items,
+                capacity,
+                branches,
+            }
+        })
+}
+
+/// Runs one stage as a node body.
+fn stage_body(st: Stage, mut inp: Input<u32>, mut out: Output<u32>, name: String) -> NodeResult {
+    let (threshold, chunk) = match st {
+        Stage::Copy { threshold, chunk } => (threshold, chunk),
+        _ => (1, usize::MAX),
+    };
+    let mut passed = 0u64;
+    loop {
+        let s = inp.peek(threshold)?;
+        if s.is_empty() {
+            return Ok(());
+        }
+        let mut k = s.len().min(chunk);
+        match st {
+            Stage::Head { limit } => {
+                if passed >= limit {
+                    return Ok(());
+                }
+                k = k.min((limit - passed) as usize);
+            }
+            Stage::Fail { at } | Stage::Panic { at } if passed + k as u64 > at => {
+                k = (at - passed) as usize;
+                if k == 0 {
+                    if matches!(st, Stage::Panic { .. }) {
+                        panic!("{name} panics at item {at}");
+                    }
+                    return Err(format!("{name} fails at item {at}").into());
+                }
+            }
+            _ => {}
+        }
+        let add = if let Stage::Add { c } = st { c } else { 0 };
+        let d = out.reserve(k)?;
+        for (d, &x) in d.iter_mut().zip(&s[..k]) {
+            *d = x.wrapping_add(add);
+        }
+        out.commit(k)?;
+        inp.consume(k)?;
+        passed += k as u64;
+    }
+}
+
+/// What a shape must give: for each branch, the number of items it delivers
+/// when nothing fails and the constant it adds; and the stages that may fail
+/// (with whether each certainly fails).
+struct Expect {
+    lengths: Vec<u64>,
+    adds: Vec<u32>,
+    /// (node name, certainly fails)
+    failing: Vec<(String, bool)>,
+}
+
+fn expect(shape: &Shape) -> Expect {
+    let mut e = Expect {
+        lengths: Vec::new(),
+        adds: Vec::new(),
+        failing: Vec::new(),
+    };
+    for (b, stages) in shape.branches.iter().enumerate() {
+        let mut reach = shape.items.unwrap_or(u64::MAX);
+        let mut add = 0u32;
+        for (i, st) in stages.iter().enumerate() {
+            match *st {
+                Stage::Head { limit } => reach = reach.min(limit),
+                Stage::Add { c } => add = add.wrapping_add(c),
+                Stage::Fail { at } | Stage::Panic { at } if reach > at => {
+                    // Certain unless a head after it may stop reading first:
+                    // a head with a limit above `at` never does (it waits for
+                    // more than the stage passes before failing).
+                    let cut = stages[i + 1..]
+                        .iter()
+                        .any(|s| matches!(*s, Stage::Head { limit } if limit <= at));
+                    e.failing.push((format!("b{b}s{i}"), !cut));
+                    reach = at;
+                }
+                _ => {}
+            }
+        }
+        e.lengths.push(reach);
+        e.adds.push(add);
+    }
+    e
+}
+
+fn build_and_run(shape: &Shape) -> (Result<(), Error>, Vec<u32>) {
+    let mut g = Graph::new();
+    let cap = shape.capacity;
+    let nb = shape.branches.len();
+    // Source, fanned out to the first node of each branch.
+    let mut firsts = Vec::new();
+    let (mut src, first) = g
+        .connect_with_capacity::<u32>(("src", "out"), (&node_name(0, 0, shape), "in0"), cap)
+        .unwrap();
+    firsts.push(first);
+    for b in 1..nb {
+        firsts.push(
+            g.tap(&mut src, (&node_name(b, 0, shape), &format!("in{b}")))
+                .unwrap(),
+        );
+    }
+    let items = shape.items;
+    g.node("src", move || match items {
+        Some(n) => {
+            let all: Vec<u32> = (0..n as u32).collect();
+            src.write(&all)?;
+            Ok(())
+        }
+        None => endless(src, 900, n_seed(nb)),
+    })
+    .unwrap();
+    let mut lasts = Vec::new();
+    for (b, (stages, mut inp)) in shape.branches.iter().zip(firsts).enumerate() {
+        for (i, st) in stages.iter().enumerate() {
+            let me = format!("b{b}s{i}");
+            let next = node_name(b, i + 1, shape);
+            let (out, next_in) = g
+                .connect_with_capacity::<u32>((&me, "out"), (&next, &format!("in{b}")), cap)
+                .unwrap();
+            let st = st.clone();
+            let name = me.clone();
+            g.node(&me, move || stage_body(st, inp, out, name)).unwrap();
+            inp = next_in;
+        }
+        lasts.push(inp);
+    }
+    // The join: one item of each live branch per round, their sum.
+    let (mut j_out, s_in) = g
+        .connect_with_capacity::<u32>(("join", "out"), ("sink", "in"), cap)
+        .unwrap();
+    g.node("join", move || {
+        let mut live: Vec<Option<Input<u32>>> = lasts.into_iter().map(Some).collect();
+        loop {
+            let mut sum = 0u32;
+            let mut any = false;
+            for slot in live.iter_mut() {
+                let Some(inp) = slot else { continue };
+                let s = inp.peek(1)?;
+                if s.is_empty() {
+                    *slot = None;
+                    continue;
+                }
+                sum = sum.wrapping_add(s[0]);
+                any = true;
+                inp.consume(1)?;
+            }
+            if !any {
+                return Ok(());
+            }
+            j_out.write(&[sum])?;
+        }
+    })
+    .unwrap();
+    let got = common::collect(&mut g, "sink", s_in).unwrap();
+    let r = run_within(g);
+    let v = got.lock().unwrap().clone();
+    (r, v)
+}
+
+fn n_seed(nb: usize) -> u64 {
+    0x9E37_79B9 ^ nb as u64
+}
+
+/// The node that reads a branch's `i`th queue: its stage, or the join.
+fn node_name(b: usize, i: usize, shape: &Shape) -> String {
+    if i < shape.branches[b].len() {
+        format!("b{b}s{i}")
+    } else {
+        "join".to_string()
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 2000,
+        max_shrink_iters: 200,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// Random chains, fan-out and fan-in, odd queue sizes, thresholds larger
+    /// than the queue, heads, failures and panics: each run ends within the
+    /// bound with the outcome the graph implies.
+    #[test]
+    fn random_graphs_end_with_the_outcome_they_imply(shape in shape()) {
+        let e = expect(&shape);
+        let (r, got) = build_and_run(&shape);
+        let certain = e.failing.iter().any(|(_, c)| *c);
+        match r {
+            Ok(()) => {
+                prop_assert!(!certain, "a stage that must fail did not: {:?}", e.failing);
+                let rounds = e.lengths.iter().copied().max().unwrap_or(0);
+                prop_assert_eq!(got.len() as u64, rounds);
+                for (i, &v) in got.iter().enumerate() {
+                    let mut want = 0u32;
+                    for (l, a) in e.lengths.iter().zip(&e.adds) {
+                        if (i as u64) < *l {
+                            want = want.wrapping_add((i as u32).wrapping_add(*a));
+                        }
+                    }
+                    prop_assert_eq!(v, want, "item {}", i);
+                }
+            }
+            Err(Error::Node { node, .. }) | Err(Error::Panicked { node, .. }) => {
+                prop_assert!(
+                    e.failing.iter().any(|(n, _)| *n == node),
+                    "{} failed, but only {:?} may", node, e.failing
+                );
+            }
+            Err(other) => prop_assert!(false, "unexpected outcome: {}", other),
+        }
+    }
+
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 1000,
+        max_shrink_iters: 200,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+    /// A ring of nodes passing `tokens` round: each fires on its threshold
+    /// and passes exactly that many on. Fewer tokens than the first threshold
+    /// is a real deadlock, reported with the cycle; a multiple of a common
+    /// threshold runs its rounds and ends.
+    #[test]
+    fn rings_end_or_report_their_cycle(
+        k in 2usize..5,
+        thresholds in prop::collection::vec(1usize..3000, 5),
+        common in 1usize..3000,
+        batches in 1usize..4,
+        deadlocked in any::<bool>(),
+        rounds in 1usize..6,
+    ) {
+        let (tokens, t): (usize, Vec<usize>) = if deadlocked {
+            let t1 = thresholds[1 % k].max(1);
+            (t1 - 1, thresholds[..k].to_vec())
+        } else {
+            (common * batches, vec![common; k])
+        };
+        let mut g = Graph::new();
+        let name = |i: usize| format!("r{i}");
+        let mut outs = Vec::new();
+        let mut ins = Vec::new();
+        for i in 0..k {
+            let (o, inp) = g
+                .connect_with_capacity::<u32>((&name(i), "out"), (&name((i + 1) % k), "in"), 1)
+                .unwrap();
+            outs.push(o);
+            ins.push(inp);
+        }
+        // Node i reads the queue written by node i - 1.
+        ins.rotate_right(1);
+        let fired = Arc::new(Mutex::new(0usize));
+        for (i, (mut out, mut inp)) in outs.into_iter().zip(ins).enumerate() {
+            let ti = t[i];
+            let fired = fired.clone();
+            g.node(&name(i), move || {
+                let mut n = 0usize;
+                if i == 0 {
+                    out.write(&vec![7u32; tokens])?;
+                }
+                loop {
+                    if i == 0 && n == rounds {
+                        *fired.lock().unwrap() = n;
+                        return Ok(());
+                    }
+                    let s = inp.peek(ti)?;
+                    if s.len() < ti {
+                        return Ok(());
+                    }
+                    let v = s[..ti].to_vec();
+                    inp.consume(ti)?;
+                    out.write(&v)?;
+                    n += 1;
+                }
+            })
+            .unwrap();
+        }
+        let r = run_within(g);
+        if deadlocked {
+            match r {
+                Err(Error::Deadlock { cycle }) => {
+                    for i in 0..k {
+                        prop_assert!(cycle.contains(&name(i)), "{} not in {}", name(i), cycle);
+                    }
+                }
+                other => prop_assert!(false, "expected a deadlock, got {:?}", other),
+            }
+        } else {
+            prop_assert!(r.is_ok(), "{:?}", r);
+            prop_assert_eq!(*fired.lock().unwrap(), rounds);
+        }
+    }
+}
