@@ -134,7 +134,7 @@ def allocate(
     cacheable: bool = True,
 ) -> PynqBuffer:
     """A numpy array of ``shape`` and ``dtype`` in a board's DMA memory, in
-    place (no copy), contents unspecified.
+    place (no copy), zeroed as the kernel's DMA allocators hand memory out.
 
     Accepts PYNQ's keywords: ``target`` (a memory bank or an IP; dmaflow's
     boards have one bank, so it only chooses the board when it is one), and

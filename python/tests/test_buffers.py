@@ -171,3 +171,16 @@ def test_a_packet_ring_holds_its_engine_until_closed():
         dmaflow.Engine(board).two_way(a, b)
     with pytest.raises(ValueError, match="scatter-gather"):
         Board("loopback").packet_ring()
+
+
+def test_a_buffer_never_shows_its_previous_owners_bytes():
+    # PYNQ's scatter-gather driver relies on fresh DMA memory being zero (it
+    # never writes a descriptor's status word).
+    board = Board("loopback")
+    a = allocate(4096, dtype="u4", board=board)
+    a[:] = 0xDEADBEEF
+    a.freebuffer()
+    del a
+    gc.collect()
+    b = allocate(4096, dtype="u4", board=board)
+    assert not b.any()

@@ -256,7 +256,11 @@ impl DmaPool {
         self.inner.lost.load(Ordering::Relaxed)
     }
 
-    /// A buffer of `items` items of `T`, 64-byte aligned, contents unspecified.
+    /// A buffer of `items` items of `T`, 64-byte aligned, zeroed (as the
+    /// kernel's DMA allocators hand memory out: no buffer shows a previous
+    /// owner's bytes, and a descriptor's status word starts clear). The
+    /// zeroing costs one CPU write pass over the buffer (plus a cache clean
+    /// where the policy is explicit).
     pub fn alloc<T: Pod>(&self, items: usize) -> Result<DmaBuf<T>, Error> {
         let bytes = items
             .checked_mul(std::mem::size_of::<T>())
@@ -290,7 +294,7 @@ impl DmaPool {
             free[i].1 -= span;
         }
         drop(free);
-        Ok(DmaBuf {
+        DmaBuf {
             pool: self.inner.clone(),
             offset,
             items,
@@ -298,11 +302,12 @@ impl DmaPool {
             lost: AtomicBool::new(false),
             private: None,
             _items: PhantomData,
-        })
+        }
+        .zeroed()
     }
 
     /// `bytes` bytes starting on an `align`-byte boundary of the region, as a
-    /// byte buffer. `align` is a power of two; below [`ALIGN`] it is raised
+    /// byte buffer, zeroed as [`alloc`](Self::alloc)'s are. `align` is a power of two; below [`ALIGN`] it is raised
     /// to it (every buffer keeps [`ALIGN`]); anything else is
     /// [`Error::BadAlignment`].
     pub fn alloc_aligned(&self, bytes: usize, align: usize) -> Result<DmaBuf<u8>, Error> {
@@ -341,7 +346,7 @@ impl DmaPool {
         }
         free.splice(i..=i, rest);
         drop(free);
-        Ok(DmaBuf {
+        DmaBuf {
             pool: self.inner.clone(),
             offset,
             items: bytes,
@@ -349,7 +354,8 @@ impl DmaPool {
             lost: AtomicBool::new(false),
             private: None,
             _items: PhantomData,
-        })
+        }
+        .zeroed()
     }
 
     /// Memory for queues a device reads and writes in place (a queue's
@@ -543,6 +549,13 @@ impl<T: Pod> DmaBuf<T> {
         }
     }
 
+    /// This new buffer with every byte zero, the device's view included.
+    fn zeroed(mut self) -> Result<Self, Error> {
+        bytemuck::cast_slice_mut::<T, u8>(self.as_mut_slice()).fill(0);
+        self.sync_for_device(self.byte_len())?;
+        Ok(self)
+    }
+
     /// The items, for the CPU.
     pub fn as_slice(&self) -> &[T] {
         if let Some(p) = &self.private {
@@ -694,6 +707,22 @@ mod tests {
     fn pool(bytes: usize, policy: CachePolicy) -> DmaPool {
         let board = SimBoard::new(1, bytes, 0x1000_0000, 0).unwrap();
         DmaPool::new(Arc::new(board.memory().unwrap()), policy).unwrap()
+    }
+
+    #[test]
+    fn a_buffer_never_shows_its_previous_owners_bytes() {
+        for policy in [CachePolicy::Coherent, CachePolicy::Explicit] {
+            let p = pool(1 << 14, policy);
+            let mut a = p.alloc::<u32>(1000).unwrap();
+            a.as_mut_slice().fill(0xDEAD_BEEF);
+            a.sync_for_device(a.byte_len()).unwrap();
+            drop(a);
+            let b = p.alloc::<u32>(1000).unwrap();
+            assert!(b.as_slice().iter().all(|&x| x == 0), "{policy:?}");
+            drop(b);
+            let c = p.alloc_aligned(4000, 4096).unwrap();
+            assert!(c.as_slice().iter().all(|&x| x == 0), "{policy:?}");
+        }
     }
 
     #[test]

@@ -10,7 +10,9 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::ptr::{self, NonNull};
 
-use rustix::fs::{MemfdFlags, Mode, OFlags, fstat, ftruncate, memfd_create};
+use rustix::fs::{
+    MemfdFlags, Mode, OFlags, SealFlags, fcntl_add_seals, fstat, ftruncate, memfd_create,
+};
 use rustix::mm::{Advice, MapFlags, ProtFlags, madvise, mmap, mmap_anonymous, munmap};
 
 use super::{DmaSpan, Error, Region, RegionSource};
@@ -335,8 +337,11 @@ impl Drop for Mirror {
 /// owner only; typically under `/dev/shm`).
 pub(crate) fn create_object(path: Option<&Path>, len: usize) -> Result<OwnedFd, Error> {
     let fd = match path {
-        None => memfd_create("dmaflow-shm", MemfdFlags::CLOEXEC)
-            .map_err(map_error(len, "memfd_create"))?,
+        None => memfd_create(
+            "dmaflow-shm",
+            MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING,
+        )
+        .map_err(map_error(len, "memfd_create"))?,
         Some(p) => rustix::fs::open(
             p,
             OFlags::CREATE | OFlags::EXCL | OFlags::RDWR | OFlags::CLOEXEC,
@@ -348,6 +353,14 @@ pub(crate) fn create_object(path: Option<&Path>, len: usize) -> Result<OwnedFd, 
         })?,
     };
     ftruncate(&fd, len as u64).map_err(map_error(len, "ftruncate"))?;
+    if path.is_none() {
+        // Sealed against any change of size, by anyone it is passed to: a
+        // peer cannot truncate the object under a mapping (SIGBUS at either
+        // end). A file opened by path cannot be sealed: any process of the
+        // user may truncate it, and its mappings then fault.
+        fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)
+            .map_err(map_error(len, "F_ADD_SEALS"))?;
+    }
     Ok(fd)
 }
 

@@ -194,6 +194,21 @@ pub enum Error {
         /// The writer's process id.
         pid: u32,
     },
+    /// A shared queue's control page says the writer is where no writer
+    /// following the protocol can be: behind this reader, or more than a
+    /// capacity ahead of it (another process wrote the page, or this reader
+    /// was overrun). Nothing from the queue is handed out after it.
+    #[error(
+        "the shared queue's writer position {write} is impossible for a reader at {read}          in a queue of {capacity} items (the control page was overwritten or the reader          was overrun)"
+    )]
+    BadWriterPosition {
+        /// The writer's position as read from the control page.
+        write: u64,
+        /// This reader's position.
+        read: u64,
+        /// The queue's capacity in items.
+        capacity: u64,
+    },
 }
 
 /// How a blocked writer or reader waits.

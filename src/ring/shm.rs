@@ -122,7 +122,11 @@ pub struct ShmConfig {
     pub max_readers: usize,
     /// Where to create the memory object (a new file, typically under
     /// `/dev/shm`, removed when the writer is dropped); `None` for an
-    /// anonymous one, passed to readers with [`ShmWriter::send`].
+    /// anonymous one, passed to readers with [`ShmWriter::send`]. An
+    /// anonymous object is sealed against truncation; a file is not (any
+    /// process of the user may truncate it, and both ends' mappings then
+    /// fault with SIGBUS): prefer the anonymous object where the reader can
+    /// receive a descriptor.
     pub path: Option<PathBuf>,
     /// How long a reader may hold the writer back without moving before the
     /// writer evicts it. A reader whose process is gone is evicted at once.
@@ -416,6 +420,9 @@ impl<T: Pod> ShmWriter<T> {
     fn fits(&mut self, n: usize) -> bool {
         let end = self.position + n as u64;
         if end > self.limit {
+            // Pairs with the fence in `ShmReader::attach`: a reader attaching
+            // now is seen here, or sees every position published so far.
+            std::sync::atomic::fence(Ordering::SeqCst);
             self.limit = self.slowest() + self.map.capacity;
         }
         end <= self.limit
@@ -649,13 +656,22 @@ impl<T: Pod> ShmReader<T> {
     /// present position. The layout is checked (a file that is not a queue
     /// of `T`-sized items is an error); a free reader slot is claimed.
     ///
+    /// Every position read from the object is checked before use: the
+    /// layout here, the writer's position at every look (a position behind
+    /// this reader or more than a capacity ahead of it is
+    /// [`Error::BadWriterPosition`]), so no peer can make this reader hand
+    /// out memory outside the queue's slots or consume past what it saw.
+    ///
     /// # Safety
-    /// The windows this reader lends are memory another process writes: only
-    /// this queue's [`ShmWriter`] (following its protocol) may write the
-    /// object, and the reader must not hold a window longer than the writer's
-    /// [`ShmConfig::evict_after`] while the writer waits for room (an evicted
-    /// reader's window may be overwritten; its next call says
-    /// [`Error::Evicted`]).
+    /// What is left to the caller is the items' memory itself: a window is a
+    /// `&[T]` over memory another process can write, and nothing may write
+    /// the items of a window while it is held. This queue's [`ShmWriter`]
+    /// does not, as long as it has not evicted this reader: do not hold a
+    /// window longer than the writer's [`ShmConfig::evict_after`] while the
+    /// writer waits for room (an evicted reader's window may be overwritten;
+    /// its next call says [`Error::Evicted`]). Only processes that follow the
+    /// protocol may write the object's slots (`T` is plain old data, so what
+    /// such a write can change is the items' values, never an address).
     pub unsafe fn from_fd(fd: OwnedFd) -> Result<Self, Error> {
         let size = std::mem::size_of::<T>();
         if size == 0 {
@@ -723,6 +739,16 @@ impl<T: Pod> ShmReader<T> {
             capacity,
             max_readers: readers,
         };
+        Self::attach(map, writer_pid as u32, || {})
+    }
+
+    /// Claims a reader slot of `map` and attaches at the writer's position.
+    /// `between` runs after the first look at the writer's position and
+    /// before the slot is marked attached (a test holds the steps apart
+    /// there: a writer that runs on meanwhile must not overrun the reader).
+    fn attach(map: Mapped, writer_pid: u32, between: impl FnOnce()) -> Result<Self, Error> {
+        let readers = map.max_readers;
+        let capacity = map.capacity;
         let me = getpid().as_raw_nonzero().get() as u32;
         let slot = (0..readers)
             .find(|&i| {
@@ -736,21 +762,45 @@ impl<T: Pod> ShmReader<T> {
             })?;
         let s = map.slot(slot);
         s.pid.store(me, Ordering::Relaxed);
-        // Start at the writer's position: the writer never runs more than a
-        // capacity past a position it has published, so nothing from here on
-        // is overwritten before this reader has been seen.
-        let start = map.control().write.load(Ordering::Acquire);
-        s.read.store(start, Ordering::Release);
+        // A provisional position first, so that a writer that sees the slot
+        // attached is held back from the start.
+        let first = map.control().write.load(Ordering::Acquire);
+        s.read.store(first, Ordering::Release);
+        between();
         s.state.store(ATTACHED, Ordering::SeqCst);
-        Ok(ShmReader {
+        // Pairs with the fence in the writer's `fits`: either the writer's
+        // next look at the readers sees this slot attached, or this look sees
+        // every position the writer published before its last look, so the
+        // writer (which runs at most a capacity past that look's slowest
+        // position) does not overwrite anything from `start` on unseen.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        let start = map.control().write.load(Ordering::SeqCst);
+        let mut reader = ShmReader {
             map,
             slot,
             read: start,
             at: start % capacity,
             seen: start,
-            writer_pid: writer_pid as u32,
+            writer_pid,
             _items: PhantomData,
-        })
+        };
+        if start < first {
+            // A writer does not move back: the control page is not a queue's.
+            return Err(reader.bad_position(start));
+        }
+        reader.map.slot(slot).read.store(start, Ordering::Release);
+        // (`reader` is dropped on error above, freeing the slot.)
+        reader.seen = start;
+        Ok(reader)
+    }
+
+    /// The error for a writer position this reader cannot accept.
+    fn bad_position(&self, write: u64) -> Error {
+        Error::BadWriterPosition {
+            write,
+            read: self.read,
+            capacity: self.map.capacity,
+        }
     }
 
     /// Slots in the queue.
@@ -784,18 +834,36 @@ impl<T: Pod> ShmReader<T> {
         self.attached()?;
         let want = threshold.max(1) as u64;
         if self.seen - self.read < want {
-            let c = self.map.control();
-            self.seen = c.write.load(Ordering::Acquire);
+            let write = self.map.control().write.load(Ordering::Acquire);
+            self.look(write)?;
             if self.seen - self.read < want {
-                if c.closed.load(Ordering::Acquire) != 1 {
+                if self.map.control().closed.load(Ordering::Acquire) != 1 {
                     return Ok(None);
                 }
                 // Closed: the writer published its last position before, so
                 // this look is final.
-                self.seen = c.write.load(Ordering::Acquire);
+                let write = self.map.control().write.load(Ordering::Acquire);
+                self.look(write)?;
             }
         }
+        // The writer runs at most a capacity ahead of this reader, unless it
+        // evicted it meanwhile: then nothing read may be handed out.
+        self.attached()?;
         Ok(Some((self.seen - self.read) as usize))
+    }
+
+    /// Takes `write`, a writer position read from the control page (memory
+    /// another process may write anything to), as the one last seen, if a
+    /// writer following the protocol can be there: not behind this reader,
+    /// not more than a capacity ahead of it.
+    fn look(&mut self, write: u64) -> Result<(), Error> {
+        match write.checked_sub(self.read) {
+            Some(ahead) if ahead <= self.map.capacity && write >= self.seen => {
+                self.seen = write;
+                Ok(())
+            }
+            _ => Err(self.bad_position(write)),
+        }
     }
 
     #[inline]
@@ -1055,5 +1123,105 @@ mod tests {
         assert_eq!(r.position(), w.position());
         w.write(&[42, 43]).unwrap();
         assert_eq!(r.peek(2).unwrap(), &[42, 43]);
+    }
+
+    /// A second look at the object, as another process of the same user has.
+    fn peer_map(w: &ShmWriter<u32>) -> Mapped {
+        let fd = w.fd();
+        let header = control_len(w.map.max_readers);
+        Mapped {
+            page: Page::map(fd, header).unwrap(),
+            slots: Mirror::of_object(fd, header as u64, w.capacity() * 4).unwrap(),
+            capacity: w.capacity() as u64,
+            max_readers: w.map.max_readers,
+        }
+    }
+
+    #[test]
+    fn a_writer_running_on_while_a_reader_attaches_never_overruns_it() {
+        let mut w = ShmWriter::<u32>::create(512, &ShmConfig::default()).unwrap();
+        let cap = w.capacity();
+        let map = peer_map(&w);
+        let mut next = 0u32;
+        let writer = &mut w;
+        // Between the reader's first look at the writer and its slot being
+        // marked attached, the writer (seeing no reader) runs six queues on.
+        let mut r = ShmReader::<u32>::attach(map, std::process::id(), || {
+            for _ in 0..6 {
+                let items: Vec<u32> = (next..next + cap as u32).collect();
+                writer.write(&items).unwrap();
+                next += cap as u32;
+            }
+        })
+        .unwrap();
+        assert_eq!(r.position(), w.position(), "attached where the writer is");
+        assert!(r.try_peek(1).unwrap().is_none(), "nothing published since");
+        // From here the writer is held back by the reader, and every window
+        // is within the queue and in order.
+        let mut expect = next;
+        for round in 0..8 {
+            let items: Vec<u32> = (next..next + cap as u32 / 2).collect();
+            w.write(&items).unwrap();
+            next += items.len() as u32;
+            let got = r.peek(1).unwrap();
+            assert!(
+                got.len() <= cap,
+                "round {round}: {} items of {cap}",
+                got.len()
+            );
+            for &x in got {
+                assert_eq!(x, expect);
+                expect += 1;
+            }
+            let n = got.len();
+            r.consume(n).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_control_page_written_by_a_peer_is_an_error_never_a_window() {
+        let mut w = ShmWriter::<u32>::create(512, &ShmConfig::default()).unwrap();
+        let cap = w.capacity() as u64;
+        let mut r = reader_of(&w).unwrap();
+        w.write(&[1, 2, 3]).unwrap();
+        r.consume(0).unwrap();
+        assert_eq!(r.peek(1).unwrap(), &[1, 2, 3]);
+        r.consume(1).unwrap();
+        let peer = peer_map(&w);
+        let write = &peer.control().write;
+        // Ahead of the reader by more than a capacity, behind it, and at the
+        // end of the counter: each refused, the reader's view unchanged.
+        for bogus in [1 + cap + 1, 3 * cap, 0, u64::MAX, 1 + cap * 1000] {
+            write.store(bogus, Ordering::Release);
+            match r.peek(3) {
+                Err(Error::BadWriterPosition { write, read: 1, .. }) => assert_eq!(write, bogus),
+                other => panic!("write position {bogus}: {other:?}"),
+            }
+            assert!(matches!(
+                r.try_peek(3),
+                Err(Error::BadWriterPosition { .. })
+            ));
+            // What was seen before stays the limit of what may be consumed.
+            assert!(matches!(
+                r.consume(cap as usize),
+                Err(Error::ConsumeTooLarge { available: 2, .. })
+            ));
+        }
+        // A writer position exactly a capacity ahead is possible: accepted.
+        write.store(1 + cap, Ordering::Release);
+        assert_eq!(r.peek(3).unwrap().len() as u64, cap);
+    }
+
+    #[test]
+    fn a_passed_queue_object_cannot_be_truncated_by_a_peer() {
+        let w = ShmWriter::<u32>::create(512, &ShmConfig::default()).unwrap();
+        let fd = w.fd().try_clone_to_owned().unwrap();
+        // What a peer that received the descriptor would try: refused (the
+        // object is sealed), so no mapping of it can fault.
+        let e = rustix::fs::ftruncate(&fd, 0).unwrap_err();
+        assert_eq!(e, rustix::io::Errno::PERM);
+        assert!(rustix::fs::ftruncate(&fd, 1 << 30).is_err());
+        let mut r = reader_of(&w).unwrap();
+        assert!(r.try_peek(1).unwrap().is_none());
     }
 }
