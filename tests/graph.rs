@@ -367,3 +367,46 @@ fn output_is_the_same_for_every_schedule() {
         assert!(got == expect, "seed {seed}: output differs");
     }
 }
+
+#[test]
+fn a_reader_closed_keeping_memory_sees_its_window_unchanged_while_the_writer_runs_on() {
+    // Two readers of one queue; one closes while slices of its window are
+    // still in use elsewhere (what a Python node that kept a view does). The
+    // writer runs on for many laps: what that window showed never changes.
+    let mut g = Graph::new();
+    let (mut out, mut early) = g
+        .connect_with_capacity::<u32>(("src", "out"), ("early", "in"), 1)
+        .unwrap();
+    let rest = g.tap(&mut out, ("rest", "in")).unwrap();
+    let cap = out.capacity();
+    let n = 50 * cap as u32;
+    g.node("src", move || {
+        let all: Vec<u32> = (0..n).collect();
+        out.write(&all)?;
+        Ok(())
+    })
+    .unwrap();
+    let seen = Arc::new(Mutex::new(None));
+    let s = seen.clone();
+    g.node("early", move || {
+        let w = early.peek(100)?;
+        let (ptr, len) = (w.as_ptr() as usize, w.len());
+        let before = w.to_vec();
+        let hold = early.close_keeping_memory();
+        // Let the writer run laps meanwhile.
+        std::thread::sleep(Duration::from_millis(30));
+        // SAFETY: `hold` keeps the memory mapped; the writer moved the queue
+        // to new memory before reusing any of these slots (what is tested).
+        let after: Vec<u32> =
+            unsafe { std::slice::from_raw_parts(ptr as *const u32, len) }.to_vec();
+        *s.lock().unwrap() = Some((before, after));
+        drop(hold);
+        Ok(())
+    })
+    .unwrap();
+    let got = sink(&mut g, "rest", rest);
+    g.run().unwrap();
+    let (before, after) = seen.lock().unwrap().take().unwrap();
+    assert_eq!(before, after, "the window changed under its holder");
+    assert_eq!(got.lock().unwrap().len() as u32, n);
+}

@@ -3,7 +3,6 @@
 //! runs) beside dmaflow's built-in nodes. A Python node sees its ports'
 //! windows as numpy arrays in place ([`Window`]).
 
-use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use dmaflow::graph::{self, Input, Output};
@@ -11,7 +10,7 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
-use crate::window::{Window, no_views};
+use crate::window::{Lease, Window};
 
 /// A port's items: queues are typed by item size (the bits are the caller's).
 enum In {
@@ -247,11 +246,13 @@ impl Graph {
 fn open_window<P: pyo3::PyClass + Sync>(
     slf: &Bound<'_, P>,
     py: Python<'_>,
-    views: &Arc<AtomicUsize>,
+    views: &Arc<Lease>,
     writable: bool,
     locate: impl FnOnce() -> PyResult<(usize, usize)> + Send,
 ) -> PyResult<Window> {
-    no_views(views, if writable { "reserved slots" } else { "window" })?;
+    // The last window's slots may move (the queue may grow meanwhile): it
+    // makes no new view from here on.
+    views.hand_on(if writable { "reserved slots" } else { "window" })?;
     let (address, len) = py.detach(locate)?;
     Ok(Window::new(
         slf.clone().into_any().unbind(),
@@ -279,7 +280,7 @@ pub struct InPort {
     /// node's end still points into it.
     held: Mutex<Option<dmaflow::ring::MemoryHold>>,
     itemsize: usize,
-    views: Arc<AtomicUsize>,
+    views: Arc<Lease>,
 }
 
 impl InPort {
@@ -298,9 +299,17 @@ impl InPort {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
+        // Windows lent so far make no new view; views alive keep what they
+        // show: the queue's memory is kept for them, and the writer moves the
+        // queue to new memory before it reuses a slot they show.
+        let alive = self.views.end();
         if let Some(p) = port {
-            *self.held.lock().unwrap_or_else(PoisonError::into_inner) =
-                each!(In, &p, q => q.hold());
+            let hold = if alive > 0 {
+                each!(In, p, q => q.close_keeping_memory())
+            } else {
+                each!(In, &p, q => q.hold())
+            };
+            *self.held.lock().unwrap_or_else(PoisonError::into_inner) = hold;
         }
     }
 }
@@ -331,7 +340,7 @@ impl InPort {
 
     /// Releases the first `m` items; refused while a window's views are alive.
     fn consume(&self, m: usize) -> PyResult<()> {
-        no_views(&self.views, "window")?;
+        self.views.hand_on("window")?;
         with_open(
             &self.port,
             |p| each!(In, p, q => q.consume(m).map_err(graph_error)),
@@ -346,7 +355,7 @@ pub struct OutPort {
     /// The queue's memory once the port is closed, as for [`InPort`].
     held: Mutex<Option<dmaflow::ring::MemoryHold>>,
     itemsize: usize,
-    views: Arc<AtomicUsize>,
+    views: Arc<Lease>,
 }
 
 impl OutPort {
@@ -365,6 +374,10 @@ impl OutPort {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
+        // Windows lent so far make no new view; a view alive shows reserved
+        // slots no reader will ever be shown (nothing is committed after
+        // this), kept mapped for it.
+        self.views.end();
         if let Some(p) = port {
             *self.held.lock().unwrap_or_else(PoisonError::into_inner) =
                 each!(Out, &p, q => q.hold());
@@ -397,7 +410,7 @@ impl OutPort {
     /// Publishes the first `k` reserved items; refused while the
     /// reservation's views are alive.
     fn commit(&self, k: usize) -> PyResult<()> {
-        no_views(&self.views, "reserved slots")?;
+        self.views.hand_on("reserved slots")?;
         with_open(
             &self.port,
             |p| each!(Out, p, q => q.commit(k).map_err(graph_error)),

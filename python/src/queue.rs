@@ -4,7 +4,6 @@
 //! which end a view's permission, are refused while views are alive, so a
 //! view never sees slots that changed hands.
 
-use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -12,7 +11,7 @@ use dmaflow::ring::{self, Reader, Writer};
 use pyo3::exceptions::{PyTimeoutError, PyValueError};
 use pyo3::prelude::*;
 
-use crate::window::{Window, no_views};
+use crate::window::{Lease, Window};
 
 /// A mirrored circular queue of fixed-size items (bytes underneath).
 #[pyclass(module = "dmaflow._native", frozen)]
@@ -22,8 +21,8 @@ pub struct Queue {
     itemsize: usize,
     capacity: usize,
     /// Views of the reader's window and of the writer's reservation alive.
-    read_views: Arc<AtomicUsize>,
-    write_views: Arc<AtomicUsize>,
+    read_views: Arc<Lease>,
+    write_views: Arc<Lease>,
 }
 
 fn ring_error(e: ring::Error) -> PyErr {
@@ -157,7 +156,7 @@ impl Queue {
     /// Publishes the first `n` reserved items; refused while a view of the
     /// reservation is alive.
     fn commit(&self, n: usize) -> PyResult<()> {
-        no_views(&self.write_views, "reserved slots")?;
+        self.write_views.hand_on("reserved slots")?;
         let mut g = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
         let w = g
             .as_mut()
@@ -167,7 +166,7 @@ impl Queue {
 
     /// Ends the stream: the reader sees what is left, then an empty window.
     fn close_writer(&self) -> PyResult<()> {
-        no_views(&self.write_views, "reserved slots")?;
+        self.write_views.hand_on("reserved slots")?;
         self.writer
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -204,7 +203,7 @@ impl Queue {
     /// Releases the first `n` items of the window; refused while a view of
     /// the window is alive.
     fn consume(&self, n: usize) -> PyResult<()> {
-        no_views(&self.read_views, "window")?;
+        self.read_views.hand_on("window")?;
         self.reader
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

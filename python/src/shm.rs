@@ -6,7 +6,6 @@
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
-use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -16,7 +15,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 use crate::queue::poll_until;
-use crate::window::{Window, no_views};
+use crate::window::{Lease, Window};
 
 fn shm_error(e: dmaflow::ring::Error) -> PyErr {
     PyValueError::new_err(e.to_string())
@@ -99,7 +98,7 @@ pub struct SharedWriter {
     itemsize: usize,
     capacity: usize,
     fd: i32,
-    views: Arc<AtomicUsize>,
+    views: Arc<Lease>,
 }
 
 impl SharedWriter {
@@ -211,7 +210,7 @@ impl SharedWriter {
     /// Publishes the first `n` reserved items; refused while a view of the
     /// reservation is alive.
     fn commit(&self, n: usize) -> PyResult<()> {
-        no_views(&self.views, "reserved slots")?;
+        self.views.hand_on("reserved slots")?;
         self.with(|w| each!(w, x => x.commit(n).map_err(shm_error)))
     }
 
@@ -236,7 +235,7 @@ impl SharedWriter {
     /// Ends the stream (readers get what is left, then empty windows) and
     /// removes the queue's file, if it has one.
     fn close(&self) -> PyResult<()> {
-        no_views(&self.views, "reserved slots")?;
+        self.views.hand_on("reserved slots")?;
         self.writer
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -251,7 +250,7 @@ pub struct SharedReader {
     reader: Mutex<AnyReader>,
     itemsize: usize,
     capacity: usize,
-    views: Arc<AtomicUsize>,
+    views: Arc<Lease>,
 }
 
 #[pymethods]
@@ -344,7 +343,7 @@ impl SharedReader {
     /// Releases the first `n` items of the window; refused while a view of
     /// the window is alive.
     fn consume(&self, n: usize) -> PyResult<()> {
-        no_views(&self.views, "window")?;
+        self.views.hand_on("window")?;
         let mut g = self.reader.lock().unwrap_or_else(PoisonError::into_inner);
         each!(&mut *g, x => x.consume(n).map_err(shm_error))
     }

@@ -215,7 +215,7 @@ def test_a_view_kept_past_its_node_stays_readable_and_the_graph_ends():
 
     def src(out):
         out.write(np.arange(100, dtype=np.uint32))
-        kept["reserved"] = out._native.reserve(8)  # a writable window kept
+        kept["reserved"] = out.reserve(8)  # a writable view kept
 
     def sink(inp):
         kept["window"] = inp.peek(100)  # returns without consuming or dropping
@@ -226,6 +226,44 @@ def test_a_view_kept_past_its_node_stays_readable_and_the_graph_ends():
     # The queue is gone from the graph, its memory is not: reading the kept
     # view is reading what it showed, never a fault.
     assert np.array_equal(kept["window"][:100], np.arange(100, dtype=np.uint32))
-    view = np.frombuffer(kept["reserved"], dtype=np.uint32)
-    view[:] = 7  # slots no reader will ever be shown
-    del kept["window"], view, kept["reserved"]
+    kept["reserved"][:] = 7  # slots no reader will ever be shown
+    del kept["window"], kept["reserved"]
+
+
+def test_a_kept_window_object_makes_no_view_after_consume_or_close():
+    g = Graph()
+    e = g.connect(("src", "out"), ("sink", "in"), "u4", 1024)
+    kept = {}
+    errors = []
+
+    def window_of(a):
+        obj = a
+        while isinstance(obj, (np.ndarray, memoryview)):
+            obj = obj.base if isinstance(obj, np.ndarray) else obj.obj
+        return obj
+
+    def src(out):
+        out.write(np.arange(2000, dtype=np.uint32))
+
+    def sink(inp):
+        a = inp.peek(10)
+        win = window_of(a)
+        del a
+        inp.consume(10)
+        try:
+            np.frombuffer(win, dtype=np.uint32)
+        except BufferError as err:
+            errors.append(str(err))
+        b = inp.peek(10)
+        kept["window"] = window_of(b)
+        del b
+        for _ in inp:
+            pass
+
+    g.node("src", src, outputs=[e])
+    g.node("sink", sink, inputs=[e])
+    _run_within(g)
+    assert len(errors) == 1 and "handed on" in errors[0]
+    # After the node ended (its port closed), the kept window makes no view.
+    with pytest.raises(BufferError, match="handed on"):
+        np.frombuffer(kept["window"], dtype=np.uint32)

@@ -91,3 +91,40 @@ def test_counts_too_large_for_a_number_are_errors():
     for call in (q._native.commit, q._native.consume):
         with pytest.raises(ValueError, match="too many"):
             call(2**63)
+
+
+def _window_of(a):
+    """The window object behind an array (what any code can reach from it)."""
+    obj = a
+    while isinstance(obj, (np.ndarray, memoryview)):
+        obj = obj.base if isinstance(obj, np.ndarray) else obj.obj
+    return obj
+
+
+def test_a_kept_window_makes_no_view_of_slots_that_changed_hands():
+    from dmaflow import Queue
+
+    q = Queue(1024, "u4")
+    a = q.reserve(4)
+    a[:] = [1, 2, 3, 4]
+    w_win = _window_of(a)
+    del a
+    q.commit(4)
+    # The reservation's window outlives the commit: no new (writable) view
+    # of slots now published to the reader.
+    with pytest.raises(BufferError, match="handed on"):
+        np.frombuffer(w_win, dtype=np.uint32)
+    r = q.peek(4)
+    assert list(r) == [1, 2, 3, 4]
+    r_win = _window_of(r)
+    del r
+    q.consume(4)
+    with pytest.raises(BufferError, match="handed on"):
+        np.frombuffer(r_win, dtype=np.uint32)
+    # A fresh window is fine, and a live view still blocks the hand-over.
+    b = q.reserve(2)
+    with pytest.raises(BufferError, match="still alive"):
+        q.commit(2)
+    del b
+    q.commit(2)
+    q.close()

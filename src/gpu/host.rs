@@ -101,6 +101,20 @@ unsafe impl Send for HostBuf {}
 
 const PAGE: usize = 4096;
 
+/// Whole pages for `len > 0` bytes, page-aligned: never of size zero (the
+/// rounding is checked: near the top of the address space it would wrap).
+fn page_layout(len: usize) -> Result<Layout, Error> {
+    let too_long = || Error::TooLong {
+        len,
+        capacity: isize::MAX as usize,
+    };
+    let bytes = len.div_ceil(PAGE).checked_mul(PAGE).ok_or_else(too_long)?;
+    if bytes == 0 {
+        return Err(Error::Empty);
+    }
+    Layout::from_size_align(bytes, PAGE).map_err(|_| too_long())
+}
+
 impl HostBuf {
     /// `len` bytes of `kind` memory for `gpu`'s engines.
     pub fn new(gpu: &Gpu, kind: HostKind, len: usize) -> Result<HostBuf, Error> {
@@ -109,14 +123,8 @@ impl HostBuf {
         }
         gpu.bind()?;
         let heap = || {
-            let layout =
-                Layout::from_size_align(len.div_ceil(PAGE) * PAGE, PAGE).map_err(|_| {
-                    Error::TooLong {
-                        len,
-                        capacity: isize::MAX as usize,
-                    }
-                })?;
-            // SAFETY: the layout has a non-zero size.
+            let layout = page_layout(len)?;
+            // SAFETY: the layout has a non-zero size (`page_layout`).
             let p = unsafe { std::alloc::alloc_zeroed(layout) };
             NonNull::new(p)
                 .map(|p| (p, layout))
@@ -318,5 +326,23 @@ impl Drop for Registration<'_> {
             // SAFETY: registered by `new`, unregistered once, nothing queued uses it.
             let _ = unsafe { sys::cuMemHostUnregister(self.region.as_ptr().cast_mut().cast()) };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_rounding_is_checked_never_a_zero_size_layout() {
+        assert_eq!(page_layout(1).unwrap().size(), PAGE);
+        assert_eq!(page_layout(PAGE + 1).unwrap().size(), 2 * PAGE);
+        for len in [usize::MAX, usize::MAX - PAGE + 2, isize::MAX as usize + 1] {
+            assert!(
+                matches!(page_layout(len), Err(Error::TooLong { .. })),
+                "{len}"
+            );
+        }
+        assert!(matches!(page_layout(0), Err(Error::Empty)));
     }
 }

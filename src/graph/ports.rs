@@ -151,15 +151,39 @@ impl<T: Pod> Output<T> {
         Ok(())
     }
 
-    /// `n` contiguous free slots if they are free now (no waiting, no growth).
+    /// `n` contiguous free slots if they are free now (no waiting; the queue
+    /// grows only where a reader asked it to before it freed them).
     pub fn try_reserve(&mut self, n: usize) -> Result<Option<&mut [T]>, Error> {
         if self.rt.aborted() {
             return Err(self.aborted());
         }
-        let Output { w, name, port, .. } = self;
+        let Output {
+            w,
+            edge,
+            rt,
+            name,
+            port,
+            ..
+        } = self;
         let w = w
             .as_mut()
             .unwrap_or_else(|| unreachable!("output used after drop"));
+        if n > w.capacity() {
+            return Err(wait_error(
+                name,
+                port,
+                WaitError::Queue(ring::Error::ReserveTooLarge {
+                    requested: n,
+                    capacity: w.capacity(),
+                }),
+            ));
+        }
+        if !rt
+            .room_without_growth(edge, w, n)
+            .map_err(|e| wait_error(name, port, e))?
+        {
+            return Ok(None);
+        }
         w.try_reserve(n)
             .map_err(|source| wait_error(name, port, WaitError::Queue(source)))
     }
@@ -326,6 +350,23 @@ impl<T: Pod> Input<T> {
     /// Capacity of the queue in items, as this reader last saw it.
     pub fn capacity(&self) -> usize {
         self.r.as_ref().map_or(0, Reader::capacity)
+    }
+
+    /// Closes this reading end while slices of it lent elsewhere may still
+    /// be read (a Python node that kept a view of its window): the queue's
+    /// present memory is kept for them (the hold returned), and the writer
+    /// moves the queue to new memory before it reuses any slot this reader
+    /// had not consumed, so what they show never changes.
+    pub fn close_keeping_memory(self) -> Option<ring::MemoryHold> {
+        let hold = self.hold();
+        let cap = self.edge.capacity.load(Ordering::SeqCst);
+        // Asked before the slots are released (the drop, below): a writer
+        // that sees them released sees the request (`Runtime::wait_room`).
+        self.edge
+            .grow_to
+            .fetch_max(cap.saturating_add(1), Ordering::SeqCst);
+        drop(self);
+        hold
     }
 }
 

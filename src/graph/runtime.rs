@@ -344,6 +344,26 @@ impl Runtime {
         Ok(())
     }
 
+    /// Whether `n` slots of `w` are free now (they are then reserved). A
+    /// reader that released slots it had lent elsewhere asked, before it
+    /// released them, for the queue to move (`Input::close_keeping_memory`):
+    /// the move happens here, before any of them is reused.
+    pub(super) fn room_without_growth<W: WriteEnd>(
+        &self,
+        edge: &Edge,
+        w: &mut W,
+        n: usize,
+    ) -> Result<bool, WaitError> {
+        if !w.has_room(n).map_err(WaitError::Queue)? {
+            return Ok(false);
+        }
+        if edge.grow_to.load(Ordering::SeqCst) > w.capacity() {
+            self.apply_growth(edge, w, n).map_err(WaitError::Queue)?;
+            return w.has_room(n).map_err(WaitError::Queue);
+        }
+        Ok(true)
+    }
+
     /// Waits, as node `node`, until `n` slots of `w` are free (they are then
     /// reserved), growing the queue when `n` exceeds it or the runtime asks.
     pub(super) fn wait_room<W: WriteEnd>(
@@ -358,7 +378,7 @@ impl Runtime {
                 return Err(WaitError::Aborted);
             }
             self.apply_growth(edge, w, n).map_err(WaitError::Queue)?;
-            if w.has_room(n).map_err(WaitError::Queue)? {
+            if self.room_without_growth(edge, w, n)? {
                 return Ok(());
             }
             let cap = w.capacity() as u64;

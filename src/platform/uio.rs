@@ -174,6 +174,14 @@ pub fn open_udmabuf(root: &Path, name: &str) -> Result<UdmaBuf, Error> {
             reason: "buffer size is zero".into(),
         });
     }
+    if phys.checked_add(size as u64).is_none() {
+        return Err(Error::Malformed {
+            path: sysfs.join("phys_addr").display().to_string(),
+            reason: format!(
+                "{phys:#x} plus the buffer's {size:#x} bytes passes the end of the address space"
+            ),
+        });
+    }
     let coherent = match sysfs.join("dma_coherent") {
         p if p.exists() => number(&p)? != 0,
         _ => false,
@@ -359,8 +367,13 @@ impl Inventory {
     pub fn uio_named(&self, name: &str) -> Result<&UioDevice, Error> {
         self.uio.iter().find(|d| d.name == name).ok_or_else(|| {
             let there: Vec<&str> = self.uio.iter().map(|d| d.name.as_str()).collect();
+            let left_out = if self.malformed.is_empty() {
+                String::new()
+            } else {
+                format!("; left out as malformed: {}", self.malformed.join("; "))
+            };
             Error::Missing(format!(
-                "no UIO device named {name:?} (there are: {})",
+                "no UIO device named {name:?} (there are: {}{left_out})",
                 if there.is_empty() {
                     "none".to_string()
                 } else {
@@ -426,6 +439,12 @@ pub fn inventory(root: &Path) -> Inventory {
             let phys = number(&e.path().join("phys_addr"));
             let size = number(&e.path().join("size"));
             match (phys, size) {
+                (Ok(phys), Ok(size)) if phys.checked_add(size).is_none() => {
+                    inv.malformed.push(format!(
+                        "{}: {phys:#x} plus {size:#x} bytes passes the end of the address space",
+                        e.path().join("phys_addr").display()
+                    ))
+                }
                 (Ok(phys), Ok(size)) => inv.udmabuf.push((name, phys, size)),
                 (Err(err), _) | (_, Err(err)) => inv.malformed.push(err.to_string()),
             }
@@ -574,5 +593,44 @@ mod tests {
             .to_string();
         assert!(e.contains("phys_addr"), "{e}");
         assert_eq!(inventory(&dir.path().join("nothing")), Inventory::default());
+    }
+
+    #[test]
+    fn a_buffer_that_would_wrap_the_address_space_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        fake_board(dir.path());
+        std::fs::write(
+            dir.path().join("sys/class/u-dma-buf/udmabuf0/phys_addr"),
+            "0xfffffffffffff000\n",
+        )
+        .unwrap();
+        let e = open_udmabuf(dir.path(), "udmabuf0")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("phys_addr") && e.contains("end of the address space"),
+            "{e}"
+        );
+        let inv = inventory(dir.path());
+        assert!(inv.udmabuf.is_empty(), "{inv:?}");
+        assert!(
+            inv.malformed.iter().any(|m| m.contains("phys_addr")),
+            "{inv:?}"
+        );
+    }
+
+    #[test]
+    fn a_device_left_out_as_malformed_is_named_when_it_is_asked_for() {
+        let dir = tempfile::tempdir().unwrap();
+        fake_board(dir.path());
+        std::fs::write(
+            dir.path().join("sys/class/uio/uio0/maps/map0/size"),
+            "lots\n",
+        )
+        .unwrap();
+        let inv = inventory(dir.path());
+        let e = inv.uio_named("axi_dma_0").err().unwrap().to_string();
+        assert!(e.contains("malformed") && e.contains("map0/size"), "{e}");
     }
 }
