@@ -2,6 +2,11 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// The largest message a receiving end takes (ZMQ_MAXMSGSIZE): gr-zeromq
+/// sends a scheduler buffer's worth (kilobytes to a few megabytes); dmaflow's
+/// own sinks send at most a queue's worth.
+pub const MAX_MESSAGE_BYTES: i64 = 64 << 20;
+
 use crate::{Edge, Error, Pattern};
 
 /// How long one wait lasts before a node looks at its graph again (an abort
@@ -41,6 +46,9 @@ impl Link {
             .set_sndhwm(edge.high_water_mark)
             .and_then(|()| socket.set_rcvhwm(edge.high_water_mark))
             .and_then(|()| socket.set_linger(edge.grace.as_millis().min(i32::MAX as u128) as i32))
+            // A peer's message larger than this drops its connection
+            // instead of being taken into memory.
+            .and_then(|()| socket.set_maxmsgsize(MAX_MESSAGE_BYTES))
             .map_err(zmq_err("socket options"))?;
         if kind == zmq::SUB {
             socket.set_subscribe(b"").map_err(zmq_err("subscribing"))?;

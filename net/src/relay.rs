@@ -11,17 +11,37 @@
 //! before the items it marks enter the graph, so a sink that has read an
 //! item finds its tag there.
 
-use std::collections::VecDeque;
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::tags::Tag;
+
+/// The most tags a relay holds before its source's next tag is an error: a
+/// sink that does not take them (a graph that drops items, a peer that tags
+/// every item) must not grow it without bound.
+pub const MAX_PENDING: usize = 1 << 16;
+
+/// A tag the relay could not take: it holds [`MAX_PENDING`] already.
+#[derive(Debug, thiserror::Error)]
+#[error("the tag relay holds {pending} tags its sink has not taken (the most it keeps)")]
+pub struct RelayFull {
+    /// Tags held.
+    pub pending: usize,
+}
+
+#[derive(Debug, Default)]
+struct Pending {
+    /// By (offset, arrival), so that tags on one item keep their order.
+    tags: BTreeMap<(u64, u64), Tag>,
+    arrivals: u64,
+}
 
 /// A tag relay between one network source and one network sink of a graph
 /// whose nodes between them keep the item count (output item `i` comes from
 /// input item `i`). Clones share it.
 #[derive(Debug, Clone, Default)]
 pub struct Relay {
-    pending: Arc<Mutex<VecDeque<Tag>>>,
+    pending: Arc<Mutex<Pending>>,
 }
 
 impl Relay {
@@ -30,14 +50,19 @@ impl Relay {
         Relay::default()
     }
 
-    /// Puts `tag` (its offset in the stream the source writes) on the relay.
-    pub fn put(&self, tag: Tag) {
+    /// Puts `tag` (its offset in the stream the source writes) on the relay,
+    /// in offset order whatever order tags arrive in (logarithmic time).
+    pub fn put(&self, tag: Tag) -> Result<(), RelayFull> {
         let mut q = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
-        // Tags arrive in offset order from GNU Radio; one that does not is
-        // placed where it belongs, so `take` can stop at the first past a
-        // message.
-        let at = q.partition_point(|t| t.offset <= tag.offset);
-        q.insert(at, tag);
+        if q.tags.len() >= MAX_PENDING {
+            return Err(RelayFull {
+                pending: q.tags.len(),
+            });
+        }
+        let n = q.arrivals;
+        q.arrivals += 1;
+        q.tags.insert((tag.offset, n), tag);
+        Ok(())
     }
 
     /// Takes the tags on items before `end`, in offset order. A tag for an
@@ -46,8 +71,9 @@ impl Relay {
     /// the message.
     pub fn take(&self, start: u64, end: u64) -> Vec<Tag> {
         let mut q = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
-        let n = q.partition_point(|t| t.offset < end);
-        q.drain(..n)
+        let later = q.tags.split_off(&(end, 0));
+        std::mem::replace(&mut q.tags, later)
+            .into_values()
             .map(|mut t| {
                 t.offset = t.offset.max(start);
                 t
@@ -60,6 +86,7 @@ impl Relay {
         self.pending
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+            .tags
             .len()
     }
 }
@@ -81,10 +108,10 @@ mod tests {
     #[test]
     fn tags_leave_with_the_message_holding_their_item_in_order() {
         let r = Relay::new();
-        r.put(tag(10, "b"));
-        r.put(tag(3, "a"));
-        r.put(tag(10, "c"));
-        r.put(tag(50, "d"));
+        r.put(tag(10, "b")).unwrap();
+        r.put(tag(3, "a")).unwrap();
+        r.put(tag(10, "c")).unwrap();
+        r.put(tag(50, "d")).unwrap();
         assert!(r.take(0, 3).is_empty());
         let keys = |v: Vec<Tag>| v.into_iter().map(|t| (t.offset, t.key)).collect::<Vec<_>>();
         assert_eq!(
@@ -98,7 +125,7 @@ mod tests {
         assert_eq!(r.pending(), 1);
         // A tag whose item went out earlier is placed on the next message's
         // first item.
-        r.put(tag(5, "late"));
+        r.put(tag(5, "late")).unwrap();
         assert_eq!(
             keys(r.take(11, 60)),
             [
@@ -107,5 +134,21 @@ mod tests {
             ]
         );
         assert_eq!(r.pending(), 0);
+    }
+
+    #[test]
+    fn a_relay_nobody_takes_from_is_bounded_and_fast_in_any_order() {
+        let r = Relay::new();
+        // Offsets in reverse: every insert lands before all others.
+        for i in (0..MAX_PENDING as u64).rev() {
+            r.put(tag(i * 7 + 1_000_000_000_000, "x")).unwrap();
+        }
+        assert!(
+            matches!(r.put(tag(0, "over")), Err(RelayFull { pending }) if pending == MAX_PENDING)
+        );
+        assert_eq!(r.pending(), MAX_PENDING);
+        let got = r.take(0, u64::MAX);
+        assert_eq!(got.len(), MAX_PENDING);
+        assert!(got.windows(2).all(|w| w[0].offset < w[1].offset));
     }
 }

@@ -105,26 +105,43 @@ pub fn add_source<T: Pod + Send>(
             gone_since = None;
             let mut payload: &[u8] = &msg;
             if edge.pass_tags && !payload.is_empty() {
-                let (header, rest) = Header::parse(payload)?;
+                // Everything in the header is the peer's: each count and
+                // offset is checked before it is used.
+                let bad = |what: String| Error::BadMessage(format!("{}: {what}", edge.endpoint));
+                let (header, rest) = Header::parse(payload).map_err(|e| bad(e.to_string()))?;
+                let n = (rest.len() / item.max(1)) as u64;
+                let end = header.offset.checked_add(n).ok_or_else(|| {
+                    bad(format!(
+                        "a message of {n} items at offset {} runs past the end of the stream's count",
+                        header.offset
+                    ))
+                })?;
                 if let (Pattern::PubSub, Some(e)) = (edge.pattern, expected) {
                     stats.add(&stats.dropped, header.offset.saturating_sub(e));
                 }
-                expected = Some(header.offset + (rest.len() / item.max(1)) as u64);
+                expected = Some(end);
                 // Tags move to this stream's offsets (the items written so
-                // far), as gr-zeromq's sources place them.
+                // far), as gr-zeromq's sources place them. A tag belongs to
+                // an item of its message (gr-zeromq's sinks send no other).
                 let written = stats.items.load(std::sync::atomic::Ordering::Relaxed);
-                let tags: Vec<_> = header
-                    .tags
-                    .into_iter()
-                    .map(|mut t| {
-                        t.offset = written + t.offset.saturating_sub(header.offset);
-                        t
-                    })
-                    .collect();
+                let mut tags = Vec::with_capacity(header.tags.len());
+                for mut t in header.tags {
+                    if t.offset < header.offset || t.offset >= end.max(header.offset.saturating_add(1)) {
+                        return Err(bad(format!(
+                            "a tag at offset {} outside its message's items {}..{end}",
+                            t.offset, header.offset
+                        ))
+                        .into());
+                    }
+                    t.offset = written
+                        .checked_add(t.offset - header.offset)
+                        .ok_or_else(|| bad("a tag past the end of the stream's count".into()))?;
+                    tags.push(t);
+                }
                 stats.saw(&tags);
                 if let Some(relay) = &edge.relay {
                     for t in tags {
-                        relay.put(t);
+                        relay.put(t).map_err(|e| bad(e.to_string()))?;
                     }
                 }
                 payload = rest;

@@ -57,10 +57,19 @@ pub struct Tag {
     pub srcid: Pmt,
 }
 
+/// The most tags one message's header may carry.
+pub const MAX_TAGS: u64 = 4096;
+/// The most PMT values (nested ones included) one header may hold: what a
+/// message can make the receiver allocate is bounded by this, not by the
+/// message's length.
+pub const MAX_PMTS: usize = 1 << 16;
+
 /// A byte reader over one message that names what it ran out of.
 struct Reader<'a> {
     bytes: &'a [u8],
     at: usize,
+    /// PMT values read so far.
+    pmts: usize,
 }
 
 impl<'a> Reader<'a> {
@@ -87,6 +96,12 @@ impl<'a> Reader<'a> {
     fn pmt(&mut self, depth: usize) -> Result<Pmt, Error> {
         if depth > 32 {
             return Err(Error::BadMessage("PMT nested deeper than 32".into()));
+        }
+        self.pmts += 1;
+        if self.pmts > MAX_PMTS {
+            return Err(Error::BadMessage(format!(
+                "a tag header holding more than {MAX_PMTS} PMT values"
+            )));
         }
         let start = self.at;
         let [t] = self.be::<1>("a PMT type")?;
@@ -273,6 +288,7 @@ impl Header {
         let mut r = Reader {
             bytes: message,
             at: 0,
+            pmts: 0,
         };
         let magic = u16::from_le_bytes(r.be("the magic")?);
         if magic != MAGIC {
@@ -288,6 +304,11 @@ impl Header {
         }
         let offset = u64::from_le_bytes(r.be("the offset")?);
         let count = u64::from_le_bytes(r.be("the tag count")?);
+        if count > MAX_TAGS {
+            return Err(Error::BadMessage(format!(
+                "a tag header with {count} tags (at most {MAX_TAGS} are read)"
+            )));
+        }
         let mut tags = Vec::new();
         for _ in 0..count {
             let offset = u64::from_le_bytes(r.be("a tag's offset")?);
@@ -357,6 +378,7 @@ mod tests {
             let mut r = Reader {
                 bytes: &bytes,
                 at: 0,
+                pmts: 0,
             };
             assert_eq!(r.pmt(0).unwrap(), value(), "{wire}");
             assert_eq!(r.at, bytes.len(), "{wire}");
@@ -366,7 +388,11 @@ mod tests {
         }
         // A uniform f32 vector passes through byte for byte.
         let uv = hex("0a080000000201003f80000040000000");
-        let mut r = Reader { bytes: &uv, at: 0 };
+        let mut r = Reader {
+            bytes: &uv,
+            at: 0,
+            pmts: 0,
+        };
         let p = r.pmt(0).unwrap();
         assert_eq!(p, Pmt::UniformVector(uv.clone()));
         let mut out = Vec::new();
@@ -413,5 +439,99 @@ mod tests {
         bad[27] = 0x42; // the key's PMT type
         let e = Header::parse(&bad).unwrap_err().to_string();
         assert!(e.contains("0x42"), "{e}");
+    }
+
+    /// A header with `count` tags of the given PMT bytes each for key,
+    /// value and source id.
+    fn crafted(count: u64, pmt: &[u8], tags_written: usize) -> Vec<u8> {
+        let mut m = Vec::new();
+        m.extend_from_slice(&MAGIC.to_le_bytes());
+        m.push(VERSION);
+        m.extend_from_slice(&0u64.to_le_bytes());
+        m.extend_from_slice(&count.to_le_bytes());
+        for i in 0..tags_written {
+            m.extend_from_slice(&(i as u64).to_le_bytes());
+            for _ in 0..3 {
+                m.extend_from_slice(pmt);
+            }
+        }
+        m
+    }
+
+    #[test]
+    fn what_a_header_can_make_the_receiver_hold_is_bounded() {
+        // A vector of ten million PMT_T in a 10 MB message: refused at the
+        // bound, not expanded to hundreds of megabytes.
+        let mut v = vec![0x08];
+        v.extend_from_slice(&10_000_000u32.to_be_bytes());
+        v.extend(std::iter::repeat_n(0x00, 10_000_000));
+        let m = crafted(1, &v, 1);
+        let e = Header::parse(&m).unwrap_err().to_string();
+        assert!(e.contains("PMT values"), "{e}");
+        // More tags than a header may carry: refused before any is read.
+        let e = Header::parse(&crafted(u64::MAX, &[0x00], 0))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("tags"), "{e}");
+        // At the bounds: accepted.
+        let m = crafted(MAX_TAGS, &[0x00], MAX_TAGS as usize);
+        assert_eq!(Header::parse(&m).unwrap().0.tags.len() as u64, MAX_TAGS);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 3000,
+            failure_persistence: None,
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+
+        /// Any bytes after a valid start: an error or a header, never a
+        /// panic; a header's PMTs stay within the bound.
+        #[test]
+        fn any_bytes_parse_to_a_header_or_an_error(
+            count in 0u64..8,
+            body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..400),
+            cut in 0usize..420,
+        ) {
+            let mut m = crafted(count, &[], 0);
+            m.extend_from_slice(&body);
+            m.truncate(cut.max(3).min(m.len()));
+            if let Ok((h, rest)) = Header::parse(&m) {
+                proptest::prop_assert_eq!(h.tags.len() as u64, count);
+                proptest::prop_assert!(rest.len() <= m.len());
+            }
+        }
+
+        /// A valid header cut short or with one byte changed: an error or a
+        /// header, never a panic.
+        #[test]
+        fn damaged_headers_are_errors_not_panics(
+            tags in proptest::collection::vec((0u64..1000, "[a-z]{0,12}", proptest::prelude::any::<i64>()), 0..6),
+            flip in 0usize..400,
+            to in proptest::prelude::any::<u8>(),
+            cut in 0usize..400,
+        ) {
+            let h = Header {
+                offset: 7,
+                tags: tags
+                    .iter()
+                    .map(|(o, k, v)| Tag {
+                        offset: *o,
+                        key: Pmt::Symbol(k.clone()),
+                        value: Pmt::Long(*v),
+                        srcid: Pmt::Vector(vec![Pmt::Double(1.5), Pmt::Null]),
+                    })
+                    .collect(),
+            };
+            let mut m = Vec::new();
+            h.write(&mut m);
+            let (back, _) = Header::parse(&m).unwrap();
+            proptest::prop_assert_eq!(back, h);
+            if flip < m.len() {
+                m[flip] = to;
+            }
+            m.truncate(cut.min(m.len()));
+            let _ = Header::parse(&m);
+        }
     }
 }

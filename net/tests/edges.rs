@@ -191,6 +191,65 @@ fn a_vanished_peer_fails_or_ends_as_configured_and_a_restarted_one_reconnects() 
     assert_eq!(receiver.join().unwrap().unwrap().0, vec![1, 2, 3, 4]);
 }
 
+/// A tagged message of `items` at `offset` with `tags`.
+fn tagged(offset: u64, items: &[u32], tags: Vec<Tag>) -> Vec<u8> {
+    let mut m = Vec::new();
+    Header { offset, tags }.write(&mut m);
+    m.extend(bytes(items));
+    m
+}
+
+#[test]
+fn offsets_from_a_peer_are_checked_and_the_error_names_it() {
+    let tag = |offset| Tag {
+        offset,
+        key: Pmt::Symbol("k".into()),
+        value: Pmt::True,
+        srcid: Pmt::False,
+    };
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        // The message's items run past the counter's end (a wrap).
+        (
+            "wrap",
+            tagged(u64::MAX - 1, &[1, 2, 3], vec![]),
+            "past the end",
+        ),
+        // A tag far in the future (never drained) or before the message.
+        (
+            "future",
+            tagged(10, &[1, 2], vec![tag(1 << 60)]),
+            "outside its message",
+        ),
+        (
+            "past",
+            tagged(10, &[1, 2], vec![tag(3)]),
+            "outside its message",
+        ),
+        // A count of tags no message carries.
+        (
+            "count",
+            {
+                let mut m = tagged(0, &[], vec![]);
+                m[11..19].copy_from_slice(&u64::MAX.to_le_bytes());
+                m
+            },
+            "tags",
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    for (name, msg, says) in cases {
+        let at = ipc(&dir, name);
+        let (_ctx, push) = raw_push(&at);
+        let mut edge = Edge::source(at.clone());
+        edge.pass_tags = true;
+        edge.idle_timeout = Some(Duration::from_millis(300));
+        let receiver = std::thread::spawn(move || receive(edge));
+        push.send(msg, 0).unwrap();
+        let e = receiver.join().unwrap().unwrap_err();
+        assert!(e.contains(says) && e.contains(at.as_str()), "{name}: {e}");
+    }
+}
+
 #[test]
 fn tag_headers_are_read_and_written_and_sub_counts_what_it_lost() {
     let dir = tempfile::tempdir().unwrap();
