@@ -448,7 +448,10 @@ impl<T: Pod> ShmWriter<T> {
                 continue;
             }
             let read = slot.read.load(Ordering::Acquire);
-            if self.watch[i].0 != read {
+            // Progress is a position past the furthest this slot has shown:
+            // a reader that moves back and forth frees nothing the writer
+            // needs, and its clock runs on.
+            if read > self.watch[i].0 {
                 self.watch[i] = (read, now);
             }
             if read + self.map.capacity >= end {
@@ -1223,5 +1226,55 @@ mod tests {
         assert!(rustix::fs::ftruncate(&fd, 1 << 30).is_err());
         let mut r = reader_of(&w).unwrap();
         assert!(r.try_peek(1).unwrap().is_none());
+    }
+
+    #[test]
+    fn a_reader_that_moves_back_and_forth_is_evicted() {
+        let cfg = ShmConfig {
+            evict_after: Duration::from_millis(50),
+            ..ShmConfig::default()
+        };
+        let mut w = ShmWriter::<u32>::create(1024, &cfg).unwrap();
+        let cap = w.capacity();
+        let r = reader_of(&w).unwrap();
+        let peer = peer_map(&w);
+        w.write(&vec![1u32; cap]).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let s = stop.clone();
+        // The reader's process moves its position 0 -> 1 -> 0 -> ... : never
+        // far enough for the writer, always "moving".
+        let toggler = std::thread::spawn(move || {
+            let mut k = 0u64;
+            while !s.load(Ordering::Relaxed) {
+                peer.slot(0).read.store(k % 2, Ordering::Release);
+                k += 1;
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        });
+        let (tx, rx) = std::sync::mpsc::channel();
+        let writer = std::thread::spawn(move || {
+            let r = w.write(&[2u32; 100]);
+            let events = w.take_events();
+            let _ = tx.send((r.is_ok(), events));
+        });
+        let got = rx.recv_timeout(Duration::from_secs(10));
+        stop.store(true, Ordering::Relaxed);
+        toggler.join().unwrap();
+        let (ok, events) =
+            got.expect("the writer waited for ever on a reader that only moved back and forth");
+        writer.join().unwrap();
+        assert!(ok);
+        assert!(
+            matches!(
+                events.as_slice(),
+                [ReaderEvent::Evicted {
+                    slot: 0,
+                    reason: EvictReason::NoProgress(_),
+                    ..
+                }]
+            ),
+            "{events:?}"
+        );
+        drop(r);
     }
 }
