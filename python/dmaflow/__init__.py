@@ -350,9 +350,12 @@ class SharedQueueReader(_Reading):
     (:class:`SharedQueueWriter`, or dmaflow's Rust ``ring::shm::ShmWriter``),
     attached by ``path`` or by an inherited ``fd``: the same in-place
     ``peek``/``consume`` as :class:`Queue`. ``dtype`` must have the writer's
-    item size (checked). A window is the writer's memory: do not hold one
-    longer than the writer's ``evict_after`` while the writer waits for room
-    (an evicted reader's next call raises ``ValueError`` saying so). A writer
+    item size (checked). A window is the writer's memory: it is the reader's,
+    unchanged, for at least the writer's ``evict_after`` from the ``peek``
+    that made it; held longer while the writer waits for room, the reader may
+    be evicted and the window overwritten. Use what you read from a window
+    only once the ``consume`` that releases it has succeeded (an evicted
+    reader's next call raises ``ValueError`` saying so). A writer
     process that exits without closing raises ``ValueError`` rather than
     leaving ``peek`` to wait.
     """

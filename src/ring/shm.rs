@@ -15,10 +15,17 @@
 //! with a release store of its own.
 //!
 //! A reader process that dies does not wedge the writer: when the writer
-//! waits for space held by a reader whose process is gone, or which has not
-//! moved for [`ShmConfig::evict_after`], it evicts that reader (its slot no
-//! longer holds the writer back) and reports it as a [`ReaderEvent`]. An
-//! evicted reader's next call is [`Error::Evicted`]. A reader whose writer
+//! waits for space held by a reader whose process is gone, or which has
+//! held it back for [`ShmConfig::evict_after`], it evicts that reader (its
+//! slot no longer holds the writer back) and reports it as a
+//! [`ReaderEvent`]. The clock runs from the latest of: the start of the
+//! writer's wait, the reader's last progress (a position past the furthest
+//! it had shown), and the first look at its present position (the `peek`
+//! that made its window). So a window is the reader's, unchanged, for at
+//! least `evict_after` from the `peek` that made it. An evicted reader's
+//! next call is [`Error::Evicted`]; what its last window showed may have
+//! been overwritten since, so a reader uses what it read from a window only
+//! once the `consume` that releases it has succeeded. A reader whose writer
 //! process exits without closing the queue gets [`Error::WriterGone`]
 //! instead of waiting for ever.
 //!
@@ -62,7 +69,7 @@ use super::mirror::{self, Mirror, Page};
 /// "DMAFLOWQ": the first word of every shared queue's control page.
 const MAGIC: u64 = u64::from_le_bytes(*b"DMAFLOWQ");
 /// The layout's version.
-const VERSION: u64 = 1;
+const VERSION: u64 = 2;
 /// The most reader slots a queue may have.
 pub const MAX_READERS: usize = 1024;
 
@@ -100,6 +107,19 @@ struct ReaderSlot {
     pid: AtomicU32,
     /// Items consumed by the reader.
     read: AtomicU64,
+    /// One past the position at which the reader last took a window (0: none).
+    window_at: AtomicU64,
+    /// When it took it: `CLOCK_MONOTONIC` nanoseconds (one clock for every
+    /// process of the machine).
+    window_since: AtomicU64,
+}
+
+/// `CLOCK_MONOTONIC` now, in nanoseconds.
+fn monotonic_ns() -> u64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
+    (t.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(t.tv_nsec as u64)
 }
 
 type PaddedSlot = CachePadded<ReaderSlot>;
@@ -128,8 +148,11 @@ pub struct ShmConfig {
     /// fault with SIGBUS): prefer the anonymous object where the reader can
     /// receive a descriptor.
     pub path: Option<PathBuf>,
-    /// How long a reader may hold the writer back without moving before the
-    /// writer evicts it. A reader whose process is gone is evicted at once.
+    /// How long a reader may hold the writer back before the writer evicts
+    /// it, counted from the latest of the writer's wait, the reader's last
+    /// progress and the first `peek` at its present position (see the
+    /// module's documentation). A reader whose process is gone is evicted at
+    /// once.
     pub evict_after: Duration,
 }
 
@@ -254,6 +277,10 @@ pub struct ShmWriter<T: Pod> {
     evict_after: Duration,
     /// Per slot: the position last seen and since when.
     watch: Vec<(u64, Instant)>,
+    /// Per slot: the window (its `window_at`) whose start was honoured, and
+    /// that start. Once per position: a reader cannot put its clock back
+    /// without moving on.
+    windows: Vec<(u64, Instant)>,
     last_police: Instant,
     /// Since when the writer has been finding no room, if it is.
     blocked_since: Option<Instant>,
@@ -327,6 +354,7 @@ impl<T: Pod> ShmWriter<T> {
             reserved: 0,
             evict_after: cfg.evict_after,
             watch: vec![(0, now); cfg.max_readers],
+            windows: vec![(0, now); cfg.max_readers],
             last_police: now,
             blocked_since: None,
             events: Vec::new(),
@@ -457,7 +485,20 @@ impl<T: Pod> ShmWriter<T> {
             if read + self.map.capacity >= end {
                 continue;
             }
-            let still = now.duration_since(self.watch[i].1.max(waiting_since));
+            // A window the reader took at its present position runs its own
+            // clock from when it was taken (never later than now, honoured
+            // once per position).
+            let at = slot.window_at.load(Ordering::Acquire);
+            if at == read.wrapping_add(1) && at != self.windows[i].0 {
+                let since = slot.window_since.load(Ordering::Relaxed);
+                let ago = Duration::from_nanos(monotonic_ns().saturating_sub(since));
+                self.windows[i] = (at, now.checked_sub(ago).unwrap_or(now).max(self.watch[i].1));
+            }
+            let mut clock = self.watch[i].1.max(waiting_since);
+            if self.windows[i].0 == read.wrapping_add(1) {
+                clock = clock.max(self.windows[i].1);
+            }
+            let still = now.duration_since(clock);
             let reason = if !process_exists(pid) {
                 EvictReason::ProcessGone
             } else if still >= self.evict_after {
@@ -871,6 +912,13 @@ impl<T: Pod> ShmReader<T> {
 
     #[inline]
     fn window(&self, n: usize) -> &[T] {
+        let slot = self.map.slot(self.slot);
+        // The eviction clock of a window runs from the first look at this
+        // position (a later look does not put it back).
+        if slot.window_at.load(Ordering::Relaxed) != self.read + 1 {
+            slot.window_since.store(monotonic_ns(), Ordering::Relaxed);
+            slot.window_at.store(self.read + 1, Ordering::Release);
+        }
         let start = self.at as usize;
         // SAFETY: `start < capacity`, `n <= capacity` (never more than the
         // writer may run ahead) keep the slice in the double mapping; the
@@ -1276,5 +1324,41 @@ mod tests {
             "{events:?}"
         );
         drop(r);
+    }
+
+    #[test]
+    fn a_window_is_the_readers_for_evict_after_from_the_peek_that_made_it() {
+        let evict_after = Duration::from_millis(120);
+        let cfg = ShmConfig {
+            evict_after,
+            ..ShmConfig::default()
+        };
+        let mut w = ShmWriter::<u32>::create(1024, &cfg).unwrap();
+        let cap = w.capacity();
+        let mut r = reader_of(&w).unwrap();
+        w.write(&vec![5u32; cap]).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        // The writer waits for room from now on.
+        let writer = std::thread::spawn(move || {
+            w.write(&[6u32; 10]).unwrap();
+            let _ = tx.send((Instant::now(), w.take_events()));
+        });
+        // The reader holds still most of `evict_after`, then takes a window.
+        std::thread::sleep(evict_after * 3 / 4);
+        let peeked = Instant::now();
+        assert_eq!(r.peek(cap).unwrap().len(), cap);
+        let (evicted_at, events) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        writer.join().unwrap();
+        assert!(
+            matches!(events.as_slice(), [ReaderEvent::Evicted { .. }]),
+            "{events:?}"
+        );
+        // A lower bound only: the window was the reader's for `evict_after`.
+        assert!(
+            evicted_at.duration_since(peeked) >= evict_after,
+            "evicted {:?} after the peek",
+            evicted_at.duration_since(peeked)
+        );
+        assert!(matches!(r.consume(cap), Err(Error::Evicted)));
     }
 }
