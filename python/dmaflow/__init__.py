@@ -86,8 +86,9 @@ class PynqBuffer(np.ndarray):
 
     @property
     def cacheable(self) -> bool:
-        """Whether the CPU caches the buffer (always, on dmaflow's boards)."""
-        return True
+        """PYNQ's meaning: whether the buffer needs cache maintenance
+        (``not coherent``); dmaflow does that maintenance for you."""
+        return not self.coherent
 
     def _range(self) -> tuple[int, int]:
         b = self._buffer()

@@ -112,8 +112,14 @@ class _DMAChannel:
         return self._native.running
 
     @property
-    def error(self) -> str | None:
-        """What went wrong with the last transfer."""
+    def error(self) -> bool:
+        """Whether the last transfer went wrong (PYNQ's ``error``; the
+        message is ``error_message``)."""
+        return self._native.error is not None
+
+    @property
+    def error_message(self) -> str | None:
+        """What went wrong with the last transfer (``None`` if nothing)."""
         return self._native.error
 
     @property

@@ -74,6 +74,16 @@ impl BoardInner {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Engine `i` if no other call holds it now (never waits: for a look
+    /// taken with the GIL held).
+    pub(crate) fn try_engine(&self, i: usize) -> Option<std::sync::MutexGuard<'_, BoardEngine>> {
+        match self.engines[i].try_lock() {
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
     /// Refuses engine `i` while a packet ring holds it (waiting for it would
     /// wait for the ring to be closed).
     pub(crate) fn not_in_a_ring(&self, i: usize) -> PyResult<()> {

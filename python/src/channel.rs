@@ -80,6 +80,67 @@ impl Channel {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Collects the transfer in flight if the engine has finished it (one
+    /// look at DMASR, or at the descriptors' status words), as PYNQ's driver
+    /// finds a channel idle without a `wait()`: its buffer is handed back
+    /// only once the completion is seen. An engine error is raised here,
+    /// after the engine was halted.
+    fn collect_finished(&self, py: Python<'_>) -> PyResult<()> {
+        let mut st = self.state();
+        let Some(flight) = st.flight.as_ref() else {
+            return Ok(());
+        };
+        if self.board.not_in_a_ring(self.engine).is_err() {
+            return Ok(());
+        }
+        let polled = {
+            // Another thread's wait holds the engine: not looked at now (the
+            // GIL is held here; this never waits for that wait).
+            let Some(engine) = self.board.try_engine(self.engine) else {
+                return Ok(());
+            };
+            match &flight.chain {
+                Some((c, ring)) => engine
+                    .dma()
+                    .sg_poll(self.ch, ring, *c)
+                    .map(|v| v.map(|v| v.iter().sum::<usize>())),
+                None => engine.dma().poll(self.ch),
+            }
+        };
+        match polled {
+            Ok(None) => Ok(()),
+            Ok(Some(n)) => {
+                let flight = st
+                    .flight
+                    .take()
+                    .unwrap_or_else(|| unreachable!("looked at above"));
+                drop(st);
+                self.finished(py, &flight, n).map(|_| ())
+            }
+            Err(e) => {
+                let flight = st
+                    .flight
+                    .take()
+                    .unwrap_or_else(|| unreachable!("looked at above"));
+                drop(st);
+                Err(self.failed(py, flight, &e))
+            }
+        }
+    }
+
+    /// A transfer seen complete with `n` bytes moved: its buffer back to
+    /// Python (after the cache maintenance an S2MM transfer needs).
+    fn finished(&self, py: Python<'_>, flight: &Flight, n: usize) -> PyResult<usize> {
+        let buffer = flight.buffer.bind(py).get();
+        if self.ch == Ch::S2mm {
+            buffer.with(|b| b.sync_range_for_cpu(flight.start, n).map_err(runtime))?;
+        }
+        buffer.give_back();
+        let n = n.min(flight.len);
+        self.state().transferred = n;
+        Ok(n)
+    }
+
     /// After a failed wait: the driver recovered the engine; if it could not
     /// be halted, the buffer (and the descriptors) go to the device for good.
     fn failed(&self, py: Python<'_>, flight: Flight, e: &axi::Error) -> PyErr {
@@ -109,6 +170,8 @@ impl Channel {
     /// the length register holds.
     #[pyo3(signature = (buffer, start = 0, nbytes = 0))]
     fn transfer(&self, buffer: Bound<'_, DmaBuffer>, start: usize, nbytes: usize) -> PyResult<()> {
+        // A transfer the engine finished without a `wait()` is collected here.
+        self.collect_finished(buffer.py())?;
         let mut st = self.state();
         if st.flight.is_some() {
             return Err(PyRuntimeError::new_err(format!(
@@ -204,10 +267,15 @@ impl Channel {
     fn wait(&self, py: Python<'_>) -> PyResult<usize> {
         self.board.not_in_a_ring(self.engine)?;
         let Some(mut flight) = self.state().flight.take() else {
-            return Err(PyRuntimeError::new_err(format!(
-                "{}: no transfer in flight to wait for",
-                self.ch
-            )));
+            // Idle (nothing started, or collected already): as PYNQ's wait,
+            // nothing to wait for; the last transfer's count.
+            if self.state().stopped {
+                return Err(PyRuntimeError::new_err(format!(
+                    "{}: DMA channel not started",
+                    self.ch
+                )));
+            }
+            return Ok(self.state().transferred);
         };
         let board = self.board.clone();
         let (ch, index) = (self.ch, self.engine);
@@ -235,24 +303,17 @@ impl Channel {
         });
         flight.chain = chain;
         match waited {
-            Ok(n) => {
-                let buffer = flight.buffer.bind(py).get();
-                if ch == Ch::S2mm {
-                    buffer.with(|b| b.sync_range_for_cpu(flight.start, n).map_err(runtime))?;
-                }
-                buffer.give_back();
-                let n = n.min(flight.len);
-                self.state().transferred = n;
-                Ok(n)
-            }
+            Ok(n) => self.finished(py, &flight, n),
             Err(e) => Err(self.failed(py, flight, &e)),
         }
     }
 
-    /// Whether nothing is in flight.
+    /// Whether nothing is in flight: a transfer the engine has finished is
+    /// collected on this look (PYNQ reads DMASR's Idle bit the same way).
     #[getter]
-    fn idle(&self) -> bool {
-        self.state().flight.is_none()
+    fn idle(&self, py: Python<'_>) -> PyResult<bool> {
+        self.collect_finished(py)?;
+        Ok(self.state().flight.is_none())
     }
 
     /// Whether the channel runs (not stopped by hand, engine in service).

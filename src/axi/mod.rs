@@ -717,41 +717,52 @@ impl<R: RegisterSpace> AxiDma<R> {
         chain: SgChain,
         how: &Wait<'_>,
     ) -> Result<Vec<usize>, Error> {
+        self.wait_for(ch, how, || self.sg_poll(ch, ring, chain))
+    }
+
+    /// Checks once whether `chain` finished: `Some(bytes of each descriptor)`
+    /// when every descriptor reports Cmplt (for S2MM: up to the one with
+    /// RXEOF). A descriptor that reports an error is the error, after the
+    /// engine was recovered.
+    pub fn sg_poll(
+        &self,
+        ch: Channel,
+        ring: &DmaBuf<u32>,
+        chain: SgChain,
+    ) -> Result<Option<Vec<usize>>, Error> {
         let status = |i: usize| {
             ring.load_word(i * DESC_WORDS + (DESC_STATUS / 4) as usize)
                 .unwrap_or(0)
         };
         let last = chain.descriptors - 1;
-        self.wait_for(ch, how, || {
-            self.checked_status(ch)?;
-            // Drop stale lines before looking at what the engine wrote.
-            ring.sync_range_for_cpu(0, chain.descriptors * DESC_ALIGN as usize)?;
-            // A descriptor that reports an error ends the wait with it.
-            if let Some(s) = (0..=last).map(status).find(|s| s & DESC_STS_ERR_MASK != 0) {
-                self.recover();
-                return Err(Error::Descriptor {
-                    channel: ch,
-                    what: decode_descriptor_errors(s),
-                    status: s,
-                });
-            }
-            // S2MM may finish a packet before the last descriptor: its RXEOF ends it.
-            let done = (0..=last).find(|&i| {
-                let s = status(i);
-                s & DESC_STS_CMPLT != 0
-                    && (i == last || (ch == Channel::S2mm && s & DESC_STS_RXEOF != 0))
+        self.checked_status(ch)?;
+        // Drop stale lines before looking at what the engine wrote.
+        ring.sync_range_for_cpu(0, chain.descriptors * DESC_ALIGN as usize)?;
+        // A descriptor that reports an error ends the wait with it.
+        if let Some(s) = (0..=last).map(status).find(|s| s & DESC_STS_ERR_MASK != 0) {
+            self.recover();
+            return Err(Error::Descriptor {
+                channel: ch,
+                what: decode_descriptor_errors(s),
+                status: s,
             });
-            let Some(end) = done else {
-                return Ok(None);
-            };
-            // Rule 2 of the ordering contract: Cmplt before what it announces.
-            platform::dma_rmb();
-            self.acknowledge(ch)?;
-            Ok(Some(
-                (0..=end)
-                    .map(|i| (status(i) & DESC_LENGTH_MASK) as usize)
-                    .collect(),
-            ))
-        })
+        }
+        // S2MM may finish a packet before the last descriptor: its RXEOF ends it.
+        let done = (0..=last).find(|&i| {
+            let s = status(i);
+            s & DESC_STS_CMPLT != 0
+                && (i == last || (ch == Channel::S2mm && s & DESC_STS_RXEOF != 0))
+        });
+        let Some(end) = done else {
+            return Ok(None);
+        };
+        // Rule 2 of the ordering contract: Cmplt before what it announces.
+        platform::dma_rmb();
+        self.acknowledge(ch)?;
+        Ok(Some(
+            (0..=end)
+                .map(|i| (status(i) & DESC_LENGTH_MASK) as usize)
+                .collect(),
+        ))
     }
 }
