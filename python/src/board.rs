@@ -42,12 +42,32 @@ struct Emulated {
     _board: SimBoard,
 }
 
+/// Engines behind their locks, and their interrupt lines beside them.
+#[allow(clippy::type_complexity)]
+fn share(
+    engines: Vec<BoardEngine>,
+) -> (
+    Vec<Mutex<BoardEngine>>,
+    Vec<[Arc<dyn dmaflow::platform::IrqLine>; 2]>,
+) {
+    engines
+        .into_iter()
+        .map(|e| {
+            let (e, lines) = e.share_lines();
+            (Mutex::new(e), lines)
+        })
+        .unzip()
+}
+
 /// What a board holds, shared by its buffers and channels.
 pub(crate) struct BoardInner {
     /// The DMA memory.
     pub(crate) pool: DmaPool,
     /// The AXI DMA engines (one caller at a time each), with their names.
     pub(crate) engines: Vec<Mutex<BoardEngine>>,
+    /// Per engine: its MM2S and S2MM interrupt lines, reachable without the
+    /// engine (a wait sleeps on its line, not holding the engine).
+    lines: Vec<[Arc<dyn dmaflow::platform::IrqLine>; 2]>,
     engine_names: Vec<String>,
     /// Per engine: built with its scatter-gather engine (`c_include_sg`,
     /// read from DMASR at its reset), known without taking the engine.
@@ -72,6 +92,15 @@ impl BoardInner {
         self.engines[i]
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The interrupt line of engine `i`'s channel `ch`.
+    pub(crate) fn line(
+        &self,
+        i: usize,
+        ch: dmaflow::axi::Channel,
+    ) -> Arc<dyn dmaflow::platform::IrqLine> {
+        self.lines[i][ch as usize].clone()
     }
 
     /// Engine `i` if no other call holds it now (never waits: for a look
@@ -269,15 +298,19 @@ impl Board {
             fabric,
             board,
         } = rig;
+        let sg = engines.iter().map(|e| e.dma().sg_included()).collect();
+        let wired = engines.iter().map(wired).collect();
+        let (engines, lines) = share(engines.into_iter().map(|e| e.boxed()).collect());
         Ok(Board {
             inner: Arc::new(BoardInner {
                 pool,
                 in_ring: (0..n)
                     .map(|_| std::sync::atomic::AtomicBool::new(false))
                     .collect(),
-                sg: engines.iter().map(|e| e.dma().sg_included()).collect(),
-                wired: engines.iter().map(wired).collect(),
-                engines: engines.into_iter().map(|e| Mutex::new(e.boxed())).collect(),
+                sg,
+                wired,
+                lines,
+                engines,
                 engine_names: names,
                 windows,
                 design: design.to_string(),
@@ -332,9 +365,10 @@ impl Board {
             .collect::<PyResult<Vec<_>>>()?;
         let sg = engines.iter().map(|e| e.dma().sg_included()).collect();
         let wired = engines.iter().map(wired).collect();
-        let engines = engines.into_iter().map(Mutex::new).collect();
+        let (engines, lines) = share(engines);
         Ok(Board {
             inner: Arc::new(BoardInner {
+                lines,
                 pool: board.pool().clone(),
                 in_ring: names
                     .iter()

@@ -52,6 +52,9 @@ struct State {
     error: Option<String>,
     /// Whether the channel was stopped by hand.
     stopped: bool,
+    /// A transfer is being started (the engine taken without the GIL and
+    /// without this state's lock): the channel is not idle.
+    starting: bool,
 }
 
 /// One direction of a board's DMA engine: `"mm2s"` (PYNQ's `sendchannel`) or
@@ -173,7 +176,7 @@ impl Channel {
         // A transfer the engine finished without a `wait()` is collected here.
         self.collect_finished(buffer.py())?;
         let mut st = self.state();
-        if st.flight.is_some() {
+        if st.flight.is_some() || st.starting {
             return Err(PyRuntimeError::new_err(format!(
                 "{}: DMA channel not idle: a transfer is in flight",
                 self.ch
@@ -198,15 +201,6 @@ impl Channel {
                 b.len()
             )));
         }
-        let engine = self.board.engine(self.engine);
-        let dma = engine.dma();
-        if len > dma.max_len() {
-            return Err(PyValueError::new_err(format!(
-                "{}: {len} bytes is more than the {}-byte limit of the length register",
-                self.ch,
-                dma.max_len()
-            )));
-        }
         let addr = b.with(|buf| {
             // What the CPU wrote reaches memory before the device reads it; no
             // dirty line is written back over what the device writes.
@@ -218,28 +212,50 @@ impl Channel {
             Ok(buf.bus_addr() + start as u64)
         })?;
         b.lend()?;
-        let started = if dma.sg_included() {
-            let ring = engine
-                .pool()
-                .alloc::<u32>(RING_DESCRIPTORS * DESC_WORDS)
-                .map_err(runtime);
-            ring.and_then(|mut ring| {
-                // SAFETY: the buffer is lent to this transfer (`lend`: it
-                // cannot be closed or freed) and the channel keeps it until
-                // `wait` collects the chain or, after a failure, the engine is
-                // confirmed halted; if it cannot be, the buffer and the
-                // descriptors are given up to the device (`failed`).
-                let chain = unsafe { dma.sg_start(self.ch, &mut ring, &[(addr, len)], true) };
-                chain
-                    .map(|c| Some((c, ring)))
+        // Not idle from here; this state's lock is not held while the engine
+        // is awaited (a look at the channel from another thread must not wait
+        // with the GIL held).
+        st.starting = true;
+        drop(st);
+        let board = self.board.clone();
+        let (ch, index) = (self.ch, self.engine);
+        // The engine is taken with the GIL released: another thread may hold
+        // it for a moment (a look at DMASR) or longer (a two-way transfer).
+        let started = buffer.py().detach(move || {
+            let engine = board.engine(index);
+            let dma = engine.dma();
+            if len > dma.max_len() {
+                return Err(PyValueError::new_err(format!(
+                    "{ch}: {len} bytes is more than the {}-byte limit of the length register",
+                    dma.max_len()
+                )));
+            }
+            if dma.sg_included() {
+                let ring = engine
+                    .pool()
+                    .alloc::<u32>(RING_DESCRIPTORS * DESC_WORDS)
+                    .map_err(runtime);
+                ring.and_then(|mut ring| {
+                    // SAFETY: the buffer is lent to this transfer (`lend`: it
+                    // cannot be closed or freed) and the channel keeps it until
+                    // a wait or a look collects the chain or, after a failure,
+                    // the engine is confirmed halted; if it cannot be, the
+                    // buffer and the descriptors are given up to the device
+                    // (`failed`).
+                    let chain = unsafe { dma.sg_start(ch, &mut ring, &[(addr, len)], true) };
+                    chain
+                        .map(|c| Some((c, ring)))
+                        .map_err(|e| DmaError::new_err(e.to_string()))
+                })
+            } else {
+                // SAFETY: as above, for the direct-mode transfer.
+                unsafe { dma.start(ch, addr, len, true) }
+                    .map(|()| None)
                     .map_err(|e| DmaError::new_err(e.to_string()))
-            })
-        } else {
-            // SAFETY: as above, for the direct-mode transfer.
-            unsafe { dma.start(self.ch, addr, len, true) }
-                .map(|()| None)
-                .map_err(|e| DmaError::new_err(e.to_string()))
-        };
+            }
+        });
+        let mut st = self.state();
+        st.starting = false;
         match started {
             Ok(chain) => {
                 st.flight = Some(Flight {
@@ -281,25 +297,36 @@ impl Channel {
         let (ch, index) = (self.ch, self.engine);
         let chain = flight.chain.take();
         let (waited, chain) = py.detach(move || {
-            let engine = board.engine(index);
-            // Asleep on the interrupt line; by scheduled polling where the
+            // Asleep on the interrupt line, not holding the engine: the other
+            // channel's calls go on meanwhile (each look at DMASR takes the
+            // engine for that look only). By scheduled polling where the
             // board does not wire the channel's interrupt to this program.
-            let line = engine.irq(ch);
+            let line = board.line(index, ch);
             let how = if line.wired() {
-                Wait::Irq(line)
+                Wait::Irq(&*line)
             } else {
                 Wait::Yield
             };
-            match chain {
-                Some((c, ring)) => {
-                    let r = engine
-                        .dma()
-                        .sg_wait(ch, &ring, c, &how)
-                        .map(|v| v.iter().sum());
-                    (r, Some((c, ring)))
-                }
-                None => (engine.dma().wait(ch, &how), None),
-            }
+            let timeout = board.engine(index).dma().timeout();
+            let r = axi::wait_until(
+                timeout,
+                &how,
+                || {
+                    let engine = board.engine(index);
+                    match &chain {
+                        Some((c, ring)) => engine
+                            .dma()
+                            .sg_poll(ch, ring, *c)
+                            .map(|v| v.map(|v| v.iter().sum())),
+                        None => engine.dma().poll(ch),
+                    }
+                },
+                || board.engine(index).dma().timed_out(ch),
+                || {
+                    board.engine(index).dma().recover();
+                },
+            );
+            (r, chain)
         });
         flight.chain = chain;
         match waited {
@@ -313,7 +340,8 @@ impl Channel {
     #[getter]
     fn idle(&self, py: Python<'_>) -> PyResult<bool> {
         self.collect_finished(py)?;
-        Ok(self.state().flight.is_none())
+        let st = self.state();
+        Ok(st.flight.is_none() && !st.starting)
     }
 
     /// Whether the channel runs (not stopped by hand, engine in service).
@@ -362,7 +390,7 @@ impl Channel {
     /// Stops the channel: refused while a transfer is in flight (wait for it).
     fn stop(&self) -> PyResult<()> {
         let mut st = self.state();
-        if st.flight.is_some() {
+        if st.flight.is_some() || st.starting {
             return Err(PyRuntimeError::new_err(format!(
                 "{}: a transfer is in flight: wait for it before stopping",
                 self.ch

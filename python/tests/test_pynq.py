@@ -218,3 +218,33 @@ def test_transfers_never_waited_for_are_collected_as_pynq_does(overlay):
     dma.sendchannel.wait()
     dma.recvchannel.wait()
     assert (b == a).all()
+
+
+def test_a_wait_on_one_channel_does_not_hold_up_the_other(overlay):
+    # A thread waits on S2MM (the GIL released) while the main thread starts
+    # the MM2S transfer that S2MM waits for: it must start at once, not after
+    # the other wait has timed out.
+    import threading
+
+    dma = overlay.axi_dma_0
+    a = allocate(4096, dtype="u1")
+    b = allocate(4096, dtype="u1")
+    a[:] = 7
+    dma.recvchannel.transfer(b)
+    result = {}
+
+    def waiter():
+        try:
+            dma.recvchannel.wait()
+            result["ok"] = True
+        except Exception as e:  # noqa: BLE001 - reported below
+            result["error"] = e
+
+    t = threading.Thread(target=waiter)
+    t.start()
+    time.sleep(0.05)  # the waiter is asleep in its wait
+    dma.sendchannel.transfer(a)
+    dma.sendchannel.wait()
+    t.join(10)
+    assert result == {"ok": True}, result
+    assert (b == 7).all()

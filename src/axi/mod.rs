@@ -543,53 +543,95 @@ impl<R: RegisterSpace> AxiDma<R> {
         &self,
         ch: Channel,
         how: &Wait<'_>,
-        mut check: impl FnMut() -> Result<Option<T>, Error>,
+        check: impl FnMut() -> Result<Option<T>, Error>,
     ) -> Result<T, Error> {
-        let deadline = Instant::now() + self.cfg.timeout;
-        let mut pause = pause::Pause::new();
-        loop {
-            if let Some(v) = check()? {
-                if let Wait::Irq(line) = how {
-                    line.enable()?;
-                }
-                return Ok(v);
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                let dmasr = self.status(ch)?;
+        wait_until(
+            self.cfg.timeout,
+            how,
+            check,
+            || self.timed_out(ch),
+            || {
                 self.recover();
-                return Err(Error::Timeout {
-                    channel: ch,
-                    timeout: self.cfg.timeout,
-                    dmasr,
-                });
+            },
+        )
+    }
+
+    /// The longest wait for any completion ([`Config::timeout`]).
+    pub fn timeout(&self) -> Duration {
+        self.cfg.timeout
+    }
+
+    /// After a wait on `ch` ran out: recovers the engine (halts it, so that
+    /// no buffer handed back is still the device's) and returns the timeout
+    /// error with the DMASR seen before.
+    pub fn timed_out(&self, ch: Channel) -> Error {
+        let dmasr = match self.status(ch) {
+            Ok(v) => v,
+            Err(e) => {
+                self.recover();
+                return e;
             }
-            match how {
-                Wait::Poll => std::hint::spin_loop(),
-                Wait::Yield => pause.pause(),
-                // Unmask before sleeping: an interrupt taken without a wait (a
-                // completion seen by polling, an error) leaves the line masked.
-                // Sleep in slices, so that a lost interrupt is found by the next
-                // look at DMASR instead of ending in a timeout.
-                Wait::Irq(line) => match line
-                    .enable()
-                    .and_then(|()| line.wait((deadline - now).min(IRQ_RECHECK)))
-                {
-                    Ok(_) | Err(platform::Error::Timeout(_)) => {}
-                    // The transfer is still the device's: halt it before
-                    // the error goes back with the buffers.
-                    Err(e) => {
-                        self.recover();
-                        return Err(e.into());
-                    }
-                },
-            }
+        };
+        self.recover();
+        Error::Timeout {
+            channel: ch,
+            timeout: self.cfg.timeout,
+            dmasr,
         }
     }
 
     /// Waits for the transfer on `ch` to finish, at most the configured timeout.
     pub fn wait(&self, ch: Channel, how: &Wait<'_>) -> Result<usize, Error> {
         self.wait_for(ch, how, || self.poll(ch))
+    }
+}
+
+/// The wait loop of every completion: repeats `check` until it gives an
+/// answer, waiting between tries as `how` says, at most `timeout`; re-arms the
+/// interrupt line after. `timed_out` makes the error once the time is up
+/// (after halting the engine); `halt` halts it when the interrupt line
+/// fails. `check` may take and release whatever guards the engine at each
+/// try, so that a caller that shares the engine never holds it while asleep.
+pub fn wait_until<T>(
+    timeout: Duration,
+    how: &Wait<'_>,
+    mut check: impl FnMut() -> Result<Option<T>, Error>,
+    timed_out: impl FnOnce() -> Error,
+    halt: impl FnOnce(),
+) -> Result<T, Error> {
+    let deadline = Instant::now() + timeout;
+    let mut pause = pause::Pause::new();
+    loop {
+        if let Some(v) = check()? {
+            if let Wait::Irq(line) = how {
+                line.enable()?;
+            }
+            return Ok(v);
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(timed_out());
+        }
+        match how {
+            Wait::Poll => std::hint::spin_loop(),
+            Wait::Yield => pause.pause(),
+            // Unmask before sleeping: an interrupt taken without a wait (a
+            // completion seen by polling, an error) leaves the line masked.
+            // Sleep in slices, so that a lost interrupt is found by the next
+            // look at DMASR instead of ending in a timeout.
+            Wait::Irq(line) => match line
+                .enable()
+                .and_then(|()| line.wait((deadline - now).min(IRQ_RECHECK)))
+            {
+                Ok(_) | Err(platform::Error::Timeout(_)) => {}
+                // The transfer is still the device's: halt it before
+                // the error goes back with the buffers.
+                Err(e) => {
+                    halt();
+                    return Err(e.into());
+                }
+            },
+        }
     }
 }
 

@@ -455,6 +455,27 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
     }
 }
 
+impl DynEngine {
+    /// The same engine, with its two interrupt lines also handed out
+    /// (MM2S, S2MM): a caller that shares the engine behind a lock can sleep
+    /// on a line without holding the engine.
+    pub fn share_lines(self) -> (DynEngine, [std::sync::Arc<dyn IrqLine>; 2]) {
+        let [mm2s, s2mm] = self.irq;
+        let (mm2s, s2mm): (std::sync::Arc<dyn IrqLine>, std::sync::Arc<dyn IrqLine>) =
+            (mm2s.into(), s2mm.into());
+        let engine = Engine {
+            dma: self.dma,
+            irq: [
+                Box::new(mm2s.clone()) as Box<dyn IrqLine>,
+                Box::new(s2mm.clone()),
+            ],
+            pool: self.pool,
+            timing: self.timing,
+        };
+        (engine, [mm2s, s2mm])
+    }
+}
+
 /// One engine's part of a [`two_way_together`] transfer: send the first `tx_len`
 /// bytes of `tx`, receive into the first `rx_len` bytes of `rx`.
 pub struct Lane<'a, R, I> {

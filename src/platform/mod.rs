@@ -200,6 +200,18 @@ pub trait IrqLine: Send + Sync {
     }
 }
 
+impl<T: IrqLine + ?Sized> IrqLine for std::sync::Arc<T> {
+    fn wait(&self, timeout: Duration) -> Result<u32, Error> {
+        (**self).wait(timeout)
+    }
+    fn enable(&self) -> Result<(), Error> {
+        (**self).enable()
+    }
+    fn wired(&self) -> bool {
+        (**self).wired()
+    }
+}
+
 impl<T: IrqLine + ?Sized> IrqLine for Box<T> {
     fn wait(&self, timeout: Duration) -> Result<u32, Error> {
         (**self).wait(timeout)
