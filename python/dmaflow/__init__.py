@@ -355,7 +355,7 @@ class SharedQueueReader(_Reading):
     unchanged, for at least the writer's ``evict_after`` from the ``peek``
     that made it; held longer while the writer waits for room, the reader may
     be evicted and the window overwritten. Use what you read from a window
-    only once the ``consume`` that releases it has succeeded (an evicted
+    only once ``intact()`` or the ``consume`` that releases it has succeeded (an evicted
     reader's next call raises ``ValueError`` saying so). A writer
     process that exits without closing raises ``ValueError`` rather than
     leaving ``peek`` to wait.
@@ -364,6 +364,12 @@ class SharedQueueReader(_Reading):
     def __init__(self, dtype="f4", path: str | None = None, fd: int | None = None) -> None:
         self.dtype = _queue_dtype(dtype)
         self._native = _NativeSharedReader(self.dtype.itemsize, path, fd)
+
+    def intact(self) -> None:
+        """Raises ``ValueError`` if this reader was evicted since its last
+        ``peek``: what that window showed may have been overwritten. Call it
+        after reading a window in place and before acting on what you read."""
+        self._native.intact()
 
 
 class InputPort:

@@ -347,6 +347,14 @@ impl SharedReader {
         let mut g = self.reader.lock().unwrap_or_else(PoisonError::into_inner);
         each!(&mut *g, x => x.consume(n).map_err(shm_error))
     }
+
+    /// Raises if this reader was evicted since its last window was made:
+    /// what the window showed may have been overwritten. Ask after reading a
+    /// window in place and before acting on what was read.
+    fn intact(&self) -> PyResult<()> {
+        let g = self.reader.lock().unwrap_or_else(PoisonError::into_inner);
+        each!(&*g, x => x.intact().map_err(shm_error))
+    }
 }
 
 /// A new descriptor for the open file `fd` (close-on-exec).

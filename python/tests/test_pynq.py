@@ -248,3 +248,35 @@ def test_a_wait_on_one_channel_does_not_hold_up_the_other(overlay):
     t.join(10)
     assert result == {"ok": True}, result
     assert (b == 7).all()
+
+
+def test_writing_a_buffer_the_device_owns_is_defined_as_on_pynq(overlay):
+    # PYNQ leaves arrays writable while a transfer owns them, and so does
+    # dmaflow: what the device sends is then each byte old or new, nothing
+    # else, and the program goes on (the emulated device copies with atomic
+    # accesses: no data race in Rust's sense).
+    import threading
+
+    dma = overlay.axi_dma_0
+    a = allocate(1 << 16, dtype="u1")
+    b = allocate(1 << 16, dtype="u1")
+    a[:] = 1
+    stop = threading.Event()
+
+    def scribble():
+        while not stop.is_set():
+            a[:] = 2
+            a[:] = 1
+
+    t = threading.Thread(target=scribble)
+    t.start()
+    try:
+        for _ in range(20):
+            dma.recvchannel.transfer(b)
+            dma.sendchannel.transfer(a)
+            dma.sendchannel.wait()
+            dma.recvchannel.wait()
+            assert set(np.unique(b)) <= {1, 2}
+    finally:
+        stop.set()
+        t.join(10)

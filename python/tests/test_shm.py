@@ -156,3 +156,38 @@ def test_dmaflows_rust_reader_reads_what_python_writes():
     assert p.returncode == 0, out
     fields = out.split()
     assert fields[0] == "sum" and int(fields[1]) == (n * (n - 1) // 2) % 2**32, out
+
+
+def test_an_evicted_reader_learns_before_it_acts_that_its_window_may_be_torn():
+    import threading
+
+    w = SharedQueueWriter(1024, dtype="u4", evict_after=0.05)
+    r = SharedQueueReader("u4", fd=w.fd)
+    cap = w.capacity
+    w.write(np.full(cap, 1, dtype=np.uint32))
+    win = r.peek(cap)
+    r.intact()  # fresh: the window is the reader's
+    # The writer waits for room; the reader holds its window past evict_after.
+    t = threading.Thread(target=lambda: w.write(np.full(cap, 2, dtype=np.uint32), timeout=20))
+    t.start()
+    t.join(20)
+    assert not t.is_alive()
+    assert len(w.events()) == 1, "the reader was evicted"
+    seen = win.copy()  # what the window shows now: possibly the writer's 2s
+    del win
+    with pytest.raises(ValueError, match="evicted"):
+        r.intact()
+    assert set(np.unique(seen)) <= {1, 2}
+    w.close()
+
+
+def test_a_kept_writer_window_makes_no_view_after_close():
+    w = SharedQueueWriter(1024, dtype="u4")
+    a = w.reserve(4)
+    obj = a
+    while isinstance(obj, (np.ndarray, memoryview)):
+        obj = obj.base if isinstance(obj, np.ndarray) else obj.obj
+    del a
+    w.close()
+    with pytest.raises(BufferError, match="handed on"):
+        np.frombuffer(obj, dtype=np.uint32)

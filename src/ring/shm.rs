@@ -985,6 +985,14 @@ impl<T: Pod> ShmReader<T> {
         Ok(self.ready(threshold)?.map(|n| self.window(n)))
     }
 
+    /// [`Error::Evicted`] if this reader was evicted since its last look:
+    /// what its last window showed may have been overwritten. A reader that
+    /// reads a window in place asks this after reading and before it acts
+    /// on what it read (the check of a sequence lock).
+    pub fn intact(&self) -> Result<(), Error> {
+        self.attached()
+    }
+
     /// [`Error::WriterGone`] if the writer's process has exited without
     /// closing the queue (for a caller that waits with
     /// [`try_peek`](Self::try_peek) on its own terms); [`Error::Evicted`] if
