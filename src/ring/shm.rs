@@ -1369,4 +1369,48 @@ mod tests {
         );
         assert!(matches!(r.consume(cap), Err(Error::Evicted)));
     }
+
+    /// The path another process of the user reaches the object by.
+    fn proc_path(w: &ShmWriter<u32>) -> String {
+        use std::os::fd::AsRawFd;
+        format!("/proc/{}/fd/{}", std::process::id(), w.fd().as_raw_fd())
+    }
+
+    #[test]
+    fn another_process_can_neither_truncate_the_object_nor_feed_the_reader_a_bad_position() {
+        let mut w = ShmWriter::<u32>::create(512, &ShmConfig::default()).unwrap();
+        let mut r = reader_of(&w).unwrap();
+        w.write(&[1, 2, 3]).unwrap();
+        assert_eq!(r.peek(1).unwrap(), &[1, 2, 3]);
+        let path = proc_path(&w);
+        // A child process truncates the object: refused (sealed), so no
+        // mapping of it can fault.
+        let out = std::process::Command::new("truncate")
+            .args(["-s", "0", &path])
+            .output()
+            .unwrap();
+        assert!(
+            !out.status.success(),
+            "truncate succeeded on a sealed object"
+        );
+        assert_eq!(r.peek(1).unwrap(), &[1, 2, 3]);
+        // A child process writes a writer position far ahead into the
+        // control page: the reader refuses it, never hands out a window.
+        let at = std::mem::offset_of!(Control, write);
+        let bogus = (1u64 << 40).to_le_bytes();
+        // Octal escapes: every `sh`'s printf reads them.
+        let hex: String = bogus.iter().map(|b| format!("\\{b:03o}")).collect();
+        let out = std::process::Command::new("sh")
+            .args([
+                "-c",
+                &format!("printf '{hex}' | dd of={path} bs=1 seek={at} conv=notrunc status=none"),
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        r.consume(3).unwrap();
+        assert!(
+            matches!(r.peek(1), Err(Error::BadWriterPosition { write, .. }) if write == 1 << 40)
+        );
+    }
 }
