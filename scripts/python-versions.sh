@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The Python package's tests on the oldest and the newest interpreter pyenv
+# has (PYNQ 3.x images run Python 3.10): each gets its own virtual
+# environment under target/, the package built for it, and pytest. An
+# interpreter that is not there is named and skipped, never passed silently.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root="${PYENV_ROOT:-$HOME/.pyenv}"
+status=0
+for want in 3.10 3.13; do
+  py=$(ls -d "$root"/versions/"$want".*/bin/python 2>/dev/null | sort -V | tail -1 || true)
+  if [ -z "$py" ]; then
+    echo "python-versions: skipped Python $want: not installed under $root/versions"
+    continue
+  fi
+  venv="target/venv-$want"
+  "$py" -m venv "$venv"
+  "$venv/bin/pip" install -q ./python pytest
+  if "$venv/bin/pytest" -q python/tests; then
+    echo "python-versions: Python $("$py" -c 'import platform; print(platform.python_version())'): passed"
+  else
+    echo "python-versions: Python $want: FAILED" >&2
+    status=1
+  fi
+done
+exit $status
