@@ -163,6 +163,15 @@ class DMA(DefaultIP):
         self.sendchannel = _DMAChannel(board.channel("mm2s", index))
         self.recvchannel = _DMAChannel(board.channel("s2mm", index))
 
+    @property
+    def register_map(self):
+        """PYNQ's ``register_map``: the AXI DMA's registers by name
+        (``MM2S_DMACR``, ``S2MM_DMASR``, ...) with their fields (``RS``,
+        ``Idle``, ...), read and written through ``mmio``."""
+        from .registers import AXI_DMA, RegisterMap
+
+        return RegisterMap(self.mmio, AXI_DMA)
+
 
 class FIR(DefaultIP):
     """The FIR filter core of the ``"fir"`` design (``ol.fir_0``): a block

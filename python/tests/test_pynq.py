@@ -280,3 +280,40 @@ def test_writing_a_buffer_the_device_owns_is_defined_as_on_pynq(overlay):
     finally:
         stop.set()
         t.join(10)
+
+
+def test_register_map_reads_and_writes_named_registers_and_fields():
+    ol = Overlay("loopback")
+    dma = ol.axi_dma_0
+    rm = dma.register_map
+    a = allocate(64, dtype="u1")
+    b = allocate(64, dtype="u1")
+    a[:] = np.arange(64)
+    dma.recvchannel.transfer(b)
+    dma.sendchannel.transfer(a)
+    dma.sendchannel.wait()
+    dma.recvchannel.wait()
+    # The DMASR of an engine that finished: running, idle, no error.
+    assert rm.MM2S_DMASR.Halted == 0 and rm.MM2S_DMASR.Idle == 1
+    assert rm.S2MM_DMASR.DMAIntErr == 0 and rm.S2MM_DMASR[1] == 1
+    assert rm.MM2S_DMACR.RS == 1
+    assert int(rm.S2MM_LENGTH) == 64
+    assert int(rm.MM2S_SA) == a.physical_address
+    # A field written alone (read-modify-write), then the whole register.
+    rm.MM2S_DMACR.IOC_IrqEn = 0
+    assert rm.MM2S_DMACR.IOC_IrqEn == 0 and rm.MM2S_DMACR.RS == 1
+    rm.MM2S_DMACR.IOC_IrqEn = 1
+    assert rm.MM2S_DMACR[12] == 1 and rm.MM2S_DMACR[23:16] == rm.MM2S_DMACR.IRQThreshold
+    with pytest.raises(AttributeError, match="no field 'Nope'"):
+        rm.MM2S_DMACR.Nope
+    with pytest.raises(AttributeError, match="no register"):
+        rm.MM2S_NOPE
+    with pytest.raises(ValueError, match="8 bits wide"):
+        rm.MM2S_DMACR.IRQThreshold = 256
+    assert "RS=1" in repr(rm.MM2S_DMACR)
+    # The channels still work after the register writes.
+    dma.recvchannel.transfer(b)
+    dma.sendchannel.transfer(a)
+    dma.sendchannel.wait()
+    dma.recvchannel.wait()
+    assert (b == a).all()
