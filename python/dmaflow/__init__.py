@@ -75,6 +75,11 @@ class PynqBuffer(np.ndarray):
         return b.physical_address + (self.ctypes.data - b.address)
 
     @property
+    def virtual_address(self) -> int:
+        """The CPU address of the first item (PYNQ's ``virtual_address``)."""
+        return self.ctypes.data
+
+    @property
     def device_address(self) -> int:
         """The same as ``physical_address`` (PYNQ's name on newer boards)."""
         return self.physical_address

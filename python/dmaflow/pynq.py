@@ -431,18 +431,50 @@ class MMIO:
         self._board = board
         self.debug = debug
 
-    def _check(self, offset: int, nbytes: int) -> None:
-        if offset < 0 or offset % 4 or offset + nbytes > self.length:
-            raise ValueError(
-                f"offset {offset:#x} is unaligned or outside the {self.length:#x}-byte window"
+    @property
+    def array(self) -> "_RegisterArray":
+        """The window as 32-bit words (PYNQ's ``mmio.array``): ``array[i]``
+        reads word ``i``, ``array[i] = v`` writes it, slices give lists."""
+        return _RegisterArray(self)
+
+    def _check(self, offset: int, nbytes: int, what: str) -> None:
+        # PYNQ's exceptions: a negative offset is a ValueError, an unaligned
+        # one a MemoryError, one past the window an IndexError.
+        if offset < 0:
+            raise ValueError("Offset cannot be negative.")
+        if offset % 4:
+            raise MemoryError(f"Unaligned {what}: offset must be multiple of 4.")
+        if offset + nbytes > self.length:
+            raise IndexError(
+                f"{what} of {nbytes} bytes at offset {offset:#x} is outside the "
+                f"{self.length:#x}-byte window"
             )
 
-    def read(self, offset: int = 0, length: int = 4, word_order: str = "little") -> int:
-        """Reads ``length`` bytes (4 or 8) at ``offset``."""
-        if length not in (4, 8):
-            raise ValueError("MMIO reads 4 or 8 bytes")
-        self._check(offset, length)
+    def read(self, offset: int = 0, length: int = 4, word_order: str = "little", dtype=None):
+        """Reads the register at ``offset``: as an ``int``, or as ``dtype``
+        (PYNQ's keyword: ``np.uint32``/``int`` and narrower integers take the
+        word, 64-bit integers two words, ``np.float32``/``float`` the word's
+        bits); ``length`` 8 (older PYNQ's keyword) reads two words."""
+        if dtype is not None:
+            dt = np.dtype(dtype) if dtype not in (int, float) else dtype
+            if dt in (np.dtype("i8"), np.dtype("u8")):
+                return dt.type(self.read(offset, 8))
+            self._check(offset, 4, "read")
+            word = self._board.read_register(self.base_addr + offset)
+            if dt is int:
+                return word
+            if dt in (float, np.dtype("f4")):
+                value = np.frombuffer(word.to_bytes(4, "little"), dtype="<f4")[0]
+                return float(value) if dt is float else value
+            if isinstance(dt, np.dtype) and dt.kind in "iu":
+                return dt.type(word & ((1 << (8 * dt.itemsize)) - 1))
+            raise ValueError(f"dtype {dtype!r} is not supported")
+        if length not in (1, 2, 4, 8):
+            raise ValueError("MMIO reads 1, 2, 4 or 8 bytes")
+        self._check(offset, max(length, 4), "read")
         lo = self._board.read_register(self.base_addr + offset)
+        if length < 4:
+            return lo & ((1 << (8 * length)) - 1)
         if length == 4:
             return lo
         hi = self._board.read_register(self.base_addr + offset + 4)
@@ -450,17 +482,48 @@ class MMIO:
 
     def write(self, offset: int, data) -> None:
         """Writes an ``int`` (one 32-bit register) or ``bytes`` (whole words)
-        at ``offset``."""
-        if isinstance(data, (int, np.integer)):
-            self._check(offset, 4)
+        at ``offset``; anything else is a ``ValueError``, as on PYNQ."""
+        if isinstance(data, (int, np.integer)) and not isinstance(data, bool):
+            self._check(offset, 4, "write")
             self._board.write_register(self.base_addr + offset, int(data) & 0xFFFF_FFFF)
             return
         if isinstance(data, (bytes, bytearray)):
             if len(data) % 4:
-                raise ValueError("MMIO writes whole 32-bit words")
-            self._check(offset, len(data))
+                raise MemoryError("Unaligned write: data length must be multiple of 4.")
+            self._check(offset, len(data), "write")
             for i in range(0, len(data), 4):
                 word = int.from_bytes(data[i : i + 4], "little")
                 self._board.write_register(self.base_addr + offset + i, word)
             return
-        raise TypeError(f"MMIO writes an int or bytes, not {type(data).__name__}")
+        raise ValueError(f"Data type must be int or bytes, not {type(data).__name__}.")
+
+
+class _RegisterArray:
+    """A register window as 32-bit words, each access one register access
+    (PYNQ's ``mmio.array`` on a device reached by register reads and writes)."""
+
+    def __init__(self, mmio: MMIO) -> None:
+        self._mmio = mmio
+
+    def __len__(self) -> int:
+        return self._mmio.length // 4
+
+    def _index(self, i: int) -> int:
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"word {i} of a window of {n} words")
+        return i
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return np.uint32(self._mmio.read(4 * self._index(int(i))))
+
+    def __setitem__(self, i, value) -> None:
+        if isinstance(i, slice):
+            for j, v in zip(range(*i.indices(len(self))), value, strict=True):
+                self[j] = v
+            return
+        self._mmio.write(4 * self._index(int(i)), int(value))
