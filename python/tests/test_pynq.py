@@ -348,3 +348,29 @@ def test_mmio_as_pynq_code_uses_it():
     assert isinstance(mmio.read(S2MM + ADDR, dtype=float), float)
     a = allocate(16, dtype="u4")
     assert a.virtual_address == a.ctypes.data
+
+
+def test_the_pynq_lib_dma_path_and_ip_dict_keys(overlay):
+    # PYNQ's own form: the driver class from `pynq.lib.dma`, built from the
+    # overlay's ip_dict entry alone.
+    from dmaflow.pynq.lib.dma import DMA
+
+    entry = overlay.ip_dict["axi_dma_0"]
+    for key in ("phys_addr", "addr_range", "parameters", "interrupts", "registers", "device", "mem_id", "bdtype", "gpio"):
+        assert key in entry, key
+    assert entry["registers"]["S2MM_DMASR"]["fields"]["Idle"] == {
+        "bit_offset": 1,
+        "bit_width": 1,
+        "access": "read-write",
+        "description": "Idle",
+    }
+    dma = DMA(entry)
+    assert dma.buffer_max_size == (1 << int(entry["parameters"]["c_sg_length_width"])) - 1
+    a = allocate(1000, dtype="u4")
+    b = allocate(1000, dtype="u4")
+    a[:] = np.arange(1000)
+    dma.recvchannel.transfer(b)
+    dma.sendchannel.transfer(a)
+    dma.sendchannel.wait()
+    dma.recvchannel.wait()
+    assert (b == a).all()

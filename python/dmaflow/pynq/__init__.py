@@ -33,8 +33,10 @@ import os
 
 import numpy as np
 
-from . import Board, Channel, DmaError, DmaTimeoutError, PynqBuffer, _set_default_board
-from . import allocate as _allocate
+from ..registers import AXI_DMA
+
+from .. import Board, Channel, DmaError, DmaTimeoutError, PynqBuffer, _set_default_board
+from .. import allocate as _allocate
 
 __all__ = [
     "EMULATED_DESIGNS",
@@ -157,18 +159,29 @@ class DMA(DefaultIP):
     """An AXI DMA engine (PYNQ's ``pynq.lib.dma.DMA``) with ``sendchannel``
     (MM2S) and ``recvchannel`` (S2MM)."""
 
-    def __init__(self, description: dict, board: Board, index: int = 0) -> None:
+    def __init__(self, description: dict, board: Board | None = None, index: int | None = None) -> None:
+        # PYNQ's form, `DMA(ol.ip_dict["axi_dma_0"])`: the entry names its
+        # board (`device`) and the engine (`fullpath`).
+        if board is None:
+            board = description["device"]
+        if index is None:
+            name = description["fullpath"]
+            if name not in board.engine_names:
+                raise ValueError(f"{name!r} is not an AXI DMA engine of the design ({', '.join(board.engine_names)})")
+            index = board.engine_names.index(name)
         super().__init__(description, board)
         self.board = board
         self.sendchannel = _DMAChannel(board.channel("mm2s", index))
         self.recvchannel = _DMAChannel(board.channel("s2mm", index))
+        #: The most bytes one transfer moves: what the length register holds.
+        self.buffer_max_size = (1 << board.length_width) - 1
 
     @property
     def register_map(self):
         """PYNQ's ``register_map``: the AXI DMA's registers by name
         (``MM2S_DMACR``, ``S2MM_DMASR``, ...) with their fields (``RS``,
         ``Idle``, ...), read and written through ``mmio``."""
-        from .registers import AXI_DMA, RegisterMap
+        from ..registers import AXI_DMA, RegisterMap
 
         return RegisterMap(self.mmio, AXI_DMA)
 
@@ -246,6 +259,23 @@ def _open_real_board(root, udmabuf, engines, timeout, length_width) -> Board:
 
 #: The emulated board's designs.
 EMULATED_DESIGNS = ("loopback", "loopback-sg", "fir", "bgsub")
+
+
+def _registers(description) -> dict:
+    """An ``ip_dict`` entry's ``registers``, in PYNQ's form."""
+    return {
+        name: {
+            "address_offset": offset,
+            "size": 32,
+            "access": "read-write",
+            "description": name,
+            "fields": {
+                f: {"bit_offset": lsb, "bit_width": width, "access": "read-write", "description": f}
+                for f, (lsb, width) in fields.items()
+            },
+        }
+        for name, offset, fields in description
+    }
 
 
 class Overlay:
@@ -344,6 +374,12 @@ class Overlay:
             }
         }
         for key, entry in self.ip_dict.items():
+            # PYNQ's further keys that code reads.
+            entry.setdefault("device", self.board)
+            entry.setdefault("mem_id", "S_AXI_LITE")
+            entry.setdefault("bdtype", None)
+            entry.setdefault("gpio", {})
+            entry.setdefault("registers", _registers(AXI_DMA) if entry["driver"] is DMA else {})
             driver = entry["driver"]
             if driver is DMA:
                 ip = DMA(entry, self.board, engine_names.index(key))
