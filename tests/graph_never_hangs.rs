@@ -514,3 +514,45 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_writer_that_only_polls_still_grows_the_queue_for_a_large_threshold() {
+    // The writer never blocks (try_reserve and yield); the reader's threshold
+    // exceeds the queue. The runtime never sees the writer blocked, so the
+    // growth the reader asked for must happen in the writer's poll.
+    let mut g = Graph::new();
+    let (mut out, mut inp) = g
+        .connect_with_capacity::<u32>(("w", "out"), ("r", "in"), 1)
+        .unwrap();
+    let cap = out.capacity();
+    let n = 4 * cap as u32;
+    g.node("w", move || {
+        let mut i = 0u32;
+        while i < n {
+            match out.try_reserve(1)? {
+                Some(s) => {
+                    s[0] = i;
+                    out.commit(1)?;
+                    i += 1;
+                }
+                None => std::thread::yield_now(),
+            }
+        }
+        Ok(())
+    })
+    .unwrap();
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let o = got.clone();
+    g.node("r", move || {
+        // Ask once the writer has filled the queue and only polls.
+        std::thread::sleep(Duration::from_millis(30));
+        let s = inp.peek(3 * cap)?;
+        assert!(s.len() >= 3 * cap);
+        o.lock().unwrap().extend_from_slice(&s[..3 * cap]);
+        Ok(())
+    })
+    .unwrap();
+    run_within(g).unwrap();
+    let got = got.lock().unwrap();
+    assert_eq!(*got, (0..3 * cap as u32).collect::<Vec<_>>());
+}

@@ -152,7 +152,8 @@ impl<T: Pod> Output<T> {
     }
 
     /// `n` contiguous free slots if they are free now (no waiting; the queue
-    /// grows only where a reader asked it to before it freed them).
+    /// grows only where a reader asked it to: a threshold beyond the queue,
+    /// or slots lent elsewhere when it closed).
     pub fn try_reserve(&mut self, n: usize) -> Result<Option<&mut [T]>, Error> {
         if self.rt.aborted() {
             return Err(self.aborted());
@@ -168,6 +169,13 @@ impl<T: Pod> Output<T> {
         let w = w
             .as_mut()
             .unwrap_or_else(|| unreachable!("output used after drop"));
+        // A reader's threshold beyond the queue asked it to grow: a writer
+        // that only polls never blocks where the runtime could grow it, so
+        // the request is applied here (growth is not a wait).
+        if edge.grow_to.load(Ordering::SeqCst) > w.capacity() {
+            rt.apply_growth(edge, w, 0)
+                .map_err(|source| wait_error(name, port, WaitError::Queue(source)))?;
+        }
         if n > w.capacity() {
             return Err(wait_error(
                 name,
