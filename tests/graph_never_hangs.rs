@@ -556,3 +556,36 @@ fn a_writer_that_only_polls_still_grows_the_queue_for_a_large_threshold() {
     let got = got.lock().unwrap();
     assert_eq!(*got, (0..3 * cap as u32).collect::<Vec<_>>());
 }
+
+#[test]
+fn an_output_whose_reader_finished_beside_one_still_read_is_an_error_not_a_truncation() {
+    // One node, two outputs: "display" reads ten items and returns, "sink"
+    // wants everything. The write to the display's queue returns `Closed`
+    // while the sink still reads: the graph must fail, not end short.
+    let mut g = Graph::new();
+    let (mut main_out, main_in) = g.connect::<u32>(("demod", "main"), ("sink", "in")).unwrap();
+    let (mut dbg_out, mut dbg_in) = g
+        .connect::<u32>(("demod", "dbg"), ("display", "in"))
+        .unwrap();
+    g.node("demod", move || {
+        for i in 0..200_000u32 {
+            main_out.write(&[i])?;
+            dbg_out.write(&[i])?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    g.node("display", move || {
+        let n = dbg_in.peek(10)?.len().min(10);
+        dbg_in.consume(n)?;
+        Ok(())
+    })
+    .unwrap();
+    let _got = counting_sink(&mut g, "sink", main_in);
+    match run_within(g) {
+        Err(Error::Port { node, port, .. }) => {
+            assert_eq!((node.as_str(), port.as_str()), ("demod", "dbg"))
+        }
+        other => panic!("expected the closed output's error, got {other:?}"),
+    }
+}

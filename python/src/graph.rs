@@ -169,6 +169,7 @@ impl Graph {
             .iter()
             .map(|&e| self.take_out(e))
             .collect::<PyResult<Vec<_>>>()?;
+        let node_name = name.to_string();
         self.with_graph(|g| {
             g.node(name, move || {
                 Python::attach(|py| -> graph::NodeResult {
@@ -191,8 +192,17 @@ impl Graph {
                         p.get().close();
                     }
                     match called {
-                        // Every reader of an output has finished: a normal end.
-                        Err(e) if e.is_instance_of::<crate::QueueClosed>(py) => return Ok(()),
+                        // A reader of an output has finished: a normal end
+                        // when every output's readers have (the runtime
+                        // decides), else the graph's error.
+                        Err(e) if e.is_instance_of::<crate::QueueClosed>(py) => {
+                            return Err(graph::Error::Port {
+                                node: node_name.clone(),
+                                port: "out".into(),
+                                source: dmaflow::ring::Error::Closed,
+                            }
+                            .into());
+                        }
                         other => other,
                     }
                     .map(|_| ())

@@ -18,7 +18,9 @@
 //! A node whose every reader has finished ends too, as in every SDR runtime's
 //! `head` idiom: a write to a queue nobody reads any more returns
 //! [`Error::Port`] with [`ring::Error::Closed`], and a node that returns that
-//! error has ended normally (the graph does not fail). A graph ends, grows a
+//! error when no output of it has a reader left has ended normally (the graph
+//! does not fail); while another output still has a reader, it is the
+//! graph's error, never a silent truncation. A graph ends, grows a
 //! queue or reports: it never hangs.
 //!
 //! ```
@@ -260,6 +262,8 @@ impl Graph {
         ));
         s.edges.push(edge.clone());
         drop(s);
+        edge.readers
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let input = Input {
             r: Some(r),
             edge: edge.clone(),
@@ -289,6 +293,9 @@ impl Graph {
         let rn = self.node_id(to.0);
         self.claim_port(rn, to.1)?;
         let r = out.writer_mut().add_reader();
+        out.edge
+            .readers
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Ok(Input {
             r: Some(r),
             edge: out.edge.clone(),

@@ -381,6 +381,7 @@ impl<T: Pod> Input<T> {
 impl<T: Pod> Drop for Input<T> {
     fn drop(&mut self) {
         drop(self.r.take());
+        self.edge.readers.fetch_sub(1, Ordering::SeqCst);
         self.rt.wake(&self.edge, Side::Write);
     }
 }

@@ -43,6 +43,9 @@ pub(super) struct Edge {
     /// `from.port -> to.port, ...` for messages.
     pub(super) label: String,
     pub(super) writer_node: usize,
+    /// Reading ends alive (a writer whose every output has none left has
+    /// ended its work).
+    pub(super) readers: AtomicUsize,
     pub(super) capacity: AtomicUsize,
     /// Capacity a reader's threshold (or the runtime) asked the writer to grow to.
     pub(super) grow_to: AtomicUsize,
@@ -61,6 +64,7 @@ impl Edge {
             id,
             label,
             writer_node,
+            readers: AtomicUsize::new(0),
             capacity: AtomicUsize::new(capacity),
             grow_to: AtomicUsize::new(0),
             writer_target: AtomicU64::new(u64::MAX),
@@ -437,24 +441,20 @@ impl Runtime {
     /// first real failure, or looks for a stall the end leaves behind.
     pub(super) fn finish(&self, id: usize, name: &str, result: std::thread::Result<NodeResult>) {
         // The error is built before the lock is taken.
+        let mut closed = false;
         let err = match result {
             Ok(Ok(())) => None,
             Ok(Err(e)) => match e.downcast::<Error>() {
-                // Stopped because another node failed, or because every reader
-                // of its output has finished (a `head` downstream): not a failure.
-                Ok(e)
-                    if matches!(
-                        *e,
-                        Error::Aborted { .. }
-                            | Error::Port {
-                                source: ring::Error::Closed,
-                                ..
-                            }
-                    ) =>
-                {
-                    None
-                }
+                // Stopped because another node failed: not a failure.
+                Ok(e) if matches!(*e, Error::Aborted { .. }) => None,
                 Ok(e) => Some(match *e {
+                    e @ Error::Port {
+                        source: ring::Error::Closed,
+                        ..
+                    } => {
+                        closed = true;
+                        e
+                    }
                     e @ (Error::Port { .. } | Error::Deadlock { .. }) => e,
                     e => Error::Node {
                         node: name.to_string(),
@@ -473,6 +473,20 @@ impl Runtime {
         };
         let mut s = lock(&self.sched);
         s.status[id] = Status::Done;
+        // `Closed` ends a node normally only when every reader of every one
+        // of its outputs has finished (a `head` downstream); one output whose
+        // reader finished while another still reads is a failure, never a
+        // silent truncation.
+        let err = if closed
+            && s.edges
+                .iter()
+                .filter(|e| e.writer_node == id)
+                .all(|e| e.readers.load(Ordering::SeqCst) == 0)
+        {
+            None
+        } else {
+            err
+        };
         match err {
             Some(e) => self.fail(&mut s, e),
             None => self.check_stall(&mut s),
