@@ -116,8 +116,10 @@ class PynqBuffer(np.ndarray):
         self.invalidate()
 
     def freebuffer(self) -> None:
-        """Returns the DMA memory once no array views it any more; an error
-        while a transfer owns it."""
+        """Returns the DMA memory to the pool at the call, as PYNQ does (an
+        error while a transfer owns it). Arrays that still view the buffer
+        keep a private copy of its bytes: they never show the memory's next
+        owner, and a transfer refuses them."""
         self._buffer().close()
 
     def close(self) -> None:

@@ -1,22 +1,25 @@
 //! A DMA buffer that numpy views in place: the buffer protocol hands out the
-//! buffer's CPU address (never a copy), and counts the views open so that the
-//! memory goes back to the pool only when the last one is gone.
+//! address of a separate CPU view of the buffer's pages (never a copy).
+//! Closing the buffer (PYNQ's `freebuffer`) gives its memory back to the pool
+//! at the call: views still open are first cut off from the DMA memory (their
+//! pages become a private copy), so they never show the next owner's bytes.
 
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use dmaflow::mem::{CachePolicy, DmaBuf};
+use dmaflow::mem::{CachePolicy, CpuView, DmaBuf};
 use pyo3::exceptions::{PyBufferError, PyRuntimeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 
 use crate::board::{BoardInner, runtime};
 
-/// A buffer of DMA memory on an emulated board. Python sees its bytes through
-/// the buffer protocol (`numpy.frombuffer`, `memoryview`), in place. Closing it
+/// A buffer of DMA memory on a board. Python sees its bytes through the
+/// buffer protocol (`numpy.frombuffer`, `memoryview`), in place. Closing it
 /// while a transfer owns it is an error; closing it while views are open
-/// returns the memory when the last view goes.
+/// returns the memory at once and leaves the views a private copy of the
+/// bytes.
 #[pyclass(module = "dmaflow._native", frozen)]
 pub struct DmaBuffer {
     board: Arc<BoardInner>,
@@ -24,8 +27,13 @@ pub struct DmaBuffer {
     buf: Mutex<Option<DmaBuf<u8>>>,
     /// Bytes Python sees.
     nbytes: usize,
-    /// CPU address of the first byte (stays valid while the buffer lives, and
-    /// reads private memory if the buffer was given up to a device).
+    /// The separate CPU view Python's views read (`None` where the memory
+    /// has no file to map again: views then read the pool's mapping, and
+    /// closing waits for the last view).
+    view: Option<CpuView>,
+    /// CPU address of the first byte (stays valid while this object lives,
+    /// and reads private memory once the buffer is closed or given up to a
+    /// device).
     address: usize,
     physical: u64,
     /// Buffer-protocol views open.
@@ -50,12 +58,17 @@ impl DmaBuffer {
             .pool
             .alloc_aligned(span, page)
             .map_err(|e| pyo3::exceptions::PyMemoryError::new_err(e.to_string()))?;
-        let address = buf.as_slice().as_ptr() as usize;
+        let view = buf.cpu_view().ok();
+        let address = match &view {
+            Some(v) => v.as_ptr() as usize,
+            None => buf.as_slice().as_ptr() as usize,
+        };
         let physical = buf.bus_addr();
         Ok(DmaBuffer {
             board,
             buf: Mutex::new(Some(buf)),
             nbytes,
+            view,
             address,
             physical,
             exports: AtomicUsize::new(0),
@@ -101,17 +114,22 @@ impl DmaBuffer {
     pub(crate) fn surrender(&self) {
         let mut g = self.buf.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(b) = g.as_mut() {
+            if let Some(v) = &self.view {
+                v.cut_off_zeroed();
+            }
             b.surrender();
         }
     }
 
-    /// Returns the memory to the pool once closed with no view and no
-    /// transfer left.
+    /// Returns the memory to the pool once closed with no transfer left and
+    /// no view reaching it (views open are cut off first where they can be).
     fn release_if_done(&self) {
-        if self.closed.load(Ordering::Acquire)
-            && self.exports.load(Ordering::Acquire) == 0
-            && self.device.load(Ordering::Acquire) == 0
-        {
+        if !self.closed.load(Ordering::Acquire) || self.device.load(Ordering::Acquire) != 0 {
+            return;
+        }
+        let unreachable = self.exports.load(Ordering::SeqCst) == 0
+            || self.view.as_ref().is_some_and(CpuView::cut_off);
+        if unreachable {
             self.buf
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
@@ -197,15 +215,17 @@ impl DmaBuffer {
         self.sync(offset, nbytes, false)
     }
 
-    /// Closes the buffer: refused while a transfer owns it; with views still
-    /// open, the memory goes back to the pool when the last one goes.
+    /// Closes the buffer (PYNQ's `freebuffer`): refused while a transfer owns
+    /// it. The memory goes back to the pool at the call; arrays still viewing
+    /// it keep a private copy of its bytes (where the memory cannot be mapped
+    /// again, it goes back when the last view goes).
     fn close(&self) -> PyResult<()> {
         if self.device.load(Ordering::Acquire) > 0 {
             return Err(PyRuntimeError::new_err(
                 "the DMA buffer is in use by a transfer: wait for it before closing",
             ));
         }
-        self.closed.store(true, Ordering::Release);
+        self.closed.store(true, Ordering::SeqCst);
         self.release_if_done();
         Ok(())
     }
@@ -222,15 +242,22 @@ impl DmaBuffer {
         flags: c_int,
     ) -> PyResult<()> {
         let me = slf.get();
-        if me.closed.load(Ordering::Acquire) {
+        // Counted before the look at `closed` (and `close` stores `closed`
+        // before it counts the views, both sequentially consistent): a close
+        // that runs meanwhile either sees this view, and cuts it off, or is
+        // seen here.
+        me.exports.fetch_add(1, Ordering::SeqCst);
+        if me.closed.load(Ordering::SeqCst) {
+            me.exports.fetch_sub(1, Ordering::AcqRel);
             return Err(PyBufferError::new_err("the DMA buffer is closed"));
         }
         let (address, len) = (me.address, me.nbytes);
-        me.exports.fetch_add(1, Ordering::AcqRel);
-        // SAFETY: Python asked for the view. The address stays valid while
-        // the view holds `obj` (this buffer, whose memory returns to the pool
-        // only after the last view is released); the device writes it only
-        // while a transfer owns it, as on PYNQ.
+        // SAFETY: Python asked for the view. The address stays mapped while
+        // the view holds `obj` (this buffer, which owns the mapping); the
+        // memory behind it is the buffer's until `close` or `surrender` cuts
+        // the mapping off to a private copy, before the memory goes back to
+        // the pool or to the device for good; the device writes it only while
+        // a transfer owns it, as on PYNQ.
         let filled = unsafe {
             crate::window::fill_view(view, flags, slf.clone().into_any(), address, len, true)
         };

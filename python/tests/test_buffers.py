@@ -40,7 +40,7 @@ def test_an_array_is_the_buffer_itself_not_a_copy():
     assert (a[100:200] == 1).all()
 
 
-def test_views_keep_the_buffer_alive_and_close_waits_for_them():
+def test_views_outlive_close_with_their_bytes():
     board = Board("loopback")
     a = allocate(4096, dtype="u1", board=board)
     a[:] = 5
@@ -184,3 +184,44 @@ def test_a_buffer_never_shows_its_previous_owners_bytes():
     gc.collect()
     b = allocate(4096, dtype="u4", board=board)
     assert not b.any()
+
+
+def test_freebuffer_and_with_give_the_memory_back_at_the_call():
+    # PYNQ notebooks allocate in a loop, in `with` blocks or with
+    # freebuffer(), more than the pool holds in total.
+    board = Board("loopback")
+    _, size = board.memory_range
+    n = size * 6 // 10
+    for i in range(3):
+        with allocate(n, dtype="u1", board=board) as buf:
+            buf[:] = i
+            assert buf[-1] == i
+    for i in range(3):
+        buf = allocate(n, dtype="u1", board=board)
+        buf[:1] = i
+        buf.freebuffer()
+    # The array still holds its bytes after freebuffer (a private copy) ...
+    old = allocate(n, dtype="u1", board=board)
+    old[:] = 5
+    old_address = old.physical_address
+    tail = old[-4096:]
+    old.freebuffer()
+    # ... the memory has a new owner at once ...
+    new = allocate(n, dtype="u1", board=board)
+    assert new.physical_address == old_address
+    new[:] = 9
+    send, recv = board.channel("mm2s"), board.channel("s2mm")
+    src = allocate(4096, dtype="u1", board=board)
+    src[:] = 7
+    recv.transfer(new._native, n - 4096, 4096)
+    send.transfer(src._native)
+    send.wait()
+    recv.wait()
+    assert (new[-4096:] == 7).all()
+    # ... and the old arrays never show it, by the CPU or by the device.
+    assert (old == 5).all() and (tail == 5).all()
+    old[:3] = 1  # still writable, private
+    assert (new[:3] == 9).all()
+    # A closed buffer is refused by a transfer.
+    with pytest.raises(ValueError, match="closed"):
+        send.transfer(old._native)

@@ -9,6 +9,9 @@ use bytemuck::Pod;
 
 use crate::platform::{self, DmaMemory};
 
+mod view;
+pub use view::CpuView;
+
 /// Alignment of every buffer: a cache line (and the 0x40 SG descriptor alignment).
 pub const ALIGN: usize = 64;
 
@@ -64,9 +67,17 @@ pub enum Error {
         /// The pool that owns it.
         pool: u64,
     },
-    /// Queues in DMA memory need the region's file, which this one lacks.
-    #[error("this DMA memory has no file to map again: queues cannot live in it")]
+    /// Queues in DMA memory and separate CPU views need the region's file,
+    /// which this one lacks.
+    #[error(
+        "this DMA memory has no file to map again: queues cannot live in it and its buffers have no separate CPU view"
+    )]
     NoFile,
+    /// A separate CPU view of a buffer that is not whole pages.
+    #[error(
+        "a separate CPU view needs a buffer of whole pages (DmaPool::alloc_aligned to the page size)"
+    )]
+    NotWholePages,
     /// The platform's cache maintenance failed.
     #[error(transparent)]
     Platform(#[from] platform::Error),

@@ -9,6 +9,7 @@ use rustix::mm::{MapFlags, ProtFlags, mmap, munmap};
 use super::Error;
 
 /// A shared read-write mapping of `len` bytes of a file or memory object.
+#[derive(Debug)]
 pub(crate) struct Mapping {
     base: NonNull<u8>,
     len: usize,
@@ -46,6 +47,61 @@ pub(crate) unsafe fn replace_with_private(addr: *mut u8, len: usize) -> bool {
         )
     }
     .is_ok()
+}
+
+/// Replaces the pages `addr..addr + len` of a mapping with private memory
+/// holding a copy of what they hold now, at the same addresses and in one
+/// step (`mremap` of a filled private mapping over them): whoever still points
+/// there keeps reading the same bytes, and reaches the memory behind the
+/// mapping no more. Returns whether it was done (`addr` and `len` must be
+/// whole pages).
+///
+/// # Safety
+///
+/// As [`replace_with_private`].
+pub(crate) unsafe fn replace_with_private_copy(addr: *mut u8, len: usize) -> bool {
+    let page = rustix::param::page_size();
+    if len == 0 || !(addr as usize).is_multiple_of(page) || !len.is_multiple_of(page) {
+        return false;
+    }
+    // SAFETY: a new private mapping at an address the kernel picks overlaps
+    // nothing.
+    let Ok(copy) = (unsafe {
+        rustix::mm::mmap_anonymous(
+            ptr::null_mut(),
+            len,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::PRIVATE,
+        )
+    }) else {
+        return false;
+    };
+    // SAFETY: `copy` is `len` fresh bytes that only this function knows of;
+    // `addr..addr + len` is mapped (the caller's promise) and may be written
+    // by another thread meanwhile (the shared copy reads it as hardware does).
+    unsafe {
+        super::shared_copy::copy_from_shared(
+            addr,
+            std::slice::from_raw_parts_mut(copy.cast::<u8>(), len),
+        );
+    }
+    // SAFETY: `copy` is our own mapping of `len` bytes; the target pages are
+    // the caller's (its promise), and no Rust reference points into either.
+    let moved = unsafe {
+        rustix::mm::mremap_fixed(
+            copy,
+            len,
+            len,
+            rustix::mm::MremapFlags::MAYMOVE,
+            addr.cast(),
+        )
+    };
+    if moved.is_err() {
+        // SAFETY: the mapping made above, still in place.
+        let _ = unsafe { rustix::mm::munmap(copy, len) };
+        return false;
+    }
+    true
 }
 
 impl Mapping {

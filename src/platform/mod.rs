@@ -9,11 +9,12 @@ pub mod cache;
 pub mod cpu;
 mod map;
 pub mod order;
+pub(crate) mod shared_copy;
 pub mod sim;
 mod sim_cache;
 pub mod uio;
 
-pub(crate) use map::replace_with_private;
+pub(crate) use map::{Mapping, replace_with_private, replace_with_private_copy};
 pub use order::{dma_rmb, dma_wmb};
 pub use sim_cache::MemoryModel;
 
