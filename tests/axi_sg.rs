@@ -339,3 +339,86 @@ fn direct_mode_on_a_scatter_gather_engine_is_refused() {
     unsafe { direct.dma.start(Channel::S2mm, b.bus_addr(), 64, false) }.unwrap();
     direct.dma.reset().unwrap();
 }
+
+#[test]
+fn run_takes_both_channels_into_service_before_any_transfer_and_stop_halts_them() {
+    use dmaflow::axi::regs::DMASR_HALTED;
+    for sg in [false, true] {
+        let r = rig(sg, 23);
+        let park = [
+            r.pool.alloc::<u32>(DESC_WORDS).unwrap(),
+            r.pool.alloc::<u32>(DESC_WORDS).unwrap(),
+        ];
+        for (i, ch) in [Channel::Mm2s, Channel::S2mm].into_iter().enumerate() {
+            assert_ne!(
+                r.dma.status(ch).unwrap() & DMASR_HALTED,
+                0,
+                "halted after reset"
+            );
+            if sg {
+                assert!(matches!(
+                    r.dma.run(ch, true, None),
+                    Err(Error::NoParkingDescriptor(_))
+                ));
+            }
+            r.dma.run(ch, true, Some(&park[i])).unwrap();
+            assert_eq!(
+                r.dma.status(ch).unwrap() & DMASR_HALTED,
+                0,
+                "sg={sg}: running"
+            );
+            // Again: left as it is.
+            r.dma.run(ch, true, Some(&park[i])).unwrap();
+        }
+        // Nothing was fetched or moved, and the checker saw nothing undefined.
+        assert!(
+            r._fabric.violations().is_empty(),
+            "{:?}",
+            r._fabric.violations()
+        );
+        // A transfer on the running channels.
+        let mut tx = r.pool.alloc::<u8>(256).unwrap();
+        tx.as_mut_slice().fill(0x5A);
+        let rx = r.pool.alloc::<u8>(256).unwrap();
+        let w = [Wait::Poll, Wait::Poll];
+        if sg {
+            let mut rx_ring = r.pool.alloc::<u32>(2 * DESC_WORDS).unwrap();
+            let mut tx_ring = r.pool.alloc::<u32>(2 * DESC_WORDS).unwrap();
+            // SAFETY: the buffers and rings live until the waits below.
+            let rc = unsafe {
+                r.dma
+                    .sg_start(Channel::S2mm, &mut rx_ring, &[(rx.bus_addr(), 256)], false)
+            }
+            .unwrap();
+            // SAFETY: as above.
+            let tc = unsafe {
+                r.dma
+                    .sg_start(Channel::Mm2s, &mut tx_ring, &[(tx.bus_addr(), 256)], false)
+            }
+            .unwrap();
+            r.dma.sg_wait(Channel::Mm2s, &tx_ring, tc, &w[0]).unwrap();
+            r.dma.sg_wait(Channel::S2mm, &rx_ring, rc, &w[1]).unwrap();
+        } else {
+            // SAFETY: the buffers live until the waits below.
+            unsafe { r.dma.start(Channel::S2mm, rx.bus_addr(), 256, false) }.unwrap();
+            // SAFETY: as above.
+            unsafe { r.dma.start(Channel::Mm2s, tx.bus_addr(), 256, false) }.unwrap();
+            assert_eq!(r.dma.wait(Channel::Mm2s, &w[0]).unwrap(), 256);
+            assert_eq!(r.dma.wait(Channel::S2mm, &w[1]).unwrap(), 256);
+        }
+        assert!(rx.as_slice().iter().all(|&b| b == 0x5A));
+        for ch in [Channel::Mm2s, Channel::S2mm] {
+            r.dma.stop(ch).unwrap();
+            assert_ne!(
+                r.dma.status(ch).unwrap() & DMASR_HALTED,
+                0,
+                "sg={sg}: stopped"
+            );
+        }
+        assert!(
+            r._fabric.violations().is_empty(),
+            "{:?}",
+            r._fabric.violations()
+        );
+    }
+}

@@ -55,6 +55,9 @@ struct State {
     /// A transfer is being started (the engine taken without the GIL and
     /// without this state's lock): the channel is not idle.
     starting: bool,
+    /// The descriptor CURDESC points at while a scatter-gather channel runs
+    /// with nothing handed over (`start`); the engine never fetches it.
+    park: Option<DmaBuf<u32>>,
 }
 
 /// One direction of a board's DMA engine: `"mm2s"` (PYNQ's `sendchannel`) or
@@ -344,12 +347,23 @@ impl Channel {
         Ok(st.flight.is_none() && !st.starting)
     }
 
-    /// Whether the channel runs (not stopped by hand, engine in service).
+    /// Whether the channel runs, as PYNQ reads it: DMASR not Halted (and the
+    /// engine in service). A channel another thread waits on runs.
     #[getter]
     fn running(&self) -> bool {
-        !self.state().stopped
-            && self.board.not_in_a_ring(self.engine).is_ok()
-            && !self.board.engine(self.engine).dma().is_failed()
+        if self.state().stopped || self.board.not_in_a_ring(self.engine).is_err() {
+            return false;
+        }
+        match self.board.try_engine(self.engine) {
+            Some(engine) => {
+                let dma = engine.dma();
+                !dma.is_failed()
+                    && dma
+                        .status(self.ch)
+                        .is_ok_and(|sr| sr & axi::regs::DMASR_HALTED == 0)
+            }
+            None => true,
+        }
     }
 
     /// What went wrong with the last transfer (`None` if nothing).
@@ -375,20 +389,44 @@ impl Channel {
             .map_err(runtime)
     }
 
-    /// Starts the channel (a reset brings a failed engine back into service).
-    fn start(&self) -> PyResult<()> {
+    /// Starts the channel, as PYNQ's driver does when the IP is created:
+    /// DMACR.RS set, DMASR leaves Halted (a reset first brings a failed engine
+    /// back into service). On a scatter-gather engine CURDESC first points at
+    /// a descriptor of the channel's own that is never handed over.
+    fn start(&self, py: Python<'_>) -> PyResult<()> {
         self.board.not_in_a_ring(self.engine)?;
         let mut st = self.state();
-        let engine = self.board.engine(self.engine);
-        if engine.dma().is_failed() {
-            engine.dma().reset().map_err(runtime)?;
+        if st.flight.is_some() || st.starting {
+            // In flight: it runs.
+            return Ok(());
         }
+        let board = self.board.clone();
+        let (ch, index) = (self.ch, self.engine);
+        let mut park = st.park.take();
+        drop(st);
+        let started = py.detach(move || {
+            let engine = board.engine(index);
+            let dma = engine.dma();
+            if dma.is_failed() {
+                dma.reset().map_err(runtime)?;
+            }
+            if dma.sg_included() && park.is_none() {
+                park = Some(engine.pool().alloc::<u32>(DESC_WORDS).map_err(runtime)?);
+            }
+            dma.run(ch, true, park.as_ref())
+                .map_err(|e| DmaError::new_err(e.to_string()))?;
+            Ok::<_, PyErr>(park)
+        });
+        let mut st = self.state();
+        st.park = started?;
         st.stopped = false;
         Ok(())
     }
 
-    /// Stops the channel: refused while a transfer is in flight (wait for it).
-    fn stop(&self) -> PyResult<()> {
+    /// Stops the channel (DMACR.RS cleared, DMASR reports Halted): refused
+    /// while a transfer is in flight (wait for it).
+    fn stop(&self, py: Python<'_>) -> PyResult<()> {
+        self.collect_finished(py)?;
         let mut st = self.state();
         if st.flight.is_some() || st.starting {
             return Err(PyRuntimeError::new_err(format!(
@@ -397,6 +435,19 @@ impl Channel {
             )));
         }
         st.stopped = true;
-        Ok(())
+        drop(st);
+        if self.board.not_in_a_ring(self.engine).is_err() {
+            return Ok(());
+        }
+        let board = self.board.clone();
+        let (ch, index) = (self.ch, self.engine);
+        py.detach(move || {
+            let engine = board.engine(index);
+            let dma = engine.dma();
+            if dma.is_failed() {
+                return Ok(());
+            }
+            dma.stop(ch).map_err(|e| DmaError::new_err(e.to_string()))
+        })
     }
 }

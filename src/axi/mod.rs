@@ -127,6 +127,11 @@ pub enum Error {
     /// The engine was built without scatter-gather (DMASR.SGIncld is 0).
     #[error("{0}: the engine has no scatter-gather engine (SGIncld is 0)")]
     NoSg(Channel),
+    /// A scatter-gather channel started without a descriptor for CURDESC.
+    #[error(
+        "{0}: a scatter-gather channel needs a descriptor for CURDESC before RS is set (PG021)"
+    )]
+    NoParkingDescriptor(Channel),
     /// Waited on a descriptor ring with nothing handed to the engine.
     #[error("{0}: no descriptor in flight to wait for")]
     RingEmpty(Channel),
@@ -494,6 +499,75 @@ impl<R: RegisterSpace> AxiDma<R> {
         // In flight only once the doorbell was taken.
         self.pending[i].set(len);
         Ok(())
+    }
+
+    /// Takes channel `ch` into service without starting a transfer, as
+    /// drivers do when they open an engine (PYNQ's DMA starts both channels
+    /// when the IP is created): sets DMACR.RS (the completion interrupts
+    /// enabled if `irq`) and waits until DMASR leaves Halted. A channel
+    /// already running is left as it is. On a scatter-gather engine PG021
+    /// wants CURDESC pointing at a descriptor before RS is set: `park` is that
+    /// descriptor ([`DESC_WORDS`] words, 64-byte aligned); it is never handed
+    /// over (no TAILDESC is written, so the engine fetches nothing), and the
+    /// next [`sg_start`](Self::sg_start) halts the channel and points CURDESC
+    /// at its own descriptors. Direct mode needs no `park`.
+    pub fn run(&self, ch: Channel, irq: bool, park: Option<&DmaBuf<u32>>) -> Result<(), Error> {
+        self.usable()?;
+        let i = ch as usize;
+        let sr = self.status(ch)?;
+        if sr & DMASR_HALTED == 0
+            && self.written_cr[i]
+                .get()
+                .is_some_and(|cr| cr & DMACR_RS != 0)
+        {
+            return Ok(());
+        }
+        if self.sg_included.get() {
+            let park = park.ok_or(Error::NoParkingDescriptor(ch))?;
+            if park.is_lost() {
+                return Err(crate::mem::Error::Lost.into());
+            }
+            check_descriptor_alignment(ch, park)?;
+            if sr & DMASR_HALTED == 0 {
+                self.halt(ch)?;
+            }
+            self.sg_arm(ch, park.bus_addr(), irq)?;
+        } else {
+            let mut cr = DMACR_RS | (1 << DMACR_IRQ_THRESHOLD_SHIFT);
+            if irq {
+                cr |= DMACR_IOC_IRQ_EN | DMACR_ERR_IRQ_EN;
+            }
+            self.set(ch, DMACR, cr)?;
+            self.written_cr[i].set(Some(cr));
+        }
+        let deadline = Instant::now() + self.cfg.timeout;
+        let mut sr = self.status(ch)?;
+        while sr & DMASR_HALTED != 0 {
+            if Instant::now() > deadline {
+                // Halted by an error RS cannot clear: DMACR is written again
+                // next time.
+                self.written_cr[i].set(None);
+                return Err(Error::Halted {
+                    channel: ch,
+                    dmasr: sr,
+                });
+            }
+            std::hint::spin_loop();
+            sr = self.status(ch)?;
+        }
+        Ok(())
+    }
+
+    /// Stops channel `ch` (DMACR.RS cleared) and waits until DMASR reports
+    /// Halted; an engine that does not halt in time is recovered
+    /// ([`recover`](Self::recover)) and the timeout returned. Only between
+    /// transfers: a transfer in flight is lost to the stop.
+    pub fn stop(&self, ch: Channel) -> Result<(), Error> {
+        self.usable()?;
+        if self.pending[ch as usize].get() != 0 {
+            return Err(Error::Busy(ch));
+        }
+        self.halt(ch)
     }
 
     /// Reads DMASR; if it shows an error, names it, recovers the engine

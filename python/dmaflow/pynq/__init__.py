@@ -110,7 +110,7 @@ class _DMAChannel:
 
     @property
     def running(self) -> bool:
-        """Whether the channel is started."""
+        """Whether the channel runs (DMASR not Halted, as PYNQ reads it)."""
         return self._native.running
 
     @property
@@ -130,11 +130,12 @@ class _DMAChannel:
         return self._native.transferred
 
     def start(self) -> None:
-        """Starts the channel."""
+        """Starts the channel (DMACR.RS set; ``DMA`` does it when created)."""
         self._native.start()
 
     def stop(self) -> None:
-        """Stops the channel (not while a transfer is in flight)."""
+        """Stops the channel (DMACR.RS cleared, DMASR Halted); not while a
+        transfer is in flight."""
         self._native.stop()
 
 
@@ -173,6 +174,10 @@ class DMA(DefaultIP):
         self.board = board
         self.sendchannel = _DMAChannel(board.channel("mm2s", index))
         self.recvchannel = _DMAChannel(board.channel("s2mm", index))
+        # PYNQ's driver starts both channels when the IP is created: DMASR
+        # reads running (not Halted) before the first transfer.
+        self.sendchannel.start()
+        self.recvchannel.start()
         #: The most bytes one transfer moves: what the length register holds.
         self.buffer_max_size = (1 << board.length_width) - 1
 
