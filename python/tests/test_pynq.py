@@ -378,16 +378,22 @@ def test_the_pynq_lib_dma_path_and_ip_dict_keys(overlay):
 
 
 def test_channels_run_from_the_moment_the_overlay_is_loaded(overlay):
-    # PYNQ's driver starts both channels when the IP is created: notebooks
-    # read DMASR (or `running`) before their first transfer.
+    # PYNQ's direct-mode driver starts both channels when the IP is created
+    # (notebooks read DMASR or `running` before their first transfer); its
+    # scatter-gather driver leaves them halted until a transfer. `running`
+    # reads DMASR either way.
     dma = overlay.axi_dma_0
     rm = dma.register_map
+    sg = overlay.board.sg
     for name, ch in (("MM2S", dma.sendchannel), ("S2MM", dma.recvchannel)):
-        assert getattr(rm, f"{name}_DMASR").Halted == 0, name
-        assert getattr(rm, f"{name}_DMACR").RS == 1, name
-        assert ch.running and ch.idle and ch.error is False
-    # SG: CURDESC was set before RS, as PG021 asks, and nothing was fetched.
-    if overlay.board.sg:
+        assert getattr(rm, f"{name}_DMASR").Halted == int(sg), name
+        assert getattr(rm, f"{name}_DMACR").RS == int(not sg), name
+        assert ch.running == (not sg) and ch.idle and ch.error is False
+    if sg:
+        # start() by hand: CURDESC is set before RS, as PG021 asks, and
+        # nothing is fetched.
+        dma.sendchannel.start()
+        assert rm.MM2S_DMASR.Halted == 0 and dma.sendchannel.running
         assert int(rm.MM2S_CURDESC) != 0 and rm.MM2S_DMASR.SGIncld == 1
     a = allocate(1000, dtype="u1")
     b = allocate(1000, dtype="u1")

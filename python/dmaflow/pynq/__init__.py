@@ -174,10 +174,12 @@ class DMA(DefaultIP):
         self.board = board
         self.sendchannel = _DMAChannel(board.channel("mm2s", index))
         self.recvchannel = _DMAChannel(board.channel("s2mm", index))
-        # PYNQ's driver starts both channels when the IP is created: DMASR
-        # reads running (not Halted) before the first transfer.
-        self.sendchannel.start()
-        self.recvchannel.start()
+        # As PYNQ's drivers: the direct-mode driver starts both channels when
+        # the IP is created (DMASR reads running before the first transfer);
+        # the scatter-gather driver leaves them halted until a transfer.
+        if not board.sg:
+            self.sendchannel.start()
+            self.recvchannel.start()
         #: The most bytes one transfer moves: what the length register holds.
         self.buffer_max_size = (1 << board.length_width) - 1
 
