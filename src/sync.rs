@@ -6,7 +6,7 @@ pub(crate) use loom::{
     hint::spin_loop,
     sync::{
         Arc, Condvar, Mutex, MutexGuard,
-        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence},
+        atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence},
     },
     thread::yield_now,
 };
@@ -16,7 +16,7 @@ pub(crate) use std::{
     hint::spin_loop,
     sync::{
         Arc, Condvar, Mutex, MutexGuard,
-        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence},
+        atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence},
     },
     thread::yield_now,
 };

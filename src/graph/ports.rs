@@ -238,7 +238,11 @@ impl<T: Pod> Output<T> {
 
 impl<T: Pod> Drop for Output<T> {
     fn drop(&mut self) {
-        // Close the queue first, then wake its readers so they see the end.
+        // Whether a reader is still there, recorded before the queue closes;
+        // then close it and wake its readers so they see the end.
+        if self.w.is_some() {
+            self.edge.writer_closing();
+        }
         drop(self.w.take());
         self.rt.wake(&self.edge, Side::Read);
     }
@@ -380,8 +384,10 @@ impl<T: Pod> Input<T> {
 
 impl<T: Pod> Drop for Input<T> {
     fn drop(&mut self) {
-        drop(self.r.take());
+        // Counted out before the queue learns of it: a writer that sees the
+        // queue without readers (`Closed`) sees this reader gone too.
         self.edge.readers.fetch_sub(1, Ordering::SeqCst);
+        drop(self.r.take());
         self.rt.wake(&self.edge, Side::Write);
     }
 }

@@ -14,7 +14,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use crate::ring;
 use crate::sync::{
-    AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering, fence, lock, wait,
+    AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering, fence, lock, wait,
 };
 
 use super::{Error, NodeResult};
@@ -46,6 +46,9 @@ pub(super) struct Edge {
     /// Reading ends alive (a writer whose every output has none left has
     /// ended its work).
     pub(super) readers: AtomicUsize,
+    /// Whether a reader was still there when the writing end closed
+    /// ([`WRITER_OPEN`] until it closes).
+    pub(super) read_at_close: AtomicU8,
     pub(super) capacity: AtomicUsize,
     /// Capacity a reader's threshold (or the runtime) asked the writer to grow to.
     pub(super) grow_to: AtomicUsize,
@@ -57,7 +60,34 @@ pub(super) struct Edge {
     pub(super) readers_cv: Condvar,
 }
 
+/// [`Edge::read_at_close`]: the writing end has not closed yet.
+pub(super) const WRITER_OPEN: u8 = 0;
+/// [`Edge::read_at_close`]: closed with no reader left.
+pub(super) const CLOSED_UNREAD: u8 = 1;
+/// [`Edge::read_at_close`]: closed while a reader was still reading.
+pub(super) const CLOSED_WHILE_READ: u8 = 2;
+
 impl Edge {
+    /// Records the writing end's close (before the queue closes, so no
+    /// reader has seen the end of the stream yet).
+    pub(super) fn writer_closing(&self) {
+        let read = if self.readers.load(Ordering::SeqCst) > 0 {
+            CLOSED_WHILE_READ
+        } else {
+            CLOSED_UNREAD
+        };
+        self.read_at_close.store(read, Ordering::SeqCst);
+    }
+
+    /// Whether a reader of this edge was left reading when its writer ended:
+    /// still there when the writing end closed (or now, if it has not).
+    fn left_reading(&self) -> bool {
+        match self.read_at_close.load(Ordering::SeqCst) {
+            WRITER_OPEN => self.readers.load(Ordering::SeqCst) > 0,
+            read => read == CLOSED_WHILE_READ,
+        }
+    }
+
     /// A new edge `id` written by node `writer_node`, with a queue of `capacity`.
     pub(super) fn new(id: usize, label: String, writer_node: usize, capacity: usize) -> Self {
         Edge {
@@ -65,6 +95,7 @@ impl Edge {
             label,
             writer_node,
             readers: AtomicUsize::new(0),
+            read_at_close: AtomicU8::new(WRITER_OPEN),
             capacity: AtomicUsize::new(capacity),
             grow_to: AtomicUsize::new(0),
             writer_target: AtomicU64::new(u64::MAX),
@@ -474,14 +505,16 @@ impl Runtime {
         let mut s = lock(&self.sched);
         s.status[id] = Status::Done;
         // `Closed` ends a node normally only when every reader of every one
-        // of its outputs has finished (a `head` downstream); one output whose
-        // reader finished while another still reads is a failure, never a
-        // silent truncation.
+        // of its outputs had finished (a `head` downstream) when that output
+        // closed: one output whose reader finished while another was still
+        // read is a failure, never a silent truncation (the other reader may
+        // have finished since, on the end of stream the close gave it).
         let err = if closed
-            && s.edges
+            && !s
+                .edges
                 .iter()
                 .filter(|e| e.writer_node == id)
-                .all(|e| e.readers.load(Ordering::SeqCst) == 0)
+                .any(|e| e.left_reading())
         {
             None
         } else {
