@@ -422,3 +422,65 @@ fn run_takes_both_channels_into_service_before_any_transfer_and_stop_halts_them(
         );
     }
 }
+
+#[test]
+fn a_packet_that_ends_before_the_chain_leaves_no_descriptor_with_the_engine() {
+    use dmaflow::axi::regs::DMASR_HALTED;
+    let r = rig(true, 23);
+    let w = Wait::Poll;
+    // One 768-byte receive buffer spread over three descriptors.
+    let rx = r.pool.alloc::<u8>(768).unwrap();
+    let segs: Vec<_> = (0..3).map(|k| (rx.bus_addr() + 256 * k, 256)).collect();
+    let mut rx_ring = r.pool.alloc::<u32>(4 * DESC_WORDS).unwrap();
+    let mut tx_ring = r.pool.alloc::<u32>(2 * DESC_WORDS).unwrap();
+    let mut a = r.pool.alloc::<u8>(100).unwrap();
+    a.as_mut_slice().fill(0xA1);
+    // SAFETY: buffers and rings live until the waits below (or the halt).
+    let rc = unsafe { r.dma.sg_start(Channel::S2mm, &mut rx_ring, &segs, false) }.unwrap();
+    // SAFETY: as above.
+    let tc = unsafe {
+        r.dma
+            .sg_start(Channel::Mm2s, &mut tx_ring, &[(a.bus_addr(), 100)], false)
+    }
+    .unwrap();
+    r.dma.sg_wait(Channel::Mm2s, &tx_ring, tc, &w).unwrap();
+    // The packet ends (RXEOF) in the first descriptor.
+    assert_eq!(
+        r.dma.sg_wait(Channel::S2mm, &rx_ring, rc, &w).unwrap(),
+        [100]
+    );
+    assert_ne!(
+        r.dma.status(Channel::S2mm).unwrap() & DMASR_HALTED,
+        0,
+        "halted"
+    );
+    // A second packet: it must not land in the two descriptors left over.
+    let mut b = r.pool.alloc::<u8>(300).unwrap();
+    b.as_mut_slice().fill(0xB2);
+    // SAFETY: as above.
+    let tc = unsafe {
+        r.dma
+            .sg_start(Channel::Mm2s, &mut tx_ring, &[(b.bus_addr(), 300)], false)
+    }
+    .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert!(rx.as_slice()[..100].iter().all(|&x| x == 0xA1));
+    assert!(
+        rx.as_slice()[100..].iter().all(|&x| x == 0),
+        "the engine wrote a buffer handed back"
+    );
+    // It waits in the stream for the next chain, whole.
+    let rx2 = r.pool.alloc::<u8>(512).unwrap();
+    // SAFETY: as above.
+    let rc = unsafe {
+        r.dma
+            .sg_start(Channel::S2mm, &mut rx_ring, &[(rx2.bus_addr(), 512)], false)
+    }
+    .unwrap();
+    r.dma.sg_wait(Channel::Mm2s, &tx_ring, tc, &w).unwrap();
+    assert_eq!(
+        r.dma.sg_wait(Channel::S2mm, &rx_ring, rc, &w).unwrap(),
+        [300]
+    );
+    assert!(rx2.as_slice()[..300].iter().all(|&x| x == 0xB2));
+}

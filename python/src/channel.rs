@@ -41,6 +41,8 @@ struct Flight {
     len: usize,
     /// Scatter-gather: the chain and its descriptors.
     chain: Option<(SgChain, DmaBuf<u32>)>,
+    /// Cyclic descriptor mode: never complete; ends with `stop`.
+    cyclic: bool,
 }
 
 #[derive(Default)]
@@ -96,7 +98,7 @@ impl Channel {
         let Some(flight) = st.flight.as_ref() else {
             return Ok(());
         };
-        if self.board.not_in_a_ring(self.engine).is_err() {
+        if flight.cyclic || self.board.not_in_a_ring(self.engine).is_err() {
             return Ok(());
         }
         let polled = {
@@ -172,10 +174,24 @@ impl Channel {
 impl Channel {
     /// Hands `nbytes` bytes of `buffer` from byte `start` to the channel
     /// (all of it from `start` when `nbytes` is 0). Refused while a transfer
-    /// is in flight, for a closed buffer, a range outside it, or more than
-    /// the length register holds.
-    #[pyo3(signature = (buffer, start = 0, nbytes = 0))]
-    fn transfer(&self, buffer: Bound<'_, DmaBuffer>, start: usize, nbytes: usize) -> PyResult<()> {
+    /// is in flight, for a closed buffer, a range outside it, or (direct
+    /// mode) more than the length register holds; a scatter-gather engine
+    /// spreads a longer transfer over several descriptors, as PYNQ's driver
+    /// does. `cyclic` (scatter-gather, send channel only, as on PYNQ) sends
+    /// the range again and again until `stop`.
+    #[pyo3(signature = (buffer, start = 0, nbytes = 0, cyclic = false))]
+    fn transfer(
+        &self,
+        buffer: Bound<'_, DmaBuffer>,
+        start: usize,
+        nbytes: usize,
+        cyclic: bool,
+    ) -> PyResult<()> {
+        if cyclic && self.ch != Ch::Mm2s {
+            return Err(PyRuntimeError::new_err(
+                "Cyclic BD mode only valid in sendchannel",
+            ));
+        }
         // A transfer the engine finished without a `wait()` is collected here.
         self.collect_finished(buffer.py())?;
         let mut st = self.state();
@@ -227,7 +243,12 @@ impl Channel {
         let started = buffer.py().detach(move || {
             let engine = board.engine(index);
             let dma = engine.dma();
-            if len > dma.max_len() {
+            if cyclic && !dma.sg_included() {
+                return Err(PyRuntimeError::new_err(
+                    "cyclic BD mode needs an engine with scatter-gather (C_INCLUDE_SG)",
+                ));
+            }
+            if !dma.sg_included() && len > dma.max_len() {
                 return Err(PyValueError::new_err(format!(
                     "{ch}: {len} bytes is more than the {}-byte limit of the length register",
                     dma.max_len()
@@ -245,7 +266,13 @@ impl Channel {
                     // the engine is confirmed halted; if it cannot be, the
                     // buffer and the descriptors are given up to the device
                     // (`failed`).
-                    let chain = unsafe { dma.sg_start(ch, &mut ring, &[(addr, len)], true) };
+                    let chain = unsafe {
+                        if cyclic {
+                            dma.sg_start_cyclic(ch, &mut ring, &[(addr, len)], false)
+                        } else {
+                            dma.sg_start(ch, &mut ring, &[(addr, len)], true)
+                        }
+                    };
                     chain
                         .map(|c| Some((c, ring)))
                         .map_err(|e| DmaError::new_err(e.to_string()))
@@ -266,6 +293,7 @@ impl Channel {
                     start,
                     len,
                     chain,
+                    cyclic,
                 });
                 st.error = None;
                 st.stopped = false;
@@ -285,6 +313,9 @@ impl Channel {
     /// engine was halted.
     fn wait(&self, py: Python<'_>) -> PyResult<usize> {
         self.board.not_in_a_ring(self.engine)?;
+        if self.state().flight.as_ref().is_some_and(|f| f.cyclic) {
+            return Err(PyRuntimeError::new_err("Cannot wait in cyclic BD mode"));
+        }
         let Some(mut flight) = self.state().flight.take() else {
             // Idle (nothing started, or collected already): as PYNQ's wait,
             // nothing to wait for; the last transfer's count.
@@ -428,6 +459,26 @@ impl Channel {
     fn stop(&self, py: Python<'_>) -> PyResult<()> {
         self.collect_finished(py)?;
         let mut st = self.state();
+        if st.flight.as_ref().is_some_and(|f| f.cyclic) {
+            // Cyclic mode ends here: the buffer comes back once the channel is
+            // confirmed halted (or the engine recovered by a reset).
+            let flight = st
+                .flight
+                .take()
+                .unwrap_or_else(|| unreachable!("looked at above"));
+            st.stopped = true;
+            drop(st);
+            let board = self.board.clone();
+            let (ch, index) = (self.ch, self.engine);
+            let stopped = py.detach(move || board.engine(index).dma().stop(ch));
+            return match stopped {
+                Ok(()) => {
+                    flight.buffer.bind(py).get().give_back();
+                    Ok(())
+                }
+                Err(e) => Err(self.failed(py, flight, &e)),
+            };
+        }
         if st.flight.is_some() || st.starting {
             return Err(PyRuntimeError::new_err(format!(
                 "{}: a transfer is in flight: wait for it before stopping",

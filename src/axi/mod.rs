@@ -531,7 +531,7 @@ impl<R: RegisterSpace> AxiDma<R> {
             if sr & DMASR_HALTED == 0 {
                 self.halt(ch)?;
             }
-            self.sg_arm(ch, park.bus_addr(), irq)?;
+            self.sg_arm(ch, park.bus_addr(), irq, false)?;
         } else {
             let mut cr = DMACR_RS | (1 << DMACR_IRQ_THRESHOLD_SHIFT);
             if irq {
@@ -729,6 +729,10 @@ pub struct SgChain {
     pub descriptors: usize,
 }
 
+/// How long an S2MM channel whose packet ended before its chain may take to
+/// halt before the engine is reset ([`AxiDma::sg_poll`]).
+const EARLY_END_PATIENCE: Duration = Duration::from_millis(2);
+
 impl<R: RegisterSpace> AxiDma<R> {
     /// Scatter-gather: halts the channel, writes one descriptor per piece of
     /// `segments` (pieces longer than the length register are split over several
@@ -752,6 +756,46 @@ impl<R: RegisterSpace> AxiDma<R> {
         ring: &mut DmaBuf<u32>,
         segments: &[(u64, usize)],
         irq: bool,
+    ) -> Result<SgChain, Error> {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.sg_submit(ch, ring, segments, irq, false) }
+    }
+
+    /// [`sg_start`](Self::sg_start) in cyclic descriptor mode (DMACR's
+    /// Cyclic BD Enable): the engine follows the chain round for ever,
+    /// ignoring the descriptors' Cmplt bits, so the segments go out (MM2S) or
+    /// are written (S2MM) again and again until [`stop`](Self::stop) or
+    /// [`reset`](Self::reset). TAILDESC is written with an address outside the
+    /// chain, as PG021 asks. There is no completion to wait for.
+    ///
+    /// # Safety
+    ///
+    /// As [`sg_start`](Self::sg_start), until the channel is confirmed halted
+    /// ([`stop`](Self::stop) returned `Ok`, or a reset or recovery confirmed
+    /// it).
+    pub unsafe fn sg_start_cyclic(
+        &self,
+        ch: Channel,
+        ring: &mut DmaBuf<u32>,
+        segments: &[(u64, usize)],
+        irq: bool,
+    ) -> Result<SgChain, Error> {
+        // SAFETY: the caller's promise, passed on.
+        unsafe { self.sg_submit(ch, ring, segments, irq, true) }
+    }
+
+    /// [`sg_start`](Self::sg_start), once or cyclic.
+    ///
+    /// # Safety
+    ///
+    /// As [`sg_start`](Self::sg_start).
+    unsafe fn sg_submit(
+        &self,
+        ch: Channel,
+        ring: &mut DmaBuf<u32>,
+        segments: &[(u64, usize)],
+        irq: bool,
+        cyclic: bool,
     ) -> Result<SgChain, Error> {
         self.usable()?;
         if ring.is_lost() {
@@ -813,8 +857,9 @@ impl<R: RegisterSpace> AxiDma<R> {
             }
         }
         ring.sync_for_device(pieces.len() * DESC_ALIGN as usize)?;
-        self.sg_arm(ch, base, irq)?;
-        let tail = desc_addr(last);
+        self.sg_arm(ch, base, irq, cyclic)?;
+        // Cyclic: a tail outside the chain (the engine never reaches it).
+        let tail = desc_addr(if cyclic { last + 1 } else { last });
         // Rule 1 of the ordering contract: descriptors before the doorbell.
         platform::dma_wmb();
         self.set(ch, TAILDESC_MSB, (tail >> 32) as u32)?;
@@ -874,6 +919,20 @@ impl<R: RegisterSpace> AxiDma<R> {
         };
         // Rule 2 of the ordering contract: Cmplt before what it announces.
         platform::dma_rmb();
+        if end < last {
+            // A packet that ended early leaves descriptors of the chain with
+            // the engine, over the buffer handed back now: the next packet
+            // would land there. The channel stops before the caller gets the
+            // buffer (the next chain starts it again). An S2MM channel holding
+            // descriptors with no data to fill them does not report Halted
+            // (PG021's IP; Linux's driver resets it): after a moment the
+            // engine is reset, which stops the other channel too.
+            if let Err(e) = self.halt_within(ch, EARLY_END_PATIENCE)
+                && self.is_failed()
+            {
+                return Err(e);
+            }
+        }
         self.acknowledge(ch)?;
         Ok(Some(
             (0..=end)

@@ -67,7 +67,7 @@ impl<R: RegisterSpace> AxiDma<R> {
             words[word(i, DESC_NXTDESC_MSB)] = (next >> 32) as u32;
         }
         desc.sync_for_device(desc.byte_len())?;
-        self.sg_arm(ch, base, irq)?;
+        self.sg_arm(ch, base, irq, false)?;
         Ok(DescRing {
             desc,
             channel: ch,
@@ -80,14 +80,23 @@ impl<R: RegisterSpace> AxiDma<R> {
 
     /// Points CURDESC at `first` while the channel is halted (the caller halted
     /// it; PG021 allows the write only then), clears stale interrupt bits and sets
-    /// RS, with the completion interrupt enabled if `irq`. Nothing moves until
-    /// TAILDESC is written.
-    pub(super) fn sg_arm(&self, ch: Channel, first: u64, irq: bool) -> Result<(), Error> {
+    /// RS, with the completion interrupt enabled if `irq` and Cyclic BD Enable if
+    /// `cyclic`. Nothing moves until TAILDESC is written.
+    pub(super) fn sg_arm(
+        &self,
+        ch: Channel,
+        first: u64,
+        irq: bool,
+        cyclic: bool,
+    ) -> Result<(), Error> {
         let i = ch as usize;
         self.set(ch, DMASR, DMASR_IRQ_MASK)?;
         self.set(ch, CURDESC, first as u32)?;
         self.set(ch, CURDESC_MSB, (first >> 32) as u32)?;
         let mut cr = DMACR_RS | (1 << DMACR_IRQ_THRESHOLD_SHIFT);
+        if cyclic {
+            cr |= DMACR_CYCLIC;
+        }
         if irq {
             cr |= DMACR_IOC_IRQ_EN | DMACR_ERR_IRQ_EN;
         }
@@ -99,9 +108,18 @@ impl<R: RegisterSpace> AxiDma<R> {
     /// does not in time, the engine is recovered ([`AxiDma::recover`]) and the
     /// timeout returned.
     pub(super) fn halt(&self, ch: Channel) -> Result<(), Error> {
+        self.halt_within(ch, self.cfg.timeout)
+    }
+
+    /// [`halt`](Self::halt), waiting at most `patience` before recovering.
+    pub(super) fn halt_within(
+        &self,
+        ch: Channel,
+        patience: std::time::Duration,
+    ) -> Result<(), Error> {
         self.set(ch, DMACR, 0)?;
         self.written_cr[ch as usize].set(Some(0));
-        let deadline = Instant::now() + self.cfg.timeout;
+        let deadline = Instant::now() + patience;
         while self.status(ch)? & DMASR_HALTED == 0 {
             if Instant::now() > deadline {
                 let dmasr = self.status(ch)?;

@@ -67,10 +67,13 @@ class _DMAChannel:
         self._native = native
         self._array: PynqBuffer | None = None
 
-    def transfer(self, array: PynqBuffer, start: int = 0, nbytes: int = 0) -> None:
+    def transfer(self, array: PynqBuffer, start: int = 0, nbytes: int = 0, cyclic: bool = False) -> None:
         """Hands ``nbytes`` bytes of ``array`` from byte ``start`` to the
         channel (all of it from ``start`` when 0). ``array`` must come from
-        ``allocate`` and be contiguous."""
+        ``allocate`` and be contiguous. On a scatter-gather engine a transfer
+        longer than ``buffer_max_size`` is spread over several descriptors,
+        and ``cyclic=True`` (send channel only) sends the range again and
+        again until ``stop()`` (``wait()`` then raises, as on PYNQ)."""
         if not isinstance(array, PynqBuffer) or array._native is None:
             raise TypeError("transfer needs an array from allocate()")
         if not array.flags["C_CONTIGUOUS"]:
@@ -85,7 +88,7 @@ class _DMAChannel:
                 f"the array's {array.nbytes} bytes"
             )
         n = nbytes if nbytes else array.nbytes - start
-        self._native.transfer(native, offset + start, n)
+        self._native.transfer(native, offset + start, n, cyclic)
         self._array = array
 
     def wait(self) -> None:
