@@ -500,6 +500,27 @@ impl Board {
             .map_err(|e| PyValueError::new_err(e.to_string()))
     }
 
+    /// Resets every DMA engine of the design to its power-on state (PG021's
+    /// soft reset: both channels halted, registers cleared), as reloading
+    /// the design does (PYNQ's `Overlay.download()` and `PL.reset()`). Each
+    /// engine is reset once nothing else holds it (a wait in progress ends
+    /// first, within the board's timeout), with the GIL released; a
+    /// transfer still in flight then ends in its own wait with a timeout,
+    /// its buffer handed back (the engine is confirmed halted). A packet
+    /// ring holding an engine makes this an error.
+    fn reset(&self, py: Python<'_>) -> PyResult<()> {
+        for i in 0..self.inner.engines.len() {
+            self.inner.not_in_a_ring(i)?;
+        }
+        let inner = self.inner.clone();
+        py.detach(move || {
+            for i in 0..inner.engines.len() {
+                inner.engine(i).dma().reset().map_err(runtime)?;
+            }
+            Ok(())
+        })
+    }
+
     /// Fault injection for tests on the emulated board: the engine's next
     /// transfer stays in progress `seconds` longer (past the timeout, it
     /// times out).

@@ -493,3 +493,55 @@ def test_cyclic_mode_needs_scatter_gather():
     ol.axi_dma_0.sendchannel.wait()
     ol.axi_dma_0.recvchannel.wait()
     assert (b == 1).all()
+
+
+def test_overlay_parts_and_pl_reset_as_pynq_code_uses_them():
+    from dmaflow.pynq import PL
+
+    ol = Overlay("loopback", timeout=0.2)
+    assert ol.is_loaded() and ol.bitfile_name == "loopback.bit"
+    assert PL.bitfile_name == "loopback.bit" and PL.ip_dict is ol.ip_dict
+    pins = ol.interrupt_pins
+    assert set(pins) == {"axi_dma_0/mm2s_introut", "axi_dma_0/s2mm_introut"}
+    assert pins["axi_dma_0/s2mm_introut"]["index"] == 1
+    assert pins["axi_dma_0/s2mm_introut"]["controller"] in ol.interrupt_controllers
+    assert ol.hierarchy_dict == {} and ol.gpio_dict == {} and ol.clock_dict == {}
+    assert ol.device is ol.board
+    # A buffer allocated before a reset stays valid across it.
+    a = allocate(256, dtype="u1")
+    a[:] = 4
+    # Registers changed by hand and a receive left in flight ...
+    dma = ol.axi_dma_0
+    dma.sendchannel.stop()
+    assert dma.register_map.MM2S_DMASR.Halted == 1
+    b = allocate(256, dtype="u1")
+    dma.recvchannel.transfer(b)
+    # ... PL.reset() returns the fabric to its power-on state, with new
+    # driver objects whose direct-mode channels are started, as on PYNQ.
+    PL.reset()
+    new = ol.axi_dma_0
+    assert new is not dma
+    assert new.sendchannel.running and new.recvchannel.running
+    assert int(new.register_map.S2MM_LENGTH) == 0
+    # The old object's transfer ends in its wait (a timeout: the engine was
+    # reset under it) and its buffer is handed back.
+    with pytest.raises(DmaTimeoutError):
+        dma.recvchannel.wait()
+    b.freebuffer()
+    c = allocate(256, dtype="u1")
+    new.recvchannel.transfer(c)
+    new.sendchannel.transfer(a)
+    new.sendchannel.wait()
+    new.recvchannel.wait()
+    assert (c == 4).all()
+    # download() does the same and makes the overlay the loaded one again;
+    # free() gives it up.
+    ol.free()
+    assert not ol.is_loaded() and PL.bitfile_name is None and PL.ip_dict == {}
+    ol.download()
+    assert ol.is_loaded() and ol.axi_dma_0.sendchannel.running
+    ol.axi_dma_0.recvchannel.transfer(c)
+    ol.axi_dma_0.sendchannel.transfer(a)
+    ol.axi_dma_0.sendchannel.wait()
+    ol.axi_dma_0.recvchannel.wait()
+    assert (c == 4).all()

@@ -46,6 +46,7 @@ __all__ = [
     "DmaError",
     "DmaTimeoutError",
     "Overlay",
+    "PL",
     "PynqBuffer",
     "allocate",
 ]
@@ -390,12 +391,26 @@ class Overlay:
             entry.setdefault("bdtype", None)
             entry.setdefault("gpio", {})
             entry.setdefault("registers", _registers(AXI_DMA) if entry["driver"] is DMA else {})
-            driver = entry["driver"]
-            if driver is DMA:
-                ip = DMA(entry, self.board, engine_names.index(key))
-            else:
-                ip = driver(entry, self.board)
-            setattr(self, key.replace("-", "_"), ip)
+        #: The bitstream's name (PYNQ's ``bitfile_name``): the design's name
+        #: with ``.bit`` on the emulated board, the path given on a real one.
+        self.bitfile_name = f"{name}.bit" if self.board.emulated else name
+        #: The board (PYNQ's ``device``).
+        self.device = self.board
+        #: Hierarchies, AXI GPIO pins, partial regions and PS clocks the
+        #: design declares: dmaflow's designs are flat and set no clocks.
+        self.hierarchy_dict: dict[str, dict] = {}
+        self.gpio_dict: dict[str, dict] = {}
+        self.pr_dict: dict[str, dict] = {}
+        self.clock_dict: dict[int, dict] = {}
+        #: Each interrupt pin by its full path, with its controller and index
+        #: (PYNQ's ``interrupt_pins``), and the controllers.
+        self.interrupt_pins: dict[str, dict] = {}
+        self.interrupt_controllers: dict[str, dict] = {}
+        for entry in self.ip_dict.values():
+            for pin in entry["interrupts"].values():
+                self.interrupt_pins[pin["fullpath"]] = dict(pin, parent="")
+                self.interrupt_controllers.setdefault(pin["controller"], {"parent": "", "index": 0})
+        self._create_ips()
         if name == "bgsub":
             self.ip_dict["bgsub_0"] = {
                 "fullpath": "bgsub_0",
@@ -410,6 +425,53 @@ class Overlay:
             self.bgsub_0 = BgSub(self.ip_dict["bgsub_0"], self)
         _loaded = self
         _set_default_board(self.board)
+
+    def _create_ips(self) -> None:
+        """The IP's driver objects, as attributes (``ol.axi_dma_0``)."""
+        engine_names = self.board.engine_names
+        for key, entry in self.ip_dict.items():
+            driver = entry["driver"]
+            if driver is DMA:
+                ip = DMA(entry, self.board, engine_names.index(key))
+            elif driver is BgSub:
+                continue
+            else:
+                ip = driver(entry, self.board)
+            setattr(self, key.replace("-", "_"), ip)
+
+    def download(self) -> None:
+        """Loads the design again (PYNQ's ``download``): the fabric returns
+        to its power-on state (every DMA engine reset), the IP's driver
+        objects are made anew (direct-mode channels started, as on PYNQ),
+        and this overlay is the loaded one. Buffers allocated before stay
+        valid (they are the board's memory, not the fabric's). On a real
+        board dmaflow does not program the fabric (PYNQ or ``fpgautil``
+        does): this resets its engines the same way."""
+        global _loaded
+        self.board.reset()
+        self._create_ips()
+        if hasattr(self, "bgsub_0"):
+            self.bgsub_0 = BgSub(self.ip_dict["bgsub_0"], self)
+        _loaded = self
+        _set_default_board(self.board)
+
+    def reset(self) -> None:
+        """Returns the design's IP to its power-on state (PYNQ's
+        ``Overlay.reset``): every DMA engine reset, its driver objects made
+        anew. A transfer in flight ends in its wait with a timeout."""
+        self.board.reset()
+        self._create_ips()
+        if hasattr(self, "bgsub_0"):
+            self.bgsub_0 = BgSub(self.ip_dict["bgsub_0"], self)
+
+    def free(self) -> None:
+        """Gives the overlay up (PYNQ's ``free``): it is no longer the
+        loaded design, and ``allocate`` and ``MMIO`` no longer default to its
+        board. Its memory goes when the last buffer on it does."""
+        global _loaded
+        if _loaded is self:
+            _loaded = None
+            _set_default_board(None)
 
     def _dma_entry(self, i: int, name: str, phys: int, size: int) -> dict:
         """An AXI DMA's ``ip_dict`` entry, with PYNQ's keys."""
@@ -450,6 +512,69 @@ class Overlay:
 
     def __repr__(self) -> str:
         return f"Overlay({self.name!r})"
+
+
+class _PL:
+    """PYNQ's ``PL``: what the programmable logic holds now (the loaded
+    overlay's ``bitfile_name``, ``ip_dict``, ``interrupt_pins`` and the
+    rest; empty before any ``Overlay`` is loaded), and ``reset()``."""
+
+    def _get(self, name: str, empty):
+        return getattr(_loaded, name) if _loaded is not None else empty
+
+    @property
+    def bitfile_name(self) -> str | None:
+        """The loaded design's bitstream name (``None`` before any)."""
+        return self._get("bitfile_name", None)
+
+    @property
+    def ip_dict(self) -> dict:
+        """The loaded design's IP."""
+        return self._get("ip_dict", {})
+
+    @property
+    def mem_dict(self) -> dict:
+        """The loaded design's memories."""
+        return self._get("mem_dict", {})
+
+    @property
+    def gpio_dict(self) -> dict:
+        """The loaded design's AXI GPIO pins (none in dmaflow's designs)."""
+        return self._get("gpio_dict", {})
+
+    @property
+    def hierarchy_dict(self) -> dict:
+        """The loaded design's hierarchies (none: the designs are flat)."""
+        return self._get("hierarchy_dict", {})
+
+    @property
+    def interrupt_pins(self) -> dict:
+        """The loaded design's interrupt pins."""
+        return self._get("interrupt_pins", {})
+
+    @property
+    def interrupt_controllers(self) -> dict:
+        """The loaded design's interrupt controllers."""
+        return self._get("interrupt_controllers", {})
+
+    @property
+    def clock_dict(self) -> dict:
+        """The PS clocks the loaded design sets (none in dmaflow's designs)."""
+        return self._get("clock_dict", {})
+
+    def reset(self) -> None:
+        """Returns the fabric to its power-on state: the loaded overlay's
+        engines reset and its driver objects made anew
+        (``Overlay.reset``); nothing to do before any overlay is loaded."""
+        if _loaded is not None:
+            _loaded.reset()
+
+    def __repr__(self) -> str:
+        return f"PL(bitfile_name={self.bitfile_name!r})"
+
+
+#: PYNQ's ``PL`` object.
+PL = _PL()
 
 
 class MMIO:
