@@ -6,4 +6,5 @@
 #![warn(missing_docs, clippy::undocumented_unsafe_blocks)]
 
 pub mod bench;
+pub mod board_check;
 pub mod files;

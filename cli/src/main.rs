@@ -839,6 +839,16 @@ fn run_info(root: &Path) -> ExitCode {
     for problem in &inv.malformed {
         eprintln!("dmaflow info: left out: {problem}");
     }
+    let findings = dmaflow_cli::board_check::check(&inv, root);
+    for f in &findings {
+        let mark = match (f.blocking, f.missing) {
+            (true, _) => "missing",
+            (false, true) => "warning",
+            (false, false) => "ok",
+        };
+        println!("  {mark}: {}", f.text);
+    }
+    println!("{}", dmaflow_cli::board_check::verdict(&findings));
     match dmaflow::platform::sim::SimBoard::new(
         1,
         dmaflow::platform::sim::DEFAULT_DDR_BYTES,

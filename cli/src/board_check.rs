@@ -1,0 +1,155 @@
+//! What `dmaflow info` tells a board's user: from the board's sysfs and `/dev`,
+//! whether dmaflow finds what it drives a design with (each AXI DMA's registers
+//! as a UIO device, each channel's interrupt line, a u-dma-buf for buffers, and
+//! access to their device files), and for each thing missing, what to add. The
+//! conventions are those of `dmaflow::board::Board::open` and Python's
+//! `Overlay(<bitstream>)`; the README's "On a board" section has the
+//! device-tree fragment and the module parameters this advice points at.
+
+use std::path::Path;
+
+use dmaflow::platform::uio::{Inventory, UioDevice};
+
+/// One line of the check: something found, or something missing with what to
+/// do about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// Whether dmaflow can drive a design without it being fixed (a channel
+    /// without its interrupt is driven by polling: a warning, not a failure).
+    pub blocking: bool,
+    /// Whether this reports something missing (advice) or present.
+    pub missing: bool,
+    /// What was found, or what is missing and what to add.
+    pub text: String,
+}
+
+impl Finding {
+    fn found(text: String) -> Self {
+        Finding {
+            blocking: false,
+            missing: false,
+            text,
+        }
+    }
+
+    fn warn(text: String) -> Self {
+        Finding {
+            blocking: false,
+            missing: true,
+            text,
+        }
+    }
+
+    fn block(text: String) -> Self {
+        Finding {
+            blocking: true,
+            missing: true,
+            text,
+        }
+    }
+}
+
+/// Whether the device file `dev` under `root` opens for reading and writing.
+fn access(root: &Path, dev: &str) -> Result<(), String> {
+    let path = root.join("dev").join(dev);
+    match std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+    {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
+            "{} does not exist (udev did not make it: is the driver bound?)",
+            path.display()
+        )),
+        Err(e) => Err(format!(
+            "{} cannot be opened for reading and writing ({e}): run as root, or give \
+             your user access with a udev rule (see the README's \"On a board\")",
+            path.display()
+        )),
+    }
+}
+
+/// Checks a board's inventory (read under `root`) against what dmaflow needs.
+pub fn check(inv: &Inventory, root: &Path) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let engines: Vec<&UioDevice> = inv
+        .uio
+        .iter()
+        .filter(|d| d.name.starts_with("axi_dma") && d.size > 0)
+        .collect();
+    if engines.is_empty() {
+        out.push(Finding::block(
+            "no AXI DMA engine: dmaflow finds each engine as a UIO device named as its \
+             block-design instance (axi_dma_0): add a device-tree node with \
+             compatible = \"generic-uio\" for it and load uio_pdrv_genirq with \
+             of_id=generic-uio (README, \"On a board\")"
+                .to_string(),
+        ));
+    }
+    for e in &engines {
+        match access(root, &format!("uio{}", e.index)) {
+            Ok(()) => out.push(Finding::found(format!(
+                "{}: registers at physical {:#x} through /dev/uio{}",
+                e.name, e.addr, e.index
+            ))),
+            Err(why) => out.push(Finding::block(format!("{}: {why}", e.name))),
+        }
+        for ch in ["mm2s", "s2mm"] {
+            let line = format!("{}_{ch}_introut", e.name);
+            match inv.uio.iter().find(|d| d.name == line) {
+                Some(d) => match access(root, &format!("uio{}", d.index)) {
+                    Ok(()) => out.push(Finding::found(format!(
+                        "{} {}: interrupt through /dev/uio{} ({line})",
+                        e.name,
+                        ch.to_uppercase(),
+                        d.index
+                    ))),
+                    Err(why) => out.push(Finding::block(format!("{line}: {why}"))),
+                },
+                None => out.push(Finding::warn(format!(
+                    "{} {}: no interrupt line (no UIO device named {line}): its waits \
+                     poll DMASR instead of sleeping; to wait on the interrupt, add a \
+                     generic-uio node named {line} with the channel's interrupt \
+                     (README, \"On a board\")",
+                    e.name,
+                    ch.to_uppercase()
+                ))),
+            }
+        }
+    }
+    if inv.udmabuf.is_empty() {
+        out.push(Finding::block(
+            "no u-dma-buf: DMA buffers come from one; load the u-dma-buf module with a \
+             buffer, e.g. `modprobe u-dma-buf udmabuf0=67108864` (64 MiB), or add a \
+             u-dma-buf device-tree node (README, \"On a board\")"
+                .to_string(),
+        ));
+    }
+    for (name, phys, size) in &inv.udmabuf {
+        match access(root, name) {
+            Ok(()) => out.push(Finding::found(format!(
+                "{name}: {} MiB of DMA memory at physical {phys:#x}",
+                size >> 20
+            ))),
+            Err(why) => out.push(Finding::block(format!("{name}: {why}"))),
+        }
+    }
+    out
+}
+
+/// The one-line verdict after the findings.
+pub fn verdict(findings: &[Finding]) -> String {
+    let blocking = findings.iter().filter(|f| f.blocking).count();
+    let warnings = findings.iter().filter(|f| f.missing && !f.blocking).count();
+    if blocking > 0 {
+        format!("board: not ready for a design: {blocking} thing(s) to add (above)")
+    } else if warnings > 0 {
+        format!(
+            "board: ready for Overlay(<bitstream>) and Board::open, with {warnings} \
+             warning(s) (above)"
+        )
+    } else {
+        "board: ready for Overlay(<bitstream>) and Board::open".to_string()
+    }
+}
