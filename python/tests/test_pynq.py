@@ -9,6 +9,8 @@ import pytest
 from dmaflow import DmaTimeoutError
 from dmaflow.pynq import MMIO, Overlay, allocate
 
+from conftest import scaled
+
 DMACR, DMASR, ADDR, LENGTH = 0x00, 0x04, 0x18, 0x28
 S2MM = 0x30
 
@@ -182,7 +184,7 @@ def test_mmio_reaches_the_emulated_registers():
     mmio.write(LENGTH, 256)
     t0 = time.monotonic()
     while not mmio.read(S2MM + DMASR) & 0x1000:  # IOC_Irq
-        assert time.monotonic() - t0 < 2, hex(mmio.read(S2MM + DMASR))
+        assert time.monotonic() - t0 < scaled(2), hex(mmio.read(S2MM + DMASR))
     assert np.array_equal(a, b)
     with pytest.raises(IndexError):  # PYNQ's type for a read past the window
         mmio.read(0x10000)
@@ -498,7 +500,7 @@ def test_cyclic_mode_needs_scatter_gather():
 def test_overlay_parts_and_pl_reset_as_pynq_code_uses_them():
     from dmaflow.pynq import PL
 
-    ol = Overlay("loopback", timeout=0.2)
+    ol = Overlay("loopback", timeout=scaled(0.2))
     assert ol.is_loaded() and ol.bitfile_name == "loopback.bit"
     assert PL.bitfile_name == "loopback.bit" and PL.ip_dict is ol.ip_dict
     pins = ol.interrupt_pins

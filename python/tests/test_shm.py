@@ -142,7 +142,8 @@ def test_dmaflows_rust_reader_reads_what_python_writes():
     Rust reader behind ``bench ring``'s cross-process row) sums the bits of
     every f32 item this Python writer writes."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    exe = os.path.join(root, "target", "release", "dmaflow")
+    # DMAFLOW_EXE: the tool built for another machine (the ARM tests).
+    exe = os.environ.get("DMAFLOW_EXE") or os.path.join(root, "target", "release", "dmaflow")
     if not os.path.exists(exe):
         pytest.skip("no target/release/dmaflow: run the README's test command (cargo test --release first)")
     path = shm_path("rust")
