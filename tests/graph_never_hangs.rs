@@ -589,3 +589,79 @@ fn an_output_whose_reader_finished_beside_one_still_read_is_an_error_not_a_trunc
         other => panic!("expected the closed output's error, got {other:?}"),
     }
 }
+
+#[test]
+fn a_threshold_beyond_the_queue_limit_is_the_ports_error_not_memory_exhausted() {
+    let mut g = Graph::new();
+    let (out, mut inp) = g.connect::<u32>(("w", "out"), ("r", "in")).unwrap();
+    g.node("w", move || endless(out, 1000, 1)).unwrap();
+    g.node("r", move || {
+        inp.peek(1 << 40)?;
+        Ok(())
+    })
+    .unwrap();
+    match run_within(g) {
+        Err(Error::Port {
+            node,
+            port,
+            source: dmaflow::ring::Error::QueueLimit { bytes, limit },
+        }) => {
+            assert_eq!((node.as_str(), port.as_str()), ("r", "in"));
+            assert_eq!(bytes, 4 << 40);
+            assert_eq!(limit, dmaflow::graph::DEFAULT_QUEUE_LIMIT);
+        }
+        other => panic!("expected the queue limit, got {other:?}"),
+    }
+}
+
+#[test]
+fn growth_that_bounded_scheduling_needs_stops_at_the_queue_limit() {
+    // `w` writes a million items to `a`, then one to `b`; `r` reads `b`
+    // first: `a` must hold the whole million (4 MB) before `r` reads it.
+    let graph = |limit: Option<usize>| {
+        let mut g = Graph::new();
+        if let Some(l) = limit {
+            g.set_queue_limit(l);
+        }
+        let (mut a_out, mut a_in) = g.connect::<u32>(("w", "a"), ("r", "a")).unwrap();
+        let (mut b_out, mut b_in) = g.connect::<u32>(("w", "b"), ("r", "b")).unwrap();
+        g.node("w", move || {
+            let chunk: Vec<u32> = (0..1000).collect();
+            for _ in 0..1000 {
+                a_out.write(&chunk)?;
+            }
+            b_out.write(&[7])?;
+            Ok(())
+        })
+        .unwrap();
+        g.node("r", move || {
+            assert_eq!(b_in.peek(1)?, [7]);
+            b_in.consume(1)?;
+            let mut n = 0;
+            loop {
+                let k = a_in.peek(1)?.len();
+                if k == 0 {
+                    break;
+                }
+                a_in.consume(k)?;
+                n += k;
+            }
+            assert_eq!(n, 1_000_000);
+            Ok(())
+        })
+        .unwrap();
+        g
+    };
+    run_within(graph(None)).expect("4 MB is within the default limit");
+    match run_within(graph(Some(1 << 20))) {
+        Err(Error::Port {
+            node,
+            port,
+            source: dmaflow::ring::Error::QueueLimit { limit, .. },
+        }) => {
+            assert_eq!((node.as_str(), port.as_str()), ("w", "a"));
+            assert_eq!(limit, 1 << 20);
+        }
+        other => panic!("expected the queue limit on w.a, got {other:?}"),
+    }
+}

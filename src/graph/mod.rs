@@ -67,6 +67,15 @@ pub type NodeResult = Result<(), BoxError>;
 /// Default queue size in bytes when none is given.
 pub const DEFAULT_QUEUE_BYTES: usize = 64 << 10;
 
+/// Default limit on the bytes one queue may grow to (4 GiB on 64-bit
+/// machines, 256 MiB on 32-bit ones, whose address space holds a mirrored
+/// queue twice): see [`Graph::set_queue_limit`].
+pub const DEFAULT_QUEUE_LIMIT: usize = if usize::BITS >= 64 {
+    4 << 30
+} else {
+    256 << 20
+};
+
 /// What went wrong in a process network.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -148,6 +157,7 @@ pub struct Graph {
     bodies: Vec<Option<Box<dyn FnOnce() -> NodeResult + Send>>>,
     ports: HashSet<(usize, String)>,
     queue_bytes: usize,
+    queue_limit: usize,
 }
 
 impl Default for Graph {
@@ -166,7 +176,17 @@ impl Graph {
             bodies: Vec::new(),
             ports: HashSet::new(),
             queue_bytes: DEFAULT_QUEUE_BYTES,
+            queue_limit: DEFAULT_QUEUE_LIMIT,
         }
+    }
+
+    /// The most bytes each queue connected from now on may grow to (default
+    /// [`DEFAULT_QUEUE_LIMIT`]). Queues grow for a firing threshold beyond
+    /// them and, as Parks' bounded scheduling asks, when every node waits and
+    /// a full queue blocks a writer; a threshold or a growth past the limit is
+    /// the port's error ([`ring::Error::QueueLimit`]), never memory exhausted.
+    pub fn set_queue_limit(&mut self, bytes: usize) {
+        self.queue_limit = bytes;
     }
 
     /// Default queue size in bytes for later connections (rounded up to pages).
@@ -259,6 +279,8 @@ impl Graph {
             format!("{}.{} -> {}.{}", from.0, from.1, to.0, to.1),
             wn,
             w.capacity(),
+            std::mem::size_of::<T>(),
+            (self.queue_limit / std::mem::size_of::<T>().max(1)).max(w.capacity()),
         ));
         s.edges.push(edge.clone());
         drop(s);

@@ -50,6 +50,9 @@ pub(super) struct Edge {
     /// ([`WRITER_OPEN`] until it closes).
     pub(super) read_at_close: AtomicU8,
     pub(super) capacity: AtomicUsize,
+    /// Bytes of one item, and the most items the queue may grow to.
+    pub(super) item_bytes: usize,
+    pub(super) max_items: usize,
     /// Capacity a reader's threshold (or the runtime) asked the writer to grow to.
     pub(super) grow_to: AtomicUsize,
     /// The slowest reader position at which the blocked writer can go on.
@@ -88,9 +91,27 @@ impl Edge {
         }
     }
 
-    /// A new edge `id` written by node `writer_node`, with a queue of `capacity`.
-    pub(super) fn new(id: usize, label: String, writer_node: usize, capacity: usize) -> Self {
+    /// The error for growing this queue to `items` items, beyond its limit.
+    pub(super) fn over_limit(&self, items: usize) -> ring::Error {
+        ring::Error::QueueLimit {
+            bytes: items.saturating_mul(self.item_bytes),
+            limit: self.max_items.saturating_mul(self.item_bytes),
+        }
+    }
+
+    /// A new edge `id` written by node `writer_node`, with a queue of `capacity`
+    /// items that may grow to `max_items` items of `item_bytes` bytes.
+    pub(super) fn new(
+        id: usize,
+        label: String,
+        writer_node: usize,
+        capacity: usize,
+        item_bytes: usize,
+        max_items: usize,
+    ) -> Self {
         Edge {
+            item_bytes,
+            max_items,
             id,
             label,
             writer_node,
@@ -371,6 +392,9 @@ impl Runtime {
     ) -> Result<(), ring::Error> {
         let want = edge.grow_to.load(Ordering::SeqCst).max(n);
         if want > w.capacity() {
+            if want > edge.max_items {
+                return Err(edge.over_limit(want));
+            }
             w.grow(want)?;
             edge.capacity.store(w.capacity(), Ordering::SeqCst);
             // Readers waiting on a threshold the queue could not hold may go on.
@@ -432,6 +456,9 @@ impl Runtime {
         r: &mut R,
         threshold: usize,
     ) -> Result<usize, WaitError> {
+        if threshold > edge.max_items {
+            return Err(WaitError::Queue(edge.over_limit(threshold)));
+        }
         if threshold > edge.capacity.load(Ordering::SeqCst) {
             edge.grow_to.fetch_max(threshold, Ordering::SeqCst);
             self.wake(edge, Side::Write);
@@ -603,7 +630,14 @@ mod loom_tests {
     /// node 0 to node 1.
     fn setup(nodes: usize, capacity: usize) -> (Arc<Runtime>, std::sync::Arc<Edge>) {
         let rt = Runtime::new();
-        let edge = std::sync::Arc::new(Edge::new(0, "a.out -> b.in".into(), 0, capacity));
+        let edge = std::sync::Arc::new(Edge::new(
+            0,
+            "a.out -> b.in".into(),
+            0,
+            capacity,
+            4,
+            usize::MAX,
+        ));
         {
             let mut s = lock(&rt.sched);
             for i in 0..nodes {
@@ -771,8 +805,8 @@ mod loom_tests {
             // Two nodes each waiting to read what the other would write: the
             // second to block reports the cycle and neither sleeps for ever.
             let rt = Arc::new(Runtime::new());
-            let ab = std::sync::Arc::new(Edge::new(0, "a.out -> b.in".into(), 0, 1));
-            let ba = std::sync::Arc::new(Edge::new(1, "b.out -> a.in".into(), 1, 1));
+            let ab = std::sync::Arc::new(Edge::new(0, "a.out -> b.in".into(), 0, 1, 4, usize::MAX));
+            let ba = std::sync::Arc::new(Edge::new(1, "b.out -> a.in".into(), 1, 1, 4, usize::MAX));
             {
                 let mut s = lock(&rt.sched);
                 s.names = vec!["a".into(), "b".into()];

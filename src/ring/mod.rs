@@ -89,6 +89,18 @@ pub enum Error {
         /// Bytes asked for.
         bytes: usize,
     },
+    /// A queue would grow beyond the limit its owner set (a process network's
+    /// [`crate::graph::Graph::set_queue_limit`]): a firing threshold that large,
+    /// or a network that is not boundedly schedulable.
+    #[error(
+        "the queue would grow to {bytes} bytes, beyond its limit of {limit} bytes (Graph::set_queue_limit)"
+    )]
+    QueueLimit {
+        /// Bytes the queue would need.
+        bytes: usize,
+        /// The limit.
+        limit: usize,
+    },
     /// A range of DMA memory that cannot hold a mirrored queue.
     #[error("DMA memory for a queue: {reason}")]
     BadRegion {
