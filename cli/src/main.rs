@@ -41,7 +41,12 @@ enum Command {
     ///             improvement_single_thread (bare over bare-copy) and
     ///             improvement (zerocopy over copy): fft_len, overlap_pct, pct,
     ///             ci_low, ci_high (Bonferroni over `comparisons`), pairs,
-    ///             measurable
+    ///             measurable; gnuradio (with GNU Radio installed): rows of taps,
+    ///             point (dmaflow|dmaflow@gr-fft|gnuradio|gnuradio-padded), does,
+    ///             fft_len, msamples_per_s, its spread, cpu_us_per_ksample,
+    ///             max_error (against the f64 reference), items_out; and
+    ///             attribution per taps (default/default, FFT length, same FFT,
+    ///             the FFT's share of the ratio's logarithm)
     ///   transfer: clock (the profile's port, e.g. "1200MB/s", or "unlimited"),
     ///             completion (poll|irq), path (zerocopy|copy), cache_maintenance
     ///             (bool), loaded (bool: another thread spinning on a core),
@@ -115,15 +120,25 @@ enum Command {
     ///             be halted in time), bytes_wrong, late_writes (canary bytes a
     ///             device wrote after its transfer ended), unexpected_errors
     ///             (failures with no fault injected), hangs, seconds
-    ///   net:      message_bytes, point (dmaflow|raw|gnuradio), mb_per_s (median
-    ///             over rounds), mb_per_s_min, mb_per_s_max, rounds, rx_cpu_share
-    ///             (receiving process's CPU over its time)
+    ///   net:      message_bytes (message or item size), point (dmaflow|raw|
+    ///             dmaflow-batched|dmaflow-capped|gnuradio|dmaflow->gnuradio|
+    ///             gnuradio->dmaflow), does (what its ends do), mb_per_s (median
+    ///             over rounds), mb_per_s_min, mb_per_s_max, mb_per_s_spread,
+    ///             rounds, rx_cpu_share (receiving process's CPU over its time),
+    ///             rx_cpu_us_per_mb, sent_message_bytes (mean message size where
+    ///             known); against_gnuradio: per item size, the round-by-round
+    ///             ratios capped/gnuradio, batched/gnuradio, batched/capped and
+    ///             the crossed edges over gnuradio
+    ///   Every document also has heading, answer and targets ({what, found,
+    ///   met}); `dmaflow targets DIR` prints them as a markdown table.
     ///   gpu:      device (every row), table (ceiling|transfer|message|kernel);
     ///             ceiling: direction (h2d|d2h), bytes_per_s, bytes_per_s_spread;
     ///             transfer: memory (pageable|pinned|pinned-wc|mapped|registered),
     ///             mode, bytes, repeats, us (per two-way transfer), us_spread,
-    ///             h2d_bytes_per_s and d2h_bytes_per_s (device events), their
-    ///             spreads, cpu_us (process CPU per transfer), cpu_us_spread,
+    ///             h2d_bytes_per_s and d2h_bytes_per_s (device events, the
+    ///             copies queued behind a holding kernel as the ceiling's),
+    ///             h2d_submitted_bytes_per_s and d2h_submitted_bytes_per_s (the
+    ///             events queued as the host submits), their spreads, cpu_us (process CPU per transfer), cpu_us_spread,
     ///             caller_cpu_us; message: bytes, block, depth, kernel, ms,
     ///             ms_spread, ceiling_share (its spread too); kernel: name, gpu_ms,
     ///             gpu_ms_spread, cpu_ms, identical. Without a GPU: skipped, no rows.
@@ -216,6 +231,14 @@ enum Command {
         /// The shared queue's memory object.
         #[arg(long)]
         path: PathBuf,
+    },
+    /// Print the Targets table (markdown, as BENCHMARKS.md has it) of a
+    /// `bench` run, from the JSON documents it wrote: each PATH a
+    /// `bench --out` directory (its NAME.json files) or one NAME.json.
+    Targets {
+        /// Report directories or JSON documents.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
     },
     /// List what is present: UIO devices and u-dma-bufs, and the emulated fabric.
     Info {
@@ -695,7 +718,7 @@ fn run_bench(
         })?;
         bar.inc(1);
         if json {
-            println!("{}", report.json);
+            println!("{}", report.document());
         } else {
             bar.suspend(|| {
                 println!("{}", report.heading);
@@ -951,6 +974,16 @@ fn main() -> ExitCode {
             (&input, &output, &net),
             device,
         ),
+        Command::Targets { paths } => match bench::report::read_documents(&paths) {
+            Ok(docs) => {
+                print!("{}", bench::report::targets_markdown(&docs));
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("dmaflow targets: {e}");
+                ExitCode::from(2)
+            }
+        },
         Command::ShmReader { path } => match bench::ring::shm_reader(&path) {
             Ok(line) => {
                 println!("{line}");

@@ -68,6 +68,34 @@ fn bgsub_and_cnn_print_json_and_write_their_report() {
             experiment == "cnn"
         );
     }
+    // The Targets table is made from the JSON documents the runs wrote.
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("cnn.json")).unwrap())
+            .unwrap();
+    assert!(doc["targets"].is_array() && doc["answer"].is_string());
+    let t = Command::new(env!("CARGO_BIN_EXE_dmaflow"))
+        .arg("targets")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(t.status.success(), "{}", String::from_utf8_lossy(&t.stderr));
+    let md = String::from_utf8_lossy(&t.stdout);
+    assert!(
+        md.starts_with("| experiment | target | found | |\n|---|"),
+        "{md}"
+    );
+    let rows = doc["targets"].as_array().unwrap().len();
+    assert_eq!(
+        md.lines().filter(|l| l.starts_with("| cnn |")).count(),
+        rows
+    );
+    let bad = Command::new(env!("CARGO_BIN_EXE_dmaflow"))
+        .arg("targets")
+        .arg(dir.path().join("cnn.csv"))
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("not a dmaflow bench JSON document"));
     let index = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
     assert!(index.contains("Machine:") && index.contains("bench cnn"));
     // The answers come first: the last run's (cnn) sentence before any section.

@@ -85,8 +85,24 @@ pub fn measure(
 
 /// Writes the flag that releases the holding kernel.
 fn release(flag: &mut HostBuf) {
-    let word = &mut flag.as_mut_slice()[0..4];
-    // A volatile store, so it reaches the mapped memory the kernel polls now.
-    // SAFETY: four bytes of the flag buffer, aligned (page-aligned buffer).
-    unsafe { std::ptr::write_volatile(word.as_mut_ptr().cast::<u32>(), 1) };
+    set_flag(flag, 0, 1);
+}
+
+/// Writes `value` into word `word` (0 or 1) of a holding kernel's flag (word
+/// 0: let go; word 1: the kernel gave up), a volatile store, so it reaches
+/// the mapped memory the kernel polls now. Takes the buffer shared: the
+/// device reads it while the host writes, as a register.
+pub(crate) fn set_flag(flag: &HostBuf, word: usize, value: u32) {
+    let Some(base) = flag.host_ptr() else {
+        return;
+    };
+    if flag.len() < 8 || word > 1 {
+        return;
+    }
+    // SAFETY: the buffer's own raw address (not derived from a reference),
+    // four bytes inside it (checked above), aligned (a page-aligned buffer,
+    // offset 0 or 4). The memory is mapped host memory shared with the
+    // device, which only reads word 0 and writes word 1; the host writes it
+    // only through these volatile stores while a kernel may run.
+    unsafe { std::ptr::write_volatile(base.add(word * 4).cast::<u32>(), value) };
 }

@@ -45,6 +45,24 @@ enum Step {
     Conv(conv::Shape),
 }
 
+/// Where a block's timing marks stand against the host's submission of its
+/// copies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DeviceTiming {
+    /// The marks are queued with the copies as the host submits them: on an
+    /// idle stream the first mark runs at once and the device then waits
+    /// for the host to submit the copy, so a small transfer's "device time"
+    /// includes that submission. What a caller waits for.
+    #[default]
+    AsSubmitted,
+    /// A kernel holds the lane's stream while the host queues the block's
+    /// marks and copies, and lets go once all are queued: the marks time the
+    /// copies back to back on the device, as the copy engines' ceiling
+    /// ([`super::ceiling`]) is timed. Needs the kernels (NVRTC); costs a
+    /// kernel launch per block, so wall time is not measured this way.
+    Held,
+}
+
 /// A request to the waiter thread: wait on this event, then answer.
 type Job = (Arc<Event>, mpsc::SyncSender<Result<(), Error>>);
 
@@ -59,6 +77,10 @@ struct Lane {
     /// After D2H: the lane's completion, timed too. Made with
     /// `CU_EVENT_BLOCKING_SYNC`, so Irq sleeps on it; Poll and Yield query it.
     done: Arc<Event>,
+    /// With [`DeviceTiming::Held`]: the mapped flag the holding kernel
+    /// polls (word 0: let go; word 1: the kernel gave up waiting), made on
+    /// first use.
+    hold: Option<HostBuf>,
 }
 
 /// A GPU driven as a DMA engine with two streams (single or double buffering).
@@ -70,6 +92,7 @@ pub struct GpuEngine {
     timing: Cell<Timing>,
     timeout: Duration,
     stopped: Cell<bool>,
+    device_timing: DeviceTiming,
 }
 
 impl GpuEngine {
@@ -90,6 +113,7 @@ impl GpuEngine {
                 out: None,
                 marks: [gpu.event(false, true)?, gpu.event(false, true)?],
                 done: Arc::new(gpu.event(true, true)?),
+                hold: None,
             });
         }
         Ok(GpuEngine {
@@ -100,7 +124,32 @@ impl GpuEngine {
             timing: Cell::new(Timing::default()),
             timeout,
             stopped: Cell::new(false),
+            device_timing: DeviceTiming::AsSubmitted,
         })
+    }
+
+    /// How the next blocks' device time is taken ([`DeviceTiming`]);
+    /// [`DeviceTiming::Held`] needs the kernels ([`Error::NoNvrtc`] without).
+    pub fn set_device_timing(&mut self, t: DeviceTiming) -> Result<(), Error> {
+        if t == DeviceTiming::Held && self.kernels.is_none() {
+            return Err(Error::NoNvrtc);
+        }
+        if t == DeviceTiming::Held {
+            for lane in &mut self.lanes {
+                if lane.hold.is_none() {
+                    let mut flag = HostBuf::new(&self.gpu, HostKind::Mapped, 8)?;
+                    flag.as_mut_slice().fill(0);
+                    lane.hold = Some(flag);
+                }
+            }
+        }
+        self.device_timing = t;
+        Ok(())
+    }
+
+    /// How device time is taken now.
+    pub fn device_timing(&self) -> DeviceTiming {
+        self.device_timing
     }
 
     /// The device.
@@ -288,6 +337,38 @@ impl GpuEngine {
         step: Step,
     ) -> Result<(), Error> {
         let lane = &self.lanes[l];
+        let held = match (self.device_timing, &lane.hold, &self.kernels) {
+            (DeviceTiming::Held, Some(flag), Some(k)) => {
+                let flag_dev = flag.device_ptr()?.ok_or(Error::Stopped)?;
+                // The lane's last block is done (waited for before reuse), so
+                // its kernel has let go: the flag is reset for this one.
+                super::ceiling::set_flag(flag, 0, 0);
+                super::ceiling::set_flag(flag, 1, 0);
+                k.hold(&lane.stream, flag_dev, self.timeout)?;
+                Some(flag)
+            }
+            (DeviceTiming::Held, ..) => return Err(Error::NoNvrtc),
+            (DeviceTiming::AsSubmitted, ..) => None,
+        };
+        let queued = self.queue_held(l, (txp, rxp), mapped, (at, n_in, n_out), step);
+        // Let go whatever happened: the stream must never stay held.
+        if let Some(flag) = held {
+            super::ceiling::set_flag(flag, 0, 1);
+        }
+        queued
+    }
+
+    /// [`GpuEngine::queue`]'s commands after the hold (if any): marks,
+    /// copies, the step, the completion event.
+    fn queue_held(
+        &self,
+        l: usize,
+        (txp, rxp): (*mut u8, *mut u8),
+        mapped: (Option<sys::CUdeviceptr>, Option<sys::CUdeviceptr>),
+        (at, n_in, n_out): (usize, usize, usize),
+        step: Step,
+    ) -> Result<(), Error> {
+        let lane = &self.lanes[l];
         let s = lane.stream.raw();
         let dev = lane.dev.ptr();
         lane.marks[0].record(&lane.stream)?;
@@ -398,6 +479,17 @@ impl GpuEngine {
     /// Device time of lane `l`'s last block (done).
     fn lane_timing(&self, l: usize) -> Result<Timing, Error> {
         let lane = &self.lanes[l];
+        if self.device_timing == DeviceTiming::Held
+            && let Some(flag) = &lane.hold
+            && flag.as_slice()[4..8] != [0, 0, 0, 0]
+        {
+            // The holding kernel gave up before the host let go: the marks
+            // do not time the copies back to back.
+            return Err(Error::Timeout {
+                what: "the block's copies queued behind the holding kernel (it gave up waiting)",
+                waited: self.timeout,
+            });
+        }
         let ms = |a: &Event, b: &Event| {
             b.since(a)
                 .map(|ms| Duration::from_secs_f64(ms.max(0.0) / 1e3))

@@ -53,9 +53,13 @@ pub fn of(experiment: &str) -> Option<Conditions> {
         },
         "fir" => Conditions {
             timed: "one thread's loop over the whole signal (bare, bare-copy), or the graph's \
-                    run from start to its last node's end (zerocopy, copy)",
+                    run from start to its last node's end (zerocopy, copy); against GNU Radio \
+                    both sides alike: filter and FFT plans made before, queues or buffers \
+                    made, threads started, run and joined inside",
             against: "the manual copy of the overlap (paper 001's standard method), \
-                      interleaved pair by pair; GNU Radio's fft_filter_fff",
+                      interleaved pair by pair; GNU Radio's fft_filter_fff at each side's \
+                      default FFT length and at the other's, outputs checked against one f64 \
+                      reference",
             model: "none: MFLOPS is the paper's nominal count over measured time",
             paper: "paper 001 ran one thread on a PowerPC 970 and an Opteron; this x86 core has \
                     1 MiB of L2, so the copy is cheaper next to the transforms",
@@ -141,18 +145,22 @@ pub fn of(experiment: &str) -> Option<Conditions> {
             paper: "no paper measures this",
         },
         "net" => Conditions {
-            timed: "the receiver from its first message to the end of stream (GNU Radio: from \
-                    starting its sender)",
-            against: "bare PUSH/PULL of the same libzmq, and GNU Radio's push_sink -> \
-                      pull_source",
+            timed: "the receiver from its first data to its last (GNU Radio's receiver: its \
+                    sink's count looked at every 0.5 ms); CPU the receiving process's",
+            against: "bare PUSH/PULL of the same libzmq (the ceiling), and GNU Radio's \
+                      push_sink -> pull_source, lean (what each point does is in its row), at \
+                      GNU Radio's own message size, with both crossed edges",
             model: "none",
-            paper: "gr-zeromq over loopback TCP on one two-core machine; GNU Radio's ends touch \
-                    no byte",
+            paper: "gr-zeromq over loopback TCP on one two-core machine, every process sharing \
+                    the two cores",
         },
         "gpu" => Conditions {
             timed: "each point's transfers from the first call to the last return on the \
-                    waiting thread (wall), each copy by the device's own events (h2d, d2h), \
-                    process CPU time (the waiter and the driver's threads included)",
+                    waiting thread (wall), each copy by the device's own events queued \
+                    behind a holding kernel as the ceiling's are (h2d, d2h; in extra \
+                    transfers) and as the host submits them (h2d/d2h submitted: a small \
+                    copy's submission inside), process CPU time (the waiter and the \
+                    driver's threads included)",
             against: "the copy engines' ceiling measured in the same run (copies queued \
                       behind a kernel holding the stream, as nvbandwidth does), and the CPU \
                       references of every kernel",

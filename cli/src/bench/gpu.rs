@@ -5,7 +5,11 @@
 //!   nvbandwidth does (copies queued behind a kernel that holds the stream).
 //! - **transfer**: two-way transfers (H2D, D2H) for every host memory kind and
 //!   completion mode, 8 B to 256 MiB: wall time per transfer, each direction's
-//!   device-timed rate as a share of the ceiling, and host CPU per transfer.
+//!   device-timed rate as a share of the ceiling (timed as the ceiling is: the
+//!   copies queued behind a holding kernel, in extra transfers after the wall
+//!   time's), the same rate with the marks queued as the host submits (the
+//!   submission of a small copy inside: `h2d submitted`), and host CPU per
+//!   transfer.
 //! - **message**: a whole message in blocks on one or two streams (single or
 //!   double buffering), through a kernel: does overlap approach the ceiling?
 //! - **kernels**: background subtraction and the convolution layers on the GPU,
@@ -21,7 +25,7 @@ use std::time::{Duration, Instant};
 use dmaflow::dma::{Completion, Partition};
 use dmaflow::dsp::{bgsub, conv};
 use dmaflow::gpu::ceiling::{self, Direction};
-use dmaflow::gpu::engine::Process;
+use dmaflow::gpu::engine::{DeviceTiming, Process};
 use dmaflow::gpu::kernels::{self, Bgsub};
 use dmaflow::gpu::{DeviceInfo, Gpu, GpuEngine, HostBuf, HostKind, Kernels};
 use dmaflow::platform::cpu::{process_cpu_time, thread_cpu_time};
@@ -161,10 +165,17 @@ pub struct TransferRow {
     pub repeats: usize,
     /// Wall time per two-way transfer, microseconds.
     pub us: Spread,
-    /// H2D rate from the device's timer, bytes/s.
+    /// H2D rate from the device's timer with the copies queued behind a
+    /// holding kernel, as the ceiling is timed (no host submission inside),
+    /// bytes/s; `NaN` without the kernels.
     pub h2d: Spread,
-    /// D2H rate from the device's timer, bytes/s.
+    /// D2H rate, timed the same way, bytes/s.
     pub d2h: Spread,
+    /// H2D rate from the device's timer with the marks queued as the host
+    /// submits (the host's submission of a small copy falls inside), bytes/s.
+    pub h2d_submitted: Spread,
+    /// D2H rate, timed the same way, bytes/s.
+    pub d2h_submitted: Spread,
     /// Process CPU time per transfer (the waiting thread, the waiter, the
     /// driver's threads), microseconds.
     pub cpu_us: Spread,
@@ -321,8 +332,9 @@ fn transfers(
         .collect();
     let largest = cfg.sizes.iter().copied().max().unwrap_or(1);
     let mut engine = GpuEngine::new(gpu, largest, kernels.cloned(), cfg.timeout)?;
-    // (kind, size, mode) -> samples of (us, h2d, d2h, cpu, caller cpu)
-    let mut samples: BTreeMap<(usize, usize, usize), [Vec<f64>; 5]> = BTreeMap::new();
+    // (kind, size, mode) -> samples of (us, h2d, d2h, cpu, caller cpu, h2d
+    // held, d2h held)
+    let mut samples: BTreeMap<(usize, usize, usize), [Vec<f64>; 7]> = BTreeMap::new();
     let mut ceil: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     let points: Vec<(usize, usize)> = (0..kinds.len())
         .flat_map(|k| (0..cfg.sizes.len()).map(move |s| (k, s)))
@@ -370,12 +382,36 @@ fn transfers(
                 }
                 let per = |d: Duration| d.as_secs_f64() * 1e6 / n as f64;
                 let rate = |d: Duration| (size * n) as f64 / d.as_secs_f64().max(1e-12);
+                // The device's own time, taken as the ceiling's is: each
+                // block's copies queued behind a holding kernel, so the
+                // host's submission is not inside the marks. Not timed on
+                // the wall (a kernel launch per transfer).
+                let held = if kernels.is_some() {
+                    engine.set_device_timing(DeviceTiming::Held)?;
+                    let (mut h, mut d) = (Duration::ZERO, Duration::ZERO);
+                    let r = (0..n).try_for_each(|_| {
+                        engine.two_way(&mut tx, &mut rx, size, Process::Echo, m)?;
+                        let t = engine.last_timing();
+                        h += t.tx;
+                        d += t.rx;
+                        Ok::<_, Error>(())
+                    });
+                    engine.set_device_timing(DeviceTiming::AsSubmitted)?;
+                    r?;
+                    Some((rate(h), rate(d)))
+                } else {
+                    None
+                };
                 let s = samples.entry((ki, si, mi)).or_default();
                 s[0].push(per(wall));
                 s[1].push(rate(h2d));
                 s[2].push(rate(d2h));
                 s[3].push(per(c1.saturating_sub(c0)));
                 s[4].push(per(t1.saturating_sub(t0)));
+                if let Some((h, d)) = held {
+                    s[5].push(h);
+                    s[6].push(d);
+                }
             }
         }
     }
@@ -387,8 +423,10 @@ fn transfers(
             bytes: cfg.sizes[si],
             repeats: cfg.repeats_for(cfg.sizes[si]),
             us: Spread::of(&s[0]),
-            h2d: Spread::of(&s[1]),
-            d2h: Spread::of(&s[2]),
+            h2d: Spread::of(&s[5]),
+            d2h: Spread::of(&s[6]),
+            h2d_submitted: Spread::of(&s[1]),
+            d2h_submitted: Spread::of(&s[2]),
             cpu_us: Spread::of(&s[3]),
             caller_cpu_us: Spread::of(&s[4]),
         })
@@ -599,6 +637,8 @@ pub fn render(out: &Outcome) -> String {
                 share(r.h2d.median, ch),
                 gbs(r.d2h.median),
                 share(r.d2h.median, cd),
+                gbs(r.h2d_submitted.median),
+                gbs(r.d2h_submitted.median),
                 format!("{:.2}", r.cpu_us.median),
                 format!("{:.2}", r.caller_cpu_us.median),
             ]
@@ -615,6 +655,8 @@ pub fn render(out: &Outcome) -> String {
             "of ceiling",
             "d2h GB/s",
             "of ceiling",
+            "h2d submitted",
+            "d2h submitted",
             "cpu us",
             "caller cpu us",
         ],
@@ -794,6 +836,10 @@ pub fn json(out: &Outcome) -> Value {
             "us": r.us.median, "us_spread": r.us.json(),
             "h2d_bytes_per_s": r.h2d.median, "h2d_spread": r.h2d.json(),
             "d2h_bytes_per_s": r.d2h.median, "d2h_spread": r.d2h.json(),
+            "h2d_submitted_bytes_per_s": r.h2d_submitted.median,
+            "h2d_submitted_spread": r.h2d_submitted.json(),
+            "d2h_submitted_bytes_per_s": r.d2h_submitted.median,
+            "d2h_submitted_spread": r.d2h_submitted.json(),
             "cpu_us": r.cpu_us.median, "cpu_us_spread": r.cpu_us.json(),
             "caller_cpu_us": r.caller_cpu_us.median}),
         );

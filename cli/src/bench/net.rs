@@ -1,27 +1,36 @@
 //! `dmaflow bench net`: a dmaflow ZeroMQ edge between two processes against
-//! the binding's own ceiling. For each message size, the same bytes cross
-//! loopback TCP twice per round: through dmaflow's graph edge (a generator
-//! node -> `dmaflow_net` sink here, `dmaflow_net` source -> checksum node in a
-//! child process) and through bare PUSH/PULL sockets of the same library
-//! (the raw ceiling: a loop that fills a buffer and sends it, a loop that
-//! receives and sums it). Both ends touch every byte; the receiver's checksum
-//! is verified. GNU Radio sends `size`-byte items, as many to a message as
-//! its scheduler hands `work()`, so the comparison with it is made by a
-//! third point, `dmaflow-batched`: the same edge with `size`-byte items and
-//! messages of every whole item readable (up to 256 KiB, gr-zeromq's way).
-//! Where GNU Radio is installed, its `push_sink -> pull_source` between two
-//! flowgraphs of one Python process is the fourth point (a vector source of
-//! `size`-byte items into a null sink: GNU Radio's ends touch no byte, so
-//! the comparison favours it). Points take turns in each round and
-//! the order reverses every other round; medians and the min..max of the
-//! rounds are reported. Time is the receiver's, from its first message to the
-//! end of stream (GNU Radio's: from starting its sender); CPU is the
-//! receiving process's (user + system, from `/proc/self/stat`; GNU Radio's
-//! counts both flowgraphs).
+//! the binding's own ceiling and against GNU Radio's gr-zeromq, each point
+//! saying what its ends do (`does`, in the report and the JSON).
+//!
+//! For each size, the same bytes cross loopback TCP once per point per round:
+//!
+//! - `dmaflow`: a generator node writes `u32` counters into a queue, the
+//!   `dmaflow_net` sink sends one message per `size` bytes; in a child
+//!   process (`dmaflow net-peer`) the `dmaflow_net` source copies each message
+//!   into a queue and a node sums every `u32` (checksum verified).
+//! - `raw`: bare PUSH/PULL of the same libzmq, the ceiling: a loop fills each
+//!   message with counters and sends it, a loop receives it and sums it.
+//! - `dmaflow-batched`: dmaflow's ends with `size`-byte items, every whole
+//!   item readable in one message up to 256 KiB (the sink's default).
+//! - `dmaflow-capped`: the same, messages capped at the mean size GNU Radio's
+//!   `push_sink` sent in this run at this item size (measured first, by
+//!   `gnuradio->dmaflow`): the point compared with GNU Radio on equal terms.
+//! - `gnuradio`: two GNU Radio processes, lean: `file_source` (a file of the
+//!   same counters in tmpfs, `read()` into its buffer) into `push_sink`;
+//!   `pull_source` into `file_sink` (tmpfs; every byte written once), the
+//!   file compared byte for byte with what was sent after the timed span.
+//! - `dmaflow->gnuradio` and `gnuradio->dmaflow`: the crossed edges, dmaflow's
+//!   capped sender into GNU Radio's receiver and GNU Radio's sender into
+//!   dmaflow's receiver (which counts the messages: GNU Radio's message size).
+//!
+//! Points take turns in each round and the order reverses every other
+//! round; medians and the min..max of the rounds. Time is the receiver's,
+//! from its first data to its last; CPU is the receiving process's.
 
 use std::io::BufRead as _;
-use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use dmaflow::graph::Graph;
 use serde_json::json;
@@ -39,15 +48,16 @@ pub struct Config {
     pub bytes: (usize, usize),
     /// Rounds per point.
     pub rounds: usize,
-    /// Run the receiver on a thread of this process instead of a child
-    /// process (tests, where the binary is not `dmaflow`).
+    /// Run dmaflow's and the raw receiver on a thread of this process
+    /// instead of a child process (tests, where the binary is not
+    /// `dmaflow`); GNU Radio's ends are processes of their own either way.
     pub in_process: bool,
 }
 
 impl Config {
     /// Bytes per measurement with messages of `size` bytes.
     pub fn bytes_for(&self, size: usize) -> usize {
-        (size.saturating_mul(100_000)).clamp(self.bytes.0, self.bytes.1) / 4 * 4
+        (size.saturating_mul(100_000)).clamp(self.bytes.0, self.bytes.1) / size.max(4) * size.max(4)
     }
 
     /// The full run.
@@ -71,9 +81,11 @@ impl Config {
     }
 }
 
-/// GNU Radio's push_sink -> pull_source, run by Debian's Python where GNU
-/// Radio is installed.
+/// GNU Radio's ends, run by Debian's Python where GNU Radio is installed.
 const GNURADIO_SCRIPT: &str = include_str!("../../../scripts/gnuradio_zmq_bench.py");
+
+/// The longest a measurement's peer process may take.
+const PEER_LIMIT: Duration = Duration::from_secs(120);
 
 /// Whether GNU Radio's Python API with gr-zeromq is here.
 pub fn gnuradio_here() -> bool {
@@ -85,15 +97,150 @@ pub fn gnuradio_here() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// The ways through the network measured: dmaflow with one message per
-/// `size` bytes and the raw ceiling doing the same; dmaflow with `size`-byte
-/// items batched into messages as gr-zeromq batches (everything readable,
-/// whole items, up to [`BATCHED_BYTES`]), and GNU Radio where it is
-/// installed.
-fn points(cfg: &Config) -> Vec<&'static str> {
-    let mut p = vec!["dmaflow", "raw", "dmaflow-batched"];
-    if !cfg.in_process && gnuradio_here() {
-        p.push("gnuradio");
+/// Waits for `child` to end, its output collected, for at most `limit`:
+/// past that it is killed and the wait is an error.
+fn wait_within(
+    mut child: Child,
+    what: &str,
+    limit: Duration,
+) -> Result<std::process::Output, Error> {
+    let io = |e: std::io::Error| Error::Io {
+        path: what.to_string(),
+        source: e,
+    };
+    let t0 = Instant::now();
+    loop {
+        if child.try_wait().map_err(io)?.is_some() {
+            return child.wait_with_output().map_err(io);
+        }
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(Error::Peer {
+                peer: "peer process",
+                reason: format!("{what} still running after {limit:?}: stopped"),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Runs `cmd` to its end, its output collected, for at most `limit`: past
+/// that it is killed and the wait is an error.
+pub fn output_within(cmd: &mut Command, limit: Duration) -> Result<std::process::Output, Error> {
+    let what = format!("{:?}", cmd.get_program());
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| Error::Io {
+            path: what.clone(),
+            source: e,
+        })?;
+    wait_within(child, &what, limit)
+}
+
+/// A way through the network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Point {
+    /// dmaflow's ends, one message per `size` bytes.
+    Dmaflow,
+    /// Bare PUSH/PULL loops, one message per `size` bytes.
+    Raw,
+    /// dmaflow's ends, `size`-byte items batched up to 256 KiB a message.
+    Batched,
+    /// dmaflow's ends, `size`-byte items batched up to GNU Radio's mean
+    /// message size.
+    Capped,
+    /// GNU Radio's lean ends.
+    Gnuradio,
+    /// dmaflow's capped sender into GNU Radio's receiver.
+    DmaflowToGnuradio,
+    /// GNU Radio's sender into dmaflow's receiver.
+    GnuradioToDmaflow,
+}
+
+impl Point {
+    /// Its name in tables and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Point::Dmaflow => "dmaflow",
+            Point::Raw => "raw",
+            Point::Batched => "dmaflow-batched",
+            Point::Capped => "dmaflow-capped",
+            Point::Gnuradio => "gnuradio",
+            Point::DmaflowToGnuradio => "dmaflow->gnuradio",
+            Point::GnuradioToDmaflow => "gnuradio->dmaflow",
+        }
+    }
+
+    /// What its ends do, in their own words.
+    pub fn does(self) -> &'static str {
+        match self {
+            Point::Dmaflow => {
+                "dmaflow: a generator node writes u32 counters into a queue; the dmaflow_net sink \
+                 copies them into one message per size bytes | the dmaflow_net source (another \
+                 process) copies each message into a queue; a node sums every u32 (checksum \
+                 verified)"
+            }
+            Point::Raw => {
+                "bare libzmq PUSH/PULL: a loop writes u32 counters into each message and sends \
+                 it | a loop (another process) receives each message and sums every u32 \
+                 (checksum verified)"
+            }
+            Point::Batched => {
+                "dmaflow, size-byte items, every whole item readable in one message up to 256 KiB \
+                 (the sink's default) | the same receiver as dmaflow"
+            }
+            Point::Capped => {
+                "dmaflow, size-byte items, messages capped at the mean size GNU Radio's push_sink \
+                 sent at this item size in this run (message_bytes) | the same receiver as \
+                 dmaflow"
+            }
+            Point::Gnuradio => {
+                "GNU Radio 3.10, lean: file_source (the same u32 counters from a tmpfs file, \
+                 read() into its buffer) -> push_sink | pull_source (another process) -> \
+                 file_sink into tmpfs (every byte written once), compared byte for byte after \
+                 the timed span; blocks' poll timeout 1 ms (gr-zeromq's default 100 ms stalled \
+                 GNU Radio into GNU Radio by about one timeout in some runs); its time polled \
+                 every 0.5 ms"
+            }
+            Point::DmaflowToGnuradio => {
+                "dmaflow's capped sender (a generator node, the dmaflow_net sink copying into \
+                 each message) -> GNU Radio's receiver (pull_source -> file_sink, compared byte \
+                 for byte)"
+            }
+            Point::GnuradioToDmaflow => {
+                "GNU Radio's sender (file_source -> push_sink) -> dmaflow's receiver (the \
+                 dmaflow_net source copying into a queue, a node summing every u32, checksum \
+                 verified; it counts the messages: GNU Radio's message size)"
+            }
+        }
+    }
+
+    /// Whether a GNU Radio end takes part.
+    fn gnuradio(self) -> bool {
+        matches!(
+            self,
+            Point::Gnuradio | Point::DmaflowToGnuradio | Point::GnuradioToDmaflow
+        )
+    }
+}
+
+/// The ways through the network measured: dmaflow, raw and batched always;
+/// with GNU Radio installed, GNU Radio's, the crossed edges and dmaflow
+/// capped at GNU Radio's message size.
+fn points(cfg: &Config) -> Vec<Point> {
+    let _ = cfg;
+    let mut p = vec![Point::Dmaflow, Point::Raw, Point::Batched];
+    if gnuradio_here() {
+        p.extend([
+            Point::Capped,
+            Point::Gnuradio,
+            Point::DmaflowToGnuradio,
+            Point::GnuradioToDmaflow,
+        ]);
     }
     p
 }
@@ -101,28 +248,34 @@ fn points(cfg: &Config) -> Vec<&'static str> {
 /// One point at one size: per round, seconds and receiver CPU seconds.
 #[derive(Debug, Clone)]
 pub struct Row {
-    /// Message size in bytes.
+    /// Message (or item) size in bytes.
     pub size: usize,
-    /// `dmaflow`, `raw`, `dmaflow-batched` or `gnuradio`.
-    pub point: &'static str,
+    /// The way through.
+    pub point: Point,
     /// Bytes per round.
     pub bytes: usize,
     /// Receiver's seconds, per round.
     pub seconds: Vec<f64>,
     /// Receiver's CPU seconds, per round.
     pub cpu: Vec<f64>,
+    /// Mean message bytes per round where known (the messages dmaflow's
+    /// receiver counted, or the cap dmaflow's sender used).
+    pub message_bytes: Vec<f64>,
 }
 
 impl Row {
     /// Median throughput in MB/s, and its min..max over the rounds.
     pub fn mbps(&self) -> (f64, f64, f64) {
-        let v: Vec<f64> = self
-            .seconds
+        let s = Spread::of(&self.mb_per_s());
+        (s.median, s.min, s.max)
+    }
+
+    /// MB/s per round.
+    fn mb_per_s(&self) -> Vec<f64> {
+        self.seconds
             .iter()
             .map(|s| self.bytes as f64 / s / 1e6)
-            .collect();
-        let s = Spread::of(&v);
-        (s.median, s.min, s.max)
+            .collect()
     }
 }
 
@@ -133,32 +286,21 @@ pub struct Received {
     pub items: u64,
     /// Wrapping sum of the items.
     pub checksum: u32,
-    /// From the first message to the end of stream.
+    /// From the first data to the last.
     pub seconds: f64,
     /// The receiving process's CPU time meanwhile.
     pub cpu: f64,
-}
-
-/// CPU time of this process so far (user + system).
-fn process_cpu() -> f64 {
-    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
-        return f64::NAN;
-    };
-    // Fields after the command name (in parentheses): utime and stime are
-    // the 12th and 13th.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| {
-        f.get(i)
-            .and_then(|x| x.parse::<f64>().ok())
-            .unwrap_or(f64::NAN)
-    };
-    (ticks(11) + ticks(12)) / 100.0
+    /// Messages received (0 where not counted).
+    pub messages: u64,
 }
 
 /// The receiving end, as `dmaflow net-peer` runs it: `point` is `dmaflow`
-/// (a graph: network source -> checksum node) or `raw` (a PULL socket).
+/// (a graph: network source -> checksum node), `from-gnuradio` (the same,
+/// its stream ending 1 s after the last message, as GNU Radio sends no end
+/// of stream) or `raw` (a PULL socket).
 pub fn receive(point: &str, endpoint: &str) -> Result<Received, String> {
+    use dmaflow::platform::cpu::process_cpu_time;
+    let cpu_now = || process_cpu_time().as_secs_f64();
     let at = dmaflow_net::Endpoint::parse(endpoint).map_err(|e| e.to_string())?;
     if point == "raw" {
         let ctx = zmq::Context::new();
@@ -166,11 +308,12 @@ pub fn receive(point: &str, endpoint: &str) -> Result<Received, String> {
         s.set_rcvhwm(16).map_err(|e| e.to_string())?;
         s.connect(at.as_str()).map_err(|e| e.to_string())?;
         let (mut items, mut sum, mut start, mut cpu0) = (0u64, 0u32, None, 0.0);
+        let mut messages = 0;
         loop {
             let m = s.recv_msg(0).map_err(|e| e.to_string())?;
             if start.is_none() {
                 start = Some(Instant::now());
-                cpu0 = process_cpu();
+                cpu0 = cpu_now();
             }
             if m.is_empty() {
                 break;
@@ -179,30 +322,45 @@ pub fn receive(point: &str, endpoint: &str) -> Result<Received, String> {
                 sum = sum.wrapping_add(u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
             }
             items += (m.len() / 4) as u64;
+            messages += 1;
         }
         let seconds = start.map_or(0.0, |t| t.elapsed().as_secs_f64());
         return Ok(Received {
             items,
             checksum: sum,
             seconds,
-            cpu: process_cpu() - cpu0,
+            cpu: cpu_now() - cpu0,
+            messages,
         });
     }
+    let from_gnuradio = match point {
+        "dmaflow" => false,
+        "from-gnuradio" => true,
+        other => {
+            return Err(format!(
+                "{other:?} is not a receiver: dmaflow, from-gnuradio or raw"
+            ));
+        }
+    };
     let mut g = Graph::new();
     let (out, mut inp) = g
         .connect_with_capacity::<u32>(("net", "out"), ("sum", "in"), 1 << 20)
         .map_err(|e| e.to_string())?;
-    let edge = dmaflow_net::Edge::source(at);
-    dmaflow_net::add_source(&mut g, "net", edge, out).map_err(|e| e.to_string())?;
+    let mut edge = dmaflow_net::Edge::source(at);
+    if from_gnuradio {
+        edge.idle_timeout = Some(Duration::from_secs(1));
+    }
+    let stats = dmaflow_net::add_source(&mut g, "net", edge, out).map_err(|e| e.to_string())?;
     let result = std::sync::Arc::new(std::sync::Mutex::new(None));
     let put = result.clone();
     g.node("sum", move || {
         let (mut items, mut sum, mut start, mut cpu0) = (0u64, 0u32, None, 0.0);
+        let (mut last, mut cpu1) = (None, 0.0);
         loop {
             let s = inp.peek(1)?;
             if start.is_none() {
                 start = Some(Instant::now());
-                cpu0 = process_cpu();
+                cpu0 = cpu_now();
             }
             if s.is_empty() {
                 break;
@@ -211,14 +369,25 @@ pub fn receive(point: &str, endpoint: &str) -> Result<Received, String> {
             let n = s.len();
             items += n as u64;
             inp.consume(n)?;
+            if from_gnuradio {
+                // The stream ends a second after this: the last data's
+                // instant is the end of the timed span.
+                last = Some(Instant::now());
+                cpu1 = cpu_now();
+            }
         }
-        let seconds = start.map_or(0.0, |t| t.elapsed().as_secs_f64());
+        let end = last.unwrap_or_else(Instant::now);
+        if last.is_none() {
+            cpu1 = cpu_now();
+        }
+        let seconds = start.map_or(0.0, |t| (end - t).as_secs_f64());
         *put.lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Received {
             items,
             checksum: sum,
             seconds,
-            cpu: process_cpu() - cpu0,
+            cpu: cpu1 - cpu0,
+            messages: 0,
         });
         Ok(())
     })
@@ -227,50 +396,61 @@ pub fn receive(point: &str, endpoint: &str) -> Result<Received, String> {
     let r = *result
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    r.ok_or_else(|| "the receiver found nothing".to_string())
+    let mut r = r.ok_or_else(|| "the receiver found nothing".to_string())?;
+    r.messages = stats.snapshot().0;
+    Ok(r)
 }
 
-/// Sends `bytes` as `u32` counters in messages of `size` bytes at `endpoint`
-/// (bound), the way `point` says, then the end of stream.
-fn send(point: &str, endpoint: &str, size: usize, bytes: usize) -> Result<(), String> {
+/// How a sender cuts its stream: bare loops, or dmaflow's sink with at most
+/// this many `u32` items a message.
+#[derive(Debug, Clone, Copy)]
+enum Sender {
+    Raw,
+    Dmaflow { max_items: usize },
+}
+
+/// Sends `bytes` as `u32` counters at `endpoint` (bound), in messages of
+/// `size` bytes (raw) or as `how` says, then the end of stream.
+fn send(how: Sender, endpoint: &str, size: usize, bytes: usize) -> Result<(), String> {
     let at = dmaflow_net::Endpoint::parse(endpoint).map_err(|e| e.to_string())?;
     let items = bytes / 4;
-    if point == "raw" {
-        let ctx = zmq::Context::new();
-        let s = ctx.socket(zmq::PUSH).map_err(|e| e.to_string())?;
-        s.set_sndhwm(16).map_err(|e| e.to_string())?;
-        s.set_linger(5000).map_err(|e| e.to_string())?;
-        s.bind(at.as_str()).map_err(|e| e.to_string())?;
-        let per = size / 4;
-        let mut next = 0u32;
-        let mut sent = 0;
-        while sent < items {
-            let n = per.min(items - sent);
-            let mut m = zmq::Message::with_size(n * 4);
-            for c in m.chunks_exact_mut(4) {
-                c.copy_from_slice(&next.to_le_bytes());
-                next = next.wrapping_add(1);
+    let max_items = match how {
+        Sender::Raw => {
+            let ctx = zmq::Context::new();
+            let s = ctx.socket(zmq::PUSH).map_err(|e| e.to_string())?;
+            s.set_sndhwm(16).map_err(|e| e.to_string())?;
+            s.set_linger(5000).map_err(|e| e.to_string())?;
+            s.bind(at.as_str()).map_err(|e| e.to_string())?;
+            let per = size / 4;
+            let mut next = 0u32;
+            let mut sent = 0;
+            while sent < items {
+                let n = per.min(items - sent);
+                let mut m = zmq::Message::with_size(n * 4);
+                for c in m.chunks_exact_mut(4) {
+                    c.copy_from_slice(&next.to_le_bytes());
+                    next = next.wrapping_add(1);
+                }
+                s.send(m, 0).map_err(|e| e.to_string())?;
+                sent += n;
             }
-            s.send(m, 0).map_err(|e| e.to_string())?;
-            sent += n;
+            s.send(Vec::<u8>::new(), 0).map_err(|e| e.to_string())?;
+            return Ok(());
         }
-        s.send(Vec::<u8>::new(), 0).map_err(|e| e.to_string())?;
-        return Ok(());
-    }
+        Sender::Dmaflow { max_items } => max_items,
+    };
     let mut g = Graph::new();
+    // Room for two whole messages: a sink whose message is larger than its
+    // queue waits for ever (see BENCHMARKS.md, "Net").
+    let capacity = (1usize << 18).max(2 * max_items).next_power_of_two();
     let (mut out, inp) = g
-        .connect_with_capacity::<u32>(("count", "out"), ("net", "in"), 1 << 18)
+        .connect_with_capacity::<u32>(("count", "out"), ("net", "in"), capacity)
         .map_err(|e| e.to_string())?;
     let mut edge = dmaflow_net::Edge::sink(at);
-    let per_item = (size / 4).max(1);
-    edge.max_items = if point == "dmaflow-batched" {
-        (BATCHED_BYTES / 4 / per_item).max(1) * per_item
-    } else {
-        per_item
-    };
+    edge.max_items = max_items.max(1);
     dmaflow_net::add_sink(&mut g, "net", edge, inp).map_err(|e| e.to_string())?;
     // The producer writes in its own batches; the edge cuts them into
-    // messages of `size` bytes.
+    // messages.
     let per = 1 << 14;
     g.node("count", move || {
         let mut next = 0u32;
@@ -295,8 +475,218 @@ fn send(point: &str, endpoint: &str, size: usize, bytes: usize) -> Result<(), St
 /// (`Edge::max_items` of `u32`s), or one item where an item is larger.
 const BATCHED_BYTES: usize = 1 << 18;
 
-/// One measurement: a receiver (child process or thread) and this sender.
-fn measure(cfg: &Config, point: &'static str, size: usize) -> Result<Received, Error> {
+/// `u32` items a message of whole `size`-byte items up to `cap` bytes holds
+/// (at least one item).
+fn items_for(size: usize, cap: usize) -> usize {
+    let per_item = (size / 4).max(1);
+    (cap / 4 / per_item).max(1) * per_item
+}
+
+/// A file of `bytes` bytes of `u32` counters (0, 1, 2, ...) in tmpfs, what
+/// GNU Radio's sender sends and its receiver's output is compared with;
+/// removed when dropped.
+struct Counters(PathBuf);
+
+impl Counters {
+    fn new(dir: &Path, bytes: usize) -> Result<Self, Error> {
+        let path = dir.join(format!("counters-{bytes}.u32"));
+        let data: Vec<u8> = (0..(bytes / 4) as u32).flat_map(u32::to_le_bytes).collect();
+        std::fs::write(&path, data).map_err(|e| Error::Io {
+            path: path.display().to_string(),
+            source: e,
+        })?;
+        Ok(Counters(path))
+    }
+}
+
+impl Drop for Counters {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Where GNU Radio's files go: tmpfs where there is one.
+fn scratch() -> Result<super::fir::ScratchDir, Error> {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        let p = shm.join(format!("dmaflow-net-{}", std::process::id()));
+        std::fs::create_dir_all(&p).map_err(|e| Error::Io {
+            path: p.display().to_string(),
+            source: e,
+        })?;
+        Ok(super::fir::ScratchDir::at(p))
+    } else {
+        super::fir::ScratchDir::new("dmaflow-net")
+    }
+}
+
+/// A peer process that is killed if it is still running when dropped (a
+/// measurement that failed half way leaves no process behind).
+struct Peer(Option<Child>);
+
+impl Peer {
+    /// The process, no longer killed on drop.
+    fn take(mut self) -> Child {
+        // A Peer is always made with its child.
+        self.0
+            .take()
+            .unwrap_or_else(|| unreachable!("a Peer holds its child"))
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Starts GNU Radio's sender (binds at `endpoint`); it keeps its socket
+/// open until its standard input is closed.
+fn gnuradio_tx(size: usize, data: &Path, endpoint: &str) -> Result<Peer, Error> {
+    Command::new("/usr/bin/python3")
+        .args(["-c", GNURADIO_SCRIPT, "tx", &size.to_string()])
+        .arg(data)
+        .arg(endpoint)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| Error::Io {
+            path: "/usr/bin/python3 (GNU Radio's sender)".into(),
+            source: e,
+        })
+        .map(|c| Peer(Some(c)))
+}
+
+/// Starts GNU Radio's receiver (connects to `endpoint`).
+fn gnuradio_rx(
+    size: usize,
+    bytes: usize,
+    endpoint: &str,
+    out: &Path,
+    data: &Path,
+) -> Result<Peer, Error> {
+    Command::new("/usr/bin/python3")
+        .args(["-c", GNURADIO_SCRIPT, "rx"])
+        .args([size.to_string(), bytes.to_string(), endpoint.to_string()])
+        .arg(out)
+        .arg(data)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| Error::Io {
+            path: "/usr/bin/python3 (GNU Radio's receiver)".into(),
+            source: e,
+        })
+        .map(|c| Peer(Some(c)))
+}
+
+/// Waits for GNU Radio's receiver and reads its line.
+fn gnuradio_received(rx: Peer, bytes: usize, size: usize) -> Result<Received, Error> {
+    let out = wait_within(rx.take(), "GNU Radio's receiver", PEER_LIMIT)?;
+    let line = String::from_utf8_lossy(&out.stdout).into_owned();
+    let f: Vec<f64> = line
+        .split_whitespace()
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let fail = |why: &str| Error::Peer {
+        peer: "gnuradio",
+        reason: format!(
+            "receiver {why} ({}): said {line:?}; {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ),
+    };
+    if !out.status.success() || f.len() != 4 {
+        return Err(fail("failed"));
+    }
+    if f[3] != 1.0 || f[2] as usize != bytes / size {
+        return Err(fail("received other data than was sent"));
+    }
+    Ok(Received {
+        items: (bytes / 4) as u64,
+        checksum: series_sum((bytes / 4) as u64),
+        seconds: f[0],
+        cpu: f[1],
+        messages: 0,
+    })
+}
+
+/// Closes GNU Radio's sender's standard input and waits for it.
+fn gnuradio_done(tx: Peer) -> Result<(), Error> {
+    let mut tx = tx.take();
+    drop(tx.stdin.take());
+    let out = wait_within(tx, "GNU Radio's sender", PEER_LIMIT)?;
+    if !out.status.success() {
+        return Err(Error::Peer {
+            peer: "gnuradio",
+            reason: format!(
+                "sender failed ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Wrapping sum of the counters `0..items`.
+fn series_sum(items: u64) -> u32 {
+    (0..items).fold(0u32, |a, i| a.wrapping_add(i as u32))
+}
+
+/// Starts `dmaflow net-peer` as the receiving child process.
+fn net_peer(point: &str, endpoint: &str) -> Result<Peer, Error> {
+    let exe = std::env::current_exe().map_err(|e| Error::Io {
+        path: "the dmaflow binary".into(),
+        source: e,
+    })?;
+    Command::new(exe)
+        .args(["net-peer", "--point", point, "--endpoint", endpoint])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| Error::Io {
+            path: "dmaflow net-peer".into(),
+            source: e,
+        })
+        .map(|c| Peer(Some(c)))
+}
+
+/// Waits for `dmaflow net-peer` and reads its line.
+fn net_peer_received(child: Peer, point: Point) -> Result<Received, Error> {
+    let out = wait_within(child.take(), "dmaflow net-peer", PEER_LIMIT)?;
+    let fail = |reason: String| Error::Peer {
+        peer: point.name(),
+        reason,
+    };
+    if !out.status.success() {
+        return Err(fail(String::from_utf8_lossy(&out.stderr).into_owned()));
+    }
+    let line = out
+        .stdout
+        .lines()
+        .next()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    parse_received(&line).ok_or_else(|| fail(format!("net-peer said {line:?}")))
+}
+
+/// One measurement of `point` at `size`; `cap` is GNU Radio's mean message
+/// size at this item size (bytes), `data` the counters file GNU Radio's ends
+/// use, `dir` where its receiver writes.
+fn measure(
+    cfg: &Config,
+    point: Point,
+    size: usize,
+    cap: usize,
+    files: Option<(&Path, &Path)>,
+) -> Result<Received, Error> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| Error::Io {
@@ -306,79 +696,89 @@ fn measure(cfg: &Config, point: &'static str, size: usize) -> Result<Received, E
         .port();
     let endpoint = format!("tcp://127.0.0.1:{port}");
     let fail = |reason: String| Error::Peer {
-        peer: point,
+        peer: point.name(),
         reason,
     };
-    if point == "gnuradio" {
-        let bytes = cfg.bytes_for(size);
-        let out = Command::new("/usr/bin/python3")
-            .args(["-c", GNURADIO_SCRIPT])
-            .args([size.to_string(), bytes.to_string(), port.to_string()])
-            .output()
-            .map_err(|e| Error::Io {
-                path: "/usr/bin/python3".into(),
-                source: e,
-            })?;
-        let line = String::from_utf8_lossy(&out.stdout).into_owned();
-        let f: Vec<f64> = line
-            .split_whitespace()
-            .filter_map(|x| x.parse().ok())
-            .collect();
-        if !out.status.success() || f.len() != 2 {
-            return Err(fail(format!(
-                "{line:?} {}",
-                String::from_utf8_lossy(&out.stderr)
-            )));
+    let bytes = cfg.bytes_for(size);
+    let sender = match point {
+        Point::Raw => Sender::Raw,
+        Point::Dmaflow => Sender::Dmaflow {
+            max_items: items_for(size, size),
+        },
+        Point::Batched => Sender::Dmaflow {
+            max_items: items_for(size, BATCHED_BYTES),
+        },
+        Point::Capped | Point::DmaflowToGnuradio | Point::Gnuradio | Point::GnuradioToDmaflow => {
+            Sender::Dmaflow {
+                max_items: items_for(size, cap),
+            }
         }
-        return Ok(Received {
-            items: (bytes / 4) as u64,
-            checksum: 0,
-            seconds: f[0],
-            cpu: f[1],
-        });
-    }
-    let got = if cfg.in_process {
+    };
+    let got = if point.gnuradio() {
+        let (data, dir) = files.ok_or_else(|| fail("GNU Radio's files are missing".into()))?;
+        let out = dir.join("received.bin");
+        let got = match point {
+            Point::Gnuradio => {
+                let rx = gnuradio_rx(size, bytes, &endpoint, &out, data)?;
+                let tx = gnuradio_tx(size, data, &endpoint)?;
+                let got = gnuradio_received(rx, bytes, size);
+                gnuradio_done(tx)?;
+                got?
+            }
+            Point::DmaflowToGnuradio => {
+                let rx = gnuradio_rx(size, bytes, &endpoint, &out, data)?;
+                send(sender, &endpoint, size, bytes).map_err(fail)?;
+                gnuradio_received(rx, bytes, size)?
+            }
+            _ if cfg.in_process => {
+                let at = endpoint.clone();
+                let rx = std::thread::spawn(move || receive("from-gnuradio", &at));
+                let tx = gnuradio_tx(size, data, &endpoint)?;
+                let got = rx.join().map_err(|_| Error::Panicked("net receiver"));
+                gnuradio_done(tx)?;
+                got?.map_err(fail)?
+            }
+            _ => {
+                let rx = net_peer("from-gnuradio", &endpoint)?;
+                let tx = gnuradio_tx(size, data, &endpoint)?;
+                let got = net_peer_received(rx, point);
+                gnuradio_done(tx)?;
+                got?
+            }
+        };
+        let _ = std::fs::remove_file(&out);
+        got
+    } else if cfg.in_process {
         let at = endpoint.clone();
-        let rx = std::thread::spawn(move || receive(point, &at));
-        send(point, &endpoint, size, cfg.bytes_for(size)).map_err(fail)?;
+        let name = if point == Point::Raw {
+            "raw"
+        } else {
+            "dmaflow"
+        };
+        let rx = std::thread::spawn(move || receive(name, &at));
+        send(sender, &endpoint, size, bytes).map_err(fail)?;
         rx.join()
             .map_err(|_| Error::Panicked("net receiver"))?
             .map_err(fail)?
     } else {
-        let exe = std::env::current_exe().map_err(|e| Error::Io {
-            path: "the dmaflow binary".into(),
-            source: e,
-        })?;
-        let child = Command::new(exe)
-            .args(["net-peer", "--point", point, "--endpoint", &endpoint])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| Error::Io {
-                path: "dmaflow net-peer".into(),
-                source: e,
-            })?;
-        send(point, &endpoint, size, cfg.bytes_for(size)).map_err(fail)?;
-        let out = child.wait_with_output().map_err(|e| Error::Io {
-            path: "dmaflow net-peer".into(),
-            source: e,
-        })?;
-        if !out.status.success() {
-            return Err(fail(String::from_utf8_lossy(&out.stderr).into_owned()));
-        }
-        let line = out
-            .stdout
-            .lines()
-            .next()
-            .and_then(Result::ok)
-            .unwrap_or_default();
-        parse_received(&line).ok_or_else(|| fail(format!("net-peer said {line:?}")))?
+        let name = if point == Point::Raw {
+            "raw"
+        } else {
+            "dmaflow"
+        };
+        let child = net_peer(name, &endpoint)?;
+        send(sender, &endpoint, size, bytes).map_err(fail)?;
+        net_peer_received(child, point)?
     };
-    let items = (cfg.bytes_for(size) / 4) as u64;
-    let expected = (0..items).fold(0u32, |a, i| a.wrapping_add(i as u32));
+    let items = (bytes / 4) as u64;
+    let expected = series_sum(items);
     if got.items != items || got.checksum != expected {
         return Err(Error::Corrupted {
-            what: format!("net {point} {size} B: {} of {items} items", got.items),
+            what: format!(
+                "net {} {size} B: {} of {items} items",
+                point.name(),
+                got.items
+            ),
             got: got.checksum,
             expected,
         });
@@ -388,7 +788,10 @@ fn measure(cfg: &Config, point: &'static str, size: usize) -> Result<Received, E
 
 /// The line `dmaflow net-peer` prints.
 pub fn received_line(r: &Received) -> String {
-    format!("{} {} {} {}", r.items, r.checksum, r.seconds, r.cpu)
+    format!(
+        "{} {} {} {} {}",
+        r.items, r.checksum, r.seconds, r.cpu, r.messages
+    )
 }
 
 fn parse_received(line: &str) -> Option<Received> {
@@ -398,6 +801,7 @@ fn parse_received(line: &str) -> Option<Received> {
         checksum: f.get(1)?.parse().ok()?,
         seconds: f.get(2)?.parse().ok()?,
         cpu: f.get(3)?.parse().ok()?,
+        messages: f.get(4)?.parse().ok()?,
     })
 }
 
@@ -405,43 +809,91 @@ fn parse_received(line: &str) -> Option<Received> {
 pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>, Error> {
     let mut rows = Vec::new();
     let points = points(cfg);
+    let with_gnuradio = points.contains(&Point::Gnuradio);
+    let dir = if with_gnuradio {
+        Some(scratch()?)
+    } else {
+        None
+    };
     for &size in &cfg.sizes {
+        let bytes = cfg.bytes_for(size);
+        let data = match &dir {
+            Some(d) => Some(Counters::new(d.path(), bytes)?),
+            None => None,
+        };
+        let files = data
+            .as_ref()
+            .zip(dir.as_ref())
+            .map(|(c, d)| (c.0.as_path(), d.path()));
+        // GNU Radio's message size at this item size, measured before the
+        // rounds (dmaflow's receiver counts the messages), caps dmaflow's.
+        let cap = if with_gnuradio {
+            progress(&format!("net: {size} B items, GNU Radio's message size"));
+            let got = measure(cfg, Point::GnuradioToDmaflow, size, size, files)?;
+            (bytes / got.messages.max(1) as usize).max(size)
+        } else {
+            BATCHED_BYTES
+        };
         let mut cpu = vec![Vec::new(); points.len()];
+        let mut msgs = vec![Vec::new(); points.len()];
         let seconds = in_turns(points.len(), cfg.rounds, |i, round| {
             progress(&format!(
-                "net: {size} B messages, {} round {}",
-                points[i],
+                "net: {size} B, {} round {}",
+                points[i].name(),
                 round + 1
             ));
-            let got = measure(cfg, points[i], size)?;
+            let got = measure(cfg, points[i], size, cap, files)?;
             cpu[i].push(got.cpu);
+            let shown = match points[i] {
+                Point::Capped | Point::DmaflowToGnuradio => Some((items_for(size, cap) * 4) as f64),
+                Point::Batched => Some((items_for(size, BATCHED_BYTES) * 4).min(bytes) as f64),
+                Point::Dmaflow | Point::Raw => Some(size as f64),
+                Point::GnuradioToDmaflow => Some(bytes as f64 / got.messages.max(1) as f64),
+                Point::Gnuradio => None,
+            };
+            msgs[i].extend(shown);
             Ok::<_, Error>(got.seconds)
         })?;
-        rows.extend(points.iter().zip(seconds.into_iter().zip(cpu)).map(
-            |(&point, (seconds, cpu))| Row {
-                size,
-                point,
-                bytes: cfg.bytes_for(size),
-                seconds,
-                cpu,
-            },
-        ));
+        rows.extend(
+            points
+                .iter()
+                .zip(seconds.into_iter().zip(cpu.into_iter().zip(msgs)))
+                .map(|(&point, (seconds, (cpu, message_bytes)))| Row {
+                    size,
+                    point,
+                    bytes,
+                    seconds,
+                    cpu,
+                    message_bytes,
+                }),
+        );
     }
     Ok(rows)
 }
 
-/// Point `mine`'s throughput over point `other`'s per size: the median of
-/// the rounds' ratios (each round measures both), with their min..max.
-fn shares(rows: &[Row], mine: &str, other: &str) -> Vec<(usize, f64, f64, f64)> {
+/// Point `mine`'s throughput over point `other`'s per size, round by round.
+fn shares(rows: &[Row], mine: Point, other: Point) -> Vec<(usize, Ratio)> {
     rows.iter()
         .filter(|d| d.point == mine)
         .filter_map(|d| {
             let r = rows.iter().find(|r| r.size == d.size && r.point == other)?;
-            // Throughput ratio = the other's time over this one's, per round.
-            let Ratio(s) = Ratio::of(&r.seconds, &d.seconds);
-            Some((d.size, s.median, s.min, s.max))
+            Some((d.size, Ratio::of(&d.mb_per_s(), &r.mb_per_s())))
         })
         .collect()
+}
+
+/// A ratio as `1.23x (1.10..1.40)`.
+fn ratio_text(r: &Ratio) -> String {
+    format!("{:.2}x ({:.2}..{:.2})", r.0.median, r.0.min, r.0.max)
+}
+
+/// A ratio's verdict.
+fn verdict(r: &Ratio) -> &'static str {
+    match (r.measurable(), r.0.median > 1.0) {
+        (true, true) => "faster",
+        (true, false) => "slower",
+        (false, _) => "no measurable difference",
+    }
 }
 
 /// The report.
@@ -452,75 +904,140 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         let items = r.bytes as f64 / 4.0;
         cells.push(vec![
             super::bytes_label(r.size),
-            r.point.to_string(),
+            r.point.name().to_string(),
             format!("{m:.0}"),
             format!("{lo:.0}..{hi:.0}"),
             format!("{:.1}", items / median(&r.seconds) / 1e6),
             format!("{:.2}", median(&r.cpu) / median(&r.seconds)),
+            if r.message_bytes.is_empty() {
+                "-".into()
+            } else {
+                format!("{:.0}", median(&r.message_bytes))
+            },
         ]);
     }
     let mut text = table(
         &[
-            "message",
+            "size",
             "point",
             "MB/s",
             "range",
             "Mitems/s",
             "rx_cpu_share",
+            "msg_bytes",
         ],
         &cells,
     );
-    let vs_gr = shares(rows, "dmaflow-batched", "gnuradio");
-    for &(size, m, lo, hi) in &vs_gr {
-        text += &format!(
-            "{}: dmaflow, items batched, at {:.2}x GNU Radio's push_sink -> pull_source \
-             ({:.2}..{:.2}x)\n",
-            super::bytes_label(size),
-            m,
-            lo,
-            hi
-        );
+    text += "what each point does (sender | receiver):\n";
+    let mut seen = Vec::new();
+    for r in rows {
+        if !seen.contains(&r.point) {
+            seen.push(r.point);
+            text += &format!("  {}: {}\n", r.point.name(), r.point.does());
+        }
     }
-    let shares = shares(rows, "dmaflow", "raw");
     let mut targets = Vec::new();
-    for &(size, m, _, _) in &vs_gr {
-        targets.push(Target::new(
-            format!("{} items: >= GNU Radio", super::bytes_label(size)),
-            format!("{m:.2}x"),
-            m >= 1.0,
-        ));
-    }
-    for &(size, m, lo, hi) in &shares {
-        text += &format!(
-            "{}: dmaflow at {:.0} % of the raw ceiling ({:.0}..{:.0} %)\n",
-            super::bytes_label(size),
-            m * 100.0,
-            lo * 100.0,
-            hi * 100.0
+    let equal = shares(rows, Point::Capped, Point::Gnuradio);
+    if !equal.is_empty() {
+        let size_of = shares(rows, Point::Batched, Point::Capped);
+        let default = shares(rows, Point::Batched, Point::Gnuradio);
+        let rx = shares(rows, Point::GnuradioToDmaflow, Point::Gnuradio);
+        let tx = shares(rows, Point::DmaflowToGnuradio, Point::Gnuradio);
+        let find = |v: &[(usize, Ratio)], s: usize| {
+            v.iter()
+                .find(|(z, _)| *z == s)
+                .map_or("-".into(), |(_, r)| ratio_text(r))
+        };
+        let cells: Vec<Vec<String>> = equal
+            .iter()
+            .map(|(size, r)| {
+                vec![
+                    super::bytes_label(*size),
+                    ratio_text(r),
+                    verdict(r).to_string(),
+                    find(&default, *size),
+                    find(&size_of, *size),
+                    find(&rx, *size),
+                    find(&tx, *size),
+                ]
+            })
+            .collect();
+        text += "\nagainst GNU Radio (throughput ratios, median and min..max of the rounds; \
+                 default/default = batched/capped (message size) x capped/gnuradio (the ends), \
+                 round by round; the crossed edges put one dmaflow end in place of GNU Radio's):\n";
+        text += &table(
+            &[
+                "items",
+                "capped/gnuradio",
+                "verdict",
+                "batched/gnuradio",
+                "batched/capped",
+                "gr->dmaflow / gnuradio",
+                "dmaflow->gr / gnuradio",
+            ],
+            &cells,
         );
-        if size >= 64 << 10 {
+        for (size, r) in &equal {
             targets.push(Target::new(
                 format!(
-                    "{} messages: >= 90 % of raw ZeroMQ",
-                    super::bytes_label(size)
+                    "{} items: dmaflow >= GNU Radio's push_sink -> pull_source at the same \
+                     message size",
+                    super::bytes_label(*size)
                 ),
-                format!("{:.0} %", m * 100.0),
-                m >= 0.9,
+                format!("{} ({})", ratio_text(r), verdict(r)),
+                r.0.median >= 1.0,
+            ));
+        }
+    }
+    let raw = shares(rows, Point::Dmaflow, Point::Raw);
+    for (size, r) in &raw {
+        text += &format!(
+            "{}: dmaflow at {:.0} % of the raw ceiling ({:.0}..{:.0} %)\n",
+            super::bytes_label(*size),
+            r.0.median * 100.0,
+            r.0.min * 100.0,
+            r.0.max * 100.0
+        );
+        if *size >= 64 << 10 {
+            targets.push(Target::new(
+                format!(
+                    "{} messages: dmaflow >= 90 % of raw ZeroMQ",
+                    super::bytes_label(*size)
+                ),
+                format!(
+                    "{:.0} % ({:.0}..{:.0} %)",
+                    r.0.median * 100.0,
+                    r.0.min * 100.0,
+                    r.0.max * 100.0
+                ),
+                r.0.median >= 0.9,
             ));
         }
     }
     text += &Target::lines(&targets);
-    let answer = shares
-        .iter()
-        .map(|(s, m, _, _)| format!("{} {:.0} %", super::bytes_label(*s), m * 100.0))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let mut clauses: Vec<String> = vec![format!(
+        "dmaflow's share of the raw ZeroMQ throughput: {}",
+        raw.iter()
+            .map(|(s, r)| format!("{} {:.0} %", super::bytes_label(*s), r.0.median * 100.0))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )];
+    if !equal.is_empty() {
+        clauses.push(format!(
+            "against GNU Radio's lean ends at GNU Radio's own message size: {}",
+            equal
+                .iter()
+                .map(|(s, r)| format!("{} {:.2}x", super::bytes_label(*s), r.0.median))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     Report {
         experiment: "net",
         heading: format!(
             "net: a dmaflow ZeroMQ edge between two processes{} over loopback TCP vs bare \
-             PUSH/PULL of the same libzmq, 100 000 messages ({}..{} MiB) per measurement, {} \
-             rounds, interleaved",
+             PUSH/PULL of the same libzmq and GNU Radio's gr-zeromq, 100 000 messages ({}..{} \
+             MiB) per measurement, {} rounds, interleaved",
             if cfg.in_process {
                 " (threads, in process)"
             } else {
@@ -530,7 +1047,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
             cfg.bytes.1 >> 20,
             cfg.rounds
         ),
-        answer: format!("dmaflow's share of the raw ZeroMQ throughput: {answer}."),
+        answer: super::report::sentence(&clauses),
         text,
         targets,
         json: json!({
@@ -539,12 +1056,35 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
                 let (m, lo, hi) = r.mbps();
                 json!({
                     "message_bytes": r.size,
-                    "point": r.point,
+                    "point": r.point.name(),
+                    "does": r.point.does(),
                     "mb_per_s": m,
                     "mb_per_s_min": lo,
                     "mb_per_s_max": hi,
+                    "mb_per_s_spread": Spread::of(&r.mb_per_s()).json(),
                     "rounds": r.seconds.len(),
                     "rx_cpu_share": median(&r.cpu) / median(&r.seconds),
+                    "rx_cpu_us_per_mb": median(&r.cpu) / (r.bytes as f64 / 1e6) * 1e6,
+                    "sent_message_bytes": if r.message_bytes.is_empty() {
+                        serde_json::Value::Null
+                    } else {
+                        json!(median(&r.message_bytes))
+                    },
+                })
+            }).collect::<Vec<_>>(),
+            "against_gnuradio": shares(rows, Point::Capped, Point::Gnuradio).iter().map(|(s, r)| {
+                let pick = |a: Point, b: Point| shares(rows, a, b)
+                    .into_iter()
+                    .find(|(z, _)| z == s)
+                    .map(|(_, r)| r.0.json());
+                json!({
+                    "item_bytes": s,
+                    "capped_over_gnuradio": r.0.json(),
+                    "capped_over_gnuradio_measurable": r.measurable(),
+                    "batched_over_gnuradio": pick(Point::Batched, Point::Gnuradio),
+                    "batched_over_capped": pick(Point::Batched, Point::Capped),
+                    "gnuradio_to_dmaflow_over_gnuradio": pick(Point::GnuradioToDmaflow, Point::Gnuradio),
+                    "dmaflow_to_gnuradio_over_gnuradio": pick(Point::DmaflowToGnuradio, Point::Gnuradio),
                 })
             }).collect::<Vec<_>>(),
         }),
@@ -566,8 +1106,9 @@ mod tests {
             rounds: 2,
             in_process: true,
         };
-        let rows = run(&cfg, &mut |_| {}).unwrap();
-        assert_eq!(rows.len(), 6);
+        let rows = run(&cfg, &mut |m| eprintln!("{m}")).unwrap();
+        let gr = gnuradio_here();
+        assert_eq!(rows.len(), if gr { 14 } else { 6 });
         assert!(
             rows.iter()
                 .all(|r| r.seconds.len() == 2 && r.seconds.iter().all(|s| *s > 0.0))
@@ -581,7 +1122,8 @@ mod tests {
                 items: 3,
                 checksum: 7,
                 seconds: 0.5,
-                cpu: 0.25
+                cpu: 0.25,
+                messages: 2,
             }))
             .unwrap()
             .checksum,

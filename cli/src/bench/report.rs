@@ -46,6 +46,12 @@ impl Target {
     }
 }
 
+/// Whether `x` lies in `low..=high`: a target "within" a band is checked on
+/// both sides, so a suspiciously fast run fails it as a slow one does.
+pub fn within(x: f64, low: f64, high: f64) -> bool {
+    (low..=high).contains(&x)
+}
+
 /// Clauses joined into one sentence: `; ` between them, the first letter upper
 /// case, a full stop at the end. No clauses: "No rows to summarise."
 pub fn sentence(clauses: &[String]) -> String {
@@ -131,13 +137,41 @@ impl Report {
         }
     }
 
-    /// Writes `NAME.csv` and the plots into `dir` (created if missing); returns
-    /// the files written.
+    /// The run's JSON document: what the experiment put in its JSON (`rows`
+    /// and the rest) with the heading, the answer and the targets checked
+    /// (`{"what", "found", "met"}` each), from which `dmaflow targets`
+    /// makes the Targets table.
+    pub fn document(&self) -> Value {
+        let mut j = self.json.clone();
+        if let Some(o) = j.as_object_mut() {
+            o.insert("experiment".into(), Value::String(self.experiment.into()));
+            o.insert("heading".into(), Value::String(self.heading.clone()));
+            o.insert("answer".into(), Value::String(self.answer.clone()));
+            o.insert(
+                "targets".into(),
+                Value::Array(
+                    self.targets
+                        .iter()
+                        .map(
+                            |t| serde_json::json!({"what": t.what, "found": t.found, "met": t.met}),
+                        )
+                        .collect(),
+                ),
+            );
+        }
+        j
+    }
+
+    /// Writes `NAME.json` (the [`Report::document`]), `NAME.csv` and the
+    /// plots into `dir` (created if missing); returns the files written.
     pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, Error> {
         std::fs::create_dir_all(dir).map_err(io(dir))?;
+        let doc = dir.join(format!("{}.json", self.experiment));
+        let text = serde_json::to_string_pretty(&self.document()).unwrap_or_default();
+        std::fs::write(&doc, text + "\n").map_err(io(&doc))?;
         let csv = dir.join(format!("{}.csv", self.experiment));
         std::fs::write(&csv, self.csv()).map_err(io(&csv))?;
-        let mut files = vec![csv];
+        let mut files = vec![doc, csv];
         for (plot, name) in self.plots.iter().zip(self.plot_files()) {
             let path = dir.join(name);
             write_svg(&path, plot)?;
@@ -145,6 +179,122 @@ impl Report {
         }
         Ok(files)
     }
+}
+
+/// The experiments in the order `dmaflow bench all` runs them (the Targets
+/// table's order).
+pub const ORDER: [&str; 14] = [
+    "ring",
+    "readers",
+    "fir",
+    "transfer",
+    "twoway",
+    "loopback",
+    "bgsub",
+    "cnn",
+    "contention",
+    "memory",
+    "pipeline",
+    "faults",
+    "net",
+    "gpu",
+];
+
+/// Why a run's JSON documents could not be made into a Targets table.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TargetsError {
+    /// A file or directory could not be read.
+    #[error("{path}: {source}")]
+    Read {
+        /// The path.
+        path: String,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// A file is not a report's JSON document.
+    #[error("{path}: not a dmaflow bench JSON document ({why})")]
+    NotAReport {
+        /// The path.
+        path: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// Nothing to make a table of.
+    #[error("no dmaflow bench JSON documents in {0}")]
+    Empty(String),
+}
+
+/// Reads the reports' JSON documents at `paths`: files, or directories whose
+/// `NAME.json` files for the experiments of [`ORDER`] are read (a `bench
+/// --out` directory). Documents come back in [`ORDER`].
+pub fn read_documents(paths: &[PathBuf]) -> Result<Vec<Value>, TargetsError> {
+    let read = |p: &Path| -> Result<Value, TargetsError> {
+        let text = std::fs::read_to_string(p).map_err(|e| TargetsError::Read {
+            path: p.display().to_string(),
+            source: e,
+        })?;
+        let v: Value = serde_json::from_str(&text).map_err(|e| TargetsError::NotAReport {
+            path: p.display().to_string(),
+            why: e.to_string(),
+        })?;
+        let ok = v["experiment"].is_string() && v["targets"].is_array();
+        if !ok {
+            return Err(TargetsError::NotAReport {
+                path: p.display().to_string(),
+                why: "no \"experiment\" and \"targets\" keys".into(),
+            });
+        }
+        Ok(v)
+    };
+    let mut docs = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            for name in ORDER {
+                let f = p.join(format!("{name}.json"));
+                if f.is_file() {
+                    docs.push(read(&f)?);
+                }
+            }
+        } else {
+            docs.push(read(p)?);
+        }
+    }
+    if docs.is_empty() {
+        return Err(TargetsError::Empty(
+            paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+        ));
+    }
+    let rank = |v: &Value| {
+        let e = v["experiment"].as_str().unwrap_or("");
+        ORDER.iter().position(|&o| o == e).unwrap_or(ORDER.len())
+    };
+    docs.sort_by_key(rank);
+    Ok(docs)
+}
+
+/// The targets of the documents as a markdown table (`| experiment | target
+/// | found | |`, a missed one in bold), as BENCHMARKS.md's Targets table.
+pub fn targets_markdown(docs: &[Value]) -> String {
+    let cell = |s: &str| s.replace('|', "\\|").replace('\n', " ");
+    let mut out = String::from("| experiment | target | found | |\n|---|---|---|---|\n");
+    for d in docs {
+        let e = d["experiment"].as_str().unwrap_or("?");
+        for t in d["targets"].as_array().into_iter().flatten() {
+            let met = t["met"].as_bool().unwrap_or(false);
+            out += &format!(
+                "| {e} | {} | {} | {} |\n",
+                cell(t["what"].as_str().unwrap_or("")),
+                cell(t["found"].as_str().unwrap_or("")),
+                if met { "met" } else { "**missed**" }
+            );
+        }
+    }
+    out
 }
 
 /// Groups rows into plot lines: one per distinct `label`, in order of first
@@ -383,7 +533,7 @@ mod tests {
     fn writes_csv_plots_and_an_index_naming_them() {
         let dir = tempfile::tempdir().unwrap();
         let files = report().write(dir.path()).unwrap();
-        assert_eq!(files.len(), 2);
+        assert_eq!(files.len(), 3);
         assert!(dir.path().join("demo.svg").exists());
         let info = RunInfo {
             machine: "m".into(),
@@ -413,6 +563,49 @@ mod tests {
         }
         // A short table is open; a long one folds.
         assert!(html.contains("<details open>"), "{html}");
+    }
+
+    #[test]
+    fn the_targets_table_comes_from_the_written_documents() {
+        let dir = tempfile::tempdir().unwrap();
+        report().write(dir.path()).unwrap();
+        let mut ring = report();
+        ring.experiment = "ring";
+        ring.targets = vec![Target::new("a | b", "1.0x", true)];
+        ring.write(dir.path()).unwrap();
+        let docs = read_documents(&[dir.path().to_path_buf()]).unwrap();
+        // Only the experiments of ORDER are read from a directory.
+        assert_eq!(docs.len(), 1);
+        let more =
+            read_documents(&[dir.path().join("demo.json"), dir.path().to_path_buf()]).unwrap();
+        assert_eq!(more[0]["experiment"], "ring");
+        let md = targets_markdown(&more);
+        let lines: Vec<&str> = md.lines().collect();
+        assert_eq!(lines[0], "| experiment | target | found | |");
+        assert_eq!(lines[2], "| ring | a \\| b | 1.0x | met |");
+        assert_eq!(lines[3], "| demo | at least 1 GB/s | 2 GB/s | met |");
+        assert_eq!(lines[4], "| demo | at most 1 us | 3 us | **missed** |");
+        assert!(matches!(
+            read_documents(&[dir.path().join("demo.csv")]),
+            Err(TargetsError::NotAReport { .. })
+        ));
+        assert!(matches!(
+            read_documents(&[dir.path().join("nothing")]),
+            Err(TargetsError::Read { .. })
+        ));
+        let empty = tempfile::tempdir().unwrap();
+        assert!(matches!(
+            read_documents(&[empty.path().to_path_buf()]),
+            Err(TargetsError::Empty(_))
+        ));
+    }
+
+    #[test]
+    fn within_is_checked_on_both_sides() {
+        assert!(within(1.0, 0.9, 1.1));
+        assert!(!within(0.8, 0.9, 1.1));
+        assert!(!within(1.3, 0.9, 1.1));
+        assert!(!within(f64::NAN, 0.9, 1.1));
     }
 
     #[test]

@@ -876,7 +876,7 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
                     bytes_label(b)
                 ),
                 format!("{:.0} %", 100.0 * p),
-                p >= 0.9,
+                super::report::within(p, 0.9, 1.1),
             ));
         }
     }

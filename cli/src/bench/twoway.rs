@@ -492,7 +492,9 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
                     "{:.2} MiB/s = {pct:.2} % of {IDEAL_MIB_PER_S:.2} MiB/s",
                     r.mib_per_s
                 ),
-                pct >= 99.0,
+                // Both sides: above the modelled link is impossible, so a
+                // figure there is a wrong measurement, not a met target.
+                super::report::within(pct, 99.0, 101.0),
             )
         })
         .into_iter()
