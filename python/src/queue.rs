@@ -68,9 +68,12 @@ pub(crate) fn poll_until<T: Send>(
 }
 
 impl Queue {
-    /// Bytes of `n` items; an error where that does not fit a number.
-    fn bytes(&self, n: usize) -> PyResult<usize> {
-        n.checked_mul(self.itemsize)
+    /// Bytes of `n` items; an error where that does not fit a number (taken
+    /// as 64 bits on every machine, so a 32-bit board names the same error).
+    fn bytes(&self, n: u64) -> PyResult<usize> {
+        usize::try_from(n)
+            .ok()
+            .and_then(|n| n.checked_mul(self.itemsize))
             .ok_or_else(|| PyValueError::new_err(format!("{n} items: too many")))
     }
 
@@ -135,7 +138,7 @@ impl Queue {
     fn reserve(
         slf: &Bound<'_, Self>,
         py: Python<'_>,
-        n: usize,
+        n: u64,
         timeout: Option<f64>,
     ) -> PyResult<Window> {
         let bytes = slf.get().bytes(n)?;
@@ -155,7 +158,7 @@ impl Queue {
 
     /// Publishes the first `n` reserved items; refused while a view of the
     /// reservation is alive.
-    fn commit(&self, n: usize) -> PyResult<()> {
+    fn commit(&self, n: u64) -> PyResult<()> {
         self.write_views.hand_on("reserved slots")?;
         let mut g = self.writer.lock().unwrap_or_else(PoisonError::into_inner);
         let w = g
@@ -181,7 +184,7 @@ impl Queue {
     fn peek(
         slf: &Bound<'_, Self>,
         py: Python<'_>,
-        n: usize,
+        n: u64,
         timeout: Option<f64>,
     ) -> PyResult<Window> {
         let q = slf.get();
@@ -202,7 +205,7 @@ impl Queue {
 
     /// Releases the first `n` items of the window; refused while a view of
     /// the window is alive.
-    fn consume(&self, n: usize) -> PyResult<()> {
+    fn consume(&self, n: u64) -> PyResult<()> {
         self.read_views.hand_on("window")?;
         self.reader
             .lock()
