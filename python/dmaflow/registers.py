@@ -55,7 +55,7 @@ AXI_DMA = _channel("MM2S", 0x00, "SA") + [("SG_CTL", 0x2C, _WORD)] + _channel("S
 class Register:
     """One register: ``int(r)`` reads it, ``r.FIELD`` reads a field,
     ``r.FIELD = v`` writes that field (read-modify-write), ``r[i]`` and
-    ``r[hi:lo]`` read bits as PYNQ's ``Register`` does."""
+    ``r[hi:lo]`` read and write bits as PYNQ's ``Register`` does."""
 
     def __init__(self, mmio, name: str, offset: int, fields: dict) -> None:
         object.__setattr__(self, "_mmio", mmio)
@@ -92,16 +92,31 @@ class Register:
         mask = ((1 << width) - 1) << lsb
         self._mmio.write(self._offset, (int(self) & ~mask) | (value << lsb))
 
-    def __getitem__(self, bits) -> int:
-        v = int(self)
+    @staticmethod
+    def _bits(bits) -> tuple[int, int]:
+        """``(lsb, width)`` of ``r[i]`` or ``r[hi:lo]``."""
         if isinstance(bits, slice):
             hi, lo = bits.start, bits.stop
             if hi is None or lo is None or hi < lo or not 0 <= lo <= hi < 32:
                 raise IndexError(f"bits [{hi}:{lo}] of a 32-bit register (write them high:low)")
-            return (v >> lo) & ((1 << (hi - lo + 1)) - 1)
+            return lo, hi - lo + 1
         if not 0 <= bits < 32:
             raise IndexError(f"bit {bits} of a 32-bit register")
-        return (v >> bits) & 1
+        return bits, 1
+
+    def __getitem__(self, bits) -> int:
+        lsb, width = self._bits(bits)
+        return (int(self) >> lsb) & ((1 << width) - 1)
+
+    def __setitem__(self, bits, value: int) -> None:
+        """Writes bits (``r[0] = 1``, ``r[2:0] = 5``), read-modify-write, as
+        PYNQ's ``Register`` does."""
+        lsb, width = self._bits(bits)
+        value = int(value)
+        if not 0 <= value < (1 << width):
+            raise ValueError(f"{width} bits of {self._name}: {value} does not fit")
+        mask = ((1 << width) - 1) << lsb
+        self._mmio.write(self._offset, (int(self) & ~mask) | (value << lsb))
 
     def __repr__(self) -> str:
         v = int(self)

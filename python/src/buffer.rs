@@ -89,6 +89,11 @@ impl DmaBuffer {
         }
     }
 
+    /// Whether the buffer is `board`'s memory.
+    pub(crate) fn is_on(&self, board: &Arc<BoardInner>) -> bool {
+        Arc::ptr_eq(&self.board, board)
+    }
+
     /// Bytes Python sees.
     pub(crate) fn len(&self) -> usize {
         self.nbytes

@@ -209,6 +209,13 @@ impl Channel {
         }
         self.board.not_in_a_ring(self.engine)?;
         let b = buffer.get();
+        if !b.is_on(&self.board) {
+            // Another board's memory: its addresses mean other bytes here.
+            return Err(PyValueError::new_err(
+                "the buffer is another board's memory (allocated before this overlay was \
+                 loaded, or for another board): allocate it again after loading the overlay",
+            ));
+        }
         let len = if nbytes == 0 {
             b.len().saturating_sub(start)
         } else {

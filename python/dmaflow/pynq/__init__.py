@@ -40,7 +40,9 @@ from .. import allocate as _allocate
 
 __all__ = [
     "EMULATED_DESIGNS",
+    "DefaultHierarchy",
     "DefaultIP",
+    "Interrupt",
     "MMIO",
     "DMA",
     "DmaError",
@@ -64,8 +66,9 @@ def allocate(shape, dtype="u4", target=None, **kwargs) -> PynqBuffer:
 class _DMAChannel:
     """One direction of an AXI DMA (PYNQ's ``_SDMAChannel``/``_SGDMAChannel``)."""
 
-    def __init__(self, native: Channel) -> None:
+    def __init__(self, native: Channel, sg: bool = False) -> None:
         self._native = native
+        self._sg = sg
         self._array: PynqBuffer | None = None
 
     def transfer(self, array: PynqBuffer, start: int = 0, nbytes: int = 0, cyclic: bool = False) -> None:
@@ -89,6 +92,10 @@ class _DMAChannel:
                 f"the array's {array.nbytes} bytes"
             )
         n = nbytes if nbytes else array.nbytes - start
+        if self._sg and not self._native.running and self._native.idle:
+            # PYNQ's scatter-gather driver starts a halted channel itself
+            # (after stop(), say).
+            self._native.start()
         self._native.transfer(native, offset + start, n, cyclic)
         self._array = array
 
@@ -143,12 +150,30 @@ class _DMAChannel:
         self._native.stop()
 
 
+#: Driver classes by the IP type they bind to (PYNQ's ``bindto``).
+_bound: dict[str, type] = {}
+
+
 class DefaultIP:
     """An IP with registers and no driver of its own (PYNQ's ``DefaultIP``):
-    ``read``/``write`` through its ``MMIO``."""
+    ``read``/``write`` through its ``MMIO``. A subclass with
+    ``bindto = ["vendor:lib:name:version", ...]`` is the driver of IP of those
+    types in overlays loaded after it is defined, as on PYNQ; it is made as
+    ``cls(description)`` with the ``ip_dict`` entry (its ``device`` is the
+    board)."""
 
-    def __init__(self, description: dict, board: Board) -> None:
+    bindto: list[str] = []
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        for t in cls.__dict__.get("bindto", []):
+            _bound[t] = cls
+
+    def __init__(self, description: dict, board: Board | None = None) -> None:
+        if board is None:
+            board = description["device"]
         self.description = description
+        self.device = board
         self.mmio = MMIO(description["phys_addr"], description["addr_range"], device=board)
 
     def read(self, offset: int = 0) -> int:
@@ -176,8 +201,8 @@ class DMA(DefaultIP):
             index = board.engine_names.index(name)
         super().__init__(description, board)
         self.board = board
-        self.sendchannel = _DMAChannel(board.channel("mm2s", index))
-        self.recvchannel = _DMAChannel(board.channel("s2mm", index))
+        self.sendchannel = _DMAChannel(board.channel("mm2s", index), board.sg)
+        self.recvchannel = _DMAChannel(board.channel("s2mm", index), board.sg)
         # As PYNQ's drivers: the direct-mode driver starts both channels when
         # the IP is created (DMASR reads running before the first transfer);
         # the scatter-gather driver leaves them halted until a transfer.
@@ -203,9 +228,9 @@ class FIR(DefaultIP):
     MM2S stream, the "valid" convolution of each packet out on S2MM (``n``
     samples give ``n - taps + 1``)."""
 
-    def __init__(self, description: dict, board: Board) -> None:
+    def __init__(self, description: dict, board: Board | None = None) -> None:
         super().__init__(description, board)
-        self.board = board
+        self.board = self.device
 
     def load_taps(self, taps) -> None:
         """Loads the filter's taps (1 to 512 finite numbers) through the core's
@@ -431,10 +456,15 @@ class Overlay:
         engine_names = self.board.engine_names
         for key, entry in self.ip_dict.items():
             driver = entry["driver"]
-            if driver is DMA:
-                ip = DMA(entry, self.board, engine_names.index(key))
-            elif driver is BgSub:
+            if driver is BgSub:
                 continue
+            bound = _bound.get(entry["type"])
+            if bound is not None:
+                # A driver of the user's (PYNQ's `bindto`).
+                entry["driver"] = bound
+                ip = bound(entry)
+            elif driver is DMA:
+                ip = DMA(entry, self.board, engine_names.index(key))
             else:
                 ip = driver(entry, self.board)
             setattr(self, key.replace("-", "_"), ip)
@@ -512,6 +542,28 @@ class Overlay:
 
     def __repr__(self) -> str:
         return f"Overlay({self.name!r})"
+
+
+class DefaultHierarchy:
+    """PYNQ's ``DefaultHierarchy``: dmaflow's designs are flat (no
+    hierarchies in their ``ip_dict``), so there is nothing to bind one to."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        raise NotImplementedError(
+            "hierarchies: dmaflow's designs are flat (hierarchy_dict is empty); "
+            "drive each IP from ip_dict"
+        )
+
+
+class Interrupt:
+    """PYNQ's ``Interrupt``: a DMA channel's interrupt is used by ``wait()``
+    and ``wait_async()`` underneath; other interrupt pins are not driven."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        raise NotImplementedError(
+            "pynq.Interrupt: a DMA channel's interrupt line is used by its wait() and "
+            "wait_async(); dmaflow drives no other interrupt pins"
+        )
 
 
 class _PL:
@@ -600,6 +652,8 @@ class MMIO:
         self.base_addr = base_addr
         self.length = length
         self._board = board
+        #: The board whose registers these are (PYNQ's ``device``).
+        self.device = board
         self.debug = debug
 
     @property
@@ -640,6 +694,8 @@ class MMIO:
             if isinstance(dt, np.dtype) and dt.kind in "iu":
                 return dt.type(word & ((1 << (8 * dt.itemsize)) - 1))
             raise ValueError(f"dtype {dtype!r} is not supported")
+        if word_order not in ("little", "big"):
+            raise ValueError("MMIO only supports big and little endian.")
         if length not in (1, 2, 4, 8):
             raise ValueError("MMIO reads 1, 2, 4 or 8 bytes")
         self._check(offset, max(length, 4), "read")
