@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # The Python package's tests on the oldest and the newest interpreter pyenv
-# has (PYNQ 3.x images run Python 3.10): each gets its own virtual
+# has (PYNQ 3.x images run Python 3.10), or on the versions given
+# (`scripts/python-versions.sh 3.10`): each gets its own virtual
 # environment under target/, the package built for it, and pytest. An
 # interpreter that is not there is named and skipped, never passed silently.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="${PYENV_ROOT:-$HOME/.pyenv}"
 status=0
-for want in 3.10 3.13; do
+versions=("$@")
+[ ${#versions[@]} -eq 0 ] && versions=(3.10 3.13)
+for want in "${versions[@]}"; do
   py=$(ls -d "$root"/versions/"$want".*/bin/python 2>/dev/null | sort -V | tail -1 || true)
   if [ -z "$py" ]; then
     echo "python-versions: skipped Python $want: not installed under $root/versions"
