@@ -87,6 +87,14 @@ const GNURADIO_SCRIPT: &str = include_str!("../../../scripts/gnuradio_zmq_bench.
 /// The longest a measurement's peer process may take.
 const PEER_LIMIT: Duration = Duration::from_secs(120);
 
+/// The longest GNU Radio's receiver may take (256 MiB at 50 MB/s is 5 s, its
+/// start about 1 s): past it the round counts as a stall of GNU Radio's
+/// receiver, reported in its row, and the run goes on.
+const GR_RX_LIMIT: Duration = Duration::from_secs(30);
+
+/// The `peer` of the error a stalled GNU Radio receiver gives.
+const STALLED: &str = "stalled GNU Radio receiver";
+
 /// Whether GNU Radio's Python API with gr-zeromq is here.
 pub fn gnuradio_here() -> bool {
     Command::new("/usr/bin/python3")
@@ -261,6 +269,9 @@ pub struct Row {
     /// Mean message bytes per round where known (the messages dmaflow's
     /// receiver counted, or the cap dmaflow's sender used).
     pub message_bytes: Vec<f64>,
+    /// Rounds in which GNU Radio's receiver stalled (its seconds `NaN`,
+    /// left out of the medians and ratios).
+    pub stalls: usize,
 }
 
 impl Row {
@@ -270,11 +281,19 @@ impl Row {
         (s.median, s.min, s.max)
     }
 
-    /// MB/s per round.
-    fn mb_per_s(&self) -> Vec<f64> {
+    /// MB/s per round (`NaN` for a stalled round).
+    fn per_round(&self) -> Vec<f64> {
         self.seconds
             .iter()
             .map(|s| self.bytes as f64 / s / 1e6)
+            .collect()
+    }
+
+    /// MB/s of the rounds that did not stall.
+    fn mb_per_s(&self) -> Vec<f64> {
+        self.per_round()
+            .into_iter()
+            .filter(|x| x.is_finite())
             .collect()
     }
 }
@@ -587,7 +606,13 @@ fn gnuradio_rx(
 
 /// Waits for GNU Radio's receiver and reads its line.
 fn gnuradio_received(rx: Peer, bytes: usize, size: usize) -> Result<Received, Error> {
-    let out = wait_within(rx.take(), "GNU Radio's receiver", PEER_LIMIT)?;
+    let out = wait_within(rx.take(), "GNU Radio's receiver", GR_RX_LIMIT).map_err(|e| match e {
+        Error::Peer { reason, .. } => Error::Peer {
+            peer: STALLED,
+            reason,
+        },
+        other => other,
+    })?;
     let line = String::from_utf8_lossy(&out.stdout).into_owned();
     let f: Vec<f64> = line
         .split_whitespace()
@@ -721,29 +746,46 @@ fn measure(
             Point::Gnuradio => {
                 let rx = gnuradio_rx(size, bytes, &endpoint, &out, data)?;
                 let tx = gnuradio_tx(size, data, &endpoint)?;
-                let got = gnuradio_received(rx, bytes, size);
+                // A failed receiver leaves the sender blocked: it is killed.
+                let got = gnuradio_received(rx, bytes, size)?;
                 gnuradio_done(tx)?;
-                got?
+                got
             }
             Point::DmaflowToGnuradio => {
                 let rx = gnuradio_rx(size, bytes, &endpoint, &out, data)?;
-                send(sender, &endpoint, size, bytes).map_err(fail)?;
-                gnuradio_received(rx, bytes, size)?
+                // The sender on a thread, so that a stalled receiver is
+                // waited for with a limit; once it is killed, dmaflow's sink
+                // gives up within its grace (5 s), or is left behind.
+                let (done, finished) = std::sync::mpsc::channel();
+                let at = endpoint.clone();
+                std::thread::spawn(move || {
+                    let _ = done.send(send(sender, &at, size, bytes));
+                });
+                let got = gnuradio_received(rx, bytes, size);
+                let sent = finished
+                    .recv_timeout(Duration::from_secs(15))
+                    .unwrap_or_else(|_| Err("dmaflow's sender did not finish".into()));
+                let got = got?;
+                sent.map_err(fail)?;
+                got
             }
             _ if cfg.in_process => {
                 let at = endpoint.clone();
                 let rx = std::thread::spawn(move || receive("from-gnuradio", &at));
                 let tx = gnuradio_tx(size, data, &endpoint)?;
-                let got = rx.join().map_err(|_| Error::Panicked("net receiver"));
+                let got = rx
+                    .join()
+                    .map_err(|_| Error::Panicked("net receiver"))?
+                    .map_err(fail)?;
                 gnuradio_done(tx)?;
-                got?.map_err(fail)?
+                got
             }
             _ => {
                 let rx = net_peer("from-gnuradio", &endpoint)?;
                 let tx = gnuradio_tx(size, data, &endpoint)?;
-                let got = net_peer_received(rx, point);
+                let got = net_peer_received(rx, point)?;
                 gnuradio_done(tx)?;
-                got?
+                got
             }
         };
         let _ = std::fs::remove_file(&out);
@@ -836,13 +878,21 @@ pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>, Err
         };
         let mut cpu = vec![Vec::new(); points.len()];
         let mut msgs = vec![Vec::new(); points.len()];
+        let mut stalls = vec![0; points.len()];
         let seconds = in_turns(points.len(), cfg.rounds, |i, round| {
             progress(&format!(
                 "net: {size} B, {} round {}",
                 points[i].name(),
                 round + 1
             ));
-            let got = measure(cfg, points[i], size, cap, files)?;
+            let got = match measure(cfg, points[i], size, cap, files) {
+                Err(Error::Peer { peer: STALLED, .. }) => {
+                    stalls[i] += 1;
+                    cpu[i].push(f64::NAN);
+                    return Ok(f64::NAN);
+                }
+                other => other?,
+            };
             cpu[i].push(got.cpu);
             let shown = match points[i] {
                 Point::Capped | Point::DmaflowToGnuradio => Some((items_for(size, cap) * 4) as f64),
@@ -858,13 +908,15 @@ pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>, Err
             points
                 .iter()
                 .zip(seconds.into_iter().zip(cpu.into_iter().zip(msgs)))
-                .map(|(&point, (seconds, (cpu, message_bytes)))| Row {
+                .zip(stalls)
+                .map(|((&point, (seconds, (cpu, message_bytes))), stalls)| Row {
                     size,
                     point,
                     bytes,
                     seconds,
                     cpu,
                     message_bytes,
+                    stalls,
                 }),
         );
     }
@@ -877,9 +929,21 @@ fn shares(rows: &[Row], mine: Point, other: Point) -> Vec<(usize, Ratio)> {
         .filter(|d| d.point == mine)
         .filter_map(|d| {
             let r = rows.iter().find(|r| r.size == d.size && r.point == other)?;
-            Some((d.size, Ratio::of(&d.mb_per_s(), &r.mb_per_s())))
+            // Round by round, leaving out rounds where either stalled.
+            let (a, b): (Vec<f64>, Vec<f64>) = d
+                .per_round()
+                .into_iter()
+                .zip(r.per_round())
+                .filter(|(x, y)| x.is_finite() && y.is_finite())
+                .unzip();
+            Some((d.size, Ratio::of(&a, &b)))
         })
         .collect()
+}
+
+/// The finite samples of `v` (a stalled round's are `NaN`).
+fn finite(v: &[f64]) -> Vec<f64> {
+    v.iter().copied().filter(|x| x.is_finite()).collect()
 }
 
 /// A ratio as `1.23x (1.10..1.40)`.
@@ -907,13 +971,17 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
             r.point.name().to_string(),
             format!("{m:.0}"),
             format!("{lo:.0}..{hi:.0}"),
-            format!("{:.1}", items / median(&r.seconds) / 1e6),
-            format!("{:.2}", median(&r.cpu) / median(&r.seconds)),
+            format!("{:.1}", items / median(&finite(&r.seconds)) / 1e6),
+            format!(
+                "{:.2}",
+                median(&finite(&r.cpu)) / median(&finite(&r.seconds))
+            ),
             if r.message_bytes.is_empty() {
                 "-".into()
             } else {
                 format!("{:.0}", median(&r.message_bytes))
             },
+            r.stalls.to_string(),
         ]);
     }
     let mut text = table(
@@ -925,9 +993,12 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
             "Mitems/s",
             "rx_cpu_share",
             "msg_bytes",
+            "stalls",
         ],
         &cells,
     );
+    text += "stalls: rounds in which GNU Radio's receiver had not taken every item after 30 s \
+             (it was stopped; those rounds are left out of the medians and ratios)\n";
     text += "what each point does (sender | receiver):\n";
     let mut seen = Vec::new();
     for r in rows {
@@ -1063,8 +1134,9 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
                     "mb_per_s_max": hi,
                     "mb_per_s_spread": Spread::of(&r.mb_per_s()).json(),
                     "rounds": r.seconds.len(),
-                    "rx_cpu_share": median(&r.cpu) / median(&r.seconds),
-                    "rx_cpu_us_per_mb": median(&r.cpu) / (r.bytes as f64 / 1e6) * 1e6,
+                    "stalled_rounds": r.stalls,
+                    "rx_cpu_share": median(&finite(&r.cpu)) / median(&finite(&r.seconds)),
+                    "rx_cpu_us_per_mb": median(&finite(&r.cpu)) / (r.bytes as f64 / 1e6) * 1e6,
                     "sent_message_bytes": if r.message_bytes.is_empty() {
                         serde_json::Value::Null
                     } else {
