@@ -356,19 +356,21 @@ fn run_takes_both_channels_into_service_before_any_transfer_and_stop_halts_them(
                 "halted after reset"
             );
             if sg {
-                assert!(matches!(
-                    r.dma.run(ch, true, None),
-                    Err(Error::NoParkingDescriptor(_))
-                ));
+                // SAFETY: no descriptor is parked (refused).
+                let refused = unsafe { r.dma.run(ch, true, None) };
+                assert!(matches!(refused, Err(Error::NoParkingDescriptor(_))));
             }
-            r.dma.run(ch, true, Some(&park[i])).unwrap();
+            // SAFETY: `park` lives, unchanged, until the transfers below re-arm
+            // the channels.
+            unsafe { r.dma.run(ch, true, Some(&park[i])) }.unwrap();
             assert_eq!(
                 r.dma.status(ch).unwrap() & DMASR_HALTED,
                 0,
                 "sg={sg}: running"
             );
             // Again: left as it is.
-            r.dma.run(ch, true, Some(&park[i])).unwrap();
+            // SAFETY: as above.
+            unsafe { r.dma.run(ch, true, Some(&park[i])) }.unwrap();
         }
         // Nothing was fetched or moved, and the checker saw nothing undefined.
         assert!(

@@ -451,7 +451,11 @@ impl Channel {
             if dma.sg_included() && park.is_none() {
                 park = Some(engine.pool().alloc::<u32>(DESC_WORDS).map_err(runtime)?);
             }
-            dma.run(ch, true, park.as_ref())
+            // SAFETY: the parked descriptor is kept in this channel's state
+            // (the next start parks the same one) and never
+            // written; the driver writes TAILDESC only after arming the channel
+            // with descriptors of its own (`sg_start`, `ring_start`).
+            unsafe { dma.run(ch, true, park.as_ref()) }
                 .map_err(|e| DmaError::new_err(e.to_string()))?;
             Ok::<_, PyErr>(park)
         });

@@ -511,7 +511,21 @@ impl<R: RegisterSpace> AxiDma<R> {
     /// over (no TAILDESC is written, so the engine fetches nothing), and the
     /// next [`sg_start`](Self::sg_start) halts the channel and points CURDESC
     /// at its own descriptors. Direct mode needs no `park`.
-    pub fn run(&self, ch: Channel, irq: bool, park: Option<&DmaBuf<u32>>) -> Result<(), Error> {
+    ///
+    /// # Safety
+    ///
+    /// On a scatter-gather engine `park` becomes the channel's current
+    /// descriptor: it must stay this DMA memory, unchanged, until the channel
+    /// is halted or armed again ([`stop`](Self::stop), [`reset`](Self::reset),
+    /// [`sg_start`](Self::sg_start), [`ring_start`](Self::ring_start)). A
+    /// TAILDESC write meanwhile (a [`ring_flush`](Self::ring_flush) of a ring
+    /// started before) would make the engine fetch it as a descriptor.
+    pub unsafe fn run(
+        &self,
+        ch: Channel,
+        irq: bool,
+        park: Option<&DmaBuf<u32>>,
+    ) -> Result<(), Error> {
         self.usable()?;
         let i = ch as usize;
         let sr = self.status(ch)?;
