@@ -27,48 +27,93 @@ fn run_within(g: Graph) -> Result<(), Error> {
     }
 }
 
-/// An endless source of `0, 1, 2, ...` in pieces of 1 to `piece` items.
-fn endless(mut out: Output<u32>, piece: usize, seed: u64) -> NodeResult {
-    let mut r = Rng(seed | 1);
-    let mut i = 0u32;
-    loop {
-        let k = 1 + r.below(piece);
-        let s = out.reserve(k)?;
-        for (j, x) in s.iter_mut().enumerate() {
-            *x = i.wrapping_add(j as u32);
+/// Defines a node body twice from one text: as a blocking function for a
+/// thread node and as an async one for a task node (`[.await]` after each
+/// port call that may wait; `peek`/`peek_async`, `reserve`/`reserve_async`,
+/// `write`/`write_async` name the calls).
+macro_rules! bodies {
+    ($(#[$m:meta])* fn $name:ident / $aname:ident ($($arg:ident: $t:ty),*) -> $ret:ty $body:block) => {
+        $(#[$m])*
+        fn $name($($arg: $t),*) -> $ret {
+            #[allow(unused_macros)]
+            macro_rules! peek { ($p:expr, $n:expr) => { $p.peek($n) } }
+            #[allow(unused_macros)]
+            macro_rules! reserve { ($p:expr, $n:expr) => { $p.reserve($n) } }
+            #[allow(unused_macros)]
+            macro_rules! write { ($p:expr, $v:expr) => { $p.write($v) } }
+            $body
         }
-        out.commit(k)?;
-        i = i.wrapping_add(k as u32);
+        $(#[$m])*
+        async fn $aname($($arg: $t),*) -> $ret {
+            #[allow(unused_macros)]
+            macro_rules! peek { ($p:expr, $n:expr) => { $p.peek_async($n).await } }
+            #[allow(unused_macros)]
+            macro_rules! reserve { ($p:expr, $n:expr) => { $p.reserve_async($n).await } }
+            #[allow(unused_macros)]
+            macro_rules! write { ($p:expr, $v:expr) => { $p.write_async($v).await } }
+            $body
+        }
+    };
+}
+
+/// Gives node `name` a body of both forms: a task when `task`, else a thread.
+macro_rules! add {
+    ($g:expr, $name:expr, $task:expr, $f:ident / $af:ident ($($a:expr),*)) => {
+        if $task {
+            $g.task($name, $af($($a),*)).unwrap()
+        } else {
+            $g.node($name, move || $f($($a),*)).unwrap()
+        }
+    };
+}
+
+bodies! {
+    /// An endless source of `0, 1, 2, ...` in pieces of 1 to `piece` items.
+    fn endless / endless_async(out: Output<u32>, piece: usize, seed: u64) -> NodeResult {
+        let mut out = out;
+        let mut r = Rng(seed | 1);
+        let mut i = 0u32;
+        loop {
+            let k = 1 + r.below(piece);
+            let s = reserve!(out, k)?;
+            for (j, x) in s.iter_mut().enumerate() {
+                *x = i.wrapping_add(j as u32);
+            }
+            out.commit(k)?;
+            i = i.wrapping_add(k as u32);
+        }
     }
 }
 
-/// Passes on the first `limit` items and returns (GNU Radio's `head`).
-fn head(mut inp: Input<u32>, mut out: Output<u32>, limit: u64) -> NodeResult {
-    let mut left = limit;
-    while left > 0 {
-        let s = inp.peek(1)?;
-        if s.is_empty() {
-            break;
+bodies! {
+    /// Passes on the first `limit` items and returns (GNU Radio's `head`).
+    fn head / head_async(inp: Input<u32>, out: Output<u32>, limit: u64) -> NodeResult {
+        let (mut inp, mut out) = (inp, out);
+        let mut left = limit;
+        while left > 0 {
+            let s = peek!(inp, 1)?;
+            if s.is_empty() {
+                break;
+            }
+            let k = (s.len() as u64).min(left) as usize;
+            let d = reserve!(out, k)?;
+            d.copy_from_slice(&s[..k]);
+            out.commit(k)?;
+            inp.consume(k)?;
+            left -= k as u64;
         }
-        let k = (s.len() as u64).min(left) as usize;
-        let d = out.reserve(k)?;
-        d.copy_from_slice(&s[..k]);
-        out.commit(k)?;
-        inp.consume(k)?;
-        left -= k as u64;
+        Ok(())
     }
-    Ok(())
 }
 
-/// Reads to the end of the stream; the count and whether the items were
-/// `0, 1, 2, ...`.
-fn counting_sink(g: &mut Graph, name: &str, mut inp: Input<u32>) -> Arc<Mutex<(u64, bool)>> {
-    let got = Arc::new(Mutex::new((0u64, true)));
-    let o = got.clone();
-    g.node(name, move || {
+bodies! {
+    /// Reads to the end of the stream; the count and whether the items were
+    /// `0, 1, 2, ...`.
+    fn count_items / count_items_async(inp: Input<u32>, got: Arc<Mutex<(u64, bool)>>) -> NodeResult {
+        let mut inp = inp;
         let (mut n, mut ordered) = (0u64, true);
         loop {
-            let s = inp.peek(1)?;
+            let s = peek!(inp, 1)?;
             if s.is_empty() {
                 break;
             }
@@ -79,10 +124,16 @@ fn counting_sink(g: &mut Graph, name: &str, mut inp: Input<u32>) -> Arc<Mutex<(u
             let k = s.len();
             inp.consume(k)?;
         }
-        *o.lock().unwrap() = (n, ordered);
+        *got.lock().unwrap() = (n, ordered);
         Ok(())
-    })
-    .unwrap();
+    }
+}
+
+/// A thread node reading to the end of the stream; its count and order.
+fn counting_sink(g: &mut Graph, name: &str, inp: Input<u32>) -> Arc<Mutex<(u64, bool)>> {
+    let got = Arc::new(Mutex::new((0u64, true)));
+    let o = got.clone();
+    g.node(name, move || count_items(inp, o)).unwrap();
     got
 }
 
@@ -90,9 +141,12 @@ fn counting_sink(g: &mut Graph, name: &str, mut inp: Input<u32>) -> Arc<Mutex<(u
 fn endless_sources_behind_finished_heads_end_the_graph() {
     // The idiom of every SDR runtime's benchmark: four pipes of endless
     // source -> head(N) -> sink in one graph. The head finishes while its
-    // source waits on the full queue; the source must end, and the graph with it.
+    // source waits on the full queue; the source must end, and the graph with
+    // it. Odd rounds run every node as a task (on 1, 2 or 3 workers).
     for round in 0..150u64 {
         let mut g = Graph::new();
+        let task = round % 2 == 1;
+        g.set_workers(1 + (round / 2 % 3) as usize);
         let mut sinks = Vec::new();
         let limit = 3000 + round * 37;
         for p in 0..4 {
@@ -105,18 +159,132 @@ fn endless_sources_behind_finished_heads_end_the_graph() {
             let seed = round * 4 + p;
             // The source ends itself on `Closed`, as code written before that
             // ended a node normally does: what is tested is the race alone.
-            g.node(&format!("src{p}"), move || match endless(src, 700, seed) {
+            let ended = |r: NodeResult| match r {
                 Err(e) if e.to_string().contains("every reader has been dropped") => Ok(()),
                 other => other,
-            })
-            .unwrap();
-            g.node(&format!("head{p}"), move || head(h_in, h_out, limit))
+            };
+            if task {
+                g.task(&format!("src{p}"), async move {
+                    ended(endless_async(src, 700, seed).await)
+                })
                 .unwrap();
-            sinks.push(counting_sink(&mut g, &format!("sink{p}"), s_in));
+            } else {
+                g.node(&format!("src{p}"), move || ended(endless(src, 700, seed)))
+                    .unwrap();
+            }
+            add!(
+                g,
+                &format!("head{p}"),
+                task,
+                head / head_async(h_in, h_out, limit)
+            );
+            let got = Arc::new(Mutex::new((0u64, true)));
+            let o = got.clone();
+            add!(
+                g,
+                &format!("sink{p}"),
+                task,
+                count_items / count_items_async(s_in, o)
+            );
+            sinks.push(got);
         }
         run_within(g).unwrap_or_else(|e| panic!("round {round}: {e}"));
         for s in sinks {
             assert_eq!(*s.lock().unwrap(), (limit, true), "round {round}");
+        }
+    }
+}
+
+#[test]
+fn task_nodes_of_a_cycle_report_the_deadlock() {
+    // Two tasks each waiting to read what the other would write, beside a
+    // thread node that finishes: the deadlock names both, on one worker or two.
+    for workers in [1, 2] {
+        let mut g = Graph::new();
+        g.set_workers(workers);
+        let (ab, mut ab_in) = g.connect::<u32>(("a", "out"), ("b", "in")).unwrap();
+        let (ba, mut ba_in) = g.connect::<u32>(("b", "out"), ("a", "in")).unwrap();
+        let (mut x, y) = g.connect::<u32>(("x", "out"), ("y", "in")).unwrap();
+        g.task("a", async move {
+            let _keep = ab;
+            ba_in.peek_async(1).await?;
+            Ok(())
+        })
+        .unwrap();
+        g.task("b", async move {
+            let _keep = ba;
+            ab_in.peek_async(1).await?;
+            Ok(())
+        })
+        .unwrap();
+        g.node("x", move || Ok(x.write(&[1, 2, 3])?)).unwrap();
+        let _y = counting_sink(&mut g, "y", y);
+        match run_within(g) {
+            Err(Error::Deadlock { cycle }) => {
+                assert!(
+                    cycle.contains("a.out -> b.in") && cycle.contains("b.out -> a.in"),
+                    "{cycle}"
+                )
+            }
+            other => panic!("expected a deadlock, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_blocking_call_in_a_task_that_would_wait_is_an_error_not_a_held_worker() {
+    // A task that called the blocking `peek` and slept would hold its
+    // worker (on one worker, every other task with it). The writer writes
+    // only after the reader has had to wait.
+    let mut g = Graph::new();
+    g.set_workers(1);
+    let (mut out, mut inp) = g.connect::<u32>(("w", "out"), ("r", "in")).unwrap();
+    g.task("r", async move {
+        inp.peek(1)?;
+        Ok(())
+    })
+    .unwrap();
+    g.node("w", move || {
+        std::thread::sleep(Duration::from_millis(200));
+        Ok(out.write(&[1])?)
+    })
+    .unwrap();
+    match run_within(g) {
+        Err(Error::BlockingInTask { node, port }) => {
+            assert_eq!((node.as_str(), port.as_str()), ("r", "in"))
+        }
+        other => panic!("expected the blocking call's error, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_task_that_panics_or_fails_stops_the_graph_with_its_error() {
+    for panics in [false, true] {
+        let mut g = Graph::new();
+        let (out, inp) = g.connect::<u32>(("src", "out"), ("bad", "in")).unwrap();
+        let (bad_out, s_in) = g.connect::<u32>(("bad", "out"), ("sink", "in")).unwrap();
+        g.task("src", endless_async(out, 500, 3)).unwrap();
+        g.task("bad", async move {
+            let (mut inp, _out) = (inp, bad_out);
+            inp.peek_async(100).await?;
+            if panics {
+                panic!("bad panics");
+            }
+            Err("bad fails".into())
+        })
+        .unwrap();
+        let _got = counting_sink(&mut g, "sink", s_in);
+        match run_within(g) {
+            Err(Error::Panicked { node, message }) if panics => {
+                assert_eq!((node.as_str(), message.as_str()), ("bad", "bad panics"))
+            }
+            Err(Error::Node { node, source }) if !panics => {
+                assert_eq!(
+                    (node.as_str(), source.to_string().as_str()),
+                    ("bad", "bad fails")
+                )
+            }
+            other => panic!("expected bad's error, got {other:?}"),
         }
     }
 }
@@ -194,6 +362,10 @@ struct Shape {
     /// Queue sizes asked for (rounded up to pages by the queue).
     capacity: usize,
     branches: Vec<Vec<Stage>>,
+    /// Bit `i` set: node `i` (source, stages in order, join, sink) is a task.
+    tasks: u64,
+    /// Worker threads for the task nodes.
+    workers: usize,
 }
 
 fn shape() -> impl Strategy<Value = Shape> {
@@ -201,8 +373,10 @@ fn shape() -> impl Strategy<Value = Shape> {
         prop_oneof![3 => (0u64..8000).prop_map(Some), 1 => Just(None)],
         prop_oneof![Just(1usize), Just(1000), Just(1500), Just(3333)],
         prop::collection::vec(prop::collection::vec(stage(), 0..4), 1..4),
+        prop_oneof![Just(0u64), Just(u64::MAX), any::<u64>()],
+        1usize..4,
     )
-        .prop_map(|(items, capacity, mut branches)| {
+        .prop_map(|(items, capacity, mut branches, tasks, workers)| {
             if items.is_none() {
                 // An endless source needs every branch to end by itself.
                 for b in &mut branches {
@@ -215,49 +389,110 @@ fn shape() -> impl Strategy<Value = Shape> {
                 items,
                 capacity,
                 branches,
+                tasks,
+                workers,
             }
         })
 }
 
-/// Runs one stage as a node body.
-fn stage_body(st: Stage, mut inp: Input<u32>, mut out: Output<u32>, name: String) -> NodeResult {
-    let (threshold, chunk) = match st {
-        Stage::Copy { threshold, chunk } => (threshold, chunk),
-        _ => (1, usize::MAX),
-    };
-    let mut passed = 0u64;
-    loop {
-        let s = inp.peek(threshold)?;
-        if s.is_empty() {
-            return Ok(());
-        }
-        let mut k = s.len().min(chunk);
-        match st {
-            Stage::Head { limit } => {
-                if passed >= limit {
-                    return Ok(());
-                }
-                k = k.min((limit - passed) as usize);
+bodies! {
+    /// Runs one stage as a node body.
+    fn stage_body / stage_body_async(st: Stage, inp: Input<u32>, out: Output<u32>, name: String) -> NodeResult {
+        let (mut inp, mut out) = (inp, out);
+        let (threshold, chunk) = match st {
+            Stage::Copy { threshold, chunk } => (threshold, chunk),
+            _ => (1, usize::MAX),
+        };
+        let mut passed = 0u64;
+        loop {
+            let s = peek!(inp, threshold)?;
+            if s.is_empty() {
+                return Ok(());
             }
-            Stage::Fail { at } | Stage::Panic { at } if passed + k as u64 > at => {
-                k = (at - passed) as usize;
-                if k == 0 {
-                    if matches!(st, Stage::Panic { .. }) {
-                        panic!("{name} panics at item {at}");
+            let mut k = s.len().min(chunk);
+            match st {
+                Stage::Head { limit } => {
+                    if passed >= limit {
+                        return Ok(());
                     }
-                    return Err(format!("{name} fails at item {at}").into());
+                    k = k.min((limit - passed) as usize);
                 }
+                Stage::Fail { at } | Stage::Panic { at } if passed + k as u64 > at => {
+                    k = (at - passed) as usize;
+                    if k == 0 {
+                        if matches!(st, Stage::Panic { .. }) {
+                            panic!("{name} panics at item {at}");
+                        }
+                        return Err(format!("{name} fails at item {at}").into());
+                    }
+                }
+                _ => {}
             }
-            _ => {}
+            let add = if let Stage::Add { c } = st { c } else { 0 };
+            let d = reserve!(out, k)?;
+            for (d, &x) in d.iter_mut().zip(&s[..k]) {
+                *d = x.wrapping_add(add);
+            }
+            out.commit(k)?;
+            inp.consume(k)?;
+            passed += k as u64;
         }
-        let add = if let Stage::Add { c } = st { c } else { 0 };
-        let d = out.reserve(k)?;
-        for (d, &x) in d.iter_mut().zip(&s[..k]) {
-            *d = x.wrapping_add(add);
+    }
+}
+
+bodies! {
+    /// The join: one item of each live branch per round, their sum.
+    fn join / join_async(lasts: Vec<Input<u32>>, j_out: Output<u32>) -> NodeResult {
+        let mut j_out = j_out;
+        let mut live: Vec<Option<Input<u32>>> = lasts.into_iter().map(Some).collect();
+        loop {
+            let mut sum = 0u32;
+            let mut any = false;
+            for slot in live.iter_mut() {
+                let Some(inp) = slot else { continue };
+                let s = peek!(inp, 1)?;
+                if s.is_empty() {
+                    *slot = None;
+                    continue;
+                }
+                sum = sum.wrapping_add(s[0]);
+                any = true;
+                inp.consume(1)?;
+            }
+            if !any {
+                return Ok(());
+            }
+            write!(j_out, &[sum])?;
         }
-        out.commit(k)?;
-        inp.consume(k)?;
-        passed += k as u64;
+    }
+}
+
+bodies! {
+    /// Reads to the end of the stream into `got`.
+    fn collect / collect_async(inp: Input<u32>, got: Arc<Mutex<Vec<u32>>>) -> NodeResult {
+        let mut inp = inp;
+        let mut all = Vec::new();
+        loop {
+            let s = peek!(inp, 1)?;
+            if s.is_empty() {
+                break;
+            }
+            all.extend_from_slice(s);
+            let k = s.len();
+            inp.consume(k)?;
+        }
+        *got.lock().unwrap() = all;
+        Ok(())
+    }
+}
+
+bodies! {
+    /// Writes `0..n` in one call (in pieces of the queue).
+    fn count_to / count_to_async(out: Output<u32>, n: u64) -> NodeResult {
+        let mut out = out;
+        let all: Vec<u32> = (0..n as u32).collect();
+        write!(out, &all)?;
+        Ok(())
     }
 }
 
@@ -305,6 +540,8 @@ fn expect(shape: &Shape) -> Expect {
 
 fn build_and_run(shape: &Shape) -> (Result<(), Error>, Vec<u32>) {
     let mut g = Graph::new();
+    g.set_workers(shape.workers);
+    let mut kind = (0..64).map(|i| shape.tasks >> i & 1 == 1);
     let cap = shape.capacity;
     let nb = shape.branches.len();
     // Source, fanned out to the first node of each branch.
@@ -319,16 +556,16 @@ fn build_and_run(shape: &Shape) -> (Result<(), Error>, Vec<u32>) {
                 .unwrap(),
         );
     }
-    let items = shape.items;
-    g.node("src", move || match items {
-        Some(n) => {
-            let all: Vec<u32> = (0..n as u32).collect();
-            src.write(&all)?;
-            Ok(())
-        }
-        None => endless(src, 900, n_seed(nb)),
-    })
-    .unwrap();
+    let task = kind.next().unwrap_or(false);
+    match shape.items {
+        Some(n) => add!(g, "src", task, count_to / count_to_async(src, n)),
+        None => add!(
+            g,
+            "src",
+            task,
+            endless / endless_async(src, 900, n_seed(nb))
+        ),
+    }
     let mut lasts = Vec::new();
     for (b, (stages, mut inp)) in shape.branches.iter().zip(firsts).enumerate() {
         for (i, st) in stages.iter().enumerate() {
@@ -337,41 +574,27 @@ fn build_and_run(shape: &Shape) -> (Result<(), Error>, Vec<u32>) {
             let (out, next_in) = g
                 .connect_with_capacity::<u32>((&me, "out"), (&next, &format!("in{b}")), cap)
                 .unwrap();
-            let st = st.clone();
-            let name = me.clone();
-            g.node(&me, move || stage_body(st, inp, out, name)).unwrap();
+            let (st, name) = (st.clone(), me.clone());
+            let task = kind.next().unwrap_or(false);
+            add!(
+                g,
+                &me,
+                task,
+                stage_body / stage_body_async(st, inp, out, name)
+            );
             inp = next_in;
         }
         lasts.push(inp);
     }
-    // The join: one item of each live branch per round, their sum.
-    let (mut j_out, s_in) = g
+    let (j_out, s_in) = g
         .connect_with_capacity::<u32>(("join", "out"), ("sink", "in"), cap)
         .unwrap();
-    g.node("join", move || {
-        let mut live: Vec<Option<Input<u32>>> = lasts.into_iter().map(Some).collect();
-        loop {
-            let mut sum = 0u32;
-            let mut any = false;
-            for slot in live.iter_mut() {
-                let Some(inp) = slot else { continue };
-                let s = inp.peek(1)?;
-                if s.is_empty() {
-                    *slot = None;
-                    continue;
-                }
-                sum = sum.wrapping_add(s[0]);
-                any = true;
-                inp.consume(1)?;
-            }
-            if !any {
-                return Ok(());
-            }
-            j_out.write(&[sum])?;
-        }
-    })
-    .unwrap();
-    let got = common::collect(&mut g, "sink", s_in).unwrap();
+    let task = kind.next().unwrap_or(false);
+    add!(g, "join", task, join / join_async(lasts, j_out));
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let g2 = got.clone();
+    let task = kind.next().unwrap_or(false);
+    add!(g, "sink", task, collect / collect_async(s_in, g2));
     let r = run_within(g);
     let v = got.lock().unwrap().clone();
     (r, v)
@@ -399,8 +622,9 @@ proptest! {
     })]
 
     /// Random chains, fan-out and fan-in, odd queue sizes, thresholds larger
-    /// than the queue, heads, failures and panics: each run ends within the
-    /// bound with the outcome the graph implies.
+    /// than the queue, heads, failures and panics, each node a thread or a
+    /// task on 1 to 3 workers: each run ends within the bound with the
+    /// outcome the graph implies.
     #[test]
     fn random_graphs_end_with_the_outcome_they_imply(shape in shape()) {
         let e = expect(&shape);

@@ -437,6 +437,9 @@ enum Experiment {
     Readers,
     /// Overlap-save FIR filter, zero-copy vs manual copy (paper 001).
     Fir,
+    /// The pipes x stages flowgraph of the SDR scheduler studies: dmaflow's
+    /// graph runtime (tasks and threads) against FutureSDR and GNU Radio.
+    Sched,
     /// Two-way loopback transfers on the emulated fabric (paper 002).
     Loopback,
     /// A stream of packets through a ring of DMA buffers (paper 004).
@@ -472,6 +475,7 @@ impl Experiment {
             Experiment::Ring => "ring",
             Experiment::Readers => "readers",
             Experiment::Fir => "fir",
+            Experiment::Sched => "sched",
             Experiment::Loopback => "loopback",
             Experiment::Transfer => "transfer",
             Experiment::Twoway => "twoway",
@@ -571,6 +575,7 @@ fn run_experiment(
         Experiment::Ring => exp!(ring),
         Experiment::Readers => exp!(readers),
         Experiment::Fir => exp!(fir),
+        Experiment::Sched => exp!(sched),
         Experiment::Loopback => exp!(loopback, memory = memory, clock = profile.port),
         Experiment::Transfer => exp!(transfer, profile = profile),
         Experiment::Twoway => exp!(twoway, memory = memory),
@@ -652,6 +657,7 @@ fn run_bench(
                 Experiment::Ring,
                 Experiment::Readers,
                 Experiment::Fir,
+                Experiment::Sched,
                 Experiment::Transfer,
                 Experiment::Twoway,
                 Experiment::Loopback,

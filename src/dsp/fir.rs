@@ -208,7 +208,7 @@ impl OverlapSave {
 
 /// Filters a window assembled in `buf`: `lead` zeros, `samples`, zeros to the end;
 /// writes `due` outputs.
-fn filter_padded(
+async fn filter_padded(
     fir: &mut OverlapSave,
     buf: &mut [f32],
     lead: usize,
@@ -219,15 +219,16 @@ fn filter_padded(
     buf[..lead].fill(0.0);
     buf[lead..lead + samples.len()].copy_from_slice(samples);
     buf[lead + samples.len()..].fill(0.0);
-    fir.process_block(buf, output.reserve(due)?);
+    fir.process_block(buf, output.reserve_async(due).await?);
     output.commit(due)
 }
 
 /// The filter as a node body, zero-copy: each block peeks N samples where they lie
 /// in the input queue and consumes the hop. Only the first windows (which reach
 /// before the first sample, into the zero initial state) and the last (which reach
-/// past the end) are assembled in a small private buffer.
-pub fn run_zero_copy(
+/// past the end) are assembled in a small private buffer. The same body runs as
+/// a task ([`add_task`]) or, through [`graph::block_on`], on a thread.
+pub async fn run_zero_copy(
     fir: &mut OverlapSave,
     input: &mut Input<f32>,
     output: &mut Output<f32>,
@@ -239,13 +240,13 @@ pub fn run_zero_copy(
     while start < 0 {
         let lead = (-start) as usize;
         let need = n - lead;
-        let s = input.peek(need)?;
+        let s = input.peek_async(need).await?;
         let present = s.len().min(need);
         let due = (lead + present).saturating_sub(l - 1).min(hop);
         if due == 0 {
             return Ok(());
         }
-        filter_padded(fir, &mut buf, lead, &s[..present], due, output)?;
+        filter_padded(fir, &mut buf, lead, &s[..present], due, output).await?;
         let next = start + hop as i64;
         if next > 0 {
             input.consume((next as usize).min(present))?;
@@ -256,12 +257,12 @@ pub fn run_zero_copy(
         start = next;
     }
     loop {
-        let s = input.peek(n)?;
+        let s = input.peek_async(n).await?;
         if s.len() >= n {
             // Every whole window readable now, up to a batch: one reservation,
             // one commit and one consume for them all.
             let blocks = ((s.len() - n) / hop + 1).min(batch_blocks(hop, output));
-            let out = output.reserve(blocks * hop)?;
+            let out = output.reserve_async(blocks * hop).await?;
             for (b, o) in out.chunks_exact_mut(hop).enumerate() {
                 fir.process_block(&s[b * hop..b * hop + n], o);
             }
@@ -272,7 +273,7 @@ pub fn run_zero_copy(
         // The end: pad the last window with zeros.
         let due = s.len().saturating_sub(l - 1).min(hop);
         if due > 0 {
-            filter_padded(fir, &mut buf, 0, s, due, output)?;
+            filter_padded(fir, &mut buf, 0, s, due, output).await?;
         }
         let rest = s.len();
         input.consume(rest)?;
@@ -283,7 +284,7 @@ pub fn run_zero_copy(
 /// The filter as a node body with manual overlap management (paper 001 §II): per
 /// block, copy the overlap from the end of a private buffer to its start, copy the
 /// hop's new samples after it, transform.
-pub fn run_copying(
+pub async fn run_copying(
     fir: &mut OverlapSave,
     input: &mut Input<f32>,
     output: &mut Output<f32>,
@@ -291,7 +292,7 @@ pub fn run_copying(
     let (n, l, hop) = (fir.fft_len(), fir.taps(), fir.hop());
     let mut buf = vec![0f32; n];
     loop {
-        let s = input.peek(hop)?;
+        let s = input.peek_async(hop).await?;
         if s.is_empty() {
             return Ok(());
         }
@@ -302,7 +303,7 @@ pub fn run_copying(
         } else {
             s.len()
         };
-        let out = output.reserve(take)?;
+        let out = output.reserve_async(take).await?;
         for (new, o) in s[..take].chunks(hop).zip(out.chunks_mut(hop)) {
             let r = new.len();
             buf.copy_within(hop.., 0);
@@ -338,18 +339,38 @@ pub enum Mode {
 pub fn add_node(
     g: &mut graph::Graph,
     name: &str,
+    fir: OverlapSave,
+    mode: Mode,
+    input: Input<f32>,
+    output: Output<f32>,
+) -> Result<(), graph::Error> {
+    g.node(name, move || graph::block_on(run(fir, mode, input, output)))
+}
+
+/// Adds the filter as a task node `name` (see [`graph::Graph::task`]).
+pub fn add_task(
+    g: &mut graph::Graph,
+    name: &str,
+    fir: OverlapSave,
+    mode: Mode,
+    input: Input<f32>,
+    output: Output<f32>,
+) -> Result<(), graph::Error> {
+    g.task(name, run(fir, mode, input, output))
+}
+
+/// The node body of either mode, owning its filter and ports.
+async fn run(
     mut fir: OverlapSave,
     mode: Mode,
     mut input: Input<f32>,
     mut output: Output<f32>,
-) -> Result<(), graph::Error> {
-    g.node(name, move || {
-        match mode {
-            Mode::ZeroCopy => run_zero_copy(&mut fir, &mut input, &mut output)?,
-            Mode::Copy => run_copying(&mut fir, &mut input, &mut output)?,
-        }
-        Ok(())
-    })
+) -> graph::NodeResult {
+    match mode {
+        Mode::ZeroCopy => run_zero_copy(&mut fir, &mut input, &mut output).await?,
+        Mode::Copy => run_copying(&mut fir, &mut input, &mut output).await?,
+    }
+    Ok(())
 }
 
 /// Filters `x` through a source -> FIR -> sink graph.

@@ -118,6 +118,17 @@ pub enum Error {
         /// The node whose port call was stopped.
         node: String,
     },
+    /// A task node ([`Graph::task`]) called a blocking port method that had
+    /// to wait: it would have held a worker of the pool.
+    #[error(
+        "node {node}, port {port}: a task node waits with the port's async methods (peek_async, reserve_async, write_async), never a blocking call"
+    )]
+    BlockingInTask {
+        /// The node.
+        node: String,
+        /// The port.
+        port: String,
+    },
     /// A node was named in a connection but never given a body.
     #[error("node {0} is connected but has no body")]
     NoBody(String),
@@ -142,9 +153,12 @@ pub enum Error {
     },
 }
 
+mod block_on;
+mod pool;
 mod ports;
 mod runtime;
 
+pub use block_on::block_on;
 pub use ports::{Input, Output};
 use runtime::*;
 
@@ -154,10 +168,19 @@ pub struct Graph {
     ids: HashMap<String, usize>,
     /// Node names by id, kept outside the runtime's lock.
     names: Vec<Arc<str>>,
-    bodies: Vec<Option<Box<dyn FnOnce() -> NodeResult + Send>>>,
+    bodies: Vec<Option<Body>>,
     ports: HashSet<(usize, String)>,
     queue_bytes: usize,
     queue_limit: usize,
+    workers: Option<usize>,
+}
+
+/// How a node runs.
+enum Body {
+    /// On a thread of its own ([`Graph::node`]).
+    Thread(Box<dyn FnOnce() -> NodeResult + Send>),
+    /// As a task on the worker pool ([`Graph::task`]).
+    Task(pool::NodeFuture),
 }
 
 impl Default for Graph {
@@ -177,7 +200,14 @@ impl Graph {
             ports: HashSet::new(),
             queue_bytes: DEFAULT_QUEUE_BYTES,
             queue_limit: DEFAULT_QUEUE_LIMIT,
+            workers: None,
         }
+    }
+
+    /// The number of worker threads that run the task nodes (default: one
+    /// per core the process may use, never more than there are tasks).
+    pub fn set_workers(&mut self, workers: usize) {
+        self.workers = Some(workers.max(1));
     }
 
     /// The most bytes each queue connected from now on may grow to (default
@@ -203,9 +233,7 @@ impl Graph {
         self.ids.insert(name.to_string(), id);
         self.bodies.push(None);
         self.names.push(Arc::from(name));
-        let mut s = lock(&self.rt.sched);
-        s.names.push(name.to_string());
-        s.status.push(Status::Running);
+        lock(&self.rt.sched).add_node(name);
         id
     }
 
@@ -329,16 +357,67 @@ impl Graph {
     }
 
     /// Gives node `name` its body. It runs on its own thread when the graph runs;
-    /// the ports it captured are closed when it returns.
+    /// the ports it captured are closed when it returns. A node that blocks
+    /// on anything but its ports (a device, a socket, a file, a Python
+    /// callable) is a thread node.
     pub fn node<F>(&mut self, name: &str, body: F) -> Result<(), Error>
     where
         F: FnOnce() -> NodeResult + Send + 'static,
     {
+        self.set_body(name, Body::Thread(Box::new(body)))
+    }
+
+    /// Gives node `name` an async body, run as a task on the graph's worker
+    /// pool: it waits on its ports with their async methods
+    /// ([`Input::peek_async`], [`Output::reserve_async`],
+    /// [`Output::write_async`]), and while it waits its worker runs other
+    /// tasks, so a hand-over between task nodes is no context switch. The
+    /// ports it captured are closed when it returns. A blocking port call
+    /// that would have to wait fails with [`Error::BlockingInTask`] instead
+    /// of holding a worker; a node that must block on anything else belongs
+    /// on a thread ([`Graph::node`]). Thread and task nodes mix freely in one
+    /// graph, with the same growth, deadlock reports and ends.
+    ///
+    /// ```
+    /// use dmaflow::graph::Graph;
+    /// let mut g = Graph::new();
+    /// let (mut out, mut inp) = g.connect::<u32>(("count", "out"), ("sum", "in"))?;
+    /// g.task("count", async move {
+    ///     for i in 0..1000u32 {
+    ///         out.write_async(&[i]).await?;
+    ///     }
+    ///     Ok(())
+    /// })?;
+    /// let total = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    /// let t = total.clone();
+    /// g.task("sum", async move {
+    ///     loop {
+    ///         let s = inp.peek_async(1).await?;
+    ///         if s.is_empty() {
+    ///             return Ok(());
+    ///         }
+    ///         let n = s.len();
+    ///         t.fetch_add(s.iter().map(|&x| x as u64).sum(), std::sync::atomic::Ordering::Relaxed);
+    ///         inp.consume(n)?;
+    ///     }
+    /// })?;
+    /// g.run()?;
+    /// assert_eq!(total.load(std::sync::atomic::Ordering::Relaxed), 999 * 1000 / 2);
+    /// # Ok::<(), dmaflow::graph::Error>(())
+    /// ```
+    pub fn task<F>(&mut self, name: &str, body: F) -> Result<(), Error>
+    where
+        F: std::future::Future<Output = NodeResult> + Send + 'static,
+    {
+        self.set_body(name, Body::Task(Box::pin(body)))
+    }
+
+    fn set_body(&mut self, name: &str, body: Body) -> Result<(), Error> {
         let id = self.node_id(name);
         if self.bodies[id].is_some() {
             return Err(Error::DuplicateNode(name.to_string()));
         }
-        self.bodies[id] = Some(Box::new(body));
+        self.bodies[id] = Some(body);
         Ok(())
     }
 
@@ -347,44 +426,77 @@ impl Graph {
         self.start()?.join()
     }
 
-    /// Starts every node on its own thread.
+    /// Starts every thread node on its own thread and the task nodes on the
+    /// worker pool.
     pub fn start(self) -> Result<Running, Error> {
         let names = self.names;
         if let Some(i) = self.bodies.iter().position(Option::is_none) {
             return Err(Error::NoBody(names[i].to_string()));
         }
+        {
+            let mut s = lock(&self.rt.sched);
+            for (id, body) in self.bodies.iter().enumerate() {
+                s.task[id] = matches!(body, Some(Body::Task(_)));
+            }
+        }
         let mut threads = Vec::new();
+        let mut tasks = Vec::new();
         for (id, body) in self.bodies.into_iter().enumerate() {
-            let Some(body) = body else { continue };
+            let body = match body {
+                Some(Body::Thread(body)) => body,
+                Some(Body::Task(f)) => {
+                    tasks.push((id, names[id].clone(), f));
+                    continue;
+                }
+                None => continue,
+            };
             let rt = self.rt.clone();
             let name = names[id].clone();
             let spawned = std::thread::Builder::new()
                 .name(name.to_string())
                 .spawn(move || run_node(&rt, id, &name, body));
-            match spawned {
-                Ok(h) => threads.push(h),
-                Err(source) => {
-                    // Stop what was started; the nodes not started never run.
-                    let mut s = lock(&self.rt.sched);
-                    for st in s.status.iter_mut().skip(id) {
-                        *st = Status::Done;
-                    }
-                    self.rt.stop_all(&s);
-                    drop(s);
-                    for t in threads {
-                        let _ = t.join();
-                    }
-                    return Err(Error::Spawn {
-                        node: names[id].to_string(),
-                        source,
-                    });
-                }
+            if let Err(source) = spawned.map(|h| threads.push(h)) {
+                return Err(Self::abandon(&self.rt, threads, &names[id], source));
+            }
+        }
+        if !tasks.is_empty() {
+            let cores = std::thread::available_parallelism().map_or(1, usize::from);
+            let workers = self.workers.unwrap_or(cores).min(tasks.len());
+            let first = names[tasks[0].0].clone();
+            match pool::start(&self.rt, tasks, workers) {
+                Ok(w) => threads.extend(w),
+                Err(source) => return Err(Self::abandon(&self.rt, threads, &first, source)),
             }
         }
         Ok(Running {
             threads,
             rt: self.rt,
         })
+    }
+
+    /// After node `node` could not start: every node not started is done,
+    /// those started are stopped and joined.
+    fn abandon(
+        rt: &Runtime,
+        threads: Vec<JoinHandle<()>>,
+        node: &str,
+        source: std::io::Error,
+    ) -> Error {
+        {
+            let mut s = lock(&rt.sched);
+            // Nodes that run are marked done when they end; the others now.
+            for st in s.status.iter_mut() {
+                *st = Status::Done;
+            }
+            rt.stop_all(&s);
+        }
+        for t in threads {
+            let _ = t.join();
+        }
+        Error::Spawn {
+            node: node.to_string(),
+            source,
+        }
     }
 }
 
@@ -401,7 +513,10 @@ impl Running {
             // Panics are caught inside the thread; a join error cannot carry one.
             let _ = t.join();
         }
-        match lock(&self.rt.sched).failure.take() {
+        let mut s = lock(&self.rt.sched);
+        // No task waits any more: drop what could keep its memory alive.
+        s.wakers.iter_mut().for_each(|w| *w = None);
+        match s.failure.take() {
             Some(e) => Err(e),
             None => Ok(()),
         }

@@ -59,6 +59,10 @@ fn wait_error(name: &str, port: &str, e: WaitError) -> Error {
         WaitError::Aborted => Error::Aborted {
             node: name.to_string(),
         },
+        WaitError::BlockingInTask => Error::BlockingInTask {
+            node: name.to_string(),
+            port: port.to_string(),
+        },
         WaitError::Queue(source) => Error::Port {
             node: name.to_string(),
             port: port.to_string(),
@@ -96,6 +100,31 @@ impl<T: Pod> Output<T> {
         let w = w
             .as_mut()
             .unwrap_or_else(|| unreachable!("output used after drop"));
+        match w.try_reserve(n) {
+            Ok(Some(s)) => Ok(s),
+            // Only this writer takes free slots, and it just saw `n` of them.
+            Ok(None) => unreachable!("free slots cannot disappear from under the writer"),
+            Err(source) => Err(wait_error(name, port, WaitError::Queue(source))),
+        }
+    }
+
+    /// [`Output::reserve`] for a task node ([`super::Graph::task`]): waits
+    /// without holding a thread.
+    pub async fn reserve_async(&mut self, n: usize) -> Result<&mut [T], Error> {
+        let Output {
+            w,
+            edge,
+            rt,
+            node,
+            name,
+            port,
+        } = self;
+        let w = w
+            .as_mut()
+            .unwrap_or_else(|| unreachable!("output used after drop"));
+        rt.wait_room_async(*node, edge, w, n)
+            .await
+            .map_err(|e| wait_error(name, port, e))?;
         match w.try_reserve(n) {
             Ok(Some(s)) => Ok(s),
             // Only this writer takes free slots, and it just saw `n` of them.
@@ -234,6 +263,16 @@ impl<T: Pod> Output<T> {
         let capacity = self.capacity();
         crate::copies::write_in_pieces(self, items, capacity, Self::reserve, Self::commit)
     }
+
+    /// [`Output::write`] for a task node: copies `items` into the queue in
+    /// pieces no larger than the queue, waiting without holding a thread.
+    pub async fn write_async(&mut self, items: &[T]) -> Result<(), Error> {
+        for piece in items.chunks(self.capacity().max(1)) {
+            crate::copies::copy(self.reserve_async(piece.len()).await?, piece);
+            self.commit(piece.len())?;
+        }
+        Ok(())
+    }
 }
 
 impl<T: Pod> Drop for Output<T> {
@@ -288,6 +327,28 @@ impl<T: Pod> Input<T> {
             .unwrap_or_else(|| unreachable!("input used after drop"));
         let t = rt
             .wait_items(*node, edge, r, threshold)
+            .map_err(|e| wait_error(name, port, e))?;
+        r.peek(t)
+            .map_err(|source| wait_error(name, port, WaitError::Queue(source)))
+    }
+
+    /// [`Input::peek`] for a task node ([`super::Graph::task`]): waits
+    /// without holding a thread.
+    pub async fn peek_async(&mut self, threshold: usize) -> Result<&[T], Error> {
+        let Input {
+            r,
+            edge,
+            rt,
+            node,
+            name,
+            port,
+        } = self;
+        let r = r
+            .as_mut()
+            .unwrap_or_else(|| unreachable!("input used after drop"));
+        let t = rt
+            .wait_items_async(*node, edge, r, threshold)
+            .await
             .map_err(|e| wait_error(name, port, e))?;
         r.peek(t)
             .map_err(|source| wait_error(name, port, WaitError::Queue(source)))

@@ -11,10 +11,13 @@
 //! this very code on the queue's cursor protocol.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
 
 use crate::ring;
 use crate::sync::{
-    AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering, fence, lock, wait,
+    AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Condvar, Mutex, MutexGuard, Ordering, fence,
+    lock, wait,
 };
 
 use super::{Error, NodeResult};
@@ -132,8 +135,32 @@ impl Edge {
 pub(super) struct Sched {
     pub(super) names: Vec<String>,
     pub(super) status: Vec<Status>,
+    /// For a task node blocked on a queue, the waker that polls it again.
+    pub(super) wakers: Vec<Option<Waker>>,
+    /// Whether each node runs as a task on the worker pool (it must never
+    /// sleep on a condition variable: it would hold a worker).
+    pub(super) task: Vec<bool>,
     pub(super) edges: Vec<std::sync::Arc<Edge>>,
     pub(super) failure: Option<Error>,
+}
+
+impl Sched {
+    /// Adds node `name`, running, as a thread until started as a task.
+    pub(super) fn add_node(&mut self, name: &str) {
+        self.names.push(name.to_string());
+        self.status.push(Status::Running);
+        self.wakers.push(None);
+        self.task.push(false);
+    }
+
+    /// Node `node` runs again: it is no longer blocked and its waker (if it
+    /// is a task) polls it.
+    fn resume(&mut self, node: usize) {
+        self.status[node] = Status::Running;
+        if let Some(w) = self.wakers[node].take() {
+            w.wake();
+        }
+    }
 }
 
 pub(super) struct Runtime {
@@ -146,6 +173,9 @@ pub(super) struct Runtime {
 pub(super) enum WaitError {
     /// The graph is stopping.
     Aborted,
+    /// A task node called a blocking port method where it would have to
+    /// sleep (it would hold a worker of the pool).
+    BlockingInTask,
     /// The queue's own error (every reader gone, memory lost, ...).
     Queue(ring::Error),
 }
@@ -180,6 +210,8 @@ impl Runtime {
             sched: Mutex::new(Sched {
                 names: Vec::new(),
                 status: Vec::new(),
+                wakers: Vec::new(),
+                task: Vec::new(),
                 edges: Vec::new(),
                 failure: None,
             }),
@@ -199,10 +231,10 @@ impl Runtime {
     }
 
     pub(super) fn wake_locked(s: &mut Sched, edge: &Edge, side: Side) {
-        for st in &mut s.status {
-            if matches!(*st, Status::Blocked { edge: e, side: sd, .. } if e == edge.id && sd == side)
+        for node in 0..s.status.len() {
+            if matches!(s.status[node], Status::Blocked { edge: e, side: sd, .. } if e == edge.id && sd == side)
             {
-                *st = Status::Running;
+                s.resume(node);
             }
         }
         match side {
@@ -247,6 +279,9 @@ impl Runtime {
         for e in &s.edges {
             e.writer_cv.notify_all();
             e.readers_cv.notify_all();
+        }
+        for w in s.wakers.iter().flatten() {
+            w.wake_by_ref();
         }
     }
 
@@ -327,12 +362,12 @@ impl Runtime {
         out
     }
 
-    /// One blocking round of node `node` on `side` of `edge`: marks it blocked,
-    /// publishes `target` for the other side, looks once more (`ready`, with the
-    /// lock held: it must not take it), lets the runtime resolve a stall, and
-    /// sleeps until woken. The node is running again on return, whatever
-    /// happened; the caller looks at the queue again.
-    fn block(
+    /// The first half of one blocking round of node `node` on `side` of
+    /// `edge`: marks it blocked, publishes `target` for the other side, looks
+    /// once more (`ready`, with the lock held: it must not take it) and lets
+    /// the runtime resolve a stall. Returns the lock, what the look found and
+    /// whether the node is to wait (still blocked, the graph not stopping).
+    fn begin_block(
         &self,
         node: usize,
         edge: &Edge,
@@ -340,7 +375,7 @@ impl Runtime {
         amount: usize,
         target: u64,
         ready: impl FnOnce() -> Result<bool, ring::Error>,
-    ) -> Result<(), WaitError> {
+    ) -> (MutexGuard<'_, Sched>, Result<bool, ring::Error>, bool) {
         let mut s = lock(&self.sched);
         s.status[node] = Status::Blocked {
             edge: edge.id,
@@ -364,19 +399,41 @@ impl Runtime {
         } else {
             ready()
         };
+        let mut sleep = false;
         if let Ok(false) = look {
             self.check_stall(&mut s);
             // A stall check may have woken us (growth) or stopped the graph
             // (a deadlock, reported by this very node): then do not sleep.
-            if matches!(s.status[node], Status::Blocked { .. })
-                && !self.abort.load(Ordering::SeqCst)
-            {
-                let cv = match side {
-                    Side::Write => &edge.writer_cv,
-                    Side::Read => &edge.readers_cv,
-                };
-                s = wait(cv, s);
+            sleep = matches!(s.status[node], Status::Blocked { .. })
+                && !self.abort.load(Ordering::SeqCst);
+        }
+        (s, look, sleep)
+    }
+
+    /// One blocking round of a thread node (see [`Runtime::begin_block`]),
+    /// sleeping on the edge's condition variable until woken. The node is
+    /// running again on return, whatever happened; the caller looks at the
+    /// queue again.
+    fn block(
+        &self,
+        node: usize,
+        edge: &Edge,
+        side: Side,
+        amount: usize,
+        target: u64,
+        ready: impl FnOnce() -> Result<bool, ring::Error>,
+    ) -> Result<(), WaitError> {
+        let (mut s, look, sleep) = self.begin_block(node, edge, side, amount, target, ready);
+        if sleep {
+            if s.task[node] {
+                s.status[node] = Status::Running;
+                return Err(WaitError::BlockingInTask);
             }
+            let cv = match side {
+                Side::Write => &edge.writer_cv,
+                Side::Read => &edge.readers_cv,
+            };
+            s = wait(cv, s);
         }
         s.status[node] = Status::Running;
         drop(s);
@@ -423,8 +480,29 @@ impl Runtime {
         Ok(true)
     }
 
-    /// Waits, as node `node`, until `n` slots of `w` are free (they are then
-    /// reserved), growing the queue when `n` exceeds it or the runtime asks.
+    /// One look at the writing end `w` for `n` slots: `None` once they are
+    /// reserved (growing the queue when `n` exceeds it or the runtime asks),
+    /// else the slowest reader position at which they will be free.
+    fn room_step<W: WriteEnd>(
+        &self,
+        edge: &Edge,
+        w: &mut W,
+        n: usize,
+    ) -> Result<Option<u64>, WaitError> {
+        if self.aborted() {
+            return Err(WaitError::Aborted);
+        }
+        self.apply_growth(edge, w, n).map_err(WaitError::Queue)?;
+        if self.room_without_growth(edge, w, n)? {
+            return Ok(None);
+        }
+        let cap = w.capacity() as u64;
+        Ok(Some((w.position() + n as u64).saturating_sub(cap)))
+    }
+
+    /// Waits, as thread node `node`, until `n` slots of `w` are free (they
+    /// are then reserved), growing the queue when `n` exceeds it or the
+    /// runtime asks.
     pub(super) fn wait_room<W: WriteEnd>(
         &self,
         node: usize,
@@ -432,30 +510,30 @@ impl Runtime {
         w: &mut W,
         n: usize,
     ) -> Result<(), WaitError> {
-        loop {
-            if self.aborted() {
-                return Err(WaitError::Aborted);
-            }
-            self.apply_growth(edge, w, n).map_err(WaitError::Queue)?;
-            if self.room_without_growth(edge, w, n)? {
-                return Ok(());
-            }
-            let cap = w.capacity() as u64;
-            let target = (w.position() + n as u64).saturating_sub(cap);
+        while let Some(target) = self.room_step(edge, w, n)? {
             self.block(node, edge, Side::Write, n, target, || w.has_room(n))?;
         }
+        Ok(())
     }
 
-    /// Waits, as node `node`, until `threshold` items of `r` are readable or
-    /// its stream has ended; returns the threshold to peek with. A threshold
-    /// beyond the queue asks its writer to grow it.
-    pub(super) fn wait_items<R: ReadEnd>(
+    /// [`Runtime::wait_room`] for a task node: waits without a thread.
+    pub(super) async fn wait_room_async<W: WriteEnd>(
         &self,
         node: usize,
         edge: &Edge,
-        r: &mut R,
-        threshold: usize,
-    ) -> Result<usize, WaitError> {
+        w: &mut W,
+        n: usize,
+    ) -> Result<(), WaitError> {
+        while let Some(target) = self.room_step(edge, w, n)? {
+            let ready = || w.has_room(n);
+            BlockOn::new(self, node, edge, (Side::Write, n, target), ready).await?;
+        }
+        Ok(())
+    }
+
+    /// Before a reader waits for `threshold` items: a threshold beyond the
+    /// queue asks its writer to grow it (within the queue's limit).
+    fn items_request(&self, edge: &Edge, threshold: usize) -> Result<(), WaitError> {
         if threshold > edge.max_items {
             return Err(WaitError::Queue(edge.over_limit(threshold)));
         }
@@ -463,17 +541,64 @@ impl Runtime {
             edge.grow_to.fetch_max(threshold, Ordering::SeqCst);
             self.wake(edge, Side::Write);
         }
+        Ok(())
+    }
+
+    /// One look at the reading end `r` for `threshold` items: `Ok(threshold
+    /// to peek with)` once they are readable or the stream has ended, else
+    /// `Err` of the write position at which they will be.
+    fn items_step<R: ReadEnd>(
+        &self,
+        r: &mut R,
+        threshold: usize,
+    ) -> Result<Result<usize, u64>, WaitError> {
+        if self.aborted() {
+            return Err(WaitError::Aborted);
+        }
+        if let Some(t) = r.ready(threshold).map_err(WaitError::Queue)? {
+            return Ok(Ok(t));
+        }
+        Ok(Err(r.position().saturating_add(threshold as u64)))
+    }
+
+    /// Waits, as thread node `node`, until `threshold` items of `r` are
+    /// readable or its stream has ended; returns the threshold to peek with.
+    /// A threshold beyond the queue asks its writer to grow it.
+    pub(super) fn wait_items<R: ReadEnd>(
+        &self,
+        node: usize,
+        edge: &Edge,
+        r: &mut R,
+        threshold: usize,
+    ) -> Result<usize, WaitError> {
+        self.items_request(edge, threshold)?;
         loop {
-            if self.aborted() {
-                return Err(WaitError::Aborted);
+            match self.items_step(r, threshold)? {
+                Ok(t) => return Ok(t),
+                Err(target) => self.block(node, edge, Side::Read, threshold, target, || {
+                    r.ready(threshold).map(|t| t.is_some())
+                })?,
             }
-            if let Some(t) = r.ready(threshold).map_err(WaitError::Queue)? {
-                return Ok(t);
+        }
+    }
+
+    /// [`Runtime::wait_items`] for a task node: waits without a thread.
+    pub(super) async fn wait_items_async<R: ReadEnd>(
+        &self,
+        node: usize,
+        edge: &Edge,
+        r: &mut R,
+        threshold: usize,
+    ) -> Result<usize, WaitError> {
+        self.items_request(edge, threshold)?;
+        loop {
+            match self.items_step(r, threshold)? {
+                Ok(t) => return Ok(t),
+                Err(target) => {
+                    let ready = || r.ready(threshold).map(|t| t.is_some());
+                    BlockOn::new(self, node, edge, (Side::Read, threshold, target), ready).await?
+                }
             }
-            let target = r.position().saturating_add(threshold as u64);
-            self.block(node, edge, Side::Read, threshold, target, || {
-                r.ready(threshold).map(|t| t.is_some())
-            })?;
         }
     }
 
@@ -513,7 +638,9 @@ impl Runtime {
                         closed = true;
                         e
                     }
-                    e @ (Error::Port { .. } | Error::Deadlock { .. }) => e,
+                    e @ (Error::Port { .. }
+                    | Error::Deadlock { .. }
+                    | Error::BlockingInTask { .. }) => e,
                     e => Error::Node {
                         node: name.to_string(),
                         source: Box::new(e),
@@ -550,6 +677,99 @@ impl Runtime {
         match err {
             Some(e) => self.fail(&mut s, e),
             None => self.check_stall(&mut s),
+        }
+    }
+}
+
+/// One blocking round of a task node (see [`Runtime::begin_block`]) as a
+/// future: instead of sleeping, the node's waker is left with the runtime,
+/// which wakes it where it would notify a thread. Ready once the node runs
+/// again; the caller looks at the queue again.
+struct BlockOn<'a, F> {
+    rt: &'a Runtime,
+    node: usize,
+    edge: &'a Edge,
+    /// The side waited on, the amount and the other side's target position.
+    wait: (Side, usize, u64),
+    state: BlockState<F>,
+}
+
+enum BlockState<F> {
+    /// Not polled yet: the last look before the node waits.
+    Look(F),
+    /// The node's waker is with the runtime.
+    Waiting,
+    /// Ready returned.
+    Done,
+}
+
+impl<'a, F> BlockOn<'a, F> {
+    fn new(
+        rt: &'a Runtime,
+        node: usize,
+        edge: &'a Edge,
+        wait: (Side, usize, u64),
+        ready: F,
+    ) -> Self {
+        BlockOn {
+            rt,
+            node,
+            edge,
+            wait,
+            state: BlockState::Look(ready),
+        }
+    }
+}
+
+impl<F: FnOnce() -> Result<bool, ring::Error> + Unpin> std::future::Future for BlockOn<'_, F> {
+    type Output = Result<(), WaitError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let node = this.node;
+        match std::mem::replace(&mut this.state, BlockState::Done) {
+            BlockState::Look(ready) => {
+                let (side, amount, target) = this.wait;
+                let (mut s, look, sleep) = this
+                    .rt
+                    .begin_block(node, this.edge, side, amount, target, ready);
+                if sleep {
+                    s.wakers[node] = Some(cx.waker().clone());
+                    this.state = BlockState::Waiting;
+                    return Poll::Pending;
+                }
+                s.status[node] = Status::Running;
+                Poll::Ready(look.map(|_| ()).map_err(WaitError::Queue))
+            }
+            BlockState::Waiting => {
+                let mut s = lock(&this.rt.sched);
+                if matches!(s.status[node], Status::Blocked { .. }) && !this.rt.aborted() {
+                    // Polled before the runtime woke it: it waits on.
+                    match &mut s.wakers[node] {
+                        Some(w) => w.clone_from(cx.waker()),
+                        w => *w = Some(cx.waker().clone()),
+                    }
+                    this.state = BlockState::Waiting;
+                    return Poll::Pending;
+                }
+                s.status[node] = Status::Running;
+                s.wakers[node] = None;
+                Poll::Ready(Ok(()))
+            }
+            BlockState::Done => Poll::Ready(Ok(())),
+        }
+    }
+}
+
+impl<F> Drop for BlockOn<'_, F> {
+    fn drop(&mut self) {
+        // Dropped while waiting (its task ended otherwise): no longer blocked.
+        if matches!(self.state, BlockState::Waiting) {
+            let mut s = lock(&self.rt.sched);
+            if matches!(s.status[self.node], Status::Blocked { .. }) {
+                s.status[self.node] = Status::Running;
+            }
+            s.wakers[self.node] = None;
         }
     }
 }
@@ -641,8 +861,7 @@ mod loom_tests {
         {
             let mut s = lock(&rt.sched);
             for i in 0..nodes {
-                s.names.push(format!("n{i}"));
-                s.status.push(Status::Running);
+                s.add_node(&format!("n{i}"));
             }
             s.edges.push(edge.clone());
         }
@@ -809,8 +1028,8 @@ mod loom_tests {
             let ba = std::sync::Arc::new(Edge::new(1, "b.out -> a.in".into(), 1, 1, 4, usize::MAX));
             {
                 let mut s = lock(&rt.sched);
-                s.names = vec!["a".into(), "b".into()];
-                s.status = vec![Status::Running; 2];
+                s.add_node("a");
+                s.add_node("b");
                 s.edges = vec![ab.clone(), ba.clone()];
             }
             let (w_ab, mut r_ab) = pair((), 1, Wait::Spin);

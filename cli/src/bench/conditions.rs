@@ -64,6 +64,19 @@ pub fn of(experiment: &str) -> Option<Conditions> {
             paper: "paper 001 ran one thread on a PowerPC 970 and an Opteron; this x86 core has \
                     1 MiB of L2, so the copy is cheaper next to the transforms",
         },
+        "sched" => Conditions {
+            timed: "each runtime's run of its assembled flowgraph to the end (dmaflow \
+                    Graph::run with its threads or workers started inside, FutureSDR \
+                    Runtime::run, GNU Radio top_block.run), with the process's CPU time over \
+                    the same span",
+            against: "FutureSDR 0.8.0 (its default runtime and blocks, built in its own \
+                      directory) and GNU Radio 3.10 from Python (copy and fir_filter_fff, \
+                      fft_filter_fff as a second row), runtimes taking turns round by round, \
+                      every sink's count checked",
+            model: "none: every figure is the runtimes' own",
+            paper: "FutureSDR's perf/null_rand and perf/fir shape (there random copies, here \
+                    plain copies; here on a VM's two cores, there many)",
+        },
         "transfer" => Conditions {
             timed: "the stream of packets from the first send to the last packet received, on \
                     the driver's thread",
@@ -182,6 +195,7 @@ mod tests {
             "ring",
             "readers",
             "fir",
+            "sched",
             "transfer",
             "twoway",
             "loopback",

@@ -19,6 +19,7 @@ pub mod plot;
 pub mod readers;
 pub mod report;
 pub mod ring;
+pub mod sched;
 pub mod spread;
 pub mod transfer;
 pub mod twoway;

@@ -183,10 +183,11 @@ impl Report {
 
 /// The experiments in the order `dmaflow bench all` runs them (the Targets
 /// table's order).
-pub const ORDER: [&str; 14] = [
+pub const ORDER: [&str; 15] = [
     "ring",
     "readers",
     "fir",
+    "sched",
     "transfer",
     "twoway",
     "loopback",

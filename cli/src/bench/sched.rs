@@ -1,0 +1,803 @@
+//! `dmaflow bench sched`: the pipes x stages flowgraph every SDR runtime is
+//! benchmarked with (FutureSDR's `perf/null_rand` and `perf/fir`, and the GNU
+//! Radio scheduler studies before them): P parallel pipes, each
+//! `null source -> head(N) -> S blocks -> null sink`, the blocks either
+//! copies (the runtime's own cost per hand-over) or 64-tap FIR filters
+//! (runtime plus computation).
+//!
+//! Runtimes, each with its own blocks, taking turns round by round (the
+//! order reversed every other round):
+//! - dmaflow with every node a task on its worker pool ([`Graph::task`]),
+//! - dmaflow with every node on a thread of its own ([`Graph::node`]),
+//! - FutureSDR 0.8.0 (its default runtime and blocks), built by this
+//!   command in a directory of its own (`cli/peers/futuresdr-sched`, into
+//!   `target/futuresdr`), so that none of its crates enters dmaflow's tree,
+//! - GNU Radio 3.10 from its Python API where installed.
+//!
+//! Each runtime's span is the run of an assembled flowgraph to its end
+//! (dmaflow `Graph::run`, FutureSDR `Runtime::run`, GNU Radio
+//! `top_block.run`), with the process's CPU time over the same span; every
+//! sink's item count is checked against what its blocks must deliver.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
+use super::report::{Report, Target, sentence};
+use super::spread::{Ratio, Spread, in_turns};
+use super::{Error, table};
+use dmaflow::dsp::fir::{self, Mode, OverlapSave};
+use dmaflow::graph::{Graph, Input, NodeResult, Output};
+use dmaflow::platform::cpu::process_cpu_time;
+
+/// Taps of every FIR stage (FutureSDR's `perf/fir` uses 64).
+pub const TAPS: usize = 64;
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Parallel pipes.
+    pub pipes: usize,
+    /// Stage counts.
+    pub stages: Vec<usize>,
+    /// Samples per pipe through copy stages.
+    pub copy_samples: u64,
+    /// Samples per pipe through FIR stages.
+    pub fir_samples: u64,
+    /// Rounds.
+    pub rounds: usize,
+    /// Whether to measure the peers (FutureSDR, GNU Radio) where present.
+    pub peers: bool,
+    /// Whether FutureSDR may be built (minutes the first time) when it is
+    /// not built yet.
+    pub build_futuresdr: bool,
+}
+
+impl Config {
+    /// The full run.
+    pub fn full() -> Self {
+        Config {
+            pipes: 4,
+            stages: vec![1, 2, 5, 10, 20],
+            copy_samples: 5_000_000,
+            fir_samples: 2_000_000,
+            rounds: 3,
+            peers: true,
+            build_futuresdr: true,
+        }
+    }
+
+    /// A shorter run (FutureSDR only if already built).
+    pub fn quick() -> Self {
+        Config {
+            stages: vec![1, 5, 20],
+            copy_samples: 2_000_000,
+            fir_samples: 500_000,
+            rounds: 3,
+            build_futuresdr: false,
+            ..Self::full()
+        }
+    }
+
+    /// A tiny run for tests: dmaflow alone.
+    pub fn tiny() -> Self {
+        Config {
+            pipes: 2,
+            stages: vec![1, 3],
+            copy_samples: 100_000,
+            fir_samples: 20_000,
+            rounds: 1,
+            peers: false,
+            build_futuresdr: false,
+        }
+    }
+
+    fn samples(&self, block: Block) -> u64 {
+        match block {
+            Block::Copy => self.copy_samples,
+            Block::Fir => self.fir_samples,
+        }
+    }
+}
+
+/// The blocks of a pipe's stages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Block {
+    /// Copies.
+    Copy,
+    /// 64-tap FIR filters.
+    Fir,
+}
+
+impl Block {
+    /// Name in tables and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Block::Copy => "copy",
+            Block::Fir => "fir64",
+        }
+    }
+}
+
+/// A runtime with its blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Runtime {
+    /// dmaflow, nodes as tasks on the worker pool.
+    DmaflowTasks,
+    /// dmaflow, a thread per node.
+    DmaflowThreads,
+    /// FutureSDR 0.8.0.
+    FutureSdr,
+    /// GNU Radio 3.10, time-domain blocks (`copy`, `fir_filter_fff`).
+    GnuRadio,
+    /// GNU Radio 3.10 with `fft_filter_fff` (FIR stages only).
+    GnuRadioFft,
+}
+
+impl Runtime {
+    /// Name in tables and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Runtime::DmaflowTasks => "dmaflow-tasks",
+            Runtime::DmaflowThreads => "dmaflow-threads",
+            Runtime::FutureSdr => "futuresdr",
+            Runtime::GnuRadio => "gnuradio",
+            Runtime::GnuRadioFft => "gnuradio-fft",
+        }
+    }
+
+    /// What its flowgraph does, in its own words.
+    pub fn does(self, block: Block) -> &'static str {
+        match (self, block) {
+            (Runtime::DmaflowTasks, Block::Copy) => {
+                "dmaflow Graph, every node a task on one worker per core: source fills zeros, \
+                 head and copy stages memcpy from the input window into the reserved output, \
+                 sink counts"
+            }
+            (Runtime::DmaflowThreads, Block::Copy) => {
+                "dmaflow Graph, every node on a thread of its own; same nodes as dmaflow-tasks"
+            }
+            (Runtime::DmaflowTasks, Block::Fir) => {
+                "dmaflow Graph, tasks; each stage dmaflow's overlap-save FIR (FFT 256 for 64 \
+                 taps, zero-copy windows), output count = input count"
+            }
+            (Runtime::DmaflowThreads, Block::Fir) => {
+                "dmaflow Graph, a thread per node; the same overlap-save FIR stages"
+            }
+            (Runtime::FutureSdr, Block::Copy) => {
+                "FutureSDR 0.8.0 default runtime (smol, one worker per core): NullSource, Head, \
+                 Copy, NullSink"
+            }
+            (Runtime::FutureSdr, Block::Fir) => {
+                "FutureSDR 0.8.0: FirBuilder::fir, a time-domain FIR (only whole windows: 63 \
+                 samples fewer per stage)"
+            }
+            (Runtime::GnuRadio, Block::Copy) => {
+                "GNU Radio 3.10 from Python, a thread per block: null_source, head, copy, null_sink"
+            }
+            (Runtime::GnuRadio, Block::Fir) => {
+                "GNU Radio 3.10: fir_filter_fff, time-domain (VOLK dot products)"
+            }
+            (Runtime::GnuRadioFft, _) => {
+                "GNU Radio 3.10: fft_filter_fff, overlap-save with FFTW (FFT 128 for 64 taps)"
+            }
+        }
+    }
+
+    /// Items each sink must take from `n` samples through `stages` of
+    /// `block`: `(least, most)`.
+    fn expected(self, block: Block, n: u64, stages: usize) -> (u64, u64) {
+        match (self, block) {
+            (Runtime::FutureSdr, Block::Fir) => {
+                let n = n.saturating_sub(stages as u64 * (TAPS as u64 - 1));
+                (n, n)
+            }
+            // fft_filter_fff leaves a last part-block unfiltered: less than
+            // its FFT length per stage.
+            (Runtime::GnuRadioFft, _) => (n.saturating_sub(stages as u64 * 128), n),
+            _ => (n, n),
+        }
+    }
+}
+
+/// One point: a runtime, a block and a stage count, over the rounds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// The runtime.
+    pub runtime: Runtime,
+    /// The stages' block.
+    pub block: Block,
+    /// Stages per pipe.
+    pub stages: usize,
+    /// Pipes.
+    pub pipes: usize,
+    /// Samples per pipe into the head.
+    pub samples: u64,
+    /// Seconds per round.
+    pub seconds: Vec<f64>,
+    /// Process CPU seconds per round.
+    pub cpu_seconds: Vec<f64>,
+    /// Items each sink took (the last round).
+    pub sink_items: Vec<u64>,
+}
+
+impl Row {
+    /// Samples per second through all pipes, per round.
+    pub fn rates(&self) -> Vec<f64> {
+        let total = (self.pipes as u64 * self.samples) as f64;
+        self.seconds.iter().map(|s| total / s).collect()
+    }
+
+    /// Cores kept busy: CPU seconds over wall seconds, median.
+    pub fn cores(&self) -> f64 {
+        let v: Vec<f64> = self
+            .cpu_seconds
+            .iter()
+            .zip(&self.seconds)
+            .map(|(c, s)| c / s)
+            .collect();
+        Spread::of(&v).median
+    }
+}
+
+/// One round's measurement.
+struct Sample {
+    seconds: f64,
+    cpu_seconds: f64,
+    sink_items: Vec<u64>,
+}
+
+/// Defines a node body twice from one text: blocking, for a thread node,
+/// and async, for a task node.
+macro_rules! bodies {
+    ($(#[$m:meta])* fn $name:ident / $aname:ident ($($arg:ident: $t:ty),*) -> $ret:ty $body:block) => {
+        $(#[$m])*
+        fn $name($($arg: $t),*) -> $ret {
+            #[allow(unused_macros)]
+            macro_rules! peek { ($p:expr, $n:expr) => { $p.peek($n) } }
+            #[allow(unused_macros)]
+            macro_rules! reserve { ($p:expr, $n:expr) => { $p.reserve($n) } }
+            $body
+        }
+        $(#[$m])*
+        async fn $aname($($arg: $t),*) -> $ret {
+            #[allow(unused_macros)]
+            macro_rules! peek { ($p:expr, $n:expr) => { $p.peek_async($n).await } }
+            #[allow(unused_macros)]
+            macro_rules! reserve { ($p:expr, $n:expr) => { $p.reserve_async($n).await } }
+            $body
+        }
+    };
+}
+
+/// Items a node moves per queue operation at most: a quarter of the queue,
+/// so that the next node works on one part while this one fills another.
+fn chunk<T: dmaflow::ring::Pod>(out: &Output<T>) -> usize {
+    (out.capacity() / 4).max(1)
+}
+
+bodies! {
+    /// An endless source of zeros (GNU Radio's `null_source`).
+    fn null_source / null_source_async(out: Output<f32>) -> NodeResult {
+        let mut out = out;
+        let n = chunk(&out);
+        loop {
+            reserve!(out, n)?.fill(0.0);
+            out.commit(n)?;
+        }
+    }
+}
+
+bodies! {
+    /// Passes items on, at most `limit` of them (`head`; `u64::MAX`: a copy).
+    fn pass / pass_async(inp: Input<f32>, out: Output<f32>, limit: u64) -> NodeResult {
+        let (mut inp, mut out) = (inp, out);
+        let most = chunk(&out);
+        let mut left = limit;
+        while left > 0 {
+            let s = peek!(inp, 1)?;
+            if s.is_empty() {
+                break;
+            }
+            let k = (s.len().min(most) as u64).min(left) as usize;
+            let d = reserve!(out, k)?;
+            d.copy_from_slice(&s[..k]);
+            out.commit(k)?;
+            inp.consume(k)?;
+            left -= k as u64;
+        }
+        Ok(())
+    }
+}
+
+bodies! {
+    /// Counts what arrives (`null_sink`).
+    fn null_sink / null_sink_async(inp: Input<f32>, count: Arc<AtomicU64>) -> NodeResult {
+        let mut inp = inp;
+        loop {
+            let k = peek!(inp, 1)?.len();
+            if k == 0 {
+                return Ok(());
+            }
+            inp.consume(k)?;
+            count.fetch_add(k as u64, Ordering::Relaxed);
+        }
+    }
+}
+
+/// dmaflow's pipes, every node a task (`tasks`) or a thread.
+fn dmaflow_run(
+    pipes: usize,
+    stages: usize,
+    samples: u64,
+    block: Block,
+    taps: &[f32],
+    tasks: bool,
+) -> Result<Sample, Error> {
+    let mut g = Graph::new();
+    let mut counts = Vec::new();
+    macro_rules! add {
+        ($name:expr, $f:ident / $af:ident ($($a:expr),*)) => {
+            if tasks {
+                g.task($name, $af($($a),*))?
+            } else {
+                g.node($name, move || $f($($a),*))?
+            }
+        };
+    }
+    for p in 0..pipes {
+        let name = |s: &str| format!("{s}{p}");
+        let (src, h_in) = g.connect::<f32>((&name("source"), "out"), (&name("head"), "in"))?;
+        add!(&name("source"), null_source / null_source_async(src));
+        let stage = |s: usize| {
+            if s < stages {
+                format!("s{p}_{s}")
+            } else {
+                name("sink")
+            }
+        };
+        let (h_out, mut inp) = g.connect::<f32>((&name("head"), "out"), (&stage(0), "in"))?;
+        add!(&name("head"), pass / pass_async(h_in, h_out, samples));
+        for s in 0..stages {
+            let (out, next) = g.connect::<f32>((&stage(s), "out"), (&stage(s + 1), "in"))?;
+            match block {
+                Block::Copy => add!(&stage(s), pass / pass_async(inp, out, u64::MAX)),
+                Block::Fir => {
+                    let f = OverlapSave::new(taps, None).map_err(|e| Error::Peer {
+                        peer: "dmaflow",
+                        reason: e.to_string(),
+                    })?;
+                    if tasks {
+                        fir::add_task(&mut g, &stage(s), f, Mode::ZeroCopy, inp, out)?;
+                    } else {
+                        fir::add_node(&mut g, &stage(s), f, Mode::ZeroCopy, inp, out)?;
+                    }
+                }
+            }
+            inp = next;
+        }
+        let count = Arc::new(AtomicU64::new(0));
+        let c = count.clone();
+        add!(&name("sink"), null_sink / null_sink_async(inp, c));
+        counts.push(count);
+    }
+    let (c0, t0) = (process_cpu_time(), Instant::now());
+    g.run()?;
+    let (t1, c1) = (Instant::now(), process_cpu_time());
+    Ok(Sample {
+        seconds: (t1 - t0).as_secs_f64(),
+        cpu_seconds: c1.saturating_sub(c0).as_secs_f64(),
+        sink_items: counts.iter().map(|c| c.load(Ordering::Relaxed)).collect(),
+    })
+}
+
+/// How long a peer's flowgraph may take before it counts as hung.
+const PEER_LIMIT: Duration = Duration::from_secs(300);
+
+const GR_SCRIPT: &str = include_str!("../../../scripts/gnuradio_sched_bench.py");
+
+/// Where FutureSDR's program is built: its own package and target directory.
+fn futuresdr_paths() -> (PathBuf, PathBuf) {
+    let cli = Path::new(env!("CARGO_MANIFEST_DIR"));
+    (
+        cli.join("peers/futuresdr-sched/Cargo.toml"),
+        cli.join("../target/futuresdr"),
+    )
+}
+
+/// The FutureSDR program, built if it is not (and `build`): `Err` says why
+/// there is none.
+fn futuresdr_exe(build: bool, progress: &mut dyn FnMut(&str)) -> Result<PathBuf, String> {
+    let (manifest, target) = futuresdr_paths();
+    let exe = target.join("release/futuresdr-sched");
+    if !manifest.exists() {
+        return Err(format!("{} is not here", manifest.display()));
+    }
+    if !build {
+        return if exe.exists() {
+            Ok(exe)
+        } else {
+            Err("not built (the full `dmaflow bench sched` builds it)".into())
+        };
+    }
+    progress("sched: building FutureSDR 0.8.0 in target/futuresdr (minutes the first time)");
+    // Its DSP crate uses one unstable float feature: enabled for this build
+    // only, on the stable compiler.
+    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["build", "--quiet", "--release", "--manifest-path"])
+        .arg(&manifest)
+        .arg("--target-dir")
+        .arg(&target)
+        .env("RUSTC_BOOTSTRAP", "1")
+        .env("RUSTFLAGS", "-Zcrate-attr=feature(float_algebraic)")
+        .output()
+        .map_err(|e| format!("cargo could not be run: {e}"))?;
+    if !out.status.success() || !exe.exists() {
+        return Err(format!(
+            "its build failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .rev()
+                .take(5)
+                .collect::<Vec<_>>()
+                .join(" / ")
+        ));
+    }
+    Ok(exe)
+}
+
+/// Runs a peer's program and reads its JSON line.
+fn peer_run(peer: &'static str, cmd: &mut Command) -> Result<Sample, Error> {
+    let run = super::net::output_within(cmd, PEER_LIMIT)?;
+    let said = String::from_utf8_lossy(&run.stdout).into_owned();
+    let v: Option<serde_json::Value> = said
+        .lines()
+        .last()
+        .and_then(|l| serde_json::from_str(l).ok());
+    let parsed = v.as_ref().and_then(|v| {
+        Some(Sample {
+            seconds: v["seconds"].as_f64()?,
+            cpu_seconds: v["cpu_seconds"].as_f64()?,
+            sink_items: v["sink_items"]
+                .as_array()?
+                .iter()
+                .map(|x| x.as_u64())
+                .collect::<Option<Vec<u64>>>()?,
+        })
+    });
+    match parsed {
+        Some(s) if run.status.success() => Ok(s),
+        _ => Err(Error::Peer {
+            peer,
+            reason: format!(
+                "({}) said {said:?}; {}",
+                run.status,
+                String::from_utf8_lossy(&run.stderr).trim()
+            ),
+        }),
+    }
+}
+
+/// The peers present here: FutureSDR's program and whether GNU Radio is, or
+/// why not.
+struct Peers {
+    futuresdr: Result<PathBuf, String>,
+    gnuradio: Result<(), String>,
+}
+
+/// The FIR taps every runtime uses: a windowed low-pass (sinc, Hann).
+fn taps() -> Vec<f32> {
+    let m = (TAPS - 1) as f64 / 2.0;
+    (0..TAPS)
+        .map(|i| {
+            let x = i as f64 - m;
+            let sinc = if x == 0.0 {
+                0.25
+            } else {
+                (std::f64::consts::PI * 0.25 * x).sin() / (std::f64::consts::PI * x)
+            };
+            let w = 0.5 - 0.5 * (2.0 * std::f64::consts::PI * i as f64 / (TAPS - 1) as f64).cos();
+            (sinc * w) as f32
+        })
+        .collect()
+}
+
+/// Everything a run measured.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    /// The points.
+    pub rows: Vec<Row>,
+    /// Peers not measured, and why.
+    pub skipped: Vec<String>,
+}
+
+/// Runs the experiment.
+pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Measured, Error> {
+    let taps = taps();
+    let dir = super::fir::ScratchDir::new("dmaflow-sched")?;
+    let taps_path = dir.path().join("taps.f32");
+    let bytes: Vec<u8> = taps.iter().flat_map(|t| t.to_le_bytes()).collect();
+    std::fs::write(&taps_path, bytes).map_err(|e| Error::Io {
+        path: taps_path.display().to_string(),
+        source: e,
+    })?;
+    let peers = if cfg.peers {
+        Peers {
+            futuresdr: futuresdr_exe(cfg.build_futuresdr, progress),
+            gnuradio: if super::net::gnuradio_here() {
+                Ok(())
+            } else {
+                Err("GNU Radio is not installed (apt-get install gnuradio)".into())
+            },
+        }
+    } else {
+        Peers {
+            futuresdr: Err("peers not measured in this run".into()),
+            gnuradio: Err("peers not measured in this run".into()),
+        }
+    };
+    let mut skipped = Vec::new();
+    if let Err(why) = &peers.futuresdr {
+        skipped.push(format!("FutureSDR: {why}"));
+    }
+    if let Err(why) = &peers.gnuradio {
+        skipped.push(format!("GNU Radio: {why}"));
+    }
+    let mut rows = Vec::new();
+    for block in [Block::Copy, Block::Fir] {
+        let mut runtimes = vec![Runtime::DmaflowTasks, Runtime::DmaflowThreads];
+        if peers.futuresdr.is_ok() {
+            runtimes.push(Runtime::FutureSdr);
+        }
+        if peers.gnuradio.is_ok() {
+            runtimes.push(Runtime::GnuRadio);
+            if block == Block::Fir {
+                runtimes.push(Runtime::GnuRadioFft);
+            }
+        }
+        let n = cfg.samples(block);
+        for &stages in &cfg.stages {
+            let mut samples: Vec<Vec<Sample>> = runtimes.iter().map(|_| Vec::new()).collect();
+            in_turns(runtimes.len(), cfg.rounds, |i, round| {
+                let rt = runtimes[i];
+                progress(&format!(
+                    "sched: {} x {stages} {} stages, {}, round {}",
+                    cfg.pipes,
+                    block.name(),
+                    rt.name(),
+                    round + 1
+                ));
+                let s = match rt {
+                    Runtime::DmaflowTasks | Runtime::DmaflowThreads => dmaflow_run(
+                        cfg.pipes,
+                        stages,
+                        n,
+                        block,
+                        &taps,
+                        rt == Runtime::DmaflowTasks,
+                    )?,
+                    Runtime::FutureSdr => {
+                        let exe = peers.futuresdr.as_ref().map_err(|e| Error::Peer {
+                            peer: "futuresdr",
+                            reason: e.clone(),
+                        })?;
+                        let mut cmd = Command::new(exe);
+                        cmd.args([cfg.pipes.to_string(), stages.to_string(), n.to_string()]);
+                        match block {
+                            Block::Copy => cmd.arg("copy"),
+                            Block::Fir => cmd.arg("fir").arg(&taps_path),
+                        };
+                        peer_run("futuresdr", &mut cmd)?
+                    }
+                    Runtime::GnuRadio | Runtime::GnuRadioFft => {
+                        let mut cmd = Command::new("/usr/bin/python3");
+                        cmd.args(["-c", GR_SCRIPT]).args([
+                            cfg.pipes.to_string(),
+                            stages.to_string(),
+                            n.to_string(),
+                        ]);
+                        match (rt, block) {
+                            (_, Block::Copy) => cmd.arg("copy"),
+                            (Runtime::GnuRadioFft, Block::Fir) => cmd.arg("fft").arg(&taps_path),
+                            _ => cmd.arg("fir").arg(&taps_path),
+                        };
+                        peer_run("gnuradio", &mut cmd)?
+                    }
+                };
+                let (least, most) = rt.expected(block, n, stages);
+                if s.sink_items.len() != cfg.pipes
+                    || s.sink_items.iter().any(|&k| k < least || k > most)
+                {
+                    return Err(Error::Peer {
+                        peer: "sched",
+                        reason: format!(
+                            "{} with {stages} {} stages: sinks took {:?} items, expected {least}..={most} each",
+                            rt.name(),
+                            block.name(),
+                            s.sink_items
+                        ),
+                    });
+                }
+                let secs = s.seconds;
+                samples[i].push(s);
+                Ok(secs)
+            })?;
+            for (rt, ss) in runtimes.iter().zip(samples) {
+                rows.push(Row {
+                    runtime: *rt,
+                    block,
+                    stages,
+                    pipes: cfg.pipes,
+                    samples: n,
+                    seconds: ss.iter().map(|s| s.seconds).collect(),
+                    cpu_seconds: ss.iter().map(|s| s.cpu_seconds).collect(),
+                    sink_items: ss.last().map(|s| s.sink_items.clone()).unwrap_or_default(),
+                });
+            }
+        }
+    }
+    Ok(Measured { rows, skipped })
+}
+
+fn find(rows: &[Row], rt: Runtime, block: Block, stages: usize) -> Option<&Row> {
+    rows.iter()
+        .find(|r| r.runtime == rt && r.block == block && r.stages == stages)
+}
+
+/// dmaflow's tasks against `peer`: the round-by-round ratio of rates.
+fn ratio(rows: &[Row], peer: Runtime, block: Block, stages: usize) -> Option<Ratio> {
+    let a = find(rows, Runtime::DmaflowTasks, block, stages)?;
+    let b = find(rows, peer, block, stages)?;
+    Some(Ratio::of(&a.rates(), &b.rates()))
+}
+
+fn ratio_text(r: &Ratio) -> String {
+    format!("{:.2}x ({:.2}..{:.2})", r.0.median, r.0.min, r.0.max)
+}
+
+/// The report.
+pub fn report(cfg: &Config, m: &Measured) -> Report {
+    let rows = &m.rows;
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            let s = Spread::of(&r.rates());
+            let vs = |peer| {
+                if r.runtime != Runtime::DmaflowTasks {
+                    return String::new();
+                }
+                ratio(rows, peer, r.block, r.stages).map_or(String::new(), |x| ratio_text(&x))
+            };
+            vec![
+                r.block.name().to_string(),
+                r.stages.to_string(),
+                r.runtime.name().to_string(),
+                format!("{:.0}", s.median / 1e6),
+                format!("{:.0}..{:.0}", s.min / 1e6, s.max / 1e6),
+                format!("{:.2}", r.cores()),
+                vs(Runtime::FutureSdr),
+                vs(Runtime::GnuRadio),
+            ]
+        })
+        .collect();
+    let mut text = table(
+        &[
+            "block",
+            "stages",
+            "runtime",
+            "M samples/s",
+            "range",
+            "cores busy",
+            "tasks vs FutureSDR",
+            "tasks vs GNU Radio",
+        ],
+        &cells,
+    );
+    for s in &m.skipped {
+        text += &format!("not measured: {s}\n");
+    }
+    let mut targets = Vec::new();
+    for &stages in &cfg.stages {
+        if let Some(r) = ratio(rows, Runtime::FutureSdr, Block::Copy, stages) {
+            targets.push(Target::new(
+                format!("copy x {stages}: dmaflow tasks >= FutureSDR"),
+                ratio_text(&r),
+                r.0.median >= 1.0,
+            ));
+        }
+        if let Some(r) = ratio(rows, Runtime::GnuRadio, Block::Copy, stages) {
+            targets.push(Target::new(
+                format!("copy x {stages}: dmaflow tasks >= 2x GNU Radio"),
+                ratio_text(&r),
+                r.0.median >= 2.0,
+            ));
+        }
+        for peer in [Runtime::FutureSdr, Runtime::GnuRadio, Runtime::GnuRadioFft] {
+            if let Some(r) = ratio(rows, peer, Block::Fir, stages) {
+                targets.push(Target::new(
+                    format!("fir64 x {stages}: dmaflow tasks ahead of {}", peer.name()),
+                    ratio_text(&r),
+                    r.0.median > 1.0 && r.measurable(),
+                ));
+            }
+        }
+    }
+    text += &Target::lines(&targets);
+    let clauses: Vec<String> = [Block::Copy, Block::Fir]
+        .iter()
+        .filter_map(|&b| {
+            let first = *cfg.stages.first()?;
+            let last = *cfg.stages.last()?;
+            let t1 = find(rows, Runtime::DmaflowTasks, b, first)?;
+            let tn = find(rows, Runtime::DmaflowTasks, b, last)?;
+            let th = find(rows, Runtime::DmaflowThreads, b, last)?;
+            Some(format!(
+                "through {} stages dmaflow's task runtime moves {:.0} M samples/s at {first} \
+                 stage(s) and {:.0} M at {last} ({:.0} M with a thread per node)",
+                b.name(),
+                Spread::of(&t1.rates()).median / 1e6,
+                Spread::of(&tn.rates()).median / 1e6,
+                Spread::of(&th.rates()).median / 1e6,
+            ))
+        })
+        .collect();
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    Report {
+        experiment: "sched",
+        heading: format!(
+            "sched: {} pipes x stages, null source -> head({} copy / {} FIR samples) -> stages \
+             -> null sink, f32; {} rounds, runtimes taking turns; {cores} cores; each runtime \
+             with its own blocks; M samples/s through all pipes; cores busy = process CPU time \
+             over wall time",
+            cfg.pipes, cfg.copy_samples, cfg.fir_samples, cfg.rounds
+        ),
+        answer: sentence(&clauses),
+        text,
+        targets,
+        json: json!({
+            "experiment": "sched",
+            "pipes": cfg.pipes,
+            "skipped": m.skipped,
+            "rows": rows.iter().map(|r| {
+                json!({
+                    "runtime": r.runtime.name(),
+                    "does": r.runtime.does(r.block),
+                    "block": r.block.name(),
+                    "stages": r.stages,
+                    "pipes": r.pipes,
+                    "samples_per_pipe": r.samples,
+                    "seconds": r.seconds,
+                    "cpu_seconds": r.cpu_seconds,
+                    "samples_per_s": Spread::of(&r.rates()).json(),
+                    "cores_busy": r.cores(),
+                    "sink_items": r.sink_items,
+                })
+            }).collect::<Vec<_>>(),
+        }),
+        plots: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_sink_takes_every_sample_on_both_runtimes() {
+        let cfg = Config::tiny();
+        let m = run(&cfg, &mut |_| {}).unwrap();
+        assert_eq!(m.rows.len(), 2 * 2 * 2);
+        for r in &m.rows {
+            assert_eq!(r.sink_items, vec![r.samples; r.pipes], "{r:?}");
+            assert!(r.seconds[0] > 0.0);
+        }
+        let rep = report(&cfg, &m);
+        assert!(rep.text.contains("not measured: FutureSDR"), "{}", rep.text);
+        assert_eq!(rep.json["rows"].as_array().unwrap().len(), m.rows.len());
+    }
+}
