@@ -311,6 +311,7 @@ impl Graph {
             (self.queue_limit / std::mem::size_of::<T>().max(1)).max(w.capacity()),
         ));
         s.edges.push(edge.clone());
+        s.readers_of.push(vec![rn]);
         drop(s);
         edge.readers
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -343,6 +344,7 @@ impl Graph {
         let rn = self.node_id(to.0);
         self.claim_port(rn, to.1)?;
         let r = out.writer_mut().add_reader();
+        lock(&self.rt.sched).readers_of[out.edge.id].push(rn);
         out.edge
             .readers
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
@@ -485,8 +487,8 @@ impl Graph {
         {
             let mut s = lock(&rt.sched);
             // Nodes that run are marked done when they end; the others now.
-            for st in s.status.iter_mut() {
-                *st = Status::Done;
+            for node in 0..s.status.len() {
+                s.set(node, Status::Done);
             }
             rt.stop_all(&s);
         }

@@ -141,6 +141,11 @@ pub(super) struct Sched {
     /// sleep on a condition variable: it would hold a worker).
     pub(super) task: Vec<bool>,
     pub(super) edges: Vec<std::sync::Arc<Edge>>,
+    /// The reading nodes of each edge, by edge id.
+    pub(super) readers_of: Vec<Vec<usize>>,
+    /// Nodes whose status is [`Status::Running`] (a stall is possible only
+    /// when none is).
+    running: usize,
     pub(super) failure: Option<Error>,
 }
 
@@ -149,14 +154,26 @@ impl Sched {
     pub(super) fn add_node(&mut self, name: &str) {
         self.names.push(name.to_string());
         self.status.push(Status::Running);
+        self.running += 1;
         self.wakers.push(None);
         self.task.push(false);
+    }
+
+    /// Sets node `node`'s status, keeping count of the running ones.
+    pub(super) fn set(&mut self, node: usize, status: Status) {
+        let was = std::mem::replace(&mut self.status[node], status) == Status::Running;
+        let is = status == Status::Running;
+        match (was, is) {
+            (true, false) => self.running -= 1,
+            (false, true) => self.running += 1,
+            _ => {}
+        }
     }
 
     /// Node `node` runs again: it is no longer blocked and its waker (if it
     /// is a task) polls it.
     fn resume(&mut self, node: usize) {
-        self.status[node] = Status::Running;
+        self.set(node, Status::Running);
         if let Some(w) = self.wakers[node].take() {
             w.wake();
         }
@@ -213,6 +230,8 @@ impl Runtime {
                 wakers: Vec::new(),
                 task: Vec::new(),
                 edges: Vec::new(),
+                readers_of: Vec::new(),
+                running: 0,
                 failure: None,
             }),
             abort: AtomicBool::new(false),
@@ -231,10 +250,21 @@ impl Runtime {
     }
 
     pub(super) fn wake_locked(s: &mut Sched, edge: &Edge, side: Side) {
-        for node in 0..s.status.len() {
-            if matches!(s.status[node], Status::Blocked { edge: e, side: sd, .. } if e == edge.id && sd == side)
-            {
-                s.resume(node);
+        let waits = |st: Status| matches!(st, Status::Blocked { edge: e, side: sd, .. } if e == edge.id && sd == side);
+        match side {
+            // Only its writer writes to an edge.
+            Side::Write => {
+                if waits(s.status[edge.writer_node]) {
+                    s.resume(edge.writer_node);
+                }
+            }
+            Side::Read => {
+                for i in 0..s.readers_of.get(edge.id).map_or(0, Vec::len) {
+                    let node = s.readers_of[edge.id][i];
+                    if waits(s.status[node]) {
+                        s.resume(node);
+                    }
+                }
             }
         }
         match side {
@@ -288,6 +318,9 @@ impl Runtime {
     /// Called with the lock held whenever a node blocks or ends: if every live node
     /// is blocked, grows a queue (artificial deadlock) or fails the graph (real one).
     pub(super) fn check_stall(&self, s: &mut Sched) {
+        if s.running > 0 {
+            return;
+        }
         let mut any_live = false;
         for st in &s.status {
             match st {
@@ -377,11 +410,14 @@ impl Runtime {
         ready: impl FnOnce() -> Result<bool, ring::Error>,
     ) -> (MutexGuard<'_, Sched>, Result<bool, ring::Error>, bool) {
         let mut s = lock(&self.sched);
-        s.status[node] = Status::Blocked {
-            edge: edge.id,
-            side,
-            amount,
-        };
+        s.set(
+            node,
+            Status::Blocked {
+                edge: edge.id,
+                side,
+                amount,
+            },
+        );
         match side {
             Side::Write => edge.writer_target.store(target, Ordering::SeqCst),
             Side::Read => {
@@ -426,7 +462,7 @@ impl Runtime {
         let (mut s, look, sleep) = self.begin_block(node, edge, side, amount, target, ready);
         if sleep {
             if s.task[node] {
-                s.status[node] = Status::Running;
+                s.set(node, Status::Running);
                 return Err(WaitError::BlockingInTask);
             }
             let cv = match side {
@@ -435,7 +471,7 @@ impl Runtime {
             };
             s = wait(cv, s);
         }
-        s.status[node] = Status::Running;
+        s.set(node, Status::Running);
         drop(s);
         look.map(|_| ()).map_err(WaitError::Queue)
     }
@@ -657,7 +693,7 @@ impl Runtime {
             }),
         };
         let mut s = lock(&self.sched);
-        s.status[id] = Status::Done;
+        s.set(id, Status::Done);
         // `Closed` ends a node normally only when every reader of every one
         // of its outputs had finished (a `head` downstream) when that output
         // closed: one output whose reader finished while another was still
@@ -738,7 +774,7 @@ impl<F: FnOnce() -> Result<bool, ring::Error> + Unpin> std::future::Future for B
                     this.state = BlockState::Waiting;
                     return Poll::Pending;
                 }
-                s.status[node] = Status::Running;
+                s.set(node, Status::Running);
                 Poll::Ready(look.map(|_| ()).map_err(WaitError::Queue))
             }
             BlockState::Waiting => {
@@ -752,7 +788,7 @@ impl<F: FnOnce() -> Result<bool, ring::Error> + Unpin> std::future::Future for B
                     this.state = BlockState::Waiting;
                     return Poll::Pending;
                 }
-                s.status[node] = Status::Running;
+                s.set(node, Status::Running);
                 s.wakers[node] = None;
                 Poll::Ready(Ok(()))
             }
@@ -767,7 +803,7 @@ impl<F> Drop for BlockOn<'_, F> {
         if matches!(self.state, BlockState::Waiting) {
             let mut s = lock(&self.rt.sched);
             if matches!(s.status[self.node], Status::Blocked { .. }) {
-                s.status[self.node] = Status::Running;
+                s.set(self.node, Status::Running);
             }
             s.wakers[self.node] = None;
         }
@@ -864,6 +900,7 @@ mod loom_tests {
                 s.add_node(&format!("n{i}"));
             }
             s.edges.push(edge.clone());
+            s.readers_of.push(vec![1]);
         }
         (Arc::new(rt), edge)
     }
@@ -1031,6 +1068,7 @@ mod loom_tests {
                 s.add_node("a");
                 s.add_node("b");
                 s.edges = vec![ab.clone(), ba.clone()];
+                s.readers_of = vec![vec![1], vec![0]];
             }
             let (w_ab, mut r_ab) = pair((), 1, Wait::Spin);
             let (w_ba, mut r_ba) = pair((), 1, Wait::Spin);
