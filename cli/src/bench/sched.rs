@@ -274,10 +274,10 @@ macro_rules! bodies {
     };
 }
 
-/// Items a node moves per queue operation at most: a quarter of the queue,
+/// Items a node moves per queue operation at most: half the queue,
 /// so that the next node works on one part while this one fills another.
 fn chunk<T: dmaflow::ring::Pod>(out: &Output<T>) -> usize {
-    (out.capacity() / 4).max(1)
+    (out.capacity() / 2).max(1)
 }
 
 bodies! {
