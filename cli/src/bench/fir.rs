@@ -184,6 +184,28 @@ fn graph_run(
     signal: &Arc<Vec<f32>>,
     mode: Mode,
 ) -> Result<(f64, u32), Error> {
+    let sum = Arc::new(AtomicU32::new(0));
+    let s2 = sum.clone();
+    let mut acc = 0u32;
+    let g = fir_graph(taps, n, signal, mode, move |s| {
+        acc = acc.wrapping_add(bits_sum(s));
+        s2.store(acc, Ordering::Relaxed);
+    })?;
+    let t0 = Instant::now();
+    g.run()?;
+    Ok((t0.elapsed().as_secs_f64(), sum.load(Ordering::Relaxed)))
+}
+
+/// The graph `source -> fir -> sink` over `signal` (FFT length `n`): the
+/// source writes the signal in chunks, the sink hands `look` every window
+/// it reads, in order.
+fn fir_graph(
+    taps: &[f32],
+    n: usize,
+    signal: &Arc<Vec<f32>>,
+    mode: Mode,
+    mut look: impl FnMut(&[f32]) + Send + 'static,
+) -> Result<Graph, Error> {
     let fir = OverlapSave::new(taps, Some(n)).map_err(|e| Error::Peer {
         peer: "fir",
         reason: e.to_string(),
@@ -204,25 +226,18 @@ fn graph_run(
         Ok(())
     })?;
     add_node(&mut g, "fir", fir, mode, f_in, f_out)?;
-    let sum = Arc::new(AtomicU32::new(0));
-    let s2 = sum.clone();
     g.node("sink", move || {
-        let mut acc = 0u32;
         loop {
             let s = sink.peek(chunk)?;
             if s.is_empty() {
-                break;
+                return Ok(());
             }
-            acc = acc.wrapping_add(bits_sum(s));
+            look(s);
             let k = s.len();
             sink.consume(k)?;
         }
-        s2.store(acc, Ordering::Relaxed);
-        Ok(())
     })?;
-    let t0 = Instant::now();
-    g.run()?;
-    Ok((t0.elapsed().as_secs_f64(), sum.load(Ordering::Relaxed)))
+    Ok(g)
 }
 
 /// The filter in a plain loop over the same in-memory signal, on one thread
@@ -920,45 +935,16 @@ fn peer_graph_run(
     reference: &Arc<Reference>,
 ) -> Result<(f64, f64, f64, usize), Error> {
     use dmaflow::platform::cpu::process_cpu_time;
-    let fir = OverlapSave::new(taps, Some(n)).map_err(|e| Error::Peer {
-        peer: "fir",
-        reason: e.to_string(),
-    })?;
-    let chunk = n.max(16 << 10);
     let (c0, t0) = (process_cpu_time(), Instant::now());
-    let mut g = Graph::new();
-    let (mut src, f_in) =
-        g.connect_with_capacity::<f32>(("source", "out"), ("fir", "in"), 2 * chunk + n)?;
-    let (f_out, mut sink) =
-        g.connect_with_capacity::<f32>(("fir", "out"), ("sink", "in"), 2 * chunk)?;
-    let input = signal.clone();
-    g.node("source", move || {
-        for part in input.chunks(chunk) {
-            let slots = src.reserve(part.len())?;
-            slots.copy_from_slice(part);
-            src.commit(part.len())?;
-        }
-        Ok(())
-    })?;
-    add_node(&mut g, "fir", fir, Mode::ZeroCopy, f_in, f_out)?;
     let found = Arc::new(std::sync::Mutex::new((0f64, 0usize, 0usize)));
     let put = found.clone();
     let refs = reference.clone();
-    g.node("sink", move || {
-        let (mut err, mut at, mut next) = (0f64, 0usize, 0usize);
-        loop {
-            let s = sink.peek(chunk)?;
-            if s.is_empty() {
-                break;
-            }
-            err = err.max(refs.check(at, s, &mut next));
-            let k = s.len();
-            at += k;
-            sink.consume(k)?;
-        }
+    let (mut err, mut at, mut next) = (0f64, 0usize, 0usize);
+    let g = fir_graph(taps, n, signal, Mode::ZeroCopy, move |s| {
+        err = err.max(refs.check(at, s, &mut next));
+        at += s.len();
         *put.lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = (err, at, next);
-        Ok(())
     })?;
     g.run()?;
     let secs = t0.elapsed().as_secs_f64();
