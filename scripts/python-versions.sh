@@ -6,6 +6,9 @@
 # interpreter that is not there is named and skipped, never passed silently.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The extension is built in the workspace's target directory: what cargo
+# built for the tests is reused, only pyo3 is rebuilt per interpreter.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 root="${PYENV_ROOT:-$HOME/.pyenv}"
 status=0
 versions=("$@")
