@@ -889,3 +889,86 @@ fn growth_that_bounded_scheduling_needs_stops_at_the_queue_limit() {
         other => panic!("expected the queue limit on w.a, got {other:?}"),
     }
 }
+
+#[test]
+fn a_task_awaiting_two_ports_at_once_is_told_so_not_a_false_deadlock() {
+    // A select over two port futures: the runtime keeps one wait per node,
+    // so the second pending wait is refused by name (it once overwrote the
+    // first and ended in a false deadlock report).
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::Poll;
+    let mut g = Graph::new();
+    let (mut oa, ia) = g.connect::<u32>(("a", "out"), ("sel", "a")).unwrap();
+    let (mut ob, ib) = g.connect::<u32>(("b", "out"), ("sel", "b")).unwrap();
+    let (mut oc, mut ic) = g.connect::<u32>(("sel", "c"), ("a", "in")).unwrap();
+    g.task("a", async move {
+        ic.peek_async(1).await?;
+        oa.write_async(&[1]).await?;
+        Ok(())
+    })
+    .unwrap();
+    g.node("b", move || {
+        std::thread::sleep(Duration::from_millis(50));
+        Ok(ob.write(&[2])?)
+    })
+    .unwrap();
+    g.task("sel", async move {
+        let (mut ia, mut ib) = (ia, ib);
+        let mut fa = pin!(ia.peek_async(1));
+        let mut fb = pin!(ib.peek_async(1));
+        std::future::poll_fn(|cx| {
+            if let Poll::Ready(r) = fa.as_mut().poll(cx) {
+                return Poll::Ready(r.map(|s| s.len()));
+            }
+            if let Poll::Ready(r) = fb.as_mut().poll(cx) {
+                return Poll::Ready(r.map(|s| s.len()));
+            }
+            Poll::Pending
+        })
+        .await?;
+        oc.write_async(&[0]).await?;
+        Ok(())
+    })
+    .unwrap();
+    match run_within(g) {
+        Err(Error::TwoWaits { node, port }) => {
+            assert_eq!((node.as_str(), port.as_str()), ("sel", "b"))
+        }
+        other => panic!("expected the second wait refused, got {other:?}"),
+    }
+}
+
+#[test]
+fn block_on_inside_a_task_stops_the_graph_instead_of_holding_its_worker() {
+    let mut g = Graph::new();
+    g.set_workers(1);
+    let (mut o, mut i) = g.connect::<u32>(("src", "out"), ("sink", "in")).unwrap();
+    g.task("sink", async move {
+        loop {
+            let n = dmaflow::graph::block_on(i.peek_async(1))?.len();
+            if n == 0 {
+                return Ok(());
+            }
+            i.consume(n)?;
+        }
+    })
+    .unwrap();
+    g.task("src", async move {
+        for k in 0..100_000u32 {
+            o.write_async(&[k]).await?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    match run_within(g) {
+        Err(Error::Panicked { node, message }) => {
+            assert_eq!(node, "sink");
+            assert!(
+                message.contains("block_on called inside a task node"),
+                "{message}"
+            );
+        }
+        other => panic!("expected the misuse reported, got {other:?}"),
+    }
+}

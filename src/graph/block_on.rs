@@ -40,7 +40,19 @@ impl Wake for Unpark {
 /// g.run()?;
 /// # Ok::<(), dmaflow::graph::Error>(())
 /// ```
+///
+/// # Panics
+///
+/// Called inside a task node (on a worker of the pool), where sleeping would
+/// hold the worker and could hang the graph: a task awaits the future
+/// instead. The panic stops the graph with that node's
+/// [`super::Error::Panicked`].
 pub fn block_on<F: Future>(body: F) -> F::Output {
+    assert!(
+        !super::pool::on_worker(),
+        "dmaflow::graph::block_on called inside a task node: a task awaits the future instead \
+         (block_on is for thread nodes)"
+    );
     let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
     let mut cx = Context::from_waker(&waker);
     let mut body = std::pin::pin!(body);

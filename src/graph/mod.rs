@@ -1,12 +1,26 @@
 //! Kahn process networks on zero-copy queues: Computational Process Networks
 //! (paper 001, §VI).
 //!
-//! A [`Graph`] is a set of named nodes, each a Kahn process running on its own
-//! thread, joined by one-way typed queues ([`crate::ring`]). A node talks to the
-//! rest only through its ports: an [`Output`] (`reserve`/`commit`) and any number of
-//! [`Input`]s (`peek(threshold)`/`consume`, the firing threshold of CPN). Reads
-//! block, so the output of a graph depends only on its input, never on the
-//! schedule (Kahn's determinism).
+//! A [`Graph`] is a set of named nodes, each a Kahn process, joined by one-way
+//! typed queues ([`crate::ring`]). A node runs on a thread of its own
+//! ([`Graph::node`]) or as a task on the graph's worker pool ([`Graph::task`],
+//! one worker per core: a hand-over between tasks is no context switch). A
+//! node talks to the rest only through its ports: an [`Output`]
+//! (`reserve`/`commit`) and any number of [`Input`]s (`peek(threshold)`/`consume`,
+//! the firing threshold of CPN). Reads wait (a thread sleeps, a task yields its
+//! worker), so the output of a graph depends only on its input, never on the
+//! schedule or the number of workers (Kahn's determinism).
+//!
+//! A task node keeps these promises when it waits only on its ports, one port
+//! at a time: it awaits `peek_async`, `reserve_async` or `write_async` and
+//! nothing else that could wait (another future, a lock, a sleep; those
+//! belong on a thread node), and never spins without awaiting. A second port
+//! future polled while one is pending (a select or join over port futures)
+//! is [`Error::TwoWaits`]; a blocking port call that would wait is
+//! [`Error::BlockingInTask`]; [`block_on`] inside a task panics. A port
+//! future may be dropped before it is ready (the node then simply no longer
+//! waits); awaiting it declares the node waiting on that port, which the
+//! deadlock check counts.
 //!
 //! The runtime knows when each node is blocked and on what. When every live node is
 //! blocked and at least one waits to write to a full queue, the smallest such queue
@@ -129,6 +143,18 @@ pub enum Error {
         /// The port.
         port: String,
     },
+    /// A node awaited a port future while a wait on another of its ports was
+    /// pending (a select or join over port futures): a node waits on one
+    /// port at a time.
+    #[error(
+        "node {node}, port {port}: the node already waits on another port; a node awaits one port future at a time (no select or join over port futures)"
+    )]
+    TwoWaits {
+        /// The node.
+        node: String,
+        /// The port of the second wait.
+        port: String,
+    },
     /// A node was named in a connection but never given a body.
     #[error("node {0} is connected but has no body")]
     NoBody(String),
@@ -205,7 +231,8 @@ impl Graph {
     }
 
     /// The number of worker threads that run the task nodes (default: one
-    /// per core the process may use, never more than there are tasks).
+    /// per core the process may use). Never more workers than tasks start,
+    /// and at least one (0 counts as 1).
     pub fn set_workers(&mut self, workers: usize) {
         self.workers = Some(workers.max(1));
     }

@@ -17,6 +17,17 @@ use std::thread::JoinHandle;
 use super::NodeResult;
 use super::runtime::Runtime;
 
+thread_local! {
+    /// Whether this thread is a worker of a pool.
+    static WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the calling thread is a worker running task nodes (where a
+/// thread must never sleep on behalf of one task).
+pub(super) fn on_worker() -> bool {
+    WORKER.with(std::cell::Cell::get)
+}
+
 /// A task node's body.
 pub(super) type NodeFuture = Pin<Box<dyn Future<Output = NodeResult> + Send>>;
 
@@ -128,17 +139,31 @@ pub(super) fn start(
     Ok(handles)
 }
 
+/// Times an idle worker looks for a ready task before it sleeps.
+const IDLE_LOOKS: u32 = 32;
+
 /// One worker: polls ready tasks until every task has ended.
 fn work(rt: &Runtime, shared: &Shared) {
+    WORKER.with(|w| w.set(true));
     loop {
         let task = {
             let mut q = lock(&shared.queue);
+            let mut looks = 0;
             loop {
                 if let Some(t) = q.tasks.pop_front() {
                     break t;
                 }
                 if q.live == 0 {
                     return;
+                }
+                // A hand-over is usually microseconds away: look again a
+                // few times, giving the core up in between, before sleeping.
+                if looks < IDLE_LOOKS {
+                    looks += 1;
+                    drop(q);
+                    std::thread::yield_now();
+                    q = lock(&shared.queue);
+                    continue;
                 }
                 q.idle += 1;
                 q = shared.cv.wait(q).unwrap_or_else(PoisonError::into_inner);

@@ -63,6 +63,10 @@ fn wait_error(name: &str, port: &str, e: WaitError) -> Error {
             node: name.to_string(),
             port: port.to_string(),
         },
+        WaitError::TwoWaits => Error::TwoWaits {
+            node: name.to_string(),
+            port: port.to_string(),
+        },
         WaitError::Queue(source) => Error::Port {
             node: name.to_string(),
             port: port.to_string(),
@@ -312,7 +316,9 @@ impl<T: Pod> Input<T> {
 
     /// Waits until at least `threshold` items are readable (growing the queue if the
     /// threshold exceeds it) and returns them; at the end of the stream returns what
-    /// is left, and finally an empty slice.
+    /// is left, and finally an empty slice. A threshold of 0 never waits: it
+    /// returns what is readable now, possibly nothing before the end (so a
+    /// loop that stops on an empty slice peeks with 1 or more).
     pub fn peek(&mut self, threshold: usize) -> Result<&[T], Error> {
         let Input {
             r,

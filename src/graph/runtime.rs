@@ -193,6 +193,9 @@ pub(super) enum WaitError {
     /// A task node called a blocking port method where it would have to
     /// sleep (it would hold a worker of the pool).
     BlockingInTask,
+    /// A node awaited a port while a wait on another of its ports was
+    /// pending (a select or join over port futures).
+    TwoWaits,
     /// The queue's own error (every reader gone, memory lost, ...).
     Queue(ring::Error),
 }
@@ -676,7 +679,8 @@ impl Runtime {
                     }
                     e @ (Error::Port { .. }
                     | Error::Deadlock { .. }
-                    | Error::BlockingInTask { .. }) => e,
+                    | Error::BlockingInTask { .. }
+                    | Error::TwoWaits { .. }) => e,
                     e => Error::Node {
                         node: name.to_string(),
                         source: Box::new(e),
@@ -765,6 +769,13 @@ impl<F: FnOnce() -> Result<bool, ring::Error> + Unpin> std::future::Future for B
         let node = this.node;
         match std::mem::replace(&mut this.state, BlockState::Done) {
             BlockState::Look(ready) => {
+                // A node waits on one port at a time: the runtime keeps one
+                // wait per node (who waits on what, for growth and deadlock
+                // reports), so a second pending wait would overwrite the
+                // first and could turn into a false deadlock.
+                if matches!(lock(&this.rt.sched).status[node], Status::Blocked { .. }) {
+                    return Poll::Ready(Err(WaitError::TwoWaits));
+                }
                 let (side, amount, target) = this.wait;
                 let (mut s, look, sleep) = this
                     .rt
