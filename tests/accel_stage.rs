@@ -380,3 +380,57 @@ fn a_node_whose_device_is_gone_stops_the_graph() {
     assert!(e.contains("acc") && e.contains("no completion"), "{e}");
     drop(board);
 }
+
+/// An accelerator node (a thread node: it waits on its device) between a
+/// source and a sink that are task nodes on the worker pool: the stream
+/// comes back whole, the queues in DMA memory shared by both kinds of node.
+#[test]
+fn an_accelerator_node_runs_between_task_nodes() {
+    let input: Vec<u32> = (0..50_000).collect();
+    let mut r = rig(Box::new(Loopback), MemoryModel::Coherent);
+    let memory = r.engines[0].pool().queue_memory().unwrap();
+    let engine = r.engines.remove(0);
+    let mut g = Graph::new();
+    let (mut src, ain) = g
+        .connect_in::<u32>(("source", "out"), ("acc", "in"), 4096, memory.clone())
+        .unwrap();
+    let (aout, mut sink) = g
+        .connect_in::<u32>(("acc", "out"), ("sink", "in"), 4096, memory)
+        .unwrap();
+    let data = input.clone();
+    g.task("source", async move {
+        for chunk in data.chunks(777) {
+            src.write_async(chunk).await?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    let stats = Arc::new(Mutex::new(StageStats::default()));
+    stage::add_node(
+        &mut g,
+        "acc",
+        engine,
+        cfg(608, 608, 608, Completion::Irq),
+        ain,
+        aout,
+        stats,
+    )
+    .unwrap();
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let put = got.clone();
+    g.task("sink", async move {
+        loop {
+            let s = sink.peek_async(1).await?;
+            if s.is_empty() {
+                return Ok(());
+            }
+            put.lock().unwrap().extend_from_slice(s);
+            let k = s.len();
+            sink.consume(k)?;
+        }
+    })
+    .unwrap();
+    g.run().unwrap();
+    drop(r);
+    assert!(*got.lock().unwrap() == input, "the stream differs");
+}

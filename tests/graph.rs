@@ -410,3 +410,55 @@ fn a_reader_closed_keeping_memory_sees_its_window_unchanged_while_the_writer_run
     assert_eq!(before, after, "the window changed under its holder");
     assert_eq!(got.lock().unwrap().len() as u32, n);
 }
+
+#[test]
+fn reserve_up_to_gives_the_free_slots_and_never_more_than_asked() {
+    // A writer that takes whatever room there is, as GNU Radio's work does,
+    // a thread beside a task reader: every item arrives, in order, and no
+    // reservation is empty or larger than asked.
+    let mut g = Graph::new();
+    let (mut out, mut inp) = g
+        .connect_with_capacity::<u32>(("w", "out"), ("r", "in"), 1000)
+        .unwrap();
+    let sizes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = sizes.clone();
+    g.node("w", move || {
+        let mut i = 0u32;
+        while i < 100_000 {
+            let d = out.reserve_up_to(700)?;
+            seen.lock().unwrap().push(d.len());
+            for x in d.iter_mut() {
+                *x = i;
+                i += 1;
+            }
+            let k = d.len();
+            out.commit(k)?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let put = got.clone();
+    g.task("r", async move {
+        loop {
+            let s = inp.peek_async(1).await?;
+            if s.is_empty() {
+                return Ok(());
+            }
+            put.lock().unwrap().extend_from_slice(s);
+            let k = s.len();
+            inp.consume(k)?;
+        }
+    })
+    .unwrap();
+    g.run().unwrap();
+    let got = got.lock().unwrap();
+    assert!(got.iter().enumerate().all(|(i, &x)| x == i as u32) && got.len() >= 100_000);
+    assert!(
+        sizes
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|&k| (1..=700).contains(&k))
+    );
+}

@@ -432,3 +432,47 @@ fn bad_endpoints_and_a_port_in_use_are_named_before_running() {
         Err(Error::BadEndpoint { .. })
     ));
 }
+
+#[test]
+fn network_edges_run_beside_task_nodes() {
+    // The edges' nodes wait on sockets, so they are thread nodes; the nodes
+    // beside them here are tasks on the graphs' worker pools.
+    let dir = tempfile::tempdir().unwrap();
+    let at = ipc(&dir, "tasks");
+    let mut tx = Graph::new();
+    let (mut out, inp) = tx
+        .connect_with_capacity::<u32>(("count", "out"), ("net", "in"), 1000)
+        .unwrap();
+    add_sink(&mut tx, "net", Edge::sink(at.clone()), inp).unwrap();
+    tx.task("count", async move {
+        let all: Vec<u32> = (0..200_000).collect();
+        out.write_async(&all).await?;
+        Ok(())
+    })
+    .unwrap();
+    let sender = std::thread::spawn(move || tx.run().map_err(|e| e.to_string()));
+    let mut rx = Graph::new();
+    let (out, mut inp) = rx
+        .connect_with_capacity::<u32>(("net", "out"), ("check", "in"), 4096)
+        .unwrap();
+    add_source(&mut rx, "net", Edge::source(at), out).unwrap();
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let keep = got.clone();
+    rx.task("check", async move {
+        loop {
+            let s = inp.peek_async(1).await?;
+            if s.is_empty() {
+                return Ok(());
+            }
+            keep.lock().unwrap().extend_from_slice(s);
+            let n = s.len();
+            inp.consume(n)?;
+        }
+    })
+    .unwrap();
+    rx.run().unwrap();
+    sender.join().unwrap().unwrap();
+    let got = got.lock().unwrap();
+    assert_eq!(got.len(), 200_000);
+    assert!(got.iter().enumerate().all(|(i, &x)| x == i as u32));
+}

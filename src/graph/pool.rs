@@ -154,6 +154,9 @@ fn work(rt: &Runtime, shared: &Shared) {
                     break t;
                 }
                 if q.live == 0 {
+                    // A wake after a task's end may have queued it again:
+                    // let go of it (the task holds the pool).
+                    q.tasks.clear();
                     return;
                 }
                 // A hand-over is usually microseconds away: look again a

@@ -100,13 +100,48 @@ impl<T: Pod> Output<T> {
     /// queue if `n` exceeds it).
     pub fn reserve(&mut self, n: usize) -> Result<&mut [T], Error> {
         self.wait_room(n)?;
+        self.reserve_free(n)
+    }
+
+    /// Waits until at least one slot is free, then reserves every free slot
+    /// up to `max` (at least one): what GNU Radio's `work` gets as its
+    /// output space. A node that passes on what it read reserves up to what
+    /// it read, and copies as much as it was given.
+    pub fn reserve_up_to(&mut self, max: usize) -> Result<&mut [T], Error> {
+        self.wait_room(1)?;
+        let k = self.writer_mut().free().min(max).max(1);
+        self.reserve_free(k)
+    }
+
+    /// [`Output::reserve_up_to`] for a task node.
+    pub async fn reserve_up_to_async(&mut self, max: usize) -> Result<&mut [T], Error> {
+        let Output {
+            w,
+            edge,
+            rt,
+            node,
+            name,
+            port,
+        } = self;
+        let w = w
+            .as_mut()
+            .unwrap_or_else(|| unreachable!("output used after drop"));
+        rt.wait_room_async(*node, edge, w, 1)
+            .await
+            .map_err(|e| wait_error(name, port, e))?;
+        let k = w.free().min(max).max(1);
+        self.reserve_free(k)
+    }
+
+    /// Reserves `k` slots known to be free.
+    fn reserve_free(&mut self, k: usize) -> Result<&mut [T], Error> {
         let Output { w, name, port, .. } = self;
         let w = w
             .as_mut()
             .unwrap_or_else(|| unreachable!("output used after drop"));
-        match w.try_reserve(n) {
+        match w.try_reserve(k) {
             Ok(Some(s)) => Ok(s),
-            // Only this writer takes free slots, and it just saw `n` of them.
+            // Only this writer takes free slots, and it just saw `k` of them.
             Ok(None) => unreachable!("free slots cannot disappear from under the writer"),
             Err(source) => Err(wait_error(name, port, WaitError::Queue(source))),
         }
@@ -129,12 +164,7 @@ impl<T: Pod> Output<T> {
         rt.wait_room_async(*node, edge, w, n)
             .await
             .map_err(|e| wait_error(name, port, e))?;
-        match w.try_reserve(n) {
-            Ok(Some(s)) => Ok(s),
-            // Only this writer takes free slots, and it just saw `n` of them.
-            Ok(None) => unreachable!("free slots cannot disappear from under the writer"),
-            Err(source) => Err(wait_error(name, port, WaitError::Queue(source))),
-        }
+        self.reserve_free(n)
     }
 
     /// Reserves `n` slots for a device to write, waiting for them if `block`

@@ -497,6 +497,13 @@ impl<T: Pod> Writer<T> {
         self.side.position()
     }
 
+    /// Slots free now (every reader has consumed them), looking at the
+    /// readers' positions.
+    pub fn free(&mut self) -> usize {
+        let unread = self.side.position() - self.side.oldest_unread();
+        self.capacity().saturating_sub(unread as usize)
+    }
+
     /// Grows the queue to at least `min_items` items, keeping every unread and every
     /// reserved item (readers follow to the new memory on their next look). Does
     /// nothing if the queue is already that large. This is how a process network

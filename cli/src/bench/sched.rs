@@ -154,9 +154,9 @@ impl Runtime {
     pub fn does(self, block: Block) -> &'static str {
         match (self, block) {
             (Runtime::DmaflowTasks, Block::Copy) => {
-                "dmaflow Graph, every node a task on one worker per core: source fills zeros, \
-                 head and copy stages memcpy from the input window into the reserved output, \
-                 sink counts"
+                "dmaflow Graph, every node a task on one worker per core, 64 KiB queues: source \
+                 fills zeros, head and copy stages memcpy what is readable into the reserved \
+                 output in pieces of up to half the queue, sink counts"
             }
             (Runtime::DmaflowThreads, Block::Copy) => {
                 "dmaflow Graph, every node on a thread of its own; same nodes as dmaflow-tasks"
@@ -274,9 +274,15 @@ macro_rules! bodies {
     };
 }
 
-/// Items a node moves per queue operation at most: half the queue,
-/// so that the next node works on one part while this one fills another.
-fn chunk<T: dmaflow::ring::Pod>(out: &Output<T>) -> usize {
+/// Bytes of every dmaflow queue: the library's default (64 KiB; FutureSDR's
+/// and GNU Radio's buffers are 32 KiB by default, and with 32 KiB queues
+/// dmaflow's copy chains ran at about half the speed in a quick run: its
+/// hand-over costs more than a 16 KiB copy).
+pub const QUEUE_BYTES: usize = dmaflow::graph::DEFAULT_QUEUE_BYTES;
+
+/// Items a node moves per queue operation at most: half its output queue
+/// (so that the next node works on one half while this one fills the other).
+fn half<T: dmaflow::ring::Pod>(out: &Output<T>) -> usize {
     (out.capacity() / 2).max(1)
 }
 
@@ -284,10 +290,10 @@ bodies! {
     /// An endless source of zeros (GNU Radio's `null_source`).
     fn null_source / null_source_async(out: Output<f32>) -> NodeResult {
         let mut out = out;
-        let n = chunk(&out);
         loop {
-            reserve!(out, n)?.fill(0.0);
-            out.commit(n)?;
+            let k = half(&out);
+            reserve!(out, k)?.fill(0.0);
+            out.commit(k)?;
         }
     }
 }
@@ -296,14 +302,15 @@ bodies! {
     /// Passes items on, at most `limit` of them (`head`; `u64::MAX`: a copy).
     fn pass / pass_async(inp: Input<f32>, out: Output<f32>, limit: u64) -> NodeResult {
         let (mut inp, mut out) = (inp, out);
-        let most = chunk(&out);
         let mut left = limit;
         while left > 0 {
             let s = peek!(inp, 1)?;
             if s.is_empty() {
                 break;
             }
-            let k = (s.len().min(most) as u64).min(left) as usize;
+            // What was read, in pieces of half the output queue: each waits
+            // for that much room, so that hand-overs move large blocks.
+            let k = (s.len().min(half(&out)) as u64).min(left) as usize;
             let d = reserve!(out, k)?;
             d.copy_from_slice(&s[..k]);
             out.commit(k)?;
@@ -338,7 +345,7 @@ fn dmaflow_run(
     taps: &[f32],
     tasks: bool,
 ) -> Result<Sample, Error> {
-    let mut g = Graph::new();
+    let mut g = Graph::new().queue_bytes(QUEUE_BYTES);
     let mut counts = Vec::new();
     macro_rules! add {
         ($name:expr, $f:ident / $af:ident ($($a:expr),*)) => {
@@ -763,8 +770,9 @@ pub fn report(cfg: &Config, m: &Measured) -> Report {
         heading: format!(
             "sched: {} pipes x stages, null source -> head({} copy / {} FIR samples) -> stages \
              -> null sink, f32; {} rounds, runtimes taking turns; {cores} cores; each runtime \
-             with its own blocks; M samples/s through all pipes; cores busy = process CPU time \
-             over wall time",
+             with its own blocks and default buffers (dmaflow 64 KiB queues, FutureSDR and GNU \
+             Radio 32 KiB); M samples/s through all pipes; cores busy = process CPU time over \
+             wall time",
             cfg.pipes, cfg.copy_samples, cfg.fir_samples, cfg.rounds
         ),
         answer: sentence(&clauses),
