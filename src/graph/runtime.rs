@@ -137,6 +137,9 @@ pub(super) struct Sched {
     pub(super) status: Vec<Status>,
     /// For a task node blocked on a queue, the waker that polls it again.
     pub(super) wakers: Vec<Option<Waker>>,
+    /// Set when a waiting node is resumed: its task's next poll sees it
+    /// without taking the lock.
+    resumed: Vec<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     /// Whether each node runs as a task on the worker pool (it must never
     /// sleep on a condition variable: it would hold a worker).
     pub(super) task: Vec<bool>,
@@ -156,6 +159,7 @@ impl Sched {
         self.status.push(Status::Running);
         self.running += 1;
         self.wakers.push(None);
+        self.resumed.push(Default::default());
         self.task.push(false);
     }
 
@@ -175,6 +179,7 @@ impl Sched {
     fn resume(&mut self, node: usize) {
         self.set(node, Status::Running);
         if let Some(w) = self.wakers[node].take() {
+            self.resumed[node].store(true, std::sync::atomic::Ordering::Release);
             w.wake();
         }
     }
@@ -231,6 +236,7 @@ impl Runtime {
                 names: Vec::new(),
                 status: Vec::new(),
                 wakers: Vec::new(),
+                resumed: Vec::new(),
                 task: Vec::new(),
                 edges: Vec::new(),
                 readers_of: Vec::new(),
@@ -732,6 +738,8 @@ struct BlockOn<'a, F> {
     /// The side waited on, the amount and the other side's target position.
     wait: (Side, usize, u64),
     state: BlockState<F>,
+    /// The node's resumed flag, once it waits.
+    resumed: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 enum BlockState<F> {
@@ -757,6 +765,7 @@ impl<'a, F> BlockOn<'a, F> {
             edge,
             wait,
             state: BlockState::Look(ready),
+            resumed: None,
         }
     }
 }
@@ -782,6 +791,9 @@ impl<F: FnOnce() -> Result<bool, ring::Error> + Unpin> std::future::Future for B
                     .begin_block(node, this.edge, side, amount, target, ready);
                 if sleep {
                     s.wakers[node] = Some(cx.waker().clone());
+                    let flag = s.resumed[node].clone();
+                    flag.store(false, std::sync::atomic::Ordering::Relaxed);
+                    this.resumed = Some(flag);
                     this.state = BlockState::Waiting;
                     return Poll::Pending;
                 }
@@ -789,6 +801,15 @@ impl<F: FnOnce() -> Result<bool, ring::Error> + Unpin> std::future::Future for B
                 Poll::Ready(look.map(|_| ()).map_err(WaitError::Queue))
             }
             BlockState::Waiting => {
+                // Resumed (marked running, its waker taken) by the runtime:
+                // nothing left to undo, no lock to take.
+                if this
+                    .resumed
+                    .as_ref()
+                    .is_some_and(|f| f.swap(false, std::sync::atomic::Ordering::Acquire))
+                {
+                    return Poll::Ready(Ok(()));
+                }
                 let mut s = lock(&this.rt.sched);
                 if matches!(s.status[node], Status::Blocked { .. }) && !this.rt.aborted() {
                     // Polled before the runtime woke it: it waits on.
