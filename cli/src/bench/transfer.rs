@@ -734,7 +734,9 @@ mod tests {
             } else {
                 assert_eq!(r.model_us, 0.0);
             }
-            assert!(r.cpu_us > 0.0 && r.cpu_share <= 2.05, "{r:?}");
+            // At most two cores' worth, with room for the CPU clock's jitter
+            // over short runs (as loopback's sweep).
+            assert!(r.cpu_us > 0.0 && r.cpu_share <= 2.5, "{r:?}");
         }
         assert!(rows.iter().any(|r| r.slots == 8) && rows.iter().any(|r| r.loaded));
         // This CPU's own maintenance is measured beside every maintained row,
