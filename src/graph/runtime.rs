@@ -190,6 +190,10 @@ pub(super) struct Runtime {
     pub(super) abort: AtomicBool,
 }
 
+/// A blocking round begun ([`Runtime::begin_block`]): the lock held, what
+/// the last look found, and whether the node is to wait.
+type Begun<'a> = (MutexGuard<'a, Sched>, Result<bool, ring::Error>, bool);
+
 /// Why a wait on a queue ended without the room or the items it waited for.
 #[derive(Debug)]
 pub(super) enum WaitError {
@@ -408,7 +412,8 @@ impl Runtime {
     /// `edge`: marks it blocked, publishes `target` for the other side, looks
     /// once more (`ready`, with the lock held: it must not take it) and lets
     /// the runtime resolve a stall. Returns the lock, what the look found and
-    /// whether the node is to wait (still blocked, the graph not stopping).
+    /// whether the node is to wait (still blocked, the graph not stopping);
+    /// [`WaitError::TwoWaits`] if the node already waits on another port.
     fn begin_block(
         &self,
         node: usize,
@@ -417,8 +422,15 @@ impl Runtime {
         amount: usize,
         target: u64,
         ready: impl FnOnce() -> Result<bool, ring::Error>,
-    ) -> (MutexGuard<'_, Sched>, Result<bool, ring::Error>, bool) {
+    ) -> Result<Begun<'_>, WaitError> {
         let mut s = lock(&self.sched);
+        // A node waits on one port at a time: the runtime keeps one wait per
+        // node (who waits on what, for growth and deadlock reports), so a
+        // second pending wait (a task's select or join over port futures)
+        // would overwrite the first and could turn into a false deadlock.
+        if matches!(s.status[node], Status::Blocked { .. }) {
+            return Err(WaitError::TwoWaits);
+        }
         s.set(
             node,
             Status::Blocked {
@@ -452,7 +464,7 @@ impl Runtime {
             sleep = matches!(s.status[node], Status::Blocked { .. })
                 && !self.abort.load(Ordering::SeqCst);
         }
-        (s, look, sleep)
+        Ok((s, look, sleep))
     }
 
     /// One blocking round of a thread node (see [`Runtime::begin_block`]),
@@ -468,7 +480,7 @@ impl Runtime {
         target: u64,
         ready: impl FnOnce() -> Result<bool, ring::Error>,
     ) -> Result<(), WaitError> {
-        let (mut s, look, sleep) = self.begin_block(node, edge, side, amount, target, ready);
+        let (mut s, look, sleep) = self.begin_block(node, edge, side, amount, target, ready)?;
         if sleep {
             if s.task[node] {
                 s.set(node, Status::Running);
@@ -778,17 +790,14 @@ impl<F: FnOnce() -> Result<bool, ring::Error> + Unpin> std::future::Future for B
         let node = this.node;
         match std::mem::replace(&mut this.state, BlockState::Done) {
             BlockState::Look(ready) => {
-                // A node waits on one port at a time: the runtime keeps one
-                // wait per node (who waits on what, for growth and deadlock
-                // reports), so a second pending wait would overwrite the
-                // first and could turn into a false deadlock.
-                if matches!(lock(&this.rt.sched).status[node], Status::Blocked { .. }) {
-                    return Poll::Ready(Err(WaitError::TwoWaits));
-                }
                 let (side, amount, target) = this.wait;
-                let (mut s, look, sleep) = this
+                let (mut s, look, sleep) = match this
                     .rt
-                    .begin_block(node, this.edge, side, amount, target, ready);
+                    .begin_block(node, this.edge, side, amount, target, ready)
+                {
+                    Ok(begun) => begun,
+                    Err(e) => return Poll::Ready(Err(e)),
+                };
                 if sleep {
                     s.wakers[node] = Some(cx.waker().clone());
                     let flag = s.resumed[node].clone();

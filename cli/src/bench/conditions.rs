@@ -191,23 +191,7 @@ mod tests {
 
     #[test]
     fn every_experiment_says_what_its_numbers_are() {
-        for e in [
-            "ring",
-            "readers",
-            "fir",
-            "sched",
-            "transfer",
-            "twoway",
-            "loopback",
-            "bgsub",
-            "cnn",
-            "contention",
-            "memory",
-            "pipeline",
-            "gpu",
-            "faults",
-            "net",
-        ] {
+        for e in super::super::report::ORDER {
             let c = of(e).unwrap_or_else(|| panic!("{e} says nothing"));
             let text = c.lines();
             assert_eq!(text.lines().count(), 4, "{e}");
