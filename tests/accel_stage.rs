@@ -430,7 +430,7 @@ fn an_accelerator_node_runs_between_task_nodes() {
         }
     })
     .unwrap();
-    g.run().unwrap();
+    common::run_within(g).unwrap();
     drop(r);
     assert!(*got.lock().unwrap() == input, "the stream differs");
 }

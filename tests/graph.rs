@@ -451,7 +451,7 @@ fn reserve_up_to_gives_the_free_slots_and_never_more_than_asked() {
         }
     })
     .unwrap();
-    g.run().unwrap();
+    common::run_within(g).unwrap();
     let got = got.lock().unwrap();
     assert!(got.iter().enumerate().all(|(i, &x)| x == i as u32) && got.len() >= 100_000);
     assert!(

@@ -2,7 +2,6 @@
 //! graph here runs on a thread of its own and the test waits for it with a
 //! timeout, so a regression fails instead of stalling.
 
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -12,19 +11,9 @@ use proptest::prelude::*;
 mod common;
 use common::Rng;
 
-/// How long any one graph here may take before it counts as hung.
-const BOUND: Duration = Duration::from_secs(20);
-
-/// Runs `g` and waits for it at most [`BOUND`].
+/// Runs `g` and waits for it at most [`common::BOUND`].
 fn run_within(g: Graph) -> Result<(), Error> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(g.run());
-    });
-    match rx.recv_timeout(BOUND) {
-        Ok(r) => r,
-        Err(_) => panic!("the graph did not end within {BOUND:?}: it hangs"),
-    }
+    common::run_within(g)
 }
 
 /// Defines a node body twice from one text: as a blocking function for a

@@ -470,7 +470,21 @@ fn network_edges_run_beside_task_nodes() {
         }
     })
     .unwrap();
-    rx.run().unwrap();
+    // Both graphs on threads, each waited for with a bound.
+    let (done, ended) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(rx.run().map_err(|e| e.to_string()));
+    });
+    let bound = Duration::from_secs(20);
+    ended
+        .recv_timeout(bound)
+        .expect("the receiving graph hangs")
+        .unwrap();
+    let start = Instant::now();
+    while !sender.is_finished() {
+        assert!(start.elapsed() < bound, "the sending graph hangs");
+        std::thread::sleep(Duration::from_millis(5));
+    }
     sender.join().unwrap().unwrap();
     let got = got.lock().unwrap();
     assert_eq!(got.len(), 200_000);

@@ -24,6 +24,22 @@ impl Rng {
     }
 }
 
+/// How long any one graph in a test may take before it counts as hung.
+pub const BOUND: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// Runs `g` on a thread of its own and waits for it at most [`BOUND`]: a
+/// graph that hangs fails the test instead of stalling it.
+pub fn run_within(g: dmaflow::graph::Graph) -> Result<(), dmaflow::graph::Error> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(g.run());
+    });
+    match rx.recv_timeout(BOUND) {
+        Ok(r) => r,
+        Err(_) => panic!("the graph did not end within {BOUND:?}: it hangs"),
+    }
+}
+
 /// Adds node `name` to `g`: it reads `input` to the end of the stream; the
 /// returned vector holds everything it read once the graph has run.
 pub fn collect<T: dmaflow::ring::Pod + Send>(
