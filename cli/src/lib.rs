@@ -8,3 +8,4 @@
 pub mod bench;
 pub mod board_check;
 pub mod files;
+pub mod serve;

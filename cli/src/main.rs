@@ -246,6 +246,12 @@ enum Command {
         #[arg(required = true)]
         paths: Vec<PathBuf>,
     },
+    /// Serve PYNQ.remote (PYNQ 4.0's gRPC protocol) over the emulated board
+    /// or a real one: unmodified PYNQ with PYNQ_REMOTE_DEVICES set drives it.
+    Serve(dmaflow_cli::serve::ServeArgs),
+    /// Overlay files for PYNQ.
+    #[command(subcommand)]
+    Overlay(dmaflow_cli::serve::OverlayCommand),
     /// List what is present: UIO devices and u-dma-bufs, and the emulated fabric.
     Info {
         /// Root of the sysfs and /dev tree to look in.
@@ -943,6 +949,8 @@ fn prepare_out(out: &Path) -> Result<(), String> {
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Info { root } => run_info(&root),
+        Command::Serve(args) => dmaflow_cli::serve::run(args),
+        Command::Overlay(cmd) => dmaflow_cli::serve::overlay(cmd),
         Command::Bench {
             experiment,
             quick,

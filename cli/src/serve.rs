@@ -1,0 +1,161 @@
+//! `dmaflow serve` (a PYNQ.remote server over the emulated board or a real
+//! one) and `dmaflow overlay export` (the `.bit`/`.hwh` pair PYNQ loads for an
+//! emulated design).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand, ValueEnum};
+use dmaflow::platform::MemoryModel;
+use dmaflow_remote::{EMULATED_DDR_BYTES, Options, Server, Target};
+
+/// The emulated board's CPU caches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Caches {
+    /// Coherent with the device: `flush()`/`invalidate()` change nothing.
+    Coherent,
+    /// Apart from DRAM: a missing `flush()`/`invalidate()` shows as stale data.
+    Noncoherent,
+}
+
+/// Arguments of `dmaflow serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on. PYNQ's client connects to port 7967 of the
+    /// address in PYNQ_REMOTE_DEVICES; any address but loopback lets every
+    /// machine that reaches it drive the board.
+    #[arg(long, default_value = dmaflow_remote::DEFAULT_LISTEN)]
+    pub listen: SocketAddr,
+    /// Emulate this design (a Vivado hardware handoff) instead of dmaflow's
+    /// own: its first AXI DMA at its address with its parameters, streams
+    /// looped back; other IP as plain memory. Loaded whatever bitstream PYNQ
+    /// downloads.
+    #[arg(long, value_name = "FILE")]
+    pub hwh: Option<PathBuf>,
+    /// Serve a real board (UIO and u-dma-buf under ROOT, `/` on the board)
+    /// instead of the emulated one.
+    #[arg(long, value_name = "ROOT")]
+    pub board: Option<PathBuf>,
+    /// The u-dma-buf buffers come from, with --board.
+    #[arg(long, default_value = "udmabuf0")]
+    pub udmabuf: String,
+    /// The emulated board's CPU caches.
+    #[arg(long, value_enum, default_value = "coherent")]
+    pub memory: Caches,
+}
+
+/// `dmaflow overlay ...`.
+#[derive(Debug, Subcommand)]
+pub enum OverlayCommand {
+    /// Write DESIGN.bit and DESIGN.hwh for an emulated design (loopback,
+    /// loopback-sg, fir, bgsub) into DIR: `Overlay("DIR/DESIGN.bit")` in
+    /// PYNQ loads it from a `dmaflow serve` board.
+    Export {
+        /// The emulated design.
+        design: String,
+        /// Where to write the pair.
+        dir: PathBuf,
+    },
+}
+
+/// Runs `dmaflow serve` until the process is stopped.
+pub fn run(args: ServeArgs) -> ExitCode {
+    let target = match &args.board {
+        Some(root) => Target::Board {
+            root: root.clone(),
+            memory: args.udmabuf.clone(),
+            hwh: args.hwh.clone(),
+        },
+        None => Target::Emulated {
+            hwh: args.hwh.clone(),
+            model: match args.memory {
+                Caches::Coherent => MemoryModel::Coherent,
+                Caches::Noncoherent => MemoryModel::NonCoherent,
+            },
+        },
+    };
+    let options = Options {
+        listen: args.listen,
+        target,
+        ddr_bytes: EMULATED_DDR_BYTES,
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("dmaflow serve: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    rt.block_on(async move {
+        let server = match Server::bind(options).await {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("dmaflow serve: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let design = server.service().design();
+        let addr = server.local_addr().unwrap_or(args.listen);
+        let what = if args.board.is_some() { "board" } else { "emulated board" };
+        println!(
+            "dmaflow serve: PYNQ.remote on {addr}, {what}, design {:?} ({} IP)",
+            design.name,
+            design.ips.len()
+        );
+        for ip in &design.ips {
+            let mode = ip.dma.map_or(String::new(), |d| {
+                format!(
+                    " AXI DMA, {}, {}-bit length",
+                    if d.sg { "scatter-gather" } else { "direct" },
+                    d.length_width
+                )
+            });
+            println!("  {} at {:#x} ({:#x} bytes){mode}", ip.name, ip.base, ip.range);
+        }
+        for n in server.service().notes() {
+            println!("  note: {n}");
+        }
+        if !addr.ip().is_loopback() {
+            println!(
+                "  warning: {addr} is not loopback: whoever reaches it drives the board (no authentication)"
+            );
+        }
+        println!("  PYNQ: PYNQ_REMOTE_DEVICES={} (port {} is PYNQ's)", addr.ip(), addr.port());
+        match server.serve(std::future::pending()).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("dmaflow serve: {e}");
+                ExitCode::from(1)
+            }
+        }
+    })
+}
+
+/// Runs `dmaflow overlay ...`.
+pub fn overlay(cmd: OverlayCommand) -> ExitCode {
+    match cmd {
+        OverlayCommand::Export { design, dir } => {
+            match dmaflow_remote::hwh::export(&design, &dir) {
+                Ok(()) => {
+                    println!(
+                        "{}/{design}.bit and {design}.hwh written",
+                        dir.display()
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e @ dmaflow_remote::Error::UnknownDesign(_)) => {
+                    eprintln!("dmaflow overlay export: {e}");
+                    ExitCode::from(2)
+                }
+                Err(e) => {
+                    eprintln!("dmaflow overlay export: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,869 @@
+//! The request handlers of PYNQ.remote's four services, answered as pynq-cpp
+//! answers them: over the loaded design's registers, the board's DMA memory,
+//! the PS registers and the server's own file set. Every id, address, offset
+//! and length a request carries is checked; a bad one is an error in the
+//! reply (the message's `msg`, or a gRPC status where the message has none).
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use dmaflow::platform::MemoryModel;
+use tokio_stream::{Stream, StreamExt};
+use tonic::{Request, Response, Status, Streaming};
+
+use crate::Error;
+use crate::board::{Buffer, Loaded, Target};
+use crate::design::Design;
+use crate::files::{self, Files};
+use crate::proto::{buffer as pb, gpio as pg, mmio as pm, remote_device as pd};
+use crate::ps::PsRegisters;
+
+/// Bytes of a buffer or file sent in one reply message.
+const CHUNK: usize = 1 << 20;
+/// Largest window `get_mmio` opens (the largest IP range served).
+const MAX_WINDOW: u64 = 1 << 32;
+/// Largest buffer one request allocates.
+const MAX_BUFFER: usize = 1 << 30;
+/// Largest value written to an FPGA manager attribute.
+const MAX_ATTRIBUTE: usize = 4096;
+
+/// The connection a request came on: buffers are reachable only from the
+/// connection that allocated them. Put in each request's extensions by the
+/// server; requests without one are connection 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Connection(pub u64);
+
+/// A stream of replies.
+type Replies<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
+
+/// What the handlers share: the board and the clients' buffers.
+struct Shared {
+    target: Target,
+    /// The user's design (`--hwh`), loaded whatever is downloaded.
+    user: Option<Design>,
+    ddr_bytes: usize,
+    state: Mutex<State>,
+    ps: PsRegisters,
+    buffers: Mutex<HashMap<u64, Arc<Mutex<Buffer>>>>,
+    next_buffer: AtomicU64,
+}
+
+/// The design loaded and the file set.
+struct State {
+    loaded: Arc<Loaded>,
+    files: Files,
+}
+
+/// PYNQ.remote's services over one board (cheap to clone: one board
+/// shared by every clone).
+#[derive(Clone)]
+pub struct Service {
+    shared: Arc<Shared>,
+}
+
+/// Locks a mutex, a poisoned one included (every state stays consistent
+/// between statements).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The connection of a request.
+fn conn<T>(r: &Request<T>) -> u64 {
+    r.extensions().get::<Connection>().map_or(0, |c| c.0)
+}
+
+impl Service {
+    /// The services over `target`, with `ddr_bytes` of DMA memory on the
+    /// emulated board. The emulated board starts with the user's design
+    /// (`hwh`) or `loopback` loaded.
+    pub fn new(target: Target, ddr_bytes: usize) -> Result<Self, Error> {
+        let read_hwh = |p: &std::path::Path| -> Result<Design, Error> {
+            let text = std::fs::read_to_string(p).map_err(|e| Error::Io {
+                path: p.to_path_buf(),
+                source: e,
+            })?;
+            crate::hwh::parse(&text, p)
+        };
+        let (user, loaded) = match &target {
+            Target::Emulated { hwh, model } => {
+                let user = hwh.as_deref().map(read_hwh).transpose()?;
+                let design = match &user {
+                    Some(d) => d.clone(),
+                    None => Design::builtin("loopback").ok_or(Error::UnknownDesign("loopback".into()))?,
+                };
+                (user, Loaded::emulate(design, *model, ddr_bytes)?)
+            }
+            Target::Board { root, memory, hwh } => {
+                let user = hwh.as_deref().map(read_hwh).transpose()?;
+                (user.clone(), Loaded::open(root, memory, user)?)
+            }
+        };
+        Ok(Service {
+            shared: Arc::new(Shared {
+                target,
+                user,
+                ddr_bytes,
+                state: Mutex::new(State {
+                    loaded: Arc::new(loaded),
+                    files: Files::default(),
+                }),
+                ps: PsRegisters::new(),
+                buffers: Mutex::new(HashMap::new()),
+                next_buffer: AtomicU64::new(1),
+            }),
+        })
+    }
+
+    /// The design loaded now.
+    pub fn design(&self) -> Design {
+        lock(&self.shared.state).loaded.design.clone()
+    }
+
+    /// What the emulator does not model in the design loaded now.
+    pub fn notes(&self) -> Vec<String> {
+        lock(&self.shared.state).loaded.notes.clone()
+    }
+
+    /// Buffers allocated and not yet freed, over every connection.
+    pub fn buffers(&self) -> usize {
+        lock(&self.shared.buffers).len()
+    }
+
+    /// The loaded design.
+    fn loaded(&self) -> Arc<Loaded> {
+        lock(&self.shared.state).loaded.clone()
+    }
+
+    /// Frees every buffer of connection `c` (it has gone): engines that could
+    /// still write into them are halted first.
+    pub fn disconnect(&self, c: Connection) {
+        let gone: Vec<Arc<Mutex<Buffer>>> = {
+            let mut map = lock(&self.shared.buffers);
+            let ids: Vec<u64> = map
+                .iter()
+                .filter(|(_, b)| lock(b).owner == c.0)
+                .map(|(id, _)| *id)
+                .collect();
+            ids.iter().filter_map(|id| map.remove(id)).collect()
+        };
+        release(gone);
+    }
+
+    /// Buffer `id` of connection `c`.
+    fn buffer(&self, c: u64, id: &str) -> Result<Arc<Mutex<Buffer>>, String> {
+        let missing = || format!("no buffer {id:?} allocated by this client (never allocated, or freed)");
+        let n: u64 = id.parse().map_err(|_| missing())?;
+        let map = lock(&self.shared.buffers);
+        let b = map.get(&n).ok_or_else(missing)?;
+        if lock(b).owner != c {
+            return Err(missing());
+        }
+        Ok(b.clone())
+    }
+
+    /// Loads the bitstream `name` from `/lib/firmware` onto the board: on
+    /// the emulated board the design it names (the user's design with
+    /// `--hwh`), reset as a download resets it; on a real board through the
+    /// FPGA manager.
+    fn program(&self, name: &str) -> Result<(), String> {
+        let mut st = lock(&self.shared.state);
+        let bin = st
+            .files
+            .firmware(name)
+            .ok_or_else(|| format!("/lib/firmware/{name} does not exist: write it first"))?
+            .to_vec();
+        match &self.shared.target {
+            Target::Emulated { model, .. } => {
+                let design = match &self.shared.user {
+                    Some(d) => d.clone(),
+                    None => {
+                        let named = crate::hwh::bin_design(&bin).or_else(|| {
+                            name.strip_suffix(".bin").map(str::to_string)
+                        });
+                        named
+                            .as_deref()
+                            .and_then(Design::builtin)
+                            .ok_or_else(|| {
+                                format!(
+                                    "{name} names no design of the emulated board ({}); \
+                                     write one with `dmaflow overlay export`, or serve your \
+                                     design with `dmaflow serve --hwh`",
+                                    crate::design::BUILTIN.join(", ")
+                                )
+                            })?
+                    }
+                };
+                if st.loaded.design == design {
+                    st.loaded.reset();
+                } else {
+                    let loaded = Loaded::emulate(design, *model, self.shared.ddr_bytes)
+                        .map_err(|e| e.to_string())?;
+                    st.loaded = Arc::new(loaded);
+                }
+            }
+            Target::Board { root, .. } => {
+                let firmware = root.join("lib/firmware").join(name);
+                std::fs::write(&firmware, &bin)
+                    .map_err(|e| format!("{}: {e}", firmware.display()))?;
+                let mgr = root.join("sys/class/fpga_manager/fpga0");
+                std::fs::write(mgr.join("flags"), st.files.flags.as_bytes())
+                    .and_then(|()| std::fs::write(mgr.join("firmware"), name.as_bytes()))
+                    .map_err(|e| format!("{}: {e}", mgr.display()))?;
+                st.loaded.reset();
+            }
+        }
+        st.files.programmed = name.to_string();
+        Ok(())
+    }
+
+    /// Reads the 32-bit word at `addr`: the design's registers or the PS's.
+    fn read_word(&self, addr: u64) -> Result<u32, String> {
+        let loaded = self.loaded();
+        if loaded.maps(addr, 4) {
+            return loaded.read(addr).map_err(|e| e.to_string());
+        }
+        if PsRegisters::block(addr, 4).is_some() {
+            return Ok(self.shared.ps.read(addr));
+        }
+        Err(unmapped(&loaded, addr, 4))
+    }
+
+    /// Writes the 32-bit word at `addr`.
+    fn write_word(&self, addr: u64, value: u32) -> Result<(), String> {
+        let loaded = self.loaded();
+        if loaded.maps(addr, 4) {
+            return loaded.write(addr, value).map_err(|e| e.to_string());
+        }
+        if PsRegisters::block(addr, 4).is_some() {
+            self.shared.ps.write(addr, value);
+            return Ok(());
+        }
+        Err(unmapped(&loaded, addr, 4))
+    }
+}
+
+/// The refusal of an access outside every window.
+fn unmapped(loaded: &Loaded, addr: u64, len: u64) -> String {
+    format!(
+        "{addr:#x}..{:#x} is outside every IP of the {:?} design and the PS registers",
+        addr.saturating_add(len),
+        loaded.design.name
+    )
+}
+
+/// Gives buffers back to their pools, once no engine can write into them
+/// (an engine that cannot be confirmed halted keeps them for good).
+fn release(bufs: Vec<Arc<Mutex<Buffer>>>) {
+    for b in bufs {
+        let mut g = lock(&b);
+        let range = [(g.buf.bus_addr(), g.buf.byte_len() as u64)];
+        if !g.loaded.quiesce(&range) {
+            g.buf.surrender();
+        }
+    }
+}
+
+/// An mmio id: the window's base and length, checked again at every access
+/// (windows change when a design is loaded; nothing is kept per window).
+fn mmio_id(base: u64, len: u64) -> String {
+    format!("{base:x}:{len:x}")
+}
+
+/// The window an mmio id names.
+fn parse_mmio_id(id: &str) -> Option<(u64, u64)> {
+    let (b, l) = id.split_once(':')?;
+    Some((
+        u64::from_str_radix(b, 16).ok()?,
+        u64::from_str_radix(l, 16).ok()?,
+    ))
+}
+
+#[tonic::async_trait]
+impl pm::mmio_server::Mmio for Service {
+    async fn get_mmio(
+        &self,
+        request: Request<pm::GetMmioRequest>,
+    ) -> Result<Response<pm::GetMmioResponse>, Status> {
+        let r = request.into_inner();
+        let loaded = self.loaded();
+        let ok = r.length > 0
+            && r.length <= MAX_WINDOW
+            && (loaded.maps(r.base_addr, r.length)
+                || PsRegisters::block(r.base_addr, r.length).is_some());
+        Ok(Response::new(if ok {
+            pm::GetMmioResponse {
+                status: true,
+                msg: None,
+                mmio_id: Some(mmio_id(r.base_addr, r.length)),
+            }
+        } else {
+            pm::GetMmioResponse {
+                status: false,
+                msg: Some(if r.length == 0 {
+                    format!("an MMIO window at {:#x} of length 0", r.base_addr)
+                } else {
+                    unmapped(&loaded, r.base_addr, r.length)
+                }),
+                mmio_id: None,
+            }
+        }))
+    }
+
+    async fn read(
+        &self,
+        request: Request<pm::ReadRequest>,
+    ) -> Result<Response<pm::ReadResponse>, Status> {
+        let r = request.into_inner();
+        let fail = |msg: String| {
+            Ok(Response::new(pm::ReadResponse {
+                status: false,
+                msg: Some(msg),
+                data: None,
+            }))
+        };
+        let Some((base, len)) = parse_mmio_id(&r.mmio_id) else {
+            return fail(format!("no MMIO window {:?}", r.mmio_id));
+        };
+        if ![1, 2, 4].contains(&r.length) {
+            return fail(format!(
+                "MMIO reads of {} bytes: the protocol's data field holds 1, 2 or 4",
+                r.length
+            ));
+        }
+        if r.offset % 4 != 0 {
+            return fail(format!("unaligned read at offset {:#x}", r.offset));
+        }
+        if r.offset.checked_add(r.length).is_none_or(|e| e > len) {
+            return fail(format!(
+                "read of {} bytes at offset {:#x} is outside the {len:#x}-byte window at {base:#x}",
+                r.length, r.offset
+            ));
+        }
+        match self.read_word(base + r.offset) {
+            Ok(w) => {
+                let mask = if r.length == 4 { u32::MAX } else { (1 << (8 * r.length)) - 1 };
+                Ok(Response::new(pm::ReadResponse {
+                    status: true,
+                    msg: None,
+                    data: Some(w & mask),
+                }))
+            }
+            Err(e) => fail(e),
+        }
+    }
+
+    async fn write(
+        &self,
+        request: Request<pm::WriteRequest>,
+    ) -> Result<Response<pm::WriteResponse>, Status> {
+        let r = request.into_inner();
+        let result = (|| {
+            let (base, len) =
+                parse_mmio_id(&r.mmio_id).ok_or_else(|| format!("no MMIO window {:?}", r.mmio_id))?;
+            if r.offset % 4 != 0 || r.data.len() % 4 != 0 || r.data.is_empty() {
+                return Err(format!(
+                    "unaligned write: offset {:#x}, {} bytes (both must be multiples of 4)",
+                    r.offset,
+                    r.data.len()
+                ));
+            }
+            if r
+                .offset
+                .checked_add(r.data.len() as u64)
+                .is_none_or(|e| e > len)
+            {
+                return Err(format!(
+                    "write of {} bytes at offset {:#x} is outside the {len:#x}-byte window at {base:#x}",
+                    r.data.len(),
+                    r.offset
+                ));
+            }
+            for (i, w) in r.data.chunks_exact(4).enumerate() {
+                let v = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                self.write_word(base + r.offset + 4 * i as u64, v)?;
+            }
+            Ok(())
+        })();
+        Ok(Response::new(match result {
+            Ok(()) => pm::WriteResponse {
+                status: true,
+                msg: None,
+            },
+            Err(msg) => pm::WriteResponse {
+                status: false,
+                msg: Some(msg),
+            },
+        }))
+    }
+}
+
+/// A reply carrying only `msg`, for the buffer service's messages.
+macro_rules! msg_reply {
+    ($t:ident, $r:expr) => {
+        Ok(Response::new(match $r {
+            Ok(()) => pb::$t { msg: None },
+            Err(msg) => pb::$t { msg: Some(msg) },
+        }))
+    };
+}
+
+#[tonic::async_trait]
+impl pb::remote_buffer_server::RemoteBuffer for Service {
+    async fn allocate(
+        &self,
+        request: Request<pb::AllocateRequest>,
+    ) -> Result<Response<pb::AllocateResponse>, Status> {
+        let c = conn(&request);
+        let r = request.into_inner();
+        let result = (|| {
+            let bytes = usize::try_from(r.size)
+                .ok()
+                .filter(|&n| n > 0 && n <= MAX_BUFFER)
+                .ok_or_else(|| format!("cannot allocate {} bytes", r.size))?;
+            let loaded = self.loaded();
+            let buf = loaded
+                .pool
+                .alloc::<u32>(bytes.div_ceil(4))
+                .map_err(|e| format!("allocating {bytes} bytes: {e}"))?;
+            let id = self.shared.next_buffer.fetch_add(1, Ordering::Relaxed);
+            lock(&self.shared.buffers).insert(
+                id,
+                Arc::new(Mutex::new(Buffer {
+                    owner: c,
+                    buf,
+                    bytes,
+                    loaded,
+                })),
+            );
+            Ok(id.to_string())
+        })();
+        Ok(Response::new(match result {
+            Ok(id) => pb::AllocateResponse {
+                msg: None,
+                buffer_id: Some(id),
+            },
+            Err(msg) => pb::AllocateResponse {
+                msg: Some(msg),
+                buffer_id: None,
+            },
+        }))
+    }
+
+    async fn write(
+        &self,
+        request: Request<Streaming<pb::BufferWriteRequest>>,
+    ) -> Result<Response<pb::BufferWriteResponse>, Status> {
+        let c = conn(&request);
+        let mut stream = request.into_inner();
+        let mut target: Option<(String, Arc<Mutex<Buffer>>)> = None;
+        let mut at = 0usize;
+        let mut result = Ok(());
+        while let Some(m) = stream.next().await {
+            let m = m?;
+            if result.is_err() {
+                continue;
+            }
+            result = (|| {
+                let b = match &target {
+                    Some((id, b)) if *id == m.buffer_id => b.clone(),
+                    Some((id, _)) => {
+                        return Err(format!(
+                            "one write stream names two buffers ({id:?} and {:?})",
+                            m.buffer_id
+                        ));
+                    }
+                    None => {
+                        let b = self.buffer(c, &m.buffer_id)?;
+                        target = Some((m.buffer_id.clone(), b.clone()));
+                        b
+                    }
+                };
+                let mut g = lock(&b);
+                // A chunk with a range goes there; without one, after the last.
+                let (from, to) = if m.end > 0 || m.start > 0 {
+                    (m.start.max(0) as usize, m.end.max(0) as usize)
+                } else {
+                    (at, at + m.data.len())
+                };
+                if to < from || to - from != m.data.len() || to > g.bytes {
+                    return Err(format!(
+                        "write of {} bytes at {from}..{to} does not fit buffer {:?} of {} bytes",
+                        m.data.len(),
+                        m.buffer_id,
+                        g.bytes
+                    ));
+                }
+                g.write(from, &m.data);
+                at = to;
+                Ok(())
+            })();
+        }
+        msg_reply!(BufferWriteResponse, result)
+    }
+
+    #[allow(non_camel_case_types)]
+    type readStream = Replies<pb::BufferReadResponse>;
+
+    async fn read(
+        &self,
+        request: Request<pb::BufferReadRequest>,
+    ) -> Result<Response<Self::readStream>, Status> {
+        let c = conn(&request);
+        let r = request.into_inner();
+        let result = (|| {
+            let b = self.buffer(c, &r.buffer_id)?;
+            let g = lock(&b);
+            let (from, to) = if r.end > 0 || r.start > 0 {
+                (r.start.max(0) as usize, r.end.max(0) as usize)
+            } else {
+                (0, g.bytes)
+            };
+            if from > to || to > g.bytes {
+                return Err(format!(
+                    "read of {from}..{to} is outside buffer {:?} of {} bytes",
+                    r.buffer_id, g.bytes
+                ));
+            }
+            Ok(g.read(from, to))
+        })();
+        let replies: Vec<Result<pb::BufferReadResponse, Status>> = match result {
+            Ok(bytes) if bytes.is_empty() => vec![Ok(pb::BufferReadResponse {
+                msg: None,
+                data: Some(Vec::new()),
+            })],
+            Ok(bytes) => bytes
+                .chunks(CHUNK)
+                .map(|c| {
+                    Ok(pb::BufferReadResponse {
+                        msg: None,
+                        data: Some(c.to_vec()),
+                    })
+                })
+                .collect(),
+            Err(msg) => vec![Ok(pb::BufferReadResponse {
+                msg: Some(msg),
+                data: None,
+            })],
+        };
+        Ok(Response::new(Box::pin(tokio_stream::iter(replies))))
+    }
+
+    async fn freebuffer(
+        &self,
+        request: Request<pb::FreeBufferRequest>,
+    ) -> Result<Response<pb::FreeBufferResponse>, Status> {
+        let c = conn(&request);
+        let id = request.into_inner().buffer_id;
+        let result = self.buffer(c, &id).map(|b| {
+            if let Ok(n) = id.parse::<u64>() {
+                lock(&self.shared.buffers).remove(&n);
+            }
+            release(vec![b]);
+        });
+        msg_reply!(FreeBufferResponse, result)
+    }
+
+    async fn flush(
+        &self,
+        request: Request<pb::FlushRequest>,
+    ) -> Result<Response<pb::FlushResponse>, Status> {
+        let c = conn(&request);
+        let id = request.into_inner().buffer_id;
+        let result = self.buffer(c, &id).and_then(|b| {
+            let g = lock(&b);
+            g.buf
+                .sync_for_device(g.bytes)
+                .map_err(|e| format!("flush of buffer {id:?}: {e}"))
+        });
+        msg_reply!(FlushResponse, result)
+    }
+
+    async fn invalidate(
+        &self,
+        request: Request<pb::InvalidateRequest>,
+    ) -> Result<Response<pb::InvalidateResponse>, Status> {
+        let c = conn(&request);
+        let id = request.into_inner().buffer_id;
+        let result = self.buffer(c, &id).and_then(|b| {
+            let g = lock(&b);
+            g.buf
+                .sync_for_cpu(g.bytes)
+                .map_err(|e| format!("invalidate of buffer {id:?}: {e}"))
+        });
+        msg_reply!(InvalidateResponse, result)
+    }
+
+    async fn physical_address(
+        &self,
+        request: Request<pb::AddressRequest>,
+    ) -> Result<Response<pb::AddressResponse>, Status> {
+        let c = conn(&request);
+        let id = request.into_inner().buffer_id;
+        let current = self.loaded();
+        let result = self.buffer(c, &id).and_then(|b| {
+            let g = lock(&b);
+            if !Arc::ptr_eq(&g.loaded, &current) {
+                return Err(format!(
+                    "buffer {id:?} is memory of the design loaded before {:?}: allocate it again",
+                    current.design.name
+                ));
+            }
+            Ok(g.buf.bus_addr())
+        });
+        Ok(Response::new(match result {
+            Ok(a) => pb::AddressResponse {
+                msg: None,
+                address: Some(a),
+            },
+            Err(msg) => pb::AddressResponse {
+                msg: Some(msg),
+                address: None,
+            },
+        }))
+    }
+
+    async fn virtual_address(
+        &self,
+        request: Request<pb::AddressRequest>,
+    ) -> Result<Response<pb::AddressResponse>, Status> {
+        // The server's own addresses are not the client's business: the
+        // buffer's bus address stands in for it, as on a board where both
+        // are the board's.
+        self.physical_address(request).await
+    }
+
+    async fn cacheable(
+        &self,
+        request: Request<pb::CacheableRequest>,
+    ) -> Result<Response<pb::CacheableResponse>, Status> {
+        let c = conn(&request);
+        let id = request.into_inner().buffer_id;
+        let noncoherent = matches!(
+            self.shared.target,
+            Target::Emulated {
+                model: MemoryModel::NonCoherent,
+                ..
+            } | Target::Board { .. }
+        );
+        Ok(Response::new(match self.buffer(c, &id) {
+            Ok(_) => pb::CacheableResponse {
+                msg: None,
+                cacheable: Some(noncoherent),
+            },
+            Err(msg) => pb::CacheableResponse {
+                msg: Some(msg),
+                cacheable: None,
+            },
+        }))
+    }
+}
+
+/// A gRPC error for a request the device service refuses.
+fn refused(msg: impl Into<String>) -> Status {
+    Status::invalid_argument(msg.into())
+}
+
+#[tonic::async_trait]
+impl pd::remote_device_server::RemoteDevice for Service {
+    async fn set_bitstream_attrs(
+        &self,
+        request: Request<pd::SetBitstreamAttrsRequest>,
+    ) -> Result<Response<pd::SetBitstreamAttrsResponse>, Status> {
+        let r = request.into_inner();
+        let path = format!("{}{}", files::FIRMWARE_DIR, r.binfile_name);
+        let status = match files::entry(&path) {
+            Ok(files::Entry::Firmware(name)) => {
+                // The client sends the bitstream only when this name is
+                // missing: a changed one under the same name must be sent.
+                lock(&self.shared.state).files.forget_firmware(&name);
+                true
+            }
+            _ => false,
+        };
+        Ok(Response::new(pd::SetBitstreamAttrsResponse { status }))
+    }
+
+    async fn download(
+        &self,
+        request: Request<Streaming<pd::DownloadRequest>>,
+    ) -> Result<Response<pd::DownloadResponse>, Status> {
+        let mut stream = request.into_inner();
+        let mut bin = Vec::new();
+        while let Some(m) = stream.next().await {
+            let m = m?;
+            if bin.len() + m.buffer.len() > files::MAX_FIRMWARE {
+                return Err(refused(format!(
+                    "a bitstream over {} bytes",
+                    files::MAX_FIRMWARE
+                )));
+            }
+            bin.extend_from_slice(&m.buffer);
+        }
+        let name = "download.bin";
+        lock(&self.shared.state)
+            .files
+            .put_firmware(name.into(), bin);
+        let status = self.program(name).is_ok();
+        Ok(Response::new(pd::DownloadResponse { status }))
+    }
+
+    async fn set_pl_clk(
+        &self,
+        request: Request<pd::SetPlClkRequest>,
+    ) -> Result<Response<pd::SetPlClkResponse>, Status> {
+        let r = request.into_inner();
+        let ok = (0..4).contains(&r.i) && (1..64).contains(&r.div0) && (1..64).contains(&r.div1);
+        if ok {
+            let addr = 0xFF5E_00C0 + 4 * r.i as u64;
+            let old = self.shared.ps.read(addr);
+            let new = (old & !0x003F_3F00) | ((r.div1 as u32) << 16) | ((r.div0 as u32) << 8);
+            self.shared.ps.write(addr, new);
+        }
+        Ok(Response::new(pd::SetPlClkResponse { status: ok }))
+    }
+
+    async fn shutdown(
+        &self,
+        _request: Request<pd::ShutdownRequest>,
+    ) -> Result<Response<pd::ShutdownResponse>, Status> {
+        Ok(Response::new(pd::ShutdownResponse { status: true }))
+    }
+
+    #[allow(non_camel_case_types)]
+    type readfileStream = Replies<pd::ReadFileResponse>;
+
+    async fn readfile(
+        &self,
+        request: Request<pd::ReadFileRequest>,
+    ) -> Result<Response<Self::readfileStream>, Status> {
+        let path = request.into_inner().file_path;
+        let bytes = lock(&self.shared.state)
+            .files
+            .read(&path)
+            .map_err(Status::not_found)?;
+        let replies: Vec<Result<pd::ReadFileResponse, Status>> = bytes
+            .chunks(CHUNK)
+            .map(|c| Ok(pd::ReadFileResponse { data: c.to_vec() }))
+            .collect();
+        Ok(Response::new(Box::pin(tokio_stream::iter(replies))))
+    }
+
+    async fn writefile(
+        &self,
+        request: Request<Streaming<pd::WriteFileRequest>>,
+    ) -> Result<Response<pd::WriteFileResponse>, Status> {
+        let mut stream = request.into_inner();
+        let mut path: Option<String> = None;
+        let mut data = Vec::new();
+        while let Some(m) = stream.next().await {
+            let m = m?;
+            match &path {
+                None => path = Some(m.file_path.clone()),
+                Some(p) if *p != m.file_path => {
+                    return Err(refused(format!(
+                        "one write stream names two files ({p:?} and {:?})",
+                        m.file_path
+                    )));
+                }
+                Some(_) => {}
+            }
+            if data.len() + m.data.len() > files::MAX_FIRMWARE {
+                return Err(refused(format!(
+                    "{:?}: more than {} bytes",
+                    m.file_path,
+                    files::MAX_FIRMWARE
+                )));
+            }
+            data.extend_from_slice(&m.data);
+        }
+        let path = path.ok_or_else(|| refused("a file write with no message"))?;
+        match files::entry(&path).map_err(|e| refused(e.to_string()))? {
+            files::Entry::Firmware(name) => {
+                lock(&self.shared.state).files.put_firmware(name, data);
+            }
+            files::Entry::Attribute(attr) => {
+                if data.len() > MAX_ATTRIBUTE {
+                    return Err(refused(format!("{path}: more than {MAX_ATTRIBUTE} bytes")));
+                }
+                let text = String::from_utf8_lossy(&data).trim().to_string();
+                match attr {
+                    files::FPGA_FLAGS => lock(&self.shared.state).files.flags = text,
+                    files::FPGA_FIRMWARE => self.program(&text).map_err(refused)?,
+                    _ => return Err(refused(format!("{path} is read-only"))),
+                }
+            }
+            files::Entry::Fixed(_) => return Err(refused(format!("{path} is read-only"))),
+        }
+        Ok(Response::new(pd::WriteFileResponse {}))
+    }
+
+    async fn existsfile(
+        &self,
+        request: Request<pd::ExistsFileRequest>,
+    ) -> Result<Response<pd::ExistsFileResponse>, Status> {
+        let path = request.into_inner().file_path;
+        let exists = lock(&self.shared.state).files.exists(&path);
+        Ok(Response::new(pd::ExistsFileResponse { exists }))
+    }
+}
+
+/// The board's PS GPIO: none is modelled.
+const NO_GPIO: &str = "this board serves no PS GPIO";
+
+#[tonic::async_trait]
+impl pg::gpio_server::Gpio for Service {
+    async fn get_gpio(
+        &self,
+        _request: Request<pg::GetGpioRequest>,
+    ) -> Result<Response<pg::GetGpioResponse>, Status> {
+        Ok(Response::new(pg::GetGpioResponse {
+            message: Some(NO_GPIO.into()),
+            gpio_id: None,
+        }))
+    }
+    async fn read(
+        &self,
+        _request: Request<pg::GpioReadRequest>,
+    ) -> Result<Response<pg::GpioReadResponse>, Status> {
+        Ok(Response::new(pg::GpioReadResponse {
+            message: Some(NO_GPIO.into()),
+            value: None,
+        }))
+    }
+    async fn write(
+        &self,
+        _request: Request<pg::GpioWriteRequest>,
+    ) -> Result<Response<pg::GpioWriteResponse>, Status> {
+        Err(Status::unimplemented(NO_GPIO))
+    }
+    async fn unexport(
+        &self,
+        _request: Request<pg::GpioUnexportRequest>,
+    ) -> Result<Response<pg::GpioUnexportResponse>, Status> {
+        Err(Status::unimplemented(NO_GPIO))
+    }
+    async fn is_exported(
+        &self,
+        _request: Request<pg::GpioIsExportedRequest>,
+    ) -> Result<Response<pg::GpioIsExportedResponse>, Status> {
+        Ok(Response::new(pg::GpioIsExportedResponse {
+            is_exported: Some(false),
+        }))
+    }
+    async fn get_gpio_base_path(
+        &self,
+        _request: Request<pg::GetGpioBasePathRequest>,
+    ) -> Result<Response<pg::GetGpioBasePathResponse>, Status> {
+        Ok(Response::new(pg::GetGpioBasePathResponse {
+            base_path: Some(String::new()),
+        }))
+    }
+    async fn get_gpio_npins(
+        &self,
+        _request: Request<pg::GetGpioNPinsRequest>,
+    ) -> Result<Response<pg::GetGpioNPinsResponse>, Status> {
+        Ok(Response::new(pg::GetGpioNPinsResponse { npins: Some(0) }))
+    }
+}
