@@ -45,7 +45,7 @@ fn graph_error(e: graph::Error) -> PyErr {
         graph::Error::Port {
             source: dmaflow::ring::Error::Closed,
             ..
-        } => crate::QueueClosed::new_err(e.to_string()),
+        } => crate::errors::QueueClosed::new_err(e.to_string()),
         e => PyRuntimeError::new_err(e.to_string()),
     }
 }
@@ -195,7 +195,7 @@ impl Graph {
                         // A reader of an output has finished: a normal end
                         // when every output's readers have (the runtime
                         // decides), else the graph's error.
-                        Err(e) if e.is_instance_of::<crate::QueueClosed>(py) => {
+                        Err(e) if e.is_instance_of::<crate::errors::QueueClosed>(py) => {
                             return Err(graph::Error::Port {
                                 node: node_name.clone(),
                                 port: "out".into(),
