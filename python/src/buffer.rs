@@ -58,7 +58,7 @@ impl DmaBuffer {
         let buf = board
             .pool
             .alloc_aligned(span, page)
-            .map_err(|e| pyo3::exceptions::PyMemoryError::new_err(e.to_string()))?;
+            .map_err(crate::errors::memory)?;
         let view = buf.cpu_view().ok();
         let address = match &view {
             Some(v) => v.as_ptr() as usize,

@@ -2,7 +2,7 @@
 //! (`DmaError`, `DmaTimeoutError`, `QueueClosed`) and the choice between
 //! them and Python's built-in ones, made here and nowhere else.
 
-use dmaflow::{axi, dma};
+use dmaflow::{axi, dma, graph, ring};
 use pyo3::PyErr;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 
@@ -35,6 +35,28 @@ pub(crate) fn runtime(e: impl std::fmt::Display) -> PyErr {
 /// Bad input as Python's `ValueError`, naming it.
 pub(crate) fn value(e: impl std::fmt::Display) -> PyErr {
     PyValueError::new_err(e.to_string())
+}
+
+/// DMA memory that could not be had, as Python's `MemoryError`.
+pub(crate) fn memory(e: impl std::fmt::Display) -> PyErr {
+    pyo3::exceptions::PyMemoryError::new_err(e.to_string())
+}
+
+/// A queue's refusal (too big, closed, more than its window): `ValueError`.
+pub(crate) fn ring(e: ring::Error) -> PyErr {
+    value(e)
+}
+
+/// A process network's failure: `QueueClosed` where a port's queue has no
+/// reader left (the writing node's work is done), `RuntimeError` otherwise.
+pub(crate) fn graph(e: graph::Error) -> PyErr {
+    match e {
+        graph::Error::Port {
+            source: ring::Error::Closed,
+            ..
+        } => QueueClosed::new_err(e.to_string()),
+        e => runtime(e),
+    }
 }
 
 /// What the DMA engine reported, as `DmaError`.

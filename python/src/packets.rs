@@ -62,7 +62,7 @@ impl PacketRing {
             .spawn(move || serve(&board, engine, slots, slot_bytes, batch, c, &rx, &ready_tx))
             .map_err(|e| {
                 held.release_from_ring(engine);
-                PyRuntimeError::new_err(e.to_string())
+                crate::errors::runtime(e)
             })?;
         match ready_rx.recv() {
             Ok(Ok(())) => Ok(PacketRing {
