@@ -2,7 +2,12 @@
 //! written in Rust (protox), so that no system `protoc` is needed.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let files = ["remote_device.proto", "mmio.proto", "buffer.proto", "gpio.proto"];
+    let files = [
+        "remote_device.proto",
+        "mmio.proto",
+        "buffer.proto",
+        "gpio.proto",
+    ];
     let fds = protox::compile(files, ["proto"])?;
     tonic_build::configure()
         .build_client(false)

@@ -110,8 +110,12 @@ pub fn run(args: ServeArgs) -> ExitCode {
             let mode = ip.dma.map_or(String::new(), |d| {
                 format!(
                     " AXI DMA, {}, {}-bit length",
-                    if d.sg { "scatter-gather" } else { "direct" },
-                    d.length_width
+                    if d.params.include_sg {
+                        "scatter-gather"
+                    } else {
+                        "direct"
+                    },
+                    d.params.sg_length_width
                 )
             });
             println!("  {} at {:#x} ({:#x} bytes){mode}", ip.name, ip.base, ip.range);
@@ -141,10 +145,7 @@ pub fn overlay(cmd: OverlayCommand) -> ExitCode {
         OverlayCommand::Export { design, dir } => {
             match dmaflow_remote::hwh::export(&design, &dir) {
                 Ok(()) => {
-                    println!(
-                        "{}/{design}.bit and {design}.hwh written",
-                        dir.display()
-                    );
+                    println!("{}/{design}.bit and {design}.hwh written", dir.display());
                     ExitCode::SUCCESS
                 }
                 Err(e @ dmaflow_remote::Error::UnknownDesign(_)) => {

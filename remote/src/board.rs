@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dmaflow::axi::regs::{
-    DMACR, DMACR_RESET, DMACR_RS, DMASR, DMASR_HALTED, DMASR_IDLE, MM2S, S2MM, ADDR, ADDR_MSB,
+    ADDR, ADDR_MSB, DMACR, DMACR_RESET, DMACR_RS, DMASR, DMASR_HALTED, DMASR_IDLE, MM2S, S2MM,
 };
 use dmaflow::mem::{DmaBuf, DmaPool};
 use dmaflow::platform::sim::{DEFAULT_DDR_BASE, REGISTER_WINDOW, SimBoard};
@@ -63,7 +63,9 @@ pub(crate) struct Loaded {
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum AccessError {
     /// Outside every IP's window and every PS register block.
-    #[error("{addr:#x}..{end:#x} is outside every IP of the {design:?} design and the PS registers")]
+    #[error(
+        "{addr:#x}..{end:#x} is outside every IP of the {design:?} design and the PS registers"
+    )]
     Unmapped {
         /// First byte.
         addr: u64,
@@ -98,16 +100,21 @@ impl Loaded {
         ddr_bytes: usize,
     ) -> Result<Self, Error> {
         let mut notes = Vec::new();
-        let (core, emulated): (Box<dyn StreamProcessor>, usize) = match design.builtin_core() {
-            Some(core) => {
-                let n = design.dmas().count();
-                (core, n)
-            }
-            None => (Box::new(Loopback), usize::from(design.dmas().next().is_some())),
-        };
+        let builtin = Design::builtin(&design.name).is_some_and(|b| b == design);
+        let (core, emulated): (Box<dyn StreamProcessor>, usize) =
+            match design.builtin_core().filter(|_| builtin) {
+                Some(core) => {
+                    let n = design.dmas().count();
+                    (core, n)
+                }
+                None => (
+                    Box::new(Loopback),
+                    usize::from(design.dmas().next().is_some()),
+                ),
+            };
         let dmas: Vec<&Ip> = design.dmas().map(|(ip, _)| ip).collect();
         let first = design.dmas().next().map(|(_, d)| d);
-        let sg = first.is_some_and(|d| d.sg);
+        let sg = first.is_some_and(|d| d.params.include_sg);
         let n = core.streams().max(1);
         let control = core.control_bytes() > 0;
         let ddr_end = DEFAULT_DDR_BASE + ddr_bytes as u64;
@@ -130,7 +137,7 @@ impl Loaded {
         )?;
         let fabric = Fabric::with_processor(&board, Clock::Unlimited, sg, core)?;
         if let Some(d) = first {
-            fabric.set_length_width(d.length_width)?;
+            fabric.set_length_width(d.params.sg_length_width)?;
         }
         // A board does not refuse a register write; what PG021 leaves
         // undefined is recorded, not failed.
@@ -203,6 +210,8 @@ impl Loaded {
                     base: d.addr,
                     range: d.size,
                     dma: None,
+                    registers: &[],
+                    parameters: Vec::new(),
                 })
                 .collect(),
         });
@@ -248,9 +257,9 @@ impl Loaded {
     pub(crate) fn read(&self, addr: u64) -> Result<u32, AccessError> {
         let (w, offset) = self.window(addr, 4).ok_or_else(|| self.unmapped(addr))?;
         match &w.regs {
-            Regs::Device(r) if (offset as usize) + 4 <= r.len() => r
-                .read(offset as usize)
-                .map_err(|e| device(w, offset, e)),
+            Regs::Device(r) if (offset as usize) + 4 <= r.len() => {
+                r.read(offset as usize).map_err(|e| device(w, offset, e))
+            }
             Regs::Device(_) => Ok(0),
             Regs::Plain(m) => Ok(m
                 .lock()
@@ -299,10 +308,14 @@ impl Loaded {
 
     /// The DMA engines the device reaches memory through: (name, registers).
     fn engines(&self) -> impl Iterator<Item = (&str, &dyn RegisterSpace, bool)> {
-        self.windows.iter().filter_map(|w| match (&w.regs, w.ip.dma) {
-            (Regs::Device(r), Some(d)) => Some((w.ip.name.as_str(), r.as_ref(), d.sg)),
-            _ => None,
-        })
+        self.windows
+            .iter()
+            .filter_map(|w| match (&w.regs, w.ip.dma) {
+                (Regs::Device(r), Some(d)) => {
+                    Some((w.ip.name.as_str(), r.as_ref(), d.params.include_sg))
+                }
+                _ => None,
+            })
     }
 
     /// Resets every DMA engine of the design (PG021's soft reset: both

@@ -1,35 +1,21 @@
-//! A design as PYNQ sees it: its IP blocks, each at a base address with an
-//! address range, and for each AXI DMA the PG021 parameters its driver reads.
-//! Built in for the emulated board's designs, or read from a user's `.hwh`
+//! A design as PYNQ sees it: its IP blocks with register windows, each at a
+//! base address with an address range, and for each AXI DMA the PG021
+//! parameters its driver reads. The emulated board's designs come from the
+//! library's table ([`dmaflow::designs`]); a user's design from its `.hwh`
 //! ([`crate::hwh::parse`]).
 
-use dmaflow::dsp::bgsub::Params as BgParams;
-use dmaflow::sim::{BgSubCore, FirCore, Loopback, StreamProcessor};
+use dmaflow::designs::{self, AxiDmaParams, IpKind, LENGTH_WIDTH};
+use dmaflow::dsp::bgsub::Params as FrameParams;
+use dmaflow::sim::StreamProcessor;
 
-/// The IP type of Xilinx's AXI DMA, as a `.hwh` names it.
-pub const AXI_DMA_VLNV: &str = "xilinx.com:ip:axi_dma:7.1";
-
-/// Where PYNQ's designs put the first IP, and the AXI DMA's address range.
-const FIRST_BASE: u64 = 0x4040_0000;
-/// The AXI DMA IP's address range (64 KiB).
-pub const DMA_RANGE: u64 = 0x1_0000;
-
-/// The parameters of one AXI DMA (PG021) that PYNQ's driver and dmaflow's
-/// emulated engine depend on.
+/// An AXI DMA: its PG021 parameters and the interrupt lines its channels'
+/// pins (`mm2s_introut`, `s2mm_introut`) drive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DmaParams {
-    /// `c_include_sg`: the scatter-gather engine is included.
-    pub sg: bool,
-    /// `c_sg_length_width`: bits of the buffer-length register (8..=26).
-    pub length_width: u32,
-    /// `c_m_axi_mm2s_data_width`: MM2S memory-map data width in bits.
-    pub mm2s_data_width: u32,
-    /// `c_m_axi_s2mm_data_width`: S2MM memory-map data width in bits.
-    pub s2mm_data_width: u32,
-    /// The PS interrupt line (`pl_ps_irq0` bit) `mm2s_introut` drives.
-    pub mm2s_irq: u32,
-    /// The PS interrupt line `s2mm_introut` drives.
-    pub s2mm_irq: u32,
+pub struct Dma {
+    /// Its configuration.
+    pub params: AxiDmaParams,
+    /// The interrupt lines of MM2S and S2MM.
+    pub lines: [usize; 2],
 }
 
 /// One IP block of a design with an AXI-Lite register window.
@@ -43,11 +29,15 @@ pub struct Ip {
     pub base: u64,
     /// Bytes of its register window.
     pub range: u64,
-    /// Its PG021 parameters, for an AXI DMA.
-    pub dma: Option<DmaParams>,
+    /// What an AXI DMA is built with; `None` for other IP.
+    pub dma: Option<Dma>,
+    /// The register map, for the emulated designs' IP (empty otherwise).
+    pub registers: &'static [designs::Register],
+    /// Its parameters besides an AXI DMA's, as Vivado writes them.
+    pub parameters: Vec<(String, String)>,
 }
 
-/// A design: a name and its IP blocks with registers.
+/// A design: a name and its IP blocks with registers, in address order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Design {
     /// The design's name (the bitstream's stem).
@@ -56,51 +46,47 @@ pub struct Design {
     pub ips: Vec<Ip>,
 }
 
-/// The emulated board's designs, by name.
-pub const BUILTIN: [&str; 4] = ["loopback", "loopback-sg", "fir", "bgsub"];
-
-/// The widths and lines of the emulated designs' DMA engines (32-bit data).
-fn dma(i: u32, sg: bool) -> DmaParams {
-    DmaParams {
-        sg,
-        length_width: 26,
-        mm2s_data_width: 32,
-        s2mm_data_width: 32,
-        mm2s_irq: 2 * i,
-        s2mm_irq: 2 * i + 1,
-    }
+/// The frames the emulated `bgsub` design is built for (what the Python
+/// package's board defaults to: 320 x 240, threshold 25, filtered).
+fn frames() -> Option<FrameParams> {
+    FrameParams::new(320, 240, 25, true).ok()
 }
 
 impl Design {
-    /// The emulated board's design called `name` (one of [`BUILTIN`]).
+    /// The emulated board's design called `name` (one of
+    /// [`dmaflow::designs::names`]).
     pub fn builtin(name: &str) -> Option<Design> {
-        let (engines, sg, core): (u32, bool, Option<&str>) = match name {
-            "loopback" => (1, false, None),
-            "loopback-sg" => (1, true, None),
-            "fir" => (1, true, Some("fir_0")),
-            "bgsub" => (2, true, None),
-            _ => return None,
-        };
-        let mut ips: Vec<Ip> = (0..engines)
-            .map(|i| Ip {
-                name: format!("axi_dma_{i}"),
-                vlnv: AXI_DMA_VLNV.to_string(),
-                base: FIRST_BASE + u64::from(i) * DMA_RANGE,
-                range: DMA_RANGE,
-                dma: Some(dma(i, sg)),
+        let d = designs::find(name).ok()?;
+        let ips = d
+            .ips(LENGTH_WIDTH)
+            .into_iter()
+            .filter_map(|ip| {
+                let w = ip.window?;
+                Some(Ip {
+                    name: ip.name,
+                    vlnv: ip.vlnv.to_string(),
+                    base: w.base,
+                    range: w.range,
+                    dma: match ip.kind {
+                        IpKind::AxiDma {
+                            params, interrupts, ..
+                        } => Some(Dma {
+                            params,
+                            lines: [interrupts[0].line, interrupts[1].line],
+                        }),
+                        IpKind::Core(_) => None,
+                    },
+                    registers: ip.registers,
+                    parameters: ip
+                        .parameters
+                        .into_iter()
+                        .map(|(k, v)| (k.to_string(), v))
+                        .collect(),
+                })
             })
             .collect();
-        if let Some(core) = core {
-            ips.push(Ip {
-                name: core.to_string(),
-                vlnv: format!("dmaflow:emulated:{core}:1.0"),
-                base: FIRST_BASE + u64::from(engines) * DMA_RANGE,
-                range: DMA_RANGE,
-                dma: None,
-            });
-        }
         Some(Design {
-            name: name.to_string(),
+            name: d.name.to_string(),
             ips,
         })
     }
@@ -108,29 +94,11 @@ impl Design {
     /// The stream processor behind a built-in design's engines, `None` for
     /// another design.
     pub(crate) fn builtin_core(&self) -> Option<Box<dyn StreamProcessor>> {
-        match self.name.as_str() {
-            "loopback" | "loopback-sg" => Some(Box::new(Loopback)),
-            "fir" => Some(Box::new(FirCore::new())),
-            // The facade's default frame (320 x 240, threshold 25).
-            "bgsub" => BgParams::new(320, 240, 25, true)
-                .ok()
-                .map(|p| Box::new(BgSubCore::new(p)) as Box<dyn StreamProcessor>),
-            _ => None,
-        }
+        designs::find(&self.name).ok()?.processor(frames()).ok()
     }
 
     /// The design's AXI DMA engines, in address order.
-    pub fn dmas(&self) -> impl Iterator<Item = (&Ip, DmaParams)> {
+    pub fn dmas(&self) -> impl Iterator<Item = (&Ip, Dma)> {
         self.ips.iter().filter_map(|ip| ip.dma.map(|d| (ip, d)))
-    }
-
-    /// The IP whose window holds `base..base + len`.
-    pub fn ip_at(&self, base: u64, len: u64) -> Option<&Ip> {
-        self.ips.iter().find(|ip| {
-            base >= ip.base
-                && base
-                    .checked_add(len)
-                    .is_some_and(|end| end <= ip.base + ip.range)
-        })
     }
 }

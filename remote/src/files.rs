@@ -40,7 +40,9 @@ pub(crate) enum Entry {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub(crate) enum PathError {
     /// Not one of the files the server provides.
-    #[error("{0:?} is not a file this board serves (the kernel version, the board name, the FPGA manager's firmware/flags/state and /lib/firmware/NAME.bin)")]
+    #[error(
+        "{0:?} is not a file this board serves (the kernel version, the board name, the FPGA manager's firmware/flags/state and /lib/firmware/NAME.bin)"
+    )]
     Outside(String),
     /// A firmware name with a directory or a character a file name can't have.
     #[error("{0:?} is not a plain file name in /lib/firmware")]
@@ -150,12 +152,22 @@ mod tests {
 
     #[test]
     fn paths_outside_the_set_are_refused() {
-        for p in ["/etc/passwd", "/lib/firmware/../../etc/passwd", "/lib/firmware/a/b.bin",
-                  "/lib/firmware/", "/proc/version/..", "", "/lib/firmware/.."] {
+        for p in [
+            "/etc/passwd",
+            "/lib/firmware/../../etc/passwd",
+            "/lib/firmware/a/b.bin",
+            "/lib/firmware/",
+            "/proc/version/..",
+            "",
+            "/lib/firmware/..",
+        ] {
             assert!(entry(p).is_err(), "{p}");
             assert!(!Files::default().exists(p), "{p}");
         }
-        assert_eq!(entry("/lib/firmware/loopback.bin"), Ok(Entry::Firmware("loopback.bin".into())));
+        assert_eq!(
+            entry("/lib/firmware/loopback.bin"),
+            Ok(Entry::Firmware("loopback.bin".into()))
+        );
     }
 
     #[test]

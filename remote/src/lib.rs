@@ -20,7 +20,7 @@ mod server;
 mod service;
 
 pub use board::{EMULATED_DDR_BYTES, Target};
-pub use design::{BUILTIN, Design, DmaParams, Ip};
+pub use design::{Design, Dma, Ip};
 pub use server::{DEFAULT_LISTEN, Options, Server};
 pub use service::{Connection, Service};
 
@@ -31,7 +31,7 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum Error {
     /// No emulated design of that name.
-    #[error("no emulated design called {0:?} (loopback, loopback-sg, fir, bgsub)")]
+    #[error("no emulated design called {0:?} ({known})", known = dmaflow::designs::names().join(", "))]
     UnknownDesign(String),
     /// A `.hwh` that cannot be read as a design.
     #[error("{path}: {reason}")]

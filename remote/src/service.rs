@@ -91,7 +91,8 @@ impl Service {
                 let user = hwh.as_deref().map(read_hwh).transpose()?;
                 let design = match &user {
                     Some(d) => d.clone(),
-                    None => Design::builtin("loopback").ok_or(Error::UnknownDesign("loopback".into()))?,
+                    None => Design::builtin("loopback")
+                        .ok_or(Error::UnknownDesign("loopback".into()))?,
                 };
                 (user, Loaded::emulate(design, *model, ddr_bytes)?)
             }
@@ -153,7 +154,8 @@ impl Service {
 
     /// Buffer `id` of connection `c`.
     fn buffer(&self, c: u64, id: &str) -> Result<Arc<Mutex<Buffer>>, String> {
-        let missing = || format!("no buffer {id:?} allocated by this client (never allocated, or freed)");
+        let missing =
+            || format!("no buffer {id:?} allocated by this client (never allocated, or freed)");
         let n: u64 = id.parse().map_err(|_| missing())?;
         let map = lock(&self.shared.buffers);
         let b = map.get(&n).ok_or_else(missing)?;
@@ -179,20 +181,16 @@ impl Service {
                 let design = match &self.shared.user {
                     Some(d) => d.clone(),
                     None => {
-                        let named = crate::hwh::bin_design(&bin).or_else(|| {
-                            name.strip_suffix(".bin").map(str::to_string)
-                        });
-                        named
-                            .as_deref()
-                            .and_then(Design::builtin)
-                            .ok_or_else(|| {
-                                format!(
-                                    "{name} names no design of the emulated board ({}); \
+                        let named = crate::hwh::bin_design(&bin)
+                            .or_else(|| name.strip_suffix(".bin").map(str::to_string));
+                        named.as_deref().and_then(Design::builtin).ok_or_else(|| {
+                            format!(
+                                "{name} names no design of the emulated board ({}); \
                                      write one with `dmaflow overlay export`, or serve your \
                                      design with `dmaflow serve --hwh`",
-                                    crate::design::BUILTIN.join(", ")
-                                )
-                            })?
+                                dmaflow::designs::names().join(", ")
+                            )
+                        })?
                     }
                 };
                 if st.loaded.design == design {
@@ -343,7 +341,11 @@ impl pm::mmio_server::Mmio for Service {
         }
         match self.read_word(base + r.offset) {
             Ok(w) => {
-                let mask = if r.length == 4 { u32::MAX } else { (1 << (8 * r.length)) - 1 };
+                let mask = if r.length == 4 {
+                    u32::MAX
+                } else {
+                    (1 << (8 * r.length)) - 1
+                };
                 Ok(Response::new(pm::ReadResponse {
                     status: true,
                     msg: None,
@@ -360,8 +362,8 @@ impl pm::mmio_server::Mmio for Service {
     ) -> Result<Response<pm::WriteResponse>, Status> {
         let r = request.into_inner();
         let result = (|| {
-            let (base, len) =
-                parse_mmio_id(&r.mmio_id).ok_or_else(|| format!("no MMIO window {:?}", r.mmio_id))?;
+            let (base, len) = parse_mmio_id(&r.mmio_id)
+                .ok_or_else(|| format!("no MMIO window {:?}", r.mmio_id))?;
             if r.offset % 4 != 0 || r.data.len() % 4 != 0 || r.data.is_empty() {
                 return Err(format!(
                     "unaligned write: offset {:#x}, {} bytes (both must be multiples of 4)",
@@ -369,8 +371,7 @@ impl pm::mmio_server::Mmio for Service {
                     r.data.len()
                 ));
             }
-            if r
-                .offset
+            if r.offset
                 .checked_add(r.data.len() as u64)
                 .is_none_or(|e| e > len)
             {
