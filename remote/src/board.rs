@@ -414,7 +414,7 @@ impl Buffer {
     pub(crate) fn write(&mut self, at: usize, data: &[u8]) {
         let mut i = at;
         let mut rest = data;
-        while i % 4 != 0 && !rest.is_empty() {
+        while !i.is_multiple_of(4) && !rest.is_empty() {
             self.put_byte(i, rest[0]);
             i += 1;
             rest = &rest[1..];

@@ -4,6 +4,10 @@
 //! and length a request carries is checked; a bad one is an error in the
 //! reply (the message's `msg`, or a gRPC status where the message has none).
 
+// tonic's handlers answer `Result<_, tonic::Status>`, a large error type
+// the generated traits fix.
+#![allow(clippy::result_large_err)]
+
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -216,6 +220,21 @@ impl Service {
         Ok(())
     }
 
+    /// The window an mmio id names, if it lies in one IP's window or one PS
+    /// register block of what is loaded now.
+    fn window(&self, id: &str) -> Result<(u64, u64), String> {
+        let (base, len) = parse_mmio_id(id).ok_or_else(|| format!("no MMIO window {id:?}"))?;
+        let loaded = self.loaded();
+        if len > 0 && (loaded.maps(base, len) || PsRegisters::block(base, len).is_some()) {
+            Ok((base, len))
+        } else {
+            Err(format!(
+                "no MMIO window {id:?} in the {:?} design",
+                loaded.design.name
+            ))
+        }
+    }
+
     /// Reads the 32-bit word at `addr`: the design's registers or the PS's.
     fn read_word(&self, addr: u64) -> Result<u32, String> {
         let loaded = self.loaded();
@@ -321,8 +340,9 @@ impl pm::mmio_server::Mmio for Service {
                 data: None,
             }))
         };
-        let Some((base, len)) = parse_mmio_id(&r.mmio_id) else {
-            return fail(format!("no MMIO window {:?}", r.mmio_id));
+        let (base, len) = match self.window(&r.mmio_id) {
+            Ok(w) => w,
+            Err(e) => return fail(e),
         };
         if ![1, 2, 4].contains(&r.length) {
             return fail(format!(
@@ -330,7 +350,7 @@ impl pm::mmio_server::Mmio for Service {
                 r.length
             ));
         }
-        if r.offset % 4 != 0 {
+        if !r.offset.is_multiple_of(4) {
             return fail(format!("unaligned read at offset {:#x}", r.offset));
         }
         if r.offset.checked_add(r.length).is_none_or(|e| e > len) {
@@ -364,7 +384,7 @@ impl pm::mmio_server::Mmio for Service {
         let result = (|| {
             let (base, len) = parse_mmio_id(&r.mmio_id)
                 .ok_or_else(|| format!("no MMIO window {:?}", r.mmio_id))?;
-            if r.offset % 4 != 0 || r.data.len() % 4 != 0 || r.data.is_empty() {
+            if !r.offset.is_multiple_of(4) || !r.data.len().is_multiple_of(4) || r.data.is_empty() {
                 return Err(format!(
                     "unaligned write: offset {:#x}, {} bytes (both must be multiples of 4)",
                     r.offset,

@@ -1,0 +1,516 @@
+//! The request handlers against bad input: each bad id, address, offset,
+//! length and path is an error in the reply, the service keeps serving,
+//! buffers stay with the connection that allocated them, and a client gone
+//! mid-transfer leaves no engine able to write its memory. Then random
+//! request sequences (proptest) against the same invariants.
+
+use dmaflow::platform::MemoryModel;
+use dmaflow_remote::proto::buffer::remote_buffer_server::RemoteBuffer;
+use dmaflow_remote::proto::buffer::*;
+use dmaflow_remote::proto::mmio::mmio_server::Mmio;
+use dmaflow_remote::proto::mmio::{GetMmioRequest, ReadRequest, WriteRequest};
+use dmaflow_remote::proto::remote_device::remote_device_server::RemoteDevice;
+use dmaflow_remote::proto::remote_device::*;
+use dmaflow_remote::{Connection, Service, Target};
+use proptest::prelude::*;
+use tonic::Request;
+
+/// DMA memory of the test boards.
+const DDR: usize = 16 << 20;
+/// The loopback design's engine.
+const DMA: u64 = 0x4040_0000;
+
+fn service() -> Service {
+    Service::new(
+        Target::Emulated {
+            hwh: None,
+            model: MemoryModel::Coherent,
+        },
+        DDR,
+    )
+    .unwrap()
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A request on connection `c`.
+fn on<T>(c: u64, msg: T) -> Request<T> {
+    let mut r = Request::new(msg);
+    r.extensions_mut().insert(Connection(c));
+    r
+}
+
+async fn alloc(s: &Service, c: u64, size: i32) -> AllocateResponse {
+    RemoteBuffer::allocate(
+        s,
+        on(
+            c,
+            AllocateRequest {
+                size,
+                dtype: "<u4".into(),
+                cacheable: true,
+            },
+        ),
+    )
+    .await
+    .unwrap()
+    .into_inner()
+}
+
+/// The first reply of a buffer read.
+async fn read_buf(s: &Service, c: u64, id: &str, start: i32, end: i32) -> BufferReadResponse {
+    let mut stream = RemoteBuffer::read(
+        s,
+        on(
+            c,
+            BufferReadRequest {
+                buffer_id: id.into(),
+                start,
+                end,
+            },
+        ),
+    )
+    .await
+    .unwrap()
+    .into_inner();
+    tokio_stream::StreamExt::next(&mut stream)
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+async fn mmio_read(
+    s: &Service,
+    id: &str,
+    offset: u64,
+    length: u64,
+) -> dmaflow_remote::proto::mmio::ReadResponse {
+    Mmio::read(
+        s,
+        Request::new(ReadRequest {
+            mmio_id: id.into(),
+            length,
+            offset,
+            word_order: "little".into(),
+        }),
+    )
+    .await
+    .unwrap()
+    .into_inner()
+}
+
+async fn mmio_write(
+    s: &Service,
+    id: &str,
+    offset: u64,
+    value: u32,
+) -> dmaflow_remote::proto::mmio::WriteResponse {
+    Mmio::write(
+        s,
+        Request::new(WriteRequest {
+            mmio_id: id.into(),
+            offset,
+            data: value.to_le_bytes().to_vec(),
+        }),
+    )
+    .await
+    .unwrap()
+    .into_inner()
+}
+
+async fn window(
+    s: &Service,
+    base: u64,
+    length: u64,
+) -> dmaflow_remote::proto::mmio::GetMmioResponse {
+    Mmio::get_mmio(
+        s,
+        Request::new(GetMmioRequest {
+            base_addr: base,
+            length,
+        }),
+    )
+    .await
+    .unwrap()
+    .into_inner()
+}
+
+#[test]
+fn bad_buffer_requests_are_errors_in_the_reply() {
+    rt().block_on(async {
+        let s = service();
+        for size in [0, -1, i32::MIN, i32::MAX] {
+            assert!(alloc(&s, 1, size).await.msg.is_some(), "size {size}");
+        }
+        let a = alloc(&s, 1, 100).await;
+        assert_eq!(a.msg, None);
+        let id = a.buffer_id.unwrap();
+        // Unknown ids, and another connection's buffer.
+        for (c, bad) in [(1, "999999"), (1, "x"), (1, ""), (2, id.as_str())] {
+            let r = read_buf(&s, c, bad, 0, 0).await;
+            assert!(r.msg.unwrap().contains("no buffer"), "{c} {bad:?}");
+            let f = RemoteBuffer::flush(
+                &s,
+                on(
+                    c,
+                    FlushRequest {
+                        buffer_id: bad.into(),
+                    },
+                ),
+            )
+            .await
+            .unwrap()
+            .into_inner();
+            assert!(f.msg.is_some());
+            let p = RemoteBuffer::physical_address(
+                &s,
+                on(
+                    c,
+                    AddressRequest {
+                        buffer_id: bad.into(),
+                    },
+                ),
+            )
+            .await
+            .unwrap()
+            .into_inner();
+            assert_eq!(p.address, None);
+        }
+        // Reads past the buffer.
+        for (start, end) in [(0, 101), (50, 10), (-5, 200), (101, 102)] {
+            let r = read_buf(&s, 1, &id, start, end).await;
+            assert!(
+                r.msg.is_some_and(|m| m.contains("outside")),
+                "{start}..{end}"
+            );
+        }
+        // A whole read is the buffer's 100 bytes, zeroed.
+        let r = read_buf(&s, 1, &id, 0, 0).await;
+        assert_eq!(r.data.unwrap(), vec![0; 100]);
+        // Freed once; the second free is an error.
+        let free = |c| {
+            RemoteBuffer::freebuffer(
+                &s,
+                on(
+                    c,
+                    FreeBufferRequest {
+                        buffer_id: id.clone(),
+                    },
+                ),
+            )
+        };
+        assert!(free(2).await.unwrap().into_inner().msg.is_some());
+        assert_eq!(free(1).await.unwrap().into_inner().msg, None);
+        assert!(free(1).await.unwrap().into_inner().msg.is_some());
+        assert_eq!(s.buffers(), 0);
+    });
+}
+
+#[test]
+fn bad_register_and_file_requests_are_errors_in_the_reply() {
+    rt().block_on(async {
+        let s = service();
+        for (base, len) in [
+            (0, 4),
+            (DMA - 4, 8),
+            (DMA, 0x1_0004),
+            (u64::MAX - 2, 8),
+            (DMA, 0),
+        ] {
+            let w = window(&s, base, len).await;
+            assert!(
+                !w.status && w.msg.is_some() && w.mmio_id.is_none(),
+                "{base:#x}+{len}"
+            );
+        }
+        let w = window(&s, DMA, 0x1_0000).await;
+        let id = w.mmio_id.unwrap();
+        for (offset, length) in [
+            (0x1_0000, 4),
+            (2, 4),
+            (0xFFFC, 8),
+            (0, 3),
+            (u64::MAX - 3, 4),
+        ] {
+            let r = mmio_read(&s, &id, offset, length).await;
+            assert!(!r.status && r.msg.is_some(), "{offset:#x} {length}");
+        }
+        for bad in ["", "zz", "40400000", "0:4", "40400000:ffffffffffffffff"] {
+            let r = mmio_read(&s, bad, 0, 4).await;
+            assert!(!r.status, "{bad:?}");
+        }
+        let r = Mmio::write(
+            &s,
+            Request::new(WriteRequest {
+                mmio_id: id.clone(),
+                offset: 0,
+                data: vec![1, 2, 3],
+            }),
+        )
+        .await
+        .unwrap()
+        .into_inner();
+        assert!(!r.status);
+        assert!(!mmio_write(&s, &id, 0x1_0000, 1).await.status);
+        // Files outside the set.
+        for path in [
+            "/etc/passwd",
+            "/lib/firmware/../x",
+            "/lib/firmware/",
+            "/proc/self/mem",
+            "",
+        ] {
+            let e = RemoteDevice::existsfile(
+                &s,
+                Request::new(ExistsFileRequest {
+                    file_path: path.into(),
+                }),
+            )
+            .await
+            .unwrap()
+            .into_inner();
+            assert!(!e.exists, "{path:?}");
+            let r = RemoteDevice::readfile(
+                &s,
+                Request::new(ReadFileRequest {
+                    file_path: path.into(),
+                }),
+            )
+            .await;
+            assert_eq!(r.err().unwrap().code(), tonic::Code::NotFound, "{path:?}");
+        }
+        let a = RemoteDevice::set_bitstream_attrs(
+            &s,
+            Request::new(SetBitstreamAttrsRequest {
+                binfile_name: "../../x.bin".into(),
+                partial: false,
+            }),
+        )
+        .await
+        .unwrap()
+        .into_inner();
+        assert!(!a.status);
+        // Still serving: the architecture, and the engine's registers.
+        let v = RemoteDevice::readfile(
+            &s,
+            Request::new(ReadFileRequest {
+                file_path: "/proc/version".into(),
+            }),
+        )
+        .await
+        .unwrap();
+        let mut v = v.into_inner();
+        let first = tokio_stream::StreamExt::next(&mut v)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(String::from_utf8_lossy(&first.data).contains("aarch64"));
+        let sr = mmio_read(&s, &id, 0x04, 4).await;
+        assert!(
+            sr.status && sr.data.unwrap() & 1 == 1,
+            "MM2S halted after reset"
+        );
+    });
+}
+
+#[test]
+fn a_client_gone_mid_transfer_leaves_no_engine_writing_its_memory() {
+    rt().block_on(async {
+        let s = service();
+        let id = alloc(&s, 7, 4096).await.buffer_id.unwrap();
+        let addr = RemoteBuffer::physical_address(
+            &s,
+            on(
+                7,
+                AddressRequest {
+                    buffer_id: id.clone(),
+                },
+            ),
+        )
+        .await
+        .unwrap()
+        .into_inner()
+        .address
+        .unwrap();
+        let w = window(&s, DMA, 0x1_0000).await.mmio_id.unwrap();
+        // S2MM into the buffer, nothing sent: the channel waits for data.
+        assert!(mmio_write(&s, &w, 0x30, 1).await.status);
+        assert!(mmio_write(&s, &w, 0x48, addr as u32).await.status);
+        assert!(mmio_write(&s, &w, 0x58, 4096).await.status);
+        let sr = mmio_read(&s, &w, 0x34, 4).await.data.unwrap();
+        assert_eq!(sr & 0b11, 0, "S2MM running and busy: {sr:#x}");
+        s.disconnect(Connection(7));
+        assert_eq!(s.buffers(), 0);
+        let sr = mmio_read(&s, &w, 0x34, 4).await.data.unwrap();
+        assert_eq!(
+            sr & 1,
+            1,
+            "S2MM halted before the buffer went back: {sr:#x}"
+        );
+        // Another connection's buffers are not touched by the first's end.
+        let mine = alloc(&s, 8, 64).await.buffer_id.unwrap();
+        s.disconnect(Connection(9));
+        assert_eq!(read_buf(&s, 8, &mine, 0, 0).await.msg, None);
+    });
+}
+
+/// One request of the fuzz test.
+#[derive(Debug, Clone)]
+enum Op {
+    Alloc(u64, i32),
+    Read(u64, usize, i32, i32),
+    Free(u64, usize),
+    Flush(u64, usize),
+    Address(u64, usize),
+    Window(u64, u64),
+    RegRead(usize, u64, u64),
+    RegWrite(usize, u64, u32),
+    File(String),
+    Attrs(String),
+    Clock(i32, i32, i32),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let base = prop_oneof![
+        Just(DMA),
+        Just(0xFF5E_0000u64),
+        Just(0xFD61_5000u64),
+        any::<u64>(),
+        (0u64..0x2_0000).prop_map(|o| DMA - 0x1_0000 + o),
+    ];
+    prop_oneof![
+        (0u64..3, -8i32..70_000).prop_map(|(c, n)| Op::Alloc(c, n)),
+        (0u64..3, 0usize..6, -4i32..70_000, -4i32..70_000)
+            .prop_map(|(c, i, a, b)| Op::Read(c, i, a, b)),
+        (0u64..3, 0usize..6).prop_map(|(c, i)| Op::Free(c, i)),
+        (0u64..3, 0usize..6).prop_map(|(c, i)| Op::Flush(c, i)),
+        (0u64..3, 0usize..6).prop_map(|(c, i)| Op::Address(c, i)),
+        (base, prop_oneof![Just(4u64), Just(0x1_0000), any::<u64>()])
+            .prop_map(|(b, l)| Op::Window(b, l)),
+        (0usize..4, 0u64..0x1_0010, 0u64..10).prop_map(|(w, o, l)| Op::RegRead(w, o, l)),
+        // Control, status and addresses of both channels, and beyond.
+        (
+            0usize..4,
+            prop_oneof![
+                Just(0u64),
+                Just(4),
+                Just(0x30),
+                Just(0x34),
+                Just(0x18),
+                Just(0x48),
+                0u64..0x1_0010
+            ],
+            any::<u32>()
+        )
+            .prop_map(|(w, o, v)| Op::RegWrite(w, o, v)),
+        prop_oneof![
+            Just("/proc/version".to_string()),
+            Just("/sys/class/fpga_manager/fpga0/state".to_string()),
+            "[/a-z.]{0,30}",
+        ]
+        .prop_map(Op::File),
+        "[a-z./]{0,12}".prop_map(Op::Attrs),
+        (-2i32..6, -2i32..70, -2i32..70).prop_map(|(i, a, b)| Op::Clock(i, a, b)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, .. ProptestConfig::default() })]
+
+    /// Whatever requests come, in whatever order: every one is answered
+    /// (no panic), a buffer is reachable only from its connection, and the
+    /// service still answers a plain request afterwards.
+    #[test]
+    fn random_requests_never_break_the_service(ops in proptest::collection::vec(op(), 1..24)) {
+        rt().block_on(async {
+            let s = service();
+            // Buffers by connection: (id, bytes).
+            let mut ids: Vec<(u64, String, usize)> = Vec::new();
+            let mut windows: Vec<(String, u64)> = vec![("40400000:10000".into(), 0x1_0000)];
+            for op in ops {
+                match op {
+                    Op::Alloc(c, n) => {
+                        let a = alloc(&s, c, n).await;
+                        if let Some(id) = a.buffer_id {
+                            assert!(n > 0);
+                            ids.push((c, id, n as usize));
+                        }
+                    }
+                    Op::Read(c, i, a, b) => {
+                        if let Some((owner, id, n)) = ids.get(i).cloned() {
+                            let r = read_buf(&s, c, &id, a, b).await;
+                            if c != owner {
+                                assert!(r.msg.is_some());
+                            } else if r.msg.is_none() {
+                                let want = if a > 0 || b > 0 { (b - a.max(0)) as usize } else { n };
+                                assert_eq!(r.data.unwrap_or_default().len(), want.min(1 << 20));
+                            }
+                        }
+                    }
+                    Op::Free(c, i) => {
+                        if i < ids.len() {
+                            let (owner, id, _) = ids[i].clone();
+                            let r = RemoteBuffer::freebuffer(&s, on(c, FreeBufferRequest { buffer_id: id })).await.unwrap().into_inner();
+                            assert_eq!(r.msg.is_none(), c == owner);
+                            if c == owner {
+                                ids.remove(i);
+                            }
+                        }
+                    }
+                    Op::Flush(c, i) => {
+                        if let Some((owner, id, _)) = ids.get(i).cloned() {
+                            let r = RemoteBuffer::flush(&s, on(c, FlushRequest { buffer_id: id })).await.unwrap().into_inner();
+                            assert_eq!(r.msg.is_none(), c == owner);
+                        }
+                    }
+                    Op::Address(c, i) => {
+                        if let Some((owner, id, _)) = ids.get(i).cloned() {
+                            let r = RemoteBuffer::physical_address(&s, on(c, AddressRequest { buffer_id: id })).await.unwrap().into_inner();
+                            assert_eq!(r.address.is_some(), c == owner);
+                        }
+                    }
+                    Op::Window(b, l) => {
+                        let w = window(&s, b, l).await;
+                        if let Some(id) = w.mmio_id {
+                            windows.push((id, l));
+                        }
+                    }
+                    Op::RegRead(w, o, l) => {
+                        if let Some((id, len)) = windows.get(w).cloned() {
+                            let r = mmio_read(&s, &id, o, l).await;
+                            let fits = o % 4 == 0 && [1, 2, 4].contains(&l) && o + l <= len;
+                            assert_eq!(r.status, fits, "{id} +{o:#x} {l}: {:?}", r.msg);
+                        }
+                    }
+                    Op::RegWrite(w, o, v) => {
+                        if let Some((id, _)) = windows.get(w).cloned() {
+                            let _ = mmio_write(&s, &id, o, v).await;
+                        }
+                    }
+                    Op::File(p) => {
+                        let _ = RemoteDevice::readfile(&s, Request::new(ReadFileRequest { file_path: p.clone() })).await;
+                        let _ = RemoteDevice::existsfile(&s, Request::new(ExistsFileRequest { file_path: p })).await.unwrap();
+                    }
+                    Op::Attrs(n) => {
+                        let _ = RemoteDevice::set_bitstream_attrs(&s, Request::new(SetBitstreamAttrsRequest { binfile_name: n, partial: false })).await.unwrap();
+                    }
+                    Op::Clock(i, a, b) => {
+                        let r = RemoteDevice::set_pl_clk(&s, Request::new(SetPlClkRequest { i, div0: a, div1: b, clk_mhz: 0 })).await.unwrap().into_inner();
+                        assert_eq!(r.status, (0..4).contains(&i) && (1..64).contains(&a) && (1..64).contains(&b));
+                    }
+                }
+            }
+            let e = RemoteDevice::existsfile(&s, Request::new(ExistsFileRequest { file_path: "/proc/version".into() })).await.unwrap().into_inner();
+            assert!(e.exists);
+            for c in 0..3 {
+                s.disconnect(Connection(c));
+            }
+            assert_eq!(s.buffers(), 0);
+        });
+    }
+}
