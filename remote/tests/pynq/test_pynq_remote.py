@@ -16,6 +16,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -394,3 +395,57 @@ def test_bad_requests_are_errors_and_the_server_keeps_serving(served, overlays):
         """
     ).stdout
     assert "ok" in out
+
+
+def fake_board(root):
+    """A board's sysfs and /dev as plain files (no engine behind them): one
+    IP's registers as UIO device `gpio_leds`, a u-dma-buf, the FPGA manager."""
+    (root / "dev").mkdir()
+    d = root / "sys/class/uio/uio0"
+    (d / "maps/map0").mkdir(parents=True)
+    (d / "name").write_text("gpio_leds\n")
+    (d / "maps/map0/addr").write_text("0x41200000\n")
+    (d / "maps/map0/size").write_text("0x10000\n")
+    (root / "dev/uio0").write_bytes(bytes(0x10000))
+    ub = root / "sys/class/u-dma-buf/udmabuf0"
+    ub.mkdir(parents=True)
+    (ub / "phys_addr").write_text("0x38000000\n")
+    (ub / "size").write_text(f"{4 << 20}\n")
+    (ub / "dma_coherent").write_text("1\n")
+    (root / "dev/udmabuf0").write_bytes(bytes(4 << 20))
+    (root / "sys/class/fpga_manager/fpga0").mkdir(parents=True)
+    (root / "lib/firmware").mkdir(parents=True)
+
+
+def test_a_real_board_through_uio_and_u_dma_buf(served, tmp_path):
+    # `--board ROOT` in place of pynq-cpp: registers are the UIO device's,
+    # buffers the u-dma-buf's (data in its memory at its physical address),
+    # and a bitstream is written to /lib/firmware and programmed through the
+    # FPGA manager, as PYNQ's client asks.
+    fake_board(tmp_path)
+    s = served("--board", str(tmp_path))
+    out = s.run(
+        """
+        import numpy as np
+        from pynq import MMIO, Device
+        dev = Device.active_device
+        MMIO(0x41200000, 0x10000).write(8, 0x5A)
+        assert MMIO(0x41200000, 0x10000).read(8) == 0x5A
+        a = dev.allocate((1024,), np.uint16)
+        a[:] = np.arange(1024, dtype=np.uint16)
+        a.flush()
+        print("phys", a.physical_address)
+        dev.write_file("/lib/firmware/design.bin", b"\\x01\\x02\\x03\\x04")
+        dev.write_file("/sys/class/fpga_manager/fpga0/flags", b"0")
+        dev.write_file("/sys/class/fpga_manager/fpga0/firmware", b"design.bin")
+        """
+    ).stdout
+    assert (tmp_path / "dev/uio0").read_bytes()[8:12] == (0x5A).to_bytes(4, "little")
+    phys = int(out.split()[-1])
+    assert 0x3800_0000 <= phys < 0x3800_0000 + (4 << 20)
+    off = phys - 0x3800_0000
+    raw = (tmp_path / "dev/udmabuf0").read_bytes()[off : off + 2048]
+    assert np.array_equal(np.frombuffer(raw, dtype=np.uint16), np.arange(1024))
+    assert (tmp_path / "lib/firmware/design.bin").read_bytes() == b"\x01\x02\x03\x04"
+    assert (tmp_path / "sys/class/fpga_manager/fpga0/firmware").read_text() == "design.bin"
+    assert (tmp_path / "sys/class/fpga_manager/fpga0/flags").read_text() == "0"
