@@ -55,7 +55,9 @@ pub enum Error {
     },
 }
 
-/// The stream processor a design runs between its engines.
+/// The stream processor a design runs between its engines: engine i's MM2S
+/// stream (`M_AXIS_MM2S`) feeds the core's input i, and the core's output i
+/// goes to engine i's S2MM stream (`S_AXIS_S2MM`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Core {
     /// Every packet back unchanged ([`Loopback`]).
