@@ -22,8 +22,11 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:7967";
 /// Largest message a client may send: PYNQ's client sends buffers and files
 /// in 2 MiB chunks.
 const MAX_REQUEST: usize = (2 << 20) + 4096;
-/// Largest message the server sends (buffers and files go in 1 MiB chunks).
-const MAX_REPLY: usize = (1 << 20) + 4096;
+/// Largest message the server sends (buffers and files go in 2 MiB chunks).
+const MAX_REPLY: usize = (2 << 20) + 4096;
+
+/// HTTP/2 flow-control window of a stream.
+const WINDOW: u32 = 8 << 20;
 
 /// How to serve.
 #[derive(Debug, Clone)]
@@ -128,6 +131,10 @@ impl Server {
         let incoming = async_stream(listener, next, gone_tx);
         let s = self.service;
         tonic::transport::Server::builder()
+            // Windows that hold a whole chunk of a buffer's bytes, so a
+            // 2 MiB chunk does not wait on window updates.
+            .initial_stream_window_size(Some(WINDOW))
+            .initial_connection_window_size(Some(2 * WINDOW))
             .add_service(
                 remote_device::remote_device_server::RemoteDeviceServer::new(s.clone())
                     .max_decoding_message_size(MAX_REQUEST)

@@ -24,8 +24,9 @@ use crate::files::{self, Files};
 use crate::proto::{buffer as pb, gpio as pg, mmio as pm, remote_device as pd};
 use crate::ps::PsRegisters;
 
-/// Bytes of a buffer or file sent in one reply message.
-const CHUNK: usize = 1 << 20;
+/// Bytes of a buffer or file sent in one reply message (PYNQ's client
+/// takes messages up to gRPC's default 4 MiB, and sends 2 MiB chunks).
+const CHUNK: usize = 2 << 20;
 /// Largest window `get_mmio` opens (the largest IP range served).
 const MAX_WINDOW: u64 = 1 << 32;
 /// Largest buffer one request allocates.
