@@ -60,8 +60,22 @@ def dma_module(name, base, sg, length_width, width):
 """
 
 
-def hwh(name, dmas):
-    """`dmas`: (instance, base address, sg, length width, data width)."""
+def custom_module(name, base):
+    """An IP of the user's own (an HLS core, say) with a 64 KiB window."""
+    return f"""    <MODULE FULLNAME="/{name}" HWVERSION="1.0" INSTANCE="{name}" IPTYPE="PERIPHERAL" IS_ENABLE="1" MODCLASS="PERIPHERAL" MODTYPE="{name[:-2]}" VLNV="user.org:hls:{name[:-2]}:1.0">
+      <PARAMETERS>
+        <PARAMETER NAME="C_S_AXI_CONTROL_BASEADDR" VALUE="0x{base:08X}"/>
+      </PARAMETERS>
+      <BUSINTERFACES>
+        <BUSINTERFACE BUSNAME="ps_M_AXI_HPM0_FPD" DATAWIDTH="32" NAME="s_axi_control" TYPE="SLAVE" VLNV="xilinx.com:interface:aximm:1.0"/>
+      </BUSINTERFACES>
+    </MODULE>
+"""
+
+
+def hwh(name, dmas, customs=()):
+    """`dmas`: (instance, base address, sg, length width, data width);
+    `customs`: (instance, base address) of IP of the user's own."""
     ps_params = "\n".join(
         f'        <PARAMETER NAME="{k}" VALUE="{v}"/>' for k, v in PS_PARAMS.items()
     )
@@ -70,9 +84,9 @@ def hwh(name, dmas):
         f'HIGHNAME="C_HIGHADDR" HIGHVALUE="0x{b + 0xFFFF:08X}" INSTANCE="{n}" IS_DATA="TRUE" '
         f'IS_INSTRUCTION="TRUE" MASTERBUSINTERFACE="M_AXI_HPM0_FPD" MEMTYPE="REGISTER" '
         f'SLAVEBUSINTERFACE="S_AXI_LITE"/>'
-        for n, b, *_ in dmas
+        for n, b, *_ in list(dmas) + list(customs)
     )
-    mods = "".join(dma_module(*d) for d in dmas)
+    mods = "".join(dma_module(*d) for d in dmas) + "".join(custom_module(*c) for c in customs)
     return f"""<?xml version="1.0" encoding="UTF-8" standalone="no" ?>
 <EDKSYSTEM EDWVERSION="1.2" TIMESTAMP="Mon Nov 23 10:00:00 2026" VIVADOVERSION="2024.1">
   <SYSTEMINFO ARCH="zynquplus" DEVICE="xczu3eg" NAME="{name}" PACKAGE="sbva484" SPEEDGRADE="-1"/>

@@ -295,15 +295,31 @@ def test_users_design_from_a_handmade_hwh(served, tmp_path):
     # A .hwh/.bit pair written here, not by dmaflow's exporter: a direct-mode
     # DMA at 0xA0010000 with a 23-bit length register and 64-bit data.
     hwh = tmp_path / "mine.hwh"
-    hwh.write_text(handmade.hwh("mine", [("axi_dma_0", 0xA0010000, False, 23, 64)]))
+    hwh.write_text(
+        handmade.hwh(
+            "mine",
+            [("axi_dma_0", 0xA0010000, False, 23, 64)],
+            customs=[("scaler_0", 0xA0000000)],
+        )
+    )
     (tmp_path / "mine.bit").write_bytes(handmade.bit("mine"))
     s = served("--hwh", str(hwh))
     assert "mine" in s.banner
+    # The IP the emulator does not model is said at start.
+    said = []
+    while not said or not said[-1].startswith("  PYNQ:"):  # the banner's last line
+        said.append(s.proc.stdout.readline())
+        assert said[-1] and len(said) < 20, said
+    assert any("scaler_0" in line and "plain memory" in line for line in said), said
     out = s.run(
         DMA_CELL.format(bit=str(tmp_path / "mine.bit"), wait=WAIT)
         + """
 assert ol.ip_dict["axi_dma_0"]["phys_addr"] == 0xA0010000
 assert dma.buffer_max_size == (1 << 23) - 1, dma.buffer_max_size
+# The user's own IP: its registers are plain memory, what is written reads back.
+from pynq import MMIO
+MMIO(0xA0000000, 0x10000).write(0x10, 0x1234)
+assert MMIO(0xA0000000, 0x10000).read(0x10) == 0x1234
 """
     ).stdout
     assert "SG 0 _SDMAChannel" in out
