@@ -186,7 +186,7 @@ mod runtime;
 
 pub use block_on::block_on;
 pub use ports::{Input, Output};
-use runtime::*;
+use runtime::{Edge, Runtime, Status, run_node};
 
 /// A process network under construction.
 pub struct Graph {

@@ -1,0 +1,270 @@
+//! Who waits on what: each node's status, the wakers of waiting task
+//! nodes, the graph's first failure, and the runtime that guards them with
+//! one lock; how a node ends.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::task::Waker;
+
+use crate::ring;
+use crate::sync::{AtomicBool, Mutex, Ordering, lock};
+
+use super::edge::{Edge, Side};
+use crate::graph::{Error, NodeResult};
+
+/// What a node is doing, as the runtime sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::graph) enum Status {
+    Running,
+    Done,
+    /// Waiting on `edge` to write `amount` items or to read `amount` items.
+    Blocked {
+        edge: usize,
+        side: Side,
+        amount: usize,
+    },
+}
+
+/// Who waits on what. Node names are kept here only for deadlock reports,
+/// which are built with the lock held; ports carry their own node's name.
+pub(in crate::graph) struct Sched {
+    pub(in crate::graph) names: Vec<String>,
+    pub(in crate::graph) status: Vec<Status>,
+    /// For a task node blocked on a queue, the waker that polls it again.
+    pub(in crate::graph) wakers: Vec<Option<Waker>>,
+    /// Set when a waiting node is resumed: its task's next poll sees it
+    /// without taking the lock.
+    pub(super) resumed: Vec<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Whether each node runs as a task on the worker pool (it must never
+    /// sleep on a condition variable: it would hold a worker).
+    pub(in crate::graph) task: Vec<bool>,
+    pub(in crate::graph) edges: Vec<std::sync::Arc<Edge>>,
+    /// The reading nodes of each edge, by edge id.
+    pub(in crate::graph) readers_of: Vec<Vec<usize>>,
+    /// Nodes whose status is [`Status::Running`] (a stall is possible only
+    /// when none is).
+    pub(super) running: usize,
+    pub(in crate::graph) failure: Option<Error>,
+}
+
+impl Sched {
+    /// Adds node `name`, running, as a thread until started as a task.
+    pub(in crate::graph) fn add_node(&mut self, name: &str) {
+        self.names.push(name.to_string());
+        self.status.push(Status::Running);
+        self.running += 1;
+        self.wakers.push(None);
+        self.resumed.push(Default::default());
+        self.task.push(false);
+    }
+
+    /// Sets node `node`'s status, keeping count of the running ones.
+    pub(in crate::graph) fn set(&mut self, node: usize, status: Status) {
+        let was = std::mem::replace(&mut self.status[node], status) == Status::Running;
+        let is = status == Status::Running;
+        match (was, is) {
+            (true, false) => self.running -= 1,
+            (false, true) => self.running += 1,
+            _ => {}
+        }
+    }
+
+    /// Node `node` runs again: it is no longer blocked and its waker (if it
+    /// is a task) polls it.
+    pub(super) fn resume(&mut self, node: usize) {
+        self.set(node, Status::Running);
+        if let Some(w) = self.wakers[node].take() {
+            self.resumed[node].store(true, std::sync::atomic::Ordering::Release);
+            w.wake();
+        }
+    }
+}
+
+pub(in crate::graph) struct Runtime {
+    pub(in crate::graph) sched: Mutex<Sched>,
+    pub(in crate::graph) abort: AtomicBool,
+}
+
+impl Runtime {
+    /// A runtime with no nodes yet.
+    pub(in crate::graph) fn new() -> Self {
+        Runtime {
+            sched: Mutex::new(Sched {
+                names: Vec::new(),
+                status: Vec::new(),
+                wakers: Vec::new(),
+                resumed: Vec::new(),
+                task: Vec::new(),
+                edges: Vec::new(),
+                readers_of: Vec::new(),
+                running: 0,
+                failure: None,
+            }),
+            abort: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether the graph is stopping.
+    pub(in crate::graph) fn aborted(&self) -> bool {
+        self.abort.load(Ordering::Acquire)
+    }
+
+    /// Wakes the nodes blocked on one side of `edge`.
+    pub(in crate::graph) fn wake(&self, edge: &Edge, side: Side) {
+        let mut s = lock(&self.sched);
+        Self::wake_locked(&mut s, edge, side);
+    }
+
+    pub(in crate::graph) fn wake_locked(s: &mut Sched, edge: &Edge, side: Side) {
+        let waits = |st: Status| matches!(st, Status::Blocked { edge: e, side: sd, .. } if e == edge.id && sd == side);
+        match side {
+            // Only its writer writes to an edge.
+            Side::Write => {
+                if waits(s.status[edge.writer_node]) {
+                    s.resume(edge.writer_node);
+                }
+            }
+            Side::Read => {
+                for i in 0..s.readers_of.get(edge.id).map_or(0, Vec::len) {
+                    let node = s.readers_of[edge.id][i];
+                    if waits(s.status[node]) {
+                        s.resume(node);
+                    }
+                }
+            }
+        }
+        match side {
+            Side::Write => {
+                edge.writer_target.store(u64::MAX, Ordering::SeqCst);
+                edge.writer_cv.notify_all();
+            }
+            Side::Read => {
+                edge.readers_target.store(u64::MAX, Ordering::SeqCst);
+                edge.readers_cv.notify_all();
+            }
+        }
+    }
+
+    /// Records the first real failure and wakes everybody to stop.
+    pub(in crate::graph) fn fail(&self, s: &mut Sched, err: Error) {
+        // A node whose readers vanished fails with `Closed`; when the readers
+        // vanished because their node failed, that node's error is the cause (it
+        // may be recorded second: its ports close before its result arrives).
+        let consequence = |e: &Error| {
+            matches!(
+                e,
+                Error::Port {
+                    source: ring::Error::Closed,
+                    ..
+                }
+            )
+        };
+        match &s.failure {
+            None => s.failure = Some(err),
+            Some(old) if consequence(old) && !consequence(&err) => s.failure = Some(err),
+            Some(_) => {}
+        }
+        self.stop_all(s);
+    }
+
+    /// Makes every port call return [`Error::Aborted`] and wakes every waiter.
+    /// Called with the lock held, so that no waiter is between its last look
+    /// at `abort` and its wait.
+    pub(in crate::graph) fn stop_all(&self, s: &Sched) {
+        self.abort.store(true, Ordering::SeqCst);
+        for e in &s.edges {
+            e.writer_cv.notify_all();
+            e.readers_cv.notify_all();
+        }
+        for w in s.wakers.iter().flatten() {
+            w.wake_by_ref();
+        }
+    }
+
+    /// Node `id` ended with `result` (its ports already closed): records the
+    /// first real failure, or looks for a stall the end leaves behind.
+    pub(in crate::graph) fn finish(
+        &self,
+        id: usize,
+        name: &str,
+        result: std::thread::Result<NodeResult>,
+    ) {
+        // The error is built before the lock is taken.
+        let mut closed = false;
+        let err = match result {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => match e.downcast::<Error>() {
+                // Stopped because another node failed: not a failure.
+                Ok(e) if matches!(*e, Error::Aborted { .. }) => None,
+                Ok(e) => Some(match *e {
+                    e @ Error::Port {
+                        source: ring::Error::Closed,
+                        ..
+                    } => {
+                        closed = true;
+                        e
+                    }
+                    e @ (Error::Port { .. }
+                    | Error::Deadlock { .. }
+                    | Error::BlockingInTask { .. }
+                    | Error::TwoWaits { .. }) => e,
+                    e => Error::Node {
+                        node: name.to_string(),
+                        source: Box::new(e),
+                    },
+                }),
+                Err(e) => Some(Error::Node {
+                    node: name.to_string(),
+                    source: e,
+                }),
+            },
+            Err(p) => Some(Error::Panicked {
+                node: name.to_string(),
+                message: panic_message(p.as_ref()),
+            }),
+        };
+        let mut s = lock(&self.sched);
+        s.set(id, Status::Done);
+        // `Closed` ends a node normally only when every reader of every one
+        // of its outputs had finished (a `head` downstream) when that output
+        // closed: one output whose reader finished while another was still
+        // read is a failure, never a silent truncation (the other reader may
+        // have finished since, on the end of stream the close gave it).
+        let err = if closed
+            && !s
+                .edges
+                .iter()
+                .filter(|e| e.writer_node == id)
+                .any(|e| e.left_reading())
+        {
+            None
+        } else {
+            err
+        };
+        match err {
+            Some(e) => self.fail(&mut s, e),
+            None => self.check_stall(&mut s),
+        }
+    }
+}
+
+pub(in crate::graph) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_string()
+    }
+}
+
+pub(in crate::graph) fn run_node(
+    rt: &Runtime,
+    id: usize,
+    name: &str,
+    body: Box<dyn FnOnce() -> NodeResult + Send>,
+) {
+    // The body (and with it every port it captured) is consumed here, so its
+    // queues are closed before the node is marked done.
+    let result = catch_unwind(AssertUnwindSafe(body));
+    rt.finish(id, name, result);
+}
