@@ -63,7 +63,7 @@ fn wait_error(name: &str, port: &str, e: WaitError) -> Error {
             node: name.to_string(),
             port: port.to_string(),
         },
-        WaitError::TwoWaits => Error::TwoWaits {
+        WaitError::AfterEnd => Error::WaitAfterEnd {
             node: name.to_string(),
             port: port.to_string(),
         },
@@ -79,7 +79,7 @@ fn wait_error(name: &str, port: &str, e: WaitError) -> Error {
 /// so that the blocking and the async form of a call share the rest.
 struct At<'a> {
     edge: &'a Edge,
-    rt: &'a Runtime,
+    rt: &'a Arc<Runtime>,
     node: usize,
     name: &'a str,
     port: &'a str,

@@ -18,5 +18,5 @@ mod stall;
 mod wait;
 
 pub(super) use edge::{Edge, Side};
-pub(super) use sched::{Runtime, Status, run_node};
-pub(super) use wait::{ReadEnd, WaitError, WriteEnd};
+pub(super) use sched::{Runtime, Status, drop_quietly, run_node};
+pub(super) use wait::{ReadEnd, WaitError, WriteEnd, poll_node};

@@ -15,13 +15,22 @@ use crate::graph::{Error, NodeResult};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(in crate::graph) enum Status {
     Running,
+    /// Its body has returned (for good: a port kept past that never makes
+    /// the node run again).
     Done,
-    /// Waiting on `edge` to write `amount` items or to read `amount` items.
-    Blocked {
-        edge: usize,
-        side: Side,
-        amount: usize,
-    },
+    /// Waiting on every one of its [`Sched::waits`].
+    Blocked,
+}
+
+/// One pending wait of a node: on `edge`, to write or read `amount` items.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::graph) struct Wait {
+    /// Tells this wait from the node's others (a task may select over
+    /// several port futures).
+    pub(super) token: u64,
+    pub(in crate::graph) edge: usize,
+    pub(in crate::graph) side: Side,
+    pub(in crate::graph) amount: usize,
 }
 
 /// Who waits on what. Node names are kept here only for deadlock reports,
@@ -29,11 +38,14 @@ pub(in crate::graph) enum Status {
 pub(in crate::graph) struct Sched {
     pub(in crate::graph) names: Vec<String>,
     pub(in crate::graph) status: Vec<Status>,
-    /// For a task node blocked on a queue, the waker that polls it again.
+    /// The waits each node has pending since it last ran on (a thread node
+    /// has at most one; a task one per port future it polled).
+    pub(in crate::graph) waits: Vec<Vec<Wait>>,
+    /// For a task node waiting on a queue, the waker that polls it again.
     pub(in crate::graph) wakers: Vec<Option<Waker>>,
-    /// Set when a waiting node is resumed: its task's next poll sees it
-    /// without taking the lock.
-    pub(super) resumed: Vec<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Counts each node's resumptions: a port future that saw one value when
+    /// it began to wait is ready once the count moves, without the lock.
+    pub(super) epochs: Vec<std::sync::Arc<std::sync::atomic::AtomicU64>>,
     /// Whether each node runs as a task on the worker pool (it must never
     /// sleep on a condition variable: it would hold a worker).
     pub(in crate::graph) task: Vec<bool>,
@@ -43,6 +55,8 @@ pub(in crate::graph) struct Sched {
     /// Nodes whose status is [`Status::Running`] (a stall is possible only
     /// when none is).
     pub(super) running: usize,
+    /// The next [`Wait::token`].
+    pub(super) next_token: u64,
     pub(in crate::graph) failure: Option<Error>,
 }
 
@@ -52,13 +66,18 @@ impl Sched {
         self.names.push(name.to_string());
         self.status.push(Status::Running);
         self.running += 1;
+        self.waits.push(Vec::new());
         self.wakers.push(None);
-        self.resumed.push(Default::default());
+        self.epochs.push(Default::default());
         self.task.push(false);
     }
 
-    /// Sets node `node`'s status, keeping count of the running ones.
+    /// Sets node `node`'s status, keeping count of the running ones. A node
+    /// that is done stays done.
     pub(in crate::graph) fn set(&mut self, node: usize, status: Status) {
+        if self.status[node] == Status::Done {
+            return;
+        }
         let was = std::mem::replace(&mut self.status[node], status) == Status::Running;
         let is = status == Status::Running;
         match (was, is) {
@@ -68,14 +87,23 @@ impl Sched {
         }
     }
 
-    /// Node `node` runs again: it is no longer blocked and its waker (if it
-    /// is a task) polls it.
+    /// Node `node` runs on: its pending waits are over (its port futures see
+    /// the count of resumptions move and look at their queues again) and its
+    /// waker (if it is a task) polls it.
     pub(super) fn resume(&mut self, node: usize) {
         self.set(node, Status::Running);
+        self.waits[node].clear();
+        self.epochs[node].fetch_add(1, std::sync::atomic::Ordering::Release);
         if let Some(w) = self.wakers[node].take() {
-            self.resumed[node].store(true, std::sync::atomic::Ordering::Release);
             w.wake();
         }
+    }
+
+    /// Whether node `node` has a wait pending on `side` of edge `edge`.
+    fn waits_on(&self, node: usize, edge: usize, side: Side) -> bool {
+        self.waits[node]
+            .iter()
+            .any(|w| w.edge == edge && w.side == side)
     }
 }
 
@@ -91,12 +119,14 @@ impl Runtime {
             sched: Mutex::new(Sched {
                 names: Vec::new(),
                 status: Vec::new(),
+                waits: Vec::new(),
                 wakers: Vec::new(),
-                resumed: Vec::new(),
+                epochs: Vec::new(),
                 task: Vec::new(),
                 edges: Vec::new(),
                 readers_of: Vec::new(),
                 running: 0,
+                next_token: 0,
                 failure: None,
             }),
             abort: AtomicBool::new(false),
@@ -115,18 +145,17 @@ impl Runtime {
     }
 
     pub(in crate::graph) fn wake_locked(s: &mut Sched, edge: &Edge, side: Side) {
-        let waits = |st: Status| matches!(st, Status::Blocked { edge: e, side: sd, .. } if e == edge.id && sd == side);
         match side {
             // Only its writer writes to an edge.
             Side::Write => {
-                if waits(s.status[edge.writer_node]) {
+                if s.waits_on(edge.writer_node, edge.id, side) {
                     s.resume(edge.writer_node);
                 }
             }
             Side::Read => {
                 for i in 0..s.readers_of.get(edge.id).map_or(0, Vec::len) {
                     let node = s.readers_of[edge.id][i];
-                    if waits(s.status[node]) {
+                    if s.waits_on(node, edge.id, side) {
                         s.resume(node);
                     }
                 }
@@ -206,7 +235,7 @@ impl Runtime {
                     e @ (Error::Port { .. }
                     | Error::Deadlock { .. }
                     | Error::BlockingInTask { .. }
-                    | Error::TwoWaits { .. }) => e,
+                    | Error::WaitAfterEnd { .. }) => e,
                     e => Error::Node {
                         node: name.to_string(),
                         source: Box::new(e),
@@ -217,13 +246,19 @@ impl Runtime {
                     source: e,
                 }),
             },
-            Err(p) => Some(Error::Panicked {
-                node: name.to_string(),
-                message: panic_message(p.as_ref()),
-            }),
+            Err(p) => {
+                let message = panic_message(p.as_ref());
+                drop_quietly(p);
+                Some(Error::Panicked {
+                    node: name.to_string(),
+                    message,
+                })
+            }
         };
         let mut s = lock(&self.sched);
         s.set(id, Status::Done);
+        s.waits[id].clear();
+        s.wakers[id] = None;
         // `Closed` ends a node normally only when every reader of every one
         // of its outputs had finished (a `head` downstream) when that output
         // closed: one output whose reader finished while another was still
@@ -247,6 +282,16 @@ impl Runtime {
     }
 }
 
+/// Drops `x`, catching a panic its `Drop` raises (a panic payload may be
+/// one whose drop panics): the runtime's own threads must never unwind, and
+/// the second panic's payload is leaked rather than dropped in turn.
+pub(in crate::graph) fn drop_quietly<T>(x: T) {
+    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(x))) {
+        std::mem::forget(again);
+    }
+}
+
+/// The text of a panic's payload, if it has one.
 pub(in crate::graph) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = p.downcast_ref::<&str>() {
         s.to_string()
@@ -257,6 +302,7 @@ pub(in crate::graph) fn panic_message(p: &(dyn std::any::Any + Send)) -> String 
     }
 }
 
+/// Runs a thread node's body to its end and records how it ended.
 pub(in crate::graph) fn run_node(
     rt: &Runtime,
     id: usize,

@@ -3,18 +3,21 @@
 //! ([`BlockOn`]). Both are written against [`WriteEnd`] and [`ReadEnd`], so
 //! that the `loom` model checks this very code on the queue's cursor protocol.
 
+use std::cell::{Cell, RefCell};
+use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::sync::atomic::AtomicU64;
+use std::task::{Context, Poll, Waker};
 
 use crate::ring;
 use crate::sync::{MutexGuard, Ordering, fence, lock, wait};
 
 use super::edge::{Edge, Side};
-use super::sched::{Runtime, Sched, Status};
+use super::sched::{Runtime, Sched, Status, Wait};
 
 /// A blocking round begun ([`Runtime::begin_block`]): the lock held, what
-/// the last look found, and whether the node is to wait.
-type Begun<'a> = (MutexGuard<'a, Sched>, Result<bool, ring::Error>, bool);
+/// the last look found, whether the node is to wait, and the wait's token.
+type Begun<'a> = (MutexGuard<'a, Sched>, Result<bool, ring::Error>, bool, u64);
 
 /// Why a wait on a queue ended without the room or the items it waited for.
 #[derive(Debug)]
@@ -24,11 +27,93 @@ pub(in crate::graph) enum WaitError {
     /// A task node called a blocking port method where it would have to
     /// sleep (it would hold a worker of the pool).
     BlockingInTask,
-    /// A node awaited a port while a wait on another of its ports was
-    /// pending (a select or join over port futures).
-    TwoWaits,
+    /// The port's node has returned (the port was kept past its end).
+    AfterEnd,
     /// The queue's own error (every reader gone, memory lost, ...).
     Queue(ring::Error),
+}
+
+/// How a node counts while a wait of it is pending.
+#[derive(Clone, Copy)]
+enum Counted<'w> {
+    /// A thread node about to sleep: blocked at once.
+    Thread,
+    /// A port future polled by dmaflow's executor ([`poll_node`]): the node
+    /// is blocked once the whole poll has returned pending, on every wait it
+    /// left (a select over several port futures waits on all of them).
+    Polled(&'w Waker),
+    /// A port future polled by another executor: blocked at once, on this
+    /// wait.
+    Foreign(&'w Waker),
+}
+
+thread_local! {
+    /// Set while [`poll_node`] polls a node body on this thread.
+    static POLLING: Cell<bool> = const { Cell::new(false) };
+    /// A node that left a wait during the present poll, with its runtime.
+    static PARKED: RefCell<Option<(std::sync::Arc<Runtime>, usize)>> = const { RefCell::new(None) };
+    /// Port calls left before a task yields its worker.
+    static BUDGET: Cell<u32> = const { Cell::new(u32::MAX) };
+}
+
+/// Polls a node body once as dmaflow's executor: a port future that waits
+/// leaves its node's wait with the runtime, and once the body's poll has
+/// returned pending the node counts as blocked (so that every port future a
+/// body polls in one go, a select, is waited on). `budget` port calls may
+/// complete without waiting before one yields (cooperative scheduling: a
+/// task whose queues are always ready still lets the others run).
+pub(in crate::graph) fn poll_node<F: Future + ?Sized>(
+    body: Pin<&mut F>,
+    cx: &mut Context<'_>,
+    budget: u32,
+) -> Poll<F::Output> {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            POLLING.with(|p| p.set(self.0));
+            // A body that panicked left no wait to count.
+            PARKED.with(|p| p.borrow_mut().take());
+        }
+    }
+    let _reset = Reset(POLLING.with(|p| p.replace(true)));
+    BUDGET.with(|b| b.set(budget));
+    let out = body.poll(cx);
+    if out.is_pending()
+        && let Some((rt, node)) = PARKED.with(|p| p.borrow_mut().take())
+    {
+        rt.parked(node);
+    }
+    out
+}
+
+/// Spends one unit of the poll's budget; `true` when none was left. A
+/// budget of `u32::MAX` (a thread's own executor) is never spent.
+fn out_of_budget() -> bool {
+    BUDGET.with(|b| match b.get() {
+        0 => true,
+        u32::MAX => false,
+        n => {
+            b.set(n - 1);
+            false
+        }
+    })
+}
+
+/// Pending once (after waking its task), then ready: a task's yield.
+#[derive(Default)]
+struct Yield(bool);
+
+impl Future for Yield {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            return Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
 }
 
 /// What the runtime needs of a queue's writing end to wait on it. None of
@@ -56,11 +141,14 @@ pub(in crate::graph) trait ReadEnd {
 
 impl Runtime {
     /// The first half of one blocking round of node `node` on `side` of
-    /// `edge`: marks it blocked, publishes `target` for the other side, looks
-    /// once more (`ready`, with the lock held: it must not take it) and lets
-    /// the runtime resolve a stall. Returns the lock, what the look found and
-    /// whether the node is to wait (still blocked, the graph not stopping);
-    /// [`WaitError::TwoWaits`] if the node already waits on another port.
+    /// `edge`: leaves the wait with the runtime (the node counted as
+    /// `counted` says), publishes `target` for the other side, looks once
+    /// more (`ready`, with the lock held: it must not take it) and lets the
+    /// runtime resolve a stall. Returns the lock, what the look found,
+    /// whether the node is to wait (its wait still pending, the graph not
+    /// stopping) and the wait's token; a wait not to be waited on is
+    /// withdrawn. [`WaitError::AfterEnd`] if the node has returned.
+    #[allow(clippy::too_many_arguments)]
     fn begin_block(
         &self,
         node: usize,
@@ -69,23 +157,41 @@ impl Runtime {
         amount: usize,
         target: u64,
         ready: impl FnOnce() -> Result<bool, ring::Error>,
+        counted: Counted<'_>,
     ) -> Result<Begun<'_>, WaitError> {
         let mut s = lock(&self.sched);
-        // A node waits on one port at a time: the runtime keeps one wait per
-        // node (who waits on what, for growth and deadlock reports), so a
-        // second pending wait (a task's select or join over port futures)
-        // would overwrite the first and could turn into a false deadlock.
-        if matches!(s.status[node], Status::Blocked { .. }) {
-            return Err(WaitError::TwoWaits);
+        if s.status[node] == Status::Done {
+            return Err(WaitError::AfterEnd);
         }
+        let token = s.next_token;
+        s.next_token += 1;
+        s.waits[node].push(Wait {
+            token,
+            edge: edge.id,
+            side,
+            amount,
+        });
+        let at_once = match counted {
+            Counted::Thread => true,
+            Counted::Foreign(_) => true,
+            Counted::Polled(_) => false,
+        };
+        // A node being polled runs (it may have been polled for nothing
+        // while blocked): its waits count once the poll has ended.
         s.set(
             node,
-            Status::Blocked {
-                edge: edge.id,
-                side,
-                amount,
+            if at_once {
+                Status::Blocked
+            } else {
+                Status::Running
             },
         );
+        if let Counted::Polled(waker) | Counted::Foreign(waker) = counted {
+            match &mut s.wakers[node] {
+                Some(w) if w.will_wake(waker) => {}
+                slot => *slot = Some(waker.clone()),
+            }
+        }
         match side {
             Side::Write => edge.writer_target.store(target, Ordering::SeqCst),
             Side::Read => {
@@ -105,13 +211,38 @@ impl Runtime {
         };
         let mut sleep = false;
         if let Ok(false) = look {
-            self.check_stall(&mut s);
-            // A stall check may have woken us (growth) or stopped the graph
+            if at_once {
+                self.check_stall(&mut s);
+            }
+            // A stall check may have resumed us (growth) or stopped the graph
             // (a deadlock, reported by this very node): then do not sleep.
-            sleep = matches!(s.status[node], Status::Blocked { .. })
+            sleep = s.waits[node].iter().any(|w| w.token == token)
                 && !self.abort.load(Ordering::SeqCst);
         }
-        Ok((s, look, sleep))
+        if !sleep {
+            Self::withdraw(&mut s, node, token);
+        }
+        Ok((s, look, sleep, token))
+    }
+
+    /// Takes back wait `token` of node `node`: a node blocked on nothing
+    /// else runs on.
+    fn withdraw(s: &mut Sched, node: usize, token: u64) {
+        s.waits[node].retain(|w| w.token != token);
+        if s.waits[node].is_empty() && s.status[node] == Status::Blocked {
+            s.set(node, Status::Running);
+        }
+    }
+
+    /// After dmaflow's executor polled node `node` and the poll returned
+    /// pending with waits left: unless one of them has been resumed since,
+    /// the node is blocked (on all of them), which may stall the graph.
+    fn parked(&self, node: usize) {
+        let mut s = lock(&self.sched);
+        if s.status[node] == Status::Running && !s.waits[node].is_empty() {
+            s.set(node, Status::Blocked);
+            self.check_stall(&mut s);
+        }
     }
 
     /// One blocking round of a thread node (see [`Runtime::begin_block`]),
@@ -127,10 +258,11 @@ impl Runtime {
         target: u64,
         ready: impl FnOnce() -> Result<bool, ring::Error>,
     ) -> Result<(), WaitError> {
-        let (mut s, look, sleep) = self.begin_block(node, edge, side, amount, target, ready)?;
+        let (mut s, look, sleep, token) =
+            self.begin_block(node, edge, side, amount, target, ready, Counted::Thread)?;
         if sleep {
             if s.task[node] {
-                s.set(node, Status::Running);
+                Self::withdraw(&mut s, node, token);
                 return Err(WaitError::BlockingInTask);
             }
             let cv = match side {
@@ -138,8 +270,9 @@ impl Runtime {
                 Side::Read => &edge.readers_cv,
             };
             s = wait(cv, s);
+            // Resumed, or woken to stop (or for nothing): it runs on.
+            Self::withdraw(&mut s, node, token);
         }
-        s.set(node, Status::Running);
         drop(s);
         look.map(|_| ()).map_err(WaitError::Queue)
     }
@@ -222,12 +355,15 @@ impl Runtime {
 
     /// [`Runtime::wait_room`] for a task node: waits without a thread.
     pub(in crate::graph) async fn wait_room_async<W: WriteEnd>(
-        &self,
+        self: &std::sync::Arc<Self>,
         node: usize,
         edge: &Edge,
         w: &mut W,
         n: usize,
     ) -> Result<(), WaitError> {
+        if out_of_budget() {
+            Yield::default().await;
+        }
         while let Some(target) = self.room_step(edge, w, n)? {
             let ready = || w.has_room(n);
             BlockOn::new(self, node, edge, (Side::Write, n, target), ready).await?;
@@ -288,12 +424,15 @@ impl Runtime {
 
     /// [`Runtime::wait_items`] for a task node: waits without a thread.
     pub(in crate::graph) async fn wait_items_async<R: ReadEnd>(
-        &self,
+        self: &std::sync::Arc<Self>,
         node: usize,
         edge: &Edge,
         r: &mut R,
         threshold: usize,
     ) -> Result<usize, WaitError> {
+        if out_of_budget() {
+            Yield::default().await;
+        }
         self.items_request(edge, threshold)?;
         loop {
             match self.items_step(r, threshold)? {
@@ -327,31 +466,36 @@ impl Runtime {
 
 /// One blocking round of a task node (see [`Runtime::begin_block`]) as a
 /// future: instead of sleeping, the node's waker is left with the runtime,
-/// which wakes it where it would notify a thread. Ready once the node runs
-/// again; the caller looks at the queue again.
+/// which wakes it where it would notify a thread. Ready once the node has
+/// been resumed (its count of resumptions moved) or the graph stops; the
+/// caller looks at the queue again.
 struct BlockOn<'a, F> {
-    rt: &'a Runtime,
+    rt: &'a std::sync::Arc<Runtime>,
     node: usize,
     edge: &'a Edge,
     /// The side waited on, the amount and the other side's target position.
     wait: (Side, usize, u64),
     state: BlockState<F>,
-    /// The node's resumed flag, once it waits.
-    resumed: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 enum BlockState<F> {
     /// Not polled yet: the last look before the node waits.
     Look(F),
-    /// The node's waker is with the runtime.
-    Waiting,
+    /// The wait is with the runtime: the node's count of resumptions and
+    /// its value then, the wait's token and the waker left.
+    Waiting {
+        epoch: std::sync::Arc<AtomicU64>,
+        seen: u64,
+        token: u64,
+        waker: Waker,
+    },
     /// Ready returned.
     Done,
 }
 
 impl<'a, F> BlockOn<'a, F> {
     fn new(
-        rt: &'a Runtime,
+        rt: &'a std::sync::Arc<Runtime>,
         node: usize,
         edge: &'a Edge,
         wait: (Side, usize, u64),
@@ -363,61 +507,76 @@ impl<'a, F> BlockOn<'a, F> {
             edge,
             wait,
             state: BlockState::Look(ready),
-            resumed: None,
         }
     }
 }
 
-impl<F: FnOnce() -> Result<bool, ring::Error> + Unpin> std::future::Future for BlockOn<'_, F> {
+impl<F: FnOnce() -> Result<bool, ring::Error> + Unpin> Future for BlockOn<'_, F> {
     type Output = Result<(), WaitError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         let node = this.node;
+        let polled = POLLING.with(Cell::get);
         match std::mem::replace(&mut this.state, BlockState::Done) {
             BlockState::Look(ready) => {
                 let (side, amount, target) = this.wait;
-                let (mut s, look, sleep) = match this
+                let counted = if polled {
+                    Counted::Polled(cx.waker())
+                } else {
+                    Counted::Foreign(cx.waker())
+                };
+                let (s, look, sleep, token) = match this
                     .rt
-                    .begin_block(node, this.edge, side, amount, target, ready)
+                    .begin_block(node, this.edge, side, amount, target, ready, counted)
                 {
                     Ok(begun) => begun,
                     Err(e) => return Poll::Ready(Err(e)),
                 };
-                if sleep {
-                    s.wakers[node] = Some(cx.waker().clone());
-                    let flag = s.resumed[node].clone();
-                    flag.store(false, std::sync::atomic::Ordering::Relaxed);
-                    this.resumed = Some(flag);
-                    this.state = BlockState::Waiting;
-                    return Poll::Pending;
+                if !sleep {
+                    return Poll::Ready(look.map(|_| ()).map_err(WaitError::Queue));
                 }
-                s.set(node, Status::Running);
-                Poll::Ready(look.map(|_| ()).map_err(WaitError::Queue))
+                let epoch = s.epochs[node].clone();
+                let seen = epoch.load(std::sync::atomic::Ordering::Relaxed);
+                drop(s);
+                if polled {
+                    PARKED.with(|p| *p.borrow_mut() = Some((this.rt.clone(), node)));
+                }
+                this.state = BlockState::Waiting {
+                    epoch,
+                    seen,
+                    token,
+                    waker: cx.waker().clone(),
+                };
+                Poll::Pending
             }
-            BlockState::Waiting => {
-                // Resumed (marked running, its waker taken) by the runtime:
+            BlockState::Waiting {
+                epoch,
+                seen,
+                token,
+                mut waker,
+            } => {
+                // Resumed (its waits taken back by the runtime) or stopping:
                 // nothing left to undo, no lock to take.
-                if this
-                    .resumed
-                    .as_ref()
-                    .is_some_and(|f| f.swap(false, std::sync::atomic::Ordering::Acquire))
-                {
+                if epoch.load(std::sync::atomic::Ordering::Acquire) != seen || this.rt.aborted() {
                     return Poll::Ready(Ok(()));
                 }
-                let mut s = lock(&this.rt.sched);
-                if matches!(s.status[node], Status::Blocked { .. }) && !this.rt.aborted() {
-                    // Polled before the runtime woke it: it waits on.
-                    match &mut s.wakers[node] {
-                        Some(w) => w.clone_from(cx.waker()),
-                        w => *w = Some(cx.waker().clone()),
-                    }
-                    this.state = BlockState::Waiting;
-                    return Poll::Pending;
+                // Polled before the runtime resumed it: it waits on.
+                if !waker.will_wake(cx.waker()) {
+                    waker = cx.waker().clone();
+                    let mut s = lock(&this.rt.sched);
+                    s.wakers[node] = Some(waker.clone());
                 }
-                s.set(node, Status::Running);
-                s.wakers[node] = None;
-                Poll::Ready(Ok(()))
+                if polled {
+                    PARKED.with(|p| *p.borrow_mut() = Some((this.rt.clone(), node)));
+                }
+                this.state = BlockState::Waiting {
+                    epoch,
+                    seen,
+                    token,
+                    waker,
+                };
+                Poll::Pending
             }
             BlockState::Done => Poll::Ready(Ok(())),
         }
@@ -426,13 +585,16 @@ impl<F: FnOnce() -> Result<bool, ring::Error> + Unpin> std::future::Future for B
 
 impl<F> Drop for BlockOn<'_, F> {
     fn drop(&mut self) {
-        // Dropped while waiting (its task ended otherwise): no longer blocked.
-        if matches!(self.state, BlockState::Waiting) {
+        // Dropped while waiting (a select that took another branch, or its
+        // task ended): the wait is taken back unless the runtime did.
+        if let BlockState::Waiting {
+            epoch, seen, token, ..
+        } = &self.state
+        {
             let mut s = lock(&self.rt.sched);
-            if matches!(s.status[self.node], Status::Blocked { .. }) {
-                s.set(self.node, Status::Running);
+            if epoch.load(std::sync::atomic::Ordering::Acquire) == *seen {
+                Runtime::withdraw(&mut s, self.node, *token);
             }
-            s.wakers[self.node] = None;
         }
     }
 }
