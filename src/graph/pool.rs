@@ -353,7 +353,7 @@ fn work(rt: &Runtime, shared: &Shared, slot: &Slot) {
         slot.task.store(task.index, Ordering::Release);
         polls += 1;
         slot.polls.store(polls, Ordering::Release);
-        let ended = poll(&task);
+        let ended = poll(rt, &task);
         polls += 1;
         slot.polls.store(polls, Ordering::Release);
         match ended {
@@ -380,13 +380,13 @@ fn work(rt: &Runtime, shared: &Shared, slot: &Slot) {
 /// Polls `task` once; `Some(result)` when its body has returned or panicked
 /// (the body is then dropped, its ports closed, before the node is marked
 /// done).
-fn poll(task: &Arc<Task>) -> Option<std::thread::Result<NodeResult>> {
+fn poll(rt: &Runtime, task: &Arc<Task>) -> Option<std::thread::Result<NodeResult>> {
     let mut slot = lock(&task.future);
     let fut = slot.as_mut()?;
     let waker = Waker::from(task.clone());
     let mut cx = Context::from_waker(&waker);
     let polled = catch_unwind(AssertUnwindSafe(|| {
-        poll_node(fut.as_mut(), &mut cx, TASK_BUDGET)
+        poll_node(fut.as_mut(), &mut cx, TASK_BUDGET, Some(rt))
     }));
     let result = match polled {
         Ok(Poll::Pending) => return None,

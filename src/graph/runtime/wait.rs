@@ -50,7 +50,11 @@ enum Counted<'w> {
 thread_local! {
     /// Set while [`poll_node`] polls a node body on this thread.
     static POLLING: Cell<bool> = const { Cell::new(false) };
-    /// A node that left a wait during the present poll, with its runtime.
+    /// The runtime of the executor polling on this thread, if it has one.
+    static EXEC_RT: Cell<*const Runtime> = const { Cell::new(std::ptr::null()) };
+    /// A node of that runtime that left a wait during the present poll.
+    static PARKED_NODE: Cell<Option<usize>> = const { Cell::new(None) };
+    /// A node of another runtime that did, with its runtime.
     static PARKED: RefCell<Option<(std::sync::Arc<Runtime>, usize)>> = const { RefCell::new(None) };
     /// Port calls left before a task yields its worker.
     static BUDGET: Cell<u32> = const { Cell::new(u32::MAX) };
@@ -61,29 +65,50 @@ thread_local! {
 /// returned pending the node counts as blocked (so that every port future a
 /// body polls in one go, a select, is waited on). `budget` port calls may
 /// complete without waiting before one yields (cooperative scheduling: a
-/// task whose queues are always ready still lets the others run).
+/// task whose queues are always ready still lets the others run). `rt` is
+/// the runtime the executor holds for as long as it polls, if any.
 pub(in crate::graph) fn poll_node<F: Future + ?Sized>(
     body: Pin<&mut F>,
     cx: &mut Context<'_>,
     budget: u32,
+    rt: Option<&Runtime>,
 ) -> Poll<F::Output> {
-    struct Reset(bool);
+    struct Reset(bool, *const Runtime);
     impl Drop for Reset {
         fn drop(&mut self) {
             POLLING.with(|p| p.set(self.0));
+            EXEC_RT.with(|r| r.set(self.1));
             // A body that panicked left no wait to count.
+            PARKED_NODE.with(|p| p.take());
             PARKED.with(|p| p.borrow_mut().take());
         }
     }
-    let _reset = Reset(POLLING.with(|p| p.replace(true)));
+    let own = rt.map_or(std::ptr::null(), |r| r as *const Runtime);
+    let _reset = Reset(
+        POLLING.with(|p| p.replace(true)),
+        EXEC_RT.with(|r| r.replace(own)),
+    );
     BUDGET.with(|b| b.set(budget));
     let out = body.poll(cx);
-    if out.is_pending()
-        && let Some((rt, node)) = PARKED.with(|p| p.borrow_mut().take())
-    {
-        rt.parked(node);
+    if out.is_pending() {
+        if let (Some(rt), Some(node)) = (rt, PARKED_NODE.with(Cell::take)) {
+            rt.parked(node);
+        }
+        if let Some((rt, node)) = PARKED.with(|p| p.borrow_mut().take()) {
+            rt.parked(node);
+        }
     }
     out
+}
+
+/// Notes that node `node` of `rt` left a wait during the present poll (a
+/// runtime of the executor's own is not counted again).
+fn note_parked(rt: &std::sync::Arc<Runtime>, node: usize) {
+    if EXEC_RT.with(Cell::get) == std::sync::Arc::as_ptr(rt) {
+        PARKED_NODE.with(|p| p.set(Some(node)));
+    } else {
+        PARKED.with(|p| *p.borrow_mut() = Some((rt.clone(), node)));
+    }
 }
 
 /// Spends one unit of the poll's budget; `true` when none was left. A
@@ -228,7 +253,9 @@ impl Runtime {
     /// Takes back wait `token` of node `node`: a node blocked on nothing
     /// else runs on.
     fn withdraw(s: &mut Sched, node: usize, token: u64) {
-        s.waits[node].retain(|w| w.token != token);
+        if let Some(i) = s.waits[node].iter().position(|w| w.token == token) {
+            s.waits[node].swap_remove(i);
+        }
         if s.waits[node].is_empty() && s.status[node] == Status::Blocked {
             s.set(node, Status::Running);
         }
@@ -540,7 +567,7 @@ impl<F: FnOnce() -> Result<bool, ring::Error> + Unpin> Future for BlockOn<'_, F>
                 let seen = epoch.load(std::sync::atomic::Ordering::Relaxed);
                 drop(s);
                 if polled {
-                    PARKED.with(|p| *p.borrow_mut() = Some((this.rt.clone(), node)));
+                    note_parked(this.rt, node);
                 }
                 this.state = BlockState::Waiting {
                     epoch,
@@ -568,7 +595,7 @@ impl<F: FnOnce() -> Result<bool, ring::Error> + Unpin> Future for BlockOn<'_, F>
                     s.wakers[node] = Some(waker.clone());
                 }
                 if polled {
-                    PARKED.with(|p| *p.borrow_mut() = Some((this.rt.clone(), node)));
+                    note_parked(this.rt, node);
                 }
                 this.state = BlockState::Waiting {
                     epoch,
