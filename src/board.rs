@@ -110,9 +110,13 @@ mod tests {
     /// u-dma-buf at `phys`.
     fn fake_board(root: &Path, phys: u64) {
         for (i, name, addr) in [
-            (0, "axi_dma_0", Some(0x4040_0000u64)),
+            (0, "axi_dma_0", Some(crate::designs::REGISTER_BASE)),
             (1, "axi_dma_0_s2mm_introut", None),
-            (2, "fir_0", Some(0x4041_0000)),
+            (
+                2,
+                "fir_0",
+                Some(crate::designs::REGISTER_BASE + crate::designs::REGISTER_RANGE),
+            ),
         ] {
             let uio = root.join(format!("sys/class/uio/uio{i}"));
             std::fs::create_dir_all(&uio).unwrap();

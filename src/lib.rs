@@ -19,6 +19,8 @@
 //!   found by the names its device tree gives them.
 //! - [`rig`]: emulated boards ready to use (fabric, drivers, DMA memory) and the
 //!   coprocessor set-ups on them.
+//! - [`designs`]: the emulated board's designs: their IP, addresses, AXI DMA
+//!   parameters, interrupt lines and register maps.
 //!
 //! The experiments, reports and command line (`dmaflow bench`, `fir`, `bgsub`,
 //! `info`) live in the `dmaflow-cli` crate; this library depends on none of them.
@@ -30,6 +32,7 @@ pub mod accel;
 pub mod axi;
 pub mod board;
 pub mod copies;
+pub mod designs;
 pub mod dma;
 pub mod dsp;
 pub mod gpu;

@@ -8,12 +8,13 @@
 use std::sync::Arc;
 
 use crate::axi::{AxiDma, Config as AxiConfig};
+use crate::designs;
 use crate::dma::{Completion, Engine, Lane, two_way_together};
 use crate::dsp::bgsub::Params;
 use crate::mem::{CachePolicy, DmaBuf, DmaPool};
 use crate::platform::MemoryModel;
 use crate::platform::sim::{DEFAULT_DDR_BASE, SimBoard, SimIrq, SimRegisters};
-use crate::sim::{BgSubCore, Clock, Fabric, StreamProcessor};
+use crate::sim::{BgSubCore, Clock, Fabric, StreamProcessor, irq_line};
 
 /// What went wrong setting up or driving an emulated board.
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +32,9 @@ pub enum Error {
     /// A transfer failed.
     #[error(transparent)]
     Dma(#[from] crate::dma::Error),
+    /// A design of the emulated board that cannot be had.
+    #[error(transparent)]
+    Design(#[from] crate::designs::Error),
     /// A frame or mask of the wrong length.
     #[error("a {len}-byte frame or mask for a coprocessor of {frame}-byte frames")]
     FrameLength {
@@ -137,8 +141,8 @@ impl Rig {
                 let dma = AxiDma::new(board.registers(i)?, cfg)?;
                 Ok(Engine::new(
                     dma,
-                    board.irq(2 * i)?,
-                    board.irq(2 * i + 1)?,
+                    board.irq(irq_line(i, 0))?,
+                    board.irq(irq_line(i, 1))?,
                     pool.clone(),
                 ))
             })
@@ -152,6 +156,28 @@ impl Rig {
 }
 
 impl Rig {
+    /// The emulated board running `design` (one of [`designs::DESIGNS`]) as
+    /// the designs' table describes it: [`designs::MEMORY_BYTES`] of DMA
+    /// memory, memory `model` (and the cache policy it needs), the fabric
+    /// unclocked, the engines' length register and driver as `cfg` says; a
+    /// background-subtraction core built for `frames`.
+    pub fn emulate(
+        design: &designs::Design,
+        frames: Option<Params>,
+        model: MemoryModel,
+        cfg: AxiConfig,
+    ) -> Result<Self, Error> {
+        Self::configured(
+            designs::MEMORY_BYTES,
+            Clock::Unlimited,
+            design.sg,
+            policy_for(model),
+            model,
+            design.processor(frames)?,
+            cfg,
+        )
+    }
+
     /// The register window of the core's own (AXI-Lite) registers, after the
     /// engines' windows (index `engines.len()`); an error when the core has
     /// none.

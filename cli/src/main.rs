@@ -181,8 +181,20 @@ enum Command {
         /// (PG021's latencies follow in cycles of it) for transfer, loopback and
         /// contention.
         #[arg(long, value_enum, default_value_t = Board::Zynq7000)]
-        board: Board,
-        /// The DMA device: `sim` (the emulated fabric, or a board's UIO engines)
+        profile: Board,
+        /// Measure a real board instead of the emulated fabric: transfer,
+        /// twoway and loopback drive an AXI DMA whose MM2S stream feeds its
+        /// own S2MM (the loopback design) through UIO and u-dma-buf
+        /// (udmabuf0), found under ROOT (default `/`, the board itself);
+        /// transfer needs the engine built with scatter-gather, twoway and
+        /// loopback one in direct register mode, and each channel's interrupt
+        /// line. A board lacking any of it is refused with `dmaflow info`'s
+        /// advice (exit status 2), as is an experiment that needs the
+        /// emulator (faults, the coprocessors, the peers' queues).
+        #[arg(long, value_name = "ROOT", num_args = 0..=1, default_missing_value = "/",
+              conflicts_with = "device")]
+        board: Option<PathBuf>,
+        /// The DMA device: `sim` (the emulated fabric; `--board` for a real one)
         /// or `cuda[:N]` (GPU N: cnn runs on it as the coprocessor; transfer and
         /// loopback run the GPU experiment's transfer and message tables, twoway
         /// and bgsub its kernels; all runs gpu and cnn).
@@ -640,6 +652,133 @@ fn gpu_plan(experiment: Experiment) -> Result<Vec<(Experiment, bench::gpu::Table
     })
 }
 
+/// Why an experiment has no `--board` form.
+fn emulator_only(e: Experiment) -> &'static str {
+    match e {
+        Experiment::Ring
+        | Experiment::Readers
+        | Experiment::Fir
+        | Experiment::Sched
+        | Experiment::Net => "it measures queues and process networks, not a DMA device",
+        Experiment::Bgsub | Experiment::Cnn => "it drives a coprocessor the loopback design lacks",
+        Experiment::Faults => "it injects faults into the emulated engine",
+        Experiment::Contention | Experiment::Memory | Experiment::Pipeline => {
+            "it sets the emulated link's clock, engines and memory model"
+        }
+        Experiment::Gpu => "it runs on a GPU (--device cuda)",
+        _ => "it has no form for a real board",
+    }
+}
+
+/// `bench EXPERIMENT --board ROOT`: transfer, twoway and loopback (`all`: the
+/// three) on a real board's AXI DMA in loopback, with the same measurement
+/// code, report and keys as on the emulated fabric. The board is checked for
+/// every experiment before any runs: what is missing is refused (status 2)
+/// with `dmaflow info`'s advice; a failure while measuring is status 1.
+fn run_on_board(
+    experiment: Experiment,
+    quick: bool,
+    root: &Path,
+    json: bool,
+    out: &Path,
+) -> Result<(), (u8, String)> {
+    use bench::on_board::{Mode, open};
+    let list = match experiment {
+        Experiment::All => vec![
+            Experiment::Transfer,
+            Experiment::Twoway,
+            Experiment::Loopback,
+        ],
+        e @ (Experiment::Transfer | Experiment::Twoway | Experiment::Loopback) => vec![e],
+        other => {
+            return Err((
+                2,
+                bench::Error::EmulatorOnly(other.name(), emulator_only(other)).to_string(),
+            ));
+        }
+    };
+    let mode = |e: Experiment| match e {
+        Experiment::Transfer => Mode::ScatterGather,
+        _ => Mode::Direct,
+    };
+    for &e in &list {
+        // Opened and closed again: one pool over the u-dma-buf at a time.
+        drop(open(root, mode(e)).map_err(|err| (2, err.to_string()))?);
+    }
+    let mut reports = Vec::new();
+    let mut index = out.join("index.html");
+    for e in list {
+        let rig = open(root, mode(e)).map_err(|err| (2, err.to_string()))?;
+        let info = RunInfo {
+            board: rig.describe(),
+            ..RunInfo::here()
+        };
+        let progress = |m: &str| {
+            if !json {
+                eprintln!("{m}");
+            }
+        };
+        macro_rules! on_board {
+            ($m:ident) => {{
+                let cfg = if quick {
+                    bench::$m::Config::quick()
+                } else {
+                    bench::$m::Config::full()
+                };
+                let rows = bench::$m::run_on_board(&cfg, rig, progress);
+                rows.map(|rows| bench::$m::report(&cfg, &rows))
+            }};
+        }
+        let report = match e {
+            Experiment::Transfer => on_board!(transfer),
+            Experiment::Twoway => on_board!(twoway),
+            _ => on_board!(loopback),
+        }
+        .map_err(|err| (1, err.to_string()))?;
+        index = show(
+            report,
+            json,
+            out,
+            &info,
+            &mut reports,
+            &ProgressBar::hidden(),
+        )
+        .map_err(|err| (1, err.to_string()))?;
+    }
+    if !json {
+        println!("report: {}", index.display());
+    }
+    Ok(())
+}
+
+/// Prints a finished experiment's report (its table, or its JSON document),
+/// writes its files and the index page over every report so far; gives the
+/// index's path.
+fn show(
+    report: Report,
+    json: bool,
+    out: &Path,
+    info: &RunInfo,
+    reports: &mut Vec<Report>,
+    bar: &ProgressBar,
+) -> Result<PathBuf, bench::Error> {
+    if json {
+        println!("{}", report.document());
+    } else {
+        bar.suspend(|| {
+            println!("{}", report.heading);
+            if let Some(c) = bench::conditions::of(report.experiment) {
+                print!("{}", c.lines());
+            }
+            print!("{}", report.text);
+            println!();
+        });
+    }
+    report.write(out)?;
+    reports.push(report);
+    bench::report::write_index(out, info, reports)
+}
+
 fn run_bench(
     experiment: Experiment,
     quick: bool,
@@ -729,21 +868,7 @@ fn run_bench(
             bar.set_message(m.to_string())
         })?;
         bar.inc(1);
-        if json {
-            println!("{}", report.document());
-        } else {
-            bar.suspend(|| {
-                println!("{}", report.heading);
-                if let Some(c) = bench::conditions::of(report.experiment) {
-                    print!("{}", c.lines());
-                }
-                print!("{}", report.text);
-                println!();
-            });
-        }
-        report.write(out)?;
-        reports.push(report);
-        index = bench::report::write_index(out, &info, &reports)?;
+        index = show(report, json, out, &info, &mut reports, &bar)?;
     }
     bar.finish_and_clear();
     if !json {
@@ -948,8 +1073,26 @@ fn main() -> ExitCode {
             quick,
             json,
             out,
+            board: Some(root),
+            ..
+        } => match prepare_out(&out)
+            .map_err(|e| (2, e))
+            .and_then(|()| run_on_board(experiment, quick, &root, json, &out))
+        {
+            Ok(()) => ExitCode::SUCCESS,
+            Err((code, e)) => {
+                eprintln!("dmaflow bench: {e}");
+                ExitCode::from(code)
+            }
+        },
+        Command::Bench {
+            experiment,
+            quick,
+            json,
+            out,
             memory,
-            board,
+            profile,
+            board: None,
             device,
         } => match check_device(experiment, device)
             .and_then(|()| prepare_out(&out))
@@ -959,7 +1102,7 @@ fn main() -> ExitCode {
                     experiment,
                     quick,
                     memory.into(),
-                    board.into(),
+                    profile.into(),
                     device,
                     json,
                     &out,

@@ -172,3 +172,76 @@ fn a_device_file_that_is_missing_is_named() {
     );
     assert!(text.contains("board: not ready"), "{text}");
 }
+
+/// `dmaflow bench NAME --board ROOT` with its report directory: status,
+/// stderr, and whether any report file was written.
+fn bench_on_board(args: &[&str], root: &std::path::Path) -> (Option<i32>, String, bool) {
+    let out = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_dmaflow"))
+        .arg("bench")
+        .args(args)
+        .arg("--board")
+        .arg(root)
+        .arg("--out")
+        .arg(out.path())
+        .output()
+        .unwrap();
+    let written = std::fs::read_dir(out.path()).unwrap().next().is_some();
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+        written,
+    )
+}
+
+#[test]
+fn bench_on_a_board_that_is_not_there_exits_2_saying_what_to_give() {
+    let (code, err, written) = bench_on_board(&["transfer"], std::path::Path::new("/nonexistent"));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("/nonexistent is not a directory"), "{err}");
+    assert!(!written);
+}
+
+#[test]
+fn bench_on_a_board_without_interrupt_lines_exits_2_with_infos_advice() {
+    // `dmaflow info` calls these warnings (its waits would poll); the
+    // experiments measure interrupt completion, so here they are missing.
+    let dir = board_tree(false, true);
+    for e in ["transfer", "twoway", "loopback"] {
+        let (code, err, written) = bench_on_board(&[e], dir.path());
+        assert_eq!(code, Some(2), "{e}: {err}");
+        for line in ["axi_dma_0_mm2s_introut", "axi_dma_0_s2mm_introut"] {
+            assert!(
+                err.contains(&format!("no UIO device named {line}")),
+                "{e}: {err}"
+            );
+        }
+        assert!(!written, "{e}: a report was written");
+    }
+}
+
+#[test]
+fn bench_on_a_board_without_u_dma_buf_exits_2_with_infos_advice() {
+    let dir = board_tree(true, false);
+    let (code, err, written) = bench_on_board(&["loopback"], dir.path());
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("no u-dma-buf") && err.contains("modprobe u-dma-buf udmabuf0="),
+        "{err}"
+    );
+    assert!(!written);
+}
+
+#[test]
+fn experiments_that_need_the_emulator_refuse_a_board() {
+    let dir = board_tree(true, true);
+    for e in ["faults", "bgsub", "contention", "ring"] {
+        let (code, err, written) = bench_on_board(&[e], dir.path());
+        assert_eq!(code, Some(2), "{e}: {err}");
+        assert!(
+            err.contains(&format!("`bench {e}` needs the emulated fabric")),
+            "{e}: {err}"
+        );
+        assert!(!written);
+    }
+}

@@ -11,6 +11,20 @@ class QueueClosed(BrokenPipeError):
     """Every reader of a graph queue has finished: the writing node's work is
     done. A node that lets it propagate ends normally."""
 
+def emulated_designs() -> list[str]:
+    """The emulated board's designs, by name."""
+
+def design_ips(design: str, length_width: int) -> list[dict[str, object]]:
+    """The IP of an emulated design: ``name``, ``type``, ``phys_addr``
+    (``None`` without registers), ``addr_range``, ``parameters`` (``(name,
+    value)`` pairs) and ``interrupts`` (``(pin, controller, line)``)."""
+
+def axi_dma_registers() -> list[tuple[str, int, list[tuple[str, int, int]]]]:
+    """The AXI DMA's registers: ``(name, offset, [(field, lsb, width)])``."""
+
+def axi_dma_parameters(sg: bool, length_width: int) -> list[tuple[str, str]]:
+    """An AXI DMA's PG021 parameters as Vivado names them."""
+
 class Board:
     """A board with a design loaded: the emulated board, or a real one
     (``Board.open``)."""
@@ -60,6 +74,7 @@ class Board:
     def inject_stall(self, seconds: float) -> None: ...
     def load_taps(self, taps: list[float]) -> None: ...
     def allocate(self, nbytes: int) -> DmaBuffer: ...
+    def engine(self, index: int = 0) -> Engine: ...
     def channel(self, direction: str, engine: int = 0) -> Channel: ...
     def packet_ring(
         self,
@@ -79,7 +94,6 @@ class PacketRing:
     def flush(self) -> None: ...
     def recv(self) -> bytes: ...
     def close(self) -> None: ...
-    def engine(self, index: int = 0) -> Engine: ...
 
 class Engine:
     """A board's engine driven by dmaflow's two-way transfer."""

@@ -1,55 +1,15 @@
 """PYNQ's ``register_map``: an IP's registers by name, each with its named
 bit fields, read and written through the IP's ``MMIO`` (PYNQ builds it from the
-design's register description; dmaflow carries the AXI DMA's, from PG021)."""
+design's register description; dmaflow carries the AXI DMA's, from PG021, in
+its table of the designs)."""
 
 from __future__ import annotations
 
-# (name, offset, {field: (lsb, width)}) of the AXI DMA (PG021, register map).
-_DMACR = {
-    "RS": (0, 1),
-    "Reset": (2, 1),
-    "Keyhole": (3, 1),
-    "Cyclic_BD_Enable": (4, 1),
-    "IOC_IrqEn": (12, 1),
-    "Dly_IrqEn": (13, 1),
-    "Err_IrqEn": (14, 1),
-    "IRQThreshold": (16, 8),
-    "IRQDelay": (24, 8),
-}
-_DMASR = {
-    "Halted": (0, 1),
-    "Idle": (1, 1),
-    "SGIncld": (3, 1),
-    "DMAIntErr": (4, 1),
-    "DMASlvErr": (5, 1),
-    "DMADecErr": (6, 1),
-    "SGIntErr": (8, 1),
-    "SGSlvErr": (9, 1),
-    "SGDecErr": (10, 1),
-    "IOC_Irq": (12, 1),
-    "Dly_Irq": (13, 1),
-    "Err_Irq": (14, 1),
-    "IRQThresholdSts": (16, 8),
-    "IRQDelaySts": (24, 8),
-}
-_WORD = {}
+from ._native import axi_dma_registers
 
-
-def _channel(prefix: str, base: int, address: str) -> list[tuple[str, int, dict]]:
-    return [
-        (f"{prefix}_DMACR", base + 0x00, _DMACR),
-        (f"{prefix}_DMASR", base + 0x04, _DMASR),
-        (f"{prefix}_CURDESC", base + 0x08, _WORD),
-        (f"{prefix}_CURDESC_MSB", base + 0x0C, _WORD),
-        (f"{prefix}_TAILDESC", base + 0x10, _WORD),
-        (f"{prefix}_TAILDESC_MSB", base + 0x14, _WORD),
-        (f"{prefix}_{address}", base + 0x18, _WORD),
-        (f"{prefix}_{address}_MSB", base + 0x1C, _WORD),
-        (f"{prefix}_LENGTH", base + 0x28, _WORD),
-    ]
-
-
-AXI_DMA = _channel("MM2S", 0x00, "SA") + [("SG_CTL", 0x2C, _WORD)] + _channel("S2MM", 0x30, "DA")
+#: The AXI DMA's register map (PG021), from dmaflow's table of the designs:
+#: ``(name, offset, {field: (lsb, width)})`` each.
+AXI_DMA = [(name, offset, {f: (lsb, width) for f, lsb, width in fields}) for name, offset, fields in axi_dma_registers()]
 
 
 class Register:

@@ -13,7 +13,8 @@ use pyo3::exceptions::{PyBufferError, PyRuntimeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use crate::board::{BoardInner, runtime};
+use crate::errors::runtime;
+use crate::state::BoardState;
 
 /// A buffer of DMA memory on a board. Python sees its bytes through the
 /// buffer protocol (`numpy.frombuffer`, `memoryview`), in place. Closing it
@@ -22,7 +23,7 @@ use crate::board::{BoardInner, runtime};
 /// bytes.
 #[pyclass(module = "dmaflow._native", frozen)]
 pub struct DmaBuffer {
-    board: Arc<BoardInner>,
+    board: Arc<BoardState>,
     /// The buffer; `None` once returned to the pool.
     buf: Mutex<Option<DmaBuf<u8>>>,
     /// Bytes Python sees.
@@ -44,7 +45,7 @@ pub struct DmaBuffer {
 }
 
 impl DmaBuffer {
-    pub(crate) fn new(board: Arc<BoardInner>, nbytes: usize) -> PyResult<Self> {
+    pub(crate) fn new(board: Arc<BoardState>, nbytes: usize) -> PyResult<Self> {
         if nbytes == 0 {
             return Err(PyValueError::new_err("a DMA buffer of zero bytes"));
         }
@@ -57,7 +58,7 @@ impl DmaBuffer {
         let buf = board
             .pool
             .alloc_aligned(span, page)
-            .map_err(|e| pyo3::exceptions::PyMemoryError::new_err(e.to_string()))?;
+            .map_err(crate::errors::memory)?;
         let view = buf.cpu_view().ok();
         let address = match &view {
             Some(v) => v.as_ptr() as usize,
@@ -90,7 +91,7 @@ impl DmaBuffer {
     }
 
     /// Whether the buffer is `board`'s memory.
-    pub(crate) fn is_on(&self, board: &Arc<BoardInner>) -> bool {
+    pub(crate) fn is_on(&self, board: &Arc<BoardState>) -> bool {
         Arc::ptr_eq(&self.board, board)
     }
 

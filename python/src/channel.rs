@@ -15,23 +15,12 @@ use dmaflow::platform::IrqLine;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
-use crate::board::{BoardInner, runtime};
 use crate::buffer::DmaBuffer;
-use crate::{DmaError, DmaTimeoutError};
+use crate::errors::{device, runtime};
+use crate::state::BoardState;
 
 /// Descriptors in a channel's scatter-gather ring.
 const RING_DESCRIPTORS: usize = 256;
-
-/// The channel a direction names: `"mm2s"`/`"send"` or `"s2mm"`/`"recv"`.
-pub(crate) fn direction(name: &str) -> PyResult<Ch> {
-    match name {
-        "mm2s" | "send" => Ok(Ch::Mm2s),
-        "s2mm" | "recv" => Ok(Ch::S2mm),
-        other => Err(PyValueError::new_err(format!(
-            "a channel is \"mm2s\" or \"s2mm\", not {other:?}"
-        ))),
-    }
-}
 
 /// A transfer in flight on a channel.
 struct Flight {
@@ -66,7 +55,7 @@ struct State {
 /// `"s2mm"` (`recvchannel`).
 #[pyclass(module = "dmaflow._native", frozen)]
 pub struct Channel {
-    board: Arc<BoardInner>,
+    board: Arc<BoardState>,
     /// Which of the board's engines.
     engine: usize,
     ch: Ch,
@@ -74,14 +63,13 @@ pub struct Channel {
 }
 
 impl Channel {
-    pub(crate) fn new(board: Arc<BoardInner>, engine: usize, direction: &str) -> PyResult<Self> {
-        let ch = self::direction(direction)?;
-        Ok(Channel {
+    pub(crate) fn new(board: Arc<BoardState>, engine: usize, ch: Ch) -> Self {
+        Channel {
             board,
             engine,
             ch,
             state: Mutex::new(State::default()),
-        })
+        }
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -98,7 +86,7 @@ impl Channel {
         let Some(flight) = st.flight.as_ref() else {
             return Ok(());
         };
-        if flight.cyclic || self.board.not_in_a_ring(self.engine).is_err() {
+        if flight.cyclic || self.board.in_ring(self.engine) {
             return Ok(());
         }
         let polled = {
@@ -161,12 +149,8 @@ impl Channel {
             }
         }
         buffer.give_back();
-        let text = format!("{e}");
-        self.state().error = Some(text.clone());
-        match e {
-            axi::Error::Timeout { .. } => DmaTimeoutError::new_err(text),
-            _ => DmaError::new_err(text),
-        }
+        self.state().error = Some(e.to_string());
+        crate::errors::axi(e)
     }
 }
 
@@ -280,15 +264,13 @@ impl Channel {
                             dma.sg_start(ch, &mut ring, &[(addr, len)], true)
                         }
                     };
-                    chain
-                        .map(|c| Some((c, ring)))
-                        .map_err(|e| DmaError::new_err(e.to_string()))
+                    chain.map(|c| Some((c, ring))).map_err(device)
                 })
             } else {
                 // SAFETY: as above, for the direct-mode transfer.
                 unsafe { dma.start(ch, addr, len, true) }
                     .map(|()| None)
-                    .map_err(|e| DmaError::new_err(e.to_string()))
+                    .map_err(device)
             }
         });
         let mut st = self.state();
@@ -389,7 +371,7 @@ impl Channel {
     /// engine in service). A channel another thread waits on runs.
     #[getter]
     fn running(&self) -> bool {
-        if self.state().stopped || self.board.not_in_a_ring(self.engine).is_err() {
+        if self.state().stopped || self.board.in_ring(self.engine) {
             return false;
         }
         match self.board.try_engine(self.engine) {
@@ -455,8 +437,7 @@ impl Channel {
             // (the next start parks the same one) and never
             // written; the driver writes TAILDESC only after arming the channel
             // with descriptors of its own (`sg_start`, `ring_start`).
-            unsafe { dma.run(ch, true, park.as_ref()) }
-                .map_err(|e| DmaError::new_err(e.to_string()))?;
+            unsafe { dma.run(ch, true, park.as_ref()) }.map_err(device)?;
             Ok::<_, PyErr>(park)
         });
         let mut st = self.state();
@@ -498,7 +479,7 @@ impl Channel {
         }
         st.stopped = true;
         drop(st);
-        if self.board.not_in_a_ring(self.engine).is_err() {
+        if self.board.in_ring(self.engine) {
             return Ok(());
         }
         let board = self.board.clone();
@@ -509,7 +490,7 @@ impl Channel {
             if dma.is_failed() {
                 return Ok(());
             }
-            dma.stop(ch).map_err(|e| DmaError::new_err(e.to_string()))
+            dma.stop(ch).map_err(device)
         })
     }
 }

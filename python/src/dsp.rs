@@ -1,7 +1,6 @@
 //! dmaflow's software signal processing, for Python: the references the
 //! emulated coprocessors are checked against.
 
-use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
@@ -19,10 +18,10 @@ pub fn bgsub_step<'py>(
     threshold: u8,
 ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
     let p = dmaflow::dsp::bgsub::Params::new(width, height, threshold, true)
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        .map_err(crate::errors::value)?;
     let n = p.frame_bytes();
     let (mut bg, mut mask) = (vec![0u8; n], vec![0u8; n]);
     dmaflow::dsp::bgsub::step(&p, frame, background, &mut bg, &mut mask)
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        .map_err(crate::errors::value)?;
     Ok((PyBytes::new(py, &bg), PyBytes::new(py, &mask)))
 }

@@ -4,50 +4,24 @@
 
 use std::sync::Arc;
 
-use dmaflow::dma::Completion;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use crate::board::BoardInner;
 use crate::buffer::DmaBuffer;
-use crate::{DmaError, DmaTimeoutError};
-
-/// Parses a completion mode as Python names it.
-fn completion(name: &str) -> PyResult<Completion> {
-    match name {
-        "poll" => Ok(Completion::Poll),
-        "yield" => Ok(Completion::Yield),
-        "irq" => Ok(Completion::Irq),
-        other => Err(PyValueError::new_err(format!(
-            "completion is \"poll\", \"yield\" or \"irq\", not {other:?}"
-        ))),
-    }
-}
-
-/// A library error as the Python exception that names it.
-fn dma_error(e: dmaflow::dma::Error) -> PyErr {
-    let text = e.to_string();
-    if matches!(
-        e,
-        dmaflow::dma::Error::Axi(dmaflow::axi::Error::Timeout { .. })
-    ) {
-        DmaTimeoutError::new_err(text)
-    } else {
-        DmaError::new_err(text)
-    }
-}
+use crate::names::completion;
+use crate::state::BoardState;
 
 /// A board's AXI DMA engine driven by dmaflow's zero-copy two-way transfer
 /// (both channels at once, the receive side first).
 #[pyclass(module = "dmaflow._native", frozen)]
 pub struct Engine {
-    board: Arc<BoardInner>,
+    board: Arc<BoardState>,
     /// Which of the board's engines.
     index: usize,
 }
 
 impl Engine {
-    pub(crate) fn new(board: Arc<BoardInner>, index: usize) -> Self {
+    pub(crate) fn new(board: Arc<BoardState>, index: usize) -> Self {
         Engine { board, index }
     }
 
@@ -58,7 +32,7 @@ impl Engine {
         py: Python<'_>,
         tx: &Bound<'_, DmaBuffer>,
         rx: &Bound<'_, DmaBuffer>,
-        f: impl FnOnce(&BoardInner, usize, &DmaBuffer, &DmaBuffer) -> PyResult<T> + Send,
+        f: impl FnOnce(&BoardState, usize, &DmaBuffer, &DmaBuffer) -> PyResult<T> + Send,
     ) -> PyResult<T> {
         if tx.is(rx) {
             return Err(PyValueError::new_err(
@@ -102,7 +76,13 @@ impl Engine {
         let rx_len = rx.get().len();
         self.with_buffers(py, tx, rx, move |board, index, t, r| {
             let engine = board.engine(index);
-            t.with(|tb| r.with(|rb| engine.two_way_into(tb, n, rb, rx_len, c).map_err(dma_error)))
+            t.with(|tb| {
+                r.with(|rb| {
+                    engine
+                        .two_way_into(tb, n, rb, rx_len, c)
+                        .map_err(crate::errors::dma)
+                })
+            })
         })
     }
 
@@ -130,7 +110,7 @@ impl Engine {
                         let t0 = std::time::Instant::now();
                         engine
                             .two_way_into(tb, nbytes, rb, rx_len, c)
-                            .map_err(dma_error)?;
+                            .map_err(crate::errors::dma)?;
                         times.push(t0.elapsed().as_secs_f64());
                     }
                     Ok(times)

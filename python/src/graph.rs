@@ -40,16 +40,6 @@ macro_rules! each {
     };
 }
 
-fn graph_error(e: graph::Error) -> PyErr {
-    match e {
-        graph::Error::Port {
-            source: dmaflow::ring::Error::Closed,
-            ..
-        } => crate::QueueClosed::new_err(e.to_string()),
-        e => PyRuntimeError::new_err(e.to_string()),
-    }
-}
-
 /// A queue between two ports, before a node takes its ends.
 struct Edge {
     itemsize: usize,
@@ -125,7 +115,7 @@ impl Graph {
                 ($t:ty, $k:ident) => {{
                     let (o, i) = g
                         .connect_with_capacity::<$t>(f, t, items)
-                        .map_err(graph_error)?;
+                        .map_err(crate::errors::graph)?;
                     (Out::$k(o), In::$k(i))
                 }};
             }
@@ -195,7 +185,7 @@ impl Graph {
                         // A reader of an output has finished: a normal end
                         // when every output's readers have (the runtime
                         // decides), else the graph's error.
-                        Err(e) if e.is_instance_of::<crate::QueueClosed>(py) => {
+                        Err(e) if e.is_instance_of::<crate::errors::QueueClosed>(py) => {
                             return Err(graph::Error::Port {
                                 node: node_name.clone(),
                                 port: "out".into(),
@@ -215,7 +205,7 @@ impl Graph {
                     })
                 })
             })
-            .map_err(graph_error)
+            .map_err(crate::errors::graph)
         })
     }
 
@@ -229,11 +219,10 @@ impl Graph {
                 "a FIR node takes float32 edges, not items of {isz} and {osz} bytes"
             )));
         };
-        let fir = dmaflow::dsp::fir::OverlapSave::new(&taps, None)
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        let fir = dmaflow::dsp::fir::OverlapSave::new(&taps, None).map_err(crate::errors::value)?;
         self.with_graph(|g| {
             dmaflow::dsp::fir::add_node(g, name, fir, dmaflow::dsp::fir::Mode::ZeroCopy, i, o)
-                .map_err(graph_error)
+                .map_err(crate::errors::graph)
         })
     }
 
@@ -246,7 +235,7 @@ impl Graph {
             .unwrap_or_else(PoisonError::into_inner)
             .take()
             .ok_or_else(|| PyRuntimeError::new_err("the graph has run already"))?;
-        py.detach(move || g.run()).map_err(graph_error)
+        py.detach(move || g.run()).map_err(crate::errors::graph)
     }
 }
 
@@ -341,7 +330,7 @@ impl InPort {
         open_window(slf, py, &slf.get().views, false, move || {
             with_open(&port.get().port, |p| {
                 each!(In, p, q => {
-                    let s = q.peek(n).map_err(graph_error)?;
+                    let s = q.peek(n).map_err(crate::errors::graph)?;
                     Ok((s.as_ptr() as usize, std::mem::size_of_val(s)))
                 })
             })
@@ -353,7 +342,7 @@ impl InPort {
         self.views.hand_on("window")?;
         with_open(
             &self.port,
-            |p| each!(In, p, q => q.consume(m).map_err(graph_error)),
+            |p| each!(In, p, q => q.consume(m).map_err(crate::errors::graph)),
         )
     }
 }
@@ -410,7 +399,7 @@ impl OutPort {
         open_window(slf, py, &slf.get().views, true, move || {
             with_open(&port.get().port, |p| {
                 each!(Out, p, q => {
-                    let s = q.reserve(n).map_err(graph_error)?;
+                    let s = q.reserve(n).map_err(crate::errors::graph)?;
                     Ok((s.as_mut_ptr() as usize, std::mem::size_of_val(s)))
                 })
             })
@@ -423,7 +412,7 @@ impl OutPort {
         self.views.hand_on("reserved slots")?;
         with_open(
             &self.port,
-            |p| each!(Out, p, q => q.commit(k).map_err(graph_error)),
+            |p| each!(Out, p, q => q.commit(k).map_err(crate::errors::graph)),
         )
     }
 }

@@ -1,5 +1,7 @@
-//! The extension module behind the `dmaflow` Python package: the emulated
-//! board with its designs ([`board`]), DMA buffers that numpy arrays view in
+//! The extension module behind the `dmaflow` Python package: a board with a
+//! design loaded ([`board`], the class; [`state`], what it holds, which the
+//! classes made from it share), the emulated designs' table ([`designs`]),
+//! Python's exceptions for the library's errors ([`errors`]), DMA buffers that numpy arrays view in
 //! place ([`buffer`]), the DMA channels PYNQ's driver exposes
 //! ([`channel`]), dmaflow's own transfers ([`engine`]) and its mirrored
 //! queue with windows numpy views in place ([`queue`], [`window`]), the
@@ -11,41 +13,31 @@
 mod board;
 mod buffer;
 mod channel;
+mod designs;
 mod dsp;
 mod engine;
+mod errors;
 mod graph;
+mod names;
 mod packets;
 mod queue;
 mod shm;
+mod state;
 mod window;
 
 use pyo3::prelude::*;
 
-pyo3::create_exception!(
-    _native,
-    DmaError,
-    pyo3::exceptions::PyRuntimeError,
-    "The DMA engine reported an error (named, with DMASR); it was halted before this was raised."
-);
-pyo3::create_exception!(
-    _native,
-    DmaTimeoutError,
-    pyo3::exceptions::PyTimeoutError,
-    "A DMA transfer did not complete in time; the engine was halted (or the buffer given up to it) before this was raised."
-);
-
-pyo3::create_exception!(
-    _native,
-    QueueClosed,
-    pyo3::exceptions::PyBrokenPipeError,
-    "Every reader of this graph queue has finished: the writing node's work is done. A node that lets it propagate ends normally."
-);
+use errors::{DmaError, DmaTimeoutError, QueueClosed};
 
 /// The `dmaflow._native` module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<board::Board>()?;
     m.add_function(wrap_pyfunction!(dsp::bgsub_step, m)?)?;
+    m.add_function(wrap_pyfunction!(designs::emulated_designs, m)?)?;
+    m.add_function(wrap_pyfunction!(designs::design_ips, m)?)?;
+    m.add_function(wrap_pyfunction!(designs::axi_dma_registers, m)?)?;
+    m.add_function(wrap_pyfunction!(designs::axi_dma_parameters, m)?)?;
     m.add_class::<buffer::DmaBuffer>()?;
     m.add_class::<channel::Channel>()?;
     m.add_class::<engine::Engine>()?;

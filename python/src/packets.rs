@@ -13,8 +13,8 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use crate::board::BoardInner;
-use crate::{DmaError, DmaTimeoutError};
+use crate::errors::packet as to_py;
+use crate::state::BoardState;
 
 /// A request to the ring's thread.
 enum Request {
@@ -29,15 +29,6 @@ type Answer = Result<Option<Vec<u8>>, dma::Error>;
 /// Where requests go: each with the channel its answer comes back on.
 type Requests = Sender<(Request, Sender<Answer>)>;
 
-fn to_py(e: dma::Error) -> PyErr {
-    let text = e.to_string();
-    match e {
-        dma::Error::Axi(dmaflow::axi::Error::Timeout { .. }) => DmaTimeoutError::new_err(text),
-        dma::Error::TooLong { .. } | dma::Error::Empty => PyValueError::new_err(text),
-        _ => DmaError::new_err(text),
-    }
-}
-
 /// A ring of `slots` DMA buffers of `slot_bytes` each on one engine of a
 /// scatter-gather design: `send(data)` queues a packet (descriptors handed
 /// over `batch` at a time), `recv()` returns the next packet received.
@@ -50,36 +41,29 @@ pub struct PacketRing {
 
 impl PacketRing {
     pub(crate) fn new(
-        board: Arc<BoardInner>,
+        board: Arc<BoardState>,
         engine: usize,
         slots: usize,
         slot_bytes: usize,
         batch: usize,
-        completion: &str,
+        c: Completion,
     ) -> PyResult<Self> {
-        let c = match completion {
-            "poll" => Completion::Poll,
-            "yield" => Completion::Yield,
-            "irq" => Completion::Irq,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "completion is \"poll\", \"yield\" or \"irq\", not {other:?}"
-                )));
-            }
-        };
         if !board.sg(engine) {
             return Err(PyValueError::new_err(
                 "a packet ring needs a scatter-gather design (c_include_sg = 1)",
             ));
         }
-        board.not_in_a_ring(engine)?;
-        board.in_ring[engine].store(true, std::sync::atomic::Ordering::Release);
+        board.take_for_ring(engine)?;
         let (tx, rx) = channel::<(Request, Sender<Answer>)>();
         let (ready_tx, ready_rx) = channel::<Result<(), dma::Error>>();
+        let held = board.clone();
         let thread = std::thread::Builder::new()
             .name("dmaflow-packet-ring".into())
             .spawn(move || serve(&board, engine, slots, slot_bytes, batch, c, &rx, &ready_tx))
-            .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+            .map_err(|e| {
+                held.release_from_ring(engine);
+                crate::errors::runtime(e)
+            })?;
         match ready_rx.recv() {
             Ok(Ok(())) => Ok(PacketRing {
                 requests: Mutex::new(Some(tx)),
@@ -111,7 +95,7 @@ impl PacketRing {
 /// The ring's thread: holds the engine and the ring until the requests end.
 #[allow(clippy::too_many_arguments)]
 fn serve(
-    board: &BoardInner,
+    board: &BoardState,
     engine: usize,
     slots: usize,
     slot_bytes: usize,
@@ -121,10 +105,10 @@ fn serve(
     ready: &Sender<Result<(), dma::Error>>,
 ) {
     /// Lets the engine go when the thread ends, however it ends.
-    struct Release<'a>(&'a BoardInner, usize);
+    struct Release<'a>(&'a BoardState, usize);
     impl Drop for Release<'_> {
         fn drop(&mut self) {
-            self.0.in_ring[self.1].store(false, std::sync::atomic::Ordering::Release);
+            self.0.release_from_ring(self.1);
         }
     }
     let _release = Release(board, engine);

@@ -25,10 +25,6 @@ pub struct Queue {
     write_views: Arc<Lease>,
 }
 
-fn ring_error(e: ring::Error) -> PyErr {
-    PyValueError::new_err(e.to_string())
-}
-
 /// Polls `attempt` with the GIL released until it gives an answer or
 /// `timeout` passes.
 pub(crate) fn poll_until<T: Send>(
@@ -108,7 +104,7 @@ impl Queue {
         let bytes = items
             .checked_mul(itemsize)
             .ok_or_else(|| PyValueError::new_err("the queue does not fit the address space"))?;
-        let (w, r) = ring::channel::<u8>(bytes.max(1)).map_err(ring_error)?;
+        let (w, r) = ring::channel::<u8>(bytes.max(1)).map_err(crate::errors::ring)?;
         let capacity = w.capacity() / itemsize;
         Ok(Queue {
             writer: Mutex::new(Some(w)),
@@ -150,7 +146,7 @@ impl Queue {
                 .as_mut()
                 .ok_or_else(|| PyValueError::new_err("the queue's writer is closed"))?;
             Ok(w.try_reserve(bytes)
-                .map_err(ring_error)?
+                .map_err(crate::errors::ring)?
                 .map(|s| s.as_mut_ptr() as usize))
         })?;
         Ok(Queue::view(slf, address, bytes, true))
@@ -164,7 +160,7 @@ impl Queue {
         let w = g
             .as_mut()
             .ok_or_else(|| PyValueError::new_err("the queue's writer is closed"))?;
-        w.commit(self.bytes(n)?).map_err(ring_error)
+        w.commit(self.bytes(n)?).map_err(crate::errors::ring)
     }
 
     /// Ends the stream: the reader sees what is left, then an empty window.
@@ -195,7 +191,7 @@ impl Queue {
             let q = queue.get();
             let mut r = q.reader.lock().unwrap_or_else(PoisonError::into_inner);
             let closed = r.is_writer_closed();
-            Ok(r.try_peek(bytes).map_err(ring_error)?.map(|s| {
+            Ok(r.try_peek(bytes).map_err(crate::errors::ring)?.map(|s| {
                 let len = if closed { s.len().min(bytes) } else { bytes };
                 (s.as_ptr() as usize, len / itemsize * itemsize)
             }))
@@ -211,6 +207,6 @@ impl Queue {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .consume(self.bytes(n)?)
-            .map_err(ring_error)
+            .map_err(crate::errors::ring)
     }
 }

@@ -17,10 +17,6 @@ use pyo3::prelude::*;
 use crate::queue::poll_until;
 use crate::window::{Lease, Window};
 
-fn shm_error(e: dmaflow::ring::Error) -> PyErr {
-    PyValueError::new_err(e.to_string())
-}
-
 /// One end of a shared queue, over items of one of numpy's sizes.
 enum BySize<A, B, C, D, E> {
     B1(A),
@@ -72,7 +68,7 @@ fn span<T: Pod>(s: &[T]) -> (usize, usize) {
 }
 
 fn create<T: Pod>(items: usize, cfg: &ShmConfig) -> PyResult<ShmWriter<T>> {
-    ShmWriter::create(items, cfg).map_err(shm_error)
+    ShmWriter::create(items, cfg).map_err(crate::errors::ring)
 }
 
 fn attach<T: Pod>(fd: OwnedFd) -> PyResult<ShmReader<T>> {
@@ -81,7 +77,7 @@ fn attach<T: Pod>(fd: OwnedFd) -> PyResult<ShmReader<T>> {
     // `consume` refuses to give back while alive; what the contract leaves
     // to the caller (not holding a window past the writer's eviction time
     // while it waits) is said in the Python class's documentation.
-    unsafe { ShmReader::from_fd(fd) }.map_err(shm_error)
+    unsafe { ShmReader::from_fd(fd) }.map_err(crate::errors::ring)
 }
 
 fn reason(r: EvictReason) -> String {
@@ -194,7 +190,7 @@ impl SharedWriter {
             me.with(|w| {
                 Ok(each!(w, x => x
                     .try_reserve(n)
-                    .map_err(shm_error)?
+                    .map_err(crate::errors::ring)?
                     .map(|s| span(s))))
             })
         })?;
@@ -211,7 +207,7 @@ impl SharedWriter {
     /// reservation is alive.
     fn commit(&self, n: usize) -> PyResult<()> {
         self.views.hand_on("reserved slots")?;
-        self.with(|w| each!(w, x => x.commit(n).map_err(shm_error)))
+        self.with(|w| each!(w, x => x.commit(n).map_err(crate::errors::ring)))
     }
 
     /// What happened to readers since the last call: `(slot, pid, position,
@@ -319,13 +315,13 @@ impl SharedReader {
         let (address, len) = poll_until(py, timeout, "peek", || {
             let mut g = me.reader.lock().unwrap_or_else(PoisonError::into_inner);
             each!(&mut *g, x => {
-                match x.try_peek(n).map_err(shm_error)? {
+                match x.try_peek(n).map_err(crate::errors::ring)? {
                     Some(s) => {
                         let (a, bytes) = span(s);
                         Ok(Some((a, bytes.min(n * itemsize))))
                     }
                     None => {
-                        x.check().map_err(shm_error)?;
+                        x.check().map_err(crate::errors::ring)?;
                         Ok(None)
                     }
                 }
@@ -345,7 +341,7 @@ impl SharedReader {
     fn consume(&self, n: usize) -> PyResult<()> {
         self.views.hand_on("window")?;
         let mut g = self.reader.lock().unwrap_or_else(PoisonError::into_inner);
-        each!(&mut *g, x => x.consume(n).map_err(shm_error))
+        each!(&mut *g, x => x.consume(n).map_err(crate::errors::ring))
     }
 
     /// Raises if this reader was evicted since its last window was made:
@@ -353,7 +349,7 @@ impl SharedReader {
     /// window in place and before acting on what was read.
     fn intact(&self) -> PyResult<()> {
         let g = self.reader.lock().unwrap_or_else(PoisonError::into_inner);
-        each!(&*g, x => x.intact().map_err(shm_error))
+        each!(&*g, x => x.intact().map_err(crate::errors::ring))
     }
 }
 

@@ -615,3 +615,36 @@ def test_what_pynqs_own_pages_do_that_an_outside_run_found_missing():
         DefaultHierarchy({})
     with pytest.raises(NotImplementedError, match="wait"):
         Interrupt("axi_dma_0/mm2s_introut")
+
+
+def test_each_emulated_design_is_what_the_designs_table_says():
+    # ip_dict, the running board's register windows and the engines' own
+    # registers all agree with the library's table of the designs.
+    from dmaflow._native import design_ips
+    from dmaflow.pynq import EMULATED_DESIGNS
+
+    assert set(EMULATED_DESIGNS) >= {"loopback", "loopback-sg", "fir", "bgsub"}
+    for name in EMULATED_DESIGNS:
+        ol = Overlay(name, length_width=20)
+        ips = design_ips(name, 20)
+        windows = {w: (phys, size) for w, phys, size in ol.board.windows}
+        for ip in ips:
+            entry = ol.ip_dict[ip["name"]]
+            assert entry["type"] == ip["type"], (name, ip["name"])
+            if ip["phys_addr"] is not None:
+                assert windows[ip["name"]] == (ip["phys_addr"], ip["addr_range"])
+                assert (entry["phys_addr"], entry["addr_range"]) == windows[ip["name"]]
+            params = dict(ip["parameters"])
+            for key, value in params.items():
+                assert entry["parameters"][key] == entry["parameters"][key.lower()] == value
+            if ip["type"].startswith("xilinx.com:ip:axi_dma"):
+                # The engine at the table's address says what the table says.
+                sr = getattr(ol, ip["name"]).register_map.MM2S_DMASR
+                assert sr.SGIncld == int(params["C_INCLUDE_SG"]), (name, ip["name"])
+                assert params["C_SG_LENGTH_WIDTH"] == "20"
+                pins = {pin: (ctl, line) for pin, ctl, line in ip["interrupts"]}
+                assert {p: (i["controller"], i["index"]) for p, i in entry["interrupts"].items()} == pins
+        # Every window of the board is an IP of the table.
+        assert set(windows) <= {ip["name"] for ip in ips}
+    with pytest.raises(ValueError, match="no design called"):
+        design_ips("nope", 26)

@@ -25,6 +25,9 @@ pub const ADDR_MSB: usize = 0x1C;
 /// Transfer length in bytes; a non-zero write starts a direct-mode transfer. For
 /// S2MM it reads back the bytes actually received.
 pub const LENGTH: usize = 0x28;
+/// Scatter-gather user and cache control (SG_CTL), one register for both
+/// channels, at its own offset (not relative to a channel).
+pub const SG_CTL: usize = 0x2C;
 
 /// DMACR: run/stop.
 pub const DMACR_RS: u32 = 1 << 0;
@@ -34,6 +37,8 @@ pub const DMACR_RESERVED_ONE: u32 = 1 << 1;
 pub const DMACR_RESET_VALUE: u32 = (1 << DMACR_IRQ_THRESHOLD_SHIFT) | DMACR_RESERVED_ONE;
 /// DMACR: soft reset (self-clearing; resets both channels).
 pub const DMACR_RESET: u32 = 1 << 2;
+/// DMACR: keyhole read (MM2S) or write (S2MM): the same address every beat.
+pub const DMACR_KEYHOLE: u32 = 1 << 3;
 /// DMACR: cyclic BD mode.
 pub const DMACR_CYCLIC: u32 = 1 << 4;
 /// DMACR: interrupt on complete enable.
@@ -48,6 +53,8 @@ pub const DMACR_IRQ_THRESHOLD_SHIFT: u32 = 16;
 pub const DMACR_IRQ_THRESHOLD_MASK: u32 = 0xFF << 16;
 /// DMACR: interrupt delay field shift (bits 31:24).
 pub const DMACR_IRQ_DELAY_SHIFT: u32 = 24;
+/// DMACR: interrupt delay field mask.
+pub const DMACR_IRQ_DELAY_MASK: u32 = 0xFF << DMACR_IRQ_DELAY_SHIFT;
 
 /// DMASR: channel halted.
 pub const DMASR_HALTED: u32 = 1 << 0;
@@ -73,6 +80,10 @@ pub const DMASR_IOC_IRQ: u32 = 1 << 12;
 pub const DMASR_DLY_IRQ: u32 = 1 << 13;
 /// DMASR: interrupt on error (write 1 to clear).
 pub const DMASR_ERR_IRQ: u32 = 1 << 14;
+/// DMASR: the interrupt threshold count still to go (bits 23:16).
+pub const DMASR_IRQ_THRESHOLD_STS_MASK: u32 = 0xFF << 16;
+/// DMASR: the interrupt delay count (bits 31:24).
+pub const DMASR_IRQ_DELAY_STS_MASK: u32 = 0xFF << 24;
 /// DMASR: every error bit.
 pub const DMASR_ERR_MASK: u32 = 0x770;
 /// DMASR: the write-1-to-clear interrupt bits.

@@ -65,7 +65,7 @@ impl Shared {
             if st.faults.drop_irq {
                 st.faults.drop_irq = false;
             } else {
-                self.dev.raise(2 * e + ch);
+                self.dev.raise(super::irq_line(e, ch));
             }
         }
     }
@@ -144,7 +144,7 @@ impl Shared {
             let _held = self.sr_lock.lock().unwrap_or_else(PoisonError::into_inner);
             self.set(e, ch, DMASR, self.reg(e, ch, DMASR) | DMASR_DLY_IRQ);
             if cr & DMACR_DLY_IRQ_EN != 0 {
-                self.dev.raise(2 * e + ch);
+                self.dev.raise(super::irq_line(e, ch));
             }
         }
         next

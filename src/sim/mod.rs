@@ -92,6 +92,13 @@ pub trait StreamProcessor: Send {
     }
 }
 
+/// The board interrupt line of engine `engine`'s channel `channel` (0: MM2S,
+/// 1: S2MM, as [`crate::axi::Channel`] counts them): line 2 `engine` +
+/// `channel`, where the fabric raises it.
+pub const fn irq_line(engine: usize, channel: usize) -> usize {
+    2 * engine + channel
+}
+
 /// The five APP words of a descriptor (a core's status stream).
 pub type AppWords = [u32; 5];
 

@@ -15,8 +15,9 @@ use serde_json::json;
 use super::meter::{Meter, Tally};
 use super::report::{Target, sentence};
 use super::{Error, bytes_label, median, table};
-use dmaflow::dma::{Completion, Partition, Proxy, Timing};
+use dmaflow::dma::{Completion, Engine, Partition, Proxy, Timing};
 use dmaflow::platform::MemoryModel;
+use dmaflow::platform::{IrqLine, RegisterSpace};
 use dmaflow::sim::{Clock, Profile};
 
 /// What to measure.
@@ -203,7 +204,7 @@ fn check(what: &str, seq: u64, len: usize, n: usize, got: &[u8]) -> Result<(), E
 
 /// Runs the sweep; every transfer's data is fresh and checked. With two or more
 /// cores the emulated device runs on a core of its own.
-pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
+pub fn run(cfg: &Config, progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
     let largest = cfg.sizes.iter().copied().max().unwrap_or(0);
     let mut rig = super::Rig::with_model(
         (8 * largest + (1 << 20)).next_power_of_two(),
@@ -214,7 +215,37 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
         Box::new(dmaflow::sim::Loopback),
     )?;
     let _placed = rig.dedicate_core()?;
+    // The same engine's registers for the emulator baseline.
+    let regs = rig.board.registers(0)?;
+    let engine = rig.engines.remove(0);
     let model_us = |bytes: usize| cfg.clock.two_way(bytes, false).as_secs_f64() * 1e6;
+    measure(cfg, engine, &regs, model_us, progress)
+}
+
+/// The same sweep on a real board's engine in loopback (`--board`): nothing
+/// is modelled, so `model_us` is 0.
+pub fn run_on_board(
+    cfg: &Config,
+    board: super::on_board::BoardRig,
+    progress: impl FnMut(&str),
+) -> Result<Vec<Row>, Error> {
+    measure(cfg, board.engine, &board.registers, |_| 0.0, progress)
+}
+
+/// The sweep over `engine` (its MM2S stream looped back to its S2MM), whose
+/// register window `regs` also is, for the bare baseline; `model_us` gives
+/// what the device needs for a transfer of so many bytes.
+fn measure<R, I>(
+    cfg: &Config,
+    engine: Engine<R, I>,
+    regs: &dyn RegisterSpace,
+    model_us: impl Fn(usize) -> f64,
+    mut progress: impl FnMut(&str),
+) -> Result<Vec<Row>, Error>
+where
+    R: RegisterSpace + Send + 'static,
+    I: IrqLine + Send + 'static,
+{
     let mut rows = Vec::new();
     let mut row = |completion,
                    (path, buffering, partition),
@@ -244,9 +275,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
     };
     let mut seq = 0u64;
     {
-        let engine = &rig.engines[0];
-        // The same engine's registers for the emulator baseline.
-        let regs = rig.board.registers(0)?;
+        let engine = &engine;
         for &bytes in &cfg.sizes {
             let iterations = (cfg.bytes_per_point / bytes).clamp(5, cfg.max_iterations);
             let mut tx = engine.pool().alloc::<u8>(bytes)?;
@@ -294,7 +323,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
                         // `tx`, `rx` come from that engine's pool; `recover`
                         // halts that engine.
                         unsafe {
-                            super::baseline::two_way(&regs, &tx, &mut rx, bytes, || {
+                            super::baseline::two_way(regs, &tx, &mut rx, bytes, || {
                                 engine.dma().recover()
                             })
                         }?;
@@ -335,7 +364,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
     }
     // The kernel-style driver thread takes the engine over: standard I/O only.
     // It starts on the driver's cores (threads inherit the caller's).
-    let proxy = Proxy::start(rig.engines.remove(0)).map_err(|source| Error::Io {
+    let proxy = Proxy::start(engine).map_err(|source| Error::Io {
         path: "proxy driver thread".into(),
         source,
     })?;

@@ -14,6 +14,7 @@ pub mod loopback;
 pub mod memory;
 pub mod meter;
 pub mod net;
+pub mod on_board;
 pub mod pipeline;
 pub mod plot;
 pub mod readers;
@@ -88,6 +89,19 @@ pub enum Error {
     /// A worker thread panicked.
     #[error("worker thread of {0} panicked")]
     Panicked(&'static str),
+    /// A real board (`--board ROOT`) lacks what the experiment needs.
+    #[error("board under {root}: not ready for this experiment:\n  {}", advice.join("\n  "))]
+    Board {
+        /// Where the board was looked for.
+        root: String,
+        /// What is missing, each with what to add (`dmaflow info`'s advice).
+        advice: Vec<String>,
+    },
+    /// The experiment runs on the emulated fabric only.
+    #[error(
+        "`bench {0}` needs the emulated fabric ({1}): it has no --board form (transfer, twoway and loopback have)"
+    )]
+    EmulatorOnly(&'static str, &'static str),
 }
 
 pub use dmaflow::rig::{Rig, SimEngine, policy_for};

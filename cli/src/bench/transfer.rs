@@ -19,9 +19,9 @@ use super::meter::Meter;
 use super::report::{Target, sentence};
 use super::spread::{Spread, in_turns};
 use super::{Error, Rig, bytes_label, median, table};
-use dmaflow::dma::{Completion, PacketRing};
+use dmaflow::dma::{Completion, Engine, PacketRing};
 use dmaflow::mem::CachePolicy;
-use dmaflow::platform::MemoryModel;
+use dmaflow::platform::{IrqLine, MemoryModel, RegisterSpace};
 use dmaflow::sim::{Clock, Loopback, Profile};
 
 /// The Zynq-7000 HP port: 150 MHz x 8 bytes.
@@ -195,8 +195,8 @@ fn intact(seq: u64, len: usize, p: &[u8]) -> bool {
 }
 
 /// Streams `packets` packets of `bytes` through `ring`; returns the seconds taken.
-fn stream(
-    ring: &mut PacketRing<'_, dmaflow::platform::sim::SimRegisters, dmaflow::platform::sim::SimIrq>,
+fn stream<R: RegisterSpace, I: IrqLine>(
+    ring: &mut PacketRing<'_, R, I>,
     bytes: usize,
     packets: usize,
     copy: bool,
@@ -295,140 +295,209 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
         for clock in [hp, Clock::Unlimited] {
             let rig = Rig::with_model(ddr, clock, true, policy, model, Box::new(Loopback))?;
             let placed = rig.dedicate_core()?;
-            let engine = &rig.engines[0];
-            let mut conditions = Vec::new();
-            let base = Condition {
-                completion: Completion::Poll,
-                loaded: false,
-                slots: cfg.slots,
-                copy: false,
+            let at = Setting {
+                clock: clock_name(clock),
+                model: Some(clock),
+                cache_maintenance,
+                irq: !cache_maintenance,
+                loaded: !cache_maintenance && clock == hp,
+                ring_sweep: !cache_maintenance && clock == Clock::Unlimited,
             };
-            for &bytes in &cfg.sizes {
-                for copy in [false, true] {
-                    conditions.push((bytes, Condition { copy, ..base }));
-                }
-                if !cache_maintenance {
-                    // What waiting on the interrupt costs and saves.
+            sweep(
+                cfg,
+                &rig.engines[0],
+                &at,
+                placed.all_cores(),
+                &mut rows,
+                &mut progress,
+            )?;
+        }
+    }
+    Ok(rows)
+}
+
+/// The same sweep on a real board's scatter-gather engine in loopback
+/// (`--board`): every condition at the board's own clock and cache policy
+/// (explicit maintenance where u-dma-buf says the memory is not coherent);
+/// nothing is modelled, so `model_us` is 0.
+pub fn run_on_board(
+    cfg: &Config,
+    board: super::on_board::BoardRig,
+    mut progress: impl FnMut(&str),
+) -> Result<Vec<Row>, Error> {
+    let cores = dmaflow::platform::cpu::allowed_cores(None)?;
+    let at = Setting {
+        clock: "board".into(),
+        model: None,
+        cache_maintenance: board.board.pool().policy() == CachePolicy::Explicit,
+        irq: true,
+        loaded: true,
+        ring_sweep: true,
+    };
+    let mut rows = Vec::new();
+    sweep(cfg, &board.engine, &at, &cores, &mut rows, &mut progress)?;
+    Ok(rows)
+}
+
+/// The link and memory one sweep runs on, and which conditions it measures.
+struct Setting {
+    /// The `clock` column: the modelled link's rate, or `board`.
+    clock: String,
+    /// The modelled link (`model_us`), none on a real board.
+    model: Option<Clock>,
+    /// Whether buffers are cleaned and invalidated around each transfer.
+    cache_maintenance: bool,
+    /// Whether interrupt completion is measured beside polling.
+    irq: bool,
+    /// Whether polling and interrupts are measured again beside a loaded core.
+    loaded: bool,
+    /// Whether ring sizes other than the configured one are swept.
+    ring_sweep: bool,
+}
+
+/// The conditions of `at` on `engine`, packet size by packet size, their rows
+/// appended to `rows`; a loading application may run on `cores`.
+fn sweep<R: RegisterSpace, I: IrqLine>(
+    cfg: &Config,
+    engine: &Engine<R, I>,
+    at: &Setting,
+    cores: &[usize],
+    rows: &mut Vec<Row>,
+    progress: &mut impl FnMut(&str),
+) -> Result<(), Error> {
+    let cache_maintenance = at.cache_maintenance;
+    let mut conditions = Vec::new();
+    let base = Condition {
+        completion: Completion::Poll,
+        loaded: false,
+        slots: cfg.slots,
+        copy: false,
+    };
+    for &bytes in &cfg.sizes {
+        for copy in [false, true] {
+            conditions.push((bytes, Condition { copy, ..base }));
+        }
+        if at.irq {
+            // What waiting on the interrupt costs and saves.
+            conditions.push((
+                bytes,
+                Condition {
+                    completion: Completion::Irq,
+                    ..base
+                },
+            ));
+            if at.loaded {
+                // Another program on a core: polling and interrupts.
+                for completion in [Completion::Poll, Completion::Irq] {
                     conditions.push((
                         bytes,
                         Condition {
-                            completion: Completion::Irq,
+                            completion,
+                            loaded: true,
                             ..base
                         },
                     ));
-                    if clock == hp {
-                        // Another program on a core: polling and interrupts.
-                        for completion in [Completion::Poll, Completion::Irq] {
-                            conditions.push((
-                                bytes,
-                                Condition {
-                                    completion,
-                                    loaded: true,
-                                    ..base
-                                },
-                            ));
-                        }
-                    }
-                }
-            }
-            if !cache_maintenance && clock == Clock::Unlimited {
-                for &bytes in &cfg.ring_sweep_sizes {
-                    for &slots in cfg.ring_sizes.iter().filter(|&&s| s != cfg.slots) {
-                        conditions.push((bytes, Condition { slots, ..base }));
-                    }
-                }
-            }
-            // The conditions of one packet size take turns run by run.
-            let mut sizes: Vec<usize> = Vec::new();
-            for (b, _) in &conditions {
-                if !sizes.contains(b) {
-                    sizes.push(*b);
-                }
-            }
-            for bytes in sizes {
-                let group: Vec<Condition> = conditions
-                    .iter()
-                    .filter(|(b, _)| *b == bytes)
-                    .map(|(_, c)| *c)
-                    .collect();
-                let what = |c: &Condition| {
-                    format!(
-                        "transfer {} {} {} cache={cache_maintenance}{} {} x {}",
-                        clock_name(clock),
-                        c.completion.name(),
-                        if c.copy { "copy" } else { "zerocopy" },
-                        if c.loaded { " loaded" } else { "" },
-                        c.slots,
-                        bytes_label(bytes)
-                    )
-                };
-                let packets_of =
-                    |c: &Condition| (cfg.bytes_per_run / bytes).clamp(c.slots, cfg.max_packets);
-                let mut costs = vec![(Duration::ZERO, Duration::ZERO); group.len()];
-                let times = in_turns(group.len(), cfg.runs.max(1), |k, round| {
-                    let c = &group[k];
-                    let what = what(c);
-                    progress(&format!("{what} run {}", round + 1));
-                    let mut ring =
-                        PacketRing::new(engine, c.slots, bytes, cfg.batch, c.completion)?;
-                    let _load = if c.loaded {
-                        Some(App::start(Work::Spin, placed.all_cores())?)
-                    } else {
-                        None
-                    };
-                    // One short run first so the caches and the device thread
-                    // are warm.
-                    stream(&mut ring, bytes, c.slots, c.copy, &what)?;
-                    let meter = Meter::start(None);
-                    let t = stream(&mut ring, bytes, packets_of(c), c.copy, &what)?;
-                    let cost = meter.stop();
-                    costs[k].0 += cost.cpu;
-                    costs[k].1 += cost.wall;
-                    Ok::<f64, Error>(t)
-                })?;
-                for ((c, times), (cpu, wall)) in group.iter().zip(&times).zip(&costs) {
-                    let c = *c;
-                    let packets = packets_of(&c);
-                    let path = if c.copy { "copy" } else { "zerocopy" };
-                    let completion = c.completion.name();
-                    let seconds = median(times);
-                    let cpu_share = if wall.is_zero() {
-                        0.0
-                    } else {
-                        cpu.as_secs_f64() / wall.as_secs_f64()
-                    };
-                    rows.push(Row {
-                        clock: clock_name(clock),
-                        completion,
-                        path,
-                        cache_maintenance,
-                        loaded: c.loaded,
-                        slots: c.slots,
-                        bytes,
-                        packets,
-                        seconds,
-                        mbytes_per_s: (packets * bytes) as f64 / seconds / 1e6,
-                        mbytes_spread: Spread::of(
-                            &times
-                                .iter()
-                                .map(|t| (packets * bytes) as f64 / t / 1e6)
-                                .collect::<Vec<_>>(),
-                        ),
-                        packets_per_s: packets as f64 / seconds,
-                        model_us: clock.duration(bytes).as_secs_f64() * 1e6,
-                        cpu_us: cpu.as_secs_f64() * 1e6 / (packets * times.len()).max(1) as f64,
-                        cpu_share,
-                        cpu_cache_us: if cache_maintenance {
-                            cpu_cache_us(bytes, 201)
-                        } else {
-                            None
-                        },
-                    });
                 }
             }
         }
     }
-    Ok(rows)
+    if at.ring_sweep {
+        for &bytes in &cfg.ring_sweep_sizes {
+            for &slots in cfg.ring_sizes.iter().filter(|&&s| s != cfg.slots) {
+                conditions.push((bytes, Condition { slots, ..base }));
+            }
+        }
+    }
+    // The conditions of one packet size take turns run by run.
+    let mut sizes: Vec<usize> = Vec::new();
+    for (b, _) in &conditions {
+        if !sizes.contains(b) {
+            sizes.push(*b);
+        }
+    }
+    for bytes in sizes {
+        let group: Vec<Condition> = conditions
+            .iter()
+            .filter(|(b, _)| *b == bytes)
+            .map(|(_, c)| *c)
+            .collect();
+        let what = |c: &Condition| {
+            format!(
+                "transfer {} {} {} cache={cache_maintenance}{} {} x {}",
+                at.clock,
+                c.completion.name(),
+                if c.copy { "copy" } else { "zerocopy" },
+                if c.loaded { " loaded" } else { "" },
+                c.slots,
+                bytes_label(bytes)
+            )
+        };
+        let packets_of =
+            |c: &Condition| (cfg.bytes_per_run / bytes).clamp(c.slots, cfg.max_packets);
+        let mut costs = vec![(Duration::ZERO, Duration::ZERO); group.len()];
+        let times = in_turns(group.len(), cfg.runs.max(1), |k, round| {
+            let c = &group[k];
+            let what = what(c);
+            progress(&format!("{what} run {}", round + 1));
+            let mut ring = PacketRing::new(engine, c.slots, bytes, cfg.batch, c.completion)?;
+            let _load = if c.loaded {
+                Some(App::start(Work::Spin, cores)?)
+            } else {
+                None
+            };
+            // One short run first so the caches and the device thread
+            // are warm.
+            stream(&mut ring, bytes, c.slots, c.copy, &what)?;
+            let meter = Meter::start(None);
+            let t = stream(&mut ring, bytes, packets_of(c), c.copy, &what)?;
+            let cost = meter.stop();
+            costs[k].0 += cost.cpu;
+            costs[k].1 += cost.wall;
+            Ok::<f64, Error>(t)
+        })?;
+        for ((c, times), (cpu, wall)) in group.iter().zip(&times).zip(&costs) {
+            let c = *c;
+            let packets = packets_of(&c);
+            let path = if c.copy { "copy" } else { "zerocopy" };
+            let completion = c.completion.name();
+            let seconds = median(times);
+            let cpu_share = if wall.is_zero() {
+                0.0
+            } else {
+                cpu.as_secs_f64() / wall.as_secs_f64()
+            };
+            rows.push(Row {
+                clock: at.clock.clone(),
+                completion,
+                path,
+                cache_maintenance,
+                loaded: c.loaded,
+                slots: c.slots,
+                bytes,
+                packets,
+                seconds,
+                mbytes_per_s: (packets * bytes) as f64 / seconds / 1e6,
+                mbytes_spread: Spread::of(
+                    &times
+                        .iter()
+                        .map(|t| (packets * bytes) as f64 / t / 1e6)
+                        .collect::<Vec<_>>(),
+                ),
+                packets_per_s: packets as f64 / seconds,
+                model_us: at
+                    .model
+                    .map_or(0.0, |c| c.duration(bytes).as_secs_f64() * 1e6),
+                cpu_us: cpu.as_secs_f64() * 1e6 / (packets * times.len()).max(1) as f64,
+                cpu_share,
+                cpu_cache_us: if cache_maintenance {
+                    cpu_cache_us(bytes, 201)
+                } else {
+                    None
+                },
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The result as a table.

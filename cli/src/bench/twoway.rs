@@ -18,10 +18,10 @@ use serde_json::json;
 use super::meter::{Meter, Tally};
 use super::report::{Target, sentence};
 use super::{Error, Rig, table};
-use dmaflow::dma::{Completion, Lane, Proxy, two_way_together};
+use dmaflow::dma::{Completion, Engine, Lane, Proxy, two_way_together};
 use dmaflow::dsp::bgsub::{self, Params};
 use dmaflow::mem::DmaBuf;
-use dmaflow::platform::MemoryModel;
+use dmaflow::platform::{IrqLine, MemoryModel, RegisterSpace};
 use dmaflow::sim::{BgSubCore, Clock, Loopback, StreamProcessor};
 
 /// The paper's fabric: 100 MHz, one byte per cycle.
@@ -245,6 +245,64 @@ fn measure(
         processor,
     )?;
     let _placed = rig.dedicate_core()?;
+    let engines = std::mem::take(&mut rig.engines);
+    drive(cfg, core, lines, &cases, engines, progress)
+}
+
+/// The loopback sweep on a real board's engine (`--board`): the same drivers
+/// and checks; nothing is modelled, so `model_us` is 0.
+pub fn run_on_board(
+    cfg: &Config,
+    board: super::on_board::BoardRig,
+    mut progress: impl FnMut(&str),
+) -> Result<Vec<Row>, Error> {
+    let mut rows = Vec::new();
+    let mut engine = Some(board.engine);
+    for &lines in &cfg.lines {
+        let (_, cases) = setup("loopback", lines)?;
+        // The proxy driver keeps the engine it takes over: each size opens
+        // the engine anew (a reset, as the emulated runs' fresh board).
+        let engine = match engine.take() {
+            Some(e) => e,
+            None => board
+                .board
+                .engine(&board.engine_name, dmaflow::axi::Config::default())
+                .map_err(|e| Error::Board {
+                    root: board.root.display().to_string(),
+                    advice: vec![e.to_string()],
+                })?,
+        };
+        rows.extend(drive(
+            cfg,
+            "loopback",
+            lines,
+            &cases,
+            vec![engine],
+            &mut progress,
+        )?);
+    }
+    for r in &mut rows {
+        r.model_us = 0.0;
+    }
+    Ok(rows)
+}
+
+/// The three drivers over `engines` (one per stream of `cases`) with images
+/// of `lines` lines; the proxy driver's turn, last, keeps them.
+fn drive<R, I>(
+    cfg: &Config,
+    core: &'static str,
+    lines: usize,
+    cases: &[Case],
+    engines: Vec<Engine<R, I>>,
+    progress: &mut impl FnMut(&str),
+) -> Result<Vec<Row>, Error>
+where
+    R: RegisterSpace + Send + 'static,
+    I: IrqLine + Send + 'static,
+{
+    let bytes = lines * LINE;
+    let count = engines.len();
     let corrupted = |what: &str, got: usize| Error::Corrupted {
         what: what.to_string(),
         got: got as u32,
@@ -252,10 +310,10 @@ fn measure(
     };
     let mut rows = Vec::new();
     {
-        let pool = rig.engines[0].pool().clone();
-        let mut tx: Vec<DmaBuf<u8>> = Vec::with_capacity(engines);
-        let mut rx: Vec<DmaBuf<u8>> = Vec::with_capacity(engines);
-        for _ in 0..engines {
+        let pool = engines[0].pool().clone();
+        let mut tx: Vec<DmaBuf<u8>> = Vec::with_capacity(count);
+        let mut rx: Vec<DmaBuf<u8>> = Vec::with_capacity(count);
+        for _ in 0..count {
             tx.push(pool.alloc(bytes)?);
             rx.push(pool.alloc(bytes)?);
         }
@@ -270,8 +328,7 @@ fn measure(
                     t.as_mut_slice().copy_from_slice(data);
                     r.as_mut_slice().fill(0);
                 }
-                let mut lanes: Vec<Lane<'_, _, _>> = rig
-                    .engines
+                let mut lanes: Vec<Lane<'_, _, _>> = engines
                     .iter()
                     .zip(&tx)
                     .zip(rx.iter_mut())
@@ -300,8 +357,8 @@ fn measure(
             let mut issue = Vec::with_capacity(cfg.iterations);
             for _ in 0..cfg.iterations {
                 let t0 = Instant::now();
-                let mut flights = Vec::with_capacity(engines);
-                for (engine, (t, r)) in rig.engines.iter().zip(tx.drain(..).zip(rx.drain(..))) {
+                let mut flights = Vec::with_capacity(count);
+                for (engine, (t, r)) in engines.iter().zip(tx.drain(..).zip(rx.drain(..))) {
                     flights.push(
                         engine
                             .begin(t, bytes, r, bytes, mode)
@@ -324,13 +381,13 @@ fn measure(
     // takes the engines over and allocates its own.
     let what = format!("twoway {core} 640x{lines} proxy");
     progress(&what);
-    let proxy = Proxy::start_all(std::mem::take(&mut rig.engines)).map_err(|source| Error::Io {
+    let proxy = Proxy::start_all(engines).map_err(|source| Error::Io {
         path: "proxy driver thread".into(),
         source,
     })?;
     let mut samples = Vec::with_capacity(cfg.iterations);
     let mut cost = Tally::default();
-    let mut bufs: Vec<Vec<u8>> = vec![Vec::new(); engines];
+    let mut bufs: Vec<Vec<u8>> = vec![Vec::new(); count];
     for it in 0..cfg.iterations {
         let case = &cases[it % CASES];
         let jobs = bufs

@@ -37,6 +37,7 @@ from ..registers import AXI_DMA
 
 from .. import Board, Channel, DmaError, DmaTimeoutError, PynqBuffer, _set_default_board
 from .. import allocate as _allocate
+from .._native import axi_dma_parameters, design_ips, emulated_designs
 
 __all__ = [
     "EMULATED_DESIGNS",
@@ -294,7 +295,17 @@ def _open_real_board(root, udmabuf, engines, timeout, length_width) -> Board:
 
 
 #: The emulated board's designs.
-EMULATED_DESIGNS = ("loopback", "loopback-sg", "fir", "bgsub")
+EMULATED_DESIGNS = tuple(emulated_designs())
+
+
+def _parameters(pairs) -> dict:
+    """An ``ip_dict`` entry's ``parameters``: each under Vivado's name and in
+    lower case, as PYNQ gives them."""
+    params = {}
+    for key, value in pairs:
+        params[key] = value
+        params[key.lower()] = value
+    return params
 
 
 def _registers(description) -> dict:
@@ -376,18 +387,22 @@ class Overlay:
                 ) from e
         self.ip_dict: dict[str, dict] = {}
         engine_names = self.board.engine_names
+        #: The emulated design's IP, from dmaflow's table of the designs.
+        self._design_ips = (
+            {ip["name"]: ip for ip in design_ips(name, self.board.length_width)} if self.board.emulated else {}
+        )
         for wname, phys, size in self.board.windows:
             if wname in engine_names:
                 self.ip_dict[wname] = self._dma_entry(engine_names.index(wname), wname, phys, size)
             elif wname == "fir_0" and self.board.emulated:
                 self.ip_dict[wname] = {
                     "fullpath": wname,
-                    "type": "dmaflow:hls:fir:1.0",
+                    "type": self._design_ips[wname]["type"],
                     "phys_addr": phys,
                     "addr_range": size,
                     "state": None,
                     "interrupts": {},
-                    "parameters": {"C_MAX_TAPS": "512", "c_max_taps": "512"},
+                    "parameters": _parameters(self._design_ips[wname]["parameters"]),
                     "driver": FIR,
                 }
             else:
@@ -439,7 +454,7 @@ class Overlay:
         if name == "bgsub":
             self.ip_dict["bgsub_0"] = {
                 "fullpath": "bgsub_0",
-                "type": "dmaflow:hls:bgsub:1.0",
+                "type": self._design_ips["bgsub_0"]["type"],
                 "phys_addr": None,
                 "addr_range": 0,
                 "state": None,
@@ -505,26 +520,15 @@ class Overlay:
 
     def _dma_entry(self, i: int, name: str, phys: int, size: int) -> dict:
         """An AXI DMA's ``ip_dict`` entry, with PYNQ's keys."""
-        sg = str(int(self.board.sg))
-        lw = str(self.board.length_width)
-        params = {}
-        for key, value in [
-            ("C_INCLUDE_SG", sg),
-            ("C_SG_LENGTH_WIDTH", lw),
-            ("C_INCLUDE_MM2S", "1"),
-            ("C_INCLUDE_S2MM", "1"),
-            ("C_M_AXI_MM2S_DATA_WIDTH", "32"),
-            ("C_M_AXI_S2MM_DATA_WIDTH", "32"),
-            ("C_ADDR_WIDTH", "32"),
-        ]:
-            params[key] = value
-            params[key.lower()] = value
+        params = _parameters(axi_dma_parameters(self.board.sg, self.board.length_width))
         interrupts = {}
-        for k, pin in enumerate(("mm2s_introut", "s2mm_introut")):
-            if self.board.emulated:
-                interrupts[pin] = {"controller": "axi_intc_0", "index": 2 * i + k, "fullpath": f"{name}/{pin}"}
-            elif self.board.has_interrupt(pin[:4], i):
-                interrupts[pin] = {"controller": "uio", "device": f"{name}_{pin}", "fullpath": f"{name}/{pin}"}
+        if self.board.emulated:
+            for pin, controller, line in self._design_ips[name]["interrupts"]:
+                interrupts[pin] = {"controller": controller, "index": line, "fullpath": f"{name}/{pin}"}
+        else:
+            for pin in ("mm2s_introut", "s2mm_introut"):
+                if self.board.has_interrupt(pin[:4], i):
+                    interrupts[pin] = {"controller": "uio", "device": f"{name}_{pin}", "fullpath": f"{name}/{pin}"}
         return {
             "fullpath": name,
             "type": "xilinx.com:ip:axi_dma:7.1",

@@ -1,0 +1,154 @@
+//! A real board as the device of the DMA experiments: an AXI DMA whose MM2S
+//! stream feeds its own S2MM (the loopback design every DMA tutorial starts
+//! from), driven through UIO and u-dma-buf by [`dmaflow::board::Board`], in
+//! place of the emulated rig. The measurement code is the one the emulated runs
+//! use; only where the engine comes from differs.
+//!
+//! Before anything is opened the board is checked as `dmaflow info` checks it;
+//! what the experiments need and the board lacks comes back as that advice.
+//! The experiments wait on interrupts as well as polling, so a channel without
+//! its interrupt line, only a warning for `dmaflow info`, is missing here.
+
+use std::path::{Path, PathBuf};
+
+use crate::board_check::{Finding, check};
+use dmaflow::axi::Config as AxiConfig;
+use dmaflow::board::Board;
+use dmaflow::dma::DynEngine;
+use dmaflow::platform::uio::{UioRegisters, inventory};
+
+use super::Error;
+
+/// The u-dma-buf the experiments take their buffers from.
+pub const MEMORY: &str = "udmabuf0";
+
+/// Which of PG021's two builds of the engine an experiment drives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Direct register mode (`C_INCLUDE_SG = 0`): two-way transfers.
+    Direct,
+    /// Scatter-gather (`C_INCLUDE_SG = 1`): descriptor rings.
+    ScatterGather,
+}
+
+impl Mode {
+    fn name(self) -> &'static str {
+        match self {
+            Mode::Direct => "direct register mode (C_INCLUDE_SG = 0)",
+            Mode::ScatterGather => "scatter-gather (C_INCLUDE_SG = 1)",
+        }
+    }
+}
+
+/// A board opened for an experiment: its pool and the engine measured.
+pub struct BoardRig {
+    /// The board (its UIO devices and u-dma-buf pool).
+    pub board: Board,
+    /// The engine measured, in loopback, reset and ready.
+    pub engine: DynEngine,
+    /// The engine's block-design name (`axi_dma_0`).
+    pub engine_name: String,
+    /// The engine's register window once more, for the bare baseline (a spin
+    /// on DMASR, the thinnest driver there is).
+    pub registers: UioRegisters,
+    /// Where the board was found.
+    pub root: PathBuf,
+}
+
+impl BoardRig {
+    /// One line for a report's header: which board and design was measured.
+    pub fn describe(&self) -> String {
+        let pool = self.board.pool();
+        format!(
+            "a real board under {}: {} in {} with its MM2S stream looped back to its S2MM, \
+             buffers from /dev/{MEMORY} ({} MiB, {:?} cache policy); nothing modelled \
+             (model_us is 0, overhead_us is the whole time)",
+            self.root.display(),
+            self.engine_name,
+            if self.engine.dma().sg_included() {
+                Mode::ScatterGather.name()
+            } else {
+                Mode::Direct.name()
+            },
+            pool.bus_range().1 >> 20,
+            pool.policy(),
+        )
+    }
+}
+
+/// What of `findings` stops the experiments: everything `dmaflow info` calls
+/// blocking, and a channel without its interrupt line.
+fn missing(findings: &[Finding]) -> Vec<&Finding> {
+    findings
+        .iter()
+        .filter(|f| f.blocking || (f.missing && f.text.contains("no interrupt line")))
+        .collect()
+}
+
+/// Opens the board under `root` for an experiment driving an engine in
+/// `mode`: the first AXI DMA engine (by name) built that way. A board that
+/// lacks something the experiments need is [`Error::Board`] with `dmaflow
+/// info`'s advice for each thing missing.
+pub fn open(root: &Path, mode: Mode) -> Result<BoardRig, Error> {
+    let refuse = |advice: Vec<String>| Error::Board {
+        root: root.display().to_string(),
+        advice,
+    };
+    if !root.is_dir() {
+        return Err(refuse(vec![format!(
+            "{} is not a directory: --board takes the root the board's /sys and /dev are \
+             under (`/` on the board itself)",
+            root.display()
+        )]));
+    }
+    let inv = inventory(root);
+    let findings = check(&inv, root);
+    let gaps = missing(&findings);
+    if !gaps.is_empty() {
+        return Err(refuse(gaps.iter().map(|f| f.text.clone()).collect()));
+    }
+    let board = Board::open(root, MEMORY).map_err(|e| refuse(vec![e.to_string()]))?;
+    let mut names: Vec<String> = inv
+        .uio
+        .iter()
+        .filter(|d| d.name.starts_with("axi_dma") && d.size > 0)
+        .map(|d| d.name.clone())
+        .collect();
+    names.sort();
+    let mut seen = Vec::new();
+    for name in names {
+        let engine = board
+            .engine(&name, AxiConfig::default())
+            .map_err(|e| refuse(vec![e.to_string()]))?;
+        let sg = engine.dma().sg_included();
+        if sg == (mode == Mode::ScatterGather) {
+            let registers = board
+                .registers(&name)
+                .map_err(|e| refuse(vec![e.to_string()]))?;
+            return Ok(BoardRig {
+                registers,
+                board,
+                engine,
+                engine_name: name,
+                root: root.to_path_buf(),
+            });
+        }
+        seen.push(format!(
+            "{name} is built in {}",
+            if sg {
+                Mode::ScatterGather.name()
+            } else {
+                Mode::Direct.name()
+            }
+        ));
+    }
+    Err(refuse(vec![format!(
+        "this experiment drives an AXI DMA in {} with its MM2S stream looped back to its \
+         S2MM, and the board has none: {}",
+        mode.name(),
+        seen.join("; ")
+    )]))
+}
+
+// Tested from the outside: `cli/tests/cli_info.rs` runs `dmaflow bench
+// --board` against fake board roots (the layout `dmaflow info` reads).
