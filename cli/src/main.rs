@@ -48,11 +48,12 @@ enum Command {
     ///             attribution per taps (default/default, FFT length, same FFT,
     ///             the FFT's share of the ratio's logarithm)
     ///   sched:    runtime (dmaflow-tasks|dmaflow-threads|futuresdr|gnuradio|
-    ///             gnuradio-fft), does, block (copy|fir64), stages, pipes,
-    ///             samples_per_pipe, seconds and cpu_seconds (per round),
-    ///             samples_per_s (median, p25, p75, min, max, n; through all
-    ///             pipes), cores_busy, sink_items; and skipped (peers not
-    ///             measured, with why)
+    ///             gnuradio-fft), does, fir_algorithm, block
+    ///             (copy|copy-rand|fir64), stages, pipes, samples_per_pipe,
+    ///             seconds and cpu_seconds (per round), samples_per_s (median,
+    ///             p25, p75, min, max, n; through all pipes), cores_busy,
+    ///             samples_per_s_per_busy_core, sink_items; and skipped (peers
+    ///             not measured, with why)
     ///   transfer: clock (the profile's port, e.g. "1200MB/s", or "unlimited"),
     ///             completion (poll|irq), path (zerocopy|copy), cache_maintenance
     ///             (bool), loaded (bool: another thread spinning on a core),

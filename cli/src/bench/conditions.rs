@@ -69,13 +69,16 @@ pub fn of(experiment: &str) -> Option<Conditions> {
                     Graph::run with its threads or workers started inside, FutureSDR \
                     Runtime::run, GNU Radio top_block.run), with the process's CPU time over \
                     the same span",
-            against: "FutureSDR 0.8.0 (its default runtime and blocks, built in its own \
-                      directory) and GNU Radio 3.10 from Python (copy and fir_filter_fff, \
-                      fft_filter_fff as a second row), runtimes taking turns round by round, \
-                      every sink's count checked",
+            against: "FutureSDR 0.8.0 (its default runtime and blocks with 64 KiB buffers, \
+                      and a CopyRand block drawing from the same generator as dmaflow's random \
+                      copies; built in its own directory) and GNU Radio 3.10 from Python \
+                      (copy and fir_filter_fff, fft_filter_fff as a second row; its default \
+                      64 KiB buffers), runtimes taking turns round by round, every sink's \
+                      count checked",
             model: "none: every figure is the runtimes' own",
-            paper: "FutureSDR's perf/null_rand and perf/fir shape (there random copies, here \
-                    plain copies; here on a VM's two cores, there many)",
+            paper: "FutureSDR's perf/null_rand and perf/fir shape (random copies of up to 128 \
+                    items per call as there, and plain copies; here on a VM's two cores, there \
+                    many)",
         },
         "transfer" => Conditions {
             timed: "the stream of packets from the first send to the last packet received, on \
