@@ -49,6 +49,8 @@ pub struct Config {
     pub stages: Vec<usize>,
     /// Samples per pipe through copy stages.
     pub copy_samples: u64,
+    /// Samples per pipe through random copy stages.
+    pub rand_samples: u64,
     /// Samples per pipe through FIR stages.
     pub fir_samples: u64,
     /// Rounds.
@@ -66,9 +68,12 @@ impl Config {
         Config {
             pipes: 4,
             stages: vec![1, 2, 5, 10, 20],
-            copy_samples: 5_000_000,
+            // Copies through 64 KiB buffers run at several G samples/s: 50 M
+            // per pipe keep a run at 1 stage over 40 ms.
+            copy_samples: 50_000_000,
+            rand_samples: 5_000_000,
             fir_samples: 2_000_000,
-            rounds: 3,
+            rounds: 5,
             peers: true,
             build_futuresdr: true,
         }
@@ -78,7 +83,8 @@ impl Config {
     pub fn quick() -> Self {
         Config {
             stages: vec![1, 5, 20],
-            copy_samples: 2_000_000,
+            copy_samples: 20_000_000,
+            rand_samples: 2_000_000,
             fir_samples: 500_000,
             rounds: 3,
             build_futuresdr: false,
@@ -92,6 +98,7 @@ impl Config {
             pipes: 2,
             stages: vec![1, 3],
             copy_samples: 100_000,
+            rand_samples: 100_000,
             fir_samples: 20_000,
             rounds: 1,
             peers: false,
@@ -101,7 +108,8 @@ impl Config {
 
     fn samples(&self, block: Block) -> u64 {
         match block {
-            Block::Copy | Block::Rand => self.copy_samples,
+            Block::Copy => self.copy_samples,
+            Block::Rand => self.rand_samples,
             Block::Fir => self.fir_samples,
         }
     }
@@ -857,14 +865,15 @@ pub fn report(cfg: &Config, m: &Measured) -> Report {
     Report {
         experiment: "sched",
         heading: format!(
-            "sched: {} pipes x stages, null source -> head({} copy / {} FIR samples) -> stages \
+            "sched: {} pipes x stages, null source -> head({} copy / {} random copy / {} FIR \
+             samples) -> stages \
              -> null sink, f32; {} rounds, runtimes taking turns; {cores} cores; each runtime \
              with its own blocks, every block taking per call what is readable and free, and \
              64 KiB buffers everywhere (dmaflow's default queues, FutureSDR with \
              FUTURESDR_BUFFER_SIZE=65536 as its perf flowgraphs set it, GNU Radio's default 2 x \
              32 KiB); M samples/s through all pipes; cores busy = process CPU time over wall \
              time; targets on the median ratio of the rounds",
-            cfg.pipes, cfg.copy_samples, cfg.fir_samples, cfg.rounds
+            cfg.pipes, cfg.copy_samples, cfg.rand_samples, cfg.fir_samples, cfg.rounds
         ),
         answer: sentence(&clauses),
         text,
