@@ -166,6 +166,10 @@ enum Command {
         /// Shorter runs with fewer repetitions.
         #[arg(long)]
         quick: bool,
+        /// The smallest runs, for tests: every table, key and file, no figure
+        /// worth reading.
+        #[arg(long, hide = true, conflicts_with = "quick")]
+        tiny: bool,
         /// Print JSON instead of tables (no progress output).
         #[arg(long)]
         json: bool,
@@ -554,11 +558,19 @@ impl From<Board> for Profile {
     }
 }
 
+/// Which of an experiment's sizes runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tier {
+    Full,
+    Quick,
+    Tiny,
+}
+
 /// Runs one experiment at the size asked for, on a board with `memory` and
 /// the port of `profile`.
 fn run_experiment(
     e: Experiment,
-    quick: bool,
+    tier: Tier,
     memory: MemoryModel,
     profile: Profile,
     gpu: Option<(usize, bench::gpu::Tables)>,
@@ -567,10 +579,10 @@ fn run_experiment(
     macro_rules! exp {
         ($m:ident $(, $set:ident = $v:expr)*) => {{
             #[allow(unused_mut)]
-            let mut cfg = if quick {
-                bench::$m::Config::quick()
-            } else {
-                bench::$m::Config::full()
+            let mut cfg = match tier {
+                Tier::Tiny => bench::$m::Config::tiny(),
+                Tier::Quick => bench::$m::Config::quick(),
+                Tier::Full => bench::$m::Config::full(),
             };
             $(cfg.$set = $v;)*
             let rows = bench::$m::run(&cfg, progress)?;
@@ -642,7 +654,7 @@ fn gpu_plan(experiment: Experiment) -> Result<Vec<(Experiment, bench::gpu::Table
 
 fn run_bench(
     experiment: Experiment,
-    quick: bool,
+    tier: Tier,
     memory: MemoryModel,
     profile: Profile,
     device: BenchDevice,
@@ -693,7 +705,7 @@ fn run_bench(
         bar.enable_steady_tick(std::time::Duration::from_millis(250));
         bar
     };
-    if !json && !quick {
+    if !json && tier == Tier::Full {
         bar.println(
             "full runs take several minutes per experiment (--quick: all of them in under 5 minutes)",
         );
@@ -725,7 +737,7 @@ fn run_bench(
             )),
             BenchDevice::Sim => None,
         };
-        let report = run_experiment(e, quick, memory, profile, gpu, &mut |m: &str| {
+        let report = run_experiment(e, tier, memory, profile, gpu, &mut |m: &str| {
             bar.set_message(m.to_string())
         })?;
         bar.inc(1);
@@ -946,6 +958,7 @@ fn main() -> ExitCode {
         Command::Bench {
             experiment,
             quick,
+            tiny,
             json,
             out,
             memory,
@@ -957,7 +970,11 @@ fn main() -> ExitCode {
             .and_then(|()| {
                 run_bench(
                     experiment,
-                    quick,
+                    match (tiny, quick) {
+                        (true, _) => Tier::Tiny,
+                        (false, true) => Tier::Quick,
+                        (false, false) => Tier::Full,
+                    },
                     memory.into(),
                     board.into(),
                     device,

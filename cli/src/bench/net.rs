@@ -79,6 +79,16 @@ impl Config {
             in_process: false,
         }
     }
+
+    /// The smallest run, for tests.
+    pub fn tiny() -> Self {
+        Config {
+            sizes: vec![64, 4096],
+            bytes: (1 << 20, 1 << 20),
+            rounds: 2,
+            in_process: false,
+        }
+    }
 }
 
 /// GNU Radio's ends, run by Debian's Python where GNU Radio is installed.
@@ -1173,10 +1183,8 @@ mod tests {
     #[test]
     fn both_points_deliver_every_item() {
         let cfg = Config {
-            sizes: vec![64, 4096],
-            bytes: (1 << 20, 1 << 20),
-            rounds: 2,
             in_process: true,
+            ..Config::tiny()
         };
         let rows = run(&cfg, &mut |m| eprintln!("{m}")).unwrap();
         let gr = gnuradio_here();
