@@ -3,12 +3,17 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use std::sync::OnceLock;
+
+use clap::builder::PossibleValue;
 use clap::{Parser, Subcommand, ValueEnum};
 use dmaflow::dsp::fir::Mode;
 use dmaflow::platform::MemoryModel;
 use dmaflow::sim::Profile;
 use dmaflow_cli::bench;
-use dmaflow_cli::bench::report::{Report, RunInfo};
+use dmaflow_cli::bench::harness::{OnGpu, Tables};
+use dmaflow_cli::bench::report::RunInfo;
+use dmaflow_cli::bench::{Experiment, Setup, Tier};
 use dmaflow_cli::files;
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -161,8 +166,8 @@ enum Command {
     #[command(verbatim_doc_comment)]
     Bench {
         /// Which experiment.
-        #[arg(value_enum, default_value_t = Experiment::All)]
-        experiment: Experiment,
+        #[arg(value_enum, default_value = "all")]
+        experiment: Which,
         /// Shorter runs with fewer repetitions.
         #[arg(long)]
         quick: bool,
@@ -436,68 +441,25 @@ fn parse_bgsub_device(s: &str) -> Result<files::bgsub::Device, String> {
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Experiment {
-    /// Every experiment below.
-    All,
-    /// Mirrored queue vs other queues, the sliding-window reader and the queue
-    /// shared between processes; then `readers`.
-    Ring,
-    /// One writer, several readers of one queue (GNU Radio 4's bm_Buffer shape).
-    Readers,
-    /// Overlap-save FIR filter, zero-copy vs manual copy (paper 001).
-    Fir,
-    /// The pipes x stages flowgraph of the SDR scheduler studies: dmaflow's
-    /// graph runtime (tasks and threads) against FutureSDR and GNU Radio.
-    Sched,
-    /// Two-way loopback transfers on the emulated fabric (paper 002).
-    Loopback,
-    /// A stream of packets through a ring of DMA buffers (paper 004).
-    Transfer,
-    /// Two-way transfers of image lines, polling vs kernel-style driver (paper 000).
-    Twoway,
-    /// Background subtraction on a coprocessor behind two DMA engines vs the CPU (paper 000).
-    Bgsub,
-    /// A five-layer int16 CNN run layer by layer on a convolution coprocessor (paper 002).
-    Cnn,
-    /// What each completion mode leaves an application sharing the driver's core.
-    Contention,
-    /// Memory-bandwidth contention: transfers beside a memory-bound application.
-    Memory,
-    /// An accelerator inside a process network (FIR and background-subtraction
-    /// cores): the accelerator node on queues in DMA memory vs copying.
-    Pipeline,
-    /// A seeded fault campaign through every safe way of moving data: nothing
-    /// delivered wrong, no late write, no hang.
-    Faults,
-    /// A dmaflow ZeroMQ edge between two processes against bare PUSH/PULL.
-    Net,
-    /// A CUDA GPU as the DMA device: copy-engine ceiling, host memory kinds and
-    /// completion modes, double buffering, kernels against the CPU (skipped
-    /// without a GPU).
-    Gpu,
-}
+/// An experiment named on the command line (from the registry), or `all`.
+#[derive(Clone, Copy)]
+struct Which(Option<&'static dyn Experiment>);
 
-impl Experiment {
-    fn name(self) -> &'static str {
-        match self {
-            Experiment::All => "all",
-            Experiment::Ring => "ring",
-            Experiment::Readers => "readers",
-            Experiment::Fir => "fir",
-            Experiment::Sched => "sched",
-            Experiment::Loopback => "loopback",
-            Experiment::Transfer => "transfer",
-            Experiment::Twoway => "twoway",
-            Experiment::Bgsub => "bgsub",
-            Experiment::Cnn => "cnn",
-            Experiment::Contention => "contention",
-            Experiment::Memory => "memory",
-            Experiment::Pipeline => "pipeline",
-            Experiment::Faults => "faults",
-            Experiment::Net => "net",
-            Experiment::Gpu => "gpu",
-        }
+impl ValueEnum for Which {
+    fn value_variants<'a>() -> &'a [Self] {
+        static ALL: OnceLock<Vec<Which>> = OnceLock::new();
+        ALL.get_or_init(|| {
+            std::iter::once(Which(None))
+                .chain(bench::EXPERIMENTS.iter().map(|&e| Which(Some(e))))
+                .collect()
+        })
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(match self.0 {
+            None => PossibleValue::new("all").help("Every experiment below."),
+            Some(e) => PossibleValue::new(e.name()).help(e.question()),
+        })
     }
 }
 
@@ -558,102 +520,35 @@ impl From<Board> for Profile {
     }
 }
 
-/// Which of an experiment's sizes runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Tier {
-    Full,
-    Quick,
-    Tiny,
-}
-
-/// Runs one experiment at the size asked for, on a board with `memory` and
-/// the port of `profile`.
-fn run_experiment(
-    e: Experiment,
-    tier: Tier,
-    memory: MemoryModel,
-    profile: Profile,
-    gpu: Option<(usize, bench::gpu::Tables)>,
-    progress: &mut dyn FnMut(&str),
-) -> Result<Report, bench::Error> {
-    macro_rules! exp {
-        ($m:ident $(, $set:ident = $v:expr)*) => {{
-            #[allow(unused_mut)]
-            let mut cfg = match tier {
-                Tier::Tiny => bench::$m::Config::tiny(),
-                Tier::Quick => bench::$m::Config::quick(),
-                Tier::Full => bench::$m::Config::full(),
-            };
-            $(cfg.$set = $v;)*
-            let rows = bench::$m::run(&cfg, progress)?;
-            bench::$m::report(&cfg, &rows)
-        }};
-    }
-    Ok(match e {
-        Experiment::Ring => exp!(ring),
-        Experiment::Readers => exp!(readers),
-        Experiment::Fir => exp!(fir),
-        Experiment::Sched => exp!(sched),
-        Experiment::Loopback => exp!(loopback, memory = memory, clock = profile.port),
-        Experiment::Transfer => exp!(transfer, profile = profile),
-        Experiment::Twoway => exp!(twoway, memory = memory),
-        Experiment::Bgsub => exp!(bgsub, memory = memory),
-        Experiment::Cnn => exp!(cnn, memory = memory, device = gpu.map(|g| g.0)),
-        Experiment::Contention => exp!(contention, profile = profile),
-        Experiment::Memory => exp!(memory, profile = profile),
-        Experiment::Pipeline => exp!(pipeline, profile = profile),
-        Experiment::Faults => exp!(faults),
-        Experiment::Net => exp!(net),
-        Experiment::Gpu => {
-            let (device, tables) = gpu.unwrap_or((0, bench::gpu::Tables::ALL));
-            exp!(gpu, device = device, tables = tables)
-        }
-        Experiment::All => {
-            return Err(bench::Error::Peer {
-                peer: "bench",
-                reason: "`all` names a list of experiments, not one".into(),
-            });
-        }
-    })
-}
-
-/// What `bench EXPERIMENT --device cuda:N` runs: `cnn` itself on the GPU, or
-/// the GPU experiment with the tables that answer that experiment's question;
-/// an error for experiments with no GPU form.
-fn gpu_plan(experiment: Experiment) -> Result<Vec<(Experiment, bench::gpu::Tables)>, String> {
-    use bench::gpu::Tables;
-    let kernels_only = Tables {
-        transfers: false,
-        messages: false,
-        kernels: true,
+/// What `bench EXPERIMENT --device cuda:N` runs: the experiments that run on
+/// the GPU themselves, or the GPU experiment with the tables that answer that
+/// experiment's question; an error for experiments with no GPU form.
+fn gpu_plan(which: Which) -> Result<Vec<(&'static dyn Experiment, Tables)>, String> {
+    let mut itself = bench::EXPERIMENTS
+        .iter()
+        .copied()
+        .filter(|e| e.on_gpu() == Some(OnGpu::Itself));
+    let Some(e) = which.0 else {
+        return Ok(itself.map(|e| (e, Tables::ALL)).collect());
     };
-    Ok(match experiment {
-        Experiment::All => vec![
-            (Experiment::Gpu, Tables::ALL),
-            (Experiment::Cnn, Tables::ALL),
-        ],
-        Experiment::Gpu => vec![(Experiment::Gpu, Tables::ALL)],
-        Experiment::Cnn => vec![(Experiment::Cnn, Tables::ALL)],
-        Experiment::Transfer | Experiment::Loopback => vec![(
-            Experiment::Gpu,
-            Tables {
-                kernels: false,
-                ..Tables::ALL
-            },
-        )],
-        Experiment::Twoway | Experiment::Bgsub => vec![(Experiment::Gpu, kernels_only)],
-        other => {
-            return Err(format!(
-                "`bench {}` has no GPU form (--device cuda runs gpu, transfer, loopback, \
-                 twoway, bgsub, cnn or all)",
-                other.name()
-            ));
-        }
-    })
+    match (e.on_gpu(), itself.find(|e| e.name() == "gpu")) {
+        (Some(OnGpu::Itself), _) => Ok(vec![(e, Tables::ALL)]),
+        (Some(OnGpu::Gpu(tables)), Some(gpu)) => Ok(vec![(gpu, tables)]),
+        _ => Err(format!(
+            "`bench {}` has no GPU form (--device cuda runs {} or all)",
+            e.name(),
+            bench::EXPERIMENTS
+                .iter()
+                .filter(|e| e.on_gpu().is_some())
+                .map(|e| e.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
 }
 
 fn run_bench(
-    experiment: Experiment,
+    which: Which,
     tier: Tier,
     memory: MemoryModel,
     profile: Profile,
@@ -662,37 +557,18 @@ fn run_bench(
     out: &Path,
 ) -> Result<(), bench::Error> {
     let plan = match device {
-        BenchDevice::Cuda(_) => gpu_plan(experiment).map_err(|reason| bench::Error::Peer {
+        BenchDevice::Cuda(_) => gpu_plan(which).map_err(|reason| bench::Error::Peer {
             peer: "bench",
             reason,
         })?,
         BenchDevice::Sim => Vec::new(),
     };
-    let list = match device {
-        BenchDevice::Cuda(_) => plan.iter().map(|&(e, _)| e).collect(),
-        BenchDevice::Sim => match experiment {
-            Experiment::All => vec![
-                Experiment::Ring,
-                Experiment::Readers,
-                Experiment::Fir,
-                Experiment::Sched,
-                Experiment::Transfer,
-                Experiment::Twoway,
-                Experiment::Loopback,
-                Experiment::Bgsub,
-                Experiment::Cnn,
-                Experiment::Contention,
-                Experiment::Memory,
-                Experiment::Pipeline,
-                Experiment::Faults,
-                Experiment::Net,
-                Experiment::Gpu,
-            ],
-            // The queue's experiment: the peer table with its cross-process rows,
-            // then the readers' table in GNU Radio 4's shape.
-            Experiment::Ring => vec![Experiment::Ring, Experiment::Readers],
-            one => vec![one],
-        },
+    let list: Vec<&'static dyn Experiment> = match (device, which.0) {
+        (BenchDevice::Cuda(_), _) => plan.iter().map(|&(e, _)| e).collect(),
+        (BenchDevice::Sim, None) => bench::EXPERIMENTS.to_vec(),
+        (BenchDevice::Sim, Some(e)) => std::iter::once(e)
+            .chain(e.then().and_then(bench::find))
+            .collect(),
     };
     let bar = if json {
         ProgressBar::hidden()
@@ -728,33 +604,34 @@ fn run_bench(
     let mut index = out.join("index.html");
     for e in list {
         bar.set_message(e.name());
-        let gpu = match device {
-            BenchDevice::Cuda(n) => Some((
-                n,
-                plan.iter()
-                    .find(|(p, _)| *p == e)
-                    .map_or(bench::gpu::Tables::ALL, |&(_, t)| t),
-            )),
-            BenchDevice::Sim => None,
+        let setup = Setup {
+            tier,
+            memory,
+            profile,
+            gpu: match device {
+                BenchDevice::Cuda(n) => Some((
+                    n,
+                    plan.iter()
+                        .find(|(p, _)| p.name() == e.name())
+                        .map_or(Tables::ALL, |&(_, t)| t),
+                )),
+                BenchDevice::Sim => None,
+            },
         };
-        let report = run_experiment(e, tier, memory, profile, gpu, &mut |m: &str| {
-            bar.set_message(m.to_string())
-        })?;
+        let report = e.run(&setup, &mut |m: &str| bar.set_message(m.to_string()))?;
         bar.inc(1);
         if json {
             println!("{}", report.document());
         } else {
             bar.suspend(|| {
                 println!("{}", report.heading);
-                if let Some(c) = bench::conditions::of(report.experiment) {
-                    print!("{}", c.lines());
-                }
+                print!("{}", e.conditions().lines());
                 print!("{}", report.text);
                 println!();
             });
         }
         report.write(out)?;
-        reports.push(report);
+        reports.push((report, e.conditions()));
         index = bench::report::write_index(out, &info, &reports)?;
     }
     bar.finish_and_clear();
@@ -928,11 +805,11 @@ fn run_info(root: &Path) -> ExitCode {
 /// Refuses, before anything runs, a GPU asked for that this machine's driver
 /// does not have, and an experiment with no GPU form. A machine with no driver
 /// or no device passes: the GPU experiment then says it skipped.
-fn check_device(experiment: Experiment, device: BenchDevice) -> Result<(), String> {
+fn check_device(which: Which, device: BenchDevice) -> Result<(), String> {
     let BenchDevice::Cuda(n) = device else {
         return Ok(());
     };
-    gpu_plan(experiment)?;
+    gpu_plan(which)?;
     let count = dmaflow::gpu::driver::count();
     if count > 0 && n >= count {
         return Err(format!(
@@ -1003,16 +880,18 @@ fn main() -> ExitCode {
             (&input, &output, &net),
             device,
         ),
-        Command::Targets { paths } => match bench::report::read_documents(&paths) {
-            Ok(docs) => {
-                print!("{}", bench::report::targets_markdown(&docs));
-                ExitCode::SUCCESS
+        Command::Targets { paths } => {
+            match bench::report::read_documents(&paths, &bench::names()) {
+                Ok(docs) => {
+                    print!("{}", bench::report::targets_markdown(&docs));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("dmaflow targets: {e}");
+                    ExitCode::from(2)
+                }
             }
-            Err(e) => {
-                eprintln!("dmaflow targets: {e}");
-                ExitCode::from(2)
-            }
-        },
+        }
         Command::ShmReader { path } => match bench::ring::shm_reader(&path) {
             Ok(line) => {
                 println!("{line}");

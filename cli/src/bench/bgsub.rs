@@ -17,9 +17,12 @@ use dmaflow::dsp::bgsub::{BackgroundSubtractor, Params, synthetic_frames};
 use dmaflow::platform::MemoryModel;
 use dmaflow::rig::BgSubCoprocessor;
 use dmaflow::sim::Clock;
+use super::conditions::{Conditions, USER_X86};
+use super::harness::{OnGpu, Setup, Tables};
+use super::report::Report;
 
 /// The paper's fabric clock: 100 MHz x 1 B.
-pub const FABRIC: Clock = super::twoway::FABRIC;
+pub const FABRIC: Clock = super::harness::PAPER_000_FABRIC;
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -303,6 +306,42 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
         json: json(rows),
         // Two rows (fabric, CPU): the table says it; a plot would not.
         plots: Vec::new(),
+    }
+}
+
+/// `dmaflow bench bgsub`.
+pub struct Bgsub;
+
+impl super::Experiment for Bgsub {
+    fn name(&self) -> &'static str {
+        "bgsub"
+    }
+
+    fn question(&self) -> &'static str {
+        "Background subtraction on a coprocessor behind two DMA engines vs the CPU (paper 000)."
+    }
+
+    fn conditions(&self) -> Conditions {
+        Conditions {
+            timed: "each frame from the call to the mask in the caller's buffer, software and \
+                    fabric in turns frame by frame",
+            against: "the software implementation on this CPU and the modelled fabric's bound",
+            model: "model_us (two 100 MB/s streams side by side); the emulated core computes on \
+                    this host",
+            paper: USER_X86,
+        }
+    }
+
+    fn run(&self, s: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error> {
+        let cfg = Config {
+            memory: s.memory,
+            ..s.tier.pick(Config::full, Config::quick, Config::tiny)
+        };
+        Ok(report(&cfg, &run(&cfg, progress)?))
+    }
+
+    fn on_gpu(&self) -> Option<OnGpu> {
+        Some(OnGpu::Gpu(Tables { transfers: false, messages: false, kernels: true }))
     }
 }
 

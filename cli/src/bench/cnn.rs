@@ -21,9 +21,12 @@ use dmaflow::dsp::conv::{Layer, from_bytes, input_frame, roshambo};
 use dmaflow::platform::MemoryModel;
 use dmaflow::sim::conv::{NULLHOP_MACS_PER_CYCLE, NULLHOP_MHZ};
 use dmaflow::sim::{Clock, ConvCore};
+use super::conditions::{Conditions, USER_X86};
+use super::harness::{OnGpu, Setup};
+use super::report::Report;
 
 /// The fabric clock: the Zynq HP port (150 MHz x 8 B).
-pub const FABRIC: Clock = super::transfer::HP_PORT;
+pub const FABRIC: Clock = dmaflow::sim::Profile::ZYNQ7000.port;
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -484,7 +487,7 @@ pub fn render(rows: &[Row]) -> String {
         })
         .collect();
     let Some(first) = rows.first() else {
-        return format!("{}\n", super::gpu::SKIPPED);
+        return format!("{}\n", super::harness::NO_GPU);
     };
     let mut out = String::new();
     if first.device != "fabric" {
@@ -550,7 +553,7 @@ pub fn render(rows: &[Row]) -> String {
 /// The result as `{"experiment":"cnn","rows":[...]}`.
 pub fn json(rows: &[Row]) -> serde_json::Value {
     if rows.is_empty() {
-        return json!({"experiment": "cnn", "skipped": super::gpu::SKIPPED, "rows": []});
+        return json!({"experiment": "cnn", "skipped": super::harness::NO_GPU, "rows": []});
     }
     json!({
         "experiment": "cnn",
@@ -593,7 +596,7 @@ pub fn answer(cfg: &Config, rows: &[Row]) -> String {
         cpu.push(format!("{} {:.0} us", r.completion, total));
     }
     let on = match rows.first() {
-        None => return super::gpu::SKIPPED.to_string(),
+        None => return super::harness::NO_GPU.to_string(),
         Some(r) if r.device != "fabric" => format!("{}'s kernel", r.device),
         Some(_) => "the coprocessor".to_string(),
     };
@@ -647,6 +650,42 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
                 |r| r.tx_us_per_byte,
             ),
         }],
+    }
+}
+
+/// `dmaflow bench cnn`.
+pub struct Cnn;
+
+impl super::Experiment for Cnn {
+    fn name(&self) -> &'static str {
+        "cnn"
+    }
+
+    fn question(&self) -> &'static str {
+        "A five-layer int16 CNN run layer by layer on a convolution coprocessor (paper 002)."
+    }
+
+    fn conditions(&self) -> Conditions {
+        Conditions {
+            timed: "each layer's transfers and each frame from the first send to the last \
+                    answer",
+            against: "the completion modes, and the modelled link",
+            model: "model_us: the link and the core's compute, modelled as NullHop's 128 MACs \
+                    per cycle at an assumed 100 MHz; TX us/byte restates 1 / the link rate",
+            paper: USER_X86,
+        }
+    }
+
+    fn run(&self, s: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error> {
+        let cfg = Config {
+            memory: s.memory, device: s.gpu.map(|g| g.0),
+            ..s.tier.pick(Config::full, Config::quick, Config::tiny)
+        };
+        Ok(report(&cfg, &run(&cfg, progress)?))
+    }
+
+    fn on_gpu(&self) -> Option<OnGpu> {
+        Some(OnGpu::Itself)
     }
 }
 

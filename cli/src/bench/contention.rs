@@ -17,12 +17,16 @@ use serde_json::json;
 
 use super::app::{App, SAMPLES, Work};
 use super::meter::{Meter, Tally};
+use super::peers::{check, mark};
 use super::report::{Target, sentence};
 use super::spread::{Spread, in_turns};
 use super::{Error, Rig, bytes_label, table};
 use dmaflow::dma::{Completion, Proxy};
 use dmaflow::mem::CachePolicy;
 use dmaflow::sim::{Loopback, Profile};
+use super::conditions::Conditions;
+use super::harness::Setup;
+use super::report::Report;
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -100,30 +104,6 @@ impl Row {
     /// Measured minus modelled time per transfer.
     pub fn overhead_us(&self) -> f64 {
         self.transfer_us - self.model_us
-    }
-}
-
-/// Marks a transfer's data as transfer `seq`'s: its first and last bytes (the
-/// driver-side thread does no more work per byte than a real producer that
-/// hands over a buffer it already filled; loopback and transfer check every
-/// byte).
-pub(super) fn mark(p: &mut [u8], seq: u8) {
-    let n = p.len();
-    if n > 0 {
-        p[0] = seq;
-        p[n - 1] = seq;
-    }
-}
-
-pub(super) fn check(what: &str, got: &[u8], len: usize, seq: u8) -> Result<(), Error> {
-    if got.len() == len && got.first() == Some(&seq) && got.last() == Some(&seq) {
-        Ok(())
-    } else {
-        Err(Error::Corrupted {
-            what: what.to_string(),
-            got: got.first().copied().unwrap_or(0).into(),
-            expected: seq.into(),
-        })
     }
 }
 
@@ -409,6 +389,39 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
                 |r| 100.0 * r.app_share,
             ),
         }],
+    }
+}
+
+/// `dmaflow bench contention`.
+pub struct Contention;
+
+impl super::Experiment for Contention {
+    fn name(&self) -> &'static str {
+        "contention"
+    }
+
+    fn question(&self) -> &'static str {
+        "What each completion mode leaves an application sharing the driver's core."
+    }
+
+    fn conditions(&self) -> Conditions {
+        Conditions {
+            timed: "the application's passes over a fixed time beside back-to-back transfers, \
+                    against its passes alone just before",
+            against: "the application alone on the same core",
+            model: "model_us",
+            paper: "this measures the Linux scheduler sharing one core between the driver and \
+                    the application, not the papers' memory-bandwidth contention (that is \
+                    `memory`)",
+        }
+    }
+
+    fn run(&self, s: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error> {
+        let cfg = Config {
+            profile: s.profile,
+            ..s.tier.pick(Config::full, Config::quick, Config::tiny)
+        };
+        Ok(report(&cfg, &run(&cfg, progress)?))
     }
 }
 

@@ -30,8 +30,11 @@ use dmaflow::platform::sim::SimBoard;
 use dmaflow::sim::{Clock, Fabric, Faults, Loopback};
 use serde_json::json;
 
-use super::Rig;
+use super::{Error, Rig};
 use super::report::Target;
+use super::conditions::Conditions;
+use super::harness::Setup;
+use super::report::Report;
 
 /// Campaign settings.
 #[derive(Debug, Clone)]
@@ -770,6 +773,35 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
         targets,
         json: json(rows),
         plots: Vec::new(),
+    }
+}
+
+/// `dmaflow bench faults`.
+pub struct FaultCampaign;
+
+impl super::Experiment for FaultCampaign {
+    fn name(&self) -> &'static str {
+        "faults"
+    }
+
+    fn question(&self) -> &'static str {
+        "A seeded fault campaign through every safe way of moving data: nothing delivered wrong, no late write, no hang."
+    }
+
+    fn conditions(&self) -> Conditions {
+        Conditions {
+            timed: "nothing: every figure is a count (transfers, faults injected, recovered, \
+                    late writes)",
+            against: "what every safe API must guarantee: nothing delivered wrong, no late \
+                      write, no hang",
+            model: "the injected faults",
+            paper: "no paper measures this",
+        }
+    }
+
+    fn run(&self, s: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error> {
+        let cfg = s.tier.pick(Config::full, Config::quick, Config::tiny);
+        Ok(report(&cfg, &run(&cfg, progress)?))
     }
 }
 

@@ -34,6 +34,9 @@ use serde_json::{Value, json};
 use super::report::{Report, Target};
 use super::spread::{Ratio, Spread};
 use super::{Error, bytes_label, table};
+use super::conditions::Conditions;
+use super::harness::{NO_GPU, OnGpu, Setup};
+pub use super::harness::Tables;
 
 /// The completion modes a GPU is waited on with.
 pub const MODES: [Completion; 3] = [Completion::Poll, Completion::Yield, Completion::Irq];
@@ -65,27 +68,6 @@ pub struct Config {
     pub timeout: Duration,
     /// Which tables run.
     pub tables: Tables,
-}
-
-/// Which of the experiment's tables run (`bench transfer --device cuda` runs the
-/// transfer and message tables, `bench cnn --device cuda` the kernels, ...).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Tables {
-    /// The ceiling and the transfer points.
-    pub transfers: bool,
-    /// The message in blocks.
-    pub messages: bool,
-    /// The kernels against the CPU.
-    pub kernels: bool,
-}
-
-impl Tables {
-    /// Every table.
-    pub const ALL: Tables = Tables {
-        transfers: true,
-        messages: true,
-        kernels: true,
-    };
 }
 
 impl Config {
@@ -231,9 +213,6 @@ pub struct Outcome {
     pub kernels: Vec<KernelRow>,
 }
 
-/// The reason every GPU table is skipped, when it is.
-pub const SKIPPED: &str = "no CUDA device: skipped";
-
 /// Runs the experiment on device `cfg.device`; a machine with no driver or no
 /// device gives an outcome that says so. Asking for a device beyond those present
 /// is an error.
@@ -249,12 +228,12 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Outcome, Erro
     let list = match dmaflow::gpu::devices() {
         Ok(l) => l,
         Err(e) => {
-            out.device = Err(format!("{SKIPPED} ({e})"));
+            out.device = Err(format!("{NO_GPU} ({e})"));
             return Ok(out);
         }
     };
     if list.is_empty() {
-        out.device = Err(format!("{SKIPPED} (the driver sees none)"));
+        out.device = Err(format!("{NO_GPU} (the driver sees none)"));
         return Ok(out);
     }
     let gpu = Gpu::open(cfg.device)?;
@@ -892,6 +871,50 @@ pub fn report(_cfg: &Config, out: &Outcome) -> Report {
     }
 }
 
+/// `dmaflow bench gpu`.
+pub struct GpuExperiment;
+
+impl super::Experiment for GpuExperiment {
+    fn name(&self) -> &'static str {
+        "gpu"
+    }
+
+    fn question(&self) -> &'static str {
+        "A CUDA GPU as the DMA device: copy-engine ceiling, host memory kinds and completion modes, double buffering, kernels against the CPU (skipped without a GPU)."
+    }
+
+    fn conditions(&self) -> Conditions {
+        Conditions {
+            timed: "each point's transfers from the first call to the last return on the \
+                    waiting thread (wall), each copy by the device's own events queued \
+                    behind a holding kernel as the ceiling's are (h2d, d2h; in extra \
+                    transfers) and as the host submits them (h2d/d2h submitted: a small \
+                    copy's submission inside), process CPU time (the waiter and the \
+                    driver's threads included)",
+            against: "the copy engines' ceiling measured in the same run (copies queued \
+                      behind a kernel holding the stream, as nvbandwidth does), and the CPU \
+                      references of every kernel",
+            model: "none: a GPU is real hardware, every figure is measured",
+            paper: "the papers' questions on a PCIe GPU instead of a Zynq's AXI DMA: copy \
+                    engines for MM2S and S2MM, pinned memory for the DMA buffers",
+        }
+    }
+
+    fn run(&self, s: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error> {
+        let (device, tables) = s.gpu.unwrap_or((0, Tables::ALL));
+        let cfg = Config {
+            device,
+            tables,
+            ..s.tier.pick(Config::full, Config::quick, Config::tiny)
+        };
+        Ok(report(&cfg, &run(&cfg, progress)?))
+    }
+
+    fn on_gpu(&self) -> Option<OnGpu> {
+        Some(OnGpu::Itself)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -903,7 +926,7 @@ mod tests {
         }
         let out = run(&Config::tiny(), |_| {}).unwrap();
         let r = report(&Config::tiny(), &out);
-        assert!(r.text.starts_with(SKIPPED), "{}", r.text);
+        assert!(r.text.starts_with(NO_GPU), "{}", r.text);
         assert_eq!(r.json["rows"].as_array().map(Vec::len), Some(0));
         assert!(r.targets.is_empty());
     }

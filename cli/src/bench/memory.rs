@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::app::{App, TRIAD_UNIT_BYTES, Work};
-use super::contention::{check, mark};
+use super::peers::{check, mark};
 use super::meter::{Meter, Tally};
 use super::report::{Target, sentence};
 use super::spread::{Ratio, Spread, in_turns};
@@ -29,6 +29,9 @@ use super::{Error, Rig, bytes_label, table};
 use dmaflow::dma::Completion;
 use dmaflow::mem::CachePolicy;
 use dmaflow::sim::{Clock, Loopback, Profile};
+use super::conditions::Conditions;
+use super::harness::Setup;
+use super::report::Report;
 
 /// How the driver waits: asleep on the interrupt line, so that on a shared
 /// core the application has the core while the device copies.
@@ -463,6 +466,41 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
                 |r| r.mb_per_s.median,
             ),
         }],
+    }
+}
+
+/// `dmaflow bench memory`.
+pub struct Memory;
+
+impl super::Experiment for Memory {
+    fn name(&self) -> &'static str {
+        "memory"
+    }
+
+    fn question(&self) -> &'static str {
+        "Memory-bandwidth contention: transfers beside a memory-bound application."
+    }
+
+    fn conditions(&self) -> Conditions {
+        Conditions {
+            timed: "back-to-back two-way transfers over a fixed time on the driver's thread; \
+                    the application's units of work over the same time, and alone just before",
+            against: "the same transfers beside a cache-resident filter (the same sharing of \
+                      the core, no memory traffic) and beside nothing; the triad alone",
+            model: "model MB/s at the port's clock; the unlimited rows are this machine's own \
+                    memory (the emulated device copies through it)",
+            paper: "papers 002 and 004 contend on a Zynq's DDR controller and the ACP; here a \
+                    VM's DRAM and shared last-level cache, and on two cores the application \
+                    shares the driver's core (the filter rows carry that sharing)",
+        }
+    }
+
+    fn run(&self, s: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error> {
+        let cfg = Config {
+            profile: s.profile,
+            ..s.tier.pick(Config::full, Config::quick, Config::tiny)
+        };
+        Ok(report(&cfg, &run(&cfg, progress)?))
     }
 }
 

@@ -37,7 +37,10 @@ use serde_json::json;
 
 use super::report::{Report, Target};
 use super::spread::{Ratio, Spread, in_turns};
+use super::peers::{gnuradio_here, wait_within};
 use super::{Error, median, table};
+use super::conditions::Conditions;
+use super::harness::Setup;
 
 /// The experiment's size.
 #[derive(Debug, Clone)]
@@ -104,60 +107,6 @@ const GR_RX_LIMIT: Duration = Duration::from_secs(30);
 
 /// The `peer` of the error a stalled GNU Radio receiver gives.
 const STALLED: &str = "stalled GNU Radio receiver";
-
-/// Whether GNU Radio's Python API with gr-zeromq is here.
-pub fn gnuradio_here() -> bool {
-    Command::new("/usr/bin/python3")
-        .args(["-c", "import gnuradio.zeromq"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// Waits for `child` to end, its output collected, for at most `limit`:
-/// past that it is killed and the wait is an error.
-fn wait_within(
-    mut child: Child,
-    what: &str,
-    limit: Duration,
-) -> Result<std::process::Output, Error> {
-    let io = |e: std::io::Error| Error::Io {
-        path: what.to_string(),
-        source: e,
-    };
-    let t0 = Instant::now();
-    loop {
-        if child.try_wait().map_err(io)?.is_some() {
-            return child.wait_with_output().map_err(io);
-        }
-        if t0.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(Error::Peer {
-                peer: "peer process",
-                reason: format!("{what} still running after {limit:?}: stopped"),
-            });
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
-
-/// Runs `cmd` to its end, its output collected, for at most `limit`: past
-/// that it is killed and the wait is an error.
-pub fn output_within(cmd: &mut Command, limit: Duration) -> Result<std::process::Output, Error> {
-    let what = format!("{:?}", cmd.get_program());
-    let child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| Error::Io {
-            path: what.clone(),
-            source: e,
-        })?;
-    wait_within(child, &what, limit)
-}
 
 /// A way through the network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -535,7 +484,7 @@ impl Drop for Counters {
 }
 
 /// Where GNU Radio's files go: tmpfs where there is one.
-fn scratch() -> Result<super::fir::ScratchDir, Error> {
+fn scratch() -> Result<super::peers::ScratchDir, Error> {
     let shm = Path::new("/dev/shm");
     if shm.is_dir() {
         let p = shm.join(format!("dmaflow-net-{}", std::process::id()));
@@ -543,9 +492,9 @@ fn scratch() -> Result<super::fir::ScratchDir, Error> {
             path: p.display().to_string(),
             source: e,
         })?;
-        Ok(super::fir::ScratchDir::at(p))
+        Ok(super::peers::ScratchDir::at(p))
     } else {
-        super::fir::ScratchDir::new("dmaflow-net")
+        super::peers::ScratchDir::new("dmaflow-net")
     }
 }
 
@@ -956,20 +905,6 @@ fn finite(v: &[f64]) -> Vec<f64> {
     v.iter().copied().filter(|x| x.is_finite()).collect()
 }
 
-/// A ratio as `1.23x (1.10..1.40)`.
-fn ratio_text(r: &Ratio) -> String {
-    format!("{:.2}x ({:.2}..{:.2})", r.0.median, r.0.min, r.0.max)
-}
-
-/// A ratio's verdict.
-fn verdict(r: &Ratio) -> &'static str {
-    match (r.measurable(), r.0.median > 1.0) {
-        (true, true) => "faster",
-        (true, false) => "slower",
-        (false, _) => "no measurable difference",
-    }
-}
-
 /// The report.
 pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     let mut cells = Vec::new();
@@ -1027,15 +962,15 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         let find = |v: &[(usize, Ratio)], s: usize| {
             v.iter()
                 .find(|(z, _)| *z == s)
-                .map_or("-".into(), |(_, r)| ratio_text(r))
+                .map_or("-".into(), |(_, r)| r.text())
         };
         let cells: Vec<Vec<String>> = equal
             .iter()
             .map(|(size, r)| {
                 vec![
                     super::bytes_label(*size),
-                    ratio_text(r),
-                    verdict(r).to_string(),
+                    r.text(),
+                    r.verdict().to_string(),
                     find(&default, *size),
                     find(&size_of, *size),
                     find(&rx, *size),
@@ -1065,7 +1000,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
                      message size",
                     super::bytes_label(*size)
                 ),
-                format!("{} ({})", ratio_text(r), verdict(r)),
+                format!("{} ({})", r.text(), r.verdict()),
                 r.0.median >= 1.0,
             ));
         }
@@ -1171,6 +1106,37 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
             }).collect::<Vec<_>>(),
         }),
         plots: Vec::new(),
+    }
+}
+
+/// `dmaflow bench net`.
+pub struct Net;
+
+impl super::Experiment for Net {
+    fn name(&self) -> &'static str {
+        "net"
+    }
+
+    fn question(&self) -> &'static str {
+        "A dmaflow ZeroMQ edge between two processes against bare PUSH/PULL."
+    }
+
+    fn conditions(&self) -> Conditions {
+        Conditions {
+            timed: "the receiver from its first data to its last (GNU Radio's receiver: its \
+                    sink's count looked at every 0.5 ms); CPU the receiving process's",
+            against: "bare PUSH/PULL of the same libzmq (the ceiling), and GNU Radio's \
+                      push_sink -> pull_source, lean (what each point does is in its row), at \
+                      GNU Radio's own message size, with both crossed edges",
+            model: "none",
+            paper: "gr-zeromq over loopback TCP on one two-core machine, every process sharing \
+                    the two cores",
+        }
+    }
+
+    fn run(&self, s: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error> {
+        let cfg = s.tier.pick(Config::full, Config::quick, Config::tiny);
+        Ok(report(&cfg, &run(&cfg, progress)?))
     }
 }
 

@@ -26,10 +26,14 @@ use std::time::Instant;
 
 use serde_json::json;
 
+use super::peers::{Backoff, checksum, fill, series};
 use super::report::{Target, sentence};
 use super::{Error, bytes_label, table};
 use dmaflow::platform::cpu::{allowed_cores, pin};
 use dmaflow::ring::{Builder, Wait};
+use super::conditions::Conditions;
+use super::harness::Setup;
+use super::report::Report;
 
 /// Size of one item in bytes.
 const ITEM: usize = std::mem::size_of::<f32>();
@@ -119,58 +123,12 @@ impl Row {
     }
 }
 
-/// A waiting side's backoff, the same for every queue: spin a little, then
-/// `sched_yield` (what dmaflow's `Wait::Yield` does).
-#[derive(Default)]
-pub(super) struct Backoff(u32);
-
-impl Backoff {
-    const SPINS: u32 = 64;
-
-    pub(super) fn wait(&mut self) {
-        if self.0 < Self::SPINS {
-            self.0 += 1;
-            std::hint::spin_loop();
-        } else {
-            std::thread::yield_now();
-        }
-    }
-
-    pub(super) fn reset(&mut self) {
-        self.0 = 0;
-    }
-}
-
-/// Sets every item to the float whose bits are its sequence number.
-pub(super) fn fill(s: &mut [f32], first: u32) {
-    for (k, x) in s.iter_mut().enumerate() {
-        *x = f32::from_bits(first.wrapping_add(k as u32));
-    }
-}
-
 /// [`fill`] for uninitialised slots.
 #[cfg(feature = "peers")]
 fn fill_uninit(s: &mut [MaybeUninit<f32>], first: u32) {
     for (k, x) in s.iter_mut().enumerate() {
         x.write(f32::from_bits(first.wrapping_add(k as u32)));
     }
-}
-
-/// Wrapping sum of the items' bits; vectorises.
-pub(super) fn checksum(s: &[f32]) -> u32 {
-    bytemuck::cast_slice::<f32, u32>(s)
-        .iter()
-        .fold(0u32, |a, &b| a.wrapping_add(b))
-}
-
-/// Checksum of the sequence numbers `first .. first + n`.
-pub(super) fn series(first: u64, n: u64) -> u32 {
-    if n == 0 {
-        return 0;
-    }
-    // Sum of an arithmetic series, reduced mod 2^32 (all terms fit in u128).
-    let s = (n as u128) * (2 * first as u128 + n as u128 - 1) / 2;
-    s as u32
 }
 
 /// Runs `producer` and `consumer` on two threads started together; returns the
@@ -986,6 +944,42 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
                 |r| r.gbytes_per_s,
             ),
         }],
+    }
+}
+
+/// `dmaflow bench ring`.
+pub struct Ring;
+
+impl super::Experiment for Ring {
+    fn name(&self) -> &'static str {
+        "ring"
+    }
+
+    fn question(&self) -> &'static str {
+        "Mirrored queue vs other queues, the sliding-window reader and the queue shared between processes; then `readers`."
+    }
+
+    fn conditions(&self) -> Conditions {
+        Conditions {
+            timed: "from the first worker thread's start to the last one's end, each \
+                    instant read on its own thread",
+            against: "rtrb, ringbuf, vmcircbuffer (lock-free) and crossbeam-channel on equal \
+                      terms, and a no-queue bound (the same work, no hand-over)",
+            model: "none: every figure is the queues' own",
+            paper: "paper 001 measured its queue inside an FFT filter, not alone; threads are \
+                    pinned to this VM's two cores",
+        }
+    }
+
+    fn run(&self, s: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error> {
+        let cfg = s.tier.pick(Config::full, Config::quick, Config::tiny);
+        Ok(report(&cfg, &run(&cfg, progress)?))
+    }
+
+    fn then(&self) -> Option<&'static str> {
+        // The queue's experiment: the peer table with its cross-process rows,
+        // then the readers' table in GNU Radio 4's shape.
+        Some("readers")
     }
 }
 

@@ -23,12 +23,12 @@ use dmaflow::dsp::bgsub::{self, Params};
 use dmaflow::mem::DmaBuf;
 use dmaflow::platform::MemoryModel;
 use dmaflow::sim::{BgSubCore, Clock, Loopback, StreamProcessor};
+use super::conditions::{Conditions, USER_X86};
+use super::harness::{OnGpu, Setup, Tables};
+use super::report::Report;
 
 /// The paper's fabric: 100 MHz, one byte per cycle.
-pub const FABRIC: Clock = Clock::Rate {
-    mhz: 100.0,
-    bytes_per_cycle: 1.0,
-};
+pub const FABRIC: Clock = super::harness::PAPER_000_FABRIC;
 
 /// The ideal throughput of that fabric in MiB/s (2^20 B/s): 95.37.
 pub const IDEAL_MIB_PER_S: f64 = 100e6 / (1u64 << 20) as f64;
@@ -628,6 +628,43 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
             log_y: false,
             series,
         }],
+    }
+}
+
+/// `dmaflow bench twoway`.
+pub struct Twoway;
+
+impl super::Experiment for Twoway {
+    fn name(&self) -> &'static str {
+        "twoway"
+    }
+
+    fn question(&self) -> &'static str {
+        "Two-way transfers of image lines, polling vs kernel-style driver (paper 000)."
+    }
+
+    fn conditions(&self) -> Conditions {
+        Conditions {
+            timed: "each two-way transfer from the call to its return (median of 1000 per \
+                    size); issue: programming every engine, timed on its own",
+            against: "the modelled device time (paper 000's ideal 95.37 MiB/s) and each driver \
+                      against polling",
+            model: "model_us and the ideal throughput; the emulated coprocessor streams \
+                    cut-through",
+            paper: USER_X86,
+        }
+    }
+
+    fn run(&self, s: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error> {
+        let cfg = Config {
+            memory: s.memory,
+            ..s.tier.pick(Config::full, Config::quick, Config::tiny)
+        };
+        Ok(report(&cfg, &run(&cfg, progress)?))
+    }
+
+    fn on_gpu(&self) -> Option<OnGpu> {
+        Some(OnGpu::Gpu(Tables { transfers: false, messages: false, kernels: true }))
     }
 }
 
