@@ -18,8 +18,7 @@ use dmaflow::platform::MemoryModel;
 use dmaflow::rig::BgSubCoprocessor;
 use dmaflow::sim::Clock;
 use super::conditions::{Conditions, USER_X86};
-use super::harness::{OnGpu, Setup, Tables};
-use super::report::Report;
+use super::harness::{OnGpu, Spec, Tables};
 
 /// The paper's fabric clock: 100 MHz x 1 B.
 pub const FABRIC: Clock = super::harness::PAPER_000_FABRIC;
@@ -310,40 +309,26 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
 }
 
 /// `dmaflow bench bgsub`.
-pub struct Bgsub;
-
-impl super::Experiment for Bgsub {
-    fn name(&self) -> &'static str {
-        "bgsub"
-    }
-
-    fn question(&self) -> &'static str {
-        "Background subtraction on a coprocessor behind two DMA engines vs the CPU (paper 000)."
-    }
-
-    fn conditions(&self) -> Conditions {
-        Conditions {
-            timed: "each frame from the call to the mask in the caller's buffer, software and \
-                    fabric in turns frame by frame",
-            against: "the software implementation on this CPU and the modelled fabric's bound",
-            model: "model_us (two 100 MB/s streams side by side); the emulated core computes on \
-                    this host",
-            paper: USER_X86,
-        }
-    }
-
-    fn run(&self, s: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error> {
-        let cfg = Config {
-            memory: s.memory,
-            ..s.tier.pick(Config::full, Config::quick, Config::tiny)
-        };
-        Ok(report(&cfg, &run(&cfg, progress)?))
-    }
-
-    fn on_gpu(&self) -> Option<OnGpu> {
-        Some(OnGpu::Gpu(Tables { transfers: false, messages: false, kernels: true }))
-    }
-}
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "bgsub",
+    config: |s| Config {
+        memory: s.memory,
+        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
+    },
+    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
+    then: None,
+    on_gpu: Some(OnGpu::Gpu(Tables { transfers: false, messages: false, kernels: true })),
+    question: "Background subtraction on a coprocessor behind two DMA engines vs the CPU (paper \
+               000).",
+    conditions: Conditions {
+        timed: "each frame from the call to the mask in the caller's buffer, software and \
+                fabric in turns frame by frame",
+        against: "the software implementation on this CPU and the modelled fabric's bound",
+        model: "model_us (two 100 MB/s streams side by side); the emulated core computes on \
+                this host",
+        paper: USER_X86,
+    },
+};
 
 #[cfg(test)]
 mod tests {

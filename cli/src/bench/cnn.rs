@@ -22,8 +22,7 @@ use dmaflow::platform::MemoryModel;
 use dmaflow::sim::conv::{NULLHOP_MACS_PER_CYCLE, NULLHOP_MHZ};
 use dmaflow::sim::{Clock, ConvCore};
 use super::conditions::{Conditions, USER_X86};
-use super::harness::{OnGpu, Setup};
-use super::report::Report;
+use super::harness::{NO_GPU, OnGpu, Spec};
 
 /// The fabric clock: the Zynq HP port (150 MHz x 8 B).
 pub const FABRIC: Clock = dmaflow::sim::Profile::ZYNQ7000.port;
@@ -487,7 +486,7 @@ pub fn render(rows: &[Row]) -> String {
         })
         .collect();
     let Some(first) = rows.first() else {
-        return format!("{}\n", super::harness::NO_GPU);
+        return format!("{}\n", NO_GPU);
     };
     let mut out = String::new();
     if first.device != "fabric" {
@@ -553,7 +552,7 @@ pub fn render(rows: &[Row]) -> String {
 /// The result as `{"experiment":"cnn","rows":[...]}`.
 pub fn json(rows: &[Row]) -> serde_json::Value {
     if rows.is_empty() {
-        return json!({"experiment": "cnn", "skipped": super::harness::NO_GPU, "rows": []});
+        return json!({"experiment": "cnn", "skipped": NO_GPU, "rows": []});
     }
     json!({
         "experiment": "cnn",
@@ -596,7 +595,7 @@ pub fn answer(cfg: &Config, rows: &[Row]) -> String {
         cpu.push(format!("{} {:.0} us", r.completion, total));
     }
     let on = match rows.first() {
-        None => return super::harness::NO_GPU.to_string(),
+        None => return NO_GPU.to_string(),
         Some(r) if r.device != "fabric" => format!("{}'s kernel", r.device),
         Some(_) => "the coprocessor".to_string(),
     };
@@ -654,40 +653,26 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
 }
 
 /// `dmaflow bench cnn`.
-pub struct Cnn;
-
-impl super::Experiment for Cnn {
-    fn name(&self) -> &'static str {
-        "cnn"
-    }
-
-    fn question(&self) -> &'static str {
-        "A five-layer int16 CNN run layer by layer on a convolution coprocessor (paper 002)."
-    }
-
-    fn conditions(&self) -> Conditions {
-        Conditions {
-            timed: "each layer's transfers and each frame from the first send to the last \
-                    answer",
-            against: "the completion modes, and the modelled link",
-            model: "model_us: the link and the core's compute, modelled as NullHop's 128 MACs \
-                    per cycle at an assumed 100 MHz; TX us/byte restates 1 / the link rate",
-            paper: USER_X86,
-        }
-    }
-
-    fn run(&self, s: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error> {
-        let cfg = Config {
-            memory: s.memory, device: s.gpu.map(|g| g.0),
-            ..s.tier.pick(Config::full, Config::quick, Config::tiny)
-        };
-        Ok(report(&cfg, &run(&cfg, progress)?))
-    }
-
-    fn on_gpu(&self) -> Option<OnGpu> {
-        Some(OnGpu::Itself)
-    }
-}
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "cnn",
+    config: |s| Config {
+        memory: s.memory, device: s.gpu.map(|g| g.0),
+        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
+    },
+    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
+    then: None,
+    on_gpu: Some(OnGpu::Itself),
+    question: "A five-layer int16 CNN run layer by layer on a convolution coprocessor (paper \
+               002).",
+    conditions: Conditions {
+        timed: "each layer's transfers and each frame from the first send to the last \
+                answer",
+        against: "the completion modes, and the modelled link",
+        model: "model_us: the link and the core's compute, modelled as NullHop's 128 MACs \
+                per cycle at an assumed 100 MHz; TX us/byte restates 1 / the link rate",
+        paper: USER_X86,
+    },
+};
 
 #[cfg(test)]
 mod tests {

@@ -25,8 +25,7 @@ use dmaflow::dma::{Completion, Proxy};
 use dmaflow::mem::CachePolicy;
 use dmaflow::sim::{Loopback, Profile};
 use super::conditions::Conditions;
-use super::harness::Setup;
-use super::report::Report;
+use super::harness::Spec;
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -393,37 +392,26 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
 }
 
 /// `dmaflow bench contention`.
-pub struct Contention;
-
-impl super::Experiment for Contention {
-    fn name(&self) -> &'static str {
-        "contention"
-    }
-
-    fn question(&self) -> &'static str {
-        "What each completion mode leaves an application sharing the driver's core."
-    }
-
-    fn conditions(&self) -> Conditions {
-        Conditions {
-            timed: "the application's passes over a fixed time beside back-to-back transfers, \
-                    against its passes alone just before",
-            against: "the application alone on the same core",
-            model: "model_us",
-            paper: "this measures the Linux scheduler sharing one core between the driver and \
-                    the application, not the papers' memory-bandwidth contention (that is \
-                    `memory`)",
-        }
-    }
-
-    fn run(&self, s: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error> {
-        let cfg = Config {
-            profile: s.profile,
-            ..s.tier.pick(Config::full, Config::quick, Config::tiny)
-        };
-        Ok(report(&cfg, &run(&cfg, progress)?))
-    }
-}
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "contention",
+    config: |s| Config {
+        profile: s.profile,
+        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
+    },
+    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
+    then: None,
+    on_gpu: None,
+    question: "What each completion mode leaves an application sharing the driver's core.",
+    conditions: Conditions {
+        timed: "the application's passes over a fixed time beside back-to-back transfers, \
+                against its passes alone just before",
+        against: "the application alone on the same core",
+        model: "model_us",
+        paper: "this measures the Linux scheduler sharing one core between the driver and \
+                the application, not the papers' memory-bandwidth contention (that is \
+                `memory`)",
+    },
+};
 
 #[cfg(test)]
 mod tests {

@@ -30,11 +30,10 @@ use dmaflow::platform::sim::SimBoard;
 use dmaflow::sim::{Clock, Fabric, Faults, Loopback};
 use serde_json::json;
 
-use super::{Error, Rig};
+use super::Rig;
 use super::report::Target;
 use super::conditions::Conditions;
-use super::harness::Setup;
-use super::report::Report;
+use super::harness::Spec;
 
 /// Campaign settings.
 #[derive(Debug, Clone)]
@@ -777,33 +776,23 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
 }
 
 /// `dmaflow bench faults`.
-pub struct FaultCampaign;
-
-impl super::Experiment for FaultCampaign {
-    fn name(&self) -> &'static str {
-        "faults"
-    }
-
-    fn question(&self) -> &'static str {
-        "A seeded fault campaign through every safe way of moving data: nothing delivered wrong, no late write, no hang."
-    }
-
-    fn conditions(&self) -> Conditions {
-        Conditions {
-            timed: "nothing: every figure is a count (transfers, faults injected, recovered, \
-                    late writes)",
-            against: "what every safe API must guarantee: nothing delivered wrong, no late \
-                      write, no hang",
-            model: "the injected faults",
-            paper: "no paper measures this",
-        }
-    }
-
-    fn run(&self, s: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error> {
-        let cfg = s.tier.pick(Config::full, Config::quick, Config::tiny);
-        Ok(report(&cfg, &run(&cfg, progress)?))
-    }
-}
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "faults",
+    config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
+    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
+    then: None,
+    on_gpu: None,
+    question: "A seeded fault campaign through every safe way of moving data: nothing delivered \
+               wrong, no late write, no hang.",
+    conditions: Conditions {
+        timed: "nothing: every figure is a count (transfers, faults injected, recovered, \
+                late writes)",
+        against: "what every safe API must guarantee: nothing delivered wrong, no late \
+                  write, no hang",
+        model: "the injected faults",
+        paper: "no paper measures this",
+    },
+};
 
 #[cfg(test)]
 mod tests {

@@ -22,8 +22,7 @@ use super::{Error, median, table};
 use dmaflow::dsp::fir::{Mode, OverlapSave, add_node, flops_per_block};
 use dmaflow::graph::Graph;
 use super::conditions::Conditions;
-use super::harness::Setup;
-use super::report::Report;
+use super::harness::Spec;
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -1348,38 +1347,27 @@ fn gnuradio_json(g: &[GrRow]) -> serde_json::Value {
 }
 
 /// `dmaflow bench fir`.
-pub struct Fir;
-
-impl super::Experiment for Fir {
-    fn name(&self) -> &'static str {
-        "fir"
-    }
-
-    fn question(&self) -> &'static str {
-        "Overlap-save FIR filter, zero-copy vs manual copy (paper 001)."
-    }
-
-    fn conditions(&self) -> Conditions {
-        Conditions {
-            timed: "one thread's loop over the whole signal (bare, bare-copy), or the graph's \
-                    run from start to its last node's end (zerocopy, copy); against GNU Radio \
-                    both sides alike: filter and FFT plans made before, queues or buffers \
-                    made, threads started, run and joined inside",
-            against: "the manual copy of the overlap (paper 001's standard method), \
-                      interleaved pair by pair; GNU Radio's fft_filter_fff at each side's \
-                      default FFT length and at the other's, outputs checked against one f64 \
-                      reference",
-            model: "none: MFLOPS is the paper's nominal count over measured time",
-            paper: "paper 001 ran one thread on a PowerPC 970 and an Opteron; this x86 core has \
-                    1 MiB of L2, so the copy is cheaper next to the transforms",
-        }
-    }
-
-    fn run(&self, s: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error> {
-        let cfg = s.tier.pick(Config::full, Config::quick, Config::tiny);
-        Ok(report(&cfg, &run(&cfg, progress)?))
-    }
-}
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "fir",
+    config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
+    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
+    then: None,
+    on_gpu: None,
+    question: "Overlap-save FIR filter, zero-copy vs manual copy (paper 001).",
+    conditions: Conditions {
+        timed: "one thread's loop over the whole signal (bare, bare-copy), or the graph's \
+                run from start to its last node's end (zerocopy, copy); against GNU Radio \
+                both sides alike: filter and FFT plans made before, queues or buffers \
+                made, threads started, run and joined inside",
+        against: "the manual copy of the overlap (paper 001's standard method), \
+                  interleaved pair by pair; GNU Radio's fft_filter_fff at each side's \
+                  default FFT length and at the other's, outputs checked against one f64 \
+                  reference",
+        model: "none: MFLOPS is the paper's nominal count over measured time",
+        paper: "paper 001 ran one thread on a PowerPC 970 and an Opteron; this x86 core has \
+                1 MiB of L2, so the copy is cheaper next to the transforms",
+    },
+};
 
 #[cfg(test)]
 mod tests {

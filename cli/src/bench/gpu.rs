@@ -35,7 +35,7 @@ use super::report::{Report, Target};
 use super::spread::{Ratio, Spread};
 use super::{Error, bytes_label, table};
 use super::conditions::Conditions;
-use super::harness::{NO_GPU, OnGpu, Setup};
+use super::harness::{NO_GPU, OnGpu, Spec};
 pub use super::harness::Tables;
 
 /// The completion modes a GPU is waited on with.
@@ -872,48 +872,37 @@ pub fn report(_cfg: &Config, out: &Outcome) -> Report {
 }
 
 /// `dmaflow bench gpu`.
-pub struct GpuExperiment;
-
-impl super::Experiment for GpuExperiment {
-    fn name(&self) -> &'static str {
-        "gpu"
-    }
-
-    fn question(&self) -> &'static str {
-        "A CUDA GPU as the DMA device: copy-engine ceiling, host memory kinds and completion modes, double buffering, kernels against the CPU (skipped without a GPU)."
-    }
-
-    fn conditions(&self) -> Conditions {
-        Conditions {
-            timed: "each point's transfers from the first call to the last return on the \
-                    waiting thread (wall), each copy by the device's own events queued \
-                    behind a holding kernel as the ceiling's are (h2d, d2h; in extra \
-                    transfers) and as the host submits them (h2d/d2h submitted: a small \
-                    copy's submission inside), process CPU time (the waiter and the \
-                    driver's threads included)",
-            against: "the copy engines' ceiling measured in the same run (copies queued \
-                      behind a kernel holding the stream, as nvbandwidth does), and the CPU \
-                      references of every kernel",
-            model: "none: a GPU is real hardware, every figure is measured",
-            paper: "the papers' questions on a PCIe GPU instead of a Zynq's AXI DMA: copy \
-                    engines for MM2S and S2MM, pinned memory for the DMA buffers",
-        }
-    }
-
-    fn run(&self, s: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error> {
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "gpu",
+    config: |s| {
         let (device, tables) = s.gpu.unwrap_or((0, Tables::ALL));
-        let cfg = Config {
+        Config {
             device,
             tables,
             ..s.tier.pick(Config::full, Config::quick, Config::tiny)
-        };
-        Ok(report(&cfg, &run(&cfg, progress)?))
-    }
-
-    fn on_gpu(&self) -> Option<OnGpu> {
-        Some(OnGpu::Itself)
-    }
-}
+        }
+    },
+    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
+    then: None,
+    on_gpu: Some(OnGpu::Itself),
+    question: "A CUDA GPU as the DMA device: copy-engine ceiling, host memory kinds and \
+               completion modes, double buffering, kernels against the CPU (skipped without a \
+               GPU).",
+    conditions: Conditions {
+        timed: "each point's transfers from the first call to the last return on the \
+                waiting thread (wall), each copy by the device's own events queued \
+                behind a holding kernel as the ceiling's are (h2d, d2h; in extra \
+                transfers) and as the host submits them (h2d/d2h submitted: a small \
+                copy's submission inside), process CPU time (the waiter and the \
+                driver's threads included)",
+        against: "the copy engines' ceiling measured in the same run (copies queued \
+                  behind a kernel holding the stream, as nvbandwidth does), and the CPU \
+                  references of every kernel",
+        model: "none: a GPU is real hardware, every figure is measured",
+        paper: "the papers' questions on a PCIe GPU instead of a Zynq's AXI DMA: copy \
+                engines for MM2S and S2MM, pinned memory for the DMA buffers",
+    },
+};
 
 #[cfg(test)]
 mod tests {

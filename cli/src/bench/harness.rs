@@ -217,8 +217,8 @@ pub struct Setup {
     pub gpu: Option<(usize, Tables)>,
 }
 
-/// One experiment of `dmaflow bench`: one file under `bench/` and one line
-/// of the registry in `bench/mod.rs`.
+/// One experiment of `dmaflow bench`: one file under `bench/` (stating its
+/// [`Spec`]) and one line of the registry in `bench/mod.rs`.
 pub trait Experiment: Sync {
     /// The name on the command line and of its report files.
     fn name(&self) -> &'static str;
@@ -230,12 +230,57 @@ pub trait Experiment: Sync {
     /// is being measured.
     fn run(&self, setup: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error>;
     /// Another experiment `bench NAME` runs after it.
-    fn then(&self) -> Option<&'static str> {
-        None
-    }
+    fn then(&self) -> Option<&'static str>;
     /// Its form with `--device cuda:N`, if it has one.
+    fn on_gpu(&self) -> Option<OnGpu>;
+}
+
+/// Where an experiment's run says what it is measuring.
+pub type Progress<'a> = &'a mut dyn FnMut(&str);
+
+/// An experiment as its file states it: what it says of itself, its sizes
+/// on the run's board, its run and its report. The harness makes it an
+/// [`Experiment`].
+pub struct Spec<C: 'static> {
+    /// The name on the command line and of its report files.
+    pub name: &'static str,
+    /// Its configuration at the setup's tier, with the setup's board.
+    pub config: fn(&Setup) -> C,
+    /// Measures, and makes the report of what was measured.
+    pub run: fn(&C, Progress) -> Result<Report, Error>,
+    /// Another experiment `bench NAME` runs after it.
+    pub then: Option<&'static str>,
+    /// Its form with `--device cuda:N`.
+    pub on_gpu: Option<OnGpu>,
+    /// What it asks, one line.
+    pub question: &'static str,
+    /// What its numbers are.
+    pub conditions: Conditions,
+}
+
+impl<C> Experiment for Spec<C> {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn question(&self) -> &'static str {
+        self.question
+    }
+
+    fn conditions(&self) -> Conditions {
+        self.conditions
+    }
+
+    fn run(&self, setup: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error> {
+        (self.run)(&(self.config)(setup), progress)
+    }
+
+    fn then(&self) -> Option<&'static str> {
+        self.then
+    }
+
     fn on_gpu(&self) -> Option<OnGpu> {
-        None
+        self.on_gpu
     }
 }
 

@@ -19,8 +19,7 @@ use dmaflow::dma::{Completion, Partition, Proxy, Timing};
 use dmaflow::platform::MemoryModel;
 use dmaflow::sim::{Clock, Profile};
 use super::conditions::{Conditions, USER_X86};
-use super::harness::{OnGpu, Setup, Tables};
-use super::report::Report;
+use super::harness::{OnGpu, Spec, Tables};
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -639,41 +638,26 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
 }
 
 /// `dmaflow bench loopback`.
-pub struct Loopback;
-
-impl super::Experiment for Loopback {
-    fn name(&self) -> &'static str {
-        "loopback"
-    }
-
-    fn question(&self) -> &'static str {
-        "Two-way loopback transfers on the emulated fabric (paper 002)."
-    }
-
-    fn conditions(&self) -> Conditions {
-        Conditions {
-            timed: "each two-way transfer from the call to its return; TX and RX from their own \
-                    starts; the modes in turns, five rounds per size",
-            against: "the modelled device (model_us) and polling's CPU",
-            model: "model_us: PG021's latencies and the HP port's clock; overhead_us also holds \
-                    the emulator's own work, which the bare rows (the thinnest driver on the same \
-                    fabric) measure: over_bare_us is dmaflow's",
-            paper: USER_X86,
-        }
-    }
-
-    fn run(&self, s: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error> {
-        let cfg = Config {
-            memory: s.memory, clock: s.profile.port,
-            ..s.tier.pick(Config::full, Config::quick, Config::tiny)
-        };
-        Ok(report(&cfg, &run(&cfg, progress)?))
-    }
-
-    fn on_gpu(&self) -> Option<OnGpu> {
-        Some(OnGpu::Gpu(Tables { kernels: false, ..Tables::ALL }))
-    }
-}
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "loopback",
+    config: |s| Config {
+        memory: s.memory, clock: s.profile.port,
+        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
+    },
+    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
+    then: None,
+    on_gpu: Some(OnGpu::Gpu(Tables { kernels: false, ..Tables::ALL })),
+    question: "Two-way loopback transfers on the emulated fabric (paper 002).",
+    conditions: Conditions {
+        timed: "each two-way transfer from the call to its return; TX and RX from their own \
+                starts; the modes in turns, five rounds per size",
+        against: "the modelled device (model_us) and polling's CPU",
+        model: "model_us: PG021's latencies and the HP port's clock; overhead_us also holds \
+                the emulator's own work, which the bare rows (the thinnest driver on the same \
+                fabric) measure: over_bare_us is dmaflow's",
+        paper: USER_X86,
+    },
+};
 
 #[cfg(test)]
 mod tests {

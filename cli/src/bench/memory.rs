@@ -30,8 +30,7 @@ use dmaflow::dma::Completion;
 use dmaflow::mem::CachePolicy;
 use dmaflow::sim::{Clock, Loopback, Profile};
 use super::conditions::Conditions;
-use super::harness::Setup;
-use super::report::Report;
+use super::harness::Spec;
 
 /// How the driver waits: asleep on the interrupt line, so that on a shared
 /// core the application has the core while the device copies.
@@ -470,39 +469,28 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
 }
 
 /// `dmaflow bench memory`.
-pub struct Memory;
-
-impl super::Experiment for Memory {
-    fn name(&self) -> &'static str {
-        "memory"
-    }
-
-    fn question(&self) -> &'static str {
-        "Memory-bandwidth contention: transfers beside a memory-bound application."
-    }
-
-    fn conditions(&self) -> Conditions {
-        Conditions {
-            timed: "back-to-back two-way transfers over a fixed time on the driver's thread; \
-                    the application's units of work over the same time, and alone just before",
-            against: "the same transfers beside a cache-resident filter (the same sharing of \
-                      the core, no memory traffic) and beside nothing; the triad alone",
-            model: "model MB/s at the port's clock; the unlimited rows are this machine's own \
-                    memory (the emulated device copies through it)",
-            paper: "papers 002 and 004 contend on a Zynq's DDR controller and the ACP; here a \
-                    VM's DRAM and shared last-level cache, and on two cores the application \
-                    shares the driver's core (the filter rows carry that sharing)",
-        }
-    }
-
-    fn run(&self, s: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error> {
-        let cfg = Config {
-            profile: s.profile,
-            ..s.tier.pick(Config::full, Config::quick, Config::tiny)
-        };
-        Ok(report(&cfg, &run(&cfg, progress)?))
-    }
-}
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "memory",
+    config: |s| Config {
+        profile: s.profile,
+        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
+    },
+    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
+    then: None,
+    on_gpu: None,
+    question: "Memory-bandwidth contention: transfers beside a memory-bound application.",
+    conditions: Conditions {
+        timed: "back-to-back two-way transfers over a fixed time on the driver's thread; \
+                the application's units of work over the same time, and alone just before",
+        against: "the same transfers beside a cache-resident filter (the same sharing of \
+                  the core, no memory traffic) and beside nothing; the triad alone",
+        model: "model MB/s at the port's clock; the unlimited rows are this machine's own \
+                memory (the emulated device copies through it)",
+        paper: "papers 002 and 004 contend on a Zynq's DDR controller and the ACP; here a \
+                VM's DRAM and shared last-level cache, and on two cores the application \
+                shares the driver's core (the filter rows carry that sharing)",
+    },
+};
 
 #[cfg(test)]
 mod tests {

@@ -20,32 +20,33 @@ pub use harness::{
 /// [`Experiment`] in [`EXPERIMENTS`], in the order `bench all` runs them and
 /// the Targets table lists them. The command line, `bench all`, that order
 /// and each experiment's conditions all come from this one list: an
-/// experiment is its file under `bench/` and one line here.
+/// experiment is its file under `bench/`, whose `EXPERIMENT` states its
+/// [`harness::Spec`], and one line here.
 macro_rules! registry {
-    ($($module:ident :: $experiment:ident,)*) => {
+    ($($module:ident,)*) => {
         $(pub mod $module;)*
 
         /// Every experiment, in the order `bench all` runs them.
-        pub static EXPERIMENTS: &[&dyn Experiment] = &[$(&$module::$experiment),*];
+        pub static EXPERIMENTS: &[&dyn Experiment] = &[$(&$module::EXPERIMENT),*];
     };
 }
 
 registry! {
-    ring::Ring,
-    readers::Readers,
-    fir::Fir,
-    sched::Sched,
-    transfer::Transfer,
-    twoway::Twoway,
-    loopback::Loopback,
-    bgsub::Bgsub,
-    cnn::Cnn,
-    contention::Contention,
-    memory::Memory,
-    pipeline::Pipeline,
-    faults::FaultCampaign,
-    net::Net,
-    gpu::GpuExperiment,
+    ring,
+    readers,
+    fir,
+    sched,
+    transfer,
+    twoway,
+    loopback,
+    bgsub,
+    cnn,
+    contention,
+    memory,
+    pipeline,
+    faults,
+    net,
+    gpu,
 }
 
 /// The experiment named `name`.

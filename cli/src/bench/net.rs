@@ -40,7 +40,7 @@ use super::spread::{Ratio, Spread, in_turns};
 use super::peers::{gnuradio_here, wait_within};
 use super::{Error, median, table};
 use super::conditions::Conditions;
-use super::harness::Setup;
+use super::harness::Spec;
 
 /// The experiment's size.
 #[derive(Debug, Clone)]
@@ -1110,35 +1110,24 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
 }
 
 /// `dmaflow bench net`.
-pub struct Net;
-
-impl super::Experiment for Net {
-    fn name(&self) -> &'static str {
-        "net"
-    }
-
-    fn question(&self) -> &'static str {
-        "A dmaflow ZeroMQ edge between two processes against bare PUSH/PULL."
-    }
-
-    fn conditions(&self) -> Conditions {
-        Conditions {
-            timed: "the receiver from its first data to its last (GNU Radio's receiver: its \
-                    sink's count looked at every 0.5 ms); CPU the receiving process's",
-            against: "bare PUSH/PULL of the same libzmq (the ceiling), and GNU Radio's \
-                      push_sink -> pull_source, lean (what each point does is in its row), at \
-                      GNU Radio's own message size, with both crossed edges",
-            model: "none",
-            paper: "gr-zeromq over loopback TCP on one two-core machine, every process sharing \
-                    the two cores",
-        }
-    }
-
-    fn run(&self, s: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error> {
-        let cfg = s.tier.pick(Config::full, Config::quick, Config::tiny);
-        Ok(report(&cfg, &run(&cfg, progress)?))
-    }
-}
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "net",
+    config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
+    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
+    then: None,
+    on_gpu: None,
+    question: "A dmaflow ZeroMQ edge between two processes against bare PUSH/PULL.",
+    conditions: Conditions {
+        timed: "the receiver from its first data to its last (GNU Radio's receiver: its \
+                sink's count looked at every 0.5 ms); CPU the receiving process's",
+        against: "bare PUSH/PULL of the same libzmq (the ceiling), and GNU Radio's \
+                  push_sink -> pull_source, lean (what each point does is in its row), at \
+                  GNU Radio's own message size, with both crossed edges",
+        model: "none",
+        paper: "gr-zeromq over loopback TCP on one two-core machine, every process sharing \
+                the two cores",
+    },
+};
 
 #[cfg(test)]
 mod tests {

@@ -29,7 +29,7 @@ use super::{Error, table};
 use dmaflow::platform::cpu::{allowed_cores, pin};
 use dmaflow::ring::{Builder, Wait};
 use super::conditions::Conditions;
-use super::harness::Setup;
+use super::harness::Spec;
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -437,32 +437,21 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
 }
 
 /// `dmaflow bench readers`.
-pub struct Readers;
-
-impl super::Experiment for Readers {
-    fn name(&self) -> &'static str {
-        "readers"
-    }
-
-    fn question(&self) -> &'static str {
-        "One writer, several readers of one queue (GNU Radio 4's bm_Buffer shape)."
-    }
-
-    fn conditions(&self) -> Conditions {
-        Conditions {
-            timed: "from the first thread's start to the last thread's end",
-            against: "vmcircbuffer's lock-free SPMC buffer here, and GNU Radio 4's published \
-                      bm_Buffer figures (another CPU, not measured here)",
-            model: "none",
-            paper: "GNU Radio 4 ran on a many-core desktop; here five threads share two cores",
-        }
-    }
-
-    fn run(&self, s: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error> {
-        let cfg = s.tier.pick(Config::full, Config::quick, Config::tiny);
-        Ok(report(&cfg, &run(&cfg, progress)?))
-    }
-}
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "readers",
+    config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
+    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
+    then: None,
+    on_gpu: None,
+    question: "One writer, several readers of one queue (GNU Radio 4's bm_Buffer shape).",
+    conditions: Conditions {
+        timed: "from the first thread's start to the last thread's end",
+        against: "vmcircbuffer's lock-free SPMC buffer here, and GNU Radio 4's published \
+                  bm_Buffer figures (another CPU, not measured here)",
+        model: "none",
+        paper: "GNU Radio 4 ran on a many-core desktop; here five threads share two cores",
+    },
+};
 
 #[cfg(test)]
 mod tests {

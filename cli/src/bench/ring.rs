@@ -32,8 +32,7 @@ use super::{Error, bytes_label, table};
 use dmaflow::platform::cpu::{allowed_cores, pin};
 use dmaflow::ring::{Builder, Wait};
 use super::conditions::Conditions;
-use super::harness::Setup;
-use super::report::Report;
+use super::harness::Spec;
 
 /// Size of one item in bytes.
 const ITEM: usize = std::mem::size_of::<f32>();
@@ -948,40 +947,26 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
 }
 
 /// `dmaflow bench ring`.
-pub struct Ring;
-
-impl super::Experiment for Ring {
-    fn name(&self) -> &'static str {
-        "ring"
-    }
-
-    fn question(&self) -> &'static str {
-        "Mirrored queue vs other queues, the sliding-window reader and the queue shared between processes; then `readers`."
-    }
-
-    fn conditions(&self) -> Conditions {
-        Conditions {
-            timed: "from the first worker thread's start to the last one's end, each \
-                    instant read on its own thread",
-            against: "rtrb, ringbuf, vmcircbuffer (lock-free) and crossbeam-channel on equal \
-                      terms, and a no-queue bound (the same work, no hand-over)",
-            model: "none: every figure is the queues' own",
-            paper: "paper 001 measured its queue inside an FFT filter, not alone; threads are \
-                    pinned to this VM's two cores",
-        }
-    }
-
-    fn run(&self, s: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error> {
-        let cfg = s.tier.pick(Config::full, Config::quick, Config::tiny);
-        Ok(report(&cfg, &run(&cfg, progress)?))
-    }
-
-    fn then(&self) -> Option<&'static str> {
-        // The queue's experiment: the peer table with its cross-process rows,
-        // then the readers' table in GNU Radio 4's shape.
-        Some("readers")
-    }
-}
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "ring",
+    config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
+    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
+    // The queue's experiment: the peer table with its cross-process rows,
+    // then the readers' table in GNU Radio 4's shape.
+    then: Some("readers"),
+    on_gpu: None,
+    question: "Mirrored queue vs other queues, the sliding-window reader and the queue shared \
+               between processes; then `readers`.",
+    conditions: Conditions {
+        timed: "from the first worker thread's start to the last one's end, each \
+                instant read on its own thread",
+        against: "rtrb, ringbuf, vmcircbuffer (lock-free) and crossbeam-channel on equal \
+                  terms, and a no-queue bound (the same work, no hand-over)",
+        model: "none: every figure is the queues' own",
+        paper: "paper 001 measured its queue inside an FFT filter, not alone; threads are \
+                pinned to this VM's two cores",
+    },
+};
 
 #[cfg(test)]
 mod tests {

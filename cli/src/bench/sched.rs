@@ -34,7 +34,7 @@ use dmaflow::dsp::fir::{self, Mode, OverlapSave};
 use dmaflow::graph::{Graph, Input, NodeResult, Output};
 use dmaflow::platform::cpu::process_cpu_time;
 use super::conditions::Conditions;
-use super::harness::Setup;
+use super::harness::Spec;
 
 /// Taps of every FIR stage (FutureSDR's `perf/fir` uses 64).
 pub const TAPS: usize = 64;
@@ -742,38 +742,28 @@ pub fn report(cfg: &Config, m: &Measured) -> Report {
 }
 
 /// `dmaflow bench sched`.
-pub struct Sched;
-
-impl super::Experiment for Sched {
-    fn name(&self) -> &'static str {
-        "sched"
-    }
-
-    fn question(&self) -> &'static str {
-        "The pipes x stages flowgraph of the SDR scheduler studies: dmaflow's graph runtime (tasks and threads) against FutureSDR and GNU Radio."
-    }
-
-    fn conditions(&self) -> Conditions {
-        Conditions {
-            timed: "each runtime's run of its assembled flowgraph to the end (dmaflow \
-                    Graph::run with its threads or workers started inside, FutureSDR \
-                    Runtime::run, GNU Radio top_block.run), with the process's CPU time over \
-                    the same span",
-            against: "FutureSDR 0.8.0 (its default runtime and blocks, built in its own \
-                      directory) and GNU Radio 3.10 from Python (copy and fir_filter_fff, \
-                      fft_filter_fff as a second row), runtimes taking turns round by round, \
-                      every sink's count checked",
-            model: "none: every figure is the runtimes' own",
-            paper: "FutureSDR's perf/null_rand and perf/fir shape (there random copies, here \
-                    plain copies; here on a VM's two cores, there many)",
-        }
-    }
-
-    fn run(&self, s: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error> {
-        let cfg = s.tier.pick(Config::full, Config::quick, Config::tiny);
-        Ok(report(&cfg, &run(&cfg, progress)?))
-    }
-}
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "sched",
+    config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
+    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
+    then: None,
+    on_gpu: None,
+    question: "The pipes x stages flowgraph of the SDR scheduler studies: dmaflow's graph \
+               runtime (tasks and threads) against FutureSDR and GNU Radio.",
+    conditions: Conditions {
+        timed: "each runtime's run of its assembled flowgraph to the end (dmaflow \
+                Graph::run with its threads or workers started inside, FutureSDR \
+                Runtime::run, GNU Radio top_block.run), with the process's CPU time over \
+                the same span",
+        against: "FutureSDR 0.8.0 (its default runtime and blocks, built in its own \
+                  directory) and GNU Radio 3.10 from Python (copy and fir_filter_fff, \
+                  fft_filter_fff as a second row), runtimes taking turns round by round, \
+                  every sink's count checked",
+        model: "none: every figure is the runtimes' own",
+        paper: "FutureSDR's perf/null_rand and perf/fir shape (there random copies, here \
+                plain copies; here on a VM's two cores, there many)",
+    },
+};
 
 #[cfg(test)]
 mod tests {

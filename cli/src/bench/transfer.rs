@@ -24,8 +24,7 @@ use dmaflow::mem::CachePolicy;
 use dmaflow::platform::MemoryModel;
 use dmaflow::sim::{Clock, Loopback, Profile};
 use super::conditions::{Conditions, USER_X86};
-use super::harness::{OnGpu, Setup, Tables};
-use super::report::Report;
+use super::harness::{OnGpu, Spec, Tables};
 
 /// The Zynq-7000 HP port: 150 MHz x 8 bytes.
 pub const HP_PORT: Clock = Profile::ZYNQ7000.port;
@@ -712,40 +711,25 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
 }
 
 /// `dmaflow bench transfer`.
-pub struct Transfer;
-
-impl super::Experiment for Transfer {
-    fn name(&self) -> &'static str {
-        "transfer"
-    }
-
-    fn question(&self) -> &'static str {
-        "A stream of packets through a ring of DMA buffers (paper 004)."
-    }
-
-    fn conditions(&self) -> Conditions {
-        Conditions {
-            timed: "the stream of packets from the first send to the last packet received, on \
-                    the driver's thread",
-            against: "the modelled link (share of the modelled link) and the copying path",
-            model: "the link rate, PG021's latencies and model_us: a stream at 100 % of the \
-                    link is what the emulator's clock allows, the overhead beside it is dmaflow's",
-            paper: USER_X86,
-        }
-    }
-
-    fn run(&self, s: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error> {
-        let cfg = Config {
-            profile: s.profile,
-            ..s.tier.pick(Config::full, Config::quick, Config::tiny)
-        };
-        Ok(report(&cfg, &run(&cfg, progress)?))
-    }
-
-    fn on_gpu(&self) -> Option<OnGpu> {
-        Some(OnGpu::Gpu(Tables { kernels: false, ..Tables::ALL }))
-    }
-}
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "transfer",
+    config: |s| Config {
+        profile: s.profile,
+        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
+    },
+    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
+    then: None,
+    on_gpu: Some(OnGpu::Gpu(Tables { kernels: false, ..Tables::ALL })),
+    question: "A stream of packets through a ring of DMA buffers (paper 004).",
+    conditions: Conditions {
+        timed: "the stream of packets from the first send to the last packet received, on \
+                the driver's thread",
+        against: "the modelled link (share of the modelled link) and the copying path",
+        model: "the link rate, PG021's latencies and model_us: a stream at 100 % of the \
+                link is what the emulator's clock allows, the overhead beside it is dmaflow's",
+        paper: USER_X86,
+    },
+};
 
 #[cfg(test)]
 mod tests {

@@ -24,8 +24,7 @@ use dmaflow::mem::DmaBuf;
 use dmaflow::platform::MemoryModel;
 use dmaflow::sim::{BgSubCore, Clock, Loopback, StreamProcessor};
 use super::conditions::{Conditions, USER_X86};
-use super::harness::{OnGpu, Setup, Tables};
-use super::report::Report;
+use super::harness::{OnGpu, Spec, Tables};
 
 /// The paper's fabric: 100 MHz, one byte per cycle.
 pub const FABRIC: Clock = super::harness::PAPER_000_FABRIC;
@@ -632,41 +631,26 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
 }
 
 /// `dmaflow bench twoway`.
-pub struct Twoway;
-
-impl super::Experiment for Twoway {
-    fn name(&self) -> &'static str {
-        "twoway"
-    }
-
-    fn question(&self) -> &'static str {
-        "Two-way transfers of image lines, polling vs kernel-style driver (paper 000)."
-    }
-
-    fn conditions(&self) -> Conditions {
-        Conditions {
-            timed: "each two-way transfer from the call to its return (median of 1000 per \
-                    size); issue: programming every engine, timed on its own",
-            against: "the modelled device time (paper 000's ideal 95.37 MiB/s) and each driver \
-                      against polling",
-            model: "model_us and the ideal throughput; the emulated coprocessor streams \
-                    cut-through",
-            paper: USER_X86,
-        }
-    }
-
-    fn run(&self, s: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error> {
-        let cfg = Config {
-            memory: s.memory,
-            ..s.tier.pick(Config::full, Config::quick, Config::tiny)
-        };
-        Ok(report(&cfg, &run(&cfg, progress)?))
-    }
-
-    fn on_gpu(&self) -> Option<OnGpu> {
-        Some(OnGpu::Gpu(Tables { transfers: false, messages: false, kernels: true }))
-    }
-}
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "twoway",
+    config: |s| Config {
+        memory: s.memory,
+        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
+    },
+    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
+    then: None,
+    on_gpu: Some(OnGpu::Gpu(Tables { transfers: false, messages: false, kernels: true })),
+    question: "Two-way transfers of image lines, polling vs kernel-style driver (paper 000).",
+    conditions: Conditions {
+        timed: "each two-way transfer from the call to its return (median of 1000 per \
+                size); issue: programming every engine, timed on its own",
+        against: "the modelled device time (paper 000's ideal 95.37 MiB/s) and each driver \
+                  against polling",
+        model: "model_us and the ideal throughput; the emulated coprocessor streams \
+                cut-through",
+        paper: USER_X86,
+    },
+};
 
 #[cfg(test)]
 mod tests {

@@ -37,8 +37,7 @@ use dmaflow::platform::cpu::thread_cpu_time;
 use dmaflow::ring::Pod;
 use dmaflow::sim::{Clock, Profile};
 use super::conditions::{Conditions, USER_X86};
-use super::harness::Setup;
-use super::report::Report;
+use super::harness::Spec;
 
 /// The coprocessor in the middle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -691,38 +690,28 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
 }
 
 /// `dmaflow bench pipeline`.
-pub struct Pipeline;
-
-impl super::Experiment for Pipeline {
-    fn name(&self) -> &'static str {
-        "pipeline"
-    }
-
-    fn question(&self) -> &'static str {
-        "An accelerator inside a process network (FIR and background-subtraction cores): the accelerator node on queues in DMA memory vs copying."
-    }
-
-    fn conditions(&self) -> Conditions {
-        Conditions {
-            timed: "the graph's run from start to its last node's end",
-            against: "a copying pipeline on the same footing (FIR: the same scatter-gather \
-                      engine and windows in flight, through a packet ring's standard I/O; \
-                      bgsub: one frame at a time in both, as its background requires) and the \
-                      modelled link; copied bytes counted where the library copies",
-            model: "link_share and model_mb_per_s are the modelled link's; core_mb_per_s is the \
-                    emulated core's own compute on this host",
-            paper: USER_X86,
-        }
-    }
-
-    fn run(&self, s: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error> {
-        let cfg = Config {
-            profile: s.profile,
-            ..s.tier.pick(Config::full, Config::quick, Config::tiny)
-        };
-        Ok(report(&cfg, &run(&cfg, progress)?))
-    }
-}
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "pipeline",
+    config: |s| Config {
+        profile: s.profile,
+        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
+    },
+    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
+    then: None,
+    on_gpu: None,
+    question: "An accelerator inside a process network (FIR and background-subtraction cores): \
+               the accelerator node on queues in DMA memory vs copying.",
+    conditions: Conditions {
+        timed: "the graph's run from start to its last node's end",
+        against: "a copying pipeline on the same footing (FIR: the same scatter-gather \
+                  engine and windows in flight, through a packet ring's standard I/O; \
+                  bgsub: one frame at a time in both, as its background requires) and the \
+                  modelled link; copied bytes counted where the library copies",
+        model: "link_share and model_mb_per_s are the modelled link's; core_mb_per_s is the \
+                emulated core's own compute on this host",
+        paper: USER_X86,
+    },
+};
 
 #[cfg(test)]
 mod tests {
