@@ -29,8 +29,8 @@ use super::harness::Spec;
 pub struct Config {
     /// Samples streamed per measurement.
     pub samples: usize,
-    /// Measurements per point; the median is reported.
-    pub runs: usize,
+    /// Rounds per point; the median is reported.
+    pub rounds: usize,
     /// FFT lengths (powers of two).
     pub fft_lens: Vec<usize>,
     /// Filter length as a percentage of the FFT length.
@@ -46,7 +46,7 @@ impl Config {
     pub fn full() -> Self {
         Config {
             samples: 1 << 24,
-            runs: 5,
+            rounds: 5,
             fft_lens: (4..=16).map(|k| 1 << k).collect(),
             overlaps: vec![10, 50, 90],
         }
@@ -56,7 +56,7 @@ impl Config {
     pub fn quick() -> Self {
         Config {
             samples: 1 << 22,
-            runs: 5,
+            rounds: 5,
             ..Self::full()
         }
     }
@@ -65,7 +65,7 @@ impl Config {
     pub fn tiny() -> Self {
         Config {
             samples: 1 << 14,
-            runs: 1,
+            rounds: 1,
             fft_lens: vec![16, 1024],
             overlaps: vec![10, 50],
         }
@@ -306,11 +306,11 @@ pub fn run_rows(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>
             let mut bare = Vec::new();
             let mut bare_cp = Vec::new();
             let mut sums = Vec::new();
-            for run in 0..cfg.runs {
+            for run in 0..cfg.rounds {
                 progress(&format!(
                     "fir N={n} overlap {pct}% run {}/{}",
                     run + 1,
-                    cfg.runs
+                    cfg.rounds
                 ));
                 if measured {
                     // Alternate which goes first, so neither always follows
@@ -672,7 +672,7 @@ pub fn report(cfg: &Config, m: &Measured) -> super::report::Report {
              the code runs an N/2-point complex FFT and a real inverse)",
             cfg.samples,
             (cfg.samples * 4) >> 20,
-            cfg.runs
+            cfg.rounds
         ),
         answer: answer(rows),
         targets,
@@ -1097,13 +1097,13 @@ pub fn run_gnuradio(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<
             row.max_error = err;
             row.items_out = y.len();
         }
-        let timed = super::spread::in_turns(rows.len(), cfg.runs, |i, round| {
+        let timed = super::spread::in_turns(rows.len(), cfg.rounds, |i, round| {
             let point = rows[i].point;
             progress(&format!(
                 "fir: {l} taps, {} round {}/{}",
                 point.name(),
                 round + 1,
-                cfg.runs
+                cfg.rounds
             ));
             if point.is_gnuradio() {
                 let given = if point == GrPoint::GnuradioPadded {
@@ -1384,7 +1384,7 @@ mod tests {
         }
         let cfg = Config {
             samples: 1 << 17,
-            runs: 2,
+            rounds: 2,
             ..Config::tiny()
         };
         let g = run_gnuradio(&cfg, &mut |_| {}).unwrap();

@@ -42,8 +42,8 @@ const ITEM: usize = std::mem::size_of::<f32>();
 pub struct Config {
     /// Bytes streamed per measurement.
     pub total_bytes: usize,
-    /// Measurements per row; the median is reported.
-    pub runs: usize,
+    /// Rounds per row; the median is reported.
+    pub rounds: usize,
     /// Producer batch sizes in bytes (each a multiple of 4 and a divisor of
     /// `total_bytes` and `queue_bytes`).
     pub batches: Vec<usize>,
@@ -59,7 +59,7 @@ impl Config {
     pub fn full() -> Self {
         Config {
             total_bytes: 512 << 20,
-            runs: 11,
+            rounds: 11,
             batches: vec![64, 4 << 10, 64 << 10],
             queue_bytes: 256 << 10,
             reader: std::env::current_exe().ok(),
@@ -70,7 +70,7 @@ impl Config {
     pub fn quick() -> Self {
         Config {
             total_bytes: 128 << 20,
-            runs: 7,
+            rounds: 7,
             ..Self::full()
         }
     }
@@ -79,7 +79,7 @@ impl Config {
     pub fn tiny() -> Self {
         Config {
             total_bytes: 1 << 20,
-            runs: 1,
+            rounds: 1,
             batches: vec![64, 4 << 10],
             queue_bytes: 64 << 10,
             // A test binary is not `dmaflow`: the cross-process row needs the
@@ -102,8 +102,8 @@ pub struct Row {
     pub gbytes_per_s: f64,
     /// The lowest and highest of the runs.
     pub range: (f64, f64),
-    /// Measurements.
-    pub runs: usize,
+    /// Rounds measured (the JSON key `runs`).
+    pub rounds: usize,
 }
 
 /// How far above the no-queue bound (as a share of it) a median may lie
@@ -668,13 +668,13 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
         };
         for case in ["stream", "window", "window-copy"] {
             let impls = contenders(case, cfg.reader.is_some());
-            let samples = super::spread::in_turns(impls.len(), cfg.runs, |i, run| {
+            let samples = super::spread::in_turns(impls.len(), cfg.rounds, |i, run| {
                 let (name, measure) = &impls[i];
                 progress(&format!(
                     "ring {case} {} {name} run {}/{}",
                     bytes_label(batch_bytes),
                     run + 1,
-                    cfg.runs
+                    cfg.rounds
                 ));
                 let (secs, sum) = measure(&shape)?;
                 let expected = match (case, *name) {
@@ -699,7 +699,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
                     batch_bytes,
                     gbytes_per_s: sp.median,
                     range: (sp.min, sp.max),
-                    runs: sp.n,
+                    rounds: sp.n,
                 });
             }
         }
@@ -907,7 +907,7 @@ pub fn json(rows: &[Row]) -> serde_json::Value {
             "gbytes_per_s": r.gbytes_per_s,
             "gbytes_per_s_min": r.range.0,
             "gbytes_per_s_max": r.range.1,
-            "runs": r.runs,
+            "runs": r.rounds,
             "implausible": r.implausible(rows),
         })).collect::<Vec<_>>(),
     })
@@ -923,7 +923,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
              consumer takes whatever is readable, both sides spin then yield; `bound`: the same \
              work on two threads with no queue between them",
             super::bytes_label(cfg.total_bytes),
-            cfg.runs,
+            cfg.rounds,
             super::bytes_label(cfg.queue_bytes)
         ),
         answer: answer(rows),
@@ -990,7 +990,7 @@ mod tests {
             batch_bytes: 64,
             gbytes_per_s,
             range: (gbytes_per_s, gbytes_per_s),
-            runs: 1,
+            rounds: 1,
         };
         let rows = [
             row("bound", 10.0),

@@ -38,8 +38,8 @@ pub struct Config {
     pub max_packets: usize,
     /// Bytes per run at most (bounds the packets of large sizes).
     pub bytes_per_run: usize,
-    /// Runs per point (the median is reported).
-    pub runs: usize,
+    /// Rounds per point (the median is reported).
+    pub rounds: usize,
     /// Buffers in the ring per direction.
     pub slots: usize,
     /// Descriptors handed to the engine per TAILDESC write.
@@ -59,7 +59,7 @@ impl Config {
             sizes: (6..=15).map(|s| 1usize << s).collect(),
             max_packets: 400_000,
             bytes_per_run: 128 << 20,
-            runs: 5,
+            rounds: 5,
             slots: 256,
             batch: 16,
             ring_sizes: vec![16, 64, 256, 1024],
@@ -73,7 +73,7 @@ impl Config {
         Config {
             max_packets: 100_000,
             bytes_per_run: 24 << 20,
-            runs: 3,
+            rounds: 3,
             ..Self::full()
         }
     }
@@ -84,7 +84,7 @@ impl Config {
             sizes: vec![64, 4096],
             max_packets: 2_000,
             bytes_per_run: 1 << 20,
-            runs: 1,
+            rounds: 1,
             slots: 16,
             batch: 4,
             ring_sizes: vec![8, 32],
@@ -367,7 +367,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
                 let packets_of =
                     |c: &Condition| (cfg.bytes_per_run / bytes).clamp(c.slots, cfg.max_packets);
                 let mut costs = vec![(Duration::ZERO, Duration::ZERO); group.len()];
-                let times = in_turns(group.len(), cfg.runs.max(1), |k, round| {
+                let times = in_turns(group.len(), cfg.rounds.max(1), |k, round| {
                     let c = &group[k];
                     let what = what(c);
                     progress(&format!("{what} run {}", round + 1));
@@ -668,7 +668,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
             "transfer: packets through a ring of DMA buffers each way (scatter-gather, {} \
              descriptors per TAILDESC write, {} buffers unless swept), link = {} HP port with \
              PG021 latencies or unlimited, median of {} runs",
-            cfg.batch, cfg.slots, cfg.profile.description, cfg.runs
+            cfg.batch, cfg.slots, cfg.profile.description, cfg.rounds
         ),
         answer: answer(cfg, rows),
         targets: targets(cfg, rows),
@@ -747,7 +747,7 @@ mod tests {
         assert_eq!(rows.len(), 2 * (5 + 3 + 2 + 2) + 2, "{rows:#?}");
         for r in &rows {
             // Every run fits in what the test's own clock saw.
-            assert!(r.seconds * cfg.runs as f64 <= elapsed, "{r:?}");
+            assert!(r.seconds * cfg.rounds as f64 <= elapsed, "{r:?}");
             assert!(r.packets >= r.slots, "{r:?}");
             if r.clock == "1200MB/s" {
                 // The link cannot go faster than its clock (a little slack for

@@ -70,8 +70,8 @@ pub struct Config {
     pub samples: usize,
     /// Frame bytes per bgsub run.
     pub frame_bytes: usize,
-    /// Runs per point (each pipeline, interleaved).
-    pub runs: usize,
+    /// Rounds per point (each pipeline, interleaved).
+    pub rounds: usize,
     /// The board whose port clocks the link.
     pub profile: Profile,
 }
@@ -84,7 +84,7 @@ impl Config {
             windows: vec![4 << 10, 16 << 10, 64 << 10],
             samples: 16 << 20,
             frame_bytes: 16 << 20,
-            runs: 9,
+            rounds: 9,
             profile: Profile::ZYNQ7000,
         }
     }
@@ -94,7 +94,7 @@ impl Config {
         Config {
             samples: 1 << 20,
             frame_bytes: 2 << 20,
-            runs: 3,
+            rounds: 3,
             ..Self::full()
         }
     }
@@ -105,7 +105,7 @@ impl Config {
             windows: vec![4 << 10],
             samples: 50_000,
             frame_bytes: 64 << 10,
-            runs: 1,
+            rounds: 1,
             ..Self::full()
         }
     }
@@ -144,8 +144,8 @@ pub struct Row {
     /// For `zerocopy` rows: delivered MB/s over the copying pipeline's, run by
     /// run (the two ran next to each other).
     pub vs_copy: Option<Ratio>,
-    /// Runs measured.
-    pub runs: usize,
+    /// Rounds measured (the JSON key `runs`).
+    pub rounds: usize,
 }
 
 impl Row {
@@ -350,7 +350,7 @@ fn point(
     );
     let mut runs: [Vec<Run>; 2] = [Vec::new(), Vec::new()];
     // Point 0 is the accelerator node, point 1 the copying pipeline.
-    in_turns(2, cfg.runs, |p, r| {
+    in_turns(2, cfg.rounds, |p, r| {
         let zero_copy = p == 0;
         progress(&format!(
             "{what} {} run {}",
@@ -414,7 +414,7 @@ fn point(
             model_mb_per_s: model,
             core_mb_per_s,
             vs_copy: (i == 0).then_some(vs_copy),
-            runs: rs.len(),
+            rounds: rs.len(),
         });
     }
     Ok(rows)
@@ -637,7 +637,7 @@ pub fn json(rows: &[Row]) -> serde_json::Value {
             "cpu_us_per_mb": r.cpu_us_per_mb,
             "copied_per_byte": r.copied_per_byte,
             "vs_copy": r.vs_copy.map(|Ratio(v)| v.json()),
-            "runs": r.runs,
+            "runs": r.rounds,
         })).collect::<Vec<_>>(),
     })
 }
@@ -678,7 +678,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
             cfg.samples,
             TAPS - 1,
             cfg.frame_bytes,
-            cfg.runs,
+            cfg.rounds,
             super::placement_here()
         ),
         answer: answer(rows),
