@@ -11,7 +11,8 @@ use serde_json::json;
 
 use super::meter::{Meter, Tally};
 use super::report::{Target, sentence};
-use super::{Error, median, table};
+use super::error::Error;
+use super::harness::{median, table};
 use dmaflow::dma::Completion;
 use dmaflow::dsp::bgsub::{BackgroundSubtractor, Params, synthetic_frames};
 use dmaflow::platform::MemoryModel;
@@ -291,7 +292,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
     let ideal = 100e6 / (cfg.width * cfg.height) as f64;
     super::report::Report {
         experiment: "bgsub",
-        heading: super::on_board(
+        heading: super::harness::on_board(
             format!(
                 "bgsub: {} frames of {}x{}, coprocessor on two DMA engines at 100 MHz x 1 B \
              (the fabric's bound: {ideal:.1} frames/s) vs the software implementation",

@@ -15,7 +15,9 @@ use serde_json::json;
 use super::meter::{Cost, Meter, Tally};
 use super::report::sentence;
 use super::spread::{Spread, in_turns};
-use super::{Error, Rig, median, table};
+use super::error::Error;
+use super::harness::{median, table};
+use dmaflow::rig::Rig;
 use dmaflow::dma::{Completion, Proxy, Timing};
 use dmaflow::dsp::conv::{Layer, from_bytes, input_frame, roshambo};
 use dmaflow::platform::MemoryModel;
@@ -261,7 +263,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
             (8 * largest + (1 << 20)).next_power_of_two(),
             FABRIC,
             false,
-            super::policy_for(cfg.memory),
+            dmaflow::rig::policy_for(cfg.memory),
             cfg.memory,
             Box::new(ConvCore::nullhop()),
         )?;
@@ -617,7 +619,7 @@ pub fn answer(cfg: &Config, rows: &[Row]) -> String {
 pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
     super::report::Report {
         experiment: "cnn",
-        heading: super::on_board(
+        heading: super::harness::on_board(
             format!(
                 "cnn: {} frames per completion mode through {} int16 convolution layers on {}, \
              layer by layer, in {} rounds (the modes in turns, order reversed every other \

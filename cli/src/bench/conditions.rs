@@ -2,7 +2,7 @@
 //! the comparison point is, which figures are the model's (a number the
 //! emulator's configuration guarantees is never a target), and where the
 //! conditions differ from the paper the experiment follows, and why. Each
-//! experiment states its own ([`super::Experiment::conditions`]); the report
+//! experiment states its own (`Experiment::conditions`); the report
 //! prints them under its heading.
 
 /// The four lines of one experiment.

@@ -20,7 +20,9 @@ use super::meter::{Meter, Tally};
 use super::peers::{check, mark};
 use super::report::{Target, sentence};
 use super::spread::{Spread, in_turns};
-use super::{Error, Rig, bytes_label, table};
+use super::error::Error;
+use super::harness::{bytes_label, table};
+use dmaflow::rig::Rig;
 use dmaflow::dma::{Completion, Proxy};
 use dmaflow::mem::CachePolicy;
 use dmaflow::sim::{Loopback, Profile};
@@ -367,7 +369,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
              rounds (modes' order reversed every other round), link = {}; its throughput as a \
              share of its throughput alone, measured just before; medians of the rounds",
             SAMPLES,
-            super::ms_label(cfg.duration),
+            super::harness::ms_label(cfg.duration),
             cfg.rounds,
             cfg.profile.description
         ),

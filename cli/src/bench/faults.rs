@@ -30,7 +30,9 @@ use dmaflow::platform::sim::SimBoard;
 use dmaflow::sim::{Clock, Fabric, Faults, Loopback};
 use serde_json::json;
 
-use super::Rig;
+use dmaflow::rig::Rig;
+
+use super::error::Error;
 use super::report::Target;
 use super::conditions::Conditions;
 use super::harness::Spec;
@@ -174,7 +176,7 @@ impl Fault {
     }
 }
 
-type Eng = super::SimEngine;
+type Eng = dmaflow::rig::SimEngine;
 
 /// One emulated board with one engine around a loopback core.
 struct Lab {
@@ -186,7 +188,7 @@ struct Lab {
 }
 
 impl Lab {
-    fn new(cfg: &Config, sg: bool, model: MemoryModel, seed: u64) -> Result<Self, super::Error> {
+    fn new(cfg: &Config, sg: bool, model: MemoryModel, seed: u64) -> Result<Self, Error> {
         let axi = AxiConfig {
             timeout: cfg.timeout,
             ..AxiConfig::default()
@@ -195,7 +197,7 @@ impl Lab {
             16 << 20,
             Clock::Unlimited,
             sg,
-            super::policy_for(model),
+            dmaflow::rig::policy_for(model),
             model,
             Box::new(Loopback),
             axi,
@@ -277,7 +279,7 @@ struct Outcome {
     failed: bool,
 }
 
-fn filled(pool: &DmaPool, bytes: &[u8]) -> Result<DmaBuf<u8>, super::Error> {
+fn filled(pool: &DmaPool, bytes: &[u8]) -> Result<DmaBuf<u8>, Error> {
     let mut b = pool.alloc::<u8>(bytes.len())?;
     b.as_mut_slice().copy_from_slice(bytes);
     Ok(b)
@@ -291,7 +293,7 @@ fn operate(
     op: u64,
     completion: Completion,
     fault: Fault,
-) -> Result<Outcome, super::Error> {
+) -> Result<Outcome, Error> {
     let sent = data(len, op);
     let mut out = Outcome {
         transfers: 1,
@@ -353,30 +355,30 @@ fn operate(
         }
         "proxy" => {
             if lab.proxy.is_none() {
-                let engine = lab.engine.take().ok_or(super::Error::Peer {
+                let engine = lab.engine.take().ok_or(Error::Peer {
                     peer: "faults",
                     reason: "no engine for the proxy".into(),
                 })?;
-                lab.proxy = Some(Proxy::start(engine).map_err(|e| super::Error::Io {
+                lab.proxy = Some(Proxy::start(engine).map_err(|e| Error::Io {
                     path: "proxy driver thread".into(),
                     source: e,
                 })?);
             }
-            let proxy = lab.proxy.as_ref().ok_or(super::Error::Panicked("proxy"))?;
+            let proxy = lab.proxy.as_ref().ok_or(Error::Panicked("proxy"))?;
             match proxy.transfer(sent.clone(), len) {
                 Ok(got) => deliver(Some(&got), &mut out),
                 Err(_) => deliver(None, &mut out),
             }
         }
         "accelerator_node" => {
-            let engine = lab.engine.take().ok_or(super::Error::Panicked("node"))?;
+            let engine = lab.engine.take().ok_or(Error::Panicked("node"))?;
             let (got, engine) = node(&lab.pool, engine, &sent, completion, fault)?;
             lab.engine = Some(engine);
             out.transfers = len.div_ceil(1024) as u64;
             deliver(got.as_deref(), &mut out);
         }
         other => {
-            return Err(super::Error::Peer {
+            return Err(Error::Peer {
                 peer: "faults",
                 reason: format!("no way of moving data called {other}"),
             });
@@ -394,7 +396,7 @@ fn node(
     sent: &[u8],
     completion: Completion,
     fault: Fault,
-) -> Result<(Option<Vec<u8>>, Eng), super::Error> {
+) -> Result<(Option<Vec<u8>>, Eng), Error> {
     let memory = pool.queue_memory()?;
     let mut g = Graph::new();
     let (mut src, mut ain) =
@@ -449,7 +451,7 @@ fn node(
     let ran = g.run();
     let engine = returned
         .try_recv()
-        .map_err(|_| super::Error::Panicked("accelerator node"))?;
+        .map_err(|_| Error::Panicked("accelerator node"))?;
     let got = std::mem::take(
         &mut *got
             .lock()
@@ -467,7 +469,7 @@ fn engine_dead(lab: &Lab) -> bool {
 const MAX_CANARIES: usize = 16;
 
 /// Runs one way of moving data on one board.
-fn campaign(cfg: &Config, model: MemoryModel, api: &'static str) -> Result<Row, super::Error> {
+fn campaign(cfg: &Config, model: MemoryModel, api: &'static str) -> Result<Row, Error> {
     let t0 = Instant::now();
     let sg = matches!(api, "packet_ring" | "accelerator_node");
     let seed = cfg.seed ^ (api.len() as u64 * 0x9E37) ^ (model as u64 + 1);
@@ -577,7 +579,7 @@ fn campaign(cfg: &Config, model: MemoryModel, api: &'static str) -> Result<Row, 
 
 /// Runs the campaign: every way of moving data on both boards, each under a
 /// watchdog.
-pub fn run(cfg: &Config, progress: impl FnMut(&str)) -> Result<Vec<Row>, super::Error> {
+pub fn run(cfg: &Config, progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
     // The injected panics are expected: they are not printed.
     type Hook = dyn Fn(&std::panic::PanicHookInfo<'_>) + Send + Sync;
     let previous: Arc<Hook> = Arc::from(std::panic::take_hook());
@@ -597,7 +599,7 @@ pub fn run(cfg: &Config, progress: impl FnMut(&str)) -> Result<Vec<Row>, super::
     rows
 }
 
-fn run_all(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, super::Error> {
+fn run_all(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
     let mut rows = Vec::new();
     for model in [MemoryModel::Coherent, MemoryModel::NonCoherent] {
         for api in APIS {
@@ -609,7 +611,7 @@ fn run_all(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, sup
                 .spawn(move || {
                     let _ = tx.send(campaign(&c, model, api));
                 })
-                .map_err(|e| super::Error::Io {
+                .map_err(|e| Error::Io {
                     path: "fault campaign thread".into(),
                     source: e,
                 })?;
@@ -629,7 +631,7 @@ fn run_all(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, sup
                     ..Row::default()
                 }),
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                    return Err(super::Error::Panicked("the fault campaign"));
+                    return Err(Error::Panicked("the fault campaign"));
                 }
             }
         }

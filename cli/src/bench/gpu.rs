@@ -33,7 +33,8 @@ use serde_json::{Value, json};
 
 use super::report::{Report, Target};
 use super::spread::{Ratio, Spread};
-use super::{Error, bytes_label, table};
+use super::error::Error;
+use super::harness::{bytes_label, table};
 use super::conditions::Conditions;
 use super::harness::{NO_GPU, OnGpu, Spec};
 pub use super::harness::Tables;

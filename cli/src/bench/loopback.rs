@@ -14,7 +14,8 @@ use serde_json::json;
 
 use super::meter::{Meter, Tally};
 use super::report::{Target, sentence};
-use super::{Error, bytes_label, median, table};
+use super::error::Error;
+use super::harness::{bytes_label, median, table};
 use dmaflow::dma::{Completion, Partition, Proxy, Timing};
 use dmaflow::platform::MemoryModel;
 use dmaflow::sim::{Clock, Profile};
@@ -207,11 +208,11 @@ fn check(what: &str, seq: u64, len: usize, n: usize, got: &[u8]) -> Result<(), E
 /// cores the emulated device runs on a core of its own.
 pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
     let largest = cfg.sizes.iter().copied().max().unwrap_or(0);
-    let mut rig = super::Rig::with_model(
+    let mut rig = dmaflow::rig::Rig::with_model(
         (8 * largest + (1 << 20)).next_power_of_two(),
         cfg.clock,
         false,
-        super::policy_for(cfg.memory),
+        dmaflow::rig::policy_for(cfg.memory),
         cfg.memory,
         Box::new(dmaflow::sim::Loopback),
     )?;
@@ -593,7 +594,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
     };
     super::report::Report {
         experiment: "loopback",
-        heading: super::on_board(
+        heading: super::harness::on_board(
             format!(
                 "loopback: two-way transfers on the emulated fabric ({}, PG021 latencies), \
              median per transfer; blocks of {}; fresh data every transfer, checked",

@@ -25,7 +25,9 @@ use super::peers::{check, mark};
 use super::meter::{Meter, Tally};
 use super::report::{Target, sentence};
 use super::spread::{Ratio, Spread, in_turns};
-use super::{Error, Rig, bytes_label, table};
+use super::error::Error;
+use super::harness::{bytes_label, table};
+use dmaflow::rig::Rig;
 use dmaflow::dma::Completion;
 use dmaflow::mem::CachePolicy;
 use dmaflow::sim::{Clock, Loopback, Profile};
@@ -439,7 +441,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
              filter (the control) and a STREAM-like triad over 3 x 64 MiB (memory-bound), {} \
              per point in each of {} rounds (order reversed every other round), driver asleep \
              on the interrupt line; the application {}; link = {} and unlimited",
-            super::ms_label(cfg.duration),
+            super::harness::ms_label(cfg.duration),
             cfg.rounds,
             if own {
                 "on a core of its own"

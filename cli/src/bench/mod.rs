@@ -4,6 +4,7 @@
 pub mod app;
 pub mod baseline;
 pub mod conditions;
+pub mod error;
 pub mod harness;
 pub mod meter;
 pub mod peers;
@@ -12,8 +13,9 @@ pub mod report;
 pub mod spread;
 
 pub use dmaflow::rig::{Rig, SimEngine, policy_for};
+pub use error::Error;
 pub use harness::{
-    Error, Experiment, Setup, Tier, bytes_label, median, ms_label, on_board, placement_here, table,
+    Experiment, Setup, Tier, bytes_label, median, ms_label, on_board, placement_here, table,
 };
 
 /// The registry: declares each experiment's module and lists its

@@ -38,7 +38,8 @@ use serde_json::json;
 use super::report::{Report, Target};
 use super::spread::{Ratio, Spread, in_turns};
 use super::peers::{gnuradio_here, wait_within};
-use super::{Error, median, table};
+use super::error::Error;
+use super::harness::{median, table};
 use super::conditions::Conditions;
 use super::harness::Spec;
 
@@ -912,7 +913,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         let (m, lo, hi) = r.mbps();
         let items = r.bytes as f64 / 4.0;
         cells.push(vec![
-            super::bytes_label(r.size),
+            super::harness::bytes_label(r.size),
             r.point.name().to_string(),
             format!("{m:.0}"),
             format!("{lo:.0}..{hi:.0}"),
@@ -968,7 +969,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
             .iter()
             .map(|(size, r)| {
                 vec![
-                    super::bytes_label(*size),
+                    super::harness::bytes_label(*size),
                     r.text(),
                     r.verdict().to_string(),
                     find(&default, *size),
@@ -998,7 +999,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
                 format!(
                     "{} items: dmaflow >= GNU Radio's push_sink -> pull_source at the same \
                      message size",
-                    super::bytes_label(*size)
+                    super::harness::bytes_label(*size)
                 ),
                 format!("{} ({})", r.text(), r.verdict()),
                 r.0.median >= 1.0,
@@ -1009,7 +1010,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     for (size, r) in &raw {
         text += &format!(
             "{}: dmaflow at {:.0} % of the raw ceiling ({:.0}..{:.0} %)\n",
-            super::bytes_label(*size),
+            super::harness::bytes_label(*size),
             r.0.median * 100.0,
             r.0.min * 100.0,
             r.0.max * 100.0
@@ -1018,7 +1019,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
             targets.push(Target::new(
                 format!(
                     "{} messages: dmaflow >= 90 % of raw ZeroMQ",
-                    super::bytes_label(*size)
+                    super::harness::bytes_label(*size)
                 ),
                 format!(
                     "{:.0} % ({:.0}..{:.0} %)",
@@ -1034,7 +1035,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     let mut clauses: Vec<String> = vec![format!(
         "dmaflow's share of the raw ZeroMQ throughput: {}",
         raw.iter()
-            .map(|(s, r)| format!("{} {:.0} %", super::bytes_label(*s), r.0.median * 100.0))
+            .map(|(s, r)| format!("{} {:.0} %", super::harness::bytes_label(*s), r.0.median * 100.0))
             .collect::<Vec<_>>()
             .join(", ")
     )];
@@ -1043,7 +1044,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
             "against GNU Radio's lean ends at GNU Radio's own message size: {}",
             equal
                 .iter()
-                .map(|(s, r)| format!("{} {:.2}x", super::bytes_label(*s), r.0.median))
+                .map(|(s, r)| format!("{} {:.2}x", super::harness::bytes_label(*s), r.0.median))
                 .collect::<Vec<_>>()
                 .join(", ")
         ));

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::Error;
+use super::error::Error;
 
 /// A directory of this process's own under the temporary directory, removed
 /// when dropped (also when a run fails half way).

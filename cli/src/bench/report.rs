@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::Error;
 use super::conditions::Conditions;
+use super::error::Error;
 use super::plot::{LinePlot, Series, write_svg};
 
 /// A target an experiment checks, and what this run found.

@@ -28,7 +28,8 @@ use serde_json::json;
 
 use super::peers::{Backoff, checksum, fill, series};
 use super::report::{Target, sentence};
-use super::{Error, bytes_label, table};
+use super::error::Error;
+use super::harness::{bytes_label, table};
 use dmaflow::platform::cpu::{allowed_cores, pin};
 use dmaflow::ring::{Builder, Wait};
 use super::conditions::Conditions;
@@ -922,9 +923,9 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
              taking turns, the order reversed every other round), queue {}; every queue's \
              consumer takes whatever is readable, both sides spin then yield; `bound`: the same \
              work on two threads with no queue between them",
-            super::bytes_label(cfg.total_bytes),
+            super::harness::bytes_label(cfg.total_bytes),
             cfg.rounds,
-            super::bytes_label(cfg.queue_bytes)
+            super::harness::bytes_label(cfg.queue_bytes)
         ),
         answer: answer(rows),
         targets: targets(rows),

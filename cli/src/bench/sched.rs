@@ -29,7 +29,8 @@ use serde_json::json;
 
 use super::report::{Report, Target, sentence};
 use super::spread::{Ratio, Spread, in_turns};
-use super::{Error, table};
+use super::error::Error;
+use super::harness::table;
 use dmaflow::dsp::fir::{self, Mode, OverlapSave};
 use dmaflow::graph::{Graph, Input, NodeResult, Output};
 use dmaflow::platform::cpu::process_cpu_time;

@@ -17,7 +17,9 @@ use serde_json::json;
 
 use super::meter::{Meter, Tally};
 use super::report::{Target, sentence};
-use super::{Error, Rig, table};
+use super::error::Error;
+use super::harness::table;
+use dmaflow::rig::Rig;
 use dmaflow::dma::{Completion, Lane, Proxy, two_way_together};
 use dmaflow::dsp::bgsub::{self, Params};
 use dmaflow::mem::DmaBuf;
@@ -239,7 +241,7 @@ fn measure(
         (2 * engines * bytes + (1 << 20)).next_power_of_two(),
         FABRIC,
         false,
-        super::policy_for(cfg.memory),
+        dmaflow::rig::policy_for(cfg.memory),
         cfg.memory,
         processor,
     )?;
@@ -315,7 +317,7 @@ fn measure(
                 }
             }
             let mut row = Row::new(core, name, lines, &samples, &cost);
-            row.issue_us = Some(super::median(&issue));
+            row.issue_us = Some(super::harness::median(&issue));
             rows.push(row);
         }
     }
@@ -512,7 +514,7 @@ fn os_overhead(rows: &[Row], core: &str) -> Option<f64> {
                 .map(|p| k.median_us - p.median_us)
         })
         .collect();
-    (!diffs.is_empty()).then(|| super::median(&diffs))
+    (!diffs.is_empty()).then(|| super::harness::median(&diffs))
 }
 
 /// One sentence: what each driver adds to the modelled coprocessor at the
@@ -605,7 +607,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
     }
     super::report::Report {
         experiment: "twoway",
-        heading: super::on_board(
+        heading: super::harness::on_board(
             format!(
                 "twoway: two-way transfers of 640-byte lines at 100 MHz x 1 B, {} per size, \
                  on the background-subtraction coprocessor (two engines) and a loopback: \

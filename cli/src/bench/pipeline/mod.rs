@@ -31,7 +31,9 @@ use serde_json::json;
 
 use super::report::{Target, sentence};
 use super::spread::{Ratio, Spread, in_turns};
-use super::{Error, Rig, SimEngine, bytes_label, table};
+use super::error::Error;
+use super::harness::{bytes_label, table};
+use dmaflow::rig::{Rig, SimEngine};
 use dmaflow::graph::{Graph, Input, Output};
 use dmaflow::platform::cpu::thread_cpu_time;
 use dmaflow::ring::Pod;
@@ -330,7 +332,7 @@ fn rate_of(mut step: impl FnMut(&mut Vec<u8>)) -> f64 {
             bytes as f64 / t0.elapsed().as_secs_f64()
         })
         .collect();
-    super::median(&rates)
+    super::harness::median(&rates)
 }
 
 /// One point: both pipelines, interleaved run by run, their outputs checked
@@ -397,7 +399,7 @@ fn point(
     let mut rows = Vec::new();
     for (i, name) in ["zerocopy", "copy"].into_iter().enumerate() {
         let rs = &runs[i];
-        let per = |f: &dyn Fn(&Run) -> f64| super::median(&rs.iter().map(f).collect::<Vec<_>>());
+        let per = |f: &dyn Fn(&Run) -> f64| super::harness::median(&rs.iter().map(f).collect::<Vec<_>>());
         let mb_spread = Spread::of(&mb(rs));
         rows.push(Row {
             core,
@@ -679,7 +681,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
             TAPS - 1,
             cfg.frame_bytes,
             cfg.rounds,
-            super::placement_here()
+            super::harness::placement_here()
         ),
         answer: answer(rows),
         targets: targets(rows),
