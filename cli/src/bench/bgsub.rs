@@ -312,15 +312,15 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
 /// `dmaflow bench bgsub`.
 pub static EXPERIMENT: Spec<Config> = Spec {
     name: "bgsub",
-    config: |s| Config {
-        memory: s.memory,
-        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
-    },
     run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
     then: None,
     on_gpu: Some(OnGpu::Gpu(Tables { transfers: false, messages: false, kernels: true })),
     question: "Background subtraction on a coprocessor behind two DMA engines vs the CPU (paper \
                000).",
+    config: |s| Config {
+        memory: s.memory,
+        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
+    },
     conditions: Conditions {
         timed: "each frame from the call to the mask in the caller's buffer, software and \
                 fabric in turns frame by frame",

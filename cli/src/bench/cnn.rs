@@ -657,15 +657,15 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
 /// `dmaflow bench cnn`.
 pub static EXPERIMENT: Spec<Config> = Spec {
     name: "cnn",
-    config: |s| Config {
-        memory: s.memory, device: s.gpu.map(|g| g.0),
-        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
-    },
     run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
     then: None,
     on_gpu: Some(OnGpu::Itself),
     question: "A five-layer int16 CNN run layer by layer on a convolution coprocessor (paper \
                002).",
+    config: |s| Config {
+        memory: s.memory, device: s.gpu.map(|g| g.0),
+        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
+    },
     conditions: Conditions {
         timed: "each layer's transfers and each frame from the first send to the last \
                 answer",

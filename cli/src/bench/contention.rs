@@ -396,14 +396,14 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
 /// `dmaflow bench contention`.
 pub static EXPERIMENT: Spec<Config> = Spec {
     name: "contention",
-    config: |s| Config {
-        profile: s.profile,
-        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
-    },
     run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
     then: None,
     on_gpu: None,
     question: "What each completion mode leaves an application sharing the driver's core.",
+    config: |s| Config {
+        profile: s.profile,
+        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
+    },
     conditions: Conditions {
         timed: "the application's passes over a fixed time beside back-to-back transfers, \
                 against its passes alone just before",

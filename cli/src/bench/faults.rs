@@ -780,12 +780,12 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
 /// `dmaflow bench faults`.
 pub static EXPERIMENT: Spec<Config> = Spec {
     name: "faults",
-    config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
     run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
     then: None,
     on_gpu: None,
     question: "A seeded fault campaign through every safe way of moving data: nothing delivered \
                wrong, no late write, no hang.",
+    config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
     conditions: Conditions {
         timed: "nothing: every figure is a count (transfers, faults injected, recovered, \
                 late writes)",

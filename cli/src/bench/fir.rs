@@ -1350,11 +1350,11 @@ fn gnuradio_json(g: &[GrRow]) -> serde_json::Value {
 /// `dmaflow bench fir`.
 pub static EXPERIMENT: Spec<Config> = Spec {
     name: "fir",
-    config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
     run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
     then: None,
     on_gpu: None,
     question: "Overlap-save FIR filter, zero-copy vs manual copy (paper 001).",
+    config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
     conditions: Conditions {
         timed: "one thread's loop over the whole signal (bare, bare-copy), or the graph's \
                 run from start to its last node's end (zerocopy, copy); against GNU Radio \

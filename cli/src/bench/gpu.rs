@@ -875,6 +875,12 @@ pub fn report(_cfg: &Config, out: &Outcome) -> Report {
 /// `dmaflow bench gpu`.
 pub static EXPERIMENT: Spec<Config> = Spec {
     name: "gpu",
+    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
+    then: None,
+    on_gpu: Some(OnGpu::Itself),
+    question: "A CUDA GPU as the DMA device: copy-engine ceiling, host memory kinds and \
+               completion modes, double buffering, kernels against the CPU (skipped without a \
+               GPU).",
     config: |s| {
         let (device, tables) = s.gpu.unwrap_or((0, Tables::ALL));
         Config {
@@ -883,12 +889,6 @@ pub static EXPERIMENT: Spec<Config> = Spec {
             ..s.tier.pick(Config::full, Config::quick, Config::tiny)
         }
     },
-    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
-    then: None,
-    on_gpu: Some(OnGpu::Itself),
-    question: "A CUDA GPU as the DMA device: copy-engine ceiling, host memory kinds and \
-               completion modes, double buffering, kernels against the CPU (skipped without a \
-               GPU).",
     conditions: Conditions {
         timed: "each point's transfers from the first call to the last return on the \
                 waiting thread (wall), each copy by the device's own events queued \

@@ -182,8 +182,6 @@ pub type Progress<'a> = &'a mut dyn FnMut(&str);
 pub struct Spec<C: 'static> {
     /// The name on the command line and of its report files.
     pub name: &'static str,
-    /// Its configuration at the setup's tier, with the setup's board.
-    pub config: fn(&Setup) -> C,
     /// Measures, and makes the report of what was measured.
     pub run: fn(&C, Progress) -> Result<Report, Error>,
     /// Another experiment `bench NAME` runs after it.
@@ -192,6 +190,8 @@ pub struct Spec<C: 'static> {
     pub on_gpu: Option<OnGpu>,
     /// What it asks, one line.
     pub question: &'static str,
+    /// Its configuration at the setup's tier, with the setup's board.
+    pub config: fn(&Setup) -> C,
     /// What its numbers are.
     pub conditions: Conditions,
 }

@@ -641,14 +641,14 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
 /// `dmaflow bench loopback`.
 pub static EXPERIMENT: Spec<Config> = Spec {
     name: "loopback",
-    config: |s| Config {
-        memory: s.memory, clock: s.profile.port,
-        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
-    },
     run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
     then: None,
     on_gpu: Some(OnGpu::Gpu(Tables { kernels: false, ..Tables::ALL })),
     question: "Two-way loopback transfers on the emulated fabric (paper 002).",
+    config: |s| Config {
+        memory: s.memory, clock: s.profile.port,
+        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
+    },
     conditions: Conditions {
         timed: "each two-way transfer from the call to its return; TX and RX from their own \
                 starts; the modes in turns, five rounds per size",

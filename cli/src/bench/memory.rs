@@ -473,14 +473,14 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
 /// `dmaflow bench memory`.
 pub static EXPERIMENT: Spec<Config> = Spec {
     name: "memory",
-    config: |s| Config {
-        profile: s.profile,
-        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
-    },
     run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
     then: None,
     on_gpu: None,
     question: "Memory-bandwidth contention: transfers beside a memory-bound application.",
+    config: |s| Config {
+        profile: s.profile,
+        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
+    },
     conditions: Conditions {
         timed: "back-to-back two-way transfers over a fixed time on the driver's thread; \
                 the application's units of work over the same time, and alone just before",

@@ -1113,11 +1113,11 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
 /// `dmaflow bench net`.
 pub static EXPERIMENT: Spec<Config> = Spec {
     name: "net",
-    config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
     run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
     then: None,
     on_gpu: None,
     question: "A dmaflow ZeroMQ edge between two processes against bare PUSH/PULL.",
+    config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
     conditions: Conditions {
         timed: "the receiver from its first data to its last (GNU Radio's receiver: its \
                 sink's count looked at every 0.5 ms); CPU the receiving process's",

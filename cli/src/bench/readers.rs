@@ -440,11 +440,11 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
 /// `dmaflow bench readers`.
 pub static EXPERIMENT: Spec<Config> = Spec {
     name: "readers",
-    config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
     run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
     then: None,
     on_gpu: None,
     question: "One writer, several readers of one queue (GNU Radio 4's bm_Buffer shape).",
+    config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
     conditions: Conditions {
         timed: "from the first thread's start to the last thread's end",
         against: "vmcircbuffer's lock-free SPMC buffer here, and GNU Radio 4's published \

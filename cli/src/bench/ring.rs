@@ -950,7 +950,6 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
 /// `dmaflow bench ring`.
 pub static EXPERIMENT: Spec<Config> = Spec {
     name: "ring",
-    config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
     run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
     // The queue's experiment: the peer table with its cross-process rows,
     // then the readers' table in GNU Radio 4's shape.
@@ -958,6 +957,7 @@ pub static EXPERIMENT: Spec<Config> = Spec {
     on_gpu: None,
     question: "Mirrored queue vs other queues, the sliding-window reader and the queue shared \
                between processes; then `readers`.",
+    config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
     conditions: Conditions {
         timed: "from the first worker thread's start to the last one's end, each \
                 instant read on its own thread",

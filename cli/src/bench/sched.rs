@@ -745,12 +745,12 @@ pub fn report(cfg: &Config, m: &Measured) -> Report {
 /// `dmaflow bench sched`.
 pub static EXPERIMENT: Spec<Config> = Spec {
     name: "sched",
-    config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
     run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
     then: None,
     on_gpu: None,
     question: "The pipes x stages flowgraph of the SDR scheduler studies: dmaflow's graph \
                runtime (tasks and threads) against FutureSDR and GNU Radio.",
+    config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
     conditions: Conditions {
         timed: "each runtime's run of its assembled flowgraph to the end (dmaflow \
                 Graph::run with its threads or workers started inside, FutureSDR \

@@ -715,14 +715,14 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
 /// `dmaflow bench transfer`.
 pub static EXPERIMENT: Spec<Config> = Spec {
     name: "transfer",
-    config: |s| Config {
-        profile: s.profile,
-        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
-    },
     run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
     then: None,
     on_gpu: Some(OnGpu::Gpu(Tables { kernels: false, ..Tables::ALL })),
     question: "A stream of packets through a ring of DMA buffers (paper 004).",
+    config: |s| Config {
+        profile: s.profile,
+        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
+    },
     conditions: Conditions {
         timed: "the stream of packets from the first send to the last packet received, on \
                 the driver's thread",

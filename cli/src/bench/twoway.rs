@@ -635,14 +635,14 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
 /// `dmaflow bench twoway`.
 pub static EXPERIMENT: Spec<Config> = Spec {
     name: "twoway",
-    config: |s| Config {
-        memory: s.memory,
-        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
-    },
     run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
     then: None,
     on_gpu: Some(OnGpu::Gpu(Tables { transfers: false, messages: false, kernels: true })),
     question: "Two-way transfers of image lines, polling vs kernel-style driver (paper 000).",
+    config: |s| Config {
+        memory: s.memory,
+        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
+    },
     conditions: Conditions {
         timed: "each two-way transfer from the call to its return (median of 1000 per \
                 size); issue: programming every engine, timed on its own",

@@ -694,15 +694,15 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
 /// `dmaflow bench pipeline`.
 pub static EXPERIMENT: Spec<Config> = Spec {
     name: "pipeline",
-    config: |s| Config {
-        profile: s.profile,
-        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
-    },
     run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
     then: None,
     on_gpu: None,
     question: "An accelerator inside a process network (FIR and background-subtraction cores): \
                the accelerator node on queues in DMA memory vs copying.",
+    config: |s| Config {
+        profile: s.profile,
+        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
+    },
     conditions: Conditions {
         timed: "the graph's run from start to its last node's end",
         against: "a copying pipeline on the same footing (FIR: the same scatter-gather \
