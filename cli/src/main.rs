@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::sync::OnceLock;
 
 use clap::builder::PossibleValue;
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use dmaflow::dsp::fir::Mode;
 use dmaflow::platform::MemoryModel;
 use dmaflow::sim::Profile;
@@ -32,127 +32,9 @@ enum Command {
     ///
     /// JSON (--json): one document per experiment, {"experiment":NAME,"rows":[...]};
     /// the keys of each row:
-    ///   ring:     impl (dmaflow|rtrb|ringbuf|vmcircbuffer|crossbeam|bound),
-    ///             case (stream|window|window-copy), batch_bytes,
-    ///             gbytes_per_s (10^9 B/s, median), gbytes_per_s_min,
-    ///             gbytes_per_s_max, runs, implausible (bool: above the
-    ///             no-queue bound)
-    ///   readers:  impl (dmaflow|vmcircbuffer), readers, items_per_op, ops_per_s
-    ///             (writer operations, median), ops_per_s_min, ops_per_s_max,
-    ///             samples_per_s_per_reader, rounds
-    ///   fir:      fft_len, overlap_pct, mode (bare|bare-copy: one thread;
-    ///             zerocopy|copy: the graph), taps, mflops (median, nominal:
-    ///             10 N log2 N + 6 N flops per block), mflops_spread;
-    ///             improvement_single_thread (bare over bare-copy) and
-    ///             improvement (zerocopy over copy): fft_len, overlap_pct, pct,
-    ///             ci_low, ci_high (Bonferroni over `comparisons`), pairs,
-    ///             measurable; gnuradio (with GNU Radio installed): rows of taps,
-    ///             point (dmaflow|dmaflow@gr-fft|gnuradio|gnuradio-padded), does,
-    ///             fft_len, msamples_per_s, its spread, cpu_us_per_ksample,
-    ///             max_error (against the f64 reference), items_out; and
-    ///             attribution per taps (default/default, FFT length, same FFT,
-    ///             the FFT's share of the ratio's logarithm)
-    ///   sched:    runtime (dmaflow-tasks|dmaflow-threads|futuresdr|gnuradio|
-    ///             gnuradio-fft), does, block (copy|fir64), stages, pipes,
-    ///             samples_per_pipe, seconds and cpu_seconds (per round),
-    ///             samples_per_s (median, p25, p75, min, max, n; through all
-    ///             pipes), cores_busy, sink_items; and skipped (peers not
-    ///             measured, with why)
-    ///   transfer: clock (the profile's port, e.g. "1200MB/s", or "unlimited"),
-    ///             completion (poll|irq), path (zerocopy|copy), cache_maintenance
-    ///             (bool), loaded (bool: another thread spinning on a core),
-    ///             slots (ring size), bytes (packet size), packets (per run),
-    ///             seconds (median run), mbytes_per_s (10^6 B/s one way),
-    ///             mbytes_per_s_spread (over the runs),
-    ///             mib_per_s (2^20 B/s, as paper 004), packets_per_s, and per
-    ///             packet model_us, overhead_us, cpu_us, cpu_share (see below),
-    ///             cpu_cache_us (this CPU's own clflushopt/dc civac of the same
-    ///             ranges per packet; rows with cache maintenance)
-    ///   twoway:   core (bgsub: the coprocessor's two engines | loopback),
-    ///             completion (poll|irq|proxy), lines, bytes (each way),
-    ///             median_us, p25_us, p75_us, avg_us, min_us, max_us, stddev_us
-    ///             (per two-way transfer), mib_per_s (2^20 B/s at the median;
-    ///             ideal 95.37), iterations, model_us, overhead_us (of the
-    ///             median), cpu_us, cpu_share, issue_us (median time to
-    ///             program every engine's two channels; null for proxy)
-    ///   loopback: completion (poll|yield|irq|proxy|bare: the emulator baseline),
-    ///             path (zerocopy|copy), over_bare_us (over the baseline),
-    ///             buffering (single|double), partition (unique|blocks),
-    ///             block_bytes, bytes, median_us (two-way transfer),
-    ///             round_median_us_min, round_median_us_max, rounds (the modes
-    ///             take turns round by round; proxy's rounds are consecutive
-    ///             shares), model_us,
-    ///             overhead_us, cpu_us (driver threads and interrupt delivery),
-    ///             irq_delivery_us (of cpu_us: the emulated interrupt's eventfd
-    ///             write and wake-up, a handler's work on a board), cpu_share,
-    ///             tx_us (MM2S start to its completion), rx_us (S2MM start to its
-    ///             completion), us_per_byte,
-    ///             iterations (times medians, at the profile's port clock)
-    ///   bgsub:    device (fabric|cpu), width, height, frames, seconds (all frames),
-    ///             frame_ms (median), frames_per_s (at the median frame time),
-    ///             verified (bool: every mask equal to the pixel-by-pixel
-    ///             definition), cpu_us (per frame), model_us and overhead_us (per
-    ///             frame; null for cpu)
-    ///   cnn:      completion (poll|yield|irq|proxy), layer (1..5), tx_bytes,
-    ///             rx_bytes, tx_us_per_byte, rx_us_per_byte (medians over frames),
-    ///             frame_ms (median frame), frame_ms_spread, verified (bool),
-    ///             layer_us (median layer transfer), layer_us_spread, model_us (link and NullHop-modelled compute),
-    ///             overhead_us, emulator_compute_us (of the overhead: this host
-    ///             computing slower than the modelled core), software_us, cpu_us
-    ///   contention: completion (poll|yield|irq|proxy), bytes, transfers,
-    ///             transfer_us (median of the rounds' means), model_us,
-    ///             overhead_us, cpu_us, cpu_share (of the shared core), app_share
-    ///             (application throughput beside the transfers / alone),
-    ///             app_share_spread, transfer_us_spread
-    ///   memory:   clock, bytes (each way), beside (none|filter|triad), own_core
-    ///             (the application on a core of its own), transfers, mb_per_s
-    ///             (each way, median), mb_per_s_spread, model_mb_per_s, cpu_us,
-    ///             vs_filter (MB/s over the same size's beside the filter, round
-    ///             by round), vs_filter_measurable, app_share (beside / alone),
-    ///             app_share_spread, triad_gb_per_s_alone, triad_gb_per_s_beside
     ///   Every *_spread is {median, p25, p75, min, max, n} over the rounds.
-    ///   pipeline: core (fir|bgsub), pipeline (zerocopy|copy), clock, window_bytes
-    ///             (output bytes per window: FIR hop x 4, bgsub frame),
-    ///             mb_per_s (delivered, 10^6 B/s, median of the runs),
-    ///             mb_per_s_spread, model_mb_per_s (what the
-    ///             modelled link allows; null unlimited), link_share,
-    ///             core_mb_per_s (the emulated core's own compute rate on this
-    ///             host), cpu_us_per_mb (host CPU of the source, node and sink
-    ///             threads per MB delivered), copied_per_byte (payload bytes the
-    ///             library copied on those threads per byte delivered, counted
-    ///             where it copies; the largest of the runs), vs_copy (zerocopy
-    ///             rows: delivered over the copying pipeline's, run by run, a
-    ///             spread), runs
-    ///   faults:   memory (coherent|noncoherent), api (two_way|owned|dropped|
-    ///             packet_ring|proxy|accelerator_node), transfers, bytes
-    ///             (delivered and checked), faults (injected), recovered (the
-    ///             same engine moved data right after), engines_lost (replaced),
-    ///             bytes_lost (DMA memory kept for good by engines that could not
-    ///             be halted in time), bytes_wrong, late_writes (canary bytes a
-    ///             device wrote after its transfer ended), unexpected_errors
-    ///             (failures with no fault injected), hangs, seconds
-    ///   net:      message_bytes (message or item size), point (dmaflow|raw|
-    ///             dmaflow-batched|dmaflow-capped|gnuradio|dmaflow->gnuradio|
-    ///             gnuradio->dmaflow), does (what its ends do), mb_per_s (median
-    ///             over rounds), mb_per_s_min, mb_per_s_max, mb_per_s_spread,
-    ///             rounds, rx_cpu_share (receiving process's CPU over its time),
-    ///             rx_cpu_us_per_mb, sent_message_bytes (mean message size where
-    ///             known); against_gnuradio: per item size, the round-by-round
-    ///             ratios capped/gnuradio, batched/gnuradio, batched/capped and
-    ///             the crossed edges over gnuradio
     ///   Every document also has heading, answer and targets ({what, found,
     ///   met}); `dmaflow targets DIR` prints them as a markdown table.
-    ///   gpu:      device (every row), table (ceiling|transfer|message|kernel);
-    ///             ceiling: direction (h2d|d2h), bytes_per_s, bytes_per_s_spread;
-    ///             transfer: memory (pageable|pinned|pinned-wc|mapped|registered),
-    ///             mode, bytes, repeats, us (per two-way transfer), us_spread,
-    ///             h2d_bytes_per_s and d2h_bytes_per_s (device events, the
-    ///             copies queued behind a holding kernel as the ceiling's),
-    ///             h2d_submitted_bytes_per_s and d2h_submitted_bytes_per_s (the
-    ///             events queued as the host submits), their spreads, cpu_us (process CPU per transfer), cpu_us_spread,
-    ///             caller_cpu_us; message: bytes, block, depth, kernel, ms,
-    ///             ms_spread, ceiling_share (its spread too); kernel: name, gpu_ms,
-    ///             gpu_ms_spread, cpu_ms, identical. Without a GPU: skipped, no rows.
     ///
     /// The DMA experiments' common keys:
     ///   model_us     what the modelled device needs for the transfer: the link
@@ -829,8 +711,23 @@ fn prepare_out(out: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// The command line, with each experiment's JSON keys (from the registry)
+/// in `bench --help`.
+fn command_line() -> Cli {
+    const AT: &str = "the keys of each row:\n";
+    let cmd = Cli::command().mut_subcommand("bench", |bench| {
+        let about = bench
+            .get_long_about()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        let keys = format!("{AT}{}", bench::keys_help());
+        bench.long_about(about.replacen(AT, &keys, 1))
+    });
+    Cli::from_arg_matches(&cmd.get_matches()).unwrap_or_else(|e| e.exit())
+}
+
 fn main() -> ExitCode {
-    match Cli::parse().command {
+    match command_line().command {
         Command::Info { root } => run_info(&root),
         Command::Bench {
             experiment,

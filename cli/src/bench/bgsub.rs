@@ -317,6 +317,11 @@ pub static EXPERIMENT: Spec<Config> = Spec {
     on_gpu: Some(OnGpu::Gpu(Tables { transfers: false, messages: false, kernels: true })),
     question: "Background subtraction on a coprocessor behind two DMA engines vs the CPU (paper \
                000).",
+    keys: "device (fabric|cpu), width, height, frames, seconds (all frames),\n\
+          frame_ms (median), frames_per_s (at the median frame time),\n\
+          verified (bool: every mask equal to the pixel-by-pixel\n\
+          definition), cpu_us (per frame), model_us and overhead_us (per\n\
+          frame; null for cpu)",
     config: |s| Config {
         memory: s.memory,
         ..s.tier.pick(Config::full, Config::quick, Config::tiny)

@@ -662,6 +662,12 @@ pub static EXPERIMENT: Spec<Config> = Spec {
     on_gpu: Some(OnGpu::Itself),
     question: "A five-layer int16 CNN run layer by layer on a convolution coprocessor (paper \
                002).",
+    keys: "completion (poll|yield|irq|proxy), layer (1..5), tx_bytes,\n\
+          rx_bytes, tx_us_per_byte, rx_us_per_byte (medians over frames),\n\
+          frame_ms (median frame), frame_ms_spread, verified (bool),\n\
+          layer_us (median layer transfer), layer_us_spread, model_us (link and NullHop-modelled compute),\n\
+          overhead_us, emulator_compute_us (of the overhead: this host\n\
+          computing slower than the modelled core), software_us, cpu_us",
     config: |s| Config {
         memory: s.memory, device: s.gpu.map(|g| g.0),
         ..s.tier.pick(Config::full, Config::quick, Config::tiny)

@@ -400,6 +400,11 @@ pub static EXPERIMENT: Spec<Config> = Spec {
     then: None,
     on_gpu: None,
     question: "What each completion mode leaves an application sharing the driver's core.",
+    keys: "completion (poll|yield|irq|proxy), bytes, transfers,\n\
+          transfer_us (median of the rounds' means), model_us,\n\
+          overhead_us, cpu_us, cpu_share (of the shared core), app_share\n\
+          (application throughput beside the transfers / alone),\n\
+          app_share_spread, transfer_us_spread",
     config: |s| Config {
         profile: s.profile,
         ..s.tier.pick(Config::full, Config::quick, Config::tiny)

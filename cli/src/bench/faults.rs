@@ -785,6 +785,14 @@ pub static EXPERIMENT: Spec<Config> = Spec {
     on_gpu: None,
     question: "A seeded fault campaign through every safe way of moving data: nothing delivered \
                wrong, no late write, no hang.",
+    keys: "memory (coherent|noncoherent), api (two_way|owned|dropped|\n\
+          packet_ring|proxy|accelerator_node), transfers, bytes\n\
+          (delivered and checked), faults (injected), recovered (the\n\
+          same engine moved data right after), engines_lost (replaced),\n\
+          bytes_lost (DMA memory kept for good by engines that could not\n\
+          be halted in time), bytes_wrong, late_writes (canary bytes a\n\
+          device wrote after its transfer ended), unexpected_errors\n\
+          (failures with no fault injected), hangs, seconds",
     config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
     conditions: Conditions {
         timed: "nothing: every figure is a count (transfers, faults injected, recovered, \

@@ -1354,6 +1354,18 @@ pub static EXPERIMENT: Spec<Config> = Spec {
     then: None,
     on_gpu: None,
     question: "Overlap-save FIR filter, zero-copy vs manual copy (paper 001).",
+    keys: "fft_len, overlap_pct, mode (bare|bare-copy: one thread;\n\
+          zerocopy|copy: the graph), taps, mflops (median, nominal:\n\
+          10 N log2 N + 6 N flops per block), mflops_spread;\n\
+          improvement_single_thread (bare over bare-copy) and\n\
+          improvement (zerocopy over copy): fft_len, overlap_pct, pct,\n\
+          ci_low, ci_high (Bonferroni over `comparisons`), pairs,\n\
+          measurable; gnuradio (with GNU Radio installed): rows of taps,\n\
+          point (dmaflow|dmaflow@gr-fft|gnuradio|gnuradio-padded), does,\n\
+          fft_len, msamples_per_s, its spread, cpu_us_per_ksample,\n\
+          max_error (against the f64 reference), items_out; and\n\
+          attribution per taps (default/default, FFT length, same FFT,\n\
+          the FFT's share of the ratio's logarithm)",
     config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
     conditions: Conditions {
         timed: "one thread's loop over the whole signal (bare, bare-copy), or the graph's \

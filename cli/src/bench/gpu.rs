@@ -881,6 +881,17 @@ pub static EXPERIMENT: Spec<Config> = Spec {
     question: "A CUDA GPU as the DMA device: copy-engine ceiling, host memory kinds and \
                completion modes, double buffering, kernels against the CPU (skipped without a \
                GPU).",
+    keys: "device (every row), table (ceiling|transfer|message|kernel);\n\
+          ceiling: direction (h2d|d2h), bytes_per_s, bytes_per_s_spread;\n\
+          transfer: memory (pageable|pinned|pinned-wc|mapped|registered),\n\
+          mode, bytes, repeats, us (per two-way transfer), us_spread,\n\
+          h2d_bytes_per_s and d2h_bytes_per_s (device events, the\n\
+          copies queued behind a holding kernel as the ceiling's),\n\
+          h2d_submitted_bytes_per_s and d2h_submitted_bytes_per_s (the\n\
+          events queued as the host submits), their spreads, cpu_us (process CPU per transfer), cpu_us_spread,\n\
+          caller_cpu_us; message: bytes, block, depth, kernel, ms,\n\
+          ms_spread, ceiling_share (its spread too); kernel: name, gpu_ms,\n\
+          gpu_ms_spread, cpu_ms, identical. Without a GPU: skipped, no rows.",
     config: |s| {
         let (device, tables) = s.gpu.unwrap_or((0, Tables::ALL));
         Config {

@@ -164,6 +164,8 @@ pub trait Experiment: Sync {
     fn question(&self) -> &'static str;
     /// What its numbers are (printed under its heading and in `index.html`).
     fn conditions(&self) -> Conditions;
+    /// The keys of its JSON rows, with what they hold (`bench --help`).
+    fn keys(&self) -> &'static str;
     /// Runs it at `setup`'s size on `setup`'s board; `progress` hears what
     /// is being measured.
     fn run(&self, setup: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error>;
@@ -190,6 +192,9 @@ pub struct Spec<C: 'static> {
     pub on_gpu: Option<OnGpu>,
     /// What it asks, one line.
     pub question: &'static str,
+    /// The keys of its JSON rows, with what they hold, as `bench --help`
+    /// lists them (lines of at most 68 characters).
+    pub keys: &'static str,
     /// Its configuration at the setup's tier, with the setup's board.
     pub config: fn(&Setup) -> C,
     /// What its numbers are.
@@ -207,6 +212,10 @@ impl<C> Experiment for Spec<C> {
 
     fn conditions(&self) -> Conditions {
         self.conditions
+    }
+
+    fn keys(&self) -> &'static str {
+        self.keys
     }
 
     fn run(&self, setup: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error> {

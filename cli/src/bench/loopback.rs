@@ -645,6 +645,19 @@ pub static EXPERIMENT: Spec<Config> = Spec {
     then: None,
     on_gpu: Some(OnGpu::Gpu(Tables { kernels: false, ..Tables::ALL })),
     question: "Two-way loopback transfers on the emulated fabric (paper 002).",
+    keys: "completion (poll|yield|irq|proxy|bare: the emulator baseline),\n\
+          path (zerocopy|copy), over_bare_us (over the baseline),\n\
+          buffering (single|double), partition (unique|blocks),\n\
+          block_bytes, bytes, median_us (two-way transfer),\n\
+          round_median_us_min, round_median_us_max, rounds (the modes\n\
+          take turns round by round; proxy's rounds are consecutive\n\
+          shares), model_us,\n\
+          overhead_us, cpu_us (driver threads and interrupt delivery),\n\
+          irq_delivery_us (of cpu_us: the emulated interrupt's eventfd\n\
+          write and wake-up, a handler's work on a board), cpu_share,\n\
+          tx_us (MM2S start to its completion), rx_us (S2MM start to its\n\
+          completion), us_per_byte,\n\
+          iterations (times medians, at the profile's port clock)",
     config: |s| Config {
         memory: s.memory, clock: s.profile.port,
         ..s.tier.pick(Config::full, Config::quick, Config::tiny)

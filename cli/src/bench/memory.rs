@@ -477,6 +477,12 @@ pub static EXPERIMENT: Spec<Config> = Spec {
     then: None,
     on_gpu: None,
     question: "Memory-bandwidth contention: transfers beside a memory-bound application.",
+    keys: "clock, bytes (each way), beside (none|filter|triad), own_core\n\
+          (the application on a core of its own), transfers, mb_per_s\n\
+          (each way, median), mb_per_s_spread, model_mb_per_s, cpu_us,\n\
+          vs_filter (MB/s over the same size's beside the filter, round\n\
+          by round), vs_filter_measurable, app_share (beside / alone),\n\
+          app_share_spread, triad_gb_per_s_alone, triad_gb_per_s_beside",
     config: |s| Config {
         profile: s.profile,
         ..s.tier.pick(Config::full, Config::quick, Config::tiny)

@@ -56,6 +56,22 @@ pub fn find(name: &str) -> Option<&'static dyn Experiment> {
     EXPERIMENTS.iter().copied().find(|e| e.name() == name)
 }
 
+/// Every experiment's JSON keys as `bench --help` lists them: the name, then
+/// its lines indented under the first.
+pub fn keys_help() -> String {
+    EXPERIMENTS
+        .iter()
+        .map(|e| {
+            let name = format!("{}:", e.name());
+            let body = e.keys().replace('\n', &format!("\n{:12}", ""));
+            format!(
+                "  {name:<10}{}{body}\n",
+                if name.len() < 10 { "" } else { " " }
+            )
+        })
+        .collect()
+}
+
 /// The experiments' names in the registry's order.
 pub fn names() -> Vec<&'static str> {
     EXPERIMENTS.iter().map(|e| e.name()).collect()
@@ -104,6 +120,12 @@ mod registry {
     #[test]
     fn every_experiment_says_what_its_numbers_are() {
         for e in EXPERIMENTS {
+            assert!(
+                keys_help().contains(&format!("  {}: ", e.name())),
+                "{}",
+                e.name()
+            );
+            assert!(!e.keys().is_empty(), "{}", e.name());
             let text = e.conditions().lines();
             assert_eq!(text.lines().count(), 4, "{}", e.name());
             assert!(

@@ -1117,6 +1117,15 @@ pub static EXPERIMENT: Spec<Config> = Spec {
     then: None,
     on_gpu: None,
     question: "A dmaflow ZeroMQ edge between two processes against bare PUSH/PULL.",
+    keys: "message_bytes (message or item size), point (dmaflow|raw|\n\
+          dmaflow-batched|dmaflow-capped|gnuradio|dmaflow->gnuradio|\n\
+          gnuradio->dmaflow), does (what its ends do), mb_per_s (median\n\
+          over rounds), mb_per_s_min, mb_per_s_max, mb_per_s_spread,\n\
+          rounds, rx_cpu_share (receiving process's CPU over its time),\n\
+          rx_cpu_us_per_mb, sent_message_bytes (mean message size where\n\
+          known); against_gnuradio: per item size, the round-by-round\n\
+          ratios capped/gnuradio, batched/gnuradio, batched/capped and\n\
+          the crossed edges over gnuradio",
     config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
     conditions: Conditions {
         timed: "the receiver from its first data to its last (GNU Radio's receiver: its \

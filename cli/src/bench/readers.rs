@@ -444,6 +444,9 @@ pub static EXPERIMENT: Spec<Config> = Spec {
     then: None,
     on_gpu: None,
     question: "One writer, several readers of one queue (GNU Radio 4's bm_Buffer shape).",
+    keys: "impl (dmaflow|vmcircbuffer), readers, items_per_op, ops_per_s\n\
+          (writer operations, median), ops_per_s_min, ops_per_s_max,\n\
+          samples_per_s_per_reader, rounds",
     config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
     conditions: Conditions {
         timed: "from the first thread's start to the last thread's end",

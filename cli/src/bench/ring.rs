@@ -957,6 +957,11 @@ pub static EXPERIMENT: Spec<Config> = Spec {
     on_gpu: None,
     question: "Mirrored queue vs other queues, the sliding-window reader and the queue shared \
                between processes; then `readers`.",
+    keys: "impl (dmaflow|rtrb|ringbuf|vmcircbuffer|crossbeam|bound),\n\
+          case (stream|window|window-copy), batch_bytes,\n\
+          gbytes_per_s (10^9 B/s, median), gbytes_per_s_min,\n\
+          gbytes_per_s_max, runs, implausible (bool: above the\n\
+          no-queue bound)",
     config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
     conditions: Conditions {
         timed: "from the first worker thread's start to the last one's end, each \

@@ -750,6 +750,12 @@ pub static EXPERIMENT: Spec<Config> = Spec {
     on_gpu: None,
     question: "The pipes x stages flowgraph of the SDR scheduler studies: dmaflow's graph \
                runtime (tasks and threads) against FutureSDR and GNU Radio.",
+    keys: "runtime (dmaflow-tasks|dmaflow-threads|futuresdr|gnuradio|\n\
+          gnuradio-fft), does, block (copy|fir64), stages, pipes,\n\
+          samples_per_pipe, seconds and cpu_seconds (per round),\n\
+          samples_per_s (median, p25, p75, min, max, n; through all\n\
+          pipes), cores_busy, sink_items; and skipped (peers not\n\
+          measured, with why)",
     config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
     conditions: Conditions {
         timed: "each runtime's run of its assembled flowgraph to the end (dmaflow \

@@ -719,6 +719,16 @@ pub static EXPERIMENT: Spec<Config> = Spec {
     then: None,
     on_gpu: Some(OnGpu::Gpu(Tables { kernels: false, ..Tables::ALL })),
     question: "A stream of packets through a ring of DMA buffers (paper 004).",
+    keys: "clock (the profile's port, e.g. \"1200MB/s\", or \"unlimited\"),\n\
+          completion (poll|irq), path (zerocopy|copy), cache_maintenance\n\
+          (bool), loaded (bool: another thread spinning on a core),\n\
+          slots (ring size), bytes (packet size), packets (per run),\n\
+          seconds (median run), mbytes_per_s (10^6 B/s one way),\n\
+          mbytes_per_s_spread (over the runs),\n\
+          mib_per_s (2^20 B/s, as paper 004), packets_per_s, and per\n\
+          packet model_us, overhead_us, cpu_us, cpu_share (see below),\n\
+          cpu_cache_us (this CPU's own clflushopt/dc civac of the same\n\
+          ranges per packet; rows with cache maintenance)",
     config: |s| Config {
         profile: s.profile,
         ..s.tier.pick(Config::full, Config::quick, Config::tiny)

@@ -639,6 +639,13 @@ pub static EXPERIMENT: Spec<Config> = Spec {
     then: None,
     on_gpu: Some(OnGpu::Gpu(Tables { transfers: false, messages: false, kernels: true })),
     question: "Two-way transfers of image lines, polling vs kernel-style driver (paper 000).",
+    keys: "core (bgsub: the coprocessor's two engines | loopback),\n\
+          completion (poll|irq|proxy), lines, bytes (each way),\n\
+          median_us, p25_us, p75_us, avg_us, min_us, max_us, stddev_us\n\
+          (per two-way transfer), mib_per_s (2^20 B/s at the median;\n\
+          ideal 95.37), iterations, model_us, overhead_us (of the\n\
+          median), cpu_us, cpu_share, issue_us (median time to\n\
+          program every engine's two channels; null for proxy)",
     config: |s| Config {
         memory: s.memory,
         ..s.tier.pick(Config::full, Config::quick, Config::tiny)

@@ -699,6 +699,18 @@ pub static EXPERIMENT: Spec<Config> = Spec {
     on_gpu: None,
     question: "An accelerator inside a process network (FIR and background-subtraction cores): \
                the accelerator node on queues in DMA memory vs copying.",
+    keys: "core (fir|bgsub), pipeline (zerocopy|copy), clock, window_bytes\n\
+          (output bytes per window: FIR hop x 4, bgsub frame),\n\
+          mb_per_s (delivered, 10^6 B/s, median of the runs),\n\
+          mb_per_s_spread, model_mb_per_s (what the\n\
+          modelled link allows; null unlimited), link_share,\n\
+          core_mb_per_s (the emulated core's own compute rate on this\n\
+          host), cpu_us_per_mb (host CPU of the source, node and sink\n\
+          threads per MB delivered), copied_per_byte (payload bytes the\n\
+          library copied on those threads per byte delivered, counted\n\
+          where it copies; the largest of the runs), vs_copy (zerocopy\n\
+          rows: delivered over the copying pipeline's, run by run, a\n\
+          spread), runs",
     config: |s| Config {
         profile: s.profile,
         ..s.tier.pick(Config::full, Config::quick, Config::tiny)
