@@ -22,7 +22,7 @@
 //! `top_block.run`), with the process's CPU time over the same span; every
 //! sink's item count is checked against what its blocks must deliver.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,10 +32,13 @@ use serde_json::json;
 
 use super::report::{Report, Target, sentence};
 use super::spread::{Ratio, Spread, in_turns};
-use super::{Error, table};
+use super::error::Error;
+use super::harness::table;
 use dmaflow::dsp::fir::{self, Mode, OverlapSave};
 use dmaflow::graph::{Graph, Input, NodeResult, Output};
 use dmaflow::platform::cpu::process_cpu_time;
+use super::conditions::Conditions;
+use super::harness::{OnBoard, Spec};
 
 /// Taps of every FIR stage (FutureSDR's `perf/fir` uses 64).
 pub const TAPS: usize = 64;
@@ -478,60 +481,9 @@ const PEER_LIMIT: Duration = Duration::from_secs(300);
 
 const GR_SCRIPT: &str = include_str!("../../../scripts/gnuradio_sched_bench.py");
 
-/// Where FutureSDR's program is built: its own package and target directory.
-fn futuresdr_paths() -> (PathBuf, PathBuf) {
-    let cli = Path::new(env!("CARGO_MANIFEST_DIR"));
-    (
-        cli.join("peers/futuresdr-sched/Cargo.toml"),
-        cli.join("../target/futuresdr"),
-    )
-}
-
-/// The FutureSDR program, built if it is not (and `build`): `Err` says why
-/// there is none.
-fn futuresdr_exe(build: bool, progress: &mut dyn FnMut(&str)) -> Result<PathBuf, String> {
-    let (manifest, target) = futuresdr_paths();
-    let exe = target.join("release/futuresdr-sched");
-    if !manifest.exists() {
-        return Err(format!("{} is not here", manifest.display()));
-    }
-    if !build {
-        return if exe.exists() {
-            Ok(exe)
-        } else {
-            Err("not built (the full `dmaflow bench sched` builds it)".into())
-        };
-    }
-    progress("sched: building FutureSDR 0.8.0 in target/futuresdr (minutes the first time)");
-    // Its DSP crate uses one unstable float feature: enabled for this build
-    // only, on the stable compiler.
-    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["build", "--quiet", "--release", "--manifest-path"])
-        .arg(&manifest)
-        .arg("--target-dir")
-        .arg(&target)
-        .env("RUSTC_BOOTSTRAP", "1")
-        .env("RUSTFLAGS", "-Zcrate-attr=feature(float_algebraic)")
-        .output()
-        .map_err(|e| format!("cargo could not be run: {e}"))?;
-    if !out.status.success() || !exe.exists() {
-        return Err(format!(
-            "its build failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-                .lines()
-                .rev()
-                .take(5)
-                .collect::<Vec<_>>()
-                .join(" / ")
-        ));
-    }
-    Ok(exe)
-}
-
 /// Runs a peer's program and reads its JSON line.
 fn peer_run(peer: &'static str, cmd: &mut Command) -> Result<Sample, Error> {
-    let run = super::net::output_within(cmd, PEER_LIMIT)?;
+    let run = super::peers::output_within(cmd, PEER_LIMIT)?;
     let said = String::from_utf8_lossy(&run.stdout).into_owned();
     let v: Option<serde_json::Value> = said
         .lines()
@@ -597,7 +549,7 @@ pub struct Measured {
 /// Runs the experiment.
 pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Measured, Error> {
     let taps = taps();
-    let dir = super::fir::ScratchDir::new("dmaflow-sched")?;
+    let dir = super::peers::ScratchDir::new("dmaflow-sched")?;
     let taps_path = dir.path().join("taps.f32");
     let bytes: Vec<u8> = taps.iter().flat_map(|t| t.to_le_bytes()).collect();
     std::fs::write(&taps_path, bytes).map_err(|e| Error::Io {
@@ -606,8 +558,8 @@ pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Measured, Err
     })?;
     let peers = if cfg.peers {
         Peers {
-            futuresdr: futuresdr_exe(cfg.build_futuresdr, progress),
-            gnuradio: if super::net::gnuradio_here() {
+            futuresdr: super::peers::futuresdr_exe(cfg.build_futuresdr, progress),
+            gnuradio: if super::peers::gnuradio_here() {
                 Ok(())
             } else {
                 Err("GNU Radio is not installed (apt-get install gnuradio)".into())
@@ -737,19 +689,7 @@ fn ratio(rows: &[Row], peer: Runtime, block: Block, stages: usize) -> Option<Rat
     Some(Ratio::of(&a.rates(), &b.rates()))
 }
 
-fn ratio_text(r: &Ratio) -> String {
-    let side = if !r.measurable() {
-        "no measurable difference"
-    } else if r.0.min > 1.0 {
-        "faster in every round"
-    } else {
-        "slower in every round"
-    };
-    format!(
-        "{:.2}x ({:.2}..{:.2}, {side})",
-        r.0.median, r.0.min, r.0.max
-    )
-}
+
 
 /// The report.
 pub fn report(cfg: &Config, m: &Measured) -> Report {
@@ -762,7 +702,7 @@ pub fn report(cfg: &Config, m: &Measured) -> Report {
                 if r.runtime != Runtime::DmaflowTasks {
                     return String::new();
                 }
-                ratio(rows, peer, r.block, r.stages).map_or(String::new(), |x| ratio_text(&x))
+                ratio(rows, peer, r.block, r.stages).map_or(String::new(), |x| x.text_with_verdict())
             };
             vec![
                 r.block.name().to_string(),
@@ -809,7 +749,7 @@ pub fn report(cfg: &Config, m: &Measured) -> Report {
             if let Some(r) = ratio(rows, Runtime::FutureSdr, block, stages) {
                 targets.push(Target::new(
                     format!("{} x {stages}: dmaflow tasks >= FutureSDR", block.name()),
-                    ratio_text(&r),
+                    r.text_with_verdict(),
                     r.0.median >= 1.0,
                 ));
             }
@@ -817,7 +757,7 @@ pub fn report(cfg: &Config, m: &Measured) -> Report {
         if let Some(r) = ratio(rows, Runtime::GnuRadio, Block::Copy, stages) {
             targets.push(Target::new(
                 format!("copy x {stages}: dmaflow tasks >= 2x GNU Radio"),
-                ratio_text(&r),
+                r.text_with_verdict(),
                 r.0.median >= 2.0,
             ));
         }
@@ -836,7 +776,7 @@ pub fn report(cfg: &Config, m: &Measured) -> Report {
                         peer.name(),
                         peer.algorithm(Block::Fir)
                     ),
-                    ratio_text(&r),
+                    r.text_with_verdict(),
                     r.0.median > 1.0,
                 ));
             }
@@ -903,6 +843,41 @@ pub fn report(cfg: &Config, m: &Measured) -> Report {
         plots: Vec::new(),
     }
 }
+
+/// `dmaflow bench sched`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "sched",
+    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
+    then: None,
+    on_gpu: None,
+    board: OnBoard::EmulatorOnly("it measures process networks on this machine, not a DMA device"),
+    question: "The pipes x stages flowgraph of the SDR scheduler studies: dmaflow's graph \
+               runtime (tasks and threads) against FutureSDR and GNU Radio.",
+    keys: "runtime (dmaflow-tasks|dmaflow-threads|futuresdr|gnuradio|\n\
+          gnuradio-fft), does, fir_algorithm, block\n\
+          (copy|copy-rand|fir64), stages, pipes, samples_per_pipe,\n\
+          seconds and cpu_seconds (per round), samples_per_s (median,\n\
+          p25, p75, min, max, n; through all pipes), cores_busy,\n\
+          samples_per_s_per_busy_core, sink_items; and skipped (peers\n\
+          not measured, with why)",
+    config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
+    conditions: Conditions {
+        timed: "each runtime's run of its assembled flowgraph to the end (dmaflow \
+                Graph::run with its threads or workers started inside, FutureSDR \
+                Runtime::run, GNU Radio top_block.run), with the process's CPU time over \
+                the same span",
+        against: "FutureSDR 0.8.0 (its default runtime and blocks with 64 KiB buffers, \
+                  and a CopyRand block drawing from the same generator as dmaflow's random \
+                  copies; built in its own directory) and GNU Radio 3.10 from Python (copy \
+                  and fir_filter_fff, fft_filter_fff as a second row; its default 64 KiB \
+                  buffers), runtimes taking turns round by round, every sink's count \
+                  checked",
+        model: "none: every figure is the runtimes' own",
+        paper: "FutureSDR's perf/null_rand and perf/fir shape (random copies of up to 128 \
+                items per call as there, and plain copies; here on a VM's two cores, there \
+                many)",
+    },
+};
 
 #[cfg(test)]
 mod tests {
