@@ -13,7 +13,9 @@
 //!
 //! A task node keeps these promises when it waits only on its ports: it
 //! awaits `peek_async`, `reserve_async` or `write_async` (several at once
-//! if it likes: a select or join over port futures waits on all of them)
+//! if it likes: a select or join over port futures waits on all of them, in
+//! a task or under [`block_on`]; another executor's poll counts the node
+//! blocked on the first pending port future it polls)
 //! and nothing else that could wait (another future, a lock, a sleep; those
 //! belong on a thread node). A blocking port call that would wait is
 //! [`Error::BlockingInTask`]; [`block_on`] inside a task panics; a task that
