@@ -135,7 +135,7 @@ for a in "${arches[@]}"; do
       DMAFLOW_TIME_SCALE=10 "$@"
   }
   echo "== $a: the cp311 wheel installed with pip"
-  run /usr/bin/python3 -m pip install -q --no-deps --no-index --force-reinstall \
+  run /usr/bin/python3 -m pip install -q --no-deps --no-index --force-reinstall --root-user-action=ignore \
     --break-system-packages "/opt/dmaflow/$(basename "$wheel")"
   echo "== $a: the dmaflow tool under emulation"
   run uname -m

@@ -848,6 +848,11 @@ fn growth_that_bounded_scheduling_needs_stops_at_the_queue_limit() {
         })
         .unwrap();
         g.node("r", move || {
+            // `w` failing closes `b` before the graph stops: this node may
+            // see the end of `b` first (then the graph's error is w's).
+            if b_in.peek(1)?.is_empty() {
+                return Ok(());
+            }
             assert_eq!(b_in.peek(1)?, [7]);
             b_in.consume(1)?;
             let mut n = 0;
@@ -880,10 +885,9 @@ fn growth_that_bounded_scheduling_needs_stops_at_the_queue_limit() {
 }
 
 #[test]
-fn a_task_awaiting_two_ports_at_once_is_told_so_not_a_false_deadlock() {
-    // A select over two port futures: the runtime keeps one wait per node,
-    // so the second pending wait is refused by name (it once overwrote the
-    // first and ended in a false deadlock report).
+fn a_task_awaiting_two_ports_at_once_waits_on_both_not_a_false_deadlock() {
+    // A select over two port futures: the node waits on both, and goes on
+    // with whichever is ready first (b's item; a waits for sel's output).
     use std::future::Future;
     use std::pin::pin;
     use std::task::Poll;
@@ -920,12 +924,7 @@ fn a_task_awaiting_two_ports_at_once_is_told_so_not_a_false_deadlock() {
         Ok(())
     })
     .unwrap();
-    match run_within(g) {
-        Err(Error::TwoWaits { node, port }) => {
-            assert_eq!((node.as_str(), port.as_str()), ("sel", "b"))
-        }
-        other => panic!("expected the second wait refused, got {other:?}"),
-    }
+    run_within(g).unwrap();
 }
 
 #[test]

@@ -3,12 +3,17 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use std::sync::OnceLock;
+
+use clap::builder::PossibleValue;
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use dmaflow::dsp::fir::Mode;
 use dmaflow::platform::MemoryModel;
 use dmaflow::sim::Profile;
 use dmaflow_cli::bench;
-use dmaflow_cli::bench::report::{Report, RunInfo};
+use dmaflow_cli::bench::harness::{OnGpu, Tables};
+use dmaflow_cli::bench::report::RunInfo;
+use dmaflow_cli::bench::{Experiment, Setup, Tier};
 use dmaflow_cli::files;
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -27,127 +32,9 @@ enum Command {
     ///
     /// JSON (--json): one document per experiment, {"experiment":NAME,"rows":[...]};
     /// the keys of each row:
-    ///   ring:     impl (dmaflow|rtrb|ringbuf|vmcircbuffer|crossbeam|bound),
-    ///             case (stream|window|window-copy), batch_bytes,
-    ///             gbytes_per_s (10^9 B/s, median), gbytes_per_s_min,
-    ///             gbytes_per_s_max, runs, implausible (bool: above the
-    ///             no-queue bound)
-    ///   readers:  impl (dmaflow|vmcircbuffer), readers, items_per_op, ops_per_s
-    ///             (writer operations, median), ops_per_s_min, ops_per_s_max,
-    ///             samples_per_s_per_reader, rounds
-    ///   fir:      fft_len, overlap_pct, mode (bare|bare-copy: one thread;
-    ///             zerocopy|copy: the graph), taps, mflops (median, nominal:
-    ///             10 N log2 N + 6 N flops per block), mflops_spread;
-    ///             improvement_single_thread (bare over bare-copy) and
-    ///             improvement (zerocopy over copy): fft_len, overlap_pct, pct,
-    ///             ci_low, ci_high (Bonferroni over `comparisons`), pairs,
-    ///             measurable; gnuradio (with GNU Radio installed): rows of taps,
-    ///             point (dmaflow|dmaflow@gr-fft|gnuradio|gnuradio-padded), does,
-    ///             fft_len, msamples_per_s, its spread, cpu_us_per_ksample,
-    ///             max_error (against the f64 reference), items_out; and
-    ///             attribution per taps (default/default, FFT length, same FFT,
-    ///             the FFT's share of the ratio's logarithm)
-    ///   sched:    runtime (dmaflow-tasks|dmaflow-threads|futuresdr|gnuradio|
-    ///             gnuradio-fft), does, block (copy|fir64), stages, pipes,
-    ///             samples_per_pipe, seconds and cpu_seconds (per round),
-    ///             samples_per_s (median, p25, p75, min, max, n; through all
-    ///             pipes), cores_busy, sink_items; and skipped (peers not
-    ///             measured, with why)
-    ///   transfer: clock (the profile's port, e.g. "1200MB/s", or "unlimited"),
-    ///             completion (poll|irq), path (zerocopy|copy), cache_maintenance
-    ///             (bool), loaded (bool: another thread spinning on a core),
-    ///             slots (ring size), bytes (packet size), packets (per run),
-    ///             seconds (median run), mbytes_per_s (10^6 B/s one way),
-    ///             mbytes_per_s_spread (over the runs),
-    ///             mib_per_s (2^20 B/s, as paper 004), packets_per_s, and per
-    ///             packet model_us, overhead_us, cpu_us, cpu_share (see below),
-    ///             cpu_cache_us (this CPU's own clflushopt/dc civac of the same
-    ///             ranges per packet; rows with cache maintenance)
-    ///   twoway:   core (bgsub: the coprocessor's two engines | loopback),
-    ///             completion (poll|irq|proxy), lines, bytes (each way),
-    ///             median_us, p25_us, p75_us, avg_us, min_us, max_us, stddev_us
-    ///             (per two-way transfer), mib_per_s (2^20 B/s at the median;
-    ///             ideal 95.37), iterations, model_us, overhead_us (of the
-    ///             median), cpu_us, cpu_share, issue_us (median time to
-    ///             program every engine's two channels; null for proxy)
-    ///   loopback: completion (poll|yield|irq|proxy|bare: the emulator baseline),
-    ///             path (zerocopy|copy), over_bare_us (over the baseline),
-    ///             buffering (single|double), partition (unique|blocks),
-    ///             block_bytes, bytes, median_us (two-way transfer),
-    ///             round_median_us_min, round_median_us_max, rounds (the modes
-    ///             take turns round by round; proxy's rounds are consecutive
-    ///             shares), model_us,
-    ///             overhead_us, cpu_us (driver threads and interrupt delivery),
-    ///             irq_delivery_us (of cpu_us: the emulated interrupt's eventfd
-    ///             write and wake-up, a handler's work on a board), cpu_share,
-    ///             tx_us (MM2S start to its completion), rx_us (S2MM start to its
-    ///             completion), us_per_byte,
-    ///             iterations (times medians, at the profile's port clock)
-    ///   bgsub:    device (fabric|cpu), width, height, frames, seconds (all frames),
-    ///             frame_ms (median), frames_per_s (at the median frame time),
-    ///             verified (bool: every mask equal to the pixel-by-pixel
-    ///             definition), cpu_us (per frame), model_us and overhead_us (per
-    ///             frame; null for cpu)
-    ///   cnn:      completion (poll|yield|irq|proxy), layer (1..5), tx_bytes,
-    ///             rx_bytes, tx_us_per_byte, rx_us_per_byte (medians over frames),
-    ///             frame_ms (median frame), frame_ms_spread, verified (bool),
-    ///             layer_us (median layer transfer), layer_us_spread, model_us (link and NullHop-modelled compute),
-    ///             overhead_us, emulator_compute_us (of the overhead: this host
-    ///             computing slower than the modelled core), software_us, cpu_us
-    ///   contention: completion (poll|yield|irq|proxy), bytes, transfers,
-    ///             transfer_us (median of the rounds' means), model_us,
-    ///             overhead_us, cpu_us, cpu_share (of the shared core), app_share
-    ///             (application throughput beside the transfers / alone),
-    ///             app_share_spread, transfer_us_spread
-    ///   memory:   clock, bytes (each way), beside (none|filter|triad), own_core
-    ///             (the application on a core of its own), transfers, mb_per_s
-    ///             (each way, median), mb_per_s_spread, model_mb_per_s, cpu_us,
-    ///             vs_filter (MB/s over the same size's beside the filter, round
-    ///             by round), vs_filter_measurable, app_share (beside / alone),
-    ///             app_share_spread, triad_gb_per_s_alone, triad_gb_per_s_beside
     ///   Every *_spread is {median, p25, p75, min, max, n} over the rounds.
-    ///   pipeline: core (fir|bgsub), pipeline (zerocopy|copy), clock, window_bytes
-    ///             (output bytes per window: FIR hop x 4, bgsub frame),
-    ///             mb_per_s (delivered, 10^6 B/s, median of the runs),
-    ///             mb_per_s_spread, model_mb_per_s (what the
-    ///             modelled link allows; null unlimited), link_share,
-    ///             core_mb_per_s (the emulated core's own compute rate on this
-    ///             host), cpu_us_per_mb (host CPU of the source, node and sink
-    ///             threads per MB delivered), copied_per_byte (payload bytes the
-    ///             library copied on those threads per byte delivered, counted
-    ///             where it copies; the largest of the runs), vs_copy (zerocopy
-    ///             rows: delivered over the copying pipeline's, run by run, a
-    ///             spread), runs
-    ///   faults:   memory (coherent|noncoherent), api (two_way|owned|dropped|
-    ///             packet_ring|proxy|accelerator_node), transfers, bytes
-    ///             (delivered and checked), faults (injected), recovered (the
-    ///             same engine moved data right after), engines_lost (replaced),
-    ///             bytes_lost (DMA memory kept for good by engines that could not
-    ///             be halted in time), bytes_wrong, late_writes (canary bytes a
-    ///             device wrote after its transfer ended), unexpected_errors
-    ///             (failures with no fault injected), hangs, seconds
-    ///   net:      message_bytes (message or item size), point (dmaflow|raw|
-    ///             dmaflow-batched|dmaflow-capped|gnuradio|dmaflow->gnuradio|
-    ///             gnuradio->dmaflow), does (what its ends do), mb_per_s (median
-    ///             over rounds), mb_per_s_min, mb_per_s_max, mb_per_s_spread,
-    ///             rounds, rx_cpu_share (receiving process's CPU over its time),
-    ///             rx_cpu_us_per_mb, sent_message_bytes (mean message size where
-    ///             known); against_gnuradio: per item size, the round-by-round
-    ///             ratios capped/gnuradio, batched/gnuradio, batched/capped and
-    ///             the crossed edges over gnuradio
     ///   Every document also has heading, answer and targets ({what, found,
     ///   met}); `dmaflow targets DIR` prints them as a markdown table.
-    ///   gpu:      device (every row), table (ceiling|transfer|message|kernel);
-    ///             ceiling: direction (h2d|d2h), bytes_per_s, bytes_per_s_spread;
-    ///             transfer: memory (pageable|pinned|pinned-wc|mapped|registered),
-    ///             mode, bytes, repeats, us (per two-way transfer), us_spread,
-    ///             h2d_bytes_per_s and d2h_bytes_per_s (device events, the
-    ///             copies queued behind a holding kernel as the ceiling's),
-    ///             h2d_submitted_bytes_per_s and d2h_submitted_bytes_per_s (the
-    ///             events queued as the host submits), their spreads, cpu_us (process CPU per transfer), cpu_us_spread,
-    ///             caller_cpu_us; message: bytes, block, depth, kernel, ms,
-    ///             ms_spread, ceiling_share (its spread too); kernel: name, gpu_ms,
-    ///             gpu_ms_spread, cpu_ms, identical. Without a GPU: skipped, no rows.
     ///
     /// The DMA experiments' common keys:
     ///   model_us     what the modelled device needs for the transfer: the link
@@ -161,11 +48,15 @@ enum Command {
     #[command(verbatim_doc_comment)]
     Bench {
         /// Which experiment.
-        #[arg(value_enum, default_value_t = Experiment::All)]
-        experiment: Experiment,
+        #[arg(value_enum, default_value = "all")]
+        experiment: Which,
         /// Shorter runs with fewer repetitions.
         #[arg(long)]
         quick: bool,
+        /// The smallest runs, for tests: every table, key and file, no figure
+        /// worth reading.
+        #[arg(long, hide = true, conflicts_with = "quick")]
+        tiny: bool,
         /// Print JSON instead of tables (no progress output).
         #[arg(long)]
         json: bool,
@@ -190,7 +81,7 @@ enum Command {
         /// loopback one in direct register mode, and each channel's interrupt
         /// line. A board lacking any of it is refused with `dmaflow info`'s
         /// advice (exit status 2), as is an experiment that needs the
-        /// emulator (faults, the coprocessors, the peers' queues).
+        /// emulator (faults, the coprocessors, the queues' experiments).
         #[arg(long, value_name = "ROOT", num_args = 0..=1, default_missing_value = "/",
               conflicts_with = "device")]
         board: Option<PathBuf>,
@@ -450,68 +341,25 @@ fn parse_bgsub_device(s: &str) -> Result<files::bgsub::Device, String> {
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Experiment {
-    /// Every experiment below.
-    All,
-    /// Mirrored queue vs other queues, the sliding-window reader and the queue
-    /// shared between processes; then `readers`.
-    Ring,
-    /// One writer, several readers of one queue (GNU Radio 4's bm_Buffer shape).
-    Readers,
-    /// Overlap-save FIR filter, zero-copy vs manual copy (paper 001).
-    Fir,
-    /// The pipes x stages flowgraph of the SDR scheduler studies: dmaflow's
-    /// graph runtime (tasks and threads) against FutureSDR and GNU Radio.
-    Sched,
-    /// Two-way loopback transfers on the emulated fabric (paper 002).
-    Loopback,
-    /// A stream of packets through a ring of DMA buffers (paper 004).
-    Transfer,
-    /// Two-way transfers of image lines, polling vs kernel-style driver (paper 000).
-    Twoway,
-    /// Background subtraction on a coprocessor behind two DMA engines vs the CPU (paper 000).
-    Bgsub,
-    /// A five-layer int16 CNN run layer by layer on a convolution coprocessor (paper 002).
-    Cnn,
-    /// What each completion mode leaves an application sharing the driver's core.
-    Contention,
-    /// Memory-bandwidth contention: transfers beside a memory-bound application.
-    Memory,
-    /// An accelerator inside a process network (FIR and background-subtraction
-    /// cores): the accelerator node on queues in DMA memory vs copying.
-    Pipeline,
-    /// A seeded fault campaign through every safe way of moving data: nothing
-    /// delivered wrong, no late write, no hang.
-    Faults,
-    /// A dmaflow ZeroMQ edge between two processes against bare PUSH/PULL.
-    Net,
-    /// A CUDA GPU as the DMA device: copy-engine ceiling, host memory kinds and
-    /// completion modes, double buffering, kernels against the CPU (skipped
-    /// without a GPU).
-    Gpu,
-}
+/// An experiment named on the command line (from the registry), or `all`.
+#[derive(Clone, Copy)]
+struct Which(Option<&'static dyn Experiment>);
 
-impl Experiment {
-    fn name(self) -> &'static str {
-        match self {
-            Experiment::All => "all",
-            Experiment::Ring => "ring",
-            Experiment::Readers => "readers",
-            Experiment::Fir => "fir",
-            Experiment::Sched => "sched",
-            Experiment::Loopback => "loopback",
-            Experiment::Transfer => "transfer",
-            Experiment::Twoway => "twoway",
-            Experiment::Bgsub => "bgsub",
-            Experiment::Cnn => "cnn",
-            Experiment::Contention => "contention",
-            Experiment::Memory => "memory",
-            Experiment::Pipeline => "pipeline",
-            Experiment::Faults => "faults",
-            Experiment::Net => "net",
-            Experiment::Gpu => "gpu",
-        }
+impl ValueEnum for Which {
+    fn value_variants<'a>() -> &'a [Self] {
+        static ALL: OnceLock<Vec<Which>> = OnceLock::new();
+        ALL.get_or_init(|| {
+            std::iter::once(Which(None))
+                .chain(bench::EXPERIMENTS.iter().map(|&e| Which(Some(e))))
+                .collect()
+        })
+    }
+
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(match self.0 {
+            None => PossibleValue::new("all").help("Every experiment below."),
+            Some(e) => PossibleValue::new(e.name()).help(e.question()),
+        })
     }
 }
 
@@ -572,176 +420,114 @@ impl From<Board> for Profile {
     }
 }
 
-/// Runs one experiment at the size asked for, on a board with `memory` and
-/// the port of `profile`.
-fn run_experiment(
-    e: Experiment,
-    quick: bool,
-    memory: MemoryModel,
-    profile: Profile,
-    gpu: Option<(usize, bench::gpu::Tables)>,
-    progress: &mut dyn FnMut(&str),
-) -> Result<Report, bench::Error> {
-    macro_rules! exp {
-        ($m:ident $(, $set:ident = $v:expr)*) => {{
-            #[allow(unused_mut)]
-            let mut cfg = if quick {
-                bench::$m::Config::quick()
-            } else {
-                bench::$m::Config::full()
-            };
-            $(cfg.$set = $v;)*
-            let rows = bench::$m::run(&cfg, progress)?;
-            bench::$m::report(&cfg, &rows)
-        }};
-    }
-    Ok(match e {
-        Experiment::Ring => exp!(ring),
-        Experiment::Readers => exp!(readers),
-        Experiment::Fir => exp!(fir),
-        Experiment::Sched => exp!(sched),
-        Experiment::Loopback => exp!(loopback, memory = memory, clock = profile.port),
-        Experiment::Transfer => exp!(transfer, profile = profile),
-        Experiment::Twoway => exp!(twoway, memory = memory),
-        Experiment::Bgsub => exp!(bgsub, memory = memory),
-        Experiment::Cnn => exp!(cnn, memory = memory, device = gpu.map(|g| g.0)),
-        Experiment::Contention => exp!(contention, profile = profile),
-        Experiment::Memory => exp!(memory, profile = profile),
-        Experiment::Pipeline => exp!(pipeline, profile = profile),
-        Experiment::Faults => exp!(faults),
-        Experiment::Net => exp!(net),
-        Experiment::Gpu => {
-            let (device, tables) = gpu.unwrap_or((0, bench::gpu::Tables::ALL));
-            exp!(gpu, device = device, tables = tables)
-        }
-        Experiment::All => {
-            return Err(bench::Error::Peer {
-                peer: "bench",
-                reason: "`all` names a list of experiments, not one".into(),
-            });
-        }
-    })
-}
-
-/// What `bench EXPERIMENT --device cuda:N` runs: `cnn` itself on the GPU, or
-/// the GPU experiment with the tables that answer that experiment's question;
-/// an error for experiments with no GPU form.
-fn gpu_plan(experiment: Experiment) -> Result<Vec<(Experiment, bench::gpu::Tables)>, String> {
-    use bench::gpu::Tables;
-    let kernels_only = Tables {
-        transfers: false,
-        messages: false,
-        kernels: true,
+/// What `bench EXPERIMENT --device cuda:N` runs: the experiments that run on
+/// the GPU themselves, or the GPU experiment with the tables that answer that
+/// experiment's question; an error for experiments with no GPU form.
+fn gpu_plan(which: Which) -> Result<Vec<(&'static dyn Experiment, Tables)>, String> {
+    let mut itself = bench::EXPERIMENTS
+        .iter()
+        .copied()
+        .filter(|e| e.on_gpu() == Some(OnGpu::Itself));
+    let Some(e) = which.0 else {
+        return Ok(itself.map(|e| (e, Tables::ALL)).collect());
     };
-    Ok(match experiment {
-        Experiment::All => vec![
-            (Experiment::Gpu, Tables::ALL),
-            (Experiment::Cnn, Tables::ALL),
-        ],
-        Experiment::Gpu => vec![(Experiment::Gpu, Tables::ALL)],
-        Experiment::Cnn => vec![(Experiment::Cnn, Tables::ALL)],
-        Experiment::Transfer | Experiment::Loopback => vec![(
-            Experiment::Gpu,
-            Tables {
-                kernels: false,
-                ..Tables::ALL
-            },
-        )],
-        Experiment::Twoway | Experiment::Bgsub => vec![(Experiment::Gpu, kernels_only)],
-        other => {
-            return Err(format!(
-                "`bench {}` has no GPU form (--device cuda runs gpu, transfer, loopback, \
-                 twoway, bgsub, cnn or all)",
-                other.name()
-            ));
-        }
-    })
-}
-
-/// Why an experiment has no `--board` form.
-fn emulator_only(e: Experiment) -> &'static str {
-    match e {
-        Experiment::Ring
-        | Experiment::Readers
-        | Experiment::Fir
-        | Experiment::Sched
-        | Experiment::Net => "it measures queues and process networks, not a DMA device",
-        Experiment::Bgsub | Experiment::Cnn => "it drives a coprocessor the loopback design lacks",
-        Experiment::Faults => "it injects faults into the emulated engine",
-        Experiment::Contention | Experiment::Memory | Experiment::Pipeline => {
-            "it sets the emulated link's clock, engines and memory model"
-        }
-        Experiment::Gpu => "it runs on a GPU (--device cuda)",
-        _ => "it has no form for a real board",
+    match (e.on_gpu(), itself.find(|e| e.name() == "gpu")) {
+        (Some(OnGpu::Itself), _) => Ok(vec![(e, Tables::ALL)]),
+        (Some(OnGpu::Gpu(tables)), Some(gpu)) => Ok(vec![(gpu, tables)]),
+        _ => Err(format!(
+            "`bench {}` has no GPU form (--device cuda runs {} or all)",
+            e.name(),
+            bench::EXPERIMENTS
+                .iter()
+                .filter(|e| e.on_gpu().is_some())
+                .map(|e| e.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
     }
 }
 
-/// `bench EXPERIMENT --board ROOT`: transfer, twoway and loopback (`all`: the
-/// three) on a real board's AXI DMA in loopback, with the same measurement
-/// code, report and keys as on the emulated fabric. The board is checked for
-/// every experiment before any runs: what is missing is refused (status 2)
-/// with `dmaflow info`'s advice; a failure while measuring is status 1.
+/// The size `--tiny` and `--quick` ask for.
+fn tier(tiny: bool, quick: bool) -> Tier {
+    match (tiny, quick) {
+        (true, _) => Tier::Tiny,
+        (false, true) => Tier::Quick,
+        (false, false) => Tier::Full,
+    }
+}
+
+/// Prints a finished experiment's report (its table, or its JSON document),
+/// writes its files and the index page over every report so far; gives the
+/// index's path.
+fn show(
+    e: &'static dyn Experiment,
+    report: bench::report::Report,
+    json: bool,
+    out: &Path,
+    info: &RunInfo,
+    reports: &mut Vec<(bench::report::Report, bench::conditions::Conditions)>,
+    bar: &ProgressBar,
+) -> Result<PathBuf, bench::Error> {
+    if json {
+        println!("{}", report.document());
+    } else {
+        bar.suspend(|| {
+            println!("{}", report.heading);
+            print!("{}", e.conditions().lines());
+            print!("{}", report.text);
+            println!();
+        });
+    }
+    report.write(out)?;
+    reports.push((report, e.conditions()));
+    bench::report::write_index(out, info, reports)
+}
+
+/// `bench EXPERIMENT --board ROOT`: the experiments with a board form (`all`:
+/// every one of them) on a real board's AXI DMA in loopback, with the same
+/// measurement code, report and keys as on the emulated fabric. The board is
+/// checked for every experiment before any runs: what is missing is refused
+/// (status 2) with `dmaflow info`'s advice, as is an experiment that needs the
+/// emulator; a failure while measuring is status 1.
 fn run_on_board(
-    experiment: Experiment,
-    quick: bool,
+    which: Which,
+    setup: &Setup,
     root: &Path,
     json: bool,
     out: &Path,
 ) -> Result<(), (u8, String)> {
-    use bench::on_board::{Mode, open};
-    let list = match experiment {
-        Experiment::All => vec![
-            Experiment::Transfer,
-            Experiment::Twoway,
-            Experiment::Loopback,
-        ],
-        e @ (Experiment::Transfer | Experiment::Twoway | Experiment::Loopback) => vec![e],
-        other => {
-            return Err((
-                2,
-                bench::Error::EmulatorOnly(other.name(), emulator_only(other)).to_string(),
-            ));
-        }
+    use bench::on_board::open;
+    let list: Vec<(&'static dyn Experiment, bench::on_board::Mode)> = match which.0 {
+        None => bench::EXPERIMENTS
+            .iter()
+            .filter_map(|&e| e.board_mode().ok().map(|m| (e, m)))
+            .collect(),
+        Some(e) => match e.board_mode() {
+            Ok(m) => vec![(e, m)],
+            Err(why) => return Err((2, bench::Error::EmulatorOnly(e.name(), why).to_string())),
+        },
     };
-    let mode = |e: Experiment| match e {
-        Experiment::Transfer => Mode::ScatterGather,
-        _ => Mode::Direct,
-    };
-    for &e in &list {
+    for &(_, mode) in &list {
         // Opened and closed again: one pool over the u-dma-buf at a time.
-        drop(open(root, mode(e)).map_err(|err| (2, err.to_string()))?);
+        drop(open(root, mode).map_err(|err| (2, err.to_string()))?);
     }
     let mut reports = Vec::new();
     let mut index = out.join("index.html");
-    for e in list {
-        let rig = open(root, mode(e)).map_err(|err| (2, err.to_string()))?;
+    for (e, mode) in list {
+        let rig = open(root, mode).map_err(|err| (2, err.to_string()))?;
         let info = RunInfo {
             board: rig.describe(),
             ..RunInfo::here()
         };
-        let progress = |m: &str| {
-            if !json {
-                eprintln!("{m}");
-            }
-        };
-        macro_rules! on_board {
-            ($m:ident) => {{
-                let cfg = if quick {
-                    bench::$m::Config::quick()
-                } else {
-                    bench::$m::Config::full()
-                };
-                let rows = bench::$m::run_on_board(&cfg, rig, progress);
-                rows.map(|rows| bench::$m::report(&cfg, &rows))
-            }};
-        }
-        let report = match e {
-            Experiment::Transfer => on_board!(transfer),
-            Experiment::Twoway => on_board!(twoway),
-            _ => on_board!(loopback),
-        }
-        .map_err(|err| (1, err.to_string()))?;
+        let report = e
+            .run_on_board(setup, rig, &mut |m: &str| {
+                if !json {
+                    eprintln!("{m}");
+                }
+            })
+            .map_err(|err| (1, err.to_string()))?;
         index = show(
+            e,
             report,
             json,
             out,
@@ -757,37 +543,9 @@ fn run_on_board(
     Ok(())
 }
 
-/// Prints a finished experiment's report (its table, or its JSON document),
-/// writes its files and the index page over every report so far; gives the
-/// index's path.
-fn show(
-    report: Report,
-    json: bool,
-    out: &Path,
-    info: &RunInfo,
-    reports: &mut Vec<Report>,
-    bar: &ProgressBar,
-) -> Result<PathBuf, bench::Error> {
-    if json {
-        println!("{}", report.document());
-    } else {
-        bar.suspend(|| {
-            println!("{}", report.heading);
-            if let Some(c) = bench::conditions::of(report.experiment) {
-                print!("{}", c.lines());
-            }
-            print!("{}", report.text);
-            println!();
-        });
-    }
-    report.write(out)?;
-    reports.push(report);
-    bench::report::write_index(out, info, reports)
-}
-
 fn run_bench(
-    experiment: Experiment,
-    quick: bool,
+    which: Which,
+    tier: Tier,
     memory: MemoryModel,
     profile: Profile,
     device: BenchDevice,
@@ -795,37 +553,18 @@ fn run_bench(
     out: &Path,
 ) -> Result<(), bench::Error> {
     let plan = match device {
-        BenchDevice::Cuda(_) => gpu_plan(experiment).map_err(|reason| bench::Error::Peer {
+        BenchDevice::Cuda(_) => gpu_plan(which).map_err(|reason| bench::Error::Peer {
             peer: "bench",
             reason,
         })?,
         BenchDevice::Sim => Vec::new(),
     };
-    let list = match device {
-        BenchDevice::Cuda(_) => plan.iter().map(|&(e, _)| e).collect(),
-        BenchDevice::Sim => match experiment {
-            Experiment::All => vec![
-                Experiment::Ring,
-                Experiment::Readers,
-                Experiment::Fir,
-                Experiment::Sched,
-                Experiment::Transfer,
-                Experiment::Twoway,
-                Experiment::Loopback,
-                Experiment::Bgsub,
-                Experiment::Cnn,
-                Experiment::Contention,
-                Experiment::Memory,
-                Experiment::Pipeline,
-                Experiment::Faults,
-                Experiment::Net,
-                Experiment::Gpu,
-            ],
-            // The queue's experiment: the peer table with its cross-process rows,
-            // then the readers' table in GNU Radio 4's shape.
-            Experiment::Ring => vec![Experiment::Ring, Experiment::Readers],
-            one => vec![one],
-        },
+    let list: Vec<&'static dyn Experiment> = match (device, which.0) {
+        (BenchDevice::Cuda(_), _) => plan.iter().map(|&(e, _)| e).collect(),
+        (BenchDevice::Sim, None) => bench::EXPERIMENTS.to_vec(),
+        (BenchDevice::Sim, Some(e)) => std::iter::once(e)
+            .chain(e.then().and_then(bench::find))
+            .collect(),
     };
     let bar = if json {
         ProgressBar::hidden()
@@ -838,7 +577,7 @@ fn run_bench(
         bar.enable_steady_tick(std::time::Duration::from_millis(250));
         bar
     };
-    if !json && !quick {
+    if !json && tier == Tier::Full {
         bar.println(
             "full runs take several minutes per experiment (--quick: all of them in under 5 minutes)",
         );
@@ -861,20 +600,23 @@ fn run_bench(
     let mut index = out.join("index.html");
     for e in list {
         bar.set_message(e.name());
-        let gpu = match device {
-            BenchDevice::Cuda(n) => Some((
-                n,
-                plan.iter()
-                    .find(|(p, _)| *p == e)
-                    .map_or(bench::gpu::Tables::ALL, |&(_, t)| t),
-            )),
-            BenchDevice::Sim => None,
+        let setup = Setup {
+            tier,
+            memory,
+            profile,
+            gpu: match device {
+                BenchDevice::Cuda(n) => Some((
+                    n,
+                    plan.iter()
+                        .find(|(p, _)| p.name() == e.name())
+                        .map_or(Tables::ALL, |&(_, t)| t),
+                )),
+                BenchDevice::Sim => None,
+            },
         };
-        let report = run_experiment(e, quick, memory, profile, gpu, &mut |m: &str| {
-            bar.set_message(m.to_string())
-        })?;
+        let report = e.run(&setup, &mut |m: &str| bar.set_message(m.to_string()))?;
         bar.inc(1);
-        index = show(report, json, out, &info, &mut reports, &bar)?;
+        index = show(e, report, json, out, &info, &mut reports, &bar)?;
     }
     bar.finish_and_clear();
     if !json {
@@ -1047,11 +789,11 @@ fn run_info(root: &Path) -> ExitCode {
 /// Refuses, before anything runs, a GPU asked for that this machine's driver
 /// does not have, and an experiment with no GPU form. A machine with no driver
 /// or no device passes: the GPU experiment then says it skipped.
-fn check_device(experiment: Experiment, device: BenchDevice) -> Result<(), String> {
+fn check_device(which: Which, device: BenchDevice) -> Result<(), String> {
     let BenchDevice::Cuda(n) = device else {
         return Ok(());
     };
-    gpu_plan(experiment)?;
+    gpu_plan(which)?;
     let count = dmaflow::gpu::driver::count();
     if count > 0 && n >= count {
         return Err(format!(
@@ -1071,22 +813,45 @@ fn prepare_out(out: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// The command line, with each experiment's JSON keys (from the registry)
+/// in `bench --help`.
+fn command_line() -> Cli {
+    const AT: &str = "the keys of each row:\n";
+    let cmd = Cli::command().mut_subcommand("bench", |bench| {
+        let about = bench
+            .get_long_about()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        let keys = format!("{AT}{}", bench::keys_help());
+        bench.long_about(about.replacen(AT, &keys, 1))
+    });
+    Cli::from_arg_matches(&cmd.get_matches()).unwrap_or_else(|e| e.exit())
+}
+
 fn main() -> ExitCode {
-    match Cli::parse().command {
+    match command_line().command {
         Command::Info { root } => run_info(&root),
         Command::Serve(args) => dmaflow_cli::serve::run(args),
         Command::Overlay(cmd) => dmaflow_cli::serve::overlay(cmd),
         Command::Bench {
             experiment,
             quick,
+            tiny,
             json,
             out,
+            memory,
+            profile,
             board: Some(root),
             ..
-        } => match prepare_out(&out)
-            .map_err(|e| (2, e))
-            .and_then(|()| run_on_board(experiment, quick, &root, json, &out))
-        {
+        } => match prepare_out(&out).map_err(|e| (2, e)).and_then(|()| {
+            let setup = Setup {
+                tier: tier(tiny, quick),
+                memory: memory.into(),
+                profile: profile.into(),
+                gpu: None,
+            };
+            run_on_board(experiment, &setup, &root, json, &out)
+        }) {
             Ok(()) => ExitCode::SUCCESS,
             Err((code, e)) => {
                 eprintln!("dmaflow bench: {e}");
@@ -1096,6 +861,7 @@ fn main() -> ExitCode {
         Command::Bench {
             experiment,
             quick,
+            tiny,
             json,
             out,
             memory,
@@ -1108,7 +874,7 @@ fn main() -> ExitCode {
             .and_then(|()| {
                 run_bench(
                     experiment,
-                    quick,
+                    tier(tiny, quick),
                     memory.into(),
                     profile.into(),
                     device,
@@ -1137,16 +903,18 @@ fn main() -> ExitCode {
             (&input, &output, &net),
             device,
         ),
-        Command::Targets { paths } => match bench::report::read_documents(&paths) {
-            Ok(docs) => {
-                print!("{}", bench::report::targets_markdown(&docs));
-                ExitCode::SUCCESS
+        Command::Targets { paths } => {
+            match bench::report::read_documents(&paths, &bench::names()) {
+                Ok(docs) => {
+                    print!("{}", bench::report::targets_markdown(&docs));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("dmaflow targets: {e}");
+                    ExitCode::from(2)
+                }
             }
-            Err(e) => {
-                eprintln!("dmaflow targets: {e}");
-                ExitCode::from(2)
-            }
-        },
+        }
         Command::ShmReader { path } => match bench::ring::shm_reader(&path) {
             Ok(line) => {
                 println!("{line}");

@@ -57,7 +57,8 @@ pub fn block_on<F: Future>(body: F) -> F::Output {
     let mut cx = Context::from_waker(&waker);
     let mut body = std::pin::pin!(body);
     loop {
-        if let Poll::Ready(out) = body.as_mut().poll(&mut cx) {
+        if let Poll::Ready(out) = super::runtime::poll_node(body.as_mut(), &mut cx, u32::MAX, None)
+        {
             return out;
         }
         // A wake before this park makes it return at once; a spurious

@@ -11,16 +11,20 @@
 //! worker), so the output of a graph depends only on its input, never on the
 //! schedule or the number of workers (Kahn's determinism).
 //!
-//! A task node keeps these promises when it waits only on its ports, one port
-//! at a time: it awaits `peek_async`, `reserve_async` or `write_async` and
-//! nothing else that could wait (another future, a lock, a sleep; those
-//! belong on a thread node), and never spins without awaiting. A second port
-//! future polled while one is pending (a select or join over port futures)
-//! is [`Error::TwoWaits`]; a blocking port call that would wait is
-//! [`Error::BlockingInTask`]; [`block_on`] inside a task panics. A port
+//! A task node keeps these promises when it waits only on its ports: it
+//! awaits `peek_async`, `reserve_async` or `write_async` (several at once
+//! if it likes: a select or join over port futures waits on all of them, in
+//! a task or under [`block_on`]; another executor's poll counts the node
+//! blocked on the first pending port future it polls)
+//! and nothing else that could wait (another future, a lock, a sleep; those
+//! belong on a thread node). A blocking port call that would wait is
+//! [`Error::BlockingInTask`]; [`block_on`] inside a task panics; a task that
+//! holds its worker in one poll past [`Graph::set_task_hold_limit`] (a
+//! blocking call, a spin) stops the graph with [`Error::TaskHeldWorker`]. A
+//! task yields its worker after a budget of port calls that did not wait,
+//! so one whose queues are always ready never starves the others. A port
 //! future may be dropped before it is ready (the node then simply no longer
-//! waits); awaiting it declares the node waiting on that port, which the
-//! deadlock check counts.
+//! waits on it).
 //!
 //! The runtime knows when each node is blocked and on what. When every live node is
 //! blocked and at least one waits to write to a full queue, the smallest such queue
@@ -143,17 +147,45 @@ pub enum Error {
         /// The port.
         port: String,
     },
-    /// A node awaited a port future while a wait on another of its ports was
-    /// pending (a select or join over port futures): a node waits on one
-    /// port at a time.
+    /// A port was waited on after its node's body had returned (the port
+    /// was kept past the node's end, e.g. by a thread the body started): the
+    /// runtime no longer counts that node, so such a wait is refused.
     #[error(
-        "node {node}, port {port}: the node already waits on another port; a node awaits one port future at a time (no select or join over port futures)"
+        "node {node}, port {port}: waited on after the node's body returned; a port is used by its node's body only"
     )]
-    TwoWaits {
+    WaitAfterEnd {
         /// The node.
         node: String,
-        /// The port of the second wait.
+        /// The port.
         port: String,
+    },
+    /// A task node held its worker longer than the graph's limit
+    /// ([`Graph::set_task_hold_limit`]) in one poll: it blocked (a lock, a
+    /// channel, another runtime's `block_on`, a sleep) or spun without
+    /// awaiting. The graph is stopped; the worker is left to the call.
+    #[error(
+        "node {node}: a task held its worker for over {limit:?} without awaiting (a blocking call or a spin inside a task node; such work belongs on a thread node)"
+    )]
+    TaskHeldWorker {
+        /// The node.
+        node: String,
+        /// The limit it went past.
+        limit: std::time::Duration,
+    },
+    /// A queue's item type is aligned beyond the memory page, which is all
+    /// the alignment a queue's slots get.
+    #[error(
+        "port {port} of node {node}: items aligned to {align} bytes, beyond a queue's page alignment ({page} bytes)"
+    )]
+    ItemAlignment {
+        /// The writing node.
+        node: String,
+        /// Its port.
+        port: String,
+        /// The item type's alignment.
+        align: usize,
+        /// The page size.
+        page: usize,
     },
     /// A node was named in a connection but never given a body.
     #[error("node {0} is connected but has no body")]
@@ -186,7 +218,7 @@ mod runtime;
 
 pub use block_on::block_on;
 pub use ports::{Input, Output};
-use runtime::*;
+use runtime::{Edge, Runtime, Status, run_node};
 
 /// A process network under construction.
 pub struct Graph {
@@ -199,7 +231,11 @@ pub struct Graph {
     queue_bytes: usize,
     queue_limit: usize,
     workers: Option<usize>,
+    task_hold_limit: std::time::Duration,
 }
+
+/// Default for [`Graph::set_task_hold_limit`].
+pub const DEFAULT_TASK_HOLD_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How a node runs.
 enum Body {
@@ -227,6 +263,7 @@ impl Graph {
             queue_bytes: DEFAULT_QUEUE_BYTES,
             queue_limit: DEFAULT_QUEUE_LIMIT,
             workers: None,
+            task_hold_limit: DEFAULT_TASK_HOLD_LIMIT,
         }
     }
 
@@ -235,6 +272,17 @@ impl Graph {
     /// and at least one (0 counts as 1).
     pub fn set_workers(&mut self, workers: usize) {
         self.workers = Some(workers.max(1));
+    }
+
+    /// How long one poll of a task node may hold its worker (default
+    /// [`DEFAULT_TASK_HOLD_LIMIT`]). A task waits by awaiting its ports; one
+    /// that blocks inside a poll (a lock, a channel, another runtime's
+    /// `block_on`, a sleep) or spins without awaiting holds a worker the
+    /// other tasks need, so past this limit the graph stops with
+    /// [`Error::TaskHeldWorker`] naming it instead of hanging. The worker is
+    /// left to the blocking call (never joined) and another takes its place.
+    pub fn set_task_hold_limit(&mut self, limit: std::time::Duration) {
+        self.task_hold_limit = limit;
     }
 
     /// The most bytes each queue connected from now on may grow to (default
@@ -315,6 +363,17 @@ impl Graph {
         min_items: usize,
         memory: Option<Arc<dyn ring::RegionSource>>,
     ) -> Result<(Output<T>, Input<T>), Error> {
+        let page = rustix::param::page_size();
+        if std::mem::align_of::<T>() > page {
+            // A queue's slots are only page-aligned: such items would be
+            // handed out misaligned.
+            return Err(Error::ItemAlignment {
+                node: from.0.to_string(),
+                port: from.1.to_string(),
+                align: std::mem::align_of::<T>(),
+                page,
+            });
+        }
         let wn = self.node_id(from.0);
         let rn = self.node_id(to.0);
         self.claim_port(wn, from.1)?;
@@ -470,6 +529,7 @@ impl Graph {
         }
         let mut threads = Vec::new();
         let mut tasks = Vec::new();
+        let mut pool = None;
         for (id, body) in self.bodies.into_iter().enumerate() {
             let body = match body {
                 Some(Body::Thread(body)) => body,
@@ -492,13 +552,14 @@ impl Graph {
             let cores = std::thread::available_parallelism().map_or(1, usize::from);
             let workers = self.workers.unwrap_or(cores).min(tasks.len());
             let first = names[tasks[0].0].clone();
-            match pool::start(&self.rt, tasks, workers) {
-                Ok(w) => threads.extend(w),
+            match pool::start(&self.rt, tasks, workers, self.task_hold_limit) {
+                Ok(p) => pool = Some(p),
                 Err(source) => return Err(Self::abandon(&self.rt, threads, &first, source)),
             }
         }
         Ok(Running {
             threads,
+            pool,
             rt: self.rt,
         })
     }
@@ -532,6 +593,7 @@ impl Graph {
 /// A started graph.
 pub struct Running {
     threads: Vec<JoinHandle<()>>,
+    pool: Option<pool::Pool>,
     rt: Arc<Runtime>,
 }
 
@@ -541,6 +603,9 @@ impl Running {
         for t in self.threads {
             // Panics are caught inside the thread; a join error cannot carry one.
             let _ = t.join();
+        }
+        if let Some(p) = self.pool {
+            p.join();
         }
         let mut s = lock(&self.rt.sched);
         // No task waits any more: drop what could keep its memory alive.

@@ -9,13 +9,14 @@ use std::collections::VecDeque;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
-use super::NodeResult;
-use super::runtime::Runtime;
+use super::runtime::{Runtime, drop_quietly, poll_node};
+use super::{Error, NodeResult};
 
 thread_local! {
     /// Whether this thread is a worker of a pool.
@@ -31,14 +32,31 @@ pub(super) fn on_worker() -> bool {
 /// A task node's body.
 pub(super) type NodeFuture = Pin<Box<dyn Future<Output = NodeResult> + Send>>;
 
+/// Port calls a task may complete in one poll before it yields its worker.
+const TASK_BUDGET: u32 = 128;
+
+/// [`Task::state`]: neither queued nor polled.
+const IDLE: u8 = 0;
+/// [`Task::state`]: on the ready queue.
+const QUEUED: u8 = 1;
+/// [`Task::state`]: being polled.
+const POLLING: u8 = 2;
+/// [`Task::state`]: being polled, and woken since the poll began (it is
+/// queued again once the poll returns pending, never taken by a second worker).
+const NOTIFIED: u8 = 3;
+/// [`Task::state`]: its body has returned.
+const ENDED: u8 = 4;
+
 /// One task node.
 struct Task {
     id: usize,
+    /// Its index among the pool's tasks.
+    index: usize,
     name: Arc<str>,
     /// The body until it has returned (then dropped, closing its ports).
     future: Mutex<Option<NodeFuture>>,
-    /// On the ready queue (or about to be): a wake then adds nothing.
-    queued: AtomicBool,
+    /// [`IDLE`], [`QUEUED`], [`POLLING`], [`NOTIFIED`] or [`ENDED`].
+    state: AtomicU8,
     pool: Arc<Shared>,
 }
 
@@ -48,11 +66,32 @@ struct Shared {
     /// Signalled when a task is ready and a worker is idle, and when the last
     /// task has ended.
     cv: Condvar,
+    /// Signalled when the last task has ended (for [`Pool::join`] and the
+    /// watchdog, which must never take a wake meant for a worker).
+    ended: Condvar,
+    /// Each task's node id and name, by task index.
+    names: Vec<(usize, Arc<str>)>,
+    /// Whether each task has been counted out of [`Ready::live`] (it ended,
+    /// or it held its worker past the limit and was given up).
+    counted_out: Vec<AtomicBool>,
+    /// Every worker started, with what the watchdog watches of it.
+    workers: Mutex<Vec<(JoinHandle<()>, Arc<Slot>)>>,
+}
+
+/// What the watchdog sees of one worker.
+#[derive(Default)]
+struct Slot {
+    /// Polls begun and ended: odd while a poll runs.
+    polls: AtomicU64,
+    /// The index of the task last polled.
+    task: AtomicUsize,
+    /// Given up: it held a task past the limit (never joined).
+    held: AtomicBool,
 }
 
 struct Ready {
     tasks: VecDeque<Arc<Task>>,
-    /// Tasks that have not ended.
+    /// Tasks not counted out yet.
     live: usize,
     /// Workers waiting for a task.
     idle: usize,
@@ -72,6 +111,20 @@ impl Shared {
             self.cv.notify_one();
         }
     }
+
+    /// Counts task `index` out of the live ones, once.
+    fn count_out(&self, index: usize) -> bool {
+        if self.counted_out[index].swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        let mut q = lock(&self.queue);
+        q.live -= 1;
+        if q.live == 0 {
+            self.cv.notify_all();
+            self.ended.notify_all();
+        }
+        true
+    }
 }
 
 impl Wake for Task {
@@ -80,21 +133,79 @@ impl Wake for Task {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        if !self.queued.swap(true, Ordering::AcqRel) {
-            self.pool.push(self.clone());
+        let mut state = self.state.load(Ordering::Acquire);
+        loop {
+            let next = match state {
+                IDLE => QUEUED,
+                POLLING => NOTIFIED,
+                _ => return,
+            };
+            match self
+                .state
+                .compare_exchange_weak(state, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) if next == QUEUED => return self.pool.push(self.clone()),
+                Ok(_) => return,
+                Err(now) => state = now,
+            }
         }
     }
 }
 
+/// The running pool: its workers and the watchdog, joined by [`Pool::join`].
+pub(super) struct Pool {
+    shared: Arc<Shared>,
+    watchdog: Option<JoinHandle<()>>,
+}
+
+impl Pool {
+    /// Waits until every task has ended (or been given up), then joins the
+    /// workers, except those left to a task that held them.
+    pub(super) fn join(mut self) {
+        {
+            let mut q = lock(&self.shared.queue);
+            while q.live > 0 {
+                q = self
+                    .shared
+                    .ended
+                    .wait(q)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+        }
+        if let Some(w) = self.watchdog.take() {
+            let _ = w.join();
+        }
+        let workers = std::mem::take(&mut *lock(&self.shared.workers));
+        for (handle, slot) in workers {
+            if !slot.held.load(Ordering::Acquire) {
+                let _ = handle.join();
+            }
+        }
+    }
+}
+
+/// Starts a worker thread for `shared`'s tasks.
+fn spawn_worker(rt: &Arc<Runtime>, shared: &Arc<Shared>, i: usize) -> std::io::Result<()> {
+    let slot = Arc::new(Slot::default());
+    let (rt, sh, sl) = (rt.clone(), shared.clone(), slot.clone());
+    let handle = std::thread::Builder::new()
+        .name(format!("dmaflow-worker-{i}"))
+        .spawn(move || work(&rt, &sh, &sl))?;
+    lock(&shared.workers).push((handle, slot));
+    Ok(())
+}
+
 /// Starts `workers` worker threads (at least one) running `tasks` (node id,
-/// name, body) to their ends. Returns the workers to join, or the error of
-/// the first worker that could not start (then none runs and every body is
-/// dropped unpolled).
+/// name, body) to their ends, and a watchdog that stops the graph with
+/// [`Error::TaskHeldWorker`] when a task holds its worker over `hold_limit`
+/// in one poll. Returns the pool to join, or the error of the first worker
+/// that could not start (then none runs and every body is dropped unpolled).
 pub(super) fn start(
     rt: &Arc<Runtime>,
     tasks: Vec<(usize, Arc<str>, NodeFuture)>,
     workers: usize,
-) -> Result<Vec<JoinHandle<()>>, std::io::Error> {
+    hold_limit: Duration,
+) -> Result<Pool, std::io::Error> {
     let shared = Arc::new(Shared {
         queue: Mutex::new(Ready {
             tasks: VecDeque::new(),
@@ -102,29 +213,30 @@ pub(super) fn start(
             idle: 0,
         }),
         cv: Condvar::new(),
+        ended: Condvar::new(),
+        names: tasks.iter().map(|(id, n, _)| (*id, n.clone())).collect(),
+        counted_out: tasks.iter().map(|_| AtomicBool::new(false)).collect(),
+        workers: Mutex::new(Vec::new()),
     });
     let all: Vec<Arc<Task>> = tasks
         .into_iter()
-        .map(|(id, name, f)| {
+        .enumerate()
+        .map(|(index, (id, name, f))| {
             Arc::new(Task {
                 id,
+                index,
                 name,
                 future: Mutex::new(Some(f)),
-                queued: AtomicBool::new(false),
+                state: AtomicU8::new(IDLE),
                 pool: shared.clone(),
             })
         })
         .collect();
-    let mut handles = Vec::new();
     for i in 0..workers.max(1) {
-        let (rt, shared) = (rt.clone(), shared.clone());
-        let spawned = std::thread::Builder::new()
-            .name(format!("dmaflow-worker-{i}"))
-            .spawn(move || work(&rt, &shared));
-        match spawned {
-            Ok(h) => handles.push(h),
+        match spawn_worker(rt, &shared, i) {
+            Ok(()) => {}
             // Fewer workers than asked for still run every task.
-            Err(_) if !handles.is_empty() => break,
+            Err(_) if !lock(&shared.workers).is_empty() => break,
             Err(e) => {
                 for t in &all {
                     drop(lock(&t.future).take());
@@ -133,18 +245,80 @@ pub(super) fn start(
             }
         }
     }
+    let watchdog = {
+        let (rt, shared) = (rt.clone(), shared.clone());
+        std::thread::Builder::new()
+            .name("dmaflow-watchdog".into())
+            .spawn(move || watch(&rt, &shared, hold_limit))
+            .ok()
+    };
     for t in all {
         t.wake_by_ref();
     }
-    Ok(handles)
+    Ok(Pool { shared, watchdog })
+}
+
+/// The watchdog: looks at every worker a few times per `limit`; one seen in
+/// the same poll for `limit` or more is given up (its task counted out, the
+/// graph stopped with the task's name, a new worker started in its place).
+fn watch(rt: &Arc<Runtime>, shared: &Arc<Shared>, limit: Duration) {
+    let period = (limit / 4).clamp(Duration::from_millis(1), Duration::from_secs(1));
+    let mut seen: Vec<(u64, Instant)> = Vec::new();
+    let mut started = lock(&shared.workers).len();
+    loop {
+        {
+            let q = lock(&shared.queue);
+            if q.live == 0 {
+                return;
+            }
+            let (q, _) = shared
+                .ended
+                .wait_timeout(q, period)
+                .unwrap_or_else(PoisonError::into_inner);
+            if q.live == 0 {
+                return;
+            }
+        }
+        let slots: Vec<Arc<Slot>> = lock(&shared.workers)
+            .iter()
+            .map(|(_, s)| s.clone())
+            .collect();
+        seen.resize(slots.len(), (0, Instant::now()));
+        for (slot, seen) in slots.iter().zip(seen.iter_mut()) {
+            let polls = slot.polls.load(Ordering::Acquire);
+            if polls % 2 == 0 || polls != seen.0 {
+                *seen = (polls, Instant::now());
+                continue;
+            }
+            if seen.1.elapsed() < limit || slot.held.swap(true, Ordering::AcqRel) {
+                continue;
+            }
+            let index = slot.task.load(Ordering::Acquire);
+            let (_, name) = &shared.names[index];
+            {
+                let mut s = crate::sync::lock(&rt.sched);
+                let err = Error::TaskHeldWorker {
+                    node: name.to_string(),
+                    limit,
+                };
+                rt.fail(&mut s, err);
+            }
+            shared.count_out(index);
+            // The other tasks still need a worker to see the graph stop.
+            if spawn_worker(rt, shared, started).is_ok() {
+                started += 1;
+            }
+        }
+    }
 }
 
 /// Times an idle worker looks for a ready task before it sleeps.
 const IDLE_LOOKS: u32 = 32;
 
 /// One worker: polls ready tasks until every task has ended.
-fn work(rt: &Runtime, shared: &Shared) {
+fn work(rt: &Runtime, shared: &Shared, slot: &Slot) {
     WORKER.with(|w| w.set(true));
+    let mut polls = 0u64;
     loop {
         let task = {
             let mut q = lock(&shared.queue);
@@ -173,14 +347,31 @@ fn work(rt: &Runtime, shared: &Shared) {
                 q.idle -= 1;
             }
         };
-        // Cleared before the poll: a wake during it queues the task again.
-        task.queued.store(false, Ordering::Release);
-        if let Some(result) = poll(&task) {
-            rt.finish(task.id, &task.name, result);
-            let mut q = lock(&shared.queue);
-            q.live -= 1;
-            if q.live == 0 {
-                shared.cv.notify_all();
+        // Only the worker that took it from the queue polls it: a wake
+        // during the poll marks it to be queued again after.
+        task.state.store(POLLING, Ordering::Release);
+        slot.task.store(task.index, Ordering::Release);
+        polls += 1;
+        slot.polls.store(polls, Ordering::Release);
+        let ended = poll(rt, &task);
+        polls += 1;
+        slot.polls.store(polls, Ordering::Release);
+        match ended {
+            Some(result) => {
+                task.state.store(ENDED, Ordering::Release);
+                rt.finish(task.id, &task.name, result);
+                shared.count_out(task.index);
+            }
+            None => {
+                if task
+                    .state
+                    .compare_exchange(POLLING, IDLE, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+                {
+                    // Woken during its poll.
+                    task.state.store(QUEUED, Ordering::Release);
+                    shared.push(task);
+                }
             }
         }
     }
@@ -189,12 +380,15 @@ fn work(rt: &Runtime, shared: &Shared) {
 /// Polls `task` once; `Some(result)` when its body has returned or panicked
 /// (the body is then dropped, its ports closed, before the node is marked
 /// done).
-fn poll(task: &Arc<Task>) -> Option<std::thread::Result<NodeResult>> {
+fn poll(rt: &Runtime, task: &Arc<Task>) -> Option<std::thread::Result<NodeResult>> {
     let mut slot = lock(&task.future);
     let fut = slot.as_mut()?;
     let waker = Waker::from(task.clone());
     let mut cx = Context::from_waker(&waker);
-    let result = match catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(&mut cx))) {
+    let polled = catch_unwind(AssertUnwindSafe(|| {
+        poll_node(fut.as_mut(), &mut cx, TASK_BUDGET, Some(rt))
+    }));
+    let result = match polled {
         Ok(Poll::Pending) => return None,
         Ok(Poll::Ready(r)) => Ok(r),
         Err(panic) => Err(panic),
@@ -205,6 +399,14 @@ fn poll(task: &Arc<Task>) -> Option<std::thread::Result<NodeResult>> {
     let dropped = catch_unwind(AssertUnwindSafe(move || drop(body)));
     Some(match (result, dropped) {
         (Ok(r), Ok(())) => Ok(r),
-        (Err(p), _) | (Ok(_), Err(p)) => Err(p),
+        (Err(p), Ok(())) => Err(p),
+        (Ok(r), Err(p)) => {
+            drop_quietly(r);
+            Err(p)
+        }
+        (Err(p), Err(again)) => {
+            drop_quietly(again);
+            Err(p)
+        }
     })
 }

@@ -7,7 +7,7 @@ use crate::ring::{self, Pod, Reader, Writer};
 use crate::sync::Ordering;
 
 use super::Error;
-use super::runtime::*;
+use super::runtime::{Edge, ReadEnd, Runtime, Side, WaitError, WriteEnd};
 
 impl<T: Pod> WriteEnd for Writer<T> {
     fn capacity(&self) -> usize {
@@ -63,7 +63,7 @@ fn wait_error(name: &str, port: &str, e: WaitError) -> Error {
             node: name.to_string(),
             port: port.to_string(),
         },
-        WaitError::TwoWaits => Error::TwoWaits {
+        WaitError::AfterEnd => Error::WaitAfterEnd {
             node: name.to_string(),
             port: port.to_string(),
         },
@@ -75,12 +75,53 @@ fn wait_error(name: &str, port: &str, e: WaitError) -> Error {
     }
 }
 
+/// What a port's wait needs besides its queue end: borrowed beside the end,
+/// so that the blocking and the async form of a call share the rest.
+struct At<'a> {
+    edge: &'a Edge,
+    rt: &'a Arc<Runtime>,
+    node: usize,
+    name: &'a str,
+    port: &'a str,
+}
+
+impl At<'_> {
+    fn err(&self, e: WaitError) -> Error {
+        wait_error(self.name, self.port, e)
+    }
+
+    fn queue_err(&self, source: ring::Error) -> Error {
+        self.err(WaitError::Queue(source))
+    }
+}
+
 impl<T: Pod> Output<T> {
-    pub(super) fn writer_mut(&mut self) -> &mut Writer<T> {
+    /// The writing end and what its waits need.
+    fn parts(&mut self) -> (&mut Writer<T>, At<'_>) {
+        let Output {
+            w,
+            edge,
+            rt,
+            node,
+            name,
+            port,
+        } = self;
         // `w` is only taken in `drop`.
-        self.w
+        let w = w
             .as_mut()
-            .unwrap_or_else(|| unreachable!("output used after drop"))
+            .unwrap_or_else(|| unreachable!("output used after drop"));
+        let at = At {
+            edge,
+            rt,
+            node: *node,
+            name,
+            port,
+        };
+        (w, at)
+    }
+
+    pub(super) fn writer_mut(&mut self) -> &mut Writer<T> {
+        self.parts().0
     }
 
     pub(super) fn port_error(&self, source: ring::Error) -> Error {
@@ -103,68 +144,58 @@ impl<T: Pod> Output<T> {
         self.reserve_free(n)
     }
 
+    /// [`Output::reserve`] for a task node ([`super::Graph::task`]): waits
+    /// without holding a thread.
+    pub async fn reserve_async(&mut self, n: usize) -> Result<&mut [T], Error> {
+        self.wait_room_async(n).await?;
+        self.reserve_free(n)
+    }
+
     /// Waits until at least one slot is free, then reserves every free slot
     /// up to `max` (at least one): what GNU Radio's `work` gets as its
     /// output space. A node that passes on what it read reserves up to what
     /// it read, and copies as much as it was given.
     pub fn reserve_up_to(&mut self, max: usize) -> Result<&mut [T], Error> {
         self.wait_room(1)?;
-        let k = self.writer_mut().free().min(max).max(1);
-        self.reserve_free(k)
+        self.reserve_free_up_to(max)
     }
 
     /// [`Output::reserve_up_to`] for a task node.
     pub async fn reserve_up_to_async(&mut self, max: usize) -> Result<&mut [T], Error> {
-        let Output {
-            w,
-            edge,
-            rt,
-            node,
-            name,
-            port,
-        } = self;
-        let w = w
-            .as_mut()
-            .unwrap_or_else(|| unreachable!("output used after drop"));
-        rt.wait_room_async(*node, edge, w, 1)
-            .await
-            .map_err(|e| wait_error(name, port, e))?;
-        let k = w.free().min(max).max(1);
+        self.wait_room_async(1).await?;
+        self.reserve_free_up_to(max)
+    }
+
+    /// Waits, as a thread node, until `n` slots are free (they are then reserved).
+    fn wait_room(&mut self, n: usize) -> Result<(), Error> {
+        let (w, at) = self.parts();
+        at.rt
+            .wait_room(at.node, at.edge, w, n)
+            .map_err(|e| at.err(e))
+    }
+
+    /// Waits, as a task node, until `n` slots are free (they are then reserved).
+    async fn wait_room_async(&mut self, n: usize) -> Result<(), Error> {
+        let (w, at) = self.parts();
+        let waited = at.rt.wait_room_async(at.node, at.edge, w, n).await;
+        waited.map_err(|e| at.err(e))
+    }
+
+    /// Reserves every free slot up to `max` (at least one, known to be free).
+    fn reserve_free_up_to(&mut self, max: usize) -> Result<&mut [T], Error> {
+        let k = self.writer_mut().free().min(max).max(1);
         self.reserve_free(k)
     }
 
     /// Reserves `k` slots known to be free.
     fn reserve_free(&mut self, k: usize) -> Result<&mut [T], Error> {
-        let Output { w, name, port, .. } = self;
-        let w = w
-            .as_mut()
-            .unwrap_or_else(|| unreachable!("output used after drop"));
+        let (w, at) = self.parts();
         match w.try_reserve(k) {
             Ok(Some(s)) => Ok(s),
             // Only this writer takes free slots, and it just saw `k` of them.
             Ok(None) => unreachable!("free slots cannot disappear from under the writer"),
-            Err(source) => Err(wait_error(name, port, WaitError::Queue(source))),
+            Err(source) => Err(at.queue_err(source)),
         }
-    }
-
-    /// [`Output::reserve`] for a task node ([`super::Graph::task`]): waits
-    /// without holding a thread.
-    pub async fn reserve_async(&mut self, n: usize) -> Result<&mut [T], Error> {
-        let Output {
-            w,
-            edge,
-            rt,
-            node,
-            name,
-            port,
-        } = self;
-        let w = w
-            .as_mut()
-            .unwrap_or_else(|| unreachable!("output used after drop"));
-        rt.wait_room_async(*node, edge, w, n)
-            .await
-            .map_err(|e| wait_error(name, port, e))?;
-        self.reserve_free(n)
     }
 
     /// Reserves `n` slots for a device to write, waiting for them if `block`
@@ -187,23 +218,6 @@ impl<T: Pod> Output<T> {
             .map_err(|e| self.port_error(e))
     }
 
-    /// Waits until `n` slots are free (they are then reserved).
-    fn wait_room(&mut self, n: usize) -> Result<(), Error> {
-        let Output {
-            w,
-            edge,
-            rt,
-            node,
-            name,
-            port,
-        } = self;
-        let w = w
-            .as_mut()
-            .unwrap_or_else(|| unreachable!("output used after drop"));
-        rt.wait_room(*node, edge, w, n)
-            .map_err(|e| wait_error(name, port, e))
-    }
-
     /// Publishes the first `k` reserved items.
     pub fn commit(&mut self, k: usize) -> Result<(), Error> {
         if let Err(e) = self.writer_mut().commit(k) {
@@ -221,42 +235,29 @@ impl<T: Pod> Output<T> {
         if self.rt.aborted() {
             return Err(self.aborted());
         }
-        let Output {
-            w,
-            edge,
-            rt,
-            name,
-            port,
-            ..
-        } = self;
-        let w = w
-            .as_mut()
-            .unwrap_or_else(|| unreachable!("output used after drop"));
+        let (w, at) = self.parts();
         // A reader's threshold beyond the queue asked it to grow: a writer
         // that only polls never blocks where the runtime could grow it, so
         // the request is applied here (growth is not a wait).
-        if edge.grow_to.load(Ordering::SeqCst) > w.capacity() {
-            rt.apply_growth(edge, w, 0)
-                .map_err(|source| wait_error(name, port, WaitError::Queue(source)))?;
+        if at.edge.grow_to.load(Ordering::SeqCst) > w.capacity() {
+            at.rt
+                .apply_growth(at.edge, w, 0)
+                .map_err(|source| at.queue_err(source))?;
         }
         if n > w.capacity() {
-            return Err(wait_error(
-                name,
-                port,
-                WaitError::Queue(ring::Error::ReserveTooLarge {
-                    requested: n,
-                    capacity: w.capacity(),
-                }),
-            ));
+            return Err(at.queue_err(ring::Error::ReserveTooLarge {
+                requested: n,
+                capacity: w.capacity(),
+            }));
         }
-        if !rt
-            .room_without_growth(edge, w, n)
-            .map_err(|e| wait_error(name, port, e))?
+        if !at
+            .rt
+            .room_without_growth(at.edge, w, n)
+            .map_err(|e| at.err(e))?
         {
             return Ok(None);
         }
-        w.try_reserve(n)
-            .map_err(|source| wait_error(name, port, WaitError::Queue(source)))
+        w.try_reserve(n).map_err(|source| at.queue_err(source))
     }
 
     /// Items committed so far.
@@ -333,11 +334,32 @@ pub struct Input<T: Pod> {
 }
 
 impl<T: Pod> Input<T> {
-    pub(super) fn reader_mut(&mut self) -> &mut Reader<T> {
+    /// The reading end and what its waits need.
+    fn parts(&mut self) -> (&mut Reader<T>, At<'_>) {
+        let Input {
+            r,
+            edge,
+            rt,
+            node,
+            name,
+            port,
+        } = self;
         // `r` is only taken in `drop`.
-        self.r
+        let r = r
             .as_mut()
-            .unwrap_or_else(|| unreachable!("input used after drop"))
+            .unwrap_or_else(|| unreachable!("input used after drop"));
+        let at = At {
+            edge,
+            rt,
+            node: *node,
+            name,
+            port,
+        };
+        (r, at)
+    }
+
+    pub(super) fn reader_mut(&mut self) -> &mut Reader<T> {
+        self.parts().0
     }
 
     pub(super) fn port_error(&self, source: ring::Error) -> Error {
@@ -350,68 +372,41 @@ impl<T: Pod> Input<T> {
     /// returns what is readable now, possibly nothing before the end (so a
     /// loop that stops on an empty slice peeks with 1 or more).
     pub fn peek(&mut self, threshold: usize) -> Result<&[T], Error> {
-        let Input {
-            r,
-            edge,
-            rt,
-            node,
-            name,
-            port,
-        } = self;
-        let r = r
-            .as_mut()
-            .unwrap_or_else(|| unreachable!("input used after drop"));
-        let t = rt
-            .wait_items(*node, edge, r, threshold)
-            .map_err(|e| wait_error(name, port, e))?;
-        r.peek(t)
-            .map_err(|source| wait_error(name, port, WaitError::Queue(source)))
+        let (r, at) = self.parts();
+        let t = at
+            .rt
+            .wait_items(at.node, at.edge, r, threshold)
+            .map_err(|e| at.err(e))?;
+        self.peek_ready(t)
     }
 
     /// [`Input::peek`] for a task node ([`super::Graph::task`]): waits
     /// without holding a thread.
     pub async fn peek_async(&mut self, threshold: usize) -> Result<&[T], Error> {
-        let Input {
-            r,
-            edge,
-            rt,
-            node,
-            name,
-            port,
-        } = self;
-        let r = r
-            .as_mut()
-            .unwrap_or_else(|| unreachable!("input used after drop"));
-        let t = rt
-            .wait_items_async(*node, edge, r, threshold)
-            .await
-            .map_err(|e| wait_error(name, port, e))?;
-        r.peek(t)
-            .map_err(|source| wait_error(name, port, WaitError::Queue(source)))
+        let (r, at) = self.parts();
+        let waited = at.rt.wait_items_async(at.node, at.edge, r, threshold).await;
+        let t = waited.map_err(|e| at.err(e))?;
+        self.peek_ready(t)
+    }
+
+    /// The readable items once a wait for `t` of them has ended.
+    fn peek_ready(&mut self, t: usize) -> Result<&[T], Error> {
+        let (r, at) = self.parts();
+        r.peek(t).map_err(|source| at.queue_err(source))
     }
 
     /// The readable items if at least `threshold` are readable now, or the
     /// stream has ended (then what is left, possibly nothing); `None` otherwise.
     /// Never waits and never grows the queue.
     pub fn try_peek(&mut self, threshold: usize) -> Result<Option<&[T]>, Error> {
-        let Input {
-            r, rt, name, port, ..
-        } = self;
-        if rt.aborted() {
-            return Err(wait_error(name, port, WaitError::Aborted));
+        let (r, at) = self.parts();
+        if at.rt.aborted() {
+            return Err(at.err(WaitError::Aborted));
         }
-        let r = r
-            .as_mut()
-            .unwrap_or_else(|| unreachable!("input used after drop"));
-        let Some(t) = r
-            .ready(threshold)
-            .map_err(|source| wait_error(name, port, WaitError::Queue(source)))?
-        else {
+        let Some(t) = r.ready(threshold).map_err(|source| at.queue_err(source))? else {
             return Ok(None);
         };
-        r.peek(t)
-            .map(Some)
-            .map_err(|source| wait_error(name, port, WaitError::Queue(source)))
+        r.peek(t).map(Some).map_err(|source| at.queue_err(source))
     }
 
     /// Where `n` items from `from` past the read position lie for a device, for

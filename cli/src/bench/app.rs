@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::Error;
+use super::error::Error;
 
 /// Filter taps of the cache-resident work.
 pub const TAPS: usize = 64;

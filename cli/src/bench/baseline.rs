@@ -15,7 +15,7 @@ use dmaflow::axi::regs::{
 use dmaflow::mem::DmaBuf;
 use dmaflow::platform::RegisterSpace;
 
-use super::Error;
+use super::error::Error;
 
 /// How long a baseline transfer may take before it is called lost.
 const PATIENCE: Duration = Duration::from_secs(5);

@@ -11,15 +11,18 @@ use serde_json::json;
 
 use super::meter::{Meter, Tally};
 use super::report::{Target, sentence};
-use super::{Error, median, table};
+use super::error::Error;
+use super::harness::{median, table, OnBoard};
 use dmaflow::dma::Completion;
 use dmaflow::dsp::bgsub::{BackgroundSubtractor, Params, synthetic_frames};
 use dmaflow::platform::MemoryModel;
 use dmaflow::rig::BgSubCoprocessor;
 use dmaflow::sim::Clock;
+use super::conditions::{Conditions, USER_X86};
+use super::harness::{OnGpu, Spec, Tables};
 
 /// The paper's fabric clock: 100 MHz x 1 B.
-pub const FABRIC: Clock = super::twoway::FABRIC;
+pub const FABRIC: Clock = super::harness::PAPER_000_FABRIC;
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -289,7 +292,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
     let ideal = 100e6 / (cfg.width * cfg.height) as f64;
     super::report::Report {
         experiment: "bgsub",
-        heading: super::on_board(
+        heading: super::harness::on_board(
             format!(
                 "bgsub: {} frames of {}x{}, coprocessor on two DMA engines at 100 MHz x 1 B \
              (the fabric's bound: {ideal:.1} frames/s) vs the software implementation",
@@ -305,6 +308,34 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
         plots: Vec::new(),
     }
 }
+
+/// `dmaflow bench bgsub`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "bgsub",
+    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
+    then: None,
+    on_gpu: Some(OnGpu::Gpu(Tables { transfers: false, messages: false, kernels: true })),
+    board: OnBoard::EmulatorOnly("it drives the background-subtraction coprocessor, which the loopback design lacks"),
+    question: "Background subtraction on a coprocessor behind two DMA engines vs the CPU (paper \
+               000).",
+    keys: "device (fabric|cpu), width, height, frames, seconds (all frames),\n\
+          frame_ms (median), frames_per_s (at the median frame time),\n\
+          verified (bool: every mask equal to the pixel-by-pixel\n\
+          definition), cpu_us (per frame), model_us and overhead_us (per\n\
+          frame; null for cpu)",
+    config: |s| Config {
+        memory: s.memory,
+        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
+    },
+    conditions: Conditions {
+        timed: "each frame from the call to the mask in the caller's buffer, software and \
+                fabric in turns frame by frame",
+        against: "the software implementation on this CPU and the modelled fabric's bound",
+        model: "model_us (two 100 MB/s streams side by side); the emulated core computes on \
+                this host",
+        paper: USER_X86,
+    },
+};
 
 #[cfg(test)]
 mod tests {

@@ -15,15 +15,19 @@ use serde_json::json;
 use super::meter::{Cost, Meter, Tally};
 use super::report::sentence;
 use super::spread::{Spread, in_turns};
-use super::{Error, Rig, median, table};
+use super::error::Error;
+use super::harness::{median, table, OnBoard};
+use dmaflow::rig::Rig;
 use dmaflow::dma::{Completion, Proxy, Timing};
 use dmaflow::dsp::conv::{Layer, from_bytes, input_frame, roshambo};
 use dmaflow::platform::MemoryModel;
 use dmaflow::sim::conv::{NULLHOP_MACS_PER_CYCLE, NULLHOP_MHZ};
 use dmaflow::sim::{Clock, ConvCore};
+use super::conditions::{Conditions, USER_X86};
+use super::harness::{NO_GPU, OnGpu, Spec};
 
 /// The fabric clock: the Zynq HP port (150 MHz x 8 B).
-pub const FABRIC: Clock = super::transfer::HP_PORT;
+pub const FABRIC: Clock = dmaflow::sim::Profile::ZYNQ7000.port;
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -259,7 +263,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
             (8 * largest + (1 << 20)).next_power_of_two(),
             FABRIC,
             false,
-            super::policy_for(cfg.memory),
+            dmaflow::rig::policy_for(cfg.memory),
             cfg.memory,
             Box::new(ConvCore::nullhop()),
         )?;
@@ -484,7 +488,7 @@ pub fn render(rows: &[Row]) -> String {
         })
         .collect();
     let Some(first) = rows.first() else {
-        return format!("{}\n", super::gpu::SKIPPED);
+        return format!("{}\n", NO_GPU);
     };
     let mut out = String::new();
     if first.device != "fabric" {
@@ -550,7 +554,7 @@ pub fn render(rows: &[Row]) -> String {
 /// The result as `{"experiment":"cnn","rows":[...]}`.
 pub fn json(rows: &[Row]) -> serde_json::Value {
     if rows.is_empty() {
-        return json!({"experiment": "cnn", "skipped": super::gpu::SKIPPED, "rows": []});
+        return json!({"experiment": "cnn", "skipped": NO_GPU, "rows": []});
     }
     json!({
         "experiment": "cnn",
@@ -593,7 +597,7 @@ pub fn answer(cfg: &Config, rows: &[Row]) -> String {
         cpu.push(format!("{} {:.0} us", r.completion, total));
     }
     let on = match rows.first() {
-        None => return super::gpu::SKIPPED.to_string(),
+        None => return NO_GPU.to_string(),
         Some(r) if r.device != "fabric" => format!("{}'s kernel", r.device),
         Some(_) => "the coprocessor".to_string(),
     };
@@ -615,7 +619,7 @@ pub fn answer(cfg: &Config, rows: &[Row]) -> String {
 pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
     super::report::Report {
         experiment: "cnn",
-        heading: super::on_board(
+        heading: super::harness::on_board(
             format!(
                 "cnn: {} frames per completion mode through {} int16 convolution layers on {}, \
              layer by layer, in {} rounds (the modes in turns, order reversed every other \
@@ -649,6 +653,35 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
         }],
     }
 }
+
+/// `dmaflow bench cnn`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "cnn",
+    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
+    then: None,
+    on_gpu: Some(OnGpu::Itself),
+    board: OnBoard::EmulatorOnly("it drives the convolution coprocessor, which the loopback design lacks"),
+    question: "A five-layer int16 CNN run layer by layer on a convolution coprocessor (paper \
+               002).",
+    keys: "completion (poll|yield|irq|proxy), layer (1..5), tx_bytes,\n\
+          rx_bytes, tx_us_per_byte, rx_us_per_byte (medians over frames),\n\
+          frame_ms (median frame), frame_ms_spread, verified (bool),\n\
+          layer_us (median layer transfer), layer_us_spread, model_us (link and NullHop-modelled compute),\n\
+          overhead_us, emulator_compute_us (of the overhead: this host\n\
+          computing slower than the modelled core), software_us, cpu_us",
+    config: |s| Config {
+        memory: s.memory, device: s.gpu.map(|g| g.0),
+        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
+    },
+    conditions: Conditions {
+        timed: "each layer's transfers and each frame from the first send to the last \
+                answer",
+        against: "the completion modes, and the modelled link",
+        model: "model_us: the link and the core's compute, modelled as NullHop's 128 MACs \
+                per cycle at an assumed 100 MHz; TX us/byte restates 1 / the link rate",
+        paper: USER_X86,
+    },
+};
 
 #[cfg(test)]
 mod tests {

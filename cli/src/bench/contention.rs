@@ -17,12 +17,17 @@ use serde_json::json;
 
 use super::app::{App, SAMPLES, Work};
 use super::meter::{Meter, Tally};
+use super::peers::{check, mark};
 use super::report::{Target, sentence};
 use super::spread::{Spread, in_turns};
-use super::{Error, Rig, bytes_label, table};
+use super::error::Error;
+use super::harness::{bytes_label, table, OnBoard};
+use dmaflow::rig::Rig;
 use dmaflow::dma::{Completion, Proxy};
 use dmaflow::mem::CachePolicy;
 use dmaflow::sim::{Loopback, Profile};
+use super::conditions::Conditions;
+use super::harness::Spec;
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -100,30 +105,6 @@ impl Row {
     /// Measured minus modelled time per transfer.
     pub fn overhead_us(&self) -> f64 {
         self.transfer_us - self.model_us
-    }
-}
-
-/// Marks a transfer's data as transfer `seq`'s: its first and last bytes (the
-/// driver-side thread does no more work per byte than a real producer that
-/// hands over a buffer it already filled; loopback and transfer check every
-/// byte).
-pub(super) fn mark(p: &mut [u8], seq: u8) {
-    let n = p.len();
-    if n > 0 {
-        p[0] = seq;
-        p[n - 1] = seq;
-    }
-}
-
-pub(super) fn check(what: &str, got: &[u8], len: usize, seq: u8) -> Result<(), Error> {
-    if got.len() == len && got.first() == Some(&seq) && got.last() == Some(&seq) {
-        Ok(())
-    } else {
-        Err(Error::Corrupted {
-            what: what.to_string(),
-            got: got.first().copied().unwrap_or(0).into(),
-            expected: seq.into(),
-        })
     }
 }
 
@@ -388,7 +369,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
              rounds (modes' order reversed every other round), link = {}; its throughput as a \
              share of its throughput alone, measured just before; medians of the rounds",
             SAMPLES,
-            super::ms_label(cfg.duration),
+            super::harness::ms_label(cfg.duration),
             cfg.rounds,
             cfg.profile.description
         ),
@@ -411,6 +392,34 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
         }],
     }
 }
+
+/// `dmaflow bench contention`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "contention",
+    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
+    then: None,
+    on_gpu: None,
+    board: OnBoard::EmulatorOnly("it sets the emulated link's clock and engines"),
+    question: "What each completion mode leaves an application sharing the driver's core.",
+    keys: "completion (poll|yield|irq|proxy), bytes, transfers,\n\
+          transfer_us (median of the rounds' means), model_us,\n\
+          overhead_us, cpu_us, cpu_share (of the shared core), app_share\n\
+          (application throughput beside the transfers / alone),\n\
+          app_share_spread, transfer_us_spread",
+    config: |s| Config {
+        profile: s.profile,
+        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
+    },
+    conditions: Conditions {
+        timed: "the application's passes over a fixed time beside back-to-back transfers, \
+                against its passes alone just before",
+        against: "the application alone on the same core",
+        model: "model_us",
+        paper: "this measures the Linux scheduler sharing one core between the driver and \
+                the application, not the papers' memory-bandwidth contention (that is \
+                `memory`)",
+    },
+};
 
 #[cfg(test)]
 mod tests {

@@ -30,8 +30,12 @@ use dmaflow::platform::sim::SimBoard;
 use dmaflow::sim::{Clock, Fabric, Faults, Loopback};
 use serde_json::json;
 
-use super::Rig;
+use dmaflow::rig::Rig;
+
+use super::error::Error;
 use super::report::Target;
+use super::conditions::Conditions;
+use super::harness::{OnBoard, Spec};
 
 /// Campaign settings.
 #[derive(Debug, Clone)]
@@ -172,7 +176,7 @@ impl Fault {
     }
 }
 
-type Eng = super::SimEngine;
+type Eng = dmaflow::rig::SimEngine;
 
 /// One emulated board with one engine around a loopback core.
 struct Lab {
@@ -184,7 +188,7 @@ struct Lab {
 }
 
 impl Lab {
-    fn new(cfg: &Config, sg: bool, model: MemoryModel, seed: u64) -> Result<Self, super::Error> {
+    fn new(cfg: &Config, sg: bool, model: MemoryModel, seed: u64) -> Result<Self, Error> {
         let axi = AxiConfig {
             timeout: cfg.timeout,
             ..AxiConfig::default()
@@ -193,7 +197,7 @@ impl Lab {
             16 << 20,
             Clock::Unlimited,
             sg,
-            super::policy_for(model),
+            dmaflow::rig::policy_for(model),
             model,
             Box::new(Loopback),
             axi,
@@ -275,7 +279,7 @@ struct Outcome {
     failed: bool,
 }
 
-fn filled(pool: &DmaPool, bytes: &[u8]) -> Result<DmaBuf<u8>, super::Error> {
+fn filled(pool: &DmaPool, bytes: &[u8]) -> Result<DmaBuf<u8>, Error> {
     let mut b = pool.alloc::<u8>(bytes.len())?;
     b.as_mut_slice().copy_from_slice(bytes);
     Ok(b)
@@ -289,7 +293,7 @@ fn operate(
     op: u64,
     completion: Completion,
     fault: Fault,
-) -> Result<Outcome, super::Error> {
+) -> Result<Outcome, Error> {
     let sent = data(len, op);
     let mut out = Outcome {
         transfers: 1,
@@ -351,30 +355,30 @@ fn operate(
         }
         "proxy" => {
             if lab.proxy.is_none() {
-                let engine = lab.engine.take().ok_or(super::Error::Peer {
+                let engine = lab.engine.take().ok_or(Error::Peer {
                     peer: "faults",
                     reason: "no engine for the proxy".into(),
                 })?;
-                lab.proxy = Some(Proxy::start(engine).map_err(|e| super::Error::Io {
+                lab.proxy = Some(Proxy::start(engine).map_err(|e| Error::Io {
                     path: "proxy driver thread".into(),
                     source: e,
                 })?);
             }
-            let proxy = lab.proxy.as_ref().ok_or(super::Error::Panicked("proxy"))?;
+            let proxy = lab.proxy.as_ref().ok_or(Error::Panicked("proxy"))?;
             match proxy.transfer(sent.clone(), len) {
                 Ok(got) => deliver(Some(&got), &mut out),
                 Err(_) => deliver(None, &mut out),
             }
         }
         "accelerator_node" => {
-            let engine = lab.engine.take().ok_or(super::Error::Panicked("node"))?;
+            let engine = lab.engine.take().ok_or(Error::Panicked("node"))?;
             let (got, engine) = node(&lab.pool, engine, &sent, completion, fault)?;
             lab.engine = Some(engine);
             out.transfers = len.div_ceil(1024) as u64;
             deliver(got.as_deref(), &mut out);
         }
         other => {
-            return Err(super::Error::Peer {
+            return Err(Error::Peer {
                 peer: "faults",
                 reason: format!("no way of moving data called {other}"),
             });
@@ -392,7 +396,7 @@ fn node(
     sent: &[u8],
     completion: Completion,
     fault: Fault,
-) -> Result<(Option<Vec<u8>>, Eng), super::Error> {
+) -> Result<(Option<Vec<u8>>, Eng), Error> {
     let memory = pool.queue_memory()?;
     let mut g = Graph::new();
     let (mut src, mut ain) =
@@ -447,7 +451,7 @@ fn node(
     let ran = g.run();
     let engine = returned
         .try_recv()
-        .map_err(|_| super::Error::Panicked("accelerator node"))?;
+        .map_err(|_| Error::Panicked("accelerator node"))?;
     let got = std::mem::take(
         &mut *got
             .lock()
@@ -465,7 +469,7 @@ fn engine_dead(lab: &Lab) -> bool {
 const MAX_CANARIES: usize = 16;
 
 /// Runs one way of moving data on one board.
-fn campaign(cfg: &Config, model: MemoryModel, api: &'static str) -> Result<Row, super::Error> {
+fn campaign(cfg: &Config, model: MemoryModel, api: &'static str) -> Result<Row, Error> {
     let t0 = Instant::now();
     let sg = matches!(api, "packet_ring" | "accelerator_node");
     let seed = cfg.seed ^ (api.len() as u64 * 0x9E37) ^ (model as u64 + 1);
@@ -575,7 +579,7 @@ fn campaign(cfg: &Config, model: MemoryModel, api: &'static str) -> Result<Row, 
 
 /// Runs the campaign: every way of moving data on both boards, each under a
 /// watchdog.
-pub fn run(cfg: &Config, progress: impl FnMut(&str)) -> Result<Vec<Row>, super::Error> {
+pub fn run(cfg: &Config, progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
     // The injected panics are expected: they are not printed.
     type Hook = dyn Fn(&std::panic::PanicHookInfo<'_>) + Send + Sync;
     let previous: Arc<Hook> = Arc::from(std::panic::take_hook());
@@ -595,7 +599,7 @@ pub fn run(cfg: &Config, progress: impl FnMut(&str)) -> Result<Vec<Row>, super::
     rows
 }
 
-fn run_all(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, super::Error> {
+fn run_all(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
     let mut rows = Vec::new();
     for model in [MemoryModel::Coherent, MemoryModel::NonCoherent] {
         for api in APIS {
@@ -607,7 +611,7 @@ fn run_all(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, sup
                 .spawn(move || {
                     let _ = tx.send(campaign(&c, model, api));
                 })
-                .map_err(|e| super::Error::Io {
+                .map_err(|e| Error::Io {
                     path: "fault campaign thread".into(),
                     source: e,
                 })?;
@@ -627,7 +631,7 @@ fn run_all(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, sup
                     ..Row::default()
                 }),
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                    return Err(super::Error::Panicked("the fault campaign"));
+                    return Err(Error::Panicked("the fault campaign"));
                 }
             }
         }
@@ -772,6 +776,34 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
         plots: Vec::new(),
     }
 }
+
+/// `dmaflow bench faults`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "faults",
+    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
+    then: None,
+    on_gpu: None,
+    board: OnBoard::EmulatorOnly("it injects faults into the emulated engine"),
+    question: "A seeded fault campaign through every safe way of moving data: nothing delivered \
+               wrong, no late write, no hang.",
+    keys: "memory (coherent|noncoherent), api (two_way|owned|dropped|\n\
+          packet_ring|proxy|accelerator_node), transfers, bytes\n\
+          (delivered and checked), faults (injected), recovered (the\n\
+          same engine moved data right after), engines_lost (replaced),\n\
+          bytes_lost (DMA memory kept for good by engines that could not\n\
+          be halted in time), bytes_wrong, late_writes (canary bytes a\n\
+          device wrote after its transfer ended), unexpected_errors\n\
+          (failures with no fault injected), hangs, seconds",
+    config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
+    conditions: Conditions {
+        timed: "nothing: every figure is a count (transfers, faults injected, recovered, \
+                late writes)",
+        against: "what every safe API must guarantee: nothing delivered wrong, no late \
+                  write, no hang",
+        model: "the injected faults",
+        paper: "no paper measures this",
+    },
+};
 
 #[cfg(test)]
 mod tests {

@@ -18,17 +18,20 @@ use serde_json::json;
 use super::plot::{LinePlot, Series, write_svg};
 use super::report::sentence;
 use super::spread::Spread;
-use super::{Error, median, table};
+use super::error::Error;
+use super::harness::{median, table, OnBoard};
 use dmaflow::dsp::fir::{Mode, OverlapSave, add_node, flops_per_block};
 use dmaflow::graph::Graph;
+use super::conditions::Conditions;
+use super::harness::Spec;
 
 /// What to measure.
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Samples streamed per measurement.
     pub samples: usize,
-    /// Measurements per point; the median is reported.
-    pub runs: usize,
+    /// Rounds per point; the median is reported.
+    pub rounds: usize,
     /// FFT lengths (powers of two).
     pub fft_lens: Vec<usize>,
     /// Filter length as a percentage of the FFT length.
@@ -44,7 +47,7 @@ impl Config {
     pub fn full() -> Self {
         Config {
             samples: 1 << 24,
-            runs: 5,
+            rounds: 5,
             fft_lens: (4..=16).map(|k| 1 << k).collect(),
             overlaps: vec![10, 50, 90],
         }
@@ -54,7 +57,7 @@ impl Config {
     pub fn quick() -> Self {
         Config {
             samples: 1 << 22,
-            runs: 5,
+            rounds: 5,
             ..Self::full()
         }
     }
@@ -63,7 +66,7 @@ impl Config {
     pub fn tiny() -> Self {
         Config {
             samples: 1 << 14,
-            runs: 1,
+            rounds: 1,
             fft_lens: vec![16, 1024],
             overlaps: vec![10, 50],
         }
@@ -304,11 +307,11 @@ pub fn run_rows(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>
             let mut bare = Vec::new();
             let mut bare_cp = Vec::new();
             let mut sums = Vec::new();
-            for run in 0..cfg.runs {
+            for run in 0..cfg.rounds {
                 progress(&format!(
                     "fir N={n} overlap {pct}% run {}/{}",
                     run + 1,
-                    cfg.runs
+                    cfg.rounds
                 ));
                 if measured {
                     // Alternate which goes first, so neither always follows
@@ -670,7 +673,7 @@ pub fn report(cfg: &Config, m: &Measured) -> super::report::Report {
              the code runs an N/2-point complex FFT and a real inverse)",
             cfg.samples,
             (cfg.samples * 4) >> 20,
-            cfg.runs
+            cfg.rounds
         ),
         answer: answer(rows),
         targets,
@@ -976,7 +979,7 @@ fn gnuradio_run(
     if let Some(o) = out {
         cmd.arg(o);
     }
-    let run = super::net::output_within(&mut cmd, GR_LIMIT)?;
+    let run = super::peers::output_within(&mut cmd, GR_LIMIT)?;
     let said = String::from_utf8_lossy(&run.stdout).into_owned();
     let f: Vec<&str> = said.split_whitespace().collect();
     let parsed = (|| {
@@ -1008,48 +1011,16 @@ fn gnuradio_run(
 pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Measured, Error> {
     let rows = run_rows(cfg, &mut progress)?;
     let mut gnuradio = Vec::new();
-    if cfg.samples >= 1 << 20 && super::net::gnuradio_here() {
+    if cfg.samples >= 1 << 20 && super::peers::gnuradio_here() {
         gnuradio = run_gnuradio(cfg, &mut progress)?;
     }
     Ok(Measured { rows, gnuradio })
 }
 
-/// A directory of this process's own under the temporary directory, removed
-/// when dropped (also when a run fails half way).
-pub(crate) struct ScratchDir(std::path::PathBuf);
-
-impl ScratchDir {
-    /// `PREFIX-PID` under the temporary directory, created.
-    pub(crate) fn new(prefix: &str) -> Result<Self, Error> {
-        let p = std::env::temp_dir().join(format!("{prefix}-{}", std::process::id()));
-        std::fs::create_dir_all(&p).map_err(|e| Error::Io {
-            path: p.display().to_string(),
-            source: e,
-        })?;
-        Ok(ScratchDir(p))
-    }
-
-    /// `path`, which the caller made, removed when dropped.
-    pub(crate) fn at(path: std::path::PathBuf) -> Self {
-        ScratchDir(path)
-    }
-
-    /// Its path.
-    pub(crate) fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for ScratchDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// The GNU Radio comparison alone (GNU Radio must be installed).
 pub fn run_gnuradio(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<GrRow>, Error> {
     let signal = Arc::new(noise(cfg.samples, 0x1234_5678));
-    let dir = ScratchDir::new("dmaflow-fir-gr")?;
+    let dir = super::peers::ScratchDir::new("dmaflow-fir-gr")?;
     let io = |p: &Path| {
         let p = p.display().to_string();
         move |e: std::io::Error| Error::Io { path: p, source: e }
@@ -1127,13 +1098,13 @@ pub fn run_gnuradio(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<
             row.max_error = err;
             row.items_out = y.len();
         }
-        let timed = super::spread::in_turns(rows.len(), cfg.runs, |i, round| {
+        let timed = super::spread::in_turns(rows.len(), cfg.rounds, |i, round| {
             let point = rows[i].point;
             progress(&format!(
                 "fir: {l} taps, {} round {}/{}",
                 point.name(),
                 round + 1,
-                cfg.runs
+                cfg.rounds
             ));
             if point.is_gnuradio() {
                 let given = if point == GrPoint::GnuradioPadded {
@@ -1191,11 +1162,6 @@ fn gr_ratio(g: &[GrRow], taps: usize, a: GrPoint, b: GrPoint) -> Option<super::s
     Some(super::spread::Ratio::of(&x.msps(), &y.msps()))
 }
 
-/// A ratio as `1.23x (1.10..1.40)`: median and the rounds' min..max.
-fn ratio_text(r: &super::spread::Ratio) -> String {
-    format!("{:.2}x ({:.2}..{:.2})", r.0.median, r.0.min, r.0.max)
-}
-
 /// What explains the default-against-default ratio at one tap count: the
 /// FFT length (dmaflow at its length over dmaflow at GNU Radio's) and
 /// everything else (dmaflow over GNU Radio at the same length); their
@@ -1240,16 +1206,6 @@ pub fn attribution(g: &[GrRow]) -> Vec<Attribution> {
             })
         })
         .collect()
-}
-
-/// A ratio's verdict: every round on one side of 1, or no measurable
-/// difference.
-fn verdict(r: &super::spread::Ratio) -> &'static str {
-    match (r.measurable(), r.0.median > 1.0) {
-        (true, true) => "faster",
-        (true, false) => "slower",
-        (false, _) => "no measurable difference",
-    }
 }
 
 /// The GNU Radio comparison as text, with its targets.
@@ -1312,13 +1268,13 @@ fn gnuradio_text(g: &[GrRow]) -> (String, Vec<super::report::Target>) {
         .map(|a| {
             vec![
                 a.taps.to_string(),
-                ratio_text(&a.whole),
-                ratio_text(&a.fft),
-                ratio_text(&a.rest),
-                verdict(&a.rest).to_string(),
+                a.whole.text(),
+                a.fft.text(),
+                a.rest.text(),
+                a.rest.verdict().to_string(),
                 a.fft_share
                     .map_or("-".into(), |s| format!("{:.0} %", s * 100.0)),
-                ratio_text(&a.gnuradio_longer),
+                a.gnuradio_longer.text(),
             ]
         })
         .collect();
@@ -1344,7 +1300,7 @@ fn gnuradio_text(g: &[GrRow]) -> (String, Vec<super::report::Target>) {
                 "{} taps: dmaflow >= 1.2x GNU Radio's fft_filter_fff at the same FFT length",
                 a.taps
             ),
-            format!("{} ({})", ratio_text(&a.rest), verdict(&a.rest)),
+            format!("{} ({})", a.rest.text(), a.rest.verdict()),
             a.rest.0.median >= 1.2,
         ));
     }
@@ -1355,7 +1311,7 @@ fn gnuradio_text(g: &[GrRow]) -> (String, Vec<super::report::Target>) {
                  length",
                 a.taps
             ),
-            ratio_text(&a.whole),
+            a.whole.text(),
             a.whole.0.median >= 1.2,
         ));
     }
@@ -1391,6 +1347,42 @@ fn gnuradio_json(g: &[GrRow]) -> serde_json::Value {
     })
 }
 
+/// `dmaflow bench fir`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "fir",
+    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
+    then: None,
+    on_gpu: None,
+    board: OnBoard::EmulatorOnly("it measures process networks on this machine, not a DMA device"),
+    question: "Overlap-save FIR filter, zero-copy vs manual copy (paper 001).",
+    keys: "fft_len, overlap_pct, mode (bare|bare-copy: one thread;\n\
+          zerocopy|copy: the graph), taps, mflops (median, nominal:\n\
+          10 N log2 N + 6 N flops per block), mflops_spread;\n\
+          improvement_single_thread (bare over bare-copy) and\n\
+          improvement (zerocopy over copy): fft_len, overlap_pct, pct,\n\
+          ci_low, ci_high (Bonferroni over `comparisons`), pairs,\n\
+          measurable; gnuradio (with GNU Radio installed): rows of taps,\n\
+          point (dmaflow|dmaflow@gr-fft|gnuradio|gnuradio-padded), does,\n\
+          fft_len, msamples_per_s, its spread, cpu_us_per_ksample,\n\
+          max_error (against the f64 reference), items_out; and\n\
+          attribution per taps (default/default, FFT length, same FFT,\n\
+          the FFT's share of the ratio's logarithm)",
+    config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
+    conditions: Conditions {
+        timed: "one thread's loop over the whole signal (bare, bare-copy), or the graph's \
+                run from start to its last node's end (zerocopy, copy); against GNU Radio \
+                both sides alike: filter and FFT plans made before, queues or buffers \
+                made, threads started, run and joined inside",
+        against: "the manual copy of the overlap (paper 001's standard method), \
+                  interleaved pair by pair; GNU Radio's fft_filter_fff at each side's \
+                  default FFT length and at the other's, outputs checked against one f64 \
+                  reference",
+        model: "none: MFLOPS is the paper's nominal count over measured time",
+        paper: "paper 001 ran one thread on a PowerPC 970 and an Opteron; this x86 core has \
+                1 MiB of L2, so the copy is cheaper next to the transforms",
+    },
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1400,13 +1392,13 @@ mod tests {
     /// attributes the ratio and says what each point does.
     #[test]
     fn gnuradio_comparison_checks_every_output() {
-        if !crate::bench::net::gnuradio_here() {
+        if !crate::bench::peers::gnuradio_here() {
             eprintln!("GNU Radio not installed: skipped");
             return;
         }
         let cfg = Config {
             samples: 1 << 17,
-            runs: 2,
+            rounds: 2,
             ..Config::tiny()
         };
         let g = run_gnuradio(&cfg, &mut |_| {}).unwrap();

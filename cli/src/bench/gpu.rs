@@ -33,7 +33,11 @@ use serde_json::{Value, json};
 
 use super::report::{Report, Target};
 use super::spread::{Ratio, Spread};
-use super::{Error, bytes_label, table};
+use super::error::Error;
+use super::harness::{bytes_label, table, OnBoard};
+use super::conditions::Conditions;
+use super::harness::{NO_GPU, OnGpu, Spec};
+pub use super::harness::Tables;
 
 /// The completion modes a GPU is waited on with.
 pub const MODES: [Completion; 3] = [Completion::Poll, Completion::Yield, Completion::Irq];
@@ -65,27 +69,6 @@ pub struct Config {
     pub timeout: Duration,
     /// Which tables run.
     pub tables: Tables,
-}
-
-/// Which of the experiment's tables run (`bench transfer --device cuda` runs the
-/// transfer and message tables, `bench cnn --device cuda` the kernels, ...).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Tables {
-    /// The ceiling and the transfer points.
-    pub transfers: bool,
-    /// The message in blocks.
-    pub messages: bool,
-    /// The kernels against the CPU.
-    pub kernels: bool,
-}
-
-impl Tables {
-    /// Every table.
-    pub const ALL: Tables = Tables {
-        transfers: true,
-        messages: true,
-        kernels: true,
-    };
 }
 
 impl Config {
@@ -231,9 +214,6 @@ pub struct Outcome {
     pub kernels: Vec<KernelRow>,
 }
 
-/// The reason every GPU table is skipped, when it is.
-pub const SKIPPED: &str = "no CUDA device: skipped";
-
 /// Runs the experiment on device `cfg.device`; a machine with no driver or no
 /// device gives an outcome that says so. Asking for a device beyond those present
 /// is an error.
@@ -249,12 +229,12 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Outcome, Erro
     let list = match dmaflow::gpu::devices() {
         Ok(l) => l,
         Err(e) => {
-            out.device = Err(format!("{SKIPPED} ({e})"));
+            out.device = Err(format!("{NO_GPU} ({e})"));
             return Ok(out);
         }
     };
     if list.is_empty() {
-        out.device = Err(format!("{SKIPPED} (the driver sees none)"));
+        out.device = Err(format!("{NO_GPU} (the driver sees none)"));
         return Ok(out);
     }
     let gpu = Gpu::open(cfg.device)?;
@@ -892,6 +872,51 @@ pub fn report(_cfg: &Config, out: &Outcome) -> Report {
     }
 }
 
+/// `dmaflow bench gpu`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "gpu",
+    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
+    then: None,
+    on_gpu: Some(OnGpu::Itself),
+    board: OnBoard::EmulatorOnly("it runs on a GPU (--device cuda)"),
+    question: "A CUDA GPU as the DMA device: copy-engine ceiling, host memory kinds and \
+               completion modes, double buffering, kernels against the CPU (skipped without a \
+               GPU).",
+    keys: "device (every row), table (ceiling|transfer|message|kernel);\n\
+          ceiling: direction (h2d|d2h), bytes_per_s, bytes_per_s_spread;\n\
+          transfer: memory (pageable|pinned|pinned-wc|mapped|registered),\n\
+          mode, bytes, repeats, us (per two-way transfer), us_spread,\n\
+          h2d_bytes_per_s and d2h_bytes_per_s (device events, the\n\
+          copies queued behind a holding kernel as the ceiling's),\n\
+          h2d_submitted_bytes_per_s and d2h_submitted_bytes_per_s (the\n\
+          events queued as the host submits), their spreads, cpu_us (process CPU per transfer), cpu_us_spread,\n\
+          caller_cpu_us; message: bytes, block, depth, kernel, ms,\n\
+          ms_spread, ceiling_share (its spread too); kernel: name, gpu_ms,\n\
+          gpu_ms_spread, cpu_ms, identical. Without a GPU: skipped, no rows.",
+    config: |s| {
+        let (device, tables) = s.gpu.unwrap_or((0, Tables::ALL));
+        Config {
+            device,
+            tables,
+            ..s.tier.pick(Config::full, Config::quick, Config::tiny)
+        }
+    },
+    conditions: Conditions {
+        timed: "each point's transfers from the first call to the last return on the \
+                waiting thread (wall), each copy by the device's own events queued \
+                behind a holding kernel as the ceiling's are (h2d, d2h; in extra \
+                transfers) and as the host submits them (h2d/d2h submitted: a small \
+                copy's submission inside), process CPU time (the waiter and the \
+                driver's threads included)",
+        against: "the copy engines' ceiling measured in the same run (copies queued \
+                  behind a kernel holding the stream, as nvbandwidth does), and the CPU \
+                  references of every kernel",
+        model: "none: a GPU is real hardware, every figure is measured",
+        paper: "the papers' questions on a PCIe GPU instead of a Zynq's AXI DMA: copy \
+                engines for MM2S and S2MM, pinned memory for the DMA buffers",
+    },
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -903,7 +928,7 @@ mod tests {
         }
         let out = run(&Config::tiny(), |_| {}).unwrap();
         let r = report(&Config::tiny(), &out);
-        assert!(r.text.starts_with(SKIPPED), "{}", r.text);
+        assert!(r.text.starts_with(NO_GPU), "{}", r.text);
         assert_eq!(r.json["rows"].as_array().map(Vec::len), Some(0));
         assert!(r.targets.is_empty());
     }

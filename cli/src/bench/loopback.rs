@@ -14,11 +14,15 @@ use serde_json::json;
 
 use super::meter::{Meter, Tally};
 use super::report::{Target, sentence};
-use super::{Error, bytes_label, median, table};
+use super::error::Error;
+use super::on_board::Mode;
+use super::harness::{bytes_label, median, table, OnBoard};
 use dmaflow::dma::{Completion, Engine, Partition, Proxy, Timing};
 use dmaflow::platform::MemoryModel;
 use dmaflow::platform::{IrqLine, RegisterSpace};
 use dmaflow::sim::{Clock, Profile};
+use super::conditions::{Conditions, USER_X86};
+use super::harness::{OnGpu, Spec, Tables};
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -206,11 +210,11 @@ fn check(what: &str, seq: u64, len: usize, n: usize, got: &[u8]) -> Result<(), E
 /// cores the emulated device runs on a core of its own.
 pub fn run(cfg: &Config, progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
     let largest = cfg.sizes.iter().copied().max().unwrap_or(0);
-    let mut rig = super::Rig::with_model(
+    let mut rig = dmaflow::rig::Rig::with_model(
         (8 * largest + (1 << 20)).next_power_of_two(),
         cfg.clock,
         false,
-        super::policy_for(cfg.memory),
+        dmaflow::rig::policy_for(cfg.memory),
         cfg.memory,
         Box::new(dmaflow::sim::Loopback),
     )?;
@@ -620,7 +624,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
     };
     super::report::Report {
         experiment: "loopback",
-        heading: super::on_board(
+        heading: super::harness::on_board(
             format!(
                 "loopback: two-way transfers on the emulated fabric ({}, PG021 latencies), \
              median per transfer; blocks of {}; fresh data every transfer, checked",
@@ -663,6 +667,42 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
         ],
     }
 }
+
+/// `dmaflow bench loopback`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "loopback",
+    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
+    then: None,
+    on_gpu: Some(OnGpu::Gpu(Tables { kernels: false, ..Tables::ALL })),
+    board: OnBoard::Runs(Mode::Direct, |cfg, rig, progress| Ok(report(cfg, &run_on_board(cfg, rig, progress)?))),
+    question: "Two-way loopback transfers on the emulated fabric (paper 002).",
+    keys: "completion (poll|yield|irq|proxy|bare: the emulator baseline),\n\
+          path (zerocopy|copy), over_bare_us (over the baseline),\n\
+          buffering (single|double), partition (unique|blocks),\n\
+          block_bytes, bytes, median_us (two-way transfer),\n\
+          round_median_us_min, round_median_us_max, rounds (the modes\n\
+          take turns round by round; proxy's rounds are consecutive\n\
+          shares), model_us,\n\
+          overhead_us, cpu_us (driver threads and interrupt delivery),\n\
+          irq_delivery_us (of cpu_us: the emulated interrupt's eventfd\n\
+          write and wake-up, a handler's work on a board), cpu_share,\n\
+          tx_us (MM2S start to its completion), rx_us (S2MM start to its\n\
+          completion), us_per_byte,\n\
+          iterations (times medians, at the profile's port clock)",
+    config: |s| Config {
+        memory: s.memory, clock: s.profile.port,
+        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
+    },
+    conditions: Conditions {
+        timed: "each two-way transfer from the call to its return; TX and RX from their own \
+                starts; the modes in turns, five rounds per size",
+        against: "the modelled device (model_us) and polling's CPU",
+        model: "model_us: PG021's latencies and the HP port's clock; overhead_us also holds \
+                the emulator's own work, which the bare rows (the thinnest driver on the same \
+                fabric) measure: over_bare_us is dmaflow's",
+        paper: USER_X86,
+    },
+};
 
 #[cfg(test)]
 mod tests {

@@ -21,14 +21,18 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 
 use super::app::{App, TRIAD_UNIT_BYTES, Work};
-use super::contention::{check, mark};
+use super::peers::{check, mark};
 use super::meter::{Meter, Tally};
 use super::report::{Target, sentence};
 use super::spread::{Ratio, Spread, in_turns};
-use super::{Error, Rig, bytes_label, table};
+use super::error::Error;
+use super::harness::{bytes_label, table, OnBoard};
+use dmaflow::rig::Rig;
 use dmaflow::dma::Completion;
 use dmaflow::mem::CachePolicy;
 use dmaflow::sim::{Clock, Loopback, Profile};
+use super::conditions::Conditions;
+use super::harness::Spec;
 
 /// How the driver waits: asleep on the interrupt line, so that on a shared
 /// core the application has the core while the device copies.
@@ -437,7 +441,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
              filter (the control) and a STREAM-like triad over 3 x 64 MiB (memory-bound), {} \
              per point in each of {} rounds (order reversed every other round), driver asleep \
              on the interrupt line; the application {}; link = {} and unlimited",
-            super::ms_label(cfg.duration),
+            super::harness::ms_label(cfg.duration),
             cfg.rounds,
             if own {
                 "on a core of its own"
@@ -465,6 +469,37 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
         }],
     }
 }
+
+/// `dmaflow bench memory`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "memory",
+    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
+    then: None,
+    on_gpu: None,
+    board: OnBoard::EmulatorOnly("it sets the emulated link's clock and memory model"),
+    question: "Memory-bandwidth contention: transfers beside a memory-bound application.",
+    keys: "clock, bytes (each way), beside (none|filter|triad), own_core\n\
+          (the application on a core of its own), transfers, mb_per_s\n\
+          (each way, median), mb_per_s_spread, model_mb_per_s, cpu_us,\n\
+          vs_filter (MB/s over the same size's beside the filter, round\n\
+          by round), vs_filter_measurable, app_share (beside / alone),\n\
+          app_share_spread, triad_gb_per_s_alone, triad_gb_per_s_beside",
+    config: |s| Config {
+        profile: s.profile,
+        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
+    },
+    conditions: Conditions {
+        timed: "back-to-back two-way transfers over a fixed time on the driver's thread; \
+                the application's units of work over the same time, and alone just before",
+        against: "the same transfers beside a cache-resident filter (the same sharing of \
+                  the core, no memory traffic) and beside nothing; the triad alone",
+        model: "model MB/s at the port's clock; the unlimited rows are this machine's own \
+                memory (the emulated device copies through it)",
+        paper: "papers 002 and 004 contend on a Zynq's DDR controller and the ACP; here a \
+                VM's DRAM and shared last-level cache, and on two cores the application \
+                shares the driver's core (the filter rows carry that sharing)",
+    },
+};
 
 #[cfg(test)]
 mod tests {

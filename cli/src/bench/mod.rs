@@ -3,219 +3,85 @@
 
 pub mod app;
 pub mod baseline;
-pub mod bgsub;
-pub mod cnn;
 pub mod conditions;
-pub mod contention;
-pub mod faults;
-pub mod fir;
-pub mod gpu;
-pub mod loopback;
-pub mod memory;
+pub mod error;
+pub mod harness;
 pub mod meter;
-pub mod net;
 pub mod on_board;
-pub mod pipeline;
+pub mod peers;
 pub mod plot;
-pub mod readers;
 pub mod report;
-pub mod ring;
-pub mod sched;
 pub mod spread;
-pub mod transfer;
-pub mod twoway;
-
-use std::fmt::Write as _;
-
-use dmaflow::platform::MemoryModel;
-
-/// What went wrong while running an experiment.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// A queue under test failed.
-    #[error("queue under test failed: {0}")]
-    Ring(#[from] dmaflow::ring::Error),
-    /// A process network under test failed.
-    #[error("graph under test failed: {0}")]
-    Graph(#[from] dmaflow::graph::Error),
-    /// A plot could not be written.
-    #[error(transparent)]
-    Plot(#[from] plot::PlotError),
-    /// A report file could not be written.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: String,
-        /// The operating system's error.
-        source: std::io::Error,
-    },
-    /// A peer implementation failed.
-    #[error("{peer} failed: {reason}")]
-    Peer {
-        /// Name of the implementation.
-        peer: &'static str,
-        /// What it reported.
-        reason: String,
-    },
-    /// The data that came out was not the data that went in.
-    #[error("{what}: checksum {got:#010x}, expected {expected:#010x}")]
-    Corrupted {
-        /// Which measurement.
-        what: String,
-        /// Checksum of the data received.
-        got: u32,
-        /// Checksum of the data sent.
-        expected: u32,
-    },
-    /// The emulated board could not be set up.
-    #[error("emulated board: {0}")]
-    Platform(#[from] dmaflow::platform::Error),
-    /// DMA memory ran out or failed.
-    #[error(transparent)]
-    Mem(#[from] dmaflow::mem::Error),
-    /// The DMA engine failed.
-    #[error(transparent)]
-    Axi(#[from] dmaflow::axi::Error),
-    /// A transfer failed.
-    #[error(transparent)]
-    Dma(#[from] dmaflow::dma::Error),
-    /// An emulated board could not be set up or driven.
-    #[error(transparent)]
-    Rig(#[from] dmaflow::rig::Error),
-    /// A GPU failed or refused what was asked.
-    #[error("GPU: {0}")]
-    Gpu(#[from] dmaflow::gpu::Error),
-    /// A worker thread panicked.
-    #[error("worker thread of {0} panicked")]
-    Panicked(&'static str),
-    /// A real board (`--board ROOT`) lacks what the experiment needs.
-    #[error("board under {root}: not ready for this experiment:\n  {}", advice.join("\n  "))]
-    Board {
-        /// Where the board was looked for.
-        root: String,
-        /// What is missing, each with what to add (`dmaflow info`'s advice).
-        advice: Vec<String>,
-    },
-    /// The experiment runs on the emulated fabric only.
-    #[error(
-        "`bench {0}` needs the emulated fabric ({1}): it has no --board form (transfer, twoway and loopback have)"
-    )]
-    EmulatorOnly(&'static str, &'static str),
-}
 
 pub use dmaflow::rig::{Rig, SimEngine, policy_for};
+pub use error::Error;
+pub use harness::{
+    Experiment, Setup, Tier, bytes_label, median, ms_label, on_board, placement_here, table,
+};
 
-/// Where the DMA experiments put their threads on this machine, for a report's
-/// header (see [`dmaflow::rig::Rig::dedicate_core`]).
-pub fn placement_here() -> String {
-    match dmaflow::platform::cpu::allowed_cores(None) {
-        Ok(cores) => match cores.split_last() {
-            Some((d, host)) if !host.is_empty() => format!(
-                "DMA experiments run the emulated device thread on core {d} and the driver and \
-                 application threads on core(s) {}",
-                host.iter()
-                    .map(usize::to_string)
-                    .collect::<Vec<_>>()
-                    .join(",")
-            ),
-            _ => "one core: the emulated device thread takes turns with the driver".into(),
-        },
-        Err(e) => format!("cores unknown ({e})"),
-    }
-}
+/// The registry: declares each experiment's module and lists its
+/// [`Experiment`] in [`EXPERIMENTS`], in the order `bench all` runs them and
+/// the Targets table lists them. The command line, `bench all`, that order
+/// and each experiment's conditions all come from this one list: an
+/// experiment is its file under `bench/`, whose `EXPERIMENT` states its
+/// [`harness::Spec`], and one line here.
+macro_rules! registry {
+    ($($module:ident,)*) => {
+        $(pub mod $module;)*
 
-/// Says in a report's heading which board memory it ran on, when not coherent.
-pub fn on_board(heading: String, model: MemoryModel) -> String {
-    match model {
-        MemoryModel::Coherent => heading,
-        MemoryModel::NonCoherent => {
-            format!("{heading} [non-coherent board, explicit cache maintenance]")
-        }
-    }
-}
-
-/// Median of a non-empty set of samples (mean of the middle two for even counts);
-/// `NaN` for an empty set.
-pub fn median(samples: &[f64]) -> f64 {
-    spread::Spread::of(samples).median
-}
-
-/// Renders rows as a text table with right-aligned columns.
-pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.len());
-        }
-    }
-    let mut out = String::new();
-    let line = |out: &mut String, cells: &mut dyn Iterator<Item = &str>| {
-        let parts: Vec<String> = cells
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:>w$}"))
-            .collect();
-        let _ = writeln!(out, "{}", parts.join("  ").trim_end());
+        /// Every experiment, in the order `bench all` runs them.
+        pub static EXPERIMENTS: &[&dyn Experiment] = &[$(&$module::EXPERIMENT),*];
     };
-    line(&mut out, &mut headers.iter().copied());
-    let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
-    let _ = writeln!(out, "{}", rule.join("  "));
-    for row in rows {
-        line(&mut out, &mut row.iter().map(String::as_str));
-    }
-    out
 }
 
-/// A duration in whole milliseconds: `150 ms`.
-pub fn ms_label(d: std::time::Duration) -> String {
-    format!("{} ms", d.as_millis())
+registry! {
+    ring,
+    readers,
+    fir,
+    sched,
+    transfer,
+    twoway,
+    loopback,
+    bgsub,
+    cnn,
+    contention,
+    memory,
+    pipeline,
+    faults,
+    net,
+    gpu,
 }
 
-/// Human-readable byte count: `64 B`, `4 KiB`, `6 MiB`.
-pub fn bytes_label(b: usize) -> String {
-    if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
-        format!("{} MiB", b >> 20)
-    } else if b >= 1 << 10 && b.is_multiple_of(1 << 10) {
-        format!("{} KiB", b >> 10)
-    } else if b >= 1 << 20 {
-        format!("{:.1} MiB", b as f64 / f64::from(1 << 20))
-    } else {
-        format!("{b} B")
-    }
+/// The experiment named `name`.
+pub fn find(name: &str) -> Option<&'static dyn Experiment> {
+    EXPERIMENTS.iter().copied().find(|e| e.name() == name)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// Every experiment's JSON keys as `bench --help` lists them: the name, then
+/// its lines indented under the first.
+pub fn keys_help() -> String {
+    EXPERIMENTS
+        .iter()
+        .map(|e| {
+            let name = format!("{}:", e.name());
+            let body = e.keys().replace('\n', &format!("\n{:12}", ""));
+            format!(
+                "  {name:<10}{}{body}\n",
+                if name.len() < 10 { "" } else { " " }
+            )
+        })
+        .collect()
+}
 
-    #[test]
-    fn median_of_odd_even_and_empty() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
-        assert!(median(&[]).is_nan());
-    }
-
-    #[test]
-    fn table_aligns_columns() {
-        let t = table(&["a", "bbb"], &[vec!["xx".into(), "y".into()]]);
-        let lines: Vec<&str> = t.lines().collect();
-        assert_eq!(lines[0], " a  bbb");
-        assert_eq!(lines[1], "--  ---");
-        assert_eq!(lines[2], "xx    y");
-    }
-
-    #[test]
-    fn byte_labels() {
-        assert_eq!(bytes_label(64), "64 B");
-        assert_eq!(bytes_label(4096), "4 KiB");
-        assert_eq!(bytes_label(6 << 20), "6 MiB");
-        assert_eq!(bytes_label(1000), "1000 B");
-    }
+/// The experiments' names in the registry's order.
+pub fn names() -> Vec<&'static str> {
+    EXPERIMENTS.iter().map(|e| e.name()).collect()
 }
 
 #[cfg(test)]
 mod on_boards {
     use super::*;
+    use dmaflow::platform::MemoryModel;
 
     /// The DMA experiments on the non-coherent board, with explicit cache
     /// maintenance: every transfer's data is checked by the run (a missing cache
@@ -245,5 +111,42 @@ mod on_boards {
         on_noncoherent!(twoway);
         on_noncoherent!(bgsub);
         on_noncoherent!(cnn);
+    }
+}
+
+#[cfg(test)]
+mod registry {
+    use super::*;
+
+    #[test]
+    fn every_experiment_says_what_its_numbers_are() {
+        for e in EXPERIMENTS {
+            assert!(
+                keys_help().contains(&format!("  {}: ", e.name())),
+                "{}",
+                e.name()
+            );
+            assert!(!e.keys().is_empty(), "{}", e.name());
+            let text = e.conditions().lines();
+            assert_eq!(text.lines().count(), 4, "{}", e.name());
+            assert!(
+                text.contains("timed: ") && text.contains("the model's: "),
+                "{}",
+                e.name()
+            );
+        }
+    }
+
+    #[test]
+    fn names_are_unique_and_found() {
+        let mut n = names();
+        for name in &n {
+            assert_eq!(find(name).map(|e| e.name()), Some(*name));
+        }
+        n.sort_unstable();
+        n.dedup();
+        assert_eq!(n.len(), EXPERIMENTS.len());
+        assert!(find("nothing").is_none());
+        assert_eq!(find("ring").and_then(|e| e.then()), Some("readers"));
     }
 }

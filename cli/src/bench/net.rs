@@ -37,7 +37,11 @@ use serde_json::json;
 
 use super::report::{Report, Target};
 use super::spread::{Ratio, Spread, in_turns};
-use super::{Error, median, table};
+use super::peers::{gnuradio_here, wait_within};
+use super::error::Error;
+use super::harness::{median, table, OnBoard};
+use super::conditions::Conditions;
+use super::harness::Spec;
 
 /// The experiment's size.
 #[derive(Debug, Clone)]
@@ -79,6 +83,16 @@ impl Config {
             in_process: false,
         }
     }
+
+    /// The smallest run, for tests.
+    pub fn tiny() -> Self {
+        Config {
+            sizes: vec![64, 4096],
+            bytes: (1 << 20, 1 << 20),
+            rounds: 2,
+            in_process: false,
+        }
+    }
 }
 
 /// GNU Radio's ends, run by Debian's Python where GNU Radio is installed.
@@ -94,60 +108,6 @@ const GR_RX_LIMIT: Duration = Duration::from_secs(30);
 
 /// The `peer` of the error a stalled GNU Radio receiver gives.
 const STALLED: &str = "stalled GNU Radio receiver";
-
-/// Whether GNU Radio's Python API with gr-zeromq is here.
-pub fn gnuradio_here() -> bool {
-    Command::new("/usr/bin/python3")
-        .args(["-c", "import gnuradio.zeromq"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// Waits for `child` to end, its output collected, for at most `limit`:
-/// past that it is killed and the wait is an error.
-fn wait_within(
-    mut child: Child,
-    what: &str,
-    limit: Duration,
-) -> Result<std::process::Output, Error> {
-    let io = |e: std::io::Error| Error::Io {
-        path: what.to_string(),
-        source: e,
-    };
-    let t0 = Instant::now();
-    loop {
-        if child.try_wait().map_err(io)?.is_some() {
-            return child.wait_with_output().map_err(io);
-        }
-        if t0.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(Error::Peer {
-                peer: "peer process",
-                reason: format!("{what} still running after {limit:?}: stopped"),
-            });
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    }
-}
-
-/// Runs `cmd` to its end, its output collected, for at most `limit`: past
-/// that it is killed and the wait is an error.
-pub fn output_within(cmd: &mut Command, limit: Duration) -> Result<std::process::Output, Error> {
-    let what = format!("{:?}", cmd.get_program());
-    let child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| Error::Io {
-            path: what.clone(),
-            source: e,
-        })?;
-    wait_within(child, &what, limit)
-}
 
 /// A way through the network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -525,7 +485,7 @@ impl Drop for Counters {
 }
 
 /// Where GNU Radio's files go: tmpfs where there is one.
-fn scratch() -> Result<super::fir::ScratchDir, Error> {
+fn scratch() -> Result<super::peers::ScratchDir, Error> {
     let shm = Path::new("/dev/shm");
     if shm.is_dir() {
         let p = shm.join(format!("dmaflow-net-{}", std::process::id()));
@@ -533,9 +493,9 @@ fn scratch() -> Result<super::fir::ScratchDir, Error> {
             path: p.display().to_string(),
             source: e,
         })?;
-        Ok(super::fir::ScratchDir::at(p))
+        Ok(super::peers::ScratchDir::at(p))
     } else {
-        super::fir::ScratchDir::new("dmaflow-net")
+        super::peers::ScratchDir::new("dmaflow-net")
     }
 }
 
@@ -946,20 +906,6 @@ fn finite(v: &[f64]) -> Vec<f64> {
     v.iter().copied().filter(|x| x.is_finite()).collect()
 }
 
-/// A ratio as `1.23x (1.10..1.40)`.
-fn ratio_text(r: &Ratio) -> String {
-    format!("{:.2}x ({:.2}..{:.2})", r.0.median, r.0.min, r.0.max)
-}
-
-/// A ratio's verdict.
-fn verdict(r: &Ratio) -> &'static str {
-    match (r.measurable(), r.0.median > 1.0) {
-        (true, true) => "faster",
-        (true, false) => "slower",
-        (false, _) => "no measurable difference",
-    }
-}
-
 /// The report.
 pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     let mut cells = Vec::new();
@@ -967,7 +913,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         let (m, lo, hi) = r.mbps();
         let items = r.bytes as f64 / 4.0;
         cells.push(vec![
-            super::bytes_label(r.size),
+            super::harness::bytes_label(r.size),
             r.point.name().to_string(),
             format!("{m:.0}"),
             format!("{lo:.0}..{hi:.0}"),
@@ -1017,15 +963,15 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         let find = |v: &[(usize, Ratio)], s: usize| {
             v.iter()
                 .find(|(z, _)| *z == s)
-                .map_or("-".into(), |(_, r)| ratio_text(r))
+                .map_or("-".into(), |(_, r)| r.text())
         };
         let cells: Vec<Vec<String>> = equal
             .iter()
             .map(|(size, r)| {
                 vec![
-                    super::bytes_label(*size),
-                    ratio_text(r),
-                    verdict(r).to_string(),
+                    super::harness::bytes_label(*size),
+                    r.text(),
+                    r.verdict().to_string(),
                     find(&default, *size),
                     find(&size_of, *size),
                     find(&rx, *size),
@@ -1053,9 +999,9 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
                 format!(
                     "{} items: dmaflow >= GNU Radio's push_sink -> pull_source at the same \
                      message size",
-                    super::bytes_label(*size)
+                    super::harness::bytes_label(*size)
                 ),
-                format!("{} ({})", ratio_text(r), verdict(r)),
+                format!("{} ({})", r.text(), r.verdict()),
                 r.0.median >= 1.0,
             ));
         }
@@ -1064,7 +1010,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     for (size, r) in &raw {
         text += &format!(
             "{}: dmaflow at {:.0} % of the raw ceiling ({:.0}..{:.0} %)\n",
-            super::bytes_label(*size),
+            super::harness::bytes_label(*size),
             r.0.median * 100.0,
             r.0.min * 100.0,
             r.0.max * 100.0
@@ -1073,7 +1019,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
             targets.push(Target::new(
                 format!(
                     "{} messages: dmaflow >= 90 % of raw ZeroMQ",
-                    super::bytes_label(*size)
+                    super::harness::bytes_label(*size)
                 ),
                 format!(
                     "{:.0} % ({:.0}..{:.0} %)",
@@ -1089,7 +1035,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     let mut clauses: Vec<String> = vec![format!(
         "dmaflow's share of the raw ZeroMQ throughput: {}",
         raw.iter()
-            .map(|(s, r)| format!("{} {:.0} %", super::bytes_label(*s), r.0.median * 100.0))
+            .map(|(s, r)| format!("{} {:.0} %", super::harness::bytes_label(*s), r.0.median * 100.0))
             .collect::<Vec<_>>()
             .join(", ")
     )];
@@ -1098,7 +1044,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
             "against GNU Radio's lean ends at GNU Radio's own message size: {}",
             equal
                 .iter()
-                .map(|(s, r)| format!("{} {:.2}x", super::bytes_label(*s), r.0.median))
+                .map(|(s, r)| format!("{} {:.2}x", super::harness::bytes_label(*s), r.0.median))
                 .collect::<Vec<_>>()
                 .join(", ")
         ));
@@ -1164,6 +1110,36 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     }
 }
 
+/// `dmaflow bench net`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "net",
+    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
+    then: None,
+    on_gpu: None,
+    board: OnBoard::EmulatorOnly("it measures network edges on this machine, not a DMA device"),
+    question: "A dmaflow ZeroMQ edge between two processes against bare PUSH/PULL.",
+    keys: "message_bytes (message or item size), point (dmaflow|raw|\n\
+          dmaflow-batched|dmaflow-capped|gnuradio|dmaflow->gnuradio|\n\
+          gnuradio->dmaflow), does (what its ends do), mb_per_s (median\n\
+          over rounds), mb_per_s_min, mb_per_s_max, mb_per_s_spread,\n\
+          rounds, rx_cpu_share (receiving process's CPU over its time),\n\
+          rx_cpu_us_per_mb, sent_message_bytes (mean message size where\n\
+          known); against_gnuradio: per item size, the round-by-round\n\
+          ratios capped/gnuradio, batched/gnuradio, batched/capped and\n\
+          the crossed edges over gnuradio",
+    config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
+    conditions: Conditions {
+        timed: "the receiver from its first data to its last (GNU Radio's receiver: its \
+                sink's count looked at every 0.5 ms); CPU the receiving process's",
+        against: "bare PUSH/PULL of the same libzmq (the ceiling), and GNU Radio's \
+                  push_sink -> pull_source, lean (what each point does is in its row), at \
+                  GNU Radio's own message size, with both crossed edges",
+        model: "none",
+        paper: "gr-zeromq over loopback TCP on one two-core machine, every process sharing \
+                the two cores",
+    },
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1173,10 +1149,8 @@ mod tests {
     #[test]
     fn both_points_deliver_every_item() {
         let cfg = Config {
-            sizes: vec![64, 4096],
-            bytes: (1 << 20, 1 << 20),
-            rounds: 2,
             in_process: true,
+            ..Config::tiny()
         };
         let rows = run(&cfg, &mut |m| eprintln!("{m}")).unwrap();
         let gr = gnuradio_here();

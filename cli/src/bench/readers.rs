@@ -23,11 +23,14 @@ use std::time::Instant;
 use serde_json::json;
 
 use super::report::{Report, Target, sentence};
-use super::ring::{Backoff, checksum, fill, series};
+use super::peers::{Backoff, checksum, fill, series};
 use super::spread::{Spread, in_turns};
-use super::{Error, table};
+use super::error::Error;
+use super::harness::table;
 use dmaflow::platform::cpu::{allowed_cores, pin};
 use dmaflow::ring::{Builder, Wait};
+use super::conditions::Conditions;
+use super::harness::{OnBoard, Spec};
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -433,6 +436,27 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         plots: Vec::new(),
     }
 }
+
+/// `dmaflow bench readers`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "readers",
+    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
+    then: None,
+    on_gpu: None,
+    board: OnBoard::EmulatorOnly("it measures queues on this machine, not a DMA device"),
+    question: "One writer, several readers of one queue (GNU Radio 4's bm_Buffer shape).",
+    keys: "impl (dmaflow|vmcircbuffer), readers, items_per_op, ops_per_s\n\
+          (writer operations, median), ops_per_s_min, ops_per_s_max,\n\
+          samples_per_s_per_reader, rounds",
+    config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
+    conditions: Conditions {
+        timed: "from the first thread's start to the last thread's end",
+        against: "vmcircbuffer's lock-free SPMC buffer here, and GNU Radio 4's published \
+                  bm_Buffer figures (another CPU, not measured here)",
+        model: "none",
+        paper: "GNU Radio 4 ran on a many-core desktop; here five threads share two cores",
+    },
+};
 
 #[cfg(test)]
 mod tests {

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::Error;
+use super::conditions::Conditions;
+use super::error::Error;
 use super::plot::{LinePlot, Series, write_svg};
 
 /// A target an experiment checks, and what this run found.
@@ -181,26 +182,6 @@ impl Report {
     }
 }
 
-/// The experiments in the order `dmaflow bench all` runs them (the Targets
-/// table's order).
-pub const ORDER: [&str; 15] = [
-    "ring",
-    "readers",
-    "fir",
-    "sched",
-    "transfer",
-    "twoway",
-    "loopback",
-    "bgsub",
-    "cnn",
-    "contention",
-    "memory",
-    "pipeline",
-    "faults",
-    "net",
-    "gpu",
-];
-
 /// Why a run's JSON documents could not be made into a Targets table.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -227,9 +208,9 @@ pub enum TargetsError {
 }
 
 /// Reads the reports' JSON documents at `paths`: files, or directories whose
-/// `NAME.json` files for the experiments of [`ORDER`] are read (a `bench
-/// --out` directory). Documents come back in [`ORDER`].
-pub fn read_documents(paths: &[PathBuf]) -> Result<Vec<Value>, TargetsError> {
+/// `NAME.json` files for the experiments of `order` are read (a `bench
+/// --out` directory). Documents come back in `order`.
+pub fn read_documents(paths: &[PathBuf], order: &[&str]) -> Result<Vec<Value>, TargetsError> {
     let read = |p: &Path| -> Result<Value, TargetsError> {
         let text = std::fs::read_to_string(p).map_err(|e| TargetsError::Read {
             path: p.display().to_string(),
@@ -251,7 +232,7 @@ pub fn read_documents(paths: &[PathBuf]) -> Result<Vec<Value>, TargetsError> {
     let mut docs = Vec::new();
     for p in paths {
         if p.is_dir() {
-            for name in ORDER {
+            for name in order {
                 let f = p.join(format!("{name}.json"));
                 if f.is_file() {
                     docs.push(read(&f)?);
@@ -272,7 +253,7 @@ pub fn read_documents(paths: &[PathBuf]) -> Result<Vec<Value>, TargetsError> {
     }
     let rank = |v: &Value| {
         let e = v["experiment"].as_str().unwrap_or("");
-        ORDER.iter().position(|&o| o == e).unwrap_or(ORDER.len())
+        order.iter().position(|&o| o == e).unwrap_or(order.len())
     };
     docs.sort_by_key(rank);
     Ok(docs)
@@ -412,11 +393,15 @@ const FOLD_ROWS: usize = 16;
 /// what each experiment measured, then per experiment its plots, its rows as a
 /// table (folded when long, the CSV linked) and its tables as printed. Returns
 /// its path.
-pub fn write_index(dir: &Path, info: &RunInfo, reports: &[Report]) -> Result<PathBuf, Error> {
+pub fn write_index(
+    dir: &Path,
+    info: &RunInfo,
+    reports: &[(Report, Conditions)],
+) -> Result<PathBuf, Error> {
     std::fs::create_dir_all(dir).map_err(io(dir))?;
     let experiments: Vec<Value> = reports
         .iter()
-        .map(|r| {
+        .map(|(r, c)| {
             let columns = r.columns();
             let rows: Vec<Value> = r.json["rows"]
                 .as_array()
@@ -437,14 +422,12 @@ pub fn write_index(dir: &Path, info: &RunInfo, reports: &[Report]) -> Result<Pat
             serde_json::json!({
                 "name": r.experiment,
                 "heading": r.heading,
-                "conditions": super::conditions::of(r.experiment).map(|c| {
-                    serde_json::json!([
-                        ["timed", c.timed],
-                        ["compared with", c.against],
-                        ["the model's", c.model],
-                        ["against the paper", c.paper],
-                    ])
-                }),
+                "conditions": [
+                    ["timed", c.timed],
+                    ["compared with", c.against],
+                    ["the model's", c.model],
+                    ["against the paper", c.paper],
+                ],
                 "answer": r.answer,
                 "targets": r.targets.iter().map(|t| serde_json::json!({
                     "what": t.what, "found": t.found, "met": t.met,
@@ -542,7 +525,13 @@ mod tests {
             command: "dmaflow bench".into(),
             board: "emulated fabric".into(),
         };
-        let index = write_index(dir.path(), &info, &[report()]).unwrap();
+        let conditions = Conditions {
+            timed: "t",
+            against: "a",
+            model: "m",
+            paper: "p",
+        };
+        let index = write_index(dir.path(), &info, &[(report(), conditions)]).unwrap();
         let html = std::fs::read_to_string(index).unwrap();
         for needle in [
             "1970-01-01 00:00 UTC",
@@ -574,11 +563,14 @@ mod tests {
         ring.experiment = "ring";
         ring.targets = vec![Target::new("a | b", "1.0x", true)];
         ring.write(dir.path()).unwrap();
-        let docs = read_documents(&[dir.path().to_path_buf()]).unwrap();
-        // Only the experiments of ORDER are read from a directory.
+        let docs = read_documents(&[dir.path().to_path_buf()], &["ring"]).unwrap();
+        // Only the experiments named are read from a directory.
         assert_eq!(docs.len(), 1);
-        let more =
-            read_documents(&[dir.path().join("demo.json"), dir.path().to_path_buf()]).unwrap();
+        let more = read_documents(
+            &[dir.path().join("demo.json"), dir.path().to_path_buf()],
+            &["ring"],
+        )
+        .unwrap();
         assert_eq!(more[0]["experiment"], "ring");
         let md = targets_markdown(&more);
         let lines: Vec<&str> = md.lines().collect();
@@ -587,16 +579,16 @@ mod tests {
         assert_eq!(lines[3], "| demo | at least 1 GB/s | 2 GB/s | met |");
         assert_eq!(lines[4], "| demo | at most 1 us | 3 us | **missed** |");
         assert!(matches!(
-            read_documents(&[dir.path().join("demo.csv")]),
+            read_documents(&[dir.path().join("demo.csv")], &[]),
             Err(TargetsError::NotAReport { .. })
         ));
         assert!(matches!(
-            read_documents(&[dir.path().join("nothing")]),
+            read_documents(&[dir.path().join("nothing")], &[]),
             Err(TargetsError::Read { .. })
         ));
         let empty = tempfile::tempdir().unwrap();
         assert!(matches!(
-            read_documents(&[empty.path().to_path_buf()]),
+            read_documents(&[empty.path().to_path_buf()], &["ring"]),
             Err(TargetsError::Empty(_))
         ));
     }

@@ -26,10 +26,14 @@ use std::time::Instant;
 
 use serde_json::json;
 
+use super::peers::{Backoff, checksum, fill, series};
 use super::report::{Target, sentence};
-use super::{Error, bytes_label, table};
+use super::error::Error;
+use super::harness::{bytes_label, table, OnBoard};
 use dmaflow::platform::cpu::{allowed_cores, pin};
 use dmaflow::ring::{Builder, Wait};
+use super::conditions::Conditions;
+use super::harness::Spec;
 
 /// Size of one item in bytes.
 const ITEM: usize = std::mem::size_of::<f32>();
@@ -39,8 +43,8 @@ const ITEM: usize = std::mem::size_of::<f32>();
 pub struct Config {
     /// Bytes streamed per measurement.
     pub total_bytes: usize,
-    /// Measurements per row; the median is reported.
-    pub runs: usize,
+    /// Rounds per row; the median is reported.
+    pub rounds: usize,
     /// Producer batch sizes in bytes (each a multiple of 4 and a divisor of
     /// `total_bytes` and `queue_bytes`).
     pub batches: Vec<usize>,
@@ -56,7 +60,7 @@ impl Config {
     pub fn full() -> Self {
         Config {
             total_bytes: 512 << 20,
-            runs: 11,
+            rounds: 11,
             batches: vec![64, 4 << 10, 64 << 10],
             queue_bytes: 256 << 10,
             reader: std::env::current_exe().ok(),
@@ -67,7 +71,7 @@ impl Config {
     pub fn quick() -> Self {
         Config {
             total_bytes: 128 << 20,
-            runs: 7,
+            rounds: 7,
             ..Self::full()
         }
     }
@@ -76,7 +80,7 @@ impl Config {
     pub fn tiny() -> Self {
         Config {
             total_bytes: 1 << 20,
-            runs: 1,
+            rounds: 1,
             batches: vec![64, 4 << 10],
             queue_bytes: 64 << 10,
             // A test binary is not `dmaflow`: the cross-process row needs the
@@ -99,8 +103,8 @@ pub struct Row {
     pub gbytes_per_s: f64,
     /// The lowest and highest of the runs.
     pub range: (f64, f64),
-    /// Measurements.
-    pub runs: usize,
+    /// Rounds measured (the JSON key `runs`).
+    pub rounds: usize,
 }
 
 /// How far above the no-queue bound (as a share of it) a median may lie
@@ -119,58 +123,12 @@ impl Row {
     }
 }
 
-/// A waiting side's backoff, the same for every queue: spin a little, then
-/// `sched_yield` (what dmaflow's `Wait::Yield` does).
-#[derive(Default)]
-pub(super) struct Backoff(u32);
-
-impl Backoff {
-    const SPINS: u32 = 64;
-
-    pub(super) fn wait(&mut self) {
-        if self.0 < Self::SPINS {
-            self.0 += 1;
-            std::hint::spin_loop();
-        } else {
-            std::thread::yield_now();
-        }
-    }
-
-    pub(super) fn reset(&mut self) {
-        self.0 = 0;
-    }
-}
-
-/// Sets every item to the float whose bits are its sequence number.
-pub(super) fn fill(s: &mut [f32], first: u32) {
-    for (k, x) in s.iter_mut().enumerate() {
-        *x = f32::from_bits(first.wrapping_add(k as u32));
-    }
-}
-
 /// [`fill`] for uninitialised slots.
 #[cfg(feature = "peers")]
 fn fill_uninit(s: &mut [MaybeUninit<f32>], first: u32) {
     for (k, x) in s.iter_mut().enumerate() {
         x.write(f32::from_bits(first.wrapping_add(k as u32)));
     }
-}
-
-/// Wrapping sum of the items' bits; vectorises.
-pub(super) fn checksum(s: &[f32]) -> u32 {
-    bytemuck::cast_slice::<f32, u32>(s)
-        .iter()
-        .fold(0u32, |a, &b| a.wrapping_add(b))
-}
-
-/// Checksum of the sequence numbers `first .. first + n`.
-pub(super) fn series(first: u64, n: u64) -> u32 {
-    if n == 0 {
-        return 0;
-    }
-    // Sum of an arithmetic series, reduced mod 2^32 (all terms fit in u128).
-    let s = (n as u128) * (2 * first as u128 + n as u128 - 1) / 2;
-    s as u32
 }
 
 /// Runs `producer` and `consumer` on two threads started together; returns the
@@ -711,13 +669,13 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
         };
         for case in ["stream", "window", "window-copy"] {
             let impls = contenders(case, cfg.reader.is_some());
-            let samples = super::spread::in_turns(impls.len(), cfg.runs, |i, run| {
+            let samples = super::spread::in_turns(impls.len(), cfg.rounds, |i, run| {
                 let (name, measure) = &impls[i];
                 progress(&format!(
                     "ring {case} {} {name} run {}/{}",
                     bytes_label(batch_bytes),
                     run + 1,
-                    cfg.runs
+                    cfg.rounds
                 ));
                 let (secs, sum) = measure(&shape)?;
                 let expected = match (case, *name) {
@@ -742,7 +700,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
                     batch_bytes,
                     gbytes_per_s: sp.median,
                     range: (sp.min, sp.max),
-                    runs: sp.n,
+                    rounds: sp.n,
                 });
             }
         }
@@ -950,7 +908,7 @@ pub fn json(rows: &[Row]) -> serde_json::Value {
             "gbytes_per_s": r.gbytes_per_s,
             "gbytes_per_s_min": r.range.0,
             "gbytes_per_s_max": r.range.1,
-            "runs": r.runs,
+            "runs": r.rounds,
             "implausible": r.implausible(rows),
         })).collect::<Vec<_>>(),
     })
@@ -965,9 +923,9 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
              taking turns, the order reversed every other round), queue {}; every queue's \
              consumer takes whatever is readable, both sides spin then yield; `bound`: the same \
              work on two threads with no queue between them",
-            super::bytes_label(cfg.total_bytes),
-            cfg.runs,
-            super::bytes_label(cfg.queue_bytes)
+            super::harness::bytes_label(cfg.total_bytes),
+            cfg.rounds,
+            super::harness::bytes_label(cfg.queue_bytes)
         ),
         answer: answer(rows),
         targets: targets(rows),
@@ -988,6 +946,34 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
         }],
     }
 }
+
+/// `dmaflow bench ring`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "ring",
+    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
+    // The queue's experiment: the peer table with its cross-process rows,
+    // then the readers' table in GNU Radio 4's shape.
+    then: Some("readers"),
+    on_gpu: None,
+    board: OnBoard::EmulatorOnly("it measures queues on this machine, not a DMA device"),
+    question: "Mirrored queue vs other queues, the sliding-window reader and the queue shared \
+               between processes; then `readers`.",
+    keys: "impl (dmaflow|rtrb|ringbuf|vmcircbuffer|crossbeam|bound),\n\
+          case (stream|window|window-copy), batch_bytes,\n\
+          gbytes_per_s (10^9 B/s, median), gbytes_per_s_min,\n\
+          gbytes_per_s_max, runs, implausible (bool: above the\n\
+          no-queue bound)",
+    config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
+    conditions: Conditions {
+        timed: "from the first worker thread's start to the last one's end, each \
+                instant read on its own thread",
+        against: "rtrb, ringbuf, vmcircbuffer (lock-free) and crossbeam-channel on equal \
+                  terms, and a no-queue bound (the same work, no hand-over)",
+        model: "none: every figure is the queues' own",
+        paper: "paper 001 measured its queue inside an FFT filter, not alone; threads are \
+                pinned to this VM's two cores",
+    },
+};
 
 #[cfg(test)]
 mod tests {
@@ -1011,7 +997,7 @@ mod tests {
             batch_bytes: 64,
             gbytes_per_s,
             range: (gbytes_per_s, gbytes_per_s),
-            runs: 1,
+            rounds: 1,
         };
         let rows = [
             row("bound", 10.0),

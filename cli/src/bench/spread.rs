@@ -109,6 +109,38 @@ impl Ratio {
     pub fn measurable(&self) -> bool {
         self.0.n > 0 && (self.0.min > 1.0 || self.0.max < 1.0)
     }
+
+    /// `faster` or `slower` where every round agrees, else "no measurable
+    /// difference".
+    pub fn verdict(&self) -> &'static str {
+        match (self.measurable(), self.0.median > 1.0) {
+            (true, true) => "faster",
+            (true, false) => "slower",
+            (false, _) => "no measurable difference",
+        }
+    }
+
+    /// `1.23x (1.10..1.40)`: the median and the rounds' min..max.
+    pub fn text(&self) -> String {
+        self.text_noting("")
+    }
+
+    /// [`Ratio::text`] with the verdict inside the brackets: `1.23x
+    /// (1.10..1.40, faster in every round)`.
+    pub fn text_with_verdict(&self) -> String {
+        self.text_noting(match self.verdict() {
+            "faster" => ", faster in every round",
+            "slower" => ", slower in every round",
+            _ => ", no measurable difference",
+        })
+    }
+
+    fn text_noting(&self, note: &str) -> String {
+        format!(
+            "{:.2}x ({:.2}..{:.2}{note})",
+            self.0.median, self.0.min, self.0.max
+        )
+    }
 }
 
 #[cfg(test)]
@@ -142,5 +174,15 @@ mod tests {
         assert!(Ratio::of(&[2.0, 3.0], &[1.0, 1.0]).measurable());
         assert!(!Ratio::of(&[2.0, 0.5], &[1.0, 1.0]).measurable());
         assert_eq!(Ratio::of(&[2.0, 3.0, 4.0], &[1.0, 1.0, 2.0]).0.median, 2.0);
+        assert_eq!(Ratio::of(&[2.0, 3.0], &[1.0, 1.0]).verdict(), "faster");
+        assert_eq!(Ratio::of(&[0.5, 0.6], &[1.0, 1.0]).verdict(), "slower");
+        assert_eq!(
+            Ratio::of(&[2.0, 0.5], &[1.0, 1.0]).verdict(),
+            "no measurable difference"
+        );
+        assert_eq!(
+            Ratio::of(&[2.0, 3.0], &[1.0, 1.0]).text(),
+            "2.50x (2.00..3.00)"
+        );
     }
 }

@@ -18,11 +18,16 @@ use super::app::{App, Work};
 use super::meter::Meter;
 use super::report::{Target, sentence};
 use super::spread::{Spread, in_turns};
-use super::{Error, Rig, bytes_label, median, table};
+use super::error::Error;
+use super::on_board::Mode;
+use super::harness::{bytes_label, median, table, OnBoard};
+use dmaflow::rig::Rig;
 use dmaflow::dma::{Completion, Engine, PacketRing};
 use dmaflow::mem::CachePolicy;
 use dmaflow::platform::{IrqLine, MemoryModel, RegisterSpace};
 use dmaflow::sim::{Clock, Loopback, Profile};
+use super::conditions::{Conditions, USER_X86};
+use super::harness::{OnGpu, Spec, Tables};
 
 /// The Zynq-7000 HP port: 150 MHz x 8 bytes.
 pub const HP_PORT: Clock = Profile::ZYNQ7000.port;
@@ -36,8 +41,8 @@ pub struct Config {
     pub max_packets: usize,
     /// Bytes per run at most (bounds the packets of large sizes).
     pub bytes_per_run: usize,
-    /// Runs per point (the median is reported).
-    pub runs: usize,
+    /// Rounds per point (the median is reported).
+    pub rounds: usize,
     /// Buffers in the ring per direction.
     pub slots: usize,
     /// Descriptors handed to the engine per TAILDESC write.
@@ -57,7 +62,7 @@ impl Config {
             sizes: (6..=15).map(|s| 1usize << s).collect(),
             max_packets: 400_000,
             bytes_per_run: 128 << 20,
-            runs: 5,
+            rounds: 5,
             slots: 256,
             batch: 16,
             ring_sizes: vec![16, 64, 256, 1024],
@@ -71,7 +76,7 @@ impl Config {
         Config {
             max_packets: 100_000,
             bytes_per_run: 24 << 20,
-            runs: 3,
+            rounds: 3,
             ..Self::full()
         }
     }
@@ -82,7 +87,7 @@ impl Config {
             sizes: vec![64, 4096],
             max_packets: 2_000,
             bytes_per_run: 1 << 20,
-            runs: 1,
+            rounds: 1,
             slots: 16,
             batch: 4,
             ring_sizes: vec![8, 32],
@@ -435,7 +440,7 @@ fn sweep<R: RegisterSpace, I: IrqLine>(
         let packets_of =
             |c: &Condition| (cfg.bytes_per_run / bytes).clamp(c.slots, cfg.max_packets);
         let mut costs = vec![(Duration::ZERO, Duration::ZERO); group.len()];
-        let times = in_turns(group.len(), cfg.runs.max(1), |k, round| {
+        let times = in_turns(group.len(), cfg.rounds.max(1), |k, round| {
             let c = &group[k];
             let what = what(c);
             progress(&format!("{what} run {}", round + 1));
@@ -735,7 +740,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
             "transfer: packets through a ring of DMA buffers each way (scatter-gather, {} \
              descriptors per TAILDESC write, {} buffers unless swept), link = {} HP port with \
              PG021 latencies or unlimited, median of {} runs",
-            cfg.batch, cfg.slots, cfg.profile.description, cfg.runs
+            cfg.batch, cfg.slots, cfg.profile.description, cfg.rounds
         ),
         answer: answer(cfg, rows),
         targets: targets(cfg, rows),
@@ -777,6 +782,38 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
     }
 }
 
+/// `dmaflow bench transfer`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "transfer",
+    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
+    then: None,
+    on_gpu: Some(OnGpu::Gpu(Tables { kernels: false, ..Tables::ALL })),
+    board: OnBoard::Runs(Mode::ScatterGather, |cfg, rig, progress| Ok(report(cfg, &run_on_board(cfg, rig, progress)?))),
+    question: "A stream of packets through a ring of DMA buffers (paper 004).",
+    keys: "clock (the profile's port, e.g. \"1200MB/s\", or \"unlimited\"),\n\
+          completion (poll|irq), path (zerocopy|copy), cache_maintenance\n\
+          (bool), loaded (bool: another thread spinning on a core),\n\
+          slots (ring size), bytes (packet size), packets (per run),\n\
+          seconds (median run), mbytes_per_s (10^6 B/s one way),\n\
+          mbytes_per_s_spread (over the runs),\n\
+          mib_per_s (2^20 B/s, as paper 004), packets_per_s, and per\n\
+          packet model_us, overhead_us, cpu_us, cpu_share (see below),\n\
+          cpu_cache_us (this CPU's own clflushopt/dc civac of the same\n\
+          ranges per packet; rows with cache maintenance)",
+    config: |s| Config {
+        profile: s.profile,
+        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
+    },
+    conditions: Conditions {
+        timed: "the stream of packets from the first send to the last packet received, on \
+                the driver's thread",
+        against: "the modelled link (share of the modelled link) and the copying path",
+        model: "the link rate, PG021's latencies and model_us: a stream at 100 % of the \
+                link is what the emulator's clock allows, the overhead beside it is dmaflow's",
+        paper: USER_X86,
+    },
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -793,7 +830,7 @@ mod tests {
         assert_eq!(rows.len(), 2 * (5 + 3 + 2 + 2) + 2, "{rows:#?}");
         for r in &rows {
             // Every run fits in what the test's own clock saw.
-            assert!(r.seconds * cfg.runs as f64 <= elapsed, "{r:?}");
+            assert!(r.seconds * cfg.rounds as f64 <= elapsed, "{r:?}");
             assert!(r.packets >= r.slots, "{r:?}");
             if r.clock == "1200MB/s" {
                 // The link cannot go faster than its clock (a little slack for

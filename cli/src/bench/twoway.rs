@@ -17,18 +17,20 @@ use serde_json::json;
 
 use super::meter::{Meter, Tally};
 use super::report::{Target, sentence};
-use super::{Error, Rig, table};
+use super::error::Error;
+use super::on_board::Mode;
+use super::harness::table;
+use dmaflow::rig::Rig;
 use dmaflow::dma::{Completion, Engine, Lane, Proxy, two_way_together};
 use dmaflow::dsp::bgsub::{self, Params};
 use dmaflow::mem::DmaBuf;
 use dmaflow::platform::{IrqLine, MemoryModel, RegisterSpace};
 use dmaflow::sim::{BgSubCore, Clock, Loopback, StreamProcessor};
+use super::conditions::{Conditions, USER_X86};
+use super::harness::{OnGpu, Spec, Tables, OnBoard};
 
 /// The paper's fabric: 100 MHz, one byte per cycle.
-pub const FABRIC: Clock = Clock::Rate {
-    mhz: 100.0,
-    bytes_per_cycle: 1.0,
-};
+pub const FABRIC: Clock = super::harness::PAPER_000_FABRIC;
 
 /// The ideal throughput of that fabric in MiB/s (2^20 B/s): 95.37.
 pub const IDEAL_MIB_PER_S: f64 = 100e6 / (1u64 << 20) as f64;
@@ -240,7 +242,7 @@ fn measure(
         (2 * engines * bytes + (1 << 20)).next_power_of_two(),
         FABRIC,
         false,
-        super::policy_for(cfg.memory),
+        dmaflow::rig::policy_for(cfg.memory),
         cfg.memory,
         processor,
     )?;
@@ -373,7 +375,7 @@ where
                 }
             }
             let mut row = Row::new(core, name, lines, &samples, &cost);
-            row.issue_us = Some(super::median(&issue));
+            row.issue_us = Some(super::harness::median(&issue));
             rows.push(row);
         }
     }
@@ -570,7 +572,7 @@ fn os_overhead(rows: &[Row], core: &str) -> Option<f64> {
                 .map(|p| k.median_us - p.median_us)
         })
         .collect();
-    (!diffs.is_empty()).then(|| super::median(&diffs))
+    (!diffs.is_empty()).then(|| super::harness::median(&diffs))
 }
 
 /// One sentence: what each driver adds to the modelled coprocessor at the
@@ -663,7 +665,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
     }
     super::report::Report {
         experiment: "twoway",
-        heading: super::on_board(
+        heading: super::harness::on_board(
             format!(
                 "twoway: two-way transfers of 640-byte lines at 100 MHz x 1 B, {} per size, \
                  on the background-subtraction coprocessor (two engines) and a loopback: \
@@ -687,6 +689,36 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
         }],
     }
 }
+
+/// `dmaflow bench twoway`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "twoway",
+    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
+    then: None,
+    on_gpu: Some(OnGpu::Gpu(Tables { transfers: false, messages: false, kernels: true })),
+    board: OnBoard::Runs(Mode::Direct, |cfg, rig, progress| Ok(report(cfg, &run_on_board(cfg, rig, progress)?))),
+    question: "Two-way transfers of image lines, polling vs kernel-style driver (paper 000).",
+    keys: "core (bgsub: the coprocessor's two engines | loopback),\n\
+          completion (poll|irq|proxy), lines, bytes (each way),\n\
+          median_us, p25_us, p75_us, avg_us, min_us, max_us, stddev_us\n\
+          (per two-way transfer), mib_per_s (2^20 B/s at the median;\n\
+          ideal 95.37), iterations, model_us, overhead_us (of the\n\
+          median), cpu_us, cpu_share, issue_us (median time to\n\
+          program every engine's two channels; null for proxy)",
+    config: |s| Config {
+        memory: s.memory,
+        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
+    },
+    conditions: Conditions {
+        timed: "each two-way transfer from the call to its return (median of 1000 per \
+                size); issue: programming every engine, timed on its own",
+        against: "the modelled device time (paper 000's ideal 95.37 MiB/s) and each driver \
+                  against polling",
+        model: "model_us and the ideal throughput; the emulated coprocessor streams \
+                cut-through",
+        paper: USER_X86,
+    },
+};
 
 #[cfg(test)]
 mod tests {

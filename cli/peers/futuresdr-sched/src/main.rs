@@ -6,7 +6,11 @@
 //!
 //!   NullSource<f32> -> Head<f32>(SAMPLES) -> STAGES x BLOCK -> NullSink<f32>
 //!
-//! where BLOCK is `copy` (FutureSDR's `Copy<f32>`) or `fir` (FutureSDR's
+//! where BLOCK is `copy` (FutureSDR's `Copy<f32>`), `rand` (`CopyRand`
+//! below: the shape of FutureSDR's `perf/null_rand`, each call copying what
+//! is readable and free but at most a random 1..=128 items, drawn by the
+//! xorshift generator `dmaflow bench sched` uses for its own stages, with
+//! the same seeds) or `fir` (FutureSDR's
 //! time-domain FIR block `Fir<f32, f32, f32, FirFilter<..>>`, as built by
 //! `FirBuilder::fir::<f32, f32, _>(taps)`, 64 taps). This follows the shape of
 //! FutureSDR's own `perf/null_rand` and `perf/fir` benchmarks, with plain
@@ -24,24 +28,98 @@ use futuresdr::blocks::FirBuilder;
 use futuresdr::blocks::Head;
 use futuresdr::blocks::NullSink;
 use futuresdr::blocks::NullSource;
-use futuresdr::prelude::*;
+use futuresdr::runtime::dev::prelude::*;
 
 const N_TAPS: usize = 64;
 const USAGE: &str = "usage: futuresdr-sched PIPES STAGES SAMPLES BLOCK [TAPS]\n  \
     PIPES, STAGES, SAMPLES: positive integers\n  \
-    BLOCK: copy | fir\n  \
+    BLOCK: copy | rand | fir\n  \
     TAPS: optional file of exactly 64 little-endian f32 FIR taps (fir only; default 64 x 1/64)";
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Copy,
+    Rand,
     Fir,
+}
+
+/// Most items a `CopyRand` call moves.
+const RAND_MAX_COPY: u64 = 128;
+
+/// The seed of stage `stage` of pipe `pipe` (as in `dmaflow bench sched`).
+fn rand_seed(pipe: usize, stage: usize) -> u64 {
+    0x9E37_79B9_7F4A_7C15 ^ ((pipe as u64) << 32 | (stage as u64 + 1))
+}
+
+/// xorshift64 (13, 7, 17): the next draw.
+fn xorshift(s: &mut u64) -> u64 {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    *s
+}
+
+/// Copies what is readable and free, at most a random 1..=128 items per call.
+#[derive(Block)]
+struct CopyRand<
+    I: CpuBufferReader<Item = f32> = DefaultCpuReader<f32>,
+    O: CpuBufferWriter<Item = f32> = DefaultCpuWriter<f32>,
+> {
+    #[input]
+    input: I,
+    #[output]
+    output: O,
+    state: u64,
+}
+
+impl CopyRand {
+    fn new(seed: u64) -> Self {
+        Self {
+            input: Default::default(),
+            output: Default::default(),
+            state: seed,
+        }
+    }
+}
+
+impl<I, O> Kernel for CopyRand<I, O>
+where
+    I: CpuBufferReader<Item = f32>,
+    O: CpuBufferWriter<Item = f32>,
+{
+    async fn work(
+        &mut self,
+        io: &mut WorkIo,
+        _mo: &mut MessageOutputs,
+        _meta: &BlockMeta,
+    ) -> Result<()> {
+        let i = self.input.slice();
+        let o = self.output.slice();
+        let i_len = i.len();
+        let o_len = o.len();
+        let cap = 1 + (xorshift(&mut self.state) % RAND_MAX_COPY) as usize;
+        let m = i_len.min(o_len).min(cap);
+        if m > 0 {
+            o[..m].copy_from_slice(&i[..m]);
+            self.input.consume(m);
+            self.output.produce(m);
+        }
+        if self.input.finished() && m == i_len {
+            io.finished = true;
+        } else if m > 0 && m < i_len && m < o_len {
+            // More is readable and free: called again, as a block that
+            // took all it could would be by the buffers' next events.
+            io.call_again = true;
+        }
+        Ok(())
+    }
 }
 
 impl Kind {
     fn name(self) -> &'static str {
         match self {
             Kind::Copy => "copy",
+            Kind::Rand => "rand",
             Kind::Fir => "fir",
         }
     }
@@ -49,6 +127,7 @@ impl Kind {
     fn block_name(self) -> &'static str {
         match self {
             Kind::Copy => "futuresdr::blocks::Copy<f32>",
+            Kind::Rand => "CopyRand<f32> (1..=128 items per call)",
             Kind::Fir => {
                 "futuresdr::blocks::Fir<f32, f32, f32, futuredsp::FirFilter<f32, f32, [f32; 64]>> (FirBuilder::fir)"
             }
@@ -98,8 +177,9 @@ fn parse_args() -> Result<Args, String> {
     let samples = parse_count("SAMPLES", &argv[2])?;
     let kind = match argv[3].as_str() {
         "copy" => Kind::Copy,
+        "rand" => Kind::Rand,
         "fir" => Kind::Fir,
-        other => return Err(format!("BLOCK must be `copy` or `fir`, got {other:?}")),
+        other => return Err(format!("BLOCK must be `copy`, `rand` or `fir`, got {other:?}")),
     };
     let taps = match argv.get(4) {
         Some(_) if kind != Kind::Fir => {
@@ -136,14 +216,15 @@ fn cpu_seconds() -> f64 {
 fn build(args: &Args) -> Result<(Flowgraph, Vec<BlockRef<NullSink<f32>>>), Error> {
     let mut fg = Flowgraph::new();
     let mut sinks = Vec::with_capacity(args.pipes);
-    for _ in 0..args.pipes {
+    for pipe in 0..args.pipes {
         let src = fg.add(NullSource::<f32>::new())?;
         let head = fg.add(Head::<f32>::new(args.samples))?;
         fg.stream_dyn(&src, "output", &head, "input")?;
         let mut last: BlockId = head.into();
-        for _ in 0..args.stages {
+        for s in 0..args.stages {
             let stage: BlockId = match args.kind {
                 Kind::Copy => fg.add(Copy::<f32>::new())?.into(),
+                Kind::Rand => fg.add(CopyRand::new(rand_seed(pipe, s)))?.into(),
                 // FutureSDR's standard time-domain FIR block: blocks::Fir with a
                 // futuredsp::FirFilter core, built via FirBuilder::fir.
                 Kind::Fir => fg.add(FirBuilder::fir::<f32, f32, _>(args.taps))?.into(),
@@ -206,7 +287,7 @@ fn run(args: &Args) -> Result<ExitCode, Error> {
     // a pipe of S FIR stages delivers SAMPLES - S * 63 items; FutureSDR's own
     // perf/fir benchmark asserts exactly this.
     let expected = match args.kind {
-        Kind::Copy => args.samples,
+        Kind::Copy | Kind::Rand => args.samples,
         Kind::Fir => args
             .samples
             .saturating_sub(args.stages as u64 * (N_TAPS as u64 - 1)),

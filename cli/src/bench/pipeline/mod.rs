@@ -31,11 +31,15 @@ use serde_json::json;
 
 use super::report::{Target, sentence};
 use super::spread::{Ratio, Spread, in_turns};
-use super::{Error, Rig, SimEngine, bytes_label, table};
+use super::error::Error;
+use super::harness::{bytes_label, table, OnBoard};
+use dmaflow::rig::{Rig, SimEngine};
 use dmaflow::graph::{Graph, Input, Output};
 use dmaflow::platform::cpu::thread_cpu_time;
 use dmaflow::ring::Pod;
 use dmaflow::sim::{Clock, Profile};
+use super::conditions::{Conditions, USER_X86};
+use super::harness::Spec;
 
 /// The coprocessor in the middle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,8 +72,8 @@ pub struct Config {
     pub samples: usize,
     /// Frame bytes per bgsub run.
     pub frame_bytes: usize,
-    /// Runs per point (each pipeline, interleaved).
-    pub runs: usize,
+    /// Rounds per point (each pipeline, interleaved).
+    pub rounds: usize,
     /// The board whose port clocks the link.
     pub profile: Profile,
 }
@@ -82,7 +86,7 @@ impl Config {
             windows: vec![4 << 10, 16 << 10, 64 << 10],
             samples: 16 << 20,
             frame_bytes: 16 << 20,
-            runs: 9,
+            rounds: 9,
             profile: Profile::ZYNQ7000,
         }
     }
@@ -92,7 +96,7 @@ impl Config {
         Config {
             samples: 1 << 20,
             frame_bytes: 2 << 20,
-            runs: 3,
+            rounds: 3,
             ..Self::full()
         }
     }
@@ -103,7 +107,7 @@ impl Config {
             windows: vec![4 << 10],
             samples: 50_000,
             frame_bytes: 64 << 10,
-            runs: 1,
+            rounds: 1,
             ..Self::full()
         }
     }
@@ -142,8 +146,8 @@ pub struct Row {
     /// For `zerocopy` rows: delivered MB/s over the copying pipeline's, run by
     /// run (the two ran next to each other).
     pub vs_copy: Option<Ratio>,
-    /// Runs measured.
-    pub runs: usize,
+    /// Rounds measured (the JSON key `runs`).
+    pub rounds: usize,
 }
 
 impl Row {
@@ -328,7 +332,7 @@ fn rate_of(mut step: impl FnMut(&mut Vec<u8>)) -> f64 {
             bytes as f64 / t0.elapsed().as_secs_f64()
         })
         .collect();
-    super::median(&rates)
+    super::harness::median(&rates)
 }
 
 /// One point: both pipelines, interleaved run by run, their outputs checked
@@ -348,7 +352,7 @@ fn point(
     );
     let mut runs: [Vec<Run>; 2] = [Vec::new(), Vec::new()];
     // Point 0 is the accelerator node, point 1 the copying pipeline.
-    in_turns(2, cfg.runs, |p, r| {
+    in_turns(2, cfg.rounds, |p, r| {
         let zero_copy = p == 0;
         progress(&format!(
             "{what} {} run {}",
@@ -395,7 +399,7 @@ fn point(
     let mut rows = Vec::new();
     for (i, name) in ["zerocopy", "copy"].into_iter().enumerate() {
         let rs = &runs[i];
-        let per = |f: &dyn Fn(&Run) -> f64| super::median(&rs.iter().map(f).collect::<Vec<_>>());
+        let per = |f: &dyn Fn(&Run) -> f64| super::harness::median(&rs.iter().map(f).collect::<Vec<_>>());
         let mb_spread = Spread::of(&mb(rs));
         rows.push(Row {
             core,
@@ -412,7 +416,7 @@ fn point(
             model_mb_per_s: model,
             core_mb_per_s,
             vs_copy: (i == 0).then_some(vs_copy),
-            runs: rs.len(),
+            rounds: rs.len(),
         });
     }
     Ok(rows)
@@ -635,7 +639,7 @@ pub fn json(rows: &[Row]) -> serde_json::Value {
             "cpu_us_per_mb": r.cpu_us_per_mb,
             "copied_per_byte": r.copied_per_byte,
             "vs_copy": r.vs_copy.map(|Ratio(v)| v.json()),
-            "runs": r.runs,
+            "runs": r.rounds,
         })).collect::<Vec<_>>(),
     })
 }
@@ -676,8 +680,8 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
             cfg.samples,
             TAPS - 1,
             cfg.frame_bytes,
-            cfg.runs,
-            super::placement_here()
+            cfg.rounds,
+            super::harness::placement_here()
         ),
         answer: answer(rows),
         targets: targets(rows),
@@ -686,6 +690,43 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
         plots,
     }
 }
+
+/// `dmaflow bench pipeline`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "pipeline",
+    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
+    then: None,
+    on_gpu: None,
+    board: OnBoard::EmulatorOnly("it sets the emulated link's clock and chains emulated engines"),
+    question: "An accelerator inside a process network (FIR and background-subtraction cores): \
+               the accelerator node on queues in DMA memory vs copying.",
+    keys: "core (fir|bgsub), pipeline (zerocopy|copy), clock, window_bytes\n\
+          (output bytes per window: FIR hop x 4, bgsub frame),\n\
+          mb_per_s (delivered, 10^6 B/s, median of the runs),\n\
+          mb_per_s_spread, model_mb_per_s (what the\n\
+          modelled link allows; null unlimited), link_share,\n\
+          core_mb_per_s (the emulated core's own compute rate on this\n\
+          host), cpu_us_per_mb (host CPU of the source, node and sink\n\
+          threads per MB delivered), copied_per_byte (payload bytes the\n\
+          library copied on those threads per byte delivered, counted\n\
+          where it copies; the largest of the runs), vs_copy (zerocopy\n\
+          rows: delivered over the copying pipeline's, run by run, a\n\
+          spread), runs",
+    config: |s| Config {
+        profile: s.profile,
+        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
+    },
+    conditions: Conditions {
+        timed: "the graph's run from start to its last node's end",
+        against: "a copying pipeline on the same footing (FIR: the same scatter-gather \
+                  engine and windows in flight, through a packet ring's standard I/O; \
+                  bgsub: one frame at a time in both, as its background requires) and the \
+                  modelled link; copied bytes counted where the library copies",
+        model: "link_share and model_mb_per_s are the modelled link's; core_mb_per_s is the \
+                emulated core's own compute on this host",
+        paper: USER_X86,
+    },
+};
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,313 @@
+//! The frame every experiment runs in: the sizes it comes in ([`Tier`]), the
+//! board it runs on ([`Setup`]), what it says of itself ([`Experiment`]: its
+//! name, question and conditions, its run to a [`Report`]), its errors, and
+//! the helpers its tables share. `bench/mod.rs` holds the registry.
+
+use std::fmt::Write as _;
+
+use dmaflow::platform::MemoryModel;
+use dmaflow::sim::{Clock, Profile};
+
+use super::conditions::Conditions;
+pub use super::error::Error;
+use super::on_board::{BoardRig, Mode};
+use super::report::Report;
+use super::spread;
+
+/// Where the DMA experiments put their threads on this machine, for a report's
+/// header (see [`dmaflow::rig::Rig::dedicate_core`]).
+pub fn placement_here() -> String {
+    match dmaflow::platform::cpu::allowed_cores(None) {
+        Ok(cores) => match cores.split_last() {
+            Some((d, host)) if !host.is_empty() => format!(
+                "DMA experiments run the emulated device thread on core {d} and the driver and \
+                 application threads on core(s) {}",
+                host.iter()
+                    .map(usize::to_string)
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+            _ => "one core: the emulated device thread takes turns with the driver".into(),
+        },
+        Err(e) => format!("cores unknown ({e})"),
+    }
+}
+
+/// Says in a report's heading which board memory it ran on, when not coherent.
+pub fn on_board(heading: String, model: MemoryModel) -> String {
+    match model {
+        MemoryModel::Coherent => heading,
+        MemoryModel::NonCoherent => {
+            format!("{heading} [non-coherent board, explicit cache maintenance]")
+        }
+    }
+}
+
+/// Median of a non-empty set of samples (mean of the middle two for even counts);
+/// `NaN` for an empty set.
+pub fn median(samples: &[f64]) -> f64 {
+    spread::Spread::of(samples).median
+}
+
+/// Renders rows as a text table with right-aligned columns.
+pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    let mut out = String::new();
+    let line = |out: &mut String, cells: &mut dyn Iterator<Item = &str>| {
+        let parts: Vec<String> = cells
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:>w$}"))
+            .collect();
+        let _ = writeln!(out, "{}", parts.join("  ").trim_end());
+    };
+    line(&mut out, &mut headers.iter().copied());
+    let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+    let _ = writeln!(out, "{}", rule.join("  "));
+    for row in rows {
+        line(&mut out, &mut row.iter().map(String::as_str));
+    }
+    out
+}
+
+/// A duration in whole milliseconds: `150 ms`.
+pub fn ms_label(d: std::time::Duration) -> String {
+    format!("{} ms", d.as_millis())
+}
+
+/// Human-readable byte count: `64 B`, `4 KiB`, `6 MiB`.
+pub fn bytes_label(b: usize) -> String {
+    if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
+        format!("{} MiB", b >> 20)
+    } else if b >= 1 << 10 && b.is_multiple_of(1 << 10) {
+        format!("{} KiB", b >> 10)
+    } else if b >= 1 << 20 {
+        format!("{:.1} MiB", b as f64 / f64::from(1 << 20))
+    } else {
+        format!("{b} B")
+    }
+}
+
+/// Which of an experiment's sizes runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tier {
+    /// The recorded run.
+    Full,
+    /// Shorter runs with fewer rounds (`--quick`).
+    Quick,
+    /// The smallest run, for tests (`--tiny`): every table, key and file.
+    Tiny,
+}
+
+impl Tier {
+    /// The size of this tier among an experiment's three.
+    pub fn pick<C>(self, full: fn() -> C, quick: fn() -> C, tiny: fn() -> C) -> C {
+        match self {
+            Tier::Full => full(),
+            Tier::Quick => quick(),
+            Tier::Tiny => tiny(),
+        }
+    }
+}
+
+/// Which of the GPU experiment's tables run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tables {
+    /// The ceiling and the transfer points.
+    pub transfers: bool,
+    /// The message in blocks.
+    pub messages: bool,
+    /// The kernels against the CPU.
+    pub kernels: bool,
+}
+
+impl Tables {
+    /// Every table.
+    pub const ALL: Tables = Tables {
+        transfers: true,
+        messages: true,
+        kernels: true,
+    };
+}
+
+/// What `bench NAME --device cuda:N` runs for an experiment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnGpu {
+    /// The experiment itself, on the GPU.
+    Itself,
+    /// The GPU experiment's tables that answer this one's question.
+    Gpu(Tables),
+}
+
+/// The board and device every experiment of a run shares, and the size.
+#[derive(Debug, Clone, Copy)]
+pub struct Setup {
+    /// Which size.
+    pub tier: Tier,
+    /// The emulated board's memory (`--memory`).
+    pub memory: MemoryModel,
+    /// The board the fabric stands in for (`--board`).
+    pub profile: Profile,
+    /// The CUDA device and the GPU tables asked for (`--device cuda:N`).
+    pub gpu: Option<(usize, Tables)>,
+}
+
+/// One experiment of `dmaflow bench`: one file under `bench/` (stating its
+/// [`Spec`]) and one line of the registry in `bench/mod.rs`.
+pub trait Experiment: Sync {
+    /// The name on the command line and of its report files.
+    fn name(&self) -> &'static str;
+    /// What it asks, one line (the command line's help).
+    fn question(&self) -> &'static str;
+    /// What its numbers are (printed under its heading and in `index.html`).
+    fn conditions(&self) -> Conditions;
+    /// The keys of its JSON rows, with what they hold (`bench --help`).
+    fn keys(&self) -> &'static str;
+    /// Runs it at `setup`'s size on `setup`'s board; `progress` hears what
+    /// is being measured.
+    fn run(&self, setup: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error>;
+    /// Another experiment `bench NAME` runs after it.
+    fn then(&self) -> Option<&'static str>;
+    /// Its form with `--device cuda:N`, if it has one.
+    fn on_gpu(&self) -> Option<OnGpu>;
+    /// How its engine is built if it runs on a real board (`--board`), or
+    /// why it needs the emulated fabric.
+    fn board_mode(&self) -> Result<Mode, &'static str>;
+    /// Runs it at `setup`'s size on a real board's engine (`--board`); an
+    /// experiment that needs the emulator says so as [`Error::EmulatorOnly`].
+    fn run_on_board(
+        &self,
+        setup: &Setup,
+        rig: BoardRig,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<Report, Error>;
+}
+
+/// An experiment's form with `--board ROOT`.
+pub enum OnBoard<C: 'static> {
+    /// It runs on a real board's AXI DMA, its MM2S stream looped back to its
+    /// S2MM, built in this mode, with the same measurement code as on the
+    /// emulated fabric.
+    Runs(Mode, fn(&C, BoardRig, Progress) -> Result<Report, Error>),
+    /// It needs the emulated fabric, for this reason.
+    EmulatorOnly(&'static str),
+}
+
+/// Where an experiment's run says what it is measuring.
+pub type Progress<'a> = &'a mut dyn FnMut(&str);
+
+/// An experiment as its file states it: what it says of itself, its sizes
+/// on the run's board, its run and its report. The harness makes it an
+/// [`Experiment`].
+pub struct Spec<C: 'static> {
+    /// The name on the command line and of its report files.
+    pub name: &'static str,
+    /// Measures, and makes the report of what was measured.
+    pub run: fn(&C, Progress) -> Result<Report, Error>,
+    /// Another experiment `bench NAME` runs after it.
+    pub then: Option<&'static str>,
+    /// Its form with `--device cuda:N`.
+    pub on_gpu: Option<OnGpu>,
+    /// Its form with `--board ROOT`.
+    pub board: OnBoard<C>,
+    /// What it asks, one line.
+    pub question: &'static str,
+    /// The keys of its JSON rows, with what they hold, as `bench --help`
+    /// lists them (lines of at most 68 characters).
+    pub keys: &'static str,
+    /// Its configuration at the setup's tier, with the setup's board.
+    pub config: fn(&Setup) -> C,
+    /// What its numbers are.
+    pub conditions: Conditions,
+}
+
+impl<C> Experiment for Spec<C> {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn question(&self) -> &'static str {
+        self.question
+    }
+
+    fn conditions(&self) -> Conditions {
+        self.conditions
+    }
+
+    fn keys(&self) -> &'static str {
+        self.keys
+    }
+
+    fn run(&self, setup: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error> {
+        (self.run)(&(self.config)(setup), progress)
+    }
+
+    fn then(&self) -> Option<&'static str> {
+        self.then
+    }
+
+    fn on_gpu(&self) -> Option<OnGpu> {
+        self.on_gpu
+    }
+
+    fn board_mode(&self) -> Result<Mode, &'static str> {
+        match self.board {
+            OnBoard::Runs(mode, _) => Ok(mode),
+            OnBoard::EmulatorOnly(why) => Err(why),
+        }
+    }
+
+    fn run_on_board(
+        &self,
+        setup: &Setup,
+        rig: BoardRig,
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<Report, Error> {
+        match self.board {
+            OnBoard::Runs(_, run) => run(&(self.config)(setup), rig, progress),
+            OnBoard::EmulatorOnly(why) => Err(Error::EmulatorOnly(self.name, why)),
+        }
+    }
+}
+
+/// What the GPU experiment (and `cnn --device cuda`) reports without a GPU.
+pub const NO_GPU: &str = "no CUDA device: skipped";
+
+/// Paper 000's fabric: 100 MHz, one byte per cycle.
+pub const PAPER_000_FABRIC: Clock = Clock::Rate {
+    mhz: 100.0,
+    bytes_per_cycle: 1.0,
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_even_and_empty() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(&[]).is_nan());
+    }
+
+    #[test]
+    fn table_aligns_columns() {
+        let t = table(&["a", "bbb"], &[vec!["xx".into(), "y".into()]]);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[0], " a  bbb");
+        assert_eq!(lines[1], "--  ---");
+        assert_eq!(lines[2], "xx    y");
+    }
+
+    #[test]
+    fn byte_labels() {
+        assert_eq!(bytes_label(64), "64 B");
+        assert_eq!(bytes_label(4096), "4 KiB");
+        assert_eq!(bytes_label(6 << 20), "6 MiB");
+        assert_eq!(bytes_label(1000), "1000 B");
+    }
+}

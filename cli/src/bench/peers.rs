@@ -1,0 +1,221 @@
+//! What the experiments share to run their comparison points on equal terms:
+//! peers' programs run with a bound on their time (GNU Radio's Python,
+//! FutureSDR's build), their scratch directories, the items, checksums and
+//! backoff every queue comparison uses, and the marks that check a DMA
+//! packet came back whole.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::error::Error;
+
+/// A directory of this process's own under the temporary directory, removed
+/// when dropped (also when a run fails half way).
+pub struct ScratchDir(std::path::PathBuf);
+
+impl ScratchDir {
+    /// `PREFIX-PID` under the temporary directory, created.
+    pub fn new(prefix: &str) -> Result<Self, Error> {
+        let p = std::env::temp_dir().join(format!("{prefix}-{}", std::process::id()));
+        std::fs::create_dir_all(&p).map_err(|e| Error::Io {
+            path: p.display().to_string(),
+            source: e,
+        })?;
+        Ok(ScratchDir(p))
+    }
+
+    /// `path`, which the caller made, removed when dropped.
+    pub fn at(path: std::path::PathBuf) -> Self {
+        ScratchDir(path)
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Whether GNU Radio's Python API with gr-zeromq is here.
+pub fn gnuradio_here() -> bool {
+    Command::new("/usr/bin/python3")
+        .args(["-c", "import gnuradio.zeromq"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Waits for `child` to end, its output collected, for at most `limit`:
+/// past that it is killed and the wait is an error.
+pub fn wait_within(
+    mut child: Child,
+    what: &str,
+    limit: Duration,
+) -> Result<std::process::Output, Error> {
+    let io = |e: std::io::Error| Error::Io {
+        path: what.to_string(),
+        source: e,
+    };
+    let t0 = Instant::now();
+    loop {
+        if child.try_wait().map_err(io)?.is_some() {
+            return child.wait_with_output().map_err(io);
+        }
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(Error::Peer {
+                peer: "peer process",
+                reason: format!("{what} still running after {limit:?}: stopped"),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// Runs `cmd` to its end, its output collected, for at most `limit`: past
+/// that it is killed and the wait is an error.
+pub fn output_within(cmd: &mut Command, limit: Duration) -> Result<std::process::Output, Error> {
+    let what = format!("{:?}", cmd.get_program());
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| Error::Io {
+            path: what.clone(),
+            source: e,
+        })?;
+    wait_within(child, &what, limit)
+}
+
+/// Where FutureSDR's program is built: its own package and target directory.
+fn futuresdr_paths() -> (PathBuf, PathBuf) {
+    let cli = Path::new(env!("CARGO_MANIFEST_DIR"));
+    (
+        cli.join("peers/futuresdr-sched/Cargo.toml"),
+        cli.join("../target/futuresdr"),
+    )
+}
+
+/// The FutureSDR program, built if it is not (and `build`): `Err` says why
+/// there is none.
+pub fn futuresdr_exe(build: bool, progress: &mut dyn FnMut(&str)) -> Result<PathBuf, String> {
+    let (manifest, target) = futuresdr_paths();
+    let exe = target.join("release/futuresdr-sched");
+    if !manifest.exists() {
+        return Err(format!("{} is not here", manifest.display()));
+    }
+    if !build {
+        return if exe.exists() {
+            Ok(exe)
+        } else {
+            Err("not built (the full `dmaflow bench sched` builds it)".into())
+        };
+    }
+    progress("sched: building FutureSDR 0.8.0 in target/futuresdr (minutes the first time)");
+    // Its DSP crate uses one unstable float feature: enabled for this build
+    // only, on the stable compiler.
+    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["build", "--quiet", "--release", "--manifest-path"])
+        .arg(&manifest)
+        .arg("--target-dir")
+        .arg(&target)
+        .env("RUSTC_BOOTSTRAP", "1")
+        .env("RUSTFLAGS", "-Zcrate-attr=feature(float_algebraic)")
+        .output()
+        .map_err(|e| format!("cargo could not be run: {e}"))?;
+    if !out.status.success() || !exe.exists() {
+        return Err(format!(
+            "its build failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .rev()
+                .take(5)
+                .collect::<Vec<_>>()
+                .join(" / ")
+        ));
+    }
+    Ok(exe)
+}
+
+/// A waiting side's backoff, the same for every queue: spin a little, then
+/// `sched_yield` (what dmaflow's `Wait::Yield` does).
+#[derive(Default)]
+pub struct Backoff(u32);
+
+impl Backoff {
+    const SPINS: u32 = 64;
+
+    /// One wait: a spin while the spins last, then a yield.
+    pub fn wait(&mut self) {
+        if self.0 < Self::SPINS {
+            self.0 += 1;
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+
+    /// Back to spinning, after progress.
+    pub fn reset(&mut self) {
+        self.0 = 0;
+    }
+}
+
+/// Sets every item to the float whose bits are its sequence number.
+pub fn fill(s: &mut [f32], first: u32) {
+    for (k, x) in s.iter_mut().enumerate() {
+        *x = f32::from_bits(first.wrapping_add(k as u32));
+    }
+}
+
+/// Wrapping sum of the items' bits; vectorises.
+pub fn checksum(s: &[f32]) -> u32 {
+    bytemuck::cast_slice::<f32, u32>(s)
+        .iter()
+        .fold(0u32, |a, &b| a.wrapping_add(b))
+}
+
+/// Checksum of the sequence numbers `first .. first + n`.
+pub fn series(first: u64, n: u64) -> u32 {
+    if n == 0 {
+        return 0;
+    }
+    // Sum of an arithmetic series, reduced mod 2^32 (all terms fit in u128).
+    let s = (n as u128) * (2 * first as u128 + n as u128 - 1) / 2;
+    s as u32
+}
+
+/// Marks a transfer's data as transfer `seq`'s: its first and last bytes (the
+/// driver-side thread does no more work per byte than a real producer that
+/// hands over a buffer it already filled; loopback and transfer check every
+/// byte).
+pub fn mark(p: &mut [u8], seq: u8) {
+    let n = p.len();
+    if n > 0 {
+        p[0] = seq;
+        p[n - 1] = seq;
+    }
+}
+
+/// Checks that a packet came back whole as number `seq`.
+pub fn check(what: &str, got: &[u8], len: usize, seq: u8) -> Result<(), Error> {
+    if got.len() == len && got.first() == Some(&seq) && got.last() == Some(&seq) {
+        Ok(())
+    } else {
+        Err(Error::Corrupted {
+            what: what.to_string(),
+            got: got.first().copied().unwrap_or(0).into(),
+            expected: seq.into(),
+        })
+    }
+}

@@ -1,0 +1,316 @@
+//! Who waits on what: each node's status, the wakers of waiting task
+//! nodes, the graph's first failure, and the runtime that guards them with
+//! one lock; how a node ends.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::task::Waker;
+
+use crate::ring;
+use crate::sync::{AtomicBool, Mutex, Ordering, lock};
+
+use super::edge::{Edge, Side};
+use crate::graph::{Error, NodeResult};
+
+/// What a node is doing, as the runtime sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::graph) enum Status {
+    Running,
+    /// Its body has returned (for good: a port kept past that never makes
+    /// the node run again).
+    Done,
+    /// Waiting on every one of its [`Sched::waits`].
+    Blocked,
+}
+
+/// One pending wait of a node: on `edge`, to write or read `amount` items.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::graph) struct Wait {
+    /// Tells this wait from the node's others (a task may select over
+    /// several port futures).
+    pub(super) token: u64,
+    pub(in crate::graph) edge: usize,
+    pub(in crate::graph) side: Side,
+    pub(in crate::graph) amount: usize,
+}
+
+/// Who waits on what. Node names are kept here only for deadlock reports,
+/// which are built with the lock held; ports carry their own node's name.
+pub(in crate::graph) struct Sched {
+    pub(in crate::graph) names: Vec<String>,
+    pub(in crate::graph) status: Vec<Status>,
+    /// The waits each node has pending since it last ran on (a thread node
+    /// has at most one; a task one per port future it polled).
+    pub(in crate::graph) waits: Vec<Vec<Wait>>,
+    /// For a task node waiting on a queue, the waker that polls it again.
+    pub(in crate::graph) wakers: Vec<Option<Waker>>,
+    /// Counts each node's resumptions: a port future that saw one value when
+    /// it began to wait is ready once the count moves, without the lock.
+    pub(super) epochs: Vec<std::sync::Arc<std::sync::atomic::AtomicU64>>,
+    /// Whether each node runs as a task on the worker pool (it must never
+    /// sleep on a condition variable: it would hold a worker).
+    pub(in crate::graph) task: Vec<bool>,
+    pub(in crate::graph) edges: Vec<std::sync::Arc<Edge>>,
+    /// The reading nodes of each edge, by edge id.
+    pub(in crate::graph) readers_of: Vec<Vec<usize>>,
+    /// Nodes whose status is [`Status::Running`] (a stall is possible only
+    /// when none is).
+    pub(super) running: usize,
+    /// The next [`Wait::token`].
+    pub(super) next_token: u64,
+    pub(in crate::graph) failure: Option<Error>,
+}
+
+impl Sched {
+    /// Adds node `name`, running, as a thread until started as a task.
+    pub(in crate::graph) fn add_node(&mut self, name: &str) {
+        self.names.push(name.to_string());
+        self.status.push(Status::Running);
+        self.running += 1;
+        self.waits.push(Vec::new());
+        self.wakers.push(None);
+        self.epochs.push(Default::default());
+        self.task.push(false);
+    }
+
+    /// Sets node `node`'s status, keeping count of the running ones. A node
+    /// that is done stays done.
+    pub(in crate::graph) fn set(&mut self, node: usize, status: Status) {
+        if self.status[node] == Status::Done {
+            return;
+        }
+        let was = std::mem::replace(&mut self.status[node], status) == Status::Running;
+        let is = status == Status::Running;
+        match (was, is) {
+            (true, false) => self.running -= 1,
+            (false, true) => self.running += 1,
+            _ => {}
+        }
+    }
+
+    /// Node `node` runs on: its pending waits are over (its port futures see
+    /// the count of resumptions move and look at their queues again) and its
+    /// waker (if it is a task) polls it.
+    pub(super) fn resume(&mut self, node: usize) {
+        self.set(node, Status::Running);
+        self.waits[node].clear();
+        self.epochs[node].fetch_add(1, std::sync::atomic::Ordering::Release);
+        if let Some(w) = self.wakers[node].take() {
+            w.wake();
+        }
+    }
+
+    /// Whether node `node` has a wait pending on `side` of edge `edge`.
+    fn waits_on(&self, node: usize, edge: usize, side: Side) -> bool {
+        self.waits[node]
+            .iter()
+            .any(|w| w.edge == edge && w.side == side)
+    }
+}
+
+pub(in crate::graph) struct Runtime {
+    pub(in crate::graph) sched: Mutex<Sched>,
+    pub(in crate::graph) abort: AtomicBool,
+}
+
+impl Runtime {
+    /// A runtime with no nodes yet.
+    pub(in crate::graph) fn new() -> Self {
+        Runtime {
+            sched: Mutex::new(Sched {
+                names: Vec::new(),
+                status: Vec::new(),
+                waits: Vec::new(),
+                wakers: Vec::new(),
+                epochs: Vec::new(),
+                task: Vec::new(),
+                edges: Vec::new(),
+                readers_of: Vec::new(),
+                running: 0,
+                next_token: 0,
+                failure: None,
+            }),
+            abort: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether the graph is stopping.
+    pub(in crate::graph) fn aborted(&self) -> bool {
+        self.abort.load(Ordering::Acquire)
+    }
+
+    /// Wakes the nodes blocked on one side of `edge`.
+    pub(in crate::graph) fn wake(&self, edge: &Edge, side: Side) {
+        let mut s = lock(&self.sched);
+        Self::wake_locked(&mut s, edge, side);
+    }
+
+    pub(in crate::graph) fn wake_locked(s: &mut Sched, edge: &Edge, side: Side) {
+        match side {
+            // Only its writer writes to an edge.
+            Side::Write => {
+                if s.waits_on(edge.writer_node, edge.id, side) {
+                    s.resume(edge.writer_node);
+                }
+            }
+            Side::Read => {
+                for i in 0..s.readers_of.get(edge.id).map_or(0, Vec::len) {
+                    let node = s.readers_of[edge.id][i];
+                    if s.waits_on(node, edge.id, side) {
+                        s.resume(node);
+                    }
+                }
+            }
+        }
+        match side {
+            Side::Write => {
+                edge.writer_target.store(u64::MAX, Ordering::SeqCst);
+                edge.writer_cv.notify_all();
+            }
+            Side::Read => {
+                edge.readers_target.store(u64::MAX, Ordering::SeqCst);
+                edge.readers_cv.notify_all();
+            }
+        }
+    }
+
+    /// Records the first real failure and wakes everybody to stop.
+    pub(in crate::graph) fn fail(&self, s: &mut Sched, err: Error) {
+        // A node whose readers vanished fails with `Closed`; when the readers
+        // vanished because their node failed, that node's error is the cause (it
+        // may be recorded second: its ports close before its result arrives).
+        let consequence = |e: &Error| {
+            matches!(
+                e,
+                Error::Port {
+                    source: ring::Error::Closed,
+                    ..
+                }
+            )
+        };
+        match &s.failure {
+            None => s.failure = Some(err),
+            Some(old) if consequence(old) && !consequence(&err) => s.failure = Some(err),
+            Some(_) => {}
+        }
+        self.stop_all(s);
+    }
+
+    /// Makes every port call return [`Error::Aborted`] and wakes every waiter.
+    /// Called with the lock held, so that no waiter is between its last look
+    /// at `abort` and its wait.
+    pub(in crate::graph) fn stop_all(&self, s: &Sched) {
+        self.abort.store(true, Ordering::SeqCst);
+        for e in &s.edges {
+            e.writer_cv.notify_all();
+            e.readers_cv.notify_all();
+        }
+        for w in s.wakers.iter().flatten() {
+            w.wake_by_ref();
+        }
+    }
+
+    /// Node `id` ended with `result` (its ports already closed): records the
+    /// first real failure, or looks for a stall the end leaves behind.
+    pub(in crate::graph) fn finish(
+        &self,
+        id: usize,
+        name: &str,
+        result: std::thread::Result<NodeResult>,
+    ) {
+        // The error is built before the lock is taken.
+        let mut closed = false;
+        let err = match result {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => match e.downcast::<Error>() {
+                // Stopped because another node failed: not a failure.
+                Ok(e) if matches!(*e, Error::Aborted { .. }) => None,
+                Ok(e) => Some(match *e {
+                    e @ Error::Port {
+                        source: ring::Error::Closed,
+                        ..
+                    } => {
+                        closed = true;
+                        e
+                    }
+                    e @ (Error::Port { .. }
+                    | Error::Deadlock { .. }
+                    | Error::BlockingInTask { .. }
+                    | Error::WaitAfterEnd { .. }) => e,
+                    e => Error::Node {
+                        node: name.to_string(),
+                        source: Box::new(e),
+                    },
+                }),
+                Err(e) => Some(Error::Node {
+                    node: name.to_string(),
+                    source: e,
+                }),
+            },
+            Err(p) => {
+                let message = panic_message(p.as_ref());
+                drop_quietly(p);
+                Some(Error::Panicked {
+                    node: name.to_string(),
+                    message,
+                })
+            }
+        };
+        let mut s = lock(&self.sched);
+        s.set(id, Status::Done);
+        s.waits[id].clear();
+        s.wakers[id] = None;
+        // `Closed` ends a node normally only when every reader of every one
+        // of its outputs had finished (a `head` downstream) when that output
+        // closed: one output whose reader finished while another was still
+        // read is a failure, never a silent truncation (the other reader may
+        // have finished since, on the end of stream the close gave it).
+        let err = if closed
+            && !s
+                .edges
+                .iter()
+                .filter(|e| e.writer_node == id)
+                .any(|e| e.left_reading())
+        {
+            None
+        } else {
+            err
+        };
+        match err {
+            Some(e) => self.fail(&mut s, e),
+            None => self.check_stall(&mut s),
+        }
+    }
+}
+
+/// Drops `x`, catching a panic its `Drop` raises (a panic payload may be
+/// one whose drop panics): the runtime's own threads must never unwind, and
+/// the second panic's payload is leaked rather than dropped in turn.
+pub(in crate::graph) fn drop_quietly<T>(x: T) {
+    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(x))) {
+        std::mem::forget(again);
+    }
+}
+
+/// The text of a panic's payload, if it has one.
+pub(in crate::graph) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_string()
+    }
+}
+
+/// Runs a thread node's body to its end and records how it ended.
+pub(in crate::graph) fn run_node(
+    rt: &Runtime,
+    id: usize,
+    name: &str,
+    body: Box<dyn FnOnce() -> NodeResult + Send>,
+) {
+    // The body (and with it every port it captured) is consumed here, so its
+    // queues are closed before the node is marked done.
+    let result = catch_unwind(AssertUnwindSafe(body));
+    rt.finish(id, name, result);
+}

@@ -1,0 +1,627 @@
+//! The waits of both sides of a queue: a thread node sleeps on the edge's
+//! condition variable, a task node leaves its waker with the runtime
+//! ([`BlockOn`]). Both are written against [`WriteEnd`] and [`ReadEnd`], so
+//! that the `loom` model checks this very code on the queue's cursor protocol.
+
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::AtomicU64;
+use std::task::{Context, Poll, Waker};
+
+use crate::ring;
+use crate::sync::{MutexGuard, Ordering, fence, lock, wait};
+
+use super::edge::{Edge, Side};
+use super::sched::{Runtime, Sched, Status, Wait};
+
+/// A blocking round begun ([`Runtime::begin_block`]): the lock held, what
+/// the last look found, whether the node is to wait, and the wait's token.
+type Begun<'a> = (MutexGuard<'a, Sched>, Result<bool, ring::Error>, bool, u64);
+
+/// Why a wait on a queue ended without the room or the items it waited for.
+#[derive(Debug)]
+pub(in crate::graph) enum WaitError {
+    /// The graph is stopping.
+    Aborted,
+    /// A task node called a blocking port method where it would have to
+    /// sleep (it would hold a worker of the pool).
+    BlockingInTask,
+    /// The port's node has returned (the port was kept past its end).
+    AfterEnd,
+    /// The queue's own error (every reader gone, memory lost, ...).
+    Queue(ring::Error),
+}
+
+/// How a node counts while a wait of it is pending.
+#[derive(Clone, Copy)]
+enum Counted<'w> {
+    /// A thread node about to sleep: blocked at once.
+    Thread,
+    /// A port future polled by dmaflow's executor ([`poll_node`]): the node
+    /// is blocked once the whole poll has returned pending, on every wait it
+    /// left (a select over several port futures waits on all of them).
+    Polled(&'w Waker),
+    /// A port future polled by another executor: blocked at once, on this
+    /// wait.
+    Foreign(&'w Waker),
+}
+
+thread_local! {
+    /// Set while [`poll_node`] polls a node body on this thread.
+    static POLLING: Cell<bool> = const { Cell::new(false) };
+    /// The runtime of the executor polling on this thread, if it has one.
+    static EXEC_RT: Cell<*const Runtime> = const { Cell::new(std::ptr::null()) };
+    /// A node of that runtime that left a wait during the present poll.
+    static PARKED_NODE: Cell<Option<usize>> = const { Cell::new(None) };
+    /// A node of another runtime that did, with its runtime.
+    static PARKED: RefCell<Option<(std::sync::Arc<Runtime>, usize)>> = const { RefCell::new(None) };
+    /// Port calls left before a task yields its worker.
+    static BUDGET: Cell<u32> = const { Cell::new(u32::MAX) };
+}
+
+/// Polls a node body once as dmaflow's executor: a port future that waits
+/// leaves its node's wait with the runtime, and once the body's poll has
+/// returned pending the node counts as blocked (so that every port future a
+/// body polls in one go, a select, is waited on). `budget` port calls may
+/// complete without waiting before one yields (cooperative scheduling: a
+/// task whose queues are always ready still lets the others run). `rt` is
+/// the runtime the executor holds for as long as it polls, if any.
+pub(in crate::graph) fn poll_node<F: Future + ?Sized>(
+    body: Pin<&mut F>,
+    cx: &mut Context<'_>,
+    budget: u32,
+    rt: Option<&Runtime>,
+) -> Poll<F::Output> {
+    struct Reset(bool, *const Runtime);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            POLLING.with(|p| p.set(self.0));
+            EXEC_RT.with(|r| r.set(self.1));
+            // A body that panicked left no wait to count.
+            PARKED_NODE.with(|p| p.take());
+            PARKED.with(|p| p.borrow_mut().take());
+        }
+    }
+    let own = rt.map_or(std::ptr::null(), |r| r as *const Runtime);
+    let _reset = Reset(
+        POLLING.with(|p| p.replace(true)),
+        EXEC_RT.with(|r| r.replace(own)),
+    );
+    BUDGET.with(|b| b.set(budget));
+    let out = body.poll(cx);
+    if out.is_pending() {
+        if let (Some(rt), Some(node)) = (rt, PARKED_NODE.with(Cell::take)) {
+            rt.parked(node);
+        }
+        if let Some((rt, node)) = PARKED.with(|p| p.borrow_mut().take()) {
+            rt.parked(node);
+        }
+    }
+    out
+}
+
+/// Notes that node `node` of `rt` left a wait during the present poll (a
+/// runtime of the executor's own is not counted again).
+fn note_parked(rt: &std::sync::Arc<Runtime>, node: usize) {
+    if EXEC_RT.with(Cell::get) == std::sync::Arc::as_ptr(rt) {
+        PARKED_NODE.with(|p| p.set(Some(node)));
+    } else {
+        PARKED.with(|p| *p.borrow_mut() = Some((rt.clone(), node)));
+    }
+}
+
+/// Spends one unit of the poll's budget; `true` when none was left. A
+/// budget of `u32::MAX` (a thread's own executor) is never spent.
+fn out_of_budget() -> bool {
+    BUDGET.with(|b| match b.get() {
+        0 => true,
+        u32::MAX => false,
+        n => {
+            b.set(n - 1);
+            false
+        }
+    })
+}
+
+/// Pending once (after waking its task), then ready: a task's yield.
+#[derive(Default)]
+struct Yield(bool);
+
+impl Future for Yield {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            return Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+/// What the runtime needs of a queue's writing end to wait on it. None of
+/// these calls may take the runtime's lock.
+pub(in crate::graph) trait WriteEnd {
+    /// Capacity in items.
+    fn capacity(&self) -> usize;
+    /// Items published so far.
+    fn position(&self) -> u64;
+    /// Grows the queue to at least `min_items` (readers follow).
+    fn grow(&mut self, min_items: usize) -> Result<(), ring::Error>;
+    /// Whether `n` slots are free now (they are then reserved).
+    fn has_room(&mut self, n: usize) -> Result<bool, ring::Error>;
+}
+
+/// What the runtime needs of a queue's reading end to wait on it. None of
+/// these calls may take the runtime's lock.
+pub(in crate::graph) trait ReadEnd {
+    /// Items consumed so far.
+    fn position(&self) -> u64;
+    /// `Some(threshold to use)` once `threshold` items are readable or the
+    /// stream has ended; `None` while neither holds.
+    fn ready(&mut self, threshold: usize) -> Result<Option<usize>, ring::Error>;
+}
+
+impl Runtime {
+    /// The first half of one blocking round of node `node` on `side` of
+    /// `edge`: leaves the wait with the runtime (the node counted as
+    /// `counted` says), publishes `target` for the other side, looks once
+    /// more (`ready`, with the lock held: it must not take it) and lets the
+    /// runtime resolve a stall. Returns the lock, what the look found,
+    /// whether the node is to wait (its wait still pending, the graph not
+    /// stopping) and the wait's token; a wait not to be waited on is
+    /// withdrawn. [`WaitError::AfterEnd`] if the node has returned.
+    #[allow(clippy::too_many_arguments)]
+    fn begin_block(
+        &self,
+        node: usize,
+        edge: &Edge,
+        side: Side,
+        amount: usize,
+        target: u64,
+        ready: impl FnOnce() -> Result<bool, ring::Error>,
+        counted: Counted<'_>,
+    ) -> Result<Begun<'_>, WaitError> {
+        let mut s = lock(&self.sched);
+        if s.status[node] == Status::Done {
+            return Err(WaitError::AfterEnd);
+        }
+        let token = s.next_token;
+        s.next_token += 1;
+        s.waits[node].push(Wait {
+            token,
+            edge: edge.id,
+            side,
+            amount,
+        });
+        let at_once = match counted {
+            Counted::Thread => true,
+            Counted::Foreign(_) => true,
+            Counted::Polled(_) => false,
+        };
+        // A node being polled runs (it may have been polled for nothing
+        // while blocked): its waits count once the poll has ended.
+        s.set(
+            node,
+            if at_once {
+                Status::Blocked
+            } else {
+                Status::Running
+            },
+        );
+        if let Counted::Polled(waker) | Counted::Foreign(waker) = counted {
+            match &mut s.wakers[node] {
+                Some(w) if w.will_wake(waker) => {}
+                slot => *slot = Some(waker.clone()),
+            }
+        }
+        match side {
+            Side::Write => edge.writer_target.store(target, Ordering::SeqCst),
+            Side::Read => {
+                edge.readers_target.fetch_min(target, Ordering::SeqCst);
+            }
+        }
+        // Pairs with the fence in `after_commit` / `after_consume`: either the
+        // other side sees the target (and wakes us, under the lock, after we
+        // sleep), or `ready` sees what the other side published.
+        fence(Ordering::SeqCst);
+        let growing = side == Side::Write
+            && edge.grow_to.load(Ordering::SeqCst) > edge.capacity.load(Ordering::SeqCst);
+        let look = if growing || self.abort.load(Ordering::SeqCst) {
+            Ok(true)
+        } else {
+            ready()
+        };
+        let mut sleep = false;
+        if let Ok(false) = look {
+            if at_once {
+                self.check_stall(&mut s);
+            }
+            // A stall check may have resumed us (growth) or stopped the graph
+            // (a deadlock, reported by this very node): then do not sleep.
+            sleep = s.waits[node].iter().any(|w| w.token == token)
+                && !self.abort.load(Ordering::SeqCst);
+        }
+        if !sleep {
+            Self::withdraw(&mut s, node, token);
+        }
+        Ok((s, look, sleep, token))
+    }
+
+    /// Takes back wait `token` of node `node`: a node blocked on nothing
+    /// else runs on.
+    fn withdraw(s: &mut Sched, node: usize, token: u64) {
+        if let Some(i) = s.waits[node].iter().position(|w| w.token == token) {
+            s.waits[node].swap_remove(i);
+        }
+        if s.waits[node].is_empty() && s.status[node] == Status::Blocked {
+            s.set(node, Status::Running);
+        }
+    }
+
+    /// After dmaflow's executor polled node `node` and the poll returned
+    /// pending with waits left: unless one of them has been resumed since,
+    /// the node is blocked (on all of them), which may stall the graph.
+    fn parked(&self, node: usize) {
+        let mut s = lock(&self.sched);
+        if s.status[node] == Status::Running && !s.waits[node].is_empty() {
+            s.set(node, Status::Blocked);
+            self.check_stall(&mut s);
+        }
+    }
+
+    /// One blocking round of a thread node (see [`Runtime::begin_block`]),
+    /// sleeping on the edge's condition variable until woken. The node is
+    /// running again on return, whatever happened; the caller looks at the
+    /// queue again.
+    fn block(
+        &self,
+        node: usize,
+        edge: &Edge,
+        side: Side,
+        amount: usize,
+        target: u64,
+        ready: impl FnOnce() -> Result<bool, ring::Error>,
+    ) -> Result<(), WaitError> {
+        let (mut s, look, sleep, token) =
+            self.begin_block(node, edge, side, amount, target, ready, Counted::Thread)?;
+        if sleep {
+            if s.task[node] {
+                Self::withdraw(&mut s, node, token);
+                return Err(WaitError::BlockingInTask);
+            }
+            let cv = match side {
+                Side::Write => &edge.writer_cv,
+                Side::Read => &edge.readers_cv,
+            };
+            s = wait(cv, s);
+            // Resumed, or woken to stop (or for nothing): it runs on.
+            Self::withdraw(&mut s, node, token);
+        }
+        drop(s);
+        look.map(|_| ()).map_err(WaitError::Queue)
+    }
+
+    /// Grows `w` if a reader's threshold, the runtime or `n` asks for it.
+    pub(in crate::graph) fn apply_growth<W: WriteEnd>(
+        &self,
+        edge: &Edge,
+        w: &mut W,
+        n: usize,
+    ) -> Result<(), ring::Error> {
+        let want = edge.grow_to.load(Ordering::SeqCst).max(n);
+        if want > w.capacity() {
+            if want > edge.max_items {
+                return Err(edge.over_limit(want));
+            }
+            w.grow(want)?;
+            edge.capacity.store(w.capacity(), Ordering::SeqCst);
+            // Readers waiting on a threshold the queue could not hold may go on.
+            self.wake(edge, Side::Read);
+        }
+        Ok(())
+    }
+
+    /// Whether `n` slots of `w` are free now (they are then reserved). A
+    /// reader that released slots it had lent elsewhere asked, before it
+    /// released them, for the queue to move (`Input::close_keeping_memory`):
+    /// the move happens here, before any of them is reused.
+    pub(in crate::graph) fn room_without_growth<W: WriteEnd>(
+        &self,
+        edge: &Edge,
+        w: &mut W,
+        n: usize,
+    ) -> Result<bool, WaitError> {
+        if !w.has_room(n).map_err(WaitError::Queue)? {
+            return Ok(false);
+        }
+        if edge.grow_to.load(Ordering::SeqCst) > w.capacity() {
+            self.apply_growth(edge, w, n).map_err(WaitError::Queue)?;
+            return w.has_room(n).map_err(WaitError::Queue);
+        }
+        Ok(true)
+    }
+
+    /// One look at the writing end `w` for `n` slots: `None` once they are
+    /// reserved (growing the queue when `n` exceeds it or the runtime asks),
+    /// else the slowest reader position at which they will be free.
+    fn room_step<W: WriteEnd>(
+        &self,
+        edge: &Edge,
+        w: &mut W,
+        n: usize,
+    ) -> Result<Option<u64>, WaitError> {
+        if self.aborted() {
+            return Err(WaitError::Aborted);
+        }
+        self.apply_growth(edge, w, n).map_err(WaitError::Queue)?;
+        if self.room_without_growth(edge, w, n)? {
+            return Ok(None);
+        }
+        let cap = w.capacity() as u64;
+        Ok(Some((w.position() + n as u64).saturating_sub(cap)))
+    }
+
+    /// Waits, as thread node `node`, until `n` slots of `w` are free (they
+    /// are then reserved), growing the queue when `n` exceeds it or the
+    /// runtime asks.
+    pub(in crate::graph) fn wait_room<W: WriteEnd>(
+        &self,
+        node: usize,
+        edge: &Edge,
+        w: &mut W,
+        n: usize,
+    ) -> Result<(), WaitError> {
+        while let Some(target) = self.room_step(edge, w, n)? {
+            self.block(node, edge, Side::Write, n, target, || w.has_room(n))?;
+        }
+        Ok(())
+    }
+
+    /// [`Runtime::wait_room`] for a task node: waits without a thread.
+    pub(in crate::graph) async fn wait_room_async<W: WriteEnd>(
+        self: &std::sync::Arc<Self>,
+        node: usize,
+        edge: &Edge,
+        w: &mut W,
+        n: usize,
+    ) -> Result<(), WaitError> {
+        if out_of_budget() {
+            Yield::default().await;
+        }
+        while let Some(target) = self.room_step(edge, w, n)? {
+            let ready = || w.has_room(n);
+            BlockOn::new(self, node, edge, (Side::Write, n, target), ready).await?;
+        }
+        Ok(())
+    }
+
+    /// Before a reader waits for `threshold` items: a threshold beyond the
+    /// queue asks its writer to grow it (within the queue's limit).
+    fn items_request(&self, edge: &Edge, threshold: usize) -> Result<(), WaitError> {
+        if threshold > edge.max_items {
+            return Err(WaitError::Queue(edge.over_limit(threshold)));
+        }
+        if threshold > edge.capacity.load(Ordering::SeqCst) {
+            edge.grow_to.fetch_max(threshold, Ordering::SeqCst);
+            self.wake(edge, Side::Write);
+        }
+        Ok(())
+    }
+
+    /// One look at the reading end `r` for `threshold` items: `Ok(threshold
+    /// to peek with)` once they are readable or the stream has ended, else
+    /// `Err` of the write position at which they will be.
+    fn items_step<R: ReadEnd>(
+        &self,
+        r: &mut R,
+        threshold: usize,
+    ) -> Result<Result<usize, u64>, WaitError> {
+        if self.aborted() {
+            return Err(WaitError::Aborted);
+        }
+        if let Some(t) = r.ready(threshold).map_err(WaitError::Queue)? {
+            return Ok(Ok(t));
+        }
+        Ok(Err(r.position().saturating_add(threshold as u64)))
+    }
+
+    /// Waits, as thread node `node`, until `threshold` items of `r` are
+    /// readable or its stream has ended; returns the threshold to peek with.
+    /// A threshold beyond the queue asks its writer to grow it.
+    pub(in crate::graph) fn wait_items<R: ReadEnd>(
+        &self,
+        node: usize,
+        edge: &Edge,
+        r: &mut R,
+        threshold: usize,
+    ) -> Result<usize, WaitError> {
+        self.items_request(edge, threshold)?;
+        loop {
+            match self.items_step(r, threshold)? {
+                Ok(t) => return Ok(t),
+                Err(target) => self.block(node, edge, Side::Read, threshold, target, || {
+                    r.ready(threshold).map(|t| t.is_some())
+                })?,
+            }
+        }
+    }
+
+    /// [`Runtime::wait_items`] for a task node: waits without a thread.
+    pub(in crate::graph) async fn wait_items_async<R: ReadEnd>(
+        self: &std::sync::Arc<Self>,
+        node: usize,
+        edge: &Edge,
+        r: &mut R,
+        threshold: usize,
+    ) -> Result<usize, WaitError> {
+        if out_of_budget() {
+            Yield::default().await;
+        }
+        self.items_request(edge, threshold)?;
+        loop {
+            match self.items_step(r, threshold)? {
+                Ok(t) => return Ok(t),
+                Err(target) => {
+                    let ready = || r.ready(threshold).map(|t| t.is_some());
+                    BlockOn::new(self, node, edge, (Side::Read, threshold, target), ready).await?
+                }
+            }
+        }
+    }
+
+    /// After the writer of `edge` published up to `position`: wakes its
+    /// readers if one waits for that.
+    pub(in crate::graph) fn after_commit(&self, edge: &Edge, position: u64) {
+        fence(Ordering::SeqCst);
+        if edge.readers_target.load(Ordering::SeqCst) <= position {
+            self.wake(edge, Side::Read);
+        }
+    }
+
+    /// After a reader of `edge` consumed up to `position`: wakes the writer if
+    /// it waits for that.
+    pub(in crate::graph) fn after_consume(&self, edge: &Edge, position: u64) {
+        fence(Ordering::SeqCst);
+        if edge.writer_target.load(Ordering::SeqCst) <= position {
+            self.wake(edge, Side::Write);
+        }
+    }
+}
+
+/// One blocking round of a task node (see [`Runtime::begin_block`]) as a
+/// future: instead of sleeping, the node's waker is left with the runtime,
+/// which wakes it where it would notify a thread. Ready once the node has
+/// been resumed (its count of resumptions moved) or the graph stops; the
+/// caller looks at the queue again.
+struct BlockOn<'a, F> {
+    rt: &'a std::sync::Arc<Runtime>,
+    node: usize,
+    edge: &'a Edge,
+    /// The side waited on, the amount and the other side's target position.
+    wait: (Side, usize, u64),
+    state: BlockState<F>,
+}
+
+enum BlockState<F> {
+    /// Not polled yet: the last look before the node waits.
+    Look(F),
+    /// The wait is with the runtime: the node's count of resumptions and
+    /// its value then, the wait's token and the waker left.
+    Waiting {
+        epoch: std::sync::Arc<AtomicU64>,
+        seen: u64,
+        token: u64,
+        waker: Waker,
+    },
+    /// Ready returned.
+    Done,
+}
+
+impl<'a, F> BlockOn<'a, F> {
+    fn new(
+        rt: &'a std::sync::Arc<Runtime>,
+        node: usize,
+        edge: &'a Edge,
+        wait: (Side, usize, u64),
+        ready: F,
+    ) -> Self {
+        BlockOn {
+            rt,
+            node,
+            edge,
+            wait,
+            state: BlockState::Look(ready),
+        }
+    }
+}
+
+impl<F: FnOnce() -> Result<bool, ring::Error> + Unpin> Future for BlockOn<'_, F> {
+    type Output = Result<(), WaitError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let node = this.node;
+        let polled = POLLING.with(Cell::get);
+        match std::mem::replace(&mut this.state, BlockState::Done) {
+            BlockState::Look(ready) => {
+                let (side, amount, target) = this.wait;
+                let counted = if polled {
+                    Counted::Polled(cx.waker())
+                } else {
+                    Counted::Foreign(cx.waker())
+                };
+                let (s, look, sleep, token) = match this
+                    .rt
+                    .begin_block(node, this.edge, side, amount, target, ready, counted)
+                {
+                    Ok(begun) => begun,
+                    Err(e) => return Poll::Ready(Err(e)),
+                };
+                if !sleep {
+                    return Poll::Ready(look.map(|_| ()).map_err(WaitError::Queue));
+                }
+                let epoch = s.epochs[node].clone();
+                let seen = epoch.load(std::sync::atomic::Ordering::Relaxed);
+                drop(s);
+                if polled {
+                    note_parked(this.rt, node);
+                }
+                this.state = BlockState::Waiting {
+                    epoch,
+                    seen,
+                    token,
+                    waker: cx.waker().clone(),
+                };
+                Poll::Pending
+            }
+            BlockState::Waiting {
+                epoch,
+                seen,
+                token,
+                mut waker,
+            } => {
+                // Resumed (its waits taken back by the runtime) or stopping:
+                // nothing left to undo, no lock to take.
+                if epoch.load(std::sync::atomic::Ordering::Acquire) != seen || this.rt.aborted() {
+                    return Poll::Ready(Ok(()));
+                }
+                // Polled before the runtime resumed it: it waits on.
+                if !waker.will_wake(cx.waker()) {
+                    waker = cx.waker().clone();
+                    let mut s = lock(&this.rt.sched);
+                    s.wakers[node] = Some(waker.clone());
+                }
+                if polled {
+                    note_parked(this.rt, node);
+                }
+                this.state = BlockState::Waiting {
+                    epoch,
+                    seen,
+                    token,
+                    waker,
+                };
+                Poll::Pending
+            }
+            BlockState::Done => Poll::Ready(Ok(())),
+        }
+    }
+}
+
+impl<F> Drop for BlockOn<'_, F> {
+    fn drop(&mut self) {
+        // Dropped while waiting (a select that took another branch, or its
+        // task ended): the wait is taken back unless the runtime did.
+        if let BlockState::Waiting {
+            epoch, seen, token, ..
+        } = &self.state
+        {
+            let mut s = lock(&self.rt.sched);
+            if epoch.load(std::sync::atomic::Ordering::Acquire) == *seen {
+                Runtime::withdraw(&mut s, self.node, *token);
+            }
+        }
+    }
+}

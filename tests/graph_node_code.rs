@@ -1,0 +1,479 @@
+//! Node code as users write it: a select over port futures, a task that is
+//! always ready, a blocking call inside a task, a port kept past its node's
+//! end, a panic whose payload panics when dropped, an over-aligned item type
+//! and a task woken while it is polled. Each graph ends with its outcome or
+//! a named error within a bound; none hangs, starves a task, reports a false
+//! deadlock or hands out a misaligned slice.
+
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Poll, Waker};
+use std::time::{Duration, Instant};
+
+use dmaflow::graph::{Error, Graph, Output};
+
+mod common;
+use common::{Rng, run_within};
+
+/// A thread node's body that writes `0..n` in pieces of 1 to 64 items.
+fn count(mut out: Output<u32>, n: u32, seed: u64) -> dmaflow::graph::NodeResult {
+    let mut rng = Rng(seed);
+    let mut k = 0;
+    while k < n {
+        let m = (1 + rng.below(64) as u32).min(n - k);
+        out.write(&(k..k + m).collect::<Vec<_>>())?;
+        k += m;
+    }
+    Ok(())
+}
+
+#[test]
+fn a_select_over_two_port_futures_with_one_kept_across_rounds_works() {
+    // The everyday async idiom: a long-lived future (a stop signal) kept
+    // across the rounds of a loop that selects over it and a fresh read.
+    const N: u32 = 20_000;
+    for round in 0..20u64 {
+        let mut g = Graph::new();
+        g.set_workers(2);
+        let (oa, mut ia) = g.connect::<u32>(("a", "out"), ("sel", "a")).unwrap();
+        let (mut ob, mut ib) = g.connect::<u32>(("b", "out"), ("sel", "stop")).unwrap();
+        let (mut oc, ic) = g.connect::<u64>(("sel", "sum"), ("sink", "in")).unwrap();
+        g.task("a", async move {
+            let mut rng = Rng(round + 1);
+            let (mut oa, mut k) = (oa, 0u32);
+            while k < N {
+                let m = (1 + rng.below(64) as u32).min(N - k);
+                oa.write_async(&(k..k + m).collect::<Vec<_>>()).await?;
+                k += m;
+            }
+            Ok(())
+        })
+        .unwrap();
+        g.node("b", move || {
+            std::thread::sleep(Duration::from_millis(round % 5));
+            Ok(ob.write(&[7])?)
+        })
+        .unwrap();
+        g.task("sel", async move {
+            let (mut sum, mut stop_seen) = (0u64, false);
+            let mut stop = pin!(ib.peek_async(1));
+            loop {
+                tokio::select! {
+                    biased;
+                    r = &mut stop, if !stop_seen => {
+                        assert_eq!(r?, &[7]);
+                        stop_seen = true;
+                    }
+                    s = ia.peek_async(1) => {
+                        let s = s?;
+                        if s.is_empty() {
+                            break;
+                        }
+                        sum += s.iter().map(|&x| u64::from(x)).sum::<u64>();
+                        let n = s.len();
+                        ia.consume(n)?;
+                    }
+                }
+            }
+            if !stop_seen {
+                stop.await?;
+            }
+            oc.write_async(&[sum]).await?;
+            Ok(())
+        })
+        .unwrap();
+        let got = common::collect(&mut g, "sink", ic).unwrap();
+        run_within(g).unwrap_or_else(|e| panic!("round {round}: {e}"));
+        let expect = u64::from(N) * u64::from(N - 1) / 2;
+        assert_eq!(*got.lock().unwrap(), vec![expect], "round {round}");
+    }
+}
+
+#[test]
+fn a_task_whose_ports_are_always_ready_does_not_starve_another_task() {
+    for workers in [1, 2] {
+        let mut g = Graph::new();
+        g.set_workers(workers);
+        // A queue that holds all the source writes: the busy task's input is
+        // always readable.
+        const ALL: usize = 4 << 20;
+        let (mut so, mut bi) = g
+            .connect_with_capacity::<u32>(("src", "out"), ("busy", "in"), ALL)
+            .unwrap();
+        let (mut bo, si) = g
+            .connect_with_capacity::<u32>(("busy", "out"), ("sink", "in"), ALL)
+            .unwrap();
+        let (o2, mut i2) = g.connect::<u32>(("src2", "out"), ("other", "in")).unwrap();
+        let other_done = Arc::new(AtomicBool::new(false));
+        let seen_by_busy = Arc::new(AtomicBool::new(false));
+        // A fast thread source: its reader never waits.
+        g.node("src", move || Ok(so.write(&vec![1; ALL])?)).unwrap();
+        let (done, seen) = (other_done.clone(), seen_by_busy.clone());
+        g.task("busy", async move {
+            let t0 = Instant::now();
+            // One item per call: always readable, always room.
+            while !done.load(Ordering::Acquire) && t0.elapsed() < Duration::from_secs(3) {
+                if bi.peek_async(1).await?.is_empty() {
+                    break;
+                }
+                bi.consume(1)?;
+                bo.reserve_async(1).await?[0] = 1;
+                bo.commit(1)?;
+            }
+            seen.store(done.load(Ordering::Acquire), Ordering::Release);
+            Ok(())
+        })
+        .unwrap();
+        common::collect(&mut g, "sink", si).unwrap();
+        // Its items come once the busy task runs on ready queues alone.
+        g.node("src2", move || {
+            std::thread::sleep(Duration::from_millis(20));
+            count(o2, 1000, 3)
+        })
+        .unwrap();
+        let done = other_done.clone();
+        g.task("other", async move {
+            let mut got = 0;
+            loop {
+                let n = i2.peek_async(1).await?.len();
+                if n == 0 {
+                    break;
+                }
+                got += n;
+                i2.consume(n)?;
+            }
+            assert_eq!(got, 1000);
+            done.store(true, Ordering::Release);
+            Ok(())
+        })
+        .unwrap();
+        run_within(g).unwrap();
+        assert!(
+            seen_by_busy.load(Ordering::Acquire),
+            "{workers} workers: the other task did not finish while the busy one ran"
+        );
+    }
+}
+
+#[test]
+fn a_task_blocking_its_worker_stops_the_graph_naming_it() {
+    // A blocking channel receive inside a task: past the limit the graph
+    // ends with the task's name (the worker is left to the call).
+    let (tx, rx) = std::sync::mpsc::channel::<u32>();
+    let mut g = Graph::new();
+    g.set_workers(1);
+    g.set_task_hold_limit(Duration::from_millis(200));
+    let (mut o, mut i) = g.connect::<u32>(("src", "out"), ("blocker", "in")).unwrap();
+    g.task("src", async move {
+        for k in 0..100_000u32 {
+            o.write_async(&[k]).await?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    g.task("blocker", async move {
+        i.peek_async(1).await?;
+        let _ = rx.recv();
+        Ok(())
+    })
+    .unwrap();
+    let t0 = Instant::now();
+    match run_within(g) {
+        Err(Error::TaskHeldWorker { node, limit }) => {
+            assert_eq!(node, "blocker");
+            assert_eq!(limit, Duration::from_millis(200));
+        }
+        other => panic!("expected the held worker reported, got {other:?}"),
+    }
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    drop(tx);
+
+    // A spin on a non-waiting call: reported, and the spin sees the stop.
+    let mut g = Graph::new();
+    g.set_task_hold_limit(Duration::from_millis(200));
+    let (mut o, mut i) = g
+        .connect::<u32>(("quiet", "out"), ("spinner", "in"))
+        .unwrap();
+    g.node("quiet", move || {
+        // Writes nothing until the graph stops.
+        while o.try_reserve(1).is_ok() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        Ok(())
+    })
+    .unwrap();
+    g.task("spinner", async move {
+        while i.try_peek(1)?.is_none() {
+            std::thread::yield_now();
+        }
+        Ok(())
+    })
+    .unwrap();
+    match run_within(g) {
+        Err(Error::TaskHeldWorker { node, .. }) => assert_eq!(node, "spinner"),
+        other => panic!("expected the spin reported, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_port_kept_past_its_nodes_end_never_hides_a_deadlock() {
+    // Node w hands its output to a thread and returns; the thread writes on
+    // (its waits are refused: the node has ended). Elsewhere a and b wait
+    // on each other: the deadlock is reported with their cycle.
+    let mut g = Graph::new();
+    let (ow, iw) = g
+        .connect_with_capacity::<u32>(("w", "out"), ("r", "in"), 1024)
+        .unwrap();
+    let (mut oab, mut iab) = g.connect::<u32>(("a", "out"), ("b", "in")).unwrap();
+    let (mut oba, mut iba) = g.connect::<u32>(("b", "out"), ("a", "in")).unwrap();
+    let (tx, helper) = std::sync::mpsc::channel();
+    g.node("w", move || {
+        std::thread::spawn(move || {
+            let mut ow = ow;
+            let r = (0..64).try_for_each(|_| ow.write(&[0; 1024]));
+            let _ = tx.send(r);
+        });
+        Ok(())
+    })
+    .unwrap();
+    let mut iw = iw;
+    g.node("r", move || {
+        loop {
+            std::thread::sleep(Duration::from_millis(2));
+            let n = iw.peek(1)?.len();
+            if n == 0 {
+                return Ok(());
+            }
+            iw.consume(n)?;
+        }
+    })
+    .unwrap();
+    g.node("a", move || {
+        iba.peek(1)?;
+        Ok(oab.write(&[1])?)
+    })
+    .unwrap();
+    g.node("b", move || {
+        iab.peek(1)?;
+        Ok(oba.write(&[1])?)
+    })
+    .unwrap();
+    match run_within(g) {
+        Err(Error::Deadlock { cycle }) => {
+            assert!(
+                cycle.contains("a waits") && cycle.contains("b waits"),
+                "{cycle}"
+            );
+            assert!(cycle.ends_with("closes the cycle"), "{cycle}");
+        }
+        other => panic!("expected the deadlock of a and b, got {other:?}"),
+    }
+    match helper.recv_timeout(common::BOUND) {
+        Ok(Err(Error::WaitAfterEnd { node, port })) => assert_eq!((&*node, &*port), ("w", "out")),
+        // It may have written everything without ever waiting.
+        Ok(Ok(())) => {}
+        other => panic!("the helper's writes: {other:?}"),
+    }
+}
+
+#[test]
+fn a_reader_of_a_port_kept_open_past_its_node_does_not_garble_the_cycle() {
+    // r (added first) waits on w's output, which a thread keeps open after
+    // w returned; a and b wait on each other: the report names their cycle.
+    let mut g = Graph::new();
+    let (ow, mut iw) = g.connect::<u32>(("w", "out"), ("r", "in")).unwrap();
+    g.node("r", move || {
+        iw.peek(1)?;
+        Ok(())
+    })
+    .unwrap();
+    let (mut oab, mut iab) = g.connect::<u32>(("a", "out"), ("b", "in")).unwrap();
+    let (mut oba, mut iba) = g.connect::<u32>(("b", "out"), ("a", "in")).unwrap();
+    let (release, held) = std::sync::mpsc::channel::<()>();
+    g.node("w", move || {
+        std::thread::spawn(move || {
+            let _keep = ow;
+            let _ = held.recv_timeout(common::BOUND);
+        });
+        Ok(())
+    })
+    .unwrap();
+    g.node("a", move || {
+        iba.peek(1)?;
+        Ok(oab.write(&[1])?)
+    })
+    .unwrap();
+    g.node("b", move || {
+        iab.peek(1)?;
+        Ok(oba.write(&[1])?)
+    })
+    .unwrap();
+    let result = run_within(g);
+    drop(release);
+    match result {
+        Err(Error::Deadlock { cycle }) => {
+            assert!(
+                cycle.contains("a waits") && cycle.contains("b waits"),
+                "{cycle}"
+            );
+            assert!(!cycle.contains("r waits"), "{cycle}");
+        }
+        other => panic!("expected the deadlock of a and b, got {other:?}"),
+    }
+}
+
+/// A panic payload whose own drop panics.
+struct Bomb;
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        panic!("the payload's drop panics too");
+    }
+}
+
+#[test]
+fn a_panic_whose_payload_panics_when_dropped_is_the_graphs_error() {
+    for task in [false, true] {
+        let mut g = Graph::new();
+        let (mut o, mut i) = g.connect::<u32>(("src", "out"), ("bad", "in")).unwrap();
+        g.node("src", move || Ok(o.write(&[1, 2, 3])?)).unwrap();
+        if task {
+            g.task("bad", async move {
+                i.peek_async(1).await?;
+                std::panic::panic_any(Bomb)
+            })
+            .unwrap();
+        } else {
+            g.node("bad", move || {
+                i.peek(1)?;
+                std::panic::panic_any(Bomb)
+            })
+            .unwrap();
+        }
+        match run_within(g) {
+            Err(Error::Panicked { node, .. }) => assert_eq!(node, "bad"),
+            other => panic!("task {task}: expected the panic reported, got {other:?}"),
+        }
+    }
+}
+
+/// Items aligned beyond any page size in use.
+#[derive(Clone, Copy)]
+#[repr(C, align(65536))]
+struct Aligned([u8; 65536]);
+
+// SAFETY: a plain byte array, no padding (its size is its alignment), and
+// all zeroes is a value.
+unsafe impl bytemuck::Zeroable for Aligned {}
+// SAFETY: as above: any bytes are a value, and it is `Copy` with no padding.
+unsafe impl bytemuck::Pod for Aligned {}
+
+#[test]
+fn items_aligned_beyond_a_page_are_refused_not_handed_out_misaligned() {
+    let mut g = Graph::new();
+    match g.connect::<Aligned>(("w", "out"), ("r", "in")) {
+        Err(Error::ItemAlignment {
+            node, port, align, ..
+        }) => {
+            assert_eq!((&*node, &*port, align), ("w", "out", 65536));
+        }
+        Err(e) => panic!("expected the alignment refused, got {e}"),
+        Ok(_) => panic!("expected the alignment refused, got a queue"),
+    }
+    // Page-aligned items are fine.
+    #[derive(Clone, Copy)]
+    #[repr(C, align(4096))]
+    struct Page([u8; 4096]);
+    // SAFETY: as for `Aligned`.
+    unsafe impl bytemuck::Zeroable for Page {}
+    // SAFETY: as for `Aligned`.
+    unsafe impl bytemuck::Pod for Page {}
+    let (mut o, mut i) = g.connect::<Page>(("p", "out"), ("q", "in")).unwrap();
+    g.node("p", move || {
+        for _ in 0..8 {
+            let s = o.reserve(3)?;
+            assert_eq!(s.as_ptr() as usize % 4096, 0);
+            o.commit(3)?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    g.node("q", move || {
+        loop {
+            let s = i.peek(1)?;
+            if s.is_empty() {
+                return Ok(());
+            }
+            assert_eq!(s.as_ptr() as usize % 4096, 0);
+            let n = s.len();
+            i.consume(n)?;
+        }
+    })
+    .unwrap();
+    g.node("w", || Ok(())).unwrap();
+    g.node("r", || Ok(())).unwrap();
+    run_within(g).unwrap();
+}
+
+#[test]
+fn a_task_woken_during_its_poll_leaves_the_other_worker_free() {
+    // Task a wakes itself in its poll, then wakes b and waits (in the same
+    // poll) for b to run: the second worker must run b, not wait on a.
+    for round in 0..5 {
+        let mut g = Graph::new();
+        g.set_workers(2);
+        let b_waker: Arc<Mutex<Option<Waker>>> = Arc::default();
+        let b_ran = Arc::new(AtomicBool::new(false));
+        let b_ran_in_a_poll = Arc::new(AtomicU64::new(0));
+        let (bw, br, seen) = (b_waker.clone(), b_ran.clone(), b_ran_in_a_poll.clone());
+        g.task("a", async move {
+            let mut first = true;
+            std::future::poll_fn(|cx| {
+                if !first {
+                    return Poll::Ready(());
+                }
+                first = false;
+                let t0 = Instant::now();
+                while bw.lock().unwrap().is_none() {
+                    assert!(t0.elapsed() < Duration::from_secs(5), "b never polled");
+                    std::thread::yield_now();
+                }
+                cx.waker().wake_by_ref();
+                std::thread::sleep(Duration::from_millis(30));
+                bw.lock().unwrap().take().unwrap().wake();
+                let t0 = Instant::now();
+                while !br.load(Ordering::Acquire) && t0.elapsed() < Duration::from_secs(1) {
+                    std::thread::yield_now();
+                }
+                seen.store(u64::from(br.load(Ordering::Acquire)), Ordering::Release);
+                Poll::Pending
+            })
+            .await;
+            Ok(())
+        })
+        .unwrap();
+        let (bw, br) = (b_waker.clone(), b_ran.clone());
+        g.task("b", async move {
+            let mut first = true;
+            std::future::poll_fn(|cx| {
+                if first {
+                    first = false;
+                    *bw.lock().unwrap() = Some(cx.waker().clone());
+                    return Poll::Pending;
+                }
+                br.store(true, Ordering::Release);
+                Poll::Ready(())
+            })
+            .await;
+            Ok(())
+        })
+        .unwrap();
+        run_within(g).unwrap();
+        assert_eq!(
+            b_ran_in_a_poll.load(Ordering::Acquire),
+            1,
+            "round {round}: b did not run while a's poll went on"
+        );
+    }
+}
