@@ -29,7 +29,8 @@ use serde_json::json;
 use super::peers::{Backoff, checksum, fill, series};
 use super::report::{Target, sentence};
 use super::error::Error;
-use super::harness::{bytes_label, table, OnBoard};
+use super::columns::Columns;
+use super::harness::{OnBoard, bytes_label};
 use dmaflow::platform::cpu::{allowed_cores, pin};
 use dmaflow::ring::{Builder, Wait};
 use super::conditions::Conditions;
@@ -731,40 +732,33 @@ fn reference(rows: &[Row], row: &Row) -> Option<f64> {
         .map(|r| r.gbytes_per_s)
 }
 
+/// The rows' columns, with each row's ratio to dmaflow.
+fn columns(rows: &[Row]) -> Columns<'_, Row> {
+    let ratio = |r: &Row| reference(rows, r).map_or("-".into(), |d| format!("{:.2}", r.gbytes_per_s / d));
+    Columns::new()
+        .plain("impl", "impl", |r: &Row| r.implementation)
+        .plain("case", "case", |r| r.case)
+        .col("batch", "batch_bytes", |r| bytes_label(r.batch_bytes), |r| r.batch_bytes)
+        .fixed("GB/s (median)", "gbytes_per_s", 2, |r| r.gbytes_per_s)
+        .shown("range", |r| format!("{:.2}..{:.2}", r.range.0, r.range.1))
+        .kept("gbytes_per_s_min", |r| r.range.0)
+        .kept("gbytes_per_s_max", |r| r.range.1)
+        .kept("runs", |r| r.rounds)
+        .shown("x dmaflow", ratio)
+        .col(
+            "check",
+            "implausible",
+            |r| match r.implausible(rows) {
+                true => "implausible: above the no-queue bound".into(),
+                false => String::new(),
+            },
+            |r| r.implausible(rows),
+        )
+}
+
 /// The result as a text table with each row's ratio to dmaflow.
 pub fn render(rows: &[Row]) -> String {
-    let cells: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            let ratio =
-                reference(rows, r).map_or("-".into(), |d| format!("{:.2}", r.gbytes_per_s / d));
-            vec![
-                r.implementation.to_string(),
-                r.case.to_string(),
-                bytes_label(r.batch_bytes),
-                format!("{:.2}", r.gbytes_per_s),
-                format!("{:.2}..{:.2}", r.range.0, r.range.1),
-                ratio,
-                if r.implausible(rows) {
-                    "implausible: above the no-queue bound".into()
-                } else {
-                    String::new()
-                },
-            ]
-        })
-        .collect();
-    table(
-        &[
-            "impl",
-            "case",
-            "batch",
-            "GB/s (median)",
-            "range",
-            "x dmaflow",
-            "check",
-        ],
-        &cells,
-    )
+    columns(rows).table(rows)
 }
 
 /// How dmaflow compares with the best peer and the copying reader, per batch size.
@@ -901,16 +895,7 @@ pub fn answer(rows: &[Row]) -> String {
 pub fn json(rows: &[Row]) -> serde_json::Value {
     json!({
         "experiment": "ring",
-        "rows": rows.iter().map(|r| json!({
-            "impl": r.implementation,
-            "case": r.case,
-            "batch_bytes": r.batch_bytes,
-            "gbytes_per_s": r.gbytes_per_s,
-            "gbytes_per_s_min": r.range.0,
-            "gbytes_per_s_max": r.range.1,
-            "runs": r.rounds,
-            "implausible": r.implausible(rows),
-        })).collect::<Vec<_>>(),
+        "rows": columns(rows).json(rows),
     })
 }
 
