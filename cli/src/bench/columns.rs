@@ -105,6 +105,23 @@ impl<'a, R> Columns<'a, R> {
         )
     }
 
+    /// A share in both: its cell in whole percent, its value as it is.
+    pub fn percent(
+        self,
+        header: &'static str,
+        key: &'static str,
+        get: impl Fn(&R) -> f64 + 'a,
+    ) -> Self {
+        let get = std::rc::Rc::new(get);
+        let also = get.clone();
+        self.push(
+            Some(header),
+            Some(key),
+            Box::new(move |r| format!("{:.0} %", 100.0 * get(r))),
+            Box::new(move |r| also(r).into()),
+        )
+    }
+
     /// A spread's median in both, its cell written by `cell`, and the whole
     /// spread kept under `spread_key`.
     pub fn median(
@@ -158,6 +175,30 @@ impl<'a, R> Columns<'a, R> {
             .map(|r| shown.iter().map(|c| (c.cell)(r)).collect())
             .collect();
         table(&headers, &cells)
+    }
+
+    /// The rows as lines of fixed widths (negative: left-aligned), one space
+    /// between cells, under a line of the headers.
+    pub fn padded<'r>(&self, widths: &[i32], rows: impl IntoIterator<Item = &'r R>) -> String
+    where
+        R: 'r,
+    {
+        let line = |cells: &mut dyn Iterator<Item = String>| {
+            let cells: Vec<String> = cells
+                .zip(widths)
+                .map(|(c, &w)| match w {
+                    ..0 => format!("{c:<w$}", w = w.unsigned_abs() as usize),
+                    _ => format!("{c:>w$}", w = w as usize),
+                })
+                .collect();
+            cells.join(" ") + "\n"
+        };
+        let shown: Vec<&Column<R>> = self.columns.iter().filter(|c| c.header.is_some()).collect();
+        let mut out = line(&mut shown.iter().filter_map(|c| c.header.map(String::from)));
+        for r in rows {
+            out += &line(&mut shown.iter().map(|c| (c.cell)(r)));
+        }
+        out
     }
 
     /// The rows as JSON objects of the kept columns.
