@@ -16,7 +16,8 @@ use super::meter::{Cost, Meter, Tally};
 use super::report::sentence;
 use super::spread::{Spread, in_turns};
 use super::error::Error;
-use super::harness::{median, table, OnBoard};
+use super::columns::Columns;
+use super::harness::{OnBoard, median, table};
 use dmaflow::rig::Rig;
 use dmaflow::dma::{Completion, Proxy, Timing};
 use dmaflow::dsp::conv::{Layer, from_bytes, input_frame, roshambo};
@@ -510,45 +511,34 @@ pub fn render(rows: &[Row]) -> String {
         &t1,
     );
     out += "\nper layer\n";
-    let cells: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            vec![
-                r.completion.to_string(),
-                r.layer.to_string(),
-                r.tx_bytes.to_string(),
-                r.rx_bytes.to_string(),
-                format!("{:.5}", r.tx_us_per_byte),
-                format!("{:.5}", r.rx_us_per_byte),
-                format!("{:.1}", r.layer_us),
-                format!("{:.1}..{:.1}", r.layer_spread.p25, r.layer_spread.p75),
-                us(r.model_us),
-                us(r.overhead_us()),
-                us(r.emulator_us),
-                us(r.software_us()),
-                format!("{:.1}", r.cpu_us),
-            ]
-        })
-        .collect();
-    out += &table(
-        &[
-            "completion",
-            "layer",
-            "TX bytes",
-            "RX bytes",
-            "TX us/byte",
-            "RX us/byte",
-            "layer us",
+    out + &columns().table(rows)
+}
+
+/// The layers' columns.
+fn columns<'a>() -> Columns<'a, Row> {
+    Columns::new()
+        .kept("device", |r: &Row| r.device.clone())
+        .plain("completion", "completion", |r| r.completion)
+        .plain("layer", "layer", |r| r.layer)
+        .plain("TX bytes", "tx_bytes", |r| r.tx_bytes)
+        .plain("RX bytes", "rx_bytes", |r| r.rx_bytes)
+        .fixed("TX us/byte", "tx_us_per_byte", 5, |r| r.tx_us_per_byte)
+        .fixed("RX us/byte", "rx_us_per_byte", 5, |r| r.rx_us_per_byte)
+        .kept("frame_ms", |r| r.frame_ms)
+        .kept("frame_ms_spread", |r| r.frame_spread.json())
+        .kept("verified", |r| r.verified)
+        .fixed("layer us", "layer_us", 1, |r| r.layer_us)
+        .col(
             "IQR",
-            "model us",
-            "overhead us",
-            "of it emulator compute",
-            "software us",
-            "CPU us",
-        ],
-        &cells,
-    );
-    out
+            "layer_us_spread",
+            |r| format!("{:.1}..{:.1}", r.layer_spread.p25, r.layer_spread.p75),
+            |r| r.layer_spread.json(),
+        )
+        .col("model us", "model_us", |r| us(r.model_us), |r| r.model_us)
+        .col("overhead us", "overhead_us", |r| us(r.overhead_us()), Row::overhead_us)
+        .col("of it emulator compute", "emulator_compute_us", |r| us(r.emulator_us), |r| r.emulator_us)
+        .col("software us", "software_us", |r| us(r.software_us()), Row::software_us)
+        .fixed("CPU us", "cpu_us", 1, |r| r.cpu_us)
 }
 
 /// The result as `{"experiment":"cnn","rows":[...]}`.
@@ -556,28 +546,7 @@ pub fn json(rows: &[Row]) -> serde_json::Value {
     if rows.is_empty() {
         return json!({"experiment": "cnn", "skipped": NO_GPU, "rows": []});
     }
-    json!({
-        "experiment": "cnn",
-        "rows": rows.iter().map(|r| json!({
-            "device": r.device,
-            "completion": r.completion,
-            "layer": r.layer,
-            "tx_bytes": r.tx_bytes,
-            "rx_bytes": r.rx_bytes,
-            "tx_us_per_byte": r.tx_us_per_byte,
-            "rx_us_per_byte": r.rx_us_per_byte,
-            "frame_ms": r.frame_ms,
-            "frame_ms_spread": r.frame_spread.json(),
-            "verified": r.verified,
-            "layer_us": r.layer_us,
-            "layer_us_spread": r.layer_spread.json(),
-            "model_us": r.model_us,
-            "overhead_us": r.overhead_us(),
-            "emulator_compute_us": r.emulator_us,
-            "software_us": r.software_us(),
-            "cpu_us": r.cpu_us,
-        })).collect::<Vec<_>>(),
-    })
+    json!({"experiment": "cnn", "rows": columns().json(rows)})
 }
 
 /// One sentence: a whole frame's time in each completion mode.

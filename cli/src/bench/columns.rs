@@ -143,6 +143,12 @@ impl<'a, R> Columns<'a, R> {
         .kept(spread_key, move |r| again(r).json())
     }
 
+    /// These columns, then `other`'s.
+    pub fn and(mut self, other: Self) -> Self {
+        self.columns.extend(other.columns);
+        self
+    }
+
     /// A column only in the table.
     pub fn shown(self, header: &'static str, cell: impl Fn(&R) -> String + 'a) -> Self {
         self.push(
