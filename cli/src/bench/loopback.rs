@@ -436,7 +436,7 @@ fn columns(rows: &[Row]) -> Columns<'_, Row> {
         )
         .col("CPU us", "cpu_us", move |r| us(r.cpu_us), |r| r.cpu_us)
         .col("of it irq delivery", "irq_delivery_us", move |r| us(r.delivery_us), |r| r.delivery_us)
-        .col("CPU share", "cpu_share", |r| format!("{:.0} %", 100.0 * r.cpu_share), |r| r.cpu_share)
+        .percent("CPU share", "cpu_share", |r| r.cpu_share)
         .fixed("TX us", "tx_us", 2, |r| r.tx_us)
         .fixed("RX us", "rx_us", 2, |r| r.rx_us)
         .shown("MB/s each way", |r| format!("{:.1}", r.bytes as f64 / r.median_us))

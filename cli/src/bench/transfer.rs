@@ -531,7 +531,7 @@ fn columns<'a>() -> Columns<'a, Row> {
         .fixed("model us/pkt", "model_us", 3, |r| r.model_us)
         .fixed("overhead us/pkt", "overhead_us", 3, Row::overhead_us)
         .fixed("CPU us/pkt", "cpu_us", 3, |r| r.cpu_us)
-        .col("CPU share", "cpu_share", |r| format!("{:.0} %", 100.0 * r.cpu_share), |r| r.cpu_share)
+        .percent("CPU share", "cpu_share", |r| r.cpu_share)
         .col(
             "this CPU's cache maint. us/pkt",
             "cpu_cache_us",
