@@ -4,6 +4,9 @@
 
 use serde_json::{Map, Value};
 
+use std::fmt::Display;
+use std::rc::Rc;
+
 use super::harness::table;
 use super::spread::Spread;
 
@@ -70,21 +73,27 @@ impl<'a, R> Columns<'a, R> {
         )
     }
 
+    /// A column in both whose cell is its value written by `cell`.
+    pub fn shown_as<V: Into<Value>>(
+        self,
+        header: &'static str,
+        key: &'static str,
+        get: impl Fn(&R) -> V + 'a,
+        cell: impl Fn(V) -> String + 'a,
+    ) -> Self {
+        let get = Rc::new(get);
+        let also = get.clone();
+        self.col(header, key, move |r| cell(get(r)), move |r| also(r))
+    }
+
     /// A column in both whose cell is its value as written.
-    pub fn plain<V: Into<Value> + std::fmt::Display>(
+    pub fn plain<V: Into<Value> + Display>(
         self,
         header: &'static str,
         key: &'static str,
         get: impl Fn(&R) -> V + 'a,
     ) -> Self {
-        let get = std::rc::Rc::new(get);
-        let also = get.clone();
-        self.push(
-            Some(header),
-            Some(key),
-            Box::new(move |r| get(r).to_string()),
-            Box::new(move |r| also(r).into()),
-        )
+        self.shown_as(header, key, get, |v| v.to_string())
     }
 
     /// A number in both, its cell with `places` decimals.
@@ -95,14 +104,7 @@ impl<'a, R> Columns<'a, R> {
         places: usize,
         get: impl Fn(&R) -> f64 + 'a,
     ) -> Self {
-        let get = std::rc::Rc::new(get);
-        let also = get.clone();
-        self.push(
-            Some(header),
-            Some(key),
-            Box::new(move |r| format!("{:.places$}", get(r))),
-            Box::new(move |r| also(r).into()),
-        )
+        self.shown_as(header, key, get, move |v| format!("{v:.places$}"))
     }
 
     /// A share in both: its cell in whole percent, its value as it is.
@@ -112,14 +114,7 @@ impl<'a, R> Columns<'a, R> {
         key: &'static str,
         get: impl Fn(&R) -> f64 + 'a,
     ) -> Self {
-        let get = std::rc::Rc::new(get);
-        let also = get.clone();
-        self.push(
-            Some(header),
-            Some(key),
-            Box::new(move |r| format!("{:.0} %", 100.0 * get(r))),
-            Box::new(move |r| also(r).into()),
-        )
+        self.shown_as(header, key, get, |v| format!("{:.0} %", 100.0 * v))
     }
 
     /// A spread's median in both, its cell written by `cell`, and the whole
@@ -132,15 +127,24 @@ impl<'a, R> Columns<'a, R> {
         cell: impl Fn(f64) -> String + 'a,
         get: impl Fn(&R) -> Spread + 'a,
     ) -> Self {
-        let get = std::rc::Rc::new(get);
-        let (also, again) = (get.clone(), get.clone());
-        self.push(
-            Some(header),
-            Some(key),
-            Box::new(move |r| cell(get(r).median)),
-            Box::new(move |r| also(r).median.into()),
-        )
-        .kept(spread_key, move |r| again(r).json())
+        let get = Rc::new(get);
+        let again = get.clone();
+        self.shown_as(header, key, move |r| get(r).median, cell)
+            .kept(spread_key, move |r| again(r).json())
+    }
+
+    /// A spread's range `min..max` with `places` decimals in the table, the
+    /// whole spread in the JSON.
+    pub fn range(
+        self,
+        header: &'static str,
+        spread_key: &'static str,
+        places: usize,
+        get: impl Fn(&R) -> Spread + 'a,
+    ) -> Self {
+        self.shown_as(header, spread_key, get, move |s| {
+            format!("{:.places$}..{:.places$}", s.min, s.max)
+        })
     }
 
     /// These columns, then `other`'s.

@@ -255,12 +255,7 @@ fn columns<'a>() -> Columns<'a, Row> {
             |r| r.app_spread.json(),
         )
         .fixed("us/transfer", "transfer_us", 2, |r| r.transfer_us)
-        .col(
-            "rounds' range",
-            "transfer_us_spread",
-            |r| format!("{:.2}..{:.2}", r.transfer_spread.min, r.transfer_spread.max),
-            |r| r.transfer_spread.json(),
-        )
+        .range("rounds' range", "transfer_us_spread", 2, |r| r.transfer_spread)
         .fixed("model us", "model_us", 2, |r| r.model_us)
         .fixed("overhead us", "overhead_us", 2, Row::overhead_us)
         .fixed("driver CPU us", "cpu_us", 2, |r| r.cpu_us)

@@ -520,12 +520,7 @@ fn columns<'a>() -> Columns<'a, Row> {
         .kept("packets", |r| r.packets)
         .kept("seconds", |r| r.seconds)
         .fixed("MB/s", "mbytes_per_s", 0, |r| r.mbytes_per_s)
-        .col(
-            "runs' range",
-            "mbytes_per_s_spread",
-            |r| format!("{:.0}..{:.0}", r.mbytes_spread.min, r.mbytes_spread.max),
-            |r| r.mbytes_spread.json(),
-        )
+        .range("runs' range", "mbytes_per_s_spread", 0, |r| r.mbytes_spread)
         .fixed("MiB/s", "mib_per_s", 0, Row::mib_per_s)
         .col("packets/s", "packets_per_s", |r| format!("{:.0}k", r.packets_per_s / 1e3), |r| r.packets_per_s)
         .fixed("model us/pkt", "model_us", 3, |r| r.model_us)

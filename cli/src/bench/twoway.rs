@@ -485,22 +485,21 @@ fn render_core(core: &str, rows: &[&Row]) -> String {
         .iter()
         .filter_map(|&l| Some((l, find("poll", l)?, find("irq", l)?, find("proxy", l)?)))
         .collect();
-    let us = |x: f64| format!("{x:.1}");
-    out += &Columns::new()
-        .shown("size", |&(l, ..): &(usize, &Row, &Row, &Row)| format!("640x{l}"))
-        .shown("proxy", move |(_, _, _, k)| us(k.median_us))
-        .shown("irq", move |(_, _, i, _)| us(i.median_us))
-        .shown("poll", move |(_, p, _, _)| us(p.median_us))
-        .shown("proxy - poll", move |(_, p, _, k)| us(k.median_us - p.median_us))
-        .shown("model", move |(_, p, _, _)| us(p.model_us))
+    // One figure per driver, each size a line.
+    let by_driver = |get: fn(&Row) -> f64, places: usize| {
+        let cell = move |r: &Row| format!("{:.places$}", get(r));
+        Columns::new()
+            .shown("size", |&(l, ..): &(usize, &Row, &Row, &Row)| format!("640x{l}"))
+            .shown("proxy", move |(_, _, _, k)| cell(k))
+            .shown("irq", move |(_, _, i, _)| cell(i))
+            .shown("poll", move |(_, p, _, _)| cell(p))
+    };
+    out += &by_driver(|r| r.median_us, 1)
+        .shown("proxy - poll", |(_, p, _, k)| format!("{:.1}", k.median_us - p.median_us))
+        .shown("model", |(_, p, _, _)| format!("{:.1}", p.model_us))
         .table(&points);
     out += "\nTable 2: throughput (MiB/s at the median time; ideal 95.37)\n";
-    let mib = |x: f64| format!("{x:.2}");
-    out += &Columns::new()
-        .shown("size", |&(l, ..): &(usize, &Row, &Row, &Row)| format!("640x{l}"))
-        .shown("proxy", move |(_, _, _, k)| mib(k.mib_per_s))
-        .shown("irq", move |(_, _, i, _)| mib(i.mib_per_s))
-        .shown("poll", move |(_, p, _, _)| mib(p.mib_per_s))
+    out += &by_driver(|r| r.mib_per_s, 2)
         .shown("poll/ideal", |(_, p, _, _)| format!("{:.2} %", 100.0 * p.mib_per_s / IDEAL_MIB_PER_S))
         .table(&points);
     out += "\nTable 3: spread of the time per transfer (us)\n";

@@ -456,12 +456,7 @@ fn columns<'a>() -> Columns<'a, Row> {
         .col("window", "window_bytes", |r| bytes_label(r.window_bytes), |r| r.window_bytes)
         .plain("pipeline", "pipeline", |r| r.pipeline)
         .fixed("MB/s", "mb_per_s", 0, |r| r.mb_per_s)
-        .col(
-            "runs' range",
-            "mb_per_s_spread",
-            |r| format!("{:.0}..{:.0}", r.mb_spread.min, r.mb_spread.max),
-            |r| r.mb_spread.json(),
-        )
+        .range("runs' range", "mb_per_s_spread", 0, |r| r.mb_spread)
         .col(
             "model MB/s",
             "model_mb_per_s",
