@@ -32,7 +32,7 @@ use super::error::Error;
 use super::columns::Columns;
 use super::harness::{OnBoard, bytes_label};
 use dmaflow::platform::cpu::{allowed_cores, pin};
-use dmaflow::ring::{Builder, Wait};
+use dmaflow::ring::{Builder, Reader, Wait};
 use super::conditions::Conditions;
 use super::harness::Spec;
 
@@ -186,11 +186,14 @@ impl Shape {
     }
 }
 
-fn dmaflow_stream(sh: &Shape) -> Result<(f64, u32), Error> {
-    let (mut w, mut r) = Builder::<f32>::new(sh.queue).wait(Wait::Yield).build()?;
+/// dmaflow's queue with the writer every dmaflow case shares (batches of
+/// `sh.batch` items, filled in place), and `read` on the reader's side.
+fn dmaflow_case<C>(sh: &Shape, read: C) -> Result<(f64, u32), Error>
+where
+    C: FnOnce(Reader<f32>) -> Result<u32, Error> + Send,
+{
+    let (mut w, r) = Builder::<f32>::new(sh.queue).wait(Wait::Yield).build()?;
     let (nb, bi) = (sh.batches(), sh.batch);
-    // Whatever is readable, as soon as anything is (as every peer takes it).
-    let threshold = 1;
     two_threads(
         "dmaflow",
         move || {
@@ -200,81 +203,65 @@ fn dmaflow_stream(sh: &Shape) -> Result<(f64, u32), Error> {
             }
             Ok(())
         },
-        move || {
-            let mut sum = 0u32;
-            loop {
-                let s = r.peek(threshold)?;
-                if s.is_empty() {
-                    return Ok(sum);
-                }
-                sum = sum.wrapping_add(checksum(s));
-                let n = s.len();
-                r.consume(n)?;
-            }
-        },
+        move || read(r),
     )
+}
+
+fn dmaflow_stream(sh: &Shape) -> Result<(f64, u32), Error> {
+    // Whatever is readable, as soon as anything is (as every peer takes it).
+    let threshold = 1;
+    dmaflow_case(sh, move |mut r| {
+        let mut sum = 0u32;
+        loop {
+            let s = r.peek(threshold)?;
+            if s.is_empty() {
+                return Ok(sum);
+            }
+            sum = sum.wrapping_add(checksum(s));
+            let n = s.len();
+            r.consume(n)?;
+        }
+    })
 }
 
 /// Sliding windows of `2 * hop` items, `hop` apart, read in place.
 fn dmaflow_window(sh: &Shape) -> Result<(f64, u32), Error> {
-    let (mut w, mut r) = Builder::<f32>::new(sh.queue).wait(Wait::Yield).build()?;
-    let (nb, hop) = (sh.batches(), sh.batch);
-    two_threads(
-        "dmaflow",
-        move || {
-            for b in 0..nb {
-                fill(w.reserve(hop)?, (b * hop) as u32);
-                w.commit(hop)?;
+    let hop = sh.batch;
+    dmaflow_case(sh, move |mut r| {
+        let mut sum = 0u32;
+        loop {
+            let s = r.peek(2 * hop)?;
+            if s.len() < 2 * hop {
+                return Ok(sum);
             }
-            Ok(())
-        },
-        move || {
-            let mut sum = 0u32;
-            loop {
-                let s = r.peek(2 * hop)?;
-                if s.len() < 2 * hop {
-                    return Ok(sum);
-                }
-                sum = sum.wrapping_add(checksum(&s[..2 * hop]));
-                r.consume(hop)?;
-            }
-        },
-    )
+            sum = sum.wrapping_add(checksum(&s[..2 * hop]));
+            r.consume(hop)?;
+        }
+    })
 }
 
 /// The same windows, built by a reader that copies the overlap to the front of a
 /// private buffer and the new hop after it (paper 001, §II).
 fn copying_window(sh: &Shape) -> Result<(f64, u32), Error> {
-    let (mut w, mut r) = Builder::<f32>::new(sh.queue).wait(Wait::Yield).build()?;
-    let (nb, hop) = (sh.batches(), sh.batch);
-    two_threads(
-        "dmaflow",
-        move || {
-            for b in 0..nb {
-                fill(w.reserve(hop)?, (b * hop) as u32);
-                w.commit(hop)?;
+    let hop = sh.batch;
+    dmaflow_case(sh, move |mut r| {
+        let mut buf = vec![0f32; 2 * hop];
+        let mut sum = 0u32;
+        let mut primed = false;
+        loop {
+            let s = r.peek(hop)?;
+            if s.len() < hop {
+                return Ok(sum);
             }
-            Ok(())
-        },
-        move || {
-            let mut buf = vec![0f32; 2 * hop];
-            let mut sum = 0u32;
-            let mut primed = false;
-            loop {
-                let s = r.peek(hop)?;
-                if s.len() < hop {
-                    return Ok(sum);
-                }
-                buf.copy_within(hop.., 0);
-                buf[hop..].copy_from_slice(&s[..hop]);
-                r.consume(hop)?;
-                if primed {
-                    sum = sum.wrapping_add(checksum(&buf));
-                }
-                primed = true;
+            buf.copy_within(hop.., 0);
+            buf[hop..].copy_from_slice(&s[..hop]);
+            r.consume(hop)?;
+            if primed {
+                sum = sum.wrapping_add(checksum(&buf));
             }
-        },
-    )
+            primed = true;
+        }
+    })
 }
 
 /// Expected checksum of the window cases: every window `[k hop, k hop + 2 hop)`.
