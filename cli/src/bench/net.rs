@@ -523,22 +523,32 @@ impl Drop for Peer {
     }
 }
 
-/// Starts GNU Radio's sender (binds at `endpoint`); it keeps its socket
-/// open until its standard input is closed.
-fn gnuradio_tx(size: usize, data: &Path, endpoint: &str) -> Result<Peer, Error> {
-    Command::new("/usr/bin/python3")
-        .args(["-c", GNURADIO_SCRIPT, "tx", &size.to_string()])
-        .arg(data)
-        .arg(endpoint)
-        .stdin(Stdio::piped())
+/// Starts `cmd` as a peer with its output piped, `who` naming it in an error.
+fn spawn(mut cmd: Command, stdin: Stdio, who: &str) -> Result<Peer, Error> {
+    cmd.stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| Error::Io {
-            path: "/usr/bin/python3 (GNU Radio's sender)".into(),
+            path: who.into(),
             source: e,
         })
         .map(|c| Peer(Some(c)))
+}
+
+/// GNU Radio's script in `role` (`tx` or `rx`).
+fn gnuradio(role: &str) -> Command {
+    let mut cmd = Command::new("/usr/bin/python3");
+    cmd.args(["-c", GNURADIO_SCRIPT, role]);
+    cmd
+}
+
+/// Starts GNU Radio's sender (binds at `endpoint`); it keeps its socket
+/// open until its standard input is closed.
+fn gnuradio_tx(size: usize, data: &Path, endpoint: &str) -> Result<Peer, Error> {
+    let mut cmd = gnuradio("tx");
+    cmd.arg(size.to_string()).arg(data).arg(endpoint);
+    spawn(cmd, Stdio::piped(), "/usr/bin/python3 (GNU Radio's sender)")
 }
 
 /// Starts GNU Radio's receiver (connects to `endpoint`).
@@ -549,20 +559,11 @@ fn gnuradio_rx(
     out: &Path,
     data: &Path,
 ) -> Result<Peer, Error> {
-    Command::new("/usr/bin/python3")
-        .args(["-c", GNURADIO_SCRIPT, "rx"])
-        .args([size.to_string(), bytes.to_string(), endpoint.to_string()])
+    let mut cmd = gnuradio("rx");
+    cmd.args([size.to_string(), bytes.to_string(), endpoint.to_string()])
         .arg(out)
-        .arg(data)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| Error::Io {
-            path: "/usr/bin/python3 (GNU Radio's receiver)".into(),
-            source: e,
-        })
-        .map(|c| Peer(Some(c)))
+        .arg(data);
+    spawn(cmd, Stdio::null(), "/usr/bin/python3 (GNU Radio's receiver)")
 }
 
 /// Waits for GNU Radio's receiver and reads its line.
@@ -631,17 +632,9 @@ fn net_peer(point: &str, endpoint: &str) -> Result<Peer, Error> {
         path: "the dmaflow binary".into(),
         source: e,
     })?;
-    Command::new(exe)
-        .args(["net-peer", "--point", point, "--endpoint", endpoint])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| Error::Io {
-            path: "dmaflow net-peer".into(),
-            source: e,
-        })
-        .map(|c| Peer(Some(c)))
+    let mut cmd = Command::new(exe);
+    cmd.args(["net-peer", "--point", point, "--endpoint", endpoint]);
+    spawn(cmd, Stdio::null(), "dmaflow net-peer")
 }
 
 /// Waits for `dmaflow net-peer` and reads its line.
