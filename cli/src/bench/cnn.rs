@@ -167,6 +167,10 @@ impl Measured {
     }
 }
 
+/// One packet's transfer: the packet and the bytes to receive in, the
+/// received bytes, the engine's timing and the host's cost out.
+type SendPacket<'a> = dyn FnMut(Vec<u8>, usize) -> Result<(Vec<u8>, Timing, Cost), Error> + 'a;
+
 /// Runs every frame through the network on the coprocessor with `send`, which
 /// moves one layer packet and returns the answer and where its time went.
 fn frames(
@@ -269,39 +273,36 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
             Box::new(ConvCore::nullhop()),
         )?;
         let _placed = rig.dedicate_core()?;
-        let part = if c == Completion::Proxy {
-            let proxy = Proxy::start(rig.engines.remove(0)).map_err(|source| Error::Io {
-                path: "proxy driver thread".into(),
-                source,
-            })?;
-            frames(
-                &net,
-                from,
-                &reference[from..to],
-                || rig.fabric.compute_overrun(),
-                |packet, rx| {
-                    let m = Meter::start(Some(&proxy));
+        let proxy = match c {
+            Completion::Proxy => Some(Proxy::start(rig.engines.remove(0)).map_err(|source| {
+                Error::Io {
+                    path: "proxy driver thread".into(),
+                    source,
+                }
+            })?),
+            _ => None,
+        };
+        let mut out = vec![0u8; largest];
+        // The proxy driver's transfer, or the engine's on this thread.
+        let send: Box<SendPacket<'_>> = match &proxy {
+                Some(proxy) => Box::new(move |packet, rx| {
+                    let m = Meter::start(Some(proxy));
                     let out = proxy.transfer(packet, rx)?;
                     let c = m.stop();
                     Ok((out, proxy.last_timing(), c))
-                },
-            )?
-        } else {
-            let engine = &rig.engines[0];
-            let mut out = vec![0u8; largest];
-            frames(
-                &net,
-                from,
-                &reference[from..to],
-                || rig.fabric.compute_overrun(),
-                |packet, rx| {
-                    let m = Meter::start(None);
-                    let n = engine.write_read(&packet, &mut out[..rx], c)?;
-                    let cost = m.stop();
-                    Ok((out[..n].to_vec(), engine.last_timing(), cost))
-                },
-            )?
-        };
+                }),
+                None => {
+                    let engine = &rig.engines[0];
+                    Box::new(move |packet, rx| {
+                        let m = Meter::start(None);
+                        let n = engine.write_read(&packet, &mut out[..rx], c)?;
+                        let cost = m.stop();
+                        Ok((out[..n].to_vec(), engine.last_timing(), cost))
+                    })
+                }
+            };
+        let overrun = || rig.fabric.compute_overrun();
+        let part = frames(&net, from, &reference[from..to], overrun, send)?;
         match &mut measured[k] {
             Some(m) => m.extend(part),
             none => *none = Some(part),
