@@ -186,7 +186,6 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
 
 /// The rows' columns.
 fn columns<'a>() -> Columns<'a, Row> {
-    let whole = |x: Option<f64>| x.map_or("-".into(), |m| format!("{m:.0}"));
     Columns::new()
         .plain("device", "device", |r: &Row| r.device)
         .shown("frame", |r| format!("{}x{}", r.width, r.height))
@@ -199,8 +198,8 @@ fn columns<'a>() -> Columns<'a, Row> {
         .shown("IQR ms", |r| format!("{:.3}..{:.3}", r.quartiles_ms.0, r.quartiles_ms.1))
         .kept("frame_ms_p25", |r| r.quartiles_ms.0)
         .kept("frame_ms_p75", |r| r.quartiles_ms.1)
-        .col("model us", "model_us", move |r| whole(r.model_us), |r| r.model_us)
-        .col("overhead us", "overhead_us", move |r| whole(r.overhead_us()), Row::overhead_us)
+        .optional("model us", "model_us", 0, |r| r.model_us)
+        .optional("overhead us", "overhead_us", 0, Row::overhead_us)
         .shown("= copy in + transfer beyond model + copy out", |r| {
             r.stages_us.map_or("-".into(), |(i, t, o)| {
                 format!("{i:.0} + {:.0} + {o:.0}", t - r.model_us.unwrap_or(0.0))

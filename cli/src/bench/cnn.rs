@@ -444,11 +444,6 @@ fn rows_of(
     rows
 }
 
-/// Microseconds to one decimal, `-` where there is no figure (a GPU has no model).
-fn us(v: Option<f64>) -> String {
-    v.map_or("-".into(), |v| format!("{v:.1}"))
-}
-
 /// Table I per completion mode (per-byte costs averaged over the layers, weighted
 /// by bytes), then every layer.
 pub fn render(rows: &[Row]) -> String {
@@ -535,10 +530,10 @@ fn columns<'a>() -> Columns<'a, Row> {
             |r| format!("{:.1}..{:.1}", r.layer_spread.p25, r.layer_spread.p75),
             |r| r.layer_spread.json(),
         )
-        .col("model us", "model_us", |r| us(r.model_us), |r| r.model_us)
-        .col("overhead us", "overhead_us", |r| us(r.overhead_us()), Row::overhead_us)
-        .col("of it emulator compute", "emulator_compute_us", |r| us(r.emulator_us), |r| r.emulator_us)
-        .col("software us", "software_us", |r| us(r.software_us()), Row::software_us)
+        .optional("model us", "model_us", 1, |r| r.model_us)
+        .optional("overhead us", "overhead_us", 1, Row::overhead_us)
+        .optional("of it emulator compute", "emulator_compute_us", 1, |r| r.emulator_us)
+        .optional("software us", "software_us", 1, Row::software_us)
         .fixed("CPU us", "cpu_us", 1, |r| r.cpu_us)
 }
 

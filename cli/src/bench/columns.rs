@@ -107,6 +107,20 @@ impl<'a, R> Columns<'a, R> {
         self.shown_as(header, key, get, move |v| format!("{v:.places$}"))
     }
 
+    /// A number that may be absent, in both: its cell with `places`
+    /// decimals, or `-`; its value, or null.
+    pub fn optional(
+        self,
+        header: &'static str,
+        key: &'static str,
+        places: usize,
+        get: impl Fn(&R) -> Option<f64> + 'a,
+    ) -> Self {
+        self.shown_as(header, key, get, move |v| {
+            v.map_or("-".into(), |v| format!("{v:.places$}"))
+        })
+    }
+
     /// A share in both: its cell in whole percent, its value as it is.
     pub fn percent(
         self,

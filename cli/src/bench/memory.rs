@@ -325,12 +325,7 @@ fn columns<'a>() -> Columns<'a, Row> {
             |r| r.mb_per_s.median,
         )
         .kept("mb_per_s_spread", |r| r.mb_per_s.json())
-        .col(
-            "model MB/s",
-            "model_mb_per_s",
-            move |r| dash(r.model_mb_per_s.map(|m| format!("{m:.0}"))),
-            |r| r.model_mb_per_s,
-        )
+        .optional("model MB/s", "model_mb_per_s", 0, |r| r.model_mb_per_s)
         .col(
             "vs filter",
             "vs_filter",

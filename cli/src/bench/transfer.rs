@@ -527,12 +527,7 @@ fn columns<'a>() -> Columns<'a, Row> {
         .fixed("overhead us/pkt", "overhead_us", 3, Row::overhead_us)
         .fixed("CPU us/pkt", "cpu_us", 3, |r| r.cpu_us)
         .percent("CPU share", "cpu_share", |r| r.cpu_share)
-        .col(
-            "this CPU's cache maint. us/pkt",
-            "cpu_cache_us",
-            |r| r.cpu_cache_us.map_or("-".into(), |c| format!("{c:.3}")),
-            |r| r.cpu_cache_us,
-        )
+        .optional("this CPU's cache maint. us/pkt", "cpu_cache_us", 3, |r| r.cpu_cache_us)
 }
 
 /// The result as a table.

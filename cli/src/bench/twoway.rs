@@ -462,12 +462,7 @@ fn cost_columns<'a>() -> Columns<'a, Row> {
         .fixed("overhead", "overhead_us", 2, Row::overhead_us)
         .fixed("CPU", "cpu_us", 2, |r| r.cpu_us)
         .percent("CPU share", "cpu_share", |r| r.cpu_share)
-        .col(
-            "issue",
-            "issue_us",
-            |r| r.issue_us.map_or("-".into(), |i| format!("{i:.2}")),
-            |r| r.issue_us,
-        )
+        .optional("issue", "issue_us", 2, |r| r.issue_us)
 }
 
 fn render_core(core: &str, rows: &[&Row]) -> String {

@@ -457,12 +457,7 @@ fn columns<'a>() -> Columns<'a, Row> {
         .plain("pipeline", "pipeline", |r| r.pipeline)
         .fixed("MB/s", "mb_per_s", 0, |r| r.mb_per_s)
         .range("runs' range", "mb_per_s_spread", 0, |r| r.mb_spread)
-        .col(
-            "model MB/s",
-            "model_mb_per_s",
-            |r| r.model_mb_per_s.map_or("-".into(), |m| format!("{m:.0}")),
-            |r| r.model_mb_per_s,
-        )
+        .optional("model MB/s", "model_mb_per_s", 0, |r| r.model_mb_per_s)
         .col(
             "link share",
             "link_share",
