@@ -12,7 +12,8 @@ use serde_json::json;
 use super::meter::{Meter, Tally};
 use super::report::{Target, sentence};
 use super::error::Error;
-use super::harness::{median, table, OnBoard};
+use super::columns::Columns;
+use super::harness::{OnBoard, median};
 use dmaflow::dma::Completion;
 use dmaflow::dsp::bgsub::{BackgroundSubtractor, Params, synthetic_frames};
 use dmaflow::platform::MemoryModel;
@@ -183,69 +184,42 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
     Ok(vec![fabric, cpu])
 }
 
+/// The rows' columns.
+fn columns<'a>() -> Columns<'a, Row> {
+    Columns::new()
+        .plain("device", "device", |r: &Row| r.device)
+        .shown("frame", |r| format!("{}x{}", r.width, r.height))
+        .kept("width", |r| r.width)
+        .kept("height", |r| r.height)
+        .plain("frames", "frames", |r| r.frames)
+        .kept("seconds", |r| r.seconds)
+        .fixed("frames/s", "frames_per_s", 1, |r| r.frames_per_s)
+        .fixed("median ms/frame", "frame_ms", 3, |r| r.frame_ms)
+        .shown("IQR ms", |r| format!("{:.3}..{:.3}", r.quartiles_ms.0, r.quartiles_ms.1))
+        .kept("frame_ms_p25", |r| r.quartiles_ms.0)
+        .kept("frame_ms_p75", |r| r.quartiles_ms.1)
+        .optional("model us", "model_us", 0, |r| r.model_us)
+        .optional("overhead us", "overhead_us", 0, Row::overhead_us)
+        .shown("= copy in + transfer beyond model + copy out", |r| {
+            r.stages_us.map_or("-".into(), |(i, t, o)| {
+                format!("{i:.0} + {:.0} + {o:.0}", t - r.model_us.unwrap_or(0.0))
+            })
+        })
+        .kept("copy_in_us", |r| r.stages_us.map(|s| s.0))
+        .kept("transfer_us", |r| r.stages_us.map(|s| s.1))
+        .kept("copy_out_us", |r| r.stages_us.map(|s| s.2))
+        .fixed("CPU us/frame", "cpu_us", 0, |r| r.cpu_us)
+        .col("verified", "verified", |r| if r.verified { "yes" } else { "NO" }.into(), |r| r.verified)
+}
+
 /// The result as a table.
 pub fn render(rows: &[Row]) -> String {
-    let cells: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            vec![
-                r.device.to_string(),
-                format!("{}x{}", r.width, r.height),
-                r.frames.to_string(),
-                format!("{:.1}", r.frames_per_s),
-                format!("{:.3}", r.frame_ms),
-                format!("{:.3}..{:.3}", r.quartiles_ms.0, r.quartiles_ms.1),
-                r.model_us.map_or("-".into(), |m| format!("{:.0}", m)),
-                r.overhead_us().map_or("-".into(), |o| format!("{:.0}", o)),
-                r.stages_us.map_or("-".into(), |(i, t, o)| {
-                    format!("{i:.0} + {:.0} + {o:.0}", t - r.model_us.unwrap_or(0.0))
-                }),
-                format!("{:.0}", r.cpu_us),
-                if r.verified { "yes" } else { "NO" }.to_string(),
-            ]
-        })
-        .collect();
-    table(
-        &[
-            "device",
-            "frame",
-            "frames",
-            "frames/s",
-            "median ms/frame",
-            "IQR ms",
-            "model us",
-            "overhead us",
-            "= copy in + transfer beyond model + copy out",
-            "CPU us/frame",
-            "verified",
-        ],
-        &cells,
-    )
+    columns().table(rows)
 }
 
 /// The result as `{"experiment":"bgsub","rows":[...]}`.
 pub fn json(rows: &[Row]) -> serde_json::Value {
-    json!({
-        "experiment": "bgsub",
-        "rows": rows.iter().map(|r| json!({
-            "device": r.device,
-            "width": r.width,
-            "height": r.height,
-            "frames": r.frames,
-            "seconds": r.seconds,
-            "frame_ms": r.frame_ms,
-            "frames_per_s": r.frames_per_s,
-            "verified": r.verified,
-            "cpu_us": r.cpu_us,
-            "model_us": r.model_us,
-            "overhead_us": r.overhead_us(),
-            "frame_ms_p25": r.quartiles_ms.0,
-            "frame_ms_p75": r.quartiles_ms.1,
-            "copy_in_us": r.stages_us.map(|s| s.0),
-            "transfer_us": r.stages_us.map(|s| s.1),
-            "copy_out_us": r.stages_us.map(|s| s.2),
-        })).collect::<Vec<_>>(),
-    })
+    json!({"experiment": "bgsub", "rows": columns().json(rows)})
 }
 
 /// One sentence: frames per second on the coprocessor against the fabric's

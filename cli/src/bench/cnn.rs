@@ -16,7 +16,8 @@ use super::meter::{Cost, Meter, Tally};
 use super::report::sentence;
 use super::spread::{Spread, in_turns};
 use super::error::Error;
-use super::harness::{median, table, OnBoard};
+use super::columns::Columns;
+use super::harness::{OnBoard, median, table};
 use dmaflow::rig::Rig;
 use dmaflow::dma::{Completion, Proxy, Timing};
 use dmaflow::dsp::conv::{Layer, from_bytes, input_frame, roshambo};
@@ -166,6 +167,10 @@ impl Measured {
     }
 }
 
+/// One packet's transfer: the packet and the bytes to receive in, the
+/// received bytes, the engine's timing and the host's cost out.
+type SendPacket<'a> = dyn FnMut(Vec<u8>, usize) -> Result<(Vec<u8>, Timing, Cost), Error> + 'a;
+
 /// Runs every frame through the network on the coprocessor with `send`, which
 /// moves one layer packet and returns the answer and where its time went.
 fn frames(
@@ -268,39 +273,36 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
             Box::new(ConvCore::nullhop()),
         )?;
         let _placed = rig.dedicate_core()?;
-        let part = if c == Completion::Proxy {
-            let proxy = Proxy::start(rig.engines.remove(0)).map_err(|source| Error::Io {
-                path: "proxy driver thread".into(),
-                source,
-            })?;
-            frames(
-                &net,
-                from,
-                &reference[from..to],
-                || rig.fabric.compute_overrun(),
-                |packet, rx| {
-                    let m = Meter::start(Some(&proxy));
+        let proxy = match c {
+            Completion::Proxy => Some(Proxy::start(rig.engines.remove(0)).map_err(|source| {
+                Error::Io {
+                    path: "proxy driver thread".into(),
+                    source,
+                }
+            })?),
+            _ => None,
+        };
+        let mut out = vec![0u8; largest];
+        // The proxy driver's transfer, or the engine's on this thread.
+        let send: Box<SendPacket<'_>> = match &proxy {
+                Some(proxy) => Box::new(move |packet, rx| {
+                    let m = Meter::start(Some(proxy));
                     let out = proxy.transfer(packet, rx)?;
                     let c = m.stop();
                     Ok((out, proxy.last_timing(), c))
-                },
-            )?
-        } else {
-            let engine = &rig.engines[0];
-            let mut out = vec![0u8; largest];
-            frames(
-                &net,
-                from,
-                &reference[from..to],
-                || rig.fabric.compute_overrun(),
-                |packet, rx| {
-                    let m = Meter::start(None);
-                    let n = engine.write_read(&packet, &mut out[..rx], c)?;
-                    let cost = m.stop();
-                    Ok((out[..n].to_vec(), engine.last_timing(), cost))
-                },
-            )?
-        };
+                }),
+                None => {
+                    let engine = &rig.engines[0];
+                    Box::new(move |packet, rx| {
+                        let m = Meter::start(None);
+                        let n = engine.write_read(&packet, &mut out[..rx], c)?;
+                        let cost = m.stop();
+                        Ok((out[..n].to_vec(), engine.last_timing(), cost))
+                    })
+                }
+            };
+        let overrun = || rig.fabric.compute_overrun();
+        let part = frames(&net, from, &reference[from..to], overrun, send)?;
         match &mut measured[k] {
             Some(m) => m.extend(part),
             none => *none = Some(part),
@@ -442,11 +444,6 @@ fn rows_of(
     rows
 }
 
-/// Microseconds to one decimal, `-` where there is no figure (a GPU has no model).
-fn us(v: Option<f64>) -> String {
-    v.map_or("-".into(), |v| format!("{v:.1}"))
-}
-
 /// Table I per completion mode (per-byte costs averaged over the layers, weighted
 /// by bytes), then every layer.
 pub fn render(rows: &[Row]) -> String {
@@ -510,45 +507,34 @@ pub fn render(rows: &[Row]) -> String {
         &t1,
     );
     out += "\nper layer\n";
-    let cells: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            vec![
-                r.completion.to_string(),
-                r.layer.to_string(),
-                r.tx_bytes.to_string(),
-                r.rx_bytes.to_string(),
-                format!("{:.5}", r.tx_us_per_byte),
-                format!("{:.5}", r.rx_us_per_byte),
-                format!("{:.1}", r.layer_us),
-                format!("{:.1}..{:.1}", r.layer_spread.p25, r.layer_spread.p75),
-                us(r.model_us),
-                us(r.overhead_us()),
-                us(r.emulator_us),
-                us(r.software_us()),
-                format!("{:.1}", r.cpu_us),
-            ]
-        })
-        .collect();
-    out += &table(
-        &[
-            "completion",
-            "layer",
-            "TX bytes",
-            "RX bytes",
-            "TX us/byte",
-            "RX us/byte",
-            "layer us",
+    out + &columns().table(rows)
+}
+
+/// The layers' columns.
+fn columns<'a>() -> Columns<'a, Row> {
+    Columns::new()
+        .kept("device", |r: &Row| r.device.clone())
+        .plain("completion", "completion", |r| r.completion)
+        .plain("layer", "layer", |r| r.layer)
+        .plain("TX bytes", "tx_bytes", |r| r.tx_bytes)
+        .plain("RX bytes", "rx_bytes", |r| r.rx_bytes)
+        .fixed("TX us/byte", "tx_us_per_byte", 5, |r| r.tx_us_per_byte)
+        .fixed("RX us/byte", "rx_us_per_byte", 5, |r| r.rx_us_per_byte)
+        .kept("frame_ms", |r| r.frame_ms)
+        .kept("frame_ms_spread", |r| r.frame_spread.json())
+        .kept("verified", |r| r.verified)
+        .fixed("layer us", "layer_us", 1, |r| r.layer_us)
+        .col(
             "IQR",
-            "model us",
-            "overhead us",
-            "of it emulator compute",
-            "software us",
-            "CPU us",
-        ],
-        &cells,
-    );
-    out
+            "layer_us_spread",
+            |r| format!("{:.1}..{:.1}", r.layer_spread.p25, r.layer_spread.p75),
+            |r| r.layer_spread.json(),
+        )
+        .optional("model us", "model_us", 1, |r| r.model_us)
+        .optional("overhead us", "overhead_us", 1, Row::overhead_us)
+        .optional("of it emulator compute", "emulator_compute_us", 1, |r| r.emulator_us)
+        .optional("software us", "software_us", 1, Row::software_us)
+        .fixed("CPU us", "cpu_us", 1, |r| r.cpu_us)
 }
 
 /// The result as `{"experiment":"cnn","rows":[...]}`.
@@ -556,28 +542,7 @@ pub fn json(rows: &[Row]) -> serde_json::Value {
     if rows.is_empty() {
         return json!({"experiment": "cnn", "skipped": NO_GPU, "rows": []});
     }
-    json!({
-        "experiment": "cnn",
-        "rows": rows.iter().map(|r| json!({
-            "device": r.device,
-            "completion": r.completion,
-            "layer": r.layer,
-            "tx_bytes": r.tx_bytes,
-            "rx_bytes": r.rx_bytes,
-            "tx_us_per_byte": r.tx_us_per_byte,
-            "rx_us_per_byte": r.rx_us_per_byte,
-            "frame_ms": r.frame_ms,
-            "frame_ms_spread": r.frame_spread.json(),
-            "verified": r.verified,
-            "layer_us": r.layer_us,
-            "layer_us_spread": r.layer_spread.json(),
-            "model_us": r.model_us,
-            "overhead_us": r.overhead_us(),
-            "emulator_compute_us": r.emulator_us,
-            "software_us": r.software_us(),
-            "cpu_us": r.cpu_us,
-        })).collect::<Vec<_>>(),
-    })
+    json!({"experiment": "cnn", "rows": columns().json(rows)})
 }
 
 /// One sentence: a whole frame's time in each completion mode.

@@ -21,7 +21,8 @@ use super::peers::{check, mark};
 use super::report::{Target, sentence};
 use super::spread::{Spread, in_turns};
 use super::error::Error;
-use super::harness::{bytes_label, table, OnBoard};
+use super::columns::Columns;
+use super::harness::{OnBoard, bytes_label};
 use dmaflow::rig::Rig;
 use dmaflow::dma::{Completion, Proxy};
 use dmaflow::mem::CachePolicy;
@@ -241,46 +242,30 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
     Ok(rows)
 }
 
+/// The rows' columns.
+fn columns<'a>() -> Columns<'a, Row> {
+    Columns::new()
+        .col("size", "bytes", |r: &Row| bytes_label(r.bytes), |r| r.bytes)
+        .plain("completion", "completion", |r| r.completion)
+        .percent("app keeps", "app_share", |r| r.app_share)
+        .col(
+            "rounds' range",
+            "app_share_spread",
+            |r| format!("{:.0}..{:.0} %", 100.0 * r.app_spread.min, 100.0 * r.app_spread.max),
+            |r| r.app_spread.json(),
+        )
+        .fixed("us/transfer", "transfer_us", 2, |r| r.transfer_us)
+        .range("rounds' range", "transfer_us_spread", 2, |r| r.transfer_spread)
+        .fixed("model us", "model_us", 2, |r| r.model_us)
+        .fixed("overhead us", "overhead_us", 2, Row::overhead_us)
+        .fixed("driver CPU us", "cpu_us", 2, |r| r.cpu_us)
+        .percent("driver CPU share", "cpu_share", |r| r.cpu_share)
+        .plain("transfers", "transfers", |r| r.transfers)
+}
+
 /// The result as a table.
 pub fn render(rows: &[Row]) -> String {
-    let cells: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            vec![
-                bytes_label(r.bytes),
-                r.completion.to_string(),
-                format!("{:.0} %", 100.0 * r.app_share),
-                format!(
-                    "{:.0}..{:.0} %",
-                    100.0 * r.app_spread.min,
-                    100.0 * r.app_spread.max
-                ),
-                format!("{:.2}", r.transfer_us),
-                format!("{:.2}..{:.2}", r.transfer_spread.min, r.transfer_spread.max),
-                format!("{:.2}", r.model_us),
-                format!("{:.2}", r.overhead_us()),
-                format!("{:.2}", r.cpu_us),
-                format!("{:.0} %", 100.0 * r.cpu_share),
-                r.transfers.to_string(),
-            ]
-        })
-        .collect();
-    table(
-        &[
-            "size",
-            "completion",
-            "app keeps",
-            "rounds' range",
-            "us/transfer",
-            "rounds' range",
-            "model us",
-            "overhead us",
-            "driver CPU us",
-            "driver CPU share",
-            "transfers",
-        ],
-        &cells,
-    )
+    columns().table(rows)
 }
 
 fn find<'a>(rows: &'a [Row], completion: &str, bytes: usize) -> Option<&'a Row> {
@@ -343,19 +328,7 @@ pub fn answer(rows: &[Row]) -> String {
 pub fn json(rows: &[Row]) -> serde_json::Value {
     json!({
         "experiment": "contention",
-        "rows": rows.iter().map(|r| json!({
-            "completion": r.completion,
-            "bytes": r.bytes,
-            "transfers": r.transfers,
-            "transfer_us": r.transfer_us,
-            "model_us": r.model_us,
-            "overhead_us": r.overhead_us(),
-            "cpu_us": r.cpu_us,
-            "cpu_share": r.cpu_share,
-            "app_share": r.app_share,
-            "app_share_spread": r.app_spread.json(),
-            "transfer_us_spread": r.transfer_spread.json(),
-        })).collect::<Vec<_>>(),
+        "rows": columns().json(rows),
     })
 }
 

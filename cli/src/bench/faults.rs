@@ -33,6 +33,7 @@ use serde_json::json;
 use dmaflow::rig::Rig;
 
 use super::error::Error;
+use super::columns::Columns;
 use super::report::Target;
 use super::conditions::Conditions;
 use super::harness::{OnBoard, Spec};
@@ -662,63 +663,33 @@ fn total(rows: &[Row]) -> Row {
     t
 }
 
-/// The rows as a table.
+/// The rows' columns.
+fn columns<'a>() -> Columns<'a, Row> {
+    Columns::new()
+        .plain("memory", "memory", |r: &Row| r.memory)
+        .plain("api", "api", |r| r.api)
+        .plain("transfers", "transfers", |r| r.transfers)
+        .plain("bytes", "bytes", |r| r.bytes)
+        .plain("faults", "faults", |r| r.faults)
+        .plain("recovered", "recovered", |r| r.recovered)
+        .plain("lost", "engines_lost", |r| r.engines_lost)
+        .plain("bytes_lost", "bytes_lost", |r| r.bytes_lost)
+        .plain("wrong", "bytes_wrong", |r| r.bytes_wrong)
+        .plain("late", "late_writes", |r| r.late_writes)
+        .plain("unexp", "unexpected_errors", |r| r.unexpected_errors)
+        .plain("hangs", "hangs", |r| r.hangs)
+        .kept("seconds", |r| r.seconds)
+}
+
+/// The rows as a table, with their total.
 pub fn render(rows: &[Row]) -> String {
-    let mut s = format!(
-        "{:<12} {:<17} {:>9} {:>11} {:>7} {:>9} {:>6} {:>10} {:>6} {:>6} {:>6} {:>5}\n",
-        "memory",
-        "api",
-        "transfers",
-        "bytes",
-        "faults",
-        "recovered",
-        "lost",
-        "bytes_lost",
-        "wrong",
-        "late",
-        "unexp",
-        "hangs"
-    );
-    for r in rows.iter().chain(std::iter::once(&total(rows))) {
-        s += &format!(
-            "{:<12} {:<17} {:>9} {:>11} {:>7} {:>9} {:>6} {:>10} {:>6} {:>6} {:>6} {:>5}\n",
-            r.memory,
-            r.api,
-            r.transfers,
-            r.bytes,
-            r.faults,
-            r.recovered,
-            r.engines_lost,
-            r.bytes_lost,
-            r.bytes_wrong,
-            r.late_writes,
-            r.unexpected_errors,
-            r.hangs
-        );
-    }
-    s
+    let widths = [-12, -17, 9, 11, 7, 9, 6, 10, 6, 6, 6, 5];
+    columns().padded(&widths, rows.iter().chain([&total(rows)]))
 }
 
 /// The rows as JSON.
 pub fn json(rows: &[Row]) -> serde_json::Value {
-    json!({
-        "experiment": "faults",
-        "rows": rows.iter().map(|r| json!({
-            "memory": r.memory,
-            "api": r.api,
-            "transfers": r.transfers,
-            "bytes": r.bytes,
-            "faults": r.faults,
-            "recovered": r.recovered,
-            "engines_lost": r.engines_lost,
-            "bytes_lost": r.bytes_lost,
-            "bytes_wrong": r.bytes_wrong,
-            "late_writes": r.late_writes,
-            "unexpected_errors": r.unexpected_errors,
-            "hangs": r.hangs,
-            "seconds": r.seconds,
-        })).collect::<Vec<_>>(),
-    })
+    json!({"experiment": "faults", "rows": columns().json(rows)})
 }
 
 /// What the campaign must show: nothing wrong, nothing written late, no hang,

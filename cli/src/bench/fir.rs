@@ -19,7 +19,8 @@ use super::plot::{LinePlot, Series, write_svg};
 use super::report::sentence;
 use super::spread::Spread;
 use super::error::Error;
-use super::harness::{median, table, OnBoard};
+use super::columns::Columns;
+use super::harness::{OnBoard, median};
 use dmaflow::dsp::fir::{Mode, OverlapSave, add_node, flops_per_block};
 use dmaflow::graph::Graph;
 use super::conditions::Conditions;
@@ -123,22 +124,6 @@ impl Improvement {
     /// Whether the interval excludes zero.
     pub fn measurable(&self) -> bool {
         self.low > 0.0 || self.high < 0.0
-    }
-
-    /// As JSON: the point, the mean and its interval, the family it is
-    /// corrected over and the pairs it is made of.
-    pub fn json(&self) -> serde_json::Value {
-        json!({
-            "fft_len": self.fft_len,
-            "overlap_pct": self.overlap_pct,
-            "pct": self.pct,
-            "ci_low": self.low,
-            "ci_high": self.high,
-            "family_confidence": FAMILY_CONFIDENCE,
-            "comparisons": self.comparisons,
-            "pairs": self.pairs,
-            "measurable": self.measurable(),
-        })
     }
 }
 
@@ -440,34 +425,45 @@ fn improvement_of(rows: &[Row], mode: &str) -> Vec<Improvement> {
         .collect()
 }
 
+/// The measured points' columns.
+fn row_columns<'a>() -> Columns<'a, Row> {
+    Columns::new()
+        .plain("N", "fft_len", |r: &Row| r.fft_len)
+        .col("overlap", "overlap_pct", |r| format!("{}%", r.overlap_pct), |r| r.overlap_pct)
+        .plain("taps", "taps", |r| r.taps)
+        .plain("mode", "mode", |r| r.mode)
+        .fixed("MFLOPS", "mflops", 0, |r| r.mflops)
+        .kept("mflops_spread", |r| r.spread.json())
+}
+
+/// The improvements' columns: the point, the mean and its interval, the
+/// family it is corrected over and the pairs it is made of.
+fn improvement_columns<'a>() -> Columns<'a, Improvement> {
+    Columns::new()
+        .plain("N", "fft_len", |i: &Improvement| i.fft_len)
+        .col("overlap", "overlap_pct", |i| format!("{}%", i.overlap_pct), |i| i.overlap_pct)
+        .col("improvement", "pct", |i| format!("{:+.1}%", i.pct), |i| i.pct)
+        .shown("interval", |i| format!("{:+.1}% .. {:+.1}%", i.low, i.high))
+        .shown("verdict", |i| {
+            match (i.measurable(), i.pct > 0.0) {
+                (false, _) => "no measurable difference",
+                (true, true) => "zero-copy faster",
+                (true, false) => "copy faster",
+            }
+            .into()
+        })
+        .kept("ci_low", |i| i.low)
+        .kept("ci_high", |i| i.high)
+        .kept("family_confidence", |_| FAMILY_CONFIDENCE)
+        .kept("comparisons", |i| i.comparisons)
+        .kept("pairs", |i| i.pairs)
+        .kept("measurable", Improvement::measurable)
+}
+
 /// The table of every point, then the improvement per FFT length and the queue's
 /// cost against the bare loop.
 pub fn render(rows: &[Row]) -> String {
-    let cells: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            vec![
-                r.fft_len.to_string(),
-                format!("{}%", r.overlap_pct),
-                r.taps.to_string(),
-                r.mode.to_string(),
-                format!("{:.0}", r.mflops),
-            ]
-        })
-        .collect();
-    let mut out = table(&["N", "overlap", "taps", "mode", "MFLOPS"], &cells);
-    let verdict = |i: &Improvement| {
-        if i.measurable() {
-            if i.pct > 0.0 {
-                "zero-copy faster"
-            } else {
-                "copy faster"
-            }
-        } else {
-            "no measurable difference"
-        }
-        .to_string()
-    };
+    let mut out = row_columns().table(rows);
     let single = improvement_single(rows);
     if !single.is_empty() {
         out += &format!(
@@ -477,22 +473,7 @@ pub fn render(rows: &[Row]) -> String {
             single.len(),
             FAMILY_CONFIDENCE * 100.0
         );
-        let cells: Vec<Vec<String>> = single
-            .iter()
-            .map(|i| {
-                vec![
-                    i.fft_len.to_string(),
-                    format!("{}%", i.overlap_pct),
-                    format!("{:+.1}%", i.pct),
-                    format!("{:+.1}% .. {:+.1}%", i.low, i.high),
-                    verdict(i),
-                ]
-            })
-            .collect();
-        out += &table(
-            &["N", "overlap", "improvement", "interval", "verdict"],
-            &cells,
-        );
+        out += &improvement_columns().table(&single);
     }
     let imp = improvement(rows);
     out += &format!(
@@ -503,41 +484,14 @@ pub fn render(rows: &[Row]) -> String {
         imp.len(),
         FAMILY_CONFIDENCE * 100.0
     );
-    let imp: Vec<Vec<String>> = imp
-        .iter()
-        .map(|i| {
-            let n = i.fft_len;
-            let ratio = match (
-                find(rows, n, BARE_OVERLAP, "zerocopy"),
-                find(rows, n, BARE_OVERLAP, "bare"),
-            ) {
-                (Some(z), Some(b)) if i.overlap_pct == BARE_OVERLAP => {
-                    format!("{:.0}%", z / b * 100.0)
-                }
-                _ => "-".into(),
-            };
-            vec![
-                n.to_string(),
-                format!("{}%", i.overlap_pct),
-                format!("{:+.1}%", i.pct),
-                format!("{:+.1}% .. {:+.1}%", i.low, i.high),
-                verdict(i),
-                ratio,
-            ]
-        })
-        .collect();
-    out += &table(
-        &[
-            "N",
-            "overlap",
-            "improvement",
-            "interval",
-            "verdict",
-            "zero-copy / bare",
-        ],
-        &imp,
-    );
-    out
+    let ratio = |i: &Improvement| {
+        let at = |mode| find(rows, i.fft_len, BARE_OVERLAP, mode);
+        match (at("zerocopy"), at("bare")) {
+            (Some(z), Some(b)) if i.overlap_pct == BARE_OVERLAP => format!("{:.0}%", z / b * 100.0),
+            _ => "-".into(),
+        }
+    };
+    out + &improvement_columns().shown("zero-copy / bare", ratio).table(&imp)
 }
 
 /// One sentence: at how many (FFT length, overlap) points zero-copy is
@@ -607,16 +561,9 @@ pub fn json(rows: &[Row]) -> serde_json::Value {
     json!({
         "experiment": "fir",
         "flops": "10 N log2 N + 6 N per block; N log2 N counts complex-FFT flops, as paper 001 does",
-        "rows": rows.iter().map(|r| json!({
-            "fft_len": r.fft_len,
-            "overlap_pct": r.overlap_pct,
-            "mode": r.mode,
-            "taps": r.taps,
-            "mflops": r.mflops,
-            "mflops_spread": r.spread.json(),
-        })).collect::<Vec<_>>(),
-        "improvement_single_thread": improvement_single(rows).iter().map(Improvement::json).collect::<Vec<_>>(),
-        "improvement": improvement(rows).iter().map(Improvement::json).collect::<Vec<_>>(),
+        "rows": row_columns().json(rows),
+        "improvement_single_thread": improvement_columns().json(&improvement_single(rows)),
+        "improvement": improvement_columns().json(&improvement(rows)),
     })
 }
 
@@ -1216,21 +1163,6 @@ fn gnuradio_text(g: &[GrRow]) -> (String, Vec<super::report::Target>) {
             Vec::new(),
         );
     }
-    let cells: Vec<Vec<String>> = g
-        .iter()
-        .map(|r| {
-            let s = Spread::of(&r.msps());
-            vec![
-                r.taps.to_string(),
-                r.point.name().to_string(),
-                r.fft_len.to_string(),
-                format!("{:.1}", s.median),
-                format!("{:.1}..{:.1}", s.min, s.max),
-                format!("{:.2}", r.cpu_us_per_ksample()),
-                format!("{:.1e}", r.max_error),
-            ]
-        })
-        .collect();
     let mut text = String::from(
         "\nagainst GNU Radio's fft_filter_fff: the same samples and taps, the four points \
          taking turns round by round (order reversed every other round); M samples/s (median, \
@@ -1239,18 +1171,7 @@ fn gnuradio_text(g: &[GrRow]) -> (String, Vec<super::report::Target>) {
          and FFT plans made before, queues or buffers made, threads started, run and joined \
          inside:\n",
     );
-    text += &table(
-        &[
-            "taps",
-            "point",
-            "fft",
-            "Msamples/s",
-            "range",
-            "cpu_us/ksample",
-            "max_error",
-        ],
-        &cells,
-    );
+    text += &gr_columns().table(g);
     text += "what each point does:\n";
     let mut seen = Vec::new();
     for r in g {
@@ -1263,36 +1184,10 @@ fn gnuradio_text(g: &[GrRow]) -> (String, Vec<super::report::Target>) {
         }
     }
     let attr = attribution(g);
-    let cells: Vec<Vec<String>> = attr
-        .iter()
-        .map(|a| {
-            vec![
-                a.taps.to_string(),
-                a.whole.text(),
-                a.fft.text(),
-                a.rest.text(),
-                a.rest.verdict().to_string(),
-                a.fft_share
-                    .map_or("-".into(), |s| format!("{:.0} %", s * 100.0)),
-                a.gnuradio_longer.text(),
-            ]
-        })
-        .collect();
     text += "\nwhere dmaflow's win comes from (ratios of the rounds' throughputs, median and \
              min..max; default/default = FFT length x same-FFT, round by round; the FFT's share \
              is of the logarithm):\n";
-    text += &table(
-        &[
-            "taps",
-            "default/default",
-            "dmaflow 4L/2L FFT",
-            "same FFT (2L)",
-            "same-FFT verdict",
-            "FFT share",
-            "gnuradio padded/own",
-        ],
-        &cells,
-    );
+    text += &attribution_columns().table(&attr);
     let mut targets = Vec::new();
     for a in &attr {
         targets.push(super::report::Target::new(
@@ -1319,31 +1214,52 @@ fn gnuradio_text(g: &[GrRow]) -> (String, Vec<super::report::Target>) {
     (text, targets)
 }
 
+/// The GNU Radio comparison's columns.
+fn gr_columns<'a>() -> Columns<'a, GrRow> {
+    let msps = |r: &GrRow| Spread::of(&r.msps());
+    Columns::new()
+        .plain("taps", "taps", |r: &GrRow| r.taps)
+        .plain("point", "point", |r| r.point.name())
+        .kept("does", |r| r.point.does(r.taps))
+        .plain("fft", "fft_len", |r| r.fft_len)
+        .fixed("Msamples/s", "msamples_per_s", 1, move |r| msps(r).median)
+        .shown("range", move |r| format!("{:.1}..{:.1}", msps(r).min, msps(r).max))
+        .kept("msamples_per_s_spread", move |r| msps(r).json())
+        .fixed("cpu_us/ksample", "cpu_us_per_ksample", 2, GrRow::cpu_us_per_ksample)
+        .col("max_error", "max_error", |r| format!("{:.1e}", r.max_error), |r| r.max_error)
+        .kept("items_out", |r| r.items_out)
+        .kept("samples", |r| r.samples)
+        .kept("rounds", |r| r.seconds.len())
+}
+
+/// Where dmaflow's win over GNU Radio comes from: the attribution's columns.
+fn attribution_columns<'a>() -> Columns<'a, Attribution> {
+    Columns::new()
+        .plain("taps", "taps", |a: &Attribution| a.taps)
+        .col("default/default", "default_over_default", |a| a.whole.text(), |a| a.whole.0.json())
+        .col("dmaflow 4L/2L FFT", "fft_length", |a| a.fft.text(), |a| a.fft.0.json())
+        .col("same FFT (2L)", "same_fft", |a| a.rest.text(), |a| a.rest.0.json())
+        .shown("same-FFT verdict", |a| a.rest.verdict().to_string())
+        .kept("same_fft_measurable", |a| a.rest.measurable())
+        .col(
+            "FFT share",
+            "fft_share_of_log",
+            |a| a.fft_share.map_or("-".into(), |s| format!("{:.0} %", s * 100.0)),
+            |a| a.fft_share,
+        )
+        .col(
+            "gnuradio padded/own",
+            "gnuradio_padded_over_own",
+            |a| a.gnuradio_longer.text(),
+            |a| a.gnuradio_longer.0.json(),
+        )
+}
+
 /// The GNU Radio comparison as JSON rows and attribution.
 fn gnuradio_json(g: &[GrRow]) -> serde_json::Value {
     json!({
-        "rows": g.iter().map(|r| json!({
-            "taps": r.taps,
-            "point": r.point.name(),
-            "does": r.point.does(r.taps),
-            "fft_len": r.fft_len,
-            "msamples_per_s": Spread::of(&r.msps()).median,
-            "msamples_per_s_spread": Spread::of(&r.msps()).json(),
-            "cpu_us_per_ksample": r.cpu_us_per_ksample(),
-            "max_error": r.max_error,
-            "items_out": r.items_out,
-            "samples": r.samples,
-            "rounds": r.seconds.len(),
-        })).collect::<Vec<_>>(),
-        "attribution": attribution(g).iter().map(|a| json!({
-            "taps": a.taps,
-            "default_over_default": a.whole.0.json(),
-            "fft_length": a.fft.0.json(),
-            "same_fft": a.rest.0.json(),
-            "same_fft_measurable": a.rest.measurable(),
-            "fft_share_of_log": a.fft_share,
-            "gnuradio_padded_over_own": a.gnuradio_longer.0.json(),
-        })).collect::<Vec<_>>(),
+        "rows": gr_columns().json(g),
+        "attribution": attribution_columns().json(&attribution(g)),
     })
 }
 

@@ -34,7 +34,8 @@ use serde_json::{Value, json};
 use super::report::{Report, Target};
 use super::spread::{Ratio, Spread};
 use super::error::Error;
-use super::harness::{bytes_label, table, OnBoard};
+use super::columns::Columns;
+use super::harness::{OnBoard, bytes_label};
 use super::conditions::Conditions;
 use super::harness::{NO_GPU, OnGpu, Spec};
 pub use super::harness::Tables;
@@ -598,102 +599,69 @@ pub fn render(out: &Outcome) -> String {
             gbs(c.max)
         );
     }
+    s.push_str(&transfer_columns(out, Value::Null).table(&out.transfers));
+    if !out.messages.is_empty() {
+        s.push('\n');
+        s.push_str(&message_columns(Value::Null).table(&out.messages));
+    }
+    if !out.kernels.is_empty() {
+        s.push('\n');
+        s.push_str(&kernel_columns(Value::Null).table(&out.kernels));
+    }
+    s
+}
+
+/// The transfer points' columns, each JSON row marked with the device.
+fn transfer_columns(out: &Outcome, device: Value) -> Columns<'_, TransferRow> {
     let (ch, cd) = (
         ceiling_of(out, Direction::H2D),
         ceiling_of(out, Direction::D2H),
     );
     let share = |r: f64, c: Option<f64>| c.map_or("-".into(), |c| pct(r / c));
-    let rows: Vec<Vec<String>> = out
-        .transfers
-        .iter()
-        .map(|r| {
-            vec![
-                r.kind.name().into(),
-                r.mode.name().into(),
-                bytes_label(r.bytes),
-                format!("{:.2}", r.us.median),
-                format!("{:.2}", r.us.max),
-                gbs(r.h2d.median),
-                share(r.h2d.median, ch),
-                gbs(r.d2h.median),
-                share(r.d2h.median, cd),
-                gbs(r.h2d_submitted.median),
-                gbs(r.d2h_submitted.median),
-                format!("{:.2}", r.cpu_us.median),
-                format!("{:.2}", r.caller_cpu_us.median),
-            ]
-        })
-        .collect();
-    s.push_str(&table(
-        &[
-            "memory",
-            "mode",
-            "size",
-            "us",
-            "us max",
-            "h2d GB/s",
-            "of ceiling",
-            "d2h GB/s",
-            "of ceiling",
-            "h2d submitted",
-            "d2h submitted",
-            "cpu us",
-            "caller cpu us",
-        ],
-        &rows,
-    ));
-    if !out.messages.is_empty() {
-        s.push('\n');
-        let rows: Vec<Vec<String>> = out
-            .messages
-            .iter()
-            .map(|r| {
-                vec![
-                    bytes_label(r.bytes),
-                    bytes_label(r.block),
-                    if r.depth == 2 { "double" } else { "single" }.into(),
-                    if r.kernel { "invert" } else { "none" }.into(),
-                    format!("{:.2}", r.ms.median),
-                    format!("{:.2}..{:.2}", r.ms.min, r.ms.max),
-                    pct(r.share.median),
-                ]
-            })
-            .collect();
-        s.push_str(&table(
-            &[
-                "message",
-                "block",
-                "buffering",
-                "kernel",
-                "ms",
-                "ms range",
-                "of ceiling",
-            ],
-            &rows,
-        ));
-    }
-    if !out.kernels.is_empty() {
-        s.push('\n');
-        let rows: Vec<Vec<String>> = out
-            .kernels
-            .iter()
-            .map(|r| {
-                vec![
-                    r.name.clone(),
-                    format!("{:.3}", r.gpu_ms.median),
-                    format!("{:.3}", r.cpu_ms.median),
-                    if r.identical {
-                        "identical"
-                    } else {
-                        "DIFFERENT"
-                    }
-                    .into(),
-                ]
-            })
-            .collect();
-        s.push_str(&table(&["kernel", "gpu ms", "cpu ms", "vs cpu"], &rows));
-    }
-    s
+    let us = |x: f64| format!("{x:.2}");
+    Columns::new()
+        .kept("device", move |_: &TransferRow| device.clone())
+        .kept("table", |_| "transfer")
+        .plain("memory", "memory", |r| r.kind.name())
+        .plain("mode", "mode", |r| r.mode.name())
+        .col("size", "bytes", |r| bytes_label(r.bytes), |r| r.bytes)
+        .kept("repeats", |r| r.repeats)
+        .median("us", "us", "us_spread", us, |r| r.us)
+        .shown("us max", move |r| us(r.us.max))
+        .median("h2d GB/s", "h2d_bytes_per_s", "h2d_spread", gbs, |r| r.h2d)
+        .shown("of ceiling", move |r| share(r.h2d.median, ch))
+        .median("d2h GB/s", "d2h_bytes_per_s", "d2h_spread", gbs, |r| r.d2h)
+        .shown("of ceiling", move |r| share(r.d2h.median, cd))
+        .median("h2d submitted", "h2d_submitted_bytes_per_s", "h2d_submitted_spread", gbs, |r| r.h2d_submitted)
+        .median("d2h submitted", "d2h_submitted_bytes_per_s", "d2h_submitted_spread", gbs, |r| r.d2h_submitted)
+        .median("cpu us", "cpu_us", "cpu_us_spread", us, |r| r.cpu_us)
+        .fixed("caller cpu us", "caller_cpu_us", 2, |r| r.caller_cpu_us.median)
+}
+
+/// The message points' columns.
+fn message_columns<'a>(device: Value) -> Columns<'a, MessageRow> {
+    Columns::new()
+        .kept("device", move |_: &MessageRow| device.clone())
+        .kept("table", |_| "message")
+        .col("message", "bytes", |r| bytes_label(r.bytes), |r| r.bytes)
+        .col("block", "block", |r| bytes_label(r.block), |r| r.block)
+        .col("buffering", "depth", |r| if r.depth == 2 { "double" } else { "single" }.into(), |r| r.depth)
+        .col("kernel", "kernel", |r| if r.kernel { "invert" } else { "none" }.into(), |r| r.kernel)
+        .median("ms", "ms", "ms_spread", |x| format!("{x:.2}"), |r| r.ms)
+        .shown("ms range", |r| format!("{:.2}..{:.2}", r.ms.min, r.ms.max))
+        .median("of ceiling", "ceiling_share", "ceiling_share_spread", pct, |r| r.share)
+}
+
+/// The kernel checks' columns.
+fn kernel_columns<'a>(device: Value) -> Columns<'a, KernelRow> {
+    let ms = |x: f64| format!("{x:.3}");
+    Columns::new()
+        .kept("device", move |_: &KernelRow| device.clone())
+        .kept("table", |_| "kernel")
+        .plain("kernel", "name", |r| r.name.clone())
+        .median("gpu ms", "gpu_ms", "gpu_ms_spread", ms, |r| r.gpu_ms)
+        .fixed("cpu ms", "cpu_ms", 3, |r| r.cpu_ms.median)
+        .col("vs cpu", "identical", |r| if r.identical { "identical" } else { "DIFFERENT" }.into(), |r| r.identical)
 }
 
 /// The targets against this run's figures.
@@ -809,33 +777,12 @@ pub fn json(out: &Outcome) -> Value {
             "bytes_per_s": c.median, "bytes_per_s_spread": c.json()}),
         );
     }
-    for r in &out.transfers {
-        rows.push(
-            json!({"device": device, "table": "transfer", "memory": r.kind.name(),
-            "mode": r.mode.name(), "bytes": r.bytes, "repeats": r.repeats,
-            "us": r.us.median, "us_spread": r.us.json(),
-            "h2d_bytes_per_s": r.h2d.median, "h2d_spread": r.h2d.json(),
-            "d2h_bytes_per_s": r.d2h.median, "d2h_spread": r.d2h.json(),
-            "h2d_submitted_bytes_per_s": r.h2d_submitted.median,
-            "h2d_submitted_spread": r.h2d_submitted.json(),
-            "d2h_submitted_bytes_per_s": r.d2h_submitted.median,
-            "d2h_submitted_spread": r.d2h_submitted.json(),
-            "cpu_us": r.cpu_us.median, "cpu_us_spread": r.cpu_us.json(),
-            "caller_cpu_us": r.caller_cpu_us.median}),
-        );
-    }
-    for r in &out.messages {
-        rows.push(
-            json!({"device": device, "table": "message", "bytes": r.bytes,
-            "block": r.block, "depth": r.depth, "kernel": r.kernel, "ms": r.ms.median,
-            "ms_spread": r.ms.json(), "ceiling_share": r.share.median,
-            "ceiling_share_spread": r.share.json()}),
-        );
-    }
-    for r in &out.kernels {
-        rows.push(json!({"device": device, "table": "kernel", "name": r.name,
-            "gpu_ms": r.gpu_ms.median, "gpu_ms_spread": r.gpu_ms.json(),
-            "cpu_ms": r.cpu_ms.median, "identical": r.identical}));
+    for cols in [
+        transfer_columns(out, device.clone()).json(&out.transfers),
+        message_columns(device.clone()).json(&out.messages),
+        kernel_columns(device).json(&out.kernels),
+    ] {
+        rows.extend(cols);
     }
     json!({"experiment": "gpu", "notes": out.notes, "rows": rows})
 }

@@ -16,7 +16,8 @@ use super::meter::{Meter, Tally};
 use super::report::{Target, sentence};
 use super::error::Error;
 use super::on_board::Mode;
-use super::harness::{bytes_label, median, table, OnBoard};
+use super::columns::Columns;
+use super::harness::{OnBoard, bytes_label, median};
 use dmaflow::dma::{Completion, Engine, Partition, Proxy, Timing};
 use dmaflow::platform::MemoryModel;
 use dmaflow::platform::{IrqLine, RegisterSpace};
@@ -406,56 +407,46 @@ where
     Ok(rows)
 }
 
-/// The result as a table.
-pub fn render(rows: &[Row]) -> String {
-    let cells: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            vec![
-                bytes_label(r.bytes),
-                r.completion.to_string(),
-                r.path.to_string(),
-                r.buffering.to_string(),
-                r.partition.to_string(),
-                format!("{:.2}", r.median_us),
-                format!("{:.2}..{:.2}", r.round_range.0, r.round_range.1),
-                format!("{:.2}", r.model_us),
-                format!("{:.2}", r.overhead_us()),
+/// The rows' columns.
+fn columns(rows: &[Row]) -> Columns<'_, Row> {
+    let us = |x: f64| format!("{x:.2}");
+    Columns::new()
+        .col("bytes", "bytes", |r: &Row| bytes_label(r.bytes), |r| r.bytes)
+        .plain("completion", "completion", |r| r.completion)
+        .plain("path", "path", |r| r.path)
+        .plain("buffering", "buffering", |r| r.buffering)
+        .plain("partition", "partition", |r| r.partition)
+        .kept("block_bytes", |r| r.block_bytes)
+        .fixed("us (median)", "median_us", 2, |r| r.median_us)
+        .shown("rounds' medians", |r| format!("{:.2}..{:.2}", r.round_range.0, r.round_range.1))
+        .kept("round_median_us_min", |r| r.round_range.0)
+        .kept("round_median_us_max", |r| r.round_range.1)
+        .kept("rounds", |r| r.rounds)
+        .fixed("model us", "model_us", 2, |r| r.model_us)
+        .fixed("overhead us", "overhead_us", 2, Row::overhead_us)
+        .col(
+            "over bare us",
+            "over_bare_us",
+            |r| {
                 r.over_bare_us(rows)
                     .filter(|_| r.completion != "bare")
-                    .map_or("-".into(), |d| format!("{d:+.2}")),
-                format!("{:.2}", r.cpu_us),
-                format!("{:.2}", r.delivery_us),
-                format!("{:.0} %", 100.0 * r.cpu_share),
-                format!("{:.2}", r.tx_us),
-                format!("{:.2}", r.rx_us),
-                format!("{:.1}", r.bytes as f64 / r.median_us),
-                r.iterations.to_string(),
-            ]
-        })
-        .collect();
-    table(
-        &[
-            "bytes",
-            "completion",
-            "path",
-            "buffering",
-            "partition",
-            "us (median)",
-            "rounds' medians",
-            "model us",
-            "overhead us",
-            "over bare us",
-            "CPU us",
-            "of it irq delivery",
-            "CPU share",
-            "TX us",
-            "RX us",
-            "MB/s each way",
-            "transfers",
-        ],
-        &cells,
-    )
+                    .map_or("-".into(), |d| format!("{d:+.2}"))
+            },
+            |r| r.over_bare_us(rows),
+        )
+        .col("CPU us", "cpu_us", move |r| us(r.cpu_us), |r| r.cpu_us)
+        .col("of it irq delivery", "irq_delivery_us", move |r| us(r.delivery_us), |r| r.delivery_us)
+        .percent("CPU share", "cpu_share", |r| r.cpu_share)
+        .fixed("TX us", "tx_us", 2, |r| r.tx_us)
+        .fixed("RX us", "rx_us", 2, |r| r.rx_us)
+        .shown("MB/s each way", |r| format!("{:.1}", r.bytes as f64 / r.median_us))
+        .kept("us_per_byte", |r| r.median_us / r.bytes as f64)
+        .plain("transfers", "iterations", |r| r.iterations)
+}
+
+/// The result as a table.
+pub fn render(rows: &[Row]) -> String {
+    columns(rows).table(rows)
 }
 
 /// The unique zero-copy (or, for `proxy`, copying) row of a mode at a size.
@@ -579,28 +570,7 @@ pub fn answer(rows: &[Row]) -> String {
 pub fn json(rows: &[Row]) -> serde_json::Value {
     json!({
         "experiment": "loopback",
-        "rows": rows.iter().map(|r| json!({
-            "completion": r.completion,
-            "path": r.path,
-            "buffering": r.buffering,
-            "partition": r.partition,
-            "block_bytes": r.block_bytes,
-            "bytes": r.bytes,
-            "median_us": r.median_us,
-            "round_median_us_min": r.round_range.0,
-            "round_median_us_max": r.round_range.1,
-            "rounds": r.rounds,
-            "model_us": r.model_us,
-            "overhead_us": r.overhead_us(),
-            "over_bare_us": r.over_bare_us(rows),
-            "cpu_us": r.cpu_us,
-            "irq_delivery_us": r.delivery_us,
-            "cpu_share": r.cpu_share,
-            "tx_us": r.tx_us,
-            "rx_us": r.rx_us,
-            "us_per_byte": r.median_us / r.bytes as f64,
-            "iterations": r.iterations,
-        })).collect::<Vec<_>>(),
+        "rows": columns(rows).json(rows),
     })
 }
 

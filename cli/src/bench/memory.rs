@@ -26,7 +26,8 @@ use super::meter::{Meter, Tally};
 use super::report::{Target, sentence};
 use super::spread::{Ratio, Spread, in_turns};
 use super::error::Error;
-use super::harness::{bytes_label, table, OnBoard};
+use super::columns::Columns;
+use super::harness::{OnBoard, bytes_label};
 use dmaflow::rig::Rig;
 use dmaflow::dma::Completion;
 use dmaflow::mem::CachePolicy;
@@ -308,46 +309,42 @@ fn pct(s: &Spread) -> String {
     )
 }
 
+/// The rows' columns.
+fn columns<'a>() -> Columns<'a, Row> {
+    let dash = |x: Option<String>| x.unwrap_or_else(|| "-".into());
+    Columns::new()
+        .plain("clock", "clock", |r: &Row| r.clock.clone())
+        .col("size", "bytes", |r| bytes_label(r.bytes), |r| r.bytes)
+        .plain("beside", "beside", |r| r.beside)
+        .kept("own_core", |r| r.own_core)
+        .kept("transfers", |r| r.transfers)
+        .col(
+            "MB/s each way (rounds)",
+            "mb_per_s",
+            |r| format!("{:.0} ({:.0}..{:.0})", r.mb_per_s.median, r.mb_per_s.min, r.mb_per_s.max),
+            |r| r.mb_per_s.median,
+        )
+        .kept("mb_per_s_spread", |r| r.mb_per_s.json())
+        .optional("model MB/s", "model_mb_per_s", 0, |r| r.model_mb_per_s)
+        .col(
+            "vs filter",
+            "vs_filter",
+            move |r| dash(r.vs_filter.map(|Ratio(v)| format!("{:.2}x ({:.2}..{:.2})", v.median, v.min, v.max))),
+            |r| r.vs_filter.map(|Ratio(v)| v.json()),
+        )
+        .kept("vs_filter_measurable", |r| r.vs_filter.map(|v| v.measurable()))
+        .col("app keeps (rounds)", "app_share", move |r| dash(r.app_share.as_ref().map(pct)), |r| r.app_share.map(|s| s.median))
+        .kept("app_share_spread", |r| r.app_share.map(|s| s.json()))
+        .shown("triad GB/s alone -> beside", move |r| dash(r.triad_gb_per_s.map(|(a, b)| format!("{a:.2} -> {b:.2}"))))
+        .kept("triad_gb_per_s_alone", |r| r.triad_gb_per_s.map(|t| t.0))
+        .kept("triad_gb_per_s_beside", |r| r.triad_gb_per_s.map(|t| t.1))
+        .fixed("driver CPU us", "cpu_us", 1, |r| r.cpu_us)
+        .shown("transfers", |r| r.transfers.to_string())
+}
+
 /// The result as a table.
 pub fn render(rows: &[Row]) -> String {
-    let cells: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            vec![
-                r.clock.clone(),
-                bytes_label(r.bytes),
-                r.beside.to_string(),
-                format!(
-                    "{:.0} ({:.0}..{:.0})",
-                    r.mb_per_s.median, r.mb_per_s.min, r.mb_per_s.max
-                ),
-                r.model_mb_per_s.map_or("-".into(), |m| format!("{m:.0}")),
-                r.vs_filter.map_or("-".into(), |Ratio(v)| {
-                    format!("{:.2}x ({:.2}..{:.2})", v.median, v.min, v.max)
-                }),
-                r.app_share.as_ref().map_or("-".into(), pct),
-                r.triad_gb_per_s
-                    .map_or("-".into(), |(a, b)| format!("{a:.2} -> {b:.2}")),
-                format!("{:.1}", r.cpu_us),
-                r.transfers.to_string(),
-            ]
-        })
-        .collect();
-    table(
-        &[
-            "clock",
-            "size",
-            "beside",
-            "MB/s each way (rounds)",
-            "model MB/s",
-            "vs filter",
-            "app keeps (rounds)",
-            "triad GB/s alone -> beside",
-            "driver CPU us",
-            "transfers",
-        ],
-        &cells,
-    )
+    columns().table(rows)
 }
 
 fn find<'a>(rows: &'a [Row], clock_unlimited: bool, bytes: usize, beside: &str) -> Option<&'a Row> {
@@ -411,23 +408,7 @@ pub fn answer(rows: &[Row]) -> String {
 pub fn json(rows: &[Row]) -> serde_json::Value {
     json!({
         "experiment": "memory",
-        "rows": rows.iter().map(|r| json!({
-            "clock": r.clock,
-            "bytes": r.bytes,
-            "beside": r.beside,
-            "own_core": r.own_core,
-            "transfers": r.transfers,
-            "mb_per_s": r.mb_per_s.median,
-            "mb_per_s_spread": r.mb_per_s.json(),
-            "model_mb_per_s": r.model_mb_per_s,
-            "cpu_us": r.cpu_us,
-            "vs_filter": r.vs_filter.map(|Ratio(v)| v.json()),
-            "vs_filter_measurable": r.vs_filter.map(|v| v.measurable()),
-            "app_share": r.app_share.map(|s| s.median),
-            "app_share_spread": r.app_share.map(|s| s.json()),
-            "triad_gb_per_s_alone": r.triad_gb_per_s.map(|t| t.0),
-            "triad_gb_per_s_beside": r.triad_gb_per_s.map(|t| t.1),
-        })).collect::<Vec<_>>(),
+        "rows": columns().json(rows),
     })
 }
 

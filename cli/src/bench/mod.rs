@@ -3,6 +3,7 @@
 
 pub mod app;
 pub mod baseline;
+pub mod columns;
 pub mod conditions;
 pub mod error;
 pub mod harness;

@@ -39,7 +39,8 @@ use super::report::{Report, Target};
 use super::spread::{Ratio, Spread, in_turns};
 use super::peers::{gnuradio_here, wait_within};
 use super::error::Error;
-use super::harness::{median, table, OnBoard};
+use super::columns::Columns;
+use super::harness::{OnBoard, bytes_label, median};
 use super::conditions::Conditions;
 use super::harness::Spec;
 
@@ -522,22 +523,32 @@ impl Drop for Peer {
     }
 }
 
-/// Starts GNU Radio's sender (binds at `endpoint`); it keeps its socket
-/// open until its standard input is closed.
-fn gnuradio_tx(size: usize, data: &Path, endpoint: &str) -> Result<Peer, Error> {
-    Command::new("/usr/bin/python3")
-        .args(["-c", GNURADIO_SCRIPT, "tx", &size.to_string()])
-        .arg(data)
-        .arg(endpoint)
-        .stdin(Stdio::piped())
+/// Starts `cmd` as a peer with its output piped, `who` naming it in an error.
+fn spawn(mut cmd: Command, stdin: Stdio, who: &str) -> Result<Peer, Error> {
+    cmd.stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| Error::Io {
-            path: "/usr/bin/python3 (GNU Radio's sender)".into(),
+            path: who.into(),
             source: e,
         })
         .map(|c| Peer(Some(c)))
+}
+
+/// GNU Radio's script in `role` (`tx` or `rx`).
+fn gnuradio(role: &str) -> Command {
+    let mut cmd = Command::new("/usr/bin/python3");
+    cmd.args(["-c", GNURADIO_SCRIPT, role]);
+    cmd
+}
+
+/// Starts GNU Radio's sender (binds at `endpoint`); it keeps its socket
+/// open until its standard input is closed.
+fn gnuradio_tx(size: usize, data: &Path, endpoint: &str) -> Result<Peer, Error> {
+    let mut cmd = gnuradio("tx");
+    cmd.arg(size.to_string()).arg(data).arg(endpoint);
+    spawn(cmd, Stdio::piped(), "/usr/bin/python3 (GNU Radio's sender)")
 }
 
 /// Starts GNU Radio's receiver (connects to `endpoint`).
@@ -548,20 +559,11 @@ fn gnuradio_rx(
     out: &Path,
     data: &Path,
 ) -> Result<Peer, Error> {
-    Command::new("/usr/bin/python3")
-        .args(["-c", GNURADIO_SCRIPT, "rx"])
-        .args([size.to_string(), bytes.to_string(), endpoint.to_string()])
+    let mut cmd = gnuradio("rx");
+    cmd.args([size.to_string(), bytes.to_string(), endpoint.to_string()])
         .arg(out)
-        .arg(data)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| Error::Io {
-            path: "/usr/bin/python3 (GNU Radio's receiver)".into(),
-            source: e,
-        })
-        .map(|c| Peer(Some(c)))
+        .arg(data);
+    spawn(cmd, Stdio::null(), "/usr/bin/python3 (GNU Radio's receiver)")
 }
 
 /// Waits for GNU Radio's receiver and reads its line.
@@ -630,17 +632,9 @@ fn net_peer(point: &str, endpoint: &str) -> Result<Peer, Error> {
         path: "the dmaflow binary".into(),
         source: e,
     })?;
-    Command::new(exe)
-        .args(["net-peer", "--point", point, "--endpoint", endpoint])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| Error::Io {
-            path: "dmaflow net-peer".into(),
-            source: e,
-        })
-        .map(|c| Peer(Some(c)))
+    let mut cmd = Command::new(exe);
+    cmd.args(["net-peer", "--point", point, "--endpoint", endpoint]);
+    spawn(cmd, Stdio::null(), "dmaflow net-peer")
 }
 
 /// Waits for `dmaflow net-peer` and reads its line.
@@ -906,43 +900,65 @@ fn finite(v: &[f64]) -> Vec<f64> {
     v.iter().copied().filter(|x| x.is_finite()).collect()
 }
 
+/// The points' columns.
+fn row_columns<'a>() -> Columns<'a, Row> {
+    let cpu = |r: &Row| median(&finite(&r.cpu));
+    let secs = |r: &Row| median(&finite(&r.seconds));
+    Columns::new()
+        .col("size", "message_bytes", |r: &Row| bytes_label(r.size), |r| r.size)
+        .plain("point", "point", |r| r.point.name())
+        .kept("does", |r| r.point.does())
+        .fixed("MB/s", "mb_per_s", 0, |r| r.mbps().0)
+        .shown("range", |r| format!("{:.0}..{:.0}", r.mbps().1, r.mbps().2))
+        .kept("mb_per_s_min", |r| r.mbps().1)
+        .kept("mb_per_s_max", |r| r.mbps().2)
+        .kept("mb_per_s_spread", |r| Spread::of(&r.mb_per_s()).json())
+        .kept("rounds", |r| r.seconds.len())
+        .shown("Mitems/s", move |r| format!("{:.1}", r.bytes as f64 / 4.0 / secs(r) / 1e6))
+        .fixed("rx_cpu_share", "rx_cpu_share", 2, move |r| cpu(r) / secs(r))
+        .kept("rx_cpu_us_per_mb", move |r| cpu(r) / (r.bytes as f64 / 1e6) * 1e6)
+        .col(
+            "msg_bytes",
+            "sent_message_bytes",
+            |r| match r.message_bytes.is_empty() {
+                true => "-".into(),
+                false => format!("{:.0}", median(&r.message_bytes)),
+            },
+            |r| (!r.message_bytes.is_empty()).then(|| median(&r.message_bytes)),
+        )
+        .col("stalls", "stalled_rounds", |r| r.stalls.to_string(), |r| r.stalls)
+}
+
+/// The comparison with GNU Radio's columns, per item size: capped/gnuradio
+/// and the other points' ratios over the same size.
+fn against_columns(rows: &[Row]) -> Columns<'_, (usize, Ratio)> {
+    let mut cols = Columns::new()
+        .col("items", "item_bytes", |(s, _): &(usize, Ratio)| bytes_label(*s), |(s, _)| *s)
+        .col("capped/gnuradio", "capped_over_gnuradio", |(_, r)| r.text(), |(_, r)| r.0.json())
+        .shown("verdict", |(_, r)| r.verdict().to_string())
+        .kept("capped_over_gnuradio_measurable", |(_, r)| r.measurable());
+    for (header, key, a, b) in [
+        ("batched/gnuradio", "batched_over_gnuradio", Point::Batched, Point::Gnuradio),
+        ("batched/capped", "batched_over_capped", Point::Batched, Point::Capped),
+        ("gr->dmaflow / gnuradio", "gnuradio_to_dmaflow_over_gnuradio", Point::GnuradioToDmaflow, Point::Gnuradio),
+        ("dmaflow->gr / gnuradio", "dmaflow_to_gnuradio_over_gnuradio", Point::DmaflowToGnuradio, Point::Gnuradio),
+    ] {
+        let v = std::rc::Rc::new(shares(rows, a, b));
+        let w = v.clone();
+        let at = |v: &[(usize, Ratio)], s: usize| v.iter().find(|(z, _)| *z == s).map(|(_, r)| r.0);
+        cols = cols.col(
+            header,
+            key,
+            move |(s, _)| at(&v, *s).map_or("-".into(), |r| Ratio(r).text()),
+            move |(s, _)| at(&w, *s).map(|r| r.json()),
+        );
+    }
+    cols
+}
+
 /// The report.
 pub fn report(cfg: &Config, rows: &[Row]) -> Report {
-    let mut cells = Vec::new();
-    for r in rows {
-        let (m, lo, hi) = r.mbps();
-        let items = r.bytes as f64 / 4.0;
-        cells.push(vec![
-            super::harness::bytes_label(r.size),
-            r.point.name().to_string(),
-            format!("{m:.0}"),
-            format!("{lo:.0}..{hi:.0}"),
-            format!("{:.1}", items / median(&finite(&r.seconds)) / 1e6),
-            format!(
-                "{:.2}",
-                median(&finite(&r.cpu)) / median(&finite(&r.seconds))
-            ),
-            if r.message_bytes.is_empty() {
-                "-".into()
-            } else {
-                format!("{:.0}", median(&r.message_bytes))
-            },
-            r.stalls.to_string(),
-        ]);
-    }
-    let mut text = table(
-        &[
-            "size",
-            "point",
-            "MB/s",
-            "range",
-            "Mitems/s",
-            "rx_cpu_share",
-            "msg_bytes",
-            "stalls",
-        ],
-        &cells,
-    );
+    let mut text = row_columns().table(rows);
     text += "stalls: rounds in which GNU Radio's receiver had not taken every item after 30 s \
              (it was stopped; those rounds are left out of the medians and ratios)\n";
     text += "what each point does (sender | receiver):\n";
@@ -956,44 +972,10 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     let mut targets = Vec::new();
     let equal = shares(rows, Point::Capped, Point::Gnuradio);
     if !equal.is_empty() {
-        let size_of = shares(rows, Point::Batched, Point::Capped);
-        let default = shares(rows, Point::Batched, Point::Gnuradio);
-        let rx = shares(rows, Point::GnuradioToDmaflow, Point::Gnuradio);
-        let tx = shares(rows, Point::DmaflowToGnuradio, Point::Gnuradio);
-        let find = |v: &[(usize, Ratio)], s: usize| {
-            v.iter()
-                .find(|(z, _)| *z == s)
-                .map_or("-".into(), |(_, r)| r.text())
-        };
-        let cells: Vec<Vec<String>> = equal
-            .iter()
-            .map(|(size, r)| {
-                vec![
-                    super::harness::bytes_label(*size),
-                    r.text(),
-                    r.verdict().to_string(),
-                    find(&default, *size),
-                    find(&size_of, *size),
-                    find(&rx, *size),
-                    find(&tx, *size),
-                ]
-            })
-            .collect();
         text += "\nagainst GNU Radio (throughput ratios, median and min..max of the rounds; \
                  default/default = batched/capped (message size) x capped/gnuradio (the ends), \
                  round by round; the crossed edges put one dmaflow end in place of GNU Radio's):\n";
-        text += &table(
-            &[
-                "items",
-                "capped/gnuradio",
-                "verdict",
-                "batched/gnuradio",
-                "batched/capped",
-                "gr->dmaflow / gnuradio",
-                "dmaflow->gr / gnuradio",
-            ],
-            &cells,
-        );
+        text += &against_columns(rows).table(&equal);
         for (size, r) in &equal {
             targets.push(Target::new(
                 format!(
@@ -1069,42 +1051,8 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         targets,
         json: json!({
             "experiment": "net",
-            "rows": rows.iter().map(|r| {
-                let (m, lo, hi) = r.mbps();
-                json!({
-                    "message_bytes": r.size,
-                    "point": r.point.name(),
-                    "does": r.point.does(),
-                    "mb_per_s": m,
-                    "mb_per_s_min": lo,
-                    "mb_per_s_max": hi,
-                    "mb_per_s_spread": Spread::of(&r.mb_per_s()).json(),
-                    "rounds": r.seconds.len(),
-                    "stalled_rounds": r.stalls,
-                    "rx_cpu_share": median(&finite(&r.cpu)) / median(&finite(&r.seconds)),
-                    "rx_cpu_us_per_mb": median(&finite(&r.cpu)) / (r.bytes as f64 / 1e6) * 1e6,
-                    "sent_message_bytes": if r.message_bytes.is_empty() {
-                        serde_json::Value::Null
-                    } else {
-                        json!(median(&r.message_bytes))
-                    },
-                })
-            }).collect::<Vec<_>>(),
-            "against_gnuradio": shares(rows, Point::Capped, Point::Gnuradio).iter().map(|(s, r)| {
-                let pick = |a: Point, b: Point| shares(rows, a, b)
-                    .into_iter()
-                    .find(|(z, _)| z == s)
-                    .map(|(_, r)| r.0.json());
-                json!({
-                    "item_bytes": s,
-                    "capped_over_gnuradio": r.0.json(),
-                    "capped_over_gnuradio_measurable": r.measurable(),
-                    "batched_over_gnuradio": pick(Point::Batched, Point::Gnuradio),
-                    "batched_over_capped": pick(Point::Batched, Point::Capped),
-                    "gnuradio_to_dmaflow_over_gnuradio": pick(Point::GnuradioToDmaflow, Point::Gnuradio),
-                    "dmaflow_to_gnuradio_over_gnuradio": pick(Point::DmaflowToGnuradio, Point::Gnuradio),
-                })
-            }).collect::<Vec<_>>(),
+            "rows": row_columns().json(rows),
+            "against_gnuradio": against_columns(rows).json(&shares(rows, Point::Capped, Point::Gnuradio)),
         }),
         plots: Vec::new(),
     }

@@ -26,7 +26,7 @@ use super::report::{Report, Target, sentence};
 use super::peers::{Backoff, checksum, fill, series};
 use super::spread::{Spread, in_turns};
 use super::error::Error;
-use super::harness::table;
+use super::columns::Columns;
 use dmaflow::platform::cpu::{allowed_cores, pin};
 use dmaflow::ring::{Builder, Wait};
 use super::conditions::Conditions;
@@ -328,48 +328,38 @@ fn find<'a>(rows: &'a [Row], imp: &str, readers: usize, per_op: usize) -> Option
         .find(|r| r.implementation == imp && r.readers == readers && r.items_per_op == per_op)
 }
 
+/// The rows' columns, with GNU Radio 4's published figure beside dmaflow's.
+fn columns<'a>() -> Columns<'a, Row> {
+    let gr = |r: &Row| {
+        GNURADIO4
+            .iter()
+            .find(|g| g.0 == r.readers && g.1 == r.items_per_op)
+            .filter(|_| r.implementation == "dmaflow")
+            .map_or(String::new(), |g| {
+                format!("{:.1} M ops/s, {:.2} G samples/s", g.2 / 1e6, g.2 * g.1 as f64 / 1e9)
+            })
+    };
+    Columns::new()
+        .plain("readers", "readers", |r: &Row| r.readers)
+        .plain("items/op", "items_per_op", |r| r.items_per_op)
+        .plain("impl", "impl", |r| r.implementation)
+        .col("M ops/s", "ops_per_s", |r| format!("{:.1}", r.ops_per_s().0 / 1e6), |r| r.ops_per_s().0)
+        .shown("range", |r| format!("{:.1}..{:.1}", r.ops_per_s().1 / 1e6, r.ops_per_s().2 / 1e6))
+        .kept("ops_per_s_min", |r| r.ops_per_s().1)
+        .kept("ops_per_s_max", |r| r.ops_per_s().2)
+        .col(
+            "G samples/s per reader",
+            "samples_per_s_per_reader",
+            |r| format!("{:.3}", r.samples_per_s() / 1e9),
+            Row::samples_per_s,
+        )
+        .plain("rounds", "rounds", |r| r.seconds.len())
+        .shown("GNU Radio 4 bm_Buffer (published, other CPU)", gr)
+}
+
 /// The report.
 pub fn report(cfg: &Config, rows: &[Row]) -> Report {
-    let cells: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            let (m, lo, hi) = r.ops_per_s();
-            let gr = GNURADIO4
-                .iter()
-                .find(|g| g.0 == r.readers && g.1 == r.items_per_op)
-                .filter(|_| r.implementation == "dmaflow")
-                .map_or(String::new(), |g| {
-                    format!(
-                        "{:.1} M ops/s, {:.2} G samples/s",
-                        g.2 / 1e6,
-                        g.2 * g.1 as f64 / 1e9
-                    )
-                });
-            vec![
-                r.readers.to_string(),
-                r.items_per_op.to_string(),
-                r.implementation.to_string(),
-                format!("{:.1}", m / 1e6),
-                format!("{:.1}..{:.1}", lo / 1e6, hi / 1e6),
-                format!("{:.3}", r.samples_per_s() / 1e9),
-                r.seconds.len().to_string(),
-                gr,
-            ]
-        })
-        .collect();
-    let mut text = table(
-        &[
-            "readers",
-            "items/op",
-            "impl",
-            "M ops/s",
-            "range",
-            "G samples/s per reader",
-            "rounds",
-            "GNU Radio 4 bm_Buffer (published, other CPU)",
-        ],
-        &cells,
-    );
+    let mut text = columns().table(rows);
     let mut targets = Vec::new();
     let top = cfg.readers.iter().copied().max().unwrap_or(1);
     let big = cfg.items_per_op.iter().copied().max().unwrap_or(1);
@@ -419,19 +409,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         targets,
         json: json!({
             "experiment": "readers",
-            "rows": rows.iter().map(|r| {
-                let (m, lo, hi) = r.ops_per_s();
-                json!({
-                    "impl": r.implementation,
-                    "readers": r.readers,
-                    "items_per_op": r.items_per_op,
-                    "ops_per_s": m,
-                    "ops_per_s_min": lo,
-                    "ops_per_s_max": hi,
-                    "samples_per_s_per_reader": r.samples_per_s(),
-                    "rounds": r.seconds.len(),
-                })
-            }).collect::<Vec<_>>(),
+            "rows": columns().json(rows),
         }),
         plots: Vec::new(),
     }

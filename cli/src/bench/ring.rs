@@ -29,9 +29,10 @@ use serde_json::json;
 use super::peers::{Backoff, checksum, fill, series};
 use super::report::{Target, sentence};
 use super::error::Error;
-use super::harness::{bytes_label, table, OnBoard};
+use super::columns::Columns;
+use super::harness::{OnBoard, bytes_label};
 use dmaflow::platform::cpu::{allowed_cores, pin};
-use dmaflow::ring::{Builder, Wait};
+use dmaflow::ring::{Builder, Reader, Wait};
 use super::conditions::Conditions;
 use super::harness::Spec;
 
@@ -185,11 +186,14 @@ impl Shape {
     }
 }
 
-fn dmaflow_stream(sh: &Shape) -> Result<(f64, u32), Error> {
-    let (mut w, mut r) = Builder::<f32>::new(sh.queue).wait(Wait::Yield).build()?;
+/// dmaflow's queue with the writer every dmaflow case shares (batches of
+/// `sh.batch` items, filled in place), and `read` on the reader's side.
+fn dmaflow_case<C>(sh: &Shape, read: C) -> Result<(f64, u32), Error>
+where
+    C: FnOnce(Reader<f32>) -> Result<u32, Error> + Send,
+{
+    let (mut w, r) = Builder::<f32>::new(sh.queue).wait(Wait::Yield).build()?;
     let (nb, bi) = (sh.batches(), sh.batch);
-    // Whatever is readable, as soon as anything is (as every peer takes it).
-    let threshold = 1;
     two_threads(
         "dmaflow",
         move || {
@@ -199,81 +203,65 @@ fn dmaflow_stream(sh: &Shape) -> Result<(f64, u32), Error> {
             }
             Ok(())
         },
-        move || {
-            let mut sum = 0u32;
-            loop {
-                let s = r.peek(threshold)?;
-                if s.is_empty() {
-                    return Ok(sum);
-                }
-                sum = sum.wrapping_add(checksum(s));
-                let n = s.len();
-                r.consume(n)?;
-            }
-        },
+        move || read(r),
     )
+}
+
+fn dmaflow_stream(sh: &Shape) -> Result<(f64, u32), Error> {
+    // Whatever is readable, as soon as anything is (as every peer takes it).
+    let threshold = 1;
+    dmaflow_case(sh, move |mut r| {
+        let mut sum = 0u32;
+        loop {
+            let s = r.peek(threshold)?;
+            if s.is_empty() {
+                return Ok(sum);
+            }
+            sum = sum.wrapping_add(checksum(s));
+            let n = s.len();
+            r.consume(n)?;
+        }
+    })
 }
 
 /// Sliding windows of `2 * hop` items, `hop` apart, read in place.
 fn dmaflow_window(sh: &Shape) -> Result<(f64, u32), Error> {
-    let (mut w, mut r) = Builder::<f32>::new(sh.queue).wait(Wait::Yield).build()?;
-    let (nb, hop) = (sh.batches(), sh.batch);
-    two_threads(
-        "dmaflow",
-        move || {
-            for b in 0..nb {
-                fill(w.reserve(hop)?, (b * hop) as u32);
-                w.commit(hop)?;
+    let hop = sh.batch;
+    dmaflow_case(sh, move |mut r| {
+        let mut sum = 0u32;
+        loop {
+            let s = r.peek(2 * hop)?;
+            if s.len() < 2 * hop {
+                return Ok(sum);
             }
-            Ok(())
-        },
-        move || {
-            let mut sum = 0u32;
-            loop {
-                let s = r.peek(2 * hop)?;
-                if s.len() < 2 * hop {
-                    return Ok(sum);
-                }
-                sum = sum.wrapping_add(checksum(&s[..2 * hop]));
-                r.consume(hop)?;
-            }
-        },
-    )
+            sum = sum.wrapping_add(checksum(&s[..2 * hop]));
+            r.consume(hop)?;
+        }
+    })
 }
 
 /// The same windows, built by a reader that copies the overlap to the front of a
 /// private buffer and the new hop after it (paper 001, §II).
 fn copying_window(sh: &Shape) -> Result<(f64, u32), Error> {
-    let (mut w, mut r) = Builder::<f32>::new(sh.queue).wait(Wait::Yield).build()?;
-    let (nb, hop) = (sh.batches(), sh.batch);
-    two_threads(
-        "dmaflow",
-        move || {
-            for b in 0..nb {
-                fill(w.reserve(hop)?, (b * hop) as u32);
-                w.commit(hop)?;
+    let hop = sh.batch;
+    dmaflow_case(sh, move |mut r| {
+        let mut buf = vec![0f32; 2 * hop];
+        let mut sum = 0u32;
+        let mut primed = false;
+        loop {
+            let s = r.peek(hop)?;
+            if s.len() < hop {
+                return Ok(sum);
             }
-            Ok(())
-        },
-        move || {
-            let mut buf = vec![0f32; 2 * hop];
-            let mut sum = 0u32;
-            let mut primed = false;
-            loop {
-                let s = r.peek(hop)?;
-                if s.len() < hop {
-                    return Ok(sum);
-                }
-                buf.copy_within(hop.., 0);
-                buf[hop..].copy_from_slice(&s[..hop]);
-                r.consume(hop)?;
-                if primed {
-                    sum = sum.wrapping_add(checksum(&buf));
-                }
-                primed = true;
+            buf.copy_within(hop.., 0);
+            buf[hop..].copy_from_slice(&s[..hop]);
+            r.consume(hop)?;
+            if primed {
+                sum = sum.wrapping_add(checksum(&buf));
             }
-        },
-    )
+            primed = true;
+        }
+    })
 }
 
 /// Expected checksum of the window cases: every window `[k hop, k hop + 2 hop)`.
@@ -731,40 +719,33 @@ fn reference(rows: &[Row], row: &Row) -> Option<f64> {
         .map(|r| r.gbytes_per_s)
 }
 
+/// The rows' columns, with each row's ratio to dmaflow.
+fn columns(rows: &[Row]) -> Columns<'_, Row> {
+    let ratio = |r: &Row| reference(rows, r).map_or("-".into(), |d| format!("{:.2}", r.gbytes_per_s / d));
+    Columns::new()
+        .plain("impl", "impl", |r: &Row| r.implementation)
+        .plain("case", "case", |r| r.case)
+        .col("batch", "batch_bytes", |r| bytes_label(r.batch_bytes), |r| r.batch_bytes)
+        .fixed("GB/s (median)", "gbytes_per_s", 2, |r| r.gbytes_per_s)
+        .shown("range", |r| format!("{:.2}..{:.2}", r.range.0, r.range.1))
+        .kept("gbytes_per_s_min", |r| r.range.0)
+        .kept("gbytes_per_s_max", |r| r.range.1)
+        .kept("runs", |r| r.rounds)
+        .shown("x dmaflow", ratio)
+        .col(
+            "check",
+            "implausible",
+            |r| match r.implausible(rows) {
+                true => "implausible: above the no-queue bound".into(),
+                false => String::new(),
+            },
+            |r| r.implausible(rows),
+        )
+}
+
 /// The result as a text table with each row's ratio to dmaflow.
 pub fn render(rows: &[Row]) -> String {
-    let cells: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            let ratio =
-                reference(rows, r).map_or("-".into(), |d| format!("{:.2}", r.gbytes_per_s / d));
-            vec![
-                r.implementation.to_string(),
-                r.case.to_string(),
-                bytes_label(r.batch_bytes),
-                format!("{:.2}", r.gbytes_per_s),
-                format!("{:.2}..{:.2}", r.range.0, r.range.1),
-                ratio,
-                if r.implausible(rows) {
-                    "implausible: above the no-queue bound".into()
-                } else {
-                    String::new()
-                },
-            ]
-        })
-        .collect();
-    table(
-        &[
-            "impl",
-            "case",
-            "batch",
-            "GB/s (median)",
-            "range",
-            "x dmaflow",
-            "check",
-        ],
-        &cells,
-    )
+    columns(rows).table(rows)
 }
 
 /// How dmaflow compares with the best peer and the copying reader, per batch size.
@@ -901,16 +882,7 @@ pub fn answer(rows: &[Row]) -> String {
 pub fn json(rows: &[Row]) -> serde_json::Value {
     json!({
         "experiment": "ring",
-        "rows": rows.iter().map(|r| json!({
-            "impl": r.implementation,
-            "case": r.case,
-            "batch_bytes": r.batch_bytes,
-            "gbytes_per_s": r.gbytes_per_s,
-            "gbytes_per_s_min": r.range.0,
-            "gbytes_per_s_max": r.range.1,
-            "runs": r.rounds,
-            "implausible": r.implausible(rows),
-        })).collect::<Vec<_>>(),
+        "rows": columns(rows).json(rows),
     })
 }
 

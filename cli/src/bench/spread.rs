@@ -70,6 +70,12 @@ impl Spread {
     }
 }
 
+impl From<Spread> for serde_json::Value {
+    fn from(s: Spread) -> Self {
+        s.json()
+    }
+}
+
 /// Measures `points` points for `rounds` rounds, the points taking turns in
 /// each round and the order reversed every other round, so that a drift of
 /// the machine falls on all of them alike; returns each point's samples in

@@ -20,7 +20,8 @@ use super::report::{Target, sentence};
 use super::spread::{Spread, in_turns};
 use super::error::Error;
 use super::on_board::Mode;
-use super::harness::{bytes_label, median, table, OnBoard};
+use super::columns::Columns;
+use super::harness::{OnBoard, bytes_label, median};
 use dmaflow::rig::Rig;
 use dmaflow::dma::{Completion, Engine, PacketRing};
 use dmaflow::mem::CachePolicy;
@@ -505,52 +506,33 @@ fn sweep<R: RegisterSpace, I: IrqLine>(
     Ok(())
 }
 
+/// The rows' columns.
+fn columns<'a>() -> Columns<'a, Row> {
+    let yes = |b: bool| if b { "yes" } else { "no" }.to_string();
+    Columns::new()
+        .plain("clock", "clock", |r: &Row| r.clock.clone())
+        .plain("completion", "completion", |r| r.completion)
+        .plain("path", "path", |r| r.path)
+        .col("cache maint.", "cache_maintenance", move |r| yes(r.cache_maintenance), |r| r.cache_maintenance)
+        .col("loaded", "loaded", move |r| yes(r.loaded), |r| r.loaded)
+        .plain("ring", "slots", |r| r.slots)
+        .col("size", "bytes", |r| bytes_label(r.bytes), |r| r.bytes)
+        .kept("packets", |r| r.packets)
+        .kept("seconds", |r| r.seconds)
+        .fixed("MB/s", "mbytes_per_s", 0, |r| r.mbytes_per_s)
+        .range("runs' range", "mbytes_per_s_spread", 0, |r| r.mbytes_spread)
+        .fixed("MiB/s", "mib_per_s", 0, Row::mib_per_s)
+        .col("packets/s", "packets_per_s", |r| format!("{:.0}k", r.packets_per_s / 1e3), |r| r.packets_per_s)
+        .fixed("model us/pkt", "model_us", 3, |r| r.model_us)
+        .fixed("overhead us/pkt", "overhead_us", 3, Row::overhead_us)
+        .fixed("CPU us/pkt", "cpu_us", 3, |r| r.cpu_us)
+        .percent("CPU share", "cpu_share", |r| r.cpu_share)
+        .optional("this CPU's cache maint. us/pkt", "cpu_cache_us", 3, |r| r.cpu_cache_us)
+}
+
 /// The result as a table.
 pub fn render(rows: &[Row]) -> String {
-    let cells: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            vec![
-                r.clock.clone(),
-                r.completion.to_string(),
-                r.path.to_string(),
-                if r.cache_maintenance { "yes" } else { "no" }.to_string(),
-                if r.loaded { "yes" } else { "no" }.to_string(),
-                r.slots.to_string(),
-                bytes_label(r.bytes),
-                format!("{:.0}", r.mbytes_per_s),
-                format!("{:.0}..{:.0}", r.mbytes_spread.min, r.mbytes_spread.max),
-                format!("{:.0}", r.mib_per_s()),
-                format!("{:.0}k", r.packets_per_s / 1e3),
-                format!("{:.3}", r.model_us),
-                format!("{:.3}", r.overhead_us()),
-                format!("{:.3}", r.cpu_us),
-                format!("{:.0} %", 100.0 * r.cpu_share),
-                r.cpu_cache_us.map_or("-".into(), |c| format!("{c:.3}")),
-            ]
-        })
-        .collect();
-    table(
-        &[
-            "clock",
-            "completion",
-            "path",
-            "cache maint.",
-            "loaded",
-            "ring",
-            "size",
-            "MB/s",
-            "runs' range",
-            "MiB/s",
-            "packets/s",
-            "model us/pkt",
-            "overhead us/pkt",
-            "CPU us/pkt",
-            "CPU share",
-            "this CPU's cache maint. us/pkt",
-        ],
-        &cells,
-    )
+    columns().table(rows)
 }
 
 /// The rows of one condition at the configured ring size.
@@ -668,26 +650,7 @@ pub fn answer(cfg: &Config, rows: &[Row]) -> String {
 pub fn json(rows: &[Row]) -> serde_json::Value {
     json!({
         "experiment": "transfer",
-        "rows": rows.iter().map(|r| json!({
-            "clock": r.clock,
-            "completion": r.completion,
-            "path": r.path,
-            "cache_maintenance": r.cache_maintenance,
-            "loaded": r.loaded,
-            "slots": r.slots,
-            "bytes": r.bytes,
-            "packets": r.packets,
-            "seconds": r.seconds,
-            "mbytes_per_s": r.mbytes_per_s,
-            "mbytes_per_s_spread": r.mbytes_spread.json(),
-            "mib_per_s": r.mib_per_s(),
-            "packets_per_s": r.packets_per_s,
-            "model_us": r.model_us,
-            "overhead_us": r.overhead_us(),
-            "cpu_us": r.cpu_us,
-            "cpu_share": r.cpu_share,
-            "cpu_cache_us": r.cpu_cache_us,
-        })).collect::<Vec<_>>(),
+        "rows": columns().json(rows),
     })
 }
 

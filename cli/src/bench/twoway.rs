@@ -19,7 +19,7 @@ use super::meter::{Meter, Tally};
 use super::report::{Target, sentence};
 use super::error::Error;
 use super::on_board::Mode;
-use super::harness::table;
+use super::columns::Columns;
 use dmaflow::rig::Rig;
 use dmaflow::dma::{Completion, Engine, Lane, Proxy, two_way_together};
 use dmaflow::dsp::bgsub::{self, Params};
@@ -432,8 +432,41 @@ pub fn render(rows: &[Row]) -> String {
     out
 }
 
+/// The rows' spread of the time per transfer (Table 3), and in the JSON
+/// their point and throughput.
+fn spread_columns<'a>() -> Columns<'a, Row> {
+    let us = |x: f64| format!("{x:.1}");
+    Columns::new()
+        .kept("core", |r: &Row| r.core)
+        .col("size", "lines", |r| format!("640x{}", r.lines), |r| r.lines)
+        .kept("bytes", |r| r.bytes)
+        .plain("driver", "completion", |r| r.completion)
+        .col("median", "median_us", move |r| us(r.median_us), |r| r.median_us)
+        .shown("IQR", |r| format!("{:.1}..{:.1}", r.quartiles_us.0, r.quartiles_us.1))
+        .kept("p25_us", |r| r.quartiles_us.0)
+        .kept("p75_us", |r| r.quartiles_us.1)
+        .col("avg", "avg_us", move |r| us(r.avg_us), |r| r.avg_us)
+        .col("min", "min_us", move |r| us(r.min_us), |r| r.min_us)
+        .col("max", "max_us", move |r| us(r.max_us), |r| r.max_us)
+        .fixed("stddev", "stddev_us", 2, |r| r.stddev_us)
+        .kept("mib_per_s", |r| r.mib_per_s)
+        .kept("iterations", |r| r.iterations)
+}
+
+/// The rows' time beyond the modelled device and the host's CPU (Table 4).
+fn cost_columns<'a>() -> Columns<'a, Row> {
+    Columns::new()
+        .shown("size", |r: &Row| format!("640x{}", r.lines))
+        .shown("driver", |r| r.completion.to_string())
+        .fixed("model", "model_us", 2, |r| r.model_us)
+        .fixed("overhead", "overhead_us", 2, Row::overhead_us)
+        .fixed("CPU", "cpu_us", 2, |r| r.cpu_us)
+        .percent("CPU share", "cpu_share", |r| r.cpu_share)
+        .optional("issue", "issue_us", 2, |r| r.issue_us)
+}
+
 fn render_core(core: &str, rows: &[&Row]) -> String {
-    let find = |c: &str, l: usize| rows.iter().find(|r| r.completion == c && r.lines == l);
+    let find = |c: &str, l: usize| rows.iter().copied().find(|r| r.completion == c && r.lines == l);
     let mut lines: Vec<usize> = rows.iter().map(|r| r.lines).collect();
     lines.sort_unstable();
     lines.dedup();
@@ -443,88 +476,31 @@ fn render_core(core: &str, rows: &[&Row]) -> String {
         "loopback, one engine"
     };
     let mut out = format!("{name}\nTable 1: time per two-way transfer (us, median)\n");
-    let t1: Vec<Vec<String>> = lines
+    let points: Vec<(usize, &Row, &Row, &Row)> = lines
         .iter()
-        .filter_map(|&l| {
-            let (p, i, k) = (find("poll", l)?, find("irq", l)?, find("proxy", l)?);
-            Some(vec![
-                format!("640x{l}"),
-                format!("{:.1}", k.median_us),
-                format!("{:.1}", i.median_us),
-                format!("{:.1}", p.median_us),
-                format!("{:.1}", k.median_us - p.median_us),
-                format!("{:.1}", p.model_us),
-            ])
-        })
+        .filter_map(|&l| Some((l, find("poll", l)?, find("irq", l)?, find("proxy", l)?)))
         .collect();
-    out += &table(
-        &["size", "proxy", "irq", "poll", "proxy - poll", "model"],
-        &t1,
-    );
+    // One figure per driver, each size a line.
+    let by_driver = |get: fn(&Row) -> f64, places: usize| {
+        let cell = move |r: &Row| format!("{:.places$}", get(r));
+        Columns::new()
+            .shown("size", |&(l, ..): &(usize, &Row, &Row, &Row)| format!("640x{l}"))
+            .shown("proxy", move |(_, _, _, k)| cell(k))
+            .shown("irq", move |(_, _, i, _)| cell(i))
+            .shown("poll", move |(_, p, _, _)| cell(p))
+    };
+    out += &by_driver(|r| r.median_us, 1)
+        .shown("proxy - poll", |(_, p, _, k)| format!("{:.1}", k.median_us - p.median_us))
+        .shown("model", |(_, p, _, _)| format!("{:.1}", p.model_us))
+        .table(&points);
     out += "\nTable 2: throughput (MiB/s at the median time; ideal 95.37)\n";
-    let t2: Vec<Vec<String>> = lines
-        .iter()
-        .filter_map(|&l| {
-            let (p, i, k) = (find("poll", l)?, find("irq", l)?, find("proxy", l)?);
-            Some(vec![
-                format!("640x{l}"),
-                format!("{:.2}", k.mib_per_s),
-                format!("{:.2}", i.mib_per_s),
-                format!("{:.2}", p.mib_per_s),
-                format!("{:.2} %", 100.0 * p.mib_per_s / IDEAL_MIB_PER_S),
-            ])
-        })
-        .collect();
-    out += &table(&["size", "proxy", "irq", "poll", "poll/ideal"], &t2);
+    out += &by_driver(|r| r.mib_per_s, 2)
+        .shown("poll/ideal", |(_, p, _, _)| format!("{:.2} %", 100.0 * p.mib_per_s / IDEAL_MIB_PER_S))
+        .table(&points);
     out += "\nTable 3: spread of the time per transfer (us)\n";
-    let t3: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            vec![
-                format!("640x{}", r.lines),
-                r.completion.to_string(),
-                format!("{:.1}", r.median_us),
-                format!("{:.1}..{:.1}", r.quartiles_us.0, r.quartiles_us.1),
-                format!("{:.1}", r.avg_us),
-                format!("{:.1}", r.min_us),
-                format!("{:.1}", r.max_us),
-                format!("{:.2}", r.stddev_us),
-            ]
-        })
-        .collect();
-    out += &table(
-        &[
-            "size", "driver", "median", "IQR", "avg", "min", "max", "stddev",
-        ],
-        &t3,
-    );
+    out += &spread_columns().table(rows.iter().copied());
     out += "\nTable 4: beyond the modelled device, and the host's CPU (us per transfer)\n";
-    let t4: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            vec![
-                format!("640x{}", r.lines),
-                r.completion.to_string(),
-                format!("{:.2}", r.model_us),
-                format!("{:.2}", r.overhead_us()),
-                format!("{:.2}", r.cpu_us),
-                format!("{:.0} %", 100.0 * r.cpu_share),
-                r.issue_us.map_or("-".into(), |i| format!("{i:.2}")),
-            ]
-        })
-        .collect();
-    out += &table(
-        &[
-            "size",
-            "driver",
-            "model",
-            "overhead",
-            "CPU",
-            "CPU share",
-            "issue",
-        ],
-        &t4,
-    );
+    out += &cost_columns().table(rows.iter().copied());
     out + "\n"
 }
 
@@ -623,26 +599,7 @@ pub fn answer(rows: &[Row]) -> String {
 pub fn json(rows: &[Row]) -> serde_json::Value {
     json!({
         "experiment": "twoway",
-        "rows": rows.iter().map(|r| json!({
-            "core": r.core,
-            "completion": r.completion,
-            "lines": r.lines,
-            "bytes": r.bytes,
-            "median_us": r.median_us,
-            "p25_us": r.quartiles_us.0,
-            "p75_us": r.quartiles_us.1,
-            "avg_us": r.avg_us,
-            "min_us": r.min_us,
-            "max_us": r.max_us,
-            "stddev_us": r.stddev_us,
-            "mib_per_s": r.mib_per_s,
-            "iterations": r.iterations,
-            "model_us": r.model_us,
-            "overhead_us": r.overhead_us(),
-            "cpu_us": r.cpu_us,
-            "cpu_share": r.cpu_share,
-            "issue_us": r.issue_us,
-        })).collect::<Vec<_>>(),
+        "rows": spread_columns().and(cost_columns()).json(rows),
     })
 }
 

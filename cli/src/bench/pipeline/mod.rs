@@ -32,7 +32,8 @@ use serde_json::json;
 use super::report::{Target, sentence};
 use super::spread::{Ratio, Spread, in_turns};
 use super::error::Error;
-use super::harness::{bytes_label, table, OnBoard};
+use super::columns::Columns;
+use super::harness::{OnBoard, bytes_label};
 use dmaflow::rig::{Rig, SimEngine};
 use dmaflow::graph::{Graph, Input, Output};
 use dmaflow::platform::cpu::thread_cpu_time;
@@ -447,43 +448,32 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
     Ok(rows)
 }
 
+/// The rows' columns.
+fn columns<'a>() -> Columns<'a, Row> {
+    Columns::new()
+        .plain("core", "core", |r: &Row| r.core.name())
+        .plain("clock", "clock", |r| r.clock.clone())
+        .col("window", "window_bytes", |r| bytes_label(r.window_bytes), |r| r.window_bytes)
+        .plain("pipeline", "pipeline", |r| r.pipeline)
+        .fixed("MB/s", "mb_per_s", 0, |r| r.mb_per_s)
+        .range("runs' range", "mb_per_s_spread", 0, |r| r.mb_spread)
+        .optional("model MB/s", "model_mb_per_s", 0, |r| r.model_mb_per_s)
+        .col(
+            "link share",
+            "link_share",
+            |r| r.link_share().map_or("-".into(), |s| format!("{:.1} %", 100.0 * s)),
+            Row::link_share,
+        )
+        .fixed("core MB/s", "core_mb_per_s", 0, |r| r.core_mb_per_s)
+        .fixed("CPU us/MB", "cpu_us_per_mb", 0, |r| r.cpu_us_per_mb)
+        .fixed("copied B/B", "copied_per_byte", 2, |r| r.copied_per_byte)
+        .kept("vs_copy", |r| r.vs_copy.map(|Ratio(v)| v.json()))
+        .kept("runs", |r| r.rounds)
+}
+
 /// The table.
 pub fn render(rows: &[Row]) -> String {
-    let body: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            vec![
-                r.core.name().to_string(),
-                r.clock.clone(),
-                bytes_label(r.window_bytes),
-                r.pipeline.to_string(),
-                format!("{:.0}", r.mb_per_s),
-                format!("{:.0}..{:.0}", r.mb_spread.min, r.mb_spread.max),
-                r.model_mb_per_s.map_or("-".into(), |m| format!("{m:.0}")),
-                r.link_share()
-                    .map_or("-".into(), |s| format!("{:.1} %", 100.0 * s)),
-                format!("{:.0}", r.core_mb_per_s),
-                format!("{:.0}", r.cpu_us_per_mb),
-                format!("{:.2}", r.copied_per_byte),
-            ]
-        })
-        .collect();
-    table(
-        &[
-            "core",
-            "clock",
-            "window",
-            "pipeline",
-            "MB/s",
-            "runs' range",
-            "model MB/s",
-            "link share",
-            "core MB/s",
-            "CPU us/MB",
-            "copied B/B",
-        ],
-        &body,
-    )
+    columns().table(rows)
 }
 
 fn find<'a>(
@@ -626,21 +616,7 @@ pub fn answer(rows: &[Row]) -> String {
 pub fn json(rows: &[Row]) -> serde_json::Value {
     json!({
         "experiment": "pipeline",
-        "rows": rows.iter().map(|r| json!({
-            "core": r.core.name(),
-            "pipeline": r.pipeline,
-            "clock": r.clock,
-            "window_bytes": r.window_bytes,
-            "mb_per_s": r.mb_per_s,
-            "mb_per_s_spread": r.mb_spread.json(),
-            "model_mb_per_s": r.model_mb_per_s,
-            "link_share": r.link_share(),
-            "core_mb_per_s": r.core_mb_per_s,
-            "cpu_us_per_mb": r.cpu_us_per_mb,
-            "copied_per_byte": r.copied_per_byte,
-            "vs_copy": r.vs_copy.map(|Ratio(v)| v.json()),
-            "runs": r.rounds,
-        })).collect::<Vec<_>>(),
+        "rows": columns().json(rows),
     })
 }
 
