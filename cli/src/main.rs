@@ -841,54 +841,43 @@ fn main() -> ExitCode {
             out,
             memory,
             profile,
-            board: Some(root),
-            ..
-        } => match prepare_out(&out).map_err(|e| (2, e)).and_then(|()| {
-            let setup = Setup {
-                tier: tier(tiny, quick),
-                memory: memory.into(),
-                profile: profile.into(),
-                gpu: None,
-            };
-            run_on_board(experiment, &setup, &root, json, &out)
-        }) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err((code, e)) => {
-                eprintln!("dmaflow bench: {e}");
-                ExitCode::from(code)
-            }
-        },
-        Command::Bench {
-            experiment,
-            quick,
-            tiny,
-            json,
-            out,
-            memory,
-            profile,
-            board: None,
+            board,
             device,
-        } => match check_device(experiment, device)
-            .and_then(|()| prepare_out(&out))
-            .map_err(|e| (2, e))
-            .and_then(|()| {
-                run_bench(
-                    experiment,
-                    tier(tiny, quick),
-                    memory.into(),
-                    profile.into(),
-                    device,
-                    json,
-                    &out,
-                )
-                .map_err(|e| (1, e.to_string()))
-            }) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err((code, e)) => {
-                eprintln!("dmaflow bench: {e}");
-                ExitCode::from(code)
+        } => {
+            let done = match board {
+                Some(root) => prepare_out(&out).map_err(|e| (2, e)).and_then(|()| {
+                    let setup = Setup {
+                        tier: tier(tiny, quick),
+                        memory: memory.into(),
+                        profile: profile.into(),
+                        gpu: None,
+                    };
+                    run_on_board(experiment, &setup, &root, json, &out)
+                }),
+                None => check_device(experiment, device)
+                    .and_then(|()| prepare_out(&out))
+                    .map_err(|e| (2, e))
+                    .and_then(|()| {
+                        run_bench(
+                            experiment,
+                            tier(tiny, quick),
+                            memory.into(),
+                            profile.into(),
+                            device,
+                            json,
+                            &out,
+                        )
+                        .map_err(|e| (1, e.to_string()))
+                    }),
+            };
+            match done {
+                Ok(()) => ExitCode::SUCCESS,
+                Err((code, e)) => {
+                    eprintln!("dmaflow bench: {e}");
+                    ExitCode::from(code)
+                }
             }
-        },
+        }
         Command::Bgsub {
             width,
             height,
