@@ -26,7 +26,7 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use super::peers::{Backoff, checksum, fill, series};
+use super::peers::{Backoff, Peer, checksum, fill, series};
 use super::report::{Target, sentence};
 use super::error::Error;
 use super::columns::Columns;
@@ -186,6 +186,35 @@ impl Shape {
     }
 }
 
+/// Writes `nb` batches of `bi` items, each filled in place, into dmaflow's
+/// writer `w` (in this process or shared between processes: the same calls).
+macro_rules! write_batches {
+    ($w:expr, $nb:expr, $bi:expr) => {
+        for b in 0..$nb {
+            fill($w.reserve($bi)?, (b * $bi) as u32);
+            $w.commit($bi)?;
+        }
+    };
+}
+
+/// The checksum of everything dmaflow's reader `r` reads until the end of
+/// the stream, whatever is readable as soon as anything is (as every peer
+/// takes it).
+macro_rules! sum_readable {
+    ($r:expr) => {{
+        let mut sum = 0u32;
+        loop {
+            let s = $r.peek(1)?;
+            if s.is_empty() {
+                break sum;
+            }
+            sum = sum.wrapping_add(checksum(s));
+            let n = s.len();
+            $r.consume(n)?;
+        }
+    }};
+}
+
 /// dmaflow's queue with the writer every dmaflow case shares (batches of
 /// `sh.batch` items, filled in place), and `read` on the reader's side.
 fn dmaflow_case<C>(sh: &Shape, read: C) -> Result<(f64, u32), Error>
@@ -197,10 +226,7 @@ where
     two_threads(
         "dmaflow",
         move || {
-            for b in 0..nb {
-                fill(w.reserve(bi)?, (b * bi) as u32);
-                w.commit(bi)?;
-            }
+            write_batches!(w, nb, bi);
             Ok(())
         },
         move || read(r),
@@ -208,20 +234,7 @@ where
 }
 
 fn dmaflow_stream(sh: &Shape) -> Result<(f64, u32), Error> {
-    // Whatever is readable, as soon as anything is (as every peer takes it).
-    let threshold = 1;
-    dmaflow_case(sh, move |mut r| {
-        let mut sum = 0u32;
-        loop {
-            let s = r.peek(threshold)?;
-            if s.is_empty() {
-                return Ok(sum);
-            }
-            sum = sum.wrapping_add(checksum(s));
-            let n = s.len();
-            r.consume(n)?;
-        }
-    })
+    dmaflow_case(sh, move |mut r| Ok(sum_readable!(r)))
 }
 
 /// Sliding windows of `2 * hop` items, `hop` apart, read in place.
@@ -272,6 +285,48 @@ fn window_series(items: usize, hop: usize) -> u32 {
     })
 }
 
+/// A peer's producer: `nb` batches of `bi` items, each put by `put` (given
+/// the batch's first sequence number) once there is room (`put` gives
+/// `false` while there is none), waiting as every queue's side waits.
+#[cfg(feature = "peers")]
+fn produce(
+    nb: usize,
+    bi: usize,
+    mut put: impl FnMut(u32) -> Result<bool, Error>,
+) -> Result<(), Error> {
+    let mut backoff = Backoff::default();
+    for b in 0..nb {
+        while !put((b * bi) as u32)? {
+            backoff.wait();
+        }
+        backoff.reset();
+    }
+    Ok(())
+}
+
+/// A peer's consumer: until `total` items are read, `take` reads whatever is
+/// readable and gives how many items it read and their checksum (none: the
+/// consumer waits as every queue's side waits).
+#[cfg(feature = "peers")]
+fn consume(
+    total: usize,
+    mut take: impl FnMut() -> Result<(usize, u32), Error>,
+) -> Result<u32, Error> {
+    let (mut sum, mut got) = (0u32, 0usize);
+    let mut backoff = Backoff::default();
+    while got < total {
+        match take()? {
+            (0, _) => backoff.wait(),
+            (n, s) => {
+                backoff.reset();
+                sum = sum.wrapping_add(s);
+                got += n;
+            }
+        }
+    }
+    Ok(sum)
+}
+
 #[cfg(feature = "peers")]
 fn rtrb_stream(sh: &Shape) -> Result<(f64, u32), Error> {
     let (mut p, mut c) = rtrb::RingBuffer::<f32>::new(sh.queue);
@@ -279,45 +334,34 @@ fn rtrb_stream(sh: &Shape) -> Result<(f64, u32), Error> {
     two_threads(
         "rtrb",
         move || {
-            let mut backoff = Backoff::default();
-            for b in 0..nb {
-                let mut chunk = loop {
-                    match p.write_chunk_uninit(bi) {
-                        Ok(c) => break c,
-                        Err(_) => backoff.wait(),
-                    }
+            produce(nb, bi, |first| {
+                let Ok(mut chunk) = p.write_chunk_uninit(bi) else {
+                    return Ok(false);
                 };
-                backoff.reset();
                 let (x, y) = chunk.as_mut_slices();
-                let first = (b * bi) as u32;
                 let xl = x.len() as u32;
                 fill_uninit(x, first);
                 fill_uninit(y, first.wrapping_add(xl));
                 // SAFETY: both slices were fully initialised just above.
                 unsafe { chunk.commit_all() };
-            }
-            Ok(())
+                Ok(true)
+            })
         },
         move || {
-            let (mut sum, mut got) = (0u32, 0usize);
-            let mut backoff = Backoff::default();
-            while got < total {
+            consume(total, || {
                 let n = c.slots();
                 if n == 0 {
-                    backoff.wait();
-                    continue;
+                    return Ok((0, 0));
                 }
-                backoff.reset();
                 let chunk = c.read_chunk(n).map_err(|e| Error::Peer {
                     peer: "rtrb",
                     reason: e.to_string(),
                 })?;
                 let (x, y) = chunk.as_slices();
-                sum = sum.wrapping_add(checksum(x)).wrapping_add(checksum(y));
+                let sum = checksum(x).wrapping_add(checksum(y));
                 chunk.commit_all();
-                got += n;
-            }
-            Ok(sum)
+                Ok((n, sum))
+            })
         },
     )
 }
@@ -330,38 +374,29 @@ fn ringbuf_stream(sh: &Shape) -> Result<(f64, u32), Error> {
     two_threads(
         "ringbuf",
         move || {
-            let mut backoff = Backoff::default();
-            for b in 0..nb {
-                while p.vacant_len() < bi {
-                    backoff.wait();
+            produce(nb, bi, |first| {
+                if p.vacant_len() < bi {
+                    return Ok(false);
                 }
-                backoff.reset();
                 let (x, y) = p.vacant_slices_mut();
-                let first = (b * bi) as u32;
                 let nx = x.len().min(bi);
                 fill_uninit(&mut x[..nx], first);
                 fill_uninit(&mut y[..bi - nx], first.wrapping_add(nx as u32));
                 // SAFETY: the first `bi` vacant slots were initialised just above.
                 unsafe { p.advance_write_index(bi) };
-            }
-            Ok(())
+                Ok(true)
+            })
         },
         move || {
-            let (mut sum, mut got) = (0u32, 0usize);
-            let mut backoff = Backoff::default();
-            while got < total {
+            consume(total, || {
                 let (x, y) = c.as_slices();
                 let n = x.len() + y.len();
-                if n == 0 {
-                    backoff.wait();
-                    continue;
+                let sum = checksum(x).wrapping_add(checksum(y));
+                if n > 0 {
+                    c.skip(n);
                 }
-                backoff.reset();
-                sum = sum.wrapping_add(checksum(x)).wrapping_add(checksum(y));
-                c.skip(n);
-                got += n;
-            }
-            Ok(sum)
+                Ok((n, sum))
+            })
         },
     )
 }
@@ -382,33 +417,24 @@ fn vmcircbuffer_stream(sh: &Shape) -> Result<(f64, u32), Error> {
     two_threads(
         "vmcircbuffer",
         move || {
-            let mut backoff = Backoff::default();
-            for b in 0..nb {
-                while w.slice().len() < bi {
-                    backoff.wait();
+            produce(nb, bi, |first| {
+                if w.slice().len() < bi {
+                    return Ok(false);
                 }
-                backoff.reset();
-                fill(&mut w.slice()[..bi], (b * bi) as u32);
+                fill(&mut w.slice()[..bi], first);
                 w.produce(bi, &[]);
-            }
-            Ok(())
+                Ok(true)
+            })
         },
         move || {
-            let (mut sum, mut got) = (0u32, 0usize);
-            let mut backoff = Backoff::default();
-            while got < total {
+            consume(total, || {
                 let s = r.slice();
-                if s.is_empty() {
-                    backoff.wait();
-                    continue;
+                let (n, sum) = (s.len(), checksum(s));
+                if n > 0 {
+                    r.consume(n);
                 }
-                backoff.reset();
-                sum = sum.wrapping_add(checksum(s));
-                let n = s.len();
-                r.consume(n);
-                got += n;
-            }
-            Ok(sum)
+                Ok((n, sum))
+            })
         },
     )
 }
@@ -510,29 +536,11 @@ fn shm_threads(sh: &Shape) -> Result<(f64, u32), Error> {
     two_threads(
         "dmaflow-shm",
         move || {
-            for b in 0..nb {
-                fill(w.reserve(bi)?, (b * bi) as u32);
-                w.commit(bi)?;
-            }
+            write_batches!(w, nb, bi);
             Ok(())
         },
-        move || shm_sum(&mut r),
+        move || Ok(sum_readable!(r)),
     )
-}
-
-/// The reader's work: the checksum of everything until the end of the
-/// stream, whatever is readable as soon as anything is.
-fn shm_sum(r: &mut dmaflow::ring::shm::ShmReader<f32>) -> Result<u32, Error> {
-    let mut sum = 0u32;
-    loop {
-        let s = r.peek(1)?;
-        if s.is_empty() {
-            return Ok(sum);
-        }
-        sum = sum.wrapping_add(checksum(s));
-        let n = s.len();
-        r.consume(n)?;
-    }
 }
 
 /// The reading end of the cross-process row, in a child process: attaches to
@@ -545,7 +553,7 @@ pub fn shm_reader(path: &std::path::Path) -> Result<String, Error> {
     }
     // SAFETY: only the parent's writer writes the object.
     let mut r = unsafe { dmaflow::ring::shm::ShmReader::<f32>::open(path)? };
-    let sum = shm_sum(&mut r)?;
+    let sum = sum_readable!(r);
     Ok(format!("sum {sum} end {}", monotonic_ns()))
 }
 
@@ -554,32 +562,19 @@ pub fn shm_reader(path: &std::path::Path) -> Result<String, Error> {
 /// item, both on the monotonic clock.
 fn shm_process(sh: &Shape) -> Result<(f64, u32), Error> {
     use dmaflow::ring::shm::{ShmConfig, ShmWriter};
-    let dir = if std::path::Path::new("/dev/shm").is_dir() {
-        std::path::PathBuf::from("/dev/shm")
-    } else {
-        std::env::temp_dir()
-    };
-    let path = dir.join(format!("dmaflow-bench-ring-{}", std::process::id()));
+    let path = super::peers::tmpfs().join(format!("dmaflow-bench-ring-{}", std::process::id()));
     let cfg = ShmConfig {
         path: Some(path.clone()),
         ..ShmConfig::default()
     };
     let mut w = ShmWriter::<f32>::create(sh.queue, &cfg)?;
-    let io = |what: &str| {
-        let what = what.to_string();
-        move |source| Error::Io { path: what, source }
-    };
     let exe = sh.reader.as_ref().ok_or(Error::Peer {
         peer: "dmaflow shm-reader",
         reason: "no program to run as the reading process".into(),
     })?;
-    let child = std::process::Command::new(exe)
-        .arg("shm-reader")
-        .arg("--path")
-        .arg(&path)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .map_err(io("dmaflow shm-reader"))?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("shm-reader").arg("--path").arg(&path);
+    let child = Peer::spawn(&mut cmd, std::process::Stdio::null(), "dmaflow shm-reader")?;
     let attached = w.wait_for_readers(1, std::time::Duration::from_secs(20));
     let (nb, bi) = (sh.batches(), sh.batch);
     let cores = allowed_cores(None).unwrap_or_default();
@@ -590,17 +585,14 @@ fn shm_process(sh: &Shape) -> Result<(f64, u32), Error> {
             }
             attached?;
             let t0 = monotonic_ns();
-            for b in 0..nb {
-                fill(w.reserve(bi)?, (b * bi) as u32);
-                w.commit(bi)?;
-            }
+            write_batches!(w, nb, bi);
             drop(w);
             Ok::<u64, Error>(t0)
         })
         .join()
         .map_err(|_| Error::Panicked("dmaflow-process"))?
     });
-    let out = child.wait_with_output().map_err(io("dmaflow shm-reader"))?;
+    let out = child.wait_within(std::time::Duration::from_secs(120))?;
     let _ = std::fs::remove_file(&path);
     let t0 = start?;
     let text = String::from_utf8_lossy(&out.stdout);
