@@ -101,16 +101,8 @@ enum Command {
         /// Frame height in pixels.
         #[arg(long)]
         height: usize,
-        /// Concatenated 8-bit grayscale frames, row-major: a file, or a
-        /// ZeroMQ endpoint (a PULL source that connects).
-        #[arg(long)]
-        input: String,
-        /// File to write the masks to (only on success), or a ZeroMQ
-        /// endpoint (a PUSH sink that binds).
-        #[arg(long)]
-        output: String,
         #[command(flatten)]
-        net: NetArgs,
+        ends: Ends,
         /// Foreground where the filtered difference exceeds this.
         #[arg(long, default_value_t = 25)]
         threshold: u8,
@@ -168,17 +160,8 @@ enum Command {
         /// File of little-endian f32 filter taps.
         #[arg(long)]
         taps: PathBuf,
-        /// File of little-endian f32 input samples, or a ZeroMQ endpoint
-        /// (tcp://HOST:PORT, ipc://PATH): a PULL source that connects, as
-        /// gr-zeromq's pull_source.
-        #[arg(long)]
-        input: String,
-        /// File to write the filtered samples to (only on success), or a
-        /// ZeroMQ endpoint: a PUSH sink that binds, as gr-zeromq's push_sink.
-        #[arg(long)]
-        output: String,
         #[command(flatten)]
-        net: NetArgs,
+        ends: Ends,
         /// FFT length (a power of two, at least the number of taps; CPU only).
         #[arg(long = "fft")]
         fft: Option<usize>,
@@ -188,9 +171,18 @@ enum Command {
     },
 }
 
-/// How `--input` / `--output` endpoints behave (files ignore these).
+/// A file tool's input and output, and how they behave as ZeroMQ endpoints
+/// (files ignore that).
 #[derive(clap::Args, Clone, Debug)]
-struct NetArgs {
+struct Ends {
+    /// The input: a file, or a ZeroMQ endpoint (tcp://HOST:PORT,
+    /// ipc://PATH): a PULL source that connects, as gr-zeromq's pull_source.
+    #[arg(long)]
+    input: String,
+    /// The file to write the output to (only on success), or a ZeroMQ
+    /// endpoint: a PUSH sink that binds, as gr-zeromq's push_sink.
+    #[arg(long)]
+    output: String,
     /// The ZeroMQ input binds instead of connecting.
     #[arg(long)]
     bind_input: bool,
@@ -248,7 +240,7 @@ fn seconds(what: &str, s: f64) -> Result<std::time::Duration, String> {
     }
 }
 
-impl NetArgs {
+impl Ends {
     /// The edge for an endpoint given as `--input` (`output` false) or
     /// `--output`.
     fn edge(&self, text: &str, output: bool) -> Result<dmaflow_net::Edge, String> {
@@ -290,8 +282,8 @@ impl NetArgs {
     /// `--input` and `--output`; when both are ZeroMQ edges passing tags,
     /// one relay carries the tags received through the tool (its nodes keep
     /// the item count: output sample or pixel `i` comes from input `i`).
-    fn ends(&self, input: &str, output: &str) -> Result<(files::Source, files::Sink), String> {
-        let (mut source, mut sink) = (self.source(input)?, self.sink(output)?);
+    fn open(&self) -> Result<(files::Source, files::Sink), String> {
+        let (mut source, mut sink) = (self.source(&self.input)?, self.sink(&self.output)?);
         if let (files::Source::Net(i), files::Sink::Net(o)) = (&mut source, &mut sink)
             && self.pass_tags
         {
@@ -625,23 +617,36 @@ fn run_bench(
     Ok(())
 }
 
-fn run_fir_file(
-    taps: &Path,
-    (input, output, net): (&str, &str, &NetArgs),
-    fft: Option<usize>,
-    device: FirDeviceArg,
+/// Runs a file tool on its ends; prints what it says it did, `dmaflow TOOL: `
+/// before each line. A bad command line or input is status 2, a failure
+/// while running 1.
+fn run_tool(
+    tool: &str,
+    ends: &Ends,
+    run: impl FnOnce(files::Source, files::Sink) -> Result<Vec<String>, files::FileError>,
 ) -> ExitCode {
+    let said = ends.open().map_err(|e| (2, e)).and_then(|(source, sink)| {
+        run(source, sink).map_err(|e| (if e.is_bad_input() { 2 } else { 1 }, e.to_string()))
+    });
+    match said {
+        Ok(lines) => {
+            for line in lines {
+                println!("dmaflow {tool}: {line}");
+            }
+            ExitCode::SUCCESS
+        }
+        Err((code, e)) => {
+            eprintln!("dmaflow {tool}: {e}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn run_fir_file(taps: &Path, ends: &Ends, fft: Option<usize>, device: FirDeviceArg) -> ExitCode {
     if device == FirDeviceArg::Sim && fft.is_some() {
         eprintln!("dmaflow fir: --fft sets the CPU filter's FFT length; the coprocessor has none");
         return ExitCode::from(2);
     }
-    let (source, sink) = match net.ends(input, output) {
-        Ok(ends) => ends,
-        Err(e) => {
-            eprintln!("dmaflow fir: {e}");
-            return ExitCode::from(2);
-        }
-    };
     let device = match device {
         FirDeviceArg::Cpu => files::fir::FirDevice::Cpu {
             fft_len: fft,
@@ -649,69 +654,52 @@ fn run_fir_file(
         },
         FirDeviceArg::Sim => files::fir::FirDevice::Sim,
     };
-    match files::fir::filter(taps, source, sink, device) {
-        Ok(done) => {
-            if let Some(c) = done.copies {
-                println!(
-                    "dmaflow fir: {} samples through the FIR coprocessor node; {c}",
+    run_tool("fir", ends, |source, sink| {
+        let done = files::fir::filter(taps, source, sink, device)?;
+        let mut said: Vec<String> = done
+            .copies
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} samples through the FIR coprocessor node; {c}",
                     done.samples
-                );
+                )
+            })
+            .collect();
+        for end in &done.net {
+            let (messages, items, lost, tags) = end.counts;
+            said.push(format!(
+                "{}: {} {items} samples in {messages} messages ({lost} lost on the way, {tags} \
+                 tags)",
+                end.endpoint, end.direction
+            ));
+            if !end.tags.is_empty() {
+                let shown: Vec<String> = end.tags.iter().map(|t| t.to_string()).collect();
+                said.push(format!("{}: tags {}", end.direction, shown.join(", ")));
             }
-            for end in &done.net {
-                let (messages, items, lost, tags) = end.counts;
-                println!(
-                    "dmaflow fir: {}: {} {items} samples in {messages} messages \
-                     ({lost} lost on the way, {tags} tags)",
-                    end.endpoint, end.direction
-                );
-                if !end.tags.is_empty() {
-                    let shown: Vec<String> = end.tags.iter().map(|t| t.to_string()).collect();
-                    println!("dmaflow fir: {}: tags {}", end.direction, shown.join(", "));
-                }
-            }
-            ExitCode::SUCCESS
         }
-        Err(e) => {
-            eprintln!("dmaflow fir: {e}");
-            ExitCode::from(if e.is_bad_input() { 2 } else { 1 })
-        }
-    }
+        Ok(said)
+    })
 }
 
 fn run_bgsub(
     (width, height, threshold, filter): (usize, usize, u8, bool),
-    (input, output, net): (&str, &str, &NetArgs),
+    ends: &Ends,
     device: files::bgsub::Device,
 ) -> ExitCode {
-    use files::bgsub::{FileError, bgsub_file, bgsub_stream};
-    let (source, sink) = match net.ends(input, output) {
-        Ok(ends) => ends,
-        Err(e) => {
-            eprintln!("dmaflow bgsub: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let result = dmaflow::dsp::bgsub::Params::new(width, height, threshold, filter)
-        .map_err(FileError::from)
-        .and_then(|p| match (source, sink) {
+    use files::bgsub::{bgsub_file, bgsub_stream};
+    run_tool("bgsub", ends, |source, sink| {
+        let p = dmaflow::dsp::bgsub::Params::new(width, height, threshold, filter)?;
+        let done = match (source, sink) {
             (files::Source::File(i), files::Sink::File(o)) => bgsub_file(p, &i, &o, device),
             (source, sink) => bgsub_stream(p, source, sink, device),
-        });
-    match result {
-        Ok(done) => {
-            if let Some(c) = done.copies {
-                println!(
-                    "dmaflow bgsub: {} frames through the coprocessor node; {c}",
-                    done.frames
-                );
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("dmaflow bgsub: {e}");
-            ExitCode::from(if e.is_bad_input() { 2 } else { 1 })
-        }
-    }
+        }?;
+        Ok(done
+            .copies
+            .iter()
+            .map(|c| format!("{} frames through the coprocessor node; {c}", done.frames))
+            .collect())
+    })
 }
 
 fn run_info(root: &Path) -> ExitCode {
@@ -881,17 +869,11 @@ fn main() -> ExitCode {
         Command::Bgsub {
             width,
             height,
-            input,
-            output,
-            net,
+            ends,
             threshold,
             no_filter,
             device,
-        } => run_bgsub(
-            (width, height, threshold, !no_filter),
-            (&input, &output, &net),
-            device,
-        ),
+        } => run_bgsub((width, height, threshold, !no_filter), &ends, device),
         Command::Targets { paths } => {
             match bench::report::read_documents(&paths, &bench::names()) {
                 Ok(docs) => {
@@ -926,11 +908,9 @@ fn main() -> ExitCode {
         },
         Command::Fir {
             taps,
-            input,
-            output,
-            net,
+            ends,
             fft,
             device,
-        } => run_fir_file(&taps, (&input, &output, &net), fft, device),
+        } => run_fir_file(&taps, &ends, fft, device),
     }
 }

@@ -1173,15 +1173,11 @@ fn gnuradio_text(g: &[GrRow]) -> (String, Vec<super::report::Target>) {
     );
     text += &gr_columns().table(g);
     text += "what each point does:\n";
-    let mut seen = Vec::new();
-    for r in g {
-        if !seen.contains(&r.point) {
-            seen.push(r.point);
-            let generic = r.point.does(r.taps);
-            // The description without the FFT figures, which vary by taps.
-            let head = generic.split("; FFT").next().unwrap_or(&generic);
-            text += &format!("  {}: {head}\n", r.point.name());
-        }
+    for r in super::peers::first_of_each(g, |r| r.point) {
+        let generic = r.point.does(r.taps);
+        // The description without the FFT figures, which vary by taps.
+        let head = generic.split("; FFT").next().unwrap_or(&generic);
+        text += &format!("  {}: {head}\n", r.point.name());
     }
     let attr = attribution(g);
     text += "\nwhere dmaflow's win comes from (ratios of the rounds' throughputs, median and \

@@ -29,7 +29,7 @@
 
 use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use dmaflow::graph::Graph;
@@ -37,7 +37,7 @@ use serde_json::json;
 
 use super::report::{Report, Target};
 use super::spread::{Ratio, Spread, in_turns};
-use super::peers::{gnuradio_here, wait_within};
+use super::peers::{Peer, ScratchDir, first_of_each, gnuradio_here, tmpfs};
 use super::error::Error;
 use super::columns::Columns;
 use super::harness::{OnBoard, bytes_label, median};
@@ -200,8 +200,7 @@ impl Point {
 /// The ways through the network measured: dmaflow, raw and batched always;
 /// with GNU Radio installed, GNU Radio's, the crossed edges and dmaflow
 /// capped at GNU Radio's message size.
-fn points(cfg: &Config) -> Vec<Point> {
-    let _ = cfg;
+fn points() -> Vec<Point> {
     let mut p = vec![Point::Dmaflow, Point::Raw, Point::Batched];
     if gnuradio_here() {
         p.extend([
@@ -485,73 +484,25 @@ impl Drop for Counters {
     }
 }
 
-/// Where GNU Radio's files go: tmpfs where there is one.
-fn scratch() -> Result<super::peers::ScratchDir, Error> {
-    let shm = Path::new("/dev/shm");
-    if shm.is_dir() {
-        let p = shm.join(format!("dmaflow-net-{}", std::process::id()));
-        std::fs::create_dir_all(&p).map_err(|e| Error::Io {
-            path: p.display().to_string(),
-            source: e,
-        })?;
-        Ok(super::peers::ScratchDir::at(p))
-    } else {
-        super::peers::ScratchDir::new("dmaflow-net")
-    }
-}
-
-/// A peer process that is killed if it is still running when dropped (a
-/// measurement that failed half way leaves no process behind).
-struct Peer(Option<Child>);
-
-impl Peer {
-    /// The process, no longer killed on drop.
-    fn take(mut self) -> Child {
-        // A Peer is always made with its child.
-        self.0
-            .take()
-            .unwrap_or_else(|| unreachable!("a Peer holds its child"))
-    }
-}
-
-impl Drop for Peer {
-    fn drop(&mut self) {
-        if let Some(c) = &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// Starts `cmd` as a peer with its output piped, `who` naming it in an error.
-fn spawn(mut cmd: Command, stdin: Stdio, who: &str) -> Result<Peer, Error> {
-    cmd.stdin(stdin)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| Error::Io {
-            path: who.into(),
-            source: e,
-        })
-        .map(|c| Peer(Some(c)))
-}
-
-/// GNU Radio's script in `role` (`tx` or `rx`).
-fn gnuradio(role: &str) -> Command {
+/// Starts GNU Radio's script in `role` with `args`: `tx` binds and keeps its
+/// socket open until its standard input is closed, `rx` connects.
+fn gnuradio(role: &str, args: &[&std::ffi::OsStr]) -> Result<Peer, Error> {
     let mut cmd = Command::new("/usr/bin/python3");
-    cmd.args(["-c", GNURADIO_SCRIPT, role]);
-    cmd
+    cmd.args(["-c", GNURADIO_SCRIPT, role]).args(args);
+    match role {
+        "tx" => Peer::spawn(&mut cmd, Stdio::piped(), "GNU Radio's sender"),
+        _ => Peer::spawn(&mut cmd, Stdio::null(), "GNU Radio's receiver"),
+    }
 }
 
-/// Starts GNU Radio's sender (binds at `endpoint`); it keeps its socket
-/// open until its standard input is closed.
+/// Starts GNU Radio's sender of the counters in `data` (binds at `endpoint`).
 fn gnuradio_tx(size: usize, data: &Path, endpoint: &str) -> Result<Peer, Error> {
-    let mut cmd = gnuradio("tx");
-    cmd.arg(size.to_string()).arg(data).arg(endpoint);
-    spawn(cmd, Stdio::piped(), "/usr/bin/python3 (GNU Radio's sender)")
+    let size = size.to_string();
+    gnuradio("tx", &[size.as_ref(), data.as_ref(), endpoint.as_ref()])
 }
 
-/// Starts GNU Radio's receiver (connects to `endpoint`).
+/// Starts GNU Radio's receiver (connects to `endpoint`), writing to `out`
+/// and comparing it with `data`.
 fn gnuradio_rx(
     size: usize,
     bytes: usize,
@@ -559,16 +510,14 @@ fn gnuradio_rx(
     out: &Path,
     data: &Path,
 ) -> Result<Peer, Error> {
-    let mut cmd = gnuradio("rx");
-    cmd.args([size.to_string(), bytes.to_string(), endpoint.to_string()])
-        .arg(out)
-        .arg(data);
-    spawn(cmd, Stdio::null(), "/usr/bin/python3 (GNU Radio's receiver)")
+    let (size, bytes) = (size.to_string(), bytes.to_string());
+    let args = [size.as_ref(), bytes.as_ref(), endpoint.as_ref(), out.as_ref(), data.as_ref()];
+    gnuradio("rx", &args)
 }
 
 /// Waits for GNU Radio's receiver and reads its line.
 fn gnuradio_received(rx: Peer, bytes: usize, size: usize) -> Result<Received, Error> {
-    let out = wait_within(rx.take(), "GNU Radio's receiver", GR_RX_LIMIT).map_err(|e| match e {
+    let out = rx.wait_within(GR_RX_LIMIT).map_err(|e| match e {
         Error::Peer { reason, .. } => Error::Peer {
             peer: STALLED,
             reason,
@@ -604,10 +553,9 @@ fn gnuradio_received(rx: Peer, bytes: usize, size: usize) -> Result<Received, Er
 }
 
 /// Closes GNU Radio's sender's standard input and waits for it.
-fn gnuradio_done(tx: Peer) -> Result<(), Error> {
-    let mut tx = tx.take();
-    drop(tx.stdin.take());
-    let out = wait_within(tx, "GNU Radio's sender", PEER_LIMIT)?;
+fn gnuradio_done(mut tx: Peer) -> Result<(), Error> {
+    drop(tx.stdin());
+    let out = tx.wait_within(PEER_LIMIT)?;
     if !out.status.success() {
         return Err(Error::Peer {
             peer: "gnuradio",
@@ -626,39 +574,63 @@ fn series_sum(items: u64) -> u32 {
     (0..items).fold(0u32, |a, i| a.wrapping_add(i as u32))
 }
 
-/// Starts `dmaflow net-peer` as the receiving child process.
-fn net_peer(point: &str, endpoint: &str) -> Result<Peer, Error> {
-    let exe = std::env::current_exe().map_err(|e| Error::Io {
-        path: "the dmaflow binary".into(),
-        source: e,
-    })?;
-    let mut cmd = Command::new(exe);
-    cmd.args(["net-peer", "--point", point, "--endpoint", endpoint]);
-    spawn(cmd, Stdio::null(), "dmaflow net-peer")
+/// dmaflow's or the raw receiver ([`receive`]'s `point`) at work: in a
+/// child process (`dmaflow net-peer`), or on a thread of this one.
+enum Receiver {
+    Thread(std::thread::JoinHandle<Result<Received, String>>),
+    Child(Peer),
 }
 
-/// Waits for `dmaflow net-peer` and reads its line.
-fn net_peer_received(child: Peer, point: Point) -> Result<Received, Error> {
-    let out = wait_within(child.take(), "dmaflow net-peer", PEER_LIMIT)?;
-    let fail = |reason: String| Error::Peer {
-        peer: point.name(),
-        reason,
-    };
-    if !out.status.success() {
-        return Err(fail(String::from_utf8_lossy(&out.stderr).into_owned()));
+impl Receiver {
+    /// Starts the receiver `point` at `endpoint`.
+    fn start(cfg: &Config, point: &str, endpoint: &str) -> Result<Receiver, Error> {
+        if cfg.in_process {
+            let (point, at) = (point.to_string(), endpoint.to_string());
+            return Ok(Receiver::Thread(std::thread::spawn(move || {
+                receive(&point, &at)
+            })));
+        }
+        let exe = std::env::current_exe().map_err(|e| Error::Io {
+            path: "the dmaflow binary".into(),
+            source: e,
+        })?;
+        let mut cmd = Command::new(exe);
+        cmd.args(["net-peer", "--point", point, "--endpoint", endpoint]);
+        Ok(Receiver::Child(Peer::spawn(&mut cmd, Stdio::null(), "dmaflow net-peer")?))
     }
-    let line = out
-        .stdout
-        .lines()
-        .next()
-        .and_then(Result::ok)
-        .unwrap_or_default();
-    parse_received(&line).ok_or_else(|| fail(format!("net-peer said {line:?}")))
+
+    /// What it received, `point` naming it in an error.
+    fn received(self, point: Point) -> Result<Received, Error> {
+        let fail = |reason: String| Error::Peer {
+            peer: point.name(),
+            reason,
+        };
+        let child = match self {
+            Receiver::Thread(t) => {
+                return t
+                    .join()
+                    .map_err(|_| Error::Panicked("net receiver"))?
+                    .map_err(fail);
+            }
+            Receiver::Child(child) => child,
+        };
+        let out = child.wait_within(PEER_LIMIT)?;
+        if !out.status.success() {
+            return Err(fail(String::from_utf8_lossy(&out.stderr).into_owned()));
+        }
+        let line = out
+            .stdout
+            .lines()
+            .next()
+            .and_then(Result::ok)
+            .unwrap_or_default();
+        parse_received(&line).ok_or_else(|| fail(format!("net-peer said {line:?}")))
+    }
 }
 
 /// One measurement of `point` at `size`; `cap` is GNU Radio's mean message
-/// size at this item size (bytes), `data` the counters file GNU Radio's ends
-/// use, `dir` where its receiver writes.
+/// size at this item size (bytes), `files` the counters file GNU Radio's
+/// ends use and the directory its receiver writes in.
 fn measure(
     cfg: &Config,
     point: Point,
@@ -687,85 +659,59 @@ fn measure(
         Point::Batched => Sender::Dmaflow {
             max_items: items_for(size, BATCHED_BYTES),
         },
-        Point::Capped | Point::DmaflowToGnuradio | Point::Gnuradio | Point::GnuradioToDmaflow => {
-            Sender::Dmaflow {
-                max_items: items_for(size, cap),
-            }
+        _ => Sender::Dmaflow {
+            max_items: items_for(size, cap),
+        },
+    };
+    let (data, out) = match (point.gnuradio(), files) {
+        (false, _) => (Path::new(""), PathBuf::new()),
+        (true, Some((data, dir))) => (data, dir.join("received.bin")),
+        (true, None) => return Err(fail("GNU Radio's files are missing".into())),
+    };
+    let got = match point {
+        Point::Gnuradio => {
+            let rx = gnuradio_rx(size, bytes, &endpoint, &out, data)?;
+            let tx = gnuradio_tx(size, data, &endpoint)?;
+            // A failed receiver leaves the sender blocked: it is killed.
+            let got = gnuradio_received(rx, bytes, size)?;
+            gnuradio_done(tx)?;
+            got
+        }
+        Point::DmaflowToGnuradio => {
+            let rx = gnuradio_rx(size, bytes, &endpoint, &out, data)?;
+            // The sender on a thread, so that a stalled receiver is waited
+            // for with a limit; once it is killed, dmaflow's sink gives up
+            // within its grace (5 s), or is left behind.
+            let (done, finished) = std::sync::mpsc::channel();
+            let at = endpoint.clone();
+            std::thread::spawn(move || {
+                let _ = done.send(send(sender, &at, size, bytes));
+            });
+            let got = gnuradio_received(rx, bytes, size);
+            let sent = finished
+                .recv_timeout(Duration::from_secs(15))
+                .unwrap_or_else(|_| Err("dmaflow's sender did not finish".into()));
+            let got = got?;
+            sent.map_err(fail)?;
+            got
+        }
+        Point::GnuradioToDmaflow => {
+            let rx = Receiver::start(cfg, "from-gnuradio", &endpoint)?;
+            let tx = gnuradio_tx(size, data, &endpoint)?;
+            let got = rx.received(point)?;
+            gnuradio_done(tx)?;
+            got
+        }
+        _ => {
+            let name = if point == Point::Raw { "raw" } else { "dmaflow" };
+            let rx = Receiver::start(cfg, name, &endpoint)?;
+            send(sender, &endpoint, size, bytes).map_err(fail)?;
+            rx.received(point)?
         }
     };
-    let got = if point.gnuradio() {
-        let (data, dir) = files.ok_or_else(|| fail("GNU Radio's files are missing".into()))?;
-        let out = dir.join("received.bin");
-        let got = match point {
-            Point::Gnuradio => {
-                let rx = gnuradio_rx(size, bytes, &endpoint, &out, data)?;
-                let tx = gnuradio_tx(size, data, &endpoint)?;
-                // A failed receiver leaves the sender blocked: it is killed.
-                let got = gnuradio_received(rx, bytes, size)?;
-                gnuradio_done(tx)?;
-                got
-            }
-            Point::DmaflowToGnuradio => {
-                let rx = gnuradio_rx(size, bytes, &endpoint, &out, data)?;
-                // The sender on a thread, so that a stalled receiver is
-                // waited for with a limit; once it is killed, dmaflow's sink
-                // gives up within its grace (5 s), or is left behind.
-                let (done, finished) = std::sync::mpsc::channel();
-                let at = endpoint.clone();
-                std::thread::spawn(move || {
-                    let _ = done.send(send(sender, &at, size, bytes));
-                });
-                let got = gnuradio_received(rx, bytes, size);
-                let sent = finished
-                    .recv_timeout(Duration::from_secs(15))
-                    .unwrap_or_else(|_| Err("dmaflow's sender did not finish".into()));
-                let got = got?;
-                sent.map_err(fail)?;
-                got
-            }
-            _ if cfg.in_process => {
-                let at = endpoint.clone();
-                let rx = std::thread::spawn(move || receive("from-gnuradio", &at));
-                let tx = gnuradio_tx(size, data, &endpoint)?;
-                let got = rx
-                    .join()
-                    .map_err(|_| Error::Panicked("net receiver"))?
-                    .map_err(fail)?;
-                gnuradio_done(tx)?;
-                got
-            }
-            _ => {
-                let rx = net_peer("from-gnuradio", &endpoint)?;
-                let tx = gnuradio_tx(size, data, &endpoint)?;
-                let got = net_peer_received(rx, point)?;
-                gnuradio_done(tx)?;
-                got
-            }
-        };
+    if point.gnuradio() {
         let _ = std::fs::remove_file(&out);
-        got
-    } else if cfg.in_process {
-        let at = endpoint.clone();
-        let name = if point == Point::Raw {
-            "raw"
-        } else {
-            "dmaflow"
-        };
-        let rx = std::thread::spawn(move || receive(name, &at));
-        send(sender, &endpoint, size, bytes).map_err(fail)?;
-        rx.join()
-            .map_err(|_| Error::Panicked("net receiver"))?
-            .map_err(fail)?
-    } else {
-        let name = if point == Point::Raw {
-            "raw"
-        } else {
-            "dmaflow"
-        };
-        let child = net_peer(name, &endpoint)?;
-        send(sender, &endpoint, size, bytes).map_err(fail)?;
-        net_peer_received(child, point)?
-    };
+    }
     let items = (bytes / 4) as u64;
     let expected = series_sum(items);
     if got.items != items || got.checksum != expected {
@@ -804,10 +750,10 @@ fn parse_received(line: &str) -> Option<Received> {
 /// Runs the experiment.
 pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>, Error> {
     let mut rows = Vec::new();
-    let points = points(cfg);
+    let points = points();
     let with_gnuradio = points.contains(&Point::Gnuradio);
     let dir = if with_gnuradio {
-        Some(scratch()?)
+        Some(ScratchDir::under(&tmpfs(), "dmaflow-net")?)
     } else {
         None
     };
@@ -962,12 +908,8 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     text += "stalls: rounds in which GNU Radio's receiver had not taken every item after 30 s \
              (it was stopped; those rounds are left out of the medians and ratios)\n";
     text += "what each point does (sender | receiver):\n";
-    let mut seen = Vec::new();
-    for r in rows {
-        if !seen.contains(&r.point) {
-            seen.push(r.point);
-            text += &format!("  {}: {}\n", r.point.name(), r.point.does());
-        }
+    for r in first_of_each(rows, |r| r.point) {
+        text += &format!("  {}: {}\n", r.point.name(), r.point.does());
     }
     let mut targets = Vec::new();
     let equal = shares(rows, Point::Capped, Point::Gnuradio);
@@ -981,7 +923,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
                 format!(
                     "{} items: dmaflow >= GNU Radio's push_sink -> pull_source at the same \
                      message size",
-                    super::harness::bytes_label(*size)
+                    bytes_label(*size)
                 ),
                 format!("{} ({})", r.text(), r.verdict()),
                 r.0.median >= 1.0,
@@ -990,45 +932,32 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     }
     let raw = shares(rows, Point::Dmaflow, Point::Raw);
     for (size, r) in &raw {
-        text += &format!(
-            "{}: dmaflow at {:.0} % of the raw ceiling ({:.0}..{:.0} %)\n",
-            super::harness::bytes_label(*size),
-            r.0.median * 100.0,
-            r.0.min * 100.0,
-            r.0.max * 100.0
-        );
+        let s = r.0.scaled(100.0);
+        let (at, range) = (format!("{:.0} %", s.median), format!("({:.0}..{:.0} %)", s.min, s.max));
+        text += &format!("{}: dmaflow at {at} of the raw ceiling {range}\n", bytes_label(*size));
         if *size >= 64 << 10 {
             targets.push(Target::new(
-                format!(
-                    "{} messages: dmaflow >= 90 % of raw ZeroMQ",
-                    super::harness::bytes_label(*size)
-                ),
-                format!(
-                    "{:.0} % ({:.0}..{:.0} %)",
-                    r.0.median * 100.0,
-                    r.0.min * 100.0,
-                    r.0.max * 100.0
-                ),
+                format!("{} messages: dmaflow >= 90 % of raw ZeroMQ", bytes_label(*size)),
+                format!("{at} {range}"),
                 r.0.median >= 0.9,
             ));
         }
     }
     text += &Target::lines(&targets);
-    let mut clauses: Vec<String> = vec![format!(
-        "dmaflow's share of the raw ZeroMQ throughput: {}",
-        raw.iter()
-            .map(|(s, r)| format!("{} {:.0} %", super::harness::bytes_label(*s), r.0.median * 100.0))
+    let list = |v: &[(usize, Ratio)], f: &dyn Fn(f64) -> String| {
+        v.iter()
+            .map(|(s, r)| format!("{} {}", bytes_label(*s), f(r.0.median)))
             .collect::<Vec<_>>()
             .join(", ")
+    };
+    let mut clauses = vec![format!(
+        "dmaflow's share of the raw ZeroMQ throughput: {}",
+        list(&raw, &|m| format!("{:.0} %", m * 100.0))
     )];
     if !equal.is_empty() {
         clauses.push(format!(
             "against GNU Radio's lean ends at GNU Radio's own message size: {}",
-            equal
-                .iter()
-                .map(|(s, r)| format!("{} {:.2}x", super::harness::bytes_label(*s), r.0.median))
-                .collect::<Vec<_>>()
-                .join(", ")
+            list(&equal, &|m| format!("{m:.2}x"))
         ));
     }
     Report {

@@ -10,24 +10,35 @@ use std::time::{Duration, Instant};
 
 use super::error::Error;
 
-/// A directory of this process's own under the temporary directory, removed
-/// when dropped (also when a run fails half way).
-pub struct ScratchDir(std::path::PathBuf);
+/// Where scratch files go that should stay in memory: tmpfs (`/dev/shm`)
+/// where there is one, else the temporary directory.
+pub fn tmpfs() -> PathBuf {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    }
+}
+
+/// A directory of this process's own, removed when dropped (also when a run
+/// fails half way).
+pub struct ScratchDir(PathBuf);
 
 impl ScratchDir {
     /// `PREFIX-PID` under the temporary directory, created.
     pub fn new(prefix: &str) -> Result<Self, Error> {
-        let p = std::env::temp_dir().join(format!("{prefix}-{}", std::process::id()));
+        Self::under(&std::env::temp_dir(), prefix)
+    }
+
+    /// `PREFIX-PID` under `dir`, created.
+    pub fn under(dir: &Path, prefix: &str) -> Result<Self, Error> {
+        let p = dir.join(format!("{prefix}-{}", std::process::id()));
         std::fs::create_dir_all(&p).map_err(|e| Error::Io {
             path: p.display().to_string(),
             source: e,
         })?;
         Ok(ScratchDir(p))
-    }
-
-    /// `path`, which the caller made, removed when dropped.
-    pub fn at(path: std::path::PathBuf) -> Self {
-        ScratchDir(path)
     }
 
     /// Its path.
@@ -52,31 +63,64 @@ pub fn gnuradio_here() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// Waits for `child` to end, its output collected, for at most `limit`:
-/// past that it is killed and the wait is an error.
-pub fn wait_within(
-    mut child: Child,
-    what: &str,
-    limit: Duration,
-) -> Result<std::process::Output, Error> {
-    let io = |e: std::io::Error| Error::Io {
-        path: what.to_string(),
-        source: e,
-    };
-    let t0 = Instant::now();
-    loop {
-        if child.try_wait().map_err(io)?.is_some() {
-            return child.wait_with_output().map_err(io);
+/// A peer process, its output piped, killed if it is still running when
+/// dropped (a measurement that failed half way leaves no process behind).
+pub struct Peer(Option<Child>, String);
+
+impl Peer {
+    /// Starts `cmd` with `stdin`, `who` naming it in an error.
+    pub fn spawn(cmd: &mut Command, stdin: Stdio, who: &str) -> Result<Peer, Error> {
+        cmd.stdin(stdin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| Error::Io {
+                path: who.into(),
+                source: e,
+            })
+            .map(|c| Peer(Some(c), who.into()))
+    }
+
+    /// The process's standard input, if piped.
+    pub fn stdin(&mut self) -> Option<std::process::ChildStdin> {
+        self.0.as_mut().and_then(|c| c.stdin.take())
+    }
+
+    /// Waits for the process to end, its output collected, for at most
+    /// `limit`: past that it is killed and the wait is an error.
+    pub fn wait_within(mut self, limit: Duration) -> Result<std::process::Output, Error> {
+        let what = std::mem::take(&mut self.1);
+        let io = |e: std::io::Error| Error::Io {
+            path: what.clone(),
+            source: e,
+        };
+        let t0 = Instant::now();
+        while let Some(child) = &mut self.0 {
+            if child.try_wait().map_err(io)?.is_some() {
+                break;
+            }
+            if t0.elapsed() > limit {
+                return Err(Error::Peer {
+                    peer: "peer process",
+                    reason: format!("{what} still running after {limit:?}: stopped"),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(2));
         }
-        if t0.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(Error::Peer {
-                peer: "peer process",
-                reason: format!("{what} still running after {limit:?}: stopped"),
-            });
+        let child = self
+            .0
+            .take()
+            .ok_or_else(|| io(std::io::ErrorKind::NotFound.into()))?;
+        child.wait_with_output().map_err(io)
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
         }
-        std::thread::sleep(Duration::from_millis(2));
     }
 }
 
@@ -84,16 +128,20 @@ pub fn wait_within(
 /// that it is killed and the wait is an error.
 pub fn output_within(cmd: &mut Command, limit: Duration) -> Result<std::process::Output, Error> {
     let what = format!("{:?}", cmd.get_program());
-    let child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| Error::Io {
-            path: what.clone(),
-            source: e,
-        })?;
-    wait_within(child, &what, limit)
+    Peer::spawn(cmd, Stdio::null(), &what)?.wait_within(limit)
+}
+
+/// The first row of each kind (`key`), in the order the rows first name it.
+pub fn first_of_each<R, K: PartialEq>(rows: &[R], key: impl Fn(&R) -> K) -> Vec<&R> {
+    let mut seen = Vec::new();
+    let mut first = Vec::new();
+    for r in rows {
+        if !seen.contains(&key(r)) {
+            seen.push(key(r));
+            first.push(r);
+        }
+    }
+    first
 }
 
 /// Where FutureSDR's program is built: its own package and target directory.

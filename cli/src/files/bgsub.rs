@@ -3,7 +3,8 @@
 //! coprocessor, frames and masks in queues in its DMA memory) or in software
 //! (identical bytes), the output appearing only on success.
 
-use std::io::{Read, Write};
+use std::io::{Read as _, Write as _};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -16,14 +17,7 @@ use dmaflow::mem::CachePolicy;
 use dmaflow::rig::Rig;
 use dmaflow::sim::{BgSubCore, Clock};
 
-use super::partial::PartialFile;
-
-fn io(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> FileError + '_ {
-    move |source| FileError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
+use super::{FileError, InEnd, OutEnd, Sink, Source, Unit, create_output, io, open_input};
 
 /// Where `dmaflow bgsub` runs the algorithm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,74 +58,6 @@ impl Subtractor {
     }
 }
 
-/// Why `dmaflow bgsub` could not turn a frame file into a mask file.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum FileError {
-    /// A file could not be read or written.
-    #[error("{path}: {source}")]
-    Io {
-        /// The file.
-        path: std::path::PathBuf,
-        /// The operating system's error.
-        source: std::io::Error,
-    },
-    /// The input is not a whole number of frames.
-    #[error(
-        "{path}: {len} bytes is not a whole number of {width}x{height} frames ({frame} bytes each)"
-    )]
-    BadLength {
-        /// The file.
-        path: std::path::PathBuf,
-        /// Its length.
-        len: usize,
-        /// Frame width.
-        width: usize,
-        /// Frame height.
-        height: usize,
-        /// Bytes per frame.
-        frame: usize,
-    },
-    /// Width or height unusable.
-    #[error(transparent)]
-    Params(#[from] dmaflow::dsp::bgsub::Error),
-    /// The input is not a file of frames (a directory, say).
-    #[error("{path}: not a file of frames ({what})")]
-    NotAFile {
-        /// The path given.
-        path: std::path::PathBuf,
-        /// What it is.
-        what: &'static str,
-    },
-    /// The coprocessor's board could not be set up.
-    #[error("coprocessor: {0}")]
-    Device(#[from] dmaflow::rig::Error),
-    /// The graph source -> coprocessor -> sink failed.
-    #[error("{0}")]
-    Graph(#[from] dmaflow::graph::Error),
-    /// A network end could not be set up.
-    #[error("{0}")]
-    Net(#[from] dmaflow_net::Error),
-    /// The GPU could not be used.
-    #[error("GPU: {0}")]
-    Gpu(#[from] dmaflow::gpu::Error),
-}
-
-impl FileError {
-    /// Whether the caller's input is at fault (missing or malformed file, bad
-    /// size) rather than the run.
-    pub fn is_bad_input(&self) -> bool {
-        matches!(
-            self,
-            FileError::Io { .. }
-                | FileError::BadLength { .. }
-                | FileError::Params(_)
-                | FileError::NotAFile { .. }
-                | FileError::Gpu(dmaflow::gpu::Error::NoDevice { .. })
-        ) || matches!(self, FileError::Net(e) if e.is_bad_input())
-    }
-}
-
 /// What `bgsub_file` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Done {
@@ -141,55 +67,49 @@ pub struct Done {
     pub copies: Option<super::Copies>,
 }
 
+/// What an input of `params`' frames holds.
+fn frames_of(params: &Params) -> Unit {
+    Unit::Frames {
+        width: params.width,
+        height: params.height,
+    }
+}
+
 /// Reads raw 8-bit frames from `input`, writes one mask per frame to `output`
 /// (through a temporary file renamed at the end, so a failure leaves no partial
 /// output).
 pub fn bgsub_file(
     params: Params,
-    input: &std::path::Path,
-    output: &std::path::Path,
+    input: &Path,
+    output: &Path,
     device: Device,
 ) -> Result<Done, FileError> {
     let n = params.frame_bytes();
-    let mut src = std::fs::File::open(input).map_err(io(input))?;
-    let meta = src.metadata().map_err(io(input))?;
-    if meta.is_dir() {
-        return Err(FileError::NotAFile {
-            path: input.to_path_buf(),
-            what: "a directory",
-        });
-    }
-    let bad_length = |len: u64| FileError::BadLength {
-        path: input.to_path_buf(),
-        len: len as usize,
-        width: params.width,
-        height: params.height,
-        frame: n,
-    };
-    // A regular file's length is known up front; a pipe's is found at its end.
-    if meta.is_file() && (meta.len() == 0 || !meta.len().is_multiple_of(n as u64)) {
-        return Err(bad_length(meta.len()));
-    }
+    let of = frames_of(&params);
+    let mut src = open_input(input, of)?;
     if device == Device::Sim {
         return bgsub_stream(
             params,
-            super::Source::File(input.to_path_buf()),
-            super::Sink::File(output.to_path_buf()),
+            Source::File(input.to_path_buf()),
+            Sink::File(output.to_path_buf()),
             device,
         );
     }
-    let (partial, file) = PartialFile::create(output).map_err(io(output))?;
+    let (partial, mut file) = create_output(output)?;
     let mut frames = Vec::new();
     src.read_to_end(&mut frames).map_err(io(input))?;
-    if frames.is_empty() || !frames.len().is_multiple_of(n) {
-        return Err(bad_length(frames.len() as u64));
+    if !of.whole(frames.len() as u64) {
+        return Err(FileError::BadLength {
+            path: input.to_path_buf(),
+            len: frames.len() as u64,
+            of,
+        });
     }
     let mut masks = vec![0u8; frames.len()];
     let mut sub = Subtractor::new(params, device)?;
     for (f, m) in frames.chunks(n).zip(masks.chunks_mut(n)) {
         sub.process(f, m)?;
     }
-    let mut file = file;
     file.write_all(&masks)
         .and_then(|()| file.sync_all())
         .map_err(io(partial.path()))?;
@@ -207,18 +127,21 @@ pub fn bgsub_file(
 /// place only on success, and a file that ends inside a frame is named.
 pub fn bgsub_stream(
     params: Params,
-    source: super::Source,
-    sink: super::Sink,
+    source: Source,
+    sink: Sink,
     device: Device,
 ) -> Result<Done, FileError> {
     let n = params.frame_bytes();
     let chunk = n * (64usize << 10).div_ceil(n);
     let cap = 2 * chunk;
     let mut g = Graph::new();
-    let mut rig = None;
-    let ((mut s_out, b_in), (b_out, mut k_in)) = match device {
+    let stats = Arc::new(Mutex::new(StageStats::default()));
+    // Frames the software node turned into masks.
+    let frames = Arc::new(AtomicU64::new(0));
+    let counted = frames.clone();
+    let (s_out, k_in, rig) = match device {
         Device::Sim => {
-            let r = Rig::new(
+            let mut r = Rig::new(
                 (4 * cap + 2 * n + (4 << 20)).next_power_of_two(),
                 Clock::Unlimited,
                 true,
@@ -229,64 +152,10 @@ pub fn bgsub_stream(
                 .pool()
                 .queue_memory()
                 .map_err(dmaflow::rig::Error::from)?;
-            let q = (
-                g.connect_in::<u8>(("source", "out"), ("bgsub", "in"), cap, memory.clone())?,
-                g.connect_in::<u8>(("bgsub", "out"), ("sink", "in"), cap, memory)?,
-            );
-            rig = Some(r);
-            q
-        }
-        Device::Cpu | Device::Cuda(_) => (
-            g.connect_with_capacity::<u8>(("source", "out"), ("bgsub", "in"), cap)?,
-            g.connect_with_capacity::<u8>(("bgsub", "out"), ("sink", "in"), cap)?,
-        ),
-    };
-    // Frames the software node turned into masks.
-    let frames = Arc::new(AtomicU64::new(0));
-    let counted = frames.clone();
-    // A file source: bytes read, and whether the file ended inside a frame
-    // (a pipe's length is known only at its end).
-    let read = Arc::new(AtomicU64::new(0));
-    let seen = read.clone();
-    let torn = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let torn_flag = torn.clone();
-    let mut torn_path = None;
-    match source {
-        super::Source::File(path) => {
-            let mut src = std::fs::File::open(&path).map_err(io(&path))?;
-            torn_path = Some(path.clone());
-            g.node("source", move || {
-                loop {
-                    let slots = s_out.reserve(chunk)?;
-                    let mut filled = 0;
-                    while filled < slots.len() {
-                        match src.read(&mut slots[filled..]) {
-                            Ok(0) => break,
-                            Ok(k) => filled += k,
-                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                            Err(e) => return Err(format!("{}: {e}", path.display()).into()),
-                        }
-                    }
-                    let want = slots.len();
-                    s_out.commit(filled)?;
-                    let total = seen.fetch_add(filled as u64, Ordering::Relaxed) + filled as u64;
-                    if filled < want {
-                        if total == 0 || !total.is_multiple_of(n as u64) {
-                            torn_flag.store(true, Ordering::Relaxed);
-                            return Err(format!("{}: ends inside a frame", path.display()).into());
-                        }
-                        return Ok(());
-                    }
-                }
-            })?;
-        }
-        super::Source::Net(edge) => {
-            dmaflow_net::add_source(&mut g, "source", edge, s_out)?;
-        }
-    }
-    let stats = Arc::new(Mutex::new(StageStats::default()));
-    match rig.as_mut() {
-        Some(r) => {
+            let (s_out, b_in) =
+                g.connect_in::<u8>(("source", "out"), ("bgsub", "in"), cap, memory.clone())?;
+            let (b_out, k_in) =
+                g.connect_in::<u8>(("bgsub", "out"), ("sink", "in"), cap, memory)?;
             let e1 = r.engines.remove(1);
             let e0 = r.engines.remove(0);
             let cfg = bgsub::Config {
@@ -294,9 +163,13 @@ pub fn bgsub_stream(
                 completion: Completion::Poll,
             };
             bgsub::add_node(&mut g, "bgsub", [e0, e1], cfg, b_in, b_out, stats.clone())?;
+            (s_out, k_in, Some(r))
         }
-        None => {
-            let (mut b_in, mut b_out) = (b_in, b_out);
+        Device::Cpu | Device::Cuda(_) => {
+            let (s_out, mut b_in) =
+                g.connect_with_capacity::<u8>(("source", "out"), ("bgsub", "in"), cap)?;
+            let (mut b_out, k_in) =
+                g.connect_with_capacity::<u8>(("bgsub", "out"), ("sink", "in"), cap)?;
             // Opened here, so that a missing device is this call's error.
             let mut sub = Subtractor::new(params, device)?;
             g.node("bgsub", move || {
@@ -319,50 +192,16 @@ pub fn bgsub_stream(
                     counted.fetch_add(1, Ordering::Relaxed);
                 }
             })?;
+            (s_out, k_in, None)
         }
-    }
-    let mut partial = None;
-    match sink {
-        super::Sink::File(output) => {
-            let (p, file) = PartialFile::create(&output).map_err(io(&output))?;
-            let tmp = p.path().to_path_buf();
-            partial = Some((p, output));
-            g.node("sink", move || {
-                let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
-                let fail = |e: std::io::Error| format!("{}: {e}", tmp.display());
-                loop {
-                    let s = k_in.peek(1)?;
-                    if s.is_empty() {
-                        break;
-                    }
-                    w.write_all(s).map_err(fail)?;
-                    let k = s.len();
-                    k_in.consume(k)?;
-                }
-                w.flush().map_err(fail)?;
-                w.get_ref().sync_all().map_err(fail)?;
-                Ok(())
-            })?;
-        }
-        super::Sink::Net(edge) => {
-            dmaflow_net::add_sink(&mut g, "sink", edge, k_in)?;
-        }
-    }
+    };
+    let input = InEnd::add(&mut g, source, s_out, (chunk, 0, frames_of(&params)))?;
+    let output = OutEnd::add(&mut g, sink, k_in)?;
     let result = g.run();
     drop(rig);
-    if let (true, Some(path)) = (torn.load(Ordering::Relaxed), torn_path) {
-        return Err(FileError::BadLength {
-            path,
-            len: read.load(Ordering::Relaxed) as usize,
-            width: params.width,
-            height: params.height,
-            frame: n,
-        });
-    }
+    input.check()?;
     result?;
-    if let Some((p, output)) = partial {
-        p.finish().map_err(io(&output))?;
-    }
+    output.finish()?;
     let s = *stats.lock().unwrap_or_else(PoisonError::into_inner);
     Ok(match device {
         Device::Sim => Done {
