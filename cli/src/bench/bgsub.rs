@@ -7,20 +7,18 @@
 //! timed on its own; the fabric's frames are split into copying the frame in,
 //! the transfer (streams, emulated core and driver) and copying the mask out.
 
-use serde_json::json;
-
-use super::meter::{Meter, Tally};
-use super::report::{Target, sentence};
-use super::error::Error;
-use super::columns::Columns;
-use super::harness::{OnBoard, median};
 use dmaflow::dma::Completion;
 use dmaflow::dsp::bgsub::{BackgroundSubtractor, Params, synthetic_frames};
 use dmaflow::platform::MemoryModel;
 use dmaflow::rig::BgSubCoprocessor;
 use dmaflow::sim::Clock;
+
+use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
-use super::harness::{OnGpu, Spec, Tables};
+use super::error::Error;
+use super::harness::{OnBoard, OnGpu, Setup, Sizes, Spec, Tables, median, on_board};
+use super::meter::{Meter, Tally};
+use super::report::{Report, Target, sentence};
 
 /// The paper's fabric clock: 100 MHz x 1 B.
 pub const FABRIC: Clock = super::harness::PAPER_000_FABRIC;
@@ -38,9 +36,8 @@ pub struct Config {
     pub memory: MemoryModel,
 }
 
-impl Config {
-    /// VGA frames as in the paper.
-    pub fn full() -> Self {
+impl Sizes for Config {
+    fn full() -> Self {
         Config {
             width: 640,
             height: 480,
@@ -49,21 +46,26 @@ impl Config {
         }
     }
 
-    /// Fewer frames.
-    pub fn quick() -> Self {
+    fn quick() -> Self {
         Config {
             frames: 40,
             ..Self::full()
         }
     }
 
-    /// A tiny run for tests.
-    pub fn tiny() -> Self {
+    fn tiny() -> Self {
         Config {
             width: 40,
             height: 30,
             frames: 6,
             memory: MemoryModel::Coherent,
+        }
+    }
+
+    fn on(self, setup: &Setup) -> Self {
+        Config {
+            memory: setup.memory,
+            ..self
         }
     }
 }
@@ -195,7 +197,9 @@ fn columns<'a>() -> Columns<'a, Row> {
         .kept("seconds", |r| r.seconds)
         .fixed("frames/s", "frames_per_s", 1, |r| r.frames_per_s)
         .fixed("median ms/frame", "frame_ms", 3, |r| r.frame_ms)
-        .shown("IQR ms", |r| format!("{:.3}..{:.3}", r.quartiles_ms.0, r.quartiles_ms.1))
+        .shown("IQR ms", |r| {
+            format!("{:.3}..{:.3}", r.quartiles_ms.0, r.quartiles_ms.1)
+        })
         .kept("frame_ms_p25", |r| r.quartiles_ms.0)
         .kept("frame_ms_p75", |r| r.quartiles_ms.1)
         .optional("model us", "model_us", 0, |r| r.model_us)
@@ -209,17 +213,12 @@ fn columns<'a>() -> Columns<'a, Row> {
         .kept("transfer_us", |r| r.stages_us.map(|s| s.1))
         .kept("copy_out_us", |r| r.stages_us.map(|s| s.2))
         .fixed("CPU us/frame", "cpu_us", 0, |r| r.cpu_us)
-        .col("verified", "verified", |r| if r.verified { "yes" } else { "NO" }.into(), |r| r.verified)
-}
-
-/// The result as a table.
-pub fn render(rows: &[Row]) -> String {
-    columns().table(rows)
-}
-
-/// The result as `{"experiment":"bgsub","rows":[...]}`.
-pub fn json(rows: &[Row]) -> serde_json::Value {
-    json!({"experiment": "bgsub", "rows": columns().json(rows)})
+        .col(
+            "verified",
+            "verified",
+            |r| if r.verified { "yes" } else { "NO" }.into(),
+            |r| r.verified,
+        )
 }
 
 /// One sentence: frames per second on the coprocessor against the fabric's
@@ -261,35 +260,34 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
 }
 
 /// The run as a report.
-pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
+pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     // Frame and background stream in side by side, one engine each.
     let ideal = 100e6 / (cfg.width * cfg.height) as f64;
-    super::report::Report {
-        experiment: "bgsub",
-        heading: super::harness::on_board(
-            format!(
-                "bgsub: {} frames of {}x{}, coprocessor on two DMA engines at 100 MHz x 1 B \
+    let heading = on_board(
+        format!(
+            "bgsub: {} frames of {}x{}, coprocessor on two DMA engines at 100 MHz x 1 B \
              (the fabric's bound: {ideal:.1} frames/s) vs the software implementation",
-                cfg.frames, cfg.width, cfg.height
-            ),
-            cfg.memory,
+            cfg.frames, cfg.width, cfg.height
         ),
-        answer: answer(cfg, rows),
-        targets: targets(rows),
-        text: render(rows) + &Target::lines(&targets(rows)),
-        json: json(rows),
-        // Two rows (fabric, CPU): the table says it; a plot would not.
-        plots: Vec::new(),
-    }
+        cfg.memory,
+    );
+    // Two rows (fabric, CPU): the table says it; a plot would not.
+    Report::of("bgsub", heading, &columns(), rows)
+        .answer(answer(cfg, rows))
+        .targets(targets(rows))
 }
 
 /// `dmaflow bench bgsub`.
 pub static EXPERIMENT: Spec<Config> = Spec {
     name: "bgsub",
-    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
-    then: None,
-    on_gpu: Some(OnGpu::Gpu(Tables { transfers: false, messages: false, kernels: true })),
-    board: OnBoard::EmulatorOnly("it drives the background-subtraction coprocessor, which the loopback design lacks"),
+    on_gpu: Some(OnGpu::Gpu(Tables {
+        transfers: false,
+        messages: false,
+        kernels: true,
+    })),
+    board: OnBoard::EmulatorOnly(
+        "it drives the background-subtraction coprocessor, which the loopback design lacks",
+    ),
     question: "Background subtraction on a coprocessor behind two DMA engines vs the CPU (paper \
                000).",
     keys: "device (fabric|cpu), width, height, frames, seconds (all frames),\n\
@@ -297,10 +295,6 @@ pub static EXPERIMENT: Spec<Config> = Spec {
           verified (bool: every mask equal to the pixel-by-pixel\n\
           definition), cpu_us (per frame), model_us and overhead_us (per\n\
           frame; null for cpu)",
-    config: |s| Config {
-        memory: s.memory,
-        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
-    },
     conditions: Conditions {
         timed: "each frame from the call to the mask in the caller's buffer, software and \
                 fabric in turns frame by frame",
@@ -309,6 +303,9 @@ pub static EXPERIMENT: Spec<Config> = Spec {
                 this host",
         paper: USER_X86,
     },
+    ..Spec::new(Config::at, |cfg, progress| {
+        Ok(report(cfg, &run(cfg, progress)?))
+    })
 };
 
 #[cfg(test)]
@@ -334,7 +331,10 @@ mod tests {
         // 100 MB/s take 12 us a frame.
         let fabric = &rows[0];
         assert!(fabric.frame_ms >= 1200.0 / 100e6 * 1e3, "{fabric:?}");
-        assert_eq!(json(&rows)["rows"][0]["device"], "fabric");
+        assert_eq!(
+            report(&Config::tiny(), &rows).json["rows"][0]["device"],
+            "fabric"
+        );
         // The stages are parts of the frame: the transfer at least the model.
         let (i, t, o) = fabric.stages_us.unwrap();
         assert!(

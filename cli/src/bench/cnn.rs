@@ -10,22 +10,21 @@
 
 use std::time::Instant;
 
-use serde_json::json;
-
-use super::meter::{Cost, Meter, Tally};
-use super::report::sentence;
-use super::spread::{Spread, in_turns};
-use super::error::Error;
-use super::columns::Columns;
-use super::harness::{OnBoard, median, table};
-use dmaflow::rig::Rig;
 use dmaflow::dma::{Completion, Proxy, Timing};
 use dmaflow::dsp::conv::{Layer, from_bytes, input_frame, roshambo};
 use dmaflow::platform::MemoryModel;
+use dmaflow::rig::Rig;
 use dmaflow::sim::conv::{NULLHOP_MACS_PER_CYCLE, NULLHOP_MHZ};
 use dmaflow::sim::{Clock, ConvCore};
+
+use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
-use super::harness::{NO_GPU, OnGpu, Spec};
+use super::error::Error;
+use super::harness::{NO_GPU, OnBoard, OnGpu, Setup, Sizes, Spec, median, on_board, table};
+use super::meter::{Cost, Meter, Tally};
+use super::plot::{LinePlot, XAxis};
+use super::report::{Report, sentence, series_by};
+use super::spread::{Spread, in_turns};
 
 /// The fabric clock: the Zynq HP port (150 MHz x 8 B).
 pub const FABRIC: Clock = dmaflow::sim::Profile::ZYNQ7000.port;
@@ -47,9 +46,8 @@ pub struct Config {
     pub device: Option<usize>,
 }
 
-impl Config {
-    /// The full run.
-    pub fn full() -> Self {
+impl Sizes for Config {
+    fn full() -> Self {
         Config {
             frames: 30,
             rounds: 5,
@@ -59,8 +57,7 @@ impl Config {
         }
     }
 
-    /// Fewer frames.
-    pub fn quick() -> Self {
+    fn quick() -> Self {
         Config {
             frames: 6,
             rounds: 2,
@@ -70,14 +67,21 @@ impl Config {
         }
     }
 
-    /// A tiny run for tests (two layers).
-    pub fn tiny() -> Self {
+    fn tiny() -> Self {
         Config {
             frames: 2,
             rounds: 2,
             layers: 2,
             memory: MemoryModel::Coherent,
             device: None,
+        }
+    }
+
+    fn on(self, setup: &Setup) -> Self {
+        Config {
+            memory: setup.memory,
+            device: setup.gpu.map(|g| g.0),
+            ..self
         }
     }
 }
@@ -273,34 +277,35 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
             Box::new(ConvCore::nullhop()),
         )?;
         let _placed = rig.dedicate_core()?;
-        let proxy = match c {
-            Completion::Proxy => Some(Proxy::start(rig.engines.remove(0)).map_err(|source| {
-                Error::Io {
-                    path: "proxy driver thread".into(),
-                    source,
-                }
-            })?),
-            _ => None,
-        };
+        let proxy =
+            match c {
+                Completion::Proxy => Some(Proxy::start(rig.engines.remove(0)).map_err(
+                    |source| Error::Io {
+                        path: "proxy driver thread".into(),
+                        source,
+                    },
+                )?),
+                _ => None,
+            };
         let mut out = vec![0u8; largest];
         // The proxy driver's transfer, or the engine's on this thread.
         let send: Box<SendPacket<'_>> = match &proxy {
-                Some(proxy) => Box::new(move |packet, rx| {
-                    let m = Meter::start(Some(proxy));
-                    let out = proxy.transfer(packet, rx)?;
-                    let c = m.stop();
-                    Ok((out, proxy.last_timing(), c))
-                }),
-                None => {
-                    let engine = &rig.engines[0];
-                    Box::new(move |packet, rx| {
-                        let m = Meter::start(None);
-                        let n = engine.write_read(&packet, &mut out[..rx], c)?;
-                        let cost = m.stop();
-                        Ok((out[..n].to_vec(), engine.last_timing(), cost))
-                    })
-                }
-            };
+            Some(proxy) => Box::new(move |packet, rx| {
+                let m = Meter::start(Some(proxy));
+                let out = proxy.transfer(packet, rx)?;
+                let c = m.stop();
+                Ok((out, proxy.last_timing(), c))
+            }),
+            None => {
+                let engine = &rig.engines[0];
+                Box::new(move |packet, rx| {
+                    let m = Meter::start(None);
+                    let n = engine.write_read(&packet, &mut out[..rx], c)?;
+                    let cost = m.stop();
+                    Ok((out[..n].to_vec(), engine.last_timing(), cost))
+                })
+            }
+        };
         let overrun = || rig.fabric.compute_overrun();
         let part = frames(&net, from, &reference[from..to], overrun, send)?;
         match &mut measured[k] {
@@ -532,17 +537,11 @@ fn columns<'a>() -> Columns<'a, Row> {
         )
         .optional("model us", "model_us", 1, |r| r.model_us)
         .optional("overhead us", "overhead_us", 1, Row::overhead_us)
-        .optional("of it emulator compute", "emulator_compute_us", 1, |r| r.emulator_us)
+        .optional("of it emulator compute", "emulator_compute_us", 1, |r| {
+            r.emulator_us
+        })
         .optional("software us", "software_us", 1, Row::software_us)
         .fixed("CPU us", "cpu_us", 1, |r| r.cpu_us)
-}
-
-/// The result as `{"experiment":"cnn","rows":[...]}`.
-pub fn json(rows: &[Row]) -> serde_json::Value {
-    if rows.is_empty() {
-        return json!({"experiment": "cnn", "skipped": NO_GPU, "rows": []});
-    }
-    json!({"experiment": "cnn", "rows": columns().json(rows)})
 }
 
 /// One sentence: a whole frame's time in each completion mode.
@@ -581,51 +580,52 @@ pub fn answer(cfg: &Config, rows: &[Row]) -> String {
 }
 
 /// The run as a report.
-pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
-    super::report::Report {
-        experiment: "cnn",
-        heading: super::harness::on_board(
-            format!(
-                "cnn: {} frames per completion mode through {} int16 convolution layers on {}, \
+pub fn report(cfg: &Config, rows: &[Row]) -> Report {
+    let heading = on_board(
+        format!(
+            "cnn: {} frames per completion mode through {} int16 convolution layers on {}, \
              layer by layer, in {} rounds (the modes in turns, order reversed every other \
              round); medians over the frames with their interquartile range",
-                cfg.frames,
-                cfg.layers,
-                match cfg.device {
-                    None => "a coprocessor in the fabric (HP port clock)".to_string(),
-                    Some(n) => format!("CUDA device {n} (a kernel per layer, pinned memory)"),
-                },
-                cfg.rounds
-            ),
-            cfg.memory,
+            cfg.frames,
+            cfg.layers,
+            match cfg.device {
+                None => "a coprocessor in the fabric (HP port clock)".to_string(),
+                Some(n) => format!("CUDA device {n} (a kernel per layer, pinned memory)"),
+            },
+            cfg.rounds
         ),
-        answer: answer(cfg, rows),
-        targets: Vec::new(),
-        text: render(rows),
-        json: json(rows),
-        plots: vec![super::plot::LinePlot {
+        cfg.memory,
+    );
+    let report = Report::of("cnn", heading, &columns(), rows)
+        .text(render(rows))
+        .answer(answer(cfg, rows))
+        .plots([LinePlot {
             title: "CNN layers: TX time per byte (paper 002, Table I)".into(),
             x_label: "bytes sent per layer".into(),
             y_label: "TX time per byte (µs/B)".into(),
-            x: super::plot::XAxis::Bytes,
+            x: XAxis::Bytes,
             log_y: true,
-            series: super::report::series_by(
+            series: series_by(
                 rows,
                 |r| r.completion.to_string(),
                 |r| r.tx_bytes as f64,
                 |r| r.tx_us_per_byte,
             ),
-        }],
+        }]);
+    if rows.is_empty() {
+        report.kept("skipped", NO_GPU)
+    } else {
+        report
     }
 }
 
 /// `dmaflow bench cnn`.
 pub static EXPERIMENT: Spec<Config> = Spec {
     name: "cnn",
-    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
-    then: None,
     on_gpu: Some(OnGpu::Itself),
-    board: OnBoard::EmulatorOnly("it drives the convolution coprocessor, which the loopback design lacks"),
+    board: OnBoard::EmulatorOnly(
+        "it drives the convolution coprocessor, which the loopback design lacks",
+    ),
     question: "A five-layer int16 CNN run layer by layer on a convolution coprocessor (paper \
                002).",
     keys: "completion (poll|yield|irq|proxy), layer (1..5), tx_bytes,\n\
@@ -634,10 +634,6 @@ pub static EXPERIMENT: Spec<Config> = Spec {
           layer_us (median layer transfer), layer_us_spread, model_us (link and NullHop-modelled compute),\n\
           overhead_us, emulator_compute_us (of the overhead: this host\n\
           computing slower than the modelled core), software_us, cpu_us",
-    config: |s| Config {
-        memory: s.memory, device: s.gpu.map(|g| g.0),
-        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
-    },
     conditions: Conditions {
         timed: "each layer's transfers and each frame from the first send to the last \
                 answer",
@@ -646,6 +642,9 @@ pub static EXPERIMENT: Spec<Config> = Spec {
                 per cycle at an assumed 100 MHz; TX us/byte restates 1 / the link rate",
         paper: USER_X86,
     },
+    ..Spec::new(Config::at, |cfg, progress| {
+        Ok(report(cfg, &run(cfg, progress)?))
+    })
 };
 
 #[cfg(test)]

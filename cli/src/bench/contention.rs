@@ -13,22 +13,21 @@
 
 use std::time::Duration;
 
-use serde_json::json;
-
-use super::app::{App, SAMPLES, Work};
-use super::meter::{Meter, Tally};
-use super::peers::{check, mark};
-use super::report::{Target, sentence};
-use super::spread::{Spread, in_turns};
-use super::error::Error;
-use super::columns::Columns;
-use super::harness::{OnBoard, bytes_label};
-use dmaflow::rig::Rig;
 use dmaflow::dma::{Completion, Proxy};
 use dmaflow::mem::CachePolicy;
+use dmaflow::rig::Rig;
 use dmaflow::sim::{Loopback, Profile};
+
+use super::app::{App, SAMPLES, Work};
+use super::columns::Columns;
 use super::conditions::Conditions;
-use super::harness::Spec;
+use super::error::Error;
+use super::harness::{OnBoard, Setup, Sizes, Spec, bytes_label, ms_label};
+use super::meter::{Meter, Tally};
+use super::peers::{check, mark};
+use super::plot::{LinePlot, XAxis};
+use super::report::{Report, Target, sentence, series_by};
+use super::spread::{Spread, in_turns};
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -43,9 +42,8 @@ pub struct Config {
     pub profile: Profile,
 }
 
-impl Config {
-    /// The full run.
-    pub fn full() -> Self {
+impl Sizes for Config {
+    fn full() -> Self {
         Config {
             sizes: vec![64, 4096, 1 << 20],
             duration: Duration::from_millis(150),
@@ -54,8 +52,7 @@ impl Config {
         }
     }
 
-    /// A shorter run.
-    pub fn quick() -> Self {
+    fn quick() -> Self {
         Config {
             duration: Duration::from_millis(80),
             rounds: 3,
@@ -63,13 +60,19 @@ impl Config {
         }
     }
 
-    /// A tiny run for tests.
-    pub fn tiny() -> Self {
+    fn tiny() -> Self {
         Config {
             sizes: vec![64, 4096],
             duration: Duration::from_millis(20),
             rounds: 2,
             ..Self::full()
+        }
+    }
+
+    fn on(self, setup: &Setup) -> Self {
+        Config {
+            profile: setup.profile,
+            ..self
         }
     }
 }
@@ -251,21 +254,24 @@ fn columns<'a>() -> Columns<'a, Row> {
         .col(
             "rounds' range",
             "app_share_spread",
-            |r| format!("{:.0}..{:.0} %", 100.0 * r.app_spread.min, 100.0 * r.app_spread.max),
+            |r| {
+                format!(
+                    "{:.0}..{:.0} %",
+                    100.0 * r.app_spread.min,
+                    100.0 * r.app_spread.max
+                )
+            },
             |r| r.app_spread.json(),
         )
         .fixed("us/transfer", "transfer_us", 2, |r| r.transfer_us)
-        .range("rounds' range", "transfer_us_spread", 2, |r| r.transfer_spread)
+        .range("rounds' range", "transfer_us_spread", 2, |r| {
+            r.transfer_spread
+        })
         .fixed("model us", "model_us", 2, |r| r.model_us)
         .fixed("overhead us", "overhead_us", 2, Row::overhead_us)
         .fixed("driver CPU us", "cpu_us", 2, |r| r.cpu_us)
         .percent("driver CPU share", "cpu_share", |r| r.cpu_share)
         .plain("transfers", "transfers", |r| r.transfers)
-}
-
-/// The result as a table.
-pub fn render(rows: &[Row]) -> String {
-    columns().table(rows)
 }
 
 fn find<'a>(rows: &'a [Row], completion: &str, bytes: usize) -> Option<&'a Row> {
@@ -324,54 +330,39 @@ pub fn answer(rows: &[Row]) -> String {
     sentence(&clauses)
 }
 
-/// The result as `{"experiment":"contention","rows":[...]}`.
-pub fn json(rows: &[Row]) -> serde_json::Value {
-    json!({
-        "experiment": "contention",
-        "rows": columns().json(rows),
-    })
-}
-
 /// The run as a report.
-pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
-    super::report::Report {
-        experiment: "contention",
-        heading: format!(
-            "contention: an application (64-tap FIR filter passes over {} samples) shares the \
-             driver's core with back-to-back two-way transfers, {} per point in each of {} \
-             rounds (modes' order reversed every other round), link = {}; its throughput as a \
-             share of its throughput alone, measured just before; medians of the rounds",
-            SAMPLES,
-            super::harness::ms_label(cfg.duration),
-            cfg.rounds,
-            cfg.profile.description
-        ),
-        answer: answer(rows),
-        targets: targets(rows),
-        text: render(rows) + &Target::lines(&targets(rows)),
-        json: json(rows),
-        plots: vec![super::plot::LinePlot {
+pub fn report(cfg: &Config, rows: &[Row]) -> Report {
+    let heading = format!(
+        "contention: an application (64-tap FIR filter passes over {} samples) shares the \
+         driver's core with back-to-back two-way transfers, {} per point in each of {} \
+         rounds (modes' order reversed every other round), link = {}; its throughput as a \
+         share of its throughput alone, measured just before; medians of the rounds",
+        SAMPLES,
+        ms_label(cfg.duration),
+        cfg.rounds,
+        cfg.profile.description
+    );
+    Report::of("contention", heading, &columns(), rows)
+        .answer(answer(rows))
+        .targets(targets(rows))
+        .plots([LinePlot {
             title: "What each completion mode leaves the application on its core".into(),
             x_label: "transfer size, each way".into(),
             y_label: "application throughput kept (%)".into(),
-            x: super::plot::XAxis::Bytes,
+            x: XAxis::Bytes,
             log_y: false,
-            series: super::report::series_by(
+            series: series_by(
                 rows,
                 |r| r.completion.to_string(),
                 |r| r.bytes as f64,
                 |r| 100.0 * r.app_share,
             ),
-        }],
-    }
+        }])
 }
 
 /// `dmaflow bench contention`.
 pub static EXPERIMENT: Spec<Config> = Spec {
     name: "contention",
-    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
-    then: None,
-    on_gpu: None,
     board: OnBoard::EmulatorOnly("it sets the emulated link's clock and engines"),
     question: "What each completion mode leaves an application sharing the driver's core.",
     keys: "completion (poll|yield|irq|proxy), bytes, transfers,\n\
@@ -379,10 +370,6 @@ pub static EXPERIMENT: Spec<Config> = Spec {
           overhead_us, cpu_us, cpu_share (of the shared core), app_share\n\
           (application throughput beside the transfers / alone),\n\
           app_share_spread, transfer_us_spread",
-    config: |s| Config {
-        profile: s.profile,
-        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
-    },
     conditions: Conditions {
         timed: "the application's passes over a fixed time beside back-to-back transfers, \
                 against its passes alone just before",
@@ -392,6 +379,9 @@ pub static EXPERIMENT: Spec<Config> = Spec {
                 the application, not the papers' memory-bandwidth contention (that is \
                 `memory`)",
     },
+    ..Spec::new(Config::at, |cfg, progress| {
+        Ok(report(cfg, &run(cfg, progress)?))
+    })
 };
 
 #[cfg(test)]
@@ -407,7 +397,7 @@ mod tests {
             assert!(r.app_share > 0.0 && r.app_share.is_finite(), "{r:?}");
             assert!(r.transfer_us >= r.model_us, "{r:?}");
         }
-        let j = json(&rows);
+        let j = report(&Config::tiny(), &rows).json;
         assert_eq!(j["experiment"], "contention");
         assert!(j["rows"][0]["app_share"].is_number());
         assert!(answer(&rows).contains("application keeps"));

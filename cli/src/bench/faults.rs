@@ -28,15 +28,14 @@ use dmaflow::mem::{DmaBuf, DmaPool};
 use dmaflow::platform::MemoryModel;
 use dmaflow::platform::sim::SimBoard;
 use dmaflow::sim::{Clock, Fabric, Faults, Loopback};
-use serde_json::json;
 
 use dmaflow::rig::Rig;
 
-use super::error::Error;
 use super::columns::Columns;
-use super::report::Target;
 use super::conditions::Conditions;
-use super::harness::{OnBoard, Spec};
+use super::error::Error;
+use super::harness::{OnBoard, Sizes, Spec};
+use super::report::{Report, Target};
 
 /// Campaign settings.
 #[derive(Debug, Clone)]
@@ -50,9 +49,8 @@ pub struct Config {
     pub timeout: Duration,
 }
 
-impl Config {
-    /// The full campaign.
-    pub fn full() -> Self {
+impl Sizes for Config {
+    fn full() -> Self {
         Config {
             operations: 400,
             seed: 0x00D3_FA17,
@@ -60,16 +58,14 @@ impl Config {
         }
     }
 
-    /// A shorter one.
-    pub fn quick() -> Self {
+    fn quick() -> Self {
         Config {
             operations: 80,
             ..Self::full()
         }
     }
 
-    /// The size CI runs.
-    pub fn tiny() -> Self {
+    fn tiny() -> Self {
         // A timeout well above what a loaded 2-core machine delays a thread,
         // so an operation with no fault never times out.
         Config {
@@ -687,11 +683,6 @@ pub fn render(rows: &[Row]) -> String {
     columns().padded(&widths, rows.iter().chain([&total(rows)]))
 }
 
-/// The rows as JSON.
-pub fn json(rows: &[Row]) -> serde_json::Value {
-    json!({"experiment": "faults", "rows": columns().json(rows)})
-}
-
 /// What the campaign must show: nothing wrong, nothing written late, no hang,
 /// no error without a fault.
 pub fn targets(rows: &[Row]) -> Vec<Target> {
@@ -717,17 +708,16 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
 }
 
 /// The report.
-pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
+pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     let t = total(rows);
-    let targets = targets(rows);
-    super::report::Report {
-        experiment: "faults",
-        heading: format!(
-            "faults: {} operations per way of moving data and board (seed {:#x}, driver \
-             timeout {:?}), coherent and non-coherent (random eviction) boards",
-            cfg.operations, cfg.seed, cfg.timeout
-        ),
-        answer: format!(
+    let heading = format!(
+        "faults: {} operations per way of moving data and board (seed {:#x}, driver \
+         timeout {:?}), coherent and non-coherent (random eviction) boards",
+        cfg.operations, cfg.seed, cfg.timeout
+    );
+    Report::of("faults", heading, &columns(), rows)
+        .text(render(rows))
+        .answer(format!(
             "{} transfers ({:.1} MB) with {} faults injected: {} recovered on the same engine, \
              {} engines lost ({} bytes of DMA memory kept by them), {} bytes delivered wrong, \
              {} late writes into reachable memory, {} hangs.",
@@ -740,20 +730,13 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
             t.bytes_wrong,
             t.late_writes,
             t.hangs
-        ),
-        text: render(rows) + &Target::lines(&targets),
-        targets,
-        json: json(rows),
-        plots: Vec::new(),
-    }
+        ))
+        .targets(targets(rows))
 }
 
 /// `dmaflow bench faults`.
 pub static EXPERIMENT: Spec<Config> = Spec {
     name: "faults",
-    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
-    then: None,
-    on_gpu: None,
     board: OnBoard::EmulatorOnly("it injects faults into the emulated engine"),
     question: "A seeded fault campaign through every safe way of moving data: nothing delivered \
                wrong, no late write, no hang.",
@@ -765,7 +748,6 @@ pub static EXPERIMENT: Spec<Config> = Spec {
           be halted in time), bytes_wrong, late_writes (canary bytes a\n\
           device wrote after its transfer ended), unexpected_errors\n\
           (failures with no fault injected), hangs, seconds",
-    config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
     conditions: Conditions {
         timed: "nothing: every figure is a count (transfers, faults injected, recovered, \
                 late writes)",
@@ -774,6 +756,9 @@ pub static EXPERIMENT: Spec<Config> = Spec {
         model: "the injected faults",
         paper: "no paper measures this",
     },
+    ..Spec::new(Config::at, |cfg, progress| {
+        Ok(report(cfg, &run(cfg, progress)?))
+    })
 };
 
 #[cfg(test)]

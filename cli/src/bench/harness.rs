@@ -114,6 +114,28 @@ impl Tier {
     }
 }
 
+/// An experiment's configuration in its three sizes, fitted to the run's board.
+pub trait Sizes: Sized {
+    /// The recorded run.
+    fn full() -> Self;
+    /// Shorter runs with fewer rounds (`--quick`).
+    fn quick() -> Self;
+    /// The smallest run, for tests (`--tiny`).
+    fn tiny() -> Self;
+    /// This size on `setup`'s board (its profile, memory or device); by
+    /// default, as it is.
+    fn on(self, _setup: &Setup) -> Self {
+        self
+    }
+    /// The size `setup` asks for, on its board.
+    fn at(setup: &Setup) -> Self {
+        setup
+            .tier
+            .pick(Self::full, Self::quick, Self::tiny)
+            .on(setup)
+    }
+}
+
 /// Which of the GPU experiment's tables run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tables {
@@ -223,6 +245,35 @@ pub struct Spec<C: 'static> {
     pub config: fn(&Setup) -> C,
     /// What its numbers are.
     pub conditions: Conditions,
+}
+
+impl<C> Spec<C> {
+    /// The part of a [`Spec`] most experiments share: its configuration at
+    /// the setup's size, its run, nothing run after it, no form with
+    /// `--device`. An experiment's literal states the rest (name, question,
+    /// keys, conditions, board) and takes these with `..Spec::new(..)`; the
+    /// empty texts here are always replaced.
+    pub const fn new(
+        config: fn(&Setup) -> C,
+        run: fn(&C, Progress) -> Result<Report, Error>,
+    ) -> Self {
+        Spec {
+            name: "",
+            run,
+            then: None,
+            on_gpu: None,
+            board: OnBoard::EmulatorOnly(""),
+            question: "",
+            keys: "",
+            config,
+            conditions: Conditions {
+                timed: "",
+                against: "",
+                model: "",
+                paper: "",
+            },
+        }
+    }
 }
 
 impl<C> Experiment for Spec<C> {

@@ -10,20 +10,18 @@
 //! transfers; the kernel-style proxy, which takes the engine over, runs after
 //! them.
 
-use serde_json::json;
-
-use super::meter::{Meter, Tally};
-use super::report::{Target, sentence};
-use super::error::Error;
-use super::on_board::Mode;
-use super::columns::Columns;
-use super::harness::{OnBoard, bytes_label, median};
 use dmaflow::dma::{Completion, Engine, Partition, Proxy, Timing};
-use dmaflow::platform::MemoryModel;
-use dmaflow::platform::{IrqLine, RegisterSpace};
+use dmaflow::platform::{IrqLine, MemoryModel, RegisterSpace};
 use dmaflow::sim::{Clock, Profile};
+
+use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
-use super::harness::{OnGpu, Spec, Tables};
+use super::error::Error;
+use super::harness::{OnBoard, OnGpu, Setup, Sizes, Spec, Tables, bytes_label, median, on_board};
+use super::meter::{Meter, Tally};
+use super::on_board::Mode;
+use super::plot::{LinePlot, XAxis};
+use super::report::{Report, Target, sentence, series_by};
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -45,9 +43,8 @@ pub struct Config {
     pub rounds: usize,
 }
 
-impl Config {
-    /// The full sweep.
-    pub fn full() -> Self {
+impl Sizes for Config {
+    fn full() -> Self {
         Config {
             sizes: vec![8, 64, 512, 4 << 10, 32 << 10, 256 << 10, 1 << 20, 6_000_000],
             max_iterations: 20_000,
@@ -59,8 +56,7 @@ impl Config {
         }
     }
 
-    /// A shorter sweep.
-    pub fn quick() -> Self {
+    fn quick() -> Self {
         Config {
             max_iterations: 1_000,
             bytes_per_point: 24 << 20,
@@ -68,8 +64,7 @@ impl Config {
         }
     }
 
-    /// A tiny sweep for tests.
-    pub fn tiny() -> Self {
+    fn tiny() -> Self {
         Config {
             sizes: vec![8, 4096],
             max_iterations: 30,
@@ -78,6 +73,14 @@ impl Config {
             clock: Clock::Unlimited,
             memory: MemoryModel::Coherent,
             rounds: 2,
+        }
+    }
+
+    fn on(self, setup: &Setup) -> Self {
+        Config {
+            memory: setup.memory,
+            clock: setup.profile.port,
+            ..self
         }
     }
 }
@@ -411,14 +414,21 @@ where
 fn columns(rows: &[Row]) -> Columns<'_, Row> {
     let us = |x: f64| format!("{x:.2}");
     Columns::new()
-        .col("bytes", "bytes", |r: &Row| bytes_label(r.bytes), |r| r.bytes)
+        .col(
+            "bytes",
+            "bytes",
+            |r: &Row| bytes_label(r.bytes),
+            |r| r.bytes,
+        )
         .plain("completion", "completion", |r| r.completion)
         .plain("path", "path", |r| r.path)
         .plain("buffering", "buffering", |r| r.buffering)
         .plain("partition", "partition", |r| r.partition)
         .kept("block_bytes", |r| r.block_bytes)
         .fixed("us (median)", "median_us", 2, |r| r.median_us)
-        .shown("rounds' medians", |r| format!("{:.2}..{:.2}", r.round_range.0, r.round_range.1))
+        .shown("rounds' medians", |r| {
+            format!("{:.2}..{:.2}", r.round_range.0, r.round_range.1)
+        })
         .kept("round_median_us_min", |r| r.round_range.0)
         .kept("round_median_us_max", |r| r.round_range.1)
         .kept("rounds", |r| r.rounds)
@@ -435,18 +445,20 @@ fn columns(rows: &[Row]) -> Columns<'_, Row> {
             |r| r.over_bare_us(rows),
         )
         .col("CPU us", "cpu_us", move |r| us(r.cpu_us), |r| r.cpu_us)
-        .col("of it irq delivery", "irq_delivery_us", move |r| us(r.delivery_us), |r| r.delivery_us)
+        .col(
+            "of it irq delivery",
+            "irq_delivery_us",
+            move |r| us(r.delivery_us),
+            |r| r.delivery_us,
+        )
         .percent("CPU share", "cpu_share", |r| r.cpu_share)
         .fixed("TX us", "tx_us", 2, |r| r.tx_us)
         .fixed("RX us", "rx_us", 2, |r| r.rx_us)
-        .shown("MB/s each way", |r| format!("{:.1}", r.bytes as f64 / r.median_us))
+        .shown("MB/s each way", |r| {
+            format!("{:.1}", r.bytes as f64 / r.median_us)
+        })
         .kept("us_per_byte", |r| r.median_us / r.bytes as f64)
         .plain("transfers", "iterations", |r| r.iterations)
-}
-
-/// The result as a table.
-pub fn render(rows: &[Row]) -> String {
-    columns(rows).table(rows)
 }
 
 /// The unique zero-copy (or, for `proxy`, copying) row of a mode at a size.
@@ -566,17 +578,9 @@ pub fn answer(rows: &[Row]) -> String {
     sentence(&clauses)
 }
 
-/// The result as `{"experiment":"loopback","rows":[...]}`.
-pub fn json(rows: &[Row]) -> serde_json::Value {
-    json!({
-        "experiment": "loopback",
-        "rows": columns(rows).json(rows),
-    })
-}
-
 /// The run as a report: table, time and time per byte against size (paper
 /// 002's Figs. 4-5).
-pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
+pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     let label = |r: &Row| {
         if r.path == "zerocopy" || r.completion == "proxy" {
             format!("{} {}", r.completion, r.path)
@@ -584,36 +588,33 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
             format!("{} copy {} {}", r.completion, r.buffering, r.partition)
         }
     };
-    let plot = |title: &str, y_label: &str, y: fn(&Row) -> f64| super::plot::LinePlot {
+    let plot = |title: &str, y_label: &str, y: fn(&Row) -> f64| LinePlot {
         title: title.into(),
         x_label: "transfer size, each way".into(),
         y_label: y_label.into(),
-        x: super::plot::XAxis::Bytes,
+        x: XAxis::Bytes,
         log_y: true,
-        series: super::report::series_by(rows, label, |r| r.bytes as f64, y),
+        series: series_by(rows, label, |r| r.bytes as f64, y),
     };
-    super::report::Report {
-        experiment: "loopback",
-        heading: super::harness::on_board(
-            format!(
-                "loopback: two-way transfers on the emulated fabric ({}, PG021 latencies), \
+    let heading = on_board(
+        format!(
+            "loopback: two-way transfers on the emulated fabric ({}, PG021 latencies), \
              median per transfer; blocks of {}; fresh data every transfer, checked",
-                match cfg.clock {
-                    Clock::Unlimited => "unlimited clock".to_string(),
-                    Clock::Rate {
-                        mhz,
-                        bytes_per_cycle,
-                    } => format!("{mhz} MHz x {bytes_per_cycle} B"),
-                },
-                bytes_label(cfg.block)
-            ),
-            cfg.memory,
+            match cfg.clock {
+                Clock::Unlimited => "unlimited clock".to_string(),
+                Clock::Rate {
+                    mhz,
+                    bytes_per_cycle,
+                } => format!("{mhz} MHz x {bytes_per_cycle} B"),
+            },
+            bytes_label(cfg.block)
         ),
-        answer: answer(rows),
-        targets: targets(rows),
-        text: render(rows) + &Target::lines(&targets(rows)),
-        json: json(rows),
-        plots: vec![
+        cfg.memory,
+    );
+    Report::of("loopback", heading, &columns(rows), rows)
+        .answer(answer(rows))
+        .targets(targets(rows))
+        .plots([
             plot(
                 "Two-way transfer time (paper 002, Fig. 4)",
                 "time per transfer (µs)",
@@ -634,17 +635,19 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
                 "CPU time per transfer (µs)",
                 |r| r.cpu_us.max(1e-3),
             ),
-        ],
-    }
+        ])
 }
 
 /// `dmaflow bench loopback`.
 pub static EXPERIMENT: Spec<Config> = Spec {
     name: "loopback",
-    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
-    then: None,
-    on_gpu: Some(OnGpu::Gpu(Tables { kernels: false, ..Tables::ALL })),
-    board: OnBoard::Runs(Mode::Direct, |cfg, rig, progress| Ok(report(cfg, &run_on_board(cfg, rig, progress)?))),
+    on_gpu: Some(OnGpu::Gpu(Tables {
+        kernels: false,
+        ..Tables::ALL
+    })),
+    board: OnBoard::Runs(Mode::Direct, |cfg, rig, progress| {
+        Ok(report(cfg, &run_on_board(cfg, rig, progress)?))
+    }),
     question: "Two-way loopback transfers on the emulated fabric (paper 002).",
     keys: "completion (poll|yield|irq|proxy|bare: the emulator baseline),\n\
           path (zerocopy|copy), over_bare_us (over the baseline),\n\
@@ -659,10 +662,6 @@ pub static EXPERIMENT: Spec<Config> = Spec {
           tx_us (MM2S start to its completion), rx_us (S2MM start to its\n\
           completion), us_per_byte,\n\
           iterations (times medians, at the profile's port clock)",
-    config: |s| Config {
-        memory: s.memory, clock: s.profile.port,
-        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
-    },
     conditions: Conditions {
         timed: "each two-way transfer from the call to its return; TX and RX from their own \
                 starts; the modes in turns, five rounds per size",
@@ -672,6 +671,9 @@ pub static EXPERIMENT: Spec<Config> = Spec {
                 fabric) measure: over_bare_us is dmaflow's",
         paper: USER_X86,
     },
+    ..Spec::new(Config::at, |cfg, progress| {
+        Ok(report(cfg, &run(cfg, progress)?))
+    })
 };
 
 #[cfg(test)]
@@ -680,7 +682,8 @@ mod tests {
 
     #[test]
     fn tiny_sweep_checks_its_data_and_reports_every_point() {
-        let rows = run(&Config::tiny(), |_| {}).unwrap();
+        let cfg = Config::tiny();
+        let rows = run(&cfg, |_| {}).unwrap();
         // 8 B: zerocopy + copy single/double; 4096 B adds blocks of 1 KiB for both;
         // one proxy and one emulator baseline row per size.
         assert_eq!(rows.len(), 3 * 3 + 3 * 5 + 2 + 2);
@@ -708,7 +711,8 @@ mod tests {
             }
         }
         assert_eq!(rows.iter().filter(|r| r.completion == "proxy").count(), 2);
-        let j = json(&rows);
+        let report = report(&cfg, &rows);
+        let j = report.json;
         assert_eq!(j["experiment"], "loopback");
         assert_eq!(j["rows"][0]["bytes"], 8);
         assert_eq!(j["rows"][0]["buffering"], "single");
@@ -716,7 +720,7 @@ mod tests {
         for k in ["cpu_us", "model_us", "overhead_us", "cpu_share"] {
             assert!(j["rows"][0][k].is_number(), "no {k}");
         }
-        assert!(render(&rows).contains("zerocopy"));
+        assert!(report.text.contains("zerocopy"));
     }
 
     #[test]

@@ -18,22 +18,21 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::json;
-
-use super::app::{App, TRIAD_UNIT_BYTES, Work};
-use super::peers::{check, mark};
-use super::meter::{Meter, Tally};
-use super::report::{Target, sentence};
-use super::spread::{Ratio, Spread, in_turns};
-use super::error::Error;
-use super::columns::Columns;
-use super::harness::{OnBoard, bytes_label};
-use dmaflow::rig::Rig;
 use dmaflow::dma::Completion;
 use dmaflow::mem::CachePolicy;
+use dmaflow::rig::Rig;
 use dmaflow::sim::{Clock, Loopback, Profile};
+
+use super::app::{App, TRIAD_UNIT_BYTES, Work};
+use super::columns::Columns;
 use super::conditions::Conditions;
-use super::harness::Spec;
+use super::error::Error;
+use super::harness::{OnBoard, Setup, Sizes, Spec, bytes_label, ms_label};
+use super::meter::{Meter, Tally};
+use super::peers::{check, mark};
+use super::plot::{LinePlot, XAxis};
+use super::report::{Report, sentence, series_by};
+use super::spread::{Ratio, Spread, in_turns};
 
 /// How the driver waits: asleep on the interrupt line, so that on a shared
 /// core the application has the core while the device copies.
@@ -53,9 +52,8 @@ pub struct Config {
     pub profile: Profile,
 }
 
-impl Config {
-    /// The full run.
-    pub fn full() -> Self {
+impl Sizes for Config {
+    fn full() -> Self {
         Config {
             sizes: vec![256 << 10, 4 << 20],
             duration: Duration::from_millis(150),
@@ -64,8 +62,7 @@ impl Config {
         }
     }
 
-    /// A shorter run.
-    pub fn quick() -> Self {
+    fn quick() -> Self {
         Config {
             duration: Duration::from_millis(60),
             rounds: 3,
@@ -73,13 +70,19 @@ impl Config {
         }
     }
 
-    /// A tiny run for tests.
-    pub fn tiny() -> Self {
+    fn tiny() -> Self {
         Config {
             sizes: vec![64 << 10],
             duration: Duration::from_millis(20),
             rounds: 2,
             ..Self::full()
+        }
+    }
+
+    fn on(self, setup: &Setup) -> Self {
+        Config {
+            profile: setup.profile,
+            ..self
         }
     }
 }
@@ -321,7 +324,12 @@ fn columns<'a>() -> Columns<'a, Row> {
         .col(
             "MB/s each way (rounds)",
             "mb_per_s",
-            |r| format!("{:.0} ({:.0}..{:.0})", r.mb_per_s.median, r.mb_per_s.min, r.mb_per_s.max),
+            |r| {
+                format!(
+                    "{:.0} ({:.0}..{:.0})",
+                    r.mb_per_s.median, r.mb_per_s.min, r.mb_per_s.max
+                )
+            },
             |r| r.mb_per_s.median,
         )
         .kept("mb_per_s_spread", |r| r.mb_per_s.json())
@@ -329,34 +337,37 @@ fn columns<'a>() -> Columns<'a, Row> {
         .col(
             "vs filter",
             "vs_filter",
-            move |r| dash(r.vs_filter.map(|Ratio(v)| format!("{:.2}x ({:.2}..{:.2})", v.median, v.min, v.max))),
+            move |r| {
+                dash(
+                    r.vs_filter
+                        .map(|Ratio(v)| format!("{:.2}x ({:.2}..{:.2})", v.median, v.min, v.max)),
+                )
+            },
             |r| r.vs_filter.map(|Ratio(v)| v.json()),
         )
-        .kept("vs_filter_measurable", |r| r.vs_filter.map(|v| v.measurable()))
-        .col("app keeps (rounds)", "app_share", move |r| dash(r.app_share.as_ref().map(pct)), |r| r.app_share.map(|s| s.median))
+        .kept("vs_filter_measurable", |r| {
+            r.vs_filter.map(|v| v.measurable())
+        })
+        .col(
+            "app keeps (rounds)",
+            "app_share",
+            move |r| dash(r.app_share.as_ref().map(pct)),
+            |r| r.app_share.map(|s| s.median),
+        )
         .kept("app_share_spread", |r| r.app_share.map(|s| s.json()))
-        .shown("triad GB/s alone -> beside", move |r| dash(r.triad_gb_per_s.map(|(a, b)| format!("{a:.2} -> {b:.2}"))))
+        .shown("triad GB/s alone -> beside", move |r| {
+            dash(r.triad_gb_per_s.map(|(a, b)| format!("{a:.2} -> {b:.2}")))
+        })
         .kept("triad_gb_per_s_alone", |r| r.triad_gb_per_s.map(|t| t.0))
         .kept("triad_gb_per_s_beside", |r| r.triad_gb_per_s.map(|t| t.1))
         .fixed("driver CPU us", "cpu_us", 1, |r| r.cpu_us)
         .shown("transfers", |r| r.transfers.to_string())
 }
 
-/// The result as a table.
-pub fn render(rows: &[Row]) -> String {
-    columns().table(rows)
-}
-
 fn find<'a>(rows: &'a [Row], clock_unlimited: bool, bytes: usize, beside: &str) -> Option<&'a Row> {
     rows.iter().find(|r| {
         (r.clock == "unlimited") == clock_unlimited && r.bytes == bytes && r.beside == beside
     })
-}
-
-/// What memory contention costs each side at the largest size, unlimited
-/// clock (no target: the figure is the machine's, reported as measured).
-pub fn targets(_rows: &[Row]) -> Vec<Target> {
-    Vec::new()
 }
 
 /// One sentence per clock at the largest size.
@@ -404,59 +415,45 @@ pub fn answer(rows: &[Row]) -> String {
     sentence(&clauses)
 }
 
-/// The result as `{"experiment":"memory","rows":[...]}`.
-pub fn json(rows: &[Row]) -> serde_json::Value {
-    json!({
-        "experiment": "memory",
-        "rows": columns().json(rows),
-    })
-}
-
 /// The run as a report.
-pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
+pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     let own = rows.first().is_some_and(|r| r.own_core);
-    super::report::Report {
-        experiment: "memory",
-        heading: format!(
-            "memory: two-way loopback transfers beside nothing, a cache-resident 64-tap FIR \
-             filter (the control) and a STREAM-like triad over 3 x 64 MiB (memory-bound), {} \
-             per point in each of {} rounds (order reversed every other round), driver asleep \
-             on the interrupt line; the application {}; link = {} and unlimited",
-            super::harness::ms_label(cfg.duration),
-            cfg.rounds,
-            if own {
-                "on a core of its own"
-            } else {
-                "shares the driver's core (this machine has no third core)"
-            },
-            cfg.profile.description
-        ),
-        answer: answer(rows),
-        targets: targets(rows),
-        text: render(rows),
-        json: json(rows),
-        plots: vec![super::plot::LinePlot {
+    let heading = format!(
+        "memory: two-way loopback transfers beside nothing, a cache-resident 64-tap FIR \
+         filter (the control) and a STREAM-like triad over 3 x 64 MiB (memory-bound), {} \
+         per point in each of {} rounds (order reversed every other round), driver asleep \
+         on the interrupt line; the application {}; link = {} and unlimited",
+        ms_label(cfg.duration),
+        cfg.rounds,
+        if own {
+            "on a core of its own"
+        } else {
+            "shares the driver's core (this machine has no third core)"
+        },
+        cfg.profile.description
+    );
+    // No target: what contention costs each side is the machine's figure,
+    // reported as measured.
+    Report::of("memory", heading, &columns(), rows)
+        .answer(answer(rows))
+        .plots([LinePlot {
             title: "Transfers beside a memory-bound and a cache-resident application".into(),
             x_label: "transfer size, each way".into(),
             y_label: "MB/s each way".into(),
-            x: super::plot::XAxis::Bytes,
+            x: XAxis::Bytes,
             log_y: false,
-            series: super::report::series_by(
+            series: series_by(
                 rows,
                 |r| format!("{} {}", r.beside, r.clock),
                 |r| r.bytes as f64,
                 |r| r.mb_per_s.median,
             ),
-        }],
-    }
+        }])
 }
 
 /// `dmaflow bench memory`.
 pub static EXPERIMENT: Spec<Config> = Spec {
     name: "memory",
-    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
-    then: None,
-    on_gpu: None,
     board: OnBoard::EmulatorOnly("it sets the emulated link's clock and memory model"),
     question: "Memory-bandwidth contention: transfers beside a memory-bound application.",
     keys: "clock, bytes (each way), beside (none|filter|triad), own_core\n\
@@ -465,10 +462,6 @@ pub static EXPERIMENT: Spec<Config> = Spec {
           vs_filter (MB/s over the same size's beside the filter, round\n\
           by round), vs_filter_measurable, app_share (beside / alone),\n\
           app_share_spread, triad_gb_per_s_alone, triad_gb_per_s_beside",
-    config: |s| Config {
-        profile: s.profile,
-        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
-    },
     conditions: Conditions {
         timed: "back-to-back two-way transfers over a fixed time on the driver's thread; \
                 the application's units of work over the same time, and alone just before",
@@ -480,6 +473,9 @@ pub static EXPERIMENT: Spec<Config> = Spec {
                 VM's DRAM and shared last-level cache, and on two cores the application \
                 shares the driver's core (the filter rows carry that sharing)",
     },
+    ..Spec::new(Config::at, |cfg, progress| {
+        Ok(report(cfg, &run(cfg, progress)?))
+    })
 };
 
 #[cfg(test)]
@@ -507,7 +503,7 @@ mod tests {
         let triad = rows.iter().find(|r| r.beside == "triad").unwrap();
         let (alone, _) = triad.triad_gb_per_s.unwrap();
         assert!(alone > 0.1, "a triad below 0.1 GB/s: {triad:?}");
-        assert_eq!(json(&rows)["experiment"], "memory");
+        assert_eq!(report(&cfg, &rows).json["experiment"], "memory");
         assert!(answer(&rows).contains("triad"));
     }
 }

@@ -83,6 +83,7 @@ pub fn names() -> Vec<&'static str> {
 mod on_boards {
     use super::*;
     use dmaflow::platform::MemoryModel;
+    use harness::Sizes;
 
     /// The DMA experiments on the non-coherent board, with explicit cache
     /// maintenance: every transfer's data is checked by the run (a missing cache
@@ -128,7 +129,12 @@ mod registry {
                 e.name()
             );
             assert!(!e.keys().is_empty(), "{}", e.name());
-            let text = e.conditions().lines();
+            assert!(!e.question().is_empty(), "{}", e.name());
+            let c = e.conditions();
+            for part in [c.timed, c.against, c.model, c.paper] {
+                assert!(!part.is_empty(), "{}", e.name());
+            }
+            let text = c.lines();
             assert_eq!(text.lines().count(), 4, "{}", e.name());
             assert!(
                 text.contains("timed: ") && text.contains("the model's: "),

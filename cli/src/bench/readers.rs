@@ -20,17 +20,16 @@
 use std::sync::Barrier;
 use std::time::Instant;
 
-use serde_json::json;
-
-use super::report::{Report, Target, sentence};
-use super::peers::{Backoff, checksum, fill, series};
-use super::spread::{Spread, in_turns};
-use super::error::Error;
-use super::columns::Columns;
 use dmaflow::platform::cpu::{allowed_cores, pin};
 use dmaflow::ring::{Builder, Wait};
+
+use super::columns::Columns;
 use super::conditions::Conditions;
-use super::harness::{OnBoard, Spec};
+use super::error::Error;
+use super::harness::{OnBoard, Sizes, Spec};
+use super::peers::{Backoff, checksum, fill, series};
+use super::report::{Report, Target, sentence, within};
+use super::spread::{Spread, in_turns};
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -51,9 +50,8 @@ pub struct Config {
     pub rounds: usize,
 }
 
-impl Config {
-    /// The full run.
-    pub fn full() -> Self {
+impl Sizes for Config {
+    fn full() -> Self {
         Config {
             readers: vec![1, 2, 4],
             items_per_op: vec![1, 1024],
@@ -64,8 +62,7 @@ impl Config {
         }
     }
 
-    /// A shorter run.
-    pub fn quick() -> Self {
+    fn quick() -> Self {
         Config {
             ops: 1 << 20,
             max_items: 1 << 24,
@@ -74,8 +71,7 @@ impl Config {
         }
     }
 
-    /// A tiny run for tests.
-    pub fn tiny() -> Self {
+    fn tiny() -> Self {
         Config {
             readers: vec![1, 2],
             items_per_op: vec![1, 64],
@@ -85,7 +81,9 @@ impl Config {
             rounds: 1,
         }
     }
+}
 
+impl Config {
     /// Items per measurement for `per_op` items per operation.
     fn items(&self, per_op: usize) -> usize {
         (self.ops.saturating_mul(per_op)).min(self.max_items) / per_op * per_op
@@ -336,15 +334,26 @@ fn columns<'a>() -> Columns<'a, Row> {
             .find(|g| g.0 == r.readers && g.1 == r.items_per_op)
             .filter(|_| r.implementation == "dmaflow")
             .map_or(String::new(), |g| {
-                format!("{:.1} M ops/s, {:.2} G samples/s", g.2 / 1e6, g.2 * g.1 as f64 / 1e9)
+                format!(
+                    "{:.1} M ops/s, {:.2} G samples/s",
+                    g.2 / 1e6,
+                    g.2 * g.1 as f64 / 1e9
+                )
             })
     };
     Columns::new()
         .plain("readers", "readers", |r: &Row| r.readers)
         .plain("items/op", "items_per_op", |r| r.items_per_op)
         .plain("impl", "impl", |r| r.implementation)
-        .col("M ops/s", "ops_per_s", |r| format!("{:.1}", r.ops_per_s().0 / 1e6), |r| r.ops_per_s().0)
-        .shown("range", |r| format!("{:.1}..{:.1}", r.ops_per_s().1 / 1e6, r.ops_per_s().2 / 1e6))
+        .col(
+            "M ops/s",
+            "ops_per_s",
+            |r| format!("{:.1}", r.ops_per_s().0 / 1e6),
+            |r| r.ops_per_s().0,
+        )
+        .shown("range", |r| {
+            format!("{:.1}..{:.1}", r.ops_per_s().1 / 1e6, r.ops_per_s().2 / 1e6)
+        })
         .kept("ops_per_s_min", |r| r.ops_per_s().1)
         .kept("ops_per_s_max", |r| r.ops_per_s().2)
         .col(
@@ -370,18 +379,16 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     {
         let ratio = one.ops_per_s().0 / many.ops_per_s().0;
         text += &format!(
-            "{top} readers at {big} items per operation: {:.2}x slower than 1 reader\n",
-            ratio
+            "{top} readers at {big} items per operation: {ratio:.2}x slower than 1 reader\n"
         );
         // Within 2x on both sides: more readers running much faster than one
         // would say the measurement is wrong, not that the queue is good.
         targets.push(Target::new(
             format!("{top} readers within 2x of 1 reader at {big} items per operation"),
             format!("{ratio:.2}x slower"),
-            super::report::within(ratio, 0.5, 2.0),
+            within(ratio, 0.5, 2.0),
         ));
     }
-    text += &Target::lines(&targets);
     let clauses: Vec<String> = cfg
         .items_per_op
         .iter()
@@ -396,37 +403,26 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
             ))
         })
         .collect();
-    Report {
-        experiment: "readers",
-        heading: format!(
-            "readers: one writer, 1..{top} readers each receiving every item, queue of {} items; \
-             {} rounds, implementations taking turns; GNU Radio 4's bm_Buffer shape; writer \
-             pinned to the first core, reader i to core i + 1 (modulo the cores)",
-            cfg.queue_items, cfg.rounds
-        ),
-        answer: sentence(&clauses),
-        text,
-        targets,
-        json: json!({
-            "experiment": "readers",
-            "rows": columns().json(rows),
-        }),
-        plots: Vec::new(),
-    }
+    let heading = format!(
+        "readers: one writer, 1..{top} readers each receiving every item, queue of {} items; \
+         {} rounds, implementations taking turns; GNU Radio 4's bm_Buffer shape; writer \
+         pinned to the first core, reader i to core i + 1 (modulo the cores)",
+        cfg.queue_items, cfg.rounds
+    );
+    Report::of("readers", heading, &columns(), rows)
+        .text(text)
+        .answer(sentence(&clauses))
+        .targets(targets)
 }
 
 /// `dmaflow bench readers`.
 pub static EXPERIMENT: Spec<Config> = Spec {
     name: "readers",
-    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
-    then: None,
-    on_gpu: None,
     board: OnBoard::EmulatorOnly("it measures queues on this machine, not a DMA device"),
     question: "One writer, several readers of one queue (GNU Radio 4's bm_Buffer shape).",
     keys: "impl (dmaflow|vmcircbuffer), readers, items_per_op, ops_per_s\n\
           (writer operations, median), ops_per_s_min, ops_per_s_max,\n\
           samples_per_s_per_reader, rounds",
-    config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
     conditions: Conditions {
         timed: "from the first thread's start to the last thread's end",
         against: "vmcircbuffer's lock-free SPMC buffer here, and GNU Radio 4's published \
@@ -434,6 +430,9 @@ pub static EXPERIMENT: Spec<Config> = Spec {
         model: "none",
         paper: "GNU Radio 4 ran on a many-core desktop; here five threads share two cores",
     },
+    ..Spec::new(Config::at, |cfg, progress| {
+        Ok(report(cfg, &run(cfg, progress)?))
+    })
 };
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
 use super::plot::{LinePlot, Series, write_svg};
@@ -100,6 +101,58 @@ fn cell(v: &Value) -> String {
 }
 
 impl Report {
+    /// The report of `rows` under `heading`: its text is their table and
+    /// its JSON `{"experiment": NAME, "rows": [...]}`, both from `columns`;
+    /// no answer, targets or plots yet.
+    pub fn of<R>(
+        experiment: &'static str,
+        heading: String,
+        columns: &Columns<R>,
+        rows: &[R],
+    ) -> Report {
+        Report {
+            experiment,
+            heading,
+            answer: String::new(),
+            targets: Vec::new(),
+            text: columns.table(rows),
+            json: serde_json::json!({"experiment": experiment, "rows": columns.json(rows)}),
+            plots: Vec::new(),
+        }
+    }
+
+    /// With `text` for the text (tables other than the rows' one), the
+    /// targets' lines kept under it.
+    pub fn text(mut self, text: String) -> Self {
+        self.text = text + &Target::lines(&self.targets);
+        self
+    }
+
+    /// With `answer` for the answer.
+    pub fn answer(mut self, answer: String) -> Self {
+        self.answer = answer;
+        self
+    }
+
+    /// With `targets` checked, their lines under the text.
+    pub fn targets(mut self, targets: Vec<Target>) -> Self {
+        self.text += &Target::lines(&targets);
+        self.targets.extend(targets);
+        self
+    }
+
+    /// With `plots` after the plots so far.
+    pub fn plots(mut self, plots: impl IntoIterator<Item = LinePlot>) -> Self {
+        self.plots.extend(plots);
+        self
+    }
+
+    /// With `key` in the JSON document beside the rows.
+    pub fn kept(mut self, key: &str, value: impl Into<Value>) -> Self {
+        self.json[key] = value.into();
+        self
+    }
+
     /// The row keys: those of the first row in order, then any others.
     fn columns(&self) -> Vec<String> {
         let mut keys: Vec<String> = Vec::new();

@@ -12,23 +12,22 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::json;
-
-use super::app::{App, Work};
-use super::meter::Meter;
-use super::report::{Target, sentence};
-use super::spread::{Spread, in_turns};
-use super::error::Error;
-use super::on_board::Mode;
-use super::columns::Columns;
-use super::harness::{OnBoard, bytes_label, median};
-use dmaflow::rig::Rig;
 use dmaflow::dma::{Completion, Engine, PacketRing};
 use dmaflow::mem::CachePolicy;
 use dmaflow::platform::{IrqLine, MemoryModel, RegisterSpace};
+use dmaflow::rig::Rig;
 use dmaflow::sim::{Clock, Loopback, Profile};
+
+use super::app::{App, Work};
+use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
-use super::harness::{OnGpu, Spec, Tables};
+use super::error::Error;
+use super::harness::{OnBoard, OnGpu, Setup, Sizes, Spec, Tables, bytes_label, median};
+use super::meter::Meter;
+use super::on_board::Mode;
+use super::plot::{LinePlot, XAxis};
+use super::report::{Report, Target, sentence, series_by};
+use super::spread::{Spread, in_turns};
 
 /// The Zynq-7000 HP port: 150 MHz x 8 bytes.
 pub const HP_PORT: Clock = Profile::ZYNQ7000.port;
@@ -56,9 +55,8 @@ pub struct Config {
     pub profile: Profile,
 }
 
-impl Config {
-    /// The full sweep.
-    pub fn full() -> Self {
+impl Sizes for Config {
+    fn full() -> Self {
         Config {
             sizes: (6..=15).map(|s| 1usize << s).collect(),
             max_packets: 400_000,
@@ -72,8 +70,7 @@ impl Config {
         }
     }
 
-    /// A shorter sweep.
-    pub fn quick() -> Self {
+    fn quick() -> Self {
         Config {
             max_packets: 100_000,
             bytes_per_run: 24 << 20,
@@ -82,8 +79,7 @@ impl Config {
         }
     }
 
-    /// A tiny sweep for tests.
-    pub fn tiny() -> Self {
+    fn tiny() -> Self {
         Config {
             sizes: vec![64, 4096],
             max_packets: 2_000,
@@ -94,6 +90,13 @@ impl Config {
             ring_sizes: vec![8, 32],
             ring_sweep_sizes: vec![64],
             profile: Profile::ZYNQ7000,
+        }
+    }
+
+    fn on(self, setup: &Setup) -> Self {
+        Config {
+            profile: setup.profile,
+            ..self
         }
     }
 }
@@ -513,7 +516,12 @@ fn columns<'a>() -> Columns<'a, Row> {
         .plain("clock", "clock", |r: &Row| r.clock.clone())
         .plain("completion", "completion", |r| r.completion)
         .plain("path", "path", |r| r.path)
-        .col("cache maint.", "cache_maintenance", move |r| yes(r.cache_maintenance), |r| r.cache_maintenance)
+        .col(
+            "cache maint.",
+            "cache_maintenance",
+            move |r| yes(r.cache_maintenance),
+            |r| r.cache_maintenance,
+        )
         .col("loaded", "loaded", move |r| yes(r.loaded), |r| r.loaded)
         .plain("ring", "slots", |r| r.slots)
         .col("size", "bytes", |r| bytes_label(r.bytes), |r| r.bytes)
@@ -522,17 +530,19 @@ fn columns<'a>() -> Columns<'a, Row> {
         .fixed("MB/s", "mbytes_per_s", 0, |r| r.mbytes_per_s)
         .range("runs' range", "mbytes_per_s_spread", 0, |r| r.mbytes_spread)
         .fixed("MiB/s", "mib_per_s", 0, Row::mib_per_s)
-        .col("packets/s", "packets_per_s", |r| format!("{:.0}k", r.packets_per_s / 1e3), |r| r.packets_per_s)
+        .col(
+            "packets/s",
+            "packets_per_s",
+            |r| format!("{:.0}k", r.packets_per_s / 1e3),
+            |r| r.packets_per_s,
+        )
         .fixed("model us/pkt", "model_us", 3, |r| r.model_us)
         .fixed("overhead us/pkt", "overhead_us", 3, Row::overhead_us)
         .fixed("CPU us/pkt", "cpu_us", 3, |r| r.cpu_us)
         .percent("CPU share", "cpu_share", |r| r.cpu_share)
-        .optional("this CPU's cache maint. us/pkt", "cpu_cache_us", 3, |r| r.cpu_cache_us)
-}
-
-/// The result as a table.
-pub fn render(rows: &[Row]) -> String {
-    columns().table(rows)
+        .optional("this CPU's cache maint. us/pkt", "cpu_cache_us", 3, |r| {
+            r.cpu_cache_us
+        })
 }
 
 /// The rows of one condition at the configured ring size.
@@ -646,17 +656,9 @@ pub fn answer(cfg: &Config, rows: &[Row]) -> String {
     sentence(&parts)
 }
 
-/// The result as `{"experiment":"transfer","rows":[...]}`.
-pub fn json(rows: &[Row]) -> serde_json::Value {
-    json!({
-        "experiment": "transfer",
-        "rows": columns().json(rows),
-    })
-}
-
 /// The run as a report: table, targets, MB/s against buffer size for each clock,
 /// packets/s against ring size, CPU per packet.
-pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
+pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     let hp = clock_name(cfg.profile.port);
     let label = |r: &Row| {
         format!(
@@ -677,13 +679,13 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
             .filter(|r| r.clock == clock && r.slots == cfg.slots)
             .cloned()
             .collect();
-        super::plot::LinePlot {
+        LinePlot {
             title,
             x_label: "packet size".into(),
             y_label: y_label.into(),
-            x: super::plot::XAxis::Bytes,
+            x: XAxis::Bytes,
             log_y: true,
-            series: super::report::series_by(&chosen, label, |r| r.bytes as f64, y),
+            series: series_by(&chosen, label, |r| r.bytes as f64, y),
         }
     };
     let ring: Vec<Row> = rows
@@ -697,19 +699,16 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
         })
         .cloned()
         .collect();
-    super::report::Report {
-        experiment: "transfer",
-        heading: format!(
-            "transfer: packets through a ring of DMA buffers each way (scatter-gather, {} \
-             descriptors per TAILDESC write, {} buffers unless swept), link = {} HP port with \
-             PG021 latencies or unlimited, median of {} runs",
-            cfg.batch, cfg.slots, cfg.profile.description, cfg.rounds
-        ),
-        answer: answer(cfg, rows),
-        targets: targets(cfg, rows),
-        text: render(rows) + &Target::lines(&targets(cfg, rows)),
-        json: json(rows),
-        plots: vec![
+    let heading = format!(
+        "transfer: packets through a ring of DMA buffers each way (scatter-gather, {} \
+         descriptors per TAILDESC write, {} buffers unless swept), link = {} HP port with \
+         PG021 latencies or unlimited, median of {} runs",
+        cfg.batch, cfg.slots, cfg.profile.description, cfg.rounds
+    );
+    Report::of("transfer", heading, &columns(), rows)
+        .answer(answer(cfg, rows))
+        .targets(targets(cfg, rows))
+        .plots([
             by_size(
                 &hp,
                 format!("Packet stream, link {hp} (modelled)"),
@@ -728,30 +727,32 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
                 "CPU time per packet (µs)",
                 |r| r.cpu_us.max(1e-3),
             ),
-            super::plot::LinePlot {
+            LinePlot {
                 title: "Ring size, unlimited link (paper 004)".into(),
                 x_label: "buffers in the ring".into(),
                 y_label: "packets per second".into(),
-                x: super::plot::XAxis::PowersOfTwo,
+                x: XAxis::PowersOfTwo,
                 log_y: true,
-                series: super::report::series_by(
+                series: series_by(
                     &ring,
                     |r| format!("zerocopy {}", bytes_label(r.bytes)),
                     |r| r.slots as f64,
                     |r| r.packets_per_s,
                 ),
             },
-        ],
-    }
+        ])
 }
 
 /// `dmaflow bench transfer`.
 pub static EXPERIMENT: Spec<Config> = Spec {
     name: "transfer",
-    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
-    then: None,
-    on_gpu: Some(OnGpu::Gpu(Tables { kernels: false, ..Tables::ALL })),
-    board: OnBoard::Runs(Mode::ScatterGather, |cfg, rig, progress| Ok(report(cfg, &run_on_board(cfg, rig, progress)?))),
+    on_gpu: Some(OnGpu::Gpu(Tables {
+        kernels: false,
+        ..Tables::ALL
+    })),
+    board: OnBoard::Runs(Mode::ScatterGather, |cfg, rig, progress| {
+        Ok(report(cfg, &run_on_board(cfg, rig, progress)?))
+    }),
     question: "A stream of packets through a ring of DMA buffers (paper 004).",
     keys: "clock (the profile's port, e.g. \"1200MB/s\", or \"unlimited\"),\n\
           completion (poll|irq), path (zerocopy|copy), cache_maintenance\n\
@@ -763,10 +764,6 @@ pub static EXPERIMENT: Spec<Config> = Spec {
           packet model_us, overhead_us, cpu_us, cpu_share (see below),\n\
           cpu_cache_us (this CPU's own clflushopt/dc civac of the same\n\
           ranges per packet; rows with cache maintenance)",
-    config: |s| Config {
-        profile: s.profile,
-        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
-    },
     conditions: Conditions {
         timed: "the stream of packets from the first send to the last packet received, on \
                 the driver's thread",
@@ -775,6 +772,9 @@ pub static EXPERIMENT: Spec<Config> = Spec {
                 link is what the emulator's clock allows, the overhead beside it is dmaflow's",
         paper: USER_X86,
     },
+    ..Spec::new(Config::at, |cfg, progress| {
+        Ok(report(cfg, &run(cfg, progress)?))
+    })
 };
 
 #[cfg(test)]
@@ -816,7 +816,8 @@ mod tests {
                 assert!(c > 0.0 && c.is_finite(), "{r:?}");
             }
         }
-        let j = json(&rows);
+        let report = report(&cfg, &rows);
+        let j = report.json;
         assert_eq!(j["experiment"], "transfer");
         for k in [
             "cpu_us",
@@ -827,7 +828,7 @@ mod tests {
         ] {
             assert!(j["rows"][0][k].is_number(), "no {k}");
         }
-        assert!(render(&rows).contains("zerocopy"));
+        assert!(report.text.contains("zerocopy"));
         let t = targets(&cfg, &rows);
         assert_eq!(t.len(), 4, "{t:?}");
         assert!(t[3].what.contains("64 B"));

@@ -13,21 +13,21 @@
 
 use std::time::Instant;
 
-use serde_json::json;
-
-use super::meter::{Meter, Tally};
-use super::report::{Target, sentence};
-use super::error::Error;
-use super::on_board::Mode;
-use super::columns::Columns;
-use dmaflow::rig::Rig;
 use dmaflow::dma::{Completion, Engine, Lane, Proxy, two_way_together};
 use dmaflow::dsp::bgsub::{self, Params};
 use dmaflow::mem::DmaBuf;
 use dmaflow::platform::{IrqLine, MemoryModel, RegisterSpace};
+use dmaflow::rig::Rig;
 use dmaflow::sim::{BgSubCore, Clock, Loopback, StreamProcessor};
+
+use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
-use super::harness::{OnGpu, Spec, Tables, OnBoard};
+use super::error::Error;
+use super::harness::{OnBoard, OnGpu, Setup, Sizes, Spec, Tables, on_board};
+use super::meter::{Meter, Tally};
+use super::on_board::Mode;
+use super::plot::{LinePlot, Series, XAxis};
+use super::report::{Report, Target, sentence, series_by};
 
 /// The paper's fabric: 100 MHz, one byte per cycle.
 pub const FABRIC: Clock = super::harness::PAPER_000_FABRIC;
@@ -60,9 +60,8 @@ pub struct Config {
     pub memory: MemoryModel,
 }
 
-impl Config {
-    /// The paper's sweep: 1000 transfers per point.
-    pub fn full() -> Self {
+impl Sizes for Config {
+    fn full() -> Self {
         Config {
             lines: vec![1, 10, 100, 480, 1000, 1600],
             iterations: 1000,
@@ -70,20 +69,25 @@ impl Config {
         }
     }
 
-    /// Fewer transfers per point.
-    pub fn quick() -> Self {
+    fn quick() -> Self {
         Config {
             iterations: 100,
             ..Self::full()
         }
     }
 
-    /// A tiny sweep for tests.
-    pub fn tiny() -> Self {
+    fn tiny() -> Self {
         Config {
             lines: vec![1, 10],
             iterations: 20,
             memory: MemoryModel::Coherent,
+        }
+    }
+
+    fn on(self, setup: &Setup) -> Self {
+        Config {
+            memory: setup.memory,
+            ..self
         }
     }
 }
@@ -441,8 +445,15 @@ fn spread_columns<'a>() -> Columns<'a, Row> {
         .col("size", "lines", |r| format!("640x{}", r.lines), |r| r.lines)
         .kept("bytes", |r| r.bytes)
         .plain("driver", "completion", |r| r.completion)
-        .col("median", "median_us", move |r| us(r.median_us), |r| r.median_us)
-        .shown("IQR", |r| format!("{:.1}..{:.1}", r.quartiles_us.0, r.quartiles_us.1))
+        .col(
+            "median",
+            "median_us",
+            move |r| us(r.median_us),
+            |r| r.median_us,
+        )
+        .shown("IQR", |r| {
+            format!("{:.1}..{:.1}", r.quartiles_us.0, r.quartiles_us.1)
+        })
         .kept("p25_us", |r| r.quartiles_us.0)
         .kept("p75_us", |r| r.quartiles_us.1)
         .col("avg", "avg_us", move |r| us(r.avg_us), |r| r.avg_us)
@@ -466,7 +477,11 @@ fn cost_columns<'a>() -> Columns<'a, Row> {
 }
 
 fn render_core(core: &str, rows: &[&Row]) -> String {
-    let find = |c: &str, l: usize| rows.iter().copied().find(|r| r.completion == c && r.lines == l);
+    let find = |c: &str, l: usize| {
+        rows.iter()
+            .copied()
+            .find(|r| r.completion == c && r.lines == l)
+    };
     let mut lines: Vec<usize> = rows.iter().map(|r| r.lines).collect();
     lines.sort_unstable();
     lines.dedup();
@@ -484,18 +499,24 @@ fn render_core(core: &str, rows: &[&Row]) -> String {
     let by_driver = |get: fn(&Row) -> f64, places: usize| {
         let cell = move |r: &Row| format!("{:.places$}", get(r));
         Columns::new()
-            .shown("size", |&(l, ..): &(usize, &Row, &Row, &Row)| format!("640x{l}"))
+            .shown("size", |&(l, ..): &(usize, &Row, &Row, &Row)| {
+                format!("640x{l}")
+            })
             .shown("proxy", move |(_, _, _, k)| cell(k))
             .shown("irq", move |(_, _, i, _)| cell(i))
             .shown("poll", move |(_, p, _, _)| cell(p))
     };
     out += &by_driver(|r| r.median_us, 1)
-        .shown("proxy - poll", |(_, p, _, k)| format!("{:.1}", k.median_us - p.median_us))
+        .shown("proxy - poll", |(_, p, _, k)| {
+            format!("{:.1}", k.median_us - p.median_us)
+        })
         .shown("model", |(_, p, _, _)| format!("{:.1}", p.model_us))
         .table(&points);
     out += "\nTable 2: throughput (MiB/s at the median time; ideal 95.37)\n";
     out += &by_driver(|r| r.mib_per_s, 2)
-        .shown("poll/ideal", |(_, p, _, _)| format!("{:.2} %", 100.0 * p.mib_per_s / IDEAL_MIB_PER_S))
+        .shown("poll/ideal", |(_, p, _, _)| {
+            format!("{:.2} %", 100.0 * p.mib_per_s / IDEAL_MIB_PER_S)
+        })
         .table(&points);
     out += "\nTable 3: spread of the time per transfer (us)\n";
     out += &spread_columns().table(rows.iter().copied());
@@ -595,17 +616,9 @@ pub fn answer(rows: &[Row]) -> String {
     sentence(&clauses)
 }
 
-/// The result as `{"experiment":"twoway","rows":[...]}`.
-pub fn json(rows: &[Row]) -> serde_json::Value {
-    json!({
-        "experiment": "twoway",
-        "rows": spread_columns().and(cost_columns()).json(rows),
-    })
-}
-
 /// The run as a report: the tables, the target, throughput against size.
-pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
-    let mut series = super::report::series_by(
+pub fn report(cfg: &Config, rows: &[Row]) -> Report {
+    let mut series = series_by(
         rows,
         |r| format!("{} {}", r.core, r.completion),
         |r| r.bytes as f64,
@@ -615,45 +628,51 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
         rows.iter().map(|r| r.bytes).min(),
         rows.iter().map(|r| r.bytes).max(),
     ) {
-        series.push(super::plot::Series::new(
+        series.push(Series::new(
             "ideal",
             vec![(lo as f64, IDEAL_MIB_PER_S), (hi as f64, IDEAL_MIB_PER_S)],
         ));
     }
-    super::report::Report {
-        experiment: "twoway",
-        heading: super::harness::on_board(
-            format!(
-                "twoway: two-way transfers of 640-byte lines at 100 MHz x 1 B, {} per size, \
-                 on the background-subtraction coprocessor (two engines) and a loopback: \
-                 user-level polling (bare-metal column), a UIO-style interrupt driver, and \
-                 the kernel-style proxy driver (Linux column)",
-                cfg.iterations
-            ),
-            cfg.memory,
+    let heading = on_board(
+        format!(
+            "twoway: two-way transfers of 640-byte lines at 100 MHz x 1 B, {} per size, \
+             on the background-subtraction coprocessor (two engines) and a loopback: \
+             user-level polling (bare-metal column), a UIO-style interrupt driver, and \
+             the kernel-style proxy driver (Linux column)",
+            cfg.iterations
         ),
-        answer: answer(rows),
-        targets: targets(rows),
-        text: render(rows) + &Target::lines(&targets(rows)),
-        json: json(rows),
-        plots: vec![super::plot::LinePlot {
-            title: "Two-way transfer throughput (paper 000, Fig. 5)".into(),
-            x_label: "transfer size, each way".into(),
-            y_label: "throughput (MiB/s)".into(),
-            x: super::plot::XAxis::Bytes,
-            log_y: false,
-            series,
-        }],
-    }
+        cfg.memory,
+    );
+    Report::of(
+        "twoway",
+        heading,
+        &spread_columns().and(cost_columns()),
+        rows,
+    )
+    .text(render(rows))
+    .answer(answer(rows))
+    .targets(targets(rows))
+    .plots([LinePlot {
+        title: "Two-way transfer throughput (paper 000, Fig. 5)".into(),
+        x_label: "transfer size, each way".into(),
+        y_label: "throughput (MiB/s)".into(),
+        x: XAxis::Bytes,
+        log_y: false,
+        series,
+    }])
 }
 
 /// `dmaflow bench twoway`.
 pub static EXPERIMENT: Spec<Config> = Spec {
     name: "twoway",
-    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
-    then: None,
-    on_gpu: Some(OnGpu::Gpu(Tables { transfers: false, messages: false, kernels: true })),
-    board: OnBoard::Runs(Mode::Direct, |cfg, rig, progress| Ok(report(cfg, &run_on_board(cfg, rig, progress)?))),
+    on_gpu: Some(OnGpu::Gpu(Tables {
+        transfers: false,
+        messages: false,
+        kernels: true,
+    })),
+    board: OnBoard::Runs(Mode::Direct, |cfg, rig, progress| {
+        Ok(report(cfg, &run_on_board(cfg, rig, progress)?))
+    }),
     question: "Two-way transfers of image lines, polling vs kernel-style driver (paper 000).",
     keys: "core (bgsub: the coprocessor's two engines | loopback),\n\
           completion (poll|irq|proxy), lines, bytes (each way),\n\
@@ -662,10 +681,6 @@ pub static EXPERIMENT: Spec<Config> = Spec {
           ideal 95.37), iterations, model_us, overhead_us (of the\n\
           median), cpu_us, cpu_share, issue_us (median time to\n\
           program every engine's two channels; null for proxy)",
-    config: |s| Config {
-        memory: s.memory,
-        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
-    },
     conditions: Conditions {
         timed: "each two-way transfer from the call to its return (median of 1000 per \
                 size); issue: programming every engine, timed on its own",
@@ -675,6 +690,9 @@ pub static EXPERIMENT: Spec<Config> = Spec {
                 cut-through",
         paper: USER_X86,
     },
+    ..Spec::new(Config::at, |cfg, progress| {
+        Ok(report(cfg, &run(cfg, progress)?))
+    })
 };
 
 #[cfg(test)]
@@ -739,7 +757,10 @@ mod tests {
         let text = render(&rows);
         assert!(text.contains("coprocessor, two engines") && text.contains("loopback"));
         assert!(text.contains("Table 3") && text.contains("640x10"));
-        assert_eq!(json(&rows)["rows"][0]["core"], "bgsub");
+        assert_eq!(
+            report(&Config::tiny(), &rows).json["rows"][0]["core"],
+            "bgsub"
+        );
         assert!(answer(&rows).contains("both engines"));
     }
 

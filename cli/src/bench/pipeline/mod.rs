@@ -27,20 +27,19 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
-
-use super::report::{Target, sentence};
-use super::spread::{Ratio, Spread, in_turns};
-use super::error::Error;
-use super::columns::Columns;
-use super::harness::{OnBoard, bytes_label};
-use dmaflow::rig::{Rig, SimEngine};
 use dmaflow::graph::{Graph, Input, Output};
 use dmaflow::platform::cpu::thread_cpu_time;
+use dmaflow::rig::{Rig, SimEngine};
 use dmaflow::ring::Pod;
 use dmaflow::sim::{Clock, Profile};
+
+use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
-use super::harness::Spec;
+use super::error::Error;
+use super::harness::{OnBoard, Setup, Sizes, Spec, bytes_label, placement_here};
+use super::plot::{LinePlot, XAxis};
+use super::report::{Report, Target, sentence, series_by};
+use super::spread::{Ratio, Spread, in_turns};
 
 /// The coprocessor in the middle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,9 +78,8 @@ pub struct Config {
     pub profile: Profile,
 }
 
-impl Config {
-    /// The full run.
-    pub fn full() -> Self {
+impl Sizes for Config {
+    fn full() -> Self {
         Config {
             cores: vec![Core::Fir, Core::BgSub],
             windows: vec![4 << 10, 16 << 10, 64 << 10],
@@ -92,8 +90,7 @@ impl Config {
         }
     }
 
-    /// A shorter run.
-    pub fn quick() -> Self {
+    fn quick() -> Self {
         Config {
             samples: 1 << 20,
             frame_bytes: 2 << 20,
@@ -102,14 +99,20 @@ impl Config {
         }
     }
 
-    /// A tiny run for tests.
-    pub fn tiny() -> Self {
+    fn tiny() -> Self {
         Config {
             windows: vec![4 << 10],
             samples: 50_000,
             frame_bytes: 64 << 10,
             rounds: 1,
             ..Self::full()
+        }
+    }
+
+    fn on(self, setup: &Setup) -> Self {
+        Config {
+            profile: setup.profile,
+            ..self
         }
     }
 }
@@ -400,7 +403,8 @@ fn point(
     let mut rows = Vec::new();
     for (i, name) in ["zerocopy", "copy"].into_iter().enumerate() {
         let rs = &runs[i];
-        let per = |f: &dyn Fn(&Run) -> f64| super::harness::median(&rs.iter().map(f).collect::<Vec<_>>());
+        let per =
+            |f: &dyn Fn(&Run) -> f64| super::harness::median(&rs.iter().map(f).collect::<Vec<_>>());
         let mb_spread = Spread::of(&mb(rs));
         rows.push(Row {
             core,
@@ -453,7 +457,12 @@ fn columns<'a>() -> Columns<'a, Row> {
     Columns::new()
         .plain("core", "core", |r: &Row| r.core.name())
         .plain("clock", "clock", |r| r.clock.clone())
-        .col("window", "window_bytes", |r| bytes_label(r.window_bytes), |r| r.window_bytes)
+        .col(
+            "window",
+            "window_bytes",
+            |r| bytes_label(r.window_bytes),
+            |r| r.window_bytes,
+        )
         .plain("pipeline", "pipeline", |r| r.pipeline)
         .fixed("MB/s", "mb_per_s", 0, |r| r.mb_per_s)
         .range("runs' range", "mb_per_s_spread", 0, |r| r.mb_spread)
@@ -461,7 +470,10 @@ fn columns<'a>() -> Columns<'a, Row> {
         .col(
             "link share",
             "link_share",
-            |r| r.link_share().map_or("-".into(), |s| format!("{:.1} %", 100.0 * s)),
+            |r| {
+                r.link_share()
+                    .map_or("-".into(), |s| format!("{:.1} %", 100.0 * s))
+            },
             Row::link_share,
         )
         .fixed("core MB/s", "core_mb_per_s", 0, |r| r.core_mb_per_s)
@@ -612,67 +624,49 @@ pub fn answer(rows: &[Row]) -> String {
     sentence(&clauses)
 }
 
-/// The rows as JSON.
-pub fn json(rows: &[Row]) -> serde_json::Value {
-    json!({
-        "experiment": "pipeline",
-        "rows": columns().json(rows),
-    })
-}
-
 /// The run as a report.
-pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
-    let plots = cores(rows)
-        .into_iter()
-        .map(|core| {
-            let mine: Vec<Row> = rows.iter().filter(|r| r.core == core).cloned().collect();
-            super::plot::LinePlot {
-                title: format!(
-                    "{} coprocessor in a process network: delivered throughput",
-                    core.name()
-                ),
-                x_label: "window (output bytes)".into(),
-                y_label: "delivered MB/s".into(),
-                x: super::plot::XAxis::Bytes,
-                log_y: false,
-                series: super::report::series_by(
-                    &mine,
-                    |r| format!("{} {}", r.pipeline, r.clock),
-                    |r| r.window_bytes as f64,
-                    |r| r.mb_per_s,
-                ),
-            }
-        })
-        .collect();
-    super::report::Report {
-        experiment: "pipeline",
-        heading: format!(
-            "pipeline: source -> coprocessor -> sink on the emulated fabric, for the \
-             {TAPS}-tap FIR core ({} samples per run; windows of hop + {} samples) and the \
-             background-subtraction core (square frames, {} bytes of them per run); median \
-             of {} runs each, interleaved: the accelerator node on queues in DMA memory \
-             (zerocopy) against copying through DMA buffers with as many windows in flight \
-             (copy); device thread on {}",
-            cfg.samples,
-            TAPS - 1,
-            cfg.frame_bytes,
-            cfg.rounds,
-            super::harness::placement_here()
-        ),
-        answer: answer(rows),
-        targets: targets(rows),
-        text: render(rows) + &Target::lines(&targets(rows)),
-        json: json(rows),
-        plots,
-    }
+pub fn report(cfg: &Config, rows: &[Row]) -> Report {
+    let plots = cores(rows).into_iter().map(|core| {
+        let mine: Vec<Row> = rows.iter().filter(|r| r.core == core).cloned().collect();
+        LinePlot {
+            title: format!(
+                "{} coprocessor in a process network: delivered throughput",
+                core.name()
+            ),
+            x_label: "window (output bytes)".into(),
+            y_label: "delivered MB/s".into(),
+            x: XAxis::Bytes,
+            log_y: false,
+            series: series_by(
+                &mine,
+                |r| format!("{} {}", r.pipeline, r.clock),
+                |r| r.window_bytes as f64,
+                |r| r.mb_per_s,
+            ),
+        }
+    });
+    let heading = format!(
+        "pipeline: source -> coprocessor -> sink on the emulated fabric, for the \
+         {TAPS}-tap FIR core ({} samples per run; windows of hop + {} samples) and the \
+         background-subtraction core (square frames, {} bytes of them per run); median \
+         of {} runs each, interleaved: the accelerator node on queues in DMA memory \
+         (zerocopy) against copying through DMA buffers with as many windows in flight \
+         (copy); device thread on {}",
+        cfg.samples,
+        TAPS - 1,
+        cfg.frame_bytes,
+        cfg.rounds,
+        placement_here()
+    );
+    Report::of("pipeline", heading, &columns(), rows)
+        .answer(answer(rows))
+        .targets(targets(rows))
+        .plots(plots)
 }
 
 /// `dmaflow bench pipeline`.
 pub static EXPERIMENT: Spec<Config> = Spec {
     name: "pipeline",
-    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
-    then: None,
-    on_gpu: None,
     board: OnBoard::EmulatorOnly("it sets the emulated link's clock and chains emulated engines"),
     question: "An accelerator inside a process network (FIR and background-subtraction cores): \
                the accelerator node on queues in DMA memory vs copying.",
@@ -688,10 +682,6 @@ pub static EXPERIMENT: Spec<Config> = Spec {
           where it copies; the largest of the runs), vs_copy (zerocopy\n\
           rows: delivered over the copying pipeline's, run by run, a\n\
           spread), runs",
-    config: |s| Config {
-        profile: s.profile,
-        ..s.tier.pick(Config::full, Config::quick, Config::tiny)
-    },
     conditions: Conditions {
         timed: "the graph's run from start to its last node's end",
         against: "a copying pipeline on the same footing (FIR: the same scatter-gather \
@@ -702,6 +692,9 @@ pub static EXPERIMENT: Spec<Config> = Spec {
                 emulated core's own compute on this host",
         paper: USER_X86,
     },
+    ..Spec::new(Config::at, |cfg, progress| {
+        Ok(report(cfg, &run(cfg, progress)?))
+    })
 };
 
 #[cfg(test)]
@@ -757,8 +750,9 @@ mod tests {
         for r in rows.iter().filter(|r| r.pipeline == "copy") {
             assert!(r.copied_per_byte >= 2.0, "{r:?}");
         }
-        assert_eq!(json(&rows)["rows"][0]["core"], "fir");
+        let report = report(&cfg, &rows);
+        assert_eq!(report.json["rows"][0]["core"], "fir");
         assert!(rows.iter().any(|r| r.core == Core::BgSub));
-        assert!(render(&rows).contains("copied B/B"));
+        assert!(report.text.contains("copied B/B"));
     }
 }
