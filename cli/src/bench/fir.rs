@@ -15,16 +15,16 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use super::plot::{LinePlot, Series, write_svg};
-use super::report::sentence;
-use super::spread::Spread;
-use super::error::Error;
-use super::columns::Columns;
-use super::harness::{OnBoard, median};
 use dmaflow::dsp::fir::{Mode, OverlapSave, add_node, flops_per_block};
 use dmaflow::graph::Graph;
+
+use super::columns::Columns;
 use super::conditions::Conditions;
-use super::harness::Spec;
+use super::error::Error;
+use super::harness::{OnBoard, Sizes, Spec, median};
+use super::plot::{LinePlot, Series};
+use super::report::{Report, Target, sentence};
+use super::spread::{Ratio, Spread};
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -42,10 +42,10 @@ pub struct Config {
 /// Overlap at which the bare ceiling is measured.
 pub const BARE_OVERLAP: u32 = 50;
 
-impl Config {
+impl Sizes for Config {
     /// The full experiment: 64 MiB of samples per point, more than the last-level
     /// cache holds (several minutes).
-    pub fn full() -> Self {
+    fn full() -> Self {
         Config {
             samples: 1 << 24,
             rounds: 5,
@@ -55,7 +55,7 @@ impl Config {
     }
 
     /// A shorter run (about a minute): 16 MiB of samples, three overlaps.
-    pub fn quick() -> Self {
+    fn quick() -> Self {
         Config {
             samples: 1 << 22,
             rounds: 5,
@@ -63,8 +63,7 @@ impl Config {
         }
     }
 
-    /// A tiny run for tests.
-    pub fn tiny() -> Self {
+    fn tiny() -> Self {
         Config {
             samples: 1 << 14,
             rounds: 1,
@@ -556,23 +555,8 @@ pub fn answer(rows: &[Row]) -> String {
     sentence(&clauses)
 }
 
-/// The result as `{"experiment":"fir","rows":[...]}`.
-pub fn json(rows: &[Row]) -> serde_json::Value {
-    json!({
-        "experiment": "fir",
-        "flops": "10 N log2 N + 6 N per block; N log2 N counts complex-FFT flops, as paper 001 does",
-        "rows": row_columns().json(rows),
-        "improvement_single_thread": improvement_columns().json(&improvement_single(rows)),
-        "improvement": improvement_columns().json(&improvement(rows)),
-    })
-}
-
-/// Writes the improvement-vs-FFT-length plot (the shape of paper 001 Figs. 4, 6).
-pub fn plot(rows: &[Row], path: &Path) -> Result<(), super::plot::PlotError> {
-    write_svg(path, &line_plot(rows))
-}
-
-/// The improvement of zero-copy over manual copy against the FFT length.
+/// The improvement of zero-copy over manual copy against the FFT length (the
+/// shape of paper 001 Figs. 4, 6).
 pub fn line_plot(rows: &[Row]) -> LinePlot {
     LinePlot {
         title: "FIR filter: zero-copy queue improvement over manual copy".into(),
@@ -605,55 +589,51 @@ pub fn line_plot(rows: &[Row]) -> LinePlot {
 }
 
 /// The run as a report: table, improvement against FFT length, MFLOPS.
-pub fn report(cfg: &Config, m: &Measured) -> super::report::Report {
+pub fn report(cfg: &Config, m: &Measured) -> Report {
     let rows = &m.rows;
     let (gr_text, targets) = gnuradio_text(&m.gnuradio);
-    super::report::Report {
-        experiment: "fir",
-        heading: format!(
-            "fir: {} samples ({} MiB, streamed from memory larger than the last-level cache) per \
-             point, {} interleaved zero-copy/copy pairs per point (median MFLOPS; improvement = mean \
-             of the pairs' ratios per FFT length and overlap, intervals Bonferroni-corrected); \
-             on one thread (paper 001's condition) bare reads windows in place and bare-copy copies \
-             them out; in the graph source, filter and sink each on a thread; nominal MFLOPS = \
-             (10 N log2 N + 6 N) per block / time (paper 001's count for a complex N-point FFT; \
-             the code runs an N/2-point complex FFT and a real inverse)",
-            cfg.samples,
-            (cfg.samples * 4) >> 20,
-            cfg.rounds
-        ),
-        answer: answer(rows),
-        targets,
-        text: render(rows) + &gr_text,
-        json: {
-            let mut j = json(rows);
-            j["gnuradio"] = gnuradio_json(&m.gnuradio);
-            j
-        },
-        plots: vec![
-            line_plot(rows),
-            LinePlot {
-                title: "FIR filter throughput".into(),
-                x_label: "FFT length N (samples)".into(),
-                y_label: "throughput (MFLOPS)".into(),
-                x: super::plot::XAxis::PowersOfTwo,
-                log_y: false,
-                series: super::report::series_by(
-                    rows,
-                    |r| {
-                        if r.mode == "bare" {
-                            "bare loop".into()
-                        } else {
-                            format!("{} {} %", r.mode, r.overlap_pct)
-                        }
-                    },
-                    |r| r.fft_len as f64,
-                    |r| r.mflops,
-                ),
+    let heading = format!(
+        "fir: {} samples ({} MiB, streamed from memory larger than the last-level cache) per \
+         point, {} interleaved zero-copy/copy pairs per point (median MFLOPS; improvement = mean \
+         of the pairs' ratios per FFT length and overlap, intervals Bonferroni-corrected); \
+         on one thread (paper 001's condition) bare reads windows in place and bare-copy copies \
+         them out; in the graph source, filter and sink each on a thread; nominal MFLOPS = \
+         (10 N log2 N + 6 N) per block / time (paper 001's count for a complex N-point FFT; \
+         the code runs an N/2-point complex FFT and a real inverse)",
+        cfg.samples,
+        (cfg.samples * 4) >> 20,
+        cfg.rounds
+    );
+    let throughput = LinePlot {
+        title: "FIR filter throughput".into(),
+        x_label: "FFT length N (samples)".into(),
+        y_label: "throughput (MFLOPS)".into(),
+        x: super::plot::XAxis::PowersOfTwo,
+        log_y: false,
+        series: super::report::series_by(
+            rows,
+            |r| match r.mode {
+                "bare" => "bare loop".into(),
+                mode => format!("{mode} {} %", r.overlap_pct),
             },
-        ],
-    }
+            |r| r.fft_len as f64,
+            |r| r.mflops,
+        ),
+    };
+    Report::of("fir", heading, &row_columns(), rows)
+        .text(render(rows) + &gr_text)
+        .answer(answer(rows))
+        .targets(targets)
+        .kept("flops", FLOPS)
+        .kept("improvement_single_thread", improvement_columns().json(&improvement_single(rows)))
+        .kept("improvement", improvement_columns().json(&improvement(rows)))
+        .kept("gnuradio", gnuradio_json(&m.gnuradio))
+        .plots([line_plot(rows), throughput])
 }
+
+/// How the MFLOPS count flops, in the JSON document.
+const FLOPS: &str =
+    "10 N log2 N + 6 N per block; N log2 N counts complex-FFT flops, as paper 001 does";
 
 /// A way of filtering in the comparison with GNU Radio's `fft_filter_fff`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1103,10 +1083,10 @@ pub fn run_gnuradio(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<
 }
 
 /// The throughput of `a` over `b` at `taps`, round by round.
-fn gr_ratio(g: &[GrRow], taps: usize, a: GrPoint, b: GrPoint) -> Option<super::spread::Ratio> {
+fn gr_ratio(g: &[GrRow], taps: usize, a: GrPoint, b: GrPoint) -> Option<Ratio> {
     let find = |p: GrPoint| g.iter().find(|r| r.taps == taps && r.point == p);
     let (x, y) = (find(a)?, find(b)?);
-    Some(super::spread::Ratio::of(&x.msps(), &y.msps()))
+    Some(Ratio::of(&x.msps(), &y.msps()))
 }
 
 /// What explains the default-against-default ratio at one tap count: the
@@ -1119,14 +1099,14 @@ pub struct Attribution {
     /// Taps.
     pub taps: usize,
     /// dmaflow (default FFT) over GNU Radio (default FFT).
-    pub whole: super::spread::Ratio,
+    pub whole: Ratio,
     /// dmaflow at its FFT length over dmaflow at GNU Radio's.
-    pub fft: super::spread::Ratio,
+    pub fft: Ratio,
     /// dmaflow over GNU Radio, both at GNU Radio's FFT length.
-    pub rest: super::spread::Ratio,
+    pub rest: Ratio,
     /// GNU Radio at dmaflow's FFT length (taps padded) over GNU Radio at
     /// its own.
-    pub gnuradio_longer: super::spread::Ratio,
+    pub gnuradio_longer: Ratio,
     /// Share of the whole ratio's logarithm the FFT length explains.
     pub fft_share: Option<f64>,
 }
@@ -1156,7 +1136,7 @@ pub fn attribution(g: &[GrRow]) -> Vec<Attribution> {
 }
 
 /// The GNU Radio comparison as text, with its targets.
-fn gnuradio_text(g: &[GrRow]) -> (String, Vec<super::report::Target>) {
+fn gnuradio_text(g: &[GrRow]) -> (String, Vec<Target>) {
     if g.is_empty() {
         return (
             "against GNU Radio's fft_filter_fff: skipped: GNU Radio not installed\n".into(),
@@ -1186,7 +1166,7 @@ fn gnuradio_text(g: &[GrRow]) -> (String, Vec<super::report::Target>) {
     text += &attribution_columns().table(&attr);
     let mut targets = Vec::new();
     for a in &attr {
-        targets.push(super::report::Target::new(
+        targets.push(Target::new(
             format!(
                 "{} taps: dmaflow >= 1.2x GNU Radio's fft_filter_fff at the same FFT length",
                 a.taps
@@ -1196,7 +1176,7 @@ fn gnuradio_text(g: &[GrRow]) -> (String, Vec<super::report::Target>) {
         ));
     }
     for a in &attr {
-        targets.push(super::report::Target::new(
+        targets.push(Target::new(
             format!(
                 "{} taps: dmaflow >= 1.2x GNU Radio's fft_filter_fff, each at its default FFT \
                  length",
@@ -1206,7 +1186,7 @@ fn gnuradio_text(g: &[GrRow]) -> (String, Vec<super::report::Target>) {
             a.whole.0.median >= 1.2,
         ));
     }
-    text += &super::report::Target::lines(&targets);
+    text += &Target::lines(&targets);
     (text, targets)
 }
 
@@ -1262,9 +1242,6 @@ fn gnuradio_json(g: &[GrRow]) -> serde_json::Value {
 /// `dmaflow bench fir`.
 pub static EXPERIMENT: Spec<Config> = Spec {
     name: "fir",
-    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
-    then: None,
-    on_gpu: None,
     board: OnBoard::EmulatorOnly("it measures process networks on this machine, not a DMA device"),
     question: "Overlap-save FIR filter, zero-copy vs manual copy (paper 001).",
     keys: "fft_len, overlap_pct, mode (bare|bare-copy: one thread;\n\
@@ -1279,7 +1256,6 @@ pub static EXPERIMENT: Spec<Config> = Spec {
           max_error (against the f64 reference), items_out; and\n\
           attribution per taps (default/default, FFT length, same FFT,\n\
           the FFT's share of the ratio's logarithm)",
-    config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
     conditions: Conditions {
         timed: "one thread's loop over the whole signal (bare, bare-copy), or the graph's \
                 run from start to its last node's end (zerocopy, copy); against GNU Radio \
@@ -1293,11 +1269,13 @@ pub static EXPERIMENT: Spec<Config> = Spec {
         paper: "paper 001 ran one thread on a PowerPC 970 and an Opteron; this x86 core has \
                 1 MiB of L2, so the copy is cheaper next to the transforms",
     },
+    ..Spec::new(Config::at, |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)))
 };
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::plot::write_svg;
 
     /// Where GNU Radio is installed: every point's output matches the
     /// reference, the FFT lengths are the ones claimed, and the report
@@ -1423,13 +1401,18 @@ mod tests {
         let imp = improvement(&rows);
         // One per (N, overlap).
         assert_eq!(imp.len(), 4);
-        let j = json(&rows);
+        let cfg = Config::tiny();
+        let measured = Measured {
+            rows: rows.clone(),
+            gnuradio: Vec::new(),
+        };
+        let j = report(&cfg, &measured).json;
         assert_eq!(j["experiment"], "fir");
         assert_eq!(j["rows"].as_array().unwrap().len(), rows.len());
         assert_eq!(j["improvement"].as_array().unwrap().len(), 4);
         assert_eq!(j["improvement"][0]["comparisons"], 4);
         assert!(render(&rows).contains("Bonferroni"));
         let dir = tempfile::tempdir().unwrap();
-        plot(&rows, &dir.path().join("fir.svg")).unwrap();
+        write_svg(&dir.path().join("fir.svg"), &line_plot(&rows)).unwrap();
     }
 }

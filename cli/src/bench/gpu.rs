@@ -31,14 +31,13 @@ use dmaflow::gpu::{DeviceInfo, Gpu, GpuEngine, HostBuf, HostKind, Kernels};
 use dmaflow::platform::cpu::{process_cpu_time, thread_cpu_time};
 use serde_json::{Value, json};
 
+use super::columns::Columns;
+use super::conditions::Conditions;
+use super::error::Error;
+pub use super::harness::Tables;
+use super::harness::{NO_GPU, OnBoard, OnGpu, Setup, Sizes, Spec, bytes_label};
 use super::report::{Report, Target};
 use super::spread::{Ratio, Spread};
-use super::error::Error;
-use super::columns::Columns;
-use super::harness::{OnBoard, bytes_label};
-use super::conditions::Conditions;
-use super::harness::{NO_GPU, OnGpu, Spec};
-pub use super::harness::Tables;
 
 /// The completion modes a GPU is waited on with.
 pub const MODES: [Completion; 3] = [Completion::Poll, Completion::Yield, Completion::Irq];
@@ -72,9 +71,9 @@ pub struct Config {
     pub tables: Tables,
 }
 
-impl Config {
+impl Sizes for Config {
     /// The recorded run: 8 B to 256 MiB.
-    pub fn full() -> Self {
+    fn full() -> Self {
         Config {
             device: 0,
             sizes: vec![
@@ -102,8 +101,7 @@ impl Config {
         }
     }
 
-    /// A shorter run.
-    pub fn quick() -> Self {
+    fn quick() -> Self {
         Config {
             sizes: vec![8, 4 << 10, 256 << 10, 16 << 20, 64 << 20],
             rounds: 3,
@@ -117,7 +115,7 @@ impl Config {
     }
 
     /// The smallest run that exercises every table.
-    pub fn tiny() -> Self {
+    fn tiny() -> Self {
         Config {
             sizes: vec![8, 64 << 10],
             rounds: 1,
@@ -131,6 +129,18 @@ impl Config {
         }
     }
 
+    /// The setup's CUDA device and the tables it asks for.
+    fn on(self, setup: &Setup) -> Self {
+        let (device, tables) = setup.gpu.unwrap_or((0, Tables::ALL));
+        Config {
+            device,
+            tables,
+            ..self
+        }
+    }
+}
+
+impl Config {
     fn repeats_for(&self, size: usize) -> usize {
         (self.bytes_per_point / size.max(1)).clamp(self.repeats.0, self.repeats.1)
     }
@@ -822,8 +832,6 @@ pub fn report(_cfg: &Config, out: &Outcome) -> Report {
 /// `dmaflow bench gpu`.
 pub static EXPERIMENT: Spec<Config> = Spec {
     name: "gpu",
-    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
-    then: None,
     on_gpu: Some(OnGpu::Itself),
     board: OnBoard::EmulatorOnly("it runs on a GPU (--device cuda)"),
     question: "A CUDA GPU as the DMA device: copy-engine ceiling, host memory kinds and \
@@ -840,14 +848,6 @@ pub static EXPERIMENT: Spec<Config> = Spec {
           caller_cpu_us; message: bytes, block, depth, kernel, ms,\n\
           ms_spread, ceiling_share (its spread too); kernel: name, gpu_ms,\n\
           gpu_ms_spread, cpu_ms, identical. Without a GPU: skipped, no rows.",
-    config: |s| {
-        let (device, tables) = s.gpu.unwrap_or((0, Tables::ALL));
-        Config {
-            device,
-            tables,
-            ..s.tier.pick(Config::full, Config::quick, Config::tiny)
-        }
-    },
     conditions: Conditions {
         timed: "each point's transfers from the first call to the last return on the \
                 waiting thread (wall), each copy by the device's own events queued \
@@ -862,6 +862,7 @@ pub static EXPERIMENT: Spec<Config> = Spec {
         paper: "the papers' questions on a PCIe GPU instead of a Zynq's AXI DMA: copy \
                 engines for MM2S and S2MM, pinned memory for the DMA buffers",
     },
+    ..Spec::new(Config::at, |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)))
 };
 
 #[cfg(test)]

@@ -33,16 +33,14 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use dmaflow::graph::Graph;
-use serde_json::json;
 
+use super::columns::Columns;
+use super::conditions::Conditions;
+use super::error::Error;
+use super::harness::{OnBoard, Sizes, Spec, bytes_label, median};
+use super::peers::{Peer, ScratchDir, first_of_each, gnuradio_here, tmpfs};
 use super::report::{Report, Target};
 use super::spread::{Ratio, Spread, in_turns};
-use super::peers::{Peer, ScratchDir, first_of_each, gnuradio_here, tmpfs};
-use super::error::Error;
-use super::columns::Columns;
-use super::harness::{OnBoard, bytes_label, median};
-use super::conditions::Conditions;
-use super::harness::Spec;
 
 /// The experiment's size.
 #[derive(Debug, Clone)]
@@ -64,9 +62,10 @@ impl Config {
     pub fn bytes_for(&self, size: usize) -> usize {
         (size.saturating_mul(100_000)).clamp(self.bytes.0, self.bytes.1) / size.max(4) * size.max(4)
     }
+}
 
-    /// The full run.
-    pub fn full() -> Self {
+impl Sizes for Config {
+    fn full() -> Self {
         Config {
             sizes: vec![64, 1 << 10, 16 << 10, 64 << 10, 1 << 20],
             bytes: (16 << 20, 256 << 20),
@@ -75,8 +74,7 @@ impl Config {
         }
     }
 
-    /// A short run.
-    pub fn quick() -> Self {
+    fn quick() -> Self {
         Config {
             sizes: vec![64, 64 << 10, 1 << 20],
             bytes: (4 << 20, 32 << 20),
@@ -85,8 +83,7 @@ impl Config {
         }
     }
 
-    /// The smallest run, for tests.
-    pub fn tiny() -> Self {
+    fn tiny() -> Self {
         Config {
             sizes: vec![64, 4096],
             bytes: (1 << 20, 1 << 20),
@@ -904,7 +901,8 @@ fn against_columns(rows: &[Row]) -> Columns<'_, (usize, Ratio)> {
 
 /// The report.
 pub fn report(cfg: &Config, rows: &[Row]) -> Report {
-    let mut text = row_columns().table(rows);
+    let columns = row_columns();
+    let mut text = columns.table(rows);
     text += "stalls: rounds in which GNU Radio's receiver had not taken every item after 30 s \
              (it was stopped; those rounds are left out of the medians and ratios)\n";
     text += "what each point does (sender | receiver):\n";
@@ -943,7 +941,6 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
             ));
         }
     }
-    text += &Target::lines(&targets);
     let list = |v: &[(usize, Ratio)], f: &dyn Fn(f64) -> String| {
         v.iter()
             .map(|(s, r)| format!("{} {}", bytes_label(*s), f(r.0.median)))
@@ -960,39 +957,29 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
             list(&equal, &|m| format!("{m:.2}x"))
         ));
     }
-    Report {
-        experiment: "net",
-        heading: format!(
-            "net: a dmaflow ZeroMQ edge between two processes{} over loopback TCP vs bare \
-             PUSH/PULL of the same libzmq and GNU Radio's gr-zeromq, 100 000 messages ({}..{} \
-             MiB) per measurement, {} rounds, interleaved",
-            if cfg.in_process {
-                " (threads, in process)"
-            } else {
-                ""
-            },
-            cfg.bytes.0 >> 20,
-            cfg.bytes.1 >> 20,
-            cfg.rounds
-        ),
-        answer: super::report::sentence(&clauses),
-        text,
-        targets,
-        json: json!({
-            "experiment": "net",
-            "rows": row_columns().json(rows),
-            "against_gnuradio": against_columns(rows).json(&shares(rows, Point::Capped, Point::Gnuradio)),
-        }),
-        plots: Vec::new(),
-    }
+    let heading = format!(
+        "net: a dmaflow ZeroMQ edge between two processes{} over loopback TCP vs bare \
+         PUSH/PULL of the same libzmq and GNU Radio's gr-zeromq, 100 000 messages ({}..{} \
+         MiB) per measurement, {} rounds, interleaved",
+        if cfg.in_process {
+            " (threads, in process)"
+        } else {
+            ""
+        },
+        cfg.bytes.0 >> 20,
+        cfg.bytes.1 >> 20,
+        cfg.rounds
+    );
+    Report::of("net", heading, &columns, rows)
+        .text(text)
+        .answer(super::report::sentence(&clauses))
+        .targets(targets)
+        .kept("against_gnuradio", against_columns(rows).json(&equal))
 }
 
 /// `dmaflow bench net`.
 pub static EXPERIMENT: Spec<Config> = Spec {
     name: "net",
-    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
-    then: None,
-    on_gpu: None,
     board: OnBoard::EmulatorOnly("it measures network edges on this machine, not a DMA device"),
     question: "A dmaflow ZeroMQ edge between two processes against bare PUSH/PULL.",
     keys: "message_bytes (message or item size), point (dmaflow|raw|\n\
@@ -1004,7 +991,6 @@ pub static EXPERIMENT: Spec<Config> = Spec {
           known); against_gnuradio: per item size, the round-by-round\n\
           ratios capped/gnuradio, batched/gnuradio, batched/capped and\n\
           the crossed edges over gnuradio",
-    config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
     conditions: Conditions {
         timed: "the receiver from its first data to its last (GNU Radio's receiver: its \
                 sink's count looked at every 0.5 ms); CPU the receiving process's",
@@ -1015,6 +1001,7 @@ pub static EXPERIMENT: Spec<Config> = Spec {
         paper: "gr-zeromq over loopback TCP on one two-core machine, every process sharing \
                 the two cores",
     },
+    ..Spec::new(Config::at, |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)))
 };
 
 #[cfg(test)]

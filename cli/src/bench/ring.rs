@@ -24,17 +24,15 @@ use std::mem::MaybeUninit;
 use std::sync::Barrier;
 use std::time::Instant;
 
-use serde_json::json;
-
-use super::peers::{Backoff, Peer, checksum, fill, series};
-use super::report::{Target, sentence};
-use super::error::Error;
-use super::columns::Columns;
-use super::harness::{OnBoard, bytes_label};
 use dmaflow::platform::cpu::{allowed_cores, pin};
 use dmaflow::ring::{Builder, Reader, Wait};
+
+use super::columns::Columns;
 use super::conditions::Conditions;
-use super::harness::Spec;
+use super::error::Error;
+use super::harness::{OnBoard, Sizes, Spec, bytes_label};
+use super::peers::{Backoff, Peer, checksum, fill, series};
+use super::report::{Report, Target, sentence};
 
 /// Size of one item in bytes.
 const ITEM: usize = std::mem::size_of::<f32>();
@@ -56,9 +54,8 @@ pub struct Config {
     pub reader: Option<std::path::PathBuf>,
 }
 
-impl Config {
-    /// The full experiment.
-    pub fn full() -> Self {
+impl Sizes for Config {
+    fn full() -> Self {
         Config {
             total_bytes: 512 << 20,
             rounds: 11,
@@ -68,8 +65,7 @@ impl Config {
         }
     }
 
-    /// A shorter run (well under 30 s).
-    pub fn quick() -> Self {
+    fn quick() -> Self {
         Config {
             total_bytes: 128 << 20,
             rounds: 7,
@@ -77,8 +73,7 @@ impl Config {
         }
     }
 
-    /// A tiny run for tests.
-    pub fn tiny() -> Self {
+    fn tiny() -> Self {
         Config {
             total_bytes: 1 << 20,
             rounds: 1,
@@ -735,11 +730,6 @@ fn columns(rows: &[Row]) -> Columns<'_, Row> {
         )
 }
 
-/// The result as a text table with each row's ratio to dmaflow.
-pub fn render(rows: &[Row]) -> String {
-    columns(rows).table(rows)
-}
-
 /// How dmaflow compares with the best peer and the copying reader, per batch size.
 pub fn summary(rows: &[Row]) -> String {
     let mut out = String::new();
@@ -870,32 +860,23 @@ pub fn answer(rows: &[Row]) -> String {
     sentence(&clauses)
 }
 
-/// The result as `{"experiment":"ring","rows":[...]}`.
-pub fn json(rows: &[Row]) -> serde_json::Value {
-    json!({
-        "experiment": "ring",
-        "rows": columns(rows).json(rows),
-    })
-}
-
 /// The run as a report: table, targets, throughput against batch size.
-pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
-    super::report::Report {
-        experiment: "ring",
-        heading: format!(
-            "ring: {} per measurement, median of {} runs (min..max beside it; implementations \
-             taking turns, the order reversed every other round), queue {}; every queue's \
-             consumer takes whatever is readable, both sides spin then yield; `bound`: the same \
-             work on two threads with no queue between them",
-            super::harness::bytes_label(cfg.total_bytes),
-            cfg.rounds,
-            super::harness::bytes_label(cfg.queue_bytes)
-        ),
-        answer: answer(rows),
-        targets: targets(rows),
-        text: render(rows) + &summary(rows) + &Target::lines(&targets(rows)),
-        json: json(rows),
-        plots: vec![super::plot::LinePlot {
+pub fn report(cfg: &Config, rows: &[Row]) -> Report {
+    let heading = format!(
+        "ring: {} per measurement, median of {} runs (min..max beside it; implementations \
+         taking turns, the order reversed every other round), queue {}; every queue's \
+         consumer takes whatever is readable, both sides spin then yield; `bound`: the same \
+         work on two threads with no queue between them",
+        bytes_label(cfg.total_bytes),
+        cfg.rounds,
+        bytes_label(cfg.queue_bytes)
+    );
+    let columns = columns(rows);
+    Report::of("ring", heading, &columns, rows)
+        .text(columns.table(rows) + &summary(rows))
+        .answer(answer(rows))
+        .targets(targets(rows))
+        .plots([super::plot::LinePlot {
             title: "Queue throughput against batch size".into(),
             x_label: "batch size".into(),
             y_label: "throughput (GB/s)".into(),
@@ -907,18 +888,15 @@ pub fn report(cfg: &Config, rows: &[Row]) -> super::report::Report {
                 |r| r.batch_bytes as f64,
                 |r| r.gbytes_per_s,
             ),
-        }],
-    }
+        }])
 }
 
 /// `dmaflow bench ring`.
 pub static EXPERIMENT: Spec<Config> = Spec {
     name: "ring",
-    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
     // The queue's experiment: the peer table with its cross-process rows,
     // then the readers' table in GNU Radio 4's shape.
     then: Some("readers"),
-    on_gpu: None,
     board: OnBoard::EmulatorOnly("it measures queues on this machine, not a DMA device"),
     question: "Mirrored queue vs other queues, the sliding-window reader and the queue shared \
                between processes; then `readers`.",
@@ -927,7 +905,6 @@ pub static EXPERIMENT: Spec<Config> = Spec {
           gbytes_per_s (10^9 B/s, median), gbytes_per_s_min,\n\
           gbytes_per_s_max, runs, implausible (bool: above the\n\
           no-queue bound)",
-    config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
     conditions: Conditions {
         timed: "from the first worker thread's start to the last one's end, each \
                 instant read on its own thread",
@@ -937,6 +914,7 @@ pub static EXPERIMENT: Spec<Config> = Spec {
         paper: "paper 001 measured its queue inside an FFT filter, not alone; threads are \
                 pinned to this VM's two cores",
     },
+    ..Spec::new(Config::at, |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)))
 };
 
 #[cfg(test)]
@@ -970,7 +948,7 @@ mod tests {
         ];
         assert!(rows[1].implausible(&rows));
         assert!(!rows[2].implausible(&rows));
-        assert!(render(&rows).contains("implausible"));
+        assert!(columns(&rows).table(&rows).contains("implausible"));
     }
 
     #[test]
@@ -986,10 +964,10 @@ mod tests {
             );
         }
         assert!(rows.iter().any(|r| r.implementation == "bound"));
-        let j = json(&rows);
-        assert_eq!(j["experiment"], "ring");
-        assert_eq!(j["rows"].as_array().unwrap().len(), rows.len());
-        assert!(render(&rows).contains("window-copy"));
+        let rep = report(&Config::tiny(), &rows);
+        assert_eq!(rep.json["experiment"], "ring");
+        assert_eq!(rep.json["rows"].as_array().unwrap().len(), rows.len());
+        assert!(rep.text.contains("window-copy"));
         assert!(summary(&rows).contains("window / window-copy"));
     }
 }
