@@ -20,7 +20,7 @@ use dmaflow::sim::{Clock, ConvCore};
 use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
 use super::error::Error;
-use super::harness::{NO_GPU, OnBoard, OnGpu, Setup, Sizes, Spec, median, on_board, table};
+use super::harness::{NO_GPU, OnBoard, OnGpu, Setup, Spec, Tier, median, on_board, table};
 use super::meter::{Cost, Meter, Tally};
 use super::plot::{LinePlot, XAxis};
 use super::report::{Report, sentence, series_by};
@@ -46,42 +46,30 @@ pub struct Config {
     pub device: Option<usize>,
 }
 
-impl Sizes for Config {
-    fn full() -> Self {
-        Config {
+impl Config {
+    /// The size `setup` asks for, on its board: the full run, or the quick
+    /// or tiny one made from it.
+    pub fn at(setup: &Setup) -> Self {
+        let full = Config {
             frames: 30,
             rounds: 5,
             layers: 5,
-            memory: MemoryModel::Coherent,
-            device: None,
-        }
-    }
-
-    fn quick() -> Self {
-        Config {
-            frames: 6,
-            rounds: 2,
-            layers: 5,
-            memory: MemoryModel::Coherent,
-            device: None,
-        }
-    }
-
-    fn tiny() -> Self {
-        Config {
-            frames: 2,
-            rounds: 2,
-            layers: 2,
-            memory: MemoryModel::Coherent,
-            device: None,
-        }
-    }
-
-    fn on(self, setup: &Setup) -> Self {
-        Config {
             memory: setup.memory,
             device: setup.gpu.map(|g| g.0),
-            ..self
+        };
+        match setup.tier {
+            Tier::Full => full,
+            Tier::Quick => Config {
+                frames: 6,
+                rounds: 2,
+                ..full
+            },
+            Tier::Tiny => Config {
+                frames: 2,
+                rounds: 2,
+                layers: 2,
+                ..full
+            },
         }
     }
 }
@@ -642,9 +630,7 @@ pub static EXPERIMENT: Spec<Config> = Spec {
                 per cycle at an assumed 100 MHz; TX us/byte restates 1 / the link rate",
         paper: USER_X86,
     },
-    ..Spec::new(Config::at, |cfg, progress| {
-        Ok(report(cfg, &run(cfg, progress)?))
-    })
+    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
 };
 
 #[cfg(test)]
@@ -653,7 +639,7 @@ mod tests {
 
     #[test]
     fn tiny_run_matches_the_reference_in_every_mode() {
-        let rows = run(&Config::tiny(), |_| {}).unwrap();
+        let rows = run(&Config::at(&Setup::TINY), |_| {}).unwrap();
         assert_eq!(rows.len(), 4 * 2);
         for r in &rows {
             assert!(r.verified, "{r:?}");

@@ -22,7 +22,7 @@ use super::app::{App, SAMPLES, Work};
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-use super::harness::{OnBoard, Setup, Sizes, Spec, bytes_label, ms_label};
+use super::harness::{OnBoard, Setup, Spec, Tier, bytes_label, ms_label};
 use super::meter::{Meter, Tally};
 use super::peers::{check, mark};
 use super::plot::{LinePlot, XAxis};
@@ -42,37 +42,29 @@ pub struct Config {
     pub profile: Profile,
 }
 
-impl Sizes for Config {
-    fn full() -> Self {
-        Config {
+impl Config {
+    /// The size `setup` asks for, on its board: the full run, or the quick
+    /// or tiny one made from it.
+    pub fn at(setup: &Setup) -> Self {
+        let full = Config {
             sizes: vec![64, 4096, 1 << 20],
             duration: Duration::from_millis(150),
             rounds: 5,
-            profile: Profile::ZYNQ7000,
-        }
-    }
-
-    fn quick() -> Self {
-        Config {
-            duration: Duration::from_millis(80),
-            rounds: 3,
-            ..Self::full()
-        }
-    }
-
-    fn tiny() -> Self {
-        Config {
-            sizes: vec![64, 4096],
-            duration: Duration::from_millis(20),
-            rounds: 2,
-            ..Self::full()
-        }
-    }
-
-    fn on(self, setup: &Setup) -> Self {
-        Config {
             profile: setup.profile,
-            ..self
+        };
+        match setup.tier {
+            Tier::Full => full,
+            Tier::Quick => Config {
+                duration: Duration::from_millis(80),
+                rounds: 3,
+                ..full
+            },
+            Tier::Tiny => Config {
+                sizes: vec![64, 4096],
+                duration: Duration::from_millis(20),
+                rounds: 2,
+                ..full
+            },
         }
     }
 }
@@ -379,9 +371,7 @@ pub static EXPERIMENT: Spec<Config> = Spec {
                 the application, not the papers' memory-bandwidth contention (that is \
                 `memory`)",
     },
-    ..Spec::new(Config::at, |cfg, progress| {
-        Ok(report(cfg, &run(cfg, progress)?))
-    })
+    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
 };
 
 #[cfg(test)]
@@ -390,14 +380,14 @@ mod tests {
 
     #[test]
     fn tiny_run_measures_every_mode_and_size() {
-        let rows = run(&Config::tiny(), |_| {}).unwrap();
+        let rows = run(&Config::at(&Setup::TINY), |_| {}).unwrap();
         assert_eq!(rows.len(), 4 * 2);
         for r in &rows {
             assert!(r.transfers > 0, "{r:?}");
             assert!(r.app_share > 0.0 && r.app_share.is_finite(), "{r:?}");
             assert!(r.transfer_us >= r.model_us, "{r:?}");
         }
-        let j = report(&Config::tiny(), &rows).json;
+        let j = report(&Config::at(&Setup::TINY), &rows).json;
         assert_eq!(j["experiment"], "contention");
         assert!(j["rows"][0]["app_share"].is_number());
         assert!(answer(&rows).contains("application keeps"));

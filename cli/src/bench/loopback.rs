@@ -12,12 +12,12 @@
 
 use dmaflow::dma::{Completion, Engine, Partition, Proxy, Timing};
 use dmaflow::platform::{IrqLine, MemoryModel, RegisterSpace};
-use dmaflow::sim::{Clock, Profile};
+use dmaflow::sim::Clock;
 
 use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
 use super::error::Error;
-use super::harness::{OnBoard, OnGpu, Setup, Sizes, Spec, Tables, bytes_label, median, on_board};
+use super::harness::{OnBoard, OnGpu, Setup, Spec, Tables, Tier, bytes_label, median, on_board};
 use super::meter::{Meter, Tally};
 use super::on_board::Mode;
 use super::plot::{LinePlot, XAxis};
@@ -43,44 +43,34 @@ pub struct Config {
     pub rounds: usize,
 }
 
-impl Sizes for Config {
-    fn full() -> Self {
-        Config {
+impl Config {
+    /// The size `setup` asks for, on its board: the full run, or the quick
+    /// or tiny one made from it.
+    pub fn at(setup: &Setup) -> Self {
+        let full = Config {
             sizes: vec![8, 64, 512, 4 << 10, 32 << 10, 256 << 10, 1 << 20, 6_000_000],
             max_iterations: 20_000,
             bytes_per_point: 256 << 20,
             block: 64 << 10,
-            clock: Profile::ZYNQ7000.port,
-            memory: MemoryModel::Coherent,
-            rounds: 5,
-        }
-    }
-
-    fn quick() -> Self {
-        Config {
-            max_iterations: 1_000,
-            bytes_per_point: 24 << 20,
-            ..Self::full()
-        }
-    }
-
-    fn tiny() -> Self {
-        Config {
-            sizes: vec![8, 4096],
-            max_iterations: 30,
-            bytes_per_point: 1 << 20,
-            block: 1024,
-            clock: Clock::Unlimited,
-            memory: MemoryModel::Coherent,
-            rounds: 2,
-        }
-    }
-
-    fn on(self, setup: &Setup) -> Self {
-        Config {
-            memory: setup.memory,
             clock: setup.profile.port,
-            ..self
+            memory: setup.memory,
+            rounds: 5,
+        };
+        match setup.tier {
+            Tier::Full => full,
+            Tier::Quick => Config {
+                max_iterations: 1_000,
+                bytes_per_point: 24 << 20,
+                ..full
+            },
+            Tier::Tiny => Config {
+                sizes: vec![8, 4096],
+                max_iterations: 30,
+                bytes_per_point: 1 << 20,
+                block: 1024,
+                rounds: 2,
+                ..full
+            },
         }
     }
 }
@@ -671,9 +661,7 @@ pub static EXPERIMENT: Spec<Config> = Spec {
                 fabric) measure: over_bare_us is dmaflow's",
         paper: USER_X86,
     },
-    ..Spec::new(Config::at, |cfg, progress| {
-        Ok(report(cfg, &run(cfg, progress)?))
-    })
+    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
 };
 
 #[cfg(test)]
@@ -682,7 +670,7 @@ mod tests {
 
     #[test]
     fn tiny_sweep_checks_its_data_and_reports_every_point() {
-        let cfg = Config::tiny();
+        let cfg = Config::at(&Setup::TINY);
         let rows = run(&cfg, |_| {}).unwrap();
         // 8 B: zerocopy + copy single/double; 4096 B adds blocks of 1 KiB for both;
         // one proxy and one emulator baseline row per size.
@@ -728,8 +716,8 @@ mod tests {
         let cfg = Config {
             sizes: vec![4096],
             max_iterations: 20,
-            clock: Profile::ZYNQ7000.port,
-            ..Config::tiny()
+            clock: dmaflow::sim::Profile::ZYNQ7000.port,
+            ..Config::at(&Setup::TINY)
         };
         let rows = run(&cfg, |_| {}).unwrap();
         for r in &rows {

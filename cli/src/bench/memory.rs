@@ -27,7 +27,7 @@ use super::app::{App, TRIAD_UNIT_BYTES, Work};
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-use super::harness::{OnBoard, Setup, Sizes, Spec, bytes_label, ms_label};
+use super::harness::{OnBoard, Setup, Spec, Tier, bytes_label, ms_label};
 use super::meter::{Meter, Tally};
 use super::peers::{check, mark};
 use super::plot::{LinePlot, XAxis};
@@ -52,37 +52,29 @@ pub struct Config {
     pub profile: Profile,
 }
 
-impl Sizes for Config {
-    fn full() -> Self {
-        Config {
+impl Config {
+    /// The size `setup` asks for, on its board: the full run, or the quick
+    /// or tiny one made from it.
+    pub fn at(setup: &Setup) -> Self {
+        let full = Config {
             sizes: vec![256 << 10, 4 << 20],
             duration: Duration::from_millis(150),
             rounds: 5,
-            profile: Profile::ZYNQ7000,
-        }
-    }
-
-    fn quick() -> Self {
-        Config {
-            duration: Duration::from_millis(60),
-            rounds: 3,
-            ..Self::full()
-        }
-    }
-
-    fn tiny() -> Self {
-        Config {
-            sizes: vec![64 << 10],
-            duration: Duration::from_millis(20),
-            rounds: 2,
-            ..Self::full()
-        }
-    }
-
-    fn on(self, setup: &Setup) -> Self {
-        Config {
             profile: setup.profile,
-            ..self
+        };
+        match setup.tier {
+            Tier::Full => full,
+            Tier::Quick => Config {
+                duration: Duration::from_millis(60),
+                rounds: 3,
+                ..full
+            },
+            Tier::Tiny => Config {
+                sizes: vec![64 << 10],
+                duration: Duration::from_millis(20),
+                rounds: 2,
+                ..full
+            },
         }
     }
 }
@@ -473,9 +465,7 @@ pub static EXPERIMENT: Spec<Config> = Spec {
                 VM's DRAM and shared last-level cache, and on two cores the application \
                 shares the driver's core (the filter rows carry that sharing)",
     },
-    ..Spec::new(Config::at, |cfg, progress| {
-        Ok(report(cfg, &run(cfg, progress)?))
-    })
+    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
 };
 
 #[cfg(test)]
@@ -484,7 +474,7 @@ mod tests {
 
     #[test]
     fn tiny_run_measures_each_application_beside_the_transfers() {
-        let cfg = Config::tiny();
+        let cfg = Config::at(&Setup::TINY);
         let rows = run(&cfg, |_| {}).unwrap();
         assert_eq!(rows.len(), 2 * 3);
         for r in &rows {

@@ -22,7 +22,7 @@ use super::app::{App, Work};
 use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
 use super::error::Error;
-use super::harness::{OnBoard, OnGpu, Setup, Sizes, Spec, Tables, bytes_label, median};
+use super::harness::{OnBoard, OnGpu, Setup, Spec, Tables, Tier, bytes_label, median};
 use super::meter::Meter;
 use super::on_board::Mode;
 use super::plot::{LinePlot, XAxis};
@@ -55,9 +55,11 @@ pub struct Config {
     pub profile: Profile,
 }
 
-impl Sizes for Config {
-    fn full() -> Self {
-        Config {
+impl Config {
+    /// The size `setup` asks for, on its board: the full run, or the quick
+    /// or tiny one made from it.
+    pub fn at(setup: &Setup) -> Self {
+        let full = Config {
             sizes: (6..=15).map(|s| 1usize << s).collect(),
             max_packets: 400_000,
             bytes_per_run: 128 << 20,
@@ -66,37 +68,27 @@ impl Sizes for Config {
             batch: 16,
             ring_sizes: vec![16, 64, 256, 1024],
             ring_sweep_sizes: vec![64, 4096],
-            profile: Profile::ZYNQ7000,
-        }
-    }
-
-    fn quick() -> Self {
-        Config {
-            max_packets: 100_000,
-            bytes_per_run: 24 << 20,
-            rounds: 3,
-            ..Self::full()
-        }
-    }
-
-    fn tiny() -> Self {
-        Config {
-            sizes: vec![64, 4096],
-            max_packets: 2_000,
-            bytes_per_run: 1 << 20,
-            rounds: 1,
-            slots: 16,
-            batch: 4,
-            ring_sizes: vec![8, 32],
-            ring_sweep_sizes: vec![64],
-            profile: Profile::ZYNQ7000,
-        }
-    }
-
-    fn on(self, setup: &Setup) -> Self {
-        Config {
             profile: setup.profile,
-            ..self
+        };
+        match setup.tier {
+            Tier::Full => full,
+            Tier::Quick => Config {
+                max_packets: 100_000,
+                bytes_per_run: 24 << 20,
+                rounds: 3,
+                ..full
+            },
+            Tier::Tiny => Config {
+                sizes: vec![64, 4096],
+                max_packets: 2_000,
+                bytes_per_run: 1 << 20,
+                rounds: 1,
+                slots: 16,
+                batch: 4,
+                ring_sizes: vec![8, 32],
+                ring_sweep_sizes: vec![64],
+                ..full
+            },
         }
     }
 }
@@ -772,9 +764,7 @@ pub static EXPERIMENT: Spec<Config> = Spec {
                 link is what the emulator's clock allows, the overhead beside it is dmaflow's",
         paper: USER_X86,
     },
-    ..Spec::new(Config::at, |cfg, progress| {
-        Ok(report(cfg, &run(cfg, progress)?))
-    })
+    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
 };
 
 #[cfg(test)]
@@ -783,7 +773,7 @@ mod tests {
 
     #[test]
     fn tiny_sweep_is_consistent_and_bounded_by_the_clock() {
-        let cfg = Config::tiny();
+        let cfg = Config::at(&Setup::TINY);
         let t0 = Instant::now();
         let rows = run(&cfg, |_| {}).unwrap();
         let elapsed = t0.elapsed().as_secs_f64();

@@ -23,7 +23,7 @@ use dmaflow::sim::{BgSubCore, Clock, Loopback, StreamProcessor};
 use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
 use super::error::Error;
-use super::harness::{OnBoard, OnGpu, Setup, Sizes, Spec, Tables, on_board};
+use super::harness::{OnBoard, OnGpu, Setup, Spec, Tables, Tier, on_board};
 use super::meter::{Meter, Tally};
 use super::on_board::Mode;
 use super::plot::{LinePlot, Series, XAxis};
@@ -60,34 +60,26 @@ pub struct Config {
     pub memory: MemoryModel,
 }
 
-impl Sizes for Config {
-    fn full() -> Self {
-        Config {
+impl Config {
+    /// The size `setup` asks for, on its board: the full run, or the quick
+    /// or tiny one made from it.
+    pub fn at(setup: &Setup) -> Self {
+        let full = Config {
             lines: vec![1, 10, 100, 480, 1000, 1600],
             iterations: 1000,
-            memory: MemoryModel::Coherent,
-        }
-    }
-
-    fn quick() -> Self {
-        Config {
-            iterations: 100,
-            ..Self::full()
-        }
-    }
-
-    fn tiny() -> Self {
-        Config {
-            lines: vec![1, 10],
-            iterations: 20,
-            memory: MemoryModel::Coherent,
-        }
-    }
-
-    fn on(self, setup: &Setup) -> Self {
-        Config {
             memory: setup.memory,
-            ..self
+        };
+        match setup.tier {
+            Tier::Full => full,
+            Tier::Quick => Config {
+                iterations: 100,
+                ..full
+            },
+            Tier::Tiny => Config {
+                lines: vec![1, 10],
+                iterations: 20,
+                ..full
+            },
         }
     }
 }
@@ -690,9 +682,7 @@ pub static EXPERIMENT: Spec<Config> = Spec {
                 cut-through",
         paper: USER_X86,
     },
-    ..Spec::new(Config::at, |cfg, progress| {
-        Ok(report(cfg, &run(cfg, progress)?))
-    })
+    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
 };
 
 #[cfg(test)]
@@ -722,7 +712,7 @@ mod tests {
     #[test]
     fn tiny_sweep_is_bounded_by_the_fabric_clock_on_both_cores() {
         let t0 = Instant::now();
-        let rows = run(&Config::tiny(), |_| {}).unwrap();
+        let rows = run(&Config::at(&Setup::TINY), |_| {}).unwrap();
         let wall = t0.elapsed().as_secs_f64() * 1e6;
         assert_eq!(rows.len(), 12);
         for core in CORES {
@@ -758,7 +748,7 @@ mod tests {
         assert!(text.contains("coprocessor, two engines") && text.contains("loopback"));
         assert!(text.contains("Table 3") && text.contains("640x10"));
         assert_eq!(
-            report(&Config::tiny(), &rows).json["rows"][0]["core"],
+            report(&Config::at(&Setup::TINY), &rows).json["rows"][0]["core"],
             "bgsub"
         );
         assert!(answer(&rows).contains("both engines"));

@@ -36,7 +36,7 @@ use dmaflow::sim::{Clock, Profile};
 use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
 use super::error::Error;
-use super::harness::{OnBoard, Setup, Sizes, Spec, bytes_label, placement_here};
+use super::harness::{OnBoard, Setup, Spec, Tier, bytes_label, placement_here};
 use super::plot::{LinePlot, XAxis};
 use super::report::{Report, Target, sentence, series_by};
 use super::spread::{Ratio, Spread, in_turns};
@@ -78,41 +78,33 @@ pub struct Config {
     pub profile: Profile,
 }
 
-impl Sizes for Config {
-    fn full() -> Self {
-        Config {
+impl Config {
+    /// The size `setup` asks for, on its board: the full run, or the quick
+    /// or tiny one made from it.
+    pub fn at(setup: &Setup) -> Self {
+        let full = Config {
             cores: vec![Core::Fir, Core::BgSub],
             windows: vec![4 << 10, 16 << 10, 64 << 10],
             samples: 16 << 20,
             frame_bytes: 16 << 20,
             rounds: 9,
-            profile: Profile::ZYNQ7000,
-        }
-    }
-
-    fn quick() -> Self {
-        Config {
-            samples: 1 << 20,
-            frame_bytes: 2 << 20,
-            rounds: 3,
-            ..Self::full()
-        }
-    }
-
-    fn tiny() -> Self {
-        Config {
-            windows: vec![4 << 10],
-            samples: 50_000,
-            frame_bytes: 64 << 10,
-            rounds: 1,
-            ..Self::full()
-        }
-    }
-
-    fn on(self, setup: &Setup) -> Self {
-        Config {
             profile: setup.profile,
-            ..self
+        };
+        match setup.tier {
+            Tier::Full => full,
+            Tier::Quick => Config {
+                samples: 1 << 20,
+                frame_bytes: 2 << 20,
+                rounds: 3,
+                ..full
+            },
+            Tier::Tiny => Config {
+                windows: vec![4 << 10],
+                samples: 50_000,
+                frame_bytes: 64 << 10,
+                rounds: 1,
+                ..full
+            },
         }
     }
 }
@@ -692,9 +684,7 @@ pub static EXPERIMENT: Spec<Config> = Spec {
                 emulated core's own compute on this host",
         paper: USER_X86,
     },
-    ..Spec::new(Config::at, |cfg, progress| {
-        Ok(report(cfg, &run(cfg, progress)?))
-    })
+    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
 };
 
 #[cfg(test)]
@@ -729,7 +719,7 @@ mod tests {
     #[test]
     fn both_pipelines_deliver_the_same_filtered_stream() {
         let t0 = Instant::now();
-        let cfg = Config::tiny();
+        let cfg = Config::at(&Setup::TINY);
         let rows = run(&cfg, |_| {}).unwrap();
         let wall = t0.elapsed().as_secs_f64();
         assert_eq!(rows.len(), 8);
