@@ -23,6 +23,31 @@ use super::report::{Report, Target, sentence};
 /// The paper's fabric clock: 100 MHz x 1 B.
 pub const FABRIC: Clock = super::harness::PAPER_000_FABRIC;
 
+/// `dmaflow bench bgsub`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "bgsub",
+    on_gpu: Some(OnGpu::Gpu(Tables::KERNELS)),
+    board: OnBoard::EmulatorOnly(
+        "it drives the background-subtraction coprocessor, which the loopback design lacks",
+    ),
+    question: "Background subtraction on a coprocessor behind two DMA engines vs the CPU (paper \
+               000).",
+    keys: "device (fabric|cpu), width, height, frames, seconds (all frames),\n\
+          frame_ms (median), frames_per_s (at the median frame time),\n\
+          verified (bool: every mask equal to the pixel-by-pixel\n\
+          definition), cpu_us (per frame), model_us and overhead_us (per\n\
+          frame; null for cpu)",
+    conditions: Conditions {
+        timed: "each frame from the call to the mask in the caller's buffer, software and \
+                fabric in turns frame by frame",
+        against: "the software implementation on this CPU and the modelled fabric's bound",
+        model: "model_us (two 100 MB/s streams side by side); the emulated core computes on \
+                this host",
+        paper: USER_X86,
+    },
+    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
+};
+
 /// What to measure.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -265,35 +290,6 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         .answer(answer(cfg, rows))
         .targets(targets(rows))
 }
-
-/// `dmaflow bench bgsub`.
-pub static EXPERIMENT: Spec<Config> = Spec {
-    name: "bgsub",
-    on_gpu: Some(OnGpu::Gpu(Tables {
-        transfers: false,
-        messages: false,
-        kernels: true,
-    })),
-    board: OnBoard::EmulatorOnly(
-        "it drives the background-subtraction coprocessor, which the loopback design lacks",
-    ),
-    question: "Background subtraction on a coprocessor behind two DMA engines vs the CPU (paper \
-               000).",
-    keys: "device (fabric|cpu), width, height, frames, seconds (all frames),\n\
-          frame_ms (median), frames_per_s (at the median frame time),\n\
-          verified (bool: every mask equal to the pixel-by-pixel\n\
-          definition), cpu_us (per frame), model_us and overhead_us (per\n\
-          frame; null for cpu)",
-    conditions: Conditions {
-        timed: "each frame from the call to the mask in the caller's buffer, software and \
-                fabric in turns frame by frame",
-        against: "the software implementation on this CPU and the modelled fabric's bound",
-        model: "model_us (two 100 MB/s streams side by side); the emulated core computes on \
-                this host",
-        paper: USER_X86,
-    },
-    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
-};
 
 #[cfg(test)]
 mod tests {

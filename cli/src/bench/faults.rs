@@ -37,6 +37,31 @@ use super::error::Error;
 use super::harness::{OnBoard, Setup, Spec, Tier};
 use super::report::{Report, Target};
 
+/// `dmaflow bench faults`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "faults",
+    board: OnBoard::EmulatorOnly("it injects faults into the emulated engine"),
+    question: "A seeded fault campaign through every safe way of moving data: nothing delivered \
+               wrong, no late write, no hang.",
+    keys: "memory (coherent|noncoherent), api (two_way|owned|dropped|\n\
+          packet_ring|proxy|accelerator_node), transfers, bytes\n\
+          (delivered and checked), faults (injected), recovered (the\n\
+          same engine moved data right after), engines_lost (replaced),\n\
+          bytes_lost (DMA memory kept for good by engines that could not\n\
+          be halted in time), bytes_wrong, late_writes (canary bytes a\n\
+          device wrote after its transfer ended), unexpected_errors\n\
+          (failures with no fault injected), hangs, seconds",
+    conditions: Conditions {
+        timed: "nothing: every figure is a count (transfers, faults injected, recovered, \
+                late writes)",
+        against: "what every safe API must guarantee: nothing delivered wrong, no late \
+                  write, no hang",
+        model: "the injected faults",
+        paper: "no paper measures this",
+    },
+    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
+};
+
 /// Campaign settings.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -732,31 +757,6 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         ))
         .targets(targets(rows))
 }
-
-/// `dmaflow bench faults`.
-pub static EXPERIMENT: Spec<Config> = Spec {
-    name: "faults",
-    board: OnBoard::EmulatorOnly("it injects faults into the emulated engine"),
-    question: "A seeded fault campaign through every safe way of moving data: nothing delivered \
-               wrong, no late write, no hang.",
-    keys: "memory (coherent|noncoherent), api (two_way|owned|dropped|\n\
-          packet_ring|proxy|accelerator_node), transfers, bytes\n\
-          (delivered and checked), faults (injected), recovered (the\n\
-          same engine moved data right after), engines_lost (replaced),\n\
-          bytes_lost (DMA memory kept for good by engines that could not\n\
-          be halted in time), bytes_wrong, late_writes (canary bytes a\n\
-          device wrote after its transfer ended), unexpected_errors\n\
-          (failures with no fault injected), hangs, seconds",
-    conditions: Conditions {
-        timed: "nothing: every figure is a count (transfers, faults injected, recovered, \
-                late writes)",
-        against: "what every safe API must guarantee: nothing delivered wrong, no late \
-                  write, no hang",
-        model: "the injected faults",
-        paper: "no paper measures this",
-    },
-    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
-};
 
 #[cfg(test)]
 mod tests {

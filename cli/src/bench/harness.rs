@@ -132,6 +132,20 @@ impl Tables {
         messages: true,
         kernels: true,
     };
+
+    /// The tables of data moved: the ceiling, the transfer points and the
+    /// message, not the kernels.
+    pub const MOVED: Tables = Tables {
+        kernels: false,
+        ..Tables::ALL
+    };
+
+    /// The kernels against the CPU only.
+    pub const KERNELS: Tables = Tables {
+        transfers: false,
+        messages: false,
+        kernels: true,
+    };
 }
 
 /// What `bench NAME --device cuda:N` runs for an experiment.

@@ -23,6 +23,39 @@ use super::on_board::Mode;
 use super::plot::{LinePlot, XAxis};
 use super::report::{Report, Target, sentence, series_by};
 
+/// `dmaflow bench loopback`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "loopback",
+    on_gpu: Some(OnGpu::Gpu(Tables::MOVED)),
+    board: OnBoard::Runs(Mode::Direct, |cfg, rig, progress| {
+        Ok(report(cfg, &run_on_board(cfg, rig, progress)?))
+    }),
+    question: "Two-way loopback transfers on the emulated fabric (paper 002).",
+    keys: "completion (poll|yield|irq|proxy|bare: the emulator baseline),\n\
+          path (zerocopy|copy), over_bare_us (over the baseline),\n\
+          buffering (single|double), partition (unique|blocks),\n\
+          block_bytes, bytes, median_us (two-way transfer),\n\
+          round_median_us_min, round_median_us_max, rounds (the modes\n\
+          take turns round by round; proxy's rounds are consecutive\n\
+          shares), model_us,\n\
+          overhead_us, cpu_us (driver threads and interrupt delivery),\n\
+          irq_delivery_us (of cpu_us: the emulated interrupt's eventfd\n\
+          write and wake-up, a handler's work on a board), cpu_share,\n\
+          tx_us (MM2S start to its completion), rx_us (S2MM start to its\n\
+          completion), us_per_byte,\n\
+          iterations (times medians, at the profile's port clock)",
+    conditions: Conditions {
+        timed: "each two-way transfer from the call to its return; TX and RX from their own \
+                starts; the modes in turns, five rounds per size",
+        against: "the modelled device (model_us) and polling's CPU",
+        model: "model_us: PG021's latencies and the HP port's clock; overhead_us also holds \
+                the emulator's own work, which the bare rows (the thinnest driver on the same \
+                fabric) measure: over_bare_us is dmaflow's",
+        paper: USER_X86,
+    },
+    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
+};
+
 /// What to measure.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -578,13 +611,15 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
             format!("{} copy {} {}", r.completion, r.buffering, r.partition)
         }
     };
-    let plot = |title: &str, y_label: &str, y: fn(&Row) -> f64| LinePlot {
-        title: title.into(),
-        x_label: "transfer size, each way".into(),
-        y_label: y_label.into(),
-        x: XAxis::Bytes,
-        log_y: true,
-        series: series_by(rows, label, |r| r.bytes as f64, y),
+    let plot = |title: &str, y_label: &str, y: fn(&Row) -> f64| {
+        LinePlot::new(
+            title,
+            XAxis::Bytes,
+            "transfer size, each way",
+            y_label,
+            series_by(rows, label, |r| r.bytes as f64, y),
+        )
+        .log_y()
     };
     let heading = on_board(
         format!(
@@ -627,42 +662,6 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
             ),
         ])
 }
-
-/// `dmaflow bench loopback`.
-pub static EXPERIMENT: Spec<Config> = Spec {
-    name: "loopback",
-    on_gpu: Some(OnGpu::Gpu(Tables {
-        kernels: false,
-        ..Tables::ALL
-    })),
-    board: OnBoard::Runs(Mode::Direct, |cfg, rig, progress| {
-        Ok(report(cfg, &run_on_board(cfg, rig, progress)?))
-    }),
-    question: "Two-way loopback transfers on the emulated fabric (paper 002).",
-    keys: "completion (poll|yield|irq|proxy|bare: the emulator baseline),\n\
-          path (zerocopy|copy), over_bare_us (over the baseline),\n\
-          buffering (single|double), partition (unique|blocks),\n\
-          block_bytes, bytes, median_us (two-way transfer),\n\
-          round_median_us_min, round_median_us_max, rounds (the modes\n\
-          take turns round by round; proxy's rounds are consecutive\n\
-          shares), model_us,\n\
-          overhead_us, cpu_us (driver threads and interrupt delivery),\n\
-          irq_delivery_us (of cpu_us: the emulated interrupt's eventfd\n\
-          write and wake-up, a handler's work on a board), cpu_share,\n\
-          tx_us (MM2S start to its completion), rx_us (S2MM start to its\n\
-          completion), us_per_byte,\n\
-          iterations (times medians, at the profile's port clock)",
-    conditions: Conditions {
-        timed: "each two-way transfer from the call to its return; TX and RX from their own \
-                starts; the modes in turns, five rounds per size",
-        against: "the modelled device (model_us) and polling's CPU",
-        model: "model_us: PG021's latencies and the HP port's clock; overhead_us also holds \
-                the emulator's own work, which the bare rows (the thinnest driver on the same \
-                fabric) measure: over_bare_us is dmaflow's",
-        paper: USER_X86,
-    },
-    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
-};
 
 #[cfg(test)]
 mod tests {

@@ -3,6 +3,7 @@
 
 pub mod app;
 pub mod baseline;
+pub mod beside;
 pub mod columns;
 pub mod conditions;
 pub mod error;

@@ -31,6 +31,24 @@ use super::peers::{Backoff, checksum, fill, series};
 use super::report::{Report, Target, sentence, within};
 use super::spread::{Spread, in_turns};
 
+/// `dmaflow bench readers`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "readers",
+    board: OnBoard::EmulatorOnly("it measures queues on this machine, not a DMA device"),
+    question: "One writer, several readers of one queue (GNU Radio 4's bm_Buffer shape).",
+    keys: "impl (dmaflow|vmcircbuffer), readers, items_per_op, ops_per_s\n\
+          (writer operations, median), ops_per_s_min, ops_per_s_max,\n\
+          samples_per_s_per_reader, rounds",
+    conditions: Conditions {
+        timed: "from the first thread's start to the last thread's end",
+        against: "vmcircbuffer's lock-free SPMC buffer here, and GNU Radio 4's published \
+                  bm_Buffer figures (another CPU, not measured here)",
+        model: "none",
+        paper: "GNU Radio 4 ran on a many-core desktop; here five threads share two cores",
+    },
+    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
+};
+
 /// What to measure.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -413,24 +431,6 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         .answer(sentence(&clauses))
         .targets(targets)
 }
-
-/// `dmaflow bench readers`.
-pub static EXPERIMENT: Spec<Config> = Spec {
-    name: "readers",
-    board: OnBoard::EmulatorOnly("it measures queues on this machine, not a DMA device"),
-    question: "One writer, several readers of one queue (GNU Radio 4's bm_Buffer shape).",
-    keys: "impl (dmaflow|vmcircbuffer), readers, items_per_op, ops_per_s\n\
-          (writer operations, median), ops_per_s_min, ops_per_s_max,\n\
-          samples_per_s_per_reader, rounds",
-    conditions: Conditions {
-        timed: "from the first thread's start to the last thread's end",
-        against: "vmcircbuffer's lock-free SPMC buffer here, and GNU Radio 4's published \
-                  bm_Buffer figures (another CPU, not measured here)",
-        model: "none",
-        paper: "GNU Radio 4 ran on a many-core desktop; here five threads share two cores",
-    },
-    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
-};
 
 #[cfg(test)]
 mod tests {

@@ -49,6 +49,33 @@ const CASES: usize = 4;
 /// The coprocessor's mask threshold (as `bench bgsub`).
 const THRESHOLD: u8 = 25;
 
+/// `dmaflow bench twoway`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "twoway",
+    on_gpu: Some(OnGpu::Gpu(Tables::KERNELS)),
+    board: OnBoard::Runs(Mode::Direct, |cfg, rig, progress| {
+        Ok(report(cfg, &run_on_board(cfg, rig, progress)?))
+    }),
+    question: "Two-way transfers of image lines, polling vs kernel-style driver (paper 000).",
+    keys: "core (bgsub: the coprocessor's two engines | loopback),\n\
+          completion (poll|irq|proxy), lines, bytes (each way),\n\
+          median_us, p25_us, p75_us, avg_us, min_us, max_us, stddev_us\n\
+          (per two-way transfer), mib_per_s (2^20 B/s at the median;\n\
+          ideal 95.37), iterations, model_us, overhead_us (of the\n\
+          median), cpu_us, cpu_share, issue_us (median time to\n\
+          program every engine's two channels; null for proxy)",
+    conditions: Conditions {
+        timed: "each two-way transfer from the call to its return (median of 1000 per \
+                size); issue: programming every engine, timed on its own",
+        against: "the modelled device time (paper 000's ideal 95.37 MiB/s) and each driver \
+                  against polling",
+        model: "model_us and the ideal throughput; the emulated coprocessor streams \
+                cut-through",
+        paper: USER_X86,
+    },
+    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
+};
+
 /// What to measure.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -644,46 +671,14 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     .text(render(rows))
     .answer(answer(rows))
     .targets(targets(rows))
-    .plots([LinePlot {
-        title: "Two-way transfer throughput (paper 000, Fig. 5)".into(),
-        x_label: "transfer size, each way".into(),
-        y_label: "throughput (MiB/s)".into(),
-        x: XAxis::Bytes,
-        log_y: false,
+    .plots([LinePlot::new(
+        "Two-way transfer throughput (paper 000, Fig. 5)",
+        XAxis::Bytes,
+        "transfer size, each way",
+        "throughput (MiB/s)",
         series,
-    }])
+    )])
 }
-
-/// `dmaflow bench twoway`.
-pub static EXPERIMENT: Spec<Config> = Spec {
-    name: "twoway",
-    on_gpu: Some(OnGpu::Gpu(Tables {
-        transfers: false,
-        messages: false,
-        kernels: true,
-    })),
-    board: OnBoard::Runs(Mode::Direct, |cfg, rig, progress| {
-        Ok(report(cfg, &run_on_board(cfg, rig, progress)?))
-    }),
-    question: "Two-way transfers of image lines, polling vs kernel-style driver (paper 000).",
-    keys: "core (bgsub: the coprocessor's two engines | loopback),\n\
-          completion (poll|irq|proxy), lines, bytes (each way),\n\
-          median_us, p25_us, p75_us, avg_us, min_us, max_us, stddev_us\n\
-          (per two-way transfer), mib_per_s (2^20 B/s at the median;\n\
-          ideal 95.37), iterations, model_us, overhead_us (of the\n\
-          median), cpu_us, cpu_share, issue_us (median time to\n\
-          program every engine's two channels; null for proxy)",
-    conditions: Conditions {
-        timed: "each two-way transfer from the call to its return (median of 1000 per \
-                size); issue: programming every engine, timed on its own",
-        against: "the modelled device time (paper 000's ideal 95.37 MiB/s) and each driver \
-                  against polling",
-        model: "model_us and the ideal throughput; the emulated coprocessor streams \
-                cut-through",
-        paper: USER_X86,
-    },
-    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
-};
 
 #[cfg(test)]
 mod tests {

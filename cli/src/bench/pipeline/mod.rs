@@ -60,6 +60,37 @@ impl Core {
     }
 }
 
+/// `dmaflow bench pipeline`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "pipeline",
+    board: OnBoard::EmulatorOnly("it sets the emulated link's clock and chains emulated engines"),
+    question: "An accelerator inside a process network (FIR and background-subtraction cores): \
+               the accelerator node on queues in DMA memory vs copying.",
+    keys: "core (fir|bgsub), pipeline (zerocopy|copy), clock, window_bytes\n\
+          (output bytes per window: FIR hop x 4, bgsub frame),\n\
+          mb_per_s (delivered, 10^6 B/s, median of the runs),\n\
+          mb_per_s_spread, model_mb_per_s (what the\n\
+          modelled link allows; null unlimited), link_share,\n\
+          core_mb_per_s (the emulated core's own compute rate on this\n\
+          host), cpu_us_per_mb (host CPU of the source, node and sink\n\
+          threads per MB delivered), copied_per_byte (payload bytes the\n\
+          library copied on those threads per byte delivered, counted\n\
+          where it copies; the largest of the runs), vs_copy (zerocopy\n\
+          rows: delivered over the copying pipeline's, run by run, a\n\
+          spread), runs",
+    conditions: Conditions {
+        timed: "the graph's run from start to its last node's end",
+        against: "a copying pipeline on the same footing (FIR: the same scatter-gather \
+                  engine and windows in flight, through a packet ring's standard I/O; \
+                  bgsub: one frame at a time in both, as its background requires) and the \
+                  modelled link; copied bytes counted where the library copies",
+        model: "link_share and model_mb_per_s are the modelled link's; core_mb_per_s is the \
+                emulated core's own compute on this host",
+        paper: USER_X86,
+    },
+    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
+};
+
 /// What to measure.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -620,22 +651,21 @@ pub fn answer(rows: &[Row]) -> String {
 pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     let plots = cores(rows).into_iter().map(|core| {
         let mine: Vec<Row> = rows.iter().filter(|r| r.core == core).cloned().collect();
-        LinePlot {
-            title: format!(
+        LinePlot::new(
+            format!(
                 "{} coprocessor in a process network: delivered throughput",
                 core.name()
             ),
-            x_label: "window (output bytes)".into(),
-            y_label: "delivered MB/s".into(),
-            x: XAxis::Bytes,
-            log_y: false,
-            series: series_by(
+            XAxis::Bytes,
+            "window (output bytes)",
+            "delivered MB/s",
+            series_by(
                 &mine,
                 |r| format!("{} {}", r.pipeline, r.clock),
                 |r| r.window_bytes as f64,
                 |r| r.mb_per_s,
             ),
-        }
+        )
     });
     let heading = format!(
         "pipeline: source -> coprocessor -> sink on the emulated fabric, for the \
@@ -655,37 +685,6 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         .targets(targets(rows))
         .plots(plots)
 }
-
-/// `dmaflow bench pipeline`.
-pub static EXPERIMENT: Spec<Config> = Spec {
-    name: "pipeline",
-    board: OnBoard::EmulatorOnly("it sets the emulated link's clock and chains emulated engines"),
-    question: "An accelerator inside a process network (FIR and background-subtraction cores): \
-               the accelerator node on queues in DMA memory vs copying.",
-    keys: "core (fir|bgsub), pipeline (zerocopy|copy), clock, window_bytes\n\
-          (output bytes per window: FIR hop x 4, bgsub frame),\n\
-          mb_per_s (delivered, 10^6 B/s, median of the runs),\n\
-          mb_per_s_spread, model_mb_per_s (what the\n\
-          modelled link allows; null unlimited), link_share,\n\
-          core_mb_per_s (the emulated core's own compute rate on this\n\
-          host), cpu_us_per_mb (host CPU of the source, node and sink\n\
-          threads per MB delivered), copied_per_byte (payload bytes the\n\
-          library copied on those threads per byte delivered, counted\n\
-          where it copies; the largest of the runs), vs_copy (zerocopy\n\
-          rows: delivered over the copying pipeline's, run by run, a\n\
-          spread), runs",
-    conditions: Conditions {
-        timed: "the graph's run from start to its last node's end",
-        against: "a copying pipeline on the same footing (FIR: the same scatter-gather \
-                  engine and windows in flight, through a packet ring's standard I/O; \
-                  bgsub: one frame at a time in both, as its background requires) and the \
-                  modelled link; copied bytes counted where the library copies",
-        model: "link_share and model_mb_per_s are the modelled link's; core_mb_per_s is the \
-                emulated core's own compute on this host",
-        paper: USER_X86,
-    },
-    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
-};
 
 #[cfg(test)]
 mod tests {
