@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use dmaflow::dma::Completion;
-use dmaflow::mem::DmaBuf;
-use dmaflow::rig::SimEngine;
-use dmaflow::sim::Profile;
+use dmaflow::mem::{CachePolicy, DmaBuf};
+use dmaflow::rig::{Placement, Rig, SimEngine};
+use dmaflow::sim::{Clock, Loopback, Profile};
 
 use super::error::Error;
 use super::harness::{Setup, Tier};
@@ -44,6 +44,24 @@ impl Config {
             rounds,
             profile: setup.profile,
         }
+    }
+
+    /// A loopback board at `clock` for transfers of these sizes, its device
+    /// thread on a core of its own, this thread pinned to the first core
+    /// left (the driver's): the board, the placement and that core.
+    pub fn board(&self, clock: Clock) -> Result<(Rig, Placement, usize), Error> {
+        let largest = self.sizes.iter().copied().max().unwrap_or(64);
+        let rig = Rig::new(
+            (4 * largest + (1 << 20)).next_power_of_two(),
+            clock,
+            false,
+            CachePolicy::Coherent,
+            Box::new(Loopback),
+        )?;
+        let placed = rig.dedicate_core()?;
+        let driver = placed.host_cores[0];
+        dmaflow::platform::cpu::pin(None, &[driver])?;
+        Ok((rig, placed, driver))
     }
 }
 

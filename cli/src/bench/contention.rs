@@ -14,9 +14,6 @@
 use std::time::Duration;
 
 use dmaflow::dma::{Completion, Proxy};
-use dmaflow::mem::CachePolicy;
-use dmaflow::rig::Rig;
-use dmaflow::sim::Loopback;
 
 use super::app::{App, SAMPLES, Work};
 use super::beside;
@@ -117,19 +114,9 @@ fn round_of(
     round: usize,
     progress: &mut impl FnMut(&str),
 ) -> Result<Vec<Sample>, Error> {
-    let largest = cfg.sizes.iter().copied().max().unwrap_or(64);
     let name = mode.name();
-    let mut rig = Rig::new(
-        (4 * largest + (1 << 20)).next_power_of_two(),
-        cfg.profile.port,
-        false,
-        CachePolicy::Coherent,
-        Box::new(Loopback),
-    )?;
-    let placed = rig.dedicate_core()?;
     // The driver and the application share one core.
-    let core = placed.host_cores[0];
-    dmaflow::platform::cpu::pin(None, &[core])?;
+    let (mut rig, placed, core) = cfg.board(cfg.profile.port)?;
     let proxy = if mode == Completion::Proxy {
         Some(
             Proxy::start(rig.engines.remove(0)).map_err(|source| Error::Io {

@@ -19,9 +19,8 @@
 use std::time::{Duration, Instant};
 
 use dmaflow::dma::Completion;
-use dmaflow::mem::CachePolicy;
 use dmaflow::rig::Rig;
-use dmaflow::sim::{Clock, Loopback};
+use dmaflow::sim::Clock;
 
 use super::app::{App, TRIAD_UNIT_BYTES, Work};
 use super::beside;
@@ -246,23 +245,13 @@ fn rows_of(
 
 /// Runs every clock, size and application in rounds.
 pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
-    let largest = cfg.sizes.iter().copied().max().unwrap_or(64);
     let mut rows = Vec::new();
     for clock in [cfg.profile.port, Clock::Unlimited] {
         let clock_name = match clock.bytes_per_s() {
             Some(b) => format!("{:.0}MB/s", b / 1e6),
             None => "unlimited".into(),
         };
-        let rig = Rig::new(
-            (4 * largest + (1 << 20)).next_power_of_two(),
-            clock,
-            false,
-            CachePolicy::Coherent,
-            Box::new(Loopback),
-        )?;
-        let placed = rig.dedicate_core()?;
-        let driver = placed.host_cores[0];
-        dmaflow::platform::cpu::pin(None, &[driver])?;
+        let (rig, placed, driver) = cfg.board(clock)?;
         let app_core = placed.host_cores.get(1).copied().unwrap_or(driver);
         let own_core = app_core != driver;
         for &bytes in &cfg.sizes {
