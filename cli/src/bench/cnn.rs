@@ -20,7 +20,7 @@ use dmaflow::sim::{Clock, ConvCore};
 use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
 use super::error::Error;
-use super::harness::{NO_GPU, OnBoard, OnGpu, Setup, Sizes, Spec, median, on_board, table};
+use super::harness::{NO_GPU, OnBoard, OnGpu, Setup, Spec, Tier, median, on_board, table};
 use super::meter::{Cost, Meter, Tally};
 use super::plot::{LinePlot, XAxis};
 use super::report::{Report, sentence, series_by};
@@ -28,6 +28,32 @@ use super::spread::{Spread, in_turns};
 
 /// The fabric clock: the Zynq HP port (150 MHz x 8 B).
 pub const FABRIC: Clock = dmaflow::sim::Profile::ZYNQ7000.port;
+
+/// `dmaflow bench cnn`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "cnn",
+    on_gpu: Some(OnGpu::Itself),
+    board: OnBoard::EmulatorOnly(
+        "it drives the convolution coprocessor, which the loopback design lacks",
+    ),
+    question: "A five-layer int16 CNN run layer by layer on a convolution coprocessor (paper \
+               002).",
+    keys: "completion (poll|yield|irq|proxy), layer (1..5), tx_bytes,\n\
+          rx_bytes, tx_us_per_byte, rx_us_per_byte (medians over frames),\n\
+          frame_ms (median frame), frame_ms_spread, verified (bool),\n\
+          layer_us (median layer transfer), layer_us_spread, model_us (link and NullHop-modelled compute),\n\
+          overhead_us, emulator_compute_us (of the overhead: this host\n\
+          computing slower than the modelled core), software_us, cpu_us",
+    conditions: Conditions {
+        timed: "each layer's transfers and each frame from the first send to the last \
+                answer",
+        against: "the completion modes, and the modelled link",
+        model: "model_us: the link and the core's compute, modelled as NullHop's 128 MACs \
+                per cycle at an assumed 100 MHz; TX us/byte restates 1 / the link rate",
+        paper: USER_X86,
+    },
+    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
+};
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -46,42 +72,30 @@ pub struct Config {
     pub device: Option<usize>,
 }
 
-impl Sizes for Config {
-    fn full() -> Self {
-        Config {
+impl Config {
+    /// The size `setup` asks for, on its board: the full run, or the quick
+    /// or tiny one made from it.
+    pub fn at(setup: &Setup) -> Self {
+        let full = Config {
             frames: 30,
             rounds: 5,
             layers: 5,
-            memory: MemoryModel::Coherent,
-            device: None,
-        }
-    }
-
-    fn quick() -> Self {
-        Config {
-            frames: 6,
-            rounds: 2,
-            layers: 5,
-            memory: MemoryModel::Coherent,
-            device: None,
-        }
-    }
-
-    fn tiny() -> Self {
-        Config {
-            frames: 2,
-            rounds: 2,
-            layers: 2,
-            memory: MemoryModel::Coherent,
-            device: None,
-        }
-    }
-
-    fn on(self, setup: &Setup) -> Self {
-        Config {
             memory: setup.memory,
             device: setup.gpu.map(|g| g.0),
-            ..self
+        };
+        match setup.tier {
+            Tier::Full => full,
+            Tier::Quick => Config {
+                frames: 6,
+                rounds: 2,
+                ..full
+            },
+            Tier::Tiny => Config {
+                frames: 2,
+                rounds: 2,
+                layers: 2,
+                ..full
+            },
         }
     }
 }
@@ -599,19 +613,19 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     let report = Report::of("cnn", heading, &columns(), rows)
         .text(render(rows))
         .answer(answer(cfg, rows))
-        .plots([LinePlot {
-            title: "CNN layers: TX time per byte (paper 002, Table I)".into(),
-            x_label: "bytes sent per layer".into(),
-            y_label: "TX time per byte (µs/B)".into(),
-            x: XAxis::Bytes,
-            log_y: true,
-            series: series_by(
+        .plots([LinePlot::new(
+            "CNN layers: TX time per byte (paper 002, Table I)",
+            XAxis::Bytes,
+            "bytes sent per layer",
+            "TX time per byte (µs/B)",
+            series_by(
                 rows,
                 |r| r.completion.to_string(),
                 |r| r.tx_bytes as f64,
                 |r| r.tx_us_per_byte,
             ),
-        }]);
+        )
+        .log_y()]);
     if rows.is_empty() {
         report.kept("skipped", NO_GPU)
     } else {
@@ -619,41 +633,13 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     }
 }
 
-/// `dmaflow bench cnn`.
-pub static EXPERIMENT: Spec<Config> = Spec {
-    name: "cnn",
-    on_gpu: Some(OnGpu::Itself),
-    board: OnBoard::EmulatorOnly(
-        "it drives the convolution coprocessor, which the loopback design lacks",
-    ),
-    question: "A five-layer int16 CNN run layer by layer on a convolution coprocessor (paper \
-               002).",
-    keys: "completion (poll|yield|irq|proxy), layer (1..5), tx_bytes,\n\
-          rx_bytes, tx_us_per_byte, rx_us_per_byte (medians over frames),\n\
-          frame_ms (median frame), frame_ms_spread, verified (bool),\n\
-          layer_us (median layer transfer), layer_us_spread, model_us (link and NullHop-modelled compute),\n\
-          overhead_us, emulator_compute_us (of the overhead: this host\n\
-          computing slower than the modelled core), software_us, cpu_us",
-    conditions: Conditions {
-        timed: "each layer's transfers and each frame from the first send to the last \
-                answer",
-        against: "the completion modes, and the modelled link",
-        model: "model_us: the link and the core's compute, modelled as NullHop's 128 MACs \
-                per cycle at an assumed 100 MHz; TX us/byte restates 1 / the link rate",
-        paper: USER_X86,
-    },
-    ..Spec::new(Config::at, |cfg, progress| {
-        Ok(report(cfg, &run(cfg, progress)?))
-    })
-};
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn tiny_run_matches_the_reference_in_every_mode() {
-        let rows = run(&Config::tiny(), |_| {}).unwrap();
+        let rows = run(&Config::at(&Setup::TINY), |_| {}).unwrap();
         assert_eq!(rows.len(), 4 * 2);
         for r in &rows {
             assert!(r.verified, "{r:?}");

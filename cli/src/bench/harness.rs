@@ -114,28 +114,6 @@ impl Tier {
     }
 }
 
-/// An experiment's configuration in its three sizes, fitted to the run's board.
-pub trait Sizes: Sized {
-    /// The recorded run.
-    fn full() -> Self;
-    /// Shorter runs with fewer rounds (`--quick`).
-    fn quick() -> Self;
-    /// The smallest run, for tests (`--tiny`).
-    fn tiny() -> Self;
-    /// This size on `setup`'s board (its profile, memory or device); by
-    /// default, as it is.
-    fn on(self, _setup: &Setup) -> Self {
-        self
-    }
-    /// The size `setup` asks for, on its board.
-    fn at(setup: &Setup) -> Self {
-        setup
-            .tier
-            .pick(Self::full, Self::quick, Self::tiny)
-            .on(setup)
-    }
-}
-
 /// Which of the GPU experiment's tables run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tables {
@@ -152,6 +130,20 @@ impl Tables {
     pub const ALL: Tables = Tables {
         transfers: true,
         messages: true,
+        kernels: true,
+    };
+
+    /// The tables of data moved: the ceiling, the transfer points and the
+    /// message, not the kernels.
+    pub const MOVED: Tables = Tables {
+        kernels: false,
+        ..Tables::ALL
+    };
+
+    /// The kernels against the CPU only.
+    pub const KERNELS: Tables = Tables {
+        transfers: false,
+        messages: false,
         kernels: true,
     };
 }
@@ -176,6 +168,16 @@ pub struct Setup {
     pub profile: Profile,
     /// The CUDA device and the GPU tables asked for (`--device cuda:N`).
     pub gpu: Option<(usize, Tables)>,
+}
+
+impl Setup {
+    /// The tiny size on the default board: a coherent Zynq-7000, no GPU.
+    pub const TINY: Setup = Setup {
+        tier: Tier::Tiny,
+        memory: MemoryModel::Coherent,
+        profile: Profile::ZYNQ7000,
+        gpu: None,
+    };
 }
 
 /// One experiment of `dmaflow bench`: one file under `bench/` (stating its
