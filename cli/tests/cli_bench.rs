@@ -149,11 +149,11 @@ fn bench_help_documents_the_cost_keys_of_every_dma_experiment() {
 
 #[test]
 fn the_cross_process_row_reads_every_item_in_another_process() {
-    use dmaflow_cli::bench::harness::Sizes;
+    use dmaflow_cli::bench::Setup;
     use dmaflow_cli::bench::ring::{Config, run};
     let cfg = Config {
         reader: Some(std::path::PathBuf::from(env!("CARGO_BIN_EXE_dmaflow"))),
-        ..Config::tiny()
+        ..Config::at(&Setup::TINY)
     };
     // Every row's checksum is verified inside `run`: the child process
     // summed every item the writer here wrote.

@@ -21,7 +21,7 @@ use dmaflow::graph::Graph;
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-use super::harness::{OnBoard, Sizes, Spec, median};
+use super::harness::{OnBoard, Setup, Spec, Tier, median};
 use super::plot::{LinePlot, Series};
 use super::report::{Report, Target, sentence};
 use super::spread::{Ratio, Spread};
@@ -42,33 +42,29 @@ pub struct Config {
 /// Overlap at which the bare ceiling is measured.
 pub const BARE_OVERLAP: u32 = 50;
 
-impl Sizes for Config {
-    /// The full experiment: 64 MiB of samples per point, more than the last-level
-    /// cache holds (several minutes).
-    fn full() -> Self {
-        Config {
+impl Config {
+    /// The size `setup` asks for: the full experiment, 64 MiB of samples per
+    /// point, more than the last-level cache holds (several minutes); the
+    /// quick one, 16 MiB (about a minute); or the tiny one, for tests.
+    pub fn at(setup: &Setup) -> Self {
+        let full = Config {
             samples: 1 << 24,
             rounds: 5,
             fft_lens: (4..=16).map(|k| 1 << k).collect(),
             overlaps: vec![10, 50, 90],
-        }
-    }
-
-    /// A shorter run (about a minute): 16 MiB of samples, three overlaps.
-    fn quick() -> Self {
-        Config {
-            samples: 1 << 22,
-            rounds: 5,
-            ..Self::full()
-        }
-    }
-
-    fn tiny() -> Self {
-        Config {
-            samples: 1 << 14,
-            rounds: 1,
-            fft_lens: vec![16, 1024],
-            overlaps: vec![10, 50],
+        };
+        match setup.tier {
+            Tier::Full => full,
+            Tier::Quick => Config {
+                samples: 1 << 22,
+                ..full
+            },
+            Tier::Tiny => Config {
+                samples: 1 << 14,
+                rounds: 1,
+                fft_lens: vec![16, 1024],
+                overlaps: vec![10, 50],
+            },
         }
     }
 }
@@ -273,6 +269,8 @@ fn single_thread_run(
 pub fn run_rows(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
     // One signal for every run, larger than the last-level cache at full size.
     let signal = Arc::new(noise(cfg.samples, 0x1234_5678));
+    // The rows' modes; each pair's first reads windows in place.
+    const MODES: [&str; 4] = ["bare", "bare-copy", "zerocopy", "copy"];
     let mut rows = Vec::new();
     for &n in &cfg.fft_lens {
         let mut overlaps = cfg.overlaps.clone();
@@ -286,10 +284,15 @@ pub fn run_rows(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>
             let hop = n - l + 1;
             let flops = blocks(cfg.samples, hop) as f64 * flops_per_block(n);
             let measured = cfg.overlaps.contains(&pct);
-            let mut zc = Vec::new();
-            let mut cp = Vec::new();
-            let mut bare = Vec::new();
-            let mut bare_cp = Vec::new();
+            // The graph's pair where measured, then the one-thread pair.
+            let mut pairs = Vec::new();
+            if measured {
+                pairs.push([2, 3]);
+            }
+            if measured || pct == BARE_OVERLAP {
+                pairs.push([0, 1]);
+            }
+            let mut mflops: [Vec<f64>; 4] = Default::default();
             let mut sums = Vec::new();
             for run in 0..cfg.rounds {
                 progress(&format!(
@@ -297,41 +300,17 @@ pub fn run_rows(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>
                     run + 1,
                     cfg.rounds
                 ));
-                if measured {
+                for &[a, b] in &pairs {
                     // Alternate which goes first, so neither always follows
                     // the other's cache state.
-                    let order = if run % 2 == 0 {
-                        [Mode::ZeroCopy, Mode::Copy]
-                    } else {
-                        [Mode::Copy, Mode::ZeroCopy]
-                    };
-                    for mode in order {
-                        let (t, s) = graph_run(&taps, n, &signal, mode)?;
-                        if mode == Mode::ZeroCopy {
-                            zc.push(flops / t / 1e6);
-                            sums.push(("zerocopy", s));
-                        } else {
-                            cp.push(flops / t / 1e6);
-                            sums.push(("copy", s));
-                        }
-                    }
-                }
-                if measured || pct == BARE_OVERLAP {
-                    let order = if run % 2 == 0 {
-                        [true, false]
-                    } else {
-                        [false, true]
-                    };
-                    for in_place in order {
-                        if in_place {
-                            let (t, s) = single_thread_run(&taps, n, &signal, true)?;
-                            bare.push(flops / t / 1e6);
-                            sums.push(("bare", s));
-                        } else {
-                            let (t, s) = single_thread_run(&taps, n, &signal, false)?;
-                            bare_cp.push(flops / t / 1e6);
-                            sums.push(("bare-copy", s));
-                        }
+                    for k in if run % 2 == 0 { [a, b] } else { [b, a] } {
+                        let (t, s) = match k {
+                            0 | 1 => single_thread_run(&taps, n, &signal, k == 0)?,
+                            2 => graph_run(&taps, n, &signal, Mode::ZeroCopy)?,
+                            _ => graph_run(&taps, n, &signal, Mode::Copy)?,
+                        };
+                        mflops[k].push(flops / t / 1e6);
+                        sums.push((MODES[k], s));
                     }
                 }
             }
@@ -343,29 +322,21 @@ pub fn run_rows(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>
                     expected: first.unwrap_or_default(),
                 });
             }
-            let ratios: Vec<f64> = zc.iter().zip(&cp).map(|(z, c)| z / c).collect();
-            let bare_ratios: Vec<f64> = bare.iter().zip(&bare_cp).map(|(z, c)| z / c).collect();
-            for (mode, v) in [
-                ("bare", &bare),
-                ("bare-copy", &bare_cp),
-                ("zerocopy", &zc),
-                ("copy", &cp),
-            ] {
-                if !v.is_empty() {
-                    rows.push(Row {
-                        fft_len: n,
-                        overlap_pct: pct,
-                        mode,
-                        taps: l,
-                        mflops: median(v),
-                        spread: Spread::of(v),
-                        ratios: match mode {
-                            "zerocopy" => ratios.clone(),
-                            "bare" if measured => bare_ratios.clone(),
-                            _ => Vec::new(),
-                        },
-                    });
-                }
+            let ratios = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x / y).collect();
+            for (k, v) in mflops.iter().enumerate().filter(|(_, v)| !v.is_empty()) {
+                rows.push(Row {
+                    fft_len: n,
+                    overlap_pct: pct,
+                    mode: MODES[k],
+                    taps: l,
+                    mflops: median(v),
+                    spread: Spread::of(v),
+                    ratios: match MODES[k] {
+                        "zerocopy" => ratios(&mflops[2], &mflops[3]),
+                        "bare" if measured => ratios(&mflops[0], &mflops[1]),
+                        _ => Vec::new(),
+                    },
+                });
             }
         }
     }
@@ -1289,7 +1260,7 @@ mod tests {
         let cfg = Config {
             samples: 1 << 17,
             rounds: 2,
-            ..Config::tiny()
+            ..Config::at(&Setup::TINY)
         };
         let g = run_gnuradio(&cfg, &mut |_| {}).unwrap();
         assert_eq!(g.len(), GR_TAPS.len() * GrPoint::ALL.len());
@@ -1387,7 +1358,7 @@ mod tests {
 
     #[test]
     fn tiny_run_is_consistent() {
-        let rows = run_rows(&Config::tiny(), |_| {}).unwrap();
+        let rows = run_rows(&Config::at(&Setup::TINY), |_| {}).unwrap();
         // bare, bare-copy, zerocopy and copy per (N, overlap).
         assert_eq!(rows.len(), 2 * 2 * 4);
         for r in &rows {
@@ -1401,7 +1372,7 @@ mod tests {
         let imp = improvement(&rows);
         // One per (N, overlap).
         assert_eq!(imp.len(), 4);
-        let cfg = Config::tiny();
+        let cfg = Config::at(&Setup::TINY);
         let measured = Measured {
             rows: rows.clone(),
             gnuradio: Vec::new(),

@@ -35,7 +35,7 @@ use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
 pub use super::harness::Tables;
-use super::harness::{NO_GPU, OnBoard, OnGpu, Setup, Sizes, Spec, bytes_label};
+use super::harness::{NO_GPU, OnBoard, OnGpu, Setup, Spec, Tier, bytes_label};
 use super::report::{Report, Target};
 use super::spread::{Ratio, Spread};
 
@@ -71,11 +71,14 @@ pub struct Config {
     pub tables: Tables,
 }
 
-impl Sizes for Config {
-    /// The recorded run: 8 B to 256 MiB.
-    fn full() -> Self {
-        Config {
-            device: 0,
+impl Config {
+    /// The size `setup` asks for (the recorded run: 8 B to 256 MiB; the
+    /// tiny one exercises every table) on its CUDA device, with the tables
+    /// it asks for.
+    pub fn at(setup: &Setup) -> Self {
+        let (device, tables) = setup.gpu.unwrap_or((0, Tables::ALL));
+        let full = Config {
+            device,
             sizes: vec![
                 8,
                 64,
@@ -97,45 +100,30 @@ impl Sizes for Config {
             blocks: vec![256 << 20, 64 << 20, 16 << 20, 4 << 20, 1 << 20],
             frames: 30,
             timeout: Duration::from_secs(10),
-            tables: Tables::ALL,
-        }
-    }
-
-    fn quick() -> Self {
-        Config {
-            sizes: vec![8, 4 << 10, 256 << 10, 16 << 20, 64 << 20],
-            rounds: 3,
-            bytes_per_point: 128 << 20,
-            repeats: (3, 300),
-            message: 64 << 20,
-            blocks: vec![64 << 20, 8 << 20, 1 << 20],
-            frames: 10,
-            ..Config::full()
-        }
-    }
-
-    /// The smallest run that exercises every table.
-    fn tiny() -> Self {
-        Config {
-            sizes: vec![8, 64 << 10],
-            rounds: 1,
-            bytes_per_point: 1 << 20,
-            repeats: (2, 20),
-            ceiling: (4 << 20, 2),
-            message: 4 << 20,
-            blocks: vec![4 << 20, 1 << 20],
-            frames: 3,
-            ..Config::full()
-        }
-    }
-
-    /// The setup's CUDA device and the tables it asks for.
-    fn on(self, setup: &Setup) -> Self {
-        let (device, tables) = setup.gpu.unwrap_or((0, Tables::ALL));
-        Config {
-            device,
             tables,
-            ..self
+        };
+        match setup.tier {
+            Tier::Full => full,
+            Tier::Quick => Config {
+                sizes: vec![8, 4 << 10, 256 << 10, 16 << 20, 64 << 20],
+                bytes_per_point: 128 << 20,
+                repeats: (3, 300),
+                message: 64 << 20,
+                blocks: vec![64 << 20, 8 << 20, 1 << 20],
+                frames: 10,
+                ..full
+            },
+            Tier::Tiny => Config {
+                sizes: vec![8, 64 << 10],
+                rounds: 1,
+                bytes_per_point: 1 << 20,
+                repeats: (2, 20),
+                ceiling: (4 << 20, 2),
+                message: 4 << 20,
+                blocks: vec![4 << 20, 1 << 20],
+                frames: 3,
+                ..full
+            },
         }
     }
 }
@@ -874,8 +862,8 @@ mod tests {
         if dmaflow::gpu::driver::count() > 0 {
             return;
         }
-        let out = run(&Config::tiny(), |_| {}).unwrap();
-        let r = report(&Config::tiny(), &out);
+        let out = run(&Config::at(&Setup::TINY), |_| {}).unwrap();
+        let r = report(&Config::at(&Setup::TINY), &out);
         assert!(r.text.starts_with(NO_GPU), "{}", r.text);
         assert_eq!(r.json["rows"].as_array().map(Vec::len), Some(0));
         assert!(r.targets.is_empty());
@@ -883,7 +871,7 @@ mod tests {
 
     #[test]
     fn repeats_follow_the_size_within_bounds() {
-        let c = Config::full();
+        let c = Config::at(&Setup { tier: Tier::Full, ..Setup::TINY });
         assert_eq!(c.repeats_for(8), 2000);
         assert_eq!(c.repeats_for(256 << 20), 3);
         assert_eq!(c.repeats_for(4 << 20), 128);

@@ -37,7 +37,7 @@ use dmaflow::graph::Graph;
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-use super::harness::{OnBoard, Sizes, Spec, bytes_label, median};
+use super::harness::{OnBoard, Setup, Spec, Tier, bytes_label, median};
 use super::peers::{Peer, ScratchDir, first_of_each, gnuradio_here, tmpfs};
 use super::report::{Report, Target};
 use super::spread::{Ratio, Spread, in_turns};
@@ -64,30 +64,22 @@ impl Config {
     }
 }
 
-impl Sizes for Config {
-    fn full() -> Self {
+impl Config {
+    /// The size `setup` asks for.
+    pub fn at(setup: &Setup) -> Self {
+        let (sizes, bytes, rounds) = match setup.tier {
+            Tier::Full => (
+                vec![64, 1 << 10, 16 << 10, 64 << 10, 1 << 20],
+                (16 << 20, 256 << 20),
+                5,
+            ),
+            Tier::Quick => (vec![64, 64 << 10, 1 << 20], (4 << 20, 32 << 20), 3),
+            Tier::Tiny => (vec![64, 4096], (1 << 20, 1 << 20), 2),
+        };
         Config {
-            sizes: vec![64, 1 << 10, 16 << 10, 64 << 10, 1 << 20],
-            bytes: (16 << 20, 256 << 20),
-            rounds: 5,
-            in_process: false,
-        }
-    }
-
-    fn quick() -> Self {
-        Config {
-            sizes: vec![64, 64 << 10, 1 << 20],
-            bytes: (4 << 20, 32 << 20),
-            rounds: 3,
-            in_process: false,
-        }
-    }
-
-    fn tiny() -> Self {
-        Config {
-            sizes: vec![64, 4096],
-            bytes: (1 << 20, 1 << 20),
-            rounds: 2,
+            sizes,
+            bytes,
+            rounds,
             in_process: false,
         }
     }
@@ -1014,7 +1006,7 @@ mod tests {
     fn both_points_deliver_every_item() {
         let cfg = Config {
             in_process: true,
-            ..Config::tiny()
+            ..Config::at(&Setup::TINY)
         };
         let rows = run(&cfg, &mut |m| eprintln!("{m}")).unwrap();
         let gr = gnuradio_here();

@@ -30,7 +30,7 @@ use dmaflow::ring::{Builder, Reader, Wait};
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-use super::harness::{OnBoard, Sizes, Spec, bytes_label};
+use super::harness::{OnBoard, Setup, Spec, Tier, bytes_label};
 use super::peers::{Backoff, Peer, checksum, fill, series};
 use super::report::{Report, Target, sentence};
 
@@ -54,34 +54,33 @@ pub struct Config {
     pub reader: Option<std::path::PathBuf>,
 }
 
-impl Sizes for Config {
-    fn full() -> Self {
-        Config {
+impl Config {
+    /// The size `setup` asks for: the full run, or the quick or tiny one
+    /// made from it.
+    pub fn at(setup: &Setup) -> Self {
+        let full = Config {
             total_bytes: 512 << 20,
             rounds: 11,
             batches: vec![64, 4 << 10, 64 << 10],
             queue_bytes: 256 << 10,
             reader: std::env::current_exe().ok(),
-        }
-    }
-
-    fn quick() -> Self {
-        Config {
-            total_bytes: 128 << 20,
-            rounds: 7,
-            ..Self::full()
-        }
-    }
-
-    fn tiny() -> Self {
-        Config {
-            total_bytes: 1 << 20,
-            rounds: 1,
-            batches: vec![64, 4 << 10],
-            queue_bytes: 64 << 10,
-            // A test binary is not `dmaflow`: the cross-process row needs the
-            // program's path (the CLI's tests give it).
-            reader: None,
+        };
+        match setup.tier {
+            Tier::Full => full,
+            Tier::Quick => Config {
+                total_bytes: 128 << 20,
+                rounds: 7,
+                ..full
+            },
+            Tier::Tiny => Config {
+                total_bytes: 1 << 20,
+                rounds: 1,
+                batches: vec![64, 4 << 10],
+                queue_bytes: 64 << 10,
+                // A test binary is not `dmaflow`: the cross-process row needs
+                // the program's path (the CLI's tests give it).
+                reader: None,
+            },
         }
     }
 }
@@ -953,7 +952,7 @@ mod tests {
 
     #[test]
     fn tiny_run_verifies_every_implementation() {
-        let rows = run(&Config::tiny(), |_| {}).unwrap();
+        let rows = run(&Config::at(&Setup::TINY), |_| {}).unwrap();
         let impls_per_batch = contenders("stream", false).len() + 2;
         assert_eq!(rows.len(), 2 * impls_per_batch);
         for r in &rows {
@@ -964,7 +963,7 @@ mod tests {
             );
         }
         assert!(rows.iter().any(|r| r.implementation == "bound"));
-        let rep = report(&Config::tiny(), &rows);
+        let rep = report(&Config::at(&Setup::TINY), &rows);
         assert_eq!(rep.json["experiment"], "ring");
         assert_eq!(rep.json["rows"].as_array().unwrap().len(), rows.len());
         assert!(rep.text.contains("window-copy"));
