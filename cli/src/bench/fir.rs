@@ -26,6 +26,39 @@ use super::plot::{LinePlot, Series};
 use super::report::{Report, Target, sentence};
 use super::spread::{Ratio, Spread};
 
+/// `dmaflow bench fir`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "fir",
+    board: OnBoard::EmulatorOnly("it measures process networks on this machine, not a DMA device"),
+    question: "Overlap-save FIR filter, zero-copy vs manual copy (paper 001).",
+    keys: "fft_len, overlap_pct, mode (bare|bare-copy: one thread;\n\
+          zerocopy|copy: the graph), taps, mflops (median, nominal:\n\
+          10 N log2 N + 6 N flops per block), mflops_spread;\n\
+          improvement_single_thread (bare over bare-copy) and\n\
+          improvement (zerocopy over copy): fft_len, overlap_pct, pct,\n\
+          ci_low, ci_high (Bonferroni over `comparisons`), pairs,\n\
+          measurable; gnuradio (with GNU Radio installed): rows of taps,\n\
+          point (dmaflow|dmaflow@gr-fft|gnuradio|gnuradio-padded), does,\n\
+          fft_len, msamples_per_s, its spread, cpu_us_per_ksample,\n\
+          max_error (against the f64 reference), items_out; and\n\
+          attribution per taps (default/default, FFT length, same FFT,\n\
+          the FFT's share of the ratio's logarithm)",
+    conditions: Conditions {
+        timed: "one thread's loop over the whole signal (bare, bare-copy), or the graph's \
+                run from start to its last node's end (zerocopy, copy); against GNU Radio \
+                both sides alike: filter and FFT plans made before, queues or buffers \
+                made, threads started, run and joined inside",
+        against: "the manual copy of the overlap (paper 001's standard method), \
+                  interleaved pair by pair; GNU Radio's fft_filter_fff at each side's \
+                  default FFT length and at the other's, outputs checked against one f64 \
+                  reference",
+        model: "none: MFLOPS is the paper's nominal count over measured time",
+        paper: "paper 001 ran one thread on a PowerPC 970 and an Opteron; this x86 core has \
+                1 MiB of L2, so the copy is cheaper next to the transforms",
+    },
+    ..Spec::new(Config::at, |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)))
+};
+
 /// What to measure.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -1209,39 +1242,6 @@ fn gnuradio_json(g: &[GrRow]) -> serde_json::Value {
         "attribution": attribution_columns().json(&attribution(g)),
     })
 }
-
-/// `dmaflow bench fir`.
-pub static EXPERIMENT: Spec<Config> = Spec {
-    name: "fir",
-    board: OnBoard::EmulatorOnly("it measures process networks on this machine, not a DMA device"),
-    question: "Overlap-save FIR filter, zero-copy vs manual copy (paper 001).",
-    keys: "fft_len, overlap_pct, mode (bare|bare-copy: one thread;\n\
-          zerocopy|copy: the graph), taps, mflops (median, nominal:\n\
-          10 N log2 N + 6 N flops per block), mflops_spread;\n\
-          improvement_single_thread (bare over bare-copy) and\n\
-          improvement (zerocopy over copy): fft_len, overlap_pct, pct,\n\
-          ci_low, ci_high (Bonferroni over `comparisons`), pairs,\n\
-          measurable; gnuradio (with GNU Radio installed): rows of taps,\n\
-          point (dmaflow|dmaflow@gr-fft|gnuradio|gnuradio-padded), does,\n\
-          fft_len, msamples_per_s, its spread, cpu_us_per_ksample,\n\
-          max_error (against the f64 reference), items_out; and\n\
-          attribution per taps (default/default, FFT length, same FFT,\n\
-          the FFT's share of the ratio's logarithm)",
-    conditions: Conditions {
-        timed: "one thread's loop over the whole signal (bare, bare-copy), or the graph's \
-                run from start to its last node's end (zerocopy, copy); against GNU Radio \
-                both sides alike: filter and FFT plans made before, queues or buffers \
-                made, threads started, run and joined inside",
-        against: "the manual copy of the overlap (paper 001's standard method), \
-                  interleaved pair by pair; GNU Radio's fft_filter_fff at each side's \
-                  default FFT length and at the other's, outputs checked against one f64 \
-                  reference",
-        model: "none: MFLOPS is the paper's nominal count over measured time",
-        paper: "paper 001 ran one thread on a PowerPC 970 and an Opteron; this x86 core has \
-                1 MiB of L2, so the copy is cheaper next to the transforms",
-    },
-    ..Spec::new(Config::at, |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)))
-};
 
 #[cfg(test)]
 mod tests {

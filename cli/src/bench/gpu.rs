@@ -39,6 +39,42 @@ use super::harness::{NO_GPU, OnBoard, OnGpu, Setup, Spec, Tier, bytes_label};
 use super::report::{Report, Target};
 use super::spread::{Ratio, Spread};
 
+/// `dmaflow bench gpu`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "gpu",
+    on_gpu: Some(OnGpu::Itself),
+    board: OnBoard::EmulatorOnly("it runs on a GPU (--device cuda)"),
+    question: "A CUDA GPU as the DMA device: copy-engine ceiling, host memory kinds and \
+               completion modes, double buffering, kernels against the CPU (skipped without a \
+               GPU).",
+    keys: "device (every row), table (ceiling|transfer|message|kernel);\n\
+          ceiling: direction (h2d|d2h), bytes_per_s, bytes_per_s_spread;\n\
+          transfer: memory (pageable|pinned|pinned-wc|mapped|registered),\n\
+          mode, bytes, repeats, us (per two-way transfer), us_spread,\n\
+          h2d_bytes_per_s and d2h_bytes_per_s (device events, the\n\
+          copies queued behind a holding kernel as the ceiling's),\n\
+          h2d_submitted_bytes_per_s and d2h_submitted_bytes_per_s (the\n\
+          events queued as the host submits), their spreads, cpu_us (process CPU per transfer), cpu_us_spread,\n\
+          caller_cpu_us; message: bytes, block, depth, kernel, ms,\n\
+          ms_spread, ceiling_share (its spread too); kernel: name, gpu_ms,\n\
+          gpu_ms_spread, cpu_ms, identical. Without a GPU: skipped, no rows.",
+    conditions: Conditions {
+        timed: "each point's transfers from the first call to the last return on the \
+                waiting thread (wall), each copy by the device's own events queued \
+                behind a holding kernel as the ceiling's are (h2d, d2h; in extra \
+                transfers) and as the host submits them (h2d/d2h submitted: a small \
+                copy's submission inside), process CPU time (the waiter and the \
+                driver's threads included)",
+        against: "the copy engines' ceiling measured in the same run (copies queued \
+                  behind a kernel holding the stream, as nvbandwidth does), and the CPU \
+                  references of every kernel",
+        model: "none: a GPU is real hardware, every figure is measured",
+        paper: "the papers' questions on a PCIe GPU instead of a Zynq's AXI DMA: copy \
+                engines for MM2S and S2MM, pinned memory for the DMA buffers",
+    },
+    ..Spec::new(Config::at, |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)))
+};
+
 /// The completion modes a GPU is waited on with.
 pub const MODES: [Completion; 3] = [Completion::Poll, Completion::Yield, Completion::Irq];
 
@@ -816,42 +852,6 @@ pub fn report(_cfg: &Config, out: &Outcome) -> Report {
         plots: Vec::new(),
     }
 }
-
-/// `dmaflow bench gpu`.
-pub static EXPERIMENT: Spec<Config> = Spec {
-    name: "gpu",
-    on_gpu: Some(OnGpu::Itself),
-    board: OnBoard::EmulatorOnly("it runs on a GPU (--device cuda)"),
-    question: "A CUDA GPU as the DMA device: copy-engine ceiling, host memory kinds and \
-               completion modes, double buffering, kernels against the CPU (skipped without a \
-               GPU).",
-    keys: "device (every row), table (ceiling|transfer|message|kernel);\n\
-          ceiling: direction (h2d|d2h), bytes_per_s, bytes_per_s_spread;\n\
-          transfer: memory (pageable|pinned|pinned-wc|mapped|registered),\n\
-          mode, bytes, repeats, us (per two-way transfer), us_spread,\n\
-          h2d_bytes_per_s and d2h_bytes_per_s (device events, the\n\
-          copies queued behind a holding kernel as the ceiling's),\n\
-          h2d_submitted_bytes_per_s and d2h_submitted_bytes_per_s (the\n\
-          events queued as the host submits), their spreads, cpu_us (process CPU per transfer), cpu_us_spread,\n\
-          caller_cpu_us; message: bytes, block, depth, kernel, ms,\n\
-          ms_spread, ceiling_share (its spread too); kernel: name, gpu_ms,\n\
-          gpu_ms_spread, cpu_ms, identical. Without a GPU: skipped, no rows.",
-    conditions: Conditions {
-        timed: "each point's transfers from the first call to the last return on the \
-                waiting thread (wall), each copy by the device's own events queued \
-                behind a holding kernel as the ceiling's are (h2d, d2h; in extra \
-                transfers) and as the host submits them (h2d/d2h submitted: a small \
-                copy's submission inside), process CPU time (the waiter and the \
-                driver's threads included)",
-        against: "the copy engines' ceiling measured in the same run (copies queued \
-                  behind a kernel holding the stream, as nvbandwidth does), and the CPU \
-                  references of every kernel",
-        model: "none: a GPU is real hardware, every figure is measured",
-        paper: "the papers' questions on a PCIe GPU instead of a Zynq's AXI DMA: copy \
-                engines for MM2S and S2MM, pinned memory for the DMA buffers",
-    },
-    ..Spec::new(Config::at, |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)))
-};
 
 #[cfg(test)]
 mod tests {

@@ -42,6 +42,33 @@ use super::peers::{Peer, ScratchDir, first_of_each, gnuradio_here, tmpfs};
 use super::report::{Report, Target};
 use super::spread::{Ratio, Spread, in_turns};
 
+/// `dmaflow bench net`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "net",
+    board: OnBoard::EmulatorOnly("it measures network edges on this machine, not a DMA device"),
+    question: "A dmaflow ZeroMQ edge between two processes against bare PUSH/PULL.",
+    keys: "message_bytes (message or item size), point (dmaflow|raw|\n\
+          dmaflow-batched|dmaflow-capped|gnuradio|dmaflow->gnuradio|\n\
+          gnuradio->dmaflow), does (what its ends do), mb_per_s (median\n\
+          over rounds), mb_per_s_min, mb_per_s_max, mb_per_s_spread,\n\
+          rounds, rx_cpu_share (receiving process's CPU over its time),\n\
+          rx_cpu_us_per_mb, sent_message_bytes (mean message size where\n\
+          known); against_gnuradio: per item size, the round-by-round\n\
+          ratios capped/gnuradio, batched/gnuradio, batched/capped and\n\
+          the crossed edges over gnuradio",
+    conditions: Conditions {
+        timed: "the receiver from its first data to its last (GNU Radio's receiver: its \
+                sink's count looked at every 0.5 ms); CPU the receiving process's",
+        against: "bare PUSH/PULL of the same libzmq (the ceiling), and GNU Radio's \
+                  push_sink -> pull_source, lean (what each point does is in its row), at \
+                  GNU Radio's own message size, with both crossed edges",
+        model: "none",
+        paper: "gr-zeromq over loopback TCP on one two-core machine, every process sharing \
+                the two cores",
+    },
+    ..Spec::new(Config::at, |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)))
+};
+
 /// The experiment's size.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -968,33 +995,6 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         .targets(targets)
         .kept("against_gnuradio", against_columns(rows).json(&equal))
 }
-
-/// `dmaflow bench net`.
-pub static EXPERIMENT: Spec<Config> = Spec {
-    name: "net",
-    board: OnBoard::EmulatorOnly("it measures network edges on this machine, not a DMA device"),
-    question: "A dmaflow ZeroMQ edge between two processes against bare PUSH/PULL.",
-    keys: "message_bytes (message or item size), point (dmaflow|raw|\n\
-          dmaflow-batched|dmaflow-capped|gnuradio|dmaflow->gnuradio|\n\
-          gnuradio->dmaflow), does (what its ends do), mb_per_s (median\n\
-          over rounds), mb_per_s_min, mb_per_s_max, mb_per_s_spread,\n\
-          rounds, rx_cpu_share (receiving process's CPU over its time),\n\
-          rx_cpu_us_per_mb, sent_message_bytes (mean message size where\n\
-          known); against_gnuradio: per item size, the round-by-round\n\
-          ratios capped/gnuradio, batched/gnuradio, batched/capped and\n\
-          the crossed edges over gnuradio",
-    conditions: Conditions {
-        timed: "the receiver from its first data to its last (GNU Radio's receiver: its \
-                sink's count looked at every 0.5 ms); CPU the receiving process's",
-        against: "bare PUSH/PULL of the same libzmq (the ceiling), and GNU Radio's \
-                  push_sink -> pull_source, lean (what each point does is in its row), at \
-                  GNU Radio's own message size, with both crossed edges",
-        model: "none",
-        paper: "gr-zeromq over loopback TCP on one two-core machine, every process sharing \
-                the two cores",
-    },
-    ..Spec::new(Config::at, |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)))
-};
 
 #[cfg(test)]
 mod tests {

@@ -34,6 +34,32 @@ use super::harness::{OnBoard, Setup, Spec, Tier, bytes_label};
 use super::peers::{Backoff, Peer, checksum, fill, series};
 use super::report::{Report, Target, sentence};
 
+/// `dmaflow bench ring`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "ring",
+    // The queue's experiment: the peer table with its cross-process rows,
+    // then the readers' table in GNU Radio 4's shape.
+    then: Some("readers"),
+    board: OnBoard::EmulatorOnly("it measures queues on this machine, not a DMA device"),
+    question: "Mirrored queue vs other queues, the sliding-window reader and the queue shared \
+               between processes; then `readers`.",
+    keys: "impl (dmaflow|rtrb|ringbuf|vmcircbuffer|crossbeam|bound),\n\
+          case (stream|window|window-copy), batch_bytes,\n\
+          gbytes_per_s (10^9 B/s, median), gbytes_per_s_min,\n\
+          gbytes_per_s_max, runs, implausible (bool: above the\n\
+          no-queue bound)",
+    conditions: Conditions {
+        timed: "from the first worker thread's start to the last one's end, each \
+                instant read on its own thread",
+        against: "rtrb, ringbuf, vmcircbuffer (lock-free) and crossbeam-channel on equal \
+                  terms, and a no-queue bound (the same work, no hand-over)",
+        model: "none: every figure is the queues' own",
+        paper: "paper 001 measured its queue inside an FFT filter, not alone; threads are \
+                pinned to this VM's two cores",
+    },
+    ..Spec::new(Config::at, |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)))
+};
+
 /// Size of one item in bytes.
 const ITEM: usize = std::mem::size_of::<f32>();
 
@@ -889,32 +915,6 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
             ),
         }])
 }
-
-/// `dmaflow bench ring`.
-pub static EXPERIMENT: Spec<Config> = Spec {
-    name: "ring",
-    // The queue's experiment: the peer table with its cross-process rows,
-    // then the readers' table in GNU Radio 4's shape.
-    then: Some("readers"),
-    board: OnBoard::EmulatorOnly("it measures queues on this machine, not a DMA device"),
-    question: "Mirrored queue vs other queues, the sliding-window reader and the queue shared \
-               between processes; then `readers`.",
-    keys: "impl (dmaflow|rtrb|ringbuf|vmcircbuffer|crossbeam|bound),\n\
-          case (stream|window|window-copy), batch_bytes,\n\
-          gbytes_per_s (10^9 B/s, median), gbytes_per_s_min,\n\
-          gbytes_per_s_max, runs, implausible (bool: above the\n\
-          no-queue bound)",
-    conditions: Conditions {
-        timed: "from the first worker thread's start to the last one's end, each \
-                instant read on its own thread",
-        against: "rtrb, ringbuf, vmcircbuffer (lock-free) and crossbeam-channel on equal \
-                  terms, and a no-queue bound (the same work, no hand-over)",
-        model: "none: every figure is the queues' own",
-        paper: "paper 001 measured its queue inside an FFT filter, not alone; threads are \
-                pinned to this VM's two cores",
-    },
-    ..Spec::new(Config::at, |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)))
-};
 
 #[cfg(test)]
 mod tests {
