@@ -46,52 +46,7 @@ enum Command {
     ///                device's thread)
     ///   cpu_share    that CPU time over the wall time it was spent in
     #[command(verbatim_doc_comment)]
-    Bench {
-        /// Which experiment.
-        #[arg(value_enum, default_value = "all")]
-        experiment: Which,
-        /// Shorter runs with fewer repetitions.
-        #[arg(long)]
-        quick: bool,
-        /// The smallest runs, for tests: every table, key and file, no figure
-        /// worth reading.
-        #[arg(long, hide = true, conflicts_with = "quick")]
-        tiny: bool,
-        /// Print JSON instead of tables (no progress output).
-        #[arg(long)]
-        json: bool,
-        /// Directory for plots.
-        #[arg(long, default_value = "report")]
-        out: PathBuf,
-        /// The emulated board's memory for twoway, loopback, bgsub and cnn:
-        /// `noncoherent` keeps the CPU's view and DRAM apart and runs with explicit
-        /// cache maintenance (transfer always measures both).
-        #[arg(long, value_enum, default_value_t = Memory::Coherent)]
-        memory: Memory,
-        /// The board the fabric stands in for: its HP port's clock and width
-        /// (PG021's latencies follow in cycles of it) for transfer, loopback and
-        /// contention.
-        #[arg(long, value_enum, default_value_t = Board::Zynq7000)]
-        profile: Board,
-        /// Measure a real board instead of the emulated fabric: transfer,
-        /// twoway and loopback drive an AXI DMA whose MM2S stream feeds its
-        /// own S2MM (the loopback design) through UIO and u-dma-buf
-        /// (udmabuf0), found under ROOT (default `/`, the board itself);
-        /// transfer needs the engine built with scatter-gather, twoway and
-        /// loopback one in direct register mode, and each channel's interrupt
-        /// line. A board lacking any of it is refused with `dmaflow info`'s
-        /// advice (exit status 2), as is an experiment that needs the
-        /// emulator (faults, the coprocessors, the queues' experiments).
-        #[arg(long, value_name = "ROOT", num_args = 0..=1, default_missing_value = "/",
-              conflicts_with = "device")]
-        board: Option<PathBuf>,
-        /// The DMA device: `sim` (the emulated fabric; `--board` for a real one)
-        /// or `cuda[:N]` (GPU N: cnn runs on it as the coprocessor; transfer and
-        /// loopback run the GPU experiment's transfer and message tables, twoway
-        /// and bgsub its kernels; all runs gpu and cnn).
-        #[arg(long, default_value = "sim", value_parser = parse_device)]
-        device: BenchDevice,
-    },
+    Bench(BenchArgs),
     /// Approximate-median background subtraction of raw 8-bit frames (paper 000):
     /// one mask (0 or 255 per pixel) per frame.
     Bgsub {
@@ -169,6 +124,71 @@ enum Command {
         #[arg(long, value_enum, default_value = "cpu")]
         device: FirDeviceArg,
     },
+}
+
+/// `dmaflow bench`'s arguments.
+#[derive(clap::Args)]
+struct BenchArgs {
+    /// Which experiment.
+    #[arg(value_enum, default_value = "all")]
+    experiment: Which,
+    /// Shorter runs with fewer repetitions.
+    #[arg(long)]
+    quick: bool,
+    /// The smallest runs, for tests: every table, key and file, no figure
+    /// worth reading.
+    #[arg(long, hide = true, conflicts_with = "quick")]
+    tiny: bool,
+    /// Print JSON instead of tables (no progress output).
+    #[arg(long)]
+    json: bool,
+    /// Directory for plots.
+    #[arg(long, default_value = "report")]
+    out: PathBuf,
+    /// The emulated board's memory for twoway, loopback, bgsub and cnn:
+    /// `noncoherent` keeps the CPU's view and DRAM apart and runs with explicit
+    /// cache maintenance (transfer always measures both).
+    #[arg(long, value_enum, default_value_t = Memory::Coherent)]
+    memory: Memory,
+    /// The board the fabric stands in for: its HP port's clock and width
+    /// (PG021's latencies follow in cycles of it) for transfer, loopback and
+    /// contention.
+    #[arg(long, value_enum, default_value_t = Board::Zynq7000)]
+    profile: Board,
+    /// Measure a real board instead of the emulated fabric: transfer,
+    /// twoway and loopback drive an AXI DMA whose MM2S stream feeds its
+    /// own S2MM (the loopback design) through UIO and u-dma-buf
+    /// (udmabuf0), found under ROOT (default `/`, the board itself);
+    /// transfer needs the engine built with scatter-gather, twoway and
+    /// loopback one in direct register mode, and each channel's interrupt
+    /// line. A board lacking any of it is refused with `dmaflow info`'s
+    /// advice (exit status 2), as is an experiment that needs the
+    /// emulator (faults, the coprocessors, the queues' experiments).
+    #[arg(long, value_name = "ROOT", num_args = 0..=1, default_missing_value = "/",
+              conflicts_with = "device")]
+    board: Option<PathBuf>,
+    /// The DMA device: `sim` (the emulated fabric; `--board` for a real one)
+    /// or `cuda[:N]` (GPU N: cnn runs on it as the coprocessor; transfer and
+    /// loopback run the GPU experiment's transfer and message tables, twoway
+    /// and bgsub its kernels; all runs gpu and cnn).
+    #[arg(long, default_value = "sim", value_parser = parse_device)]
+    device: BenchDevice,
+}
+
+impl BenchArgs {
+    /// The run's size and board (the GPU comes with each experiment).
+    fn setup(&self) -> Setup {
+        Setup {
+            tier: match (self.tiny, self.quick) {
+                (true, _) => Tier::Tiny,
+                (false, true) => Tier::Quick,
+                (false, false) => Tier::Full,
+            },
+            memory: self.memory.into(),
+            profile: self.profile.into(),
+            gpu: None,
+        }
+    }
 }
 
 /// A file tool's input and output, and how they behave as ZeroMQ endpoints
@@ -439,15 +459,6 @@ fn gpu_plan(which: Which) -> Result<Vec<(&'static dyn Experiment, Tables)>, Stri
     }
 }
 
-/// The size `--tiny` and `--quick` ask for.
-fn tier(tiny: bool, quick: bool) -> Tier {
-    match (tiny, quick) {
-        (true, _) => Tier::Tiny,
-        (false, true) => Tier::Quick,
-        (false, false) => Tier::Full,
-    }
-}
-
 /// Prints a finished experiment's report (its table, or its JSON document),
 /// writes its files and the index page over every report so far; gives the
 /// index's path.
@@ -481,15 +492,10 @@ fn show(
 /// checked for every experiment before any runs: what is missing is refused
 /// (status 2) with `dmaflow info`'s advice, as is an experiment that needs the
 /// emulator; a failure while measuring is status 1.
-fn run_on_board(
-    which: Which,
-    setup: &Setup,
-    root: &Path,
-    json: bool,
-    out: &Path,
-) -> Result<(), (u8, String)> {
+fn run_on_board(args: &BenchArgs, root: &Path) -> Result<(), (u8, String)> {
     use bench::on_board::open;
-    let list: Vec<(&'static dyn Experiment, bench::on_board::Mode)> = match which.0 {
+    let (setup, json, out) = (args.setup(), args.json, &args.out);
+    let list: Vec<(&'static dyn Experiment, bench::on_board::Mode)> = match args.experiment.0 {
         None => bench::EXPERIMENTS
             .iter()
             .filter_map(|&e| e.board_mode().ok().map(|m| (e, m)))
@@ -512,7 +518,7 @@ fn run_on_board(
             ..RunInfo::here()
         };
         let report = e
-            .run_on_board(setup, rig, &mut |m: &str| {
+            .run_on_board(&setup, rig, &mut |m: &str| {
                 if !json {
                     eprintln!("{m}");
                 }
@@ -535,15 +541,14 @@ fn run_on_board(
     Ok(())
 }
 
-fn run_bench(
-    which: Which,
-    tier: Tier,
-    memory: MemoryModel,
-    profile: Profile,
-    device: BenchDevice,
-    json: bool,
-    out: &Path,
-) -> Result<(), bench::Error> {
+fn run_bench(args: &BenchArgs) -> Result<(), bench::Error> {
+    let (which, device, json, out) = (args.experiment, args.device, args.json, &args.out);
+    let Setup {
+        tier,
+        memory,
+        profile,
+        ..
+    } = args.setup();
     let plan = match device {
         BenchDevice::Cuda(_) => gpu_plan(which).map_err(|reason| bench::Error::Peer {
             peer: "bench",
@@ -593,9 +598,6 @@ fn run_bench(
     for e in list {
         bar.set_message(e.name());
         let setup = Setup {
-            tier,
-            memory,
-            profile,
             gpu: match device {
                 BenchDevice::Cuda(n) => Some((
                     n,
@@ -605,6 +607,7 @@ fn run_bench(
                 )),
                 BenchDevice::Sim => None,
             },
+            ..args.setup()
         };
         let report = e.run(&setup, &mut |m: &str| bar.set_message(m.to_string()))?;
         bar.inc(1);
@@ -821,43 +824,18 @@ fn main() -> ExitCode {
         Command::Info { root } => run_info(&root),
         Command::Serve(args) => dmaflow_cli::serve::run(args),
         Command::Overlay(cmd) => dmaflow_cli::serve::overlay(cmd),
-        Command::Bench {
-            experiment,
-            quick,
-            tiny,
-            json,
-            out,
-            memory,
-            profile,
-            board,
-            device,
-        } => {
-            let done = match board {
-                Some(root) => prepare_out(&out).map_err(|e| (2, e)).and_then(|()| {
-                    let setup = Setup {
-                        tier: tier(tiny, quick),
-                        memory: memory.into(),
-                        profile: profile.into(),
-                        gpu: None,
-                    };
-                    run_on_board(experiment, &setup, &root, json, &out)
-                }),
-                None => check_device(experiment, device)
-                    .and_then(|()| prepare_out(&out))
-                    .map_err(|e| (2, e))
-                    .and_then(|()| {
-                        run_bench(
-                            experiment,
-                            tier(tiny, quick),
-                            memory.into(),
-                            profile.into(),
-                            device,
-                            json,
-                            &out,
-                        )
-                        .map_err(|e| (1, e.to_string()))
-                    }),
+        Command::Bench(args) => {
+            let checked = match args.board {
+                Some(_) => Ok(()),
+                None => check_device(args.experiment, args.device),
             };
+            let done = checked
+                .and_then(|()| prepare_out(&args.out))
+                .map_err(|e| (2, e))
+                .and_then(|()| match &args.board {
+                    Some(root) => run_on_board(&args, root),
+                    None => run_bench(&args).map_err(|e| (1, e.to_string())),
+                });
             match done {
                 Ok(()) => ExitCode::SUCCESS,
                 Err((code, e)) => {
