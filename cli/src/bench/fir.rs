@@ -952,22 +952,29 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Measured, Err
 pub fn run_gnuradio(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<GrRow>, Error> {
     let signal = Arc::new(noise(cfg.samples, 0x1234_5678));
     let dir = super::peers::ScratchDir::new("dmaflow-fir-gr")?;
-    let io = |p: &Path| {
-        let p = p.display().to_string();
-        move |e: std::io::Error| Error::Io { path: p, source: e }
+    // Little-endian f32 files, as GNU Radio's script reads them.
+    let write = |name: String, v: &[f32]| {
+        let path = dir.path().join(name);
+        let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+        std::fs::write(&path, bytes).map_err(|source| Error::Io {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Ok::<_, Error>(path)
     };
-    let f32s = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
-    let sig_path = dir.path().join("signal.f32");
-    std::fs::write(&sig_path, f32s(&signal)).map_err(io(&sig_path))?;
+    let sig_path = write("signal.f32".into(), &signal)?;
     let mut out = Vec::new();
     for &l in &GR_TAPS {
         let taps = noise(l, 0xF1F1 + l as u64);
         let mut padded = taps.clone();
         padded.resize(2 * l, 0.0);
-        let taps_path = dir.path().join(format!("taps-{l}.f32"));
-        let padded_path = dir.path().join(format!("taps-{l}-padded.f32"));
-        std::fs::write(&taps_path, f32s(&taps)).map_err(io(&taps_path))?;
-        std::fs::write(&padded_path, f32s(&padded)).map_err(io(&padded_path))?;
+        let taps_path = write(format!("taps-{l}.f32"), &taps)?;
+        let padded_path = write(format!("taps-{l}-padded.f32"), &padded)?;
+        // The taps file GNU Radio's point is given.
+        let given = |p: GrPoint| match p {
+            GrPoint::GnuradioPadded => &padded_path,
+            _ => &taps_path,
+        };
         let longest = GrPoint::ALL.iter().map(|p| p.fft_len(l)).max().unwrap_or(l);
         progress(&format!("fir: {l} taps, the reference outputs"));
         let reference = Arc::new(Reference::new(&taps, &signal, 4096, 2 * longest));
@@ -991,19 +998,14 @@ pub fn run_gnuradio(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<
                 "fir: {l} taps, {} output checked",
                 row.point.name()
             ));
-            let given = if row.point == GrPoint::GnuradioPadded {
-                &padded_path
-            } else {
-                &taps_path
-            };
             let out_path = dir.path().join("out.f32");
-            let (_, _, items, fft) = gnuradio_run(&sig_path, given, Some(&out_path))?;
-            let bytes = std::fs::read(&out_path).map_err(io(&out_path))?;
+            let (_, _, items, fft) = gnuradio_run(&sig_path, given(row.point), Some(&out_path))?;
+            let y = crate::files::fir::read_f32_file(&out_path).map_err(|e| Error::Peer {
+                peer: "gnuradio",
+                reason: e.to_string(),
+            });
             let _ = std::fs::remove_file(&out_path);
-            let y: Vec<f32> = bytes
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect();
+            let y = y?;
             let mut next = 0;
             let err = reference.check(0, &y, &mut next);
             if fft != row.fft_len
@@ -1038,12 +1040,7 @@ pub fn run_gnuradio(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<
                 cfg.rounds
             ));
             if point.is_gnuradio() {
-                let given = if point == GrPoint::GnuradioPadded {
-                    &padded_path
-                } else {
-                    &taps_path
-                };
-                let (t, cpu, items, fft) = gnuradio_run(&sig_path, given, None)?;
+                let (t, cpu, items, fft) = gnuradio_run(&sig_path, given(point), None)?;
                 if items != rows[i].items_out || fft != rows[i].fft_len {
                     return Err(Error::Peer {
                         peer: "gnuradio",
