@@ -206,13 +206,19 @@ impl Shape {
     }
 }
 
-/// Writes `nb` batches of `bi` items, each filled in place, into dmaflow's
-/// writer `w` (in this process or shared between processes: the same calls).
-macro_rules! write_batches {
-    ($w:expr, $nb:expr, $bi:expr) => {
-        for b in 0..$nb {
-            fill($w.reserve($bi)?, (b * $bi) as u32);
-            $w.commit($bi)?;
+/// The producer of every dmaflow case: takes dmaflow's writer `w` (in this
+/// process or shared between processes: the same calls) and writes `nb`
+/// batches of `bi` items into it, each filled in place; the writer is
+/// dropped (the end of the stream) when it is done.
+macro_rules! batches_into {
+    ($w:ident, $nb:expr, $bi:expr) => {
+        move || -> Result<(), Error> {
+            let mut w = $w;
+            for b in 0..$nb {
+                fill(w.reserve($bi)?, (b * $bi) as u32);
+                w.commit($bi)?;
+            }
+            Ok(())
         }
     };
 }
@@ -241,14 +247,11 @@ fn dmaflow_case<C>(sh: &Shape, read: C) -> Result<(f64, u32), Error>
 where
     C: FnOnce(Reader<f32>) -> Result<u32, Error> + Send,
 {
-    let (mut w, r) = Builder::<f32>::new(sh.queue).wait(Wait::Yield).build()?;
+    let (w, r) = Builder::<f32>::new(sh.queue).wait(Wait::Yield).build()?;
     let (nb, bi) = (sh.batches(), sh.batch);
     two_threads(
         "dmaflow",
-        move || {
-            write_batches!(w, nb, bi);
-            Ok(())
-        },
+        batches_into!(w, nb, bi),
         move || read(r),
     )
 }
@@ -545,7 +548,7 @@ fn monotonic_ns() -> u64 {
 /// this process on two threads: the same protocol as between processes.
 fn shm_threads(sh: &Shape) -> Result<(f64, u32), Error> {
     use dmaflow::ring::shm::{ShmConfig, ShmReader, ShmWriter};
-    let mut w = ShmWriter::<f32>::create(sh.queue, &ShmConfig::default())?;
+    let w = ShmWriter::<f32>::create(sh.queue, &ShmConfig::default())?;
     let fd = w.fd().try_clone_to_owned().map_err(|source| Error::Io {
         path: "shared queue descriptor".into(),
         source,
@@ -555,10 +558,7 @@ fn shm_threads(sh: &Shape) -> Result<(f64, u32), Error> {
     let (nb, bi) = (sh.batches(), sh.batch);
     two_threads(
         "dmaflow-shm",
-        move || {
-            write_batches!(w, nb, bi);
-            Ok(())
-        },
+        batches_into!(w, nb, bi),
         move || Ok(sum_readable!(r)),
     )
 }
@@ -587,7 +587,7 @@ fn shm_process(sh: &Shape) -> Result<(f64, u32), Error> {
         path: Some(path.clone()),
         ..ShmConfig::default()
     };
-    let mut w = ShmWriter::<f32>::create(sh.queue, &cfg)?;
+    let w = ShmWriter::<f32>::create(sh.queue, &cfg)?;
     let exe = sh.reader.as_ref().ok_or(Error::Peer {
         peer: "dmaflow shm-reader",
         reason: "no program to run as the reading process".into(),
@@ -605,8 +605,7 @@ fn shm_process(sh: &Shape) -> Result<(f64, u32), Error> {
             }
             attached?;
             let t0 = monotonic_ns();
-            write_batches!(w, nb, bi);
-            drop(w);
+            batches_into!(w, nb, bi)()?;
             Ok::<u64, Error>(t0)
         })
         .join()
