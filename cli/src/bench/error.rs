@@ -76,3 +76,13 @@ pub enum Error {
     )]
     EmulatorOnly(&'static str, &'static str),
 }
+
+impl Error {
+    /// The [`Error::Peer`] of `peer` for its error `e`: `.map_err(Error::peer("rtrb"))`.
+    pub fn peer<E: std::fmt::Display>(peer: &'static str) -> impl Fn(E) -> Error + Copy {
+        move |e| Error::Peer {
+            peer,
+            reason: e.to_string(),
+        }
+    }
+}

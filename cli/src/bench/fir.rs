@@ -222,10 +222,7 @@ fn fir_graph(
     mode: Mode,
     mut look: impl FnMut(&[f32]) + Send + 'static,
 ) -> Result<Graph, Error> {
-    let fir = OverlapSave::new(taps, Some(n)).map_err(|e| Error::Peer {
-        peer: "fir",
-        reason: e.to_string(),
-    })?;
+    let fir = OverlapSave::new(taps, Some(n)).map_err(Error::peer("fir"))?;
     let chunk = n.max(16 << 10);
     let mut g = Graph::new();
     let (mut src, f_in) =
@@ -268,10 +265,7 @@ fn single_thread_run(
     in_place: bool,
 ) -> Result<(f64, u32), Error> {
     let samples = input.len();
-    let mut fir = OverlapSave::new(taps, Some(n)).map_err(|e| Error::Peer {
-        peer: "fir",
-        reason: e.to_string(),
-    })?;
+    let mut fir = OverlapSave::new(taps, Some(n)).map_err(Error::peer("fir"))?;
     let (l, hop) = (fir.taps(), fir.hop());
     let nb = blocks(samples, hop);
     // Zero initial state before, zero padding after, the same samples as the graph.
@@ -1000,10 +994,7 @@ pub fn run_gnuradio(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<
             ));
             let out_path = dir.path().join("out.f32");
             let (_, _, items, fft) = gnuradio_run(&sig_path, given(row.point), Some(&out_path))?;
-            let y = crate::files::fir::read_f32_file(&out_path).map_err(|e| Error::Peer {
-                peer: "gnuradio",
-                reason: e.to_string(),
-            });
+            let y = crate::files::fir::read_f32_file(&out_path).map_err(Error::peer("gnuradio"));
             let _ = std::fs::remove_file(&out_path);
             let y = y?;
             let mut next = 0;

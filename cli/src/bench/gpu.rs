@@ -543,10 +543,7 @@ fn kernel_checks(cfg: &Config, k: &Arc<Kernels>) -> Result<Vec<KernelRow>, Error
         .map_or(1, |d| d.as_nanos() as u64);
     let mut rows = Vec::new();
     // Background subtraction, frame after frame, each side its own background.
-    let p = bgsub::Params::new(640, 480, 25, true).map_err(|e| Error::Peer {
-        peer: "bgsub",
-        reason: e.to_string(),
-    })?;
+    let p = bgsub::Params::new(640, 480, 25, true).map_err(Error::peer("bgsub"))?;
     let n = p.frame_bytes();
     let frames = bgsub::synthetic_frames(&p, cfg.frames.max(2), seed);
     let mut dev = Bgsub::new(k.clone(), p)?;
@@ -557,10 +554,7 @@ fn kernel_checks(cfg: &Config, k: &Arc<Kernels>) -> Result<Vec<KernelRow>, Error
     let mut identical = true;
     for f in frames.chunks_exact(n) {
         let t0 = Instant::now();
-        bgsub::step(&p, f, &bg_cpu, &mut nb_cpu, &mut m_cpu).map_err(|e| Error::Peer {
-            peer: "bgsub",
-            reason: e.to_string(),
-        })?;
+        bgsub::step(&p, f, &bg_cpu, &mut nb_cpu, &mut m_cpu).map_err(Error::peer("bgsub"))?;
         t_cpu.push(t0.elapsed().as_secs_f64() * 1e3);
         let t0 = Instant::now();
         dev.step(f, &bg_gpu, &mut nb_gpu, &mut m_gpu)?;

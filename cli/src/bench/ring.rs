@@ -376,10 +376,7 @@ fn rtrb_stream(sh: &Shape) -> Result<(f64, u32), Error> {
                 if n == 0 {
                     return Ok((0, 0));
                 }
-                let chunk = c.read_chunk(n).map_err(|e| Error::Peer {
-                    peer: "rtrb",
-                    reason: e.to_string(),
-                })?;
+                let chunk = c.read_chunk(n).map_err(Error::peer("rtrb"))?;
                 let (x, y) = chunk.as_slices();
                 let sum = checksum(x).wrapping_add(checksum(y));
                 chunk.commit_all();
@@ -429,10 +426,7 @@ fn ringbuf_stream(sh: &Shape) -> Result<(f64, u32), Error> {
 #[cfg(feature = "peers")]
 fn vmcircbuffer_stream(sh: &Shape) -> Result<(f64, u32), Error> {
     use vmcircbuffer::lockfree::Circular;
-    let peer = |e: vmcircbuffer::lockfree::CircularError| Error::Peer {
-        peer: "vmcircbuffer",
-        reason: e.to_string(),
-    };
+    let peer = Error::peer::<vmcircbuffer::lockfree::CircularError>("vmcircbuffer");
     let mut w =
         Circular::with_capacity::<f32, vmcircbuffer::NoMetadata>(sh.queue, 1).map_err(peer)?;
     let mut r = w.add_reader().map_err(peer)?;
@@ -474,23 +468,16 @@ fn crossbeam_stream(sh: &Shape) -> Result<(f64, u32), Error> {
     for _ in 0..slots {
         empty_tx
             .send(vec![0f32; sh.batch])
-            .map_err(|e| Error::Peer {
-                peer: "crossbeam",
-                reason: e.to_string(),
-            })?;
+            .map_err(Error::peer("crossbeam"))?;
     }
     let (nb, bi) = (sh.batches(), sh.batch);
-    let gone = |e: String| Error::Peer {
-        peer: "crossbeam",
-        reason: e,
-    };
     two_threads(
         "crossbeam",
         move || {
             for b in 0..nb {
-                let mut v = empty_rx.recv().map_err(|e| gone(e.to_string()))?;
+                let mut v = empty_rx.recv().map_err(Error::peer("crossbeam"))?;
                 fill(&mut v, (b * bi) as u32);
-                full_tx.send(v).map_err(|e| gone(e.to_string()))?;
+                full_tx.send(v).map_err(Error::peer("crossbeam"))?;
             }
             Ok(())
         },
