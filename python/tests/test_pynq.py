@@ -648,3 +648,24 @@ def test_each_emulated_design_is_what_the_designs_table_says():
         assert set(windows) <= {ip["name"] for ip in ips}
     with pytest.raises(ValueError, match="no design called"):
         design_ips("nope", 26)
+
+
+def test_a_short_direct_mode_transfer_is_there_on_the_next_line():
+    # On a board a few hundred bytes move in microseconds, so a cell that
+    # reads the output right after recvchannel.transfer(...) without wait()
+    # sees the data. Between cells the emulated device thread sleeps: the
+    # transfer must not wait for the host to schedule it again.
+    ol = Overlay("loopback")
+    dma = ol.axi_dma_0
+    inp = allocate(shape=(100,), dtype=np.uint32)
+    out = allocate(shape=(100,), dtype=np.uint32)
+    for i in range(20):
+        inp[:] = np.arange(100, dtype=np.uint32) * 3 + i
+        out[:] = 0
+        time.sleep(0.005)  # the think time between cells: the device sleeps
+        dma.sendchannel.transfer(inp)
+        dma.recvchannel.transfer(out)
+        assert (out == inp).all(), f"round {i}: the data was not there yet"
+        dma.sendchannel.wait()
+        dma.recvchannel.wait()
+        assert dma.recvchannel.transferred == 400

@@ -1,8 +1,10 @@
 //! The device thread: runs the fabric's steps while there is work, spins
 //! briefly, then yields, then sleeps when idle, so it does not starve the host.
+//! A short direct-mode transfer may instead be stepped by the thread whose
+//! LENGTH write started it ([`Shared::run_now`]), when the fabric is set to.
 
-use std::sync::PoisonError;
 use std::sync::atomic::Ordering;
+use std::sync::{PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
 use super::state::*;
@@ -89,5 +91,33 @@ pub(super) fn device_loop(s: &Shared) {
         );
         s.sleeping.store(false, Ordering::SeqCst);
         idle_since = Instant::now();
+    }
+}
+
+impl Shared {
+    /// Runs on the calling thread the steps the device can take now, if no
+    /// one else is at them (the device thread mid-step, a transfer stalled by
+    /// a fault): what the clock model says is due by now moves, the rest is
+    /// left to the device thread, which the doorbell woke. On a board a short
+    /// transfer is done a few microseconds after its doorbell; waking a
+    /// sleeping device thread takes the host's scheduler tens of
+    /// microseconds or more, so a program that reads the data right after
+    /// the doorbell would otherwise find it missing.
+    pub(super) fn run_now(&self) {
+        let mut st = match self.state.try_lock() {
+            Ok(st) => st,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return,
+        };
+        if st.stop || st.in_beat || st.faults.stall.is_some() {
+            return;
+        }
+        // The MM2S read feeds the stream, the core fires, S2MM writes: a few
+        // steps at most, each finishing what is due.
+        for _ in 0..4 {
+            if !self.busy(&st) || self.step(&mut st).is_some() {
+                return;
+            }
+        }
     }
 }
