@@ -824,3 +824,16 @@ def test_buffer_close_is_pynqs_deprecated_no_op():
     assert (a == 3).all()
     a.freebuffer()
     assert a._native.closed
+
+
+def test_pynqs_old_dma_driver_form_is_refused_as_pynq_refuses_it():
+    # PYNQ 2.x's `DMA(address, direction)`: PYNQ 4.0 says where it went.
+    from dmaflow.pynq.lib.dma import DMA
+
+    ol = Overlay("loopback")
+    entry = ol.ip_dict["axi_dma_0"]
+    for args in [(entry["phys_addr"], 0), (entry, 0)]:
+        with pytest.raises(RuntimeError, match="old DMA driver which has been deprecated"):
+            DMA(*args)
+    with pytest.raises(RuntimeError, match="Device not specified in description"):
+        DMA({k: v for k, v in entry.items() if k != "device"})

@@ -330,10 +330,18 @@ class DMA(DefaultIP):
     """An AXI DMA engine (PYNQ's ``pynq.lib.dma.DMA``) with ``sendchannel``
     (MM2S) and ``recvchannel`` (S2MM)."""
 
-    def __init__(self, description: dict, board: Board | None = None, index: int | None = None) -> None:
+    def __init__(self, description: dict, *args, _board: Board | None = None, _index: int | None = None, **kwargs) -> None:
         # PYNQ's form, `DMA(ol.ip_dict["axi_dma_0"])`: the entry names its
-        # board (`device`) and the engine (`fullpath`).
+        # board (`device`) and the engine (`fullpath`). PYNQ's older driver
+        # took more arguments: PYNQ says where it went.
+        if not isinstance(description, dict) or args or kwargs:
+            raise RuntimeError(
+                "You appear to want the old DMA driver which has been deprecated and moved to pynq.lib.deprecated"
+            )
+        board, index = _board, _index
         if board is None:
+            if "device" not in description:
+                raise RuntimeError("Device not specified in description")
             board = _board_of(description["device"])
         if index is None:
             name = description["fullpath"]
@@ -633,7 +641,7 @@ class Overlay:
                 entry["driver"] = bound
                 ip = bound(entry)
             elif driver is DMA:
-                ip = DMA(entry, self.board, engine_names.index(key))
+                ip = DMA(entry, _board=self.board, _index=engine_names.index(key))
             else:
                 ip = driver(entry, self.board)
             setattr(self, key.replace("-", "_"), ip)
