@@ -14,6 +14,10 @@ use super::state::*;
 const IDLE_SPIN: Duration = Duration::from_micros(500);
 const IDLE_YIELD: Duration = Duration::from_millis(2);
 
+/// The longest a thread stepping a short transfer itself waits for the
+/// modelled link ([`Shared::run_now`]).
+const PROMPT_WAIT: Duration = Duration::from_micros(20);
+
 /// Spins until `t` or until new work is posted.
 fn spin_until(s: &Shared, t: Instant) {
     let seen = s.posted.load(Ordering::Acquire);
@@ -113,10 +117,23 @@ impl Shared {
             return;
         }
         // The MM2S read feeds the stream, the core fires, S2MM writes: a few
-        // steps at most, each finishing what is due.
-        for _ in 0..4 {
-            if !self.busy(&st) || self.step(&mut st).is_some() {
+        // steps at most, each finishing what is due, waiting here for what
+        // the model has due within a few microseconds (a board's engine
+        // would be at it meanwhile), leaving anything later to the device
+        // thread.
+        for _ in 0..8 {
+            if !self.busy(&st) {
                 return;
+            }
+            match self.step(&mut st) {
+                None => {}
+                Some(d) if d <= PROMPT_WAIT => {
+                    let t = Instant::now() + d;
+                    while Instant::now() < t {
+                        std::hint::spin_loop();
+                    }
+                }
+                Some(_) => return,
             }
         }
     }
