@@ -15,7 +15,8 @@ const IDLE_SPIN: Duration = Duration::from_micros(500);
 const IDLE_YIELD: Duration = Duration::from_millis(2);
 
 /// The longest a thread stepping a short transfer itself waits for the
-/// modelled link ([`Shared::run_now`]).
+/// device thread to let go of the fabric, or for the modelled link
+/// ([`Shared::run_now`]).
 const PROMPT_WAIT: Duration = Duration::from_micros(20);
 
 /// Spins until `t` or until new work is posted.
@@ -99,19 +100,28 @@ pub(super) fn device_loop(s: &Shared) {
 }
 
 impl Shared {
-    /// Runs on the calling thread the steps the device can take now, if no
-    /// one else is at them (the device thread mid-step, a transfer stalled by
-    /// a fault): what the clock model says is due by now moves, the rest is
-    /// left to the device thread, which the doorbell woke. On a board a short
+    /// Runs on the calling thread the steps the device can take now, once
+    /// the device thread is not mid-step (waited for briefly) and unless a
+    /// transfer is stalled by a fault: what the clock model says is due by
+    /// now (or within [`PROMPT_WAIT`]) moves, the rest is left to the device
+    /// thread, which the doorbell woke. On a board a short
     /// transfer is done a few microseconds after its doorbell; waking a
     /// sleeping device thread takes the host's scheduler tens of
     /// microseconds or more, so a program that reads the data right after
     /// the doorbell would otherwise find it missing.
     pub(super) fn run_now(&self) {
-        let mut st = match self.state.try_lock() {
-            Ok(st) => st,
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => return,
+        // The device thread holds the lock only for a step (a woken one may
+        // be at this very transfer): wait a little for it, never long.
+        let since = Instant::now();
+        let mut st = loop {
+            match self.state.try_lock() {
+                Ok(st) => break st,
+                Err(TryLockError::Poisoned(p)) => break p.into_inner(),
+                Err(TryLockError::WouldBlock) if since.elapsed() < PROMPT_WAIT => {
+                    std::hint::spin_loop();
+                }
+                Err(TryLockError::WouldBlock) => return,
+            }
         };
         if st.stop || st.in_beat || st.faults.stall.is_some() {
             return;
