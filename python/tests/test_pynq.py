@@ -765,6 +765,11 @@ def test_timestamps_and_pynq_device_as_pynq_sets_them():
     assert mmio.device is Device.active_device and mmio.read(0x04) & 0x8  # SGIncld
     with pytest.raises(TypeError, match="must be a Device"):
         Device.active_device = "board"
+    # PYNQ's `Overlay(..., device=...)`: the device the design runs on.
+    again = Overlay("loopback", device=Device.devices[0])
+    assert again.device is Device.devices[0] is Device.active_device
+    with pytest.raises(ValueError, match="runs on"):
+        Overlay("loopback", device=Device("other", "another board"))
 
 
 def test_mmio_misuse_raises_what_pynq_raises():

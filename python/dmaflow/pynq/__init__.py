@@ -504,6 +504,9 @@ class Overlay:
     (a channel without one is completed by polling), and buffers come from
     the u-dma-buf ``udmabuf``. ``engines`` names the AXI DMA engines (by
     default every UIO device whose name starts with ``axi_dma``).
+
+    ``device`` (PYNQ's keyword) names the ``Device`` to load on; it must be
+    the one the design runs on (the emulated board, or the real one).
     """
 
     def __init__(
@@ -520,8 +523,11 @@ class Overlay:
         root: str | None = None,
         udmabuf: str = "udmabuf0",
         engines: list[str] | None = None,
+        device: Device | None = None,
     ) -> None:
         global _loaded
+        if device is not None and not isinstance(device, Device):
+            raise TypeError(f"device must be a Device, not {type(device).__name__}")
         self.name = name
         if name in EMULATED_DESIGNS:
             self.board = Board(
@@ -546,6 +552,8 @@ class Overlay:
         #: The device the overlay is loaded on (PYNQ's ``pynq.Device``):
         #: the emulated board, or the real one under ``root``.
         self.device = _devices[0] if self.board.emulated else _real_device(root)
+        if device is not None and device is not self.device:
+            raise ValueError(f"{name!r} runs on {self.device!r}, not on {device!r}")
         self.ip_dict: dict[str, dict] = {}
         engine_names = self.board.engine_names
         #: The emulated design's IP, from dmaflow's table of the designs.
