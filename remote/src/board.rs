@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dmaflow::axi::regs::{
-    ADDR, ADDR_MSB, DMACR, DMACR_RESET, DMACR_RS, DMASR, DMASR_HALTED, DMASR_IDLE, MM2S, S2MM,
+    ADDR, ADDR_MSB, CURDESC, CURDESC_MSB, DESC_ALIGN, DMACR, DMACR_CYCLIC, DMACR_RESET, DMACR_RS,
+    DMASR, DMASR_HALTED, DMASR_IDLE, LENGTH, MM2S, S2MM, TAILDESC, TAILDESC_MSB,
 };
 use dmaflow::mem::{DmaBuf, DmaPool};
 use dmaflow::platform::sim::{DEFAULT_DDR_BASE, REGISTER_WINDOW, SimBoard};
@@ -17,6 +18,7 @@ use dmaflow::sim::{Clock, Fabric, Loopback, StreamProcessor};
 
 use crate::Error;
 use crate::design::{Design, Ip};
+use crate::guard::{Reach, Start};
 
 /// DMA memory of the emulated board.
 pub const EMULATED_DDR_BYTES: usize = 256 << 20;
@@ -295,6 +297,59 @@ impl Loaded {
                 Ok(())
             }
         }
+    }
+
+    /// The channel that writing `value` at `addr` starts, with what it will
+    /// reach: a direct-mode LENGTH write of a length other than 0, or a
+    /// scatter-gather TAILDESC or TAILDESC_MSB write (the start on an IP
+    /// with more than 32 address bits), whatever state the channel is in.
+    pub(crate) fn start(&self, addr: u64, value: u32) -> Option<Start> {
+        let (w, offset) = self.window(addr, 4)?;
+        let (Regs::Device(r), Some(dma)) = (&w.regs, w.ip.dma) else {
+            return None;
+        };
+        let offset = offset as usize;
+        let (base, channel) = match offset {
+            o if o < S2MM => (MM2S, "MM2S"),
+            o if o < S2MM + 0x30 => (S2MM, "S2MM"),
+            _ => return None,
+        };
+        let reg = |o: usize| u64::from(r.read(base + o).unwrap_or(0));
+        let pair = |lo: usize, hi: usize| reg(lo) | (reg(hi) << 32);
+        let width = dma.params.sg_length_width.min(32);
+        let length_mask = if width == 32 {
+            u32::MAX
+        } else {
+            (1 << width) - 1
+        };
+        let reach = match offset - base {
+            LENGTH if !dma.params.include_sg => {
+                let len = u64::from(value & length_mask);
+                (len > 0).then_some(Reach::Direct {
+                    addr: pair(ADDR, ADDR_MSB),
+                    len,
+                })?
+            }
+            o @ (TAILDESC | TAILDESC_MSB) if dma.params.include_sg => {
+                let tail = if o == TAILDESC {
+                    u64::from(value) | (reg(TAILDESC_MSB) << 32)
+                } else {
+                    reg(TAILDESC) | (u64::from(value) << 32)
+                };
+                Reach::Chain {
+                    cur: pair(CURDESC, CURDESC_MSB) & !(DESC_ALIGN - 1),
+                    tail: tail & !(DESC_ALIGN - 1),
+                    cyclic: reg(DMACR) & u64::from(DMACR_CYCLIC) != 0,
+                    length_mask,
+                }
+            }
+            _ => return None,
+        };
+        Some(Start {
+            ip: w.ip.name.clone(),
+            channel,
+            reach,
+        })
     }
 
     /// The refusal of an access at `addr`.

@@ -21,6 +21,7 @@ use crate::Error;
 use crate::board::{Buffer, Loaded, Target};
 use crate::design::Design;
 use crate::files::{self, Files};
+use crate::guard;
 use crate::proto::{buffer as pb, gpio as pg, mmio as pm, remote_device as pd};
 use crate::ps::PsRegisters;
 
@@ -170,6 +171,26 @@ impl Service {
         Ok(b.clone())
     }
 
+    /// The buffers of connection `c` in `loaded`'s memory.
+    fn own(&self, c: u64, loaded: &Arc<Loaded>) -> OwnBuffers {
+        let bufs: Vec<Arc<Mutex<Buffer>>> = lock(&self.shared.buffers)
+            .values()
+            .filter(|b| {
+                let g = lock(b);
+                g.owner == c && Arc::ptr_eq(&g.loaded, loaded)
+            })
+            .cloned()
+            .collect();
+        let ranges = bufs
+            .iter()
+            .map(|b| {
+                let g = lock(b);
+                (g.buf.bus_addr(), g.bytes as u64)
+            })
+            .collect();
+        OwnBuffers { bufs, ranges }
+    }
+
     /// Loads the bitstream `name` from `/lib/firmware` onto the board: on
     /// the emulated board the design it names (the user's design with
     /// `--hwh`), reset as a download resets it; on a real board through the
@@ -248,10 +269,15 @@ impl Service {
         Err(unmapped(&loaded, addr, 4))
     }
 
-    /// Writes the 32-bit word at `addr`.
-    fn write_word(&self, addr: u64, value: u32) -> Result<(), String> {
+    /// Writes the 32-bit word at `addr` for connection `c`: a write that
+    /// starts a DMA channel only when the channel reaches nothing but `c`'s
+    /// buffers.
+    fn write_word(&self, c: u64, addr: u64, value: u32) -> Result<(), String> {
         let loaded = self.loaded();
         if loaded.maps(addr, 4) {
+            if let Some(start) = loaded.start(addr, value) {
+                guard::check(&start, &self.own(c, &loaded)).map_err(|e| e.to_string())?;
+            }
             return loaded.write(addr, value).map_err(|e| e.to_string());
         }
         if PsRegisters::block(addr, 4).is_some() {
@@ -259,6 +285,34 @@ impl Service {
             return Ok(());
         }
         Err(unmapped(&loaded, addr, 4))
+    }
+}
+
+/// A client's buffers, as the engine guard reads them.
+struct OwnBuffers {
+    bufs: Vec<Arc<Mutex<Buffer>>>,
+    ranges: Vec<(u64, u64)>,
+}
+
+impl guard::Own for OwnBuffers {
+    fn ranges(&self) -> &[(u64, u64)] {
+        &self.ranges
+    }
+
+    fn word(&self, addr: u64) -> u32 {
+        let Some((i, &(base, n))) = self
+            .ranges
+            .iter()
+            .enumerate()
+            .find(|(_, (b, n))| addr >= *b && addr < b + n)
+        else {
+            return 0;
+        };
+        let at = (addr - base) as usize;
+        let bytes = lock(&self.bufs[i]).read(at, (at + 4).min(n as usize));
+        let mut w = [0u8; 4];
+        w[..bytes.len()].copy_from_slice(&bytes);
+        u32::from_le_bytes(w)
     }
 }
 
@@ -381,6 +435,7 @@ impl pm::mmio_server::Mmio for Service {
         &self,
         request: Request<pm::WriteRequest>,
     ) -> Result<Response<pm::WriteResponse>, Status> {
+        let c = conn(&request);
         let r = request.into_inner();
         let result = (|| {
             let (base, len) = parse_mmio_id(&r.mmio_id)
@@ -404,7 +459,7 @@ impl pm::mmio_server::Mmio for Service {
             }
             for (i, w) in r.data.chunks_exact(4).enumerate() {
                 let v = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
-                self.write_word(base + r.offset + 4 * i as u64, v)?;
+                self.write_word(c, base + r.offset + 4 * i as u64, v)?;
             }
             Ok(())
         })();

@@ -110,13 +110,27 @@ async fn mmio_write(
     offset: u64,
     value: u32,
 ) -> dmaflow_remote::proto::mmio::WriteResponse {
+    mmio_write_on(s, 0, id, offset, value).await
+}
+
+/// A register write by connection `c`.
+async fn mmio_write_on(
+    s: &Service,
+    c: u64,
+    id: &str,
+    offset: u64,
+    value: u32,
+) -> dmaflow_remote::proto::mmio::WriteResponse {
     Mmio::write(
         s,
-        Request::new(WriteRequest {
-            mmio_id: id.into(),
-            offset,
-            data: value.to_le_bytes().to_vec(),
-        }),
+        on(
+            c,
+            WriteRequest {
+                mmio_id: id.into(),
+                offset,
+                data: value.to_le_bytes().to_vec(),
+            },
+        ),
     )
     .await
     .unwrap()
@@ -339,9 +353,9 @@ fn a_client_gone_mid_transfer_leaves_no_engine_writing_its_memory() {
         .unwrap();
         let w = window(&s, DMA, 0x1_0000).await.mmio_id.unwrap();
         // S2MM into the buffer, nothing sent: the channel waits for data.
-        assert!(mmio_write(&s, &w, 0x30, 1).await.status);
-        assert!(mmio_write(&s, &w, 0x48, addr as u32).await.status);
-        assert!(mmio_write(&s, &w, 0x58, 4096).await.status);
+        assert!(mmio_write_on(&s, 7, &w, 0x30, 1).await.status);
+        assert!(mmio_write_on(&s, 7, &w, 0x48, addr as u32).await.status);
+        assert!(mmio_write_on(&s, 7, &w, 0x58, 4096).await.status);
         let sr = mmio_read(&s, &w, 0x34, 4).await.data.unwrap();
         assert_eq!(sr & 0b11, 0, "S2MM running and busy: {sr:#x}");
         s.disconnect(Connection(7));
@@ -356,6 +370,218 @@ fn a_client_gone_mid_transfer_leaves_no_engine_writing_its_memory() {
         let mine = alloc(&s, 8, 64).await.buffer_id.unwrap();
         s.disconnect(Connection(9));
         assert_eq!(read_buf(&s, 8, &mine, 0, 0).await.msg, None);
+    });
+}
+
+/// A client-streaming request of `msgs` on connection `c`, framed as gRPC
+/// frames them on the wire.
+fn stream_on<T: prost::Message + Default + Send + 'static>(
+    c: u64,
+    msgs: Vec<T>,
+) -> Request<tonic::Streaming<T>> {
+    use tonic::codec::Codec;
+    let mut wire = Vec::new();
+    for m in msgs {
+        let b = m.encode_to_vec();
+        wire.push(0);
+        wire.extend_from_slice(&(b.len() as u32).to_be_bytes());
+        wire.extend_from_slice(&b);
+    }
+    let body = http_body_util::Full::new(bytes::Bytes::from(wire));
+    let mut codec = tonic::codec::ProstCodec::<T, T>::default();
+    on(
+        c,
+        tonic::Streaming::new_request(codec.decoder(), body, None, None),
+    )
+}
+
+/// Writes `data` into buffer `id` of connection `c` at byte `at`.
+async fn put(s: &Service, c: u64, id: &str, at: usize, data: &[u8]) {
+    let m = BufferWriteRequest {
+        buffer_id: id.into(),
+        data: data.to_vec(),
+        start: at as i32,
+        end: (at + data.len()) as i32,
+    };
+    let r = RemoteBuffer::write(s, stream_on(c, vec![m]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(r.msg, None);
+}
+
+/// The bus address of buffer `id` of connection `c`.
+async fn address(s: &Service, c: u64, id: &str) -> u64 {
+    RemoteBuffer::physical_address(
+        s,
+        on(
+            c,
+            AddressRequest {
+                buffer_id: id.into(),
+            },
+        ),
+    )
+    .await
+    .unwrap()
+    .into_inner()
+    .address
+    .unwrap()
+}
+
+/// A buffer of `n` bytes for connection `c`: (id, bus address).
+async fn buffer(s: &Service, c: u64, n: i32) -> (String, u64) {
+    let id = alloc(s, c, n).await.buffer_id.unwrap();
+    let a = address(s, c, &id).await;
+    (id, a)
+}
+
+/// Waits (5 s at most) for DMASR at `sr` to read Idle.
+async fn wait_idle(s: &Service, w: &str, sr: u64) {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let v = mmio_read(s, w, sr, 4).await.data.unwrap();
+        if v & 2 != 0 {
+            return;
+        }
+        assert!(std::time::Instant::now() < end, "DMASR {v:#x} never Idle");
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+}
+
+/// 4 KiB of a pattern that zeroed memory is not.
+fn pattern() -> Vec<u8> {
+    (0..4096u32).map(|i| (i % 251) as u8 + 1).collect()
+}
+
+#[test]
+fn an_engine_aimed_by_hand_at_another_clients_buffer_is_not_started() {
+    rt().block_on(async {
+        let s = service();
+        let (victim, va) = buffer(&s, 1, 4096).await;
+        let (src, sa) = buffer(&s, 2, 4096).await;
+        let (dst, da) = buffer(&s, 2, 4096).await;
+        put(&s, 2, &src, 0, &pattern()).await;
+        let w = window(&s, DMA, 0x1_0000).await.mmio_id.unwrap();
+        assert!(mmio_write_on(&s, 2, &w, 0x00, 1).await.status);
+        assert!(mmio_write_on(&s, 2, &w, 0x30, 1).await.status);
+        // S2MM into the other client's buffer, MM2S out of it, and one byte
+        // past its own: each refused, naming the range, the channel idle.
+        for (ch, addr, len) in [(0x30, va, 4096), (0x00, va, 16), (0x30, da, 4097)] {
+            assert!(
+                mmio_write_on(&s, 2, &w, ch + 0x18, addr as u32)
+                    .await
+                    .status
+            );
+            let before = mmio_read(&s, &w, ch + 4, 4).await.data.unwrap();
+            let r = mmio_write_on(&s, 2, &w, ch + 0x28, len).await;
+            let msg = r.msg.unwrap_or_default();
+            let name = if ch == 0 { "MM2S" } else { "S2MM" };
+            assert!(!r.status, "{name} {addr:#x}");
+            assert!(
+                msg.contains(&format!("{name} of axi_dma_0 not started"))
+                    && msg.contains(&format!("{addr:#x}..{:#x}", addr + u64::from(len))),
+                "{msg}"
+            );
+            let sr = mmio_read(&s, &w, ch + 4, 4).await.data.unwrap();
+            assert_eq!(sr, before, "{name} as it was");
+        }
+        // Its own buffers: the data comes back; the other's stays untouched.
+        assert!(mmio_write_on(&s, 2, &w, 0x48, da as u32).await.status);
+        assert!(mmio_write_on(&s, 2, &w, 0x58, 4096).await.status);
+        assert!(mmio_write_on(&s, 2, &w, 0x18, sa as u32).await.status);
+        assert!(mmio_write_on(&s, 2, &w, 0x28, 4096).await.status);
+        wait_idle(&s, &w, 0x34).await;
+        assert_eq!(read_buf(&s, 2, &dst, 0, 0).await.data.unwrap(), pattern());
+        assert_eq!(
+            read_buf(&s, 1, &victim, 0, 0).await.data.unwrap(),
+            vec![0; 4096]
+        );
+    });
+}
+
+/// A PG021 descriptor: 16 words, `len` bytes at `buf`, followed by `next`.
+fn descriptor(next: u64, buf: u64, control: u32) -> Vec<u8> {
+    let mut w = [0u32; 16];
+    w[0] = next as u32;
+    w[1] = (next >> 32) as u32;
+    w[2] = buf as u32;
+    w[3] = (buf >> 32) as u32;
+    w[6] = control;
+    w.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+#[test]
+fn a_descriptor_chain_reaching_another_clients_buffer_is_not_started() {
+    rt().block_on(async {
+        let s = service();
+        // Load the scatter-gather design, as a client's download does.
+        for (path, data) in [
+            ("/lib/firmware/loopback-sg.bin", vec![0u8; 64]),
+            (
+                "/sys/class/fpga_manager/fpga0/firmware",
+                b"loopback-sg.bin".to_vec(),
+            ),
+        ] {
+            let m = WriteFileRequest {
+                file_path: path.into(),
+                data,
+            };
+            RemoteDevice::writefile(&s, stream_on(0, vec![m]))
+                .await
+                .unwrap();
+        }
+        let dma = s.design().dmas().next().unwrap().0.base;
+        assert!(s.design().dmas().next().unwrap().1.params.include_sg);
+        let w = window(&s, dma, 0x1_0000).await.mmio_id.unwrap();
+        let (victim, va) = buffer(&s, 1, 4096).await;
+        let (descs, d) = buffer(&s, 2, 128).await;
+        let (src, sa) = buffer(&s, 2, 4096).await;
+        let (dst, da) = buffer(&s, 2, 4096).await;
+        put(&s, 2, &src, 0, &pattern()).await;
+        let s2mm = d + 0x40;
+        assert!(mmio_write_on(&s, 2, &w, 0x38, s2mm as u32).await.status);
+        assert!(mmio_write_on(&s, 2, &w, 0x30, 1).await.status);
+        // A descriptor naming the other client's buffer; a chain that loops
+        // without reaching its tail; a descriptor outside the client's
+        // memory: each refused, naming what.
+        for (desc, tail, says) in [
+            (
+                descriptor(s2mm, va, 4096),
+                s2mm,
+                format!("buffer {va:#x}..{:#x}", va + 4096),
+            ),
+            (
+                descriptor(s2mm, da, 4096),
+                s2mm + 0x40,
+                format!("does not reach TAILDESC {:#x}", s2mm + 0x40),
+            ),
+            (descriptor(va, da, 4096), s2mm, format!("next {va:#x}")),
+        ] {
+            put(&s, 2, &descs, 0x40, &desc).await;
+            let before = mmio_read(&s, &w, 0x34, 4).await.data.unwrap();
+            let r = mmio_write_on(&s, 2, &w, 0x40, tail as u32).await;
+            let msg = r.msg.unwrap_or_default();
+            assert!(
+                !r.status && msg.contains("S2MM of axi_dma_0 not started"),
+                "{msg}"
+            );
+            assert!(msg.contains(&says), "{msg} lacks {says}");
+            let sr = mmio_read(&s, &w, 0x34, 4).await.data.unwrap();
+            assert_eq!(sr, before, "S2MM as it was");
+        }
+        // Its own: the data comes back, the other's buffer untouched.
+        put(&s, 2, &descs, 0x40, &descriptor(s2mm, da, 4096)).await;
+        put(&s, 2, &descs, 0, &descriptor(d, sa, 4096 | 3 << 26)).await;
+        assert!(mmio_write_on(&s, 2, &w, 0x40, s2mm as u32).await.status);
+        assert!(mmio_write_on(&s, 2, &w, 0x08, d as u32).await.status);
+        assert!(mmio_write_on(&s, 2, &w, 0x00, 1).await.status);
+        assert!(mmio_write_on(&s, 2, &w, 0x10, d as u32).await.status);
+        wait_idle(&s, &w, 0x34).await;
+        assert_eq!(read_buf(&s, 2, &dst, 0, 0).await.data.unwrap(), pattern());
+        assert_eq!(
+            read_buf(&s, 1, &victim, 0, 0).await.data.unwrap(),
+            vec![0; 4096]
+        );
     });
 }
 
