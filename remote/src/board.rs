@@ -17,7 +17,7 @@ use dmaflow::rig::policy_for;
 use dmaflow::sim::{Clock, Fabric, Loopback, StreamProcessor};
 
 use crate::Error;
-use crate::design::{Design, Ip};
+use crate::design::{Design, Dma, Ip};
 use crate::guard::{Reach, Start};
 
 /// DMA memory of the emulated board.
@@ -42,11 +42,98 @@ struct Window {
     regs: Regs,
 }
 
-/// The emulated hardware, kept running while the design is loaded. The
-/// fabric goes before the board it is attached to.
+/// The emulated hardware, kept running while the design is loaded: one
+/// fabric per board, the boards on one bus (one DDR). The fabrics go before
+/// the boards they are attached to.
 struct Emulated {
-    _fabric: Fabric,
-    _board: SimBoard,
+    _fabrics: Vec<Fabric>,
+    /// The first board's DDR is the pool's.
+    boards: Vec<SimBoard>,
+}
+
+/// Register windows of emulated IP, by instance name.
+type Devices = std::collections::HashMap<String, Box<dyn RegisterSpace>>;
+
+impl Emulated {
+    /// A built-in design: its own stream processor behind its engines (one
+    /// board, one fabric), and the core's control registers if it has any.
+    fn core(
+        design: &Design,
+        core: Box<dyn StreamProcessor>,
+        model: MemoryModel,
+        ddr_bytes: usize,
+    ) -> Result<(Self, Devices), Error> {
+        let dmas: Vec<(&Ip, Dma)> = design.dmas().collect();
+        let sg = dmas.first().is_some_and(|(_, d)| d.params.include_sg);
+        let n = core.streams().max(1);
+        let control = core.control_bytes() > 0;
+        let board = SimBoard::with_model(
+            n + usize::from(control),
+            ddr_bytes,
+            DEFAULT_DDR_BASE,
+            2 * n,
+            model,
+        )?;
+        let fabric = Fabric::with_processor(&board, Clock::Unlimited, sg, core)?;
+        if let Some((_, d)) = dmas.first() {
+            fabric.set_length_width(d.params.sg_length_width)?;
+        }
+        // A board does not refuse a register write; what PG021 leaves
+        // undefined is recorded, not failed.
+        fabric.set_strict(false);
+        let mut regs = Devices::new();
+        for (i, (ip, _)) in dmas.iter().enumerate().take(n) {
+            regs.insert(ip.name.clone(), Box::new(board.registers(i)?));
+        }
+        if control && let Some(ip) = design.ips.iter().find(|ip| ip.dma.is_none()) {
+            regs.insert(ip.name.clone(), Box::new(board.registers(n)?));
+        }
+        Ok((
+            Emulated {
+                _fabrics: vec![fabric],
+                boards: vec![board],
+            },
+            regs,
+        ))
+    }
+
+    /// A user's design: each AXI DMA on a board of its own sharing the first
+    /// board's DDR, with a fabric built as that DMA is (direct or
+    /// scatter-gather, its length width), its streams looped back.
+    fn loopbacks(
+        design: &Design,
+        model: MemoryModel,
+        ddr_bytes: usize,
+    ) -> Result<(Self, Devices), Error> {
+        let first = SimBoard::with_model(1, ddr_bytes, DEFAULT_DDR_BASE, 2, model)?;
+        let mut boards = vec![first];
+        let mut fabrics = Vec::new();
+        let mut regs = Devices::new();
+        for (i, (ip, d)) in design.dmas().enumerate() {
+            if i > 0 {
+                let board = boards[0].sharing_ddr(1, 2)?;
+                boards.push(board);
+            }
+            let board = &boards[i];
+            let fabric = Fabric::with_processor(
+                board,
+                Clock::Unlimited,
+                d.params.include_sg,
+                Box::new(Loopback),
+            )?;
+            fabric.set_length_width(d.params.sg_length_width)?;
+            fabric.set_strict(false);
+            fabrics.push(fabric);
+            regs.insert(ip.name.clone(), Box::new(board.registers(0)?));
+        }
+        Ok((
+            Emulated {
+                _fabrics: fabrics,
+                boards,
+            },
+            regs,
+        ))
+    }
 }
 
 /// A design loaded on the board.
@@ -94,31 +181,14 @@ pub(crate) enum AccessError {
 impl Loaded {
     /// The emulated board running `design` with CPU caches as `model` says:
     /// a built-in design's own stream processor behind its engines; for any
-    /// other design the first AXI DMA (by address) looped back, and the rest
-    /// as plain memory (said in [`notes`](Self::notes)).
+    /// other design each AXI DMA it declares at its address, built with its
+    /// own parameters, its streams looped back, and the rest as plain memory
+    /// (said in [`notes`](Self::notes)).
     pub(crate) fn emulate(
         design: Design,
         model: MemoryModel,
         ddr_bytes: usize,
     ) -> Result<Self, Error> {
-        let mut notes = Vec::new();
-        let builtin = Design::builtin(&design.name).is_some_and(|b| b == design);
-        let (core, emulated): (Box<dyn StreamProcessor>, usize) =
-            match design.builtin_core().filter(|_| builtin) {
-                Some(core) => {
-                    let n = design.dmas().count();
-                    (core, n)
-                }
-                None => (
-                    Box::new(Loopback),
-                    usize::from(design.dmas().next().is_some()),
-                ),
-            };
-        let dmas: Vec<&Ip> = design.dmas().map(|(ip, _)| ip).collect();
-        let first = design.dmas().next().map(|(_, d)| d);
-        let sg = first.is_some_and(|d| d.params.include_sg);
-        let n = core.streams().max(1);
-        let control = core.control_bytes() > 0;
         let ddr_end = DEFAULT_DDR_BASE + ddr_bytes as u64;
         if let Some(ip) = design
             .ips
@@ -130,32 +200,18 @@ impl Loaded {
                 ip.name, ip.base
             )));
         }
-        let board = SimBoard::with_model(
-            n + usize::from(control),
-            ddr_bytes,
-            DEFAULT_DDR_BASE,
-            2 * n,
-            model,
-        )?;
-        let fabric = Fabric::with_processor(&board, Clock::Unlimited, sg, core)?;
-        if let Some(d) = first {
-            fabric.set_length_width(d.params.sg_length_width)?;
-        }
-        // A board does not refuse a register write; what PG021 leaves
-        // undefined is recorded, not failed.
-        fabric.set_strict(false);
-        let pool = DmaPool::new(Arc::new(board.memory()?), policy_for(model))?;
+        let builtin = Design::builtin(&design.name).is_some_and(|b| b == design);
+        let (emulated, mut regs) = match design.builtin_core().filter(|_| builtin) {
+            Some(core) => Emulated::core(&design, core, model, ddr_bytes)?,
+            None => Emulated::loopbacks(&design, model, ddr_bytes)?,
+        };
+        let pool = DmaPool::new(Arc::new(emulated.boards[0].memory()?), policy_for(model))?;
+        let mut notes = Vec::new();
         let mut windows = Vec::new();
-        let mut next_control = n;
         for ip in &design.ips {
-            let dma_index = dmas.iter().position(|d| d.name == ip.name);
-            let regs = match dma_index {
-                Some(i) if i < emulated => Regs::Device(Box::new(board.registers(i)?)),
-                _ if ip.dma.is_none() && control && next_control == n => {
-                    next_control += 1;
-                    Regs::Device(Box::new(board.registers(n)?))
-                }
-                _ => {
+            let regs = match regs.remove(&ip.name) {
+                Some(r) => Regs::Device(r),
+                None => {
                     notes.push(format!(
                         "{} ({}) at {:#x}: not emulated, its registers are plain memory",
                         ip.name, ip.vlnv, ip.base
@@ -183,10 +239,7 @@ impl Loaded {
             windows,
             pool,
             notes,
-            _emulated: Some(Emulated {
-                _fabric: fabric,
-                _board: board,
-            }),
+            _emulated: Some(emulated),
         })
     }
 

@@ -395,7 +395,8 @@ fn stream_on<T: prost::Message + Default + Send + 'static>(
     )
 }
 
-/// Writes `data` into buffer `id` of connection `c` at byte `at`.
+/// Writes `data` into buffer `id` of connection `c` at byte `at`, and
+/// flushes it for the device.
 async fn put(s: &Service, c: u64, id: &str, at: usize, data: &[u8]) {
     let m = BufferWriteRequest {
         buffer_id: id.into(),
@@ -407,6 +408,19 @@ async fn put(s: &Service, c: u64, id: &str, at: usize, data: &[u8]) {
         .await
         .unwrap()
         .into_inner();
+    assert_eq!(r.msg, None);
+    let r = RemoteBuffer::flush(
+        s,
+        on(
+            c,
+            FlushRequest {
+                buffer_id: id.into(),
+            },
+        ),
+    )
+    .await
+    .unwrap()
+    .into_inner();
     assert_eq!(r.msg, None);
 }
 
@@ -486,11 +500,7 @@ fn an_engine_aimed_by_hand_at_another_clients_buffer_is_not_started() {
             assert_eq!(sr, before, "{name} as it was");
         }
         // Its own buffers: the data comes back; the other's stays untouched.
-        assert!(mmio_write_on(&s, 2, &w, 0x48, da as u32).await.status);
-        assert!(mmio_write_on(&s, 2, &w, 0x58, 4096).await.status);
-        assert!(mmio_write_on(&s, 2, &w, 0x18, sa as u32).await.status);
-        assert!(mmio_write_on(&s, 2, &w, 0x28, 4096).await.status);
-        wait_idle(&s, &w, 0x34).await;
+        direct_loopback(&s, 2, &w, sa, da).await;
         assert_eq!(read_buf(&s, 2, &dst, 0, 0).await.data.unwrap(), pattern());
         assert_eq!(
             read_buf(&s, 1, &victim, 0, 0).await.data.unwrap(),
@@ -570,18 +580,150 @@ fn a_descriptor_chain_reaching_another_clients_buffer_is_not_started() {
             assert_eq!(sr, before, "S2MM as it was");
         }
         // Its own: the data comes back, the other's buffer untouched.
-        put(&s, 2, &descs, 0x40, &descriptor(s2mm, da, 4096)).await;
-        put(&s, 2, &descs, 0, &descriptor(d, sa, 4096 | 3 << 26)).await;
-        assert!(mmio_write_on(&s, 2, &w, 0x40, s2mm as u32).await.status);
-        assert!(mmio_write_on(&s, 2, &w, 0x08, d as u32).await.status);
-        assert!(mmio_write_on(&s, 2, &w, 0x00, 1).await.status);
-        assert!(mmio_write_on(&s, 2, &w, 0x10, d as u32).await.status);
-        wait_idle(&s, &w, 0x34).await;
+        sg_loopback(&s, 2, &w, (&descs, d), sa, da).await;
         assert_eq!(read_buf(&s, 2, &dst, 0, 0).await.data.unwrap(), pattern());
         assert_eq!(
             read_buf(&s, 1, &victim, 0, 0).await.data.unwrap(),
             vec![0; 4096]
         );
+    });
+}
+
+/// Connection `c` sends 4 KiB from `sa` to `da` through the direct-mode
+/// engine at window `w` (channels started here), and waits for S2MM.
+async fn direct_loopback(s: &Service, c: u64, w: &str, sa: u64, da: u64) {
+    for (offset, value) in [
+        (0x30, 1),
+        (0x48, da as u32),
+        (0x58, 4096),
+        (0x00, 1),
+        (0x18, sa as u32),
+        (0x28, 4096),
+    ] {
+        let r = mmio_write_on(s, c, w, offset, value).await;
+        assert!(r.status, "{offset:#x}: {:?}", r.msg);
+    }
+    wait_idle(s, w, 0x34).await;
+}
+
+/// Connection `c` sends 4 KiB from `sa` to `da` through the scatter-gather
+/// engine at window `w`, one descriptor per channel in the 128-byte buffer
+/// `descs` (id, bus address), and waits for S2MM.
+async fn sg_loopback(s: &Service, c: u64, w: &str, descs: (&str, u64), sa: u64, da: u64) {
+    let (id, d) = descs;
+    put(s, c, id, 0x40, &descriptor(d + 0x40, da, 4096)).await;
+    put(s, c, id, 0, &descriptor(d, sa, 4096 | 3 << 26)).await;
+    for (offset, value) in [
+        (0x38, d as u32 + 0x40),
+        (0x30, 1),
+        (0x40, d as u32 + 0x40),
+        (0x08, d as u32),
+        (0x00, 1),
+        (0x10, d as u32),
+    ] {
+        let r = mmio_write_on(s, c, w, offset, value).await;
+        assert!(r.status, "{offset:#x}: {:?}", r.msg);
+    }
+    wait_idle(s, w, 0x34).await;
+}
+
+/// An AXI DMA module of a `.hwh` as Vivado writes it (the parameters PYNQ
+/// reads, lower case).
+fn dma_module(name: &str, sg: bool, length_width: u32) -> String {
+    let params = [
+        ("c_include_sg", u32::from(sg)),
+        ("c_sg_length_width", length_width),
+        ("c_include_mm2s", 1),
+        ("c_include_s2mm", 1),
+        ("c_m_axi_mm2s_data_width", 32),
+        ("c_m_axi_s2mm_data_width", 32),
+        ("c_m_axis_mm2s_tdata_width", 32),
+        ("c_s_axis_s2mm_tdata_width", 32),
+    ]
+    .iter()
+    .map(|(k, v)| format!(r#"<PARAMETER NAME="{k}" VALUE="{v}"/>"#))
+    .collect::<String>();
+    format!(
+        r#"<MODULE INSTANCE="{name}" MODTYPE="axi_dma" VLNV="xilinx.com:ip:axi_dma:7.1"><PARAMETERS>{params}</PARAMETERS></MODULE>"#
+    )
+}
+
+/// A memory-map entry of the PS for `name` at `base` (64 KiB).
+fn memrange(name: &str, base: u64) -> String {
+    format!(
+        r#"<MEMRANGE INSTANCE="{name}" BASEVALUE="{base:#x}" HIGHVALUE="{:#x}" MEMTYPE="REGISTER" MASTERBUSINTERFACE="M_AXI_HPM0_FPD"/>"#,
+        base + 0xFFFF
+    )
+}
+
+#[test]
+fn each_dma_of_a_users_design_runs_as_declared() {
+    // Two AXI DMAs in a .hwh written here: a direct one at 0xA0000000 with
+    // a 23-bit length register, a scatter-gather one at 0xA0010000.
+    let (direct, sg) = (0xA000_0000u64, 0xA001_0000u64);
+    let hwh = format!(
+        r#"<?xml version="1.0"?><EDKSYSTEM><SYSTEMINFO NAME="two"/><MODULES>
+<MODULE INSTANCE="zynq_ultra_ps_e_0" MODTYPE="zynq_ultra_ps_e"><MEMORYMAP>{}{}</MEMORYMAP></MODULE>
+{}{}</MODULES></EDKSYSTEM>"#,
+        memrange("axi_dma_0", direct),
+        memrange("axi_dma_1", sg),
+        dma_module("axi_dma_0", false, 23),
+        dma_module("axi_dma_1", true, 26),
+    );
+    let path = std::env::temp_dir().join(format!("dmaflow-two-dmas-{}.hwh", std::process::id()));
+    std::fs::write(&path, hwh).unwrap();
+    let s = Service::new(
+        Target::Emulated {
+            hwh: Some(path.clone()),
+            model: MemoryModel::NonCoherent,
+        },
+        DDR,
+    );
+    std::fs::remove_file(&path).unwrap();
+    let s = s.unwrap();
+    assert!(s.notes().is_empty(), "both emulated: {:?}", s.notes());
+    rt().block_on(async {
+        let w0 = window(&s, direct, 0x1_0000).await.mmio_id.unwrap();
+        let w1 = window(&s, sg, 0x1_0000).await.mmio_id.unwrap();
+        // DMASR.SGIncld says how each engine was built.
+        for (w, incl) in [(&w0, 0), (&w1, 1 << 3)] {
+            let sr = mmio_read(&s, w, 0x04, 4).await.data.unwrap();
+            assert_eq!(sr & (1 << 3), incl, "{w}: DMASR {sr:#x}");
+        }
+        // The direct engine keeps 23 bits of LENGTH.
+        let (_, a) = buffer(&s, 1, 64).await;
+        assert!(mmio_write_on(&s, 1, &w0, 0x48, a as u32).await.status);
+        assert!(mmio_write_on(&s, 1, &w0, 0x58, (1 << 23) | 64).await.status);
+        assert_eq!(mmio_read(&s, &w0, 0x58, 4).await.data, Some(64));
+        // Each loops its own data back, from one DDR.
+        let (src, sa) = buffer(&s, 1, 4096).await;
+        let (d0, da0) = buffer(&s, 1, 4096).await;
+        let (d1, da1) = buffer(&s, 1, 4096).await;
+        let (descs, d) = buffer(&s, 1, 128).await;
+        put(&s, 1, &src, 0, &pattern()).await;
+        // S2MM of the direct engine waits for the 64 bytes started above.
+        let r = mmio_write_on(&s, 1, &w0, 0x30, 4).await;
+        assert!(r.status, "reset: {:?}", r.msg);
+        direct_loopback(&s, 1, &w0, sa, da0).await;
+        sg_loopback(&s, 1, &w1, (&descs, d), sa, da1).await;
+        for id in [&d0, &d1] {
+            RemoteBuffer::invalidate(
+                &s,
+                on(
+                    1,
+                    InvalidateRequest {
+                        buffer_id: id.clone(),
+                    },
+                ),
+            )
+            .await
+            .unwrap();
+            assert_eq!(
+                read_buf(&s, 1, id, 0, 0).await.data.unwrap(),
+                pattern(),
+                "{id}"
+            );
+        }
     });
 }
 
