@@ -334,6 +334,45 @@ def test_users_scatter_gather_design(served, tmp_path):
     assert "SG 1 _SGDMAChannel" in out
 
 
+def test_users_design_with_a_direct_and_a_scatter_gather_dma(served, tmp_path):
+    # Two AXI DMAs in one handmade design: PYNQ binds its direct driver to
+    # the first and its scatter-gather driver to the second, and both loop
+    # their data back.
+    hwh = tmp_path / "two.hwh"
+    hwh.write_text(
+        handmade.hwh(
+            "two",
+            [
+                ("axi_dma_0", 0xA0000000, False, 23, 32),
+                ("axi_dma_1", 0xA0010000, True, 26, 32),
+            ],
+        )
+    )
+    (tmp_path / "two.bit").write_bytes(handmade.bit("two"))
+    s = served("--hwh", str(hwh))
+    out = s.run(
+        SG_FIX
+        + f"""
+import numpy as np
+from pynq import Overlay, allocate
+ol = Overlay({str(tmp_path / "two.bit")!r})
+data = np.arange(4096, dtype=np.uint32) * 2654435761
+for name in ("axi_dma_0", "axi_dma_1"):
+    dma = getattr(ol, name)
+    tx = allocate(shape=data.shape, dtype=np.uint32)
+    rx = allocate(shape=data.shape, dtype=np.uint32)
+    tx[:] = data
+    dma.sendchannel.transfer(tx)
+    dma.recvchannel.transfer(rx)
+    dma.sendchannel.wait()
+    dma.recvchannel.wait()
+    assert (np.asarray(rx) == data).all(), name
+    print(name, type(dma.sendchannel).__name__)
+"""
+    ).stdout
+    assert "axi_dma_0 _SDMAChannel" in out and "axi_dma_1 _SGDMAChannel" in out, out
+
+
 def test_a_client_gone_mid_transfer_leaves_the_engine_halted(served, overlays):
     # A client starts S2MM into its buffer with nothing sent, then dies: the
     # server frees its buffers only after halting the engine that could
