@@ -400,9 +400,23 @@ impl Loaded {
         };
         Some(Start {
             ip: w.ip.name.clone(),
+            dmasr: w.ip.base + (base + DMASR) as u64,
             channel,
             reach,
         })
+    }
+
+    /// Stops the channel whose DMASR is at `dmasr` (DMACR.RS cleared): it
+    /// drops the chain it walked, and a later start fetches from CURDESC.
+    pub(crate) fn stop_channel(&self, dmasr: u64) {
+        let dmacr = dmasr - DMASR as u64 + DMACR as u64;
+        if let Some((w, offset)) = self.window(dmacr, 4)
+            && let Regs::Device(r) = &w.regs
+        {
+            let cr = r.read(offset as usize).unwrap_or(0);
+            // SAFETY: clearing RS stops the channel; it starts nothing.
+            let _ = unsafe { r.write(offset as usize, cr & !DMACR_RS) };
+        }
     }
 
     /// The refusal of an access at `addr`.

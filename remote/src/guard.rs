@@ -8,9 +8,15 @@
 //! write, every descriptor from CURDESC to the tail (the whole ring in
 //! cyclic mode), where it lies and the buffer it names.
 //!
-//! The check sees memory as it is when the channel is started: a client
-//! that rewrites its own descriptors while the engine still walks them is
-//! not caught by it.
+//! The descriptors checked are flushed to memory as they are read, so the
+//! engine fetches what was checked (a client's unflushed copy included). The server keeps what
+//! a started chain reaches ([`Chains`]): a client may not rewrite those
+//! descriptors while the channel runs, and freeing a buffer that holds them
+//! stops the channel, so that the descriptors the engine fetches stay the
+//! ones checked.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
 
 use dmaflow::axi::regs::{
     DESC_ALIGN, DESC_BUFFER_ADDRESS, DESC_BUFFER_ADDRESS_MSB, DESC_CONTROL, DESC_NXTDESC,
@@ -23,6 +29,8 @@ use dmaflow::axi::regs::{
 pub(crate) struct Start {
     /// The engine's instance name.
     pub(crate) ip: String,
+    /// The address of the channel's DMASR.
+    pub(crate) dmasr: u64,
     /// `MM2S` or `S2MM`.
     pub(crate) channel: &'static str,
     /// What it will reach.
@@ -102,6 +110,61 @@ pub(crate) enum Refused {
     },
 }
 
+/// A chain a channel was started on.
+struct Chain {
+    /// `S2MM of axi_dma_0`.
+    label: String,
+    /// The descriptors it reaches.
+    descs: Vec<u64>,
+}
+
+/// The descriptor chains started, by the address of their channel's DMASR
+/// (the last started on each channel).
+#[derive(Default)]
+pub(crate) struct Chains(Mutex<HashMap<u64, Chain>>);
+
+impl Chains {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Chain>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The channel of `start` now walks `descs`.
+    pub(crate) fn started(&self, start: &Start, descs: Vec<u64>) {
+        self.map().insert(
+            start.dmasr,
+            Chain {
+                label: format!("{} of {}", start.channel, start.ip),
+                descs,
+            },
+        );
+    }
+
+    /// The chains with a descriptor in `base..base + len`: (DMASR's
+    /// address, label).
+    pub(crate) fn in_range(&self, base: u64, len: u64) -> Vec<(u64, String)> {
+        self.map()
+            .iter()
+            .filter(|(_, c)| {
+                c.descs
+                    .iter()
+                    .any(|&d| d < base + len && d + DESC_ALIGN > base)
+            })
+            .map(|(&sr, c)| (sr, c.label.clone()))
+            .collect()
+    }
+
+    /// Forgets the chain of the channel whose DMASR is at `dmasr` (it was
+    /// stopped).
+    pub(crate) fn forget(&self, dmasr: u64) {
+        self.map().remove(&dmasr);
+    }
+
+    /// Forgets every chain (the design was loaded again).
+    pub(crate) fn clear(&self) {
+        self.map().clear();
+    }
+}
+
 /// Whether `addr..addr + len` lies inside one of `own`'s buffers.
 fn inside(own: &dyn Own, addr: u64, len: u64) -> bool {
     addr.checked_add(len)
@@ -109,7 +172,9 @@ fn inside(own: &dyn Own, addr: u64, len: u64) -> bool {
 }
 
 /// Checks that the channel `start` starts reaches only `own`'s buffers.
-pub(crate) fn check(start: &Start, own: &dyn Own) -> Result<(), Refused> {
+/// Returns the descriptors a chain reaches (the tail's successor included,
+/// where the engine fetches next), none in direct mode.
+pub(crate) fn check(start: &Start, own: &dyn Own) -> Result<Vec<u64>, Refused> {
     let outside = |what, addr: u64, len: u64| Refused::Outside {
         ip: start.ip.clone(),
         channel: start.channel,
@@ -120,7 +185,7 @@ pub(crate) fn check(start: &Start, own: &dyn Own) -> Result<(), Refused> {
     match start.reach {
         Reach::Direct { addr, len } => {
             if inside(own, addr, len) {
-                Ok(())
+                Ok(Vec::new())
             } else {
                 Err(outside("the buffer", addr, len))
             }
@@ -135,10 +200,12 @@ pub(crate) fn check(start: &Start, own: &dyn Own) -> Result<(), Refused> {
             // chain loops without reaching its end.
             let most: u64 = own.ranges().iter().map(|&(_, n)| n / DESC_ALIGN).sum();
             let mut d = cur;
+            let mut walked = Vec::new();
             for _ in 0..most {
                 if !d.is_multiple_of(DESC_ALIGN) || !inside(own, d, DESC_ALIGN) {
                     return Err(outside("the descriptor", d, DESC_ALIGN));
                 }
+                walked.push(d);
                 let word = |o: u64| own.word(d + o);
                 let len = u64::from(word(DESC_CONTROL) & length_mask);
                 let addr = u64::from(word(DESC_BUFFER_ADDRESS))
@@ -152,15 +219,16 @@ pub(crate) fn check(start: &Start, own: &dyn Own) -> Result<(), Refused> {
                 // tail moves on: it must be the client's too.
                 let next = next & !(DESC_ALIGN - 1);
                 if !cyclic && d == tail {
+                    walked.push(next);
                     return if inside(own, next, DESC_ALIGN) {
-                        Ok(())
+                        Ok(walked)
                     } else {
                         Err(outside("the tail descriptor's next", next, DESC_ALIGN))
                     };
                 }
                 d = next;
                 if cyclic && d == cur {
-                    return Ok(());
+                    return Ok(walked);
                 }
             }
             Err(Refused::Endless {
@@ -209,6 +277,7 @@ mod tests {
     fn chain(cur: u64, tail: u64, cyclic: bool) -> Start {
         Start {
             ip: "axi_dma_0".into(),
+            dmasr: 0x4040_0004,
             channel: "MM2S",
             reach: Reach::Chain {
                 cur,
@@ -232,8 +301,14 @@ mod tests {
         let mut m = mem();
         m.desc(0x1000, 0x1040, 0x2000, 0x800);
         m.desc(0x1040, 0x1000, 0x2800, 0x800);
-        check(&chain(0x1000, 0x1040, false), &m).unwrap();
-        check(&chain(0x1000, 0x1000, true), &m).unwrap();
+        assert_eq!(
+            check(&chain(0x1000, 0x1040, false), &m).unwrap(),
+            [0x1000, 0x1040, 0x1000]
+        );
+        assert_eq!(
+            check(&chain(0x1000, 0x1000, true), &m).unwrap(),
+            [0x1000, 0x1040]
+        );
         // The second buffer runs one byte past the client's memory.
         m.desc(0x1040, 0x1000, 0x2800, 0x801);
         let e = check(&chain(0x1000, 0x1040, false), &m).unwrap_err();
@@ -268,6 +343,7 @@ mod tests {
         let m = mem();
         let direct = |addr, len| Start {
             ip: "axi_dma_0".into(),
+            dmasr: 0x4040_0034,
             channel: "S2MM",
             reach: Reach::Direct { addr, len },
         };

@@ -13,6 +13,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use dmaflow::axi::regs::{DMASR_HALTED, DMASR_IDLE};
 use dmaflow::platform::MemoryModel;
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
@@ -54,6 +55,8 @@ struct Shared {
     ps: PsRegisters,
     buffers: Mutex<HashMap<u64, Arc<Mutex<Buffer>>>>,
     next_buffer: AtomicU64,
+    /// The descriptor chains clients started.
+    chains: guard::Chains,
 }
 
 /// The design loaded and the file set.
@@ -119,6 +122,7 @@ impl Service {
                 ps: PsRegisters::new(),
                 buffers: Mutex::new(HashMap::new()),
                 next_buffer: AtomicU64::new(1),
+                chains: guard::Chains::default(),
             }),
         })
     }
@@ -155,7 +159,48 @@ impl Service {
                 .collect();
             ids.iter().filter_map(|id| map.remove(id)).collect()
         };
-        release(gone);
+        self.release(gone);
+    }
+
+    /// Gives buffers back to their pools, once no engine can fetch from or
+    /// write into them: a channel whose started chain has descriptors in one
+    /// is stopped (it would fetch them again), any engine that may still
+    /// write one is halted; an engine that cannot be confirmed halted keeps the
+    /// buffers for good.
+    fn release(&self, bufs: Vec<Arc<Mutex<Buffer>>>) {
+        for b in bufs {
+            let mut g = lock(&b);
+            let range = (g.buf.bus_addr(), g.buf.byte_len() as u64);
+            for (dmasr, _) in self.shared.chains.in_range(range.0, range.1) {
+                g.loaded.stop_channel(dmasr);
+                self.shared.chains.forget(dmasr);
+            }
+            if !g.loaded.quiesce(&[range]) {
+                g.buf.surrender();
+            }
+        }
+    }
+
+    /// Refuses a change to buffer `id` (`g`) while it holds descriptors of a
+    /// chain its channel still walks: the engine would fetch descriptors
+    /// other than those checked when it started.
+    fn descriptors_settled(&self, g: &Buffer, id: &str) -> Result<(), String> {
+        let running = self
+            .shared
+            .chains
+            .in_range(g.buf.bus_addr(), g.bytes as u64)
+            .into_iter()
+            .find(|(sr, _)| {
+                let v = g.loaded.read(*sr).unwrap_or(DMASR_HALTED);
+                v & (DMASR_HALTED | DMASR_IDLE) == 0
+            });
+        match running {
+            Some((_, label)) => Err(format!(
+                "buffer {id:?} holds descriptors of {label}'s running chain: change them once \
+                 the channel is idle or halted"
+            )),
+            None => Ok(()),
+        }
     }
 
     /// Buffer `id` of connection `c`.
@@ -226,6 +271,7 @@ impl Service {
                         .map_err(|e| e.to_string())?;
                     st.loaded = Arc::new(loaded);
                 }
+                self.shared.chains.clear();
             }
             Target::Board { root, .. } => {
                 let firmware = root.join("lib/firmware").join(name);
@@ -236,6 +282,7 @@ impl Service {
                     .and_then(|()| std::fs::write(mgr.join("firmware"), name.as_bytes()))
                     .map_err(|e| format!("{}: {e}", mgr.display()))?;
                 st.loaded.reset();
+                self.shared.chains.clear();
             }
         }
         st.files.programmed = name.to_string();
@@ -275,10 +322,15 @@ impl Service {
     fn write_word(&self, c: u64, addr: u64, value: u32) -> Result<(), String> {
         let loaded = self.loaded();
         if loaded.maps(addr, 4) {
-            if let Some(start) = loaded.start(addr, value) {
-                guard::check(&start, &self.own(c, &loaded)).map_err(|e| e.to_string())?;
+            let Some(start) = loaded.start(addr, value) else {
+                return loaded.write(addr, value).map_err(|e| e.to_string());
+            };
+            let descs = guard::check(&start, &self.own(c, &loaded)).map_err(|e| e.to_string())?;
+            loaded.write(addr, value).map_err(|e| e.to_string())?;
+            if matches!(start.reach, guard::Reach::Chain { .. }) {
+                self.shared.chains.started(&start, descs);
             }
-            return loaded.write(addr, value).map_err(|e| e.to_string());
+            return Ok(());
         }
         if PsRegisters::block(addr, 4).is_some() {
             self.shared.ps.write(addr, value);
@@ -309,7 +361,10 @@ impl guard::Own for OwnBuffers {
             return 0;
         };
         let at = (addr - base) as usize;
-        let bytes = lock(&self.bufs[i]).read(at, (at + 4).min(n as usize));
+        let g = lock(&self.bufs[i]);
+        // The device fetches memory: what is checked is flushed to it.
+        let _ = g.buf.sync_range_for_device(at, 4);
+        let bytes = g.read(at, (at + 4).min(n as usize));
         let mut w = [0u8; 4];
         w[..bytes.len()].copy_from_slice(&bytes);
         u32::from_le_bytes(w)
@@ -323,18 +378,6 @@ fn unmapped(loaded: &Loaded, addr: u64, len: u64) -> String {
         addr.saturating_add(len),
         loaded.design.name
     )
-}
-
-/// Gives buffers back to their pools, once no engine can write into them
-/// (an engine that cannot be confirmed halted keeps them for good).
-fn release(bufs: Vec<Arc<Mutex<Buffer>>>) {
-    for b in bufs {
-        let mut g = lock(&b);
-        let range = [(g.buf.bus_addr(), g.buf.byte_len() as u64)];
-        if !g.loaded.quiesce(&range) {
-            g.buf.surrender();
-        }
-    }
 }
 
 /// An mmio id: the window's base and length, checked again at every access
@@ -558,6 +601,7 @@ impl pb::remote_buffer_server::RemoteBuffer for Service {
                     }
                 };
                 let mut g = lock(&b);
+                self.descriptors_settled(&g, &m.buffer_id)?;
                 // A chunk with a range goes there; without one, after the last.
                 let (from, to) = if m.end > 0 || m.start > 0 {
                     (m.start.max(0) as usize, m.end.max(0) as usize)
@@ -637,7 +681,7 @@ impl pb::remote_buffer_server::RemoteBuffer for Service {
             if let Ok(n) = id.parse::<u64>() {
                 lock(&self.shared.buffers).remove(&n);
             }
-            release(vec![b]);
+            self.release(vec![b]);
         });
         msg_reply!(FreeBufferResponse, result)
     }
@@ -650,6 +694,7 @@ impl pb::remote_buffer_server::RemoteBuffer for Service {
         let id = request.into_inner().buffer_id;
         let result = self.buffer(c, &id).and_then(|b| {
             let g = lock(&b);
+            self.descriptors_settled(&g, &id)?;
             g.buf
                 .sync_for_device(g.bytes)
                 .map_err(|e| format!("flush of buffer {id:?}: {e}"))

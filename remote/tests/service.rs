@@ -21,14 +21,11 @@ const DDR: usize = 16 << 20;
 const DMA: u64 = 0x4040_0000;
 
 fn service() -> Service {
-    Service::new(
-        Target::Emulated {
-            hwh: None,
-            model: MemoryModel::Coherent,
-        },
-        DDR,
-    )
-    .unwrap()
+    service_with(MemoryModel::Coherent)
+}
+
+fn service_with(model: MemoryModel) -> Service {
+    Service::new(Target::Emulated { hwh: None, model }, DDR).unwrap()
 }
 
 fn rt() -> tokio::runtime::Runtime {
@@ -395,20 +392,26 @@ fn stream_on<T: prost::Message + Default + Send + 'static>(
     )
 }
 
-/// Writes `data` into buffer `id` of connection `c` at byte `at`, and
-/// flushes it for the device.
-async fn put(s: &Service, c: u64, id: &str, at: usize, data: &[u8]) {
+/// Writes `data` into buffer `id` of connection `c` at byte `at` (the
+/// CPU's view): the reply's error, if any.
+async fn write_only(s: &Service, c: u64, id: &str, at: usize, data: &[u8]) -> Option<String> {
     let m = BufferWriteRequest {
         buffer_id: id.into(),
         data: data.to_vec(),
         start: at as i32,
         end: (at + data.len()) as i32,
     };
-    let r = RemoteBuffer::write(s, stream_on(c, vec![m]))
+    RemoteBuffer::write(s, stream_on(c, vec![m]))
         .await
         .unwrap()
-        .into_inner();
-    assert_eq!(r.msg, None);
+        .into_inner()
+        .msg
+}
+
+/// Writes `data` into buffer `id` of connection `c` at byte `at`, and
+/// flushes it for the device.
+async fn put(s: &Service, c: u64, id: &str, at: usize, data: &[u8]) {
+    assert_eq!(write_only(s, c, id, at, data).await, None);
     let r = RemoteBuffer::flush(
         s,
         on(
@@ -524,22 +527,7 @@ fn descriptor(next: u64, buf: u64, control: u32) -> Vec<u8> {
 fn a_descriptor_chain_reaching_another_clients_buffer_is_not_started() {
     rt().block_on(async {
         let s = service();
-        // Load the scatter-gather design, as a client's download does.
-        for (path, data) in [
-            ("/lib/firmware/loopback-sg.bin", vec![0u8; 64]),
-            (
-                "/sys/class/fpga_manager/fpga0/firmware",
-                b"loopback-sg.bin".to_vec(),
-            ),
-        ] {
-            let m = WriteFileRequest {
-                file_path: path.into(),
-                data,
-            };
-            RemoteDevice::writefile(&s, stream_on(0, vec![m]))
-                .await
-                .unwrap();
-        }
+        load_sg(&s).await;
         let dma = s.design().dmas().next().unwrap().0.base;
         assert!(s.design().dmas().next().unwrap().1.params.include_sg);
         let w = window(&s, dma, 0x1_0000).await.mmio_id.unwrap();
@@ -586,6 +574,95 @@ fn a_descriptor_chain_reaching_another_clients_buffer_is_not_started() {
             read_buf(&s, 1, &victim, 0, 0).await.data.unwrap(),
             vec![0; 4096]
         );
+    });
+}
+
+/// Loads the scatter-gather design, as a client's download does.
+async fn load_sg(s: &Service) {
+    for (path, data) in [
+        ("/lib/firmware/loopback-sg.bin", vec![0u8; 64]),
+        (
+            "/sys/class/fpga_manager/fpga0/firmware",
+            b"loopback-sg.bin".to_vec(),
+        ),
+    ] {
+        let m = WriteFileRequest {
+            file_path: path.into(),
+            data,
+        };
+        RemoteDevice::writefile(s, stream_on(0, vec![m]))
+            .await
+            .unwrap();
+    }
+    assert!(s.design().dmas().next().unwrap().1.params.include_sg);
+}
+
+#[test]
+fn the_descriptors_an_engine_fetches_are_the_ones_checked() {
+    rt().block_on(async {
+        let s = service_with(MemoryModel::NonCoherent);
+        load_sg(&s).await;
+        let w = window(&s, DMA, 0x1_0000).await.mmio_id.unwrap();
+        let (victim, va) = buffer(&s, 1, 4096).await;
+        let (descs, d) = buffer(&s, 2, 64).await;
+        let (mm2s, m) = buffer(&s, 2, 64).await;
+        let (src, sa) = buffer(&s, 2, 4096).await;
+        let (dst, da) = buffer(&s, 2, 4096).await;
+        put(&s, 2, &src, 0, &pattern()).await;
+        assert!(mmio_write_on(&s, 2, &w, 0x38, d as u32).await.status);
+        assert!(mmio_write_on(&s, 2, &w, 0x30, 1).await.status);
+        // Memory names the other client's buffer, the CPU's unflushed copy
+        // its own: what is checked is flushed, so the engine fetches that.
+        put(&s, 2, &descs, 0, &descriptor(d, va, 4096)).await;
+        let own = descriptor(d, da, 4096);
+        assert_eq!(write_only(&s, 2, &descs, 0, &own).await, None);
+        assert!(mmio_write_on(&s, 2, &w, 0x40, d as u32).await.status);
+        assert_eq!(mmio_read(&s, &w, 0x34, 4).await.data.unwrap() & 3, 0);
+        // While S2MM runs, its descriptors can be neither rewritten nor
+        // flushed.
+        let e = write_only(&s, 2, &descs, 0, &descriptor(d, va, 4096)).await;
+        assert!(e.is_some_and(|m| m.contains("running chain")));
+        let f = RemoteBuffer::flush(
+            &s,
+            on(
+                2,
+                FlushRequest {
+                    buffer_id: descs.clone(),
+                },
+            ),
+        )
+        .await
+        .unwrap()
+        .into_inner();
+        assert!(f.msg.is_some_and(|m| m.contains("running chain")));
+        // The data lands in the client's own buffer, not the other's.
+        put(&s, 2, &mm2s, 0, &descriptor(m, sa, 4096 | 3 << 26)).await;
+        for (offset, value) in [(0x08, m as u32), (0x00, 1), (0x10, m as u32)] {
+            assert!(mmio_write_on(&s, 2, &w, offset, value).await.status);
+        }
+        wait_idle(&s, &w, 0x34).await;
+        for (c, id, want) in [(2, &dst, pattern()), (1, &victim, vec![0; 4096])] {
+            RemoteBuffer::invalidate(
+                &s,
+                on(
+                    c,
+                    InvalidateRequest {
+                        buffer_id: id.clone(),
+                    },
+                ),
+            )
+            .await
+            .unwrap();
+            assert_eq!(read_buf(&s, c, id, 0, 0).await.data.unwrap(), want, "{id}");
+        }
+        // Posted again, then freed: the channel that walks them is stopped.
+        assert!(mmio_write_on(&s, 2, &w, 0x40, d as u32).await.status);
+        let r = RemoteBuffer::freebuffer(&s, on(2, FreeBufferRequest { buffer_id: descs }))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(r.msg, None);
+        assert_eq!(mmio_read(&s, &w, 0x30, 4).await.data.unwrap() & 1, 0);
     });
 }
 
