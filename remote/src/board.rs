@@ -450,20 +450,28 @@ impl Loaded {
     }
 
     /// Makes sure no engine can still write into any of `bufs` (bus
-    /// ranges): an engine with a channel that may (running and not idle, in
-    /// scatter-gather mode, where descriptors anywhere may point there, or
-    /// in direct mode with S2MM's destination inside one) is halted, and
-    /// reset when it does not halt in time. Returns whether every such
-    /// engine is confirmed halted (if not, the buffers must never be reused).
-    pub(crate) fn quiesce(&self, bufs: &[(u64, u64)]) -> bool {
+    /// ranges): an engine with a channel that may is halted, and reset when
+    /// it does not halt in time. In scatter-gather mode a channel may when
+    /// its chain reaches one of them (`chains`: the DMASR addresses of those
+    /// channels) and it is neither halted nor idle; in direct mode when
+    /// S2MM's destination lies in one and it is busy. Returns whether every
+    /// such engine is confirmed halted (if not, the buffers must never be
+    /// reused).
+    pub(crate) fn quiesce(&self, bufs: &[(u64, u64)], chains: &[u64]) -> bool {
         let mut all = true;
-        for (_, r, sg) in self.engines() {
+        for w in &self.windows {
+            let (Regs::Device(r), Some(d)) = (&w.regs, w.ip.dma) else {
+                continue;
+            };
+            let r = r.as_ref();
             let active = |ch: usize| {
                 let sr = r.read(ch + DMASR).unwrap_or(0);
                 sr & (DMASR_HALTED | DMASR_IDLE) == 0
             };
-            let may_write = if sg {
-                active(MM2S) || active(S2MM)
+            let may_write = if d.params.include_sg {
+                [MM2S, S2MM]
+                    .into_iter()
+                    .any(|ch| chains.contains(&(w.ip.base + (ch + DMASR) as u64)) && active(ch))
             } else {
                 let da = u64::from(r.read(S2MM + ADDR).unwrap_or(0))
                     | (u64::from(r.read(S2MM + ADDR_MSB).unwrap_or(0)) << 32);

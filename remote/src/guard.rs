@@ -110,12 +110,22 @@ pub(crate) enum Refused {
     },
 }
 
+/// What a started chain reaches.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Reached {
+    /// Its descriptors, the tail's successor included (where the engine
+    /// fetches next).
+    pub(crate) descs: Vec<u64>,
+    /// Their buffers: (address, bytes).
+    pub(crate) buffers: Vec<(u64, u64)>,
+}
+
 /// A chain a channel was started on.
 struct Chain {
     /// `S2MM of axi_dma_0`.
     label: String,
-    /// The descriptors it reaches.
-    descs: Vec<u64>,
+    /// What it reaches.
+    reach: Reached,
 }
 
 /// The descriptor chains started, by the address of their channel's DMASR
@@ -128,26 +138,26 @@ impl Chains {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The channel of `start` now walks `descs`.
-    pub(crate) fn started(&self, start: &Start, descs: Vec<u64>) {
+    /// The channel of `start` now walks a chain reaching `reach`.
+    pub(crate) fn started(&self, start: &Start, reach: Reached) {
         self.map().insert(
             start.dmasr,
             Chain {
                 label: format!("{} of {}", start.channel, start.ip),
-                descs,
+                reach,
             },
         );
     }
 
-    /// The chains with a descriptor in `base..base + len`: (DMASR's
-    /// address, label).
-    pub(crate) fn in_range(&self, base: u64, len: u64) -> Vec<(u64, String)> {
+    /// The chains that reach into `base..base + len` (a descriptor, or with
+    /// `buffers` a descriptor's buffer too): (DMASR's address, label).
+    pub(crate) fn in_range(&self, base: u64, len: u64, buffers: bool) -> Vec<(u64, String)> {
         self.map()
             .iter()
             .filter(|(_, c)| {
-                c.descs
-                    .iter()
-                    .any(|&d| d < base + len && d + DESC_ALIGN > base)
+                let over = |a: u64, n: u64| a < base + len && a + n > base;
+                c.reach.descs.iter().any(|&d| over(d, DESC_ALIGN))
+                    || (buffers && c.reach.buffers.iter().any(|&(a, n)| over(a, n)))
             })
             .map(|(&sr, c)| (sr, c.label.clone()))
             .collect()
@@ -172,9 +182,8 @@ fn inside(own: &dyn Own, addr: u64, len: u64) -> bool {
 }
 
 /// Checks that the channel `start` starts reaches only `own`'s buffers.
-/// Returns the descriptors a chain reaches (the tail's successor included,
-/// where the engine fetches next), none in direct mode.
-pub(crate) fn check(start: &Start, own: &dyn Own) -> Result<Vec<u64>, Refused> {
+/// Returns what a chain reaches (nothing in direct mode).
+pub(crate) fn check(start: &Start, own: &dyn Own) -> Result<Reached, Refused> {
     let outside = |what, addr: u64, len: u64| Refused::Outside {
         ip: start.ip.clone(),
         channel: start.channel,
@@ -185,7 +194,7 @@ pub(crate) fn check(start: &Start, own: &dyn Own) -> Result<Vec<u64>, Refused> {
     match start.reach {
         Reach::Direct { addr, len } => {
             if inside(own, addr, len) {
-                Ok(Vec::new())
+                Ok(Reached::default())
             } else {
                 Err(outside("the buffer", addr, len))
             }
@@ -200,12 +209,12 @@ pub(crate) fn check(start: &Start, own: &dyn Own) -> Result<Vec<u64>, Refused> {
             // chain loops without reaching its end.
             let most: u64 = own.ranges().iter().map(|&(_, n)| n / DESC_ALIGN).sum();
             let mut d = cur;
-            let mut walked = Vec::new();
+            let mut walked = Reached::default();
             for _ in 0..most {
                 if !d.is_multiple_of(DESC_ALIGN) || !inside(own, d, DESC_ALIGN) {
                     return Err(outside("the descriptor", d, DESC_ALIGN));
                 }
-                walked.push(d);
+                walked.descs.push(d);
                 let word = |o: u64| own.word(d + o);
                 let len = u64::from(word(DESC_CONTROL) & length_mask);
                 let addr = u64::from(word(DESC_BUFFER_ADDRESS))
@@ -213,13 +222,14 @@ pub(crate) fn check(start: &Start, own: &dyn Own) -> Result<Vec<u64>, Refused> {
                 if len > 0 && !inside(own, addr, len) {
                     return Err(outside("the descriptor's buffer", addr, len));
                 }
+                walked.buffers.push((addr, len));
                 let next =
                     u64::from(word(DESC_NXTDESC)) | (u64::from(word(DESC_NXTDESC_MSB)) << 32);
                 // The tail's successor is where the engine fetches when the
                 // tail moves on: it must be the client's too.
                 let next = next & !(DESC_ALIGN - 1);
                 if !cyclic && d == tail {
-                    walked.push(next);
+                    walked.descs.push(next);
                     return if inside(own, next, DESC_ALIGN) {
                         Ok(walked)
                     } else {
@@ -301,14 +311,11 @@ mod tests {
         let mut m = mem();
         m.desc(0x1000, 0x1040, 0x2000, 0x800);
         m.desc(0x1040, 0x1000, 0x2800, 0x800);
-        assert_eq!(
-            check(&chain(0x1000, 0x1040, false), &m).unwrap(),
-            [0x1000, 0x1040, 0x1000]
-        );
-        assert_eq!(
-            check(&chain(0x1000, 0x1000, true), &m).unwrap(),
-            [0x1000, 0x1040]
-        );
+        let r = check(&chain(0x1000, 0x1040, false), &m).unwrap();
+        assert_eq!(r.descs, [0x1000, 0x1040, 0x1000]);
+        assert_eq!(r.buffers, [(0x2000, 0x800), (0x2800, 0x800)]);
+        let r = check(&chain(0x1000, 0x1000, true), &m).unwrap();
+        assert_eq!(r.descs, [0x1000, 0x1040]);
         // The second buffer runs one byte past the client's memory.
         m.desc(0x1040, 0x1000, 0x2800, 0x801);
         let e = check(&chain(0x1000, 0x1040, false), &m).unwrap_err();

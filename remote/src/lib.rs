@@ -13,6 +13,7 @@
 mod board;
 mod design;
 mod files;
+mod gpio;
 mod guard;
 pub mod hwh;
 pub mod proto;

@@ -22,6 +22,7 @@ use crate::Error;
 use crate::board::{Buffer, Loaded, Target};
 use crate::design::Design;
 use crate::files::{self, Files};
+use crate::gpio::{self, PsGpio};
 use crate::guard;
 use crate::proto::{buffer as pb, gpio as pg, mmio as pm, remote_device as pd};
 use crate::ps::PsRegisters;
@@ -57,6 +58,8 @@ struct Shared {
     next_buffer: AtomicU64,
     /// The descriptor chains clients started.
     chains: guard::Chains,
+    /// The emulated board's PS GPIO.
+    gpio: PsGpio,
 }
 
 /// The design loaded and the file set.
@@ -123,6 +126,7 @@ impl Service {
                 buffers: Mutex::new(HashMap::new()),
                 next_buffer: AtomicU64::new(1),
                 chains: guard::Chains::default(),
+                gpio: PsGpio::default(),
             }),
         })
     }
@@ -163,19 +167,27 @@ impl Service {
     }
 
     /// Gives buffers back to their pools, once no engine can fetch from or
-    /// write into them: a channel whose started chain has descriptors in one
-    /// is stopped (it would fetch them again), any engine that may still
-    /// write one is halted; an engine that cannot be confirmed halted keeps the
+    /// write into them: a channel whose started chain reaches one (its
+    /// descriptors or their buffers) is stopped, and its engine halted if
+    /// it does not stop; a direct-mode engine that may still write one is
+    /// halted; an engine that cannot be confirmed halted keeps the
     /// buffers for good.
     fn release(&self, bufs: Vec<Arc<Mutex<Buffer>>>) {
         for b in bufs {
             let mut g = lock(&b);
             let range = (g.buf.bus_addr(), g.buf.byte_len() as u64);
-            for (dmasr, _) in self.shared.chains.in_range(range.0, range.1) {
+            let reaching: Vec<u64> = self
+                .shared
+                .chains
+                .in_range(range.0, range.1, true)
+                .into_iter()
+                .map(|(dmasr, _)| dmasr)
+                .collect();
+            for &dmasr in &reaching {
                 g.loaded.stop_channel(dmasr);
                 self.shared.chains.forget(dmasr);
             }
-            if !g.loaded.quiesce(&[range]) {
+            if !g.loaded.quiesce(&[range], &reaching) {
                 g.buf.surrender();
             }
         }
@@ -188,7 +200,7 @@ impl Service {
         let running = self
             .shared
             .chains
-            .in_range(g.buf.bus_addr(), g.bytes as u64)
+            .in_range(g.buf.bus_addr(), g.bytes as u64, false)
             .into_iter()
             .find(|(sr, _)| {
                 let v = g.loaded.read(*sr).unwrap_or(DMASR_HALTED);
@@ -931,61 +943,110 @@ impl pd::remote_device_server::RemoteDevice for Service {
     }
 }
 
-/// The board's PS GPIO: none is modelled.
-const NO_GPIO: &str = "this board serves no PS GPIO";
+/// A real board's PS GPIO is not served (yet): what its requests answer.
+const NO_GPIO: &str = "this server serves no PS GPIO on a real board";
+
+impl Service {
+    /// The emulated board's PS GPIO; `Err` on a real board.
+    fn gpio(&self) -> Result<&PsGpio, String> {
+        match self.shared.target {
+            Target::Emulated { .. } => Ok(&self.shared.gpio),
+            Target::Board { .. } => Err(NO_GPIO.into()),
+        }
+    }
+}
 
 #[tonic::async_trait]
 impl pg::gpio_server::Gpio for Service {
     async fn get_gpio(
         &self,
-        _request: Request<pg::GetGpioRequest>,
+        request: Request<pg::GetGpioRequest>,
     ) -> Result<Response<pg::GetGpioResponse>, Status> {
-        Ok(Response::new(pg::GetGpioResponse {
-            message: Some(NO_GPIO.into()),
-            gpio_id: None,
+        let r = request.into_inner();
+        let result = self.gpio().and_then(|g| g.export(r.index, &r.direction));
+        Ok(Response::new(match result {
+            Ok(id) => pg::GetGpioResponse {
+                message: None,
+                gpio_id: Some(id),
+            },
+            Err(m) => pg::GetGpioResponse {
+                message: Some(m),
+                gpio_id: None,
+            },
         }))
     }
+
     async fn read(
         &self,
-        _request: Request<pg::GpioReadRequest>,
+        request: Request<pg::GpioReadRequest>,
     ) -> Result<Response<pg::GpioReadResponse>, Status> {
-        Ok(Response::new(pg::GpioReadResponse {
-            message: Some(NO_GPIO.into()),
-            value: None,
+        let id = request.into_inner().gpio_id;
+        Ok(Response::new(match self.gpio().and_then(|g| g.read(&id)) {
+            Ok(v) => pg::GpioReadResponse {
+                message: None,
+                value: Some(v),
+            },
+            Err(m) => pg::GpioReadResponse {
+                message: Some(m),
+                value: None,
+            },
         }))
     }
+
     async fn write(
         &self,
-        _request: Request<pg::GpioWriteRequest>,
+        request: Request<pg::GpioWriteRequest>,
     ) -> Result<Response<pg::GpioWriteResponse>, Status> {
-        Err(Status::unimplemented(NO_GPIO))
+        let r = request.into_inner();
+        self.gpio()
+            .and_then(|g| g.write(&r.gpio_id, r.value))
+            .map_err(refused)?;
+        Ok(Response::new(pg::GpioWriteResponse {}))
     }
+
     async fn unexport(
         &self,
-        _request: Request<pg::GpioUnexportRequest>,
+        request: Request<pg::GpioUnexportRequest>,
     ) -> Result<Response<pg::GpioUnexportResponse>, Status> {
-        Err(Status::unimplemented(NO_GPIO))
+        let id = request.into_inner().gpio_id;
+        self.gpio().and_then(|g| g.unexport(&id)).map_err(refused)?;
+        Ok(Response::new(pg::GpioUnexportResponse {}))
     }
+
     async fn is_exported(
         &self,
-        _request: Request<pg::GpioIsExportedRequest>,
+        request: Request<pg::GpioIsExportedRequest>,
     ) -> Result<Response<pg::GpioIsExportedResponse>, Status> {
+        let id = request.into_inner().gpio_id;
+        let exported = self.gpio().is_ok_and(|g| g.is_exported(&id));
         Ok(Response::new(pg::GpioIsExportedResponse {
-            is_exported: Some(false),
+            is_exported: Some(exported),
         }))
     }
+
     async fn get_gpio_base_path(
         &self,
-        _request: Request<pg::GetGpioBasePathRequest>,
+        request: Request<pg::GetGpioBasePathRequest>,
     ) -> Result<Response<pg::GetGpioBasePathResponse>, Status> {
+        let label = request.into_inner().target_label;
+        let ours = self.gpio().is_ok() && PsGpio::names(label.as_deref());
         Ok(Response::new(pg::GetGpioBasePathResponse {
-            base_path: Some(String::new()),
+            base_path: Some(if ours {
+                format!("/sys/class/gpio/gpiochip{}/", gpio::BASE)
+            } else {
+                String::new()
+            }),
         }))
     }
+
     async fn get_gpio_npins(
         &self,
-        _request: Request<pg::GetGpioNPinsRequest>,
+        request: Request<pg::GetGpioNPinsRequest>,
     ) -> Result<Response<pg::GetGpioNPinsResponse>, Status> {
-        Ok(Response::new(pg::GetGpioNPinsResponse { npins: Some(0) }))
+        let label = request.into_inner().target_label;
+        let ours = self.gpio().is_ok() && PsGpio::names(label.as_deref());
+        Ok(Response::new(pg::GetGpioNPinsResponse {
+            npins: Some(if ours { gpio::NPINS } else { 0 }),
+        }))
     }
 }

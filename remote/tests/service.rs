@@ -666,6 +666,41 @@ fn the_descriptors_an_engine_fetches_are_the_ones_checked() {
     });
 }
 
+#[test]
+fn a_freed_buffer_stops_only_the_chain_that_reaches_it() {
+    rt().block_on(async {
+        let s = service();
+        load_sg(&s).await;
+        let w = window(&s, DMA, 0x1_0000).await.mmio_id.unwrap();
+        let (descs, d) = buffer(&s, 2, 64).await;
+        let (dst, da) = buffer(&s, 2, 4096).await;
+        put(&s, 2, &descs, 0, &descriptor(d, da, 4096)).await;
+        for (offset, value) in [(0x38, d as u32), (0x30, 1), (0x40, d as u32)] {
+            assert!(mmio_write_on(&s, 2, &w, offset, value).await.status);
+        }
+        let running = |s: &Service| {
+            let s = s.clone();
+            let w = w.clone();
+            async move {
+                let cr = mmio_read(&s, &w, 0x30, 4).await.data.unwrap();
+                let sr = mmio_read(&s, &w, 0x34, 4).await.data.unwrap();
+                cr & 1 == 1 && sr & 3 == 0
+            }
+        };
+        assert!(running(&s).await, "S2MM waits for data");
+        // Another client's buffer goes: the chain runs on.
+        let (other, _) = buffer(&s, 1, 4096).await;
+        let free = |c: u64, id: String| {
+            RemoteBuffer::freebuffer(&s, on(c, FreeBufferRequest { buffer_id: id }))
+        };
+        assert_eq!(free(1, other).await.unwrap().into_inner().msg, None);
+        assert!(running(&s).await, "S2MM still waits for data");
+        // The buffer the chain writes goes: the channel is stopped first.
+        assert_eq!(free(2, dst).await.unwrap().into_inner().msg, None);
+        assert_eq!(mmio_read(&s, &w, 0x30, 4).await.data.unwrap() & 1, 0);
+    });
+}
+
 /// Connection `c` sends 4 KiB from `sa` to `da` through the direct-mode
 /// engine at window `w` (channels started here), and waits for S2MM.
 async fn direct_loopback(s: &Service, c: u64, w: &str, sa: u64, da: u64) {

@@ -373,6 +373,30 @@ for name in ("axi_dma_0", "axi_dma_1"):
     assert "axi_dma_0 _SDMAChannel" in out and "axi_dma_1 _SGDMAChannel" in out, out
 
 
+def test_ps_gpio_through_pynqs_gpio(served):
+    # PYNQ's GPIO (RemoteGPIO over PYNQ.remote): the first EMIO pin of the
+    # Zynq UltraScale+ PS's controller, driven as an output and read back.
+    s = served()
+    out = s.run(
+        """
+        from pynq import GPIO, Device
+        dev = Device.active_device
+        pin = GPIO.get_gpio_pin(0, device=dev)
+        assert pin == 338 + 78, pin
+        assert GPIO.get_gpio_npins(device=dev) == 174
+        o = GPIO(pin, "out", device=dev)
+        o.write(1)
+        i = GPIO(pin, "in", device=dev)
+        assert i.read() == 1
+        assert i.is_exported()
+        i.release()
+        assert not i.is_exported()
+        print("GPIO", pin)
+        """
+    ).stdout
+    assert "GPIO 416" in out
+
+
 def test_a_client_gone_mid_transfer_leaves_the_engine_halted(served, overlays):
     # A client starts S2MM into its buffer with nothing sent, then dies: the
     # server frees its buffers only after halting the engine that could
