@@ -373,6 +373,60 @@ for name in ("axi_dma_0", "axi_dma_1"):
     assert "axi_dma_0 _SDMAChannel" in out and "axi_dma_1 _SGDMAChannel" in out, out
 
 
+def test_an_engine_aimed_at_another_clients_buffer_is_refused(served, overlays):
+    # One PYNQ client holds a buffer; another programs the engine by hand
+    # (as PYNQ's DMA driver does, through MMIO) to write into it: the LENGTH
+    # write that would start S2MM is refused, naming the range; its own
+    # buffer works.
+    s = served()
+    env = dict(os.environ, PYNQ_REMOTE_DEVICES=s.ip)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(
+                f"""
+                import sys, numpy as np
+                from pynq import Overlay, allocate
+                ol = Overlay({str(overlays / "loopback.bit")!r})
+                b = allocate(shape=(1024,), dtype=np.uint32)
+                print(b.physical_address, flush=True)
+                sys.stdin.readline()
+                """
+            ),
+        ],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        theirs = int(holder.stdout.readline())
+        out = s.run(
+            f"""
+            import numpy as np
+            from pynq import MMIO, allocate
+            m = MMIO(0x40400000, 0x10000)
+            m.write(0x30, 1)
+            m.write(0x48, {theirs})
+            try:
+                m.write(0x58, 4096)
+                print("started")
+            except RuntimeError as e:
+                print("refused:", e)
+            mine = allocate(shape=(1024,), dtype=np.uint32)
+            m.write(0x48, mine.physical_address)
+            m.write(0x58, 4096)
+            print("own started")
+            """
+        ).stdout
+        assert f"refused: S2MM of axi_dma_0 not started: the buffer {theirs:#x}.." in out, out
+        assert "own started" in out, out
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=TIMEOUT)
+
+
 def test_ps_gpio_through_pynqs_gpio(served):
     # PYNQ's GPIO (RemoteGPIO over PYNQ.remote): the first EMIO pin of the
     # Zynq UltraScale+ PS's controller, driven as an output and read back.
