@@ -50,6 +50,7 @@ registry! {
     pipeline,
     faults,
     net,
+    remote,
     gpu,
 }
 
