@@ -22,7 +22,7 @@ use crate::Error;
 use crate::board::{Buffer, Loaded, Target};
 use crate::design::Design;
 use crate::files::{self, Files};
-use crate::gpio::{self, PsGpio};
+use crate::gpio::{Gpio, PsGpio, SysfsGpio};
 use crate::guard;
 use crate::proto::{buffer as pb, gpio as pg, mmio as pm, remote_device as pd};
 use crate::ps::PsRegisters;
@@ -58,8 +58,8 @@ struct Shared {
     next_buffer: AtomicU64,
     /// The descriptor chains clients started.
     chains: guard::Chains,
-    /// The emulated board's PS GPIO.
-    gpio: PsGpio,
+    /// The board's PS GPIO.
+    gpio: Gpio,
 }
 
 /// The design loaded and the file set.
@@ -113,6 +113,10 @@ impl Service {
                 (user.clone(), Loaded::open(root, memory, user)?)
             }
         };
+        let gpio = match &target {
+            Target::Emulated { .. } => Gpio::Emulated(PsGpio::default()),
+            Target::Board { root, .. } => Gpio::Sysfs(SysfsGpio::new(root)),
+        };
         Ok(Service {
             shared: Arc::new(Shared {
                 target,
@@ -126,7 +130,7 @@ impl Service {
                 buffers: Mutex::new(HashMap::new()),
                 next_buffer: AtomicU64::new(1),
                 chains: guard::Chains::default(),
-                gpio: PsGpio::default(),
+                gpio,
             }),
         })
     }
@@ -943,19 +947,6 @@ impl pd::remote_device_server::RemoteDevice for Service {
     }
 }
 
-/// A real board's PS GPIO is not served (yet): what its requests answer.
-const NO_GPIO: &str = "this server serves no PS GPIO on a real board";
-
-impl Service {
-    /// The emulated board's PS GPIO; `Err` on a real board.
-    fn gpio(&self) -> Result<&PsGpio, String> {
-        match self.shared.target {
-            Target::Emulated { .. } => Ok(&self.shared.gpio),
-            Target::Board { .. } => Err(NO_GPIO.into()),
-        }
-    }
-}
-
 #[tonic::async_trait]
 impl pg::gpio_server::Gpio for Service {
     async fn get_gpio(
@@ -963,7 +954,7 @@ impl pg::gpio_server::Gpio for Service {
         request: Request<pg::GetGpioRequest>,
     ) -> Result<Response<pg::GetGpioResponse>, Status> {
         let r = request.into_inner();
-        let result = self.gpio().and_then(|g| g.export(r.index, &r.direction));
+        let result = self.shared.gpio.export(r.index, &r.direction);
         Ok(Response::new(match result {
             Ok(id) => pg::GetGpioResponse {
                 message: None,
@@ -981,7 +972,7 @@ impl pg::gpio_server::Gpio for Service {
         request: Request<pg::GpioReadRequest>,
     ) -> Result<Response<pg::GpioReadResponse>, Status> {
         let id = request.into_inner().gpio_id;
-        Ok(Response::new(match self.gpio().and_then(|g| g.read(&id)) {
+        Ok(Response::new(match self.shared.gpio.read(&id) {
             Ok(v) => pg::GpioReadResponse {
                 message: None,
                 value: Some(v),
@@ -998,8 +989,9 @@ impl pg::gpio_server::Gpio for Service {
         request: Request<pg::GpioWriteRequest>,
     ) -> Result<Response<pg::GpioWriteResponse>, Status> {
         let r = request.into_inner();
-        self.gpio()
-            .and_then(|g| g.write(&r.gpio_id, r.value))
+        self.shared
+            .gpio
+            .write(&r.gpio_id, r.value)
             .map_err(refused)?;
         Ok(Response::new(pg::GpioWriteResponse {}))
     }
@@ -1009,7 +1001,7 @@ impl pg::gpio_server::Gpio for Service {
         request: Request<pg::GpioUnexportRequest>,
     ) -> Result<Response<pg::GpioUnexportResponse>, Status> {
         let id = request.into_inner().gpio_id;
-        self.gpio().and_then(|g| g.unexport(&id)).map_err(refused)?;
+        self.shared.gpio.unexport(&id).map_err(refused)?;
         Ok(Response::new(pg::GpioUnexportResponse {}))
     }
 
@@ -1018,7 +1010,7 @@ impl pg::gpio_server::Gpio for Service {
         request: Request<pg::GpioIsExportedRequest>,
     ) -> Result<Response<pg::GpioIsExportedResponse>, Status> {
         let id = request.into_inner().gpio_id;
-        let exported = self.gpio().is_ok_and(|g| g.is_exported(&id));
+        let exported = self.shared.gpio.is_exported(&id);
         Ok(Response::new(pg::GpioIsExportedResponse {
             is_exported: Some(exported),
         }))
@@ -1029,13 +1021,8 @@ impl pg::gpio_server::Gpio for Service {
         request: Request<pg::GetGpioBasePathRequest>,
     ) -> Result<Response<pg::GetGpioBasePathResponse>, Status> {
         let label = request.into_inner().target_label;
-        let ours = self.gpio().is_ok() && PsGpio::names(label.as_deref());
         Ok(Response::new(pg::GetGpioBasePathResponse {
-            base_path: Some(if ours {
-                format!("/sys/class/gpio/gpiochip{}/", gpio::BASE)
-            } else {
-                String::new()
-            }),
+            base_path: Some(self.shared.gpio.base_path(label.as_deref())),
         }))
     }
 
@@ -1044,9 +1031,8 @@ impl pg::gpio_server::Gpio for Service {
         request: Request<pg::GetGpioNPinsRequest>,
     ) -> Result<Response<pg::GetGpioNPinsResponse>, Status> {
         let label = request.into_inner().target_label;
-        let ours = self.gpio().is_ok() && PsGpio::names(label.as_deref());
         Ok(Response::new(pg::GetGpioNPinsResponse {
-            npins: Some(if ours { gpio::NPINS } else { 0 }),
+            npins: Some(self.shared.gpio.npins(label.as_deref())),
         }))
     }
 }

@@ -582,3 +582,30 @@ def test_a_real_board_through_uio_and_u_dma_buf(served, tmp_path):
     assert (tmp_path / "lib/firmware/design.bin").read_bytes() == b"\x01\x02\x03\x04"
     assert (tmp_path / "sys/class/fpga_manager/fpga0/firmware").read_text() == "design.bin"
     assert (tmp_path / "sys/class/fpga_manager/fpga0/flags").read_text() == "0"
+
+
+def test_ps_gpio_on_a_real_board_through_sysfs(served, tmp_path):
+    # `--board`: PYNQ's GPIO goes to Linux's GPIO sysfs as pynq-cpp drives
+    # it: the controller found by its label, the pin's direction and value
+    # written (plain files here, where sysfs would drive the pin).
+    fake_board(tmp_path)
+    g = tmp_path / "sys/class/gpio"
+    (g / "gpiochip338").mkdir(parents=True)
+    (g / "gpiochip338/label").write_text("zynqmp_gpio\n")
+    (g / "gpiochip338/ngpio").write_text("174\n")
+    (g / "gpio416").mkdir()
+    (g / "gpio416/value").write_text("0\n")
+    s = served("--board", str(tmp_path))
+    out = s.run(
+        """
+        from pynq import GPIO, Device
+        dev = Device.active_device
+        pin = GPIO.get_gpio_pin(0, device=dev)
+        assert GPIO.get_gpio_npins(device=dev) == 174
+        GPIO(pin, "out", device=dev).write(1)
+        print("pin", pin)
+        """
+    ).stdout
+    assert "pin 416" in out
+    assert (g / "gpio416/direction").read_text() == "out"
+    assert (g / "gpio416/value").read_text() == "1"
