@@ -21,7 +21,7 @@ use dmaflow::sim::{Clock, ConvCore};
 use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
 use super::error::Error;
-use super::harness::{NO_GPU, OnBoard, OnGpu, Setup, Spec, Tier, median, on_board, table};
+use super::harness::{NO_GPU, OnBoard, OnGpu, Setup, Spec, Tier, median, on_board};
 use super::meter::{Cost, Meter, Tally};
 use super::plot::{LinePlot, XAxis};
 use super::report::{Report, sentence, series_by};
@@ -464,37 +464,39 @@ pub fn render(rows: &[Row]) -> String {
             modes.push(r.completion);
         }
     }
-    let t1: Vec<Vec<String>> = modes
+    // Each mode's layers: the frame's time per byte is over all its bytes.
+    let frames: Vec<Vec<&Row>> = modes
         .iter()
-        .map(|&m| {
-            let rs: Vec<&Row> = rows.iter().filter(|r| r.completion == m).collect();
-            let tx_b: usize = rs.iter().map(|r| r.tx_bytes).sum();
-            let rx_b: usize = rs.iter().map(|r| r.rx_bytes).sum();
-            let tx: f64 = rs
-                .iter()
-                .map(|r| r.tx_us_per_byte * r.tx_bytes as f64)
-                .sum();
-            let rx: f64 = rs
-                .iter()
-                .map(|r| r.rx_us_per_byte * r.rx_bytes as f64)
-                .sum();
-            vec![
-                m.to_string(),
-                format!("{:.5}", tx / tx_b as f64),
-                format!("{:.5}", rx / rx_b as f64),
-                format!("{:.2}", rs.first().map_or(0.0, |r| r.frame_ms)),
-                rs.first().map_or(String::new(), |r| {
-                    format!("{:.2}..{:.2}", r.frame_spread.p25, r.frame_spread.p75)
-                }),
-                if rs.iter().all(|r| r.verified) {
-                    "yes"
-                } else {
-                    "NO"
-                }
-                .to_string(),
-            ]
-        })
+        .map(|&m| rows.iter().filter(|r| r.completion == m).collect())
         .collect();
+    let per_byte = |rs: &[&Row], get: fn(&Row) -> (f64, usize)| {
+        let (us, bytes) = rs
+            .iter()
+            .map(|&r| get(r))
+            .fold((0.0, 0), |(us, b), (x, n)| (us + x * n as f64, b + n));
+        format!("{:.5}", us / bytes as f64)
+    };
+    let table_one = Columns::new()
+        .shown("completion", |rs: &Vec<&Row>| rs[0].completion.to_string())
+        .shown("TX us/byte", move |rs| {
+            per_byte(rs, |r| (r.tx_us_per_byte, r.tx_bytes))
+        })
+        .shown("RX us/byte", move |rs| {
+            per_byte(rs, |r| (r.rx_us_per_byte, r.rx_bytes))
+        })
+        .shown("frame ms", |rs| format!("{:.2}", rs[0].frame_ms))
+        .shown("IQR", |rs| {
+            let s = rs[0].frame_spread;
+            format!("{:.2}..{:.2}", s.p25, s.p75)
+        })
+        .shown("verified", |rs| {
+            if rs.iter().all(|r| r.verified) {
+                "yes"
+            } else {
+                "NO"
+            }
+            .to_string()
+        });
     let Some(first) = rows.first() else {
         return format!("{}\n", NO_GPU);
     };
@@ -506,17 +508,7 @@ pub fn render(rows: &[Row]) -> String {
         );
     }
     out += "Table I: one frame, TX and RX time per byte (single buffer, unique)\n";
-    out += &table(
-        &[
-            "completion",
-            "TX us/byte",
-            "RX us/byte",
-            "frame ms",
-            "IQR",
-            "verified",
-        ],
-        &t1,
-    );
+    out += &table_one.table(&frames);
     out += "\nper layer\n";
     out + &columns().table(rows)
 }
