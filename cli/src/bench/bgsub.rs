@@ -16,12 +16,37 @@ use dmaflow::sim::Clock;
 use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
 use super::error::Error;
-use super::harness::{OnBoard, OnGpu, Setup, Sizes, Spec, Tables, median, on_board};
+use super::harness::{OnBoard, OnGpu, Setup, Spec, Tables, Tier, median, on_board};
 use super::meter::{Meter, Tally};
 use super::report::{Report, Target, sentence};
 
 /// The paper's fabric clock: 100 MHz x 1 B.
 pub const FABRIC: Clock = super::harness::PAPER_000_FABRIC;
+
+/// `dmaflow bench bgsub`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "bgsub",
+    on_gpu: Some(OnGpu::Gpu(Tables::KERNELS)),
+    board: OnBoard::EmulatorOnly(
+        "it drives the background-subtraction coprocessor, which the loopback design lacks",
+    ),
+    question: "Background subtraction on a coprocessor behind two DMA engines vs the CPU (paper \
+               000).",
+    keys: "device (fabric|cpu), width, height, frames, seconds (all frames),\n\
+          frame_ms (median), frames_per_s (at the median frame time),\n\
+          verified (bool: every mask equal to the pixel-by-pixel\n\
+          definition), cpu_us (per frame), model_us and overhead_us (per\n\
+          frame; null for cpu)",
+    conditions: Conditions {
+        timed: "each frame from the call to the mask in the caller's buffer, software and \
+                fabric in turns frame by frame",
+        against: "the software implementation on this CPU and the modelled fabric's bound",
+        model: "model_us (two 100 MB/s streams side by side); the emulated core computes on \
+                this host",
+        paper: USER_X86,
+    },
+    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
+};
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -36,36 +61,25 @@ pub struct Config {
     pub memory: MemoryModel,
 }
 
-impl Sizes for Config {
-    fn full() -> Self {
-        Config {
+impl Config {
+    /// The size `setup` asks for, on its board: the full run, or the quick
+    /// or tiny one made from it.
+    pub fn at(setup: &Setup) -> Self {
+        let full = Config {
             width: 640,
             height: 480,
             frames: 200,
-            memory: MemoryModel::Coherent,
-        }
-    }
-
-    fn quick() -> Self {
-        Config {
-            frames: 40,
-            ..Self::full()
-        }
-    }
-
-    fn tiny() -> Self {
-        Config {
-            width: 40,
-            height: 30,
-            frames: 6,
-            memory: MemoryModel::Coherent,
-        }
-    }
-
-    fn on(self, setup: &Setup) -> Self {
-        Config {
             memory: setup.memory,
-            ..self
+        };
+        match setup.tier {
+            Tier::Full => full,
+            Tier::Quick => Config { frames: 40, ..full },
+            Tier::Tiny => Config {
+                width: 40,
+                height: 30,
+                frames: 6,
+                ..full
+            },
         }
     }
 }
@@ -277,37 +291,6 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         .targets(targets(rows))
 }
 
-/// `dmaflow bench bgsub`.
-pub static EXPERIMENT: Spec<Config> = Spec {
-    name: "bgsub",
-    on_gpu: Some(OnGpu::Gpu(Tables {
-        transfers: false,
-        messages: false,
-        kernels: true,
-    })),
-    board: OnBoard::EmulatorOnly(
-        "it drives the background-subtraction coprocessor, which the loopback design lacks",
-    ),
-    question: "Background subtraction on a coprocessor behind two DMA engines vs the CPU (paper \
-               000).",
-    keys: "device (fabric|cpu), width, height, frames, seconds (all frames),\n\
-          frame_ms (median), frames_per_s (at the median frame time),\n\
-          verified (bool: every mask equal to the pixel-by-pixel\n\
-          definition), cpu_us (per frame), model_us and overhead_us (per\n\
-          frame; null for cpu)",
-    conditions: Conditions {
-        timed: "each frame from the call to the mask in the caller's buffer, software and \
-                fabric in turns frame by frame",
-        against: "the software implementation on this CPU and the modelled fabric's bound",
-        model: "model_us (two 100 MB/s streams side by side); the emulated core computes on \
-                this host",
-        paper: USER_X86,
-    },
-    ..Spec::new(Config::at, |cfg, progress| {
-        Ok(report(cfg, &run(cfg, progress)?))
-    })
-};
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -315,7 +298,7 @@ mod tests {
     #[test]
     fn tiny_run_verifies_every_frame_and_is_consistent() {
         let t0 = std::time::Instant::now();
-        let rows = run(&Config::tiny(), |_| {}).unwrap();
+        let rows = run(&Config::at(&Setup::TINY), |_| {}).unwrap();
         let elapsed = t0.elapsed().as_secs_f64();
         assert_eq!(rows.len(), 2);
         for r in &rows {
@@ -332,7 +315,7 @@ mod tests {
         let fabric = &rows[0];
         assert!(fabric.frame_ms >= 1200.0 / 100e6 * 1e3, "{fabric:?}");
         assert_eq!(
-            report(&Config::tiny(), &rows).json["rows"][0]["device"],
+            report(&Config::at(&Setup::TINY), &rows).json["rows"][0]["device"],
             "fabric"
         );
         // The stages are parts of the frame: the transfer at least the model.

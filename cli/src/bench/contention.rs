@@ -14,67 +14,52 @@
 use std::time::Duration;
 
 use dmaflow::dma::{Completion, Proxy};
-use dmaflow::mem::CachePolicy;
-use dmaflow::rig::Rig;
-use dmaflow::sim::{Loopback, Profile};
 
 use super::app::{App, SAMPLES, Work};
+use super::beside;
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-use super::harness::{OnBoard, Setup, Sizes, Spec, bytes_label, ms_label};
+use super::harness::{OnBoard, Setup, Spec, bytes_label, ms_label};
 use super::meter::{Meter, Tally};
 use super::peers::{check, mark};
 use super::plot::{LinePlot, XAxis};
 use super::report::{Report, Target, sentence, series_by};
 use super::spread::{Spread, in_turns};
 
-/// What to measure.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// Transfer sizes in bytes.
-    pub sizes: Vec<usize>,
-    /// How long each point (and each solo measurement) runs in each round.
-    pub duration: Duration,
-    /// Rounds.
-    pub rounds: usize,
-    /// The board whose port clocks the link.
-    pub profile: Profile,
-}
+/// `dmaflow bench contention`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "contention",
+    board: OnBoard::EmulatorOnly("it sets the emulated link's clock and engines"),
+    question: "What each completion mode leaves an application sharing the driver's core.",
+    keys: "completion (poll|yield|irq|proxy), bytes, transfers,\n\
+          transfer_us (median of the rounds' means), model_us,\n\
+          overhead_us, cpu_us, cpu_share (of the shared core), app_share\n\
+          (application throughput beside the transfers / alone),\n\
+          app_share_spread, transfer_us_spread",
+    conditions: Conditions {
+        timed: "the application's passes over a fixed time beside back-to-back transfers, \
+                against its passes alone just before",
+        against: "the application alone on the same core",
+        model: "model_us",
+        paper: "this measures the Linux scheduler sharing one core between the driver and \
+                the application, not the papers' memory-bandwidth contention (that is \
+                `memory`)",
+    },
+    ..Spec::new(config, |c, progress| Ok(report(c, &run(c, progress)?)))
+};
 
-impl Sizes for Config {
-    fn full() -> Self {
-        Config {
-            sizes: vec![64, 4096, 1 << 20],
-            duration: Duration::from_millis(150),
-            rounds: 5,
-            profile: Profile::ZYNQ7000,
-        }
-    }
+/// What to measure: the sizes, each point's time and the rounds.
+pub type Config = beside::Config;
 
-    fn quick() -> Self {
-        Config {
-            duration: Duration::from_millis(80),
-            rounds: 3,
-            ..Self::full()
-        }
-    }
-
-    fn tiny() -> Self {
-        Config {
-            sizes: vec![64, 4096],
-            duration: Duration::from_millis(20),
-            rounds: 2,
-            ..Self::full()
-        }
-    }
-
-    fn on(self, setup: &Setup) -> Self {
-        Config {
-            profile: setup.profile,
-            ..self
-        }
-    }
+/// The size `setup` asks for, on its board.
+pub fn config(setup: &Setup) -> Config {
+    Config::at(
+        setup,
+        vec![64, 4096, 1 << 20],
+        Duration::from_millis(80),
+        vec![64, 4096],
+    )
 }
 
 /// One point.
@@ -129,19 +114,9 @@ fn round_of(
     round: usize,
     progress: &mut impl FnMut(&str),
 ) -> Result<Vec<Sample>, Error> {
-    let largest = cfg.sizes.iter().copied().max().unwrap_or(64);
     let name = mode.name();
-    let mut rig = Rig::new(
-        (4 * largest + (1 << 20)).next_power_of_two(),
-        cfg.profile.port,
-        false,
-        CachePolicy::Coherent,
-        Box::new(Loopback),
-    )?;
-    let placed = rig.dedicate_core()?;
     // The driver and the application share one core.
-    let core = placed.host_cores[0];
-    dmaflow::platform::cpu::pin(None, &[core])?;
+    let (mut rig, placed, core) = cfg.board(cfg.profile.port)?;
     let proxy = if mode == Completion::Proxy {
         Some(
             Proxy::start(rig.engines.remove(0)).map_err(|source| Error::Io {
@@ -180,12 +155,7 @@ fn round_of(
             let mut tx = engine.pool().alloc::<u8>(bytes)?;
             let mut rx = engine.pool().alloc::<u8>(bytes)?;
             app.rate(cfg.duration, || {
-                let seq = tally.n as u8;
-                mark(tx.as_mut_slice(), seq);
-                let m = Meter::start(None);
-                let n = engine.two_way(&tx, bytes, &mut rx, mode)?;
-                tally.add(m.stop());
-                check(&what, &rx.as_slice()[..n], bytes, seq)
+                beside::two_way(engine, (&mut tx, &mut rx), bytes, mode, &mut tally, &what)
             })?
         };
         let whole = point.stop();
@@ -345,44 +315,19 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     Report::of("contention", heading, &columns(), rows)
         .answer(answer(rows))
         .targets(targets(rows))
-        .plots([LinePlot {
-            title: "What each completion mode leaves the application on its core".into(),
-            x_label: "transfer size, each way".into(),
-            y_label: "application throughput kept (%)".into(),
-            x: XAxis::Bytes,
-            log_y: false,
-            series: series_by(
+        .plots([LinePlot::new(
+            "What each completion mode leaves the application on its core",
+            XAxis::Bytes,
+            "transfer size, each way",
+            "application throughput kept (%)",
+            series_by(
                 rows,
                 |r| r.completion.to_string(),
                 |r| r.bytes as f64,
                 |r| 100.0 * r.app_share,
             ),
-        }])
+        )])
 }
-
-/// `dmaflow bench contention`.
-pub static EXPERIMENT: Spec<Config> = Spec {
-    name: "contention",
-    board: OnBoard::EmulatorOnly("it sets the emulated link's clock and engines"),
-    question: "What each completion mode leaves an application sharing the driver's core.",
-    keys: "completion (poll|yield|irq|proxy), bytes, transfers,\n\
-          transfer_us (median of the rounds' means), model_us,\n\
-          overhead_us, cpu_us, cpu_share (of the shared core), app_share\n\
-          (application throughput beside the transfers / alone),\n\
-          app_share_spread, transfer_us_spread",
-    conditions: Conditions {
-        timed: "the application's passes over a fixed time beside back-to-back transfers, \
-                against its passes alone just before",
-        against: "the application alone on the same core",
-        model: "model_us",
-        paper: "this measures the Linux scheduler sharing one core between the driver and \
-                the application, not the papers' memory-bandwidth contention (that is \
-                `memory`)",
-    },
-    ..Spec::new(Config::at, |cfg, progress| {
-        Ok(report(cfg, &run(cfg, progress)?))
-    })
-};
 
 #[cfg(test)]
 mod tests {
@@ -390,14 +335,14 @@ mod tests {
 
     #[test]
     fn tiny_run_measures_every_mode_and_size() {
-        let rows = run(&Config::tiny(), |_| {}).unwrap();
+        let rows = run(&config(&Setup::TINY), |_| {}).unwrap();
         assert_eq!(rows.len(), 4 * 2);
         for r in &rows {
             assert!(r.transfers > 0, "{r:?}");
             assert!(r.app_share > 0.0 && r.app_share.is_finite(), "{r:?}");
             assert!(r.transfer_us >= r.model_us, "{r:?}");
         }
-        let j = report(&Config::tiny(), &rows).json;
+        let j = report(&config(&Setup::TINY), &rows).json;
         assert_eq!(j["experiment"], "contention");
         assert!(j["rows"][0]["app_share"].is_number());
         assert!(answer(&rows).contains("application keeps"));

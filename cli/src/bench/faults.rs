@@ -34,8 +34,33 @@ use dmaflow::rig::Rig;
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-use super::harness::{OnBoard, Sizes, Spec};
+use super::harness::{OnBoard, Setup, Spec, Tier};
 use super::report::{Report, Target};
+
+/// `dmaflow bench faults`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "faults",
+    board: OnBoard::EmulatorOnly("it injects faults into the emulated engine"),
+    question: "A seeded fault campaign through every safe way of moving data: nothing delivered \
+               wrong, no late write, no hang.",
+    keys: "memory (coherent|noncoherent), api (two_way|owned|dropped|\n\
+          packet_ring|proxy|accelerator_node), transfers, bytes\n\
+          (delivered and checked), faults (injected), recovered (the\n\
+          same engine moved data right after), engines_lost (replaced),\n\
+          bytes_lost (DMA memory kept for good by engines that could not\n\
+          be halted in time), bytes_wrong, late_writes (canary bytes a\n\
+          device wrote after its transfer ended), unexpected_errors\n\
+          (failures with no fault injected), hangs, seconds",
+    conditions: Conditions {
+        timed: "nothing: every figure is a count (transfers, faults injected, recovered, \
+                late writes)",
+        against: "what every safe API must guarantee: nothing delivered wrong, no late \
+                  write, no hang",
+        model: "the injected faults",
+        paper: "no paper measures this",
+    },
+    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
+};
 
 /// Campaign settings.
 #[derive(Debug, Clone)]
@@ -49,29 +74,28 @@ pub struct Config {
     pub timeout: Duration,
 }
 
-impl Sizes for Config {
-    fn full() -> Self {
-        Config {
+impl Config {
+    /// The size `setup` asks for, on its board: the full run, or the quick
+    /// or tiny one made from it.
+    pub fn at(setup: &Setup) -> Self {
+        let full = Config {
             operations: 400,
             seed: 0x00D3_FA17,
             timeout: Duration::from_millis(40),
-        }
-    }
-
-    fn quick() -> Self {
-        Config {
-            operations: 80,
-            ..Self::full()
-        }
-    }
-
-    fn tiny() -> Self {
-        // A timeout well above what a loaded 2-core machine delays a thread,
-        // so an operation with no fault never times out.
-        Config {
-            operations: 20,
-            timeout: Duration::from_millis(80),
-            ..Self::full()
+        };
+        match setup.tier {
+            Tier::Full => full,
+            Tier::Quick => Config {
+                operations: 80,
+                ..full
+            },
+            // A timeout well above what a loaded 2-core machine delays a thread,
+            // so an operation with no fault never times out.
+            Tier::Tiny => Config {
+                operations: 20,
+                timeout: Duration::from_millis(80),
+                ..full
+            },
         }
     }
 }
@@ -115,6 +139,20 @@ pub struct Row {
     pub hangs: u64,
     /// Wall time of the campaign.
     pub seconds: f64,
+}
+
+impl Row {
+    /// Nothing counted yet for `api` on a board of memory `model`.
+    fn of(model: MemoryModel, api: &'static str) -> Row {
+        Row {
+            memory: match model {
+                MemoryModel::Coherent => "coherent",
+                MemoryModel::NonCoherent => "noncoherent",
+            },
+            api,
+            ..Row::default()
+        }
+    }
 }
 
 /// A small xorshift generator: the campaign is repeatable from its seed.
@@ -472,14 +510,7 @@ fn campaign(cfg: &Config, model: MemoryModel, api: &'static str) -> Result<Row, 
     let seed = cfg.seed ^ (api.len() as u64 * 0x9E37) ^ (model as u64 + 1);
     let mut rng = Rng(seed | 1);
     let mut lab = Lab::new(cfg, sg, model, seed)?;
-    let mut row = Row {
-        memory: match model {
-            MemoryModel::Coherent => "coherent",
-            MemoryModel::NonCoherent => "noncoherent",
-        },
-        api,
-        ..Row::default()
-    };
+    let mut row = Row::of(model, api);
     // Canaries handed out after failures, checked once every stall is over.
     // Each canary has a pattern byte of its own, so filling it changes every
     // line (the emulated cache knows a line is dirty by its bytes).
@@ -618,14 +649,9 @@ fn run_all(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
             match rx.recv_timeout(limit) {
                 Ok(row) => rows.push(row?),
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => rows.push(Row {
-                    memory: match model {
-                        MemoryModel::Coherent => "coherent",
-                        MemoryModel::NonCoherent => "noncoherent",
-                    },
-                    api,
                     hangs: 1,
                     seconds: limit.as_secs_f64(),
-                    ..Row::default()
+                    ..Row::of(model, api)
                 }),
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
                     return Err(Error::Panicked("the fault campaign"));
@@ -734,33 +760,6 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         .targets(targets(rows))
 }
 
-/// `dmaflow bench faults`.
-pub static EXPERIMENT: Spec<Config> = Spec {
-    name: "faults",
-    board: OnBoard::EmulatorOnly("it injects faults into the emulated engine"),
-    question: "A seeded fault campaign through every safe way of moving data: nothing delivered \
-               wrong, no late write, no hang.",
-    keys: "memory (coherent|noncoherent), api (two_way|owned|dropped|\n\
-          packet_ring|proxy|accelerator_node), transfers, bytes\n\
-          (delivered and checked), faults (injected), recovered (the\n\
-          same engine moved data right after), engines_lost (replaced),\n\
-          bytes_lost (DMA memory kept for good by engines that could not\n\
-          be halted in time), bytes_wrong, late_writes (canary bytes a\n\
-          device wrote after its transfer ended), unexpected_errors\n\
-          (failures with no fault injected), hangs, seconds",
-    conditions: Conditions {
-        timed: "nothing: every figure is a count (transfers, faults injected, recovered, \
-                late writes)",
-        against: "what every safe API must guarantee: nothing delivered wrong, no late \
-                  write, no hang",
-        model: "the injected faults",
-        paper: "no paper measures this",
-    },
-    ..Spec::new(Config::at, |cfg, progress| {
-        Ok(report(cfg, &run(cfg, progress)?))
-    })
-};
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -771,7 +770,7 @@ mod tests {
     /// the faults are really there (some recovered, some engines lost).
     #[test]
     fn a_small_campaign_finds_nothing_wrong() {
-        let rows = run(&Config::tiny(), |_| {}).unwrap();
+        let rows = run(&Config::at(&Setup::TINY), |_| {}).unwrap();
         assert_eq!(rows.len(), 2 * APIS.len());
         let t = total(&rows);
         assert_eq!(t.bytes_wrong, 0, "{}", render(&rows));

@@ -79,6 +79,14 @@ pub fn ms_label(d: std::time::Duration) -> String {
     format!("{} ms", d.as_millis())
 }
 
+/// A link's rate as the tables name it: `1200MB/s`, or `unlimited`.
+pub fn clock_label(clock: Clock) -> String {
+    match clock.bytes_per_s() {
+        Some(b) => format!("{:.0}MB/s", b / 1e6),
+        None => "unlimited".into(),
+    }
+}
+
 /// Human-readable byte count: `64 B`, `4 KiB`, `6 MiB`.
 pub fn bytes_label(b: usize) -> String {
     if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
@@ -114,28 +122,6 @@ impl Tier {
     }
 }
 
-/// An experiment's configuration in its three sizes, fitted to the run's board.
-pub trait Sizes: Sized {
-    /// The recorded run.
-    fn full() -> Self;
-    /// Shorter runs with fewer rounds (`--quick`).
-    fn quick() -> Self;
-    /// The smallest run, for tests (`--tiny`).
-    fn tiny() -> Self;
-    /// This size on `setup`'s board (its profile, memory or device); by
-    /// default, as it is.
-    fn on(self, _setup: &Setup) -> Self {
-        self
-    }
-    /// The size `setup` asks for, on its board.
-    fn at(setup: &Setup) -> Self {
-        setup
-            .tier
-            .pick(Self::full, Self::quick, Self::tiny)
-            .on(setup)
-    }
-}
-
 /// Which of the GPU experiment's tables run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tables {
@@ -152,6 +138,20 @@ impl Tables {
     pub const ALL: Tables = Tables {
         transfers: true,
         messages: true,
+        kernels: true,
+    };
+
+    /// The tables of data moved: the ceiling, the transfer points and the
+    /// message, not the kernels.
+    pub const MOVED: Tables = Tables {
+        kernels: false,
+        ..Tables::ALL
+    };
+
+    /// The kernels against the CPU only.
+    pub const KERNELS: Tables = Tables {
+        transfers: false,
+        messages: false,
         kernels: true,
     };
 }
@@ -176,6 +176,16 @@ pub struct Setup {
     pub profile: Profile,
     /// The CUDA device and the GPU tables asked for (`--device cuda:N`).
     pub gpu: Option<(usize, Tables)>,
+}
+
+impl Setup {
+    /// The tiny size on the default board: a coherent Zynq-7000, no GPU.
+    pub const TINY: Setup = Setup {
+        tier: Tier::Tiny,
+        memory: MemoryModel::Coherent,
+        profile: Profile::ZYNQ7000,
+        gpu: None,
+    };
 }
 
 /// One experiment of `dmaflow bench`: one file under `bench/` (stating its
@@ -360,5 +370,10 @@ mod tests {
         assert_eq!(bytes_label(4096), "4 KiB");
         assert_eq!(bytes_label(6 << 20), "6 MiB");
         assert_eq!(bytes_label(1000), "1000 B");
+        assert_eq!(
+            clock_label(dmaflow::sim::Profile::ZYNQ7000.port),
+            "1200MB/s"
+        );
+        assert_eq!(clock_label(Clock::Unlimited), "unlimited");
     }
 }

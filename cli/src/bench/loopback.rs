@@ -12,16 +12,49 @@
 
 use dmaflow::dma::{Completion, Engine, Partition, Proxy, Timing};
 use dmaflow::platform::{IrqLine, MemoryModel, RegisterSpace};
-use dmaflow::sim::{Clock, Profile};
+use dmaflow::sim::Clock;
 
 use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
 use super::error::Error;
-use super::harness::{OnBoard, OnGpu, Setup, Sizes, Spec, Tables, bytes_label, median, on_board};
+use super::harness::{OnBoard, OnGpu, Setup, Spec, Tables, Tier, bytes_label, median, on_board};
 use super::meter::{Meter, Tally};
 use super::on_board::Mode;
 use super::plot::{LinePlot, XAxis};
 use super::report::{Report, Target, sentence, series_by};
+
+/// `dmaflow bench loopback`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "loopback",
+    on_gpu: Some(OnGpu::Gpu(Tables::MOVED)),
+    board: OnBoard::Runs(Mode::Direct, |cfg, rig, progress| {
+        Ok(report(cfg, &run_on_board(cfg, rig, progress)?))
+    }),
+    question: "Two-way loopback transfers on the emulated fabric (paper 002).",
+    keys: "completion (poll|yield|irq|proxy|bare: the emulator baseline),\n\
+          path (zerocopy|copy), over_bare_us (over the baseline),\n\
+          buffering (single|double), partition (unique|blocks),\n\
+          block_bytes, bytes, median_us (two-way transfer),\n\
+          round_median_us_min, round_median_us_max, rounds (the modes\n\
+          take turns round by round; proxy's rounds are consecutive\n\
+          shares), model_us,\n\
+          overhead_us, cpu_us (driver threads and interrupt delivery),\n\
+          irq_delivery_us (of cpu_us: the emulated interrupt's eventfd\n\
+          write and wake-up, a handler's work on a board), cpu_share,\n\
+          tx_us (MM2S start to its completion), rx_us (S2MM start to its\n\
+          completion), us_per_byte,\n\
+          iterations (times medians, at the profile's port clock)",
+    conditions: Conditions {
+        timed: "each two-way transfer from the call to its return; TX and RX from their own \
+                starts; the modes in turns, five rounds per size",
+        against: "the modelled device (model_us) and polling's CPU",
+        model: "model_us: PG021's latencies and the HP port's clock; overhead_us also holds \
+                the emulator's own work, which the bare rows (the thinnest driver on the same \
+                fabric) measure: over_bare_us is dmaflow's",
+        paper: USER_X86,
+    },
+    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
+};
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -43,44 +76,34 @@ pub struct Config {
     pub rounds: usize,
 }
 
-impl Sizes for Config {
-    fn full() -> Self {
-        Config {
+impl Config {
+    /// The size `setup` asks for, on its board: the full run, or the quick
+    /// or tiny one made from it.
+    pub fn at(setup: &Setup) -> Self {
+        let full = Config {
             sizes: vec![8, 64, 512, 4 << 10, 32 << 10, 256 << 10, 1 << 20, 6_000_000],
             max_iterations: 20_000,
             bytes_per_point: 256 << 20,
             block: 64 << 10,
-            clock: Profile::ZYNQ7000.port,
-            memory: MemoryModel::Coherent,
-            rounds: 5,
-        }
-    }
-
-    fn quick() -> Self {
-        Config {
-            max_iterations: 1_000,
-            bytes_per_point: 24 << 20,
-            ..Self::full()
-        }
-    }
-
-    fn tiny() -> Self {
-        Config {
-            sizes: vec![8, 4096],
-            max_iterations: 30,
-            bytes_per_point: 1 << 20,
-            block: 1024,
-            clock: Clock::Unlimited,
-            memory: MemoryModel::Coherent,
-            rounds: 2,
-        }
-    }
-
-    fn on(self, setup: &Setup) -> Self {
-        Config {
-            memory: setup.memory,
             clock: setup.profile.port,
-            ..self
+            memory: setup.memory,
+            rounds: 5,
+        };
+        match setup.tier {
+            Tier::Full => full,
+            Tier::Quick => Config {
+                max_iterations: 1_000,
+                bytes_per_point: 24 << 20,
+                ..full
+            },
+            Tier::Tiny => Config {
+                sizes: vec![8, 4096],
+                max_iterations: 30,
+                bytes_per_point: 1 << 20,
+                block: 1024,
+                rounds: 2,
+                ..full
+            },
         }
     }
 }
@@ -588,13 +611,15 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
             format!("{} copy {} {}", r.completion, r.buffering, r.partition)
         }
     };
-    let plot = |title: &str, y_label: &str, y: fn(&Row) -> f64| LinePlot {
-        title: title.into(),
-        x_label: "transfer size, each way".into(),
-        y_label: y_label.into(),
-        x: XAxis::Bytes,
-        log_y: true,
-        series: series_by(rows, label, |r| r.bytes as f64, y),
+    let plot = |title: &str, y_label: &str, y: fn(&Row) -> f64| {
+        LinePlot::new(
+            title,
+            XAxis::Bytes,
+            "transfer size, each way",
+            y_label,
+            series_by(rows, label, |r| r.bytes as f64, y),
+        )
+        .log_y()
     };
     let heading = on_board(
         format!(
@@ -638,51 +663,13 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         ])
 }
 
-/// `dmaflow bench loopback`.
-pub static EXPERIMENT: Spec<Config> = Spec {
-    name: "loopback",
-    on_gpu: Some(OnGpu::Gpu(Tables {
-        kernels: false,
-        ..Tables::ALL
-    })),
-    board: OnBoard::Runs(Mode::Direct, |cfg, rig, progress| {
-        Ok(report(cfg, &run_on_board(cfg, rig, progress)?))
-    }),
-    question: "Two-way loopback transfers on the emulated fabric (paper 002).",
-    keys: "completion (poll|yield|irq|proxy|bare: the emulator baseline),\n\
-          path (zerocopy|copy), over_bare_us (over the baseline),\n\
-          buffering (single|double), partition (unique|blocks),\n\
-          block_bytes, bytes, median_us (two-way transfer),\n\
-          round_median_us_min, round_median_us_max, rounds (the modes\n\
-          take turns round by round; proxy's rounds are consecutive\n\
-          shares), model_us,\n\
-          overhead_us, cpu_us (driver threads and interrupt delivery),\n\
-          irq_delivery_us (of cpu_us: the emulated interrupt's eventfd\n\
-          write and wake-up, a handler's work on a board), cpu_share,\n\
-          tx_us (MM2S start to its completion), rx_us (S2MM start to its\n\
-          completion), us_per_byte,\n\
-          iterations (times medians, at the profile's port clock)",
-    conditions: Conditions {
-        timed: "each two-way transfer from the call to its return; TX and RX from their own \
-                starts; the modes in turns, five rounds per size",
-        against: "the modelled device (model_us) and polling's CPU",
-        model: "model_us: PG021's latencies and the HP port's clock; overhead_us also holds \
-                the emulator's own work, which the bare rows (the thinnest driver on the same \
-                fabric) measure: over_bare_us is dmaflow's",
-        paper: USER_X86,
-    },
-    ..Spec::new(Config::at, |cfg, progress| {
-        Ok(report(cfg, &run(cfg, progress)?))
-    })
-};
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn tiny_sweep_checks_its_data_and_reports_every_point() {
-        let cfg = Config::tiny();
+        let cfg = Config::at(&Setup::TINY);
         let rows = run(&cfg, |_| {}).unwrap();
         // 8 B: zerocopy + copy single/double; 4096 B adds blocks of 1 KiB for both;
         // one proxy and one emulator baseline row per size.
@@ -728,8 +715,8 @@ mod tests {
         let cfg = Config {
             sizes: vec![4096],
             max_iterations: 20,
-            clock: Profile::ZYNQ7000.port,
-            ..Config::tiny()
+            clock: dmaflow::sim::Profile::ZYNQ7000.port,
+            ..Config::at(&Setup::TINY)
         };
         let rows = run(&cfg, |_| {}).unwrap();
         for r in &rows {

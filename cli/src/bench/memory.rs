@@ -19,17 +19,16 @@
 use std::time::{Duration, Instant};
 
 use dmaflow::dma::Completion;
-use dmaflow::mem::CachePolicy;
 use dmaflow::rig::Rig;
-use dmaflow::sim::{Clock, Loopback, Profile};
+use dmaflow::sim::Clock;
 
 use super::app::{App, TRIAD_UNIT_BYTES, Work};
+use super::beside;
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-use super::harness::{OnBoard, Setup, Sizes, Spec, bytes_label, ms_label};
-use super::meter::{Meter, Tally};
-use super::peers::{check, mark};
+use super::harness::{OnBoard, Setup, Spec, bytes_label, clock_label, ms_label};
+use super::meter::Tally;
 use super::plot::{LinePlot, XAxis};
 use super::report::{Report, sentence, series_by};
 use super::spread::{Ratio, Spread, in_turns};
@@ -38,53 +37,44 @@ use super::spread::{Ratio, Spread, in_turns};
 /// core the application has the core while the device copies.
 const COMPLETION: Completion = Completion::Irq;
 
-/// What to measure.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// Transfer sizes in bytes (each way).
-    pub sizes: Vec<usize>,
-    /// How long each measurement runs in each round.
-    pub duration: Duration,
-    /// Rounds.
-    pub rounds: usize,
-    /// The board whose port clocks the link (its rate and unlimited are
-    /// both measured).
-    pub profile: Profile,
-}
+/// `dmaflow bench memory`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "memory",
+    board: OnBoard::EmulatorOnly("it sets the emulated link's clock and memory model"),
+    question: "Memory-bandwidth contention: transfers beside a memory-bound application.",
+    keys: "clock, bytes (each way), beside (none|filter|triad), own_core\n\
+          (the application on a core of its own), transfers, mb_per_s\n\
+          (each way, median), mb_per_s_spread, model_mb_per_s, cpu_us,\n\
+          vs_filter (MB/s over the same size's beside the filter, round\n\
+          by round), vs_filter_measurable, app_share (beside / alone),\n\
+          app_share_spread, triad_gb_per_s_alone, triad_gb_per_s_beside",
+    conditions: Conditions {
+        timed: "back-to-back two-way transfers over a fixed time on the driver's thread; \
+                the application's units of work over the same time, and alone just before",
+        against: "the same transfers beside a cache-resident filter (the same sharing of \
+                  the core, no memory traffic) and beside nothing; the triad alone",
+        model: "model MB/s at the port's clock; the unlimited rows are this machine's own \
+                memory (the emulated device copies through it)",
+        paper: "papers 002 and 004 contend on a Zynq's DDR controller and the ACP; here a \
+                VM's DRAM and shared last-level cache, and on two cores the application \
+                shares the driver's core (the filter rows carry that sharing)",
+    },
+    ..Spec::new(config, |c, progress| Ok(report(c, &run(c, progress)?)))
+};
 
-impl Sizes for Config {
-    fn full() -> Self {
-        Config {
-            sizes: vec![256 << 10, 4 << 20],
-            duration: Duration::from_millis(150),
-            rounds: 5,
-            profile: Profile::ZYNQ7000,
-        }
-    }
+/// What to measure: the sizes (each way), each point's time and the
+/// rounds; the board's port clocks the link (its rate and unlimited are
+/// both measured).
+pub type Config = beside::Config;
 
-    fn quick() -> Self {
-        Config {
-            duration: Duration::from_millis(60),
-            rounds: 3,
-            ..Self::full()
-        }
-    }
-
-    fn tiny() -> Self {
-        Config {
-            sizes: vec![64 << 10],
-            duration: Duration::from_millis(20),
-            rounds: 2,
-            ..Self::full()
-        }
-    }
-
-    fn on(self, setup: &Setup) -> Self {
-        Config {
-            profile: setup.profile,
-            ..self
-        }
-    }
+/// The size `setup` asks for, on its board.
+pub fn config(setup: &Setup) -> Config {
+    Config::at(
+        setup,
+        vec![256 << 10, 4 << 20],
+        Duration::from_millis(60),
+        vec![64 << 10],
+    )
 }
 
 /// The application beside the transfers.
@@ -166,12 +156,7 @@ fn transfers(
     let mut rx = engine.pool().alloc::<u8>(bytes)?;
     let until = Instant::now() + d;
     while Instant::now() < until {
-        let seq = tally.n as u8;
-        mark(tx.as_mut_slice(), seq);
-        let m = Meter::start(None);
-        let n = engine.two_way(&tx, bytes, &mut rx, COMPLETION)?;
-        tally.add(m.stop());
-        check(what, &rx.as_slice()[..n], bytes, seq)?;
+        beside::two_way(engine, (&mut tx, &mut rx), bytes, COMPLETION, tally, what)?;
     }
     Ok(())
 }
@@ -260,23 +245,10 @@ fn rows_of(
 
 /// Runs every clock, size and application in rounds.
 pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
-    let largest = cfg.sizes.iter().copied().max().unwrap_or(64);
     let mut rows = Vec::new();
     for clock in [cfg.profile.port, Clock::Unlimited] {
-        let clock_name = match clock.bytes_per_s() {
-            Some(b) => format!("{:.0}MB/s", b / 1e6),
-            None => "unlimited".into(),
-        };
-        let rig = Rig::new(
-            (4 * largest + (1 << 20)).next_power_of_two(),
-            clock,
-            false,
-            CachePolicy::Coherent,
-            Box::new(Loopback),
-        )?;
-        let placed = rig.dedicate_core()?;
-        let driver = placed.host_cores[0];
-        dmaflow::platform::cpu::pin(None, &[driver])?;
+        let clock_name = clock_label(clock);
+        let (rig, placed, driver) = cfg.board(clock)?;
         let app_core = placed.host_cores.get(1).copied().unwrap_or(driver);
         let own_core = app_core != driver;
         for &bytes in &cfg.sizes {
@@ -436,47 +408,19 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     // reported as measured.
     Report::of("memory", heading, &columns(), rows)
         .answer(answer(rows))
-        .plots([LinePlot {
-            title: "Transfers beside a memory-bound and a cache-resident application".into(),
-            x_label: "transfer size, each way".into(),
-            y_label: "MB/s each way".into(),
-            x: XAxis::Bytes,
-            log_y: false,
-            series: series_by(
+        .plots([LinePlot::new(
+            "Transfers beside a memory-bound and a cache-resident application",
+            XAxis::Bytes,
+            "transfer size, each way",
+            "MB/s each way",
+            series_by(
                 rows,
                 |r| format!("{} {}", r.beside, r.clock),
                 |r| r.bytes as f64,
                 |r| r.mb_per_s.median,
             ),
-        }])
+        )])
 }
-
-/// `dmaflow bench memory`.
-pub static EXPERIMENT: Spec<Config> = Spec {
-    name: "memory",
-    board: OnBoard::EmulatorOnly("it sets the emulated link's clock and memory model"),
-    question: "Memory-bandwidth contention: transfers beside a memory-bound application.",
-    keys: "clock, bytes (each way), beside (none|filter|triad), own_core\n\
-          (the application on a core of its own), transfers, mb_per_s\n\
-          (each way, median), mb_per_s_spread, model_mb_per_s, cpu_us,\n\
-          vs_filter (MB/s over the same size's beside the filter, round\n\
-          by round), vs_filter_measurable, app_share (beside / alone),\n\
-          app_share_spread, triad_gb_per_s_alone, triad_gb_per_s_beside",
-    conditions: Conditions {
-        timed: "back-to-back two-way transfers over a fixed time on the driver's thread; \
-                the application's units of work over the same time, and alone just before",
-        against: "the same transfers beside a cache-resident filter (the same sharing of \
-                  the core, no memory traffic) and beside nothing; the triad alone",
-        model: "model MB/s at the port's clock; the unlimited rows are this machine's own \
-                memory (the emulated device copies through it)",
-        paper: "papers 002 and 004 contend on a Zynq's DDR controller and the ACP; here a \
-                VM's DRAM and shared last-level cache, and on two cores the application \
-                shares the driver's core (the filter rows carry that sharing)",
-    },
-    ..Spec::new(Config::at, |cfg, progress| {
-        Ok(report(cfg, &run(cfg, progress)?))
-    })
-};
 
 #[cfg(test)]
 mod tests {
@@ -484,7 +428,7 @@ mod tests {
 
     #[test]
     fn tiny_run_measures_each_application_beside_the_transfers() {
-        let cfg = Config::tiny();
+        let cfg = config(&Setup::TINY);
         let rows = run(&cfg, |_| {}).unwrap();
         assert_eq!(rows.len(), 2 * 3);
         for r in &rows {

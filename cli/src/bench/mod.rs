@@ -3,6 +3,7 @@
 
 pub mod app;
 pub mod baseline;
+pub mod beside;
 pub mod columns;
 pub mod conditions;
 pub mod error;
@@ -84,7 +85,6 @@ pub fn names() -> Vec<&'static str> {
 mod on_boards {
     use super::*;
     use dmaflow::platform::MemoryModel;
-    use harness::Sizes;
 
     /// The DMA experiments on the non-coherent board, with explicit cache
     /// maintenance: every transfer's data is checked by the run (a missing cache
@@ -93,10 +93,10 @@ mod on_boards {
     fn dma_experiments_run_on_the_non_coherent_board_with_their_data_checked() {
         macro_rules! on_noncoherent {
             ($m:ident) => {{
-                let cfg = $m::Config {
+                let cfg = $m::Config::at(&Setup {
                     memory: MemoryModel::NonCoherent,
-                    ..$m::Config::tiny()
-                };
+                    ..Setup::TINY
+                });
                 let rows = $m::run(&cfg, |_| {}).unwrap();
                 let json = $m::report(&cfg, &rows).json;
                 let rows = json["rows"].as_array().cloned().unwrap_or_default();

@@ -63,6 +63,33 @@ pub struct LinePlot {
     pub series: Vec<Series>,
 }
 
+impl LinePlot {
+    /// A plot titled `title` of `series` over `x` (labelled `x_label`)
+    /// against `y_label`, its y axis linear.
+    pub fn new(
+        title: impl Into<String>,
+        x: XAxis,
+        x_label: &str,
+        y_label: &str,
+        series: Vec<Series>,
+    ) -> Self {
+        LinePlot {
+            title: title.into(),
+            x_label: x_label.into(),
+            y_label: y_label.into(),
+            x,
+            log_y: false,
+            series,
+        }
+    }
+
+    /// The same plot with a logarithmic y axis.
+    pub fn log_y(mut self) -> Self {
+        self.log_y = true;
+        self
+    }
+}
+
 /// Why a plot could not be written.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot draw {path}: {message}")]

@@ -26,10 +26,28 @@ use dmaflow::ring::{Builder, Wait};
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-use super::harness::{OnBoard, Sizes, Spec};
+use super::harness::{OnBoard, Setup, Spec, Tier};
 use super::peers::{Backoff, checksum, fill, series};
 use super::report::{Report, Target, sentence, within};
 use super::spread::{Spread, in_turns};
+
+/// `dmaflow bench readers`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "readers",
+    board: OnBoard::EmulatorOnly("it measures queues on this machine, not a DMA device"),
+    question: "One writer, several readers of one queue (GNU Radio 4's bm_Buffer shape).",
+    keys: "impl (dmaflow|vmcircbuffer), readers, items_per_op, ops_per_s\n\
+          (writer operations, median), ops_per_s_min, ops_per_s_max,\n\
+          samples_per_s_per_reader, rounds",
+    conditions: Conditions {
+        timed: "from the first thread's start to the last thread's end",
+        against: "vmcircbuffer's lock-free SPMC buffer here, and GNU Radio 4's published \
+                  bm_Buffer figures (another CPU, not measured here)",
+        model: "none",
+        paper: "GNU Radio 4 ran on a many-core desktop; here five threads share two cores",
+    },
+    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
+};
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -50,35 +68,34 @@ pub struct Config {
     pub rounds: usize,
 }
 
-impl Sizes for Config {
-    fn full() -> Self {
-        Config {
+impl Config {
+    /// The size `setup` asks for, on its board: the full run, or the quick
+    /// or tiny one made from it.
+    pub fn at(setup: &Setup) -> Self {
+        let full = Config {
             readers: vec![1, 2, 4],
             items_per_op: vec![1, 1024],
             ops: 1 << 22,
             max_items: 1 << 26,
             queue_items: 1 << 16,
             rounds: 5,
-        }
-    }
-
-    fn quick() -> Self {
-        Config {
-            ops: 1 << 20,
-            max_items: 1 << 24,
-            rounds: 3,
-            ..Self::full()
-        }
-    }
-
-    fn tiny() -> Self {
-        Config {
-            readers: vec![1, 2],
-            items_per_op: vec![1, 64],
-            ops: 1 << 12,
-            max_items: 1 << 16,
-            queue_items: 1 << 10,
-            rounds: 1,
+        };
+        match setup.tier {
+            Tier::Full => full,
+            Tier::Quick => Config {
+                ops: 1 << 20,
+                max_items: 1 << 24,
+                rounds: 3,
+                ..full
+            },
+            Tier::Tiny => Config {
+                readers: vec![1, 2],
+                items_per_op: vec![1, 64],
+                ops: 1 << 12,
+                max_items: 1 << 16,
+                queue_items: 1 << 10,
+                rounds: 1,
+            },
         }
     }
 }
@@ -415,33 +432,13 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         .targets(targets)
 }
 
-/// `dmaflow bench readers`.
-pub static EXPERIMENT: Spec<Config> = Spec {
-    name: "readers",
-    board: OnBoard::EmulatorOnly("it measures queues on this machine, not a DMA device"),
-    question: "One writer, several readers of one queue (GNU Radio 4's bm_Buffer shape).",
-    keys: "impl (dmaflow|vmcircbuffer), readers, items_per_op, ops_per_s\n\
-          (writer operations, median), ops_per_s_min, ops_per_s_max,\n\
-          samples_per_s_per_reader, rounds",
-    conditions: Conditions {
-        timed: "from the first thread's start to the last thread's end",
-        against: "vmcircbuffer's lock-free SPMC buffer here, and GNU Radio 4's published \
-                  bm_Buffer figures (another CPU, not measured here)",
-        model: "none",
-        paper: "GNU Radio 4 ran on a many-core desktop; here five threads share two cores",
-    },
-    ..Spec::new(Config::at, |cfg, progress| {
-        Ok(report(cfg, &run(cfg, progress)?))
-    })
-};
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn every_reader_gets_every_item_and_the_report_names_the_target() {
-        let cfg = Config::tiny();
+        let cfg = Config::at(&Setup::TINY);
         let rows = run(&cfg, &mut |_| {}).unwrap();
         assert_eq!(rows.len(), 2 * 2 * implementations().len());
         assert!(

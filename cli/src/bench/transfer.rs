@@ -22,7 +22,7 @@ use super::app::{App, Work};
 use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
 use super::error::Error;
-use super::harness::{OnBoard, OnGpu, Setup, Sizes, Spec, Tables, bytes_label, median};
+use super::harness::{OnBoard, OnGpu, Setup, Spec, Tables, Tier, bytes_label, clock_label, median};
 use super::meter::Meter;
 use super::on_board::Mode;
 use super::plot::{LinePlot, XAxis};
@@ -31,6 +31,35 @@ use super::spread::{Spread, in_turns};
 
 /// The Zynq-7000 HP port: 150 MHz x 8 bytes.
 pub const HP_PORT: Clock = Profile::ZYNQ7000.port;
+
+/// `dmaflow bench transfer`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "transfer",
+    on_gpu: Some(OnGpu::Gpu(Tables::MOVED)),
+    board: OnBoard::Runs(Mode::ScatterGather, |cfg, rig, progress| {
+        Ok(report(cfg, &run_on_board(cfg, rig, progress)?))
+    }),
+    question: "A stream of packets through a ring of DMA buffers (paper 004).",
+    keys: "clock (the profile's port, e.g. \"1200MB/s\", or \"unlimited\"),\n\
+          completion (poll|irq), path (zerocopy|copy), cache_maintenance\n\
+          (bool), loaded (bool: another thread spinning on a core),\n\
+          slots (ring size), bytes (packet size), packets (per run),\n\
+          seconds (median run), mbytes_per_s (10^6 B/s one way),\n\
+          mbytes_per_s_spread (over the runs),\n\
+          mib_per_s (2^20 B/s, as paper 004), packets_per_s, and per\n\
+          packet model_us, overhead_us, cpu_us, cpu_share (see below),\n\
+          cpu_cache_us (this CPU's own clflushopt/dc civac of the same\n\
+          ranges per packet; rows with cache maintenance)",
+    conditions: Conditions {
+        timed: "the stream of packets from the first send to the last packet received, on \
+                the driver's thread",
+        against: "the modelled link (share of the modelled link) and the copying path",
+        model: "the link rate, PG021's latencies and model_us: a stream at 100 % of the \
+                link is what the emulator's clock allows, the overhead beside it is dmaflow's",
+        paper: USER_X86,
+    },
+    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
+};
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -55,9 +84,11 @@ pub struct Config {
     pub profile: Profile,
 }
 
-impl Sizes for Config {
-    fn full() -> Self {
-        Config {
+impl Config {
+    /// The size `setup` asks for, on its board: the full run, or the quick
+    /// or tiny one made from it.
+    pub fn at(setup: &Setup) -> Self {
+        let full = Config {
             sizes: (6..=15).map(|s| 1usize << s).collect(),
             max_packets: 400_000,
             bytes_per_run: 128 << 20,
@@ -66,37 +97,27 @@ impl Sizes for Config {
             batch: 16,
             ring_sizes: vec![16, 64, 256, 1024],
             ring_sweep_sizes: vec![64, 4096],
-            profile: Profile::ZYNQ7000,
-        }
-    }
-
-    fn quick() -> Self {
-        Config {
-            max_packets: 100_000,
-            bytes_per_run: 24 << 20,
-            rounds: 3,
-            ..Self::full()
-        }
-    }
-
-    fn tiny() -> Self {
-        Config {
-            sizes: vec![64, 4096],
-            max_packets: 2_000,
-            bytes_per_run: 1 << 20,
-            rounds: 1,
-            slots: 16,
-            batch: 4,
-            ring_sizes: vec![8, 32],
-            ring_sweep_sizes: vec![64],
-            profile: Profile::ZYNQ7000,
-        }
-    }
-
-    fn on(self, setup: &Setup) -> Self {
-        Config {
             profile: setup.profile,
-            ..self
+        };
+        match setup.tier {
+            Tier::Full => full,
+            Tier::Quick => Config {
+                max_packets: 100_000,
+                bytes_per_run: 24 << 20,
+                rounds: 3,
+                ..full
+            },
+            Tier::Tiny => Config {
+                sizes: vec![64, 4096],
+                max_packets: 2_000,
+                bytes_per_run: 1 << 20,
+                rounds: 1,
+                slots: 16,
+                batch: 4,
+                ring_sizes: vec![8, 32],
+                ring_sweep_sizes: vec![64],
+                ..full
+            },
         }
     }
 }
@@ -273,13 +294,6 @@ struct Condition {
     copy: bool,
 }
 
-fn clock_name(c: Clock) -> String {
-    match c.bytes_per_s() {
-        Some(b) => format!("{:.0}MB/s", b / 1e6),
-        None => "unlimited".into(),
-    }
-}
-
 /// Runs the sweep.
 pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
     let hp = cfg.profile.port;
@@ -305,7 +319,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
             let rig = Rig::with_model(ddr, clock, true, policy, model, Box::new(Loopback))?;
             let placed = rig.dedicate_core()?;
             let at = Setting {
-                clock: clock_name(clock),
+                clock: clock_label(clock),
                 model: Some(clock),
                 cache_maintenance,
                 irq: !cache_maintenance,
@@ -575,7 +589,7 @@ fn worst_large<'a>(rows: impl Iterator<Item = &'a Row>, link: f64) -> Option<(&'
 /// fast enough when the link is unlimited.
 pub fn targets(cfg: &Config, rows: &[Row]) -> Vec<Target> {
     let mut out = Vec::new();
-    let hp = clock_name(cfg.profile.port);
+    let hp = clock_label(cfg.profile.port);
     let link = cfg.profile.port.bytes_per_s().unwrap_or(f64::INFINITY);
     for (completion, loaded, what) in [
         ("poll", false, "alone, polling"),
@@ -615,7 +629,7 @@ pub fn targets(cfg: &Config, rows: &[Row]) -> Vec<Target> {
 /// one core does to it in each mode, and how many small packets software keeps
 /// up with, with and without cache maintenance.
 pub fn answer(cfg: &Config, rows: &[Row]) -> String {
-    let hp = clock_name(cfg.profile.port);
+    let hp = clock_label(cfg.profile.port);
     let link = cfg.profile.port.bytes_per_s().unwrap_or(f64::INFINITY);
     let mut parts = Vec::new();
     if let Some((w, pct)) = worst_large(select(cfg, rows, &hp, "poll", false), link) {
@@ -659,7 +673,7 @@ pub fn answer(cfg: &Config, rows: &[Row]) -> String {
 /// The run as a report: table, targets, MB/s against buffer size for each clock,
 /// packets/s against ring size, CPU per packet.
 pub fn report(cfg: &Config, rows: &[Row]) -> Report {
-    let hp = clock_name(cfg.profile.port);
+    let hp = clock_label(cfg.profile.port);
     let label = |r: &Row| {
         format!(
             "{} {}{}{}",
@@ -679,14 +693,14 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
             .filter(|r| r.clock == clock && r.slots == cfg.slots)
             .cloned()
             .collect();
-        LinePlot {
+        LinePlot::new(
             title,
-            x_label: "packet size".into(),
-            y_label: y_label.into(),
-            x: XAxis::Bytes,
-            log_y: true,
-            series: series_by(&chosen, label, |r| r.bytes as f64, y),
-        }
+            XAxis::Bytes,
+            "packet size",
+            y_label,
+            series_by(&chosen, label, |r| r.bytes as f64, y),
+        )
+        .log_y()
     };
     let ring: Vec<Row> = rows
         .iter()
@@ -727,55 +741,21 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
                 "CPU time per packet (µs)",
                 |r| r.cpu_us.max(1e-3),
             ),
-            LinePlot {
-                title: "Ring size, unlimited link (paper 004)".into(),
-                x_label: "buffers in the ring".into(),
-                y_label: "packets per second".into(),
-                x: XAxis::PowersOfTwo,
-                log_y: true,
-                series: series_by(
+            LinePlot::new(
+                "Ring size, unlimited link (paper 004)",
+                XAxis::PowersOfTwo,
+                "buffers in the ring",
+                "packets per second",
+                series_by(
                     &ring,
                     |r| format!("zerocopy {}", bytes_label(r.bytes)),
                     |r| r.slots as f64,
                     |r| r.packets_per_s,
                 ),
-            },
+            )
+            .log_y(),
         ])
 }
-
-/// `dmaflow bench transfer`.
-pub static EXPERIMENT: Spec<Config> = Spec {
-    name: "transfer",
-    on_gpu: Some(OnGpu::Gpu(Tables {
-        kernels: false,
-        ..Tables::ALL
-    })),
-    board: OnBoard::Runs(Mode::ScatterGather, |cfg, rig, progress| {
-        Ok(report(cfg, &run_on_board(cfg, rig, progress)?))
-    }),
-    question: "A stream of packets through a ring of DMA buffers (paper 004).",
-    keys: "clock (the profile's port, e.g. \"1200MB/s\", or \"unlimited\"),\n\
-          completion (poll|irq), path (zerocopy|copy), cache_maintenance\n\
-          (bool), loaded (bool: another thread spinning on a core),\n\
-          slots (ring size), bytes (packet size), packets (per run),\n\
-          seconds (median run), mbytes_per_s (10^6 B/s one way),\n\
-          mbytes_per_s_spread (over the runs),\n\
-          mib_per_s (2^20 B/s, as paper 004), packets_per_s, and per\n\
-          packet model_us, overhead_us, cpu_us, cpu_share (see below),\n\
-          cpu_cache_us (this CPU's own clflushopt/dc civac of the same\n\
-          ranges per packet; rows with cache maintenance)",
-    conditions: Conditions {
-        timed: "the stream of packets from the first send to the last packet received, on \
-                the driver's thread",
-        against: "the modelled link (share of the modelled link) and the copying path",
-        model: "the link rate, PG021's latencies and model_us: a stream at 100 % of the \
-                link is what the emulator's clock allows, the overhead beside it is dmaflow's",
-        paper: USER_X86,
-    },
-    ..Spec::new(Config::at, |cfg, progress| {
-        Ok(report(cfg, &run(cfg, progress)?))
-    })
-};
 
 #[cfg(test)]
 mod tests {
@@ -783,7 +763,7 @@ mod tests {
 
     #[test]
     fn tiny_sweep_is_consistent_and_bounded_by_the_clock() {
-        let cfg = Config::tiny();
+        let cfg = Config::at(&Setup::TINY);
         let t0 = Instant::now();
         let rows = run(&cfg, |_| {}).unwrap();
         let elapsed = t0.elapsed().as_secs_f64();

@@ -23,7 +23,7 @@ use dmaflow::sim::{BgSubCore, Clock, Loopback, StreamProcessor};
 use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
 use super::error::Error;
-use super::harness::{OnBoard, OnGpu, Setup, Sizes, Spec, Tables, on_board};
+use super::harness::{OnBoard, OnGpu, Setup, Spec, Tables, Tier, on_board};
 use super::meter::{Meter, Tally};
 use super::on_board::Mode;
 use super::plot::{LinePlot, Series, XAxis};
@@ -49,6 +49,33 @@ const CASES: usize = 4;
 /// The coprocessor's mask threshold (as `bench bgsub`).
 const THRESHOLD: u8 = 25;
 
+/// `dmaflow bench twoway`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "twoway",
+    on_gpu: Some(OnGpu::Gpu(Tables::KERNELS)),
+    board: OnBoard::Runs(Mode::Direct, |cfg, rig, progress| {
+        Ok(report(cfg, &run_on_board(cfg, rig, progress)?))
+    }),
+    question: "Two-way transfers of image lines, polling vs kernel-style driver (paper 000).",
+    keys: "core (bgsub: the coprocessor's two engines | loopback),\n\
+          completion (poll|irq|proxy), lines, bytes (each way),\n\
+          median_us, p25_us, p75_us, avg_us, min_us, max_us, stddev_us\n\
+          (per two-way transfer), mib_per_s (2^20 B/s at the median;\n\
+          ideal 95.37), iterations, model_us, overhead_us (of the\n\
+          median), cpu_us, cpu_share, issue_us (median time to\n\
+          program every engine's two channels; null for proxy)",
+    conditions: Conditions {
+        timed: "each two-way transfer from the call to its return (median of 1000 per \
+                size); issue: programming every engine, timed on its own",
+        against: "the modelled device time (paper 000's ideal 95.37 MiB/s) and each driver \
+                  against polling",
+        model: "model_us and the ideal throughput; the emulated coprocessor streams \
+                cut-through",
+        paper: USER_X86,
+    },
+    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
+};
+
 /// What to measure.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -60,34 +87,26 @@ pub struct Config {
     pub memory: MemoryModel,
 }
 
-impl Sizes for Config {
-    fn full() -> Self {
-        Config {
+impl Config {
+    /// The size `setup` asks for, on its board: the full run, or the quick
+    /// or tiny one made from it.
+    pub fn at(setup: &Setup) -> Self {
+        let full = Config {
             lines: vec![1, 10, 100, 480, 1000, 1600],
             iterations: 1000,
-            memory: MemoryModel::Coherent,
-        }
-    }
-
-    fn quick() -> Self {
-        Config {
-            iterations: 100,
-            ..Self::full()
-        }
-    }
-
-    fn tiny() -> Self {
-        Config {
-            lines: vec![1, 10],
-            iterations: 20,
-            memory: MemoryModel::Coherent,
-        }
-    }
-
-    fn on(self, setup: &Setup) -> Self {
-        Config {
             memory: setup.memory,
-            ..self
+        };
+        match setup.tier {
+            Tier::Full => full,
+            Tier::Quick => Config {
+                iterations: 100,
+                ..full
+            },
+            Tier::Tiny => Config {
+                lines: vec![1, 10],
+                iterations: 20,
+                ..full
+            },
         }
     }
 }
@@ -652,48 +671,14 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     .text(render(rows))
     .answer(answer(rows))
     .targets(targets(rows))
-    .plots([LinePlot {
-        title: "Two-way transfer throughput (paper 000, Fig. 5)".into(),
-        x_label: "transfer size, each way".into(),
-        y_label: "throughput (MiB/s)".into(),
-        x: XAxis::Bytes,
-        log_y: false,
+    .plots([LinePlot::new(
+        "Two-way transfer throughput (paper 000, Fig. 5)",
+        XAxis::Bytes,
+        "transfer size, each way",
+        "throughput (MiB/s)",
         series,
-    }])
+    )])
 }
-
-/// `dmaflow bench twoway`.
-pub static EXPERIMENT: Spec<Config> = Spec {
-    name: "twoway",
-    on_gpu: Some(OnGpu::Gpu(Tables {
-        transfers: false,
-        messages: false,
-        kernels: true,
-    })),
-    board: OnBoard::Runs(Mode::Direct, |cfg, rig, progress| {
-        Ok(report(cfg, &run_on_board(cfg, rig, progress)?))
-    }),
-    question: "Two-way transfers of image lines, polling vs kernel-style driver (paper 000).",
-    keys: "core (bgsub: the coprocessor's two engines | loopback),\n\
-          completion (poll|irq|proxy), lines, bytes (each way),\n\
-          median_us, p25_us, p75_us, avg_us, min_us, max_us, stddev_us\n\
-          (per two-way transfer), mib_per_s (2^20 B/s at the median;\n\
-          ideal 95.37), iterations, model_us, overhead_us (of the\n\
-          median), cpu_us, cpu_share, issue_us (median time to\n\
-          program every engine's two channels; null for proxy)",
-    conditions: Conditions {
-        timed: "each two-way transfer from the call to its return (median of 1000 per \
-                size); issue: programming every engine, timed on its own",
-        against: "the modelled device time (paper 000's ideal 95.37 MiB/s) and each driver \
-                  against polling",
-        model: "model_us and the ideal throughput; the emulated coprocessor streams \
-                cut-through",
-        paper: USER_X86,
-    },
-    ..Spec::new(Config::at, |cfg, progress| {
-        Ok(report(cfg, &run(cfg, progress)?))
-    })
-};
 
 #[cfg(test)]
 mod tests {
@@ -722,7 +707,7 @@ mod tests {
     #[test]
     fn tiny_sweep_is_bounded_by_the_fabric_clock_on_both_cores() {
         let t0 = Instant::now();
-        let rows = run(&Config::tiny(), |_| {}).unwrap();
+        let rows = run(&Config::at(&Setup::TINY), |_| {}).unwrap();
         let wall = t0.elapsed().as_secs_f64() * 1e6;
         assert_eq!(rows.len(), 12);
         for core in CORES {
@@ -758,7 +743,7 @@ mod tests {
         assert!(text.contains("coprocessor, two engines") && text.contains("loopback"));
         assert!(text.contains("Table 3") && text.contains("640x10"));
         assert_eq!(
-            report(&Config::tiny(), &rows).json["rows"][0]["core"],
+            report(&Config::at(&Setup::TINY), &rows).json["rows"][0]["core"],
             "bgsub"
         );
         assert!(answer(&rows).contains("both engines"));

@@ -36,7 +36,7 @@ use dmaflow::sim::{Clock, Profile};
 use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
 use super::error::Error;
-use super::harness::{OnBoard, Setup, Sizes, Spec, bytes_label, placement_here};
+use super::harness::{OnBoard, Setup, Spec, Tier, bytes_label, clock_label, placement_here};
 use super::plot::{LinePlot, XAxis};
 use super::report::{Report, Target, sentence, series_by};
 use super::spread::{Ratio, Spread, in_turns};
@@ -60,6 +60,37 @@ impl Core {
     }
 }
 
+/// `dmaflow bench pipeline`.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "pipeline",
+    board: OnBoard::EmulatorOnly("it sets the emulated link's clock and chains emulated engines"),
+    question: "An accelerator inside a process network (FIR and background-subtraction cores): \
+               the accelerator node on queues in DMA memory vs copying.",
+    keys: "core (fir|bgsub), pipeline (zerocopy|copy), clock, window_bytes\n\
+          (output bytes per window: FIR hop x 4, bgsub frame),\n\
+          mb_per_s (delivered, 10^6 B/s, median of the runs),\n\
+          mb_per_s_spread, model_mb_per_s (what the\n\
+          modelled link allows; null unlimited), link_share,\n\
+          core_mb_per_s (the emulated core's own compute rate on this\n\
+          host), cpu_us_per_mb (host CPU of the source, node and sink\n\
+          threads per MB delivered), copied_per_byte (payload bytes the\n\
+          library copied on those threads per byte delivered, counted\n\
+          where it copies; the largest of the runs), vs_copy (zerocopy\n\
+          rows: delivered over the copying pipeline's, run by run, a\n\
+          spread), runs",
+    conditions: Conditions {
+        timed: "the graph's run from start to its last node's end",
+        against: "a copying pipeline on the same footing (FIR: the same scatter-gather \
+                  engine and windows in flight, through a packet ring's standard I/O; \
+                  bgsub: one frame at a time in both, as its background requires) and the \
+                  modelled link; copied bytes counted where the library copies",
+        model: "link_share and model_mb_per_s are the modelled link's; core_mb_per_s is the \
+                emulated core's own compute on this host",
+        paper: USER_X86,
+    },
+    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
+};
+
 /// What to measure.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -78,41 +109,33 @@ pub struct Config {
     pub profile: Profile,
 }
 
-impl Sizes for Config {
-    fn full() -> Self {
-        Config {
+impl Config {
+    /// The size `setup` asks for, on its board: the full run, or the quick
+    /// or tiny one made from it.
+    pub fn at(setup: &Setup) -> Self {
+        let full = Config {
             cores: vec![Core::Fir, Core::BgSub],
             windows: vec![4 << 10, 16 << 10, 64 << 10],
             samples: 16 << 20,
             frame_bytes: 16 << 20,
             rounds: 9,
-            profile: Profile::ZYNQ7000,
-        }
-    }
-
-    fn quick() -> Self {
-        Config {
-            samples: 1 << 20,
-            frame_bytes: 2 << 20,
-            rounds: 3,
-            ..Self::full()
-        }
-    }
-
-    fn tiny() -> Self {
-        Config {
-            windows: vec![4 << 10],
-            samples: 50_000,
-            frame_bytes: 64 << 10,
-            rounds: 1,
-            ..Self::full()
-        }
-    }
-
-    fn on(self, setup: &Setup) -> Self {
-        Config {
             profile: setup.profile,
-            ..self
+        };
+        match setup.tier {
+            Tier::Full => full,
+            Tier::Quick => Config {
+                samples: 1 << 20,
+                frame_bytes: 2 << 20,
+                rounds: 3,
+                ..full
+            },
+            Tier::Tiny => Config {
+                windows: vec![4 << 10],
+                samples: 50_000,
+                frame_bytes: 64 << 10,
+                rounds: 1,
+                ..full
+            },
         }
     }
 }
@@ -432,10 +455,7 @@ fn point(
 pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
     let mut rows = Vec::new();
     for clock in [cfg.profile.port, Clock::Unlimited] {
-        let clock_name = match clock.bytes_per_s() {
-            Some(b) => format!("{:.0}MB/s", b / 1e6),
-            None => "unlimited".into(),
-        };
+        let clock_name = clock_label(clock);
         for &core in &cfg.cores {
             for &window_bytes in &cfg.windows {
                 rows.extend(point(
@@ -628,22 +648,21 @@ pub fn answer(rows: &[Row]) -> String {
 pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     let plots = cores(rows).into_iter().map(|core| {
         let mine: Vec<Row> = rows.iter().filter(|r| r.core == core).cloned().collect();
-        LinePlot {
-            title: format!(
+        LinePlot::new(
+            format!(
                 "{} coprocessor in a process network: delivered throughput",
                 core.name()
             ),
-            x_label: "window (output bytes)".into(),
-            y_label: "delivered MB/s".into(),
-            x: XAxis::Bytes,
-            log_y: false,
-            series: series_by(
+            XAxis::Bytes,
+            "window (output bytes)",
+            "delivered MB/s",
+            series_by(
                 &mine,
                 |r| format!("{} {}", r.pipeline, r.clock),
                 |r| r.window_bytes as f64,
                 |r| r.mb_per_s,
             ),
-        }
+        )
     });
     let heading = format!(
         "pipeline: source -> coprocessor -> sink on the emulated fabric, for the \
@@ -663,39 +682,6 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         .targets(targets(rows))
         .plots(plots)
 }
-
-/// `dmaflow bench pipeline`.
-pub static EXPERIMENT: Spec<Config> = Spec {
-    name: "pipeline",
-    board: OnBoard::EmulatorOnly("it sets the emulated link's clock and chains emulated engines"),
-    question: "An accelerator inside a process network (FIR and background-subtraction cores): \
-               the accelerator node on queues in DMA memory vs copying.",
-    keys: "core (fir|bgsub), pipeline (zerocopy|copy), clock, window_bytes\n\
-          (output bytes per window: FIR hop x 4, bgsub frame),\n\
-          mb_per_s (delivered, 10^6 B/s, median of the runs),\n\
-          mb_per_s_spread, model_mb_per_s (what the\n\
-          modelled link allows; null unlimited), link_share,\n\
-          core_mb_per_s (the emulated core's own compute rate on this\n\
-          host), cpu_us_per_mb (host CPU of the source, node and sink\n\
-          threads per MB delivered), copied_per_byte (payload bytes the\n\
-          library copied on those threads per byte delivered, counted\n\
-          where it copies; the largest of the runs), vs_copy (zerocopy\n\
-          rows: delivered over the copying pipeline's, run by run, a\n\
-          spread), runs",
-    conditions: Conditions {
-        timed: "the graph's run from start to its last node's end",
-        against: "a copying pipeline on the same footing (FIR: the same scatter-gather \
-                  engine and windows in flight, through a packet ring's standard I/O; \
-                  bgsub: one frame at a time in both, as its background requires) and the \
-                  modelled link; copied bytes counted where the library copies",
-        model: "link_share and model_mb_per_s are the modelled link's; core_mb_per_s is the \
-                emulated core's own compute on this host",
-        paper: USER_X86,
-    },
-    ..Spec::new(Config::at, |cfg, progress| {
-        Ok(report(cfg, &run(cfg, progress)?))
-    })
-};
 
 #[cfg(test)]
 mod tests {
@@ -729,7 +715,7 @@ mod tests {
     #[test]
     fn both_pipelines_deliver_the_same_filtered_stream() {
         let t0 = Instant::now();
-        let cfg = Config::tiny();
+        let cfg = Config::at(&Setup::TINY);
         let rows = run(&cfg, |_| {}).unwrap();
         let wall = t0.elapsed().as_secs_f64();
         assert_eq!(rows.len(), 8);
