@@ -504,6 +504,16 @@ impl<T: Pod> Writer<T> {
         self.capacity().saturating_sub(unread as usize)
     }
 
+    /// Slots free now, at most `max`: the readers' positions are looked at
+    /// only when fewer than `max` were free as last seen (a writer that takes
+    /// less than what it knows to be free leaves their cache lines alone).
+    pub(crate) fn free_up_to(&mut self, max: usize) -> usize {
+        match usize::try_from(self.side.known_free()) {
+            Ok(known) if known >= max => max,
+            _ => self.free().min(max),
+        }
+    }
+
     /// Grows the queue to at least `min_items` items, keeping every unread and every
     /// reserved item (readers follow to the new memory on their next look). Does
     /// nothing if the queue is already that large. This is how a process network
