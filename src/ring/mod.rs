@@ -83,6 +83,17 @@ pub enum Error {
     /// Items of size zero cannot be queued.
     #[error("items of size zero cannot be queued")]
     ZeroSizedItem,
+    /// The item type is aligned beyond a page: a queue's slots are only
+    /// page-aligned, so its items would be handed out misaligned.
+    #[error(
+        "items aligned to {align} bytes cannot be queued: a queue's slots are aligned to its page size ({page} bytes)"
+    )]
+    ItemAlignment {
+        /// The item type's alignment.
+        align: usize,
+        /// The page size.
+        page: usize,
+    },
     /// The requested size does not fit the address space.
     #[error("a queue of {bytes} bytes does not fit in the address space")]
     CapacityOverflow {
@@ -374,9 +385,7 @@ impl<T: Pod> Builder<T> {
     /// Creates the queue with one reader.
     pub fn build(self) -> Result<(Writer<T>, Reader<T>), Error> {
         let size = std::mem::size_of::<T>();
-        if size == 0 {
-            return Err(Error::ZeroSizedItem);
-        }
+        item_fits::<T>()?;
         let bytes = self
             .min_items
             .checked_mul(size)
@@ -398,6 +407,19 @@ impl<T: Pod> Builder<T> {
         };
         Ok((writer, reader))
     }
+}
+
+/// Whether items of type `T` can be queued: not of size zero, and aligned
+/// no further than a page (a queue's slots lie in page-aligned mappings).
+pub(crate) fn item_fits<T>() -> Result<(), Error> {
+    if std::mem::size_of::<T>() == 0 {
+        return Err(Error::ZeroSizedItem);
+    }
+    let (align, page) = (std::mem::align_of::<T>(), rustix::param::page_size());
+    if align > page {
+        return Err(Error::ItemAlignment { align, page });
+    }
+    Ok(())
 }
 
 /// A queue of at least `min_items` items with the default [`Wait::Block`] waiting.
