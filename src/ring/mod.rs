@@ -383,6 +383,10 @@ impl<T: Pod> Builder<T> {
     }
 
     /// Creates the queue with one reader.
+    ///
+    /// Errors: [`Error::ZeroSizedItem`], [`Error::ItemAlignment`] for an item
+    /// type aligned beyond a page, [`Error::CapacityOverflow`] or
+    /// [`Error::Map`] if the memory cannot be had.
     pub fn build(self) -> Result<(Writer<T>, Reader<T>), Error> {
         let size = std::mem::size_of::<T>();
         item_fits::<T>()?;
