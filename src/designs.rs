@@ -270,15 +270,38 @@ impl AxiDmaParams {
     }
 }
 
+/// Who may write a bit field (IP-XACT's access, as a `.hwh` and PYNQ's
+/// `ip_dict` spell it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Read and written by the CPU (`read-write`).
+    ReadWrite,
+    /// Set by the IP only (`read-only`): a write leaves it as it is.
+    ReadOnly,
+}
+
+impl Access {
+    /// The IP-XACT word: `read-write` or `read-only`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Access::ReadWrite => "read-write",
+            Access::ReadOnly => "read-only",
+        }
+    }
+}
+
 /// A bit field of a register.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Field {
-    /// Its name (PG021's: `IOC_IrqEn`).
+    /// Its name, as Vivado's register description of the IP gives it
+    /// (PG021's: `IOC_IrqEn`, `Source_Address`).
     pub name: &'static str,
     /// Its lowest bit.
     pub lsb: u32,
     /// Its width in bits.
     pub width: u32,
+    /// Whether the CPU may write it.
+    pub access: Access,
 }
 
 impl Field {
@@ -288,6 +311,15 @@ impl Field {
             name,
             lsb: mask.trailing_zeros(),
             width: mask.count_ones(),
+            access: Access::ReadWrite,
+        }
+    }
+
+    /// The field `name` covering the bits of `mask`, set by the IP only.
+    const fn read_only(name: &'static str, mask: u32) -> Self {
+        Field {
+            access: Access::ReadOnly,
+            ..Field::of(name, mask)
         }
     }
 }
@@ -330,46 +362,86 @@ pub const DMACR_FIELDS: [Field; 9] = [
     Field::of("IRQDelay", DMACR_IRQ_DELAY_MASK),
 ];
 
-/// DMASR's fields (PG021).
+/// DMASR's fields (PG021): the status bits are the IP's, the interrupt
+/// bits are cleared by writing 1.
 pub const DMASR_FIELDS: [Field; 14] = [
-    Field::of("Halted", DMASR_HALTED),
-    Field::of("Idle", DMASR_IDLE),
-    Field::of("SGIncld", DMASR_SG_INCLD),
-    Field::of("DMAIntErr", DMASR_DMA_INT_ERR),
-    Field::of("DMASlvErr", DMASR_DMA_SLV_ERR),
-    Field::of("DMADecErr", DMASR_DMA_DEC_ERR),
-    Field::of("SGIntErr", DMASR_SG_INT_ERR),
-    Field::of("SGSlvErr", DMASR_SG_SLV_ERR),
-    Field::of("SGDecErr", DMASR_SG_DEC_ERR),
+    Field::read_only("Halted", DMASR_HALTED),
+    Field::read_only("Idle", DMASR_IDLE),
+    Field::read_only("SGIncld", DMASR_SG_INCLD),
+    Field::read_only("DMAIntErr", DMASR_DMA_INT_ERR),
+    Field::read_only("DMASlvErr", DMASR_DMA_SLV_ERR),
+    Field::read_only("DMADecErr", DMASR_DMA_DEC_ERR),
+    Field::read_only("SGIntErr", DMASR_SG_INT_ERR),
+    Field::read_only("SGSlvErr", DMASR_SG_SLV_ERR),
+    Field::read_only("SGDecErr", DMASR_SG_DEC_ERR),
     Field::of("IOC_Irq", DMASR_IOC_IRQ),
     Field::of("Dly_Irq", DMASR_DLY_IRQ),
     Field::of("Err_Irq", DMASR_ERR_IRQ),
-    Field::of("IRQThresholdSts", DMASR_IRQ_THRESHOLD_STS_MASK),
-    Field::of("IRQDelaySts", DMASR_IRQ_DELAY_STS_MASK),
+    Field::read_only("IRQThresholdSts", DMASR_IRQ_THRESHOLD_STS_MASK),
+    Field::read_only("IRQDelaySts", DMASR_IRQ_DELAY_STS_MASK),
 ];
+
+/// A descriptor pointer's low word: bits [5:0] are zero (64-byte aligned
+/// descriptors), the field is bits [31:6].
+const fn pointer(name: &'static str) -> [Field; 1] {
+    [Field::of(name, !(DESC_ALIGN as u32 - 1))]
+}
+
+/// A whole 32-bit word as one field (an address or an address's high word).
+const fn word(name: &'static str) -> [Field; 1] {
+    [Field::of(name, u32::MAX)]
+}
+
+/// CURDESC's, TAILDESC's, their high words', SA's, DA's and LENGTH's one
+/// field each, and SG_CTL's two, as Vivado's register description of the IP
+/// names them. LENGTH's field is PG021's widest (26 bits) whatever
+/// `c_sg_length_width` the IP is built with: the bits above it read 0.
+pub const CURDESC_FIELDS: [Field; 1] = pointer("Current_Descriptor_Pointer");
+/// See [`CURDESC_FIELDS`].
+pub const CURDESC_MSB_FIELDS: [Field; 1] = word("Current_Descriptor_Pointer");
+/// See [`CURDESC_FIELDS`].
+pub const TAILDESC_FIELDS: [Field; 1] = pointer("Tail_Descriptor_Pointer");
+/// See [`CURDESC_FIELDS`].
+pub const TAILDESC_MSB_FIELDS: [Field; 1] = word("Tail_Descriptor_Pointer");
+/// See [`CURDESC_FIELDS`].
+pub const SA_FIELDS: [Field; 1] = word("Source_Address");
+/// See [`CURDESC_FIELDS`].
+pub const DA_FIELDS: [Field; 1] = word("Destination_Address");
+/// See [`CURDESC_FIELDS`].
+pub const LENGTH_FIELDS: [Field; 1] = [Field::of("Length", DESC_LENGTH_MASK)];
+/// SG_CTL's fields (PG021): the descriptor fetches' AxCACHE and AxUSER.
+pub const SG_CTL_FIELDS: [Field; 2] = [Field::of("SG_CACHE", 0xF), Field::of("SG_USER", 0xF00)];
 
 /// The AXI DMA's register map (PG021), by the names PYNQ's `register_map`
 /// gives them: the MM2S channel's, SG_CTL, the S2MM channel's.
 pub const AXI_DMA_REGISTERS: [Register; 19] = [
     Register::word("MM2S_DMACR", MM2S + DMACR, &DMACR_FIELDS),
     Register::word("MM2S_DMASR", MM2S + DMASR, &DMASR_FIELDS),
-    Register::word("MM2S_CURDESC", MM2S + CURDESC, &[]),
-    Register::word("MM2S_CURDESC_MSB", MM2S + CURDESC_MSB, &[]),
-    Register::word("MM2S_TAILDESC", MM2S + TAILDESC, &[]),
-    Register::word("MM2S_TAILDESC_MSB", MM2S + TAILDESC_MSB, &[]),
-    Register::word("MM2S_SA", MM2S + ADDR, &[]),
-    Register::word("MM2S_SA_MSB", MM2S + ADDR_MSB, &[]),
-    Register::word("MM2S_LENGTH", MM2S + LENGTH, &[]),
-    Register::word("SG_CTL", SG_CTL, &[]),
+    Register::word("MM2S_CURDESC", MM2S + CURDESC, &CURDESC_FIELDS),
+    Register::word("MM2S_CURDESC_MSB", MM2S + CURDESC_MSB, &CURDESC_MSB_FIELDS),
+    Register::word("MM2S_TAILDESC", MM2S + TAILDESC, &TAILDESC_FIELDS),
+    Register::word(
+        "MM2S_TAILDESC_MSB",
+        MM2S + TAILDESC_MSB,
+        &TAILDESC_MSB_FIELDS,
+    ),
+    Register::word("MM2S_SA", MM2S + ADDR, &SA_FIELDS),
+    Register::word("MM2S_SA_MSB", MM2S + ADDR_MSB, &SA_FIELDS),
+    Register::word("MM2S_LENGTH", MM2S + LENGTH, &LENGTH_FIELDS),
+    Register::word("SG_CTL", SG_CTL, &SG_CTL_FIELDS),
     Register::word("S2MM_DMACR", S2MM + DMACR, &DMACR_FIELDS),
     Register::word("S2MM_DMASR", S2MM + DMASR, &DMASR_FIELDS),
-    Register::word("S2MM_CURDESC", S2MM + CURDESC, &[]),
-    Register::word("S2MM_CURDESC_MSB", S2MM + CURDESC_MSB, &[]),
-    Register::word("S2MM_TAILDESC", S2MM + TAILDESC, &[]),
-    Register::word("S2MM_TAILDESC_MSB", S2MM + TAILDESC_MSB, &[]),
-    Register::word("S2MM_DA", S2MM + ADDR, &[]),
-    Register::word("S2MM_DA_MSB", S2MM + ADDR_MSB, &[]),
-    Register::word("S2MM_LENGTH", S2MM + LENGTH, &[]),
+    Register::word("S2MM_CURDESC", S2MM + CURDESC, &CURDESC_FIELDS),
+    Register::word("S2MM_CURDESC_MSB", S2MM + CURDESC_MSB, &CURDESC_MSB_FIELDS),
+    Register::word("S2MM_TAILDESC", S2MM + TAILDESC, &TAILDESC_FIELDS),
+    Register::word(
+        "S2MM_TAILDESC_MSB",
+        S2MM + TAILDESC_MSB,
+        &TAILDESC_MSB_FIELDS,
+    ),
+    Register::word("S2MM_DA", S2MM + ADDR, &DA_FIELDS),
+    Register::word("S2MM_DA_MSB", S2MM + ADDR_MSB, &DA_FIELDS),
+    Register::word("S2MM_LENGTH", S2MM + LENGTH, &LENGTH_FIELDS),
 ];
 
 /// The FIR core's register map ([`crate::accel::fir`]): its ID, the taps in
@@ -579,11 +651,27 @@ mod tests {
         assert_eq!(field("S2MM_DMASR", "Idle"), (1, 1));
         assert_eq!(field("MM2S_DMACR", "IRQThreshold"), (16, 8));
         assert_eq!(field("MM2S_DMASR", "IRQDelaySts"), (24, 8));
+        // Every register has Vivado's fields, as PYNQ's register_map names
+        // them from a `.hwh` (a Vivado 2018.3 `.hwh` of an AXI DMA 7.1).
+        assert_eq!(field("MM2S_SA", "Source_Address"), (0, 32));
+        assert_eq!(field("S2MM_DA_MSB", "Destination_Address"), (0, 32));
+        assert_eq!(field("S2MM_LENGTH", "Length"), (0, 26));
+        assert_eq!(field("MM2S_CURDESC", "Current_Descriptor_Pointer"), (6, 26));
+        assert_eq!(
+            field("S2MM_TAILDESC_MSB", "Tail_Descriptor_Pointer"),
+            (0, 32)
+        );
+        assert_eq!(field("SG_CTL", "SG_USER"), (8, 4));
+        assert!(AXI_DMA_REGISTERS.iter().all(|r| !r.fields.is_empty()));
+        let access = |r: &str, f: &str| at(r).fields.iter().find(|x| x.name == f).unwrap().access;
+        assert_eq!(access("MM2S_DMASR", "Idle"), Access::ReadOnly);
+        assert_eq!(access("S2MM_DMASR", "IOC_Irq"), Access::ReadWrite);
+        assert_eq!(access("S2MM_DMACR", "RS").as_str(), "read-write");
         // Offsets strictly rising, fields inside 32 bits and apart.
         for pair in AXI_DMA_REGISTERS.windows(2) {
             assert!(pair[0].offset < pair[1].offset, "{}", pair[1].name);
         }
-        for fields in [&DMACR_FIELDS[..], &DMASR_FIELDS[..]] {
+        for fields in AXI_DMA_REGISTERS.iter().map(|r| r.fields) {
             let mut used = 0u64;
             for f in fields {
                 let mask = ((1u64 << f.width) - 1) << f.lsb;

@@ -271,8 +271,10 @@ fn a_port_kept_past_its_nodes_end_never_hides_a_deadlock() {
     }
     match helper.recv_timeout(common::BOUND) {
         Ok(Err(Error::WaitAfterEnd { node, port })) => assert_eq!((&*node, &*port), ("w", "out")),
-        // It may have written everything without ever waiting.
-        Ok(Ok(())) => {}
+        // It may have written everything without ever waiting, or (a
+        // loaded machine starting its thread late) still be writing when
+        // the deadlock stopped the graph.
+        Ok(Ok(()) | Err(Error::Aborted { .. })) => {}
         other => panic!("the helper's writes: {other:?}"),
     }
 }

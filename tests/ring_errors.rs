@@ -201,3 +201,47 @@ fn blocked_reader_costs_no_cpu() {
     // A spinning waiter would burn about as much CPU as wall time.
     assert!(cpu < wall / 5, "used {cpu:?} of CPU in {wall:?} asleep");
 }
+
+/// Items aligned beyond any page size in use.
+#[derive(Clone, Copy)]
+#[repr(C, align(65536))]
+struct Aligned([u8; 65536]);
+
+// SAFETY: a plain byte array, no padding (its size is its alignment), and
+// all zeroes is a value.
+unsafe impl bytemuck::Zeroable for Aligned {}
+// SAFETY: as above: any bytes are a value, and it is `Copy` with no padding.
+unsafe impl bytemuck::Pod for Aligned {}
+
+#[test]
+fn items_aligned_beyond_a_page_are_refused_not_handed_out_misaligned() {
+    match Builder::<Aligned>::new(4).build() {
+        Err(Error::ItemAlignment { align, page }) => {
+            assert_eq!(align, 65536);
+            assert!(page < align, "page {page}");
+        }
+        Err(e) => panic!("expected the alignment refused, got {e}"),
+        Ok(_) => panic!("expected the alignment refused, got a queue"),
+    }
+    assert!(matches!(
+        channel::<Aligned>(4),
+        Err(Error::ItemAlignment { .. })
+    ));
+    // Page-aligned items are queued, every slot aligned.
+    #[derive(Clone, Copy)]
+    #[repr(C, align(4096))]
+    struct Page([u8; 4096]);
+    // SAFETY: as for `Aligned`.
+    unsafe impl bytemuck::Zeroable for Page {}
+    // SAFETY: as for `Aligned`.
+    unsafe impl bytemuck::Pod for Page {}
+    let (mut w, mut r) = Builder::<Page>::new(4).wait(Wait::Spin).build().unwrap();
+    for _ in 0..8 {
+        let s = w.reserve(3).unwrap();
+        assert_eq!(s.as_ptr() as usize % 4096, 0);
+        w.commit(3).unwrap();
+        let s = r.peek(3).unwrap();
+        assert_eq!(s.as_ptr() as usize % 4096, 0);
+        r.consume(3).unwrap();
+    }
+}

@@ -11,7 +11,7 @@ use dmaflow::axi::regs::*;
 use dmaflow::mem::{CachePolicy, DmaBuf, DmaPool};
 use dmaflow::platform::sim::{DEFAULT_DDR_BASE, SimBoard, SimRegisters};
 use dmaflow::platform::{IrqLine, RegisterSpace};
-use dmaflow::sim::{Clock, Fabric};
+use dmaflow::sim::{Clock, Fabric, Profile};
 
 struct Board {
     regs: SimRegisters,
@@ -830,4 +830,48 @@ fn s2mm_with_descriptors_and_no_data_does_not_halt_until_a_reset() {
     );
     assert_ne!(r.read(S2MM + DMASR).unwrap() & DMASR_HALTED, 0);
     drop(ring);
+}
+
+#[test]
+fn a_short_direct_transfer_is_done_when_its_doorbell_returns_as_the_clock_allows() {
+    // Set to, the thread whose LENGTH write starts a short transfer moves it
+    // as far as the clock model says it is done: on a board's link 400 bytes
+    // take well under a microsecond, and they are there when the write
+    // returns, even with the device thread asleep; on a link of 2 kB/s they
+    // take a fifth of a second, and the transfer is not complete (the model
+    // is kept; direct-mode S2MM lands the data as it streams in).
+    let slow = Clock::Rate {
+        mhz: 0.002,
+        bytes_per_cycle: 1.0,
+    };
+    for (clock, at_once) in [
+        (Clock::Unlimited, true),
+        (Profile::ZYNQMP.port, true),
+        (slow, false),
+    ] {
+        let b = board(false, clock);
+        b.fabric.set_prompt_bytes(4096);
+        let r = &b.regs;
+        reset(r);
+        let mut tx = b.pool.alloc::<u8>(400).unwrap();
+        for (i, x) in tx.as_mut_slice().iter_mut().enumerate() {
+            *x = i as u8;
+        }
+        let rx = b.pool.alloc::<u8>(400).unwrap();
+        r.poke(MM2S + DMACR, DMACR_RS).unwrap();
+        r.poke(S2MM + DMACR, DMACR_RS).unwrap();
+        // Idle for longer than the device thread spins: it sleeps.
+        std::thread::sleep(Duration::from_millis(10));
+        r.poke(S2MM + ADDR, rx.bus_addr() as u32).unwrap();
+        r.poke(S2MM + LENGTH, 400).unwrap();
+        r.poke(MM2S + ADDR, tx.bus_addr() as u32).unwrap();
+        r.poke(MM2S + LENGTH, 400).unwrap();
+        let sr = r.read(S2MM + DMASR).unwrap();
+        assert_eq!(sr & DMASR_IOC_IRQ != 0, at_once, "{clock:?}: {sr:#x}");
+        if at_once {
+            assert_eq!(rx.as_slice(), tx.as_slice(), "{clock:?}");
+        }
+        until(r, S2MM + DMASR, "completion", |v| v & DMASR_IOC_IRQ != 0);
+        assert_eq!(rx.as_slice(), tx.as_slice());
+    }
 }

@@ -28,7 +28,7 @@ pub struct ServeArgs {
     #[arg(long, default_value = dmaflow_remote::DEFAULT_LISTEN)]
     pub listen: SocketAddr,
     /// Emulate this design (a Vivado hardware handoff) instead of dmaflow's
-    /// own: its first AXI DMA at its address with its parameters, streams
+    /// own: each AXI DMA at its address with its own parameters, streams
     /// looped back; other IP as plain memory. Loaded whatever bitstream PYNQ
     /// downloads.
     #[arg(long, value_name = "FILE")]

@@ -8,6 +8,8 @@ to ``from dmaflow.pynq import ...`` and a notebook's DMA cell runs as it is.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from ._native import Board, Channel, DmaBuffer, DmaError, DmaTimeoutError, PacketRing, QueueClosed
@@ -123,8 +125,10 @@ class PynqBuffer(np.ndarray):
         self._buffer().close()
 
     def close(self) -> None:
-        """The same as ``freebuffer``."""
-        self.freebuffer()
+        """Does nothing but warn, as on PYNQ (whose ``close`` stopped freeing
+        the buffer): a ``DeprecationWarning``. ``freebuffer()`` or ``with``
+        give the memory back."""
+        warnings.warn(".close no longer functional - use scopes to manage buffers", DeprecationWarning, stacklevel=2)
 
     def __enter__(self) -> PynqBuffer:
         return self

@@ -19,8 +19,10 @@ def design_ips(design: str, length_width: int) -> list[dict[str, object]]:
     (``None`` without registers), ``addr_range``, ``parameters`` (``(name,
     value)`` pairs) and ``interrupts`` (``(pin, controller, line)``)."""
 
-def axi_dma_registers() -> list[tuple[str, int, list[tuple[str, int, int]]]]:
-    """The AXI DMA's registers: ``(name, offset, [(field, lsb, width)])``."""
+def axi_dma_registers() -> list[tuple[str, int, list[tuple[str, int, int, str]]]]:
+    """The AXI DMA's registers: ``(name, offset, [(field, lsb, width,
+    access)])``, the fields as Vivado names them, ``access``
+    ``"read-write"`` or ``"read-only"``."""
 
 def axi_dma_parameters(sg: bool, length_width: int) -> list[tuple[str, str]]:
     """An AXI DMA's PG021 parameters as Vivado names them."""

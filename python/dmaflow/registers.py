@@ -8,8 +8,13 @@ from __future__ import annotations
 from ._native import axi_dma_registers
 
 #: The AXI DMA's register map (PG021), from dmaflow's table of the designs:
-#: ``(name, offset, {field: (lsb, width)})`` each.
-AXI_DMA = [(name, offset, {f: (lsb, width) for f, lsb, width in fields}) for name, offset, fields in axi_dma_registers()]
+#: ``(name, offset, {field: (lsb, width, access)})`` each, the fields as
+#: Vivado's register description names them (what PYNQ's ``register_map``
+#: reads from a ``.hwh``), ``access`` ``"read-write"`` or ``"read-only"``.
+AXI_DMA = [
+    (name, offset, {f: (lsb, width, access) for f, lsb, width, access in fields})
+    for name, offset, fields in axi_dma_registers()
+]
 
 
 class Register:
@@ -39,50 +44,83 @@ class Register:
         fields = object.__getattribute__(self, "_fields")
         if field not in fields:
             raise AttributeError(f"register {self._name} has no field {field!r} (fields: {', '.join(fields) or 'none'})")
-        lsb, width = fields[field]
+        lsb, width, _ = fields[field]
         return (int(self) >> lsb) & ((1 << width) - 1)
 
     def __setattr__(self, field: str, value: int) -> None:
         if field not in self._fields:
             raise AttributeError(f"register {self._name} has no field {field!r} (fields: {', '.join(self._fields) or 'none'})")
-        lsb, width = self._fields[field]
-        value = int(value)
+        lsb, width, access = self._fields[field]
+        if access == "read-only":
+            # PYNQ makes a read-only field a property without a setter.
+            raise AttributeError(f"property {field!r} of 'Register{self._name}' object has no setter")
+        self._set_bits(lsb, width, int(value), f"{self._name}.{field} is {width} bits wide")
+
+    def _set_bits(self, lsb: int, width: int, value: int, what: str) -> None:
+        """Writes ``value`` to ``width`` bits from ``lsb`` (read-modify-write),
+        refused with PYNQ's messages when it does not fit."""
+        if width == 1 and value not in (0, 1):
+            raise ValueError(f"Value to be set should be either 0 or 1. ({what})")
         if not 0 <= value < (1 << width):
-            raise ValueError(f"{self._name}.{field} is {width} bits wide: {value} does not fit")
+            raise ValueError(f"Slicing range cannot represent value {value} ({what})")
         mask = ((1 << width) - 1) << lsb
         self._mmio.write(self._offset, (int(self) & ~mask) | (value << lsb))
 
     @staticmethod
-    def _bits(bits) -> tuple[int, int]:
-        """``(lsb, width)`` of ``r[i]`` or ``r[hi:lo]``."""
-        if isinstance(bits, slice):
-            hi, lo = bits.start, bits.stop
-            if hi is None or lo is None or hi < lo or not 0 <= lo <= hi < 32:
-                raise IndexError(f"bits [{hi}:{lo}] of a 32-bit register (write them high:low)")
-            return lo, hi - lo + 1
-        if not 0 <= bits < 32:
-            raise IndexError(f"bit {bits} of a 32-bit register")
-        return bits, 1
+    def _bits(bits) -> tuple[int, int, bool]:
+        """``(lsb, width, reversed)`` of ``r[i]`` or ``r[a:b]``, as PYNQ's
+        ``Register`` reads an index: both ends included, ``r[hi:lo]`` the
+        bits in order, ``r[lo:hi]`` (``lo < hi``) the same bits reversed,
+        ``r[:]`` the whole register."""
+        if isinstance(bits, int):
+            if bits not in range(32):
+                raise ValueError(f"Bit {bits} not in range 0 - 31")
+            return bits, 1, False
+        if not isinstance(bits, slice):
+            raise ValueError("Index must be int or slice.")
+        start, stop, step = bits.start, bits.stop, bits.step
+        if step is None or step == -1:
+            start = 31 if start is None else start
+            stop = 0 if stop is None else stop
+        elif step == 1:
+            start = 0 if start is None else start
+            stop = 31 if stop is None else stop
+        else:
+            raise ValueError("Slicing step is not valid.")
+        for end in (start, stop):
+            if end not in range(32):
+                raise ValueError(f"Slicing endpoint {end} not in range 0 - 31")
+        if start >= stop:
+            return stop, start - stop + 1, False
+        return start, stop - start + 1, True
+
+    @staticmethod
+    def _reverse(value: int, width: int) -> int:
+        return int(f"{value:0{width}b}"[::-1], 2)
 
     def __getitem__(self, bits) -> int:
-        lsb, width = self._bits(bits)
-        return (int(self) >> lsb) & ((1 << width) - 1)
+        lsb, width, rev = self._bits(bits)
+        value = (int(self) >> lsb) & ((1 << width) - 1)
+        return self._reverse(value, width) if rev else value
 
     def __setitem__(self, bits, value: int) -> None:
         """Writes bits (``r[0] = 1``, ``r[2:0] = 5``), read-modify-write, as
         PYNQ's ``Register`` does."""
-        lsb, width = self._bits(bits)
+        lsb, width, rev = self._bits(bits)
         value = int(value)
-        if not 0 <= value < (1 << width):
-            raise ValueError(f"{width} bits of {self._name}: {value} does not fit")
-        mask = ((1 << width) - 1) << lsb
-        self._mmio.write(self._offset, (int(self) & ~mask) | (value << lsb))
+        what = f"bits [{lsb + width - 1}:{lsb}] of {self._name}"
+        if rev and 0 <= value < (1 << width):
+            value = self._reverse(value, width)
+        self._set_bits(lsb, width, value, what)
+
+    def __str__(self) -> str:
+        return hex(int(self))
 
     def __repr__(self) -> str:
         v = int(self)
         if not self._fields:
             return f"Register(value={v})"
-        parts = ", ".join(f"{f}={(v >> lsb) & ((1 << w) - 1)}" for f, (lsb, w) in self._fields.items())
+        parts = ", ".join(f"{f}={(v >> lsb) & ((1 << w) - 1)}" for f, (lsb, w, _) in self._fields.items())
         return f"Register({parts})"
 
 
@@ -110,4 +148,5 @@ class RegisterMap:
         return list(self._registers)
 
     def __repr__(self) -> str:
-        return "RegisterMap {\n" + "".join(f"  {n} = {getattr(self, n)!r},\n" for n in self._registers) + "}"
+        order = sorted(self._registers, key=lambda n: self._registers[n][0])
+        return "RegisterMap {\n" + ",\n".join(f"  {n} = {getattr(self, n)!r}" for n in order) + "\n}"

@@ -15,18 +15,24 @@ pub(crate) fn emulated_designs() -> Vec<&'static str> {
     designs::names()
 }
 
-/// The AXI DMA's registers (PG021): `(name, offset, [(field, lsb, width)])`
-/// each, in address order.
+/// A register's fields: `(name, lsb, width, access)` each.
+type Fields = Vec<(&'static str, u32, u32, &'static str)>;
+
+/// The AXI DMA's registers (PG021): `(name, offset, [(field, lsb, width,
+/// access)])` each, in address order, the fields as Vivado names them and
+/// `access` `"read-write"` or `"read-only"`.
 #[pyfunction]
-#[allow(clippy::type_complexity)]
-pub(crate) fn axi_dma_registers() -> Vec<(&'static str, usize, Vec<(&'static str, u32, u32)>)> {
+pub(crate) fn axi_dma_registers() -> Vec<(&'static str, usize, Fields)> {
     AXI_DMA_REGISTERS
         .iter()
         .map(|r| {
             (
                 r.name,
                 r.offset,
-                r.fields.iter().map(|f| (f.name, f.lsb, f.width)).collect(),
+                r.fields
+                    .iter()
+                    .map(|f| (f.name, f.lsb, f.width, f.access.as_str()))
+                    .collect(),
             )
         })
         .collect()

@@ -73,6 +73,11 @@ pub(crate) enum Error {
     NotEmulated,
 }
 
+/// Direct-mode transfers up to this size are moved by the thread that starts
+/// them on the emulated board: about what a Zynq UltraScale+ engine (4 GB/s)
+/// moves in the few microseconds until a Python program's next statement.
+const PROMPT_BYTES: usize = 16 << 10;
+
 /// A register window of the design, by IP name and physical address.
 struct Window {
     name: String,
@@ -150,6 +155,9 @@ impl BoardState {
         cfg: AxiConfig,
     ) -> Result<Self, Error> {
         let rig = Rig::emulate(design, frames, model, cfg)?;
+        // A short transfer is done when the notebook's next line runs, as on
+        // a board, not once the device thread has been scheduled.
+        rig.fabric.set_prompt_bytes(PROMPT_BYTES);
         let mut windows = Vec::new();
         let mut names = Vec::new();
         for ip in design.ips(cfg.length_width) {

@@ -364,7 +364,7 @@ def test_the_pynq_lib_dma_path_and_ip_dict_keys(overlay):
     assert entry["registers"]["S2MM_DMASR"]["fields"]["Idle"] == {
         "bit_offset": 1,
         "bit_width": 1,
-        "access": "read-write",
+        "access": "read-only",
         "description": "Idle",
     }
     dma = DMA(entry)
@@ -510,7 +510,7 @@ def test_overlay_parts_and_pl_reset_as_pynq_code_uses_them():
     assert pins["axi_dma_0/s2mm_introut"]["index"] == 1
     assert pins["axi_dma_0/s2mm_introut"]["controller"] in ol.interrupt_controllers
     assert ol.hierarchy_dict == {} and ol.gpio_dict == {} and ol.clock_dict == {}
-    assert ol.device is ol.board
+    assert ol.device.board is ol.board
     # A buffer allocated before a reset stays valid across it.
     a = allocate(256, dtype="u1")
     a[:] = 4
@@ -581,7 +581,7 @@ def test_what_pynqs_own_pages_do_that_an_outside_run_found_missing():
         ol = Overlay("loopback")
         assert isinstance(ol.axi_dma_0, Adder)
         assert ol.axi_dma_0.status() == ol.axi_dma_0.mmio.read(0x04)
-        assert ol.axi_dma_0.mmio.device is ol.board
+        assert ol.axi_dma_0.mmio.device is ol.device
     finally:
         from dmaflow.pynq import _bound
 
@@ -592,7 +592,7 @@ def test_what_pynqs_own_pages_do_that_an_outside_run_found_missing():
     dma.register_map.MM2S_SA[2:0] = 5
     dma.register_map.MM2S_SA[4] = 1
     assert int(dma.register_map.MM2S_SA) & 0x1F == 0x15
-    with pytest.raises(ValueError, match="does not fit"):
+    with pytest.raises(ValueError, match="Slicing range cannot represent value 4"):
         dma.register_map.MM2S_SA[1:0] = 4
     # Scatter-gather: a transfer after stop() starts the channel, as PYNQ's
     # driver does.
@@ -609,7 +609,7 @@ def test_what_pynqs_own_pages_do_that_an_outside_run_found_missing():
     mmio = MMIO(ol.ip_dict["axi_dma_0"]["phys_addr"], 0x100)
     with pytest.raises(ValueError, match="big and little endian"):
         mmio.read(4, 8, "middle")
-    assert mmio.device is ol.board
+    assert mmio.device is ol.device
     # What has no meaning here says so.
     with pytest.raises(NotImplementedError, match="flat"):
         DefaultHierarchy({})
@@ -648,3 +648,197 @@ def test_each_emulated_design_is_what_the_designs_table_says():
         assert set(windows) <= {ip["name"] for ip in ips}
     with pytest.raises(ValueError, match="no design called"):
         design_ips("nope", 26)
+
+
+def test_a_short_direct_mode_transfer_is_there_on_the_next_line():
+    # On a board a few hundred bytes move in microseconds, so a cell that
+    # reads the output right after recvchannel.transfer(...) without wait()
+    # sees the data. Between cells the emulated device thread sleeps: the
+    # transfer must not wait for the host to schedule it again.
+    ol = Overlay("loopback")
+    dma = ol.axi_dma_0
+    inp = allocate(shape=(100,), dtype=np.uint32)
+    out = allocate(shape=(100,), dtype=np.uint32)
+    for i in range(20):
+        inp[:] = np.arange(100, dtype=np.uint32) * 3 + i
+        out[:] = 0
+        time.sleep(0.005)  # the think time between cells: the device sleeps
+        dma.sendchannel.transfer(inp)
+        dma.recvchannel.transfer(out)
+        assert (out == inp).all(), f"round {i}: the data was not there yet"
+        dma.sendchannel.wait()
+        dma.recvchannel.wait()
+        assert dma.recvchannel.transferred == 400
+
+
+def test_register_map_fields_are_named_as_pynq_reads_them_from_a_hwh(overlay):
+    # Vivado's register description of the AXI DMA (what PYNQ's
+    # register_map is built from, out of the .hwh) names a field in every
+    # register: notebooks read `MM2S_SA.Source_Address`, `S2MM_LENGTH.Length`.
+    dma = overlay.axi_dma_0
+    rm = dma.register_map
+    a = allocate(300, dtype="u1")
+    b = allocate(300, dtype="u1")
+    a[:] = np.arange(300) % 256
+    dma.recvchannel.transfer(b)
+    dma.sendchannel.transfer(a)
+    dma.sendchannel.wait()
+    dma.recvchannel.wait()
+    assert (b == a).all()
+    if not overlay.board.sg:
+        assert rm.MM2S_SA.Source_Address == a.physical_address & 0xFFFFFFFF
+        assert rm.MM2S_SA_MSB.Source_Address == a.physical_address >> 32
+        assert rm.S2MM_DA.Destination_Address == b.physical_address & 0xFFFFFFFF
+        assert rm.S2MM_DA_MSB.Destination_Address == b.physical_address >> 32
+        assert rm.S2MM_LENGTH.Length == 300 and rm.MM2S_LENGTH.Length == 300
+    else:
+        cur = int(rm.S2MM_CURDESC)
+        assert rm.S2MM_CURDESC.Current_Descriptor_Pointer == cur >> 6 and cur
+        assert rm.S2MM_TAILDESC.Tail_Descriptor_Pointer == int(rm.S2MM_TAILDESC) >> 6
+        assert rm.S2MM_CURDESC_MSB.Current_Descriptor_Pointer == int(rm.S2MM_CURDESC_MSB)
+        assert rm.MM2S_TAILDESC_MSB.Tail_Descriptor_Pointer == int(rm.MM2S_TAILDESC_MSB)
+    assert rm.SG_CTL.SG_CACHE == int(rm.SG_CTL) & 0xF and rm.SG_CTL.SG_USER == (int(rm.SG_CTL) >> 8) & 0xF
+    regs = overlay.ip_dict["axi_dma_0"]["registers"]
+    assert regs["MM2S_SA"]["fields"]["Source_Address"]["bit_width"] == 32
+    assert regs["S2MM_LENGTH"]["fields"]["Length"]["bit_width"] == 26
+    assert regs["MM2S_CURDESC"]["fields"]["Current_Descriptor_Pointer"]["bit_offset"] == 6
+    assert set(regs["SG_CTL"]["fields"]) == {"SG_CACHE", "SG_USER"}
+    assert all(r["fields"] for r in regs.values())
+    # Status bits are the IP's: PYNQ gives a read-only field no setter. The
+    # interrupt bits are written (1 clears them).
+    with pytest.raises(AttributeError, match="has no setter"):
+        rm.S2MM_DMASR.Idle = 0
+    rm.S2MM_DMASR.IOC_Irq = 1
+    assert rm.S2MM_DMASR.IOC_Irq == 0
+    # PYNQ's Register: str() in hex, r[:] the whole word, r[lo:hi] reversed,
+    # its messages for values that do not fit.
+    assert str(rm.S2MM_DMASR) == hex(int(rm.S2MM_DMASR))
+    assert rm.MM2S_DMACR[:] == int(rm.MM2S_DMACR)
+    assert rm.MM2S_DMACR[16:23] == int(f"{rm.MM2S_DMACR.IRQThreshold:08b}"[::-1], 2)
+    with pytest.raises(ValueError, match="either 0 or 1"):
+        rm.MM2S_DMACR.RS = 2
+    with pytest.raises(ValueError, match="Slicing endpoint 32"):
+        rm.MM2S_DMACR[32:0]
+    text = repr(rm)
+    assert text.startswith("RegisterMap {\n  MM2S_DMACR = Register(RS=")
+    assert "MM2S_SA = Register(Source_Address=" in text and text.endswith("\n}")
+
+
+def test_timestamps_and_pynq_device_as_pynq_sets_them():
+    import re
+    import time as _time
+
+    from dmaflow.pynq import PL, Device
+
+    # PYNQ stamps a download: year/month/day hour:minute:second +microsecond,
+    # on the overlay, its device and PL.
+    stamp = re.compile(r"^\d{4}/\d{1,2}/\d{1,2} \d{1,2}:\d{1,2}:\d{1,2} \+\d{1,6}$")
+    ol = Overlay("loopback")
+    assert stamp.match(ol.timestamp), ol.timestamp
+    assert PL.timestamp == ol.timestamp == ol.device.timestamp
+    # Device: the active device is the one the overlay was loaded on.
+    assert Device.active_device is ol.device
+    assert ol.device in Device.devices and ol.device.board is ol.board
+    assert Device.active_device.bitfile_name == "loopback.bit"
+    assert Device.active_device.ip_dict is ol.ip_dict
+    assert ol.ip_dict["axi_dma_0"]["device"] is ol.device
+    assert Device.active_device.has_capability("REGISTER_RW")
+    # A download stamps again; a second overlay takes PL's timestamp over.
+    first = ol.timestamp
+    _time.sleep(0.002)
+    ol.download()
+    assert ol.timestamp != first and PL.timestamp == ol.timestamp
+    other = Overlay("loopback-sg")
+    assert PL.timestamp == other.timestamp != ol.timestamp
+    assert Device.active_device.bitfile_name == "loopback-sg.bit"
+    # allocate(target=Device) and MMIO(device=Device), as PYNQ code writes.
+    buf = allocate((8,), np.uint32, target=Device.active_device)
+    buf2 = Device.active_device.allocate((8,), np.uint32)
+    dma = other.axi_dma_0
+    buf[:] = np.arange(8)
+    dma.recvchannel.transfer(buf2)
+    dma.sendchannel.transfer(buf)
+    dma.sendchannel.wait()
+    dma.recvchannel.wait()
+    assert (buf2 == buf).all()
+    mmio = MMIO(other.ip_dict["axi_dma_0"]["phys_addr"], 0x100, device=Device.active_device)
+    assert mmio.device is Device.active_device and mmio.read(0x04) & 0x8  # SGIncld
+    with pytest.raises(TypeError, match="must be a Device"):
+        Device.active_device = "board"
+    # PYNQ's `Overlay(..., device=...)`: the device the design runs on.
+    again = Overlay("loopback", device=Device.devices[0])
+    assert again.device is Device.devices[0] is Device.active_device
+    with pytest.raises(ValueError, match="runs on"):
+        Overlay("loopback", device=Device("other", "another board"))
+
+
+def test_mmio_misuse_raises_what_pynq_raises():
+    import warnings
+
+    ol = Overlay("loopback")
+    base = ol.ip_dict["axi_dma_0"]["phys_addr"]
+    mmio = MMIO(base, 0x100)
+    # PYNQ's exception types and messages, word for word.
+    with pytest.raises(IndexError, match=r"^index 64 is out of bounds for axis 0 with size 64$"):
+        mmio.read(0x100)
+    with pytest.raises(IndexError, match=r"^index 64 is out of bounds"):
+        mmio.read(0xFC, 8)  # the second word is past the window
+    with pytest.raises(IndexError, match=r"^index 65 is out of bounds"):
+        mmio.write(0x104, 1)
+    with pytest.raises(IndexError, match=r"^index 64 is out of bounds"):
+        mmio.write(0xF8, b"\0" * 12)
+    assert mmio.read(0xF8) == 0  # nothing of the refused write landed
+    with pytest.raises(MemoryError, match=r"^Unaligned read: offset must be multiple of 4\.$"):
+        mmio.read(2)
+    with pytest.raises(MemoryError, match=r"^Unaligned write: offset must be multiple of 4\.$"):
+        mmio.write(6, 1)
+    with pytest.raises(MemoryError, match=r"^Unaligned write: data length must be multiple of 4\.$"):
+        mmio.write(0x18, b"abc")
+    with pytest.raises(ValueError, match=r"^Offset cannot be negative\.$"):
+        mmio.read(-4)
+    with pytest.raises(ValueError, match=r"^MMIO currently only supports 1, 2, 4 and 8-byte reads\.$"):
+        mmio.read(0, 3)
+    # PYNQ checks the type exactly: int or bytes, nothing else.
+    for bad in (1.5, np.uint32(5), True, bytearray(4), "1"):
+        with pytest.raises(ValueError, match=r"^Data type must be int or bytes\.$"):
+            mmio.write(0x18, bad)
+    # The word order matters (and is checked) only for 8-byte reads.
+    assert mmio.read(0x18, 4, "middle") == mmio.read(0x18)
+    with pytest.raises(ValueError, match=r"^MMIO only supports big and little endian\.$"):
+        mmio.read(0x18, 8, "middle")
+    with pytest.raises(ValueError, match=r"^Base address or length cannot be negative\.$"):
+        MMIO(base, -4)
+    # PYNQ's third argument is the device; `debug` is a deprecated keyword.
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        m = MMIO(base, 0x100, ol.device, debug=True)
+    assert [str(x.message) for x in w if issubclass(x.category, DeprecationWarning)] == [
+        "Keyword debug has been deprecated."
+    ]
+    assert m.read(0x04) == mmio.read(0x04)
+
+
+def test_buffer_close_is_pynqs_deprecated_no_op():
+    # PYNQ's PynqBuffer.close() frees nothing and warns; freebuffer() frees.
+    Overlay("loopback")
+    a = allocate(16, dtype="u1")
+    with pytest.warns(DeprecationWarning, match="use scopes to manage buffers"):
+        a.close()
+    assert not a._native.closed
+    a[:] = 3
+    assert (a == 3).all()
+    a.freebuffer()
+    assert a._native.closed
+
+
+def test_pynqs_old_dma_driver_form_is_refused_as_pynq_refuses_it():
+    # PYNQ 2.x's `DMA(address, direction)`: PYNQ 4.0 says where it went.
+    from dmaflow.pynq.lib.dma import DMA
+
+    ol = Overlay("loopback")
+    entry = ol.ip_dict["axi_dma_0"]
+    for args in [(entry["phys_addr"], 0), (entry, 0)]:
+        with pytest.raises(RuntimeError, match="old DMA driver which has been deprecated"):
+            DMA(*args)
+    with pytest.raises(RuntimeError, match="Device not specified in description"):
+        DMA({k: v for k, v in entry.items() if k != "device"})

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dmaflow::axi::regs::{
-    ADDR, ADDR_MSB, DMACR, DMACR_RESET, DMACR_RS, DMASR, DMASR_HALTED, DMASR_IDLE, MM2S, S2MM,
+    ADDR, ADDR_MSB, CURDESC, CURDESC_MSB, DESC_ALIGN, DMACR, DMACR_CYCLIC, DMACR_RESET, DMACR_RS,
+    DMASR, DMASR_HALTED, DMASR_IDLE, LENGTH, MM2S, S2MM, TAILDESC, TAILDESC_MSB,
 };
 use dmaflow::mem::{DmaBuf, DmaPool};
 use dmaflow::platform::sim::{DEFAULT_DDR_BASE, REGISTER_WINDOW, SimBoard};
@@ -16,7 +17,8 @@ use dmaflow::rig::policy_for;
 use dmaflow::sim::{Clock, Fabric, Loopback, StreamProcessor};
 
 use crate::Error;
-use crate::design::{Design, Ip};
+use crate::design::{Design, Dma, Ip};
+use crate::guard::{Reach, Start};
 
 /// DMA memory of the emulated board.
 pub const EMULATED_DDR_BYTES: usize = 256 << 20;
@@ -40,11 +42,98 @@ struct Window {
     regs: Regs,
 }
 
-/// The emulated hardware, kept running while the design is loaded. The
-/// fabric goes before the board it is attached to.
+/// The emulated hardware, kept running while the design is loaded: one
+/// fabric per board, the boards on one bus (one DDR). The fabrics go before
+/// the boards they are attached to.
 struct Emulated {
-    _fabric: Fabric,
-    _board: SimBoard,
+    _fabrics: Vec<Fabric>,
+    /// The first board's DDR is the pool's.
+    boards: Vec<SimBoard>,
+}
+
+/// Register windows of emulated IP, by instance name.
+type Devices = std::collections::HashMap<String, Box<dyn RegisterSpace>>;
+
+impl Emulated {
+    /// A built-in design: its own stream processor behind its engines (one
+    /// board, one fabric), and the core's control registers if it has any.
+    fn core(
+        design: &Design,
+        core: Box<dyn StreamProcessor>,
+        model: MemoryModel,
+        ddr_bytes: usize,
+    ) -> Result<(Self, Devices), Error> {
+        let dmas: Vec<(&Ip, Dma)> = design.dmas().collect();
+        let sg = dmas.first().is_some_and(|(_, d)| d.params.include_sg);
+        let n = core.streams().max(1);
+        let control = core.control_bytes() > 0;
+        let board = SimBoard::with_model(
+            n + usize::from(control),
+            ddr_bytes,
+            DEFAULT_DDR_BASE,
+            2 * n,
+            model,
+        )?;
+        let fabric = Fabric::with_processor(&board, Clock::Unlimited, sg, core)?;
+        if let Some((_, d)) = dmas.first() {
+            fabric.set_length_width(d.params.sg_length_width)?;
+        }
+        // A board does not refuse a register write; what PG021 leaves
+        // undefined is recorded, not failed.
+        fabric.set_strict(false);
+        let mut regs = Devices::new();
+        for (i, (ip, _)) in dmas.iter().enumerate().take(n) {
+            regs.insert(ip.name.clone(), Box::new(board.registers(i)?));
+        }
+        if control && let Some(ip) = design.ips.iter().find(|ip| ip.dma.is_none()) {
+            regs.insert(ip.name.clone(), Box::new(board.registers(n)?));
+        }
+        Ok((
+            Emulated {
+                _fabrics: vec![fabric],
+                boards: vec![board],
+            },
+            regs,
+        ))
+    }
+
+    /// A user's design: each AXI DMA on a board of its own sharing the first
+    /// board's DDR, with a fabric built as that DMA is (direct or
+    /// scatter-gather, its length width), its streams looped back.
+    fn loopbacks(
+        design: &Design,
+        model: MemoryModel,
+        ddr_bytes: usize,
+    ) -> Result<(Self, Devices), Error> {
+        let first = SimBoard::with_model(1, ddr_bytes, DEFAULT_DDR_BASE, 2, model)?;
+        let mut boards = vec![first];
+        let mut fabrics = Vec::new();
+        let mut regs = Devices::new();
+        for (i, (ip, d)) in design.dmas().enumerate() {
+            if i > 0 {
+                let board = boards[0].sharing_ddr(1, 2)?;
+                boards.push(board);
+            }
+            let board = &boards[i];
+            let fabric = Fabric::with_processor(
+                board,
+                Clock::Unlimited,
+                d.params.include_sg,
+                Box::new(Loopback),
+            )?;
+            fabric.set_length_width(d.params.sg_length_width)?;
+            fabric.set_strict(false);
+            fabrics.push(fabric);
+            regs.insert(ip.name.clone(), Box::new(board.registers(0)?));
+        }
+        Ok((
+            Emulated {
+                _fabrics: fabrics,
+                boards,
+            },
+            regs,
+        ))
+    }
 }
 
 /// A design loaded on the board.
@@ -92,31 +181,14 @@ pub(crate) enum AccessError {
 impl Loaded {
     /// The emulated board running `design` with CPU caches as `model` says:
     /// a built-in design's own stream processor behind its engines; for any
-    /// other design the first AXI DMA (by address) looped back, and the rest
-    /// as plain memory (said in [`notes`](Self::notes)).
+    /// other design each AXI DMA it declares at its address, built with its
+    /// own parameters, its streams looped back, and the rest as plain memory
+    /// (said in [`notes`](Self::notes)).
     pub(crate) fn emulate(
         design: Design,
         model: MemoryModel,
         ddr_bytes: usize,
     ) -> Result<Self, Error> {
-        let mut notes = Vec::new();
-        let builtin = Design::builtin(&design.name).is_some_and(|b| b == design);
-        let (core, emulated): (Box<dyn StreamProcessor>, usize) =
-            match design.builtin_core().filter(|_| builtin) {
-                Some(core) => {
-                    let n = design.dmas().count();
-                    (core, n)
-                }
-                None => (
-                    Box::new(Loopback),
-                    usize::from(design.dmas().next().is_some()),
-                ),
-            };
-        let dmas: Vec<&Ip> = design.dmas().map(|(ip, _)| ip).collect();
-        let first = design.dmas().next().map(|(_, d)| d);
-        let sg = first.is_some_and(|d| d.params.include_sg);
-        let n = core.streams().max(1);
-        let control = core.control_bytes() > 0;
         let ddr_end = DEFAULT_DDR_BASE + ddr_bytes as u64;
         if let Some(ip) = design
             .ips
@@ -128,32 +200,18 @@ impl Loaded {
                 ip.name, ip.base
             )));
         }
-        let board = SimBoard::with_model(
-            n + usize::from(control),
-            ddr_bytes,
-            DEFAULT_DDR_BASE,
-            2 * n,
-            model,
-        )?;
-        let fabric = Fabric::with_processor(&board, Clock::Unlimited, sg, core)?;
-        if let Some(d) = first {
-            fabric.set_length_width(d.params.sg_length_width)?;
-        }
-        // A board does not refuse a register write; what PG021 leaves
-        // undefined is recorded, not failed.
-        fabric.set_strict(false);
-        let pool = DmaPool::new(Arc::new(board.memory()?), policy_for(model))?;
+        let builtin = Design::builtin(&design.name).is_some_and(|b| b == design);
+        let (emulated, mut regs) = match design.builtin_core().filter(|_| builtin) {
+            Some(core) => Emulated::core(&design, core, model, ddr_bytes)?,
+            None => Emulated::loopbacks(&design, model, ddr_bytes)?,
+        };
+        let pool = DmaPool::new(Arc::new(emulated.boards[0].memory()?), policy_for(model))?;
+        let mut notes = Vec::new();
         let mut windows = Vec::new();
-        let mut next_control = n;
         for ip in &design.ips {
-            let dma_index = dmas.iter().position(|d| d.name == ip.name);
-            let regs = match dma_index {
-                Some(i) if i < emulated => Regs::Device(Box::new(board.registers(i)?)),
-                _ if ip.dma.is_none() && control && next_control == n => {
-                    next_control += 1;
-                    Regs::Device(Box::new(board.registers(n)?))
-                }
-                _ => {
+            let regs = match regs.remove(&ip.name) {
+                Some(r) => Regs::Device(r),
+                None => {
                     notes.push(format!(
                         "{} ({}) at {:#x}: not emulated, its registers are plain memory",
                         ip.name, ip.vlnv, ip.base
@@ -181,10 +239,7 @@ impl Loaded {
             windows,
             pool,
             notes,
-            _emulated: Some(Emulated {
-                _fabric: fabric,
-                _board: board,
-            }),
+            _emulated: Some(emulated),
         })
     }
 
@@ -297,6 +352,73 @@ impl Loaded {
         }
     }
 
+    /// The channel that writing `value` at `addr` starts, with what it will
+    /// reach: a direct-mode LENGTH write of a length other than 0, or a
+    /// scatter-gather TAILDESC or TAILDESC_MSB write (the start on an IP
+    /// with more than 32 address bits), whatever state the channel is in.
+    pub(crate) fn start(&self, addr: u64, value: u32) -> Option<Start> {
+        let (w, offset) = self.window(addr, 4)?;
+        let (Regs::Device(r), Some(dma)) = (&w.regs, w.ip.dma) else {
+            return None;
+        };
+        let offset = offset as usize;
+        let (base, channel) = match offset {
+            o if o < S2MM => (MM2S, "MM2S"),
+            o if o < S2MM + 0x30 => (S2MM, "S2MM"),
+            _ => return None,
+        };
+        let reg = |o: usize| u64::from(r.read(base + o).unwrap_or(0));
+        let pair = |lo: usize, hi: usize| reg(lo) | (reg(hi) << 32);
+        let width = dma.params.sg_length_width.min(32);
+        let length_mask = if width == 32 {
+            u32::MAX
+        } else {
+            (1 << width) - 1
+        };
+        let reach = match offset - base {
+            LENGTH if !dma.params.include_sg => {
+                let len = u64::from(value & length_mask);
+                (len > 0).then_some(Reach::Direct {
+                    addr: pair(ADDR, ADDR_MSB),
+                    len,
+                })?
+            }
+            o @ (TAILDESC | TAILDESC_MSB) if dma.params.include_sg => {
+                let tail = if o == TAILDESC {
+                    u64::from(value) | (reg(TAILDESC_MSB) << 32)
+                } else {
+                    reg(TAILDESC) | (u64::from(value) << 32)
+                };
+                Reach::Chain {
+                    cur: pair(CURDESC, CURDESC_MSB) & !(DESC_ALIGN - 1),
+                    tail: tail & !(DESC_ALIGN - 1),
+                    cyclic: reg(DMACR) & u64::from(DMACR_CYCLIC) != 0,
+                    length_mask,
+                }
+            }
+            _ => return None,
+        };
+        Some(Start {
+            ip: w.ip.name.clone(),
+            dmasr: w.ip.base + (base + DMASR) as u64,
+            channel,
+            reach,
+        })
+    }
+
+    /// Stops the channel whose DMASR is at `dmasr` (DMACR.RS cleared): it
+    /// drops the chain it walked, and a later start fetches from CURDESC.
+    pub(crate) fn stop_channel(&self, dmasr: u64) {
+        let dmacr = dmasr - DMASR as u64 + DMACR as u64;
+        if let Some((w, offset)) = self.window(dmacr, 4)
+            && let Regs::Device(r) = &w.regs
+        {
+            let cr = r.read(offset as usize).unwrap_or(0);
+            // SAFETY: clearing RS stops the channel; it starts nothing.
+            let _ = unsafe { r.write(offset as usize, cr & !DMACR_RS) };
+        }
+    }
+
     /// The refusal of an access at `addr`.
     fn unmapped(&self, addr: u64) -> AccessError {
         AccessError::Unmapped {
@@ -328,20 +450,28 @@ impl Loaded {
     }
 
     /// Makes sure no engine can still write into any of `bufs` (bus
-    /// ranges): an engine with a channel that may (running and not idle, in
-    /// scatter-gather mode, where descriptors anywhere may point there, or
-    /// in direct mode with S2MM's destination inside one) is halted, and
-    /// reset when it does not halt in time. Returns whether every such
-    /// engine is confirmed halted (if not, the buffers must never be reused).
-    pub(crate) fn quiesce(&self, bufs: &[(u64, u64)]) -> bool {
+    /// ranges): an engine with a channel that may is halted, and reset when
+    /// it does not halt in time. In scatter-gather mode a channel may when
+    /// its chain reaches one of them (`chains`: the DMASR addresses of those
+    /// channels) and it is neither halted nor idle; in direct mode when
+    /// S2MM's destination lies in one and it is busy. Returns whether every
+    /// such engine is confirmed halted (if not, the buffers must never be
+    /// reused).
+    pub(crate) fn quiesce(&self, bufs: &[(u64, u64)], chains: &[u64]) -> bool {
         let mut all = true;
-        for (_, r, sg) in self.engines() {
+        for w in &self.windows {
+            let (Regs::Device(r), Some(d)) = (&w.regs, w.ip.dma) else {
+                continue;
+            };
+            let r = r.as_ref();
             let active = |ch: usize| {
                 let sr = r.read(ch + DMASR).unwrap_or(0);
                 sr & (DMASR_HALTED | DMASR_IDLE) == 0
             };
-            let may_write = if sg {
-                active(MM2S) || active(S2MM)
+            let may_write = if d.params.include_sg {
+                [MM2S, S2MM]
+                    .into_iter()
+                    .any(|ch| chains.contains(&(w.ip.base + (ch + DMASR) as u64)) && active(ch))
             } else {
                 let da = u64::from(r.read(S2MM + ADDR).unwrap_or(0))
                     | (u64::from(r.read(S2MM + ADDR_MSB).unwrap_or(0)) << 32);

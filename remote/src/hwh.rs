@@ -14,22 +14,6 @@ use crate::design::{Design, Dma, Ip};
 /// The PS instance of the written designs.
 const PS: &str = "zynq_ultra_ps_e_0";
 
-/// The field a register of the library's map without named fields is
-/// read through in PYNQ's `register_map`, as Vivado names it (PG021).
-fn whole_field(register: &str, length_width: u32) -> Option<(&'static str, u32, u32)> {
-    let name = register.split_once('_').map_or(register, |(_, r)| r);
-    Some(match name {
-        "SA" | "SA_MSB" => ("Source_Address", 0, 32),
-        "DA" | "DA_MSB" => ("Destination_Address", 0, 32),
-        "LENGTH" => ("Length", 0, length_width),
-        "CURDESC" => ("Current_Descriptor_Pointer", 6, 26),
-        "TAILDESC" => ("Tail_Descriptor_Pointer", 6, 26),
-        "CURDESC_MSB" => ("Current_Descriptor_Pointer", 0, 32),
-        "TAILDESC_MSB" => ("Tail_Descriptor_Pointer", 0, 32),
-        _ => return None,
-    })
-}
-
 /// XML-escapes an attribute value.
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
@@ -39,7 +23,7 @@ fn esc(s: &str) -> String {
 }
 
 /// The `<REGISTERS>` of an IP: its register map, each field with its bits.
-fn registers(out: &mut String, regs: &[designs::Register], length_width: u32) {
+fn registers(out: &mut String, regs: &[designs::Register]) {
     out.push_str("          <REGISTERS>\n");
     for r in regs {
         let _ = writeln!(out, "            <REGISTER NAME=\"{}\">", r.name);
@@ -51,19 +35,14 @@ fn registers(out: &mut String, regs: &[designs::Register], length_width: u32) {
         ] {
             let _ = writeln!(out, "              <PROPERTY NAME=\"{k}\" VALUE=\"{v}\"/>");
         }
-        let fields: Vec<(&str, u32, u32)> = if r.fields.is_empty() {
-            whole_field(r.name, length_width).into_iter().collect()
-        } else {
-            r.fields.iter().map(|f| (f.name, f.lsb, f.width)).collect()
-        };
         out.push_str("              <FIELDS>\n");
-        for (field, bit, width) in fields {
-            let _ = writeln!(out, "                <FIELD NAME=\"{field}\">");
+        for f in r.fields {
+            let _ = writeln!(out, "                <FIELD NAME=\"{}\">", f.name);
             for (k, v) in [
-                ("ADDRESS_OFFSET", bit.to_string()),
-                ("ACCESS", "read-write".to_string()),
-                ("BIT_OFFSET", bit.to_string()),
-                ("BIT_WIDTH", width.to_string()),
+                ("ADDRESS_OFFSET", f.lsb.to_string()),
+                ("ACCESS", f.access.as_str().to_string()),
+                ("BIT_OFFSET", f.lsb.to_string()),
+                ("BIT_WIDTH", f.width.to_string()),
             ] {
                 let _ = writeln!(
                     out,
@@ -187,14 +166,13 @@ pub fn write(design: &Design) -> String {
             t = esc(modtype),
             v = esc(&ip.vlnv)
         );
-        let length_width = ip.dma.map_or(32, |d| d.params.sg_length_width);
         if !ip.registers.is_empty() {
             let _ = writeln!(
                 out,
                 "      <ADDRESSBLOCKS>\n        <ADDRESSBLOCK ACCESS=\"read-write\" INTERFACE=\"S_AXI_LITE\" NAME=\"Reg\" RANGE=\"{}\" USAGE=\"register\">",
                 ip.range
             );
-            registers(&mut out, ip.registers, length_width);
+            registers(&mut out, ip.registers);
             out.push_str("        </ADDRESSBLOCK>\n      </ADDRESSBLOCKS>\n");
         }
         parameters(&mut out, &ip_parameters(ip));

@@ -13,6 +13,8 @@
 mod board;
 mod design;
 mod files;
+mod gpio;
+mod guard;
 pub mod hwh;
 pub mod proto;
 mod ps;

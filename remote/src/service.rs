@@ -13,6 +13,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use dmaflow::axi::regs::{DMASR_HALTED, DMASR_IDLE};
 use dmaflow::platform::MemoryModel;
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
@@ -21,6 +22,8 @@ use crate::Error;
 use crate::board::{Buffer, Loaded, Target};
 use crate::design::Design;
 use crate::files::{self, Files};
+use crate::gpio::{Gpio, PsGpio, SysfsGpio};
+use crate::guard;
 use crate::proto::{buffer as pb, gpio as pg, mmio as pm, remote_device as pd};
 use crate::ps::PsRegisters;
 
@@ -53,6 +56,10 @@ struct Shared {
     ps: PsRegisters,
     buffers: Mutex<HashMap<u64, Arc<Mutex<Buffer>>>>,
     next_buffer: AtomicU64,
+    /// The descriptor chains clients started.
+    chains: guard::Chains,
+    /// The board's PS GPIO.
+    gpio: Gpio,
 }
 
 /// The design loaded and the file set.
@@ -106,6 +113,10 @@ impl Service {
                 (user.clone(), Loaded::open(root, memory, user)?)
             }
         };
+        let gpio = match &target {
+            Target::Emulated { .. } => Gpio::Emulated(PsGpio::default()),
+            Target::Board { root, .. } => Gpio::Sysfs(SysfsGpio::new(root)),
+        };
         Ok(Service {
             shared: Arc::new(Shared {
                 target,
@@ -118,6 +129,8 @@ impl Service {
                 ps: PsRegisters::new(),
                 buffers: Mutex::new(HashMap::new()),
                 next_buffer: AtomicU64::new(1),
+                chains: guard::Chains::default(),
+                gpio,
             }),
         })
     }
@@ -154,7 +167,56 @@ impl Service {
                 .collect();
             ids.iter().filter_map(|id| map.remove(id)).collect()
         };
-        release(gone);
+        self.release(gone);
+    }
+
+    /// Gives buffers back to their pools, once no engine can fetch from or
+    /// write into them: a channel whose started chain reaches one (its
+    /// descriptors or their buffers) is stopped, and its engine halted if
+    /// it does not stop; a direct-mode engine that may still write one is
+    /// halted; an engine that cannot be confirmed halted keeps the
+    /// buffers for good.
+    fn release(&self, bufs: Vec<Arc<Mutex<Buffer>>>) {
+        for b in bufs {
+            let mut g = lock(&b);
+            let range = (g.buf.bus_addr(), g.buf.byte_len() as u64);
+            let reaching: Vec<u64> = self
+                .shared
+                .chains
+                .in_range(range.0, range.1, true)
+                .into_iter()
+                .map(|(dmasr, _)| dmasr)
+                .collect();
+            for &dmasr in &reaching {
+                g.loaded.stop_channel(dmasr);
+                self.shared.chains.forget(dmasr);
+            }
+            if !g.loaded.quiesce(&[range], &reaching) {
+                g.buf.surrender();
+            }
+        }
+    }
+
+    /// Refuses a change to buffer `id` (`g`) while it holds descriptors of a
+    /// chain its channel still walks: the engine would fetch descriptors
+    /// other than those checked when it started.
+    fn descriptors_settled(&self, g: &Buffer, id: &str) -> Result<(), String> {
+        let running = self
+            .shared
+            .chains
+            .in_range(g.buf.bus_addr(), g.bytes as u64, false)
+            .into_iter()
+            .find(|(sr, _)| {
+                let v = g.loaded.read(*sr).unwrap_or(DMASR_HALTED);
+                v & (DMASR_HALTED | DMASR_IDLE) == 0
+            });
+        match running {
+            Some((_, label)) => Err(format!(
+                "buffer {id:?} holds descriptors of {label}'s running chain: change them once \
+                 the channel is idle or halted"
+            )),
+            None => Ok(()),
+        }
     }
 
     /// Buffer `id` of connection `c`.
@@ -168,6 +230,26 @@ impl Service {
             return Err(missing());
         }
         Ok(b.clone())
+    }
+
+    /// The buffers of connection `c` in `loaded`'s memory.
+    fn own(&self, c: u64, loaded: &Arc<Loaded>) -> OwnBuffers {
+        let bufs: Vec<Arc<Mutex<Buffer>>> = lock(&self.shared.buffers)
+            .values()
+            .filter(|b| {
+                let g = lock(b);
+                g.owner == c && Arc::ptr_eq(&g.loaded, loaded)
+            })
+            .cloned()
+            .collect();
+        let ranges = bufs
+            .iter()
+            .map(|b| {
+                let g = lock(b);
+                (g.buf.bus_addr(), g.bytes as u64)
+            })
+            .collect();
+        OwnBuffers { bufs, ranges }
     }
 
     /// Loads the bitstream `name` from `/lib/firmware` onto the board: on
@@ -205,6 +287,7 @@ impl Service {
                         .map_err(|e| e.to_string())?;
                     st.loaded = Arc::new(loaded);
                 }
+                self.shared.chains.clear();
             }
             Target::Board { root, .. } => {
                 let firmware = root.join("lib/firmware").join(name);
@@ -215,6 +298,7 @@ impl Service {
                     .and_then(|()| std::fs::write(mgr.join("firmware"), name.as_bytes()))
                     .map_err(|e| format!("{}: {e}", mgr.display()))?;
                 st.loaded.reset();
+                self.shared.chains.clear();
             }
         }
         st.files.programmed = name.to_string();
@@ -248,17 +332,58 @@ impl Service {
         Err(unmapped(&loaded, addr, 4))
     }
 
-    /// Writes the 32-bit word at `addr`.
-    fn write_word(&self, addr: u64, value: u32) -> Result<(), String> {
+    /// Writes the 32-bit word at `addr` for connection `c`: a write that
+    /// starts a DMA channel only when the channel reaches nothing but `c`'s
+    /// buffers.
+    fn write_word(&self, c: u64, addr: u64, value: u32) -> Result<(), String> {
         let loaded = self.loaded();
         if loaded.maps(addr, 4) {
-            return loaded.write(addr, value).map_err(|e| e.to_string());
+            let Some(start) = loaded.start(addr, value) else {
+                return loaded.write(addr, value).map_err(|e| e.to_string());
+            };
+            let descs = guard::check(&start, &self.own(c, &loaded)).map_err(|e| e.to_string())?;
+            loaded.write(addr, value).map_err(|e| e.to_string())?;
+            if matches!(start.reach, guard::Reach::Chain { .. }) {
+                self.shared.chains.started(&start, descs);
+            }
+            return Ok(());
         }
         if PsRegisters::block(addr, 4).is_some() {
             self.shared.ps.write(addr, value);
             return Ok(());
         }
         Err(unmapped(&loaded, addr, 4))
+    }
+}
+
+/// A client's buffers, as the engine guard reads them.
+struct OwnBuffers {
+    bufs: Vec<Arc<Mutex<Buffer>>>,
+    ranges: Vec<(u64, u64)>,
+}
+
+impl guard::Own for OwnBuffers {
+    fn ranges(&self) -> &[(u64, u64)] {
+        &self.ranges
+    }
+
+    fn word(&self, addr: u64) -> u32 {
+        let Some((i, &(base, n))) = self
+            .ranges
+            .iter()
+            .enumerate()
+            .find(|(_, (b, n))| addr >= *b && addr < b + n)
+        else {
+            return 0;
+        };
+        let at = (addr - base) as usize;
+        let g = lock(&self.bufs[i]);
+        // The device fetches memory: what is checked is flushed to it.
+        let _ = g.buf.sync_range_for_device(at, 4);
+        let bytes = g.read(at, (at + 4).min(n as usize));
+        let mut w = [0u8; 4];
+        w[..bytes.len()].copy_from_slice(&bytes);
+        u32::from_le_bytes(w)
     }
 }
 
@@ -269,18 +394,6 @@ fn unmapped(loaded: &Loaded, addr: u64, len: u64) -> String {
         addr.saturating_add(len),
         loaded.design.name
     )
-}
-
-/// Gives buffers back to their pools, once no engine can write into them
-/// (an engine that cannot be confirmed halted keeps them for good).
-fn release(bufs: Vec<Arc<Mutex<Buffer>>>) {
-    for b in bufs {
-        let mut g = lock(&b);
-        let range = [(g.buf.bus_addr(), g.buf.byte_len() as u64)];
-        if !g.loaded.quiesce(&range) {
-            g.buf.surrender();
-        }
-    }
 }
 
 /// An mmio id: the window's base and length, checked again at every access
@@ -381,6 +494,7 @@ impl pm::mmio_server::Mmio for Service {
         &self,
         request: Request<pm::WriteRequest>,
     ) -> Result<Response<pm::WriteResponse>, Status> {
+        let c = conn(&request);
         let r = request.into_inner();
         let result = (|| {
             let (base, len) = parse_mmio_id(&r.mmio_id)
@@ -404,7 +518,7 @@ impl pm::mmio_server::Mmio for Service {
             }
             for (i, w) in r.data.chunks_exact(4).enumerate() {
                 let v = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
-                self.write_word(base + r.offset + 4 * i as u64, v)?;
+                self.write_word(c, base + r.offset + 4 * i as u64, v)?;
             }
             Ok(())
         })();
@@ -503,6 +617,7 @@ impl pb::remote_buffer_server::RemoteBuffer for Service {
                     }
                 };
                 let mut g = lock(&b);
+                self.descriptors_settled(&g, &m.buffer_id)?;
                 // A chunk with a range goes there; without one, after the last.
                 let (from, to) = if m.end > 0 || m.start > 0 {
                     (m.start.max(0) as usize, m.end.max(0) as usize)
@@ -582,7 +697,7 @@ impl pb::remote_buffer_server::RemoteBuffer for Service {
             if let Ok(n) = id.parse::<u64>() {
                 lock(&self.shared.buffers).remove(&n);
             }
-            release(vec![b]);
+            self.release(vec![b]);
         });
         msg_reply!(FreeBufferResponse, result)
     }
@@ -595,6 +710,7 @@ impl pb::remote_buffer_server::RemoteBuffer for Service {
         let id = request.into_inner().buffer_id;
         let result = self.buffer(c, &id).and_then(|b| {
             let g = lock(&b);
+            self.descriptors_settled(&g, &id)?;
             g.buf
                 .sync_for_device(g.bytes)
                 .map_err(|e| format!("flush of buffer {id:?}: {e}"))
@@ -831,61 +947,92 @@ impl pd::remote_device_server::RemoteDevice for Service {
     }
 }
 
-/// The board's PS GPIO: none is modelled.
-const NO_GPIO: &str = "this board serves no PS GPIO";
-
 #[tonic::async_trait]
 impl pg::gpio_server::Gpio for Service {
     async fn get_gpio(
         &self,
-        _request: Request<pg::GetGpioRequest>,
+        request: Request<pg::GetGpioRequest>,
     ) -> Result<Response<pg::GetGpioResponse>, Status> {
-        Ok(Response::new(pg::GetGpioResponse {
-            message: Some(NO_GPIO.into()),
-            gpio_id: None,
+        let r = request.into_inner();
+        let result = self.shared.gpio.export(r.index, &r.direction);
+        Ok(Response::new(match result {
+            Ok(id) => pg::GetGpioResponse {
+                message: None,
+                gpio_id: Some(id),
+            },
+            Err(m) => pg::GetGpioResponse {
+                message: Some(m),
+                gpio_id: None,
+            },
         }))
     }
+
     async fn read(
         &self,
-        _request: Request<pg::GpioReadRequest>,
+        request: Request<pg::GpioReadRequest>,
     ) -> Result<Response<pg::GpioReadResponse>, Status> {
-        Ok(Response::new(pg::GpioReadResponse {
-            message: Some(NO_GPIO.into()),
-            value: None,
+        let id = request.into_inner().gpio_id;
+        Ok(Response::new(match self.shared.gpio.read(&id) {
+            Ok(v) => pg::GpioReadResponse {
+                message: None,
+                value: Some(v),
+            },
+            Err(m) => pg::GpioReadResponse {
+                message: Some(m),
+                value: None,
+            },
         }))
     }
+
     async fn write(
         &self,
-        _request: Request<pg::GpioWriteRequest>,
+        request: Request<pg::GpioWriteRequest>,
     ) -> Result<Response<pg::GpioWriteResponse>, Status> {
-        Err(Status::unimplemented(NO_GPIO))
+        let r = request.into_inner();
+        self.shared
+            .gpio
+            .write(&r.gpio_id, r.value)
+            .map_err(refused)?;
+        Ok(Response::new(pg::GpioWriteResponse {}))
     }
+
     async fn unexport(
         &self,
-        _request: Request<pg::GpioUnexportRequest>,
+        request: Request<pg::GpioUnexportRequest>,
     ) -> Result<Response<pg::GpioUnexportResponse>, Status> {
-        Err(Status::unimplemented(NO_GPIO))
+        let id = request.into_inner().gpio_id;
+        self.shared.gpio.unexport(&id).map_err(refused)?;
+        Ok(Response::new(pg::GpioUnexportResponse {}))
     }
+
     async fn is_exported(
         &self,
-        _request: Request<pg::GpioIsExportedRequest>,
+        request: Request<pg::GpioIsExportedRequest>,
     ) -> Result<Response<pg::GpioIsExportedResponse>, Status> {
+        let id = request.into_inner().gpio_id;
+        let exported = self.shared.gpio.is_exported(&id);
         Ok(Response::new(pg::GpioIsExportedResponse {
-            is_exported: Some(false),
+            is_exported: Some(exported),
         }))
     }
+
     async fn get_gpio_base_path(
         &self,
-        _request: Request<pg::GetGpioBasePathRequest>,
+        request: Request<pg::GetGpioBasePathRequest>,
     ) -> Result<Response<pg::GetGpioBasePathResponse>, Status> {
+        let label = request.into_inner().target_label;
         Ok(Response::new(pg::GetGpioBasePathResponse {
-            base_path: Some(String::new()),
+            base_path: Some(self.shared.gpio.base_path(label.as_deref())),
         }))
     }
+
     async fn get_gpio_npins(
         &self,
-        _request: Request<pg::GetGpioNPinsRequest>,
+        request: Request<pg::GetGpioNPinsRequest>,
     ) -> Result<Response<pg::GetGpioNPinsResponse>, Status> {
-        Ok(Response::new(pg::GetGpioNPinsResponse { npins: Some(0) }))
+        let label = request.into_inner().target_label;
+        Ok(Response::new(pg::GetGpioNPinsResponse {
+            npins: Some(self.shared.gpio.npins(label.as_deref())),
+        }))
     }
 }

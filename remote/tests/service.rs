@@ -21,14 +21,11 @@ const DDR: usize = 16 << 20;
 const DMA: u64 = 0x4040_0000;
 
 fn service() -> Service {
-    Service::new(
-        Target::Emulated {
-            hwh: None,
-            model: MemoryModel::Coherent,
-        },
-        DDR,
-    )
-    .unwrap()
+    service_with(MemoryModel::Coherent)
+}
+
+fn service_with(model: MemoryModel) -> Service {
+    Service::new(Target::Emulated { hwh: None, model }, DDR).unwrap()
 }
 
 fn rt() -> tokio::runtime::Runtime {
@@ -110,13 +107,27 @@ async fn mmio_write(
     offset: u64,
     value: u32,
 ) -> dmaflow_remote::proto::mmio::WriteResponse {
+    mmio_write_on(s, 0, id, offset, value).await
+}
+
+/// A register write by connection `c`.
+async fn mmio_write_on(
+    s: &Service,
+    c: u64,
+    id: &str,
+    offset: u64,
+    value: u32,
+) -> dmaflow_remote::proto::mmio::WriteResponse {
     Mmio::write(
         s,
-        Request::new(WriteRequest {
-            mmio_id: id.into(),
-            offset,
-            data: value.to_le_bytes().to_vec(),
-        }),
+        on(
+            c,
+            WriteRequest {
+                mmio_id: id.into(),
+                offset,
+                data: value.to_le_bytes().to_vec(),
+            },
+        ),
     )
     .await
     .unwrap()
@@ -339,9 +350,9 @@ fn a_client_gone_mid_transfer_leaves_no_engine_writing_its_memory() {
         .unwrap();
         let w = window(&s, DMA, 0x1_0000).await.mmio_id.unwrap();
         // S2MM into the buffer, nothing sent: the channel waits for data.
-        assert!(mmio_write(&s, &w, 0x30, 1).await.status);
-        assert!(mmio_write(&s, &w, 0x48, addr as u32).await.status);
-        assert!(mmio_write(&s, &w, 0x58, 4096).await.status);
+        assert!(mmio_write_on(&s, 7, &w, 0x30, 1).await.status);
+        assert!(mmio_write_on(&s, 7, &w, 0x48, addr as u32).await.status);
+        assert!(mmio_write_on(&s, 7, &w, 0x58, 4096).await.status);
         let sr = mmio_read(&s, &w, 0x34, 4).await.data.unwrap();
         assert_eq!(sr & 0b11, 0, "S2MM running and busy: {sr:#x}");
         s.disconnect(Connection(7));
@@ -356,6 +367,475 @@ fn a_client_gone_mid_transfer_leaves_no_engine_writing_its_memory() {
         let mine = alloc(&s, 8, 64).await.buffer_id.unwrap();
         s.disconnect(Connection(9));
         assert_eq!(read_buf(&s, 8, &mine, 0, 0).await.msg, None);
+    });
+}
+
+/// A client-streaming request of `msgs` on connection `c`, framed as gRPC
+/// frames them on the wire.
+fn stream_on<T: prost::Message + Default + Send + 'static>(
+    c: u64,
+    msgs: Vec<T>,
+) -> Request<tonic::Streaming<T>> {
+    use tonic::codec::Codec;
+    let mut wire = Vec::new();
+    for m in msgs {
+        let b = m.encode_to_vec();
+        wire.push(0);
+        wire.extend_from_slice(&(b.len() as u32).to_be_bytes());
+        wire.extend_from_slice(&b);
+    }
+    let body = http_body_util::Full::new(bytes::Bytes::from(wire));
+    let mut codec = tonic::codec::ProstCodec::<T, T>::default();
+    on(
+        c,
+        tonic::Streaming::new_request(codec.decoder(), body, None, None),
+    )
+}
+
+/// Writes `data` into buffer `id` of connection `c` at byte `at` (the
+/// CPU's view): the reply's error, if any.
+async fn write_only(s: &Service, c: u64, id: &str, at: usize, data: &[u8]) -> Option<String> {
+    let m = BufferWriteRequest {
+        buffer_id: id.into(),
+        data: data.to_vec(),
+        start: at as i32,
+        end: (at + data.len()) as i32,
+    };
+    RemoteBuffer::write(s, stream_on(c, vec![m]))
+        .await
+        .unwrap()
+        .into_inner()
+        .msg
+}
+
+/// Writes `data` into buffer `id` of connection `c` at byte `at`, and
+/// flushes it for the device.
+async fn put(s: &Service, c: u64, id: &str, at: usize, data: &[u8]) {
+    assert_eq!(write_only(s, c, id, at, data).await, None);
+    let r = RemoteBuffer::flush(
+        s,
+        on(
+            c,
+            FlushRequest {
+                buffer_id: id.into(),
+            },
+        ),
+    )
+    .await
+    .unwrap()
+    .into_inner();
+    assert_eq!(r.msg, None);
+}
+
+/// The bus address of buffer `id` of connection `c`.
+async fn address(s: &Service, c: u64, id: &str) -> u64 {
+    RemoteBuffer::physical_address(
+        s,
+        on(
+            c,
+            AddressRequest {
+                buffer_id: id.into(),
+            },
+        ),
+    )
+    .await
+    .unwrap()
+    .into_inner()
+    .address
+    .unwrap()
+}
+
+/// A buffer of `n` bytes for connection `c`: (id, bus address).
+async fn buffer(s: &Service, c: u64, n: i32) -> (String, u64) {
+    let id = alloc(s, c, n).await.buffer_id.unwrap();
+    let a = address(s, c, &id).await;
+    (id, a)
+}
+
+/// Waits (5 s at most) for DMASR at `sr` to read Idle.
+async fn wait_idle(s: &Service, w: &str, sr: u64) {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let v = mmio_read(s, w, sr, 4).await.data.unwrap();
+        if v & 2 != 0 {
+            return;
+        }
+        assert!(std::time::Instant::now() < end, "DMASR {v:#x} never Idle");
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+}
+
+/// 4 KiB of a pattern that zeroed memory is not.
+fn pattern() -> Vec<u8> {
+    (0..4096u32).map(|i| (i % 251) as u8 + 1).collect()
+}
+
+#[test]
+fn an_engine_aimed_by_hand_at_another_clients_buffer_is_not_started() {
+    rt().block_on(async {
+        let s = service();
+        let (victim, va) = buffer(&s, 1, 4096).await;
+        let (src, sa) = buffer(&s, 2, 4096).await;
+        let (dst, da) = buffer(&s, 2, 4096).await;
+        put(&s, 2, &src, 0, &pattern()).await;
+        let w = window(&s, DMA, 0x1_0000).await.mmio_id.unwrap();
+        assert!(mmio_write_on(&s, 2, &w, 0x00, 1).await.status);
+        assert!(mmio_write_on(&s, 2, &w, 0x30, 1).await.status);
+        // S2MM into the other client's buffer, MM2S out of it, and one byte
+        // past its own: each refused, naming the range, the channel idle.
+        for (ch, addr, len) in [(0x30, va, 4096), (0x00, va, 16), (0x30, da, 4097)] {
+            assert!(
+                mmio_write_on(&s, 2, &w, ch + 0x18, addr as u32)
+                    .await
+                    .status
+            );
+            let before = mmio_read(&s, &w, ch + 4, 4).await.data.unwrap();
+            let r = mmio_write_on(&s, 2, &w, ch + 0x28, len).await;
+            let msg = r.msg.unwrap_or_default();
+            let name = if ch == 0 { "MM2S" } else { "S2MM" };
+            assert!(!r.status, "{name} {addr:#x}");
+            assert!(
+                msg.contains(&format!("{name} of axi_dma_0 not started"))
+                    && msg.contains(&format!("{addr:#x}..{:#x}", addr + u64::from(len))),
+                "{msg}"
+            );
+            let sr = mmio_read(&s, &w, ch + 4, 4).await.data.unwrap();
+            assert_eq!(sr, before, "{name} as it was");
+        }
+        // Its own buffers: the data comes back; the other's stays untouched.
+        direct_loopback(&s, 2, &w, sa, da).await;
+        assert_eq!(read_buf(&s, 2, &dst, 0, 0).await.data.unwrap(), pattern());
+        assert_eq!(
+            read_buf(&s, 1, &victim, 0, 0).await.data.unwrap(),
+            vec![0; 4096]
+        );
+    });
+}
+
+/// A PG021 descriptor: 16 words, `len` bytes at `buf`, followed by `next`.
+fn descriptor(next: u64, buf: u64, control: u32) -> Vec<u8> {
+    let mut w = [0u32; 16];
+    w[0] = next as u32;
+    w[1] = (next >> 32) as u32;
+    w[2] = buf as u32;
+    w[3] = (buf >> 32) as u32;
+    w[6] = control;
+    w.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+#[test]
+fn a_descriptor_chain_reaching_another_clients_buffer_is_not_started() {
+    rt().block_on(async {
+        let s = service();
+        load_sg(&s).await;
+        let dma = s.design().dmas().next().unwrap().0.base;
+        assert!(s.design().dmas().next().unwrap().1.params.include_sg);
+        let w = window(&s, dma, 0x1_0000).await.mmio_id.unwrap();
+        let (victim, va) = buffer(&s, 1, 4096).await;
+        let (descs, d) = buffer(&s, 2, 128).await;
+        let (src, sa) = buffer(&s, 2, 4096).await;
+        let (dst, da) = buffer(&s, 2, 4096).await;
+        put(&s, 2, &src, 0, &pattern()).await;
+        let s2mm = d + 0x40;
+        assert!(mmio_write_on(&s, 2, &w, 0x38, s2mm as u32).await.status);
+        assert!(mmio_write_on(&s, 2, &w, 0x30, 1).await.status);
+        // A descriptor naming the other client's buffer; a chain that loops
+        // without reaching its tail; a descriptor outside the client's
+        // memory: each refused, naming what.
+        for (desc, tail, says) in [
+            (
+                descriptor(s2mm, va, 4096),
+                s2mm,
+                format!("buffer {va:#x}..{:#x}", va + 4096),
+            ),
+            (
+                descriptor(s2mm, da, 4096),
+                s2mm + 0x40,
+                format!("does not reach TAILDESC {:#x}", s2mm + 0x40),
+            ),
+            (descriptor(va, da, 4096), s2mm, format!("next {va:#x}")),
+        ] {
+            put(&s, 2, &descs, 0x40, &desc).await;
+            let before = mmio_read(&s, &w, 0x34, 4).await.data.unwrap();
+            let r = mmio_write_on(&s, 2, &w, 0x40, tail as u32).await;
+            let msg = r.msg.unwrap_or_default();
+            assert!(
+                !r.status && msg.contains("S2MM of axi_dma_0 not started"),
+                "{msg}"
+            );
+            assert!(msg.contains(&says), "{msg} lacks {says}");
+            let sr = mmio_read(&s, &w, 0x34, 4).await.data.unwrap();
+            assert_eq!(sr, before, "S2MM as it was");
+        }
+        // Its own: the data comes back, the other's buffer untouched.
+        sg_loopback(&s, 2, &w, (&descs, d), sa, da).await;
+        assert_eq!(read_buf(&s, 2, &dst, 0, 0).await.data.unwrap(), pattern());
+        assert_eq!(
+            read_buf(&s, 1, &victim, 0, 0).await.data.unwrap(),
+            vec![0; 4096]
+        );
+    });
+}
+
+/// Loads the scatter-gather design, as a client's download does.
+async fn load_sg(s: &Service) {
+    for (path, data) in [
+        ("/lib/firmware/loopback-sg.bin", vec![0u8; 64]),
+        (
+            "/sys/class/fpga_manager/fpga0/firmware",
+            b"loopback-sg.bin".to_vec(),
+        ),
+    ] {
+        let m = WriteFileRequest {
+            file_path: path.into(),
+            data,
+        };
+        RemoteDevice::writefile(s, stream_on(0, vec![m]))
+            .await
+            .unwrap();
+    }
+    assert!(s.design().dmas().next().unwrap().1.params.include_sg);
+}
+
+#[test]
+fn the_descriptors_an_engine_fetches_are_the_ones_checked() {
+    rt().block_on(async {
+        let s = service_with(MemoryModel::NonCoherent);
+        load_sg(&s).await;
+        let w = window(&s, DMA, 0x1_0000).await.mmio_id.unwrap();
+        let (victim, va) = buffer(&s, 1, 4096).await;
+        let (descs, d) = buffer(&s, 2, 64).await;
+        let (mm2s, m) = buffer(&s, 2, 64).await;
+        let (src, sa) = buffer(&s, 2, 4096).await;
+        let (dst, da) = buffer(&s, 2, 4096).await;
+        put(&s, 2, &src, 0, &pattern()).await;
+        assert!(mmio_write_on(&s, 2, &w, 0x38, d as u32).await.status);
+        assert!(mmio_write_on(&s, 2, &w, 0x30, 1).await.status);
+        // Memory names the other client's buffer, the CPU's unflushed copy
+        // its own: what is checked is flushed, so the engine fetches that.
+        put(&s, 2, &descs, 0, &descriptor(d, va, 4096)).await;
+        let own = descriptor(d, da, 4096);
+        assert_eq!(write_only(&s, 2, &descs, 0, &own).await, None);
+        assert!(mmio_write_on(&s, 2, &w, 0x40, d as u32).await.status);
+        assert_eq!(mmio_read(&s, &w, 0x34, 4).await.data.unwrap() & 3, 0);
+        // While S2MM runs, its descriptors can be neither rewritten nor
+        // flushed.
+        let e = write_only(&s, 2, &descs, 0, &descriptor(d, va, 4096)).await;
+        assert!(e.is_some_and(|m| m.contains("running chain")));
+        let f = RemoteBuffer::flush(
+            &s,
+            on(
+                2,
+                FlushRequest {
+                    buffer_id: descs.clone(),
+                },
+            ),
+        )
+        .await
+        .unwrap()
+        .into_inner();
+        assert!(f.msg.is_some_and(|m| m.contains("running chain")));
+        // The data lands in the client's own buffer, not the other's.
+        put(&s, 2, &mm2s, 0, &descriptor(m, sa, 4096 | 3 << 26)).await;
+        for (offset, value) in [(0x08, m as u32), (0x00, 1), (0x10, m as u32)] {
+            assert!(mmio_write_on(&s, 2, &w, offset, value).await.status);
+        }
+        wait_idle(&s, &w, 0x34).await;
+        for (c, id, want) in [(2, &dst, pattern()), (1, &victim, vec![0; 4096])] {
+            RemoteBuffer::invalidate(
+                &s,
+                on(
+                    c,
+                    InvalidateRequest {
+                        buffer_id: id.clone(),
+                    },
+                ),
+            )
+            .await
+            .unwrap();
+            assert_eq!(read_buf(&s, c, id, 0, 0).await.data.unwrap(), want, "{id}");
+        }
+        // Posted again, then freed: the channel that walks them is stopped.
+        assert!(mmio_write_on(&s, 2, &w, 0x40, d as u32).await.status);
+        let r = RemoteBuffer::freebuffer(&s, on(2, FreeBufferRequest { buffer_id: descs }))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(r.msg, None);
+        assert_eq!(mmio_read(&s, &w, 0x30, 4).await.data.unwrap() & 1, 0);
+    });
+}
+
+#[test]
+fn a_freed_buffer_stops_only_the_chain_that_reaches_it() {
+    rt().block_on(async {
+        let s = service();
+        load_sg(&s).await;
+        let w = window(&s, DMA, 0x1_0000).await.mmio_id.unwrap();
+        let (descs, d) = buffer(&s, 2, 64).await;
+        let (dst, da) = buffer(&s, 2, 4096).await;
+        put(&s, 2, &descs, 0, &descriptor(d, da, 4096)).await;
+        for (offset, value) in [(0x38, d as u32), (0x30, 1), (0x40, d as u32)] {
+            assert!(mmio_write_on(&s, 2, &w, offset, value).await.status);
+        }
+        let running = |s: &Service| {
+            let s = s.clone();
+            let w = w.clone();
+            async move {
+                let cr = mmio_read(&s, &w, 0x30, 4).await.data.unwrap();
+                let sr = mmio_read(&s, &w, 0x34, 4).await.data.unwrap();
+                cr & 1 == 1 && sr & 3 == 0
+            }
+        };
+        assert!(running(&s).await, "S2MM waits for data");
+        // Another client's buffer goes: the chain runs on.
+        let (other, _) = buffer(&s, 1, 4096).await;
+        let free = |c: u64, id: String| {
+            RemoteBuffer::freebuffer(&s, on(c, FreeBufferRequest { buffer_id: id }))
+        };
+        assert_eq!(free(1, other).await.unwrap().into_inner().msg, None);
+        assert!(running(&s).await, "S2MM still waits for data");
+        // The buffer the chain writes goes: the channel is stopped first.
+        assert_eq!(free(2, dst).await.unwrap().into_inner().msg, None);
+        assert_eq!(mmio_read(&s, &w, 0x30, 4).await.data.unwrap() & 1, 0);
+    });
+}
+
+/// Connection `c` sends 4 KiB from `sa` to `da` through the direct-mode
+/// engine at window `w` (channels started here), and waits for S2MM.
+async fn direct_loopback(s: &Service, c: u64, w: &str, sa: u64, da: u64) {
+    for (offset, value) in [
+        (0x30, 1),
+        (0x48, da as u32),
+        (0x58, 4096),
+        (0x00, 1),
+        (0x18, sa as u32),
+        (0x28, 4096),
+    ] {
+        let r = mmio_write_on(s, c, w, offset, value).await;
+        assert!(r.status, "{offset:#x}: {:?}", r.msg);
+    }
+    wait_idle(s, w, 0x34).await;
+}
+
+/// Connection `c` sends 4 KiB from `sa` to `da` through the scatter-gather
+/// engine at window `w`, one descriptor per channel in the 128-byte buffer
+/// `descs` (id, bus address), and waits for S2MM.
+async fn sg_loopback(s: &Service, c: u64, w: &str, descs: (&str, u64), sa: u64, da: u64) {
+    let (id, d) = descs;
+    put(s, c, id, 0x40, &descriptor(d + 0x40, da, 4096)).await;
+    put(s, c, id, 0, &descriptor(d, sa, 4096 | 3 << 26)).await;
+    for (offset, value) in [
+        (0x38, d as u32 + 0x40),
+        (0x30, 1),
+        (0x40, d as u32 + 0x40),
+        (0x08, d as u32),
+        (0x00, 1),
+        (0x10, d as u32),
+    ] {
+        let r = mmio_write_on(s, c, w, offset, value).await;
+        assert!(r.status, "{offset:#x}: {:?}", r.msg);
+    }
+    wait_idle(s, w, 0x34).await;
+}
+
+/// An AXI DMA module of a `.hwh` as Vivado writes it (the parameters PYNQ
+/// reads, lower case).
+fn dma_module(name: &str, sg: bool, length_width: u32) -> String {
+    let params = [
+        ("c_include_sg", u32::from(sg)),
+        ("c_sg_length_width", length_width),
+        ("c_include_mm2s", 1),
+        ("c_include_s2mm", 1),
+        ("c_m_axi_mm2s_data_width", 32),
+        ("c_m_axi_s2mm_data_width", 32),
+        ("c_m_axis_mm2s_tdata_width", 32),
+        ("c_s_axis_s2mm_tdata_width", 32),
+    ]
+    .iter()
+    .map(|(k, v)| format!(r#"<PARAMETER NAME="{k}" VALUE="{v}"/>"#))
+    .collect::<String>();
+    format!(
+        r#"<MODULE INSTANCE="{name}" MODTYPE="axi_dma" VLNV="xilinx.com:ip:axi_dma:7.1"><PARAMETERS>{params}</PARAMETERS></MODULE>"#
+    )
+}
+
+/// A memory-map entry of the PS for `name` at `base` (64 KiB).
+fn memrange(name: &str, base: u64) -> String {
+    format!(
+        r#"<MEMRANGE INSTANCE="{name}" BASEVALUE="{base:#x}" HIGHVALUE="{:#x}" MEMTYPE="REGISTER" MASTERBUSINTERFACE="M_AXI_HPM0_FPD"/>"#,
+        base + 0xFFFF
+    )
+}
+
+#[test]
+fn each_dma_of_a_users_design_runs_as_declared() {
+    // Two AXI DMAs in a .hwh written here: a direct one at 0xA0000000 with
+    // a 23-bit length register, a scatter-gather one at 0xA0010000.
+    let (direct, sg) = (0xA000_0000u64, 0xA001_0000u64);
+    let hwh = format!(
+        r#"<?xml version="1.0"?><EDKSYSTEM><SYSTEMINFO NAME="two"/><MODULES>
+<MODULE INSTANCE="zynq_ultra_ps_e_0" MODTYPE="zynq_ultra_ps_e"><MEMORYMAP>{}{}</MEMORYMAP></MODULE>
+{}{}</MODULES></EDKSYSTEM>"#,
+        memrange("axi_dma_0", direct),
+        memrange("axi_dma_1", sg),
+        dma_module("axi_dma_0", false, 23),
+        dma_module("axi_dma_1", true, 26),
+    );
+    let path = std::env::temp_dir().join(format!("dmaflow-two-dmas-{}.hwh", std::process::id()));
+    std::fs::write(&path, hwh).unwrap();
+    let s = Service::new(
+        Target::Emulated {
+            hwh: Some(path.clone()),
+            model: MemoryModel::NonCoherent,
+        },
+        DDR,
+    );
+    std::fs::remove_file(&path).unwrap();
+    let s = s.unwrap();
+    assert!(s.notes().is_empty(), "both emulated: {:?}", s.notes());
+    rt().block_on(async {
+        let w0 = window(&s, direct, 0x1_0000).await.mmio_id.unwrap();
+        let w1 = window(&s, sg, 0x1_0000).await.mmio_id.unwrap();
+        // DMASR.SGIncld says how each engine was built.
+        for (w, incl) in [(&w0, 0), (&w1, 1 << 3)] {
+            let sr = mmio_read(&s, w, 0x04, 4).await.data.unwrap();
+            assert_eq!(sr & (1 << 3), incl, "{w}: DMASR {sr:#x}");
+        }
+        // The direct engine keeps 23 bits of LENGTH.
+        let (_, a) = buffer(&s, 1, 64).await;
+        assert!(mmio_write_on(&s, 1, &w0, 0x48, a as u32).await.status);
+        assert!(mmio_write_on(&s, 1, &w0, 0x58, (1 << 23) | 64).await.status);
+        assert_eq!(mmio_read(&s, &w0, 0x58, 4).await.data, Some(64));
+        // Each loops its own data back, from one DDR.
+        let (src, sa) = buffer(&s, 1, 4096).await;
+        let (d0, da0) = buffer(&s, 1, 4096).await;
+        let (d1, da1) = buffer(&s, 1, 4096).await;
+        let (descs, d) = buffer(&s, 1, 128).await;
+        put(&s, 1, &src, 0, &pattern()).await;
+        // S2MM of the direct engine waits for the 64 bytes started above.
+        let r = mmio_write_on(&s, 1, &w0, 0x30, 4).await;
+        assert!(r.status, "reset: {:?}", r.msg);
+        direct_loopback(&s, 1, &w0, sa, da0).await;
+        sg_loopback(&s, 1, &w1, (&descs, d), sa, da1).await;
+        for id in [&d0, &d1] {
+            RemoteBuffer::invalidate(
+                &s,
+                on(
+                    1,
+                    InvalidateRequest {
+                        buffer_id: id.clone(),
+                    },
+                ),
+            )
+            .await
+            .unwrap();
+            assert_eq!(
+                read_buf(&s, 1, id, 0, 0).await.data.unwrap(),
+                pattern(),
+                "{id}"
+            );
+        }
     });
 }
 

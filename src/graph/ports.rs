@@ -183,7 +183,7 @@ impl<T: Pod> Output<T> {
 
     /// Reserves every free slot up to `max` (at least one, known to be free).
     fn reserve_free_up_to(&mut self, max: usize) -> Result<&mut [T], Error> {
-        let k = self.writer_mut().free().min(max).max(1);
+        let k = self.writer_mut().free_up_to(max).max(1);
         self.reserve_free(k)
     }
 

@@ -95,6 +95,27 @@ impl Line {
     }
 }
 
+/// `n` register windows, each zeroed.
+fn windows_of(n: usize) -> Result<Vec<OwnedFd>, Error> {
+    (0..n)
+        .map(|i| memfd(&format!("dmaflow-sim-regs{i}"), REGISTER_WINDOW))
+        .collect()
+}
+
+/// `n` interrupt lines, each enabled and not pending.
+fn lines_of(n: usize) -> Result<Vec<Arc<Line>>, Error> {
+    (0..n)
+        .map(|_| {
+            let fd = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)
+                .map_err(os_err("eventfd"))?;
+            Ok(Arc::new(Line {
+                fd,
+                state: Mutex::new((true, false, 0)),
+            }))
+        })
+        .collect()
+}
+
 /// An emulated board: register windows, a DDR region and interrupt lines.
 pub struct SimBoard {
     regs: Vec<OwnedFd>,
@@ -143,9 +164,7 @@ impl SimBoard {
         irq_lines: usize,
         model: MemoryModel,
     ) -> Result<Self, Error> {
-        let regs = (0..windows)
-            .map(|i| memfd(&format!("dmaflow-sim-regs{i}"), REGISTER_WINDOW))
-            .collect::<Result<_, _>>()?;
+        let regs = windows_of(windows)?;
         let ddr = memfd("dmaflow-sim-ddr", ddr_bytes)?;
         let cache = match model {
             MemoryModel::Coherent => None,
@@ -158,16 +177,7 @@ impl SimBoard {
                 Some((view, Arc::new(state)))
             }
         };
-        let lines = (0..irq_lines)
-            .map(|_| {
-                let fd = eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)
-                    .map_err(os_err("eventfd"))?;
-                Ok(Arc::new(Line {
-                    fd,
-                    state: Mutex::new((true, false, 0)),
-                }))
-            })
-            .collect::<Result<_, Error>>()?;
+        let lines = lines_of(irq_lines)?;
         Ok(SimBoard {
             regs,
             ddr,
@@ -178,6 +188,37 @@ impl SimBoard {
             lines,
             target: Target::default(),
             domain: NEXT_DOMAIN.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        })
+    }
+
+    /// Another board on the same bus: `windows` register windows and
+    /// `irq_lines` interrupt lines of its own, and this board's DDR (the same
+    /// memory at the same bus addresses, seen through the same CPU caches).
+    /// A second fabric attaches to it, so that engines built differently
+    /// (one in direct mode, one with scatter-gather) reach one DDR.
+    pub fn sharing_ddr(&self, windows: usize, irq_lines: usize) -> Result<Self, Error> {
+        let dup = |fd: &OwnedFd| {
+            fd.try_clone().map_err(|source| Error::Io {
+                path: "sim DDR".into(),
+                source,
+            })
+        };
+        let regs = windows_of(windows)?;
+        let cache = match &self.cache {
+            None => None,
+            Some((view, state)) => Some((dup(view)?, state.clone())),
+        };
+        let lines = lines_of(irq_lines)?;
+        Ok(SimBoard {
+            regs,
+            ddr: dup(&self.ddr)?,
+            cache,
+            uncleaned: self.uncleaned.clone(),
+            ddr_bytes: self.ddr_bytes,
+            ddr_base: self.ddr_base,
+            lines,
+            target: Target::default(),
+            domain: self.domain,
         })
     }
 

@@ -253,6 +253,11 @@ impl<L: Clone> WriteSide<L> {
         self.slot as usize
     }
 
+    /// Slots the writer may fill now as last seen (never more than are free).
+    pub(crate) fn known_free(&self) -> u64 {
+        self.free()
+    }
+
     /// Capacity in items.
     pub(crate) fn capacity(&self) -> usize {
         self.capacity as usize

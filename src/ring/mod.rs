@@ -83,6 +83,17 @@ pub enum Error {
     /// Items of size zero cannot be queued.
     #[error("items of size zero cannot be queued")]
     ZeroSizedItem,
+    /// The item type is aligned beyond a page: a queue's slots are only
+    /// page-aligned, so its items would be handed out misaligned.
+    #[error(
+        "items aligned to {align} bytes cannot be queued: a queue's slots are aligned to its page size ({page} bytes)"
+    )]
+    ItemAlignment {
+        /// The item type's alignment.
+        align: usize,
+        /// The page size.
+        page: usize,
+    },
     /// The requested size does not fit the address space.
     #[error("a queue of {bytes} bytes does not fit in the address space")]
     CapacityOverflow {
@@ -372,11 +383,13 @@ impl<T: Pod> Builder<T> {
     }
 
     /// Creates the queue with one reader.
+    ///
+    /// Errors: [`Error::ZeroSizedItem`], [`Error::ItemAlignment`] for an item
+    /// type aligned beyond a page, [`Error::CapacityOverflow`] or
+    /// [`Error::Map`] if the memory cannot be had.
     pub fn build(self) -> Result<(Writer<T>, Reader<T>), Error> {
         let size = std::mem::size_of::<T>();
-        if size == 0 {
-            return Err(Error::ZeroSizedItem);
-        }
+        item_fits::<T>()?;
         let bytes = self
             .min_items
             .checked_mul(size)
@@ -398,6 +411,19 @@ impl<T: Pod> Builder<T> {
         };
         Ok((writer, reader))
     }
+}
+
+/// Whether items of type `T` can be queued: not of size zero, and aligned
+/// no further than a page (a queue's slots lie in page-aligned mappings).
+pub(crate) fn item_fits<T>() -> Result<(), Error> {
+    if std::mem::size_of::<T>() == 0 {
+        return Err(Error::ZeroSizedItem);
+    }
+    let (align, page) = (std::mem::align_of::<T>(), rustix::param::page_size());
+    if align > page {
+        return Err(Error::ItemAlignment { align, page });
+    }
+    Ok(())
 }
 
 /// A queue of at least `min_items` items with the default [`Wait::Block`] waiting.
@@ -502,6 +528,16 @@ impl<T: Pod> Writer<T> {
     pub fn free(&mut self) -> usize {
         let unread = self.side.position() - self.side.oldest_unread();
         self.capacity().saturating_sub(unread as usize)
+    }
+
+    /// Slots free now, at most `max`: the readers' positions are looked at
+    /// only when fewer than `max` were free as last seen (a writer that takes
+    /// less than what it knows to be free leaves their cache lines alone).
+    pub(crate) fn free_up_to(&mut self, max: usize) -> usize {
+        match usize::try_from(self.side.known_free()) {
+            Ok(known) if known >= max => max,
+            _ => self.free().min(max),
+        }
     }
 
     /// Grows the queue to at least `min_items` items, keeping every unread and every

@@ -292,10 +292,8 @@ impl<T: Pod> ShmWriter<T> {
     /// Creates a queue of at least `min_items` slots (rounded up to whole
     /// pages) in a new memory object, with no reader yet.
     pub fn create(min_items: usize, cfg: &ShmConfig) -> Result<Self, Error> {
+        super::item_fits::<T>()?;
         let size = std::mem::size_of::<T>();
-        if size == 0 {
-            return Err(Error::ZeroSizedItem);
-        }
         if !(1..=MAX_READERS).contains(&cfg.max_readers) {
             return Err(Error::BadReaders {
                 max_readers: cfg.max_readers,
@@ -717,10 +715,8 @@ impl<T: Pod> ShmReader<T> {
     /// protocol may write the object's slots (`T` is plain old data, so what
     /// such a write can change is the items' values, never an address).
     pub unsafe fn from_fd(fd: OwnedFd) -> Result<Self, Error> {
+        super::item_fits::<T>()?;
         let size = std::mem::size_of::<T>();
-        if size == 0 {
-            return Err(Error::ZeroSizedItem);
-        }
         let page = rustix::param::page_size();
         let bad = |reason: String| Error::NotAQueue { reason };
         let len = mirror::object_len(fd.as_fd())?;

@@ -1,8 +1,10 @@
 //! The device thread: runs the fabric's steps while there is work, spins
 //! briefly, then yields, then sleeps when idle, so it does not starve the host.
+//! A short direct-mode transfer may instead be stepped by the thread whose
+//! LENGTH write started it ([`Shared::run_now`]), when the fabric is set to.
 
-use std::sync::PoisonError;
 use std::sync::atomic::Ordering;
+use std::sync::{PoisonError, TryLockError};
 use std::time::{Duration, Instant};
 
 use super::state::*;
@@ -11,6 +13,11 @@ use super::state::*;
 /// between looks until it sleeps.
 const IDLE_SPIN: Duration = Duration::from_micros(500);
 const IDLE_YIELD: Duration = Duration::from_millis(2);
+
+/// The longest a thread stepping a short transfer itself waits for the
+/// device thread to let go of the fabric, or for the modelled link
+/// ([`Shared::run_now`]).
+const PROMPT_WAIT: Duration = Duration::from_micros(20);
 
 /// Spins until `t` or until new work is posted.
 fn spin_until(s: &Shared, t: Instant) {
@@ -89,5 +96,55 @@ pub(super) fn device_loop(s: &Shared) {
         );
         s.sleeping.store(false, Ordering::SeqCst);
         idle_since = Instant::now();
+    }
+}
+
+impl Shared {
+    /// Runs on the calling thread the steps the device can take now, once
+    /// the device thread is not mid-step (waited for briefly) and unless a
+    /// transfer is stalled by a fault: what the clock model says is due by
+    /// now (or within [`PROMPT_WAIT`]) moves, the rest is left to the device
+    /// thread, which the doorbell woke. On a board a short
+    /// transfer is done a few microseconds after its doorbell; waking a
+    /// sleeping device thread takes the host's scheduler tens of
+    /// microseconds or more, so a program that reads the data right after
+    /// the doorbell would otherwise find it missing.
+    pub(super) fn run_now(&self) {
+        // The device thread holds the lock only for a step (a woken one may
+        // be at this very transfer): wait a little for it, never long.
+        let since = Instant::now();
+        let mut st = loop {
+            match self.state.try_lock() {
+                Ok(st) => break st,
+                Err(TryLockError::Poisoned(p)) => break p.into_inner(),
+                Err(TryLockError::WouldBlock) if since.elapsed() < PROMPT_WAIT => {
+                    std::hint::spin_loop();
+                }
+                Err(TryLockError::WouldBlock) => return,
+            }
+        };
+        if st.stop || st.in_beat || st.faults.stall.is_some() {
+            return;
+        }
+        // The MM2S read feeds the stream, the core fires, S2MM writes: a few
+        // steps at most, each finishing what is due, waiting here for what
+        // the model has due within a few microseconds (a board's engine
+        // would be at it meanwhile), leaving anything later to the device
+        // thread.
+        for _ in 0..8 {
+            if !self.busy(&st) {
+                return;
+            }
+            match self.step(&mut st) {
+                None => {}
+                Some(d) if d <= PROMPT_WAIT => {
+                    let t = Instant::now() + d;
+                    while Instant::now() < t {
+                        std::hint::spin_loop();
+                    }
+                }
+                Some(_) => return,
+            }
+        }
     }
 }

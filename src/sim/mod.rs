@@ -6,7 +6,9 @@
 //! Register writes are applied at once, in the writer's thread, with the IP's
 //! semantics (self-clearing reset, write-1-to-clear interrupt bits, a LENGTH write
 //! that starts a transfer); the data moves in the device thread, which spins
-//! briefly and then sleeps when idle so that it does not starve a 2-core machine.
+//! briefly and then sleeps when idle so that it does not starve a 2-core machine
+//! (or, for short direct-mode transfers when the fabric is set to, in the
+//! writer's thread right after the LENGTH write: [`Fabric::set_prompt_bytes`]).
 
 mod bgsub;
 mod checker;
@@ -32,7 +34,7 @@ pub use timing::{
 use device::device_loop;
 use state::{Engine, Shared, State, lock};
 
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -206,6 +208,7 @@ impl Fabric {
                 .map(|_| [AtomicBool::new(false), AtomicBool::new(false)])
                 .collect(),
             checker: checker::Checker::new(Instant::now()),
+            prompt_bytes: AtomicUsize::new(0),
             length_mask: AtomicU32::new((1 << DEFAULT_LENGTH_WIDTH) - 1),
             last_s2mm: (0..engines).map(|_| Mutex::new(None)).collect(),
             epoch: Instant::now(),
@@ -259,6 +262,18 @@ impl Fabric {
             .length_mask
             .store((1 << bits) - 1, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Has a direct-mode transfer of at most `bytes` bytes carried out by the
+    /// thread whose LENGTH write starts it, as far as the clock model says it
+    /// is done by then, instead of waiting for the device thread to be
+    /// scheduled (0, the default: the device thread moves every transfer).
+    /// A program that reads a short transfer's data right after starting it
+    /// then finds it there, as on a board, where the engine starts at once;
+    /// the price is that this thread's CPU time includes the emulated
+    /// device's copy.
+    pub fn set_prompt_bytes(&self, bytes: usize) {
+        self.shared.prompt_bytes.store(bytes, Ordering::Relaxed);
     }
 
     /// Turns the protocol checker's strict mode on (the default) or off: in strict

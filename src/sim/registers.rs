@@ -347,6 +347,9 @@ impl BusTarget for Shared {
                 self.post_time[e][ch].store(ns, Ordering::Release);
                 self.posts[e][ch].fetch_add(1, Ordering::Release);
                 self.post();
+                if value as usize <= self.prompt_bytes.load(Ordering::Relaxed) {
+                    self.run_now();
+                }
             }
             return Ok(());
         }

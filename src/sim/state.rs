@@ -2,7 +2,7 @@
 //! between them, and what the register side shares with the device thread.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -166,6 +166,9 @@ pub(super) struct Shared {
     pub(super) post_time: Vec<[AtomicU64; 2]>,
     /// Direct-mode transfer started and not yet completed, per engine and channel.
     pub(super) in_flight: Vec<[AtomicBool; 2]>,
+    /// Direct-mode transfers of at most this many bytes are stepped by the
+    /// thread whose LENGTH write starts them, when it can (0: never).
+    pub(super) prompt_bytes: AtomicUsize,
     /// Bits of LENGTH and of descriptor lengths the IP keeps (c_sg_length_width).
     pub(super) length_mask: AtomicU32,
     /// Per engine: the range the last direct-mode S2MM transfer wrote.

@@ -8,6 +8,7 @@
 //! cycle, at an assumed 100 MHz), so the model's time per layer includes the
 //! computation as well as the link; what the software adds is the rest.
 
+use std::ops::Range;
 use std::time::Instant;
 
 use dmaflow::dma::{Completion, Proxy, Timing};
@@ -20,7 +21,7 @@ use dmaflow::sim::{Clock, ConvCore};
 use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
 use super::error::Error;
-use super::harness::{NO_GPU, OnBoard, OnGpu, Setup, Spec, Tier, median, on_board, table};
+use super::harness::{NO_GPU, OnBoard, OnGpu, Setup, Spec, Tier, median, on_board};
 use super::meter::{Cost, Meter, Tally};
 use super::plot::{LinePlot, XAxis};
 use super::report::{Report, sentence, series_by};
@@ -189,11 +190,40 @@ impl Measured {
 /// received bytes, the engine's timing and the host's cost out.
 type SendPacket<'a> = dyn FnMut(Vec<u8>, usize) -> Result<(Vec<u8>, Timing, Cost), Error> + 'a;
 
-/// Runs every frame through the network on the coprocessor with `send`, which
-/// moves one layer packet and returns the answer and where its time went.
+/// Each of `modes` measured by `measure` in turns, `cfg.rounds` rounds (the
+/// order reversed every other round), each round a share of the frames
+/// (`measure` is given their range and the round); what each mode measured
+/// over all rounds, on `device`.
+fn in_rounds(
+    cfg: &Config,
+    modes: &[Completion],
+    device: &str,
+    mut measure: impl FnMut(Completion, Range<usize>, usize) -> Result<Measured, Error>,
+) -> Result<ByMode, Error> {
+    let mut measured: Vec<Option<Measured>> = modes.iter().map(|_| None).collect();
+    let rounds = cfg.rounds.clamp(1, cfg.frames.max(1));
+    in_turns(modes.len(), rounds, |k, round| {
+        let share = round * cfg.frames / rounds..(round + 1) * cfg.frames / rounds;
+        let part = measure(modes[k], share, round)?;
+        match &mut measured[k] {
+            Some(m) => m.extend(part),
+            none => *none = Some(part),
+        }
+        Ok::<f64, Error>(0.0)
+    })?;
+    Ok(modes
+        .iter()
+        .zip(measured)
+        .filter_map(|(&c, m)| Some((device.to_string(), c, m?)))
+        .collect())
+}
+
+/// Runs the frames `which` through the network on the coprocessor with
+/// `send`, which moves one layer packet and returns the answer and where its
+/// time went; the outputs are checked against their `reference`.
 fn frames(
     net: &[Layer],
-    first: usize,
+    which: Range<usize>,
     reference: &[Vec<i16>],
     overrun: impl Fn() -> std::time::Duration,
     mut send: impl FnMut(Vec<u8>, usize) -> Result<(Vec<u8>, Timing, Cost), Error>,
@@ -202,8 +232,8 @@ fn frames(
     let mut cost = vec![Tally::default(); net.len()];
     let mut frame_ms = Vec::new();
     let mut verified = true;
-    for (f, expected) in reference.iter().enumerate() {
-        let f = first + f;
+    for f in which {
+        let expected = &reference[f];
         let t0 = Instant::now();
         let (mut maps, mut h, mut w) = (input_frame(f as u64), 64, 64);
         for (l, layer) in net.iter().enumerate() {
@@ -270,18 +300,8 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
         };
         return Ok(rows_of(measured, &sizes, |_| None));
     }
-    let modes = Completion::ALL;
-    let mut measured: Vec<Option<Measured>> = modes.iter().map(|_| None).collect();
-    let rounds = cfg.rounds.clamp(1, cfg.frames.max(1));
-    in_turns(modes.len(), rounds, |k, round| {
-        let c = modes[k];
-        let name = c.name();
-        // This round's share of the frames.
-        let (from, to) = (
-            round * cfg.frames / rounds,
-            (round + 1) * cfg.frames / rounds,
-        );
-        progress(&format!("cnn {name} round {}", round + 1));
+    let measured = in_rounds(cfg, &Completion::ALL, "fabric", |c, frames_now, round| {
+        progress(&format!("cnn {} round {}", c.name(), round + 1));
         let mut rig = Rig::with_model(
             (8 * largest + (1 << 20)).next_power_of_two(),
             FABRIC,
@@ -321,18 +341,8 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
             }
         };
         let overrun = || rig.fabric.compute_overrun();
-        let part = frames(&net, from, &reference[from..to], overrun, send)?;
-        match &mut measured[k] {
-            Some(m) => m.extend(part),
-            none => *none = Some(part),
-        }
-        Ok::<f64, Error>(0.0)
+        frames(&net, frames_now, &reference, overrun, send)
     })?;
-    let measured: ByMode = modes
-        .iter()
-        .zip(measured)
-        .filter_map(|(&c, m)| Some(("fabric".to_string(), c, m?)))
-        .collect();
     Ok(rows_of(measured, &sizes, |l| {
         Some(
             (FABRIC.mm2s_start(false)
@@ -375,19 +385,12 @@ fn on_gpu(
     let mut tx = HostBuf::new(&gpu, HostKind::Pinned, largest)?;
     let mut rx = HostBuf::new(&gpu, HostKind::Pinned, largest)?;
     let modes = [Completion::Poll, Completion::Yield, Completion::Irq];
-    let mut measured: Vec<Option<Measured>> = modes.iter().map(|_| None).collect();
-    let rounds = cfg.rounds.clamp(1, cfg.frames.max(1));
-    in_turns(modes.len(), rounds, |k, round| {
-        let c = modes[k];
-        let (from, to) = (
-            round * cfg.frames / rounds,
-            (round + 1) * cfg.frames / rounds,
-        );
+    let measured = in_rounds(cfg, &modes, &device, |c, frames_now, round| {
         progress(&format!("cnn {device} {} round {}", c.name(), round + 1));
-        let part = frames(
+        frames(
             net,
-            from,
-            &reference[from..to],
+            frames_now,
+            reference,
             || std::time::Duration::ZERO,
             |packet, _| {
                 let (w0, c0) = (Instant::now(), process_cpu_time());
@@ -401,20 +404,9 @@ fn on_gpu(
                 };
                 Ok((out, engine.last_timing(), cost))
             },
-        )?;
-        match &mut measured[k] {
-            Some(m) => m.extend(part),
-            none => *none = Some(part),
-        }
-        Ok::<f64, Error>(0.0)
+        )
     })?;
-    Ok(Some(
-        modes
-            .iter()
-            .zip(measured)
-            .filter_map(|(&c, m)| Some((device.clone(), c, m?)))
-            .collect(),
-    ))
+    Ok(Some(measured))
 }
 
 /// The rows of each device's and mode's frames; `model_us` gives a layer's
@@ -472,37 +464,39 @@ pub fn render(rows: &[Row]) -> String {
             modes.push(r.completion);
         }
     }
-    let t1: Vec<Vec<String>> = modes
+    // Each mode's layers: the frame's time per byte is over all its bytes.
+    let frames: Vec<Vec<&Row>> = modes
         .iter()
-        .map(|&m| {
-            let rs: Vec<&Row> = rows.iter().filter(|r| r.completion == m).collect();
-            let tx_b: usize = rs.iter().map(|r| r.tx_bytes).sum();
-            let rx_b: usize = rs.iter().map(|r| r.rx_bytes).sum();
-            let tx: f64 = rs
-                .iter()
-                .map(|r| r.tx_us_per_byte * r.tx_bytes as f64)
-                .sum();
-            let rx: f64 = rs
-                .iter()
-                .map(|r| r.rx_us_per_byte * r.rx_bytes as f64)
-                .sum();
-            vec![
-                m.to_string(),
-                format!("{:.5}", tx / tx_b as f64),
-                format!("{:.5}", rx / rx_b as f64),
-                format!("{:.2}", rs.first().map_or(0.0, |r| r.frame_ms)),
-                rs.first().map_or(String::new(), |r| {
-                    format!("{:.2}..{:.2}", r.frame_spread.p25, r.frame_spread.p75)
-                }),
-                if rs.iter().all(|r| r.verified) {
-                    "yes"
-                } else {
-                    "NO"
-                }
-                .to_string(),
-            ]
-        })
+        .map(|&m| rows.iter().filter(|r| r.completion == m).collect())
         .collect();
+    let per_byte = |rs: &[&Row], get: fn(&Row) -> (f64, usize)| {
+        let (us, bytes) = rs
+            .iter()
+            .map(|&r| get(r))
+            .fold((0.0, 0), |(us, b), (x, n)| (us + x * n as f64, b + n));
+        format!("{:.5}", us / bytes as f64)
+    };
+    let table_one = Columns::new()
+        .shown("completion", |rs: &Vec<&Row>| rs[0].completion.to_string())
+        .shown("TX us/byte", move |rs| {
+            per_byte(rs, |r| (r.tx_us_per_byte, r.tx_bytes))
+        })
+        .shown("RX us/byte", move |rs| {
+            per_byte(rs, |r| (r.rx_us_per_byte, r.rx_bytes))
+        })
+        .shown("frame ms", |rs| format!("{:.2}", rs[0].frame_ms))
+        .shown("IQR", |rs| {
+            let s = rs[0].frame_spread;
+            format!("{:.2}..{:.2}", s.p25, s.p75)
+        })
+        .shown("verified", |rs| {
+            if rs.iter().all(|r| r.verified) {
+                "yes"
+            } else {
+                "NO"
+            }
+            .to_string()
+        });
     let Some(first) = rows.first() else {
         return format!("{}\n", NO_GPU);
     };
@@ -514,17 +508,7 @@ pub fn render(rows: &[Row]) -> String {
         );
     }
     out += "Table I: one frame, TX and RX time per byte (single buffer, unique)\n";
-    out += &table(
-        &[
-            "completion",
-            "TX us/byte",
-            "RX us/byte",
-            "frame ms",
-            "IQR",
-            "verified",
-        ],
-        &t1,
-    );
+    out += &table_one.table(&frames);
     out += "\nper layer\n";
     out + &columns().table(rows)
 }

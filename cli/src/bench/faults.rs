@@ -141,6 +141,20 @@ pub struct Row {
     pub seconds: f64,
 }
 
+impl Row {
+    /// Nothing counted yet for `api` on a board of memory `model`.
+    fn of(model: MemoryModel, api: &'static str) -> Row {
+        Row {
+            memory: match model {
+                MemoryModel::Coherent => "coherent",
+                MemoryModel::NonCoherent => "noncoherent",
+            },
+            api,
+            ..Row::default()
+        }
+    }
+}
+
 /// A small xorshift generator: the campaign is repeatable from its seed.
 struct Rng(u64);
 
@@ -496,14 +510,7 @@ fn campaign(cfg: &Config, model: MemoryModel, api: &'static str) -> Result<Row, 
     let seed = cfg.seed ^ (api.len() as u64 * 0x9E37) ^ (model as u64 + 1);
     let mut rng = Rng(seed | 1);
     let mut lab = Lab::new(cfg, sg, model, seed)?;
-    let mut row = Row {
-        memory: match model {
-            MemoryModel::Coherent => "coherent",
-            MemoryModel::NonCoherent => "noncoherent",
-        },
-        api,
-        ..Row::default()
-    };
+    let mut row = Row::of(model, api);
     // Canaries handed out after failures, checked once every stall is over.
     // Each canary has a pattern byte of its own, so filling it changes every
     // line (the emulated cache knows a line is dirty by its bytes).
@@ -642,14 +649,9 @@ fn run_all(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
             match rx.recv_timeout(limit) {
                 Ok(row) => rows.push(row?),
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => rows.push(Row {
-                    memory: match model {
-                        MemoryModel::Coherent => "coherent",
-                        MemoryModel::NonCoherent => "noncoherent",
-                    },
-                    api,
                     hangs: 1,
                     seconds: limit.as_secs_f64(),
-                    ..Row::default()
+                    ..Row::of(model, api)
                 }),
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
                     return Err(Error::Panicked("the fault campaign"));

@@ -79,6 +79,14 @@ pub fn ms_label(d: std::time::Duration) -> String {
     format!("{} ms", d.as_millis())
 }
 
+/// A link's rate as the tables name it: `1200MB/s`, or `unlimited`.
+pub fn clock_label(clock: Clock) -> String {
+    match clock.bytes_per_s() {
+        Some(b) => format!("{:.0}MB/s", b / 1e6),
+        None => "unlimited".into(),
+    }
+}
+
 /// Human-readable byte count: `64 B`, `4 KiB`, `6 MiB`.
 pub fn bytes_label(b: usize) -> String {
     if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
@@ -362,5 +370,10 @@ mod tests {
         assert_eq!(bytes_label(4096), "4 KiB");
         assert_eq!(bytes_label(6 << 20), "6 MiB");
         assert_eq!(bytes_label(1000), "1000 B");
+        assert_eq!(
+            clock_label(dmaflow::sim::Profile::ZYNQ7000.port),
+            "1200MB/s"
+        );
+        assert_eq!(clock_label(Clock::Unlimited), "unlimited");
     }
 }

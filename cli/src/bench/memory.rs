@@ -27,7 +27,7 @@ use super::beside;
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-use super::harness::{OnBoard, Setup, Spec, bytes_label, ms_label};
+use super::harness::{OnBoard, Setup, Spec, bytes_label, clock_label, ms_label};
 use super::meter::Tally;
 use super::plot::{LinePlot, XAxis};
 use super::report::{Report, sentence, series_by};
@@ -247,10 +247,7 @@ fn rows_of(
 pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
     let mut rows = Vec::new();
     for clock in [cfg.profile.port, Clock::Unlimited] {
-        let clock_name = match clock.bytes_per_s() {
-            Some(b) => format!("{:.0}MB/s", b / 1e6),
-            None => "unlimited".into(),
-        };
+        let clock_name = clock_label(clock);
         let (rig, placed, driver) = cfg.board(clock)?;
         let app_core = placed.host_cores.get(1).copied().unwrap_or(driver);
         let own_core = app_core != driver;

@@ -51,6 +51,7 @@ registry! {
     pipeline,
     faults,
     net,
+    remote,
     gpu,
 }
 

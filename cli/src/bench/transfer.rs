@@ -22,7 +22,7 @@ use super::app::{App, Work};
 use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
 use super::error::Error;
-use super::harness::{OnBoard, OnGpu, Setup, Spec, Tables, Tier, bytes_label, median};
+use super::harness::{OnBoard, OnGpu, Setup, Spec, Tables, Tier, bytes_label, clock_label, median};
 use super::meter::Meter;
 use super::on_board::Mode;
 use super::plot::{LinePlot, XAxis};
@@ -294,13 +294,6 @@ struct Condition {
     copy: bool,
 }
 
-fn clock_name(c: Clock) -> String {
-    match c.bytes_per_s() {
-        Some(b) => format!("{:.0}MB/s", b / 1e6),
-        None => "unlimited".into(),
-    }
-}
-
 /// Runs the sweep.
 pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
     let hp = cfg.profile.port;
@@ -326,7 +319,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
             let rig = Rig::with_model(ddr, clock, true, policy, model, Box::new(Loopback))?;
             let placed = rig.dedicate_core()?;
             let at = Setting {
-                clock: clock_name(clock),
+                clock: clock_label(clock),
                 model: Some(clock),
                 cache_maintenance,
                 irq: !cache_maintenance,
@@ -596,7 +589,7 @@ fn worst_large<'a>(rows: impl Iterator<Item = &'a Row>, link: f64) -> Option<(&'
 /// fast enough when the link is unlimited.
 pub fn targets(cfg: &Config, rows: &[Row]) -> Vec<Target> {
     let mut out = Vec::new();
-    let hp = clock_name(cfg.profile.port);
+    let hp = clock_label(cfg.profile.port);
     let link = cfg.profile.port.bytes_per_s().unwrap_or(f64::INFINITY);
     for (completion, loaded, what) in [
         ("poll", false, "alone, polling"),
@@ -636,7 +629,7 @@ pub fn targets(cfg: &Config, rows: &[Row]) -> Vec<Target> {
 /// one core does to it in each mode, and how many small packets software keeps
 /// up with, with and without cache maintenance.
 pub fn answer(cfg: &Config, rows: &[Row]) -> String {
-    let hp = clock_name(cfg.profile.port);
+    let hp = clock_label(cfg.profile.port);
     let link = cfg.profile.port.bytes_per_s().unwrap_or(f64::INFINITY);
     let mut parts = Vec::new();
     if let Some((w, pct)) = worst_large(select(cfg, rows, &hp, "poll", false), link) {
@@ -680,7 +673,7 @@ pub fn answer(cfg: &Config, rows: &[Row]) -> String {
 /// The run as a report: table, targets, MB/s against buffer size for each clock,
 /// packets/s against ring size, CPU per packet.
 pub fn report(cfg: &Config, rows: &[Row]) -> Report {
-    let hp = clock_name(cfg.profile.port);
+    let hp = clock_label(cfg.profile.port);
     let label = |r: &Row| {
         format!(
             "{} {}{}{}",

@@ -30,6 +30,9 @@ from __future__ import annotations
 
 import gc
 import os
+import warnings
+import weakref
+from datetime import datetime
 
 import numpy as np
 
@@ -46,6 +49,7 @@ __all__ = [
     "Interrupt",
     "MMIO",
     "DMA",
+    "Device",
     "DmaError",
     "DmaTimeoutError",
     "Overlay",
@@ -53,6 +57,140 @@ __all__ = [
     "PynqBuffer",
     "allocate",
 ]
+
+
+class _DeviceMeta(type):
+    """PYNQ's ``Device`` class attributes: ``devices`` and
+    ``active_device``."""
+
+    @property
+    def devices(cls) -> list[Device]:
+        """Every device of this process: the emulated board, then each real
+        board an ``Overlay`` opened."""
+        return list(_devices)
+
+    @property
+    def active_device(cls) -> Device:
+        """The device ``Overlay``, ``allocate`` and ``MMIO`` use when none is
+        given: the one an overlay was loaded on last (the emulated board
+        before any), or the one assigned here, as on PYNQ."""
+        if cls._active is None:
+            cls._active = _devices[0]
+        return cls._active
+
+    @active_device.setter
+    def active_device(cls, value: Device) -> None:
+        if not isinstance(value, Device):
+            raise TypeError(f"active_device must be a Device, not {type(value).__name__}")
+        cls._active = value
+
+
+class Device(metaclass=_DeviceMeta):
+    """PYNQ's ``pynq.Device``: a board overlays are loaded on, with what was
+    loaded last (``bitfile_name``, ``timestamp``, ``ip_dict`` and the other
+    dicts) and ``allocate``. ``Device.devices`` lists them and
+    ``Device.active_device`` is the default one. The emulated board is one
+    device: each overlay loaded on it is a fresh board (``board``), as its
+    ``Overlay`` says."""
+
+    _active: Device | None = None
+
+    def __init__(self, tag: str, name: str) -> None:
+        #: A unique name of the device (PYNQ's ``tag``).
+        self.tag = tag
+        #: What the device is.
+        self.name = name
+        #: When an overlay was last downloaded (PYNQ's format,
+        #: ``year/month/day hour:minute:second +microsecond``; ``None``
+        #: before any).
+        self.timestamp: str | None = None
+        #: The bitstream downloaded last (``None`` before any).
+        self.bitfile_name: str | None = None
+        #: PYNQ's capabilities: registers are reached by reads and writes.
+        self.capabilities = {"REGISTER_RW": True, "MEMORY_MAPPED": False, "CALLABLE": False}
+        # The overlay downloaded last, not kept alive by the device (its
+        # board's memory goes with the last of its buffers).
+        self._overlay_ref: weakref.ref[Overlay] | None = None
+
+    @property
+    def _overlay(self) -> Overlay | None:
+        return self._overlay_ref() if self._overlay_ref is not None else None
+
+    @property
+    def board(self) -> Board | None:
+        """The board of the overlay downloaded last (``None`` before any, or
+        once that overlay is gone)."""
+        ol = self._overlay
+        return ol.board if ol is not None else None
+
+    def has_capability(self, cap: str) -> bool:
+        """Whether the device has capability ``cap`` (PYNQ's names)."""
+        return bool(self.capabilities.get(cap, False))
+
+    def _dict(self, name: str) -> dict:
+        return getattr(self._overlay, name) if self._overlay is not None else {}
+
+    @property
+    def ip_dict(self) -> dict:
+        """The IP of the overlay downloaded last."""
+        return self._dict("ip_dict")
+
+    @property
+    def mem_dict(self) -> dict:
+        """The memories of the overlay downloaded last."""
+        return self._dict("mem_dict")
+
+    @property
+    def gpio_dict(self) -> dict:
+        """The AXI GPIO pins of the overlay downloaded last (none)."""
+        return self._dict("gpio_dict")
+
+    @property
+    def interrupt_pins(self) -> dict:
+        """The interrupt pins of the overlay downloaded last."""
+        return self._dict("interrupt_pins")
+
+    @property
+    def interrupt_controllers(self) -> dict:
+        """The interrupt controllers of the overlay downloaded last."""
+        return self._dict("interrupt_controllers")
+
+    @property
+    def hierarchy_dict(self) -> dict:
+        """The hierarchies of the overlay downloaded last (none)."""
+        return self._dict("hierarchy_dict")
+
+    def allocate(self, shape, dtype="u4", **kwargs) -> PynqBuffer:
+        """A buffer in the memory of this device's loaded overlay."""
+        if self.board is None:
+            raise RuntimeError("Overlay is not downloaded")
+        return _allocate(shape, dtype, self.board, **kwargs)
+
+    def _downloaded(self, overlay: Overlay) -> str:
+        """``overlay`` was downloaded now: its time, as PYNQ stamps it."""
+        t = datetime.now()
+        self.timestamp = f"{t.year}/{t.month}/{t.day} {t.hour}:{t.minute}:{t.second} +{t.microsecond}"
+        self.bitfile_name = overlay.bitfile_name
+        self._overlay_ref = weakref.ref(overlay)
+        Device.active_device = self
+        return self.timestamp
+
+    def __repr__(self) -> str:
+        return f"<Device {self.tag}: {self.name}>"
+
+
+#: The devices: the emulated board first, then each real board opened.
+_devices: list[Device] = [Device("emulated0", "dmaflow's emulated board")]
+
+
+def _board_of(device) -> Board:
+    """The board behind ``device`` (a ``Device`` or a ``Board``)."""
+    if isinstance(device, Device):
+        if device.board is None:
+            raise RuntimeError("Overlay is not downloaded")
+        return device.board
+    return device
+
 
 _loaded: Overlay | None = None
 
@@ -172,10 +310,12 @@ class DefaultIP:
 
     def __init__(self, description: dict, board: Board | None = None) -> None:
         if board is None:
-            board = description["device"]
+            board = _board_of(description["device"])
         self.description = description
-        self.device = board
-        self.mmio = MMIO(description["phys_addr"], description["addr_range"], device=board)
+        self._board = board
+        #: The device (PYNQ's ``Device``) the IP is on.
+        self.device = description.get("device", board)
+        self.mmio = MMIO._on(board, self.device, description["phys_addr"], description["addr_range"])
 
     def read(self, offset: int = 0) -> int:
         """Reads a register."""
@@ -190,11 +330,19 @@ class DMA(DefaultIP):
     """An AXI DMA engine (PYNQ's ``pynq.lib.dma.DMA``) with ``sendchannel``
     (MM2S) and ``recvchannel`` (S2MM)."""
 
-    def __init__(self, description: dict, board: Board | None = None, index: int | None = None) -> None:
+    def __init__(self, description: dict, *args, _board: Board | None = None, _index: int | None = None, **kwargs) -> None:
         # PYNQ's form, `DMA(ol.ip_dict["axi_dma_0"])`: the entry names its
-        # board (`device`) and the engine (`fullpath`).
+        # board (`device`) and the engine (`fullpath`). PYNQ's older driver
+        # took more arguments: PYNQ says where it went.
+        if not isinstance(description, dict) or args or kwargs:
+            raise RuntimeError(
+                "You appear to want the old DMA driver which has been deprecated and moved to pynq.lib.deprecated"
+            )
+        board, index = _board, _index
         if board is None:
-            board = description["device"]
+            if "device" not in description:
+                raise RuntimeError("Device not specified in description")
+            board = _board_of(description["device"])
         if index is None:
             name = description["fullpath"]
             if name not in board.engine_names:
@@ -231,7 +379,7 @@ class FIR(DefaultIP):
 
     def __init__(self, description: dict, board: Board | None = None) -> None:
         super().__init__(description, board)
-        self.board = self.device
+        self.board = self._board
 
     def load_taps(self, taps) -> None:
         """Loads the filter's taps (1 to 512 finite numbers) through the core's
@@ -273,6 +421,16 @@ class BgSub:
 #: again (a notebook's cell run twice) gets the same board, since the
 #: u-dma-buf has one pool at a time.
 _real_boards: dict[tuple, Board] = {}
+
+
+def _real_device(root: str) -> Device:
+    """The ``Device`` of the real board under ``root`` (one per root)."""
+    for d in _devices:
+        if d.tag == f"board:{root}":
+            return d
+    d = Device(f"board:{root}", f"the board under {root}")
+    _devices.append(d)
+    return d
 
 
 def _open_real_board(root, udmabuf, engines, timeout, length_width) -> Board:
@@ -317,8 +475,8 @@ def _registers(description) -> dict:
             "access": "read-write",
             "description": name,
             "fields": {
-                f: {"bit_offset": lsb, "bit_width": width, "access": "read-write", "description": f}
-                for f, (lsb, width) in fields.items()
+                f: {"bit_offset": lsb, "bit_width": width, "access": access, "description": f}
+                for f, (lsb, width, access) in fields.items()
             },
         }
         for name, offset, fields in description
@@ -346,6 +504,9 @@ class Overlay:
     (a channel without one is completed by polling), and buffers come from
     the u-dma-buf ``udmabuf``. ``engines`` names the AXI DMA engines (by
     default every UIO device whose name starts with ``axi_dma``).
+
+    ``device`` (PYNQ's keyword) names the ``Device`` to load on; it must be
+    the one the design runs on (the emulated board, or the real one).
     """
 
     def __init__(
@@ -362,8 +523,11 @@ class Overlay:
         root: str | None = None,
         udmabuf: str = "udmabuf0",
         engines: list[str] | None = None,
+        device: Device | None = None,
     ) -> None:
         global _loaded
+        if device is not None and not isinstance(device, Device):
+            raise TypeError(f"device must be a Device, not {type(device).__name__}")
         self.name = name
         if name in EMULATED_DESIGNS:
             self.board = Board(
@@ -385,6 +549,11 @@ class Overlay:
                     f"{name!r} is not an emulated design ({', '.join(EMULATED_DESIGNS)}), "
                     f"and the real board under {root} could not be opened: {e}"
                 ) from e
+        #: The device the overlay is loaded on (PYNQ's ``pynq.Device``):
+        #: the emulated board, or the real one under ``root``.
+        self.device = _devices[0] if self.board.emulated else _real_device(root)
+        if device is not None and device is not self.device:
+            raise ValueError(f"{name!r} runs on {self.device!r}, not on {device!r}")
         self.ip_dict: dict[str, dict] = {}
         engine_names = self.board.engine_names
         #: The emulated design's IP, from dmaflow's table of the designs.
@@ -426,7 +595,7 @@ class Overlay:
         }
         for key, entry in self.ip_dict.items():
             # PYNQ's further keys that code reads.
-            entry.setdefault("device", self.board)
+            entry.setdefault("device", self.device)
             entry.setdefault("mem_id", "S_AXI_LITE")
             entry.setdefault("bdtype", None)
             entry.setdefault("gpio", {})
@@ -434,8 +603,6 @@ class Overlay:
         #: The bitstream's name (PYNQ's ``bitfile_name``): the design's name
         #: with ``.bit`` on the emulated board, the path given on a real one.
         self.bitfile_name = f"{name}.bit" if self.board.emulated else name
-        #: The board (PYNQ's ``device``).
-        self.device = self.board
         #: Hierarchies, AXI GPIO pins, partial regions and PS clocks the
         #: design declares: dmaflow's designs are flat and set no clocks.
         self.hierarchy_dict: dict[str, dict] = {}
@@ -450,6 +617,9 @@ class Overlay:
             for pin in entry["interrupts"].values():
                 self.interrupt_pins[pin["fullpath"]] = dict(pin, parent="")
                 self.interrupt_controllers.setdefault(pin["controller"], {"parent": "", "index": 0})
+        #: When the overlay was downloaded, as PYNQ stamps it (the device's
+        #: ``timestamp`` and ``PL.timestamp`` while it is the one loaded).
+        self.timestamp = self.device._downloaded(self)
         self._create_ips()
         if name == "bgsub":
             self.ip_dict["bgsub_0"] = {
@@ -479,7 +649,7 @@ class Overlay:
                 entry["driver"] = bound
                 ip = bound(entry)
             elif driver is DMA:
-                ip = DMA(entry, self.board, engine_names.index(key))
+                ip = DMA(entry, _board=self.board, _index=engine_names.index(key))
             else:
                 ip = driver(entry, self.board)
             setattr(self, key.replace("-", "_"), ip)
@@ -494,6 +664,7 @@ class Overlay:
         does): this resets its engines the same way."""
         global _loaded
         self.board.reset()
+        self.timestamp = self.device._downloaded(self)
         self._create_ips()
         if hasattr(self, "bgsub_0"):
             self.bgsub_0 = BgSub(self.ip_dict["bgsub_0"], self)
@@ -584,6 +755,12 @@ class _PL:
         return self._get("bitfile_name", None)
 
     @property
+    def timestamp(self) -> str | None:
+        """When the loaded design was downloaded (``None`` before any), as
+        PYNQ stamps it: ``year/month/day hour:minute:second +microsecond``."""
+        return self._get("timestamp", None)
+
+    @property
     def ip_dict(self) -> dict:
         """The loaded design's IP."""
         return self._get("ip_dict", {})
@@ -635,17 +812,31 @@ PL = _PL()
 
 class MMIO:
     """PYNQ's ``MMIO``: 32-bit register access at a physical address of the
-    loaded design (inside one of its IP's register windows)."""
+    loaded design (inside one of its IP's register windows), with PYNQ's
+    arguments, exceptions and messages. ``device`` is a ``Device`` (by
+    default ``Device.active_device``) or a board."""
 
-    def __init__(
-        self, base_addr: int, length: int = 4, debug: bool = False, device: Board | None = None
-    ) -> None:
+    def __init__(self, base_addr: int, length: int = 4, device=None, **kwargs) -> None:
+        if "debug" in kwargs:
+            warnings.warn("Keyword debug has been deprecated.", DeprecationWarning, stacklevel=2)
         if device is None:
             if _loaded is None:
                 raise RuntimeError("no overlay loaded: load one with Overlay(name) first")
-            device = _loaded.board
-        board = device
-        if length <= 0 or not any(
+            device = Device.active_device
+        self._setup(_board_of(device), device, base_addr, length)
+
+    @classmethod
+    def _on(cls, board: Board, device, base_addr: int, length: int) -> MMIO:
+        """An MMIO on ``board`` itself, whichever board ``device`` holds now
+        (an IP's driver stays with the overlay it was made for)."""
+        mmio = cls.__new__(cls)
+        mmio._setup(board, device, base_addr, length)
+        return mmio
+
+    def _setup(self, board: Board, device, base_addr: int, length: int) -> None:
+        if base_addr < 0 or length < 0:
+            raise ValueError("Base address or length cannot be negative.")
+        if length == 0 or not any(
             lo <= base_addr and base_addr + length <= lo + size for _, lo, size in board.windows
         ):
             windows = ", ".join(f"{n} {lo:#x}+{size:#x}" for n, lo, size in board.windows)
@@ -656,9 +847,8 @@ class MMIO:
         self.base_addr = base_addr
         self.length = length
         self._board = board
-        #: The board whose registers these are (PYNQ's ``device``).
-        self.device = board
-        self.debug = debug
+        #: The device whose registers these are (PYNQ's ``device``).
+        self.device = device
 
     @property
     def array(self) -> "_RegisterArray":
@@ -666,30 +856,35 @@ class MMIO:
         reads word ``i``, ``array[i] = v`` writes it, slices give lists."""
         return _RegisterArray(self)
 
-    def _check(self, offset: int, nbytes: int, what: str) -> None:
-        # PYNQ's exceptions: a negative offset is a ValueError, an unaligned
-        # one a MemoryError, one past the window an IndexError.
+    def _word(self, offset: int, what: str) -> int:
+        """The index of the word at ``offset``, with PYNQ's checks and
+        messages: a negative offset is a ``ValueError``, an unaligned one a
+        ``MemoryError``."""
         if offset < 0:
             raise ValueError("Offset cannot be negative.")
         if offset % 4:
             raise MemoryError(f"Unaligned {what}: offset must be multiple of 4.")
-        if offset + nbytes > self.length:
-            raise IndexError(
-                f"{what} of {nbytes} bytes at offset {offset:#x} is outside the "
-                f"{self.length:#x}-byte window"
-            )
+        return offset >> 2
+
+    def _in_window(self, idx: int) -> int:
+        """The physical address of word ``idx``; past the window an
+        ``IndexError`` in the words of the numpy array PYNQ's MMIO indexes."""
+        words = self.length // 4
+        if idx >= words:
+            raise IndexError(f"index {idx} is out of bounds for axis 0 with size {words}")
+        return self.base_addr + 4 * idx
 
     def read(self, offset: int = 0, length: int = 4, word_order: str = "little", dtype=None):
-        """Reads the register at ``offset``: as an ``int``, or as ``dtype``
-        (PYNQ's keyword: ``np.uint32``/``int`` and narrower integers take the
-        word, 64-bit integers two words, ``np.float32``/``float`` the word's
-        bits); ``length`` 8 (older PYNQ's keyword) reads two words."""
+        """Reads ``length`` bytes (1, 2, 4 or 8) at ``offset`` as an ``int``,
+        as PYNQ does (8 bytes: two words, in ``word_order``); with ``dtype``
+        (dmaflow's keyword) the word as that type: ``np.uint32``/``int`` and
+        narrower integers the word, 64-bit integers two words,
+        ``np.float32``/``float`` the word's bits."""
         if dtype is not None:
             dt = np.dtype(dtype) if dtype not in (int, float) else dtype
             if dt in (np.dtype("i8"), np.dtype("u8")):
                 return dt.type(self.read(offset, 8))
-            self._check(offset, 4, "read")
-            word = self._board.read_register(self.base_addr + offset)
+            word = self.read(offset)
             if dt is int:
                 return word
             if dt in (float, np.dtype("f4")):
@@ -698,35 +893,36 @@ class MMIO:
             if isinstance(dt, np.dtype) and dt.kind in "iu":
                 return dt.type(word & ((1 << (8 * dt.itemsize)) - 1))
             raise ValueError(f"dtype {dtype!r} is not supported")
-        if word_order not in ("little", "big"):
-            raise ValueError("MMIO only supports big and little endian.")
         if length not in (1, 2, 4, 8):
-            raise ValueError("MMIO reads 1, 2, 4 or 8 bytes")
-        self._check(offset, max(length, 4), "read")
-        lo = self._board.read_register(self.base_addr + offset)
-        if length < 4:
+            raise ValueError("MMIO currently only supports 1, 2, 4 and 8-byte reads.")
+        if offset < 0:
+            raise ValueError("Offset cannot be negative.")
+        if length == 8 and word_order not in ("big", "little"):
+            raise ValueError("MMIO only supports big and little endian.")
+        idx = self._word(offset, "read")
+        lo = self._board.read_register(self._in_window(idx))
+        if length < 8:
             return lo & ((1 << (8 * length)) - 1)
-        if length == 4:
-            return lo
-        hi = self._board.read_register(self.base_addr + offset + 4)
+        hi = self._board.read_register(self._in_window(idx + 1))
         return (hi << 32 | lo) if word_order == "little" else (lo << 32 | hi)
 
     def write(self, offset: int, data) -> None:
         """Writes an ``int`` (one 32-bit register) or ``bytes`` (whole words)
-        at ``offset``; anything else is a ``ValueError``, as on PYNQ."""
-        if isinstance(data, (int, np.integer)) and not isinstance(data, bool):
-            self._check(offset, 4, "write")
-            self._board.write_register(self.base_addr + offset, int(data) & 0xFFFF_FFFF)
-            return
-        if isinstance(data, (bytes, bytearray)):
+        at ``offset``; anything else is a ``ValueError``, as on PYNQ (whose
+        check is ``type(data) is int``: a numpy integer or a ``bool`` is
+        refused too)."""
+        idx = self._word(offset, "write")
+        if type(data) is int:
+            self._board.write_register(self._in_window(idx), data & 0xFFFF_FFFF)
+        elif type(data) is bytes:
             if len(data) % 4:
                 raise MemoryError("Unaligned write: data length must be multiple of 4.")
-            self._check(offset, len(data), "write")
-            for i in range(0, len(data), 4):
-                word = int.from_bytes(data[i : i + 4], "little")
-                self._board.write_register(self.base_addr + offset + i, word)
-            return
-        raise ValueError(f"Data type must be int or bytes, not {type(data).__name__}.")
+            # Every word checked before the first is written.
+            addrs = [self._in_window(idx + i) for i in range(len(data) // 4)]
+            for i, addr in enumerate(addrs):
+                self._board.write_register(addr, int.from_bytes(data[4 * i : 4 * i + 4], "little"))
+        else:
+            raise ValueError("Data type must be int or bytes.")
 
 
 class _RegisterArray:

@@ -334,6 +334,123 @@ def test_users_scatter_gather_design(served, tmp_path):
     assert "SG 1 _SGDMAChannel" in out
 
 
+def test_users_design_with_a_direct_and_a_scatter_gather_dma(served, tmp_path):
+    # Two AXI DMAs in one handmade design: PYNQ binds its direct driver to
+    # the first and its scatter-gather driver to the second, and both loop
+    # their data back.
+    hwh = tmp_path / "two.hwh"
+    hwh.write_text(
+        handmade.hwh(
+            "two",
+            [
+                ("axi_dma_0", 0xA0000000, False, 23, 32),
+                ("axi_dma_1", 0xA0010000, True, 26, 32),
+            ],
+        )
+    )
+    (tmp_path / "two.bit").write_bytes(handmade.bit("two"))
+    s = served("--hwh", str(hwh))
+    out = s.run(
+        SG_FIX
+        + f"""
+import numpy as np
+from pynq import Overlay, allocate
+ol = Overlay({str(tmp_path / "two.bit")!r})
+data = np.arange(4096, dtype=np.uint32) * 2654435761
+for name in ("axi_dma_0", "axi_dma_1"):
+    dma = getattr(ol, name)
+    tx = allocate(shape=data.shape, dtype=np.uint32)
+    rx = allocate(shape=data.shape, dtype=np.uint32)
+    tx[:] = data
+    dma.sendchannel.transfer(tx)
+    dma.recvchannel.transfer(rx)
+    dma.sendchannel.wait()
+    dma.recvchannel.wait()
+    assert (np.asarray(rx) == data).all(), name
+    print(name, type(dma.sendchannel).__name__)
+"""
+    ).stdout
+    assert "axi_dma_0 _SDMAChannel" in out and "axi_dma_1 _SGDMAChannel" in out, out
+
+
+def test_an_engine_aimed_at_another_clients_buffer_is_refused(served, overlays):
+    # One PYNQ client holds a buffer; another programs the engine by hand
+    # (as PYNQ's DMA driver does, through MMIO) to write into it: the LENGTH
+    # write that would start S2MM is refused, naming the range; its own
+    # buffer works.
+    s = served()
+    env = dict(os.environ, PYNQ_REMOTE_DEVICES=s.ip)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(
+                f"""
+                import sys, numpy as np
+                from pynq import Overlay, allocate
+                ol = Overlay({str(overlays / "loopback.bit")!r})
+                b = allocate(shape=(1024,), dtype=np.uint32)
+                print(b.physical_address, flush=True)
+                sys.stdin.readline()
+                """
+            ),
+        ],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        theirs = int(holder.stdout.readline())
+        out = s.run(
+            f"""
+            import numpy as np
+            from pynq import MMIO, allocate
+            m = MMIO(0x40400000, 0x10000)
+            m.write(0x30, 1)
+            m.write(0x48, {theirs})
+            try:
+                m.write(0x58, 4096)
+                print("started")
+            except RuntimeError as e:
+                print("refused:", e)
+            mine = allocate(shape=(1024,), dtype=np.uint32)
+            m.write(0x48, mine.physical_address)
+            m.write(0x58, 4096)
+            print("own started")
+            """
+        ).stdout
+        assert f"refused: S2MM of axi_dma_0 not started: the buffer {theirs:#x}.." in out, out
+        assert "own started" in out, out
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=TIMEOUT)
+
+
+def test_ps_gpio_through_pynqs_gpio(served):
+    # PYNQ's GPIO (RemoteGPIO over PYNQ.remote): the first EMIO pin of the
+    # Zynq UltraScale+ PS's controller, driven as an output and read back.
+    s = served()
+    out = s.run(
+        """
+        from pynq import GPIO, Device
+        dev = Device.active_device
+        pin = GPIO.get_gpio_pin(0, device=dev)
+        assert pin == 338 + 78, pin
+        assert GPIO.get_gpio_npins(device=dev) == 174
+        o = GPIO(pin, "out", device=dev)
+        o.write(1)
+        i = GPIO(pin, "in", device=dev)
+        assert i.read() == 1
+        assert i.is_exported()
+        i.release()
+        assert not i.is_exported()
+        print("GPIO", pin)
+        """
+    ).stdout
+    assert "GPIO 416" in out
+
+
 def test_a_client_gone_mid_transfer_leaves_the_engine_halted(served, overlays):
     # A client starts S2MM into its buffer with nothing sent, then dies: the
     # server frees its buffers only after halting the engine that could
@@ -465,3 +582,30 @@ def test_a_real_board_through_uio_and_u_dma_buf(served, tmp_path):
     assert (tmp_path / "lib/firmware/design.bin").read_bytes() == b"\x01\x02\x03\x04"
     assert (tmp_path / "sys/class/fpga_manager/fpga0/firmware").read_text() == "design.bin"
     assert (tmp_path / "sys/class/fpga_manager/fpga0/flags").read_text() == "0"
+
+
+def test_ps_gpio_on_a_real_board_through_sysfs(served, tmp_path):
+    # `--board`: PYNQ's GPIO goes to Linux's GPIO sysfs as pynq-cpp drives
+    # it: the controller found by its label, the pin's direction and value
+    # written (plain files here, where sysfs would drive the pin).
+    fake_board(tmp_path)
+    g = tmp_path / "sys/class/gpio"
+    (g / "gpiochip338").mkdir(parents=True)
+    (g / "gpiochip338/label").write_text("zynqmp_gpio\n")
+    (g / "gpiochip338/ngpio").write_text("174\n")
+    (g / "gpio416").mkdir()
+    (g / "gpio416/value").write_text("0\n")
+    s = served("--board", str(tmp_path))
+    out = s.run(
+        """
+        from pynq import GPIO, Device
+        dev = Device.active_device
+        pin = GPIO.get_gpio_pin(0, device=dev)
+        assert GPIO.get_gpio_npins(device=dev) == 174
+        GPIO(pin, "out", device=dev).write(1)
+        print("pin", pin)
+        """
+    ).stdout
+    assert "pin 416" in out
+    assert (g / "gpio416/direction").read_text() == "out"
+    assert (g / "gpio416/value").read_text() == "1"

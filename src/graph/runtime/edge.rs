@@ -1,5 +1,7 @@
 //! The scheduling state of one edge, shared by its ports and the runtime.
 
+use crossbeam_utils::CachePadded;
+
 use crate::ring;
 use crate::sync::{AtomicU8, AtomicU64, AtomicUsize, Condvar, Ordering};
 
@@ -10,7 +12,10 @@ pub(in crate::graph) enum Side {
     Read,
 }
 
-/// Scheduling state of one edge, shared by its ports and the runtime.
+/// Scheduling state of one edge, shared by its ports and the runtime. The
+/// two targets, written by a side as it blocks and read by the other side on
+/// every commit or consume, lie on cache lines of their own, away from the
+/// fields every port call reads (capacity, growth request).
 pub(in crate::graph) struct Edge {
     pub(in crate::graph) id: usize,
     /// `from.port -> to.port, ...` for messages.
@@ -29,9 +34,9 @@ pub(in crate::graph) struct Edge {
     /// Capacity a reader's threshold (or the runtime) asked the writer to grow to.
     pub(in crate::graph) grow_to: AtomicUsize,
     /// The slowest reader position at which the blocked writer can go on.
-    pub(in crate::graph) writer_target: AtomicU64,
+    pub(in crate::graph) writer_target: CachePadded<AtomicU64>,
     /// The write position at which some blocked reader can go on.
-    pub(in crate::graph) readers_target: AtomicU64,
+    pub(in crate::graph) readers_target: CachePadded<AtomicU64>,
     pub(in crate::graph) writer_cv: Condvar,
     pub(in crate::graph) readers_cv: Condvar,
 }
@@ -92,8 +97,8 @@ impl Edge {
             read_at_close: AtomicU8::new(WRITER_OPEN),
             capacity: AtomicUsize::new(capacity),
             grow_to: AtomicUsize::new(0),
-            writer_target: AtomicU64::new(u64::MAX),
-            readers_target: AtomicU64::new(u64::MAX),
+            writer_target: CachePadded::new(AtomicU64::new(u64::MAX)),
+            readers_target: CachePadded::new(AtomicU64::new(u64::MAX)),
             writer_cv: Condvar::new(),
             readers_cv: Condvar::new(),
         }

@@ -5,6 +5,8 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::task::Waker;
 
+use crossbeam_utils::CachePadded;
+
 use crate::ring;
 use crate::sync::{AtomicBool, Mutex, Ordering, lock};
 
@@ -109,7 +111,9 @@ impl Sched {
 
 pub(in crate::graph) struct Runtime {
     pub(in crate::graph) sched: Mutex<Sched>,
-    pub(in crate::graph) abort: AtomicBool,
+    /// Read by every port call: kept off the lock's cache line, which the
+    /// waits of every node write.
+    pub(in crate::graph) abort: CachePadded<AtomicBool>,
 }
 
 impl Runtime {
@@ -129,7 +133,7 @@ impl Runtime {
                 next_token: 0,
                 failure: None,
             }),
-            abort: AtomicBool::new(false),
+            abort: CachePadded::new(AtomicBool::new(false)),
         }
     }
 
@@ -145,10 +149,15 @@ impl Runtime {
     }
 
     pub(in crate::graph) fn wake_locked(s: &mut Sched, edge: &Edge, side: Side) {
+        // Whether a thread node sleeping on the edge's condition variable
+        // was resumed: only then is it notified (a notification costs a
+        // system call even with nobody waiting; a task is woken by its waker).
+        let mut thread = false;
         match side {
             // Only its writer writes to an edge.
             Side::Write => {
                 if s.waits_on(edge.writer_node, edge.id, side) {
+                    thread |= !s.task[edge.writer_node];
                     s.resume(edge.writer_node);
                 }
             }
@@ -156,20 +165,19 @@ impl Runtime {
                 for i in 0..s.readers_of.get(edge.id).map_or(0, Vec::len) {
                     let node = s.readers_of[edge.id][i];
                     if s.waits_on(node, edge.id, side) {
+                        thread |= !s.task[node];
                         s.resume(node);
                     }
                 }
             }
         }
-        match side {
-            Side::Write => {
-                edge.writer_target.store(u64::MAX, Ordering::SeqCst);
-                edge.writer_cv.notify_all();
-            }
-            Side::Read => {
-                edge.readers_target.store(u64::MAX, Ordering::SeqCst);
-                edge.readers_cv.notify_all();
-            }
+        let (target, cv) = match side {
+            Side::Write => (&edge.writer_target, &edge.writer_cv),
+            Side::Read => (&edge.readers_target, &edge.readers_cv),
+        };
+        target.store(u64::MAX, Ordering::SeqCst);
+        if thread {
+            cv.notify_all();
         }
     }
 
@@ -257,7 +265,15 @@ impl Runtime {
         };
         let mut s = lock(&self.sched);
         s.set(id, Status::Done);
-        s.waits[id].clear();
+        // A thread still asleep on a wait of the node (a port kept past the
+        // node's end, used on another thread) wakes to learn of the end.
+        for w in std::mem::take(&mut s.waits[id]) {
+            let e = &s.edges[w.edge];
+            match w.side {
+                Side::Write => e.writer_cv.notify_all(),
+                Side::Read => e.readers_cv.notify_all(),
+            }
+        }
         s.wakers[id] = None;
         // `Closed` ends a node normally only when every reader of every one
         // of its outputs had finished (a `head` downstream) when that output

@@ -36,7 +36,7 @@ use dmaflow::sim::{Clock, Profile};
 use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
 use super::error::Error;
-use super::harness::{OnBoard, Setup, Spec, Tier, bytes_label, placement_here};
+use super::harness::{OnBoard, Setup, Spec, Tier, bytes_label, clock_label, placement_here};
 use super::plot::{LinePlot, XAxis};
 use super::report::{Report, Target, sentence, series_by};
 use super::spread::{Ratio, Spread, in_turns};
@@ -455,10 +455,7 @@ fn point(
 pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
     let mut rows = Vec::new();
     for clock in [cfg.profile.port, Clock::Unlimited] {
-        let clock_name = match clock.bytes_per_s() {
-            Some(b) => format!("{:.0}MB/s", b / 1e6),
-            None => "unlimited".into(),
-        };
+        let clock_name = clock_label(clock);
         for &core in &cfg.cores {
             for &window_bytes in &cfg.windows {
                 rows.extend(point(

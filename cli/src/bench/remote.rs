@@ -1,0 +1,558 @@
+//! PYNQ.remote measured (`dmaflow bench remote`): PYNQ 4.0's own client
+//! (from PyPI, unmodified) drives `dmaflow serve` on the emulated board over
+//! gRPC: an MMIO read round trip, and a loopback through PYNQ's own DMA
+//! driver (`pynq.lib.dma`, direct mode: `transfer` and `wait` on both
+//! channels, the buffers' `flush` and `invalidate` included); beside the same
+//! MMIO read and DMA cell through `dmaflow.pynq` in the same Python process.
+//! The points take turns round by round; per point the median over rounds,
+//! the rounds' range, and host CPU per operation (the client process's, and
+//! for the remote point the server process's too).
+//!
+//! PYNQ 4.0 lives in a virtual environment of its own
+//! (`scripts/pynq-remote-venv.sh` makes `target/pynq-venv`; `pip install
+//! ./python` into it adds `dmaflow.pynq`). A point whose Python side is not
+//! installed is reported as not measured, saying why; the run goes on.
+
+use std::io::{BufRead, BufReader};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::columns::Columns;
+use super::conditions::Conditions;
+use super::error::Error;
+use super::harness::{OnBoard, Spec, bytes_label};
+use super::peers::{ScratchDir, output_within};
+use super::report::{Report, Target};
+use super::spread::{Ratio, Spread};
+
+/// PYNQ's client connects to this port of the address in
+/// `PYNQ_REMOTE_DEVICES` (always: the address picks the server).
+const PYNQ_PORT: u16 = 7967;
+/// The loopback design's AXI DMA, whose MM2S DMASR the MMIO point reads.
+const DMA_BASE: u64 = 0x4040_0000;
+
+/// What to measure.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Rounds: every point once per round, in turns.
+    pub rounds: usize,
+    /// MMIO reads per point and round.
+    pub mmio_reads: usize,
+    /// Bytes of the loopback.
+    pub bytes: usize,
+    /// Loopbacks per point and round.
+    pub loopbacks: usize,
+    /// The Python with PYNQ 4.0 (and `dmaflow.pynq`) installed.
+    pub python: PathBuf,
+    /// The longest the client's whole run may take.
+    pub limit: Duration,
+}
+
+/// The virtual environment the project's scripts install PYNQ 4.0 into.
+fn venv_python() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/pynq-venv/bin/python")
+}
+
+impl Config {
+    /// The recorded run: 4 MiB loopbacks, 7 rounds.
+    pub fn full() -> Self {
+        Config {
+            rounds: 7,
+            mmio_reads: 200,
+            bytes: 4 << 20,
+            loopbacks: 3,
+            python: venv_python(),
+            limit: Duration::from_secs(600),
+        }
+    }
+
+    /// A shorter run.
+    pub fn quick() -> Self {
+        Config {
+            rounds: 3,
+            mmio_reads: 100,
+            loopbacks: 2,
+            ..Config::full()
+        }
+    }
+
+    /// The smallest run: every row and key.
+    pub fn tiny() -> Self {
+        Config {
+            rounds: 1,
+            mmio_reads: 10,
+            bytes: 64 << 10,
+            loopbacks: 1,
+            limit: Duration::from_secs(120),
+            ..Config::full()
+        }
+    }
+}
+
+/// The operations measured.
+const OPS: [&str; 2] = ["mmio_read", "loopback"];
+/// The points: PYNQ 4.0 against `dmaflow serve`, and `dmaflow.pynq` in process.
+const POINTS: [&str; 2] = ["pynq-remote/dmaflow-serve", "dmaflow.pynq-in-process"];
+
+/// One operation through one point.
+#[derive(Debug, Clone)]
+pub struct Row {
+    /// `mmio_read` or `loopback`.
+    pub what: &'static str,
+    /// One of [`POINTS`].
+    pub point: &'static str,
+    /// Bytes per operation (a register; the loopback's buffer).
+    pub bytes: usize,
+    /// Operations per round.
+    pub ops: usize,
+    /// Wall time per operation, microseconds, one sample per round.
+    pub us: Option<Vec<f64>>,
+    /// Host CPU per operation (client, and server for the remote point),
+    /// microseconds, per round.
+    pub cpu_us: Option<Vec<f64>>,
+    /// Of that, the server process's, per round (remote point only).
+    pub server_cpu_us: Option<Vec<f64>>,
+    /// Whether the loopback's data came back equal (checked after the
+    /// rounds); `None` for the MMIO reads.
+    pub verified: Option<bool>,
+    /// Why it was not measured (empty when it was).
+    pub note: String,
+}
+
+/// The client's program: builds the points that are installed, measures
+/// them in turns, and prints one JSON line of samples.
+const CLIENT: &str = r#"
+import json, os, sys, time
+import numpy as np
+cfg = json.loads(os.environ["DMAFLOW_BENCH_REMOTE"])
+out = {"notes": {}, "samples": {}, "verified": {}, "pynq": None}
+n = cfg["bytes"]
+data = np.random.default_rng(1).integers(0, 256, n, dtype=np.uint8)
+
+def server_cpu():
+    t = 0
+    pid = cfg["server_pid"]
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                t += int(f.read().split()[0])
+        except OSError:
+            pass
+    return t / 1e9
+
+def cell(d, a, b):
+    def run():
+        d.sendchannel.transfer(a)
+        d.recvchannel.transfer(b)
+        d.sendchannel.wait()
+        d.recvchannel.wait()
+    return run
+
+points = {}
+checks = {}
+try:
+    import pynq
+    from pynq import MMIO, Overlay
+    out["pynq"] = pynq.__version__
+    ol = Overlay(cfg["bit"])
+    dma = ol.axi_dma_0
+    tx = pynq.allocate(shape=(n,), dtype=np.uint8)
+    rx = pynq.allocate(shape=(n,), dtype=np.uint8)
+    tx[:] = data
+    m = MMIO(cfg["base"], 0x10000)
+    points["mmio_read|remote"] = (lambda: m.read(0x04), cfg["mmio_reads"], True)
+    points["loopback|remote"] = (cell(dma, tx, rx), cfg["loopbacks"], True)
+    checks["loopback|remote"] = rx
+except Exception as e:
+    out["notes"]["remote"] = f"PYNQ 4.0's client: {type(e).__name__}: {e}"
+try:
+    import dmaflow.pynq as dp
+    dol = dp.Overlay("loopback")
+    ddma = dol.axi_dma_0
+    dtx = dp.allocate(shape=(n,), dtype=np.uint8)
+    drx = dp.allocate(shape=(n,), dtype=np.uint8)
+    dtx[:] = data
+    dm = dp.MMIO(cfg["base"], 0x10000)
+    points["mmio_read|local"] = (lambda: dm.read(0x04), cfg["mmio_reads"], False)
+    points["loopback|local"] = (cell(ddma, dtx, drx), cfg["loopbacks"], False)
+    checks["loopback|local"] = drx
+except Exception as e:
+    out["notes"]["local"] = f"dmaflow.pynq: {type(e).__name__}: {e}"
+
+samples = {k: {"us": [], "cpu_us": [], "server_cpu_us": []} for k in points}
+for r in range(cfg["rounds"]):
+    order = list(points)
+    if r % 2:
+        order.reverse()
+    for k in order:
+        f, ops, remote = points[k]
+        s0 = server_cpu() if remote else 0.0
+        c0 = time.process_time()
+        t0 = time.perf_counter()
+        for _ in range(ops):
+            f()
+        wall = time.perf_counter() - t0
+        cpu = time.process_time() - c0
+        server = server_cpu() - s0 if remote else 0.0
+        samples[k]["us"].append(wall / ops * 1e6)
+        samples[k]["cpu_us"].append((cpu + server) / ops * 1e6)
+        samples[k]["server_cpu_us"].append(server / ops * 1e6)
+out["samples"] = samples
+out["verified"] = {k: bool((np.asarray(b) == data).all()) for k, b in checks.items()}
+print(json.dumps(out))
+"#;
+
+/// A `dmaflow serve` of this tool on a free loopback address, stopped
+/// when dropped.
+struct Served {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `dmaflow serve` (this executable) on the first loopback address
+/// whose port 7967 is free; `Err` says why none started.
+fn serve() -> Result<Served, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("this executable: {e}"))?;
+    let pid = std::process::id();
+    let mut last = String::from("no loopback address with port 7967 free");
+    for k in 0..64u32 {
+        let ip = Ipv4Addr::new(127, 100 + (pid % 150) as u8, ((pid >> 8) % 250) as u8 + 1, 2 + k as u8);
+        let addr = SocketAddr::from((ip, PYNQ_PORT));
+        if TcpListener::bind(addr).is_err() {
+            continue;
+        }
+        let mut child = Command::new(&exe)
+            .args(["serve", "--listen", &addr.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("{}: {e}", exe.display()))?;
+        // The banner's first line says it listens; the rest is drained so
+        // that the server never blocks on its output.
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            let _ = tx.send(lines.next().and_then(Result::ok).unwrap_or_default());
+            for _ in lines {}
+        });
+        let first = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
+        if first.contains("PYNQ.remote on") {
+            return Ok(Served { child, addr });
+        }
+        let _ = child.kill();
+        let out = child.wait_with_output().map_err(|e| e.to_string())?;
+        last = format!(
+            "dmaflow serve on {addr}: {}{}",
+            first,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Err(last)
+}
+
+/// The rows, none measured, each saying why.
+fn unmeasured(cfg: &Config, why: &str) -> Vec<Row> {
+    let mut rows = Vec::new();
+    for what in OPS {
+        for point in POINTS {
+            rows.push(Row {
+                what,
+                point,
+                bytes: if what == "loopback" { cfg.bytes } else { 4 },
+                ops: if what == "loopback" {
+                    cfg.loopbacks
+                } else {
+                    cfg.mmio_reads
+                },
+                us: None,
+                cpu_us: None,
+                server_cpu_us: None,
+                verified: None,
+                note: why.to_string(),
+            });
+        }
+    }
+    rows
+}
+
+/// The last line of a program's error output, for a note.
+fn last_line(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+/// Runs the experiment. A Python side that is not installed, a server that
+/// does not start, or a client that fails is said in the rows' notes; only
+/// this machine's own failures (a scratch directory) are errors.
+pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>, Error> {
+    if !cfg.python.exists() {
+        return Ok(unmeasured(
+            cfg,
+            &format!(
+                "PYNQ 4.0 is not installed here ({} missing: scripts/pynq-remote-venv.sh \
+                 installs it, `pip install ./python` into it adds dmaflow.pynq)",
+                cfg.python.display()
+            ),
+        ));
+    }
+    let scratch = ScratchDir::new("dmaflow-bench-remote")?;
+    dmaflow_remote::hwh::export("loopback", scratch.path()).map_err(|e| Error::Io {
+        path: scratch.path().display().to_string(),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    progress("remote: starting dmaflow serve");
+    let served = match serve() {
+        Ok(s) => s,
+        Err(why) => return Ok(unmeasured(cfg, &why)),
+    };
+    progress(&format!(
+        "remote: PYNQ 4.0 against dmaflow serve on {}, dmaflow.pynq in process",
+        served.addr
+    ));
+    let setup = json!({
+        "bit": scratch.path().join("loopback.bit"),
+        "base": DMA_BASE,
+        "bytes": cfg.bytes,
+        "mmio_reads": cfg.mmio_reads,
+        "loopbacks": cfg.loopbacks,
+        "rounds": cfg.rounds,
+        "server_pid": served.child.id(),
+    });
+    let out = output_within(
+        Command::new(&cfg.python)
+            .args(["-c", CLIENT])
+            .env("PYNQ_REMOTE_DEVICES", served.addr.ip().to_string())
+            .env("DMAFLOW_BENCH_REMOTE", setup.to_string()),
+        cfg.limit,
+    );
+    drop(served);
+    let out = match out {
+        Ok(o) => o,
+        Err(e) => return Ok(unmeasured(cfg, &format!("the PYNQ client: {e}"))),
+    };
+    let doc: Option<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .last()
+        .and_then(|l| serde_json::from_str(l).ok());
+    let Some(doc) = doc.filter(|_| out.status.success()) else {
+        return Ok(unmeasured(
+            cfg,
+            &format!("the PYNQ client failed: {}", last_line(&out.stderr)),
+        ));
+    };
+    Ok(rows_of(cfg, &doc))
+}
+
+/// The rows from the client's document.
+fn rows_of(cfg: &Config, doc: &Value) -> Vec<Row> {
+    let series = |v: &Value| -> Option<Vec<f64>> {
+        let s: Vec<f64> = v.as_array()?.iter().filter_map(Value::as_f64).collect();
+        (!s.is_empty()).then_some(s)
+    };
+    let mut rows = unmeasured(cfg, "");
+    for r in &mut rows {
+        let side = if r.point == POINTS[0] { "remote" } else { "local" };
+        let key = format!("{}|{side}", r.what);
+        let s = &doc["samples"][&key];
+        r.us = series(&s["us"]);
+        r.cpu_us = series(&s["cpu_us"]);
+        r.server_cpu_us = series(&s["server_cpu_us"]).filter(|_| side == "remote");
+        r.verified = doc["verified"][&key].as_bool();
+        if r.us.is_none() {
+            r.note = doc["notes"][side]
+                .as_str()
+                .unwrap_or("not measured")
+                .to_string();
+        }
+    }
+    rows
+}
+
+/// A spread of optional samples, for a cell and its JSON.
+fn spread(s: &Option<Vec<f64>>) -> Option<Spread> {
+    s.as_deref().map(Spread::of)
+}
+
+/// The rows' columns.
+fn columns<'a>() -> Columns<'a, Row> {
+    Columns::new()
+        .plain("what", "what", |r: &Row| r.what)
+        .plain("point", "point", |r: &Row| r.point)
+        .shown_as("bytes", "bytes", |r: &Row| r.bytes as u64, |b| bytes_label(b as usize))
+        .plain("ops/round", "ops", |r: &Row| r.ops as u64)
+        .optional("us/op", "us", 1, |r: &Row| spread(&r.us).map(|s| s.median))
+        .shown("rounds min..max", |r: &Row| {
+            spread(&r.us).map_or("-".into(), |s| format!("{:.1}..{:.1}", s.min, s.max))
+        })
+        .kept("us_spread", |r: &Row| spread(&r.us).map(|s| s.json()))
+        .optional("host CPU us/op", "cpu_us", 1, |r: &Row| {
+            spread(&r.cpu_us).map(|s| s.median)
+        })
+        .kept("cpu_us_spread", |r: &Row| spread(&r.cpu_us).map(|s| s.json()))
+        .optional("server CPU us/op", "server_cpu_us", 1, |r: &Row| {
+            spread(&r.server_cpu_us).map(|s| s.median)
+        })
+        .shown_as("data", "verified", |r: &Row| r.verified, |v| {
+            v.map_or("-".into(), |v| if v { "equal" } else { "DIFFERENT" }.into())
+        })
+        .kept("rounds", |r: &Row| r.us.as_ref().map_or(0, Vec::len) as u64)
+        .kept("note", |r: &Row| r.note.clone())
+}
+
+/// Remote over in process for `what`, round by round, where both ran.
+fn ratio(rows: &[Row], what: &str) -> Option<Ratio> {
+    let us = |point: &str| {
+        rows.iter()
+            .find(|r| r.what == what && r.point == point)
+            .and_then(|r| r.us.clone())
+    };
+    Some(Ratio::of(&us(POINTS[0])?, &us(POINTS[1])?))
+}
+
+/// The report of `rows`.
+pub fn report(cfg: &Config, rows: &[Row]) -> Report {
+    let mut text = columns().table(rows);
+    for r in rows.iter().filter(|r| !r.note.is_empty()) {
+        text += &format!("{} {}: not measured: {}\n", r.what, r.point, r.note);
+    }
+    let mut clauses = Vec::new();
+    for what in OPS {
+        if let Some(q) = ratio(rows, what) {
+            text += &format!("{what}: remote / in process {}\n", q.text());
+            clauses.push(format!("{what} {:.0}x the in-process time", q.0.median));
+        }
+    }
+    let mut targets = Vec::new();
+    for r in rows.iter().filter(|r| r.verified.is_some()) {
+        targets.push(Target::new(
+            format!("{} loopback through {}: the data comes back equal", bytes_label(r.bytes), r.point),
+            if r.verified == Some(true) { "equal" } else { "different" },
+            r.verified == Some(true),
+        ));
+    }
+    text += &Target::lines(&targets);
+    let answer = if clauses.is_empty() {
+        "not measured: PYNQ 4.0's client and dmaflow.pynq did not both run here (see the notes)"
+            .to_string()
+    } else {
+        format!(
+            "through PYNQ.remote (gRPC on loopback, the whole buffer sent on flush and read back \
+             on invalidate): {}",
+            clauses.join("; ")
+        )
+    };
+    let json_rows = columns().json(rows);
+    Report {
+        experiment: "remote",
+        heading: format!(
+            "remote: PYNQ 4.0's own client against `dmaflow serve` (emulated board, loopback \
+             TCP) vs dmaflow.pynq in process: MMIO read x{} and a {} loopback x{} through \
+             each DMA driver, {} rounds, interleaved",
+            cfg.mmio_reads,
+            bytes_label(cfg.bytes),
+            cfg.loopbacks,
+            cfg.rounds
+        ),
+        answer,
+        targets,
+        text,
+        json: json!({"experiment": "remote", "rows": json_rows}),
+        plots: Vec::new(),
+    }
+}
+
+/// The experiment as `dmaflow bench` runs it.
+pub static EXPERIMENT: Spec<Config> = Spec {
+    name: "remote",
+    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
+    then: None,
+    on_gpu: None,
+    board: OnBoard::EmulatorOnly(
+        "it serves the emulated board to PYNQ's client (on a board, `dmaflow serve --board` \
+         serves it)",
+    ),
+    question: "PYNQ 4.0's own client over PYNQ.remote against dmaflow serve, beside dmaflow.pynq in process.",
+    keys: "what (mmio_read|loopback), point (pynq-remote/dmaflow-serve|\n\
+          dmaflow.pynq-in-process), bytes, ops (per round), us (median\n\
+          over rounds of wall time per op), us_spread, cpu_us (host CPU\n\
+          per op: client, and server for the remote point), cpu_us_spread,\n\
+          server_cpu_us, verified (loopback data equal), rounds, note\n\
+          (why not measured; null numbers then)",
+    config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
+    conditions: Conditions {
+        timed: "each point's operations back to back in its turn, wall time per operation; host \
+                CPU the client process's (all its threads) plus, for the remote point, the \
+                dmaflow serve process's (its threads' run time)",
+        against: "dmaflow.pynq in the same Python process: the same MMIO read and DMA cell on its \
+                  own emulated board, no network",
+        model: "the emulated board's unlimited clock: the DMA takes no modelled time, so the \
+                remote loopback is PYNQ.remote's cost: gRPC calls plus the whole buffer sent on \
+                flush() and read back on invalidate()",
+        paper: "none: PYNQ.remote's own path, PYNQ 4.0's client and the server on one machine \
+                over loopback TCP, no board",
+    },
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Without PYNQ's environment every row is there, unmeasured, saying why.
+    #[test]
+    fn without_pynq_every_row_says_why_and_the_keys_stay() {
+        let cfg = Config {
+            python: PathBuf::from("/nonexistent/python"),
+            ..Config::tiny()
+        };
+        let rows = run(&cfg, &mut |_| {}).unwrap();
+        assert_eq!(rows.len(), OPS.len() * POINTS.len());
+        assert!(rows.iter().all(|r| r.us.is_none() && r.note.contains("not installed")));
+        let rep = report(&cfg, &rows);
+        let first = &rep.json["rows"][0];
+        for key in ["what", "point", "us", "us_spread", "cpu_us", "verified", "note"] {
+            assert!(first.get(key).is_some(), "{key}");
+        }
+        assert!(first["us"].is_null());
+        assert!(rep.answer.starts_with("not measured"));
+    }
+
+    /// The client's document becomes rows: a side that did not run keeps
+    /// its note, the other its samples.
+    #[test]
+    fn a_side_that_did_not_run_keeps_its_note() {
+        let doc = json!({
+            "notes": {"local": "dmaflow.pynq: ModuleNotFoundError"},
+            "samples": {
+                "mmio_read|remote": {"us": [100.0, 120.0], "cpu_us": [80.0, 90.0], "server_cpu_us": [20.0, 25.0]},
+                "loopback|remote": {"us": [4.0e4, 5.0e4], "cpu_us": [3.0e4, 3.5e4], "server_cpu_us": [1.0e4, 1.0e4]}
+            },
+            "verified": {"loopback|remote": true}
+        });
+        let rows = rows_of(&Config::tiny(), &doc);
+        let remote = rows.iter().find(|r| r.what == "loopback" && r.point == POINTS[0]).unwrap();
+        assert_eq!(remote.verified, Some(true));
+        assert_eq!(spread(&remote.us).unwrap().median, 4.5e4);
+        let local = rows.iter().find(|r| r.what == "mmio_read" && r.point == POINTS[1]).unwrap();
+        assert!(local.us.is_none() && local.note.contains("ModuleNotFoundError"));
+        assert!(ratio(&rows, "mmio_read").is_none());
+    }
+}
