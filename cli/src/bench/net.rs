@@ -289,44 +289,74 @@ pub struct Received {
     pub messages: u64,
 }
 
+/// A receiver's count: the items, their wrapping sum, and the span from the
+/// first arrival (data or the end of the stream) to the last data marked, or
+/// else to the end, on the wall clock and the process's CPU clock.
+#[derive(Default)]
+struct Tally {
+    items: u64,
+    sum: u32,
+    first: Option<(Instant, f64)>,
+    last: Option<(Instant, f64)>,
+}
+
+impl Tally {
+    /// Now on both clocks.
+    fn now() -> (Instant, f64) {
+        let wall = Instant::now();
+        (wall, dmaflow::platform::cpu::process_cpu_time().as_secs_f64())
+    }
+
+    /// Something arrived: the span starts, if it has not.
+    fn arrived(&mut self) {
+        self.first.get_or_insert_with(Self::now);
+    }
+
+    /// `n` more items summing to `sum`.
+    fn add(&mut self, n: usize, sum: u32) {
+        self.items += n as u64;
+        self.sum = self.sum.wrapping_add(sum);
+    }
+
+    /// What was received, in `messages` messages.
+    fn received(self, messages: u64) -> Received {
+        let (end, cpu1) = self.last.unwrap_or_else(Self::now);
+        let (start, cpu0) = self.first.unwrap_or((end, cpu1));
+        Received {
+            items: self.items,
+            checksum: self.sum,
+            seconds: (end - start).as_secs_f64(),
+            cpu: cpu1 - cpu0,
+            messages,
+        }
+    }
+}
+
 /// The receiving end, as `dmaflow net-peer` runs it: `point` is `dmaflow`
 /// (a graph: network source -> checksum node), `from-gnuradio` (the same,
 /// its stream ending 1 s after the last message, as GNU Radio sends no end
 /// of stream) or `raw` (a PULL socket).
 pub fn receive(point: &str, endpoint: &str) -> Result<Received, String> {
-    use dmaflow::platform::cpu::process_cpu_time;
-    let cpu_now = || process_cpu_time().as_secs_f64();
     let at = dmaflow_net::Endpoint::parse(endpoint).map_err(|e| e.to_string())?;
     if point == "raw" {
         let ctx = zmq::Context::new();
         let s = ctx.socket(zmq::PULL).map_err(|e| e.to_string())?;
         s.set_rcvhwm(16).map_err(|e| e.to_string())?;
         s.connect(at.as_str()).map_err(|e| e.to_string())?;
-        let (mut items, mut sum, mut start, mut cpu0) = (0u64, 0u32, None, 0.0);
-        let mut messages = 0;
+        let (mut tally, mut messages) = (Tally::default(), 0);
         loop {
             let m = s.recv_msg(0).map_err(|e| e.to_string())?;
-            if start.is_none() {
-                start = Some(Instant::now());
-                cpu0 = cpu_now();
-            }
+            tally.arrived();
             if m.is_empty() {
                 break;
             }
-            for c in m.chunks_exact(4) {
-                sum = sum.wrapping_add(u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
-            }
-            items += (m.len() / 4) as u64;
+            let sum = m.chunks_exact(4).fold(0u32, |a, c| {
+                a.wrapping_add(u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            });
+            tally.add(m.len() / 4, sum);
             messages += 1;
         }
-        let seconds = start.map_or(0.0, |t| t.elapsed().as_secs_f64());
-        return Ok(Received {
-            items,
-            checksum: sum,
-            seconds,
-            cpu: cpu_now() - cpu0,
-            messages,
-        });
+        return Ok(tally.received(messages));
     }
     let from_gnuradio = match point {
         "dmaflow" => false,
@@ -349,41 +379,24 @@ pub fn receive(point: &str, endpoint: &str) -> Result<Received, String> {
     let result = std::sync::Arc::new(std::sync::Mutex::new(None));
     let put = result.clone();
     g.node("sum", move || {
-        let (mut items, mut sum, mut start, mut cpu0) = (0u64, 0u32, None, 0.0);
-        let (mut last, mut cpu1) = (None, 0.0);
+        let mut tally = Tally::default();
         loop {
             let s = inp.peek(1)?;
-            if start.is_none() {
-                start = Some(Instant::now());
-                cpu0 = cpu_now();
-            }
+            tally.arrived();
             if s.is_empty() {
                 break;
             }
-            sum = s.iter().fold(sum, |a, &x| a.wrapping_add(x));
             let n = s.len();
-            items += n as u64;
+            tally.add(n, s.iter().fold(0u32, |a, &x| a.wrapping_add(x)));
             inp.consume(n)?;
             if from_gnuradio {
                 // The stream ends a second after this: the last data's
                 // instant is the end of the timed span.
-                last = Some(Instant::now());
-                cpu1 = cpu_now();
+                tally.last = Some(Tally::now());
             }
         }
-        let end = last.unwrap_or_else(Instant::now);
-        if last.is_none() {
-            cpu1 = cpu_now();
-        }
-        let seconds = start.map_or(0.0, |t| (end - t).as_secs_f64());
         *put.lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Received {
-            items,
-            checksum: sum,
-            seconds,
-            cpu: cpu1 - cpu0,
-            messages: 0,
-        });
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(tally.received(0));
         Ok(())
     })
     .map_err(|e| e.to_string())?;
