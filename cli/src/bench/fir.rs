@@ -56,7 +56,9 @@ pub static EXPERIMENT: Spec<Config> = Spec {
         paper: "paper 001 ran one thread on a PowerPC 970 and an Opteron; this x86 core has \
                 1 MiB of L2, so the copy is cheaper next to the transforms",
     },
-    ..Spec::new(Config::at, |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)))
+    ..Spec::new(Config::at, |cfg, progress| {
+        Ok(report(cfg, &run(cfg, progress)?))
+    })
 };
 
 /// What to measure.
@@ -426,7 +428,12 @@ fn improvement_of(rows: &[Row], mode: &str) -> Vec<Improvement> {
 fn row_columns<'a>() -> Columns<'a, Row> {
     Columns::new()
         .plain("N", "fft_len", |r: &Row| r.fft_len)
-        .col("overlap", "overlap_pct", |r| format!("{}%", r.overlap_pct), |r| r.overlap_pct)
+        .col(
+            "overlap",
+            "overlap_pct",
+            |r| format!("{}%", r.overlap_pct),
+            |r| r.overlap_pct,
+        )
         .plain("taps", "taps", |r| r.taps)
         .plain("mode", "mode", |r| r.mode)
         .fixed("MFLOPS", "mflops", 0, |r| r.mflops)
@@ -438,8 +445,18 @@ fn row_columns<'a>() -> Columns<'a, Row> {
 fn improvement_columns<'a>() -> Columns<'a, Improvement> {
     Columns::new()
         .plain("N", "fft_len", |i: &Improvement| i.fft_len)
-        .col("overlap", "overlap_pct", |i| format!("{}%", i.overlap_pct), |i| i.overlap_pct)
-        .col("improvement", "pct", |i| format!("{:+.1}%", i.pct), |i| i.pct)
+        .col(
+            "overlap",
+            "overlap_pct",
+            |i| format!("{}%", i.overlap_pct),
+            |i| i.overlap_pct,
+        )
+        .col(
+            "improvement",
+            "pct",
+            |i| format!("{:+.1}%", i.pct),
+            |i| i.pct,
+        )
         .shown("interval", |i| format!("{:+.1}% .. {:+.1}%", i.low, i.high))
         .shown("verdict", |i| {
             match (i.measurable(), i.pct > 0.0) {
@@ -488,7 +505,9 @@ pub fn render(rows: &[Row]) -> String {
             _ => "-".into(),
         }
     };
-    out + &improvement_columns().shown("zero-copy / bare", ratio).table(&imp)
+    out + &improvement_columns()
+        .shown("zero-copy / bare", ratio)
+        .table(&imp)
 }
 
 /// One sentence: at how many (FFT length, overlap) points zero-copy is
@@ -623,8 +642,14 @@ pub fn report(cfg: &Config, m: &Measured) -> Report {
         .answer(answer(rows))
         .targets(targets)
         .kept("flops", FLOPS)
-        .kept("improvement_single_thread", improvement_columns().json(&improvement_single(rows)))
-        .kept("improvement", improvement_columns().json(&improvement(rows)))
+        .kept(
+            "improvement_single_thread",
+            improvement_columns().json(&improvement_single(rows)),
+        )
+        .kept(
+            "improvement",
+            improvement_columns().json(&improvement(rows)),
+        )
         .kept("gnuradio", gnuradio_json(&m.gnuradio))
         .plots([line_plot(rows), throughput])
 }
@@ -1191,10 +1216,22 @@ fn gr_columns<'a>() -> Columns<'a, GrRow> {
         .kept("does", |r| r.point.does(r.taps))
         .plain("fft", "fft_len", |r| r.fft_len)
         .fixed("Msamples/s", "msamples_per_s", 1, move |r| msps(r).median)
-        .shown("range", move |r| format!("{:.1}..{:.1}", msps(r).min, msps(r).max))
+        .shown("range", move |r| {
+            format!("{:.1}..{:.1}", msps(r).min, msps(r).max)
+        })
         .kept("msamples_per_s_spread", move |r| msps(r).json())
-        .fixed("cpu_us/ksample", "cpu_us_per_ksample", 2, GrRow::cpu_us_per_ksample)
-        .col("max_error", "max_error", |r| format!("{:.1e}", r.max_error), |r| r.max_error)
+        .fixed(
+            "cpu_us/ksample",
+            "cpu_us_per_ksample",
+            2,
+            GrRow::cpu_us_per_ksample,
+        )
+        .col(
+            "max_error",
+            "max_error",
+            |r| format!("{:.1e}", r.max_error),
+            |r| r.max_error,
+        )
         .kept("items_out", |r| r.items_out)
         .kept("samples", |r| r.samples)
         .kept("rounds", |r| r.seconds.len())
@@ -1204,15 +1241,33 @@ fn gr_columns<'a>() -> Columns<'a, GrRow> {
 fn attribution_columns<'a>() -> Columns<'a, Attribution> {
     Columns::new()
         .plain("taps", "taps", |a: &Attribution| a.taps)
-        .col("default/default", "default_over_default", |a| a.whole.text(), |a| a.whole.0.json())
-        .col("dmaflow 4L/2L FFT", "fft_length", |a| a.fft.text(), |a| a.fft.0.json())
-        .col("same FFT (2L)", "same_fft", |a| a.rest.text(), |a| a.rest.0.json())
+        .col(
+            "default/default",
+            "default_over_default",
+            |a| a.whole.text(),
+            |a| a.whole.0.json(),
+        )
+        .col(
+            "dmaflow 4L/2L FFT",
+            "fft_length",
+            |a| a.fft.text(),
+            |a| a.fft.0.json(),
+        )
+        .col(
+            "same FFT (2L)",
+            "same_fft",
+            |a| a.rest.text(),
+            |a| a.rest.0.json(),
+        )
         .shown("same-FFT verdict", |a| a.rest.verdict().to_string())
         .kept("same_fft_measurable", |a| a.rest.measurable())
         .col(
             "FFT share",
             "fft_share_of_log",
-            |a| a.fft_share.map_or("-".into(), |s| format!("{:.0} %", s * 100.0)),
+            |a| {
+                a.fft_share
+                    .map_or("-".into(), |s| format!("{:.0} %", s * 100.0))
+            },
             |a| a.fft_share,
         )
         .col(

@@ -72,7 +72,9 @@ pub static EXPERIMENT: Spec<Config> = Spec {
         paper: "the papers' questions on a PCIe GPU instead of a Zynq's AXI DMA: copy \
                 engines for MM2S and S2MM, pinned memory for the DMA buffers",
     },
-    ..Spec::new(Config::at, |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)))
+    ..Spec::new(Config::at, |cfg, progress| {
+        Ok(report(cfg, &run(cfg, progress)?))
+    })
 };
 
 /// The completion modes a GPU is waited on with.
@@ -660,10 +662,24 @@ fn transfer_columns(out: &Outcome, device: Value) -> Columns<'_, TransferRow> {
         .shown("of ceiling", move |r| share(r.h2d.median, ch))
         .median("d2h GB/s", "d2h_bytes_per_s", "d2h_spread", gbs, |r| r.d2h)
         .shown("of ceiling", move |r| share(r.d2h.median, cd))
-        .median("h2d submitted", "h2d_submitted_bytes_per_s", "h2d_submitted_spread", gbs, |r| r.h2d_submitted)
-        .median("d2h submitted", "d2h_submitted_bytes_per_s", "d2h_submitted_spread", gbs, |r| r.d2h_submitted)
+        .median(
+            "h2d submitted",
+            "h2d_submitted_bytes_per_s",
+            "h2d_submitted_spread",
+            gbs,
+            |r| r.h2d_submitted,
+        )
+        .median(
+            "d2h submitted",
+            "d2h_submitted_bytes_per_s",
+            "d2h_submitted_spread",
+            gbs,
+            |r| r.d2h_submitted,
+        )
         .median("cpu us", "cpu_us", "cpu_us_spread", us, |r| r.cpu_us)
-        .fixed("caller cpu us", "caller_cpu_us", 2, |r| r.caller_cpu_us.median)
+        .fixed("caller cpu us", "caller_cpu_us", 2, |r| {
+            r.caller_cpu_us.median
+        })
 }
 
 /// The message points' columns.
@@ -673,11 +689,27 @@ fn message_columns<'a>(device: Value) -> Columns<'a, MessageRow> {
         .kept("table", |_| "message")
         .col("message", "bytes", |r| bytes_label(r.bytes), |r| r.bytes)
         .col("block", "block", |r| bytes_label(r.block), |r| r.block)
-        .col("buffering", "depth", |r| if r.depth == 2 { "double" } else { "single" }.into(), |r| r.depth)
-        .col("kernel", "kernel", |r| if r.kernel { "invert" } else { "none" }.into(), |r| r.kernel)
+        .col(
+            "buffering",
+            "depth",
+            |r| if r.depth == 2 { "double" } else { "single" }.into(),
+            |r| r.depth,
+        )
+        .col(
+            "kernel",
+            "kernel",
+            |r| if r.kernel { "invert" } else { "none" }.into(),
+            |r| r.kernel,
+        )
         .median("ms", "ms", "ms_spread", |x| format!("{x:.2}"), |r| r.ms)
         .shown("ms range", |r| format!("{:.2}..{:.2}", r.ms.min, r.ms.max))
-        .median("of ceiling", "ceiling_share", "ceiling_share_spread", pct, |r| r.share)
+        .median(
+            "of ceiling",
+            "ceiling_share",
+            "ceiling_share_spread",
+            pct,
+            |r| r.share,
+        )
 }
 
 /// The kernel checks' columns.
@@ -689,7 +721,19 @@ fn kernel_columns<'a>(device: Value) -> Columns<'a, KernelRow> {
         .plain("kernel", "name", |r| r.name.clone())
         .median("gpu ms", "gpu_ms", "gpu_ms_spread", ms, |r| r.gpu_ms)
         .fixed("cpu ms", "cpu_ms", 3, |r| r.cpu_ms.median)
-        .col("vs cpu", "identical", |r| if r.identical { "identical" } else { "DIFFERENT" }.into(), |r| r.identical)
+        .col(
+            "vs cpu",
+            "identical",
+            |r| {
+                if r.identical {
+                    "identical"
+                } else {
+                    "DIFFERENT"
+                }
+                .into()
+            },
+            |r| r.identical,
+        )
 }
 
 /// The issue's targets against this run's figures.
@@ -865,7 +909,10 @@ mod tests {
 
     #[test]
     fn repeats_follow_the_size_within_bounds() {
-        let c = Config::at(&Setup { tier: Tier::Full, ..Setup::TINY });
+        let c = Config::at(&Setup {
+            tier: Tier::Full,
+            ..Setup::TINY
+        });
         assert_eq!(c.repeats_for(8), 2000);
         assert_eq!(c.repeats_for(256 << 20), 3);
         assert_eq!(c.repeats_for(4 << 20), 128);

@@ -66,7 +66,9 @@ pub static EXPERIMENT: Spec<Config> = Spec {
         paper: "gr-zeromq over loopback TCP on one two-core machine, every process sharing \
                 the two cores",
     },
-    ..Spec::new(Config::at, |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)))
+    ..Spec::new(Config::at, |cfg, progress| {
+        Ok(report(cfg, &run(cfg, progress)?))
+    })
 };
 
 /// The experiment's size.
@@ -304,7 +306,10 @@ impl Tally {
     /// Now on both clocks.
     fn now() -> (Instant, f64) {
         let wall = Instant::now();
-        (wall, dmaflow::platform::cpu::process_cpu_time().as_secs_f64())
+        (
+            wall,
+            dmaflow::platform::cpu::process_cpu_time().as_secs_f64(),
+        )
     }
 
     /// Something arrived: the span starts, if it has not.
@@ -540,7 +545,13 @@ fn gnuradio_rx(
     data: &Path,
 ) -> Result<Peer, Error> {
     let (size, bytes) = (size.to_string(), bytes.to_string());
-    let args = [size.as_ref(), bytes.as_ref(), endpoint.as_ref(), out.as_ref(), data.as_ref()];
+    let args = [
+        size.as_ref(),
+        bytes.as_ref(),
+        endpoint.as_ref(),
+        out.as_ref(),
+        data.as_ref(),
+    ];
     gnuradio("rx", &args)
 }
 
@@ -625,7 +636,11 @@ impl Receiver {
         })?;
         let mut cmd = Command::new(exe);
         cmd.args(["net-peer", "--point", point, "--endpoint", endpoint]);
-        Ok(Receiver::Child(Peer::spawn(&mut cmd, Stdio::null(), "dmaflow net-peer")?))
+        Ok(Receiver::Child(Peer::spawn(
+            &mut cmd,
+            Stdio::null(),
+            "dmaflow net-peer",
+        )?))
     }
 
     /// What it received, `point` naming it in an error.
@@ -732,7 +747,11 @@ fn measure(
             got
         }
         _ => {
-            let name = if point == Point::Raw { "raw" } else { "dmaflow" };
+            let name = if point == Point::Raw {
+                "raw"
+            } else {
+                "dmaflow"
+            };
             let rx = Receiver::start(cfg, name, &endpoint)?;
             send(sender, &endpoint, size, bytes).map_err(fail)?;
             rx.received(point)?
@@ -880,7 +899,12 @@ fn row_columns<'a>() -> Columns<'a, Row> {
     let cpu = |r: &Row| median(&finite(&r.cpu));
     let secs = |r: &Row| median(&finite(&r.seconds));
     Columns::new()
-        .col("size", "message_bytes", |r: &Row| bytes_label(r.size), |r| r.size)
+        .col(
+            "size",
+            "message_bytes",
+            |r: &Row| bytes_label(r.size),
+            |r| r.size,
+        )
         .plain("point", "point", |r| r.point.name())
         .kept("does", |r| r.point.does())
         .fixed("MB/s", "mb_per_s", 0, |r| r.mbps().0)
@@ -889,9 +913,13 @@ fn row_columns<'a>() -> Columns<'a, Row> {
         .kept("mb_per_s_max", |r| r.mbps().2)
         .kept("mb_per_s_spread", |r| Spread::of(&r.mb_per_s()).json())
         .kept("rounds", |r| r.seconds.len())
-        .shown("Mitems/s", move |r| format!("{:.1}", r.bytes as f64 / 4.0 / secs(r) / 1e6))
+        .shown("Mitems/s", move |r| {
+            format!("{:.1}", r.bytes as f64 / 4.0 / secs(r) / 1e6)
+        })
         .fixed("rx_cpu_share", "rx_cpu_share", 2, move |r| cpu(r) / secs(r))
-        .kept("rx_cpu_us_per_mb", move |r| cpu(r) / (r.bytes as f64 / 1e6) * 1e6)
+        .kept("rx_cpu_us_per_mb", move |r| {
+            cpu(r) / (r.bytes as f64 / 1e6) * 1e6
+        })
         .col(
             "msg_bytes",
             "sent_message_bytes",
@@ -901,22 +929,57 @@ fn row_columns<'a>() -> Columns<'a, Row> {
             },
             |r| (!r.message_bytes.is_empty()).then(|| median(&r.message_bytes)),
         )
-        .col("stalls", "stalled_rounds", |r| r.stalls.to_string(), |r| r.stalls)
+        .col(
+            "stalls",
+            "stalled_rounds",
+            |r| r.stalls.to_string(),
+            |r| r.stalls,
+        )
 }
 
 /// The comparison with GNU Radio's columns, per item size: capped/gnuradio
 /// and the other points' ratios over the same size.
 fn against_columns(rows: &[Row]) -> Columns<'_, (usize, Ratio)> {
     let mut cols = Columns::new()
-        .col("items", "item_bytes", |(s, _): &(usize, Ratio)| bytes_label(*s), |(s, _)| *s)
-        .col("capped/gnuradio", "capped_over_gnuradio", |(_, r)| r.text(), |(_, r)| r.0.json())
+        .col(
+            "items",
+            "item_bytes",
+            |(s, _): &(usize, Ratio)| bytes_label(*s),
+            |(s, _)| *s,
+        )
+        .col(
+            "capped/gnuradio",
+            "capped_over_gnuradio",
+            |(_, r)| r.text(),
+            |(_, r)| r.0.json(),
+        )
         .shown("verdict", |(_, r)| r.verdict().to_string())
         .kept("capped_over_gnuradio_measurable", |(_, r)| r.measurable());
     for (header, key, a, b) in [
-        ("batched/gnuradio", "batched_over_gnuradio", Point::Batched, Point::Gnuradio),
-        ("batched/capped", "batched_over_capped", Point::Batched, Point::Capped),
-        ("gr->dmaflow / gnuradio", "gnuradio_to_dmaflow_over_gnuradio", Point::GnuradioToDmaflow, Point::Gnuradio),
-        ("dmaflow->gr / gnuradio", "dmaflow_to_gnuradio_over_gnuradio", Point::DmaflowToGnuradio, Point::Gnuradio),
+        (
+            "batched/gnuradio",
+            "batched_over_gnuradio",
+            Point::Batched,
+            Point::Gnuradio,
+        ),
+        (
+            "batched/capped",
+            "batched_over_capped",
+            Point::Batched,
+            Point::Capped,
+        ),
+        (
+            "gr->dmaflow / gnuradio",
+            "gnuradio_to_dmaflow_over_gnuradio",
+            Point::GnuradioToDmaflow,
+            Point::Gnuradio,
+        ),
+        (
+            "dmaflow->gr / gnuradio",
+            "dmaflow_to_gnuradio_over_gnuradio",
+            Point::DmaflowToGnuradio,
+            Point::Gnuradio,
+        ),
     ] {
         let v = std::rc::Rc::new(shares(rows, a, b));
         let w = v.clone();
@@ -963,11 +1026,20 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     let raw = shares(rows, Point::Dmaflow, Point::Raw);
     for (size, r) in &raw {
         let s = r.0.scaled(100.0);
-        let (at, range) = (format!("{:.0} %", s.median), format!("({:.0}..{:.0} %)", s.min, s.max));
-        text += &format!("{}: dmaflow at {at} of the raw ceiling {range}\n", bytes_label(*size));
+        let (at, range) = (
+            format!("{:.0} %", s.median),
+            format!("({:.0}..{:.0} %)", s.min, s.max),
+        );
+        text += &format!(
+            "{}: dmaflow at {at} of the raw ceiling {range}\n",
+            bytes_label(*size)
+        );
         if *size >= 64 << 10 {
             targets.push(Target::new(
-                format!("{} messages: dmaflow >= 90 % of raw ZeroMQ", bytes_label(*size)),
+                format!(
+                    "{} messages: dmaflow >= 90 % of raw ZeroMQ",
+                    bytes_label(*size)
+                ),
                 format!("{at} {range}"),
                 r.0.median >= 0.9,
             ));

@@ -228,7 +228,12 @@ fn serve() -> Result<Served, String> {
     let pid = std::process::id();
     let mut last = String::from("no loopback address with port 7967 free");
     for k in 0..64u32 {
-        let ip = Ipv4Addr::new(127, 100 + (pid % 150) as u8, ((pid >> 8) % 250) as u8 + 1, 2 + k as u8);
+        let ip = Ipv4Addr::new(
+            127,
+            100 + (pid % 150) as u8,
+            ((pid >> 8) % 250) as u8 + 1,
+            2 + k as u8,
+        );
         let addr = SocketAddr::from((ip, PYNQ_PORT));
         if TcpListener::bind(addr).is_err() {
             continue;
@@ -370,7 +375,11 @@ fn rows_of(cfg: &Config, doc: &Value) -> Vec<Row> {
     };
     let mut rows = unmeasured(cfg, "");
     for r in &mut rows {
-        let side = if r.point == POINTS[0] { "remote" } else { "local" };
+        let side = if r.point == POINTS[0] {
+            "remote"
+        } else {
+            "local"
+        };
         let key = format!("{}|{side}", r.what);
         let s = &doc["samples"][&key];
         r.us = series(&s["us"]);
@@ -397,7 +406,12 @@ fn columns<'a>() -> Columns<'a, Row> {
     Columns::new()
         .plain("what", "what", |r: &Row| r.what)
         .plain("point", "point", |r: &Row| r.point)
-        .shown_as("bytes", "bytes", |r: &Row| r.bytes as u64, |b| bytes_label(b as usize))
+        .shown_as(
+            "bytes",
+            "bytes",
+            |r: &Row| r.bytes as u64,
+            |b| bytes_label(b as usize),
+        )
         .plain("ops/round", "ops", |r: &Row| r.ops as u64)
         .optional("us/op", "us", 1, |r: &Row| spread(&r.us).map(|s| s.median))
         .shown("rounds min..max", |r: &Row| {
@@ -407,13 +421,18 @@ fn columns<'a>() -> Columns<'a, Row> {
         .optional("host CPU us/op", "cpu_us", 1, |r: &Row| {
             spread(&r.cpu_us).map(|s| s.median)
         })
-        .kept("cpu_us_spread", |r: &Row| spread(&r.cpu_us).map(|s| s.json()))
+        .kept("cpu_us_spread", |r: &Row| {
+            spread(&r.cpu_us).map(|s| s.json())
+        })
         .optional("server CPU us/op", "server_cpu_us", 1, |r: &Row| {
             spread(&r.server_cpu_us).map(|s| s.median)
         })
-        .shown_as("data", "verified", |r: &Row| r.verified, |v| {
-            v.map_or("-".into(), |v| if v { "equal" } else { "DIFFERENT" }.into())
-        })
+        .shown_as(
+            "data",
+            "verified",
+            |r: &Row| r.verified,
+            |v| v.map_or("-".into(), |v| if v { "equal" } else { "DIFFERENT" }.into()),
+        )
         .kept("rounds", |r: &Row| r.us.as_ref().map_or(0, Vec::len) as u64)
         .kept("note", |r: &Row| r.note.clone())
 }
@@ -444,8 +463,16 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     let mut targets = Vec::new();
     for r in rows.iter().filter(|r| r.verified.is_some()) {
         targets.push(Target::new(
-            format!("{} loopback through {}: the data comes back equal", bytes_label(r.bytes), r.point),
-            if r.verified == Some(true) { "equal" } else { "different" },
+            format!(
+                "{} loopback through {}: the data comes back equal",
+                bytes_label(r.bytes),
+                r.point
+            ),
+            if r.verified == Some(true) {
+                "equal"
+            } else {
+                "different"
+            },
             r.verified == Some(true),
         ));
     }
@@ -525,10 +552,21 @@ mod tests {
         };
         let rows = run(&cfg, &mut |_| {}).unwrap();
         assert_eq!(rows.len(), OPS.len() * POINTS.len());
-        assert!(rows.iter().all(|r| r.us.is_none() && r.note.contains("not installed")));
+        assert!(
+            rows.iter()
+                .all(|r| r.us.is_none() && r.note.contains("not installed"))
+        );
         let rep = report(&cfg, &rows);
         let first = &rep.json["rows"][0];
-        for key in ["what", "point", "us", "us_spread", "cpu_us", "verified", "note"] {
+        for key in [
+            "what",
+            "point",
+            "us",
+            "us_spread",
+            "cpu_us",
+            "verified",
+            "note",
+        ] {
             assert!(first.get(key).is_some(), "{key}");
         }
         assert!(first["us"].is_null());
@@ -548,10 +586,16 @@ mod tests {
             "verified": {"loopback|remote": true}
         });
         let rows = rows_of(&Config::tiny(), &doc);
-        let remote = rows.iter().find(|r| r.what == "loopback" && r.point == POINTS[0]).unwrap();
+        let remote = rows
+            .iter()
+            .find(|r| r.what == "loopback" && r.point == POINTS[0])
+            .unwrap();
         assert_eq!(remote.verified, Some(true));
         assert_eq!(spread(&remote.us).unwrap().median, 4.5e4);
-        let local = rows.iter().find(|r| r.what == "mmio_read" && r.point == POINTS[1]).unwrap();
+        let local = rows
+            .iter()
+            .find(|r| r.what == "mmio_read" && r.point == POINTS[1])
+            .unwrap();
         assert!(local.us.is_none() && local.note.contains("ModuleNotFoundError"));
         assert!(ratio(&rows, "mmio_read").is_none());
     }

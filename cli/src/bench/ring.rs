@@ -57,7 +57,9 @@ pub static EXPERIMENT: Spec<Config> = Spec {
         paper: "paper 001 measured its queue inside an FFT filter, not alone; threads are \
                 pinned to this VM's two cores",
     },
-    ..Spec::new(Config::at, |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)))
+    ..Spec::new(Config::at, |cfg, progress| {
+        Ok(report(cfg, &run(cfg, progress)?))
+    })
 };
 
 /// Size of one item in bytes.
@@ -249,11 +251,7 @@ where
 {
     let (w, r) = Builder::<f32>::new(sh.queue).wait(Wait::Yield).build()?;
     let (nb, bi) = (sh.batches(), sh.batch);
-    two_threads(
-        "dmaflow",
-        batches_into!(w, nb, bi),
-        move || read(r),
-    )
+    two_threads("dmaflow", batches_into!(w, nb, bi), move || read(r))
 }
 
 fn dmaflow_stream(sh: &Shape) -> Result<(f64, u32), Error> {
@@ -543,11 +541,9 @@ fn shm_threads(sh: &Shape) -> Result<(f64, u32), Error> {
     // SAFETY: only `w` writes the object.
     let mut r = unsafe { ShmReader::<f32>::from_fd(fd)? };
     let (nb, bi) = (sh.batches(), sh.batch);
-    two_threads(
-        "dmaflow-shm",
-        batches_into!(w, nb, bi),
-        move || Ok(sum_readable!(r)),
-    )
+    two_threads("dmaflow-shm", batches_into!(w, nb, bi), move || {
+        Ok(sum_readable!(r))
+    })
 }
 
 /// The reading end of the cross-process row, in a child process: attaches to
@@ -719,11 +715,17 @@ fn reference(rows: &[Row], row: &Row) -> Option<f64> {
 
 /// The rows' columns, with each row's ratio to dmaflow.
 fn columns(rows: &[Row]) -> Columns<'_, Row> {
-    let ratio = |r: &Row| reference(rows, r).map_or("-".into(), |d| format!("{:.2}", r.gbytes_per_s / d));
+    let ratio =
+        |r: &Row| reference(rows, r).map_or("-".into(), |d| format!("{:.2}", r.gbytes_per_s / d));
     Columns::new()
         .plain("impl", "impl", |r: &Row| r.implementation)
         .plain("case", "case", |r| r.case)
-        .col("batch", "batch_bytes", |r| bytes_label(r.batch_bytes), |r| r.batch_bytes)
+        .col(
+            "batch",
+            "batch_bytes",
+            |r| bytes_label(r.batch_bytes),
+            |r| r.batch_bytes,
+        )
         .fixed("GB/s (median)", "gbytes_per_s", 2, |r| r.gbytes_per_s)
         .shown("range", |r| format!("{:.2}..{:.2}", r.range.0, r.range.1))
         .kept("gbytes_per_s_min", |r| r.range.0)

@@ -30,15 +30,15 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::report::{Report, Target, sentence};
-use super::spread::{Ratio, Spread, in_turns};
+use super::conditions::Conditions;
 use super::error::Error;
 use super::harness::table;
+use super::harness::{OnBoard, Spec};
+use super::report::{Report, Target, sentence};
+use super::spread::{Ratio, Spread, in_turns};
 use dmaflow::dsp::fir::{self, Mode, OverlapSave};
 use dmaflow::graph::{Graph, Input, NodeResult, Output};
 use dmaflow::platform::cpu::process_cpu_time;
-use super::conditions::Conditions;
-use super::harness::{OnBoard, Spec};
 
 /// Taps of every FIR stage (FutureSDR's `perf/fir` uses 64).
 pub const TAPS: usize = 64;
@@ -760,8 +760,6 @@ fn ratio(rows: &[Row], me: Runtime, peer: Runtime, block: Block, stages: usize) 
     Some(Ratio::of(&a.rates(), &b.rates()))
 }
 
-
-
 /// The report.
 pub fn report(cfg: &Config, m: &Measured) -> Report {
     let rows = &m.rows;
@@ -773,7 +771,8 @@ pub fn report(cfg: &Config, m: &Measured) -> Report {
                 if !matches!(r.runtime, Runtime::DmaflowTasks | Runtime::DmaflowDirect) {
                     return String::new();
                 }
-                ratio(rows, r.runtime, peer, r.block, r.stages).map_or(String::new(), |x| x.text_with_verdict())
+                ratio(rows, r.runtime, peer, r.block, r.stages)
+                    .map_or(String::new(), |x| x.text_with_verdict())
             };
             vec![
                 r.block.name().to_string(),
@@ -817,7 +816,13 @@ pub fn report(cfg: &Config, m: &Measured) -> Report {
     let mut targets = Vec::new();
     for &stages in &cfg.stages {
         for block in [Block::Copy, Block::Rand] {
-            if let Some(r) = ratio(rows, Runtime::DmaflowTasks, Runtime::FutureSdr, block, stages) {
+            if let Some(r) = ratio(
+                rows,
+                Runtime::DmaflowTasks,
+                Runtime::FutureSdr,
+                block,
+                stages,
+            ) {
                 targets.push(Target::new(
                     format!("{} x {stages}: dmaflow tasks >= FutureSDR", block.name()),
                     r.text_with_verdict(),
@@ -825,7 +830,13 @@ pub fn report(cfg: &Config, m: &Measured) -> Report {
                 ));
             }
         }
-        if let Some(r) = ratio(rows, Runtime::DmaflowTasks, Runtime::GnuRadio, Block::Copy, stages) {
+        if let Some(r) = ratio(
+            rows,
+            Runtime::DmaflowTasks,
+            Runtime::GnuRadio,
+            Block::Copy,
+            stages,
+        ) {
             targets.push(Target::new(
                 format!("copy x {stages}: dmaflow tasks >= 2x GNU Radio"),
                 r.text_with_verdict(),
