@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-use super::harness::{OnBoard, Spec, bytes_label};
+use super::harness::{OnBoard, Setup, Spec, bytes_label};
 use super::peers::{ScratchDir, output_within};
 use super::report::{Report, Target};
 use super::spread::{Ratio, Spread};
@@ -59,6 +59,11 @@ fn venv_python() -> PathBuf {
 }
 
 impl Config {
+    /// The size `setup` asks for.
+    pub fn at(setup: &Setup) -> Self {
+        setup.tier.pick(Self::full, Self::quick, Self::tiny)
+    }
+
     /// The recorded run: 4 MiB loopbacks, 7 rounds.
     pub fn full() -> Self {
         Config {
@@ -510,9 +515,6 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
 /// The experiment as `dmaflow bench` runs it.
 pub static EXPERIMENT: Spec<Config> = Spec {
     name: "remote",
-    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
-    then: None,
-    on_gpu: None,
     board: OnBoard::EmulatorOnly(
         "it serves the emulated board to PYNQ's client (on a board, `dmaflow serve --board` \
          serves it)",
@@ -524,7 +526,6 @@ pub static EXPERIMENT: Spec<Config> = Spec {
           per op: client, and server for the remote point), cpu_us_spread,\n\
           server_cpu_us, verified (loopback data equal), rounds, note\n\
           (why not measured; null numbers then)",
-    config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
     conditions: Conditions {
         timed: "each point's operations back to back in its turn, wall time per operation; host \
                 CPU the client process's (all its threads) plus, for the remote point, the \
@@ -537,6 +538,7 @@ pub static EXPERIMENT: Spec<Config> = Spec {
         paper: "none: PYNQ.remote's own path, PYNQ 4.0's client and the server on one machine \
                 over loopback TCP, no board",
     },
+    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
 };
 
 #[cfg(test)]

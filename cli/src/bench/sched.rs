@@ -33,7 +33,7 @@ use serde_json::json;
 use super::conditions::Conditions;
 use super::error::Error;
 use super::harness::table;
-use super::harness::{OnBoard, Spec};
+use super::harness::{OnBoard, Setup, Spec};
 use super::report::{Report, Target, sentence};
 use super::spread::{Ratio, Spread, in_turns};
 use dmaflow::dsp::fir::{self, Mode, OverlapSave};
@@ -66,6 +66,11 @@ pub struct Config {
 }
 
 impl Config {
+    /// The size `setup` asks for.
+    pub fn at(setup: &Setup) -> Self {
+        setup.tier.pick(Self::full, Self::quick, Self::tiny)
+    }
+
     /// The full run.
     pub fn full() -> Self {
         Config {
@@ -928,9 +933,6 @@ pub fn report(cfg: &Config, m: &Measured) -> Report {
 /// `dmaflow bench sched`.
 pub static EXPERIMENT: Spec<Config> = Spec {
     name: "sched",
-    run: |cfg, progress| Ok(report(cfg, &run(cfg, progress)?)),
-    then: None,
-    on_gpu: None,
     board: OnBoard::EmulatorOnly("it measures process networks on this machine, not a DMA device"),
     question: "The pipes x stages flowgraph of the SDR scheduler studies: dmaflow's graph \
                runtime (tasks and threads) against FutureSDR and GNU Radio.",
@@ -941,7 +943,6 @@ pub static EXPERIMENT: Spec<Config> = Spec {
           p25, p75, min, max, n; through all pipes), cores_busy,\n\
           samples_per_s_per_busy_core, sink_items; and skipped (peers\n\
           not measured, with why)",
-    config: |s| s.tier.pick(Config::full, Config::quick, Config::tiny),
     conditions: Conditions {
         timed: "each runtime's run of its assembled flowgraph to the end (dmaflow \
                 Graph::run with its threads or workers started inside, FutureSDR \
@@ -958,6 +959,7 @@ pub static EXPERIMENT: Spec<Config> = Spec {
                 items per call as there, and plain copies; here on a VM's two cores, there \
                 many)",
     },
+    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
 };
 
 #[cfg(test)]
