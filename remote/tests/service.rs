@@ -410,6 +410,22 @@ async fn write_only(s: &Service, c: u64, id: &str, at: usize, data: &[u8]) -> Op
 
 /// Writes `data` into buffer `id` of connection `c` at byte `at`, and
 /// flushes it for the device.
+/// Client `c`'s buffer `id` as the device left it: invalidated, then read whole.
+async fn read_back(s: &Service, c: u64, id: &str) -> Vec<u8> {
+    RemoteBuffer::invalidate(
+        s,
+        on(
+            c,
+            InvalidateRequest {
+                buffer_id: id.into(),
+            },
+        ),
+    )
+    .await
+    .unwrap();
+    read_buf(s, c, id, 0, 0).await.data.unwrap()
+}
+
 async fn put(s: &Service, c: u64, id: &str, at: usize, data: &[u8]) {
     assert_eq!(write_only(s, c, id, at, data).await, None);
     let r = RemoteBuffer::flush(
@@ -642,18 +658,7 @@ fn the_descriptors_an_engine_fetches_are_the_ones_checked() {
         }
         wait_idle(&s, &w, 0x34).await;
         for (c, id, want) in [(2, &dst, pattern()), (1, &victim, vec![0; 4096])] {
-            RemoteBuffer::invalidate(
-                &s,
-                on(
-                    c,
-                    InvalidateRequest {
-                        buffer_id: id.clone(),
-                    },
-                ),
-            )
-            .await
-            .unwrap();
-            assert_eq!(read_buf(&s, c, id, 0, 0).await.data.unwrap(), want, "{id}");
+            assert_eq!(read_back(&s, c, id).await, want, "{id}");
         }
         // Posted again, then freed: the channel that walks them is stopped.
         assert!(mmio_write_on(&s, 2, &w, 0x40, d as u32).await.status);
@@ -819,22 +824,7 @@ fn each_dma_of_a_users_design_runs_as_declared() {
         direct_loopback(&s, 1, &w0, sa, da0).await;
         sg_loopback(&s, 1, &w1, (&descs, d), sa, da1).await;
         for id in [&d0, &d1] {
-            RemoteBuffer::invalidate(
-                &s,
-                on(
-                    1,
-                    InvalidateRequest {
-                        buffer_id: id.clone(),
-                    },
-                ),
-            )
-            .await
-            .unwrap();
-            assert_eq!(
-                read_buf(&s, 1, id, 0, 0).await.data.unwrap(),
-                pattern(),
-                "{id}"
-            );
+            assert_eq!(read_back(&s, 1, id).await, pattern(), "{id}");
         }
     });
 }
