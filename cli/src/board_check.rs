@@ -24,50 +24,43 @@ pub struct Finding {
 }
 
 impl Finding {
-    fn found(text: String) -> Self {
+    /// Something missing, with what to add: `blocking`, or a warning.
+    fn missing(blocking: bool, text: String) -> Self {
         Finding {
-            blocking: false,
-            missing: false,
-            text,
-        }
-    }
-
-    fn warn(text: String) -> Self {
-        Finding {
-            blocking: false,
-            missing: true,
-            text,
-        }
-    }
-
-    fn block(text: String) -> Self {
-        Finding {
-            blocking: true,
+            blocking,
             missing: true,
             text,
         }
     }
 }
 
-/// Whether the device file `dev` under `root` opens for reading and writing.
-fn access(root: &Path, dev: &str) -> Result<(), String> {
+/// `found` when the device file `dev` under `root` opens for reading and
+/// writing; else, blocking, why not (`who: why`).
+fn reach(root: &Path, dev: &str, who: &str, found: String) -> Finding {
     let path = root.join("dev").join(dev);
-    match std::fs::OpenOptions::new()
+    let why = match std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open(&path)
     {
-        Ok(_) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(format!(
+        Ok(_) => {
+            return Finding {
+                blocking: false,
+                missing: false,
+                text: found,
+            };
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => format!(
             "{} does not exist (udev did not make it: is the driver bound?)",
             path.display()
-        )),
-        Err(e) => Err(format!(
+        ),
+        Err(e) => format!(
             "{} cannot be opened for reading and writing ({e}): run as root, or give \
              your user access with a udev rule (see the README's \"On a board\")",
             path.display()
-        )),
-    }
+        ),
+    };
+    Finding::missing(true, format!("{who}: {why}"))
 }
 
 /// Checks a board's inventory (read under `root`) against what dmaflow needs.
@@ -79,7 +72,8 @@ pub fn check(inv: &Inventory, root: &Path) -> Vec<Finding> {
         .filter(|d| d.name.starts_with("axi_dma") && d.size > 0)
         .collect();
     if engines.is_empty() {
-        out.push(Finding::block(
+        out.push(Finding::missing(
+            true,
             "no AXI DMA engine: dmaflow finds each engine as a UIO device named as its \
              block-design instance (axi_dma_0): add a device-tree node with \
              compatible = \"generic-uio\" for it and load uio_pdrv_genirq with \
@@ -88,38 +82,35 @@ pub fn check(inv: &Inventory, root: &Path) -> Vec<Finding> {
         ));
     }
     for e in &engines {
-        match access(root, &format!("uio{}", e.index)) {
-            Ok(()) => out.push(Finding::found(format!(
-                "{}: registers at physical {:#x} through /dev/uio{}",
-                e.name, e.addr, e.index
-            ))),
-            Err(why) => out.push(Finding::block(format!("{}: {why}", e.name))),
-        }
+        let found = format!(
+            "{}: registers at physical {:#x} through /dev/uio{}",
+            e.name, e.addr, e.index
+        );
+        out.push(reach(root, &format!("uio{}", e.index), &e.name, found));
         for ch in ["mm2s", "s2mm"] {
             let line = format!("{}_{ch}_introut", e.name);
-            match inv.uio.iter().find(|d| d.name == line) {
-                Some(d) => match access(root, &format!("uio{}", d.index)) {
-                    Ok(()) => out.push(Finding::found(format!(
-                        "{} {}: interrupt through /dev/uio{} ({line})",
-                        e.name,
-                        ch.to_uppercase(),
-                        d.index
-                    ))),
-                    Err(why) => out.push(Finding::block(format!("{line}: {why}"))),
-                },
-                None => out.push(Finding::warn(format!(
-                    "{} {}: no interrupt line (no UIO device named {line}): its waits \
-                     poll DMASR instead of sleeping; to wait on the interrupt, add a \
-                     generic-uio node named {line} with the channel's interrupt \
-                     (README, \"On a board\")",
-                    e.name,
-                    ch.to_uppercase()
-                ))),
-            }
+            let channel = format!("{} {}", e.name, ch.to_uppercase());
+            out.push(match inv.uio.iter().find(|d| d.name == line) {
+                Some(d) => {
+                    let found =
+                        format!("{channel}: interrupt through /dev/uio{} ({line})", d.index);
+                    reach(root, &format!("uio{}", d.index), &line, found)
+                }
+                None => Finding::missing(
+                    false,
+                    format!(
+                        "{channel}: no interrupt line (no UIO device named {line}): its waits \
+                         poll DMASR instead of sleeping; to wait on the interrupt, add a \
+                         generic-uio node named {line} with the channel's interrupt \
+                         (README, \"On a board\")"
+                    ),
+                ),
+            });
         }
     }
     if inv.udmabuf.is_empty() {
-        out.push(Finding::block(
+        out.push(Finding::missing(
+            true,
             "no u-dma-buf: DMA buffers come from one; load the u-dma-buf module with a \
              buffer, e.g. `modprobe u-dma-buf udmabuf0=67108864` (64 MiB), or add a \
              u-dma-buf device-tree node (README, \"On a board\")"
@@ -127,13 +118,11 @@ pub fn check(inv: &Inventory, root: &Path) -> Vec<Finding> {
         ));
     }
     for (name, phys, size) in &inv.udmabuf {
-        match access(root, name) {
-            Ok(()) => out.push(Finding::found(format!(
-                "{name}: {} MiB of DMA memory at physical {phys:#x}",
-                size >> 20
-            ))),
-            Err(why) => out.push(Finding::block(format!("{name}: {why}"))),
-        }
+        let found = format!(
+            "{name}: {} MiB of DMA memory at physical {phys:#x}",
+            size >> 20
+        );
+        out.push(reach(root, name, name, found));
     }
     out
 }

@@ -9,3 +9,27 @@ pub mod bench;
 pub mod board_check;
 pub mod files;
 pub mod serve;
+
+use std::process::ExitCode;
+
+/// How a command ends: `ok` given what it made, or `dmaflow TOOL: ERROR` on
+/// standard error with the error's exit status (2 for bad input, 1 for a
+/// failure while running).
+pub fn finish<T>(tool: &str, done: Result<T, (u8, String)>, ok: impl FnOnce(T)) -> ExitCode {
+    match done {
+        Ok(made) => {
+            ok(made);
+            ExitCode::SUCCESS
+        }
+        Err((code, e)) => {
+            eprintln!("dmaflow {tool}: {e}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+/// An error as [`finish`] takes it, with exit status `code`:
+/// `.map_err(status(2))`.
+pub fn status<E: std::fmt::Display>(code: u8) -> impl Fn(E) -> (u8, String) {
+    move |e| (code, e.to_string())
+}

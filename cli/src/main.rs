@@ -12,9 +12,9 @@ use dmaflow::platform::MemoryModel;
 use dmaflow::sim::Profile;
 use dmaflow_cli::bench;
 use dmaflow_cli::bench::harness::{OnGpu, Tables};
-use dmaflow_cli::bench::report::RunInfo;
+use dmaflow_cli::bench::report::{Report, RunInfo};
 use dmaflow_cli::bench::{Experiment, Setup, Tier};
-use dmaflow_cli::files;
+use dmaflow_cli::{files, finish, status};
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// Move streams of data between programs and accelerators, and measure how fast.
@@ -125,6 +125,9 @@ enum Command {
         device: FirDeviceArg,
     },
 }
+
+/// A command's failure: its exit status and what to say.
+type Fail = (u8, String);
 
 /// `dmaflow bench`'s arguments.
 #[derive(clap::Args)]
@@ -299,11 +302,20 @@ impl Ends {
         Ok(e)
     }
 
-    /// `--input` and `--output`; when both are ZeroMQ edges passing tags,
-    /// one relay carries the tags received through the tool (its nodes keep
-    /// the item count: output sample or pixel `i` comes from input `i`).
+    /// `--input` and `--output`, each a file or a ZeroMQ edge; when both
+    /// are edges passing tags, one relay carries the tags received through
+    /// the tool (its nodes keep the item count: output sample or pixel `i`
+    /// comes from input `i`).
     fn open(&self) -> Result<(files::Source, files::Sink), String> {
-        let (mut source, mut sink) = (self.source(&self.input)?, self.sink(&self.output)?);
+        let net = |text: &str| dmaflow_net::Endpoint::looks_like(text);
+        let mut source = match net(&self.input) {
+            true => files::Source::Net(self.edge(&self.input, false)?),
+            false => files::Source::File(PathBuf::from(&self.input)),
+        };
+        let mut sink = match net(&self.output) {
+            true => files::Sink::Net(self.edge(&self.output, true)?),
+            false => files::Sink::File(PathBuf::from(&self.output)),
+        };
         if let (files::Source::Net(i), files::Sink::Net(o)) = (&mut source, &mut sink)
             && self.pass_tags
         {
@@ -312,24 +324,6 @@ impl Ends {
             o.relay = Some(relay);
         }
         Ok((source, sink))
-    }
-
-    /// `--input` as a file or a ZeroMQ source.
-    fn source(&self, text: &str) -> Result<files::Source, String> {
-        if dmaflow_net::Endpoint::looks_like(text) {
-            Ok(files::Source::Net(self.edge(text, false)?))
-        } else {
-            Ok(files::Source::File(PathBuf::from(text)))
-        }
-    }
-
-    /// `--output` as a file or a ZeroMQ sink.
-    fn sink(&self, text: &str) -> Result<files::Sink, String> {
-        if dmaflow_net::Endpoint::looks_like(text) {
-            Ok(files::Sink::Net(self.edge(text, true)?))
-        } else {
-            Ok(files::Sink::File(PathBuf::from(text)))
-        }
     }
 }
 
@@ -459,31 +453,40 @@ fn gpu_plan(which: Which) -> Result<Vec<(&'static dyn Experiment, Tables)>, Stri
     }
 }
 
-/// Prints a finished experiment's report (its table, or its JSON document),
-/// writes its files and the index page over every report so far; gives the
-/// index's path.
-fn show(
-    e: &'static dyn Experiment,
-    report: bench::report::Report,
-    json: bool,
-    out: &Path,
-    info: &RunInfo,
-    reports: &mut Vec<(bench::report::Report, bench::conditions::Conditions)>,
-    bar: &ProgressBar,
-) -> Result<PathBuf, bench::Error> {
-    if json {
-        println!("{}", report.document());
-    } else {
-        bar.suspend(|| {
-            println!("{}", report.heading);
-            print!("{}", e.conditions().lines());
-            print!("{}", report.text);
-            println!();
-        });
+/// Runs each experiment of `list` by `run` (which gives its report and
+/// where it ran), printing its table (or its JSON document) as it finishes,
+/// writing its files and the index page over every report so far; at the
+/// end, the index's path.
+fn run_each<T>(
+    args: &BenchArgs,
+    list: Vec<(&'static dyn Experiment, T)>,
+    bar: ProgressBar,
+    mut run: impl FnMut(&'static dyn Experiment, T, &ProgressBar) -> Result<(Report, RunInfo), Fail>,
+) -> Result<(), Fail> {
+    let mut reports = Vec::new();
+    let mut index = args.out.join("index.html");
+    for (e, how) in list {
+        bar.set_message(e.name());
+        let (report, info) = run(e, how, &bar)?;
+        bar.inc(1);
+        if args.json {
+            println!("{}", report.document());
+        } else {
+            bar.suspend(|| {
+                println!("{}", report.heading);
+                print!("{}", e.conditions().lines());
+                println!("{}", report.text);
+            });
+        }
+        report.write(&args.out).map_err(status(1))?;
+        reports.push((report, e.conditions()));
+        index = bench::report::write_index(&args.out, &info, &reports).map_err(status(1))?;
     }
-    report.write(out)?;
-    reports.push((report, e.conditions()));
-    bench::report::write_index(out, info, reports)
+    bar.finish_and_clear();
+    if !args.json {
+        println!("report: {}", index.display());
+    }
+    Ok(())
 }
 
 /// `bench EXPERIMENT --board ROOT`: the experiments with a board form (`all`:
@@ -492,9 +495,8 @@ fn show(
 /// checked for every experiment before any runs: what is missing is refused
 /// (status 2) with `dmaflow info`'s advice, as is an experiment that needs the
 /// emulator; a failure while measuring is status 1.
-fn run_on_board(args: &BenchArgs, root: &Path) -> Result<(), (u8, String)> {
+fn run_on_board(args: &BenchArgs, root: &Path) -> Result<(), Fail> {
     use bench::on_board::open;
-    let (setup, json, out) = (args.setup(), args.json, &args.out);
     let list: Vec<(&'static dyn Experiment, bench::on_board::Mode)> = match args.experiment.0 {
         None => bench::EXPERIMENTS
             .iter()
@@ -507,63 +509,45 @@ fn run_on_board(args: &BenchArgs, root: &Path) -> Result<(), (u8, String)> {
     };
     for &(_, mode) in &list {
         // Opened and closed again: one pool over the u-dma-buf at a time.
-        drop(open(root, mode).map_err(|err| (2, err.to_string()))?);
+        drop(open(root, mode).map_err(status(2))?);
     }
-    let mut reports = Vec::new();
-    let mut index = out.join("index.html");
-    for (e, mode) in list {
-        let rig = open(root, mode).map_err(|err| (2, err.to_string()))?;
+    run_each(args, list, ProgressBar::hidden(), |e, mode, _| {
+        let rig = open(root, mode).map_err(status(2))?;
         let info = RunInfo {
             board: rig.describe(),
             ..RunInfo::here()
         };
-        let report = e
-            .run_on_board(&setup, rig, &mut |m: &str| {
-                if !json {
-                    eprintln!("{m}");
-                }
-            })
-            .map_err(|err| (1, err.to_string()))?;
-        index = show(
-            e,
-            report,
-            json,
-            out,
-            &info,
-            &mut reports,
-            &ProgressBar::hidden(),
-        )
-        .map_err(|err| (1, err.to_string()))?;
-    }
-    if !json {
-        println!("report: {}", index.display());
-    }
-    Ok(())
+        let progress = &mut |m: &str| {
+            if !args.json {
+                eprintln!("{m}");
+            }
+        };
+        let report = e.run_on_board(&args.setup(), rig, progress);
+        Ok((report.map_err(status(1))?, info))
+    })
 }
 
-fn run_bench(args: &BenchArgs) -> Result<(), bench::Error> {
-    let (which, device, json, out) = (args.experiment, args.device, args.json, &args.out);
+/// `bench EXPERIMENT` on the emulated fabric, or with `--device cuda:N` its
+/// GPU form.
+fn run_bench(args: &BenchArgs) -> Result<(), Fail> {
     let Setup {
         tier,
         memory,
         profile,
         ..
     } = args.setup();
-    let plan = match device {
-        BenchDevice::Cuda(_) => gpu_plan(which).map_err(|reason| bench::Error::Peer {
-            peer: "bench",
-            reason,
-        })?,
-        BenchDevice::Sim => Vec::new(),
-    };
-    let list: Vec<&'static dyn Experiment> = match (device, which.0) {
-        (BenchDevice::Cuda(_), _) => plan.iter().map(|&(e, _)| e).collect(),
-        (BenchDevice::Sim, None) => bench::EXPERIMENTS.to_vec(),
+    let list: Vec<(&'static dyn Experiment, Tables)> = match (args.device, args.experiment.0) {
+        (BenchDevice::Cuda(_), _) => gpu_plan(args.experiment).map_err(status(2))?,
+        (BenchDevice::Sim, None) => bench::EXPERIMENTS
+            .iter()
+            .map(|&e| (e, Tables::ALL))
+            .collect(),
         (BenchDevice::Sim, Some(e)) => std::iter::once(e)
             .chain(e.then().and_then(bench::find))
+            .map(|e| (e, Tables::ALL))
             .collect(),
     };
-    let bar = if json {
+    let bar = if args.json {
         ProgressBar::hidden()
     } else {
         let bar = ProgressBar::new(list.len() as u64);
@@ -574,7 +558,7 @@ fn run_bench(args: &BenchArgs) -> Result<(), bench::Error> {
         bar.enable_steady_tick(std::time::Duration::from_millis(250));
         bar
     };
-    if !json && tier == Tier::Full {
+    if !args.json && tier == Tier::Full {
         bar.println(
             "full runs take several minutes per experiment (--quick: all of them in under 5 minutes)",
         );
@@ -593,31 +577,17 @@ fn run_bench(args: &BenchArgs) -> Result<(), bench::Error> {
         ),
         ..RunInfo::here()
     };
-    let mut reports = Vec::new();
-    let mut index = out.join("index.html");
-    for e in list {
-        bar.set_message(e.name());
+    run_each(args, list, bar, |e, tables, bar| {
         let setup = Setup {
-            gpu: match device {
-                BenchDevice::Cuda(n) => Some((
-                    n,
-                    plan.iter()
-                        .find(|(p, _)| p.name() == e.name())
-                        .map_or(Tables::ALL, |&(_, t)| t),
-                )),
+            gpu: match args.device {
+                BenchDevice::Cuda(n) => Some((n, tables)),
                 BenchDevice::Sim => None,
             },
             ..args.setup()
         };
-        let report = e.run(&setup, &mut |m: &str| bar.set_message(m.to_string()))?;
-        bar.inc(1);
-        index = show(e, report, json, out, &info, &mut reports, &bar)?;
-    }
-    bar.finish_and_clear();
-    if !json {
-        println!("report: {}", index.display());
-    }
-    Ok(())
+        let report = e.run(&setup, &mut |m: &str| bar.set_message(m.to_string()));
+        Ok((report.map_err(status(1))?, info.clone()))
+    })
 }
 
 /// Runs a file tool on its ends; prints what it says it did, `dmaflow TOOL: `
@@ -631,18 +601,11 @@ fn run_tool(
     let said = ends.open().map_err(|e| (2, e)).and_then(|(source, sink)| {
         run(source, sink).map_err(|e| (if e.is_bad_input() { 2 } else { 1 }, e.to_string()))
     });
-    match said {
-        Ok(lines) => {
-            for line in lines {
-                println!("dmaflow {tool}: {line}");
-            }
-            ExitCode::SUCCESS
+    finish(tool, said, |lines| {
+        for line in lines {
+            println!("dmaflow {tool}: {line}");
         }
-        Err((code, e)) => {
-            eprintln!("dmaflow {tool}: {e}");
-            ExitCode::from(code)
-        }
-    }
+    })
 }
 
 fn run_fir_file(taps: &Path, ends: &Ends, fft: Option<usize>, device: FirDeviceArg) -> ExitCode {
@@ -834,15 +797,9 @@ fn main() -> ExitCode {
                 .map_err(|e| (2, e))
                 .and_then(|()| match &args.board {
                     Some(root) => run_on_board(&args, root),
-                    None => run_bench(&args).map_err(|e| (1, e.to_string())),
+                    None => run_bench(&args),
                 });
-            match done {
-                Ok(()) => ExitCode::SUCCESS,
-                Err((code, e)) => {
-                    eprintln!("dmaflow bench: {e}");
-                    ExitCode::from(code)
-                }
-            }
+            finish("bench", done, |()| {})
         }
         Command::Bgsub {
             width,
@@ -852,38 +809,21 @@ fn main() -> ExitCode {
             no_filter,
             device,
         } => run_bgsub((width, height, threshold, !no_filter), &ends, device),
-        Command::Targets { paths } => {
-            match bench::report::read_documents(&paths, &bench::names()) {
-                Ok(docs) => {
-                    print!("{}", bench::report::targets_markdown(&docs));
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("dmaflow targets: {e}");
-                    ExitCode::from(2)
-                }
-            }
-        }
-        Command::ShmReader { path } => match bench::ring::shm_reader(&path) {
-            Ok(line) => {
-                println!("{line}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("dmaflow shm-reader: {e}");
-                ExitCode::from(1)
-            }
-        },
-        Command::NetPeer { point, endpoint } => match bench::net::receive(&point, &endpoint) {
-            Ok(r) => {
-                println!("{}", bench::net::received_line(&r));
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("dmaflow net-peer: {e}");
-                ExitCode::from(1)
-            }
-        },
+        Command::Targets { paths } => finish(
+            "targets",
+            bench::report::read_documents(&paths, &bench::names()).map_err(status(2)),
+            |docs| print!("{}", bench::report::targets_markdown(&docs)),
+        ),
+        Command::ShmReader { path } => finish(
+            "shm-reader",
+            bench::ring::shm_reader(&path).map_err(status(1)),
+            |line| println!("{line}"),
+        ),
+        Command::NetPeer { point, endpoint } => finish(
+            "net-peer",
+            bench::net::receive(&point, &endpoint).map_err(status(1)),
+            |r| println!("{}", bench::net::received_line(&r)),
+        ),
         Command::Fir {
             taps,
             ends,

@@ -80,23 +80,17 @@ pub fn run(args: ServeArgs) -> ExitCode {
         target,
         ddr_bytes: EMULATED_DDR_BYTES,
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
+    let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        .build()
-    {
+        .build();
+    let rt = match rt {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("dmaflow serve: {e}");
-            return ExitCode::from(1);
-        }
+        Err(e) => return crate::finish("serve", Err((1, e.to_string())), |()| {}),
     };
     rt.block_on(async move {
         let server = match Server::bind(options).await {
             Ok(s) => s,
-            Err(e) => {
-                eprintln!("dmaflow serve: {e}");
-                return ExitCode::from(2);
-            }
+            Err(e) => return crate::finish("serve", Err((2, e.to_string())), |()| {}),
         };
         let design = server.service().design();
         let addr = server.local_addr().unwrap_or(args.listen);
@@ -129,34 +123,19 @@ pub fn run(args: ServeArgs) -> ExitCode {
             );
         }
         println!("  PYNQ: PYNQ_REMOTE_DEVICES={} (port {} is PYNQ's)", addr.ip(), addr.port());
-        match server.serve(std::future::pending()).await {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("dmaflow serve: {e}");
-                ExitCode::from(1)
-            }
-        }
+        let served = server.serve(std::future::pending()).await;
+        crate::finish("serve", served.map_err(crate::status(1)), |()| {})
     })
 }
 
 /// Runs `dmaflow overlay ...`.
 pub fn overlay(cmd: OverlayCommand) -> ExitCode {
-    match cmd {
-        OverlayCommand::Export { design, dir } => {
-            match dmaflow_remote::hwh::export(&design, &dir) {
-                Ok(()) => {
-                    println!("{}/{design}.bit and {design}.hwh written", dir.display());
-                    ExitCode::SUCCESS
-                }
-                Err(e @ dmaflow_remote::Error::UnknownDesign(_)) => {
-                    eprintln!("dmaflow overlay export: {e}");
-                    ExitCode::from(2)
-                }
-                Err(e) => {
-                    eprintln!("dmaflow overlay export: {e}");
-                    ExitCode::from(1)
-                }
-            }
-        }
-    }
+    let OverlayCommand::Export { design, dir } = cmd;
+    let done = dmaflow_remote::hwh::export(&design, &dir).map_err(|e| match e {
+        dmaflow_remote::Error::UnknownDesign(_) => (2, e.to_string()),
+        _ => (1, e.to_string()),
+    });
+    crate::finish("overlay export", done, |()| {
+        println!("{}/{design}.bit and {design}.hwh written", dir.display());
+    })
 }
