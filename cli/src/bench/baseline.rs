@@ -40,77 +40,63 @@ pub(crate) unsafe fn two_way(
     len: usize,
     halt: impl Fn() -> bool,
 ) -> Result<Duration, Error> {
-    let n = u32::try_from(len.min(tx.len()).min(rx.len())).map_err(|_| Error::Peer {
-        peer: "baseline",
-        reason: format!("{len} bytes do not fit the LENGTH register"),
+    let n = u32::try_from(len.min(tx.len()).min(rx.len())).map_err(|_| {
+        Error::peer("baseline")(format!("{len} bytes do not fit the LENGTH register"))
     })?;
     let t0 = Instant::now();
     // The cache maintenance a driver on a non-coherent board must do (nothing
     // on a coherent one): the data out cleaned, the answer's lines dropped.
     tx.sync_for_device(n as usize)?;
     rx.sync_for_device(n as usize)?;
-    for (base, addr) in [(S2MM, rx.bus_addr()), (MM2S, tx.bus_addr())] {
-        // SAFETY: the addresses are those of `tx` and `rx`, DMA buffers of this
-        // engine's pool (the caller's promise) that are borrowed for the whole
-        // call (`rx` exclusively), and the call returns only once both channels
-        // reported the transfer complete, or after `halt` stopped the engine (the
-        // caller's promise), so the device touches no memory outside them and
-        // none after the borrows end. `n` is within both buffers.
-        let written = unsafe {
-            regs.write(base + DMACR, DMACR_RESET_VALUE | DMACR_RS)
-                .and_then(|()| regs.write(base + ADDR, addr as u32))
-                .and_then(|()| regs.write(base + ADDR_MSB, (addr >> 32) as u32))
-                .and_then(|()| regs.write(base + LENGTH, n))
-        };
-        if let Err(e) = written {
-            stop(&halt, tx, rx);
-            return Err(e.into());
+    let baseline = Error::peer("baseline");
+    let (tx_addr, rx_addr) = (tx.bus_addr(), rx.bus_addr());
+    let moved = || -> Result<(), Error> {
+        for (base, addr) in [(S2MM, rx_addr), (MM2S, tx_addr)] {
+            // SAFETY: the addresses are those of `tx` and `rx`, DMA buffers of
+            // this engine's pool (the caller's promise) that are borrowed for
+            // the whole call (`rx` exclusively), and the call returns only once
+            // both channels reported the transfer complete, or after `halt`
+            // stopped the engine (the caller's promise), so the device touches
+            // no memory outside them and none after the borrows end. `n` is
+            // within both buffers.
+            unsafe {
+                regs.write(base + DMACR, DMACR_RESET_VALUE | DMACR_RS)?;
+                regs.write(base + ADDR, addr as u32)?;
+                regs.write(base + ADDR_MSB, (addr >> 32) as u32)?;
+                regs.write(base + LENGTH, n)?;
+            }
         }
-    }
-    for base in [MM2S, S2MM] {
-        loop {
-            let sr = match regs.read(base + DMASR) {
-                Ok(sr) => sr,
-                Err(e) => {
-                    stop(&halt, tx, rx);
-                    return Err(e.into());
+        for base in [MM2S, S2MM] {
+            loop {
+                let sr = regs.read(base + DMASR)?;
+                if sr & DMASR_ERR_MASK != 0 {
+                    return Err(baseline(format!("DMASR {sr:#010x} at {base:#x}")));
                 }
-            };
-            if sr & DMASR_ERR_MASK != 0 {
-                stop(&halt, tx, rx);
-                return Err(Error::Peer {
-                    peer: "baseline",
-                    reason: format!("DMASR {sr:#010x} at {base:#x}"),
-                });
-            }
-            if sr & DMASR_IOC_IRQ != 0 {
-                // SAFETY: a write-1-to-clear of the completion bit starts nothing.
-                if let Err(e) = unsafe { regs.write(base + DMASR, DMASR_IOC_IRQ) } {
-                    stop(&halt, tx, rx);
-                    return Err(e.into());
+                if sr & DMASR_IOC_IRQ != 0 {
+                    // SAFETY: a write-1-to-clear of the completion bit starts nothing.
+                    unsafe { regs.write(base + DMASR, DMASR_IOC_IRQ) }?;
+                    break;
                 }
-                break;
+                if t0.elapsed() > PATIENCE {
+                    return Err(baseline(format!(
+                        "no completion within {PATIENCE:?} (DMASR {sr:#010x})"
+                    )));
+                }
+                std::hint::spin_loop();
             }
-            if t0.elapsed() > PATIENCE {
-                stop(&halt, tx, rx);
-                return Err(Error::Peer {
-                    peer: "baseline",
-                    reason: format!("no completion within {PATIENCE:?} (DMASR {sr:#010x})"),
-                });
-            }
-            std::hint::spin_loop();
         }
+        Ok(())
+    };
+    // On an error after the transfer started: the engine stopped, or, where
+    // that is not confirmed, both buffers given up for good (the receive
+    // buffer's view moved to private memory: the device may still write it).
+    if let Err(e) = moved() {
+        if !halt() {
+            tx.abandon();
+            rx.surrender();
+        }
+        return Err(e);
     }
     rx.sync_for_cpu(n as usize)?;
     Ok(t0.elapsed())
-}
-
-/// After an error: the engine stopped, or, where that is not confirmed, both
-/// buffers given up for good (the receive buffer's view moved to private
-/// memory: the device may still write it).
-fn stop(halt: &impl Fn() -> bool, tx: &DmaBuf<u8>, rx: &mut DmaBuf<u8>) {
-    if !halt() {
-        tx.abandon();
-        rx.surrender();
-    }
 }

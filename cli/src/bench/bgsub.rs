@@ -128,10 +128,7 @@ impl Row {
 
 /// Runs both devices on the same synthetic video.
 pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
-    let p = Params::new(cfg.width, cfg.height, 25, true).map_err(|e| Error::Peer {
-        peer: "bgsub",
-        reason: e.to_string(),
-    })?;
+    let p = Params::new(cfg.width, cfg.height, 25, true).map_err(Error::peer("bgsub"))?;
     let n = p.frame_bytes();
     let video = synthetic_frames(&p, cfg.frames, 7);
     progress("bgsub definition (pixel by pixel)");
@@ -181,10 +178,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
                     v.push(d.as_secs_f64() * 1e6);
                 }
             } else {
-                sw.process(f, e).map_err(|e| Error::Peer {
-                    peer: "bgsub",
-                    reason: e.to_string(),
-                })?;
+                sw.process(f, e).map_err(Error::peer("bgsub"))?;
                 let c = meter.stop();
                 sw_times.push(c.wall.as_secs_f64());
                 sw_cost.add(c);

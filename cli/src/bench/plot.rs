@@ -272,10 +272,13 @@ fn draw_legend<DB: DrawingBackend>(
 
 /// Writes `plot` as an SVG file.
 pub fn write_svg(path: &Path, plot: &LinePlot) -> Result<(), PlotError> {
-    let err = |e: &dyn std::fmt::Display| PlotError {
+    draw(path, plot).map_err(|e| PlotError {
         path: path.display().to_string(),
         message: e.to_string(),
-    };
+    })
+}
+
+fn draw(path: &Path, plot: &LinePlot) -> Result<(), Box<dyn std::error::Error>> {
     // Power-of-two axes are drawn in log2 space, so ticks fall on powers of two.
     let log2 = matches!(plot.x, XAxis::Bytes | XAxis::PowersOfTwo);
     let tx = |x: f64| if log2 { x.log2() } else { x };
@@ -317,7 +320,7 @@ pub fn write_svg(path: &Path, plot: &LinePlot) -> Result<(), PlotError> {
     let styles = styles(&series);
     let height = CHART_HEIGHT + legend_height(series.len());
     let root = SVGBackend::new(path, (WIDTH, height)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
+    root.fill(&WHITE)?;
     let (chart_area, legend_area) = root.split_vertically(CHART_HEIGHT);
     let x_ticks = ((x1 - x0) as usize + 1).clamp(2, 12);
     let x_fmt = |x: &f64| match plot.x {
@@ -341,40 +344,27 @@ pub fn write_svg(path: &Path, plot: &LinePlot) -> Result<(), PlotError> {
                 .x_labels(if log2 { x_ticks } else { 10 })
                 .x_label_formatter(&x_fmt)
                 .y_label_formatter(&|y: &f64| tick(*y))
-                .draw()
-                .map_err(|e| err(&e))?;
+                .draw()?;
             let area = chart.plotting_area();
             for (s, &(colour, variant)) in series.iter().zip(&styles) {
-                draw_line(area, &s.points, colour, variant).map_err(|e| err(&e))?;
+                draw_line(area, &s.points, colour, variant)?;
                 for (&(x, _), &(lo, hi)) in s.points.iter().zip(&s.interval) {
-                    area.draw(&PathElement::new(
-                        vec![(x, lo), (x, hi)],
-                        colour.stroke_width(1),
-                    ))
-                    .map_err(|e| err(&e))?;
+                    let style = colour.stroke_width(1);
+                    area.draw(&PathElement::new(vec![(x, lo), (x, hi)], style))?;
                     for y in [lo, hi] {
-                        area.draw(&Cross::new((x, y), 3, colour.stroke_width(1)))
-                            .map_err(|e| err(&e))?;
+                        area.draw(&Cross::new((x, y), 3, style))?;
                     }
                 }
             }
         }};
     }
     if log_y {
-        draw!(
-            builder
-                .build_cartesian_2d(x0..x1, (y0..y1).log_scale())
-                .map_err(|e| err(&e))?
-        );
+        draw!(builder.build_cartesian_2d(x0..x1, (y0..y1).log_scale())?);
     } else {
-        draw!(
-            builder
-                .build_cartesian_2d(x0..x1, y0..y1)
-                .map_err(|e| err(&e))?
-        );
+        draw!(builder.build_cartesian_2d(x0..x1, y0..y1)?);
     }
-    draw_legend(&legend_area, &series, &styles).map_err(|e| err(&e))?;
-    root.present().map_err(|e| err(&e))?;
+    draw_legend(&legend_area, &series, &styles)?;
+    root.present()?;
     Ok(())
 }
 
@@ -390,18 +380,8 @@ mod tests {
             "zero-copy",
             vec![(16.0, 30.0), (1024.0, 10.0), (65536.0, 2.0)],
         )];
-        write_svg(
-            &path,
-            &LinePlot {
-                title: "improvement".into(),
-                x_label: "FFT length".into(),
-                y_label: "%".into(),
-                x: XAxis::PowersOfTwo,
-                log_y: true,
-                series,
-            },
-        )
-        .unwrap();
+        let plot = LinePlot::new("improvement", XAxis::PowersOfTwo, "FFT length", "%", series);
+        write_svg(&path, &plot.log_y()).unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();
         assert!(svg.starts_with("<svg"));
         for needle in ["improvement", "FFT length", "zero-copy", "<polyline"] {
@@ -440,18 +420,12 @@ mod tests {
     fn byte_axes_are_labelled_in_binary_units_and_the_legend_is_below() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("p.svg");
-        let plot = LinePlot {
-            title: "t".into(),
-            x_label: "size".into(),
-            y_label: "time (us)".into(),
-            x: XAxis::Bytes,
-            log_y: true,
-            series: vec![Series {
-                label: "poll".into(),
-                points: vec![(64.0, 1.0), (4096.0, 3.0), (1048576.0, 700.0)],
-                interval: vec![(0.5, 1.5), (2.0, 4.0), (600.0, 800.0)],
-            }],
-        };
+        let series = vec![Series {
+            label: "poll".into(),
+            points: vec![(64.0, 1.0), (4096.0, 3.0), (1048576.0, 700.0)],
+            interval: vec![(0.5, 1.5), (2.0, 4.0), (600.0, 800.0)],
+        }];
+        let plot = LinePlot::new("t", XAxis::Bytes, "size", "time (us)", series).log_y();
         write_svg(&path, &plot).unwrap();
         let svg = std::fs::read_to_string(&path).unwrap().replace('\n', "");
         for needle in [">64 B<", ">4 KiB<", ">1 MiB<", ">poll<"] {
@@ -471,14 +445,8 @@ mod tests {
 
     #[test]
     fn unwritable_path_is_an_error() {
-        let plot = LinePlot {
-            title: "t".into(),
-            x_label: "x".into(),
-            y_label: "y".into(),
-            x: XAxis::Linear,
-            log_y: false,
-            series: vec![Series::new("x", vec![(1.0, 1.0)])],
-        };
+        let series = vec![Series::new("x", vec![(1.0, 1.0)])];
+        let plot = LinePlot::new("t", XAxis::Linear, "x", "y", series);
         assert!(write_svg(Path::new("/nonexistent-dir/p.svg"), &plot).is_err());
     }
 }

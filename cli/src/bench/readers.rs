@@ -243,10 +243,7 @@ fn dmaflow_point(cfg: &Config, readers: usize, per_op: usize) -> Result<f64, Err
 #[cfg(feature = "peers")]
 fn vmcircbuffer_point(cfg: &Config, readers: usize, per_op: usize) -> Result<f64, Error> {
     use vmcircbuffer::lockfree::Circular;
-    let peer = |e: vmcircbuffer::lockfree::CircularError| Error::Peer {
-        peer: "vmcircbuffer",
-        reason: e.to_string(),
-    };
+    let peer = Error::peer("vmcircbuffer");
     let items = cfg.items(per_op);
     let mut w = Circular::with_capacity::<f32, vmcircbuffer::NoMetadata>(cfg.queue_items, readers)
         .map_err(peer)?;

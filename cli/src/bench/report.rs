@@ -32,6 +32,11 @@ impl Target {
         }
     }
 
+    /// As JSON: `{"what", "found", "met"}`.
+    pub fn json(&self) -> Value {
+        serde_json::json!({"what": self.what, "found": self.found, "met": self.met})
+    }
+
     /// The targets as printed under a table, one per line.
     pub fn lines(targets: &[Target]) -> String {
         targets
@@ -198,19 +203,12 @@ impl Report {
     pub fn document(&self) -> Value {
         let mut j = self.json.clone();
         if let Some(o) = j.as_object_mut() {
-            o.insert("experiment".into(), Value::String(self.experiment.into()));
-            o.insert("heading".into(), Value::String(self.heading.clone()));
-            o.insert("answer".into(), Value::String(self.answer.clone()));
+            o.insert("experiment".into(), self.experiment.into());
+            o.insert("heading".into(), self.heading.clone().into());
+            o.insert("answer".into(), self.answer.clone().into());
             o.insert(
                 "targets".into(),
-                Value::Array(
-                    self.targets
-                        .iter()
-                        .map(
-                            |t| serde_json::json!({"what": t.what, "found": t.found, "met": t.met}),
-                        )
-                        .collect(),
-                ),
+                self.targets.iter().map(Target::json).collect(),
             );
         }
         j
@@ -265,22 +263,17 @@ pub enum TargetsError {
 /// --out` directory). Documents come back in `order`.
 pub fn read_documents(paths: &[PathBuf], order: &[&str]) -> Result<Vec<Value>, TargetsError> {
     let read = |p: &Path| -> Result<Value, TargetsError> {
-        let text = std::fs::read_to_string(p).map_err(|e| TargetsError::Read {
-            path: p.display().to_string(),
-            source: e,
+        let path = p.display().to_string();
+        let text = std::fs::read_to_string(p).map_err(|source| TargetsError::Read {
+            path: path.clone(),
+            source,
         })?;
-        let v: Value = serde_json::from_str(&text).map_err(|e| TargetsError::NotAReport {
-            path: p.display().to_string(),
-            why: e.to_string(),
-        })?;
-        let ok = v["experiment"].is_string() && v["targets"].is_array();
-        if !ok {
-            return Err(TargetsError::NotAReport {
-                path: p.display().to_string(),
-                why: "no \"experiment\" and \"targets\" keys".into(),
-            });
-        }
-        Ok(v)
+        let why = match serde_json::from_str::<Value>(&text) {
+            Ok(v) if v["experiment"].is_string() && v["targets"].is_array() => return Ok(v),
+            Ok(_) => "no \"experiment\" and \"targets\" keys".into(),
+            Err(e) => e.to_string(),
+        };
+        Err(TargetsError::NotAReport { path, why })
     };
     let mut docs = Vec::new();
     for p in paths {
@@ -482,9 +475,7 @@ pub fn write_index(
                     ["against the paper", c.paper],
                 ],
                 "answer": r.answer,
-                "targets": r.targets.iter().map(|t| serde_json::json!({
-                    "what": t.what, "found": t.found, "met": t.met,
-                })).collect::<Vec<_>>(),
+                "targets": r.targets.iter().map(Target::json).collect::<Value>(),
                 "plots": r.plot_files(),
                 "columns": columns,
                 "fold": rows.len() >= FOLD_ROWS,
@@ -546,14 +537,16 @@ mod tests {
                 {"bytes": 64, "path": "zero,copy", "ok": true},
                 {"bytes": 128, "path": "copy", "ok": false, "extra": 1.5},
             ]}),
-            plots: vec![LinePlot {
-                title: "t".into(),
-                x_label: "x".into(),
-                y_label: "y".into(),
-                x: crate::bench::plot::XAxis::Bytes,
-                log_y: true,
-                series: vec![Series::new("s", vec![(64.0, 1.0), (128.0, 2.0)])],
-            }],
+            plots: vec![
+                LinePlot::new(
+                    "t",
+                    crate::bench::plot::XAxis::Bytes,
+                    "x",
+                    "y",
+                    vec![Series::new("s", vec![(64.0, 1.0), (128.0, 2.0)])],
+                )
+                .log_y(),
+            ],
         }
     }
 

@@ -25,10 +25,7 @@ const DISTINCT: usize = 8;
 /// Square frames of `bytes` bytes (rounded down to a square).
 pub(super) fn params(bytes: usize) -> Result<Params, Error> {
     let side = (bytes as f64).sqrt() as usize;
-    Params::new(side, side, 20, true).map_err(|e| Error::Peer {
-        peer: "background subtraction",
-        reason: e.to_string(),
-    })
+    Params::new(side, side, 20, true).map_err(Error::peer("background subtraction"))
 }
 
 /// The source, a camera: `frames` frames written into the queue's slots,

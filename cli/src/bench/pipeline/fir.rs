@@ -130,10 +130,7 @@ pub(super) fn run_once(
         CachePolicy::Coherent,
         Box::new(FirCore::new()),
     )?;
-    load_taps(&rig.control()?, &taps()).map_err(|e| Error::Peer {
-        peer: "FIR coprocessor",
-        reason: e.to_string(),
-    })?;
+    load_taps(&rig.control()?, &taps()).map_err(Error::peer("FIR coprocessor"))?;
     let placed = rig.dedicate_core()?;
     let m = Measured::default();
     let window = hop + TAPS - 1;
