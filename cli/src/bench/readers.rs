@@ -98,9 +98,7 @@ impl Config {
             },
         }
     }
-}
 
-impl Config {
     /// Items per measurement for `per_op` items per operation.
     fn items(&self, per_op: usize) -> usize {
         (self.ops.saturating_mul(per_op)).min(self.max_items) / per_op * per_op
@@ -137,8 +135,14 @@ impl Row {
     }
 }
 
-/// Runs the writer and the readers together; returns the seconds from the
-/// first start to the last end, after checking every reader's checksum.
+/// One side of a measurement: the writer (no checksum) or a reader (the
+/// checksum of what it read).
+type Side<'a> = Box<dyn FnOnce() -> Result<Option<u32>, Error> + Send + 'a>;
+
+/// Runs the writer and the readers together, the writer pinned to the first
+/// core allowed and reader i to core i + 1 (modulo the cores); returns the
+/// seconds from the first start to the last end, after checking every
+/// reader's checksum.
 fn together<W, R>(
     name: &'static str,
     items: usize,
@@ -149,52 +153,39 @@ where
     W: FnOnce() -> Result<(), Error> + Send,
     R: FnOnce() -> Result<u32, Error> + Send,
 {
-    let start = Barrier::new(readers.len() + 1);
+    let mut sides: Vec<Side> = vec![Box::new(move || writer().map(|()| None))];
+    sides.extend(readers.into_iter().map(|r| Box::new(move || r().map(Some)) as Side));
+    let start = Barrier::new(sides.len());
     let cores = allowed_cores(None).unwrap_or_default();
-    let place = |i: usize| {
-        if !cores.is_empty() {
-            let _ = pin(None, &[cores[i % cores.len()]]);
-        }
-    };
-    let (times, sums) = std::thread::scope(|s| {
-        let w = s.spawn(|| {
-            place(0);
-            start.wait();
-            let t0 = Instant::now();
-            writer().map(|()| (t0, Instant::now()))
-        });
-        let rs: Vec<_> = readers
+    let ends = std::thread::scope(|s| {
+        let threads: Vec<_> = sides
             .into_iter()
             .enumerate()
-            .map(|(i, r)| {
-                let (start, place) = (&start, &place);
+            .map(|(i, side)| {
+                let (start, cores) = (&start, &cores);
                 s.spawn(move || {
-                    place(i + 1);
+                    if !cores.is_empty() {
+                        let _ = pin(None, &[cores[i % cores.len()]]);
+                    }
                     start.wait();
                     let t0 = Instant::now();
-                    r().map(|sum| (t0, Instant::now(), sum))
+                    side().map(|sum| (t0, Instant::now(), sum))
                 })
             })
             .collect();
-        let mut times = vec![w.join().map_err(|_| Error::Panicked(name))??];
-        let mut sums = Vec::new();
-        for r in rs {
-            let (t0, t1, sum) = r.join().map_err(|_| Error::Panicked(name))??;
-            times.push((t0, t1));
-            sums.push(sum);
-        }
-        Ok::<_, Error>((times, sums))
+        let joined = threads.into_iter().map(|t| t.join().map_err(|_| Error::Panicked(name))?);
+        joined.collect::<Result<Vec<_>, Error>>()
     })?;
     let want = series(0, items as u64);
-    if let Some(&got) = sums.iter().find(|&&s| s != want) {
+    if let Some(got) = ends.iter().filter_map(|e| e.2).find(|&s| s != want) {
         return Err(Error::Corrupted {
             what: format!("readers {name}: a reader's checksum"),
             got,
             expected: want,
         });
     }
-    let first = times.iter().map(|t| t.0).min().unwrap_or_else(Instant::now);
-    let last = times.iter().map(|t| t.1).max().unwrap_or(first);
+    let first = ends.iter().map(|t| t.0).min().unwrap_or_else(Instant::now);
+    let last = ends.iter().map(|t| t.1).max().unwrap_or(first);
     Ok((last - first).as_secs_f64())
 }
 

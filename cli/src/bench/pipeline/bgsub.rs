@@ -4,11 +4,11 @@
 
 use std::sync::Arc;
 
-use super::{Error, Measured, Rig, Run, queues, run_graph, sink, timed};
+use super::{Body, Error, Rig, Run, run_pipeline};
 use dmaflow::accel::bgsub;
 use dmaflow::dma::Completion;
 use dmaflow::dsp::bgsub::{Params, synthetic_frames};
-use dmaflow::graph::{Graph, Input, Output};
+use dmaflow::graph::{Input, Output};
 use dmaflow::mem::CachePolicy;
 use dmaflow::rig::BgSubCoprocessor;
 use dmaflow::sim::{BgSubCore, Clock, StreamProcessor};
@@ -86,8 +86,7 @@ pub(super) fn run_once(
     let frames = (bytes / n).max(DISTINCT);
     let queue = 4 * n + (64 << 10);
     let rendered = Arc::new(synthetic_frames(&p, DISTINCT, 5));
-    let m = Measured::default();
-    let mut g = Graph::new();
+    let source = |s| -> Body { Box::new(source(s, rendered, n, frames)) };
     if zero_copy {
         let mut rig = Rig::new(
             (4 * queue + 4 * n + (4 << 20)).next_power_of_two(),
@@ -99,35 +98,25 @@ pub(super) fn run_once(
         let placed = rig.dedicate_core()?;
         let memory = rig.engines[0].pool().queue_memory();
         let memory = Some(memory.map_err(dmaflow::rig::Error::from)?);
-        let (s, a, b, k) = queues::<u8>(&mut g, "bgsub", queue, memory)?;
-        g.node("source", timed(&m, source(s, rendered.clone(), n, frames)))?;
-        let e1 = rig.engines.remove(1);
-        let e0 = rig.engines.remove(0);
+        let (e1, e0) = (rig.engines.remove(1), rig.engines.remove(0));
         let cfg = bgsub::Config {
             params: p,
             completion: COMPLETION,
         };
-        g.node(
-            "bgsub",
-            timed(&m, move || {
-                let (mut a, mut b) = (a, b);
+        let run = run_pipeline::<u8>("bgsub", queue, memory, source, |mut a, mut b| {
+            Box::new(move || {
                 bgsub::run([&e0, &e1], &cfg, &mut a, &mut b)?;
                 Ok(())
-            }),
-        )?;
-        g.node("sink", timed(&m, sink(k, &m)))?;
-        let run = run_graph(g, &m);
+            })
+        });
         drop(placed);
         drop(rig);
         run
     } else {
         let hw = BgSubCoprocessor::new(p, clock, COMPLETION)?;
         let placed = hw.rig().dedicate_core()?;
-        let (s, a, b, k) = queues::<u8>(&mut g, "bgsub", queue, None)?;
-        g.node("source", timed(&m, source(s, rendered.clone(), n, frames)))?;
-        g.node("bgsub", timed(&m, copying_node(hw, n, a, b)))?;
-        g.node("sink", timed(&m, sink(k, &m)))?;
-        let run = run_graph(g, &m);
+        let node = |a, b| -> Body { Box::new(copying_node(hw, n, a, b)) };
+        let run = run_pipeline::<u8>("bgsub", queue, None, source, node);
         drop(placed);
         run
     }

@@ -1,12 +1,12 @@
 //! The FIR core in `bench pipeline`: f32 samples, windows overlapping by
 //! `TAPS - 1` samples, one hop of filtered samples per window.
 
-use super::{Error, Measured, Rig, Run, SimEngine, queues, run_graph, sink, timed};
+use super::{Body, Error, Rig, Run, SimEngine, run_pipeline};
 use dmaflow::accel::fir::load_taps;
 use dmaflow::accel::fir::{FIR_REG_NTAPS, FIR_REG_TAPS};
 use dmaflow::accel::stage::{self, StageConfig};
 use dmaflow::dma::{Completion, PacketRing};
-use dmaflow::graph::{Graph, Input, Output};
+use dmaflow::graph::{Input, Output};
 use dmaflow::mem::CachePolicy;
 use dmaflow::sim::{Clock, FirCore, StreamProcessor};
 
@@ -132,11 +132,9 @@ pub(super) fn run_once(
     )?;
     load_taps(&rig.control()?, &taps()).map_err(Error::peer("FIR coprocessor"))?;
     let placed = rig.dedicate_core()?;
-    let m = Measured::default();
     let window = hop + TAPS - 1;
     let depth = (IN_FLIGHT / window_bytes).max(4);
     let queue = window + depth * hop + (64 << 10);
-    let mut g = Graph::new();
     // For the accelerator node, both queues in the board's DMA memory.
     let memory = if zero_copy {
         let m = rig.engines[0].pool().queue_memory();
@@ -144,10 +142,12 @@ pub(super) fn run_once(
     } else {
         None
     };
-    let (s, a, b, k) = queues::<f32>(&mut g, "fir", queue, memory)?;
-    g.node("source", timed(&m, source(s, samples)))?;
     let engine = rig.engines.remove(0);
-    if zero_copy {
+    let source = |s| -> Body { Box::new(source(s, samples)) };
+    let run = run_pipeline::<f32>("fir", queue, memory, source, |mut a, mut b| {
+        if !zero_copy {
+            return Box::new(copying_node(engine, hop, depth, a, b));
+        }
         let cfg = StageConfig {
             window,
             hop,
@@ -156,19 +156,11 @@ pub(super) fn run_once(
             depth,
             completion: COMPLETION,
         };
-        g.node(
-            "fir",
-            timed(&m, move || {
-                let (mut a, mut b) = (a, b);
-                stage::run(&engine, &cfg, &mut a, &mut b)?;
-                Ok(())
-            }),
-        )?;
-    } else {
-        g.node("fir", timed(&m, copying_node(engine, hop, depth, a, b)))?;
-    }
-    g.node("sink", timed(&m, sink(k, &m)))?;
-    let run = run_graph(g, &m);
+        Box::new(move || {
+            stage::run(&engine, &cfg, &mut a, &mut b)?;
+            Ok(())
+        })
+    });
     drop(placed);
     drop(rig);
     run

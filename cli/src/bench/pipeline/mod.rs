@@ -293,31 +293,8 @@ fn sink<T: Pod + Send>(
     }
 }
 
-/// The pipeline's two queues of `queue` items, source -> `node` -> sink: in
-/// `memory` (a board's DMA memory, for an accelerator node) or, without it, in
-/// ordinary memory.
-#[allow(clippy::type_complexity)]
-fn queues<T: Pod>(
-    g: &mut Graph,
-    node: &str,
-    queue: usize,
-    memory: Option<Arc<dyn dmaflow::ring::RegionSource>>,
-) -> Result<(Output<T>, Input<T>, Output<T>, Input<T>), Error> {
-    let (from, to) = (("source", "out"), (node, "in"));
-    let (back, sink) = ((node, "out"), ("sink", "in"));
-    Ok(match memory {
-        Some(m) => {
-            let (s, a) = g.connect_in::<T>(from, to, queue, m.clone())?;
-            let (b, k) = g.connect_in::<T>(back, sink, queue, m)?;
-            (s, a, b, k)
-        }
-        None => {
-            let (s, a) = g.connect_with_capacity::<T>(from, to, queue)?;
-            let (b, k) = g.connect_with_capacity::<T>(back, sink, queue)?;
-            (s, a, b, k)
-        }
-    })
-}
+/// A node's body.
+type Body = Box<dyn FnOnce() -> dmaflow::graph::NodeResult + Send>;
 
 /// What one run gave.
 struct Run {
@@ -328,8 +305,28 @@ struct Run {
     digest: u64,
 }
 
-/// Runs a pipeline's graph, timing it, and reads what its threads measured.
-fn run_graph(g: Graph, m: &Measured) -> Result<Run, Error> {
+/// Runs source -> `node` -> sink, the bodies made by `source` and `middle`,
+/// over two queues of `queue` items in `memory` (a board's DMA memory, for an
+/// accelerator node) or, without it, in ordinary memory; times the graph's
+/// run and reads what its threads measured.
+fn run_pipeline<T: Pod + Send>(
+    node: &str,
+    queue: usize,
+    memory: Option<Arc<dyn dmaflow::ring::RegionSource>>,
+    source: impl FnOnce(Output<T>) -> Body,
+    middle: impl FnOnce(Input<T>, Output<T>) -> Body,
+) -> Result<Run, Error> {
+    let mut g = Graph::new();
+    let mut edge = |from, to| match &memory {
+        Some(m) => g.connect_in::<T>(from, to, queue, m.clone()),
+        None => g.connect_with_capacity::<T>(from, to, queue),
+    };
+    let (s, a) = edge(("source", "out"), (node, "in"))?;
+    let (b, k) = edge((node, "out"), ("sink", "in"))?;
+    let m = Measured::default();
+    g.node("source", timed(&m, source(s)))?;
+    g.node(node, timed(&m, middle(a, b)))?;
+    g.node("sink", timed(&m, sink(k, &m)))?;
     let t0 = Instant::now();
     g.run()?;
     let wall = t0.elapsed();
@@ -503,11 +500,6 @@ fn columns<'a>() -> Columns<'a, Row> {
         .kept("runs", |r| r.rounds)
 }
 
-/// The table.
-pub fn render(rows: &[Row]) -> String {
-    columns().table(rows)
-}
-
 fn find<'a>(
     rows: &'a [Row],
     core: Core,
@@ -525,13 +517,8 @@ fn find<'a>(
 
 /// The cores present in `rows`, in order.
 fn cores(rows: &[Row]) -> Vec<Core> {
-    let mut c: Vec<Core> = Vec::new();
-    for r in rows {
-        if !c.contains(&r.core) {
-            c.push(r.core);
-        }
-    }
-    c
+    let first = super::peers::first_of_each(rows, |r| r.core);
+    first.into_iter().map(|r| r.core).collect()
 }
 
 /// The targets, per core.
