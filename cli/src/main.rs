@@ -677,17 +677,11 @@ fn run_info(root: &Path) -> ExitCode {
         );
     }
     for d in &inv.uio {
-        if d.size == 0 {
-            println!(
-                "UIO device: /dev/uio{} ({}), an interrupt line",
-                d.index, d.name
-            );
-        } else {
-            println!(
-                "UIO device: /dev/uio{} ({}), registers {:#x} bytes at physical {:#x}",
-                d.index, d.name, d.size, d.addr
-            );
-        }
+        let what = match d.size {
+            0 => "an interrupt line".to_string(),
+            size => format!("registers {size:#x} bytes at physical {:#x}", d.addr),
+        };
+        println!("UIO device: /dev/uio{} ({}), {what}", d.index, d.name);
     }
     if inv.udmabuf.is_empty() {
         println!(
@@ -711,16 +705,11 @@ fn run_info(root: &Path) -> ExitCode {
         println!("  {mark}: {}", f.text);
     }
     println!("{}", dmaflow_cli::board_check::verdict(&findings));
-    match dmaflow::platform::sim::SimBoard::new(
-        1,
-        dmaflow::platform::sim::DEFAULT_DDR_BYTES,
-        dmaflow::platform::sim::DEFAULT_DDR_BASE,
-        2,
-    ) {
+    use dmaflow::platform::sim::{DEFAULT_DDR_BASE as BASE, DEFAULT_DDR_BYTES as BYTES, SimBoard};
+    match SimBoard::new(1, BYTES, BASE, 2) {
         Ok(_) => println!(
-            "sim: emulated AXI DMA (PG021 register map, loopback stream), {} MiB DDR at {:#x}, 2 interrupt lines",
-            dmaflow::platform::sim::DEFAULT_DDR_BYTES >> 20,
-            dmaflow::platform::sim::DEFAULT_DDR_BASE
+            "sim: emulated AXI DMA (PG021 register map, loopback stream), {} MiB DDR at {BASE:#x}, 2 interrupt lines",
+            BYTES >> 20
         ),
         Err(e) => println!("sim: unavailable: {e}"),
     }

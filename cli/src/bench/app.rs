@@ -48,6 +48,41 @@ impl Work {
     }
 }
 
+impl Work {
+    /// One unit of the work, its buffers set up: a filter pass, the triad
+    /// over the next [`TRIAD_UNIT`] elements, or nothing (the spin).
+    fn unit(self) -> Box<dyn FnMut()> {
+        match self {
+            Work::Spin => Box::new(|| {}),
+            Work::Filter => {
+                let x: Vec<f32> = (0..SAMPLES).map(|i| (i as f32 * 0.01).sin()).collect();
+                let taps: Vec<f32> = (0..TAPS).map(|k| 1.0 / (k + 1) as f32).collect();
+                let mut y = vec![0f32; SAMPLES];
+                Box::new(move || {
+                    filter_pass(&x, &taps, &mut y);
+                    std::hint::black_box(&y);
+                })
+            }
+            Work::Triad => {
+                let mut a = vec![0f64; TRIAD_ELEMENTS];
+                let b: Vec<f64> = (0..TRIAD_ELEMENTS).map(|i| i as f64).collect();
+                let c = vec![0.5f64; TRIAD_ELEMENTS];
+                // One pass before the count starts: `a`'s zeroed pages are
+                // mapped on first write, and those faults are not the
+                // application's steady work.
+                triad_pass(&mut a, &b, &c);
+                let mut at = 0;
+                Box::new(move || {
+                    let r = at..at + TRIAD_UNIT;
+                    triad_pass(&mut a[r.clone()], &b[r.clone()], &c[r]);
+                    std::hint::black_box(&a);
+                    at = (at + TRIAD_UNIT) % TRIAD_ELEMENTS;
+                })
+            }
+        }
+    }
+}
+
 /// One pass of the filter: a 64-tap FIR filter over the buffer.
 pub fn filter_pass(x: &[f32], taps: &[f32], y: &mut [f32]) {
     for (i, out) in y.iter_mut().enumerate().skip(TAPS - 1) {
@@ -90,48 +125,11 @@ impl App {
                 // Best effort: an application the scheduler cannot move is
                 // still an application.
                 let _ = dmaflow::platform::cpu::pin(None, &cores);
-                match work {
-                    Work::Spin => {
-                        let _ = ready_tx.send(());
-                        while !s.load(Ordering::Relaxed) {
-                            std::hint::black_box(p.fetch_add(1, Ordering::Relaxed));
-                        }
-                    }
-                    Work::Filter => {
-                        let x: Vec<f32> = (0..SAMPLES).map(|i| (i as f32 * 0.01).sin()).collect();
-                        let taps: Vec<f32> = (0..TAPS).map(|k| 1.0 / (k + 1) as f32).collect();
-                        let mut y = vec![0f32; SAMPLES];
-                        let _ = ready_tx.send(());
-                        while !s.load(Ordering::Relaxed) {
-                            filter_pass(&x, &taps, &mut y);
-                            std::hint::black_box(&y);
-                            p.fetch_add(1, Ordering::Relaxed);
-                        }
-                    }
-                    Work::Triad => {
-                        let mut a = vec![0f64; TRIAD_ELEMENTS];
-                        let b: Vec<f64> = (0..TRIAD_ELEMENTS).map(|i| i as f64).collect();
-                        let c = vec![0.5f64; TRIAD_ELEMENTS];
-                        // One pass before the count starts: `a`'s zeroed
-                        // pages are mapped on first write, and those faults
-                        // are not the application's steady work.
-                        triad_pass(&mut a, &b, &c);
-                        let _ = ready_tx.send(());
-                        'run: loop {
-                            for ((a, b), c) in a
-                                .chunks_mut(TRIAD_UNIT)
-                                .zip(b.chunks(TRIAD_UNIT))
-                                .zip(c.chunks(TRIAD_UNIT))
-                            {
-                                if s.load(Ordering::Relaxed) {
-                                    break 'run;
-                                }
-                                triad_pass(a, b, c);
-                                std::hint::black_box(&a);
-                                p.fetch_add(1, Ordering::Relaxed);
-                            }
-                        }
-                    }
+                let mut unit = work.unit();
+                let _ = ready_tx.send(());
+                while !s.load(Ordering::Relaxed) {
+                    unit();
+                    std::hint::black_box(p.fetch_add(1, Ordering::Relaxed));
                 }
             })
             .map_err(|source| Error::Io {

@@ -27,18 +27,13 @@ pub struct Columns<'a, R> {
     columns: Vec<Column<'a, R>>,
 }
 
-impl<R> Default for Columns<'_, R> {
-    fn default() -> Self {
+impl<'a, R> Columns<'a, R> {
+    /// No columns yet.
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Self {
         Columns {
             columns: Vec::new(),
         }
-    }
-}
-
-impl<'a, R> Columns<'a, R> {
-    /// No columns yet.
-    pub fn new() -> Self {
-        Self::default()
     }
 
     fn push(

@@ -144,19 +144,12 @@ pub fn first_of_each<R, K: PartialEq>(rows: &[R], key: impl Fn(&R) -> K) -> Vec<
     first
 }
 
-/// Where FutureSDR's program is built: its own package and target directory.
-fn futuresdr_paths() -> (PathBuf, PathBuf) {
-    let cli = Path::new(env!("CARGO_MANIFEST_DIR"));
-    (
-        cli.join("peers/futuresdr-sched/Cargo.toml"),
-        cli.join("../target/futuresdr"),
-    )
-}
-
-/// The FutureSDR program, built if it is not (and `build`): `Err` says why
-/// there is none.
+/// The FutureSDR program, built if it is not (and `build`) from its own
+/// package into its own target directory: `Err` says why there is none.
 pub fn futuresdr_exe(build: bool, progress: &mut dyn FnMut(&str)) -> Result<PathBuf, String> {
-    let (manifest, target) = futuresdr_paths();
+    let cli = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = cli.join("peers/futuresdr-sched/Cargo.toml");
+    let target = cli.join("../target/futuresdr");
     let exe = target.join("release/futuresdr-sched");
     if !manifest.exists() {
         return Err(format!("{} is not here", manifest.display()));
