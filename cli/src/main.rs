@@ -49,27 +49,7 @@ enum Command {
     Bench(BenchArgs),
     /// Approximate-median background subtraction of raw 8-bit frames (paper 000):
     /// one mask (0 or 255 per pixel) per frame.
-    Bgsub {
-        /// Frame width in pixels.
-        #[arg(long)]
-        width: usize,
-        /// Frame height in pixels.
-        #[arg(long)]
-        height: usize,
-        #[command(flatten)]
-        ends: Ends,
-        /// Foreground where the filtered difference exceeds this.
-        #[arg(long, default_value_t = 25)]
-        threshold: u8,
-        /// Threshold the raw difference (no Gaussian and maximum filter).
-        #[arg(long)]
-        no_filter: bool,
-        /// `sim`: the coprocessor on the emulated fabric, fed by two DMA engines;
-        /// `cpu`: the software implementation; `cuda[:N]`: the kernels on GPU N.
-        /// All three write the same bytes.
-        #[arg(long, default_value = "sim", value_parser = parse_bgsub_device)]
-        device: files::bgsub::Device,
-    },
+    Bgsub(BgsubArgs),
     /// The receiving end of `bench net` (run by it in a child process).
     #[command(hide = true)]
     NetPeer {
@@ -111,19 +91,47 @@ enum Command {
     /// Filter a file of little-endian f32 samples with an FIR filter (overlap-save,
     /// zero-copy, run as a process network: file source -> FIR -> file sink).
     /// Output equals scipy.signal.lfilter(taps, 1.0, x).
-    Fir {
-        /// File of little-endian f32 filter taps.
-        #[arg(long)]
-        taps: PathBuf,
-        #[command(flatten)]
-        ends: Ends,
-        /// FFT length (a power of two, at least the number of taps; CPU only).
-        #[arg(long = "fft")]
-        fft: Option<usize>,
-        /// Where the filter runs.
-        #[arg(long, value_enum, default_value = "cpu")]
-        device: FirDeviceArg,
-    },
+    Fir(FirArgs),
+}
+
+// `dmaflow bgsub`'s arguments (the command's help is its variant's).
+#[derive(clap::Args)]
+struct BgsubArgs {
+    /// Frame width in pixels.
+    #[arg(long)]
+    width: usize,
+    /// Frame height in pixels.
+    #[arg(long)]
+    height: usize,
+    #[command(flatten)]
+    ends: Ends,
+    /// Foreground where the filtered difference exceeds this.
+    #[arg(long, default_value_t = 25)]
+    threshold: u8,
+    /// Threshold the raw difference (no Gaussian and maximum filter).
+    #[arg(long)]
+    no_filter: bool,
+    /// `sim`: the coprocessor on the emulated fabric, fed by two DMA engines;
+    /// `cpu`: the software implementation; `cuda[:N]`: the kernels on GPU N.
+    /// All three write the same bytes.
+    #[arg(long, default_value = "sim", value_parser = parse_bgsub_device)]
+    device: files::bgsub::Device,
+}
+
+// `dmaflow fir`'s arguments.
+#[derive(clap::Args)]
+struct FirArgs {
+    /// File of little-endian f32 filter taps.
+    #[arg(long)]
+    taps: PathBuf,
+    #[command(flatten)]
+    ends: Ends,
+    /// FFT length (a power of two, at least the number of taps; CPU only).
+    #[arg(long = "fft")]
+    fft: Option<usize>,
+    /// Where the filter runs.
+    #[arg(long, value_enum, default_value = "cpu")]
+    device: FirDeviceArg,
 }
 
 /// A command's failure: its exit status and what to say.
@@ -608,14 +616,20 @@ fn run_tool(
     })
 }
 
-fn run_fir_file(taps: &Path, ends: &Ends, fft: Option<usize>, device: FirDeviceArg) -> ExitCode {
-    if device == FirDeviceArg::Sim && fft.is_some() {
+fn run_fir_file(args: &FirArgs) -> ExitCode {
+    let FirArgs {
+        taps,
+        ends,
+        fft,
+        device,
+    } = args;
+    if *device == FirDeviceArg::Sim && fft.is_some() {
         eprintln!("dmaflow fir: --fft sets the CPU filter's FFT length; the coprocessor has none");
         return ExitCode::from(2);
     }
     let device = match device {
         FirDeviceArg::Cpu => files::fir::FirDevice::Cpu {
-            fft_len: fft,
+            fft_len: *fft,
             mode: Mode::ZeroCopy,
         },
         FirDeviceArg::Sim => files::fir::FirDevice::Sim,
@@ -648,14 +662,11 @@ fn run_fir_file(taps: &Path, ends: &Ends, fft: Option<usize>, device: FirDeviceA
     })
 }
 
-fn run_bgsub(
-    (width, height, threshold, filter): (usize, usize, u8, bool),
-    ends: &Ends,
-    device: files::bgsub::Device,
-) -> ExitCode {
+fn run_bgsub(args: &BgsubArgs) -> ExitCode {
     use files::bgsub::{bgsub_file, bgsub_stream};
-    run_tool("bgsub", ends, |source, sink| {
-        let p = dmaflow::dsp::bgsub::Params::new(width, height, threshold, filter)?;
+    let (a, device) = (args, args.device);
+    run_tool("bgsub", &args.ends, |source, sink| {
+        let p = dmaflow::dsp::bgsub::Params::new(a.width, a.height, a.threshold, !a.no_filter)?;
         let done = match (source, sink) {
             (files::Source::File(i), files::Sink::File(o)) => bgsub_file(p, &i, &o, device),
             (source, sink) => bgsub_stream(p, source, sink, device),
@@ -790,14 +801,7 @@ fn main() -> ExitCode {
                 });
             finish("bench", done, |()| {})
         }
-        Command::Bgsub {
-            width,
-            height,
-            ends,
-            threshold,
-            no_filter,
-            device,
-        } => run_bgsub((width, height, threshold, !no_filter), &ends, device),
+        Command::Bgsub(args) => run_bgsub(&args),
         Command::Targets { paths } => finish(
             "targets",
             bench::report::read_documents(&paths, &bench::names()).map_err(status(2)),
@@ -813,11 +817,6 @@ fn main() -> ExitCode {
             bench::net::receive(&point, &endpoint).map_err(status(1)),
             |r| println!("{}", bench::net::received_line(&r)),
         ),
-        Command::Fir {
-            taps,
-            ends,
-            fft,
-            device,
-        } => run_fir_file(&taps, &ends, fft, device),
+        Command::Fir(args) => run_fir_file(&args),
     }
 }
