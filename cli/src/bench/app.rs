@@ -132,10 +132,7 @@ impl App {
                     std::hint::black_box(p.fetch_add(1, Ordering::Relaxed));
                 }
             })
-            .map_err(|source| Error::Io {
-                path: "application thread".into(),
-                source,
-            })?;
+            .map_err(Error::io("application thread"))?;
         let _ = ready_rx.recv();
         Ok(App {
             stop,

@@ -78,6 +78,16 @@ pub enum Error {
 }
 
 impl Error {
+    /// The [`Error::Io`] of `path` (a file, or what was being done) for its
+    /// error: `.map_err(Error::io(path.display()))`.
+    pub fn io(path: impl std::fmt::Display) -> impl Fn(std::io::Error) -> Error {
+        let path = path.to_string();
+        move |source| Error::Io {
+            path: path.clone(),
+            source,
+        }
+    }
+
     /// The [`Error::Peer`] of `peer` for its error `e`: `.map_err(Error::peer("rtrb"))`.
     pub fn peer<E: std::fmt::Display>(peer: &'static str) -> impl Fn(E) -> Error + Copy {
         move |e| Error::Peer {

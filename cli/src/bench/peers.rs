@@ -34,10 +34,7 @@ impl ScratchDir {
     /// `PREFIX-PID` under `dir`, created.
     pub fn under(dir: &Path, prefix: &str) -> Result<Self, Error> {
         let p = dir.join(format!("{prefix}-{}", std::process::id()));
-        std::fs::create_dir_all(&p).map_err(|e| Error::Io {
-            path: p.display().to_string(),
-            source: e,
-        })?;
+        std::fs::create_dir_all(&p).map_err(Error::io(p.display()))?;
         Ok(ScratchDir(p))
     }
 
@@ -74,10 +71,7 @@ impl Peer {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| Error::Io {
-                path: who.into(),
-                source: e,
-            })
+            .map_err(Error::io(who))
             .map(|c| Peer(Some(c), who.into()))
     }
 
@@ -90,13 +84,10 @@ impl Peer {
     /// `limit`: past that it is killed and the wait is an error.
     pub fn wait_within(mut self, limit: Duration) -> Result<std::process::Output, Error> {
         let what = std::mem::take(&mut self.1);
-        let io = |e: std::io::Error| Error::Io {
-            path: what.clone(),
-            source: e,
-        };
+        let io = Error::io(&what);
         let t0 = Instant::now();
         while let Some(child) = &mut self.0 {
-            if child.try_wait().map_err(io)?.is_some() {
+            if child.try_wait().map_err(&io)?.is_some() {
                 break;
             }
             if t0.elapsed() > limit {

@@ -89,13 +89,6 @@ pub struct Report {
     pub plots: Vec<LinePlot>,
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
-    move |source| Error::Io {
-        path: path.display().to_string(),
-        source,
-    }
-}
-
 /// A JSON value as a CSV or table cell.
 fn cell(v: &Value) -> String {
     match v {
@@ -217,12 +210,12 @@ impl Report {
     /// Writes `NAME.json` (the [`Report::document`]), `NAME.csv` and the
     /// plots into `dir` (created if missing); returns the files written.
     pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, Error> {
-        std::fs::create_dir_all(dir).map_err(io(dir))?;
+        std::fs::create_dir_all(dir).map_err(Error::io(dir.display()))?;
         let doc = dir.join(format!("{}.json", self.experiment));
         let text = serde_json::to_string_pretty(&self.document()).unwrap_or_default();
-        std::fs::write(&doc, text + "\n").map_err(io(&doc))?;
+        std::fs::write(&doc, text + "\n").map_err(Error::io(doc.display()))?;
         let csv = dir.join(format!("{}.csv", self.experiment));
-        std::fs::write(&csv, self.csv()).map_err(io(&csv))?;
+        std::fs::write(&csv, self.csv()).map_err(Error::io(csv.display()))?;
         let mut files = vec![doc, csv];
         for (plot, name) in self.plots.iter().zip(self.plot_files()) {
             let path = dir.join(name);
@@ -444,7 +437,7 @@ pub fn write_index(
     info: &RunInfo,
     reports: &[(Report, Conditions)],
 ) -> Result<PathBuf, Error> {
-    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    std::fs::create_dir_all(dir).map_err(Error::io(dir.display()))?;
     let experiments: Vec<Value> = reports
         .iter()
         .map(|(r, c)| {
@@ -500,12 +493,10 @@ pub fn write_index(
                 experiments => experiments,
             })
         })
-        .map_err(|e| Error::Io {
-            path: dir.join("index.html").display().to_string(),
-            source: std::io::Error::other(e.to_string()),
-        })?;
+        .map_err(|e| std::io::Error::other(e.to_string()));
     let path = dir.join("index.html");
-    std::fs::write(&path, html).map_err(io(&path))?;
+    html.and_then(|html| std::fs::write(&path, html))
+        .map_err(Error::io(path.display()))?;
     Ok(path)
 }
 
