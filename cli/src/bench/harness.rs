@@ -286,33 +286,21 @@ impl<C> Spec<C> {
     }
 }
 
+/// Trait methods that give a field of the same name.
+macro_rules! fields {
+    ($($field:ident: $t:ty),*) => {
+        $(fn $field(&self) -> $t {
+            self.$field
+        })*
+    };
+}
+
 impl<C> Experiment for Spec<C> {
-    fn name(&self) -> &'static str {
-        self.name
-    }
-
-    fn question(&self) -> &'static str {
-        self.question
-    }
-
-    fn conditions(&self) -> Conditions {
-        self.conditions
-    }
-
-    fn keys(&self) -> &'static str {
-        self.keys
-    }
+    fields!(name: &'static str, question: &'static str, conditions: Conditions,
+        keys: &'static str, then: Option<&'static str>, on_gpu: Option<OnGpu>);
 
     fn run(&self, setup: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error> {
         (self.run)(&(self.config)(setup), progress)
-    }
-
-    fn then(&self) -> Option<&'static str> {
-        self.then
-    }
-
-    fn on_gpu(&self) -> Option<OnGpu> {
-        self.on_gpu
     }
 
     fn board_mode(&self) -> Result<Mode, &'static str> {

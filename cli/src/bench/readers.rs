@@ -219,11 +219,9 @@ fn dmaflow_point(cfg: &Config, readers: usize, per_op: usize) -> Result<f64, Err
         "dmaflow",
         items,
         move || {
-            let mut at = 0;
-            while at < items {
+            for at in (0..items).step_by(per_op) {
                 fill(w.reserve(per_op)?, at as u32);
                 w.commit(per_op)?;
-                at += per_op;
             }
             Ok(())
         },
@@ -268,16 +266,14 @@ fn vmcircbuffer_point(cfg: &Config, readers: usize, per_op: usize) -> Result<f64
         "vmcircbuffer",
         items,
         move || {
-            let mut at = 0;
             let mut backoff = Backoff::default();
-            while at < items {
+            for at in (0..items).step_by(per_op) {
                 while w.slice().len() < per_op {
                     backoff.wait();
                 }
                 backoff.reset();
                 fill(&mut w.slice()[..per_op], at as u32);
                 w.produce(per_op, &[]);
-                at += per_op;
             }
             Ok(())
         },
