@@ -154,7 +154,11 @@ where
     R: FnOnce() -> Result<u32, Error> + Send,
 {
     let mut sides: Vec<Side> = vec![Box::new(move || writer().map(|()| None))];
-    sides.extend(readers.into_iter().map(|r| Box::new(move || r().map(Some)) as Side));
+    sides.extend(
+        readers
+            .into_iter()
+            .map(|r| Box::new(move || r().map(Some)) as Side),
+    );
     let start = Barrier::new(sides.len());
     let cores = allowed_cores(None).unwrap_or_default();
     let ends = std::thread::scope(|s| {
@@ -173,7 +177,9 @@ where
                 })
             })
             .collect();
-        let joined = threads.into_iter().map(|t| t.join().map_err(|_| Error::Panicked(name))?);
+        let joined = threads
+            .into_iter()
+            .map(|t| t.join().map_err(|_| Error::Panicked(name))?);
         joined.collect::<Result<Vec<_>, Error>>()
     })?;
     let want = series(0, items as u64);
