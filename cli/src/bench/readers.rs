@@ -27,7 +27,7 @@ use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
 use super::harness::{OnBoard, Setup, Spec, Tier};
-use super::peers::{Backoff, checksum, fill, series};
+use super::peers::{checksum, fill, series};
 use super::report::{Report, Target, sentence, within};
 use super::spread::{Spread, in_turns};
 
@@ -237,6 +237,7 @@ fn dmaflow_point(cfg: &Config, readers: usize, per_op: usize) -> Result<f64, Err
 
 #[cfg(feature = "peers")]
 fn vmcircbuffer_point(cfg: &Config, readers: usize, per_op: usize) -> Result<f64, Error> {
+    use super::peers::Backoff;
     use vmcircbuffer::lockfree::Circular;
     let peer = Error::peer("vmcircbuffer");
     let items = cfg.items(per_op);

@@ -188,33 +188,29 @@ impl Row {
 #[derive(Default)]
 struct Measured {
     /// Host CPU of the pipeline's threads, ns.
-    cpu: Arc<AtomicU64>,
+    cpu: AtomicU64,
     /// Payload bytes the library copied on the pipeline's threads.
-    copied: Arc<AtomicU64>,
+    copied: AtomicU64,
     /// The output's bytes, digested (both pipelines must agree).
-    digest: Arc<AtomicU64>,
+    digest: AtomicU64,
     /// Bytes the sink received.
-    out_bytes: Arc<AtomicU64>,
+    out_bytes: AtomicU64,
 }
 
 /// A node body that adds its thread's CPU time and the payload bytes the
 /// library copied on it ([`dmaflow::copies`]) to the run's totals when it
 /// ends.
-fn timed(
-    m: &Measured,
-    body: impl FnOnce() -> dmaflow::graph::NodeResult + Send + 'static,
-) -> impl FnOnce() -> dmaflow::graph::NodeResult + Send + 'static {
-    let (cpu, copied) = (m.cpu.clone(), m.copied.clone());
-    move || {
+fn timed(m: &Arc<Measured>, body: Body) -> Body {
+    let m = m.clone();
+    Box::new(move || {
         let (t0, c0) = (thread_cpu_time(), dmaflow::copies::on_this_thread());
         let r = body();
-        cpu.fetch_add(
-            (thread_cpu_time() - t0).as_nanos() as u64,
-            Ordering::Relaxed,
-        );
-        copied.fetch_add(dmaflow::copies::on_this_thread() - c0, Ordering::Relaxed);
+        let cpu = (thread_cpu_time() - t0).as_nanos() as u64;
+        m.cpu.fetch_add(cpu, Ordering::Relaxed);
+        let copied = dmaflow::copies::on_this_thread() - c0;
+        m.copied.fetch_add(copied, Ordering::Relaxed);
         r
-    }
+    })
 }
 
 /// A digest of a byte stream that does not depend on how it was sliced: the
@@ -271,12 +267,9 @@ impl Digest {
 }
 
 /// The sink: reads everything, digests its bytes.
-fn sink<T: Pod + Send>(
-    mut input: Input<T>,
-    m: &Measured,
-) -> impl FnOnce() -> dmaflow::graph::NodeResult + Send + 'static {
-    let (digest, bytes) = (m.digest.clone(), m.out_bytes.clone());
-    move || {
+fn sink<T: Pod + Send>(mut input: Input<T>, m: &Arc<Measured>) -> Body {
+    let m = m.clone();
+    Box::new(move || {
         let mut d = Digest::default();
         loop {
             let s = input.peek(1)?;
@@ -287,10 +280,10 @@ fn sink<T: Pod + Send>(
             let k = s.len();
             input.consume(k)?;
         }
-        bytes.store(d.len, Ordering::Relaxed);
-        digest.store(d.finish(), Ordering::Relaxed);
+        m.out_bytes.store(d.len, Ordering::Relaxed);
+        m.digest.store(d.finish(), Ordering::Relaxed);
         Ok(())
-    }
+    })
 }
 
 /// A node's body.
@@ -323,14 +316,14 @@ fn run_pipeline<T: Pod + Send>(
     };
     let (s, a) = edge(("source", "out"), (node, "in"))?;
     let (b, k) = edge((node, "out"), ("sink", "in"))?;
-    let m = Measured::default();
+    let m = Arc::new(Measured::default());
     g.node("source", timed(&m, source(s)))?;
     g.node(node, timed(&m, middle(a, b)))?;
     g.node("sink", timed(&m, sink(k, &m)))?;
     let t0 = Instant::now();
     g.run()?;
     let wall = t0.elapsed();
-    let get = |a: &Arc<AtomicU64>| a.load(Ordering::Relaxed);
+    let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
     Ok(Run {
         wall,
         cpu: Duration::from_nanos(get(&m.cpu)),
