@@ -14,11 +14,9 @@ use super::error::Error;
 /// where there is one, else the temporary directory.
 pub fn tmpfs() -> PathBuf {
     let shm = Path::new("/dev/shm");
-    if shm.is_dir() {
-        shm.to_path_buf()
-    } else {
-        std::env::temp_dir()
-    }
+    shm.is_dir()
+        .then(|| shm.to_path_buf())
+        .unwrap_or_else(std::env::temp_dir)
 }
 
 /// A directory of this process's own, removed when dropped (also when a run
@@ -124,15 +122,12 @@ pub fn output_within(cmd: &mut Command, limit: Duration) -> Result<std::process:
 
 /// The first row of each kind (`key`), in the order the rows first name it.
 pub fn first_of_each<R, K: PartialEq>(rows: &[R], key: impl Fn(&R) -> K) -> Vec<&R> {
-    let mut seen = Vec::new();
-    let mut first = Vec::new();
-    for r in rows {
-        if !seen.contains(&key(r)) {
-            seen.push(key(r));
-            first.push(r);
-        }
-    }
-    first
+    let new = |(i, r): &(usize, &R)| rows[..*i].iter().all(|o| key(o) != key(r));
+    rows.iter()
+        .enumerate()
+        .filter(new)
+        .map(|(_, r)| r)
+        .collect()
 }
 
 /// The FutureSDR program, built if it is not (and `build`) from its own
