@@ -195,8 +195,14 @@ impl BenchArgs {
                 (false, true) => Tier::Quick,
                 (false, false) => Tier::Full,
             },
-            memory: self.memory.into(),
-            profile: self.profile.into(),
+            memory: match self.memory {
+                Memory::Coherent => MemoryModel::Coherent,
+                Memory::Noncoherent => MemoryModel::NonCoherent,
+            },
+            profile: match self.profile {
+                Board::Zynq7000 => Profile::ZYNQ7000,
+                Board::Zynqmp => Profile::ZYNQMP,
+            },
             gpu: None,
         }
     }
@@ -386,15 +392,6 @@ enum Memory {
     Noncoherent,
 }
 
-impl From<Memory> for MemoryModel {
-    fn from(m: Memory) -> Self {
-        match m {
-            Memory::Coherent => MemoryModel::Coherent,
-            Memory::Noncoherent => MemoryModel::NonCoherent,
-        }
-    }
-}
-
 /// Which DMA device the experiments drive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum BenchDevice {
@@ -423,15 +420,6 @@ enum Board {
     Zynq7000,
     /// Zynq UltraScale+ MPSoC: 128-bit HP port at 250 MHz (4000 MB/s).
     Zynqmp,
-}
-
-impl From<Board> for Profile {
-    fn from(b: Board) -> Self {
-        match b {
-            Board::Zynq7000 => Profile::ZYNQ7000,
-            Board::Zynqmp => Profile::ZYNQMP,
-        }
-    }
 }
 
 /// What `bench EXPERIMENT --device cuda:N` runs: the experiments that run on
