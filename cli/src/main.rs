@@ -282,16 +282,12 @@ impl Ends {
     /// `--output`.
     fn edge(&self, text: &str, output: bool) -> Result<dmaflow_net::Edge, String> {
         let at = dmaflow_net::Endpoint::parse(text).map_err(|e| e.to_string())?;
-        let mut e = if output {
-            dmaflow_net::Edge::sink(at)
+        let (mut e, bind) = if output {
+            (dmaflow_net::Edge::sink(at), !self.connect_output)
         } else {
-            dmaflow_net::Edge::source(at)
+            (dmaflow_net::Edge::source(at), self.bind_input)
         };
-        e.bind = if output {
-            !self.connect_output
-        } else {
-            self.bind_input
-        };
+        e.bind = bind;
         e.pattern = match self.pattern {
             PatternArg::PushPull => dmaflow_net::Pattern::PushPull,
             PatternArg::PubSub => dmaflow_net::Pattern::PubSub,
