@@ -14,9 +14,11 @@ use super::error::Error;
 /// where there is one, else the temporary directory.
 pub fn tmpfs() -> PathBuf {
     let shm = Path::new("/dev/shm");
-    shm.is_dir()
-        .then(|| shm.to_path_buf())
-        .unwrap_or_else(std::env::temp_dir)
+    if shm.is_dir() {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    }
 }
 
 /// A directory of this process's own, removed when dropped (also when a run
