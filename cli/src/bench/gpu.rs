@@ -18,7 +18,6 @@
 //! Without a driver or a device the experiment is skipped and says so.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -379,15 +378,20 @@ fn transfers(
                 let n = cfg.repeats_for(size);
                 // One warm-up transfer (first touch of the buffers, the waiter).
                 engine.two_way(&mut tx, &mut rx, size, Process::Echo, m)?;
-                let (mut h2d, mut d2h) = (Duration::ZERO, Duration::ZERO);
+                // `n` transfers: the device's time of each direction, summed.
+                let timed = |engine: &mut GpuEngine, tx: &mut HostBuf, rx: &mut HostBuf| {
+                    let (mut h2d, mut d2h) = (Duration::ZERO, Duration::ZERO);
+                    for _ in 0..n {
+                        engine.two_way(tx, rx, size, Process::Echo, m)?;
+                        let t = engine.last_timing();
+                        h2d += t.tx;
+                        d2h += t.rx;
+                    }
+                    Ok::<_, Error>((h2d, d2h))
+                };
                 let (c0, t0) = (process_cpu_time(), thread_cpu_time());
                 let w0 = Instant::now();
-                for _ in 0..n {
-                    engine.two_way(&mut tx, &mut rx, size, Process::Echo, m)?;
-                    let t = engine.last_timing();
-                    h2d += t.tx;
-                    d2h += t.rx;
-                }
+                let (h2d, d2h) = timed(&mut engine, &mut tx, &mut rx)?;
                 let wall = w0.elapsed();
                 let (c1, t1) = (process_cpu_time(), thread_cpu_time());
                 if rx.as_slice() != tx.as_slice() {
@@ -405,17 +409,9 @@ fn transfers(
                 // the wall (a kernel launch per transfer).
                 let held = if kernels.is_some() {
                     engine.set_device_timing(DeviceTiming::Held)?;
-                    let (mut h, mut d) = (Duration::ZERO, Duration::ZERO);
-                    let r = (0..n).try_for_each(|_| {
-                        engine.two_way(&mut tx, &mut rx, size, Process::Echo, m)?;
-                        let t = engine.last_timing();
-                        h += t.tx;
-                        d += t.rx;
-                        Ok::<_, Error>(())
-                    });
+                    let held = timed(&mut engine, &mut tx, &mut rx);
                     engine.set_device_timing(DeviceTiming::AsSubmitted)?;
-                    r?;
-                    Some((rate(h), rate(d)))
+                    Some(held?)
                 } else {
                     None
                 };
@@ -426,8 +422,8 @@ fn transfers(
                 s[3].push(per(c1.saturating_sub(c0)));
                 s[4].push(per(t1.saturating_sub(t0)));
                 if let Some((h, d)) = held {
-                    s[5].push(h);
-                    s[6].push(d);
+                    s[5].push(rate(h));
+                    s[6].push(rate(d));
                 }
             }
         }
@@ -606,39 +602,6 @@ fn ceiling_of(out: &Outcome, dir: Direction) -> Option<f64> {
         .iter()
         .find(|(d, _)| *d == dir)
         .map(|(_, s)| s.median)
-}
-
-/// The tables.
-pub fn render(out: &Outcome) -> String {
-    let mut s = String::new();
-    let info = match &out.device {
-        Ok(i) => i,
-        Err(why) => return format!("{why}\n"),
-    };
-    let _ = writeln!(s, "device: {info}");
-    for n in &out.notes {
-        let _ = writeln!(s, "note: {n}");
-    }
-    for (d, c) in &out.ceiling {
-        let _ = writeln!(
-            s,
-            "ceiling {}: {} GB/s (rounds {}..{})",
-            d.name(),
-            gbs(c.median),
-            gbs(c.min),
-            gbs(c.max)
-        );
-    }
-    s.push_str(&transfer_columns(out, Value::Null).table(&out.transfers));
-    if !out.messages.is_empty() {
-        s.push('\n');
-        s.push_str(&message_columns(Value::Null).table(&out.messages));
-    }
-    if !out.kernels.is_empty() {
-        s.push('\n');
-        s.push_str(&kernel_columns(Value::Null).table(&out.kernels));
-    }
-    s
 }
 
 /// The transfer points' columns, each JSON row marked with the device.
@@ -836,59 +799,65 @@ pub fn targets(out: &Outcome) -> Vec<Target> {
     t
 }
 
-/// The rows as JSON, every row naming its device and table.
-pub fn json(out: &Outcome) -> Value {
-    let device = match &out.device {
-        Ok(i) => json!(format!("cuda:{} {}", i.ordinal, i.name)),
-        Err(why) => return json!({"experiment": "gpu", "skipped": why, "rows": []}),
+/// The experiment's report: the device, the ceiling and the tables, every
+/// JSON row naming its device and table; without a device, why.
+pub fn report(_cfg: &Config, out: &Outcome) -> Report {
+    let heading = "GPU as a DMA device: copy engines over PCIe, host memory kinds, completion modes";
+    let info = match &out.device {
+        Ok(i) => i,
+        Err(why) => {
+            return Report::of("gpu", heading.into(), &Columns::<()>::new(), &[])
+                .text(format!("{why}\n"))
+                .answer(why.clone())
+                .kept("skipped", why.as_str());
+        }
     };
+    let device = json!(format!("cuda:{} {}", info.ordinal, info.name));
+    let mut text = format!("device: {info}\n");
+    for n in &out.notes {
+        text += &format!("note: {n}\n");
+    }
     let mut rows = Vec::new();
     for (d, c) in &out.ceiling {
+        let (gb, min, max) = (gbs(c.median), gbs(c.min), gbs(c.max));
+        text += &format!("ceiling {}: {gb} GB/s (rounds {min}..{max})\n", d.name());
         rows.push(
             json!({"device": device, "table": "ceiling", "direction": d.name(),
             "bytes_per_s": c.median, "bytes_per_s_spread": c.json()}),
         );
     }
-    for cols in [
-        transfer_columns(out, device.clone()).json(&out.transfers),
-        message_columns(device.clone()).json(&out.messages),
-        kernel_columns(device).json(&out.kernels),
+    let transfers = transfer_columns(out, device.clone());
+    text += &transfers.table(&out.transfers);
+    rows.extend(transfers.json(&out.transfers));
+    let messages = message_columns(device.clone());
+    let kernels = kernel_columns(device);
+    for (table, json) in [
+        (messages.table(&out.messages), messages.json(&out.messages)),
+        (kernels.table(&out.kernels), kernels.json(&out.kernels)),
     ] {
-        rows.extend(cols);
+        if !json.is_empty() {
+            text += &format!("\n{table}");
+        }
+        rows.extend(json);
     }
-    json!({"experiment": "gpu", "notes": out.notes, "rows": rows})
-}
-
-/// The experiment's report.
-pub fn report(_cfg: &Config, out: &Outcome) -> Report {
-    let targets = targets(out);
-    let mut text = render(out);
-    text.push_str(&Target::lines(&targets));
-    let answer = match &out.device {
-        Err(why) => why.clone(),
-        Ok(i) => match (
-            ceiling_of(out, Direction::H2D),
-            ceiling_of(out, Direction::D2H),
-        ) {
-            (Some(h), Some(d)) => format!(
-                "{}: copy-engine ceiling {} GB/s H2D, {} GB/s D2H, measured in this run",
-                i.name,
-                gbs(h),
-                gbs(d)
-            ),
-            _ => format!("{}: transfers measured without the kernels", i.name),
-        },
+    let answer = match (
+        ceiling_of(out, Direction::H2D),
+        ceiling_of(out, Direction::D2H),
+    ) {
+        (Some(h), Some(d)) => format!(
+            "{}: copy-engine ceiling {} GB/s H2D, {} GB/s D2H, measured in this run",
+            info.name,
+            gbs(h),
+            gbs(d)
+        ),
+        _ => format!("{}: transfers measured without the kernels", info.name),
     };
-    Report {
-        experiment: "gpu",
-        heading: "GPU as a DMA device: copy engines over PCIe, host memory kinds, completion modes"
-            .into(),
-        answer,
-        targets,
-        text,
-        json: json(out),
-        plots: Vec::new(),
-    }
+    Report::of("gpu", heading.into(), &Columns::<()>::new(), &[])
+        .text(text)
+        .answer(answer)
+        .targets(targets(out))
+        .kept("notes", out.notes.clone())
+        .kept("rows", rows)
 }
 
 #[cfg(test)]

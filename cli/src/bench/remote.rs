@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-use super::harness::{OnBoard, Setup, Spec, bytes_label};
+use super::harness::{OnBoard, Setup, Spec, Tier, bytes_label};
 use super::peers::{ScratchDir, output_within};
 use super::report::{Report, Target};
 use super::spread::{Ratio, Spread};
@@ -59,42 +59,33 @@ fn venv_python() -> PathBuf {
 }
 
 impl Config {
-    /// The size `setup` asks for.
+    /// The size `setup` asks for: the recorded run (4 MiB loopbacks, 7
+    /// rounds), a shorter one, or the smallest (every row and key).
     pub fn at(setup: &Setup) -> Self {
-        setup.tier.pick(Self::full, Self::quick, Self::tiny)
-    }
-
-    /// The recorded run: 4 MiB loopbacks, 7 rounds.
-    pub fn full() -> Self {
-        Config {
+        let full = Config {
             rounds: 7,
             mmio_reads: 200,
             bytes: 4 << 20,
             loopbacks: 3,
             python: venv_python(),
             limit: Duration::from_secs(600),
-        }
-    }
-
-    /// A shorter run.
-    pub fn quick() -> Self {
-        Config {
-            rounds: 3,
-            mmio_reads: 100,
-            loopbacks: 2,
-            ..Config::full()
-        }
-    }
-
-    /// The smallest run: every row and key.
-    pub fn tiny() -> Self {
-        Config {
-            rounds: 1,
-            mmio_reads: 10,
-            bytes: 64 << 10,
-            loopbacks: 1,
-            limit: Duration::from_secs(120),
-            ..Config::full()
+        };
+        match setup.tier {
+            Tier::Full => full,
+            Tier::Quick => Config {
+                rounds: 3,
+                mmio_reads: 100,
+                loopbacks: 2,
+                ..full
+            },
+            Tier::Tiny => Config {
+                rounds: 1,
+                mmio_reads: 10,
+                bytes: 64 << 10,
+                loopbacks: 1,
+                limit: Duration::from_secs(120),
+                ..full
+            },
         }
     }
 }
@@ -408,38 +399,30 @@ fn spread(s: &Option<Vec<f64>>) -> Option<Spread> {
 
 /// The rows' columns.
 fn columns<'a>() -> Columns<'a, Row> {
+    let median = |s: &Option<Vec<f64>>| spread(s).map(|s| s.median);
     Columns::new()
         .plain("what", "what", |r: &Row| r.what)
-        .plain("point", "point", |r: &Row| r.point)
-        .shown_as(
-            "bytes",
-            "bytes",
-            |r: &Row| r.bytes as u64,
-            |b| bytes_label(b as usize),
-        )
-        .plain("ops/round", "ops", |r: &Row| r.ops as u64)
-        .optional("us/op", "us", 1, |r: &Row| spread(&r.us).map(|s| s.median))
-        .shown("rounds min..max", |r: &Row| {
+        .plain("point", "point", |r| r.point)
+        .col("bytes", "bytes", |r| bytes_label(r.bytes), |r| r.bytes)
+        .plain("ops/round", "ops", |r| r.ops)
+        .optional("us/op", "us", 1, move |r| median(&r.us))
+        .shown("rounds min..max", |r| {
             spread(&r.us).map_or("-".into(), |s| format!("{:.1}..{:.1}", s.min, s.max))
         })
-        .kept("us_spread", |r: &Row| spread(&r.us).map(|s| s.json()))
-        .optional("host CPU us/op", "cpu_us", 1, |r: &Row| {
-            spread(&r.cpu_us).map(|s| s.median)
-        })
-        .kept("cpu_us_spread", |r: &Row| {
-            spread(&r.cpu_us).map(|s| s.json())
-        })
-        .optional("server CPU us/op", "server_cpu_us", 1, |r: &Row| {
-            spread(&r.server_cpu_us).map(|s| s.median)
+        .kept("us_spread", |r| spread(&r.us))
+        .optional("host CPU us/op", "cpu_us", 1, move |r| median(&r.cpu_us))
+        .kept("cpu_us_spread", |r| spread(&r.cpu_us))
+        .optional("server CPU us/op", "server_cpu_us", 1, move |r| {
+            median(&r.server_cpu_us)
         })
         .shown_as(
             "data",
             "verified",
-            |r: &Row| r.verified,
+            |r| r.verified,
             |v| v.map_or("-".into(), |v| if v { "equal" } else { "DIFFERENT" }.into()),
         )
-        .kept("rounds", |r: &Row| r.us.as_ref().map_or(0, Vec::len) as u64)
-        .kept("note", |r: &Row| r.note.clone())
+        .kept("rounds", |r| r.us.as_ref().map_or(0, Vec::len))
+        .kept("note", |r| r.note.clone())
 }
 
 /// Remote over in process for `what`, round by round, where both ran.
@@ -454,7 +437,8 @@ fn ratio(rows: &[Row], what: &str) -> Option<Ratio> {
 
 /// The report of `rows`.
 pub fn report(cfg: &Config, rows: &[Row]) -> Report {
-    let mut text = columns().table(rows);
+    let columns = columns();
+    let mut text = columns.table(rows);
     for r in rows.iter().filter(|r| !r.note.is_empty()) {
         text += &format!("{} {}: not measured: {}\n", r.what, r.point, r.note);
     }
@@ -465,23 +449,18 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
             clauses.push(format!("{what} {:.0}x the in-process time", q.0.median));
         }
     }
-    let mut targets = Vec::new();
-    for r in rows.iter().filter(|r| r.verified.is_some()) {
-        targets.push(Target::new(
+    let targets = rows.iter().filter_map(|r| {
+        let equal = r.verified?;
+        Some(Target::new(
             format!(
                 "{} loopback through {}: the data comes back equal",
                 bytes_label(r.bytes),
                 r.point
             ),
-            if r.verified == Some(true) {
-                "equal"
-            } else {
-                "different"
-            },
-            r.verified == Some(true),
-        ));
-    }
-    text += &Target::lines(&targets);
+            if equal { "equal" } else { "different" },
+            equal,
+        ))
+    });
     let answer = if clauses.is_empty() {
         "not measured: PYNQ 4.0's client and dmaflow.pynq did not both run here (see the notes)"
             .to_string()
@@ -492,24 +471,19 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
             clauses.join("; ")
         )
     };
-    let json_rows = columns().json(rows);
-    Report {
-        experiment: "remote",
-        heading: format!(
+    let heading = format!(
             "remote: PYNQ 4.0's own client against `dmaflow serve` (emulated board, loopback \
              TCP) vs dmaflow.pynq in process: MMIO read x{} and a {} loopback x{} through \
              each DMA driver, {} rounds, interleaved",
             cfg.mmio_reads,
             bytes_label(cfg.bytes),
             cfg.loopbacks,
-            cfg.rounds
-        ),
-        answer,
-        targets,
-        text,
-        json: json!({"experiment": "remote", "rows": json_rows}),
-        plots: Vec::new(),
-    }
+        cfg.rounds
+    );
+    Report::of("remote", heading, &columns, rows)
+        .text(text)
+        .answer(answer)
+        .targets(targets.collect())
 }
 
 /// The experiment as `dmaflow bench` runs it.
@@ -550,7 +524,7 @@ mod tests {
     fn without_pynq_every_row_says_why_and_the_keys_stay() {
         let cfg = Config {
             python: PathBuf::from("/nonexistent/python"),
-            ..Config::tiny()
+            ..Config::at(&Setup::TINY)
         };
         let rows = run(&cfg, &mut |_| {}).unwrap();
         assert_eq!(rows.len(), OPS.len() * POINTS.len());
@@ -587,7 +561,7 @@ mod tests {
             },
             "verified": {"loopback|remote": true}
         });
-        let rows = rows_of(&Config::tiny(), &doc);
+        let rows = rows_of(&Config::at(&Setup::TINY), &doc);
         let remote = rows
             .iter()
             .find(|r| r.what == "loopback" && r.point == POINTS[0])
