@@ -23,7 +23,6 @@ use super::error::Error;
 use super::harness::{OnBoard, Setup, Spec, bytes_label, ms_label};
 use super::meter::{Meter, Tally};
 use super::peers::{check, mark};
-use super::plot::{LinePlot, XAxis};
 use super::report::{Report, Target, sentence, series_by};
 use super::spread::{Spread, in_turns};
 
@@ -132,11 +131,7 @@ fn round_of(
         let what = format!("contention {name} {}", bytes_label(bytes));
         progress(&format!("{what} round {}", round + 1));
         let app = App::start(Work::Filter, &[core])?;
-        // Solo first: the driver thread idles (sleeps) while it is measured.
-        let solo = app.rate(cfg.duration, || {
-            std::thread::sleep(Duration::from_millis(5));
-            Ok(())
-        })?;
+        let solo = beside::alone(&app, cfg.duration)?;
         let mut tally = Tally::default();
         let point = Meter::start(proxy.as_ref());
         let shared = if let Some(p) = &proxy {
@@ -196,7 +191,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
     for (m, mode) in modes.iter().enumerate() {
         for (k, &bytes) in cfg.sizes.iter().enumerate() {
             let ss = &samples[m][k];
-            let of = |f: fn(&Sample) -> f64| Spread::of(&ss.iter().map(f).collect::<Vec<_>>());
+            let of = |f: fn(&Sample) -> f64| beside::spread(ss, f);
             let (transfer_spread, app_spread) = (of(|s| s.transfer_us), of(|s| s.app_share));
             rows.push(Row {
                 completion: mode.name(),
@@ -315,10 +310,8 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     Report::of("contention", heading, &columns(), rows)
         .answer(answer(rows))
         .targets(targets(rows))
-        .plots([LinePlot::new(
+        .plots([beside::plot(
             "What each completion mode leaves the application on its core",
-            XAxis::Bytes,
-            "transfer size, each way",
             "application throughput kept (%)",
             series_by(
                 rows,

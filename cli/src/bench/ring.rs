@@ -145,6 +145,15 @@ impl Row {
     }
 }
 
+/// Pins this thread to the `i`-th core this process may use (the first
+/// where there are fewer).
+fn pin_to(i: usize) {
+    let cores = allowed_cores(None).unwrap_or_default();
+    if let Some(&c) = cores.get(i).or(cores.first()) {
+        let _ = pin(None, &[c]);
+    }
+}
+
 /// Runs `producer` and `consumer` on two threads started together; returns the
 /// seconds from the first one's start to the last one's end (each read on
 /// its own thread, so a descheduled caller does not shorten the run) and the
@@ -158,22 +167,15 @@ where
     // The producer on the first core allowed, the consumer on the second (where
     // there are two), the same for every queue: a pair left to the scheduler
     // sometimes shares a core and its caches, which spreads the runs over 5x.
-    let cores = allowed_cores(None).unwrap_or_default();
-    let core = |i: usize| cores.get(i).or(cores.first()).copied();
-    let place = |c: Option<usize>| {
-        if let Some(c) = c {
-            let _ = pin(None, &[c]);
-        }
-    };
     std::thread::scope(|s| {
         let p = s.spawn(|| {
-            place(core(0));
+            pin_to(0);
             start.wait();
             let t0 = Instant::now();
             producer().map(|()| (t0, Instant::now()))
         });
         let c = s.spawn(|| {
-            place(core(1));
+            pin_to(1);
             start.wait();
             let t0 = Instant::now();
             consumer().map(|sum| (t0, Instant::now(), sum))
@@ -530,10 +532,7 @@ fn shm_threads(sh: &Shape) -> Result<(f64, u32), Error> {
 /// the queue at `path` on the second core, sums the stream and answers
 /// `sum SUM end NS` (the instant of its last item on the monotonic clock).
 pub fn shm_reader(path: &std::path::Path) -> Result<String, Error> {
-    let cores = allowed_cores(None).unwrap_or_default();
-    if let Some(&c) = cores.get(1).or(cores.first()) {
-        let _ = pin(None, &[c]);
-    }
+    pin_to(1);
     // SAFETY: only the parent's writer writes the object.
     let mut r = unsafe { dmaflow::ring::shm::ShmReader::<f32>::open(path)? };
     let sum = sum_readable!(r);
@@ -560,12 +559,9 @@ fn shm_process(sh: &Shape) -> Result<(f64, u32), Error> {
     let child = Peer::spawn(&mut cmd, std::process::Stdio::null(), "dmaflow shm-reader")?;
     let attached = w.wait_for_readers(1, std::time::Duration::from_secs(20));
     let (nb, bi) = (sh.batches(), sh.batch);
-    let cores = allowed_cores(None).unwrap_or_default();
     let start = std::thread::scope(|s| {
         s.spawn(|| {
-            if let Some(&c) = cores.first() {
-                let _ = pin(None, &[c]);
-            }
+            pin_to(0);
             attached?;
             let t0 = monotonic_ns();
             batches_into!(w, nb, bi)()?;
