@@ -189,17 +189,13 @@ fn serve() -> Result<Served, String> {
 /// The rows, none measured, each saying why.
 fn unmeasured(cfg: &Config, why: &str) -> Vec<Row> {
     let mut rows = Vec::new();
-    for what in OPS {
+    for (what, bytes, ops) in [(OPS[0], 4, cfg.mmio_reads), (OPS[1], cfg.bytes, cfg.loopbacks)] {
         for point in POINTS {
             rows.push(Row {
                 what,
                 point,
-                bytes: if what == "loopback" { cfg.bytes } else { 4 },
-                ops: if what == "loopback" {
-                    cfg.loopbacks
-                } else {
-                    cfg.mmio_reads
-                },
+                bytes,
+                ops,
                 us: None,
                 cpu_us: None,
                 server_cpu_us: None,

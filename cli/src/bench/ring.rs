@@ -550,10 +550,8 @@ fn shm_process(sh: &Shape) -> Result<(f64, u32), Error> {
         ..ShmConfig::default()
     };
     let w = ShmWriter::<f32>::create(sh.queue, &cfg)?;
-    let exe = sh.reader.as_ref().ok_or(Error::Peer {
-        peer: "dmaflow shm-reader",
-        reason: "no program to run as the reading process".into(),
-    })?;
+    let fail = Error::peer::<String>("dmaflow shm-reader");
+    let exe = sh.reader.as_ref().ok_or_else(|| fail("no program to run as the reading process".into()))?;
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("shm-reader").arg("--path").arg(&path);
     let child = Peer::spawn(&mut cmd, std::process::Stdio::null(), "dmaflow shm-reader")?;
@@ -582,10 +580,7 @@ fn shm_process(sh: &Shape) -> Result<(f64, u32), Error> {
     };
     match (out.status.success(), field("sum"), field("end")) {
         (true, Some(sum), Some(end)) => Ok((end.saturating_sub(t0) as f64 / 1e9, sum as u32)),
-        _ => Err(Error::Peer {
-            peer: "dmaflow shm-reader",
-            reason: format!("answered {:?} ({})", text.trim(), out.status),
-        }),
+        _ => Err(fail(format!("answered {:?} ({})", text.trim(), out.status))),
     }
 }
 
