@@ -680,16 +680,19 @@ fn kernel_columns<'a>(device: Value) -> Columns<'a, KernelRow> {
         .plain("kernel", "name", |r| r.name.clone())
         .median("gpu ms", "gpu_ms", "gpu_ms_spread", ms, |r| r.gpu_ms)
         .fixed("cpu ms", "cpu_ms", 3, |r| r.cpu_ms.median)
-        .shown_as("vs cpu", "identical", |r| r.identical, |i| {
-            if i { "identical" } else { "DIFFERENT" }.into()
-        })
+        .shown_as(
+            "vs cpu",
+            "identical",
+            |r| r.identical,
+            |i| if i { "identical" } else { "DIFFERENT" }.into(),
+        )
 }
 
 /// The targets against this run's figures (none without a device:
 /// nothing was measured).
 pub fn targets(out: &Outcome) -> Vec<Target> {
     let mut t = Vec::new();
-    for (dir, name, h2d) in [(Direction::H2D, "H2D", true), (Direction::D2H, "D2H", false)] {
+    for (dir, name) in [(Direction::H2D, "H2D"), (Direction::D2H, "D2H")] {
         let Some(c) = ceiling_of(out, dir) else {
             continue;
         };
@@ -697,7 +700,12 @@ pub fn targets(out: &Outcome) -> Vec<Target> {
             .transfers
             .iter()
             .filter(|r| r.kind == HostKind::Pinned && r.bytes >= 64 << 20)
-            .map(|r| (if h2d { r.h2d } else { r.d2h }.median / c, r))
+            .map(|r| {
+                (
+                    if dir == Direction::H2D { r.h2d } else { r.d2h }.median / c,
+                    r,
+                )
+            })
             .min_by(|a, b| a.0.total_cmp(&b.0));
         if let Some((share, r)) = worst {
             t.push(Target::new(
@@ -776,7 +784,8 @@ pub fn targets(out: &Outcome) -> Vec<Target> {
 /// The experiment's report: the device, the ceiling and the tables, every
 /// JSON row naming its device and table; without a device, why.
 pub fn report(_cfg: &Config, out: &Outcome) -> Report {
-    let heading = "GPU as a DMA device: copy engines over PCIe, host memory kinds, completion modes";
+    let heading =
+        "GPU as a DMA device: copy engines over PCIe, host memory kinds, completion modes";
     let info = match &out.device {
         Ok(i) => i,
         Err(why) => {

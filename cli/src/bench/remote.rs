@@ -189,7 +189,10 @@ fn serve() -> Result<Served, String> {
 /// The rows, none measured, each saying why.
 fn unmeasured(cfg: &Config, why: &str) -> Vec<Row> {
     let mut rows = Vec::new();
-    for (what, bytes, ops) in [(OPS[0], 4, cfg.mmio_reads), (OPS[1], cfg.bytes, cfg.loopbacks)] {
+    for (what, bytes, ops) in [
+        (OPS[0], 4, cfg.mmio_reads),
+        (OPS[1], cfg.bytes, cfg.loopbacks),
+    ] {
         for point in POINTS {
             rows.push(Row {
                 what,
@@ -389,12 +392,12 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         )
     };
     let heading = format!(
-            "remote: PYNQ 4.0's own client against `dmaflow serve` (emulated board, loopback \
-             TCP) vs dmaflow.pynq in process: MMIO read x{} and a {} loopback x{} through \
-             each DMA driver, {} rounds, interleaved",
-            cfg.mmio_reads,
-            bytes_label(cfg.bytes),
-            cfg.loopbacks,
+        "remote: PYNQ 4.0's own client against `dmaflow serve` (emulated board, loopback \
+         TCP) vs dmaflow.pynq in process: MMIO read x{} and a {} loopback x{} through each \
+         DMA driver, {} rounds, interleaved",
+        cfg.mmio_reads,
+        bytes_label(cfg.bytes),
+        cfg.loopbacks,
         cfg.rounds
     );
     Report::of("remote", heading, &columns, rows)

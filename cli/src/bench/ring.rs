@@ -551,7 +551,10 @@ fn shm_process(sh: &Shape) -> Result<(f64, u32), Error> {
     };
     let w = ShmWriter::<f32>::create(sh.queue, &cfg)?;
     let fail = Error::peer::<String>("dmaflow shm-reader");
-    let exe = sh.reader.as_ref().ok_or_else(|| fail("no program to run as the reading process".into()))?;
+    let exe = sh
+        .reader
+        .as_ref()
+        .ok_or_else(|| fail("no program to run as the reading process".into()))?;
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("shm-reader").arg("--path").arg(&path);
     let child = Peer::spawn(&mut cmd, std::process::Stdio::null(), "dmaflow shm-reader")?;
@@ -688,7 +691,7 @@ fn batches(rows: &[Row]) -> Vec<usize> {
 /// `window` case for `window-copy`).
 fn columns(rows: &[Row]) -> Columns<'_, Row> {
     let ratio = |r: &Row| {
-        let case = if r.case == "window-copy" { "window" } else { r.case };
+        let case = r.case.strip_suffix("-copy").unwrap_or(r.case);
         gbytes(rows, "dmaflow", case, r.batch_bytes)
             .map_or("-".into(), |d| format!("{:.2}", r.gbytes_per_s / d))
     };
