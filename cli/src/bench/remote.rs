@@ -291,16 +291,13 @@ fn rows_of(cfg: &Config, doc: &Value) -> Vec<Row> {
     };
     let mut rows = unmeasured(cfg, "");
     for r in &mut rows {
-        let side = if r.point == POINTS[0] {
-            "remote"
-        } else {
-            "local"
-        };
+        let remote = r.point == POINTS[0];
+        let side = if remote { "remote" } else { "local" };
         let key = format!("{}|{side}", r.what);
         let s = &doc["samples"][&key];
         r.us = series(&s["us"]);
         r.cpu_us = series(&s["cpu_us"]);
-        r.server_cpu_us = series(&s["server_cpu_us"]).filter(|_| side == "remote");
+        r.server_cpu_us = series(&s["server_cpu_us"]).filter(|_| remote);
         r.verified = doc["verified"][&key].as_bool();
         if r.us.is_none() {
             r.note = doc["notes"][side]
