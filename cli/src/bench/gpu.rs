@@ -33,8 +33,7 @@ use serde_json::{Value, json};
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-pub use super::harness::Tables;
-use super::harness::{NO_GPU, OnBoard, OnGpu, Setup, Spec, Tier, bytes_label};
+use super::harness::{NO_GPU, OnBoard, OnGpu, Setup, Spec, Tables, Tier, bytes_label};
 use super::report::{Report, Target};
 use super::spread::Spread;
 
