@@ -29,7 +29,7 @@ use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
 use super::harness::{OnBoard, Setup, Spec, Tier, bytes_label};
-use super::peers::{Backoff, Peer, checksum, fill, series};
+use super::peers::{Peer, checksum, fill, series};
 use super::plot::{LinePlot, XAxis};
 use super::report::{Report, Target, sentence, series_by, within};
 
@@ -304,7 +304,8 @@ fn window_series(items: usize, hop: usize) -> u32 {
 mod queues {
     use std::mem::MaybeUninit;
 
-    use super::{Backoff, Error, Shape, checksum, fill, two_threads};
+    use super::{Error, Shape, checksum, fill, two_threads};
+    use crate::bench::peers::Backoff;
 
     /// [`fill`] for uninitialised slots.
     fn fill_uninit(s: &mut [MaybeUninit<f32>], first: u32) {
