@@ -112,16 +112,13 @@ fn round_of(
     let name = mode.name();
     // The driver and the application share one core.
     let (mut rig, placed, core) = cfg.board(cfg.profile.port)?;
-    let proxy = if mode == Completion::Proxy {
-        Some(
-            Proxy::start(rig.engines.remove(0)).map_err(|source| Error::Io {
-                path: "proxy driver thread".into(),
-                source,
-            })?,
-        )
-    } else {
-        None
-    };
+    let proxy = (mode == Completion::Proxy)
+        .then(|| Proxy::start(rig.engines.remove(0)))
+        .transpose()
+        .map_err(|source| Error::Io {
+            path: "proxy driver thread".into(),
+            source,
+        })?;
     let mut samples = Vec::new();
     for &bytes in &cfg.sizes {
         let what = format!("contention {name} {}", bytes_label(bytes));
