@@ -9,10 +9,13 @@ use dmaflow::mem::{CachePolicy, DmaBuf};
 use dmaflow::rig::{Placement, Rig, SimEngine};
 use dmaflow::sim::{Clock, Loopback, Profile};
 
+use super::app::App;
 use super::error::Error;
 use super::harness::{Setup, Tier};
 use super::meter::{Meter, Tally};
 use super::peers::{check, mark};
+use super::plot::{LinePlot, Series, XAxis};
+use super::spread::Spread;
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -82,4 +85,29 @@ pub fn two_way(
     let n = engine.two_way(tx, bytes, rx, mode)?;
     tally.add(m.stop());
     check(what, &rx.as_slice()[..n], bytes, seq)
+}
+
+/// The application's rate alone for `d`, measured first: the driver's
+/// thread sleeps while it is.
+pub fn alone(app: &App, d: Duration) -> Result<f64, Error> {
+    app.rate(d, || {
+        std::thread::sleep(Duration::from_millis(5));
+        Ok(())
+    })
+}
+
+/// The spread over the rounds of one figure of their samples.
+pub fn spread<S>(samples: &[S], figure: fn(&S) -> f64) -> Spread {
+    Spread::of(&samples.iter().map(figure).collect::<Vec<_>>())
+}
+
+/// A plot of `series` against the transfer size, each way.
+pub fn plot(title: &str, y_label: &str, series: Vec<Series>) -> LinePlot {
+    LinePlot::new(
+        title,
+        XAxis::Bytes,
+        "transfer size, each way",
+        y_label,
+        series,
+    )
 }

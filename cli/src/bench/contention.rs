@@ -23,7 +23,6 @@ use super::error::Error;
 use super::harness::{OnBoard, Setup, Spec, bytes_label, ms_label};
 use super::meter::{Meter, Tally};
 use super::peers::{check, mark};
-use super::plot::{LinePlot, XAxis};
 use super::report::{Report, Target, sentence, series_by};
 use super::spread::{Spread, in_turns};
 
@@ -71,11 +70,9 @@ pub struct Row {
     pub bytes: usize,
     /// Transfers done while the application ran, all rounds.
     pub transfers: usize,
-    /// Wall time per transfer, in microseconds: the median of the rounds'
-    /// means.
-    pub transfer_us: f64,
-    /// The rounds' mean wall times per transfer, in microseconds.
-    pub transfer_spread: Spread,
+    /// Wall time per transfer, in microseconds: the rounds' means (the
+    /// figure is their median).
+    pub transfer_us: Spread,
     /// What the modelled device needs per transfer, in microseconds.
     pub model_us: f64,
     /// Host CPU of the driver-side threads per transfer, in microseconds.
@@ -83,17 +80,15 @@ pub struct Row {
     /// Driver-side CPU over the point's wall time: the share of the shared
     /// core the driver took while the application ran.
     pub cpu_share: f64,
-    /// Application throughput beside the transfers over its throughput alone
-    /// (median of the rounds).
-    pub app_share: f64,
-    /// The rounds' application shares.
-    pub app_spread: Spread,
+    /// Application throughput beside the transfers over its throughput alone,
+    /// over the rounds (the figure is their median).
+    pub app_share: Spread,
 }
 
 impl Row {
     /// Measured minus modelled time per transfer.
     pub fn overhead_us(&self) -> f64 {
-        self.transfer_us - self.model_us
+        self.transfer_us.median - self.model_us
     }
 }
 
@@ -117,26 +112,19 @@ fn round_of(
     let name = mode.name();
     // The driver and the application share one core.
     let (mut rig, placed, core) = cfg.board(cfg.profile.port)?;
-    let proxy = if mode == Completion::Proxy {
-        Some(
-            Proxy::start(rig.engines.remove(0)).map_err(|source| Error::Io {
-                path: "proxy driver thread".into(),
-                source,
-            })?,
-        )
-    } else {
-        None
-    };
+    let proxy = (mode == Completion::Proxy)
+        .then(|| Proxy::start(rig.engines.remove(0)))
+        .transpose()
+        .map_err(|source| Error::Io {
+            path: "proxy driver thread".into(),
+            source,
+        })?;
     let mut samples = Vec::new();
     for &bytes in &cfg.sizes {
         let what = format!("contention {name} {}", bytes_label(bytes));
         progress(&format!("{what} round {}", round + 1));
         let app = App::start(Work::Filter, &[core])?;
-        // Solo first: the driver thread idles (sleeps) while it is measured.
-        let solo = app.rate(cfg.duration, || {
-            std::thread::sleep(Duration::from_millis(5));
-            Ok(())
-        })?;
+        let solo = beside::alone(&app, cfg.duration)?;
         let mut tally = Tally::default();
         let point = Meter::start(proxy.as_ref());
         let shared = if let Some(p) = &proxy {
@@ -196,19 +184,16 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
     for (m, mode) in modes.iter().enumerate() {
         for (k, &bytes) in cfg.sizes.iter().enumerate() {
             let ss = &samples[m][k];
-            let of = |f: fn(&Sample) -> f64| Spread::of(&ss.iter().map(f).collect::<Vec<_>>());
-            let (transfer_spread, app_spread) = (of(|s| s.transfer_us), of(|s| s.app_share));
+            let of = |f: fn(&Sample) -> f64| beside::spread(ss, f);
             rows.push(Row {
                 completion: mode.name(),
                 bytes,
                 transfers: ss.iter().map(|s| s.transfers).sum(),
-                transfer_us: transfer_spread.median,
-                transfer_spread,
+                transfer_us: of(|s| s.transfer_us),
                 model_us: cfg.profile.port.two_way(bytes, false).as_secs_f64() * 1e6,
                 cpu_us: of(|s| s.cpu_us).median,
                 cpu_share: of(|s| s.cpu_share).median,
-                app_share: app_spread.median,
-                app_spread,
+                app_share: of(|s| s.app_share),
             });
         }
     }
@@ -220,23 +205,21 @@ fn columns<'a>() -> Columns<'a, Row> {
     Columns::new()
         .col("size", "bytes", |r: &Row| bytes_label(r.bytes), |r| r.bytes)
         .plain("completion", "completion", |r| r.completion)
-        .percent("app keeps", "app_share", |r| r.app_share)
+        .percent("app keeps", "app_share", |r| r.app_share.median)
         .col(
             "rounds' range",
             "app_share_spread",
             |r| {
                 format!(
                     "{:.0}..{:.0} %",
-                    100.0 * r.app_spread.min,
-                    100.0 * r.app_spread.max
+                    100.0 * r.app_share.min,
+                    100.0 * r.app_share.max
                 )
             },
-            |r| r.app_spread.json(),
+            |r| r.app_share,
         )
-        .fixed("us/transfer", "transfer_us", 2, |r| r.transfer_us)
-        .range("rounds' range", "transfer_us_spread", 2, |r| {
-            r.transfer_spread
-        })
+        .fixed("us/transfer", "transfer_us", 2, |r| r.transfer_us.median)
+        .range("rounds' range", "transfer_us_spread", 2, |r| r.transfer_us)
         .fixed("model us", "model_us", 2, |r| r.model_us)
         .fixed("overhead us", "overhead_us", 2, Row::overhead_us)
         .fixed("driver CPU us", "cpu_us", 2, |r| r.cpu_us)
@@ -261,10 +244,10 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
             ),
             format!(
                 "{:.0} % (poll leaves it {:.0} %)",
-                100.0 * i.app_share,
-                100.0 * p.app_share
+                100.0 * i.app_share.median,
+                100.0 * p.app_share.median
             ),
-            i.app_share >= 0.8,
+            i.app_share.median >= 0.8,
         )],
         _ => Vec::new(),
     }
@@ -284,8 +267,8 @@ pub fn answer(rows: &[Row]) -> String {
                     find(rows, c, b).map(|r| {
                         format!(
                             "{c} {:.0} % ({:.1} us/transfer)",
-                            100.0 * r.app_share,
-                            r.transfer_us
+                            100.0 * r.app_share.median,
+                            r.transfer_us.median
                         )
                     })
                 })
@@ -315,16 +298,14 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     Report::of("contention", heading, &columns(), rows)
         .answer(answer(rows))
         .targets(targets(rows))
-        .plots([LinePlot::new(
+        .plots([beside::plot(
             "What each completion mode leaves the application on its core",
-            XAxis::Bytes,
-            "transfer size, each way",
             "application throughput kept (%)",
             series_by(
                 rows,
                 |r| r.completion.to_string(),
                 |r| r.bytes as f64,
-                |r| 100.0 * r.app_share,
+                |r| 100.0 * r.app_share.median,
             ),
         )])
 }
@@ -339,8 +320,9 @@ mod tests {
         assert_eq!(rows.len(), 4 * 2);
         for r in &rows {
             assert!(r.transfers > 0, "{r:?}");
-            assert!(r.app_share > 0.0 && r.app_share.is_finite(), "{r:?}");
-            assert!(r.transfer_us >= r.model_us, "{r:?}");
+            let share = r.app_share.median;
+            assert!(share > 0.0 && share.is_finite(), "{r:?}");
+            assert!(r.transfer_us.median >= r.model_us, "{r:?}");
         }
         let j = report(&config(&Setup::TINY), &rows).json;
         assert_eq!(j["experiment"], "contention");

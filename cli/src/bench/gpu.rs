@@ -18,7 +18,6 @@
 //! Without a driver or a device the experiment is skipped and says so.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,10 +33,9 @@ use serde_json::{Value, json};
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-pub use super::harness::Tables;
-use super::harness::{NO_GPU, OnBoard, OnGpu, Setup, Spec, Tier, bytes_label};
+use super::harness::{NO_GPU, OnBoard, OnGpu, Setup, Spec, Tables, Tier, bytes_label};
 use super::report::{Report, Target};
-use super::spread::{Ratio, Spread};
+use super::spread::Spread;
 
 /// `dmaflow bench gpu`.
 pub static EXPERIMENT: Spec<Config> = Spec {
@@ -164,9 +162,7 @@ impl Config {
             },
         }
     }
-}
 
-impl Config {
     fn repeats_for(&self, size: usize) -> usize {
         (self.bytes_per_point / size.max(1)).clamp(self.repeats.0, self.repeats.1)
     }
@@ -379,15 +375,20 @@ fn transfers(
                 let n = cfg.repeats_for(size);
                 // One warm-up transfer (first touch of the buffers, the waiter).
                 engine.two_way(&mut tx, &mut rx, size, Process::Echo, m)?;
-                let (mut h2d, mut d2h) = (Duration::ZERO, Duration::ZERO);
+                // `n` transfers: the device's time of each direction, summed.
+                let timed = |engine: &mut GpuEngine, tx: &mut HostBuf, rx: &mut HostBuf| {
+                    let (mut h2d, mut d2h) = (Duration::ZERO, Duration::ZERO);
+                    for _ in 0..n {
+                        engine.two_way(tx, rx, size, Process::Echo, m)?;
+                        let t = engine.last_timing();
+                        h2d += t.tx;
+                        d2h += t.rx;
+                    }
+                    Ok::<_, Error>((h2d, d2h))
+                };
                 let (c0, t0) = (process_cpu_time(), thread_cpu_time());
                 let w0 = Instant::now();
-                for _ in 0..n {
-                    engine.two_way(&mut tx, &mut rx, size, Process::Echo, m)?;
-                    let t = engine.last_timing();
-                    h2d += t.tx;
-                    d2h += t.rx;
-                }
+                let (h2d, d2h) = timed(&mut engine, &mut tx, &mut rx)?;
                 let wall = w0.elapsed();
                 let (c1, t1) = (process_cpu_time(), thread_cpu_time());
                 if rx.as_slice() != tx.as_slice() {
@@ -405,17 +406,9 @@ fn transfers(
                 // the wall (a kernel launch per transfer).
                 let held = if kernels.is_some() {
                     engine.set_device_timing(DeviceTiming::Held)?;
-                    let (mut h, mut d) = (Duration::ZERO, Duration::ZERO);
-                    let r = (0..n).try_for_each(|_| {
-                        engine.two_way(&mut tx, &mut rx, size, Process::Echo, m)?;
-                        let t = engine.last_timing();
-                        h += t.tx;
-                        d += t.rx;
-                        Ok::<_, Error>(())
-                    });
+                    let held = timed(&mut engine, &mut tx, &mut rx);
                     engine.set_device_timing(DeviceTiming::AsSubmitted)?;
-                    r?;
-                    Some((rate(h), rate(d)))
+                    Some(held?)
                 } else {
                     None
                 };
@@ -426,8 +419,8 @@ fn transfers(
                 s[3].push(per(c1.saturating_sub(c0)));
                 s[4].push(per(t1.saturating_sub(t0)));
                 if let Some((h, d)) = held {
-                    s[5].push(h);
-                    s[6].push(d);
+                    s[5].push(rate(h));
+                    s[6].push(rate(d));
                 }
             }
         }
@@ -477,14 +470,12 @@ fn messages(
     let mut engine = GpuEngine::new(gpu, largest, Some(kernels.clone()), cfg.timeout)?;
     let mut tx = HostBuf::new(gpu, HostKind::Pinned, cfg.message)?;
     let mut rx = HostBuf::new(gpu, HostKind::Pinned, cfg.message)?;
-    let mut points = Vec::new();
-    for &block in &cfg.blocks {
-        for depth in [1, 2] {
-            for kernel in [false, true] {
-                points.push((block.min(cfg.message), depth, kernel));
-            }
-        }
-    }
+    let points: Vec<(usize, usize, bool)> = cfg
+        .blocks
+        .iter()
+        .flat_map(|&b| [(1, false), (1, true), (2, false), (2, true)].map(|(d, k)| (b, d, k)))
+        .map(|(b, d, k)| (b.min(cfg.message), d, k))
+        .collect();
     let ideal_ms = cfg.message as f64 / bound * 1e3;
     let samples = super::spread::in_turns(points.len(), cfg.rounds, |p, round| {
         let (block, depth, kernel) = points[p];
@@ -608,39 +599,6 @@ fn ceiling_of(out: &Outcome, dir: Direction) -> Option<f64> {
         .map(|(_, s)| s.median)
 }
 
-/// The tables.
-pub fn render(out: &Outcome) -> String {
-    let mut s = String::new();
-    let info = match &out.device {
-        Ok(i) => i,
-        Err(why) => return format!("{why}\n"),
-    };
-    let _ = writeln!(s, "device: {info}");
-    for n in &out.notes {
-        let _ = writeln!(s, "note: {n}");
-    }
-    for (d, c) in &out.ceiling {
-        let _ = writeln!(
-            s,
-            "ceiling {}: {} GB/s (rounds {}..{})",
-            d.name(),
-            gbs(c.median),
-            gbs(c.min),
-            gbs(c.max)
-        );
-    }
-    s.push_str(&transfer_columns(out, Value::Null).table(&out.transfers));
-    if !out.messages.is_empty() {
-        s.push('\n');
-        s.push_str(&message_columns(Value::Null).table(&out.messages));
-    }
-    if !out.kernels.is_empty() {
-        s.push('\n');
-        s.push_str(&kernel_columns(Value::Null).table(&out.kernels));
-    }
-    s
-}
-
 /// The transfer points' columns, each JSON row marked with the device.
 fn transfer_columns(out: &Outcome, device: Value) -> Columns<'_, TransferRow> {
     let (ch, cd) = (
@@ -721,27 +679,18 @@ fn kernel_columns<'a>(device: Value) -> Columns<'a, KernelRow> {
         .plain("kernel", "name", |r| r.name.clone())
         .median("gpu ms", "gpu_ms", "gpu_ms_spread", ms, |r| r.gpu_ms)
         .fixed("cpu ms", "cpu_ms", 3, |r| r.cpu_ms.median)
-        .col(
+        .shown_as(
             "vs cpu",
             "identical",
-            |r| {
-                if r.identical {
-                    "identical"
-                } else {
-                    "DIFFERENT"
-                }
-                .into()
-            },
             |r| r.identical,
+            |i| if i { "identical" } else { "DIFFERENT" }.into(),
         )
 }
 
-/// The targets against this run's figures.
+/// The targets against this run's figures (none without a device:
+/// nothing was measured).
 pub fn targets(out: &Outcome) -> Vec<Target> {
     let mut t = Vec::new();
-    if out.device.is_err() {
-        return t;
-    }
     for (dir, name) in [(Direction::H2D, "H2D"), (Direction::D2H, "D2H")] {
         let Some(c) = ceiling_of(out, dir) else {
             continue;
@@ -751,12 +700,10 @@ pub fn targets(out: &Outcome) -> Vec<Target> {
             .iter()
             .filter(|r| r.kind == HostKind::Pinned && r.bytes >= 64 << 20)
             .map(|r| {
-                let rate = if dir == Direction::H2D {
-                    &r.h2d
-                } else {
-                    &r.d2h
-                };
-                (rate.median / c, r)
+                (
+                    if dir == Direction::H2D { r.h2d } else { r.d2h }.median / c,
+                    r,
+                )
             })
             .min_by(|a, b| a.0.total_cmp(&b.0));
         if let Some((share, r)) = worst {
@@ -799,10 +746,7 @@ pub fn targets(out: &Outcome) -> Vec<Target> {
             .find(|r| r.kind == HostKind::Pinned && r.bytes == 8 && r.mode == m)
     };
     if let (Some(spin), Some(block)) = (small(Completion::Poll), small(Completion::Irq)) {
-        let ratio = Ratio::of(
-            &[block.cpu_us.median],
-            &[spin.cpu_us.median.max(f64::MIN_POSITIVE)],
-        );
+        let ratio = block.cpu_us.median / spin.cpu_us.median.max(f64::MIN_POSITIVE);
         t.push(Target::new(
             "8 B two-way: blocking CPU per transfer < 10 % of spinning's",
             format!(
@@ -811,9 +755,9 @@ pub fn targets(out: &Outcome) -> Vec<Target> {
                 spin.cpu_us.median,
                 block.us.median,
                 block.cpu_us.median,
-                pct(ratio.0.median)
+                pct(ratio)
             ),
-            ratio.0.median < 0.10,
+            ratio < 0.10,
         ));
     }
     if !out.kernels.is_empty() {
@@ -836,59 +780,66 @@ pub fn targets(out: &Outcome) -> Vec<Target> {
     t
 }
 
-/// The rows as JSON, every row naming its device and table.
-pub fn json(out: &Outcome) -> Value {
-    let device = match &out.device {
-        Ok(i) => json!(format!("cuda:{} {}", i.ordinal, i.name)),
-        Err(why) => return json!({"experiment": "gpu", "skipped": why, "rows": []}),
+/// The experiment's report: the device, the ceiling and the tables, every
+/// JSON row naming its device and table; without a device, why.
+pub fn report(_cfg: &Config, out: &Outcome) -> Report {
+    let heading =
+        "GPU as a DMA device: copy engines over PCIe, host memory kinds, completion modes";
+    let info = match &out.device {
+        Ok(i) => i,
+        Err(why) => {
+            return Report::of("gpu", heading.into(), &Columns::<()>::new(), &[])
+                .text(format!("{why}\n"))
+                .answer(why.clone())
+                .kept("skipped", why.as_str());
+        }
     };
+    let device = json!(format!("cuda:{} {}", info.ordinal, info.name));
+    let mut text = format!("device: {info}\n");
+    for n in &out.notes {
+        text += &format!("note: {n}\n");
+    }
     let mut rows = Vec::new();
     for (d, c) in &out.ceiling {
+        let (gb, min, max) = (gbs(c.median), gbs(c.min), gbs(c.max));
+        text += &format!("ceiling {}: {gb} GB/s (rounds {min}..{max})\n", d.name());
         rows.push(
             json!({"device": device, "table": "ceiling", "direction": d.name(),
             "bytes_per_s": c.median, "bytes_per_s_spread": c.json()}),
         );
     }
-    for cols in [
-        transfer_columns(out, device.clone()).json(&out.transfers),
-        message_columns(device.clone()).json(&out.messages),
-        kernel_columns(device).json(&out.kernels),
+    let transfers = transfer_columns(out, device.clone());
+    text += &transfers.table(&out.transfers);
+    rows.extend(transfers.json(&out.transfers));
+    let messages = message_columns(device.clone());
+    let kernels = kernel_columns(device);
+    for (table, json) in [
+        (messages.table(&out.messages), messages.json(&out.messages)),
+        (kernels.table(&out.kernels), kernels.json(&out.kernels)),
     ] {
-        rows.extend(cols);
+        if !json.is_empty() {
+            text += &format!("\n{table}");
+        }
+        rows.extend(json);
     }
-    json!({"experiment": "gpu", "notes": out.notes, "rows": rows})
-}
-
-/// The experiment's report.
-pub fn report(_cfg: &Config, out: &Outcome) -> Report {
-    let targets = targets(out);
-    let mut text = render(out);
-    text.push_str(&Target::lines(&targets));
-    let answer = match &out.device {
-        Err(why) => why.clone(),
-        Ok(i) => match (
-            ceiling_of(out, Direction::H2D),
-            ceiling_of(out, Direction::D2H),
-        ) {
-            (Some(h), Some(d)) => format!(
-                "{}: copy-engine ceiling {} GB/s H2D, {} GB/s D2H, measured in this run",
-                i.name,
-                gbs(h),
-                gbs(d)
-            ),
-            _ => format!("{}: transfers measured without the kernels", i.name),
-        },
+    let answer = match (
+        ceiling_of(out, Direction::H2D),
+        ceiling_of(out, Direction::D2H),
+    ) {
+        (Some(h), Some(d)) => format!(
+            "{}: copy-engine ceiling {} GB/s H2D, {} GB/s D2H, measured in this run",
+            info.name,
+            gbs(h),
+            gbs(d)
+        ),
+        _ => format!("{}: transfers measured without the kernels", info.name),
     };
-    Report {
-        experiment: "gpu",
-        heading: "GPU as a DMA device: copy engines over PCIe, host memory kinds, completion modes"
-            .into(),
-        answer,
-        targets,
-        text,
-        json: json(out),
-        plots: Vec::new(),
-    }
+    Report::of("gpu", heading.into(), &Columns::<()>::new(), &[])
+        .text(text)
+        .answer(answer)
+        .targets(targets(out))
+        .kept("notes", out.notes.clone())
+        .kept("rows", rows)
 }
 
 #[cfg(test)]

@@ -29,7 +29,6 @@ use super::conditions::Conditions;
 use super::error::Error;
 use super::harness::{OnBoard, Setup, Spec, bytes_label, clock_label, ms_label};
 use super::meter::Tally;
-use super::plot::{LinePlot, XAxis};
 use super::report::{Report, sentence, series_by};
 use super::spread::{Ratio, Spread, in_turns};
 
@@ -77,29 +76,12 @@ pub fn config(setup: &Setup) -> Config {
     )
 }
 
-/// The application beside the transfers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Beside {
-    /// No application.
-    Nothing,
-    /// One of the applications.
-    App(Work),
-}
+/// The applications beside the transfers: none, the filter, the triad.
+const BESIDE: [Option<Work>; 3] = [None, Some(Work::Filter), Some(Work::Triad)];
 
-impl Beside {
-    /// Its name in tables and JSON.
-    pub fn name(self) -> &'static str {
-        match self {
-            Beside::Nothing => "none",
-            Beside::App(w) => w.name(),
-        }
-    }
-
-    const ALL: [Beside; 3] = [
-        Beside::Nothing,
-        Beside::App(Work::Filter),
-        Beside::App(Work::Triad),
-    ];
+/// An application's name in tables and JSON (`none` for none).
+fn name(beside: Option<Work>) -> &'static str {
+    beside.map_or("none", Work::name)
 }
 
 /// One point: transfers of one size at one clock beside one application.
@@ -167,22 +149,18 @@ fn measure(
     rig: &Rig,
     app_core: usize,
     bytes: usize,
-    beside: Beside,
+    beside: Option<Work>,
     what: &str,
 ) -> Result<Sample, Error> {
     let mut tally = Tally::default();
     let (app_alone, app_beside) = match beside {
-        Beside::Nothing => {
+        None => {
             transfers(rig, bytes, cfg.duration, what, &mut tally)?;
             (0.0, 0.0)
         }
-        Beside::App(work) => {
+        Some(work) => {
             let app = App::start(work, &[app_core])?;
-            // Alone first: the driver thread sleeps while it is measured.
-            let alone = app.rate(cfg.duration, || {
-                std::thread::sleep(Duration::from_millis(5));
-                Ok(())
-            })?;
+            let alone = beside::alone(&app, cfg.duration)?;
             let mut first = true;
             let beside = app.rate(cfg.duration, || {
                 if std::mem::take(&mut first) {
@@ -213,25 +191,24 @@ fn rows_of(
     samples: &[Vec<Sample>],
 ) -> Vec<Row> {
     let mb = |k: usize| samples[k].iter().map(|s| s.mb_per_s).collect::<Vec<_>>();
-    Beside::ALL
+    BESIDE
         .iter()
         .enumerate()
-        .map(|(k, &beside)| {
+        .map(|(k, &app)| {
             let ss = &samples[k];
-            let app = matches!(beside, Beside::App(_));
-            let of = |f: fn(&Sample) -> f64| Spread::of(&ss.iter().map(f).collect::<Vec<_>>());
+            let of = |f: fn(&Sample) -> f64| beside::spread(ss, f);
             Row {
                 clock: clock.to_string(),
                 bytes,
-                beside: beside.name(),
+                beside: name(app),
                 own_core,
                 transfers: ss.iter().map(|s| s.transfers).sum(),
                 mb_per_s: Spread::of(&mb(k)),
                 model_mb_per_s: model,
                 cpu_us: of(|s| s.cpu_us).median,
                 vs_filter: (k != 1).then(|| Ratio::of(&mb(k), &mb(1))),
-                app_share: app.then(|| of(|s| s.app_beside / s.app_alone)),
-                triad_gb_per_s: (beside == Beside::App(Work::Triad)).then(|| {
+                app_share: app.is_some().then(|| of(|s| s.app_beside / s.app_alone)),
+                triad_gb_per_s: (app == Some(Work::Triad)).then(|| {
                     let gb = TRIAD_UNIT_BYTES as f64 / 1e9;
                     (
                         of(|s| s.app_alone).median * gb,
@@ -252,15 +229,15 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
         let app_core = placed.host_cores.get(1).copied().unwrap_or(driver);
         let own_core = app_core != driver;
         for &bytes in &cfg.sizes {
-            let mut samples: Vec<Vec<Sample>> = Beside::ALL.iter().map(|_| Vec::new()).collect();
-            in_turns(Beside::ALL.len(), cfg.rounds, |k, round| {
+            let mut samples: Vec<Vec<Sample>> = BESIDE.iter().map(|_| Vec::new()).collect();
+            in_turns(BESIDE.len(), cfg.rounds, |k, round| {
                 let what = format!(
                     "memory {clock_name} {} beside {}",
                     bytes_label(bytes),
-                    Beside::ALL[k].name()
+                    name(BESIDE[k])
                 );
                 progress(&format!("{what} round {}", round + 1));
-                let sample = measure(cfg, &rig, app_core, bytes, Beside::ALL[k], &what)?;
+                let sample = measure(cfg, &rig, app_core, bytes, BESIDE[k], &what)?;
                 let mb = sample.mb_per_s;
                 samples[k].push(sample);
                 Ok::<f64, Error>(mb)
@@ -408,10 +385,8 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     // reported as measured.
     Report::of("memory", heading, &columns(), rows)
         .answer(answer(rows))
-        .plots([LinePlot::new(
+        .plots([beside::plot(
             "Transfers beside a memory-bound and a cache-resident application",
-            XAxis::Bytes,
-            "transfer size, each way",
             "MB/s each way",
             series_by(
                 rows,

@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-use super::harness::{OnBoard, Setup, Spec, bytes_label};
+use super::harness::{OnBoard, Setup, Spec, Tier, bytes_label};
 use super::peers::{ScratchDir, output_within};
 use super::report::{Report, Target};
 use super::spread::{Ratio, Spread};
@@ -59,42 +59,33 @@ fn venv_python() -> PathBuf {
 }
 
 impl Config {
-    /// The size `setup` asks for.
+    /// The size `setup` asks for: the recorded run (4 MiB loopbacks, 7
+    /// rounds), a shorter one, or the smallest (every row and key).
     pub fn at(setup: &Setup) -> Self {
-        setup.tier.pick(Self::full, Self::quick, Self::tiny)
-    }
-
-    /// The recorded run: 4 MiB loopbacks, 7 rounds.
-    pub fn full() -> Self {
-        Config {
+        let full = Config {
             rounds: 7,
             mmio_reads: 200,
             bytes: 4 << 20,
             loopbacks: 3,
             python: venv_python(),
             limit: Duration::from_secs(600),
-        }
-    }
-
-    /// A shorter run.
-    pub fn quick() -> Self {
-        Config {
-            rounds: 3,
-            mmio_reads: 100,
-            loopbacks: 2,
-            ..Config::full()
-        }
-    }
-
-    /// The smallest run: every row and key.
-    pub fn tiny() -> Self {
-        Config {
-            rounds: 1,
-            mmio_reads: 10,
-            bytes: 64 << 10,
-            loopbacks: 1,
-            limit: Duration::from_secs(120),
-            ..Config::full()
+        };
+        match setup.tier {
+            Tier::Full => full,
+            Tier::Quick => Config {
+                rounds: 3,
+                mmio_reads: 100,
+                loopbacks: 2,
+                ..full
+            },
+            Tier::Tiny => Config {
+                rounds: 1,
+                mmio_reads: 10,
+                bytes: 64 << 10,
+                loopbacks: 1,
+                limit: Duration::from_secs(120),
+                ..full
+            },
         }
     }
 }
@@ -129,88 +120,9 @@ pub struct Row {
     pub note: String,
 }
 
-/// The client's program: builds the points that are installed, measures
-/// them in turns, and prints one JSON line of samples.
-const CLIENT: &str = r#"
-import json, os, sys, time
-import numpy as np
-cfg = json.loads(os.environ["DMAFLOW_BENCH_REMOTE"])
-out = {"notes": {}, "samples": {}, "verified": {}, "pynq": None}
-n = cfg["bytes"]
-data = np.random.default_rng(1).integers(0, 256, n, dtype=np.uint8)
-
-def server_cpu():
-    t = 0
-    pid = cfg["server_pid"]
-    for task in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
-                t += int(f.read().split()[0])
-        except OSError:
-            pass
-    return t / 1e9
-
-def cell(d, a, b):
-    def run():
-        d.sendchannel.transfer(a)
-        d.recvchannel.transfer(b)
-        d.sendchannel.wait()
-        d.recvchannel.wait()
-    return run
-
-points = {}
-checks = {}
-try:
-    import pynq
-    from pynq import MMIO, Overlay
-    out["pynq"] = pynq.__version__
-    ol = Overlay(cfg["bit"])
-    dma = ol.axi_dma_0
-    tx = pynq.allocate(shape=(n,), dtype=np.uint8)
-    rx = pynq.allocate(shape=(n,), dtype=np.uint8)
-    tx[:] = data
-    m = MMIO(cfg["base"], 0x10000)
-    points["mmio_read|remote"] = (lambda: m.read(0x04), cfg["mmio_reads"], True)
-    points["loopback|remote"] = (cell(dma, tx, rx), cfg["loopbacks"], True)
-    checks["loopback|remote"] = rx
-except Exception as e:
-    out["notes"]["remote"] = f"PYNQ 4.0's client: {type(e).__name__}: {e}"
-try:
-    import dmaflow.pynq as dp
-    dol = dp.Overlay("loopback")
-    ddma = dol.axi_dma_0
-    dtx = dp.allocate(shape=(n,), dtype=np.uint8)
-    drx = dp.allocate(shape=(n,), dtype=np.uint8)
-    dtx[:] = data
-    dm = dp.MMIO(cfg["base"], 0x10000)
-    points["mmio_read|local"] = (lambda: dm.read(0x04), cfg["mmio_reads"], False)
-    points["loopback|local"] = (cell(ddma, dtx, drx), cfg["loopbacks"], False)
-    checks["loopback|local"] = drx
-except Exception as e:
-    out["notes"]["local"] = f"dmaflow.pynq: {type(e).__name__}: {e}"
-
-samples = {k: {"us": [], "cpu_us": [], "server_cpu_us": []} for k in points}
-for r in range(cfg["rounds"]):
-    order = list(points)
-    if r % 2:
-        order.reverse()
-    for k in order:
-        f, ops, remote = points[k]
-        s0 = server_cpu() if remote else 0.0
-        c0 = time.process_time()
-        t0 = time.perf_counter()
-        for _ in range(ops):
-            f()
-        wall = time.perf_counter() - t0
-        cpu = time.process_time() - c0
-        server = server_cpu() - s0 if remote else 0.0
-        samples[k]["us"].append(wall / ops * 1e6)
-        samples[k]["cpu_us"].append((cpu + server) / ops * 1e6)
-        samples[k]["server_cpu_us"].append(server / ops * 1e6)
-out["samples"] = samples
-out["verified"] = {k: bool((np.asarray(b) == data).all()) for k, b in checks.items()}
-print(json.dumps(out))
-"#;
+/// The client's program (`remote_client.py`): builds the points that are
+/// installed, measures them in turns, and prints one JSON line of samples.
+const CLIENT: &str = include_str!("remote_client.py");
 
 /// A `dmaflow serve` of this tool on a free loopback address, stopped
 /// when dropped.
@@ -277,17 +189,16 @@ fn serve() -> Result<Served, String> {
 /// The rows, none measured, each saying why.
 fn unmeasured(cfg: &Config, why: &str) -> Vec<Row> {
     let mut rows = Vec::new();
-    for what in OPS {
+    for (what, bytes, ops) in [
+        (OPS[0], 4, cfg.mmio_reads),
+        (OPS[1], cfg.bytes, cfg.loopbacks),
+    ] {
         for point in POINTS {
             rows.push(Row {
                 what,
                 point,
-                bytes: if what == "loopback" { cfg.bytes } else { 4 },
-                ops: if what == "loopback" {
-                    cfg.loopbacks
-                } else {
-                    cfg.mmio_reads
-                },
+                bytes,
+                ops,
                 us: None,
                 cpu_us: None,
                 server_cpu_us: None,
@@ -380,16 +291,13 @@ fn rows_of(cfg: &Config, doc: &Value) -> Vec<Row> {
     };
     let mut rows = unmeasured(cfg, "");
     for r in &mut rows {
-        let side = if r.point == POINTS[0] {
-            "remote"
-        } else {
-            "local"
-        };
+        let remote = r.point == POINTS[0];
+        let side = if remote { "remote" } else { "local" };
         let key = format!("{}|{side}", r.what);
         let s = &doc["samples"][&key];
         r.us = series(&s["us"]);
         r.cpu_us = series(&s["cpu_us"]);
-        r.server_cpu_us = series(&s["server_cpu_us"]).filter(|_| side == "remote");
+        r.server_cpu_us = series(&s["server_cpu_us"]).filter(|_| remote);
         r.verified = doc["verified"][&key].as_bool();
         if r.us.is_none() {
             r.note = doc["notes"][side]
@@ -408,38 +316,30 @@ fn spread(s: &Option<Vec<f64>>) -> Option<Spread> {
 
 /// The rows' columns.
 fn columns<'a>() -> Columns<'a, Row> {
+    let median = |s: &Option<Vec<f64>>| spread(s).map(|s| s.median);
     Columns::new()
         .plain("what", "what", |r: &Row| r.what)
-        .plain("point", "point", |r: &Row| r.point)
-        .shown_as(
-            "bytes",
-            "bytes",
-            |r: &Row| r.bytes as u64,
-            |b| bytes_label(b as usize),
-        )
-        .plain("ops/round", "ops", |r: &Row| r.ops as u64)
-        .optional("us/op", "us", 1, |r: &Row| spread(&r.us).map(|s| s.median))
-        .shown("rounds min..max", |r: &Row| {
+        .plain("point", "point", |r| r.point)
+        .col("bytes", "bytes", |r| bytes_label(r.bytes), |r| r.bytes)
+        .plain("ops/round", "ops", |r| r.ops)
+        .optional("us/op", "us", 1, move |r| median(&r.us))
+        .shown("rounds min..max", |r| {
             spread(&r.us).map_or("-".into(), |s| format!("{:.1}..{:.1}", s.min, s.max))
         })
-        .kept("us_spread", |r: &Row| spread(&r.us).map(|s| s.json()))
-        .optional("host CPU us/op", "cpu_us", 1, |r: &Row| {
-            spread(&r.cpu_us).map(|s| s.median)
-        })
-        .kept("cpu_us_spread", |r: &Row| {
-            spread(&r.cpu_us).map(|s| s.json())
-        })
-        .optional("server CPU us/op", "server_cpu_us", 1, |r: &Row| {
-            spread(&r.server_cpu_us).map(|s| s.median)
+        .kept("us_spread", |r| spread(&r.us))
+        .optional("host CPU us/op", "cpu_us", 1, move |r| median(&r.cpu_us))
+        .kept("cpu_us_spread", |r| spread(&r.cpu_us))
+        .optional("server CPU us/op", "server_cpu_us", 1, move |r| {
+            median(&r.server_cpu_us)
         })
         .shown_as(
             "data",
             "verified",
-            |r: &Row| r.verified,
+            |r| r.verified,
             |v| v.map_or("-".into(), |v| if v { "equal" } else { "DIFFERENT" }.into()),
         )
-        .kept("rounds", |r: &Row| r.us.as_ref().map_or(0, Vec::len) as u64)
-        .kept("note", |r: &Row| r.note.clone())
+        .kept("rounds", |r| r.us.as_ref().map_or(0, Vec::len))
+        .kept("note", |r| r.note.clone())
 }
 
 /// Remote over in process for `what`, round by round, where both ran.
@@ -454,7 +354,8 @@ fn ratio(rows: &[Row], what: &str) -> Option<Ratio> {
 
 /// The report of `rows`.
 pub fn report(cfg: &Config, rows: &[Row]) -> Report {
-    let mut text = columns().table(rows);
+    let columns = columns();
+    let mut text = columns.table(rows);
     for r in rows.iter().filter(|r| !r.note.is_empty()) {
         text += &format!("{} {}: not measured: {}\n", r.what, r.point, r.note);
     }
@@ -465,23 +366,18 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
             clauses.push(format!("{what} {:.0}x the in-process time", q.0.median));
         }
     }
-    let mut targets = Vec::new();
-    for r in rows.iter().filter(|r| r.verified.is_some()) {
-        targets.push(Target::new(
+    let targets = rows.iter().filter_map(|r| {
+        let equal = r.verified?;
+        Some(Target::new(
             format!(
                 "{} loopback through {}: the data comes back equal",
                 bytes_label(r.bytes),
                 r.point
             ),
-            if r.verified == Some(true) {
-                "equal"
-            } else {
-                "different"
-            },
-            r.verified == Some(true),
-        ));
-    }
-    text += &Target::lines(&targets);
+            if equal { "equal" } else { "different" },
+            equal,
+        ))
+    });
     let answer = if clauses.is_empty() {
         "not measured: PYNQ 4.0's client and dmaflow.pynq did not both run here (see the notes)"
             .to_string()
@@ -492,24 +388,19 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
             clauses.join("; ")
         )
     };
-    let json_rows = columns().json(rows);
-    Report {
-        experiment: "remote",
-        heading: format!(
-            "remote: PYNQ 4.0's own client against `dmaflow serve` (emulated board, loopback \
-             TCP) vs dmaflow.pynq in process: MMIO read x{} and a {} loopback x{} through \
-             each DMA driver, {} rounds, interleaved",
-            cfg.mmio_reads,
-            bytes_label(cfg.bytes),
-            cfg.loopbacks,
-            cfg.rounds
-        ),
-        answer,
-        targets,
-        text,
-        json: json!({"experiment": "remote", "rows": json_rows}),
-        plots: Vec::new(),
-    }
+    let heading = format!(
+        "remote: PYNQ 4.0's own client against `dmaflow serve` (emulated board, loopback \
+         TCP) vs dmaflow.pynq in process: MMIO read x{} and a {} loopback x{} through each \
+         DMA driver, {} rounds, interleaved",
+        cfg.mmio_reads,
+        bytes_label(cfg.bytes),
+        cfg.loopbacks,
+        cfg.rounds
+    );
+    Report::of("remote", heading, &columns, rows)
+        .text(text)
+        .answer(answer)
+        .targets(targets.collect())
 }
 
 /// The experiment as `dmaflow bench` runs it.
@@ -550,7 +441,7 @@ mod tests {
     fn without_pynq_every_row_says_why_and_the_keys_stay() {
         let cfg = Config {
             python: PathBuf::from("/nonexistent/python"),
-            ..Config::tiny()
+            ..Config::at(&Setup::TINY)
         };
         let rows = run(&cfg, &mut |_| {}).unwrap();
         assert_eq!(rows.len(), OPS.len() * POINTS.len());
@@ -587,7 +478,7 @@ mod tests {
             },
             "verified": {"loopback|remote": true}
         });
-        let rows = rows_of(&Config::tiny(), &doc);
+        let rows = rows_of(&Config::at(&Setup::TINY), &doc);
         let remote = rows
             .iter()
             .find(|r| r.what == "loopback" && r.point == POINTS[0])

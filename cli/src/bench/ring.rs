@@ -19,8 +19,6 @@
 //! of the queue's size): no queue can beat it, and a row faster than it by
 //! more than the run-to-run spread is flagged as implausible.
 
-#[cfg(feature = "peers")]
-use std::mem::MaybeUninit;
 use std::sync::Barrier;
 use std::time::Instant;
 
@@ -31,8 +29,9 @@ use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
 use super::harness::{OnBoard, Setup, Spec, Tier, bytes_label};
-use super::peers::{Backoff, Peer, checksum, fill, series};
-use super::report::{Report, Target, sentence};
+use super::peers::{Peer, checksum, fill, series};
+use super::plot::{LinePlot, XAxis};
+use super::report::{Report, Target, sentence, series_by, within};
 
 /// `dmaflow bench ring`.
 pub static EXPERIMENT: Spec<Config> = Spec {
@@ -146,11 +145,12 @@ impl Row {
     }
 }
 
-/// [`fill`] for uninitialised slots.
-#[cfg(feature = "peers")]
-fn fill_uninit(s: &mut [MaybeUninit<f32>], first: u32) {
-    for (k, x) in s.iter_mut().enumerate() {
-        x.write(f32::from_bits(first.wrapping_add(k as u32)));
+/// Pins this thread to the `i`-th core this process may use (the first
+/// where there are fewer).
+fn pin_to(i: usize) {
+    let cores = allowed_cores(None).unwrap_or_default();
+    if let Some(&c) = cores.get(i).or(cores.first()) {
+        let _ = pin(None, &[c]);
     }
 }
 
@@ -167,22 +167,15 @@ where
     // The producer on the first core allowed, the consumer on the second (where
     // there are two), the same for every queue: a pair left to the scheduler
     // sometimes shares a core and its caches, which spreads the runs over 5x.
-    let cores = allowed_cores(None).unwrap_or_default();
-    let core = |i: usize| cores.get(i).or(cores.first()).copied();
-    let place = |c: Option<usize>| {
-        if let Some(c) = c {
-            let _ = pin(None, &[c]);
-        }
-    };
     std::thread::scope(|s| {
         let p = s.spawn(|| {
-            place(core(0));
+            pin_to(0);
             start.wait();
             let t0 = Instant::now();
             producer().map(|()| (t0, Instant::now()))
         });
         let c = s.spawn(|| {
-            place(core(1));
+            pin_to(1);
             start.wait();
             let t0 = Instant::now();
             consumer().map(|sum| (t0, Instant::now(), sum))
@@ -306,189 +299,179 @@ fn window_series(items: usize, hop: usize) -> u32 {
     })
 }
 
-/// A peer's producer: `nb` batches of `bi` items, each put by `put` (given
-/// the batch's first sequence number) once there is room (`put` gives
-/// `false` while there is none), waiting as every queue's side waits.
+/// The peer queues, each measured by [`lock_free`] or on its own terms.
 #[cfg(feature = "peers")]
-fn produce(
-    nb: usize,
-    bi: usize,
-    mut put: impl FnMut(u32) -> Result<bool, Error>,
-) -> Result<(), Error> {
-    let mut backoff = Backoff::default();
-    for b in 0..nb {
-        while !put((b * bi) as u32)? {
-            backoff.wait();
-        }
-        backoff.reset();
-    }
-    Ok(())
-}
+mod queues {
+    use std::mem::MaybeUninit;
 
-/// A peer's consumer: until `total` items are read, `take` reads whatever is
-/// readable and gives how many items it read and their checksum (none: the
-/// consumer waits as every queue's side waits).
-#[cfg(feature = "peers")]
-fn consume(
-    total: usize,
-    mut take: impl FnMut() -> Result<(usize, u32), Error>,
-) -> Result<u32, Error> {
-    let (mut sum, mut got) = (0u32, 0usize);
-    let mut backoff = Backoff::default();
-    while got < total {
-        match take()? {
-            (0, _) => backoff.wait(),
-            (n, s) => {
-                backoff.reset();
-                sum = sum.wrapping_add(s);
-                got += n;
-            }
+    use super::{Error, Shape, checksum, fill, two_threads};
+    use crate::bench::peers::Backoff;
+
+    /// [`fill`] for uninitialised slots.
+    fn fill_uninit(s: &mut [MaybeUninit<f32>], first: u32) {
+        for (k, x) in s.iter_mut().enumerate() {
+            x.write(f32::from_bits(first.wrapping_add(k as u32)));
         }
     }
-    Ok(sum)
-}
 
-#[cfg(feature = "peers")]
-fn rtrb_stream(sh: &Shape) -> Result<(f64, u32), Error> {
-    let (mut p, mut c) = rtrb::RingBuffer::<f32>::new(sh.queue);
-    let (nb, bi, total) = (sh.batches(), sh.batch, sh.items);
-    two_threads(
-        "rtrb",
-        move || {
-            produce(nb, bi, |first| {
-                let Ok(mut chunk) = p.write_chunk_uninit(bi) else {
-                    return Ok(false);
-                };
-                let (x, y) = chunk.as_mut_slices();
-                let xl = x.len() as u32;
-                fill_uninit(x, first);
-                fill_uninit(y, first.wrapping_add(xl));
-                // SAFETY: both slices were fully initialised just above.
-                unsafe { chunk.commit_all() };
-                Ok(true)
-            })
-        },
-        move || {
-            consume(total, || {
-                let n = c.slots();
-                if n == 0 {
-                    return Ok((0, 0));
-                }
-                let chunk = c.read_chunk(n).map_err(Error::peer("rtrb"))?;
-                let (x, y) = chunk.as_slices();
-                let sum = checksum(x).wrapping_add(checksum(y));
-                chunk.commit_all();
-                Ok((n, sum))
-            })
-        },
-    )
-}
-
-#[cfg(feature = "peers")]
-fn ringbuf_stream(sh: &Shape) -> Result<(f64, u32), Error> {
-    use ringbuf::traits::{Consumer, Observer, Producer, Raw, Split};
-    let (mut p, mut c) = ringbuf::HeapRb::<f32>::new(sh.queue).split();
-    let (nb, bi, total) = (sh.batches(), sh.batch, sh.items);
-    two_threads(
-        "ringbuf",
-        move || {
-            produce(nb, bi, |first| {
-                if p.vacant_len() < bi {
-                    return Ok(false);
-                }
-                let (x, y) = p.vacant_slices_mut();
-                let nx = x.len().min(bi);
-                fill_uninit(&mut x[..nx], first);
-                fill_uninit(&mut y[..bi - nx], first.wrapping_add(nx as u32));
-                // SAFETY: the first `bi` vacant slots were initialised just above.
-                unsafe { p.advance_write_index(bi) };
-                Ok(true)
-            })
-        },
-        move || {
-            consume(total, || {
-                let (x, y) = c.as_slices();
-                let n = x.len() + y.len();
-                let sum = checksum(x).wrapping_add(checksum(y));
-                if n > 0 {
-                    c.skip(n);
-                }
-                Ok((n, sum))
-            })
-        },
-    )
-}
-
-/// vmcircbuffer's lock-free variant (its `sync` one takes a mutex and a
-/// condition variable per call).
-#[cfg(feature = "peers")]
-fn vmcircbuffer_stream(sh: &Shape) -> Result<(f64, u32), Error> {
-    use vmcircbuffer::lockfree::Circular;
-    let peer = Error::peer::<vmcircbuffer::lockfree::CircularError>("vmcircbuffer");
-    let mut w =
-        Circular::with_capacity::<f32, vmcircbuffer::NoMetadata>(sh.queue, 1).map_err(peer)?;
-    let mut r = w.add_reader().map_err(peer)?;
-    let (nb, bi, total) = (sh.batches(), sh.batch, sh.items);
-    two_threads(
-        "vmcircbuffer",
-        move || {
-            produce(nb, bi, |first| {
-                if w.slice().len() < bi {
-                    return Ok(false);
-                }
-                fill(&mut w.slice()[..bi], first);
-                w.produce(bi, &[]);
-                Ok(true)
-            })
-        },
-        move || {
-            consume(total, || {
-                let s = r.slice();
-                let (n, sum) = (s.len(), checksum(s));
-                if n > 0 {
-                    r.consume(n);
-                }
-                Ok((n, sum))
-            })
-        },
-    )
-}
-
-/// A channel of batch buffers: the queue's capacity in batches, each buffer
-/// allocated once and passed back to the producer when read (so the figure is
-/// the channel's, not the allocator's). The waits are crossbeam's own (spin,
-/// then park).
-#[cfg(feature = "peers")]
-fn crossbeam_stream(sh: &Shape) -> Result<(f64, u32), Error> {
-    let slots = (sh.queue / sh.batch).max(1);
-    let (full_tx, full_rx) = crossbeam_channel::bounded::<Vec<f32>>(slots);
-    let (empty_tx, empty_rx) = crossbeam_channel::bounded::<Vec<f32>>(slots);
-    for _ in 0..slots {
-        empty_tx
-            .send(vec![0f32; sh.batch])
-            .map_err(Error::peer("crossbeam"))?;
-    }
-    let (nb, bi) = (sh.batches(), sh.batch);
-    two_threads(
-        "crossbeam",
-        move || {
+    /// A lock-free peer on two threads. The producer writes the stream's
+    /// batches, each put by `put` (given the batch's first sequence number)
+    /// once there is room (`put` gives `false` while there is none); the
+    /// consumer, until every item is read, has `take` read whatever is
+    /// readable and give how many items it read and their checksum (none:
+    /// it waits). Both sides wait as every queue's side waits.
+    fn lock_free(
+        name: &'static str,
+        sh: &Shape,
+        mut put: impl FnMut(u32) -> Result<bool, Error> + Send,
+        mut take: impl FnMut() -> Result<(usize, u32), Error> + Send,
+    ) -> Result<(f64, u32), Error> {
+        let (nb, bi, total) = (sh.batches(), sh.batch, sh.items);
+        let producer = move || {
+            let mut backoff = Backoff::default();
             for b in 0..nb {
-                let mut v = empty_rx.recv().map_err(Error::peer("crossbeam"))?;
-                fill(&mut v, (b * bi) as u32);
-                full_tx.send(v).map_err(Error::peer("crossbeam"))?;
+                while !put((b * bi) as u32)? {
+                    backoff.wait();
+                }
+                backoff.reset();
             }
             Ok(())
-        },
-        move || {
-            let mut sum = 0u32;
-            for v in full_rx.iter() {
-                sum = sum.wrapping_add(checksum(&v));
-                // The producer may be done and gone: nothing then wants it.
-                let _ = empty_tx.send(v);
+        };
+        let consumer = move || {
+            let (mut sum, mut got) = (0u32, 0usize);
+            let mut backoff = Backoff::default();
+            while got < total {
+                match take()? {
+                    (0, _) => backoff.wait(),
+                    (n, s) => {
+                        backoff.reset();
+                        sum = sum.wrapping_add(s);
+                        got += n;
+                    }
+                }
             }
             Ok(sum)
-        },
-    )
+        };
+        two_threads(name, producer, consumer)
+    }
+
+    pub fn rtrb(sh: &Shape) -> Result<(f64, u32), Error> {
+        let (mut p, mut c) = rtrb::RingBuffer::<f32>::new(sh.queue);
+        let bi = sh.batch;
+        let put = move |first| {
+            let Ok(mut chunk) = p.write_chunk_uninit(bi) else {
+                return Ok(false);
+            };
+            let (x, y) = chunk.as_mut_slices();
+            let xl = x.len() as u32;
+            fill_uninit(x, first);
+            fill_uninit(y, first.wrapping_add(xl));
+            // SAFETY: both slices were fully initialised just above.
+            unsafe { chunk.commit_all() };
+            Ok(true)
+        };
+        lock_free("rtrb", sh, put, move || {
+            let n = c.slots();
+            if n == 0 {
+                return Ok((0, 0));
+            }
+            let chunk = c.read_chunk(n).map_err(Error::peer("rtrb"))?;
+            let (x, y) = chunk.as_slices();
+            let sum = checksum(x).wrapping_add(checksum(y));
+            chunk.commit_all();
+            Ok((n, sum))
+        })
+    }
+
+    pub fn ringbuf(sh: &Shape) -> Result<(f64, u32), Error> {
+        use ringbuf::traits::{Consumer, Observer, Producer, Raw, Split};
+        let (mut p, mut c) = ringbuf::HeapRb::<f32>::new(sh.queue).split();
+        let bi = sh.batch;
+        let put = move |first| {
+            if p.vacant_len() < bi {
+                return Ok(false);
+            }
+            let (x, y) = p.vacant_slices_mut();
+            let nx = x.len().min(bi);
+            fill_uninit(&mut x[..nx], first);
+            fill_uninit(&mut y[..bi - nx], first.wrapping_add(nx as u32));
+            // SAFETY: the first `bi` vacant slots were initialised just above.
+            unsafe { p.advance_write_index(bi) };
+            Ok(true)
+        };
+        lock_free("ringbuf", sh, put, move || {
+            let (x, y) = c.as_slices();
+            let n = x.len() + y.len();
+            let sum = checksum(x).wrapping_add(checksum(y));
+            if n > 0 {
+                c.skip(n);
+            }
+            Ok((n, sum))
+        })
+    }
+
+    /// vmcircbuffer's lock-free variant (its `sync` one takes a mutex and a
+    /// condition variable per call).
+    pub fn vmcircbuffer(sh: &Shape) -> Result<(f64, u32), Error> {
+        use vmcircbuffer::lockfree::Circular;
+        let peer = Error::peer::<vmcircbuffer::lockfree::CircularError>("vmcircbuffer");
+        let mut w =
+            Circular::with_capacity::<f32, vmcircbuffer::NoMetadata>(sh.queue, 1).map_err(peer)?;
+        let mut r = w.add_reader().map_err(peer)?;
+        let bi = sh.batch;
+        let put = move |first| {
+            if w.slice().len() < bi {
+                return Ok(false);
+            }
+            fill(&mut w.slice()[..bi], first);
+            w.produce(bi, &[]);
+            Ok(true)
+        };
+        lock_free("vmcircbuffer", sh, put, move || {
+            let s = r.slice();
+            let (n, sum) = (s.len(), checksum(s));
+            if n > 0 {
+                r.consume(n);
+            }
+            Ok((n, sum))
+        })
+    }
+
+    /// A channel of batch buffers: the queue's capacity in batches, each buffer
+    /// allocated once and passed back to the producer when read (so the figure is
+    /// the channel's, not the allocator's). The waits are crossbeam's own (spin,
+    /// then park).
+    pub fn crossbeam(sh: &Shape) -> Result<(f64, u32), Error> {
+        let slots = (sh.queue / sh.batch).max(1);
+        let (full_tx, full_rx) = crossbeam_channel::bounded::<Vec<f32>>(slots);
+        let (empty_tx, empty_rx) = crossbeam_channel::bounded::<Vec<f32>>(slots);
+        for _ in 0..slots {
+            empty_tx
+                .send(vec![0f32; sh.batch])
+                .map_err(Error::peer("crossbeam"))?;
+        }
+        let (nb, bi) = (sh.batches(), sh.batch);
+        two_threads(
+            "crossbeam",
+            move || {
+                for b in 0..nb {
+                    let mut v = empty_rx.recv().map_err(Error::peer("crossbeam"))?;
+                    fill(&mut v, (b * bi) as u32);
+                    full_tx.send(v).map_err(Error::peer("crossbeam"))?;
+                }
+                Ok(())
+            },
+            move || {
+                let mut sum = 0u32;
+                for v in full_rx.iter() {
+                    sum = sum.wrapping_add(checksum(&v));
+                    // The producer may be done and gone: nothing then wants it.
+                    let _ = empty_tx.send(v);
+                }
+                Ok(sum)
+            },
+        )
+    }
 }
 
 /// The same work with no queue: the producer fills and the consumer sums
@@ -550,10 +533,7 @@ fn shm_threads(sh: &Shape) -> Result<(f64, u32), Error> {
 /// the queue at `path` on the second core, sums the stream and answers
 /// `sum SUM end NS` (the instant of its last item on the monotonic clock).
 pub fn shm_reader(path: &std::path::Path) -> Result<String, Error> {
-    let cores = allowed_cores(None).unwrap_or_default();
-    if let Some(&c) = cores.get(1).or(cores.first()) {
-        let _ = pin(None, &[c]);
-    }
+    pin_to(1);
     // SAFETY: only the parent's writer writes the object.
     let mut r = unsafe { dmaflow::ring::shm::ShmReader::<f32>::open(path)? };
     let sum = sum_readable!(r);
@@ -571,21 +551,19 @@ fn shm_process(sh: &Shape) -> Result<(f64, u32), Error> {
         ..ShmConfig::default()
     };
     let w = ShmWriter::<f32>::create(sh.queue, &cfg)?;
-    let exe = sh.reader.as_ref().ok_or(Error::Peer {
-        peer: "dmaflow shm-reader",
-        reason: "no program to run as the reading process".into(),
-    })?;
+    let fail = Error::peer::<String>("dmaflow shm-reader");
+    let exe = sh
+        .reader
+        .as_ref()
+        .ok_or_else(|| fail("no program to run as the reading process".into()))?;
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("shm-reader").arg("--path").arg(&path);
     let child = Peer::spawn(&mut cmd, std::process::Stdio::null(), "dmaflow shm-reader")?;
     let attached = w.wait_for_readers(1, std::time::Duration::from_secs(20));
     let (nb, bi) = (sh.batches(), sh.batch);
-    let cores = allowed_cores(None).unwrap_or_default();
     let start = std::thread::scope(|s| {
         s.spawn(|| {
-            if let Some(&c) = cores.first() {
-                let _ = pin(None, &[c]);
-            }
+            pin_to(0);
             attached?;
             let t0 = monotonic_ns();
             batches_into!(w, nb, bi)()?;
@@ -606,10 +584,7 @@ fn shm_process(sh: &Shape) -> Result<(f64, u32), Error> {
     };
     match (out.status.success(), field("sum"), field("end")) {
         (true, Some(sum), Some(end)) => Ok((end.saturating_sub(t0) as f64 / 1e9, sum as u32)),
-        _ => Err(Error::Peer {
-            peer: "dmaflow shm-reader",
-            reason: format!("answered {:?} ({})", text.trim(), out.status),
-        }),
+        _ => Err(fail(format!("answered {:?} ({})", text.trim(), out.status))),
     }
 }
 
@@ -626,10 +601,10 @@ fn contenders(case: &'static str, process: bool) -> Vec<(&'static str, Measure)>
             }
             #[cfg(feature = "peers")]
             v.extend([
-                ("rtrb", rtrb_stream as Measure),
-                ("ringbuf", ringbuf_stream),
-                ("vmcircbuffer", vmcircbuffer_stream),
-                ("crossbeam", crossbeam_stream),
+                ("rtrb", queues::rtrb as Measure),
+                ("ringbuf", queues::ringbuf),
+                ("vmcircbuffer", queues::vmcircbuffer),
+                ("crossbeam", queues::crossbeam),
             ]);
             v.push(("bound", bound_stream));
             v
@@ -699,24 +674,28 @@ fn bound_series(sh: &Shape) -> u32 {
     })
 }
 
-/// Throughput of dmaflow in the same case (the `window` case for `window-copy`).
-fn reference(rows: &[Row], row: &Row) -> Option<f64> {
-    let case = if row.case == "window-copy" {
-        "window"
-    } else {
-        row.case
-    };
+/// The median throughput of `imp` in `case` at `batch` bytes.
+fn gbytes(rows: &[Row], imp: &str, case: &str, batch: usize) -> Option<f64> {
     rows.iter()
-        .find(|r| {
-            r.implementation == "dmaflow" && r.case == case && r.batch_bytes == row.batch_bytes
-        })
+        .find(|r| r.implementation == imp && r.case == case && r.batch_bytes == batch)
         .map(|r| r.gbytes_per_s)
 }
 
-/// The rows' columns, with each row's ratio to dmaflow.
+/// The batch sizes of the rows, in order.
+fn batches(rows: &[Row]) -> Vec<usize> {
+    let mut batches: Vec<usize> = rows.iter().map(|r| r.batch_bytes).collect();
+    batches.dedup();
+    batches
+}
+
+/// The rows' columns, with each row's ratio to dmaflow in the same case (the
+/// `window` case for `window-copy`).
 fn columns(rows: &[Row]) -> Columns<'_, Row> {
-    let ratio =
-        |r: &Row| reference(rows, r).map_or("-".into(), |d| format!("{:.2}", r.gbytes_per_s / d));
+    let ratio = |r: &Row| {
+        let case = r.case.strip_suffix("-copy").unwrap_or(r.case);
+        gbytes(rows, "dmaflow", case, r.batch_bytes)
+            .map_or("-".into(), |d| format!("{:.2}", r.gbytes_per_s / d))
+    };
     Columns::new()
         .plain("impl", "impl", |r: &Row| r.implementation)
         .plain("case", "case", |r| r.case)
@@ -746,9 +725,7 @@ fn columns(rows: &[Row]) -> Columns<'_, Row> {
 /// How dmaflow compares with the best peer and the copying reader, per batch size.
 pub fn summary(rows: &[Row]) -> String {
     let mut out = String::new();
-    let mut batches: Vec<usize> = rows.iter().map(|r| r.batch_bytes).collect();
-    batches.dedup();
-    for b in batches {
+    for b in batches(rows) {
         if let Some(c) = compare(rows, b) {
             out += &format!(
                 "{}: dmaflow / best peer ({}) = {:.2}x",
@@ -771,11 +748,7 @@ pub fn summary(rows: &[Row]) -> String {
 /// The shared queue with its reader in another process over the same queue
 /// with its reader on another thread, at one batch size (medians).
 fn across(rows: &[Row], batch: usize) -> Option<f64> {
-    let get = |imp: &str| {
-        rows.iter()
-            .find(|r| r.implementation == imp && r.case == "stream" && r.batch_bytes == batch)
-            .map(|r| r.gbytes_per_s)
-    };
+    let get = |imp| gbytes(rows, imp, "stream", batch);
     Some(get("dmaflow-process")? / get("dmaflow-shm")?)
 }
 
@@ -799,9 +772,7 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
             ));
         }
     }
-    let mut batches: Vec<usize> = rows.iter().map(|r| r.batch_bytes).collect();
-    batches.dedup();
-    for b in batches {
+    for b in batches(rows) {
         if let Some(p) = across(rows, b) {
             t.push(Target::new(
                 format!(
@@ -810,7 +781,7 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
                     bytes_label(b)
                 ),
                 format!("{:.0} %", 100.0 * p),
-                super::report::within(p, 0.9, 1.1),
+                within(p, 0.9, 1.1),
             ));
         }
     }
@@ -826,11 +797,7 @@ struct Comparison {
 }
 
 fn compare(rows: &[Row], batch: usize) -> Option<Comparison> {
-    let get = |imp: &str, case: &str| {
-        rows.iter()
-            .find(|r| r.implementation == imp && r.case == case && r.batch_bytes == batch)
-            .map(|r| r.gbytes_per_s)
-    };
+    let get = |imp, case| gbytes(rows, imp, case, batch);
     let best_peer = rows
         .iter()
         .filter(|r| {
@@ -889,19 +856,19 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         .text(columns.table(rows) + &summary(rows))
         .answer(answer(rows))
         .targets(targets(rows))
-        .plots([super::plot::LinePlot {
-            title: "Queue throughput against batch size".into(),
-            x_label: "batch size".into(),
-            y_label: "throughput (GB/s)".into(),
-            x: super::plot::XAxis::Bytes,
-            log_y: true,
-            series: super::report::series_by(
+        .plots([LinePlot::new(
+            "Queue throughput against batch size",
+            XAxis::Bytes,
+            "batch size",
+            "throughput (GB/s)",
+            series_by(
                 rows,
                 |r| format!("{} {}", r.implementation, r.case),
                 |r| r.batch_bytes as f64,
                 |r| r.gbytes_per_s,
             ),
-        }])
+        )
+        .log_y()])
 }
 
 #[cfg(test)]
