@@ -410,16 +410,14 @@ fn rows_of(
 /// Table I per completion mode (per-byte costs averaged over the layers, weighted
 /// by bytes), then every layer.
 pub fn render(rows: &[Row]) -> String {
-    let mut modes: Vec<&str> = Vec::new();
-    for r in rows {
-        if !modes.contains(&r.completion) {
-            modes.push(r.completion);
-        }
-    }
-    // Each mode's layers: the frame's time per byte is over all its bytes.
-    let frames: Vec<Vec<&Row>> = modes
-        .iter()
-        .map(|&m| rows.iter().filter(|r| r.completion == m).collect())
+    // Each mode's layers (a mode's first layer stands for it): the frame's
+    // time per byte is over all its bytes.
+    let frames: Vec<Vec<&Row>> = (rows.iter().filter(|r| r.layer == 1))
+        .map(|m| {
+            rows.iter()
+                .filter(|r| r.completion == m.completion)
+                .collect()
+        })
         .collect();
     let per_byte = |rs: &[&Row], get: fn(&Row) -> (f64, usize)| {
         let (us, bytes) = rs
@@ -496,20 +494,21 @@ fn columns<'a>() -> Columns<'a, Row> {
 
 /// One sentence: a whole frame's time in each completion mode.
 pub fn answer(cfg: &Config, rows: &[Row]) -> String {
-    let mut frames: Vec<String> = Vec::new();
-    for r in rows.iter().filter(|r| r.layer == 1) {
-        frames.push(format!("{} {:.2} ms", r.completion, r.frame_spread.median));
-    }
+    let modes = rows.iter().filter(|r| r.layer == 1);
+    let frames: Vec<String> = (modes.clone())
+        .map(|r| format!("{} {:.2} ms", r.completion, r.frame_spread.median))
+        .collect();
     let verified = rows.iter().all(|r| r.verified);
-    let mut cpu: Vec<String> = Vec::new();
-    for r in rows.iter().filter(|r| r.layer == 1) {
-        let total: f64 = rows
-            .iter()
-            .filter(|x| x.completion == r.completion)
-            .map(|x| x.cpu_us)
-            .sum();
-        cpu.push(format!("{} {:.0} us", r.completion, total));
-    }
+    let cpu: Vec<String> = modes
+        .map(|r| {
+            let mode = rows.iter().filter(|x| x.completion == r.completion);
+            format!(
+                "{} {:.0} us",
+                r.completion,
+                mode.map(|x| x.cpu_us).sum::<f64>()
+            )
+        })
+        .collect();
     let on = match rows.first() {
         None => return NO_GPU.to_string(),
         Some(r) if r.device != "fabric" => format!("{}'s kernel", r.device),
