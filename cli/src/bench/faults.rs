@@ -26,8 +26,7 @@ use dmaflow::dma::{Completion, PacketRing, Proxy};
 use dmaflow::graph::Graph;
 use dmaflow::mem::{DmaBuf, DmaPool};
 use dmaflow::platform::MemoryModel;
-use dmaflow::platform::sim::SimBoard;
-use dmaflow::sim::{Clock, Fabric, Faults, Loopback};
+use dmaflow::sim::{Clock, Faults, Loopback};
 
 use dmaflow::rig::Rig;
 
@@ -219,8 +218,8 @@ struct Lab {
     pool: DmaPool,
     engine: Option<Eng>,
     proxy: Option<Proxy>,
-    fabric: Fabric,
-    _board: SimBoard,
+    /// The board and its fabric, the engine taken out.
+    rig: Rig,
 }
 
 impl Lab {
@@ -245,8 +244,7 @@ impl Lab {
             pool: engine.pool().clone(),
             engine: Some(engine),
             proxy: None,
-            fabric: rig.fabric,
-            _board: rig.board,
+            rig,
         })
     }
 
@@ -269,12 +267,12 @@ impl Lab {
             }
             Fault::DropIrq => f.drop_irq = true,
         }
-        self.fabric.inject(f);
+        self.rig.fabric.inject(f);
     }
 
     /// Takes the faults not yet consumed back out.
     fn clear_faults(&self) {
-        self.fabric.inject(Faults::default());
+        self.rig.fabric.inject(Faults::default());
     }
 }
 

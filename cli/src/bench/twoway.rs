@@ -523,21 +523,6 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
         .collect()
 }
 
-/// The median over sizes of what the proxy driver adds to polling on `core`
-/// (the paper's "OS overhead", about 55-62 us on its board).
-fn os_overhead(rows: &[Row], core: &str) -> Option<f64> {
-    let diffs: Vec<f64> = rows
-        .iter()
-        .filter(|r| r.core == core && r.completion == "proxy")
-        .filter_map(|k| {
-            rows.iter()
-                .find(|p| p.core == core && p.completion == "poll" && p.lines == k.lines)
-                .map(|p| k.time.median - p.time.median)
-        })
-        .collect();
-    (!diffs.is_empty()).then(|| median(&diffs))
-}
-
 /// One sentence: what each driver adds to the modelled coprocessor at the
 /// largest size and what it costs the CPU, the OS path's cost over polling,
 /// and the time to issue one transfer.
@@ -562,15 +547,25 @@ pub fn answer(rows: &[Row]) -> String {
             )
         })
         .collect();
-    if let Some(d) = os_overhead(rows, "bgsub") {
+    // What the proxy driver adds to polling on the coprocessor, the median
+    // over sizes (the paper's "OS overhead", about 55-62 us on its board).
+    let bgsub = |c: &'static str| {
+        rows.iter()
+            .filter(move |r| r.core == "bgsub" && r.completion == c)
+    };
+    let os: Vec<f64> = bgsub("proxy")
+        .filter_map(|k| {
+            Some(k.time.median - bgsub("poll").find(|p| p.lines == k.lines)?.time.median)
+        })
+        .collect();
+    if !os.is_empty() {
+        let d = median(&os);
         clauses.push(format!(
             "the proxy driver costs a median {d:.1} us per transfer over polling \
              (paper 000: 55-62 us on a Zynq-7000)"
         ));
     }
-    if let Some(i) = rows
-        .iter()
-        .filter(|r| r.core == "bgsub" && r.completion == "poll")
+    if let Some(i) = bgsub("poll")
         .min_by_key(|r| r.lines)
         .and_then(|r| r.issue_us)
     {
