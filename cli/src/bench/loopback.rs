@@ -544,11 +544,7 @@ pub fn answer(rows: &[Row]) -> String {
     if let Some(large) = rows.iter().map(|r| r.bytes).max()
         && let Some(zero) = point(rows, "poll", large)
         && let Some(copy) = rows.iter().find(|r| {
-            r.completion == "poll"
-                && r.bytes == large
-                && r.way.0 == "copy"
-                && r.way.1 == "single"
-                && r.way.2 == "unique"
+            (r.completion, r.bytes, r.way) == ("poll", large, ("copy", "single", "unique"))
         })
     {
         clauses.push(format!(

@@ -534,12 +534,14 @@ fn select<'a>(
     loaded: bool,
 ) -> impl Iterator<Item = &'a Row> + 'a {
     rows.iter().filter(move |r| {
-        r.clock == clock
-            && r.completion == completion
-            && r.path == "zerocopy"
-            && !r.cache_maintenance
-            && r.loaded == loaded
-            && r.slots == cfg.slots
+        let of = (
+            &*r.clock,
+            r.completion,
+            r.path,
+            r.cache_maintenance,
+            r.loaded,
+        );
+        of == (clock, completion, "zerocopy", false, loaded) && r.slots == cfg.slots
     })
 }
 
@@ -618,11 +620,8 @@ pub fn answer(cfg: &Config, rows: &[Row]) -> String {
     }
     if let Some(small) = select(cfg, rows, "unlimited", "poll", false).find(|r| r.bytes == 64) {
         let maint = rows.iter().find(|r| {
-            r.clock == "unlimited"
-                && r.path == "zerocopy"
-                && r.cache_maintenance
-                && r.bytes == 64
-                && r.slots == cfg.slots
+            let of = (&*r.clock, r.path, r.cache_maintenance, r.bytes, r.slots);
+            of == ("unlimited", "zerocopy", true, 64, cfg.slots)
         });
         parts.push(format!(
             "with no link limit software moves {:.2} M packets/s of 64 B{}",
@@ -671,10 +670,8 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     let ring: Vec<Row> = rows
         .iter()
         .filter(|r| {
-            r.clock == "unlimited"
-                && r.completion == "poll"
-                && r.path == "zerocopy"
-                && !r.cache_maintenance
+            let of = (&*r.clock, r.completion, r.path, r.cache_maintenance);
+            of == ("unlimited", "poll", "zerocopy", false)
                 && cfg.ring_sweep_sizes.contains(&r.bytes)
         })
         .cloned()
