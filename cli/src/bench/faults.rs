@@ -436,8 +436,8 @@ fn node(
         ran?;
         Ok(())
     })?;
-    let got = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let into = got.clone();
+    // What the sink got comes back when it is done.
+    let (into, got) = std::sync::mpsc::channel();
     let panic_at = (fault == Fault::Panic).then_some(sent.len() / 2);
     g.node("sink", move || {
         let mut all = Vec::new();
@@ -453,21 +453,17 @@ fn node(
                 panic!("a neighbour of the accelerator node panics (injected)");
             }
         }
-        *into
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = all;
+        let _ = into.send(all);
         Ok(())
     })?;
     let ran = g.run();
     let engine = returned
         .try_recv()
         .map_err(|_| Error::Panicked("accelerator node"))?;
-    let got = std::mem::take(
-        &mut *got
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner),
-    );
-    Ok((ran.ok().map(|()| got), engine))
+    Ok((
+        ran.ok().map(|()| got.try_recv().unwrap_or_default()),
+        engine,
+    ))
 }
 
 /// Canaries of 256 KiB outstanding at most (a quarter of a lab's 16 MiB).
