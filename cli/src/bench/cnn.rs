@@ -258,20 +258,16 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
             maps
         })
         .collect();
-    // Layer shapes: bytes each way.
-    let mut sizes = Vec::new();
+    // Layer shapes: bytes each way (a packet ends with its input maps).
     let mut shapes = Vec::new();
     let (mut h, mut w) = (64, 64);
     for l in &net {
-        let s = l.shape(h, w);
-        shapes.push(s);
-        sizes.push((
-            2 * (dmaflow::dsp::conv::HEADER_WORDS + l.weights.len() + l.bias.len())
-                + 2 * l.in_maps * h * w,
-            s.out_bytes(),
-        ));
-        (h, w) = s.out_dims();
+        shapes.push(l.shape(h, w));
+        (h, w) = shapes[shapes.len() - 1].out_dims();
     }
+    let sizes: Vec<(usize, usize)> = (shapes.iter())
+        .map(|s| (s.packet_parts()[2].end, s.out_bytes()))
+        .collect();
     let largest = sizes.iter().map(|&(t, r)| t.max(r)).max().unwrap_or(0);
     if let Some(n) = cfg.device {
         let measured = on_gpu(cfg, n, &net, &reference, largest, &mut progress)?;
