@@ -184,7 +184,8 @@ fn in_rounds(
     mut measure: impl FnMut(&mut Measured, Range<usize>, usize) -> Result<(), Error>,
 ) -> Result<Vec<Measured>, Error> {
     let layers = cfg.layers.clamp(1, 5);
-    let mut measured: Vec<Measured> = (modes.iter())
+    let mut measured: Vec<Measured> = modes
+        .iter()
         .map(|&completion| Measured {
             device: device.to_string(),
             completion,
@@ -265,7 +266,8 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
         shapes.push(l.shape(h, w));
         (h, w) = shapes[shapes.len() - 1].out_dims();
     }
-    let sizes: Vec<(usize, usize)> = (shapes.iter())
+    let sizes: Vec<(usize, usize)> = shapes
+        .iter()
         .map(|s| (s.packet_parts()[2].end, s.out_bytes()))
         .collect();
     let largest = sizes.iter().map(|&(t, r)| t.max(r)).max().unwrap_or(0);
@@ -408,7 +410,9 @@ fn rows_of(
 pub fn render(rows: &[Row]) -> String {
     // Each mode's layers (a mode's first layer stands for it): the frame's
     // time per byte is over all its bytes.
-    let frames: Vec<Vec<&Row>> = (rows.iter().filter(|r| r.layer == 1))
+    let frames: Vec<Vec<&Row>> = rows
+        .iter()
+        .filter(|r| r.layer == 1)
         .map(|m| {
             rows.iter()
                 .filter(|r| r.completion == m.completion)
@@ -491,7 +495,8 @@ fn columns<'a>() -> Columns<'a, Row> {
 /// One sentence: a whole frame's time in each completion mode.
 pub fn answer(cfg: &Config, rows: &[Row]) -> String {
     let modes = rows.iter().filter(|r| r.layer == 1);
-    let frames: Vec<String> = (modes.clone())
+    let frames: Vec<String> = modes
+        .clone()
         .map(|r| format!("{} {:.2} ms", r.completion, r.frame_spread.median))
         .collect();
     let verified = rows.iter().all(|r| r.verified);

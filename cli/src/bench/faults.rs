@@ -337,7 +337,10 @@ fn operate(
                         ..Outcome::default()
                     });
                 }
-                Ok(flight) => (flight.wait().ok()).map(|d| d.rx.as_slice()[..d.received].to_vec()),
+                Ok(flight) => flight
+                    .wait()
+                    .ok()
+                    .map(|d| d.rx.as_slice()[..d.received].to_vec()),
                 Err(_) => None,
             }
         }
