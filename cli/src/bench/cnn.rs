@@ -11,15 +11,15 @@
 use std::ops::Range;
 use std::time::Instant;
 
-use dmaflow::dma::{Completion, Proxy, Timing};
+use dmaflow::dma::{Completion, Timing};
 use dmaflow::dsp::conv::{Layer, from_bytes, input_frame, roshambo};
 use dmaflow::platform::MemoryModel;
-use dmaflow::rig::Rig;
 use dmaflow::sim::conv::{NULLHOP_MACS_PER_CYCLE, NULLHOP_MHZ};
 use dmaflow::sim::{Clock, ConvCore};
 
 use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
+use super::dma::{proxy, rig};
 use super::error::Error;
 use super::harness::{NO_GPU, OnBoard, OnGpu, Setup, Spec, Tier, median, on_board};
 use super::meter::{Cost, Meter, Tally};
@@ -119,15 +119,13 @@ pub struct Row {
     /// Median over frames of the RX time (MM2S completion to S2MM completion, the
     /// layer's computation included) per byte.
     pub rx_us_per_byte: f64,
-    /// Median time of a whole frame (all layers, packing and unpacking included).
-    pub frame_ms: f64,
     /// Every frame's output equal to the software reference.
     pub verified: bool,
-    /// Median wall time of the layer's transfer, in microseconds.
-    pub layer_us: f64,
-    /// The layer's wall times over the frames, in microseconds.
+    /// The layer's wall times over the frames, in microseconds (the median
+    /// is the layer's time).
     pub layer_spread: Spread,
-    /// Whole frames' times over the frames, in milliseconds.
+    /// Whole frames' times over the frames (all layers, packing and
+    /// unpacking included), in milliseconds.
     pub frame_spread: Spread,
     /// What the modelled device needs for the layer: MM2S start-up, the packet
     /// in, the core's compute (NullHop's MAC array), the maps out, the S2MM
@@ -146,7 +144,7 @@ impl Row {
     /// Measured minus modelled time of the layer's transfer (the emulator's
     /// compute overrun included); `None` on a GPU.
     pub fn overhead_us(&self) -> Option<f64> {
-        self.model_us.map(|m| self.layer_us - m)
+        self.model_us.map(|m| self.layer_spread.median - m)
     }
 
     /// What is left of the overhead once the emulator's compute overrun is
@@ -156,14 +154,13 @@ impl Row {
     }
 }
 
-/// Each device's and completion mode's frames.
-type ByMode = Vec<(String, Completion, Measured)>;
-
-/// What the frames of one completion mode gave.
+/// What the frames of one completion mode gave on one device.
 struct Measured {
-    /// Per layer, per frame: (TX us per byte, RX us per byte, wall us,
-    /// emulator compute overrun us).
-    per_layer: Vec<Vec<(f64, f64, f64, f64)>>,
+    device: String,
+    completion: Completion,
+    /// Per layer, per frame: TX us per byte, RX us per byte, wall us,
+    /// emulator compute overrun us.
+    per_layer: Vec<[Vec<f64>; 4]>,
     /// Per layer: the driver-side CPU of its transfers.
     cost: Vec<Tally>,
     /// Per frame: milliseconds.
@@ -172,68 +169,53 @@ struct Measured {
     verified: bool,
 }
 
-impl Measured {
-    /// Adds another round's frames.
-    fn extend(&mut self, more: Measured) {
-        for (mine, theirs) in self.per_layer.iter_mut().zip(more.per_layer) {
-            mine.extend(theirs);
-        }
-        for (mine, theirs) in self.cost.iter_mut().zip(more.cost) {
-            mine.merge(&theirs);
-        }
-        self.frame_ms.extend(more.frame_ms);
-        self.verified &= more.verified;
-    }
-}
-
 /// One packet's transfer: the packet and the bytes to receive in, the
 /// received bytes, the engine's timing and the host's cost out.
 type SendPacket<'a> = dyn FnMut(Vec<u8>, usize) -> Result<(Vec<u8>, Timing, Cost), Error> + 'a;
 
 /// Each of `modes` measured by `measure` in turns, `cfg.rounds` rounds (the
 /// order reversed every other round), each round a share of the frames
-/// (`measure` is given their range and the round); what each mode measured
-/// over all rounds, on `device`.
+/// (`measure` is given what the mode measured so far, their range and the
+/// round); what each mode measured over all rounds, on `device`.
 fn in_rounds(
     cfg: &Config,
     modes: &[Completion],
     device: &str,
-    mut measure: impl FnMut(Completion, Range<usize>, usize) -> Result<Measured, Error>,
-) -> Result<ByMode, Error> {
-    let mut measured: Vec<Option<Measured>> = modes.iter().map(|_| None).collect();
+    mut measure: impl FnMut(&mut Measured, Range<usize>, usize) -> Result<(), Error>,
+) -> Result<Vec<Measured>, Error> {
+    let layers = cfg.layers.clamp(1, 5);
+    let mut measured: Vec<Measured> = modes
+        .iter()
+        .map(|&completion| Measured {
+            device: device.to_string(),
+            completion,
+            per_layer: vec![Default::default(); layers],
+            cost: vec![Tally::default(); layers],
+            frame_ms: Vec::new(),
+            verified: true,
+        })
+        .collect();
     let rounds = cfg.rounds.clamp(1, cfg.frames.max(1));
     in_turns(modes.len(), rounds, |k, round| {
         let share = round * cfg.frames / rounds..(round + 1) * cfg.frames / rounds;
-        let part = measure(modes[k], share, round)?;
-        match &mut measured[k] {
-            Some(m) => m.extend(part),
-            none => *none = Some(part),
-        }
+        measure(&mut measured[k], share, round)?;
         Ok::<f64, Error>(0.0)
     })?;
-    Ok(modes
-        .iter()
-        .zip(measured)
-        .filter_map(|(&c, m)| Some((device.to_string(), c, m?)))
-        .collect())
+    Ok(measured)
 }
 
 /// Runs the frames `which` through the network on the coprocessor with
 /// `send`, which moves one layer packet and returns the answer and where its
-/// time went; the outputs are checked against their `reference`.
+/// time went, into `m`; the outputs are checked against their `reference`.
 fn frames(
+    m: &mut Measured,
     net: &[Layer],
     which: Range<usize>,
     reference: &[Vec<i16>],
     overrun: impl Fn() -> std::time::Duration,
     mut send: impl FnMut(Vec<u8>, usize) -> Result<(Vec<u8>, Timing, Cost), Error>,
-) -> Result<Measured, Error> {
-    let mut per_layer = vec![Vec::new(); net.len()];
-    let mut cost = vec![Tally::default(); net.len()];
-    let mut frame_ms = Vec::new();
-    let mut verified = true;
+) -> Result<(), Error> {
     for f in which {
-        let expected = &reference[f];
         let t0 = Instant::now();
         let (mut maps, mut h, mut w) = (input_frame(f as u64), 64, 64);
         for (l, layer) in net.iter().enumerate() {
@@ -242,25 +224,23 @@ fn frames(
             let (tx, rx) = (packet.len(), shape.out_bytes());
             let before = overrun();
             let (answer, t, c) = send(packet, rx)?;
-            per_layer[l].push((
+            let sample = [
                 t.tx.as_secs_f64() * 1e6 / tx as f64,
                 t.rx.as_secs_f64() * 1e6 / rx as f64,
                 c.wall.as_secs_f64() * 1e6,
                 overrun().saturating_sub(before).as_secs_f64() * 1e6,
-            ));
-            cost[l].add(c);
+            ];
+            for (v, x) in m.per_layer[l].iter_mut().zip(sample) {
+                v.push(x);
+            }
+            m.cost[l].add(c);
             maps = from_bytes(&answer);
             (h, w) = shape.out_dims();
         }
-        frame_ms.push(t0.elapsed().as_secs_f64() * 1e3);
-        verified &= maps == *expected;
+        m.frame_ms.push(t0.elapsed().as_secs_f64() * 1e3);
+        m.verified &= maps == reference[f];
     }
-    Ok(Measured {
-        per_layer,
-        cost,
-        frame_ms,
-        verified,
-    })
+    Ok(())
 }
 
 /// Runs the network for every completion mode.
@@ -279,48 +259,31 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
             maps
         })
         .collect();
-    // Layer shapes: bytes each way.
-    let mut sizes = Vec::new();
+    // Layer shapes: bytes each way (a packet ends with its input maps).
     let mut shapes = Vec::new();
     let (mut h, mut w) = (64, 64);
     for l in &net {
-        let s = l.shape(h, w);
-        shapes.push(s);
-        sizes.push((
-            2 * (dmaflow::dsp::conv::HEADER_WORDS + l.weights.len() + l.bias.len())
-                + 2 * l.in_maps * h * w,
-            s.out_bytes(),
-        ));
-        (h, w) = s.out_dims();
+        shapes.push(l.shape(h, w));
+        (h, w) = shapes[shapes.len() - 1].out_dims();
     }
+    let sizes: Vec<(usize, usize)> = shapes
+        .iter()
+        .map(|s| (s.packet_parts()[2].end, s.out_bytes()))
+        .collect();
     let largest = sizes.iter().map(|&(t, r)| t.max(r)).max().unwrap_or(0);
     if let Some(n) = cfg.device {
-        let Some(measured) = on_gpu(cfg, n, &net, &reference, largest, &mut progress)? else {
-            return Ok(Vec::new());
-        };
+        let measured = on_gpu(cfg, n, &net, &reference, largest, &mut progress)?;
         return Ok(rows_of(measured, &sizes, |_| None));
     }
-    let measured = in_rounds(cfg, &Completion::ALL, "fabric", |c, frames_now, round| {
+    let measured = in_rounds(cfg, &Completion::ALL, "fabric", |m, frames_now, round| {
+        let c = m.completion;
         progress(&format!("cnn {} round {}", c.name(), round + 1));
-        let mut rig = Rig::with_model(
-            (8 * largest + (1 << 20)).next_power_of_two(),
-            FABRIC,
-            false,
-            dmaflow::rig::policy_for(cfg.memory),
-            cfg.memory,
-            Box::new(ConvCore::nullhop()),
-        )?;
-        let _placed = rig.dedicate_core()?;
-        let proxy =
-            match c {
-                Completion::Proxy => Some(Proxy::start(rig.engines.remove(0)).map_err(
-                    |source| Error::Io {
-                        path: "proxy driver thread".into(),
-                        source,
-                    },
-                )?),
-                _ => None,
-            };
+        let core = Box::new(ConvCore::nullhop());
+        let (mut rig, _placed) = rig(8 * largest, FABRIC, cfg.memory, core)?;
+        let proxy = match c {
+            Completion::Proxy => Some(proxy(vec![rig.engines.remove(0)])?),
+            _ => None,
+        };
         let mut out = vec![0u8; largest];
         // The proxy driver's transfer, or the engine's on this thread.
         let send: Box<SendPacket<'_>> = match &proxy {
@@ -341,7 +304,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
             }
         };
         let overrun = || rig.fabric.compute_overrun();
-        frames(&net, frames_now, &reference, overrun, send)
+        frames(m, &net, frames_now, &reference, overrun, send)
     })?;
     Ok(rows_of(measured, &sizes, |l| {
         Some(
@@ -359,7 +322,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
 /// The network on CUDA device `n`, every mode but the proxy (a GPU's driver is
 /// its own): each layer's packet copied into pinned memory (standard I/O, as
 /// `write_read` copies into a DMA buffer), sent, computed where it lies, and the
-/// output maps copied back out. `None` where there is no device.
+/// output maps copied back out. Nothing where there is no device.
 fn on_gpu(
     cfg: &Config,
     n: usize,
@@ -367,11 +330,11 @@ fn on_gpu(
     reference: &[Vec<i16>],
     largest: usize,
     progress: &mut impl FnMut(&str),
-) -> Result<Option<ByMode>, Error> {
+) -> Result<Vec<Measured>, Error> {
     use dmaflow::gpu::{Gpu, GpuEngine, HostBuf, HostKind, Kernels};
     use dmaflow::platform::cpu::process_cpu_time;
     if dmaflow::gpu::driver::count() == 0 {
-        return Ok(None);
+        return Ok(Vec::new());
     }
     let gpu = Gpu::open(n)?;
     let device = format!("cuda:{n} {}", gpu.info()?.name);
@@ -385,9 +348,11 @@ fn on_gpu(
     let mut tx = HostBuf::new(&gpu, HostKind::Pinned, largest)?;
     let mut rx = HostBuf::new(&gpu, HostKind::Pinned, largest)?;
     let modes = [Completion::Poll, Completion::Yield, Completion::Irq];
-    let measured = in_rounds(cfg, &modes, &device, |c, frames_now, round| {
+    in_rounds(cfg, &modes, &device, |m, frames_now, round| {
+        let c = m.completion;
         progress(&format!("cnn {device} {} round {}", c.name(), round + 1));
         frames(
+            m,
             net,
             frames_now,
             reference,
@@ -405,50 +370,35 @@ fn on_gpu(
                 Ok((out, engine.last_timing(), cost))
             },
         )
-    })?;
-    Ok(Some(measured))
+    })
 }
 
 /// The rows of each device's and mode's frames; `model_us` gives a layer's
 /// modelled time where there is a model.
 fn rows_of(
-    measured: ByMode,
+    measured: Vec<Measured>,
     sizes: &[(usize, usize)],
     model_us: impl Fn(usize) -> Option<f64>,
 ) -> Vec<Row> {
     let mut rows = Vec::new();
-    for (device, c, m) in measured {
-        let name = c.name();
-        let Measured {
-            per_layer,
-            cost,
-            frame_ms,
-            verified,
-        } = m;
-        let frame_spread = Spread::of(&frame_ms);
-        let frame = frame_spread.median;
-        for (l, samples) in per_layer.iter().enumerate() {
-            let tx: Vec<f64> = samples.iter().map(|s| s.0).collect();
-            let rx: Vec<f64> = samples.iter().map(|s| s.1).collect();
-            let wall: Vec<f64> = samples.iter().map(|s| s.2).collect();
-            let emulator: Vec<f64> = samples.iter().map(|s| s.3).collect();
+    for m in measured {
+        let frame_spread = Spread::of(&m.frame_ms);
+        for (l, [tx, rx, wall, emulator]) in m.per_layer.iter().enumerate() {
             let model = model_us(l);
             rows.push(Row {
-                device: device.clone(),
-                completion: name,
+                device: m.device.clone(),
+                completion: m.completion.name(),
                 layer: l + 1,
                 tx_bytes: sizes[l].0,
                 rx_bytes: sizes[l].1,
-                tx_us_per_byte: median(&tx),
-                rx_us_per_byte: median(&rx),
-                frame_ms: frame,
-                verified,
-                layer_us: median(&wall),
-                layer_spread: Spread::of(&wall),
+                tx_us_per_byte: median(tx),
+                rx_us_per_byte: median(rx),
+                verified: m.verified,
+                layer_spread: Spread::of(wall),
                 frame_spread,
                 model_us: model,
-                emulator_us: model.map(|_| median(&emulator)),
-                cpu_us: cost[l].cpu_us(),
+                emulator_us: model.map(|_| median(emulator)),
+                cpu_us: m.cost[l].cpu_us(),
             });
         }
     }
@@ -458,16 +408,16 @@ fn rows_of(
 /// Table I per completion mode (per-byte costs averaged over the layers, weighted
 /// by bytes), then every layer.
 pub fn render(rows: &[Row]) -> String {
-    let mut modes: Vec<&str> = Vec::new();
-    for r in rows {
-        if !modes.contains(&r.completion) {
-            modes.push(r.completion);
-        }
-    }
-    // Each mode's layers: the frame's time per byte is over all its bytes.
-    let frames: Vec<Vec<&Row>> = modes
+    // Each mode's layers (a mode's first layer stands for it): the frame's
+    // time per byte is over all its bytes.
+    let frames: Vec<Vec<&Row>> = rows
         .iter()
-        .map(|&m| rows.iter().filter(|r| r.completion == m).collect())
+        .filter(|r| r.layer == 1)
+        .map(|m| {
+            rows.iter()
+                .filter(|r| r.completion == m.completion)
+                .collect()
+        })
         .collect();
     let per_byte = |rs: &[&Row], get: fn(&Row) -> (f64, usize)| {
         let (us, bytes) = rs
@@ -484,7 +434,7 @@ pub fn render(rows: &[Row]) -> String {
         .shown("RX us/byte", move |rs| {
             per_byte(rs, |r| (r.rx_us_per_byte, r.rx_bytes))
         })
-        .shown("frame ms", |rs| format!("{:.2}", rs[0].frame_ms))
+        .shown("frame ms", |rs| format!("{:.2}", rs[0].frame_spread.median))
         .shown("IQR", |rs| {
             let s = rs[0].frame_spread;
             format!("{:.2}..{:.2}", s.p25, s.p75)
@@ -523,10 +473,10 @@ fn columns<'a>() -> Columns<'a, Row> {
         .plain("RX bytes", "rx_bytes", |r| r.rx_bytes)
         .fixed("TX us/byte", "tx_us_per_byte", 5, |r| r.tx_us_per_byte)
         .fixed("RX us/byte", "rx_us_per_byte", 5, |r| r.rx_us_per_byte)
-        .kept("frame_ms", |r| r.frame_ms)
+        .kept("frame_ms", |r| r.frame_spread.median)
         .kept("frame_ms_spread", |r| r.frame_spread.json())
         .kept("verified", |r| r.verified)
-        .fixed("layer us", "layer_us", 1, |r| r.layer_us)
+        .fixed("layer us", "layer_us", 1, |r| r.layer_spread.median)
         .col(
             "IQR",
             "layer_us_spread",
@@ -544,20 +494,22 @@ fn columns<'a>() -> Columns<'a, Row> {
 
 /// One sentence: a whole frame's time in each completion mode.
 pub fn answer(cfg: &Config, rows: &[Row]) -> String {
-    let mut frames: Vec<String> = Vec::new();
-    for r in rows.iter().filter(|r| r.layer == 1) {
-        frames.push(format!("{} {:.2} ms", r.completion, r.frame_ms));
-    }
+    let modes = rows.iter().filter(|r| r.layer == 1);
+    let frames: Vec<String> = modes
+        .clone()
+        .map(|r| format!("{} {:.2} ms", r.completion, r.frame_spread.median))
+        .collect();
     let verified = rows.iter().all(|r| r.verified);
-    let mut cpu: Vec<String> = Vec::new();
-    for r in rows.iter().filter(|r| r.layer == 1) {
-        let total: f64 = rows
-            .iter()
-            .filter(|x| x.completion == r.completion)
-            .map(|x| x.cpu_us)
-            .sum();
-        cpu.push(format!("{} {:.0} us", r.completion, total));
-    }
+    let cpu: Vec<String> = modes
+        .map(|r| {
+            let mode = rows.iter().filter(|x| x.completion == r.completion);
+            format!(
+                "{} {:.0} us",
+                r.completion,
+                mode.map(|x| x.cpu_us).sum::<f64>()
+            )
+        })
+        .collect();
     let on = match rows.first() {
         None => return NO_GPU.to_string(),
         Some(r) if r.device != "fabric" => format!("{}'s kernel", r.device),

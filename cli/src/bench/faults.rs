@@ -26,13 +26,13 @@ use dmaflow::dma::{Completion, PacketRing, Proxy};
 use dmaflow::graph::Graph;
 use dmaflow::mem::{DmaBuf, DmaPool};
 use dmaflow::platform::MemoryModel;
-use dmaflow::platform::sim::SimBoard;
-use dmaflow::sim::{Clock, Fabric, Faults, Loopback};
+use dmaflow::sim::{Clock, Faults, Loopback};
 
 use dmaflow::rig::Rig;
 
 use super::columns::Columns;
 use super::conditions::Conditions;
+use super::dma::proxy;
 use super::error::Error;
 use super::harness::{OnBoard, Setup, Spec, Tier};
 use super::report::{Report, Target};
@@ -218,8 +218,8 @@ struct Lab {
     pool: DmaPool,
     engine: Option<Eng>,
     proxy: Option<Proxy>,
-    fabric: Fabric,
-    _board: SimBoard,
+    /// The board and its fabric, the engine taken out.
+    rig: Rig,
 }
 
 impl Lab {
@@ -244,8 +244,7 @@ impl Lab {
             pool: engine.pool().clone(),
             engine: Some(engine),
             proxy: None,
-            fabric: rig.fabric,
-            _board: rig.board,
+            rig,
         })
     }
 
@@ -256,38 +255,24 @@ impl Lab {
     }
 
     fn inject(&self, cfg: &Config, fault: Fault, rng: &mut Rng) {
-        let f = match fault {
+        let mut f = Faults::default();
+        match fault {
             Fault::None | Fault::Panic => return,
-            Fault::StallShort => Faults {
-                stall: Some(cfg.timeout * 3 / 2),
-                ..Faults::default()
-            },
-            Fault::StallLong => Faults {
-                stall: Some(cfg.timeout * 4),
-                ..Faults::default()
-            },
-            Fault::DmaError => Faults {
-                force_error: Some((rng.below(2), DMASR_DMA_SLV_ERR)),
-                ..Faults::default()
-            },
-            Fault::DescriptorError => Faults {
-                descriptor_error: Some((
-                    rng.below(2),
-                    [DESC_STS_SLV_ERR, DESC_STS_DEC_ERR][rng.below(2)],
-                )),
-                ..Faults::default()
-            },
-            Fault::DropIrq => Faults {
-                drop_irq: true,
-                ..Faults::default()
-            },
-        };
-        self.fabric.inject(f);
+            Fault::StallShort => f.stall = Some(cfg.timeout * 3 / 2),
+            Fault::StallLong => f.stall = Some(cfg.timeout * 4),
+            Fault::DmaError => f.force_error = Some((rng.below(2), DMASR_DMA_SLV_ERR)),
+            Fault::DescriptorError => {
+                let status = [DESC_STS_SLV_ERR, DESC_STS_DEC_ERR];
+                f.descriptor_error = Some((rng.below(2), status[rng.below(2)]));
+            }
+            Fault::DropIrq => f.drop_irq = true,
+        }
+        self.rig.fabric.inject(f);
     }
 
     /// Takes the faults not yet consumed back out.
     fn clear_faults(&self) {
-        self.fabric.inject(Faults::default());
+        self.rig.fabric.inject(Faults::default());
     }
 }
 
@@ -330,48 +315,39 @@ fn operate(
     fault: Fault,
 ) -> Result<Outcome, Error> {
     let sent = data(len, op);
-    let mut out = Outcome {
-        transfers: 1,
-        ..Outcome::default()
-    };
-    let deliver = |got: Option<&[u8]>, out: &mut Outcome| match got {
-        Some(g) => {
-            out.bytes += g.len() as u64;
-            out.wrong += wrong(g, &sent);
-        }
-        None => out.failed = true,
-    };
-    match api {
+    let mut transfers = 1;
+    // What came back as data; `None` when the call failed.
+    let got: Option<Vec<u8>> = match api {
         "two_way" => {
-            let e = lab.engine();
             let tx = filled(&lab.pool, &sent)?;
             let mut rx = lab.pool.alloc::<u8>(len)?;
-            match e.two_way(&tx, len, &mut rx, completion) {
-                Ok(n) => deliver(Some(&rx.as_slice()[..n]), &mut out),
-                Err(_) => deliver(None, &mut out),
-            }
+            let n = lab.engine().two_way(&tx, len, &mut rx, completion);
+            n.ok().map(|n| rx.as_slice()[..n].to_vec())
         }
         "owned" | "dropped" => {
-            let e = lab.engine();
             let tx = filled(&lab.pool, &sent)?;
             let rx = lab.pool.alloc::<u8>(len)?;
-            match e.begin(tx, len, rx, len, completion) {
+            match lab.engine().begin(tx, len, rx, len, completion) {
                 Ok(flight) if api == "dropped" => {
                     // Dropped before it is waited for: the engine is halted
                     // first (or the buffers are lost to it).
                     drop(flight);
-                    out.transfers = 1;
+                    return Ok(Outcome {
+                        transfers,
+                        ..Outcome::default()
+                    });
                 }
-                Ok(flight) => match flight.wait() {
-                    Ok(done) => deliver(Some(&done.rx.as_slice()[..done.received]), &mut out),
-                    Err(_) => deliver(None, &mut out),
-                },
-                Err(_) => deliver(None, &mut out),
+                Ok(flight) => flight
+                    .wait()
+                    .ok()
+                    .map(|d| d.rx.as_slice()[..d.received].to_vec()),
+                Err(_) => None,
             }
         }
         "packet_ring" => {
+            transfers = len.div_ceil(4096) as u64;
             let e = lab.engine();
-            let result = (|| {
+            let ring = || {
                 let mut ring = PacketRing::new(e, 8, 4096, 1, completion)?;
                 let mut got = Vec::new();
                 let mut buf = vec![0u8; 4096];
@@ -381,12 +357,8 @@ fn operate(
                     got.extend_from_slice(&buf[..n]);
                 }
                 Ok::<_, dmaflow::dma::Error>(got)
-            })();
-            out.transfers = len.div_ceil(4096) as u64;
-            match result {
-                Ok(got) => deliver(Some(&got), &mut out),
-                Err(_) => deliver(None, &mut out),
-            }
+            };
+            ring().ok()
         }
         "proxy" => {
             if lab.proxy.is_none() {
@@ -394,23 +366,17 @@ fn operate(
                     peer: "faults",
                     reason: "no engine for the proxy".into(),
                 })?;
-                lab.proxy = Some(Proxy::start(engine).map_err(|e| Error::Io {
-                    path: "proxy driver thread".into(),
-                    source: e,
-                })?);
+                lab.proxy = Some(proxy(vec![engine])?);
             }
             let proxy = lab.proxy.as_ref().ok_or(Error::Panicked("proxy"))?;
-            match proxy.transfer(sent.clone(), len) {
-                Ok(got) => deliver(Some(&got), &mut out),
-                Err(_) => deliver(None, &mut out),
-            }
+            proxy.transfer(sent.clone(), len).ok()
         }
         "accelerator_node" => {
+            transfers = len.div_ceil(1024) as u64;
             let engine = lab.engine.take().ok_or(Error::Panicked("node"))?;
             let (got, engine) = node(&lab.pool, engine, &sent, completion, fault)?;
             lab.engine = Some(engine);
-            out.transfers = len.div_ceil(1024) as u64;
-            deliver(got.as_deref(), &mut out);
+            got
         }
         other => {
             return Err(Error::Peer {
@@ -418,8 +384,20 @@ fn operate(
                 reason: format!("no way of moving data called {other}"),
             });
         }
-    }
-    Ok(out)
+    };
+    Ok(match got {
+        Some(g) => Outcome {
+            transfers,
+            bytes: g.len() as u64,
+            wrong: wrong(&g, &sent),
+            failed: false,
+        },
+        None => Outcome {
+            transfers,
+            failed: true,
+            ..Outcome::default()
+        },
+    })
 }
 
 /// source -> accelerator node -> sink over queues in the lab's DMA memory;
@@ -461,8 +439,8 @@ fn node(
         ran?;
         Ok(())
     })?;
-    let got = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let into = got.clone();
+    // What the sink got comes back when it is done.
+    let (into, got) = std::sync::mpsc::channel();
     let panic_at = (fault == Fault::Panic).then_some(sent.len() / 2);
     g.node("sink", move || {
         let mut all = Vec::new();
@@ -478,26 +456,17 @@ fn node(
                 panic!("a neighbour of the accelerator node panics (injected)");
             }
         }
-        *into
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = all;
+        let _ = into.send(all);
         Ok(())
     })?;
     let ran = g.run();
     let engine = returned
         .try_recv()
         .map_err(|_| Error::Panicked("accelerator node"))?;
-    let got = std::mem::take(
-        &mut *got
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner),
-    );
-    Ok((ran.ok().map(|()| got), engine))
-}
-
-/// Whether the lab's engine (or proxy) is out of service for good.
-fn engine_dead(lab: &Lab) -> bool {
-    lab.engine.as_ref().is_some_and(|e| e.dma().is_failed())
+    Ok((
+        ran.ok().map(|()| got.try_recv().unwrap_or_default()),
+        engine,
+    ))
 }
 
 /// Canaries of 256 KiB outstanding at most (a quarter of a lab's 16 MiB).
@@ -546,13 +515,8 @@ fn campaign(cfg: &Config, model: MemoryModel, api: &'static str) -> Result<Row, 
         row.transfers += o.transfers;
         row.bytes += o.bytes;
         row.bytes_wrong += o.wrong;
-        if fault.harmless() {
-            if o.failed {
-                row.unexpected_errors += 1;
-            }
-        } else {
-            row.faults += 1;
-        }
+        row.faults += u64::from(!fault.harmless());
+        row.unexpected_errors += u64::from(fault.harmless() && o.failed);
         if fault.harmless() && !o.failed {
             continue;
         }
@@ -581,10 +545,11 @@ fn campaign(cfg: &Config, model: MemoryModel, api: &'static str) -> Result<Row, 
         )?;
         row.bytes_wrong += again.wrong;
         if !again.failed {
-            if !fault.harmless() {
-                row.recovered += 1;
-            }
-        } else if engine_dead(&lab) || api == "proxy" || fault == Fault::StallLong {
+            row.recovered += u64::from(!fault.harmless());
+        } else if lab.engine.as_ref().is_some_and(|e| e.dma().is_failed())
+            || api == "proxy"
+            || fault == Fault::StallLong
+        {
             row.engines_lost += 1;
             std::thread::sleep(until.saturating_duration_since(Instant::now()));
             check(&mut canaries, &mut row, true);
@@ -713,24 +678,15 @@ pub fn render(rows: &[Row]) -> String {
 /// no error without a fault.
 pub fn targets(rows: &[Row]) -> Vec<Target> {
     let t = total(rows);
-    vec![
-        Target::new(
-            "bytes delivered wrong = 0",
-            t.bytes_wrong.to_string(),
-            t.bytes_wrong == 0,
-        ),
-        Target::new(
-            "late writes into reachable memory = 0",
-            t.late_writes.to_string(),
-            t.late_writes == 0,
-        ),
-        Target::new("hangs = 0", t.hangs.to_string(), t.hangs == 0),
-        Target::new(
-            "errors with no fault injected = 0",
-            t.unexpected_errors.to_string(),
-            t.unexpected_errors == 0,
-        ),
+    [
+        ("bytes delivered wrong = 0", t.bytes_wrong),
+        ("late writes into reachable memory = 0", t.late_writes),
+        ("hangs = 0", t.hangs),
+        ("errors with no fault injected = 0", t.unexpected_errors),
     ]
+    .into_iter()
+    .map(|(what, n)| Target::new(what, n.to_string(), n == 0))
+    .collect()
 }
 
 /// The report.

@@ -10,18 +10,20 @@
 //! transfers; the kernel-style proxy, which takes the engine over, runs after
 //! them.
 
-use dmaflow::dma::{Completion, Engine, Partition, Proxy, Timing};
+use dmaflow::dma::{Completion, Engine, Partition, Timing};
 use dmaflow::platform::{IrqLine, MemoryModel, RegisterSpace};
-use dmaflow::sim::Clock;
+use dmaflow::sim::{Clock, Loopback};
 
 use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
+use super::dma::{proxy, rig};
 use super::error::Error;
 use super::harness::{OnBoard, OnGpu, Setup, Spec, Tables, Tier, bytes_label, median, on_board};
 use super::meter::{Meter, Tally};
 use super::on_board::Mode;
 use super::plot::{LinePlot, XAxis};
 use super::report::{Report, Target, sentence, series_by};
+use super::spread::{Spread, in_turns};
 
 /// `dmaflow bench loopback`.
 pub static EXPERIMENT: Spec<Config> = Spec {
@@ -111,14 +113,12 @@ impl Config {
 /// One point: median times of a two-way transfer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
-    /// `poll`, `yield`, `irq` or `proxy`.
+    /// `poll`, `yield`, `irq`, `proxy` or `bare`.
     pub completion: &'static str,
-    /// `zerocopy` or `copy`.
-    pub path: &'static str,
-    /// `single` or `double` (driver buffers the copy goes through).
-    pub buffering: &'static str,
-    /// `unique` (one transfer) or `blocks` (transfers of `block_bytes`).
-    pub partition: &'static str,
+    /// How the message moved: path (`zerocopy` or `copy`), buffering
+    /// (`single` or `double`: driver buffers the copy goes through) and
+    /// partition (`unique`: one transfer, or `blocks` of the configured size).
+    pub way: Way,
     /// Block size for `blocks`, the whole message for `unique`.
     pub block_bytes: usize,
     /// Bytes each way.
@@ -132,21 +132,19 @@ pub struct Row {
     /// What the modelled device needs to move the message in one transfer
     /// (MM2S start-up, the link, the S2MM write latency), in microseconds.
     pub model_us: f64,
-    /// Mean host CPU time per transfer of the driver-side threads, the
-    /// emulated device's interrupt delivery included, in microseconds.
-    pub cpu_us: f64,
-    /// Of `cpu_us`, the interrupt delivery (the eventfd write and the
+    /// Host CPU of the driver-side threads over the transfers, the emulated
+    /// device's interrupt delivery included (the eventfd write and the
     /// waiter's wake-up, an interrupt handler's work on a board).
-    pub delivery_us: f64,
-    /// Host CPU time over wall time while the transfers ran.
-    pub cpu_share: f64,
+    pub cost: Tally,
     /// Transfers measured.
     pub iterations: usize,
-    /// The lowest and highest of the rounds' medians (microseconds).
-    pub round_range: (f64, f64),
-    /// Rounds the transfers were measured in.
-    pub rounds: usize,
+    /// The medians of the rounds the transfers were measured in
+    /// (microseconds).
+    pub rounds: Spread,
 }
+
+/// A way of moving one message: (path, buffering, partition).
+pub type Way = (&'static str, &'static str, &'static str);
 
 impl Row {
     /// Measured minus modelled: what software and the emulator added to the
@@ -164,8 +162,8 @@ impl Row {
     }
 }
 
-/// The ways of moving one message: (path, buffering, partition).
-fn ways(bytes: usize, block: usize) -> Vec<(&'static str, &'static str, &'static str)> {
+/// The ways of moving one message.
+fn ways(bytes: usize, block: usize) -> Vec<Way> {
     let mut v = vec![("zerocopy", "single", "unique")];
     for buffering in ["single", "double"] {
         v.push(("copy", buffering, "unique"));
@@ -176,6 +174,8 @@ fn ways(bytes: usize, block: usize) -> Vec<(&'static str, &'static str, &'static
     v
 }
 
+/// The times and costs of one point's transfers.
+#[derive(Default)]
 struct Samples {
     total: Vec<f64>,
     tx: Vec<f64>,
@@ -184,15 +184,6 @@ struct Samples {
 }
 
 impl Samples {
-    fn new(n: usize) -> Self {
-        Samples {
-            total: Vec::with_capacity(n),
-            tx: Vec::with_capacity(n),
-            rx: Vec::with_capacity(n),
-            cost: Tally::default(),
-        }
-    }
-
     fn push(&mut self, m: &Meter<'_>, t: Timing) {
         let cost = m.stop();
         self.total.push(cost.wall.as_secs_f64() * 1e6);
@@ -237,15 +228,7 @@ fn check(what: &str, seq: u64, len: usize, n: usize, got: &[u8]) -> Result<(), E
 /// cores the emulated device runs on a core of its own.
 pub fn run(cfg: &Config, progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
     let largest = cfg.sizes.iter().copied().max().unwrap_or(0);
-    let mut rig = dmaflow::rig::Rig::with_model(
-        (8 * largest + (1 << 20)).next_power_of_two(),
-        cfg.clock,
-        false,
-        dmaflow::rig::policy_for(cfg.memory),
-        cfg.memory,
-        Box::new(dmaflow::sim::Loopback),
-    )?;
-    let _placed = rig.dedicate_core()?;
+    let (mut rig, _placed) = rig(8 * largest, cfg.clock, cfg.memory, Box::new(Loopback))?;
     // The same engine's registers for the emulator baseline.
     let regs = rig.board.registers(0)?;
     let engine = rig.engines.remove(0);
@@ -278,133 +261,116 @@ where
     I: IrqLine + Send + 'static,
 {
     let mut rows = Vec::new();
-    let mut row = |completion,
-                   (path, buffering, partition),
-                   block_bytes,
-                   bytes,
-                   s: &Samples,
-                   rounds: &[f64]| {
-        let r = super::spread::Spread::of(rounds);
+    let mut row = |completion, way: Way, bytes, s: Samples, rounds: &[f64]| {
         rows.push(Row {
-            round_range: (r.min, r.max),
-            rounds: r.n,
             completion,
-            path,
-            buffering,
-            partition,
-            block_bytes,
+            way,
+            block_bytes: if way.2 == "blocks" { cfg.block } else { bytes },
             bytes,
             median_us: median(&s.total),
             tx_us: median(&s.tx),
             rx_us: median(&s.rx),
             model_us: model_us(bytes),
-            cpu_us: s.cost.cpu_us(),
-            delivery_us: s.cost.delivery_us(),
-            cpu_share: s.cost.cpu_share(),
+            cost: s.cost,
             iterations: s.total.len(),
+            rounds: Spread::of(rounds),
         })
     };
+    let iterations = |bytes: usize| (cfg.bytes_per_point / bytes).clamp(5, cfg.max_iterations);
     let mut seq = 0u64;
-    {
+    for &bytes in &cfg.sizes {
         let engine = &engine;
-        for &bytes in &cfg.sizes {
-            let iterations = (cfg.bytes_per_point / bytes).clamp(5, cfg.max_iterations);
-            let mut tx = engine.pool().alloc::<u8>(bytes)?;
-            let mut rx = engine.pool().alloc::<u8>(bytes)?;
-            let mut data = vec![0u8; bytes];
-            let mut out = vec![0u8; bytes];
-            // Proxy takes the engine over: it runs after these. The others take
-            // turns, a share of the transfers per round.
-            // The emulator baseline (`bare`: the thinnest driver, a spin on
-            // DMASR) takes its turns among them.
-            let mut points: Vec<(Completion, (&str, &str, &str))> =
-                [Completion::Poll, Completion::Yield, Completion::Irq]
-                    .into_iter()
-                    .flat_map(|c| ways(bytes, cfg.block).into_iter().map(move |w| (c, w)))
-                    .collect();
-            points.push((Completion::Poll, ("bare", "single", "unique")));
-            let rounds = cfg.rounds.clamp(1, iterations);
-            let mut samples: Vec<Samples> =
-                points.iter().map(|_| Samples::new(iterations)).collect();
-            let medians = super::spread::in_turns(points.len(), rounds, |i, round| {
-                let (c, (path, buffering, partition)) = points[i];
-                let name = c.name();
-                let what = format!(
-                    "loopback {} {name} {path} {buffering} {partition}",
-                    bytes_label(bytes)
-                );
-                progress(&format!("{what} round {}", round + 1));
-                let depth = if buffering == "double" { 2 } else { 1 };
-                let split = if partition == "blocks" {
-                    Partition::Blocks(cfg.block)
+        let iterations = iterations(bytes);
+        let mut tx = engine.pool().alloc::<u8>(bytes)?;
+        let mut rx = engine.pool().alloc::<u8>(bytes)?;
+        let mut data = vec![0u8; bytes];
+        let mut out = vec![0u8; bytes];
+        // Proxy takes the engine over: it runs after these. The others take
+        // turns, a share of the transfers per round.
+        // The emulator baseline (`bare`: the thinnest driver, a spin on
+        // DMASR) takes its turns among them.
+        let mut points: Vec<(Completion, Way)> =
+            [Completion::Poll, Completion::Yield, Completion::Irq]
+                .into_iter()
+                .flat_map(|c| ways(bytes, cfg.block).into_iter().map(move |w| (c, w)))
+                .collect();
+        points.push((Completion::Poll, ("bare", "single", "unique")));
+        let rounds = cfg.rounds.clamp(1, iterations);
+        let mut samples: Vec<Samples> = points.iter().map(|_| Samples::default()).collect();
+        let medians = in_turns(points.len(), rounds, |i, round| {
+            let (c, (path, buffering, partition)) = points[i];
+            let what = format!(
+                "loopback {} {} {path} {buffering} {partition}",
+                bytes_label(bytes),
+                c.name()
+            );
+            progress(&format!("{what} round {}", round + 1));
+            let depth = if buffering == "double" { 2 } else { 1 };
+            let split = if partition == "blocks" {
+                Partition::Blocks(cfg.block)
+            } else {
+                Partition::Unique
+            };
+            // This round's share of the transfers.
+            let share = iterations / rounds + usize::from(round < iterations % rounds);
+            let s = &mut samples[i];
+            let from = s.total.len();
+            for _ in 0..share {
+                seq += 1;
+                if path == "copy" {
+                    fill(seq, &mut data);
+                    out.fill(0);
+                    let m = Meter::start(None);
+                    let n = engine.send_message(&data, &mut out, split, depth, c)?;
+                    s.push(&m, engine.last_timing());
+                    check(&what, seq, bytes, n, &out)?;
+                    continue;
+                }
+                fill(seq, tx.as_mut_slice());
+                rx.as_mut_slice().fill(0);
+                let m = Meter::start(None);
+                let (n, timing) = if path == "bare" {
+                    // SAFETY: `regs` is engine 0's register window and `tx`,
+                    // `rx` come from that engine's pool; `recover` halts that
+                    // engine.
+                    unsafe {
+                        super::baseline::two_way(regs, &tx, &mut rx, bytes, || {
+                            engine.dma().recover()
+                        })
+                    }?;
+                    (bytes, Timing::default())
                 } else {
-                    Partition::Unique
+                    (
+                        engine.two_way(&tx, bytes, &mut rx, c)?,
+                        engine.last_timing(),
+                    )
                 };
-                // This round's share of the transfers.
-                let share = iterations / rounds + usize::from(round < iterations % rounds);
-                let s = &mut samples[i];
-                let from = s.total.len();
-                for _ in 0..share {
-                    seq += 1;
-                    if path == "bare" {
-                        fill(seq, tx.as_mut_slice());
-                        rx.as_mut_slice().fill(0);
-                        let m = Meter::start(None);
-                        // SAFETY: `regs` is engine 0's register window and
-                        // `tx`, `rx` come from that engine's pool; `recover`
-                        // halts that engine.
-                        unsafe {
-                            super::baseline::two_way(regs, &tx, &mut rx, bytes, || {
-                                engine.dma().recover()
-                            })
-                        }?;
-                        s.push(&m, Timing::default());
-                        check(&what, seq, bytes, bytes, rx.as_slice())?;
-                    } else if path == "zerocopy" {
-                        fill(seq, tx.as_mut_slice());
-                        rx.as_mut_slice().fill(0);
-                        let m = Meter::start(None);
-                        let n = engine.two_way(&tx, bytes, &mut rx, c)?;
-                        s.push(&m, engine.last_timing());
-                        check(&what, seq, bytes, n, rx.as_slice())?;
-                    } else {
-                        fill(seq, &mut data);
-                        out.fill(0);
-                        let m = Meter::start(None);
-                        let n = engine.send_message(&data, &mut out, split, depth, c)?;
-                        s.push(&m, engine.last_timing());
-                        check(&what, seq, bytes, n, &out)?;
-                    }
-                }
-                if path == "bare" {
-                    // dmaflow's driver gets the engine back in a known state
-                    // (its register cache forgotten).
-                    engine.dma().reset()?;
-                }
-                Ok::<_, Error>(median(&s.total[from..]))
-            })?;
-            for ((c, way), (s, m)) in points.iter().zip(samples.iter().zip(&medians)) {
-                let block_bytes = if way.2 == "blocks" { cfg.block } else { bytes };
-                if way.0 == "bare" {
-                    row("bare", ("zerocopy", "single", "unique"), bytes, bytes, s, m);
-                } else {
-                    row(c.name(), *way, block_bytes, bytes, s, m);
-                }
+                s.push(&m, timing);
+                check(&what, seq, bytes, n, rx.as_slice())?;
+            }
+            if path == "bare" {
+                // dmaflow's driver gets the engine back in a known state
+                // (its register cache forgotten).
+                engine.dma().reset()?;
+            }
+            Ok::<_, Error>(median(&s.total[from..]))
+        })?;
+        for ((c, way), (s, m)) in points.into_iter().zip(samples.into_iter().zip(&medians)) {
+            match way {
+                ("bare", ..) => row("bare", ("zerocopy", way.1, way.2), bytes, s, m),
+                _ => row(c.name(), way, bytes, s, m),
             }
         }
     }
     // The kernel-style driver thread takes the engine over: standard I/O only.
     // It starts on the driver's cores (threads inherit the caller's).
-    let proxy = Proxy::start(engine).map_err(|source| Error::Io {
-        path: "proxy driver thread".into(),
-        source,
-    })?;
+    let proxy = proxy(vec![engine])?;
     for &bytes in &cfg.sizes {
-        let iterations = (cfg.bytes_per_point / bytes).clamp(5, cfg.max_iterations);
+        let iterations = iterations(bytes);
         let what = format!("loopback {} proxy copy", bytes_label(bytes));
         progress(&what);
         let mut buf = vec![0u8; bytes];
-        let mut s = Samples::new(iterations);
+        let mut s = Samples::default();
         for _ in 0..iterations {
             seq += 1;
             buf.resize(bytes, 0);
@@ -421,21 +387,13 @@ where
             .chunks(iterations.div_ceil(cfg.rounds.clamp(1, iterations)))
             .map(median)
             .collect();
-        row(
-            "proxy",
-            ("copy", "single", "unique"),
-            bytes,
-            bytes,
-            &s,
-            &shares,
-        );
+        row("proxy", ("copy", "single", "unique"), bytes, s, &shares);
     }
     Ok(rows)
 }
 
 /// The rows' columns.
 fn columns(rows: &[Row]) -> Columns<'_, Row> {
-    let us = |x: f64| format!("{x:.2}");
     Columns::new()
         .col(
             "bytes",
@@ -444,17 +402,17 @@ fn columns(rows: &[Row]) -> Columns<'_, Row> {
             |r| r.bytes,
         )
         .plain("completion", "completion", |r| r.completion)
-        .plain("path", "path", |r| r.path)
-        .plain("buffering", "buffering", |r| r.buffering)
-        .plain("partition", "partition", |r| r.partition)
+        .plain("path", "path", |r| r.way.0)
+        .plain("buffering", "buffering", |r| r.way.1)
+        .plain("partition", "partition", |r| r.way.2)
         .kept("block_bytes", |r| r.block_bytes)
         .fixed("us (median)", "median_us", 2, |r| r.median_us)
         .shown("rounds' medians", |r| {
-            format!("{:.2}..{:.2}", r.round_range.0, r.round_range.1)
+            format!("{:.2}..{:.2}", r.rounds.min, r.rounds.max)
         })
-        .kept("round_median_us_min", |r| r.round_range.0)
-        .kept("round_median_us_max", |r| r.round_range.1)
-        .kept("rounds", |r| r.rounds)
+        .kept("round_median_us_min", |r| r.rounds.min)
+        .kept("round_median_us_max", |r| r.rounds.max)
+        .kept("rounds", |r| r.rounds.n)
         .fixed("model us", "model_us", 2, |r| r.model_us)
         .fixed("overhead us", "overhead_us", 2, Row::overhead_us)
         .col(
@@ -467,14 +425,11 @@ fn columns(rows: &[Row]) -> Columns<'_, Row> {
             },
             |r| r.over_bare_us(rows),
         )
-        .col("CPU us", "cpu_us", move |r| us(r.cpu_us), |r| r.cpu_us)
-        .col(
-            "of it irq delivery",
-            "irq_delivery_us",
-            move |r| us(r.delivery_us),
-            |r| r.delivery_us,
-        )
-        .percent("CPU share", "cpu_share", |r| r.cpu_share)
+        .fixed("CPU us", "cpu_us", 2, |r| r.cost.cpu_us())
+        .fixed("of it irq delivery", "irq_delivery_us", 2, |r| {
+            r.cost.delivery_us()
+        })
+        .percent("CPU share", "cpu_share", |r| r.cost.cpu_share())
         .fixed("TX us", "tx_us", 2, |r| r.tx_us)
         .fixed("RX us", "rx_us", 2, |r| r.rx_us)
         .shown("MB/s each way", |r| {
@@ -489,8 +444,8 @@ fn point<'a>(rows: &'a [Row], completion: &str, bytes: usize) -> Option<&'a Row>
     rows.iter().find(|r| {
         r.completion == completion
             && r.bytes == bytes
-            && r.partition == "unique"
-            && (r.path == "zerocopy" || completion == "proxy")
+            && r.way.2 == "unique"
+            && (r.way.0 == "zerocopy" || completion == "proxy")
     })
 }
 
@@ -517,11 +472,11 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
             "host CPU per 4 KiB transfer (interrupt delivery included): irq < 20 % of poll's",
             format!(
                 "{:.2} us against {:.2} us = {:.0} %",
-                i.cpu_us,
-                p.cpu_us,
-                100.0 * i.cpu_us / p.cpu_us
+                i.cost.cpu_us(),
+                p.cost.cpu_us(),
+                100.0 * i.cost.cpu_us() / p.cost.cpu_us()
             ),
-            i.cpu_us < 0.2 * p.cpu_us,
+            i.cost.cpu_us() < 0.2 * p.cost.cpu_us(),
         ));
     }
     out
@@ -540,8 +495,13 @@ pub fn answer(rows: &[Row]) -> String {
         let modes: Vec<String> = ["poll", "yield", "irq", "proxy"]
             .iter()
             .filter_map(|&c| {
-                point(rows, c, small)
-                    .map(|r| format!("{c} +{:.1} us ({:.1} us CPU)", r.overhead_us(), r.cpu_us))
+                point(rows, c, small).map(|r| {
+                    format!(
+                        "{c} +{:.1} us ({:.1} us CPU)",
+                        r.overhead_us(),
+                        r.cost.cpu_us()
+                    )
+                })
             })
             .collect();
         if let Some(model) = point(rows, "poll", small).map(|r| r.model_us) {
@@ -576,19 +536,15 @@ pub fn answer(rows: &[Row]) -> String {
     if let (Some(p), Some(i)) = (point(rows, "poll", 4096), point(rows, "irq", 4096)) {
         clauses.push(format!(
             "at 4 KiB waiting on the interrupt costs {:.0} % of polling's CPU ({:.1} against {:.1} us)",
-            100.0 * i.cpu_us / p.cpu_us,
-            i.cpu_us,
-            p.cpu_us
+            100.0 * i.cost.cpu_us() / p.cost.cpu_us(),
+            i.cost.cpu_us(),
+            p.cost.cpu_us()
         ));
     }
     if let Some(large) = rows.iter().map(|r| r.bytes).max()
         && let Some(zero) = point(rows, "poll", large)
         && let Some(copy) = rows.iter().find(|r| {
-            r.completion == "poll"
-                && r.bytes == large
-                && r.path == "copy"
-                && r.buffering == "single"
-                && r.partition == "unique"
+            (r.completion, r.bytes, r.way) == ("poll", large, ("copy", "single", "unique"))
         })
     {
         clauses.push(format!(
@@ -605,10 +561,10 @@ pub fn answer(rows: &[Row]) -> String {
 /// 002's Figs. 4-5).
 pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     let label = |r: &Row| {
-        if r.path == "zerocopy" || r.completion == "proxy" {
-            format!("{} {}", r.completion, r.path)
+        if r.way.0 == "zerocopy" || r.completion == "proxy" {
+            format!("{} {}", r.completion, r.way.0)
         } else {
-            format!("{} copy {} {}", r.completion, r.buffering, r.partition)
+            format!("{} copy {} {}", r.completion, r.way.1, r.way.2)
         }
     };
     let plot = |title: &str, y_label: &str, y: fn(&Row) -> f64| {
@@ -658,7 +614,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
             plot(
                 "Host CPU per transfer (driver-side threads)",
                 "CPU time per transfer (µs)",
-                |r| r.cpu_us.max(1e-3),
+                |r| r.cost.cpu_us().max(1e-3),
             ),
         ])
 }
@@ -680,7 +636,7 @@ mod tests {
         assert_eq!(bare.len(), 2);
         assert!(bare.iter().all(|b| b.median_us > 0.0));
         assert!(rows.iter().all(|r| r.over_bare_us(&rows).is_some()));
-        for r in rows.iter().filter(|r| r.partition == "blocks") {
+        for r in rows.iter().filter(|r| r.way.2 == "blocks") {
             assert_eq!((r.bytes, r.block_bytes), (4096, 1024));
         }
         for r in &rows {
@@ -692,9 +648,9 @@ mod tests {
             // of the time they ran (with room for the CPU clock's jitter over
             // a few microseconds: 2.09 was seen on an idle machine), and
             // polling is never free.
-            assert!(r.cpu_share <= 2.5, "{r:?}");
+            assert!(r.cost.cpu_share() <= 2.5, "{r:?}");
             if r.completion == "poll" {
-                assert!(r.cpu_us > 0.0, "{r:?}");
+                assert!(r.cost.cpu_us() > 0.0, "{r:?}");
             }
         }
         assert_eq!(rows.iter().filter(|r| r.completion == "proxy").count(), 2);

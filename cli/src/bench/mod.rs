@@ -6,6 +6,7 @@ pub mod baseline;
 pub mod beside;
 pub mod columns;
 pub mod conditions;
+pub mod dma;
 pub mod error;
 pub mod harness;
 pub mod meter;

@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::board_check::{Finding, check};
+use crate::board_check::check;
 use dmaflow::axi::Config as AxiConfig;
 use dmaflow::board::Board;
 use dmaflow::dma::DynEngine;
@@ -32,10 +32,13 @@ pub enum Mode {
 }
 
 impl Mode {
-    fn name(self) -> &'static str {
-        match self {
-            Mode::Direct => "direct register mode (C_INCLUDE_SG = 0)",
-            Mode::ScatterGather => "scatter-gather (C_INCLUDE_SG = 1)",
+    /// The mode of an engine built with scatter-gather (`sg`) or without,
+    /// as PG021 names it.
+    fn name_of(sg: bool) -> &'static str {
+        if sg {
+            "scatter-gather (C_INCLUDE_SG = 1)"
+        } else {
+            "direct register mode (C_INCLUDE_SG = 0)"
         }
     }
 }
@@ -65,24 +68,11 @@ impl BoardRig {
              (model_us is 0, overhead_us is the whole time)",
             self.root.display(),
             self.engine_name,
-            if self.engine.dma().sg_included() {
-                Mode::ScatterGather.name()
-            } else {
-                Mode::Direct.name()
-            },
+            Mode::name_of(self.engine.dma().sg_included()),
             pool.bus_range().1 >> 20,
             pool.policy(),
         )
     }
-}
-
-/// What of `findings` stops the experiments: everything `dmaflow info` calls
-/// blocking, and a channel without its interrupt line.
-fn missing(findings: &[Finding]) -> Vec<&Finding> {
-    findings
-        .iter()
-        .filter(|f| f.blocking || (f.missing && f.text.contains("no interrupt line")))
-        .collect()
 }
 
 /// Opens the board under `root` for an experiment driving an engine in
@@ -102,10 +92,15 @@ pub fn open(root: &Path, mode: Mode) -> Result<BoardRig, Error> {
         )]));
     }
     let inv = inventory(root);
-    let findings = check(&inv, root);
-    let gaps = missing(&findings);
+    // What stops the experiments: everything `dmaflow info` calls blocking,
+    // and a channel without its interrupt line.
+    let gaps: Vec<String> = check(&inv, root)
+        .into_iter()
+        .filter(|f| f.blocking || (f.missing && f.text.contains("no interrupt line")))
+        .map(|f| f.text)
+        .collect();
     if !gaps.is_empty() {
-        return Err(refuse(gaps.iter().map(|f| f.text.clone()).collect()));
+        return Err(refuse(gaps));
     }
     let board = Board::open(root, MEMORY).map_err(|e| refuse(vec![e.to_string()]))?;
     let mut names: Vec<String> = inv
@@ -133,19 +128,12 @@ pub fn open(root: &Path, mode: Mode) -> Result<BoardRig, Error> {
                 root: root.to_path_buf(),
             });
         }
-        seen.push(format!(
-            "{name} is built in {}",
-            if sg {
-                Mode::ScatterGather.name()
-            } else {
-                Mode::Direct.name()
-            }
-        ));
+        seen.push(format!("{name} is built in {}", Mode::name_of(sg)));
     }
     Err(refuse(vec![format!(
         "this experiment drives an AXI DMA in {} with its MM2S stream looped back to its \
          S2MM, and the board has none: {}",
-        mode.name(),
+        Mode::name_of(mode == Mode::ScatterGather),
         seen.join("; ")
     )]))
 }

@@ -10,12 +10,12 @@
 //! runs' range. The emulated device runs on a core of its own when there are
 //! two or more.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use dmaflow::dma::{Completion, Engine, PacketRing};
 use dmaflow::mem::CachePolicy;
 use dmaflow::platform::{IrqLine, MemoryModel, RegisterSpace};
-use dmaflow::rig::Rig;
+use dmaflow::rig::{Rig, policy_for};
 use dmaflow::sim::{Clock, Loopback, Profile};
 
 use super::app::{App, Work};
@@ -23,14 +23,11 @@ use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
 use super::error::Error;
 use super::harness::{OnBoard, OnGpu, Setup, Spec, Tables, Tier, bytes_label, clock_label, median};
-use super::meter::Meter;
+use super::meter::{Meter, Tally};
 use super::on_board::Mode;
 use super::plot::{LinePlot, XAxis};
 use super::report::{Report, Target, sentence, series_by};
 use super::spread::{Spread, in_turns};
-
-/// The Zynq-7000 HP port: 150 MHz x 8 bytes.
-pub const HP_PORT: Clock = Profile::ZYNQ7000.port;
 
 /// `dmaflow bench transfer`.
 pub static EXPERIMENT: Spec<Config> = Spec {
@@ -294,29 +291,37 @@ struct Condition {
     copy: bool,
 }
 
+impl Condition {
+    /// `copy` or `zerocopy`.
+    fn path(&self) -> &'static str {
+        if self.copy { "copy" } else { "zerocopy" }
+    }
+}
+
 /// Runs the sweep.
 pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
     let hp = cfg.profile.port;
     let largest = cfg.sizes.iter().copied().max().unwrap_or(64);
-    let most = cfg
-        .ring_sizes
-        .iter()
-        .copied()
-        .chain([cfg.slots])
-        .max()
-        .unwrap_or(cfg.slots);
+    let most = cfg.ring_sizes.iter().copied().fold(cfg.slots, usize::max);
     let ddr = (2 * most * largest + (1 << 20)).next_power_of_two();
     let mut rows = Vec::new();
     for cache_maintenance in [false, true] {
         // Paper 004's two conditions: a coherent port with no maintenance, and
         // a non-coherent one with explicit cache control.
-        let (policy, model) = if cache_maintenance {
-            (CachePolicy::Explicit, MemoryModel::NonCoherent)
+        let model = if cache_maintenance {
+            MemoryModel::NonCoherent
         } else {
-            (CachePolicy::Coherent, MemoryModel::Coherent)
+            MemoryModel::Coherent
         };
         for clock in [hp, Clock::Unlimited] {
-            let rig = Rig::with_model(ddr, clock, true, policy, model, Box::new(Loopback))?;
+            let rig = Rig::with_model(
+                ddr,
+                clock,
+                true,
+                policy_for(model),
+                model,
+                Box::new(Loopback),
+            )?;
             let placed = rig.dedicate_core()?;
             let at = Setting {
                 clock: clock_label(clock),
@@ -326,14 +331,8 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
                 loaded: !cache_maintenance && clock == hp,
                 ring_sweep: !cache_maintenance && clock == Clock::Unlimited,
             };
-            sweep(
-                cfg,
-                &rig.engines[0],
-                &at,
-                placed.all_cores(),
-                &mut rows,
-                &mut progress,
-            )?;
+            let engine = &rig.engines[0];
+            rows.extend(sweep(cfg, engine, &at, placed.all_cores(), &mut progress)?);
         }
     }
     Ok(rows)
@@ -357,9 +356,7 @@ pub fn run_on_board(
         loaded: true,
         ring_sweep: true,
     };
-    let mut rows = Vec::new();
-    sweep(cfg, &board.engine, &at, &cores, &mut rows, &mut progress)?;
-    Ok(rows)
+    sweep(cfg, &board.engine, &at, &cores, &mut progress)
 }
 
 /// The link and memory one sweep runs on, and which conditions it measures.
@@ -385,71 +382,56 @@ fn sweep<R: RegisterSpace, I: IrqLine>(
     engine: &Engine<R, I>,
     at: &Setting,
     cores: &[usize],
-    rows: &mut Vec<Row>,
     progress: &mut impl FnMut(&str),
-) -> Result<(), Error> {
+) -> Result<Vec<Row>, Error> {
+    let mut rows = Vec::new();
     let cache_maintenance = at.cache_maintenance;
-    let mut conditions = Vec::new();
     let base = Condition {
         completion: Completion::Poll,
         loaded: false,
         slots: cfg.slots,
         copy: false,
     };
-    for &bytes in &cfg.sizes {
-        for copy in [false, true] {
-            conditions.push((bytes, Condition { copy, ..base }));
-        }
-        if at.irq {
-            // What waiting on the interrupt costs and saves.
-            conditions.push((
-                bytes,
-                Condition {
+    let swept = |bytes| at.ring_sweep && cfg.ring_sweep_sizes.contains(&bytes);
+    let mut sizes = cfg.sizes.clone();
+    sizes.extend(
+        cfg.ring_sweep_sizes
+            .iter()
+            .filter(|&&b| swept(b) && !cfg.sizes.contains(&b)),
+    );
+    // The conditions of one packet size take turns run by run.
+    for bytes in sizes {
+        let mut group = Vec::new();
+        if cfg.sizes.contains(&bytes) {
+            group.extend([false, true].map(|copy| Condition { copy, ..base }));
+            if at.irq {
+                // What waiting on the interrupt costs and saves.
+                group.push(Condition {
                     completion: Completion::Irq,
                     ..base
-                },
-            ));
-            if at.loaded {
+                });
+            }
+            if at.irq && at.loaded {
                 // Another program on a core: polling and interrupts.
-                for completion in [Completion::Poll, Completion::Irq] {
-                    conditions.push((
-                        bytes,
-                        Condition {
-                            completion,
-                            loaded: true,
-                            ..base
-                        },
-                    ));
-                }
+                group.extend(
+                    [Completion::Poll, Completion::Irq].map(|completion| Condition {
+                        completion,
+                        loaded: true,
+                        ..base
+                    }),
+                );
             }
         }
-    }
-    if at.ring_sweep {
-        for &bytes in &cfg.ring_sweep_sizes {
-            for &slots in cfg.ring_sizes.iter().filter(|&&s| s != cfg.slots) {
-                conditions.push((bytes, Condition { slots, ..base }));
-            }
+        if swept(bytes) {
+            let others = cfg.ring_sizes.iter().filter(|&&s| s != cfg.slots);
+            group.extend(others.map(|&slots| Condition { slots, ..base }));
         }
-    }
-    // The conditions of one packet size take turns run by run.
-    let mut sizes: Vec<usize> = Vec::new();
-    for (b, _) in &conditions {
-        if !sizes.contains(b) {
-            sizes.push(*b);
-        }
-    }
-    for bytes in sizes {
-        let group: Vec<Condition> = conditions
-            .iter()
-            .filter(|(b, _)| *b == bytes)
-            .map(|(_, c)| *c)
-            .collect();
         let what = |c: &Condition| {
             format!(
                 "transfer {} {} {} cache={cache_maintenance}{} {} x {}",
                 at.clock,
                 c.completion.name(),
-                if c.copy { "copy" } else { "zerocopy" },
+                c.path(),
                 if c.loaded { " loaded" } else { "" },
                 c.slots,
                 bytes_label(bytes)
@@ -457,70 +439,54 @@ fn sweep<R: RegisterSpace, I: IrqLine>(
         };
         let packets_of =
             |c: &Condition| (cfg.bytes_per_run / bytes).clamp(c.slots, cfg.max_packets);
-        let mut costs = vec![(Duration::ZERO, Duration::ZERO); group.len()];
+        let mut costs = vec![Tally::default(); group.len()];
         let times = in_turns(group.len(), cfg.rounds.max(1), |k, round| {
             let c = &group[k];
             let what = what(c);
             progress(&format!("{what} run {}", round + 1));
             let mut ring = PacketRing::new(engine, c.slots, bytes, cfg.batch, c.completion)?;
-            let _load = if c.loaded {
-                Some(App::start(Work::Spin, cores)?)
-            } else {
-                None
-            };
+            let _load = c
+                .loaded
+                .then(|| App::start(Work::Spin, cores))
+                .transpose()?;
             // One short run first so the caches and the device thread
             // are warm.
             stream(&mut ring, bytes, c.slots, c.copy, &what)?;
             let meter = Meter::start(None);
             let t = stream(&mut ring, bytes, packets_of(c), c.copy, &what)?;
-            let cost = meter.stop();
-            costs[k].0 += cost.cpu;
-            costs[k].1 += cost.wall;
+            costs[k].add(meter.stop());
             Ok::<f64, Error>(t)
         })?;
-        for ((c, times), (cpu, wall)) in group.iter().zip(&times).zip(&costs) {
-            let c = *c;
+        for ((c, times), cost) in group.into_iter().zip(times).zip(costs) {
             let packets = packets_of(&c);
-            let path = if c.copy { "copy" } else { "zerocopy" };
-            let completion = c.completion.name();
-            let seconds = median(times);
-            let cpu_share = if wall.is_zero() {
-                0.0
-            } else {
-                cpu.as_secs_f64() / wall.as_secs_f64()
-            };
+            let moved = (packets * bytes) as f64;
+            let seconds = median(&times);
+            let rates: Vec<f64> = times.iter().map(|t| moved / t / 1e6).collect();
             rows.push(Row {
                 clock: at.clock.clone(),
-                completion,
-                path,
+                completion: c.completion.name(),
+                path: c.path(),
                 cache_maintenance,
                 loaded: c.loaded,
                 slots: c.slots,
                 bytes,
                 packets,
                 seconds,
-                mbytes_per_s: (packets * bytes) as f64 / seconds / 1e6,
-                mbytes_spread: Spread::of(
-                    &times
-                        .iter()
-                        .map(|t| (packets * bytes) as f64 / t / 1e6)
-                        .collect::<Vec<_>>(),
-                ),
+                mbytes_per_s: moved / seconds / 1e6,
+                mbytes_spread: Spread::of(&rates),
                 packets_per_s: packets as f64 / seconds,
                 model_us: at
                     .model
                     .map_or(0.0, |c| c.duration(bytes).as_secs_f64() * 1e6),
-                cpu_us: cpu.as_secs_f64() * 1e6 / (packets * times.len()).max(1) as f64,
-                cpu_share,
-                cpu_cache_us: if cache_maintenance {
-                    cpu_cache_us(bytes, 201)
-                } else {
-                    None
-                },
+                cpu_us: cost.cost().cpu_us_per(packets * times.len()),
+                cpu_share: cost.cpu_share(),
+                cpu_cache_us: cache_maintenance
+                    .then(|| cpu_cache_us(bytes, 201))
+                    .flatten(),
             });
         }
     }
-    Ok(())
+    Ok(rows)
 }
 
 /// The rows' columns.
@@ -568,12 +534,14 @@ fn select<'a>(
     loaded: bool,
 ) -> impl Iterator<Item = &'a Row> + 'a {
     rows.iter().filter(move |r| {
-        r.clock == clock
-            && r.completion == completion
-            && r.path == "zerocopy"
-            && !r.cache_maintenance
-            && r.loaded == loaded
-            && r.slots == cfg.slots
+        let of = (
+            &*r.clock,
+            r.completion,
+            r.path,
+            r.cache_maintenance,
+            r.loaded,
+        );
+        of == (clock, completion, "zerocopy", false, loaded) && r.slots == cfg.slots
     })
 }
 
@@ -652,11 +620,8 @@ pub fn answer(cfg: &Config, rows: &[Row]) -> String {
     }
     if let Some(small) = select(cfg, rows, "unlimited", "poll", false).find(|r| r.bytes == 64) {
         let maint = rows.iter().find(|r| {
-            r.clock == "unlimited"
-                && r.path == "zerocopy"
-                && r.cache_maintenance
-                && r.bytes == 64
-                && r.slots == cfg.slots
+            let of = (&*r.clock, r.path, r.cache_maintenance, r.bytes, r.slots);
+            of == ("unlimited", "zerocopy", true, 64, cfg.slots)
         });
         parts.push(format!(
             "with no link limit software moves {:.2} M packets/s of 64 B{}",
@@ -705,10 +670,8 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     let ring: Vec<Row> = rows
         .iter()
         .filter(|r| {
-            r.clock == "unlimited"
-                && r.completion == "poll"
-                && r.path == "zerocopy"
-                && !r.cache_maintenance
+            let of = (&*r.clock, r.completion, r.path, r.cache_maintenance);
+            of == ("unlimited", "poll", "zerocopy", false)
                 && cfg.ring_sweep_sizes.contains(&r.bytes)
         })
         .cloned()

@@ -13,21 +13,22 @@
 
 use std::time::Instant;
 
-use dmaflow::dma::{Completion, Engine, Lane, Proxy, two_way_together};
+use dmaflow::dma::{Completion, Engine, Lane, two_way_together};
 use dmaflow::dsp::bgsub::{self, Params};
 use dmaflow::mem::DmaBuf;
 use dmaflow::platform::{IrqLine, MemoryModel, RegisterSpace};
-use dmaflow::rig::Rig;
 use dmaflow::sim::{BgSubCore, Clock, Loopback, StreamProcessor};
 
 use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
+use super::dma::{proxy, rig};
 use super::error::Error;
-use super::harness::{OnBoard, OnGpu, Setup, Spec, Tables, Tier, on_board};
+use super::harness::{OnBoard, OnGpu, Setup, Spec, Tables, Tier, median, on_board};
 use super::meter::{Meter, Tally};
 use super::on_board::Mode;
 use super::plot::{LinePlot, Series, XAxis};
 use super::report::{Report, Target, sentence, series_by};
+use super::spread::Spread;
 
 /// The paper's fabric: 100 MHz, one byte per cycle.
 pub const FABRIC: Clock = super::harness::PAPER_000_FABRIC;
@@ -122,31 +123,22 @@ pub struct Row {
     pub lines: usize,
     /// Bytes each way on each engine.
     pub bytes: usize,
-    /// Median microseconds per two-way transfer: the figure the tables and
-    /// the comparisons use (a mean carries the scheduler's preemptions).
-    pub median_us: f64,
-    /// First and third quartiles of the time per transfer.
-    pub quartiles_us: (f64, f64),
+    /// The time per two-way transfer, in microseconds: its median is the
+    /// figure the tables and the comparisons use (a mean carries the
+    /// scheduler's preemptions); its count is the transfers measured.
+    pub time: Spread,
     /// Mean microseconds per two-way transfer (paper 000's statistic).
     pub avg_us: f64,
-    /// Fastest transfer.
-    pub min_us: f64,
-    /// Slowest transfer.
-    pub max_us: f64,
     /// Standard deviation (population).
     pub stddev_us: f64,
     /// Bytes / median time, in MiB/s.
     pub mib_per_s: f64,
-    /// Transfers measured.
-    pub iterations: usize,
     /// What the modelled device needs per transfer (PG021 latencies and the
     /// 100 MB/s stream; the coprocessor's engines run side by side), in
     /// microseconds.
     pub model_us: f64,
-    /// Mean host CPU per transfer of the driver-side threads, in microseconds.
-    pub cpu_us: f64,
-    /// Host CPU over wall time while the transfers ran.
-    pub cpu_share: f64,
+    /// Host CPU of the driver-side threads over the transfers.
+    pub cost: Tally,
     /// Median time to issue one transfer's commands (program every engine's
     /// S2MM and MM2S, cache maintenance included), in microseconds; zero-copy
     /// paths only (paper 000 measured 5.68 us on its board).
@@ -156,38 +148,26 @@ pub struct Row {
 impl Row {
     /// Median measured minus modelled time per transfer.
     pub fn overhead_us(&self) -> f64 {
-        self.median_us - self.model_us
+        self.time.median - self.model_us
     }
 
-    fn new(
-        core: &'static str,
-        completion: &'static str,
-        lines: usize,
-        samples: &[f64],
-        cost: &Tally,
-    ) -> Self {
+    fn new(core: &'static str, completion: &'static str, lines: usize, samples: &[f64]) -> Self {
         let n = samples.len().max(1) as f64;
         let avg = samples.iter().sum::<f64>() / n;
         let var = samples.iter().map(|s| (s - avg) * (s - avg)).sum::<f64>() / n;
         let bytes = lines * LINE;
-        let spread = super::spread::Spread::of(samples);
-        let med = spread.median;
+        let time = Spread::of(samples);
         Row {
             core,
             completion,
             lines,
             bytes,
-            median_us: med,
-            quartiles_us: (spread.p25, spread.p75),
+            time,
             avg_us: avg,
-            min_us: spread.min,
-            max_us: spread.max,
             stddev_us: var.sqrt(),
-            mib_per_s: bytes as f64 / (med * 1e-6) / (1u64 << 20) as f64,
-            iterations: samples.len(),
+            mib_per_s: bytes as f64 / (time.median * 1e-6) / (1u64 << 20) as f64,
             model_us: FABRIC.two_way(bytes, false).as_secs_f64() * 1e6,
-            cpu_us: cost.cpu_us(),
-            cpu_share: cost.cpu_share(),
+            cost: Tally::default(),
             issue_us: None,
         }
     }
@@ -239,39 +219,20 @@ fn setup(core: &str, lines: usize) -> Result<(Box<dyn StreamProcessor>, Vec<Case
     Ok((Box::new(BgSubCore::new(p)), cases))
 }
 
-/// Runs the sweep; every transfer's answer is checked.
+/// Runs the sweep, each core and size with the three drivers on a board of
+/// their own; every transfer's answer is checked.
 pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
     let mut rows = Vec::new();
     for core in CORES {
         for &lines in &cfg.lines {
-            rows.extend(measure(cfg, core, lines, &mut progress)?);
+            let (processor, cases) = setup(core, lines)?;
+            let bytes = 2 * cases[0].send.len() * lines * LINE;
+            let (mut rig, _placed) = rig(bytes, FABRIC, cfg.memory, processor)?;
+            let engines = std::mem::take(&mut rig.engines);
+            rows.extend(drive(cfg, core, lines, &cases, engines, &mut progress)?);
         }
     }
     Ok(rows)
-}
-
-/// The three drivers on `core` with images of `lines` lines, on a board of
-/// their own.
-fn measure(
-    cfg: &Config,
-    core: &'static str,
-    lines: usize,
-    progress: &mut impl FnMut(&str),
-) -> Result<Vec<Row>, Error> {
-    let bytes = lines * LINE;
-    let (processor, cases) = setup(core, lines)?;
-    let engines = cases[0].send.len();
-    let mut rig = Rig::with_model(
-        (2 * engines * bytes + (1 << 20)).next_power_of_two(),
-        FABRIC,
-        false,
-        dmaflow::rig::policy_for(cfg.memory),
-        cfg.memory,
-        processor,
-    )?;
-    let _placed = rig.dedicate_core()?;
-    let engines = std::mem::take(&mut rig.engines);
-    drive(cfg, core, lines, &cases, engines, progress)
 }
 
 /// The loopback sweep on a real board's engine (`--board`): the same drivers
@@ -327,92 +288,88 @@ where
     I: IrqLine + Send + 'static,
 {
     let bytes = lines * LINE;
-    let count = engines.len();
     let corrupted = |what: &str, got: usize| Error::Corrupted {
         what: what.to_string(),
         got: got as u32,
         expected: bytes as u32,
     };
     let mut rows = Vec::new();
-    {
-        let pool = engines[0].pool().clone();
-        let mut tx: Vec<DmaBuf<u8>> = Vec::with_capacity(count);
-        let mut rx: Vec<DmaBuf<u8>> = Vec::with_capacity(count);
-        for _ in 0..count {
-            tx.push(pool.alloc(bytes)?);
-            rx.push(pool.alloc(bytes)?);
-        }
-        for (name, mode) in [("poll", Completion::Poll), ("irq", Completion::Irq)] {
-            let what = format!("twoway {core} 640x{lines} {name}");
-            progress(&what);
-            let mut samples = Vec::with_capacity(cfg.iterations);
-            let mut cost = Tally::default();
-            for it in 0..cfg.iterations {
-                let case = &cases[it % CASES];
-                for ((t, r), data) in tx.iter_mut().zip(rx.iter_mut()).zip(&case.send) {
-                    t.as_mut_slice().copy_from_slice(data);
-                    r.as_mut_slice().fill(0);
-                }
-                let mut lanes: Vec<Lane<'_, _, _>> = engines
-                    .iter()
-                    .zip(&tx)
-                    .zip(rx.iter_mut())
-                    .map(|((engine, tx), rx)| Lane {
-                        engine,
-                        tx,
-                        tx_len: bytes,
-                        rx,
-                        rx_len: bytes,
-                    })
-                    .collect();
-                let m = Meter::start(None);
-                let got = two_way_together(&mut lanes, mode)?;
-                let c = m.stop();
-                drop(lanes);
-                samples.push(c.wall.as_secs_f64() * 1e6);
-                cost.add(c);
-                for ((n, r), want) in got.into_iter().zip(&rx).zip(&case.want) {
-                    if n != bytes || r.as_slice() != want.as_slice() {
-                        return Err(corrupted(&what, n));
-                    }
-                }
-            }
-            // The commands of one transfer, timed on their own: `begin` programs
-            // an engine's two channels and returns; the waits are not timed.
-            let mut issue = Vec::with_capacity(cfg.iterations);
-            for _ in 0..cfg.iterations {
-                let t0 = Instant::now();
-                let mut flights = Vec::with_capacity(count);
-                for (engine, (t, r)) in engines.iter().zip(tx.drain(..).zip(rx.drain(..))) {
-                    flights.push(
-                        engine
-                            .begin(t, bytes, r, bytes, mode)
-                            .map_err(|f| Error::Dma(f.error))?,
-                    );
-                }
-                issue.push(t0.elapsed().as_secs_f64() * 1e6);
-                for flight in flights {
-                    let done = flight.wait().map_err(|f| Error::Dma(f.error))?;
-                    tx.push(done.tx);
-                    rx.push(done.rx);
-                }
-            }
-            let mut row = Row::new(core, name, lines, &samples, &cost);
-            row.issue_us = Some(super::harness::median(&issue));
-            rows.push(row);
-        }
+    let pool = engines[0].pool().clone();
+    let (mut tx, mut rx): (Vec<DmaBuf<u8>>, Vec<DmaBuf<u8>>) = (Vec::new(), Vec::new());
+    for _ in &engines {
+        tx.push(pool.alloc(bytes)?);
+        rx.push(pool.alloc(bytes)?);
     }
-    // The zero-copy buffers are back in the pool; the proxy's driver thread
+    for (name, mode) in [("poll", Completion::Poll), ("irq", Completion::Irq)] {
+        let what = format!("twoway {core} 640x{lines} {name}");
+        progress(&what);
+        let mut samples = Vec::with_capacity(cfg.iterations);
+        let mut cost = Tally::default();
+        for it in 0..cfg.iterations {
+            let case = &cases[it % CASES];
+            for ((t, r), data) in tx.iter_mut().zip(rx.iter_mut()).zip(&case.send) {
+                t.as_mut_slice().copy_from_slice(data);
+                r.as_mut_slice().fill(0);
+            }
+            let mut lanes: Vec<Lane<'_, _, _>> = engines
+                .iter()
+                .zip(&tx)
+                .zip(rx.iter_mut())
+                .map(|((engine, tx), rx)| Lane {
+                    engine,
+                    tx,
+                    tx_len: bytes,
+                    rx,
+                    rx_len: bytes,
+                })
+                .collect();
+            let m = Meter::start(None);
+            let got = two_way_together(&mut lanes, mode)?;
+            let c = m.stop();
+            drop(lanes);
+            samples.push(c.wall.as_secs_f64() * 1e6);
+            cost.add(c);
+            for ((n, r), want) in got.into_iter().zip(&rx).zip(&case.want) {
+                if n != bytes || r.as_slice() != want.as_slice() {
+                    return Err(corrupted(&what, n));
+                }
+            }
+        }
+        // The commands of one transfer, timed on their own: `begin` programs
+        // an engine's two channels and returns; the waits are not timed.
+        let mut issue = Vec::with_capacity(cfg.iterations);
+        for _ in 0..cfg.iterations {
+            let t0 = Instant::now();
+            let mut flights = Vec::with_capacity(engines.len());
+            for (engine, (t, r)) in engines.iter().zip(tx.drain(..).zip(rx.drain(..))) {
+                flights.push(
+                    engine
+                        .begin(t, bytes, r, bytes, mode)
+                        .map_err(|f| Error::Dma(f.error))?,
+                );
+            }
+            issue.push(t0.elapsed().as_secs_f64() * 1e6);
+            for flight in flights {
+                let done = flight.wait().map_err(|f| Error::Dma(f.error))?;
+                tx.push(done.tx);
+                rx.push(done.rx);
+            }
+        }
+        rows.push(Row {
+            cost,
+            issue_us: Some(median(&issue)),
+            ..Row::new(core, name, lines, &samples)
+        });
+    }
+    // The zero-copy buffers go back to the pool; the proxy's driver thread
     // takes the engines over and allocates its own.
+    drop((tx, rx, pool));
     let what = format!("twoway {core} 640x{lines} proxy");
     progress(&what);
-    let proxy = Proxy::start_all(engines).map_err(|source| Error::Io {
-        path: "proxy driver thread".into(),
-        source,
-    })?;
+    let mut bufs: Vec<Vec<u8>> = vec![Vec::new(); engines.len()];
+    let proxy = proxy(engines)?;
     let mut samples = Vec::with_capacity(cfg.iterations);
     let mut cost = Tally::default();
-    let mut bufs: Vec<Vec<u8>> = vec![Vec::new(); count];
     for it in 0..cfg.iterations {
         let case = &cases[it % CASES];
         let jobs = bufs
@@ -435,7 +392,10 @@ where
             }
         }
     }
-    rows.push(Row::new(core, "proxy", lines, &samples, &cost));
+    rows.push(Row {
+        cost,
+        ..Row::new(core, "proxy", lines, &samples)
+    });
     Ok(rows)
 }
 
@@ -450,7 +410,51 @@ pub fn render(rows: &[Row]) -> String {
         if rows.is_empty() {
             continue;
         }
-        out += &render_core(core, &rows);
+        let find = |c: &str, l: usize| {
+            rows.iter()
+                .copied()
+                .find(|r| r.completion == c && r.lines == l)
+        };
+        let mut lines: Vec<usize> = rows.iter().map(|r| r.lines).collect();
+        lines.sort_unstable();
+        lines.dedup();
+        // Each size's poll, irq and proxy rows.
+        let points: Vec<[&Row; 3]> = lines
+            .iter()
+            .filter_map(|&l| Some([find("poll", l)?, find("irq", l)?, find("proxy", l)?]))
+            .collect();
+        // One figure per driver, each size a line.
+        let by_driver = |get: fn(&Row) -> f64, places: usize| {
+            let cell = move |r: &Row| format!("{:.places$}", get(r));
+            Columns::new()
+                .shown("size", |[p, ..]: &[&Row; 3]| format!("640x{}", p.lines))
+                .shown("proxy", move |[.., k]| cell(k))
+                .shown("irq", move |[_, i, _]| cell(i))
+                .shown("poll", move |[p, ..]| cell(p))
+        };
+        out += if core == "bgsub" {
+            "background-subtraction coprocessor, two engines"
+        } else {
+            "loopback, one engine"
+        };
+        out += "\nTable 1: time per two-way transfer (us, median)\n";
+        out += &by_driver(|r| r.time.median, 1)
+            .shown("proxy - poll", |[p, _, k]| {
+                format!("{:.1}", k.time.median - p.time.median)
+            })
+            .shown("model", |[p, ..]| format!("{:.1}", p.model_us))
+            .table(&points);
+        out += "\nTable 2: throughput (MiB/s at the median time; ideal 95.37)\n";
+        out += &by_driver(|r| r.mib_per_s, 2)
+            .shown("poll/ideal", |[p, ..]| {
+                format!("{:.2} %", 100.0 * p.mib_per_s / IDEAL_MIB_PER_S)
+            })
+            .table(&points);
+        out += "\nTable 3: spread of the time per transfer (us)\n";
+        out += &spread_columns().table(rows.iter().copied());
+        out += "\nTable 4: beyond the modelled device, and the host's CPU (us per transfer)\n";
+        out += &cost_columns().table(rows.iter().copied());
+        out += "\n";
     }
     out
 }
@@ -458,29 +462,21 @@ pub fn render(rows: &[Row]) -> String {
 /// The rows' spread of the time per transfer (Table 3), and in the JSON
 /// their point and throughput.
 fn spread_columns<'a>() -> Columns<'a, Row> {
-    let us = |x: f64| format!("{x:.1}");
     Columns::new()
         .kept("core", |r: &Row| r.core)
         .col("size", "lines", |r| format!("640x{}", r.lines), |r| r.lines)
         .kept("bytes", |r| r.bytes)
         .plain("driver", "completion", |r| r.completion)
-        .col(
-            "median",
-            "median_us",
-            move |r| us(r.median_us),
-            |r| r.median_us,
-        )
-        .shown("IQR", |r| {
-            format!("{:.1}..{:.1}", r.quartiles_us.0, r.quartiles_us.1)
-        })
-        .kept("p25_us", |r| r.quartiles_us.0)
-        .kept("p75_us", |r| r.quartiles_us.1)
-        .col("avg", "avg_us", move |r| us(r.avg_us), |r| r.avg_us)
-        .col("min", "min_us", move |r| us(r.min_us), |r| r.min_us)
-        .col("max", "max_us", move |r| us(r.max_us), |r| r.max_us)
+        .fixed("median", "median_us", 1, |r| r.time.median)
+        .shown("IQR", |r| format!("{:.1}..{:.1}", r.time.p25, r.time.p75))
+        .kept("p25_us", |r| r.time.p25)
+        .kept("p75_us", |r| r.time.p75)
+        .fixed("avg", "avg_us", 1, |r| r.avg_us)
+        .fixed("min", "min_us", 1, |r| r.time.min)
+        .fixed("max", "max_us", 1, |r| r.time.max)
         .fixed("stddev", "stddev_us", 2, |r| r.stddev_us)
         .kept("mib_per_s", |r| r.mib_per_s)
-        .kept("iterations", |r| r.iterations)
+        .kept("iterations", |r| r.time.n)
 }
 
 /// The rows' time beyond the modelled device and the host's CPU (Table 4).
@@ -490,58 +486,9 @@ fn cost_columns<'a>() -> Columns<'a, Row> {
         .shown("driver", |r| r.completion.to_string())
         .fixed("model", "model_us", 2, |r| r.model_us)
         .fixed("overhead", "overhead_us", 2, Row::overhead_us)
-        .fixed("CPU", "cpu_us", 2, |r| r.cpu_us)
-        .percent("CPU share", "cpu_share", |r| r.cpu_share)
+        .fixed("CPU", "cpu_us", 2, |r| r.cost.cpu_us())
+        .percent("CPU share", "cpu_share", |r| r.cost.cpu_share())
         .optional("issue", "issue_us", 2, |r| r.issue_us)
-}
-
-fn render_core(core: &str, rows: &[&Row]) -> String {
-    let find = |c: &str, l: usize| {
-        rows.iter()
-            .copied()
-            .find(|r| r.completion == c && r.lines == l)
-    };
-    let mut lines: Vec<usize> = rows.iter().map(|r| r.lines).collect();
-    lines.sort_unstable();
-    lines.dedup();
-    let name = if core == "bgsub" {
-        "background-subtraction coprocessor, two engines"
-    } else {
-        "loopback, one engine"
-    };
-    let mut out = format!("{name}\nTable 1: time per two-way transfer (us, median)\n");
-    let points: Vec<(usize, &Row, &Row, &Row)> = lines
-        .iter()
-        .filter_map(|&l| Some((l, find("poll", l)?, find("irq", l)?, find("proxy", l)?)))
-        .collect();
-    // One figure per driver, each size a line.
-    let by_driver = |get: fn(&Row) -> f64, places: usize| {
-        let cell = move |r: &Row| format!("{:.places$}", get(r));
-        Columns::new()
-            .shown("size", |&(l, ..): &(usize, &Row, &Row, &Row)| {
-                format!("640x{l}")
-            })
-            .shown("proxy", move |(_, _, _, k)| cell(k))
-            .shown("irq", move |(_, _, i, _)| cell(i))
-            .shown("poll", move |(_, p, _, _)| cell(p))
-    };
-    out += &by_driver(|r| r.median_us, 1)
-        .shown("proxy - poll", |(_, p, _, k)| {
-            format!("{:.1}", k.median_us - p.median_us)
-        })
-        .shown("model", |(_, p, _, _)| format!("{:.1}", p.model_us))
-        .table(&points);
-    out += "\nTable 2: throughput (MiB/s at the median time; ideal 95.37)\n";
-    out += &by_driver(|r| r.mib_per_s, 2)
-        .shown("poll/ideal", |(_, p, _, _)| {
-            format!("{:.2} %", 100.0 * p.mib_per_s / IDEAL_MIB_PER_S)
-        })
-        .table(&points);
-    out += "\nTable 3: spread of the time per transfer (us)\n";
-    out += &spread_columns().table(rows.iter().copied());
-    out += "\nTable 4: beyond the modelled device, and the host's CPU (us per transfer)\n";
-    out += &cost_columns().table(rows.iter().copied());
-    out + "\n"
 }
 
 /// The largest size's row of a core and completion mode.
@@ -576,21 +523,6 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
         .collect()
 }
 
-/// The median over sizes of what the proxy driver adds to polling on `core`
-/// (the paper's "OS overhead", about 55-62 us on its board).
-fn os_overhead(rows: &[Row], core: &str) -> Option<f64> {
-    let diffs: Vec<f64> = rows
-        .iter()
-        .filter(|r| r.core == core && r.completion == "proxy")
-        .filter_map(|k| {
-            rows.iter()
-                .find(|p| p.core == core && p.completion == "poll" && p.lines == k.lines)
-                .map(|p| k.median_us - p.median_us)
-        })
-        .collect();
-    (!diffs.is_empty()).then(|| super::harness::median(&diffs))
-}
-
 /// One sentence: what each driver adds to the modelled coprocessor at the
 /// largest size and what it costs the CPU, the OS path's cost over polling,
 /// and the time to issue one transfer.
@@ -611,19 +543,29 @@ pub fn answer(rows: &[Row]) -> String {
                 r.overhead_us(),
                 r.model_us,
                 100.0 * r.mib_per_s / IDEAL_MIB_PER_S,
-                r.cpu_us
+                r.cost.cpu_us()
             )
         })
         .collect();
-    if let Some(d) = os_overhead(rows, "bgsub") {
+    // What the proxy driver adds to polling on the coprocessor, the median
+    // over sizes (the paper's "OS overhead", about 55-62 us on its board).
+    let bgsub = |c: &'static str| {
+        rows.iter()
+            .filter(move |r| r.core == "bgsub" && r.completion == c)
+    };
+    let os: Vec<f64> = bgsub("proxy")
+        .filter_map(|k| {
+            Some(k.time.median - bgsub("poll").find(|p| p.lines == k.lines)?.time.median)
+        })
+        .collect();
+    if !os.is_empty() {
+        let d = median(&os);
         clauses.push(format!(
             "the proxy driver costs a median {d:.1} us per transfer over polling \
              (paper 000: 55-62 us on a Zynq-7000)"
         ));
     }
-    if let Some(i) = rows
-        .iter()
-        .filter(|r| r.core == "bgsub" && r.completion == "poll")
+    if let Some(i) = bgsub("poll")
         .min_by_key(|r| r.lines)
         .and_then(|r| r.issue_us)
     {
@@ -686,18 +628,18 @@ mod tests {
 
     #[test]
     fn statistics_are_those_of_the_samples() {
-        let r = Row::new("bgsub", "poll", 1, &[10.0, 20.0, 30.0], &Tally::default());
-        assert_eq!((r.min_us, r.max_us, r.avg_us), (10.0, 30.0, 20.0));
-        assert_eq!((r.median_us, r.quartiles_us), (20.0, (15.0, 25.0)));
-        // One preempted transfer moves the mean, not the median.
-        let p = Row::new(
-            "bgsub",
-            "poll",
-            1,
-            &[10.0, 11.0, 12.0, 13.0, 17000.0],
-            &Tally::default(),
+        let r = Row::new("bgsub", "poll", 1, &[10.0, 20.0, 30.0]);
+        assert_eq!((r.time.min, r.time.max, r.avg_us), (10.0, 30.0, 20.0));
+        assert_eq!(
+            (r.time.median, (r.time.p25, r.time.p75)),
+            (20.0, (15.0, 25.0))
         );
-        assert_eq!((p.median_us, p.quartiles_us), (12.0, (11.0, 13.0)));
+        // One preempted transfer moves the mean, not the median.
+        let p = Row::new("bgsub", "poll", 1, &[10.0, 11.0, 12.0, 13.0, 17000.0]);
+        assert_eq!(
+            (p.time.median, (p.time.p25, p.time.p75)),
+            (12.0, (11.0, 13.0))
+        );
         assert!(p.avg_us > 3000.0);
         assert!((r.stddev_us - (200.0f64 / 3.0).sqrt()).abs() < 1e-9);
         // 640 B in a mean of 20 us: 32 MB/s = 30.52 MiB/s.
@@ -725,17 +667,17 @@ mod tests {
         for r in &rows {
             // No transfer beats the clock: 640 B at 100 MB/s is 6.4 us, and the
             // PG021 latencies come on top.
-            assert!(r.min_us >= r.bytes as f64 / 100.0, "{r:?}");
-            assert!(r.min_us >= r.model_us, "{r:?}");
-            assert!(r.min_us <= r.avg_us && r.avg_us <= r.max_us, "{r:?}");
-            assert!(r.cpu_us > 0.0, "{r:?}");
-            assert_eq!(r.iterations, 20);
+            assert!(r.time.min >= r.bytes as f64 / 100.0, "{r:?}");
+            assert!(r.time.min >= r.model_us, "{r:?}");
+            assert!(r.time.min <= r.avg_us && r.avg_us <= r.time.max, "{r:?}");
+            assert!(r.cost.cpu_us() > 0.0, "{r:?}");
+            assert_eq!(r.time.n, 20);
             // Issuing the commands is a small part of a whole transfer.
             match r.issue_us {
                 Some(i) => assert!(i > 0.0 && i < r.avg_us, "{r:?}"),
                 None => assert_eq!(r.completion, "proxy"),
             }
-            measured += r.avg_us * r.iterations as f64;
+            measured += r.avg_us * r.time.n as f64;
         }
         // The transfers' own times fit in the test's clock.
         assert!(measured < wall, "{measured} us measured in {wall} us");
