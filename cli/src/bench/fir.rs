@@ -21,8 +21,9 @@ use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
 use super::harness::{OnBoard, Setup, Spec, Tier, median};
-use super::plot::{LinePlot, Series};
-use super::report::{Report, Target, sentence};
+use super::peers::checksum;
+use super::plot::{LinePlot, XAxis};
+use super::report::{Report, Target, sentence, series_by};
 use super::spread::{Ratio, Spread};
 
 /// `dmaflow bench fir`.
@@ -182,16 +183,6 @@ fn noise(n: usize, mut seed: u64) -> Vec<f32> {
         .collect()
 }
 
-/// Wrapping sum of the bits of the samples: identical outputs give identical sums.
-fn bits_sum(s: &[f32]) -> u32 {
-    s.iter().fold(0u32, |a, x| a.wrapping_add(x.to_bits()))
-}
-
-/// Number of blocks the filter runs for `samples` samples.
-fn blocks(samples: usize, hop: usize) -> usize {
-    samples.div_ceil(hop)
-}
-
 /// Runs the filter as a graph over `signal` (all of it, streamed from memory
 /// larger than the last-level cache); returns seconds and the output's bit sum.
 fn graph_run(
@@ -201,7 +192,7 @@ fn graph_run(
     mode: Mode,
 ) -> Result<(f64, u32), Error> {
     let (g, sum) = fir_graph(taps, n, signal, mode, 0u32, |acc, s| {
-        *acc = acc.wrapping_add(bits_sum(s));
+        *acc = acc.wrapping_add(checksum(s));
     })?;
     let t0 = Instant::now();
     g.run()?;
@@ -268,7 +259,7 @@ fn single_thread_run(
     let samples = input.len();
     let mut fir = OverlapSave::new(taps, Some(n)).map_err(Error::peer("fir"))?;
     let (l, hop) = (fir.taps(), fir.hop());
-    let nb = blocks(samples, hop);
+    let nb = samples.div_ceil(hop);
     // Zero initial state before, zero padding after, the same samples as the graph.
     let mut signal = vec![0f32; l - 1 + nb * hop + n];
     signal[l - 1..l - 1 + samples].copy_from_slice(input);
@@ -287,7 +278,7 @@ fn single_thread_run(
         }
     }
     let secs = t0.elapsed().as_secs_f64();
-    Ok((secs, bits_sum(&out[..samples])))
+    Ok((secs, checksum(&out[..samples])))
 }
 
 /// Runs the experiment; `progress` hears about each measurement. Zero-copy and
@@ -310,7 +301,7 @@ pub fn run_rows(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>
             let l = taps_for(n, pct);
             let taps = noise(l, 0xF1F1 + l as u64);
             let hop = n - l + 1;
-            let flops = blocks(cfg.samples, hop) as f64 * flops_per_block(n);
+            let flops = cfg.samples.div_ceil(hop) as f64 * flops_per_block(n);
             let measured = cfg.overlaps.contains(&pct);
             // The graph's pair where measured, then the one-thread pair.
             let mut pairs = Vec::new();
@@ -554,34 +545,23 @@ pub fn answer(rows: &[Row]) -> String {
 /// The improvement of zero-copy over manual copy against the FFT length (the
 /// shape of paper 001 Figs. 4, 6).
 pub fn line_plot(rows: &[Row]) -> LinePlot {
-    LinePlot {
-        title: "FIR filter: zero-copy queue improvement over manual copy".into(),
-        x_label: "FFT length N (samples)".into(),
-        y_label: "zero-copy over copy (% faster)".into(),
-        x: super::plot::XAxis::PowersOfTwo,
-        log_y: false,
-        series: {
-            let imp = improvement(rows);
-            let mut overlaps: Vec<u32> = imp.iter().map(|i| i.overlap_pct).collect();
-            overlaps.sort_unstable();
-            overlaps.dedup();
-            overlaps
-                .into_iter()
-                .map(|o| {
-                    let at: Vec<&Improvement> = imp.iter().filter(|i| i.overlap_pct == o).collect();
-                    Series {
-                        label: format!("{o} % overlap (mean, corrected 95 % interval)"),
-                        points: at.iter().map(|i| (i.fft_len as f64, i.pct)).collect(),
-                        interval: at
-                            .iter()
-                            .filter(|i| i.low.is_finite() && i.high.is_finite())
-                            .map(|i| (i.low, i.high))
-                            .collect(),
-                    }
-                })
-                .collect()
-        },
+    let imp = improvement(rows);
+    let label = |i: &Improvement| {
+        format!("{} % overlap (mean, corrected 95 % interval)", i.overlap_pct)
+    };
+    let mut series = series_by(&imp, label, |i| i.fft_len as f64, |i| i.pct);
+    for s in &mut series {
+        let at = imp.iter().filter(|i| label(i) == s.label);
+        let finite = at.filter(|i| i.low.is_finite() && i.high.is_finite());
+        s.interval = finite.map(|i| (i.low, i.high)).collect();
     }
+    LinePlot::new(
+        "FIR filter: zero-copy queue improvement over manual copy",
+        XAxis::PowersOfTwo,
+        "FFT length N (samples)",
+        "zero-copy over copy (% faster)",
+        series,
+    )
 }
 
 /// The run as a report: table, improvement against FFT length, MFLOPS.
@@ -600,22 +580,17 @@ pub fn report(cfg: &Config, m: &Measured) -> Report {
         (cfg.samples * 4) >> 20,
         cfg.rounds
     );
-    let throughput = LinePlot {
-        title: "FIR filter throughput".into(),
-        x_label: "FFT length N (samples)".into(),
-        y_label: "throughput (MFLOPS)".into(),
-        x: super::plot::XAxis::PowersOfTwo,
-        log_y: false,
-        series: super::report::series_by(
-            rows,
-            |r| match r.mode {
-                "bare" => "bare loop".into(),
-                mode => format!("{mode} {} %", r.overlap_pct),
-            },
-            |r| r.fft_len as f64,
-            |r| r.spread.median,
-        ),
+    let label = |r: &Row| match r.mode {
+        "bare" => "bare loop".into(),
+        mode => format!("{mode} {} %", r.overlap_pct),
     };
+    let throughput = LinePlot::new(
+        "FIR filter throughput",
+        XAxis::PowersOfTwo,
+        "FFT length N (samples)",
+        "throughput (MFLOPS)",
+        series_by(rows, label, |r| r.fft_len as f64, |r| r.spread.median),
+    );
     Report::of("fir", heading, &row_columns(), rows)
         .text(render(rows) + &gr_text)
         .answer(answer(rows))
@@ -638,9 +613,10 @@ const FLOPS: &str =
     "10 N log2 N + 6 N per block; N log2 N counts complex-FFT flops, as paper 001 does";
 
 /// A way of filtering in the comparison with GNU Radio's `fft_filter_fff`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum GrPoint {
     /// dmaflow's graph at its default FFT length (four times the taps).
+    #[default]
     Dmaflow,
     /// dmaflow's graph at GNU Radio's FFT length (twice the taps, rounded up
     /// to a power of two).
@@ -714,7 +690,7 @@ impl GrPoint {
 }
 
 /// One point of the GNU Radio comparison at one tap count.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct GrRow {
     /// Taps.
     pub taps: usize,
@@ -920,10 +896,10 @@ fn gnuradio_run(
 /// output checked against the same [`Reference`].
 pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Measured, Error> {
     let rows = run_rows(cfg, &mut progress)?;
-    let mut gnuradio = Vec::new();
-    if cfg.samples >= 1 << 20 && super::peers::gnuradio_here() {
-        gnuradio = run_gnuradio(cfg, &mut progress)?;
-    }
+    let gnuradio = match cfg.samples >= 1 << 20 && super::peers::gnuradio_here() {
+        true => run_gnuradio(cfg, &mut progress)?,
+        false => Vec::new(),
+    };
     Ok(Measured { rows, gnuradio })
 }
 
@@ -963,11 +939,8 @@ pub fn run_gnuradio(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<
                 taps: l,
                 point,
                 fft_len: point.fft_len(l),
-                seconds: Vec::new(),
-                cpu: Vec::new(),
-                max_error: 0.0,
-                items_out: 0,
                 samples: cfg.samples,
+                ..GrRow::default()
             })
             .collect();
         // GNU Radio's output, checked once per point outside the timed runs

@@ -253,8 +253,7 @@ pub struct Row {
 impl Row {
     /// Throughput in MB/s over the rounds that did not stall.
     pub fn mbps(&self) -> Spread {
-        let finite: Vec<f64> = self.per_round().into_iter().filter(|x| x.is_finite()).collect();
-        Spread::of(&finite)
+        Spread::of(&finite(&self.per_round()))
     }
 
     /// MB/s per round (`NaN` for a stalled round).

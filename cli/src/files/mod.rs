@@ -20,23 +20,20 @@ pub mod partial;
 
 use partial::PartialFile;
 
-/// Where a tool's input comes from: a file (or pipe), or a network edge.
+/// One end of a tool: a file (or pipe), or a network edge.
 #[derive(Debug, Clone)]
-pub enum Source {
-    /// A file.
-    File(std::path::PathBuf),
-    /// A ZeroMQ source (PULL or SUB).
+pub enum End {
+    /// A file; an output file is written beside and renamed on success.
+    File(PathBuf),
+    /// A ZeroMQ edge: PULL or SUB as a source, PUSH or PUB as a sink.
     Net(dmaflow_net::Edge),
 }
 
+/// Where a tool's input comes from.
+pub type Source = End;
+
 /// Where a tool's output goes.
-#[derive(Debug, Clone)]
-pub enum Sink {
-    /// A file, written beside and renamed on success.
-    File(std::path::PathBuf),
-    /// A ZeroMQ sink (PUSH or PUB).
-    Net(dmaflow_net::Edge),
-}
+pub type Sink = End;
 
 /// What a tool's input file holds: a whole number of these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
