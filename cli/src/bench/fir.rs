@@ -242,7 +242,9 @@ fn fir_graph<S: Copy + Send + 'static>(
             sink.consume(k)?;
         }
     })?;
-    Ok((g, move || *end.lock().unwrap_or_else(PoisonError::into_inner)))
+    Ok((g, move || {
+        *end.lock().unwrap_or_else(PoisonError::into_inner)
+    }))
 }
 
 /// The filter in a plain loop over the same in-memory signal, on one thread
@@ -365,7 +367,9 @@ pub fn run_rows(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>
 /// one-thread loop's, at [`BARE_OVERLAP`].
 fn bare_share(rows: &[Row], n: usize) -> Option<f64> {
     let at = |mode| {
-        let r = rows.iter().find(|r| (r.fft_len, r.overlap_pct, r.mode) == (n, BARE_OVERLAP, mode));
+        let r = rows
+            .iter()
+            .find(|r| (r.fft_len, r.overlap_pct, r.mode) == (n, BARE_OVERLAP, mode));
         r.map(|r| r.spread.median)
     };
     Some(at("zerocopy")? / at("bare")? * 100.0)
@@ -429,7 +433,8 @@ fn row_columns<'a>() -> Columns<'a, Row> {
     point_columns(|r: &Row| r.fft_len, |r| r.overlap_pct)
         .plain("taps", "taps", |r| r.taps)
         .plain("mode", "mode", |r| r.mode)
-        .median("MFLOPS", "mflops", "mflops_spread", |v| format!("{v:.0}"), |r| r.spread)
+        .fixed("MFLOPS", "mflops", 0, |r| r.spread.median)
+        .kept("mflops_spread", |r| r.spread)
 }
 
 /// The improvements' columns: the point, the mean and its interval, the
@@ -531,7 +536,10 @@ pub fn answer(rows: &[Row]) -> String {
     if !imp.is_empty() {
         clauses.push(clause("in the three-thread graph", &imp));
     }
-    let shares: Vec<f64> = imp.iter().filter_map(|i| bare_share(rows, i.fft_len)).collect();
+    let shares: Vec<f64> = imp
+        .iter()
+        .filter_map(|i| bare_share(rows, i.fft_len))
+        .collect();
     if !shares.is_empty() {
         clauses.push(format!(
             "at {BARE_OVERLAP} % overlap the three-thread zero-copy graph runs at {:.0} % of the \
@@ -547,7 +555,10 @@ pub fn answer(rows: &[Row]) -> String {
 pub fn line_plot(rows: &[Row]) -> LinePlot {
     let imp = improvement(rows);
     let label = |i: &Improvement| {
-        format!("{} % overlap (mean, corrected 95 % interval)", i.overlap_pct)
+        format!(
+            "{} % overlap (mean, corrected 95 % interval)",
+            i.overlap_pct
+        )
     };
     let mut series = series_by(&imp, label, |i| i.fft_len as f64, |i| i.pct);
     for s in &mut series {
@@ -911,10 +922,7 @@ pub fn run_gnuradio(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<
     let write = |name: String, v: &[f32]| {
         let path = dir.path().join(name);
         let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-        std::fs::write(&path, bytes).map_err(|source| Error::Io {
-            path: path.display().to_string(),
-            source,
-        })?;
+        std::fs::write(&path, bytes).map_err(Error::io(path.display()))?;
         Ok::<_, Error>(path)
     };
     let sig_path = write("signal.f32".into(), &signal)?;
@@ -923,13 +931,12 @@ pub fn run_gnuradio(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<
         let taps = noise(l, 0xF1F1 + l as u64);
         let mut padded = taps.clone();
         padded.resize(2 * l, 0.0);
-        let taps_path = write(format!("taps-{l}.f32"), &taps)?;
-        let padded_path = write(format!("taps-{l}-padded.f32"), &padded)?;
+        let files = [
+            write(format!("taps-{l}.f32"), &taps)?,
+            write(format!("taps-{l}-padded.f32"), &padded)?,
+        ];
         // The taps file GNU Radio's point is given.
-        let given = |p: GrPoint| match p {
-            GrPoint::GnuradioPadded => &padded_path,
-            _ => &taps_path,
-        };
+        let given = |p: GrPoint| &files[usize::from(p == GrPoint::GnuradioPadded)];
         let longest = GrPoint::ALL.iter().map(|p| p.fft_len(l)).max().unwrap_or(l);
         progress(&format!("fir: {l} taps, the reference outputs"));
         let reference = Arc::new(Reference::new(&taps, &signal, 4096, 2 * longest));
@@ -1141,7 +1148,12 @@ fn gr_columns<'a>() -> Columns<'a, GrRow> {
             2,
             GrRow::cpu_us_per_ksample,
         )
-        .shown_as("max_error", "max_error", |r| r.max_error, |e| format!("{e:.1e}"))
+        .shown_as(
+            "max_error",
+            "max_error",
+            |r| r.max_error,
+            |e| format!("{e:.1e}"),
+        )
         .kept("items_out", |r| r.items_out)
         .kept("samples", |r| r.samples)
         .kept("rounds", |r| r.seconds.len())
@@ -1152,15 +1164,28 @@ fn attribution_columns<'a>() -> Columns<'a, Attribution> {
     let text = |s| Ratio(s).text();
     Columns::new()
         .plain("taps", "taps", |a: &Attribution| a.taps)
-        .shown_as("default/default", "default_over_default", |a| a.whole.0, text)
+        .shown_as(
+            "default/default",
+            "default_over_default",
+            |a| a.whole.0,
+            text,
+        )
         .shown_as("dmaflow 4L/2L FFT", "fft_length", |a| a.fft.0, text)
         .shown_as("same FFT (2L)", "same_fft", |a| a.rest.0, text)
         .shown("same-FFT verdict", |a| a.rest.verdict().to_string())
         .kept("same_fft_measurable", |a| a.rest.measurable())
-        .shown_as("FFT share", "fft_share_of_log", |a| a.fft_share, |s| {
-            s.map_or("-".into(), |s| format!("{:.0} %", s * 100.0))
-        })
-        .shown_as("gnuradio padded/own", "gnuradio_padded_over_own", |a| a.gnuradio_longer.0, text)
+        .shown_as(
+            "FFT share",
+            "fft_share_of_log",
+            |a| a.fft_share,
+            |s| s.map_or("-".into(), |s| format!("{:.0} %", s * 100.0)),
+        )
+        .shown_as(
+            "gnuradio padded/own",
+            "gnuradio_padded_over_own",
+            |a| a.gnuradio_longer.0,
+            text,
+        )
 }
 
 /// The GNU Radio comparison as JSON rows and attribution.
@@ -1289,7 +1314,10 @@ mod tests {
         // bare, bare-copy, zerocopy and copy per (N, overlap).
         assert_eq!(rows.len(), 2 * 2 * 4);
         for r in &rows {
-            assert!(r.spread.median.is_finite() && r.spread.median > 0.0, "{r:?}");
+            assert!(
+                r.spread.median.is_finite() && r.spread.median > 0.0,
+                "{r:?}"
+            );
             // One ratio per run on the in-place rows, none elsewhere.
             let with = matches!(r.mode, "zerocopy" | "bare");
             assert_eq!(r.ratios.len(), usize::from(with), "{r:?}");

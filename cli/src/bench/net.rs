@@ -482,10 +482,7 @@ fn items_for(size: usize, cap: usize) -> usize {
 fn counters(dir: &Path, bytes: usize) -> Result<PathBuf, Error> {
     let path = dir.join(format!("counters-{bytes}.u32"));
     let data: Vec<u8> = (0..(bytes / 4) as u32).flat_map(u32::to_le_bytes).collect();
-    std::fs::write(&path, data).map_err(|e| Error::Io {
-        path: path.display().to_string(),
-        source: e,
-    })?;
+    std::fs::write(&path, data).map_err(Error::io(path.display()))?;
     Ok(path)
 }
 
@@ -516,7 +513,11 @@ fn gnuradio_received(rx: Peer, bytes: usize, size: usize) -> Result<Received, Er
         .collect();
     let fail = |why: &str| {
         let stderr = String::from_utf8_lossy(&out.stderr);
-        let why = format!("receiver {why} ({}): said {line:?}; {}", out.status, stderr.trim());
+        let why = format!(
+            "receiver {why} ({}): said {line:?}; {}",
+            out.status,
+            stderr.trim()
+        );
         Error::peer("gnuradio")(why)
     };
     if !out.status.success() || f.len() != 4 {
@@ -558,21 +559,14 @@ impl Receiver {
     fn start(cfg: &Config, point: &str, endpoint: &str) -> Result<Receiver, Error> {
         if cfg.in_process {
             let (point, at) = (point.to_string(), endpoint.to_string());
-            return Ok(Receiver::Thread(std::thread::spawn(move || {
-                receive(&point, &at)
-            })));
+            let thread = std::thread::spawn(move || receive(&point, &at));
+            return Ok(Receiver::Thread(thread));
         }
-        let exe = std::env::current_exe().map_err(|e| Error::Io {
-            path: "the dmaflow binary".into(),
-            source: e,
-        })?;
+        let exe = std::env::current_exe().map_err(Error::io("the dmaflow binary"))?;
         let mut cmd = Command::new(exe);
         cmd.args(["net-peer", "--point", point, "--endpoint", endpoint]);
-        Ok(Receiver::Child(Peer::spawn(
-            &mut cmd,
-            Stdio::null(),
-            "dmaflow net-peer",
-        )?))
+        let peer = Peer::spawn(&mut cmd, Stdio::null(), "dmaflow net-peer")?;
+        Ok(Receiver::Child(peer))
     }
 
     /// What it received, `point` naming it in an error.
@@ -588,12 +582,8 @@ impl Receiver {
         if !out.status.success() {
             return Err(fail(String::from_utf8_lossy(&out.stderr).into_owned()));
         }
-        let line = out
-            .stdout
-            .lines()
-            .next()
-            .and_then(Result::ok)
-            .unwrap_or_default();
+        let line = out.stdout.lines().next().and_then(Result::ok);
+        let line = line.unwrap_or_default();
         parse_received(&line).ok_or_else(|| fail(format!("net-peer said {line:?}")))
     }
 }
@@ -610,10 +600,7 @@ fn measure(
 ) -> Result<Received, Error> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
-        .map_err(|e| Error::Io {
-            path: "a free TCP port".into(),
-            source: e,
-        })?
+        .map_err(Error::io("a free TCP port"))?
         .port();
     let endpoint = format!("tcp://127.0.0.1:{port}");
     let fail = Error::peer::<String>(point.name());
@@ -633,7 +620,10 @@ fn measure(
     let gnuradio_tx = || gnuradio("tx", &[size_arg.as_ref(), data.as_ref(), endpoint.as_ref()]);
     let gnuradio_rx = || {
         let (size, bytes) = (size_arg.as_ref(), bytes_arg.as_ref());
-        gnuradio("rx", &[size, bytes, endpoint.as_ref(), out.as_ref(), data.as_ref()])
+        gnuradio(
+            "rx",
+            &[size, bytes, endpoint.as_ref(), out.as_ref(), data.as_ref()],
+        )
     };
     let got = match point {
         Point::Gnuradio => {
@@ -759,7 +749,11 @@ pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>, Err
         let seconds = in_turns(points.len(), cfg.rounds, |i, round| {
             let row = &mut at[i];
             let point = row.point;
-            progress(&format!("net: {size} B, {} round {}", point.name(), round + 1));
+            progress(&format!(
+                "net: {size} B, {} round {}",
+                point.name(),
+                round + 1
+            ));
             let got = match measure(cfg, point, size, cap, files) {
                 Err(Error::Peer { peer: STALLED, .. }) => {
                     row.stalls += 1;
@@ -819,7 +813,9 @@ fn row_columns<'a>() -> Columns<'a, Row> {
         .plain("point", "point", |r| r.point.name())
         .kept("does", |r| r.point.does())
         .fixed("MB/s", "mb_per_s", 0, |r| r.mbps().median)
-        .shown("range", |r| format!("{:.0}..{:.0}", r.mbps().min, r.mbps().max))
+        .shown("range", |r| {
+            format!("{:.0}..{:.0}", r.mbps().min, r.mbps().max)
+        })
         .kept("mb_per_s_min", |r| r.mbps().min)
         .kept("mb_per_s_max", |r| r.mbps().max)
         .kept("mb_per_s_spread", Row::mbps)
@@ -842,8 +838,18 @@ fn row_columns<'a>() -> Columns<'a, Row> {
 fn against_columns(rows: &[Row]) -> Columns<'_, (usize, Ratio)> {
     let text = |r: Option<Spread>| r.map_or("-".into(), |r| Ratio(r).text());
     let mut cols = Columns::new()
-        .shown_as("items", "item_bytes", |&(s, _): &(usize, Ratio)| s, bytes_label)
-        .shown_as("capped/gnuradio", "capped_over_gnuradio", |(_, r)| Some(r.0), text)
+        .shown_as(
+            "items",
+            "item_bytes",
+            |&(s, _): &(usize, Ratio)| s,
+            bytes_label,
+        )
+        .shown_as(
+            "capped/gnuradio",
+            "capped_over_gnuradio",
+            |(_, r)| Some(r.0),
+            text,
+        )
         .shown("verdict", |(_, r)| r.verdict().to_string())
         .kept("capped_over_gnuradio_measurable", |(_, r)| r.measurable());
     for (header, key, a, b) in [
@@ -912,7 +918,11 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         text += &format!("{label}: dmaflow at {at} of the raw ceiling {range}\n");
         if *size >= 64 << 10 {
             let what = format!("{label} messages: dmaflow >= 90 % of raw ZeroMQ");
-            targets.push(Target::new(what, format!("{at} {range}"), r.0.median >= 0.9));
+            targets.push(Target::new(
+                what,
+                format!("{at} {range}"),
+                r.0.median >= 0.9,
+            ));
         }
     }
     let list = |v: &[(usize, Ratio)], f: &dyn Fn(f64) -> String| {

@@ -27,6 +27,9 @@ pub enum Device {
     Cuda(usize),
 }
 
+/// A background subtractor on the CPU or a GPU: a frame to its mask.
+type Subtract = Box<dyn FnMut(&[u8], &mut [u8]) -> Result<(), FileError> + Send>;
+
 /// What `bgsub_file` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Done {
@@ -89,19 +92,18 @@ pub fn bgsub_stream(
         }
         None => {
             // Opened here, so that a missing device is this call's error.
-            let mut sub: Box<dyn FnMut(&[u8], &mut [u8]) -> Result<(), FileError> + Send> =
-                match device {
-                    Device::Cuda(n) => {
-                        let gpu = dmaflow::gpu::Gpu::open(n)?;
-                        let k = Arc::new(dmaflow::gpu::Kernels::load(&gpu)?);
-                        let mut s = dmaflow::gpu::kernels::Bgsub::new(k, params)?;
-                        Box::new(move |f, m| Ok(s.process(f, m)?))
-                    }
-                    _ => {
-                        let mut s = BackgroundSubtractor::new(params);
-                        Box::new(move |f, m| Ok(s.process(f, m)?))
-                    }
-                };
+            let mut sub: Subtract = match device {
+                Device::Cuda(n) => {
+                    let gpu = dmaflow::gpu::Gpu::open(n)?;
+                    let k = Arc::new(dmaflow::gpu::Kernels::load(&gpu)?);
+                    let mut s = dmaflow::gpu::kernels::Bgsub::new(k, params)?;
+                    Box::new(move |f, m| Ok(s.process(f, m)?))
+                }
+                _ => {
+                    let mut s = BackgroundSubtractor::new(params);
+                    Box::new(move |f, m| Ok(s.process(f, m)?))
+                }
+            };
             g.node("bgsub", move || {
                 let mut mask = vec![0u8; n];
                 loop {

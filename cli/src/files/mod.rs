@@ -177,20 +177,15 @@ pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> FileError + '_ {
 /// An item the file ends read and write as little-endian bytes.
 pub(crate) trait Item: bytemuck::Pod + Send {
     /// Between its little-endian form and this machine's (the same both ways).
-    fn swap_le(self) -> Self;
-}
-
-impl Item for u8 {
-    fn swap_le(self) -> Self {
+    fn swap_le(mut self) -> Self {
+        if cfg!(target_endian = "big") {
+            bytemuck::bytes_of_mut(&mut self).reverse();
+        }
         self
     }
 }
 
-impl Item for f32 {
-    fn swap_le(self) -> Self {
-        f32::from_bits(u32::from_le(self.to_bits()))
-    }
-}
+impl<T: bytemuck::Pod + Send> Item for T {}
 
 /// The memory a tool's queues live in: a coprocessor's DMA memory, or the
 /// graph's own.
