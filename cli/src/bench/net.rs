@@ -294,11 +294,8 @@ struct Tally {
 impl Tally {
     /// Now on both clocks.
     fn now() -> (Instant, f64) {
-        let wall = Instant::now();
-        (
-            wall,
-            dmaflow::platform::cpu::process_cpu_time().as_secs_f64(),
-        )
+        let cpu = dmaflow::platform::cpu::process_cpu_time;
+        (Instant::now(), cpu().as_secs_f64())
     }
 
     /// Something arrived: the span starts, if it has not.
@@ -370,8 +367,7 @@ pub fn receive(point: &str, endpoint: &str) -> Result<Received, String> {
         edge.idle_timeout = Some(Duration::from_secs(1));
     }
     let stats = dmaflow_net::add_source(&mut g, "net", edge, out).map_err(|e| e.to_string())?;
-    let result = std::sync::Arc::new(std::sync::Mutex::new(None));
-    let put = result.clone();
+    let (put, result) = std::sync::mpsc::channel();
     g.node("sum", move || {
         let mut tally = Tally::default();
         loop {
@@ -389,16 +385,13 @@ pub fn receive(point: &str, endpoint: &str) -> Result<Received, String> {
                 tally.last = Some(Tally::now());
             }
         }
-        *put.lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(tally.received(0));
+        let _ = put.send(tally.received(0));
         Ok(())
     })
     .map_err(|e| e.to_string())?;
     g.run().map_err(|e| e.to_string())?;
-    let r = *result
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let mut r = r.ok_or_else(|| "the receiver found nothing".to_string())?;
+    let r = result.try_recv();
+    let mut r = r.map_err(|_| "the receiver found nothing".to_string())?;
     r.messages = stats.snapshot().0;
     Ok(r)
 }
@@ -716,14 +709,12 @@ pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>, Err
     for &size in &cfg.sizes {
         let bytes = cfg.bytes_for(size);
         // GNU Radio's ends read the counters from tmpfs and write there.
-        let dir = match with_gnuradio {
-            true => Some(ScratchDir::under(&tmpfs(), "dmaflow-net")?),
-            false => None,
-        };
-        let data = match &dir {
-            Some(d) => Some((counters(d.path(), bytes)?, d.path())),
-            None => None,
-        };
+        let dir = with_gnuradio.then(|| ScratchDir::under(&tmpfs(), "dmaflow-net"));
+        let dir = dir.transpose()?;
+        let data = dir
+            .as_ref()
+            .map(|d| Ok::<_, Error>((counters(d.path(), bytes)?, d.path())));
+        let data = data.transpose()?;
         let files = data.as_ref().map(|(c, d)| (c.as_path(), *d));
         // GNU Radio's message size at this item size, measured before the
         // rounds (dmaflow's receiver counts the messages), caps dmaflow's.

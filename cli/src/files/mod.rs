@@ -211,11 +211,12 @@ pub(crate) fn board(
     Ok((rig, Some(memory)))
 }
 
-/// The queues `source -> NAME -> sink` (at least `into` and `out_of` items),
-/// in `memory`: the ends of the first, then those of the second.
+/// The queues `source -> NAME -> sink`: the ends of the first, then those
+/// of the second.
 pub(crate) type Queues<T> = ((Output<T>, Input<T>), (Output<T>, Input<T>));
 
-/// Connects `source -> name -> sink` in `g` as [`Queues`].
+/// Connects `source -> name -> sink` in `g`, queues of at least `into` and
+/// `out_of` items, in `memory`.
 pub(crate) fn queues<T: Item>(
     g: &mut Graph,
     name: &str,
