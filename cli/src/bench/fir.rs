@@ -9,8 +9,7 @@
 //! complex-FFT flops, as the paper (and FFTW) do.
 
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use serde_json::json;
@@ -22,8 +21,9 @@ use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
 use super::harness::{OnBoard, Setup, Spec, Tier, median};
-use super::plot::{LinePlot, Series};
-use super::report::{Report, Target, sentence};
+use super::peers::checksum;
+use super::plot::{LinePlot, XAxis};
+use super::report::{Report, Target, sentence, series_by};
 use super::spread::{Ratio, Spread};
 
 /// `dmaflow bench fir`.
@@ -115,9 +115,8 @@ pub struct Row {
     pub mode: &'static str,
     /// Filter taps L.
     pub taps: usize,
-    /// Median MFLOPS by the paper's count.
-    pub mflops: f64,
-    /// MFLOPS over the runs: median, quartiles, range, runs.
+    /// MFLOPS by the paper's count over the runs: median, quartiles, range,
+    /// runs.
     pub spread: Spread,
     /// On `zerocopy` rows: zero-copy over copy MFLOPS, one ratio per
     /// interleaved pair of runs (empty on the others).
@@ -184,16 +183,6 @@ fn noise(n: usize, mut seed: u64) -> Vec<f32> {
         .collect()
 }
 
-/// Wrapping sum of the bits of the samples: identical outputs give identical sums.
-fn bits_sum(s: &[f32]) -> u32 {
-    s.iter().fold(0u32, |a, x| a.wrapping_add(x.to_bits()))
-}
-
-/// Number of blocks the filter runs for `samples` samples.
-fn blocks(samples: usize, hop: usize) -> usize {
-    samples.div_ceil(hop)
-}
-
 /// Runs the filter as a graph over `signal` (all of it, streamed from memory
 /// larger than the last-level cache); returns seconds and the output's bit sum.
 fn graph_run(
@@ -202,28 +191,26 @@ fn graph_run(
     signal: &Arc<Vec<f32>>,
     mode: Mode,
 ) -> Result<(f64, u32), Error> {
-    let sum = Arc::new(AtomicU32::new(0));
-    let s2 = sum.clone();
-    let mut acc = 0u32;
-    let g = fir_graph(taps, n, signal, mode, move |s| {
-        acc = acc.wrapping_add(bits_sum(s));
-        s2.store(acc, Ordering::Relaxed);
+    let (g, sum) = fir_graph(taps, n, signal, mode, 0u32, |acc, s| {
+        *acc = acc.wrapping_add(checksum(s));
     })?;
     let t0 = Instant::now();
     g.run()?;
-    Ok((t0.elapsed().as_secs_f64(), sum.load(Ordering::Relaxed)))
+    Ok((t0.elapsed().as_secs_f64(), sum()))
 }
 
 /// The graph `source -> fir -> sink` over `signal` (FFT length `n`): the
-/// source writes the signal in chunks, the sink hands `look` every window
-/// it reads, in order.
-fn fir_graph(
+/// source writes the signal in chunks, the sink hands `look` its state
+/// (`state` at first) and every window it reads, in order; with what gives
+/// that state once the graph has run.
+fn fir_graph<S: Copy + Send + 'static>(
     taps: &[f32],
     n: usize,
     signal: &Arc<Vec<f32>>,
     mode: Mode,
-    mut look: impl FnMut(&[f32]) + Send + 'static,
-) -> Result<Graph, Error> {
+    mut state: S,
+    look: impl Fn(&mut S, &[f32]) + Send + 'static,
+) -> Result<(Graph, impl Fn() -> S), Error> {
     let fir = OverlapSave::new(taps, Some(n)).map_err(Error::peer("fir"))?;
     let chunk = n.max(16 << 10);
     let mut g = Graph::new();
@@ -241,18 +228,23 @@ fn fir_graph(
         Ok(())
     })?;
     add_node(&mut g, "fir", fir, mode, f_in, f_out)?;
+    let end = Arc::new(Mutex::new(state));
+    let put = end.clone();
     g.node("sink", move || {
         loop {
             let s = sink.peek(chunk)?;
             if s.is_empty() {
+                *put.lock().unwrap_or_else(PoisonError::into_inner) = state;
                 return Ok(());
             }
-            look(s);
+            look(&mut state, s);
             let k = s.len();
             sink.consume(k)?;
         }
     })?;
-    Ok(g)
+    Ok((g, move || {
+        *end.lock().unwrap_or_else(PoisonError::into_inner)
+    }))
 }
 
 /// The filter in a plain loop over the same in-memory signal, on one thread
@@ -269,7 +261,7 @@ fn single_thread_run(
     let samples = input.len();
     let mut fir = OverlapSave::new(taps, Some(n)).map_err(Error::peer("fir"))?;
     let (l, hop) = (fir.taps(), fir.hop());
-    let nb = blocks(samples, hop);
+    let nb = samples.div_ceil(hop);
     // Zero initial state before, zero padding after, the same samples as the graph.
     let mut signal = vec![0f32; l - 1 + nb * hop + n];
     signal[l - 1..l - 1 + samples].copy_from_slice(input);
@@ -288,7 +280,7 @@ fn single_thread_run(
         }
     }
     let secs = t0.elapsed().as_secs_f64();
-    Ok((secs, bits_sum(&out[..samples])))
+    Ok((secs, checksum(&out[..samples])))
 }
 
 /// Runs the experiment; `progress` hears about each measurement. Zero-copy and
@@ -311,7 +303,7 @@ pub fn run_rows(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>
             let l = taps_for(n, pct);
             let taps = noise(l, 0xF1F1 + l as u64);
             let hop = n - l + 1;
-            let flops = blocks(cfg.samples, hop) as f64 * flops_per_block(n);
+            let flops = cfg.samples.div_ceil(hop) as f64 * flops_per_block(n);
             let measured = cfg.overlaps.contains(&pct);
             // The graph's pair where measured, then the one-thread pair.
             let mut pairs = Vec::new();
@@ -358,7 +350,6 @@ pub fn run_rows(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>
                     overlap_pct: pct,
                     mode: MODES[k],
                     taps: l,
-                    mflops: median(v),
                     spread: Spread::of(v),
                     ratios: match MODES[k] {
                         "zerocopy" => ratios(&mflops[2], &mflops[3]),
@@ -372,10 +363,16 @@ pub fn run_rows(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>
     Ok(rows)
 }
 
-fn find(rows: &[Row], n: usize, pct: u32, mode: &str) -> Option<f64> {
-    rows.iter()
-        .find(|r| r.fft_len == n && r.overlap_pct == pct && r.mode == mode)
-        .map(|r| r.mflops)
+/// The graph's zero-copy MFLOPS at FFT length `n` as a percentage of the
+/// one-thread loop's, at [`BARE_OVERLAP`].
+fn bare_share(rows: &[Row], n: usize) -> Option<f64> {
+    let at = |mode| {
+        let r = rows
+            .iter()
+            .find(|r| (r.fft_len, r.overlap_pct, r.mode) == (n, BARE_OVERLAP, mode));
+        r.map(|r| r.spread.median)
+    };
+    Some(at("zerocopy")? / at("bare")? * 100.0)
 }
 
 /// The improvement of zero-copy over manual copy per FFT length and overlap:
@@ -424,39 +421,27 @@ fn improvement_of(rows: &[Row], mode: &str) -> Vec<Improvement> {
         .collect()
 }
 
+/// The columns of a point: its FFT length and overlap.
+fn point_columns<'a, R: 'a>(n: fn(&R) -> usize, pct: fn(&R) -> u32) -> Columns<'a, R> {
+    Columns::new()
+        .plain("N", "fft_len", n)
+        .shown_as("overlap", "overlap_pct", pct, |p| format!("{p}%"))
+}
+
 /// The measured points' columns.
 fn row_columns<'a>() -> Columns<'a, Row> {
-    Columns::new()
-        .plain("N", "fft_len", |r: &Row| r.fft_len)
-        .col(
-            "overlap",
-            "overlap_pct",
-            |r| format!("{}%", r.overlap_pct),
-            |r| r.overlap_pct,
-        )
+    point_columns(|r: &Row| r.fft_len, |r| r.overlap_pct)
         .plain("taps", "taps", |r| r.taps)
         .plain("mode", "mode", |r| r.mode)
-        .fixed("MFLOPS", "mflops", 0, |r| r.mflops)
-        .kept("mflops_spread", |r| r.spread.json())
+        .fixed("MFLOPS", "mflops", 0, |r| r.spread.median)
+        .kept("mflops_spread", |r| r.spread)
 }
 
 /// The improvements' columns: the point, the mean and its interval, the
 /// family it is corrected over and the pairs it is made of.
 fn improvement_columns<'a>() -> Columns<'a, Improvement> {
-    Columns::new()
-        .plain("N", "fft_len", |i: &Improvement| i.fft_len)
-        .col(
-            "overlap",
-            "overlap_pct",
-            |i| format!("{}%", i.overlap_pct),
-            |i| i.overlap_pct,
-        )
-        .col(
-            "improvement",
-            "pct",
-            |i| format!("{:+.1}%", i.pct),
-            |i| i.pct,
-        )
+    point_columns(|i: &Improvement| i.fft_len, |i| i.overlap_pct)
+        .shown_as("improvement", "pct", |i| i.pct, |p| format!("{p:+.1}%"))
         .shown("interval", |i| format!("{:+.1}% .. {:+.1}%", i.low, i.high))
         .shown("verdict", |i| {
             match (i.measurable(), i.pct > 0.0) {
@@ -498,12 +483,9 @@ pub fn render(rows: &[Row]) -> String {
         imp.len(),
         FAMILY_CONFIDENCE * 100.0
     );
-    let ratio = |i: &Improvement| {
-        let at = |mode| find(rows, i.fft_len, BARE_OVERLAP, mode);
-        match (at("zerocopy"), at("bare")) {
-            (Some(z), Some(b)) if i.overlap_pct == BARE_OVERLAP => format!("{:.0}%", z / b * 100.0),
-            _ => "-".into(),
-        }
+    let ratio = |i: &Improvement| match bare_share(rows, i.fft_len) {
+        Some(share) if i.overlap_pct == BARE_OVERLAP => format!("{share:.0}%"),
+        _ => "-".into(),
     };
     out + &improvement_columns()
         .shown("zero-copy / bare", ratio)
@@ -556,11 +538,7 @@ pub fn answer(rows: &[Row]) -> String {
     }
     let shares: Vec<f64> = imp
         .iter()
-        .filter_map(|i| {
-            find(rows, i.fft_len, BARE_OVERLAP, "zerocopy")
-                .zip(find(rows, i.fft_len, BARE_OVERLAP, "bare"))
-                .map(|(z, b)| z / b * 100.0)
-        })
+        .filter_map(|i| bare_share(rows, i.fft_len))
         .collect();
     if !shares.is_empty() {
         clauses.push(format!(
@@ -575,34 +553,26 @@ pub fn answer(rows: &[Row]) -> String {
 /// The improvement of zero-copy over manual copy against the FFT length (the
 /// shape of paper 001 Figs. 4, 6).
 pub fn line_plot(rows: &[Row]) -> LinePlot {
-    LinePlot {
-        title: "FIR filter: zero-copy queue improvement over manual copy".into(),
-        x_label: "FFT length N (samples)".into(),
-        y_label: "zero-copy over copy (% faster)".into(),
-        x: super::plot::XAxis::PowersOfTwo,
-        log_y: false,
-        series: {
-            let imp = improvement(rows);
-            let mut overlaps: Vec<u32> = imp.iter().map(|i| i.overlap_pct).collect();
-            overlaps.sort_unstable();
-            overlaps.dedup();
-            overlaps
-                .into_iter()
-                .map(|o| {
-                    let at: Vec<&Improvement> = imp.iter().filter(|i| i.overlap_pct == o).collect();
-                    Series {
-                        label: format!("{o} % overlap (mean, corrected 95 % interval)"),
-                        points: at.iter().map(|i| (i.fft_len as f64, i.pct)).collect(),
-                        interval: at
-                            .iter()
-                            .filter(|i| i.low.is_finite() && i.high.is_finite())
-                            .map(|i| (i.low, i.high))
-                            .collect(),
-                    }
-                })
-                .collect()
-        },
+    let imp = improvement(rows);
+    let label = |i: &Improvement| {
+        format!(
+            "{} % overlap (mean, corrected 95 % interval)",
+            i.overlap_pct
+        )
+    };
+    let mut series = series_by(&imp, label, |i| i.fft_len as f64, |i| i.pct);
+    for s in &mut series {
+        let at = imp.iter().filter(|i| label(i) == s.label);
+        let finite = at.filter(|i| i.low.is_finite() && i.high.is_finite());
+        s.interval = finite.map(|i| (i.low, i.high)).collect();
     }
+    LinePlot::new(
+        "FIR filter: zero-copy queue improvement over manual copy",
+        XAxis::PowersOfTwo,
+        "FFT length N (samples)",
+        "zero-copy over copy (% faster)",
+        series,
+    )
 }
 
 /// The run as a report: table, improvement against FFT length, MFLOPS.
@@ -621,22 +591,17 @@ pub fn report(cfg: &Config, m: &Measured) -> Report {
         (cfg.samples * 4) >> 20,
         cfg.rounds
     );
-    let throughput = LinePlot {
-        title: "FIR filter throughput".into(),
-        x_label: "FFT length N (samples)".into(),
-        y_label: "throughput (MFLOPS)".into(),
-        x: super::plot::XAxis::PowersOfTwo,
-        log_y: false,
-        series: super::report::series_by(
-            rows,
-            |r| match r.mode {
-                "bare" => "bare loop".into(),
-                mode => format!("{mode} {} %", r.overlap_pct),
-            },
-            |r| r.fft_len as f64,
-            |r| r.mflops,
-        ),
+    let label = |r: &Row| match r.mode {
+        "bare" => "bare loop".into(),
+        mode => format!("{mode} {} %", r.overlap_pct),
     };
+    let throughput = LinePlot::new(
+        "FIR filter throughput",
+        XAxis::PowersOfTwo,
+        "FFT length N (samples)",
+        "throughput (MFLOPS)",
+        series_by(rows, label, |r| r.fft_len as f64, |r| r.spread.median),
+    );
     Report::of("fir", heading, &row_columns(), rows)
         .text(render(rows) + &gr_text)
         .answer(answer(rows))
@@ -659,9 +624,10 @@ const FLOPS: &str =
     "10 N log2 N + 6 N per block; N log2 N counts complex-FFT flops, as paper 001 does";
 
 /// A way of filtering in the comparison with GNU Radio's `fft_filter_fff`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum GrPoint {
     /// dmaflow's graph at its default FFT length (four times the taps).
+    #[default]
     Dmaflow,
     /// dmaflow's graph at GNU Radio's FFT length (twice the taps, rounded up
     /// to a power of two).
@@ -697,15 +663,6 @@ impl GrPoint {
         matches!(self, GrPoint::Gnuradio | GrPoint::GnuradioPadded)
     }
 
-    /// Taps handed to the filter for `l` real taps.
-    fn taps_given(self, l: usize) -> usize {
-        if self == GrPoint::GnuradioPadded {
-            2 * l
-        } else {
-            l
-        }
-    }
-
     /// The FFT length it runs at for `l` taps (GNU Radio's from its rule:
     /// twice the taps it is given, rounded up to a power of two; the run
     /// checks it against the block's own).
@@ -720,7 +677,8 @@ impl GrPoint {
     /// What it does, in its own words (the report's and the JSON's `does`).
     pub fn does(self, l: usize) -> String {
         let n = self.fft_len(l);
-        let hop = n + 1 - self.taps_given(l);
+        // Taps handed to the filter: the padded point's are twice as many.
+        let hop = n + 1 - l * (1 + usize::from(self == GrPoint::GnuradioPadded));
         let dmaflow = "dmaflow graph, three threads: a memory source copies the signal into a \
                        queue; overlap-save reads its windows in place (zero-copy); a sink \
                        consumes every output sample and reads only the checked ones";
@@ -743,7 +701,7 @@ impl GrPoint {
 }
 
 /// One point of the GNU Radio comparison at one tap count.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct GrRow {
     /// Taps.
     pub taps: usize,
@@ -889,30 +847,22 @@ fn peer_graph_run(
 ) -> Result<(f64, f64, f64, usize), Error> {
     use dmaflow::platform::cpu::process_cpu_time;
     let (c0, t0) = (process_cpu_time(), Instant::now());
-    let found = Arc::new(std::sync::Mutex::new((0f64, 0usize, 0usize)));
-    let put = found.clone();
     let refs = reference.clone();
-    let (mut err, mut at, mut next) = (0f64, 0usize, 0usize);
-    let g = fir_graph(taps, n, signal, Mode::ZeroCopy, move |s| {
-        err = err.max(refs.check(at, s, &mut next));
-        at += s.len();
-        *put.lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = (err, at, next);
+    let start = (0f64, 0usize, 0usize);
+    let (g, found) = fir_graph(taps, n, signal, Mode::ZeroCopy, start, move |f, s| {
+        let (err, at, next) = f;
+        *err = err.max(refs.check(*at, s, next));
+        *at += s.len();
     })?;
     g.run()?;
     let secs = t0.elapsed().as_secs_f64();
     let cpu = (process_cpu_time().saturating_sub(c0)).as_secs_f64();
-    let (err, items, seen) = *found
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let (err, items, seen) = found();
     if seen != reference.positions.len() {
-        return Err(Error::Peer {
-            peer: "fir",
-            reason: format!(
-                "dmaflow's graph gave {items} output samples; {seen} of the {} checked positions",
-                reference.positions.len()
-            ),
-        });
+        return Err(Error::peer("fir")(format!(
+            "dmaflow's graph gave {items} output samples; {seen} of the {} checked positions",
+            reference.positions.len()
+        )));
     }
     Ok((secs, cpu, err, items))
 }
@@ -942,14 +892,11 @@ fn gnuradio_run(
     })();
     match parsed {
         Some(p) if run.status.success() && f.len() == 4 => Ok(p),
-        _ => Err(Error::Peer {
-            peer: "gnuradio",
-            reason: format!(
-                "fft_filter_fff flowgraph ({}): said {said:?}; {}",
-                run.status,
-                String::from_utf8_lossy(&run.stderr).trim()
-            ),
-        }),
+        _ => Err(Error::peer("gnuradio")(format!(
+            "fft_filter_fff flowgraph ({}): said {said:?}; {}",
+            run.status,
+            String::from_utf8_lossy(&run.stderr).trim()
+        ))),
     }
 }
 
@@ -960,10 +907,10 @@ fn gnuradio_run(
 /// output checked against the same [`Reference`].
 pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Measured, Error> {
     let rows = run_rows(cfg, &mut progress)?;
-    let mut gnuradio = Vec::new();
-    if cfg.samples >= 1 << 20 && super::peers::gnuradio_here() {
-        gnuradio = run_gnuradio(cfg, &mut progress)?;
-    }
+    let gnuradio = match cfg.samples >= 1 << 20 && super::peers::gnuradio_here() {
+        true => run_gnuradio(cfg, &mut progress)?,
+        false => Vec::new(),
+    };
     Ok(Measured { rows, gnuradio })
 }
 
@@ -975,10 +922,7 @@ pub fn run_gnuradio(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<
     let write = |name: String, v: &[f32]| {
         let path = dir.path().join(name);
         let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-        std::fs::write(&path, bytes).map_err(|source| Error::Io {
-            path: path.display().to_string(),
-            source,
-        })?;
+        std::fs::write(&path, bytes).map_err(Error::io(path.display()))?;
         Ok::<_, Error>(path)
     };
     let sig_path = write("signal.f32".into(), &signal)?;
@@ -987,13 +931,12 @@ pub fn run_gnuradio(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<
         let taps = noise(l, 0xF1F1 + l as u64);
         let mut padded = taps.clone();
         padded.resize(2 * l, 0.0);
-        let taps_path = write(format!("taps-{l}.f32"), &taps)?;
-        let padded_path = write(format!("taps-{l}-padded.f32"), &padded)?;
+        let files = [
+            write(format!("taps-{l}.f32"), &taps)?,
+            write(format!("taps-{l}-padded.f32"), &padded)?,
+        ];
         // The taps file GNU Radio's point is given.
-        let given = |p: GrPoint| match p {
-            GrPoint::GnuradioPadded => &padded_path,
-            _ => &taps_path,
-        };
+        let given = |p: GrPoint| &files[usize::from(p == GrPoint::GnuradioPadded)];
         let longest = GrPoint::ALL.iter().map(|p| p.fft_len(l)).max().unwrap_or(l);
         progress(&format!("fir: {l} taps, the reference outputs"));
         let reference = Arc::new(Reference::new(&taps, &signal, 4096, 2 * longest));
@@ -1003,11 +946,8 @@ pub fn run_gnuradio(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<
                 taps: l,
                 point,
                 fft_len: point.fft_len(l),
-                seconds: Vec::new(),
-                cpu: Vec::new(),
-                max_error: 0.0,
-                items_out: 0,
                 samples: cfg.samples,
+                ..GrRow::default()
             })
             .collect();
         // GNU Radio's output, checked once per point outside the timed runs
@@ -1030,19 +970,16 @@ pub fn run_gnuradio(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<
                 || next != reference.positions.len()
                 || err > MAX_ERROR
             {
-                return Err(Error::Peer {
-                    peer: "gnuradio",
-                    reason: format!(
-                        "{} at {l} taps: FFT {fft} (expected {}), {} output samples of {} \
-                         ({items} counted), {next} of {} checked positions, error {err:.2e} \
-                         (at most {MAX_ERROR:.0e})",
-                        row.point.name(),
-                        row.fft_len,
-                        y.len(),
-                        cfg.samples,
-                        reference.positions.len()
-                    ),
-                });
+                return Err(Error::peer("gnuradio")(format!(
+                    "{} at {l} taps: FFT {fft} (expected {}), {} output samples of {} ({items} \
+                     counted), {next} of {} checked positions, error {err:.2e} (at most \
+                     {MAX_ERROR:.0e})",
+                    row.point.name(),
+                    row.fft_len,
+                    y.len(),
+                    cfg.samples,
+                    reference.positions.len()
+                )));
             }
             row.max_error = err;
             row.items_out = y.len();
@@ -1058,16 +995,13 @@ pub fn run_gnuradio(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<
             if point.is_gnuradio() {
                 let (t, cpu, items, fft) = gnuradio_run(&sig_path, given(point), None)?;
                 if items != rows[i].items_out || fft != rows[i].fft_len {
-                    return Err(Error::Peer {
-                        peer: "gnuradio",
-                        reason: format!(
-                            "{} at {l} taps: {items} samples through its sink at FFT {fft}; the \
-                             checked run gave {} at FFT {}",
-                            point.name(),
-                            rows[i].items_out,
-                            rows[i].fft_len
-                        ),
-                    });
+                    return Err(Error::peer("gnuradio")(format!(
+                        "{} at {l} taps: {items} samples through its sink at FFT {fft}; the \
+                         checked run gave {} at FFT {}",
+                        point.name(),
+                        rows[i].items_out,
+                        rows[i].fft_len
+                    )));
                 }
                 rows[i].cpu.push(cpu);
                 Ok(t)
@@ -1075,15 +1009,12 @@ pub fn run_gnuradio(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<
                 let (t, cpu, err, items) =
                     peer_graph_run(&taps, rows[i].fft_len, &signal, &reference)?;
                 if err > MAX_ERROR || items != cfg.samples {
-                    return Err(Error::Peer {
-                        peer: "fir",
-                        reason: format!(
-                            "{} at {l} taps: {items} output samples of {}, error {err:.2e} (at \
-                             most {MAX_ERROR:.0e})",
-                            point.name(),
-                            cfg.samples
-                        ),
-                    });
+                    return Err(Error::peer("fir")(format!(
+                        "{} at {l} taps: {items} output samples of {}, error {err:.2e} (at most \
+                         {MAX_ERROR:.0e})",
+                        point.name(),
+                        cfg.samples
+                    )));
                 }
                 rows[i].max_error = rows[i].max_error.max(err);
                 rows[i].items_out = items;
@@ -1181,28 +1112,22 @@ fn gnuradio_text(g: &[GrRow]) -> (String, Vec<Target>) {
              min..max; default/default = FFT length x same-FFT, round by round; the FFT's share \
              is of the logarithm):\n";
     text += &attribution_columns().table(&attr);
-    let mut targets = Vec::new();
-    for a in &attr {
-        targets.push(Target::new(
+    let same = attr.iter().map(|a| {
+        Target::new(
             format!(
                 "{} taps: dmaflow >= 1.2x GNU Radio's fft_filter_fff at the same FFT length",
                 a.taps
             ),
             format!("{} ({})", a.rest.text(), a.rest.verdict()),
             a.rest.0.median >= 1.2,
-        ));
-    }
-    for a in &attr {
-        targets.push(Target::new(
-            format!(
-                "{} taps: dmaflow >= 1.2x GNU Radio's fft_filter_fff, each at its default FFT \
-                 length",
-                a.taps
-            ),
-            a.whole.text(),
-            a.whole.0.median >= 1.2,
-        ));
-    }
+        )
+    });
+    let default = attr.iter().map(|a| {
+        let what = "GNU Radio's fft_filter_fff, each at its default FFT length";
+        let what = format!("{} taps: dmaflow >= 1.2x {what}", a.taps);
+        Target::new(what, a.whole.text(), a.whole.0.median >= 1.2)
+    });
+    let targets: Vec<Target> = same.chain(default).collect();
     text += &Target::lines(&targets);
     (text, targets)
 }
@@ -1216,21 +1141,18 @@ fn gr_columns<'a>() -> Columns<'a, GrRow> {
         .kept("does", |r| r.point.does(r.taps))
         .plain("fft", "fft_len", |r| r.fft_len)
         .fixed("Msamples/s", "msamples_per_s", 1, move |r| msps(r).median)
-        .shown("range", move |r| {
-            format!("{:.1}..{:.1}", msps(r).min, msps(r).max)
-        })
-        .kept("msamples_per_s_spread", move |r| msps(r).json())
+        .range("range", "msamples_per_s_spread", 1, msps)
         .fixed(
             "cpu_us/ksample",
             "cpu_us_per_ksample",
             2,
             GrRow::cpu_us_per_ksample,
         )
-        .col(
+        .shown_as(
             "max_error",
             "max_error",
-            |r| format!("{:.1e}", r.max_error),
             |r| r.max_error,
+            |e| format!("{e:.1e}"),
         )
         .kept("items_out", |r| r.items_out)
         .kept("samples", |r| r.samples)
@@ -1239,42 +1161,30 @@ fn gr_columns<'a>() -> Columns<'a, GrRow> {
 
 /// Where dmaflow's win over GNU Radio comes from: the attribution's columns.
 fn attribution_columns<'a>() -> Columns<'a, Attribution> {
+    let text = |s| Ratio(s).text();
     Columns::new()
         .plain("taps", "taps", |a: &Attribution| a.taps)
-        .col(
+        .shown_as(
             "default/default",
             "default_over_default",
-            |a| a.whole.text(),
-            |a| a.whole.0.json(),
+            |a| a.whole.0,
+            text,
         )
-        .col(
-            "dmaflow 4L/2L FFT",
-            "fft_length",
-            |a| a.fft.text(),
-            |a| a.fft.0.json(),
-        )
-        .col(
-            "same FFT (2L)",
-            "same_fft",
-            |a| a.rest.text(),
-            |a| a.rest.0.json(),
-        )
+        .shown_as("dmaflow 4L/2L FFT", "fft_length", |a| a.fft.0, text)
+        .shown_as("same FFT (2L)", "same_fft", |a| a.rest.0, text)
         .shown("same-FFT verdict", |a| a.rest.verdict().to_string())
         .kept("same_fft_measurable", |a| a.rest.measurable())
-        .col(
+        .shown_as(
             "FFT share",
             "fft_share_of_log",
-            |a| {
-                a.fft_share
-                    .map_or("-".into(), |s| format!("{:.0} %", s * 100.0))
-            },
             |a| a.fft_share,
+            |s| s.map_or("-".into(), |s| format!("{:.0} %", s * 100.0)),
         )
-        .col(
+        .shown_as(
             "gnuradio padded/own",
             "gnuradio_padded_over_own",
-            |a| a.gnuradio_longer.text(),
-            |a| a.gnuradio_longer.0.json(),
+            |a| a.gnuradio_longer.0,
+            text,
         )
 }
 
@@ -1368,7 +1278,6 @@ mod tests {
             overlap_pct: 50,
             mode: "zerocopy",
             taps: 32,
-            mflops: 1.0,
             spread: Spread::of(&[1.0]),
             ratios,
         };
@@ -1405,7 +1314,10 @@ mod tests {
         // bare, bare-copy, zerocopy and copy per (N, overlap).
         assert_eq!(rows.len(), 2 * 2 * 4);
         for r in &rows {
-            assert!(r.mflops.is_finite() && r.mflops > 0.0, "{r:?}");
+            assert!(
+                r.spread.median.is_finite() && r.spread.median > 0.0,
+                "{r:?}"
+            );
             // One ratio per run on the in-place rows, none elsewhere.
             let with = matches!(r.mode, "zerocopy" | "bare");
             assert_eq!(r.ratios.len(), usize::from(with), "{r:?}");

@@ -38,7 +38,7 @@ use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
 use super::harness::{OnBoard, Setup, Spec, Tier, bytes_label, median};
-use super::peers::{Peer, ScratchDir, first_of_each, gnuradio_here, tmpfs};
+use super::peers::{Peer, ScratchDir, first_of_each, gnuradio_here, series, tmpfs};
 use super::report::{Report, Target};
 use super::spread::{Ratio, Spread, in_turns};
 
@@ -91,9 +91,7 @@ impl Config {
     pub fn bytes_for(&self, size: usize) -> usize {
         (size.saturating_mul(100_000)).clamp(self.bytes.0, self.bytes.1) / size.max(4) * size.max(4)
     }
-}
 
-impl Config {
     /// The size `setup` asks for.
     pub fn at(setup: &Setup) -> Self {
         let (sizes, bytes, rounds) = match setup.tier {
@@ -253,10 +251,9 @@ pub struct Row {
 }
 
 impl Row {
-    /// Median throughput in MB/s, and its min..max over the rounds.
-    pub fn mbps(&self) -> (f64, f64, f64) {
-        let s = Spread::of(&self.mb_per_s());
-        (s.median, s.min, s.max)
+    /// Throughput in MB/s over the rounds that did not stall.
+    pub fn mbps(&self) -> Spread {
+        Spread::of(&finite(&self.per_round()))
     }
 
     /// MB/s per round (`NaN` for a stalled round).
@@ -264,14 +261,6 @@ impl Row {
         self.seconds
             .iter()
             .map(|s| self.bytes as f64 / s / 1e6)
-            .collect()
-    }
-
-    /// MB/s of the rounds that did not stall.
-    fn mb_per_s(&self) -> Vec<f64> {
-        self.per_round()
-            .into_iter()
-            .filter(|x| x.is_finite())
             .collect()
     }
 }
@@ -305,11 +294,8 @@ struct Tally {
 impl Tally {
     /// Now on both clocks.
     fn now() -> (Instant, f64) {
-        let wall = Instant::now();
-        (
-            wall,
-            dmaflow::platform::cpu::process_cpu_time().as_secs_f64(),
-        )
+        let cpu = dmaflow::platform::cpu::process_cpu_time;
+        (Instant::now(), cpu().as_secs_f64())
     }
 
     /// Something arrived: the span starts, if it has not.
@@ -381,8 +367,7 @@ pub fn receive(point: &str, endpoint: &str) -> Result<Received, String> {
         edge.idle_timeout = Some(Duration::from_secs(1));
     }
     let stats = dmaflow_net::add_source(&mut g, "net", edge, out).map_err(|e| e.to_string())?;
-    let result = std::sync::Arc::new(std::sync::Mutex::new(None));
-    let put = result.clone();
+    let (put, result) = std::sync::mpsc::channel();
     g.node("sum", move || {
         let mut tally = Tally::default();
         loop {
@@ -400,35 +385,25 @@ pub fn receive(point: &str, endpoint: &str) -> Result<Received, String> {
                 tally.last = Some(Tally::now());
             }
         }
-        *put.lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(tally.received(0));
+        let _ = put.send(tally.received(0));
         Ok(())
     })
     .map_err(|e| e.to_string())?;
     g.run().map_err(|e| e.to_string())?;
-    let r = *result
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let mut r = r.ok_or_else(|| "the receiver found nothing".to_string())?;
+    let r = result.try_recv();
+    let mut r = r.map_err(|_| "the receiver found nothing".to_string())?;
     r.messages = stats.snapshot().0;
     Ok(r)
 }
 
-/// How a sender cuts its stream: bare loops, or dmaflow's sink with at most
-/// this many `u32` items a message.
-#[derive(Debug, Clone, Copy)]
-enum Sender {
-    Raw,
-    Dmaflow { max_items: usize },
-}
-
-/// Sends `bytes` as `u32` counters at `endpoint` (bound), in messages of
-/// `size` bytes (raw) or as `how` says, then the end of stream.
-fn send(how: Sender, endpoint: &str, size: usize, bytes: usize) -> Result<(), String> {
+/// Sends `bytes` as `u32` counters at `endpoint` (bound), then the end of
+/// stream: by bare loops in messages of `size` bytes, or by dmaflow's sink
+/// with at most `max_items` `u32` items a message.
+fn send(max_items: Option<usize>, endpoint: &str, size: usize, bytes: usize) -> Result<(), String> {
     let at = dmaflow_net::Endpoint::parse(endpoint).map_err(|e| e.to_string())?;
     let items = bytes / 4;
-    let max_items = match how {
-        Sender::Raw => {
+    let max_items = match max_items {
+        None => {
             let ctx = zmq::Context::new();
             let s = ctx.socket(zmq::PUSH).map_err(|e| e.to_string())?;
             s.set_sndhwm(16).map_err(|e| e.to_string())?;
@@ -450,7 +425,7 @@ fn send(how: Sender, endpoint: &str, size: usize, bytes: usize) -> Result<(), St
             s.send(Vec::<u8>::new(), 0).map_err(|e| e.to_string())?;
             return Ok(());
         }
-        Sender::Dmaflow { max_items } => max_items,
+        Some(max_items) => max_items,
     };
     let mut g = Graph::new();
     // Room for two whole messages: a sink whose message is larger than its
@@ -495,27 +470,13 @@ fn items_for(size: usize, cap: usize) -> usize {
     (cap / 4 / per_item).max(1) * per_item
 }
 
-/// A file of `bytes` bytes of `u32` counters (0, 1, 2, ...) in tmpfs, what
-/// GNU Radio's sender sends and its receiver's output is compared with;
-/// removed when dropped.
-struct Counters(PathBuf);
-
-impl Counters {
-    fn new(dir: &Path, bytes: usize) -> Result<Self, Error> {
-        let path = dir.join(format!("counters-{bytes}.u32"));
-        let data: Vec<u8> = (0..(bytes / 4) as u32).flat_map(u32::to_le_bytes).collect();
-        std::fs::write(&path, data).map_err(|e| Error::Io {
-            path: path.display().to_string(),
-            source: e,
-        })?;
-        Ok(Counters(path))
-    }
-}
-
-impl Drop for Counters {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
+/// Writes a file of `bytes` bytes of `u32` counters (0, 1, 2, ...) in `dir`,
+/// what GNU Radio's sender sends and its receiver's output is compared with.
+fn counters(dir: &Path, bytes: usize) -> Result<PathBuf, Error> {
+    let path = dir.join(format!("counters-{bytes}.u32"));
+    let data: Vec<u8> = (0..(bytes / 4) as u32).flat_map(u32::to_le_bytes).collect();
+    std::fs::write(&path, data).map_err(Error::io(path.display()))?;
+    Ok(path)
 }
 
 /// Starts GNU Radio's script in `role` with `args`: `tx` binds and keeps its
@@ -527,32 +488,6 @@ fn gnuradio(role: &str, args: &[&std::ffi::OsStr]) -> Result<Peer, Error> {
         "tx" => Peer::spawn(&mut cmd, Stdio::piped(), "GNU Radio's sender"),
         _ => Peer::spawn(&mut cmd, Stdio::null(), "GNU Radio's receiver"),
     }
-}
-
-/// Starts GNU Radio's sender of the counters in `data` (binds at `endpoint`).
-fn gnuradio_tx(size: usize, data: &Path, endpoint: &str) -> Result<Peer, Error> {
-    let size = size.to_string();
-    gnuradio("tx", &[size.as_ref(), data.as_ref(), endpoint.as_ref()])
-}
-
-/// Starts GNU Radio's receiver (connects to `endpoint`), writing to `out`
-/// and comparing it with `data`.
-fn gnuradio_rx(
-    size: usize,
-    bytes: usize,
-    endpoint: &str,
-    out: &Path,
-    data: &Path,
-) -> Result<Peer, Error> {
-    let (size, bytes) = (size.to_string(), bytes.to_string());
-    let args = [
-        size.as_ref(),
-        bytes.as_ref(),
-        endpoint.as_ref(),
-        out.as_ref(),
-        data.as_ref(),
-    ];
-    gnuradio("rx", &args)
 }
 
 /// Waits for GNU Radio's receiver and reads its line.
@@ -569,13 +504,14 @@ fn gnuradio_received(rx: Peer, bytes: usize, size: usize) -> Result<Received, Er
         .split_whitespace()
         .filter_map(|x| x.parse().ok())
         .collect();
-    let fail = |why: &str| Error::Peer {
-        peer: "gnuradio",
-        reason: format!(
+    let fail = |why: &str| {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let why = format!(
             "receiver {why} ({}): said {line:?}; {}",
             out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ),
+            stderr.trim()
+        );
+        Error::peer("gnuradio")(why)
     };
     if !out.status.success() || f.len() != 4 {
         return Err(fail("failed"));
@@ -585,7 +521,7 @@ fn gnuradio_received(rx: Peer, bytes: usize, size: usize) -> Result<Received, Er
     }
     Ok(Received {
         items: (bytes / 4) as u64,
-        checksum: series_sum((bytes / 4) as u64),
+        checksum: series(0, (bytes / 4) as u64),
         seconds: f[0],
         cpu: f[1],
         messages: 0,
@@ -597,21 +533,11 @@ fn gnuradio_done(mut tx: Peer) -> Result<(), Error> {
     drop(tx.stdin());
     let out = tx.wait_within(PEER_LIMIT)?;
     if !out.status.success() {
-        return Err(Error::Peer {
-            peer: "gnuradio",
-            reason: format!(
-                "sender failed ({}): {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            ),
-        });
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let why = format!("sender failed ({}): {}", out.status, stderr.trim());
+        return Err(Error::peer("gnuradio")(why));
     }
     Ok(())
-}
-
-/// Wrapping sum of the counters `0..items`.
-fn series_sum(items: u64) -> u32 {
-    (0..items).fold(0u32, |a, i| a.wrapping_add(i as u32))
 }
 
 /// dmaflow's or the raw receiver ([`receive`]'s `point`) at work: in a
@@ -626,48 +552,31 @@ impl Receiver {
     fn start(cfg: &Config, point: &str, endpoint: &str) -> Result<Receiver, Error> {
         if cfg.in_process {
             let (point, at) = (point.to_string(), endpoint.to_string());
-            return Ok(Receiver::Thread(std::thread::spawn(move || {
-                receive(&point, &at)
-            })));
+            let thread = std::thread::spawn(move || receive(&point, &at));
+            return Ok(Receiver::Thread(thread));
         }
-        let exe = std::env::current_exe().map_err(|e| Error::Io {
-            path: "the dmaflow binary".into(),
-            source: e,
-        })?;
+        let exe = std::env::current_exe().map_err(Error::io("the dmaflow binary"))?;
         let mut cmd = Command::new(exe);
         cmd.args(["net-peer", "--point", point, "--endpoint", endpoint]);
-        Ok(Receiver::Child(Peer::spawn(
-            &mut cmd,
-            Stdio::null(),
-            "dmaflow net-peer",
-        )?))
+        let peer = Peer::spawn(&mut cmd, Stdio::null(), "dmaflow net-peer")?;
+        Ok(Receiver::Child(peer))
     }
 
     /// What it received, `point` naming it in an error.
     fn received(self, point: Point) -> Result<Received, Error> {
-        let fail = |reason: String| Error::Peer {
-            peer: point.name(),
-            reason,
-        };
-        let child = match self {
+        let fail = Error::peer(point.name());
+        let out = match self {
             Receiver::Thread(t) => {
-                return t
-                    .join()
-                    .map_err(|_| Error::Panicked("net receiver"))?
-                    .map_err(fail);
+                let got = t.join().map_err(|_| Error::Panicked("net receiver"))?;
+                return got.map_err(fail);
             }
-            Receiver::Child(child) => child,
+            Receiver::Child(child) => child.wait_within(PEER_LIMIT)?,
         };
-        let out = child.wait_within(PEER_LIMIT)?;
         if !out.status.success() {
             return Err(fail(String::from_utf8_lossy(&out.stderr).into_owned()));
         }
-        let line = out
-            .stdout
-            .lines()
-            .next()
-            .and_then(Result::ok)
-            .unwrap_or_default();
+        let line = out.stdout.lines().next().and_then(Result::ok);
+        let line = line.unwrap_or_default();
         parse_received(&line).ok_or_else(|| fail(format!("net-peer said {line:?}")))
     }
 }
@@ -684,45 +593,42 @@ fn measure(
 ) -> Result<Received, Error> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
-        .map_err(|e| Error::Io {
-            path: "a free TCP port".into(),
-            source: e,
-        })?
+        .map_err(Error::io("a free TCP port"))?
         .port();
     let endpoint = format!("tcp://127.0.0.1:{port}");
-    let fail = |reason: String| Error::Peer {
-        peer: point.name(),
-        reason,
-    };
+    let fail = Error::peer::<String>(point.name());
     let bytes = cfg.bytes_for(size);
     let sender = match point {
-        Point::Raw => Sender::Raw,
-        Point::Dmaflow => Sender::Dmaflow {
-            max_items: items_for(size, size),
-        },
-        Point::Batched => Sender::Dmaflow {
-            max_items: items_for(size, BATCHED_BYTES),
-        },
-        _ => Sender::Dmaflow {
-            max_items: items_for(size, cap),
-        },
+        Point::Raw => None,
+        Point::Dmaflow => Some(items_for(size, size)),
+        Point::Batched => Some(items_for(size, BATCHED_BYTES)),
+        _ => Some(items_for(size, cap)),
     };
     let (data, out) = match (point.gnuradio(), files) {
         (false, _) => (Path::new(""), PathBuf::new()),
         (true, Some((data, dir))) => (data, dir.join("received.bin")),
         (true, None) => return Err(fail("GNU Radio's files are missing".into())),
     };
+    let (size_arg, bytes_arg) = (size.to_string(), bytes.to_string());
+    let gnuradio_tx = || gnuradio("tx", &[size_arg.as_ref(), data.as_ref(), endpoint.as_ref()]);
+    let gnuradio_rx = || {
+        let (size, bytes) = (size_arg.as_ref(), bytes_arg.as_ref());
+        gnuradio(
+            "rx",
+            &[size, bytes, endpoint.as_ref(), out.as_ref(), data.as_ref()],
+        )
+    };
     let got = match point {
         Point::Gnuradio => {
-            let rx = gnuradio_rx(size, bytes, &endpoint, &out, data)?;
-            let tx = gnuradio_tx(size, data, &endpoint)?;
+            let rx = gnuradio_rx()?;
+            let tx = gnuradio_tx()?;
             // A failed receiver leaves the sender blocked: it is killed.
             let got = gnuradio_received(rx, bytes, size)?;
             gnuradio_done(tx)?;
             got
         }
         Point::DmaflowToGnuradio => {
-            let rx = gnuradio_rx(size, bytes, &endpoint, &out, data)?;
+            let rx = gnuradio_rx()?;
             // The sender on a thread, so that a stalled receiver is waited
             // for with a limit; once it is killed, dmaflow's sink gives up
             // within its grace (5 s), or is left behind.
@@ -741,7 +647,7 @@ fn measure(
         }
         Point::GnuradioToDmaflow => {
             let rx = Receiver::start(cfg, "from-gnuradio", &endpoint)?;
-            let tx = gnuradio_tx(size, data, &endpoint)?;
+            let tx = gnuradio_tx()?;
             let got = rx.received(point)?;
             gnuradio_done(tx)?;
             got
@@ -761,7 +667,7 @@ fn measure(
         let _ = std::fs::remove_file(&out);
     }
     let items = (bytes / 4) as u64;
-    let expected = series_sum(items);
+    let expected = series(0, items);
     if got.items != items || got.checksum != expected {
         return Err(Error::Corrupted {
             what: format!(
@@ -800,21 +706,16 @@ pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>, Err
     let mut rows = Vec::new();
     let points = points();
     let with_gnuradio = points.contains(&Point::Gnuradio);
-    let dir = if with_gnuradio {
-        Some(ScratchDir::under(&tmpfs(), "dmaflow-net")?)
-    } else {
-        None
-    };
     for &size in &cfg.sizes {
         let bytes = cfg.bytes_for(size);
-        let data = match &dir {
-            Some(d) => Some(Counters::new(d.path(), bytes)?),
-            None => None,
-        };
-        let files = data
+        // GNU Radio's ends read the counters from tmpfs and write there.
+        let dir = with_gnuradio.then(|| ScratchDir::under(&tmpfs(), "dmaflow-net"));
+        let dir = dir.transpose()?;
+        let data = dir
             .as_ref()
-            .zip(dir.as_ref())
-            .map(|(c, d)| (c.0.as_path(), d.path()));
+            .map(|d| Ok::<_, Error>((counters(d.path(), bytes)?, d.path())));
+        let data = data.transpose()?;
+        let files = data.as_ref().map(|(c, d)| (c.as_path(), *d));
         // GNU Radio's message size at this item size, measured before the
         // rounds (dmaflow's receiver counts the messages), caps dmaflow's.
         let cap = if with_gnuradio {
@@ -824,49 +725,49 @@ pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>, Err
         } else {
             BATCHED_BYTES
         };
-        let mut cpu = vec![Vec::new(); points.len()];
-        let mut msgs = vec![Vec::new(); points.len()];
-        let mut stalls = vec![0; points.len()];
+        let mut at: Vec<Row> = points
+            .iter()
+            .map(|&point| Row {
+                size,
+                point,
+                bytes,
+                seconds: Vec::new(),
+                cpu: Vec::new(),
+                message_bytes: Vec::new(),
+                stalls: 0,
+            })
+            .collect();
         let seconds = in_turns(points.len(), cfg.rounds, |i, round| {
+            let row = &mut at[i];
+            let point = row.point;
             progress(&format!(
                 "net: {size} B, {} round {}",
-                points[i].name(),
+                point.name(),
                 round + 1
             ));
-            let got = match measure(cfg, points[i], size, cap, files) {
+            let got = match measure(cfg, point, size, cap, files) {
                 Err(Error::Peer { peer: STALLED, .. }) => {
-                    stalls[i] += 1;
-                    cpu[i].push(f64::NAN);
+                    row.stalls += 1;
+                    row.cpu.push(f64::NAN);
                     return Ok(f64::NAN);
                 }
                 other => other?,
             };
-            cpu[i].push(got.cpu);
-            let shown = match points[i] {
+            row.cpu.push(got.cpu);
+            let shown = match point {
                 Point::Capped | Point::DmaflowToGnuradio => Some((items_for(size, cap) * 4) as f64),
                 Point::Batched => Some((items_for(size, BATCHED_BYTES) * 4).min(bytes) as f64),
                 Point::Dmaflow | Point::Raw => Some(size as f64),
                 Point::GnuradioToDmaflow => Some(bytes as f64 / got.messages.max(1) as f64),
                 Point::Gnuradio => None,
             };
-            msgs[i].extend(shown);
+            row.message_bytes.extend(shown);
             Ok::<_, Error>(got.seconds)
         })?;
-        rows.extend(
-            points
-                .iter()
-                .zip(seconds.into_iter().zip(cpu.into_iter().zip(msgs)))
-                .zip(stalls)
-                .map(|((&point, (seconds, (cpu, message_bytes))), stalls)| Row {
-                    size,
-                    point,
-                    bytes,
-                    seconds,
-                    cpu,
-                    message_bytes,
-                    stalls,
-                }),
-        );
+        for (row, seconds) in at.iter_mut().zip(seconds) {
+            row.seconds = seconds;
+        }
+        rows.extend(at);
     }
     Ok(rows)
 }
@@ -899,19 +800,16 @@ fn row_columns<'a>() -> Columns<'a, Row> {
     let cpu = |r: &Row| median(&finite(&r.cpu));
     let secs = |r: &Row| median(&finite(&r.seconds));
     Columns::new()
-        .col(
-            "size",
-            "message_bytes",
-            |r: &Row| bytes_label(r.size),
-            |r| r.size,
-        )
+        .shown_as("size", "message_bytes", |r: &Row| r.size, bytes_label)
         .plain("point", "point", |r| r.point.name())
         .kept("does", |r| r.point.does())
-        .fixed("MB/s", "mb_per_s", 0, |r| r.mbps().0)
-        .shown("range", |r| format!("{:.0}..{:.0}", r.mbps().1, r.mbps().2))
-        .kept("mb_per_s_min", |r| r.mbps().1)
-        .kept("mb_per_s_max", |r| r.mbps().2)
-        .kept("mb_per_s_spread", |r| Spread::of(&r.mb_per_s()).json())
+        .fixed("MB/s", "mb_per_s", 0, |r| r.mbps().median)
+        .shown("range", |r| {
+            format!("{:.0}..{:.0}", r.mbps().min, r.mbps().max)
+        })
+        .kept("mb_per_s_min", |r| r.mbps().min)
+        .kept("mb_per_s_max", |r| r.mbps().max)
+        .kept("mb_per_s_spread", Row::mbps)
         .kept("rounds", |r| r.seconds.len())
         .shown("Mitems/s", move |r| {
             format!("{:.1}", r.bytes as f64 / 4.0 / secs(r) / 1e6)
@@ -920,38 +818,28 @@ fn row_columns<'a>() -> Columns<'a, Row> {
         .kept("rx_cpu_us_per_mb", move |r| {
             cpu(r) / (r.bytes as f64 / 1e6) * 1e6
         })
-        .col(
-            "msg_bytes",
-            "sent_message_bytes",
-            |r| match r.message_bytes.is_empty() {
-                true => "-".into(),
-                false => format!("{:.0}", median(&r.message_bytes)),
-            },
-            |r| (!r.message_bytes.is_empty()).then(|| median(&r.message_bytes)),
-        )
-        .col(
-            "stalls",
-            "stalled_rounds",
-            |r| r.stalls.to_string(),
-            |r| r.stalls,
-        )
+        .optional("msg_bytes", "sent_message_bytes", 0, |r| {
+            (!r.message_bytes.is_empty()).then(|| median(&r.message_bytes))
+        })
+        .plain("stalls", "stalled_rounds", |r| r.stalls)
 }
 
 /// The comparison with GNU Radio's columns, per item size: capped/gnuradio
 /// and the other points' ratios over the same size.
 fn against_columns(rows: &[Row]) -> Columns<'_, (usize, Ratio)> {
+    let text = |r: Option<Spread>| r.map_or("-".into(), |r| Ratio(r).text());
     let mut cols = Columns::new()
-        .col(
+        .shown_as(
             "items",
             "item_bytes",
-            |(s, _): &(usize, Ratio)| bytes_label(*s),
-            |(s, _)| *s,
+            |&(s, _): &(usize, Ratio)| s,
+            bytes_label,
         )
-        .col(
+        .shown_as(
             "capped/gnuradio",
             "capped_over_gnuradio",
-            |(_, r)| r.text(),
-            |(_, r)| r.0.json(),
+            |(_, r)| Some(r.0),
+            text,
         )
         .shown("verdict", |(_, r)| r.verdict().to_string())
         .kept("capped_over_gnuradio_measurable", |(_, r)| r.measurable());
@@ -981,15 +869,9 @@ fn against_columns(rows: &[Row]) -> Columns<'_, (usize, Ratio)> {
             Point::Gnuradio,
         ),
     ] {
-        let v = std::rc::Rc::new(shares(rows, a, b));
-        let w = v.clone();
-        let at = |v: &[(usize, Ratio)], s: usize| v.iter().find(|(z, _)| *z == s).map(|(_, r)| r.0);
-        cols = cols.col(
-            header,
-            key,
-            move |(s, _)| at(&v, *s).map_or("-".into(), |r| Ratio(r).text()),
-            move |(s, _)| at(&w, *s).map(|r| r.json()),
-        );
+        let v = shares(rows, a, b);
+        let at = move |&(s, _): &(usize, Ratio)| v.iter().find(|(z, _)| *z == s).map(|(_, r)| r.0);
+        cols = cols.shown_as(header, key, at, text);
     }
     cols
 }
@@ -1012,34 +894,23 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
                  round by round; the crossed edges put one dmaflow end in place of GNU Radio's):\n";
         text += &against_columns(rows).table(&equal);
         for (size, r) in &equal {
-            targets.push(Target::new(
-                format!(
-                    "{} items: dmaflow >= GNU Radio's push_sink -> pull_source at the same \
-                     message size",
-                    bytes_label(*size)
-                ),
-                format!("{} ({})", r.text(), r.verdict()),
-                r.0.median >= 1.0,
-            ));
+            let what = "GNU Radio's push_sink -> pull_source at the same message size";
+            let what = format!("{} items: dmaflow >= {what}", bytes_label(*size));
+            let found = format!("{} ({})", r.text(), r.verdict());
+            targets.push(Target::new(what, found, r.0.median >= 1.0));
         }
     }
     let raw = shares(rows, Point::Dmaflow, Point::Raw);
     for (size, r) in &raw {
         let s = r.0.scaled(100.0);
-        let (at, range) = (
-            format!("{:.0} %", s.median),
-            format!("({:.0}..{:.0} %)", s.min, s.max),
-        );
-        text += &format!(
-            "{}: dmaflow at {at} of the raw ceiling {range}\n",
-            bytes_label(*size)
-        );
+        let at = format!("{:.0} %", s.median);
+        let range = format!("({:.0}..{:.0} %)", s.min, s.max);
+        let label = bytes_label(*size);
+        text += &format!("{label}: dmaflow at {at} of the raw ceiling {range}\n");
         if *size >= 64 << 10 {
+            let what = format!("{label} messages: dmaflow >= 90 % of raw ZeroMQ");
             targets.push(Target::new(
-                format!(
-                    "{} messages: dmaflow >= 90 % of raw ZeroMQ",
-                    bytes_label(*size)
-                ),
+                what,
                 format!("{at} {range}"),
                 r.0.median >= 0.9,
             ));

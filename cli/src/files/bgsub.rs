@@ -3,9 +3,7 @@
 //! coprocessor, frames and masks in queues in its DMA memory) or in software
 //! (identical bytes), the output appearing only on success.
 
-use std::io::{Read as _, Write as _};
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use dmaflow::accel::bgsub;
@@ -13,11 +11,9 @@ use dmaflow::accel::stage::StageStats;
 use dmaflow::dma::Completion;
 use dmaflow::dsp::bgsub::{BackgroundSubtractor, Params};
 use dmaflow::graph::Graph;
-use dmaflow::mem::CachePolicy;
-use dmaflow::rig::Rig;
-use dmaflow::sim::{BgSubCore, Clock};
+use dmaflow::sim::BgSubCore;
 
-use super::{FileError, InEnd, OutEnd, Sink, Source, Unit, create_output, io, open_input};
+use super::{FileError, Sink, Source, Unit};
 
 /// Where `dmaflow bgsub` runs the algorithm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,32 +27,8 @@ pub enum Device {
     Cuda(usize),
 }
 
-/// A background subtractor on the CPU or a GPU, frame by frame.
-enum Subtractor {
-    Cpu(BackgroundSubtractor),
-    Gpu(dmaflow::gpu::kernels::Bgsub),
-}
-
-impl Subtractor {
-    fn new(params: Params, device: Device) -> Result<Subtractor, FileError> {
-        Ok(match device {
-            Device::Cuda(n) => {
-                let gpu = dmaflow::gpu::Gpu::open(n)?;
-                let k = Arc::new(dmaflow::gpu::Kernels::load(&gpu)?);
-                Subtractor::Gpu(dmaflow::gpu::kernels::Bgsub::new(k, params)?)
-            }
-            _ => Subtractor::Cpu(BackgroundSubtractor::new(params)),
-        })
-    }
-
-    fn process(&mut self, frame: &[u8], mask: &mut [u8]) -> Result<(), FileError> {
-        match self {
-            Subtractor::Cpu(s) => s.process(frame, mask)?,
-            Subtractor::Gpu(s) => s.process(frame, mask)?,
-        }
-        Ok(())
-    }
-}
+/// A background subtractor on the CPU or a GPU: a frame to its mask.
+type Subtract = Box<dyn FnMut(&[u8], &mut [u8]) -> Result<(), FileError> + Send>;
 
 /// What `bgsub_file` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,14 +37,6 @@ pub struct Done {
     pub frames: usize,
     /// On the coprocessor: what the CPU copied on the way.
     pub copies: Option<super::Copies>,
-}
-
-/// What an input of `params`' frames holds.
-fn frames_of(params: &Params) -> Unit {
-    Unit::Frames {
-        width: params.width,
-        height: params.height,
-    }
 }
 
 /// Reads raw 8-bit frames from `input`, writes one mask per frame to `output`
@@ -84,40 +48,8 @@ pub fn bgsub_file(
     output: &Path,
     device: Device,
 ) -> Result<Done, FileError> {
-    let n = params.frame_bytes();
-    let of = frames_of(&params);
-    let mut src = open_input(input, of)?;
-    if device == Device::Sim {
-        return bgsub_stream(
-            params,
-            Source::File(input.to_path_buf()),
-            Sink::File(output.to_path_buf()),
-            device,
-        );
-    }
-    let (partial, mut file) = create_output(output)?;
-    let mut frames = Vec::new();
-    src.read_to_end(&mut frames).map_err(io(input))?;
-    if !of.whole(frames.len() as u64) {
-        return Err(FileError::BadLength {
-            path: input.to_path_buf(),
-            len: frames.len() as u64,
-            of,
-        });
-    }
-    let mut masks = vec![0u8; frames.len()];
-    let mut sub = Subtractor::new(params, device)?;
-    for (f, m) in frames.chunks(n).zip(masks.chunks_mut(n)) {
-        sub.process(f, m)?;
-    }
-    file.write_all(&masks)
-        .and_then(|()| file.sync_all())
-        .map_err(io(partial.path()))?;
-    partial.finish().map_err(io(output))?;
-    Ok(Done {
-        frames: frames.len() / n,
-        copies: None,
-    })
+    let (source, sink) = (input.to_path_buf(), output.to_path_buf());
+    bgsub_stream(params, Source::File(source), Sink::File(sink), device)
 }
 
 /// Frames from `source` to masks at `sink` as one process network: source ->
@@ -136,26 +68,20 @@ pub fn bgsub_stream(
     let cap = 2 * chunk;
     let mut g = Graph::new();
     let stats = Arc::new(Mutex::new(StageStats::default()));
-    // Frames the software node turned into masks.
-    let frames = Arc::new(AtomicU64::new(0));
-    let counted = frames.clone();
-    let (s_out, k_in, rig) = match device {
+    let (mut rig, memory) = match device {
         Device::Sim => {
-            let mut r = Rig::new(
+            let (rig, memory) = super::board(
                 (4 * cap + 2 * n + (4 << 20)).next_power_of_two(),
-                Clock::Unlimited,
-                true,
-                CachePolicy::Coherent,
                 Box::new(BgSubCore::new(params)),
             )?;
-            let memory = r.engines[0]
-                .pool()
-                .queue_memory()
-                .map_err(dmaflow::rig::Error::from)?;
-            let (s_out, b_in) =
-                g.connect_in::<u8>(("source", "out"), ("bgsub", "in"), cap, memory.clone())?;
-            let (b_out, k_in) =
-                g.connect_in::<u8>(("bgsub", "out"), ("sink", "in"), cap, memory)?;
+            (Some(rig), memory)
+        }
+        Device::Cpu | Device::Cuda(_) => (None, None),
+    };
+    let ((s_out, mut b_in), (mut b_out, k_in)) =
+        super::queues(&mut g, "bgsub", (cap, cap), &memory)?;
+    match &mut rig {
+        Some(r) => {
             let e1 = r.engines.remove(1);
             let e0 = r.engines.remove(0);
             let cfg = bgsub::Config {
@@ -163,15 +89,21 @@ pub fn bgsub_stream(
                 completion: Completion::Poll,
             };
             bgsub::add_node(&mut g, "bgsub", [e0, e1], cfg, b_in, b_out, stats.clone())?;
-            (s_out, k_in, Some(r))
         }
-        Device::Cpu | Device::Cuda(_) => {
-            let (s_out, mut b_in) =
-                g.connect_with_capacity::<u8>(("source", "out"), ("bgsub", "in"), cap)?;
-            let (mut b_out, k_in) =
-                g.connect_with_capacity::<u8>(("bgsub", "out"), ("sink", "in"), cap)?;
+        None => {
             // Opened here, so that a missing device is this call's error.
-            let mut sub = Subtractor::new(params, device)?;
+            let mut sub: Subtract = match device {
+                Device::Cuda(n) => {
+                    let gpu = dmaflow::gpu::Gpu::open(n)?;
+                    let k = Arc::new(dmaflow::gpu::Kernels::load(&gpu)?);
+                    let mut s = dmaflow::gpu::kernels::Bgsub::new(k, params)?;
+                    Box::new(move |f, m| Ok(s.process(f, m)?))
+                }
+                _ => {
+                    let mut s = BackgroundSubtractor::new(params);
+                    Box::new(move |f, m| Ok(s.process(f, m)?))
+                }
+            };
             g.node("bgsub", move || {
                 let mut mask = vec![0u8; n];
                 loop {
@@ -186,34 +118,22 @@ pub fn bgsub_stream(
                         )
                         .into());
                     }
-                    sub.process(&f[..n], &mut mask)?;
+                    sub(&f[..n], &mut mask)?;
                     b_in.consume(n)?;
                     b_out.write(&mask)?;
-                    counted.fetch_add(1, Ordering::Relaxed);
                 }
             })?;
-            (s_out, k_in, None)
         }
+    }
+    let of = Unit::Frames {
+        width: params.width,
+        height: params.height,
     };
-    let input = InEnd::add(&mut g, source, s_out, (chunk, 0, frames_of(&params)))?;
-    let output = OutEnd::add(&mut g, sink, k_in)?;
-    let result = g.run();
-    drop(rig);
-    input.check()?;
-    result?;
-    output.finish()?;
+    let sim = rig.is_some();
+    let (items, _) = super::run(g, (source, s_out), (sink, k_in), (chunk, 0, of), rig)?;
     let s = *stats.lock().unwrap_or_else(PoisonError::into_inner);
-    Ok(match device {
-        Device::Sim => Done {
-            frames: s.bytes_out as usize / n,
-            copies: Some(super::Copies {
-                copied: s.bytes_copied,
-                delivered: s.bytes_out,
-            }),
-        },
-        Device::Cpu | Device::Cuda(_) => Done {
-            frames: frames.load(Ordering::Relaxed) as usize,
-            copies: None,
-        },
+    Ok(Done {
+        frames: items as usize / n,
+        copies: sim.then(|| s.into()),
     })
 }

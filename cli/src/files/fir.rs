@@ -6,14 +6,12 @@ use dmaflow::accel::stage::{self, StageConfig, StageStats};
 use dmaflow::dma::Completion;
 use dmaflow::dsp::fir::{Mode, OverlapSave, add_node};
 use dmaflow::graph;
-use dmaflow::mem::CachePolicy;
-use dmaflow::rig::Rig;
-use dmaflow::sim::{Clock, FirCore};
+use dmaflow::sim::FirCore;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::{Copies, FileError, InEnd, OutEnd, Unit, io};
+use super::{Copies, FileError, NetEnd, Unit, board, io, queues, run};
 
 pub use super::{Sink, Source};
 
@@ -26,20 +24,6 @@ pub struct Filtered {
     pub copies: Option<Copies>,
     /// What crossed each network end.
     pub net: Vec<NetEnd>,
-}
-
-/// What crossed one network end of a run.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NetEnd {
-    /// The endpoint.
-    pub endpoint: String,
-    /// `"received"` or `"sent"`.
-    pub direction: &'static str,
-    /// Messages, samples, samples lost on the way (PUB/SUB with tag
-    /// headers), tags received.
-    pub counts: (u64, u64, u64, u64),
-    /// The first tags that crossed, at their offsets in this end's stream.
-    pub tags: Vec<dmaflow_net::tags::Tag>,
 }
 
 /// Where the filter runs.
@@ -91,45 +75,23 @@ pub fn filter(
     let mut g = graph::Graph::new();
     let stats = Arc::new(Mutex::new(StageStats::default()));
     // The filter in the middle, checked before any file is touched.
-    let ((s_out, chunk, lead), k_in, mut rig) = match device {
+    let ((s_out, k_in), chunk, lead, rig) = match device {
         FirDevice::Cpu { fft_len, mode } => {
             let fir = OverlapSave::new(&taps, fft_len)?;
             let n = fir.fft_len();
             let chunk = (64 << 10).max(n);
-            let (s_out, f_in) =
-                g.connect_with_capacity::<f32>(("source", "out"), ("fir", "in"), 2 * chunk + n)?;
-            let (f_out, k_in) =
-                g.connect_with_capacity::<f32>(("fir", "out"), ("sink", "in"), 2 * chunk)?;
+            let caps = (2 * chunk + n, 2 * chunk);
+            let ((s_out, f_in), (f_out, k_in)) = queues(&mut g, "fir", caps, &None)?;
             add_node(&mut g, "fir", fir, mode, f_in, f_out)?;
-            ((s_out, chunk, 0), k_in, None)
+            ((s_out, k_in), chunk, 0, None)
         }
         FirDevice::Sim => {
-            let mut rig = Rig::new(
-                64 << 20,
-                Clock::Unlimited,
-                true,
-                CachePolicy::Coherent,
-                Box::new(FirCore::new()),
-            )?;
+            let (mut rig, memory) = board(64 << 20, Box::new(FirCore::new()))?;
             dmaflow::accel::fir::load_taps(&rig.control()?, &taps)?;
             let chunk = 64 << 10;
-            let memory = rig.engines[0]
-                .pool()
-                .queue_memory()
-                .map_err(dmaflow::rig::Error::from)?;
             let window = SIM_HOP + taps.len() - 1;
-            let (s_out, f_in) = g.connect_in::<f32>(
-                ("source", "out"),
-                ("fir", "in"),
-                2 * chunk + 4 * window,
-                memory.clone(),
-            )?;
-            let (f_out, k_in) = g.connect_in::<f32>(
-                ("fir", "out"),
-                ("sink", "in"),
-                2 * chunk + 4 * SIM_HOP,
-                memory,
-            )?;
+            let caps = (2 * chunk + 4 * window, 2 * chunk + 4 * SIM_HOP);
+            let ((s_out, f_in), (f_out, k_in)) = queues(&mut g, "fir", caps, &memory)?;
             let cfg = StageConfig {
                 window,
                 hop: SIM_HOP,
@@ -143,36 +105,13 @@ pub fn filter(
             // The coprocessor filters windows that overlap by taps - 1
             // samples: the stream starts with that many zeros (the filter's
             // zero initial state).
-            ((s_out, chunk, taps.len() - 1), k_in, Some(rig))
+            ((s_out, k_in), chunk, taps.len() - 1, Some(rig))
         }
     };
     let sim = rig.is_some();
-    let input = InEnd::add(&mut g, source, s_out, (chunk, lead, Unit::Samples))?;
-    let output = OutEnd::add(&mut g, sink, k_in)?;
-    let result = g.run();
-    rig.take();
-    let mut net = Vec::new();
-    for (end, direction) in [(input.net(), "received"), (output.net(), "sent")] {
-        if let Some((endpoint, stats)) = end {
-            net.push(NetEnd {
-                endpoint: endpoint.clone(),
-                direction,
-                counts: stats.snapshot(),
-                tags: stats.tags_seen(),
-            });
-        }
-    }
-    input.check()?;
-    result?;
-    let samples = input.items::<f32>();
-    output.finish()?;
-    let copies = sim.then(|| {
-        let s = *stats.lock().unwrap_or_else(PoisonError::into_inner);
-        Copies {
-            copied: s.bytes_copied,
-            delivered: s.bytes_out,
-        }
-    });
+    let how = (chunk, lead, Unit::Samples);
+    let (samples, net) = run(g, (source, s_out), (sink, k_in), how, rig)?;
+    let copies = sim.then(|| (*stats.lock().unwrap_or_else(PoisonError::into_inner)).into());
     Ok(Filtered {
         samples,
         copies,

@@ -7,7 +7,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use dmaflow::accel::stage::StageStats;
 use dmaflow::graph::{Graph, Input, Output};
+use dmaflow::mem::CachePolicy;
+use dmaflow::rig::Rig;
+use dmaflow::ring::RegionSource;
+use dmaflow::sim::{Clock, StreamProcessor};
 
 pub mod bgsub;
 pub mod fir;
@@ -15,23 +20,20 @@ pub mod partial;
 
 use partial::PartialFile;
 
-/// Where a tool's input comes from: a file (or pipe), or a network edge.
+/// One end of a tool: a file (or pipe), or a network edge.
 #[derive(Debug, Clone)]
-pub enum Source {
-    /// A file.
-    File(std::path::PathBuf),
-    /// A ZeroMQ source (PULL or SUB).
+pub enum End {
+    /// A file; an output file is written beside and renamed on success.
+    File(PathBuf),
+    /// A ZeroMQ edge: PULL or SUB as a source, PUSH or PUB as a sink.
     Net(dmaflow_net::Edge),
 }
 
+/// Where a tool's input comes from.
+pub type Source = End;
+
 /// Where a tool's output goes.
-#[derive(Debug, Clone)]
-pub enum Sink {
-    /// A file, written beside and renamed on success.
-    File(std::path::PathBuf),
-    /// A ZeroMQ sink (PUSH or PUB).
-    Net(dmaflow_net::Edge),
-}
+pub type Sink = End;
 
 /// What a tool's input file holds: a whole number of these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,235 +174,242 @@ pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> FileError + '_ {
     }
 }
 
-/// Opens an input file of `of`, refusing a directory and a regular file
-/// that is not a whole number of them (a pipe's length is found at its end).
-pub(crate) fn open_input(path: &Path, of: Unit) -> Result<std::fs::File, FileError> {
-    let file = std::fs::File::open(path).map_err(io(path))?;
-    let meta = file.metadata().map_err(io(path))?;
-    if meta.is_dir() {
-        return Err(FileError::NotAFile {
-            path: path.to_path_buf(),
-            what: "a directory",
-            of,
-        });
+/// An item the file ends read and write as little-endian bytes.
+pub(crate) trait Item: bytemuck::Pod + Send {
+    /// Between its little-endian form and this machine's (the same both ways).
+    fn swap_le(mut self) -> Self {
+        if cfg!(target_endian = "big") {
+            bytemuck::bytes_of_mut(&mut self).reverse();
+        }
+        self
     }
-    if meta.is_file() && !of.whole(meta.len()) {
-        return Err(FileError::BadLength {
-            path: path.to_path_buf(),
-            len: meta.len(),
-            of,
-        });
-    }
-    Ok(file)
 }
 
-/// The output file, under a temporary name until [`PartialFile::finish`];
-/// its directory must exist.
-pub(crate) fn create_output(path: &Path) -> Result<(PartialFile, std::fs::File), FileError> {
+impl<T: bytemuck::Pod + Send> Item for T {}
+
+/// The memory a tool's queues live in: a coprocessor's DMA memory, or the
+/// graph's own.
+type Memory = Option<Arc<dyn RegionSource>>;
+
+/// An emulated board of `ddr_bytes` with `core` behind its DMA engines, and
+/// its DMA memory for the queues.
+pub(crate) fn board(
+    ddr_bytes: usize,
+    core: Box<dyn StreamProcessor>,
+) -> Result<(Rig, Memory), FileError> {
+    let rig = Rig::new(
+        ddr_bytes,
+        Clock::Unlimited,
+        true,
+        CachePolicy::Coherent,
+        core,
+    )?;
+    let memory = rig.engines[0]
+        .pool()
+        .queue_memory()
+        .map_err(dmaflow::rig::Error::from)?;
+    Ok((rig, Some(memory)))
+}
+
+/// The queues `source -> NAME -> sink`: the ends of the first, then those
+/// of the second.
+pub(crate) type Queues<T> = ((Output<T>, Input<T>), (Output<T>, Input<T>));
+
+/// Connects `source -> name -> sink` in `g`, queues of at least `into` and
+/// `out_of` items, in `memory`.
+pub(crate) fn queues<T: Item>(
+    g: &mut Graph,
+    name: &str,
+    (into, out_of): (usize, usize),
+    memory: &Memory,
+) -> Result<Queues<T>, FileError> {
+    let mut connect = |from, to, n| match memory {
+        Some(m) => g.connect_in::<T>(from, to, n, m.clone()),
+        None => g.connect_with_capacity::<T>(from, to, n),
+    };
+    let first = connect(("source", "out"), (name, "in"), into)?;
+    Ok((first, connect((name, "out"), ("sink", "in"), out_of)?))
+}
+
+/// What crossed one network end of a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NetEnd {
+    /// The endpoint.
+    pub endpoint: String,
+    /// `"received"` or `"sent"`.
+    pub direction: &'static str,
+    /// Messages, samples, samples lost on the way (PUB/SUB with tag
+    /// headers), tags received.
+    pub counts: (u64, u64, u64, u64),
+    /// The first tags that crossed, at their offsets in this end's stream.
+    pub tags: Vec<dmaflow_net::tags::Tag>,
+}
+
+/// Adds a tool's ends to `g` around its middle node, runs it, then lets the
+/// board `rig` go: the node `source` writes `lead` zero items and then the
+/// input into `out`, `chunk` items at a time (a file must hold whole units
+/// `of`); the node `sink` takes everything from `input`, into a file that
+/// appears only on success. Returns the items read or received and what
+/// crossed each network end; a file that ends inside a unit is named.
+pub(crate) fn run<T: Item>(
+    mut g: Graph,
+    (source, mut out): (Source, Output<T>),
+    (sink, input): (Sink, Input<T>),
+    (chunk, lead, of): (usize, usize, Unit),
+    rig: Option<Rig>,
+) -> Result<(u64, Vec<NetEnd>), FileError> {
+    if lead > 0 {
+        out.write(&vec![T::zeroed(); lead])?;
+    }
+    let mut net = Vec::new();
+    let read = match source {
+        Source::Net(edge) => {
+            let at = edge.endpoint.to_string();
+            let stats = dmaflow_net::add_source(&mut g, "source", edge, out)?;
+            net.push((at, "received", stats));
+            None
+        }
+        Source::File(path) => Some((file_source(&mut g, &path, out, (chunk, of))?, path)),
+    };
+    let output = match sink {
+        Sink::Net(edge) => {
+            let at = edge.endpoint.to_string();
+            let stats = dmaflow_net::add_sink(&mut g, "sink", edge, input)?;
+            net.push((at, "sent", stats));
+            None
+        }
+        Sink::File(path) => Some((file_sink(&mut g, &path, input)?, path)),
+    };
+    let result = g.run();
+    drop(rig);
+    let net: Vec<NetEnd> = net
+        .into_iter()
+        .map(|(endpoint, direction, stats)| NetEnd {
+            endpoint,
+            direction,
+            counts: stats.snapshot(),
+            tags: stats.tags_seen(),
+        })
+        .collect();
+    let items = match read {
+        Some((read, path)) => {
+            let len = read.0.load(Ordering::Relaxed);
+            if read.1.load(Ordering::Relaxed) {
+                return Err(FileError::BadLength { path, len, of });
+            }
+            len / size_of::<T>() as u64
+        }
+        None => net[0].counts.1,
+    };
+    result?;
+    if let Some((partial, path)) = output {
+        partial.finish().map_err(io(&path))?;
+    }
+    Ok((items, net))
+}
+
+/// Adds the node `source` writing the file at `path` into `out`, `chunk` items at a time; the file must hold whole
+/// units `of` (a directory is refused, and so is a regular file of another
+/// length; a pipe's length is found at its end). Returns its bytes read and
+/// whether it ended inside a unit.
+fn file_source<T: Item>(
+    g: &mut Graph,
+    path: &Path,
+    mut out: Output<T>,
+    (chunk, of): (usize, Unit),
+) -> Result<Arc<(AtomicU64, AtomicBool)>, FileError> {
+    let mut src = std::fs::File::open(path).map_err(io(path))?;
+    let meta = src.metadata().map_err(io(path))?;
+    let path = path.to_path_buf();
+    if meta.is_dir() {
+        let what = "a directory";
+        return Err(FileError::NotAFile { path, what, of });
+    }
+    if meta.is_file() && !of.whole(meta.len()) {
+        let len = meta.len();
+        return Err(FileError::BadLength { path, len, of });
+    }
+    let read = Arc::new((AtomicU64::new(0), AtomicBool::new(false)));
+    let seen = read.clone();
+    let shown = path.display().to_string();
+    g.node("source", move || {
+        loop {
+            let slots = out.reserve(chunk)?;
+            // Read straight into the queue's slots; short reads (pipes)
+            // are read on until the chunk is full or the input ends.
+            let bytes: &mut [u8] = bytemuck::cast_slice_mut(slots);
+            let want = bytes.len();
+            let mut filled = 0;
+            while filled < want {
+                match src.read(&mut bytes[filled..]) {
+                    Ok(0) => break,
+                    Ok(k) => filled += k,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(format!("{shown}: {e}").into()),
+                }
+            }
+            let whole = filled / size_of::<T>();
+            if cfg!(target_endian = "big") {
+                for x in &mut slots[..whole] {
+                    *x = x.swap_le();
+                }
+            }
+            out.commit(whole)?;
+            let total = seen.0.fetch_add(filled as u64, Ordering::Relaxed) + filled as u64;
+            if filled < want {
+                if !of.whole(total) {
+                    seen.1.store(true, Ordering::Relaxed);
+                    return Err(format!("{shown}: ends inside one of its {}", of.name()).into());
+                }
+                return Ok(());
+            }
+        }
+    })?;
+    Ok(read)
+}
+
+/// Adds the node `sink` writing everything from `input` into a temporary
+/// file beside `path` (whose directory must exist), given its name by
+/// [`PartialFile::finish`].
+fn file_sink<T: Item>(
+    g: &mut Graph,
+    path: &Path,
+    mut input: Input<T>,
+) -> Result<PartialFile, FileError> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
     if !dir.is_dir() {
-        return Err(FileError::NoDirectory {
-            path: path.to_path_buf(),
-        });
+        let path = path.to_path_buf();
+        return Err(FileError::NoDirectory { path });
     }
-    PartialFile::create(path).map_err(io(path))
-}
-
-/// An item the file ends read and write as little-endian bytes.
-pub(crate) trait Item: bytemuck::Pod + Send {
-    /// Between its little-endian form and this machine's (the same both ways).
-    fn swap_le(self) -> Self;
-}
-
-impl Item for u8 {
-    fn swap_le(self) -> Self {
-        self
-    }
-}
-
-impl Item for f32 {
-    fn swap_le(self) -> Self {
-        f32::from_bits(u32::from_le(self.to_bits()))
-    }
-}
-
-/// A tool's input end once in its graph: a file source with what it read,
-/// or a network source with its counts.
-pub(crate) enum InEnd {
-    /// The file, its bytes read and whether it ended inside a unit.
-    File(PathBuf, Unit, Arc<(AtomicU64, AtomicBool)>),
-    /// The endpoint and what crossed it.
-    Net(String, Arc<dmaflow_net::Stats>),
-}
-
-impl InEnd {
-    /// Adds the node `source` writing `lead` zero items and then the input
-    /// into `out`, `chunk` items at a time; a file must hold whole units.
-    pub(crate) fn add<T: Item>(
-        g: &mut Graph,
-        source: Source,
-        mut out: Output<T>,
-        (chunk, lead, of): (usize, usize, Unit),
-    ) -> Result<InEnd, FileError> {
-        let path = match source {
-            Source::Net(edge) => {
-                if lead > 0 {
-                    out.write(&vec![T::zeroed(); lead])?;
-                }
-                let at = edge.endpoint.to_string();
-                return Ok(InEnd::Net(
-                    at,
-                    dmaflow_net::add_source(g, "source", edge, out)?,
-                ));
+    let (partial, file) = PartialFile::create(path).map_err(io(path))?;
+    let tmp = partial.path().display().to_string();
+    g.node("sink", move || {
+        let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
+        let fail = |e: std::io::Error| format!("{tmp}: {e}");
+        loop {
+            let s = input.peek(1)?;
+            if s.is_empty() {
+                break;
             }
-            Source::File(path) => path,
-        };
-        let mut src = open_input(&path, of)?;
-        let read = Arc::new((AtomicU64::new(0), AtomicBool::new(false)));
-        let seen = read.clone();
-        let shown = path.display().to_string();
-        g.node("source", move || {
-            if lead > 0 {
-                out.write(&vec![T::zeroed(); lead])?;
-            }
-            loop {
-                let slots = out.reserve(chunk)?;
-                // Read straight into the queue's slots; short reads (pipes)
-                // are read on until the chunk is full or the input ends.
-                let bytes: &mut [u8] = bytemuck::cast_slice_mut(slots);
-                let want = bytes.len();
-                let mut filled = 0;
-                while filled < want {
-                    match src.read(&mut bytes[filled..]) {
-                        Ok(0) => break,
-                        Ok(k) => filled += k,
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(e) => return Err(format!("{shown}: {e}").into()),
-                    }
-                }
-                let whole = filled / size_of::<T>();
-                if cfg!(target_endian = "big") {
-                    for x in &mut slots[..whole] {
-                        *x = x.swap_le();
-                    }
-                }
-                out.commit(whole)?;
-                let total = seen.0.fetch_add(filled as u64, Ordering::Relaxed) + filled as u64;
-                if filled < want {
-                    if !of.whole(total) {
-                        seen.1.store(true, Ordering::Relaxed);
-                        return Err(format!("{shown}: ends inside one of its {}", of.name()).into());
-                    }
-                    return Ok(());
+            if cfg!(target_endian = "little") {
+                w.write_all(bytemuck::cast_slice(s)).map_err(fail)?;
+            } else {
+                for x in s {
+                    w.write_all(bytemuck::bytes_of(&x.swap_le()))
+                        .map_err(fail)?;
                 }
             }
-        })?;
-        Ok(InEnd::File(path, of, read))
-    }
-
-    /// Items read from the file or received from the network.
-    pub(crate) fn items<T>(&self) -> u64 {
-        match self {
-            InEnd::File(_, _, read) => read.0.load(Ordering::Relaxed) / size_of::<T>() as u64,
-            InEnd::Net(_, stats) => stats.snapshot().1,
+            let k = s.len();
+            input.consume(k)?;
         }
-    }
-
-    /// The endpoint and its counts, for a network source.
-    pub(crate) fn net(&self) -> Option<(&String, &dmaflow_net::Stats)> {
-        match self {
-            InEnd::Net(at, stats) => Some((at, stats)),
-            InEnd::File(..) => None,
-        }
-    }
-
-    /// The file's [`FileError::BadLength`] if it ended inside a unit.
-    pub(crate) fn check(&self) -> Result<(), FileError> {
-        match self {
-            InEnd::File(path, of, read) if read.1.load(Ordering::Relaxed) => {
-                Err(FileError::BadLength {
-                    path: path.clone(),
-                    len: read.0.load(Ordering::Relaxed),
-                    of: *of,
-                })
-            }
-            _ => Ok(()),
-        }
-    }
-}
-
-/// A tool's output end once in its graph: a file that appears on
-/// [`OutEnd::finish`], or a network sink with its counts.
-pub(crate) enum OutEnd {
-    /// The temporary file and the output's path.
-    File(PartialFile, PathBuf),
-    /// The endpoint and what crossed it.
-    Net(String, Arc<dmaflow_net::Stats>),
-}
-
-impl OutEnd {
-    /// Adds the node `sink` writing everything from `input` to `sink`.
-    pub(crate) fn add<T: Item>(
-        g: &mut Graph,
-        sink: Sink,
-        mut input: Input<T>,
-    ) -> Result<OutEnd, FileError> {
-        let output = match sink {
-            Sink::Net(edge) => {
-                let at = edge.endpoint.to_string();
-                return Ok(OutEnd::Net(
-                    at,
-                    dmaflow_net::add_sink(g, "sink", edge, input)?,
-                ));
-            }
-            Sink::File(output) => output,
-        };
-        let (partial, file) = create_output(&output)?;
-        let tmp = partial.path().display().to_string();
-        g.node("sink", move || {
-            let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
-            let fail = |e: std::io::Error| format!("{tmp}: {e}");
-            loop {
-                let s = input.peek(1)?;
-                if s.is_empty() {
-                    break;
-                }
-                if cfg!(target_endian = "little") {
-                    w.write_all(bytemuck::cast_slice(s)).map_err(fail)?;
-                } else {
-                    for x in s {
-                        w.write_all(bytemuck::bytes_of(&x.swap_le()))
-                            .map_err(fail)?;
-                    }
-                }
-                let k = s.len();
-                input.consume(k)?;
-            }
-            w.flush().map_err(fail)?;
-            w.get_ref().sync_all().map_err(fail)?;
-            Ok(())
-        })?;
-        Ok(OutEnd::File(partial, output))
-    }
-
-    /// The endpoint and its counts, for a network sink.
-    pub(crate) fn net(&self) -> Option<(&String, &dmaflow_net::Stats)> {
-        match self {
-            OutEnd::Net(at, stats) => Some((at, stats)),
-            OutEnd::File(..) => None,
-        }
-    }
-
-    /// Gives a file output its final name.
-    pub(crate) fn finish(self) -> Result<(), FileError> {
-        match self {
-            OutEnd::File(partial, output) => partial.finish().map_err(io(&output)),
-            OutEnd::Net(..) => Ok(()),
-        }
-    }
+        w.flush().map_err(fail)?;
+        w.get_ref().sync_all().map_err(fail)?;
+        Ok(())
+    })?;
+    Ok(partial)
 }
 
 /// What the CPU copied in a run on a coprocessor: bytes moved by the CPU on the
@@ -425,5 +434,14 @@ impl std::fmt::Display for Copies {
             "the CPU copied {} bytes on the way ({per:.2} per byte delivered, {} delivered)",
             self.copied, self.delivered
         )
+    }
+}
+
+impl From<StageStats> for Copies {
+    fn from(s: StageStats) -> Self {
+        Copies {
+            copied: s.bytes_copied,
+            delivered: s.bytes_out,
+        }
     }
 }
