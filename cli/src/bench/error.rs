@@ -96,12 +96,3 @@ impl Error {
         }
     }
 }
-
-impl Error {
-    /// The [`Error::Io`] of `path` (a file, or what was being reached) for
-    /// its error: `.map_err(Error::io(path.display()))`.
-    pub fn io(path: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> Error {
-        let path = path.to_string();
-        move |source| Error::Io { path, source }
-    }
-}
