@@ -7,7 +7,7 @@ use crate::ring::{self, Pod, Reader, Writer};
 use crate::sync::Ordering;
 
 use super::Error;
-use super::runtime::{Edge, ReadEnd, Runtime, Side, WaitError, WriteEnd};
+use super::runtime::{Edge, ReadEnd, Runtime, Side, WaitError, WriteEnd, out_of_budget};
 
 impl<T: Pod> WriteEnd for Writer<T> {
     fn capacity(&self) -> usize {
@@ -147,7 +147,10 @@ impl<T: Pod> Output<T> {
     /// [`Output::reserve`] for a task node ([`super::Graph::task`]): waits
     /// without holding a thread.
     pub async fn reserve_async(&mut self, n: usize) -> Result<&mut [T], Error> {
-        self.wait_room_async(n).await?;
+        let spent = out_of_budget();
+        if spent || self.free_now(n) < n {
+            self.wait_room_async(n, spent).await?;
+        }
         self.reserve_free(n)
     }
 
@@ -162,8 +165,26 @@ impl<T: Pod> Output<T> {
 
     /// [`Output::reserve_up_to`] for a task node.
     pub async fn reserve_up_to_async(&mut self, max: usize) -> Result<&mut [T], Error> {
-        self.wait_room_async(1).await?;
-        self.reserve_free_up_to(max)
+        let spent = out_of_budget();
+        let k = if spent { 0 } else { self.free_now(max.max(1)) };
+        if k == 0 {
+            self.wait_room_async(1, spent).await?;
+            return self.reserve_free_up_to(max);
+        }
+        self.reserve_free(k)
+    }
+
+    /// Slots free now, at most `max`, where a task may take them without
+    /// the runtime (the graph not stopping, no growth asked for); 0
+    /// otherwise. The readers' positions are looked at only when fewer than
+    /// `max` were free as last seen.
+    #[inline]
+    fn free_now(&mut self, max: usize) -> usize {
+        let (w, at) = self.parts();
+        if at.rt.aborted() || at.edge.grow_to.load(Ordering::SeqCst) > w.capacity() {
+            return 0;
+        }
+        w.free_up_to(max)
     }
 
     /// Waits, as a thread node, until `n` slots are free (they are then reserved).
@@ -174,10 +195,11 @@ impl<T: Pod> Output<T> {
             .map_err(|e| at.err(e))
     }
 
-    /// Waits, as a task node, until `n` slots are free (they are then reserved).
-    async fn wait_room_async(&mut self, n: usize) -> Result<(), Error> {
+    /// Waits, as a task node, until `n` slots are free (they are then
+    /// reserved), yielding first if the poll's budget is `spent`.
+    async fn wait_room_async(&mut self, n: usize, spent: bool) -> Result<(), Error> {
         let (w, at) = self.parts();
-        let waited = at.rt.wait_room_async(at.node, at.edge, w, n).await;
+        let waited = at.rt.wait_room_async(at.node, at.edge, w, n, spent).await;
         waited.map_err(|e| at.err(e))
     }
 
@@ -383,10 +405,25 @@ impl<T: Pod> Input<T> {
     /// [`Input::peek`] for a task node ([`super::Graph::task`]): waits
     /// without holding a thread.
     pub async fn peek_async(&mut self, threshold: usize) -> Result<&[T], Error> {
+        let spent = out_of_budget();
+        if spent || !self.readable_now(threshold) {
+            let (r, at) = self.parts();
+            let waited = at
+                .rt
+                .wait_items_async(at.node, at.edge, r, threshold, spent);
+            let t = waited.await.map_err(|e| at.err(e))?;
+            return self.peek_ready(t);
+        }
+        self.peek_ready(threshold)
+    }
+
+    /// Whether `threshold` items are readable now (or the stream has
+    /// ended) where a task may take them without the runtime (the graph not
+    /// stopping, the threshold within the queue).
+    #[inline]
+    fn readable_now(&mut self, threshold: usize) -> bool {
         let (r, at) = self.parts();
-        let waited = at.rt.wait_items_async(at.node, at.edge, r, threshold).await;
-        let t = waited.map_err(|e| at.err(e))?;
-        self.peek_ready(t)
+        !at.rt.aborted() && matches!(r.try_peek(threshold), Ok(Some(_)))
     }
 
     /// The readable items once a wait for `t` of them has ended.

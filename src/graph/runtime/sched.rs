@@ -138,6 +138,7 @@ impl Runtime {
     }
 
     /// Whether the graph is stopping.
+    #[inline]
     pub(in crate::graph) fn aborted(&self) -> bool {
         self.abort.load(Ordering::Acquire)
     }
