@@ -16,6 +16,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use dmaflow::graph::{Graph, Input, NodeResult, Output};
 
+/// Calls of every pass stage together (for the mean hand-over size).
+static CALLS: AtomicU64 = AtomicU64::new(0);
+
 /// Most items a random stage moves per call.
 const RAND_MAX_COPY: u64 = 128;
 
@@ -45,6 +48,7 @@ async fn pass(
     mut left: u64,
     mut rand: Option<u64>,
 ) -> NodeResult {
+    let mut calls = 0;
     while left > 0 {
         let s = inp.peek_async(1).await?;
         if s.is_empty() {
@@ -60,7 +64,9 @@ async fn pass(
         out.commit(m)?;
         inp.consume(m)?;
         left -= m as u64;
+        calls += 1;
     }
+    CALLS.fetch_add(calls, Ordering::Relaxed);
     Ok(())
 }
 
@@ -129,6 +135,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let items = samples * pipes as u64 * (stages as u64 + 1);
-    eprintln!("{items} items handed over in {secs:.3} s");
+    let calls = CALLS.load(Ordering::Relaxed);
+    eprintln!(
+        "{items} items handed over in {secs:.3} s ({calls} calls, {:.1} items per call)",
+        items as f64 / calls as f64
+    );
     Ok(())
 }

@@ -70,12 +70,20 @@ impl<'a, T: Pod> PortCall for Reserve<'a, T> {
     fn now(self) -> Result<Self::Output, (Self, bool)> {
         let spent = out_of_budget();
         let want = if self.up_to { self.n.max(1) } else { self.n };
-        match (spent, self.out.free_now(want)) {
-            (false, Some(free)) if free == want || self.up_to && free > 0 => {
-                Ok(self.out.reserve_free(free))
-            }
-            _ => Err((self, spent)),
+        if let (false, Some(free)) = (spent, self.out.free_now(want))
+            && (free == want || self.up_to && free > 0)
+            && let Ok(Some(d)) = self.out.writer_mut().try_reserve(free)
+        {
+            let (ptr, len) = (d.as_mut_ptr(), d.len());
+            // SAFETY: `d` is borrowed from `*self.out`, borrowed for `'a`
+            // and consumed with `self` here (never used again): the slots
+            // are the caller's for `'a`. (The borrow checker cannot see
+            // that the early return ends the port's use.)
+            return Ok(Ok(unsafe { std::slice::from_raw_parts_mut(ptr, len) }));
         }
+        // Anything else (an error included) takes the waiting path, which
+        // reports it.
+        Err((self, spent))
     }
 }
 
@@ -105,10 +113,20 @@ impl<'a, T: Pod> PortCall for Peek<'a, T> {
     #[inline(always)]
     fn now(self) -> Result<Self::Output, (Self, bool)> {
         let spent = out_of_budget();
-        if spent || !self.inp.readable_now(self.threshold) {
-            return Err((self, spent));
+        if !spent
+            && !self.inp.rt.aborted()
+            && let Ok(Some(s)) = self.inp.reader_mut().try_peek(self.threshold)
+        {
+            let (ptr, len) = (s.as_ptr(), s.len());
+            // SAFETY: `s` is borrowed from `*self.inp`, borrowed for `'a`
+            // and consumed with `self` here (never used again): the items
+            // are the caller's to read for `'a`. (The borrow checker cannot
+            // see that the early return ends the port's use.)
+            return Ok(Ok(unsafe { std::slice::from_raw_parts(ptr, len) }));
         }
-        Ok(self.inp.peek_ready(self.threshold))
+        // Anything else (an error included) takes the waiting path, which
+        // reports it.
+        Err((self, spent))
     }
 }
 
@@ -494,15 +512,6 @@ impl<T: Pod> Input<T> {
             threshold,
         };
         Call::new(call, Peek::wait)
-    }
-
-    /// Whether `threshold` items are readable now (or the stream has
-    /// ended) where a task may take them without the runtime (the graph not
-    /// stopping, the threshold within the queue).
-    #[inline]
-    fn readable_now(&mut self, threshold: usize) -> bool {
-        let (r, at) = self.parts();
-        !at.rt.aborted() && matches!(r.try_peek(threshold), Ok(Some(_)))
     }
 
     /// The readable items once a wait for `t` of them has ended.
