@@ -212,6 +212,7 @@ pub enum Error {
 }
 
 mod block_on;
+mod call;
 mod pool;
 mod ports;
 mod runtime;

@@ -1,13 +1,15 @@
 //! The ports a node reads and writes: `Output` and `Input` ends of a graph's
 //! queues, which wait through the runtime so that stalls are seen.
 
+use std::future::Future;
 use std::sync::Arc;
 
 use crate::ring::{self, Pod, Reader, Writer};
 use crate::sync::Ordering;
 
 use super::Error;
-use super::runtime::{Edge, ReadEnd, Runtime, Side, WaitError, WriteEnd};
+use super::call::{Call, PortCall};
+use super::runtime::{Edge, ReadEnd, Runtime, Side, WaitError, WriteEnd, out_of_budget};
 
 impl<T: Pod> WriteEnd for Writer<T> {
     fn capacity(&self) -> usize {
@@ -53,7 +55,98 @@ pub struct Output<T: Pod> {
     pub(super) port: String,
 }
 
-/// A port's error for a wait that ended without what it waited for.
+/// [`Output::reserve_async`] (`n` slots) or [`Output::reserve_up_to_async`]
+/// (every free slot up to `n`, at least one).
+struct Reserve<'a, T: Pod> {
+    out: &'a mut Output<T>,
+    n: usize,
+    up_to: bool,
+}
+
+impl<'a, T: Pod> PortCall for Reserve<'a, T> {
+    type Output = Result<&'a mut [T], Error>;
+
+    #[inline(always)]
+    fn now(self) -> Result<Self::Output, (Self, bool)> {
+        let spent = out_of_budget();
+        let want = if self.up_to { self.n.max(1) } else { self.n };
+        if let (false, Some(free)) = (spent, self.out.free_now(want))
+            && (free == want || self.up_to && free > 0)
+            && let Ok(Some(d)) = self.out.writer_mut().try_reserve(free)
+        {
+            let (ptr, len) = (d.as_mut_ptr(), d.len());
+            // SAFETY: `d` is borrowed from `*self.out`, borrowed for `'a`
+            // and consumed with `self` here (never used again): the slots
+            // are the caller's for `'a`. (The borrow checker cannot see
+            // that the early return ends the port's use.)
+            return Ok(Ok(unsafe { std::slice::from_raw_parts_mut(ptr, len) }));
+        }
+        // Anything else (an error included) takes the waiting path, which
+        // reports it.
+        Err((self, spent))
+    }
+}
+
+impl<'a, T: Pod> Reserve<'a, T> {
+    /// The call where it must wait.
+    async fn wait(self, spent: bool) -> Result<&'a mut [T], Error> {
+        let Reserve { out, n, up_to } = self;
+        out.wait_room_async(if up_to { 1 } else { n }, spent)
+            .await?;
+        if up_to {
+            out.reserve_free_up_to(n)
+        } else {
+            out.reserve_free(n)
+        }
+    }
+}
+
+/// [`Input::peek_async`].
+struct Peek<'a, T: Pod> {
+    inp: &'a mut Input<T>,
+    threshold: usize,
+}
+
+impl<'a, T: Pod> PortCall for Peek<'a, T> {
+    type Output = Result<&'a [T], Error>;
+
+    #[inline(always)]
+    fn now(self) -> Result<Self::Output, (Self, bool)> {
+        let spent = out_of_budget();
+        if !spent
+            && !self.inp.rt.aborted()
+            && let Ok(Some(s)) = self.inp.reader_mut().try_peek(self.threshold)
+        {
+            let (ptr, len) = (s.as_ptr(), s.len());
+            // SAFETY: `s` is borrowed from `*self.inp`, borrowed for `'a`
+            // and consumed with `self` here (never used again): the items
+            // are the caller's to read for `'a`. (The borrow checker cannot
+            // see that the early return ends the port's use.)
+            return Ok(Ok(unsafe { std::slice::from_raw_parts(ptr, len) }));
+        }
+        // Anything else (an error included) takes the waiting path, which
+        // reports it.
+        Err((self, spent))
+    }
+}
+
+impl<'a, T: Pod> Peek<'a, T> {
+    /// The call where it must wait.
+    async fn wait(self, spent: bool) -> Result<&'a [T], Error> {
+        let Peek { inp, threshold } = self;
+        let (r, at) = inp.parts();
+        let waited = at
+            .rt
+            .wait_items_async(at.node, at.edge, r, threshold, spent);
+        let t = waited.await.map_err(|e| at.err(e))?;
+        inp.peek_ready(t)
+    }
+}
+
+/// A port's error for a wait that ended without what it waited for (out of
+/// the line of the calls that return it).
+#[cold]
+#[inline(never)]
 fn wait_error(name: &str, port: &str, e: WaitError) -> Error {
     match e {
         WaitError::Aborted => Error::Aborted {
@@ -97,6 +190,7 @@ impl At<'_> {
 
 impl<T: Pod> Output<T> {
     /// The writing end and what its waits need.
+    #[inline]
     fn parts(&mut self) -> (&mut Writer<T>, At<'_>) {
         let Output {
             w,
@@ -120,6 +214,7 @@ impl<T: Pod> Output<T> {
         (w, at)
     }
 
+    #[inline]
     pub(super) fn writer_mut(&mut self) -> &mut Writer<T> {
         self.parts().0
     }
@@ -146,9 +241,13 @@ impl<T: Pod> Output<T> {
 
     /// [`Output::reserve`] for a task node ([`super::Graph::task`]): waits
     /// without holding a thread.
-    pub async fn reserve_async(&mut self, n: usize) -> Result<&mut [T], Error> {
-        self.wait_room_async(n).await?;
-        self.reserve_free(n)
+    pub fn reserve_async(&mut self, n: usize) -> impl Future<Output = Result<&mut [T], Error>> {
+        let call = Reserve {
+            out: self,
+            n,
+            up_to: false,
+        };
+        Call::new(call, Reserve::wait)
     }
 
     /// Waits until at least one slot is free, then reserves every free slot
@@ -161,9 +260,29 @@ impl<T: Pod> Output<T> {
     }
 
     /// [`Output::reserve_up_to`] for a task node.
-    pub async fn reserve_up_to_async(&mut self, max: usize) -> Result<&mut [T], Error> {
-        self.wait_room_async(1).await?;
-        self.reserve_free_up_to(max)
+    pub fn reserve_up_to_async(
+        &mut self,
+        max: usize,
+    ) -> impl Future<Output = Result<&mut [T], Error>> {
+        let call = Reserve {
+            out: self,
+            n: max,
+            up_to: true,
+        };
+        Call::new(call, Reserve::wait)
+    }
+
+    /// Slots free now, at most `max`, where a task may take them without
+    /// the runtime; `None` where the runtime has something to do (the graph
+    /// is stopping, or a growth was asked for). The readers' positions are
+    /// looked at only when fewer than `max` were free as last seen.
+    #[inline]
+    fn free_now(&mut self, max: usize) -> Option<usize> {
+        let (w, at) = self.parts();
+        if at.rt.aborted() || at.edge.grow_to.load(Ordering::SeqCst) > w.capacity() {
+            return None;
+        }
+        Some(w.free_up_to(max))
     }
 
     /// Waits, as a thread node, until `n` slots are free (they are then reserved).
@@ -174,10 +293,11 @@ impl<T: Pod> Output<T> {
             .map_err(|e| at.err(e))
     }
 
-    /// Waits, as a task node, until `n` slots are free (they are then reserved).
-    async fn wait_room_async(&mut self, n: usize) -> Result<(), Error> {
+    /// Waits, as a task node, until `n` slots are free (they are then
+    /// reserved), yielding first if the poll's budget is `spent`.
+    async fn wait_room_async(&mut self, n: usize, spent: bool) -> Result<(), Error> {
         let (w, at) = self.parts();
-        let waited = at.rt.wait_room_async(at.node, at.edge, w, n).await;
+        let waited = at.rt.wait_room_async(at.node, at.edge, w, n, spent).await;
         waited.map_err(|e| at.err(e))
     }
 
@@ -188,6 +308,7 @@ impl<T: Pod> Output<T> {
     }
 
     /// Reserves `k` slots known to be free.
+    #[inline]
     fn reserve_free(&mut self, k: usize) -> Result<&mut [T], Error> {
         let (w, at) = self.parts();
         match w.try_reserve(k) {
@@ -219,6 +340,7 @@ impl<T: Pod> Output<T> {
     }
 
     /// Publishes the first `k` reserved items.
+    #[inline]
     pub fn commit(&mut self, k: usize) -> Result<(), Error> {
         if let Err(e) = self.writer_mut().commit(k) {
             return Err(self.port_error(e));
@@ -335,6 +457,7 @@ pub struct Input<T: Pod> {
 
 impl<T: Pod> Input<T> {
     /// The reading end and what its waits need.
+    #[inline]
     fn parts(&mut self) -> (&mut Reader<T>, At<'_>) {
         let Input {
             r,
@@ -358,6 +481,7 @@ impl<T: Pod> Input<T> {
         (r, at)
     }
 
+    #[inline]
     pub(super) fn reader_mut(&mut self) -> &mut Reader<T> {
         self.parts().0
     }
@@ -382,14 +506,16 @@ impl<T: Pod> Input<T> {
 
     /// [`Input::peek`] for a task node ([`super::Graph::task`]): waits
     /// without holding a thread.
-    pub async fn peek_async(&mut self, threshold: usize) -> Result<&[T], Error> {
-        let (r, at) = self.parts();
-        let waited = at.rt.wait_items_async(at.node, at.edge, r, threshold).await;
-        let t = waited.map_err(|e| at.err(e))?;
-        self.peek_ready(t)
+    pub fn peek_async(&mut self, threshold: usize) -> impl Future<Output = Result<&[T], Error>> {
+        let call = Peek {
+            inp: self,
+            threshold,
+        };
+        Call::new(call, Peek::wait)
     }
 
     /// The readable items once a wait for `t` of them has ended.
+    #[inline]
     fn peek_ready(&mut self, t: usize) -> Result<&[T], Error> {
         let (r, at) = self.parts();
         r.peek(t).map_err(|source| at.queue_err(source))
@@ -442,6 +568,7 @@ impl<T: Pod> Input<T> {
     }
 
     /// Releases the first `m` readable items.
+    #[inline]
     pub fn consume(&mut self, m: usize) -> Result<(), Error> {
         if let Err(e) = self.reader_mut().consume(m) {
             return Err(self.port_error(e));

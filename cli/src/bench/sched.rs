@@ -436,24 +436,39 @@ fn dot(rev: &[f32; TAPS], x: &[f32]) -> f32 {
     acc.iter().sum()
 }
 
-/// Direct-form FIR outputs `y` from the window `x` (at least `y.len() +
-/// TAPS - 1` items), eight at a time: each tap times eight neighbouring
-/// inputs added to eight sums (vector lanes, no reduction per output).
-fn fir_block(rev: &[f32; TAPS], x: &[f32], y: &mut [f32]) {
-    let mut blocks = y.chunks_exact_mut(8);
-    let mut i = 0;
-    for out in &mut blocks {
-        let w = &x[i..i + TAPS + 7];
-        let mut acc = [0f32; 8];
-        for (k, &t) in rev.iter().enumerate() {
-            for (a, v) in acc.iter_mut().zip(&w[k..k + 8]) {
-                *a += t * v;
-            }
+/// Outputs of a direct-form FIR computed together: each tap times `WIDE`
+/// neighbouring inputs added to `WIDE` sums, eight vector registers of
+/// independent sums (so that the adds of one tap never wait on the
+/// previous tap's, as one register of sums would).
+const WIDE: usize = 32;
+
+/// `B` direct-form FIR outputs `out[..B]` from the window `w` (at least
+/// `B + TAPS - 1` items): tap by tap, no reduction per output.
+fn fir_outputs<const B: usize>(rev: &[f32; TAPS], w: &[f32], out: &mut [f32]) {
+    let w = &w[..B + TAPS - 1];
+    let mut acc = [0f32; B];
+    for (k, &t) in rev.iter().enumerate() {
+        for (a, v) in acc.iter_mut().zip(&w[k..k + B]) {
+            *a += t * v;
         }
-        out.copy_from_slice(&acc);
+    }
+    out[..B].copy_from_slice(&acc);
+}
+
+/// Direct-form FIR outputs `y` from the window `x` (at least `y.len() +
+/// TAPS - 1` items): [`WIDE`] at a time, then eight at a time, the last
+/// few by [`dot`].
+fn fir_block(rev: &[f32; TAPS], x: &[f32], y: &mut [f32]) {
+    let mut i = 0;
+    while i + WIDE <= y.len() {
+        fir_outputs::<WIDE>(rev, &x[i..], &mut y[i..]);
+        i += WIDE;
+    }
+    while i + 8 <= y.len() {
+        fir_outputs::<8>(rev, &x[i..], &mut y[i..]);
         i += 8;
     }
-    for (j, y) in blocks.into_remainder().iter_mut().enumerate() {
+    for (j, y) in y[i..].iter_mut().enumerate() {
         *y = dot(rev, &x[i + j..]);
     }
 }

@@ -90,14 +90,15 @@ impl Sched {
     }
 
     /// Node `node` runs on: its pending waits are over (its port futures see
-    /// the count of resumptions move and look at their queues again) and its
-    /// waker (if it is a task) polls it.
-    pub(super) fn resume(&mut self, node: usize) {
+    /// the count of resumptions move and look at their queues again). Its
+    /// waker, if it is a task, goes to `woken`, to be woken (once the lock
+    /// is let go where the caller can).
+    pub(super) fn resume(&mut self, node: usize, woken: &mut Vec<Waker>) {
         self.set(node, Status::Running);
         self.waits[node].clear();
         self.epochs[node].fetch_add(1, std::sync::atomic::Ordering::Release);
         if let Some(w) = self.wakers[node].take() {
-            w.wake();
+            woken.push(w);
         }
     }
 
@@ -107,6 +108,12 @@ impl Sched {
             .iter()
             .any(|w| w.edge == edge && w.side == side)
     }
+}
+
+thread_local! {
+    /// The wakers [`Runtime::wake`] takes under the lock (kept for the
+    /// thread's next wake, so that a wake allocates nothing).
+    static WOKEN: std::cell::RefCell<Vec<Waker>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 pub(in crate::graph) struct Runtime {
@@ -138,17 +145,37 @@ impl Runtime {
     }
 
     /// Whether the graph is stopping.
+    #[inline]
     pub(in crate::graph) fn aborted(&self) -> bool {
         self.abort.load(Ordering::Acquire)
     }
 
-    /// Wakes the nodes blocked on one side of `edge`.
+    /// Wakes the nodes blocked on one side of `edge`. Their tasks are
+    /// woken after the lock is let go (a wake may queue the task and
+    /// notify a worker: not while every other node waits for the lock).
     pub(in crate::graph) fn wake(&self, edge: &Edge, side: Side) {
-        let mut s = lock(&self.sched);
-        Self::wake_locked(&mut s, edge, side);
+        WOKEN.with(|buffer| {
+            // Taken out, never borrowed across a wake: a wake may come back here.
+            let mut woken = buffer.take();
+            let mut s = lock(&self.sched);
+            Self::wake_locked(&mut s, edge, side, &mut woken);
+            drop(s);
+            for w in woken.drain(..) {
+                w.wake();
+            }
+            buffer.replace(woken);
+        });
     }
 
-    pub(in crate::graph) fn wake_locked(s: &mut Sched, edge: &Edge, side: Side) {
+    /// Resumes the nodes blocked on one side of `edge` (the lock held): a
+    /// thread node's condition variable is notified, a task's waker put in
+    /// `woken`.
+    pub(in crate::graph) fn wake_locked(
+        s: &mut Sched,
+        edge: &Edge,
+        side: Side,
+        woken: &mut Vec<Waker>,
+    ) {
         // Whether a thread node sleeping on the edge's condition variable
         // was resumed: only then is it notified (a notification costs a
         // system call even with nobody waiting; a task is woken by its waker).
@@ -158,7 +185,7 @@ impl Runtime {
             Side::Write => {
                 if s.waits_on(edge.writer_node, edge.id, side) {
                     thread |= !s.task[edge.writer_node];
-                    s.resume(edge.writer_node);
+                    s.resume(edge.writer_node, woken);
                 }
             }
             Side::Read => {
@@ -166,7 +193,7 @@ impl Runtime {
                     let node = s.readers_of[edge.id][i];
                     if s.waits_on(node, edge.id, side) {
                         thread |= !s.task[node];
-                        s.resume(node);
+                        s.resume(node, woken);
                     }
                 }
             }

@@ -42,7 +42,10 @@ impl Runtime {
             let e = s.edges[edge].clone();
             e.grow_to
                 .fetch_max(cap.saturating_add(amount), Ordering::SeqCst);
-            Self::wake_locked(s, &e, Side::Write);
+            // Woken with the lock held: a stall is rare.
+            let mut woken = Vec::new();
+            Self::wake_locked(s, &e, Side::Write, &mut woken);
+            woken.into_iter().for_each(std::task::Waker::wake);
             return;
         }
         // Everybody waits to read: find the cycle of waits.

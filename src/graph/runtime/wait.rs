@@ -111,9 +111,11 @@ fn note_parked(rt: &std::sync::Arc<Runtime>, node: usize) {
     }
 }
 
-/// Spends one unit of the poll's budget; `true` when none was left. A
-/// budget of `u32::MAX` (a thread's own executor) is never spent.
-fn out_of_budget() -> bool {
+/// Spends one unit of the poll's budget; `true` when none was left (the
+/// call then yields before it does anything else). A budget of `u32::MAX`
+/// (a thread's own executor) is never spent.
+#[inline]
+pub(in crate::graph) fn out_of_budget() -> bool {
     BUDGET.with(|b| match b.get() {
         0 => true,
         u32::MAX => false,
@@ -380,15 +382,17 @@ impl Runtime {
         Ok(())
     }
 
-    /// [`Runtime::wait_room`] for a task node: waits without a thread.
+    /// [`Runtime::wait_room`] for a task node: waits without a thread,
+    /// yielding first if the poll's budget is `spent` ([`out_of_budget`]).
     pub(in crate::graph) async fn wait_room_async<W: WriteEnd>(
         self: &std::sync::Arc<Self>,
         node: usize,
         edge: &Edge,
         w: &mut W,
         n: usize,
+        spent: bool,
     ) -> Result<(), WaitError> {
-        if out_of_budget() {
+        if spent {
             Yield::default().await;
         }
         while let Some(target) = self.room_step(edge, w, n)? {
@@ -449,15 +453,17 @@ impl Runtime {
         }
     }
 
-    /// [`Runtime::wait_items`] for a task node: waits without a thread.
+    /// [`Runtime::wait_items`] for a task node: waits without a thread,
+    /// yielding first if the poll's budget is `spent` ([`out_of_budget`]).
     pub(in crate::graph) async fn wait_items_async<R: ReadEnd>(
         self: &std::sync::Arc<Self>,
         node: usize,
         edge: &Edge,
         r: &mut R,
         threshold: usize,
+        spent: bool,
     ) -> Result<usize, WaitError> {
-        if out_of_budget() {
+        if spent {
             Yield::default().await;
         }
         self.items_request(edge, threshold)?;
@@ -474,20 +480,30 @@ impl Runtime {
 
     /// After the writer of `edge` published up to `position`: wakes its
     /// readers if one waits for that.
+    #[inline]
     pub(in crate::graph) fn after_commit(&self, edge: &Edge, position: u64) {
         fence(Ordering::SeqCst);
         if edge.readers_target.load(Ordering::SeqCst) <= position {
-            self.wake(edge, Side::Read);
+            self.wake_waiting(edge, Side::Read);
         }
     }
 
     /// After a reader of `edge` consumed up to `position`: wakes the writer if
     /// it waits for that.
+    #[inline]
     pub(in crate::graph) fn after_consume(&self, edge: &Edge, position: u64) {
         fence(Ordering::SeqCst);
         if edge.writer_target.load(Ordering::SeqCst) <= position {
-            self.wake(edge, Side::Write);
+            self.wake_waiting(edge, Side::Write);
         }
+    }
+
+    /// [`Runtime::wake`] out of the line of a hand-over (most hand-overs
+    /// find nobody waiting).
+    #[cold]
+    #[inline(never)]
+    fn wake_waiting(&self, edge: &Edge, side: Side) {
+        self.wake(edge, side);
     }
 }
 
