@@ -576,7 +576,7 @@ impl Graph {
         {
             let mut s = lock(&rt.sched);
             // Nodes that run are marked done when they end; the others now.
-            for node in 0..s.status.len() {
+            for node in 0..s.nodes.len() {
                 s.set(node, Status::Done);
             }
             rt.stop_all(&s);

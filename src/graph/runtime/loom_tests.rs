@@ -2,6 +2,7 @@
 //! own waits, stall checks, growth and abort, on the queue's own cursor
 //! protocol (slots without memory: `L = ()`).
 
+use super::wait::Counted;
 use super::{Edge, ReadEnd, Runtime, Side, WaitError, WriteEnd};
 use crate::graph::Error;
 use crate::ring;
@@ -254,5 +255,166 @@ fn loom_graph_reader_of_its_own_output_reports_the_deadlock() {
             lock(&rt.sched).failure,
             Some(Error::Deadlock { .. })
         ));
+    });
+}
+
+/// A waker that raises a flag.
+struct Flag(crate::sync::AtomicBool);
+
+impl std::task::Wake for Flag {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// One blocking round of task node `node` as dmaflow's executor runs it:
+/// the wait left during the poll ([`Counted::Polled`]), the node counted
+/// blocked once the poll has ended ([`Runtime::parked`], without the lock),
+/// then the task asleep until its waker is woken.
+fn polled_round(
+    rt: &Runtime,
+    node: usize,
+    edge: &Edge,
+    wait: (Side, usize, u64),
+    ready: impl FnOnce() -> Result<bool, ring::Error>,
+) -> Result<(), WaitError> {
+    let flag = std::sync::Arc::new(Flag(crate::sync::AtomicBool::new(false)));
+    let waker = std::task::Waker::from(flag.clone());
+    let (side, amount, target) = wait;
+    let (s, look, sleep, _) = rt.begin_block(
+        node,
+        edge,
+        side,
+        amount,
+        target,
+        ready,
+        Counted::Polled(&waker),
+    )?;
+    let state = rt.node_state(&s, node);
+    drop(s);
+    look.map_err(WaitError::Queue)?;
+    if sleep {
+        // The poll has returned pending.
+        rt.parked(state);
+        while !flag.0.load(Ordering::SeqCst) {
+            thread::yield_now();
+        }
+    }
+    Ok(())
+}
+
+/// Writes `n` items one at a time as polled task node 0.
+fn write_polled(rt: &Runtime, edge: &Edge, w: &mut WriteSide<()>, n: usize) {
+    for _ in 0..n {
+        while !w.has_room(1).unwrap() {
+            let target = (w.position() + 1).saturating_sub(w.capacity() as u64);
+            polled_round(rt, 0, edge, (Side::Write, 1, target), || w.has_room(1)).unwrap();
+        }
+        w.publish(1);
+        rt.after_commit(edge, w.position());
+    }
+}
+
+/// Reads to the end of the stream as polled task node `node` waiting on
+/// `edge`; returns the count.
+fn read_polled(
+    rt: &Runtime,
+    node: usize,
+    edge: &Edge,
+    r: &mut ReadSide<()>,
+) -> Result<u64, WaitError> {
+    let mut got = 0;
+    loop {
+        if rt.aborted() {
+            return Err(WaitError::Aborted);
+        }
+        match r.ready(1).map_err(WaitError::Queue)? {
+            Some(t) => {
+                let n = r
+                    .wait_available(t, false)
+                    .map_err(WaitError::Queue)?
+                    .unwrap_or(0);
+                if n == 0 {
+                    return Ok(got);
+                }
+                r.release(n).map_err(WaitError::Queue)?;
+                got += n as u64;
+                rt.after_consume(edge, r.position());
+            }
+            None => {
+                let target = r.position() + 1;
+                polled_round(rt, node, edge, (Side::Read, 1, target), || {
+                    r.ready(1).map(|t| t.is_some())
+                })?;
+            }
+        }
+    }
+}
+
+#[test]
+fn loom_graph_polled_tasks_lose_no_wakeup_and_count_no_false_stall() {
+    model(|| {
+        // Both sides are tasks: a wait counted blocked without the lock
+        // (after its poll) races with the other side's resumption of it.
+        let (rt, edge) = setup(2, 1);
+        {
+            let mut s = lock(&rt.sched);
+            s.task = vec![true, true];
+        }
+        let (mut w, mut r) = pair((), 1, Wait::Spin);
+        let (rt2, e2) = (rt.clone(), edge.clone());
+        let t = thread::spawn(move || {
+            write_polled(&rt2, &e2, &mut w, 2);
+            drop(w);
+            rt2.wake(&e2, Side::Read);
+            rt2.finish(0, "n0", Ok(Ok(())));
+        });
+        assert_eq!(read_polled(&rt, 1, &edge, &mut r).unwrap(), 2);
+        drop(r);
+        rt.wake(&edge, Side::Write);
+        rt.finish(1, "n1", Ok(Ok(())));
+        t.join().unwrap();
+        assert!(lock(&rt.sched).failure.is_none());
+        assert_eq!(rt.running.load(Ordering::SeqCst), 0);
+    });
+}
+
+#[test]
+fn loom_graph_polled_tasks_in_a_cycle_report_the_deadlock() {
+    model(|| {
+        // Two tasks each waiting to read what the other would write: the
+        // one whose lock-free count of blocked nodes leaves none running
+        // reports the cycle, and both are woken.
+        let rt = Arc::new(Runtime::new());
+        let ab = std::sync::Arc::new(Edge::new(0, "a.out -> b.in".into(), 0, 1, 4, usize::MAX));
+        let ba = std::sync::Arc::new(Edge::new(1, "b.out -> a.in".into(), 1, 1, 4, usize::MAX));
+        {
+            let mut s = lock(&rt.sched);
+            s.add_node("a");
+            s.add_node("b");
+            s.task = vec![true, true];
+            s.edges = vec![ab.clone(), ba.clone()];
+            s.readers_of = vec![vec![1], vec![0]];
+        }
+        let (w_ab, mut r_ab) = pair((), 1, Wait::Spin);
+        let (w_ba, mut r_ba) = pair((), 1, Wait::Spin);
+        let (rt2, ba2) = (rt.clone(), ba.clone());
+        let a = thread::spawn(move || {
+            let res = read_polled(&rt2, 0, &ba2, &mut r_ba);
+            assert!(matches!(res, Err(WaitError::Aborted)), "{res:?}");
+            drop((w_ab, r_ba));
+            rt2.finish(0, "a", Ok(Ok(())));
+        });
+        let res = read_polled(&rt, 1, &ab, &mut r_ab);
+        assert!(matches!(res, Err(WaitError::Aborted)), "{res:?}");
+        drop((w_ba, r_ab));
+        rt.finish(1, "b", Ok(Ok(())));
+        a.join().unwrap();
+        match &lock(&rt.sched).failure {
+            Some(Error::Deadlock { cycle }) => {
+                assert!(cycle.contains("closes the cycle"), "{cycle}")
+            }
+            other => panic!("{other:?}"),
+        }
     });
 }

@@ -8,7 +8,7 @@ use std::task::Waker;
 use crossbeam_utils::CachePadded;
 
 use crate::ring;
-use crate::sync::{AtomicBool, Mutex, Ordering, lock};
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering, lock};
 
 use super::edge::{Edge, Side};
 use crate::graph::{Error, NodeResult};
@@ -35,19 +35,85 @@ pub(in crate::graph) struct Wait {
     pub(in crate::graph) amount: usize,
 }
 
+/// A node's status and its count of pending waits in one word, and its
+/// count of resumptions: read without the lock by the node's port futures
+/// and by [`Runtime::parked`], the one change made without the lock (a
+/// polled node with waits pending becomes blocked). Every other change is
+/// made with the lock held, by [`Sched::set`].
+pub(in crate::graph) struct NodeState {
+    /// [`Status`] in the low two bits, the count of pending waits above.
+    word: AtomicU64,
+    /// Counts the node's resumptions: a port future that saw one value when
+    /// it began to wait is ready once the count moves, without the lock.
+    pub(super) epoch: AtomicU64,
+}
+
+/// Bits of [`NodeState::word`] that hold the status.
+const STATUS_BITS: u64 = 0b11;
+
+impl NodeState {
+    fn new() -> Self {
+        NodeState {
+            word: AtomicU64::new(Self::encode(Status::Running, 0)),
+            epoch: AtomicU64::new(0),
+        }
+    }
+
+    fn encode(status: Status, waits: usize) -> u64 {
+        let code = match status {
+            Status::Running => 0,
+            Status::Blocked => 1,
+            Status::Done => 2,
+        };
+        (waits as u64) << 2 | code
+    }
+
+    fn status_of(word: u64) -> Status {
+        match word & STATUS_BITS {
+            0 => Status::Running,
+            1 => Status::Blocked,
+            _ => Status::Done,
+        }
+    }
+
+    /// The node's status now.
+    pub(super) fn status(&self) -> Status {
+        Self::status_of(self.word.load(Ordering::SeqCst))
+    }
+
+    /// Running with waits pending becomes blocked; `false` if the node was
+    /// not running or had no wait pending.
+    pub(super) fn park(&self) -> bool {
+        let mut word = self.word.load(Ordering::SeqCst);
+        loop {
+            if Self::status_of(word) != Status::Running || word >> 2 == 0 {
+                return false;
+            }
+            let blocked = word & !STATUS_BITS | Self::encode(Status::Blocked, 0);
+            match self
+                .word
+                .compare_exchange(word, blocked, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => return true,
+                Err(now) => word = now,
+            }
+        }
+    }
+}
+
 /// Who waits on what. Node names are kept here only for deadlock reports,
 /// which are built with the lock held; ports carry their own node's name.
 pub(in crate::graph) struct Sched {
     pub(in crate::graph) names: Vec<String>,
-    pub(in crate::graph) status: Vec<Status>,
+    /// Each node's status, count of waits and count of resumptions (each in
+    /// an `Arc` of its own, never dropped before the runtime: a port future
+    /// borrows it for as long as it borrows the runtime).
+    pub(in crate::graph) nodes: Vec<std::sync::Arc<NodeState>>,
     /// The waits each node has pending since it last ran on (a thread node
     /// has at most one; a task one per port future it polled).
     pub(in crate::graph) waits: Vec<Vec<Wait>>,
     /// For a task node waiting on a queue, the waker that polls it again.
     pub(in crate::graph) wakers: Vec<Option<Waker>>,
-    /// Counts each node's resumptions: a port future that saw one value when
-    /// it began to wait is ready once the count moves, without the lock.
-    pub(super) epochs: Vec<std::sync::Arc<std::sync::atomic::AtomicU64>>,
     /// Whether each node runs as a task on the worker pool (it must never
     /// sleep on a condition variable: it would hold a worker).
     pub(in crate::graph) task: Vec<bool>,
@@ -55,8 +121,8 @@ pub(in crate::graph) struct Sched {
     /// The reading nodes of each edge, by edge id.
     pub(in crate::graph) readers_of: Vec<Vec<usize>>,
     /// Nodes whose status is [`Status::Running`] (a stall is possible only
-    /// when none is).
-    pub(super) running: usize,
+    /// when none is): [`Runtime::running`].
+    running: std::sync::Arc<CachePadded<AtomicUsize>>,
     /// The next [`Wait::token`].
     pub(super) next_token: u64,
     pub(in crate::graph) failure: Option<Error>,
@@ -66,27 +132,67 @@ impl Sched {
     /// Adds node `name`, running, as a thread until started as a task.
     pub(in crate::graph) fn add_node(&mut self, name: &str) {
         self.names.push(name.to_string());
-        self.status.push(Status::Running);
-        self.running += 1;
+        self.running.fetch_add(1, Ordering::SeqCst);
+        self.nodes.push(std::sync::Arc::new(NodeState::new()));
         self.waits.push(Vec::new());
         self.wakers.push(None);
-        self.epochs.push(Default::default());
         self.task.push(false);
     }
 
-    /// Sets node `node`'s status, keeping count of the running ones. A node
-    /// that is done stays done.
+    /// Node `node`'s status.
+    pub(in crate::graph) fn status(&self, node: usize) -> Status {
+        self.nodes[node].status()
+    }
+
+    /// Sets node `node`'s status, keeping count of the running ones, and
+    /// publishes its count of waits. A node that is done stays done. A
+    /// node is counted running before it shows as running, and counted out
+    /// after it no longer does (so the count is never below the running
+    /// nodes); the caller looks for a stall where the count may have
+    /// reached zero.
     pub(in crate::graph) fn set(&mut self, node: usize, status: Status) {
-        if self.status[node] == Status::Done {
-            return;
+        let st = &self.nodes[node];
+        let waits = self.waits[node].len();
+        let mut word = st.word.load(Ordering::SeqCst);
+        loop {
+            let was = NodeState::status_of(word);
+            let to = if was == Status::Done { was } else { status };
+            let up = was != Status::Running && to == Status::Running;
+            if up {
+                self.running.fetch_add(1, Ordering::SeqCst);
+            }
+            let next = NodeState::encode(to, waits);
+            // Without the lock, only a running node's word changes
+            // (`NodeState::park`).
+            match st
+                .word
+                .compare_exchange(word, next, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => {
+                    if was == Status::Running && to != Status::Running {
+                        self.running.fetch_sub(1, Ordering::SeqCst);
+                    }
+                    return;
+                }
+                Err(now) => {
+                    if up {
+                        self.running.fetch_sub(1, Ordering::SeqCst);
+                    }
+                    word = now;
+                }
+            }
         }
-        let was = std::mem::replace(&mut self.status[node], status) == Status::Running;
-        let is = status == Status::Running;
-        match (was, is) {
-            (true, false) => self.running -= 1,
-            (false, true) => self.running += 1,
-            _ => {}
-        }
+    }
+
+    /// Publishes node `node`'s count of waits, its status unchanged.
+    pub(super) fn publish_waits(&mut self, node: usize) {
+        let status = self.status(node);
+        self.set(node, status);
+    }
+
+    /// Whether no node is counted running (a stall is then possible).
+    pub(super) fn none_running(&self) -> bool {
+        self.running.load(Ordering::SeqCst) == 0
     }
 
     /// Node `node` runs on: its pending waits are over (its port futures see
@@ -94,9 +200,9 @@ impl Sched {
     /// waker, if it is a task, goes to `woken`, to be woken (once the lock
     /// is let go where the caller can).
     pub(super) fn resume(&mut self, node: usize, woken: &mut Vec<Waker>) {
-        self.set(node, Status::Running);
         self.waits[node].clear();
-        self.epochs[node].fetch_add(1, std::sync::atomic::Ordering::Release);
+        self.set(node, Status::Running);
+        self.nodes[node].epoch.fetch_add(1, Ordering::Release);
         if let Some(w) = self.wakers[node].take() {
             woken.push(w);
         }
@@ -121,26 +227,30 @@ pub(in crate::graph) struct Runtime {
     /// Read by every port call: kept off the lock's cache line, which the
     /// waits of every node write.
     pub(in crate::graph) abort: CachePadded<AtomicBool>,
+    /// Nodes counted running: changed with the lock held, and without it
+    /// where a polled node becomes blocked ([`Runtime::parked`]).
+    pub(super) running: std::sync::Arc<CachePadded<AtomicUsize>>,
 }
 
 impl Runtime {
     /// A runtime with no nodes yet.
     pub(in crate::graph) fn new() -> Self {
+        let running = std::sync::Arc::new(CachePadded::new(AtomicUsize::new(0)));
         Runtime {
             sched: Mutex::new(Sched {
                 names: Vec::new(),
-                status: Vec::new(),
+                nodes: Vec::new(),
                 waits: Vec::new(),
                 wakers: Vec::new(),
-                epochs: Vec::new(),
                 task: Vec::new(),
                 edges: Vec::new(),
                 readers_of: Vec::new(),
-                running: 0,
+                running: running.clone(),
                 next_token: 0,
                 failure: None,
             }),
             abort: CachePadded::new(AtomicBool::new(false)),
+            running,
         }
     }
 

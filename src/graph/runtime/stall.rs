@@ -11,11 +11,11 @@ impl Runtime {
     /// Called with the lock held whenever a node blocks or ends: if every live node
     /// is blocked, grows a queue (artificial deadlock) or fails the graph (real one).
     pub(in crate::graph) fn check_stall(&self, s: &mut Sched) {
-        if s.running > 0 {
+        if !s.none_running() {
             return;
         }
         let mut any_live = false;
-        for st in &s.status {
+        for st in s.nodes.iter().map(|n| n.status()) {
             match st {
                 Status::Running => return,
                 Status::Blocked => any_live = true,
@@ -27,8 +27,8 @@ impl Runtime {
         }
         // Writers waiting on full queues: grow the smallest queue by its request.
         let mut best: Option<(usize, usize, usize)> = None; // (capacity, edge, amount)
-        for (node, st) in s.status.iter().enumerate() {
-            if *st != Status::Blocked {
+        for node in 0..s.nodes.len() {
+            if s.status(node) != Status::Blocked {
                 continue;
             }
             for w in s.waits[node].iter().filter(|w| w.side == Side::Write) {
@@ -58,7 +58,7 @@ impl Runtime {
     /// at a node that has returned with a port kept open past its end.
     pub(in crate::graph) fn describe_cycle(s: &Sched) -> String {
         let mut chain = None;
-        for start in (0..s.status.len()).filter(|&n| s.status[n] == Status::Blocked) {
+        for start in (0..s.nodes.len()).filter(|&n| s.status(n) == Status::Blocked) {
             let (path, end, cycle) = Self::follow(s, start);
             let text = |from: usize| {
                 let mut out = String::new();
@@ -92,14 +92,14 @@ impl Runtime {
     /// the path (node, edge, amount), the node it ends at, and where on the
     /// path the cycle begins if that node is on it.
     fn follow(s: &Sched, start: usize) -> (Vec<(usize, usize, usize)>, usize, Option<usize>) {
-        let mut seen = vec![usize::MAX; s.status.len()];
+        let mut seen = vec![usize::MAX; s.nodes.len()];
         let mut path = Vec::new();
         let mut node = start;
         while seen[node] == usize::MAX {
             seen[node] = path.len();
             let Some(w) = s.waits[node]
                 .first()
-                .filter(|_| s.status[node] == Status::Blocked)
+                .filter(|_| s.status(node) == Status::Blocked)
             else {
                 return (path, node, None);
             };

@@ -6,14 +6,13 @@
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::AtomicU64;
 use std::task::{Context, Poll, Waker};
 
 use crate::ring;
 use crate::sync::{MutexGuard, Ordering, fence, lock, wait};
 
 use super::edge::{Edge, Side};
-use super::sched::{Runtime, Sched, Status, Wait};
+use super::sched::{NodeState, Runtime, Sched, Status, Wait};
 
 /// A blocking round begun ([`Runtime::begin_block`]): the lock held, what
 /// the last look found, whether the node is to wait, and the wait's token.
@@ -35,7 +34,7 @@ pub(in crate::graph) enum WaitError {
 
 /// How a node counts while a wait of it is pending.
 #[derive(Clone, Copy)]
-enum Counted<'w> {
+pub(super) enum Counted<'w> {
     /// A thread node about to sleep: blocked at once.
     Thread,
     /// A port future polled by dmaflow's executor ([`poll_node`]): the node
@@ -52,10 +51,12 @@ thread_local! {
     static POLLING: Cell<bool> = const { Cell::new(false) };
     /// The runtime of the executor polling on this thread, if it has one.
     static EXEC_RT: Cell<*const Runtime> = const { Cell::new(std::ptr::null()) };
-    /// A node of that runtime that left a wait during the present poll.
-    static PARKED_NODE: Cell<Option<usize>> = const { Cell::new(None) };
-    /// A node of another runtime that did, with its runtime.
-    static PARKED: RefCell<Option<(std::sync::Arc<Runtime>, usize)>> = const { RefCell::new(None) };
+    /// A node of that runtime that left a wait during the present poll
+    /// (null if none): its state, which lives as long as the runtime.
+    static PARKED_NODE: Cell<*const NodeState> = const { Cell::new(std::ptr::null()) };
+    /// A node of another runtime that did, with its runtime (which keeps
+    /// the state alive).
+    static PARKED: RefCell<Option<(std::sync::Arc<Runtime>, *const NodeState)>> = const { RefCell::new(None) };
     /// Port calls left before a task yields its worker.
     static BUDGET: Cell<u32> = const { Cell::new(u32::MAX) };
 }
@@ -79,7 +80,7 @@ pub(in crate::graph) fn poll_node<F: Future + ?Sized>(
             POLLING.with(|p| p.set(self.0));
             EXEC_RT.with(|r| r.set(self.1));
             // A body that panicked left no wait to count.
-            PARKED_NODE.with(|p| p.take());
+            PARKED_NODE.with(|p| p.set(std::ptr::null()));
             PARKED.with(|p| p.borrow_mut().take());
         }
     }
@@ -91,21 +92,25 @@ pub(in crate::graph) fn poll_node<F: Future + ?Sized>(
     BUDGET.with(|b| b.set(budget));
     let out = body.poll(cx);
     if out.is_pending() {
-        if let (Some(rt), Some(node)) = (rt, PARKED_NODE.with(Cell::take)) {
-            rt.parked(node);
+        let own = PARKED_NODE.with(|p| p.replace(std::ptr::null()));
+        if let Some(rt) = rt.filter(|_| !own.is_null()) {
+            // SAFETY: set during this poll from a state of `rt` (the
+            // executor's runtime), which lives while `rt` is borrowed.
+            rt.parked(unsafe { &*own });
         }
         if let Some((rt, node)) = PARKED.with(|p| p.borrow_mut().take()) {
-            rt.parked(node);
+            // SAFETY: a state of `rt`, which the `Arc` keeps alive.
+            rt.parked(unsafe { &*node });
         }
     }
     out
 }
 
-/// Notes that node `node` of `rt` left a wait during the present poll (a
-/// runtime of the executor's own is not counted again).
-fn note_parked(rt: &std::sync::Arc<Runtime>, node: usize) {
+/// Notes that the node of state `node` of `rt` left a wait during the
+/// present poll (a runtime of the executor's own is not counted again).
+fn note_parked(rt: &std::sync::Arc<Runtime>, node: &NodeState) {
     if EXEC_RT.with(Cell::get) == std::sync::Arc::as_ptr(rt) {
-        PARKED_NODE.with(|p| p.set(Some(node)));
+        PARKED_NODE.with(|p| p.set(node));
     } else {
         PARKED.with(|p| *p.borrow_mut() = Some((rt.clone(), node)));
     }
@@ -176,7 +181,7 @@ impl Runtime {
     /// stopping) and the wait's token; a wait not to be waited on is
     /// withdrawn. [`WaitError::AfterEnd`] if the node has returned.
     #[allow(clippy::too_many_arguments)]
-    fn begin_block(
+    pub(super) fn begin_block(
         &self,
         node: usize,
         edge: &Edge,
@@ -187,7 +192,7 @@ impl Runtime {
         counted: Counted<'_>,
     ) -> Result<Begun<'_>, WaitError> {
         let mut s = lock(&self.sched);
-        if s.status[node] == Status::Done {
+        if s.status(node) == Status::Done {
             return Err(WaitError::AfterEnd);
         }
         let token = s.next_token;
@@ -258,18 +263,31 @@ impl Runtime {
         if let Some(i) = s.waits[node].iter().position(|w| w.token == token) {
             s.waits[node].swap_remove(i);
         }
-        if s.waits[node].is_empty() && s.status[node] == Status::Blocked {
+        if s.waits[node].is_empty() && s.status(node) == Status::Blocked {
             s.set(node, Status::Running);
+        } else {
+            s.publish_waits(node);
         }
     }
 
-    /// After dmaflow's executor polled node `node` and the poll returned
-    /// pending with waits left: unless one of them has been resumed since,
-    /// the node is blocked (on all of them), which may stall the graph.
-    fn parked(&self, node: usize) {
-        let mut s = lock(&self.sched);
-        if s.status[node] == Status::Running && !s.waits[node].is_empty() {
-            s.set(node, Status::Blocked);
+    /// Node `node`'s state, borrowed for as long as the runtime (`s` is
+    /// this runtime's, locked).
+    pub(super) fn node_state<'r>(&'r self, s: &Sched, node: usize) -> &'r NodeState {
+        let state = std::sync::Arc::as_ptr(&s.nodes[node]);
+        // SAFETY: `s` is `self.sched`'s: the node's `Arc` stays in
+        // `s.nodes` (never removed or replaced) until the runtime is
+        // dropped, so what it points to lives while `self` is borrowed.
+        unsafe { &*state }
+    }
+
+    /// After dmaflow's executor polled the node of state `node` and the
+    /// poll returned pending with waits left: unless one of them has been
+    /// resumed or taken back since, the node is blocked (on all of them),
+    /// without the lock; the lock is taken only to look for a stall when
+    /// that left no node running.
+    pub(super) fn parked(&self, node: &NodeState) {
+        if node.park() && self.running.fetch_sub(1, Ordering::SeqCst) == 1 {
+            let mut s = lock(&self.sched);
             self.check_stall(&mut s);
         }
     }
@@ -518,16 +536,16 @@ struct BlockOn<'a, F> {
     edge: &'a Edge,
     /// The side waited on, the amount and the other side's target position.
     wait: (Side, usize, u64),
-    state: BlockState<F>,
+    state: BlockState<'a, F>,
 }
 
-enum BlockState<F> {
+enum BlockState<'a, F> {
     /// Not polled yet: the last look before the node waits.
     Look(F),
     /// The wait is with the runtime: the node's count of resumptions and
     /// its value then, the wait's token and the waker left.
     Waiting {
-        epoch: std::sync::Arc<AtomicU64>,
+        state: &'a NodeState,
         seen: u64,
         token: u64,
         waker: Waker,
@@ -579,14 +597,14 @@ impl<F: FnOnce() -> Result<bool, ring::Error> + Unpin> Future for BlockOn<'_, F>
                 if !sleep {
                     return Poll::Ready(look.map(|_| ()).map_err(WaitError::Queue));
                 }
-                let epoch = s.epochs[node].clone();
-                let seen = epoch.load(std::sync::atomic::Ordering::Relaxed);
+                let state = this.rt.node_state(&s, node);
+                let seen = state.epoch.load(Ordering::Relaxed);
                 drop(s);
                 if polled {
-                    note_parked(this.rt, node);
+                    note_parked(this.rt, state);
                 }
                 this.state = BlockState::Waiting {
-                    epoch,
+                    state,
                     seen,
                     token,
                     waker: cx.waker().clone(),
@@ -594,14 +612,14 @@ impl<F: FnOnce() -> Result<bool, ring::Error> + Unpin> Future for BlockOn<'_, F>
                 Poll::Pending
             }
             BlockState::Waiting {
-                epoch,
+                state,
                 seen,
                 token,
                 mut waker,
             } => {
                 // Resumed (its waits taken back by the runtime) or stopping:
                 // nothing left to undo, no lock to take.
-                if epoch.load(std::sync::atomic::Ordering::Acquire) != seen || this.rt.aborted() {
+                if state.epoch.load(Ordering::Acquire) != seen || this.rt.aborted() {
                     return Poll::Ready(Ok(()));
                 }
                 // Polled before the runtime resumed it: it waits on.
@@ -611,10 +629,10 @@ impl<F: FnOnce() -> Result<bool, ring::Error> + Unpin> Future for BlockOn<'_, F>
                     s.wakers[node] = Some(waker.clone());
                 }
                 if polled {
-                    note_parked(this.rt, node);
+                    note_parked(this.rt, state);
                 }
                 this.state = BlockState::Waiting {
-                    epoch,
+                    state,
                     seen,
                     token,
                     waker,
@@ -631,11 +649,11 @@ impl<F> Drop for BlockOn<'_, F> {
         // Dropped while waiting (a select that took another branch, or its
         // task ended): the wait is taken back unless the runtime did.
         if let BlockState::Waiting {
-            epoch, seen, token, ..
+            state, seen, token, ..
         } = &self.state
         {
             let mut s = lock(&self.rt.sched);
-            if epoch.load(std::sync::atomic::Ordering::Acquire) == *seen {
+            if state.epoch.load(Ordering::Acquire) == *seen {
                 Runtime::withdraw(&mut s, self.node, *token);
             }
         }
