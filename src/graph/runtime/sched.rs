@@ -35,45 +35,63 @@ pub(in crate::graph) struct Wait {
     pub(in crate::graph) amount: usize,
 }
 
-/// A node's status and its count of pending waits in one word, and its
-/// count of resumptions: read without the lock by the node's port futures
-/// and by [`Runtime::parked`], the one change made without the lock (a
-/// polled node with waits pending becomes blocked). Every other change is
-/// made with the lock held, by [`Sched::set`].
+/// A node's status, its count of pending waits and its count of
+/// resumptions, in one word: read without the lock by the node's port
+/// futures and by [`Runtime::parked`], which makes the one change made
+/// without the lock (a polled node with waits pending becomes blocked).
+/// Every other change is made with the lock held ([`Sched::set`],
+/// [`Sched::resume`]). On a cache line of its own: the nodes of a graph run
+/// on different workers.
+#[repr(align(128))]
 pub(in crate::graph) struct NodeState {
-    /// [`Status`] in the low two bits, the count of pending waits above.
+    /// [`Status`] in the low [`STATUS_BITS`], the count of pending waits
+    /// (saturating) in the next [`WAIT_BITS`], and above them the count of
+    /// resumptions: a port future that saw one count when it began to wait
+    /// is ready once the count moves.
     word: AtomicU64,
-    /// Counts the node's resumptions: a port future that saw one value when
-    /// it began to wait is ready once the count moves, without the lock.
-    pub(super) epoch: AtomicU64,
 }
 
 /// Bits of [`NodeState::word`] that hold the status.
-const STATUS_BITS: u64 = 0b11;
+const STATUS_BITS: u32 = 2;
+/// Bits of [`NodeState::word`] that hold the count of pending waits.
+const WAIT_BITS: u32 = 14;
+/// The shift of the count of resumptions in [`NodeState::word`].
+const EPOCH_SHIFT: u32 = STATUS_BITS + WAIT_BITS;
 
 impl NodeState {
     fn new() -> Self {
         NodeState {
-            word: AtomicU64::new(Self::encode(Status::Running, 0)),
-            epoch: AtomicU64::new(0),
+            word: AtomicU64::new(Self::encode(Status::Running, 0, 0)),
         }
     }
 
-    fn encode(status: Status, waits: usize) -> u64 {
+    /// The word of `status`, `waits` pending (saturating: only whether
+    /// there is one is read) and `epoch` resumptions.
+    fn encode(status: Status, waits: usize, epoch: u64) -> u64 {
         let code = match status {
             Status::Running => 0,
             Status::Blocked => 1,
             Status::Done => 2,
         };
-        (waits as u64) << 2 | code
+        let waits = waits.min((1 << WAIT_BITS) - 1) as u64;
+        epoch << EPOCH_SHIFT | waits << STATUS_BITS | code
     }
 
     fn status_of(word: u64) -> Status {
-        match word & STATUS_BITS {
+        match word & ((1 << STATUS_BITS) - 1) {
             0 => Status::Running,
             1 => Status::Blocked,
             _ => Status::Done,
         }
+    }
+
+    fn waits_of(word: u64) -> u64 {
+        word >> STATUS_BITS & ((1 << WAIT_BITS) - 1)
+    }
+
+    /// The node's count of resumptions (wrapping only after 2^48).
+    pub(super) fn epoch(&self) -> u64 {
+        self.word.load(Ordering::Acquire) >> EPOCH_SHIFT
     }
 
     /// The node's status now.
@@ -86,10 +104,10 @@ impl NodeState {
     pub(super) fn park(&self) -> bool {
         let mut word = self.word.load(Ordering::SeqCst);
         loop {
-            if Self::status_of(word) != Status::Running || word >> 2 == 0 {
+            if Self::status_of(word) != Status::Running || Self::waits_of(word) == 0 {
                 return false;
             }
-            let blocked = word & !STATUS_BITS | Self::encode(Status::Blocked, 0);
+            let blocked = word & !((1 << STATUS_BITS) - 1) | Self::encode(Status::Blocked, 0, 0);
             match self
                 .word
                 .compare_exchange(word, blocked, Ordering::SeqCst, Ordering::SeqCst)
@@ -151,6 +169,11 @@ impl Sched {
     /// nodes); the caller looks for a stall where the count may have
     /// reached zero.
     pub(in crate::graph) fn set(&mut self, node: usize, status: Status) {
+        self.update(node, status, 0);
+    }
+
+    /// [`Sched::set`], adding `resumed` to the node's count of resumptions.
+    fn update(&mut self, node: usize, status: Status, resumed: u64) {
         let st = &self.nodes[node];
         let waits = self.waits[node].len();
         let mut word = st.word.load(Ordering::SeqCst);
@@ -161,7 +184,8 @@ impl Sched {
             if up {
                 self.running.fetch_add(1, Ordering::SeqCst);
             }
-            let next = NodeState::encode(to, waits);
+            let epoch = (word >> EPOCH_SHIFT).wrapping_add(resumed);
+            let next = NodeState::encode(to, waits, epoch);
             // Without the lock, only a running node's word changes
             // (`NodeState::park`).
             match st
@@ -201,8 +225,7 @@ impl Sched {
     /// is let go where the caller can).
     pub(super) fn resume(&mut self, node: usize, woken: &mut Vec<Waker>) {
         self.waits[node].clear();
-        self.set(node, Status::Running);
-        self.nodes[node].epoch.fetch_add(1, Ordering::Release);
+        self.update(node, Status::Running, 1);
         if let Some(w) = self.wakers[node].take() {
             woken.push(w);
         }

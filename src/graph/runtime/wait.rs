@@ -542,13 +542,12 @@ struct BlockOn<'a, F> {
 enum BlockState<'a, F> {
     /// Not polled yet: the last look before the node waits.
     Look(F),
-    /// The wait is with the runtime: the node's count of resumptions and
-    /// its value then, the wait's token and the waker left.
+    /// The wait is with the runtime (with the waker left there): the
+    /// node's count of resumptions and its value then, and the wait's token.
     Waiting {
         state: &'a NodeState,
         seen: u64,
         token: u64,
-        waker: Waker,
     },
     /// Ready returned.
     Done,
@@ -598,45 +597,37 @@ impl<F: FnOnce() -> Result<bool, ring::Error> + Unpin> Future for BlockOn<'_, F>
                     return Poll::Ready(look.map(|_| ()).map_err(WaitError::Queue));
                 }
                 let state = this.rt.node_state(&s, node);
-                let seen = state.epoch.load(Ordering::Relaxed);
+                let seen = state.epoch();
                 drop(s);
                 if polled {
                     note_parked(this.rt, state);
                 }
-                this.state = BlockState::Waiting {
-                    state,
-                    seen,
-                    token,
-                    waker: cx.waker().clone(),
-                };
+                this.state = BlockState::Waiting { state, seen, token };
                 Poll::Pending
             }
-            BlockState::Waiting {
-                state,
-                seen,
-                token,
-                mut waker,
-            } => {
+            BlockState::Waiting { state, seen, token } => {
                 // Resumed (its waits taken back by the runtime) or stopping:
                 // nothing left to undo, no lock to take.
-                if state.epoch.load(Ordering::Acquire) != seen || this.rt.aborted() {
+                if state.epoch() != seen || this.rt.aborted() {
                     return Poll::Ready(Ok(()));
                 }
-                // Polled before the runtime resumed it: it waits on.
-                if !waker.will_wake(cx.waker()) {
-                    waker = cx.waker().clone();
+                // Polled before the runtime resumed it (woken by something
+                // else, which a hand-over never is): it waits on, with this
+                // poll's waker left with the runtime.
+                {
                     let mut s = lock(&this.rt.sched);
-                    s.wakers[node] = Some(waker.clone());
+                    if state.epoch() != seen {
+                        return Poll::Ready(Ok(()));
+                    }
+                    match &mut s.wakers[node] {
+                        Some(w) if w.will_wake(cx.waker()) => {}
+                        slot => *slot = Some(cx.waker().clone()),
+                    }
                 }
                 if polled {
                     note_parked(this.rt, state);
                 }
-                this.state = BlockState::Waiting {
-                    state,
-                    seen,
-                    token,
-                    waker,
-                };
+                this.state = BlockState::Waiting { state, seen, token };
                 Poll::Pending
             }
             BlockState::Done => Poll::Ready(Ok(())),
@@ -653,7 +644,7 @@ impl<F> Drop for BlockOn<'_, F> {
         } = &self.state
         {
             let mut s = lock(&self.rt.sched);
-            if state.epoch.load(Ordering::Acquire) == *seen {
+            if state.epoch() == *seen {
                 Runtime::withdraw(&mut s, self.node, *token);
             }
         }
