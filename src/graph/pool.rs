@@ -383,7 +383,15 @@ fn work(rt: &Runtime, shared: &Shared, slot: &Slot) {
 fn poll(rt: &Runtime, task: &Arc<Task>) -> Option<std::thread::Result<NodeResult>> {
     let mut slot = lock(&task.future);
     let fut = slot.as_mut()?;
-    let waker = Waker::from(task.clone());
+    // The task's waker, borrowing the caller's count of the task (no
+    // count taken and given back per poll; a clone the body keeps takes
+    // its own).
+    // SAFETY: the `Arc` made from `task`'s pointer is never dropped (the
+    // waker holding it is `ManuallyDrop`), so it gives back no count it did
+    // not take; `task` outlives the poll, so the pointer stays valid for
+    // as long as the waker is lent.
+    let waker =
+        std::mem::ManuallyDrop::new(Waker::from(unsafe { Arc::from_raw(Arc::as_ptr(task)) }));
     let mut cx = Context::from_waker(&waker);
     let polled = catch_unwind(AssertUnwindSafe(|| {
         poll_node(fut.as_mut(), &mut cx, TASK_BUDGET, Some(rt))
