@@ -479,3 +479,61 @@ fn a_task_woken_during_its_poll_leaves_the_other_worker_free() {
         );
     }
 }
+
+#[test]
+fn a_port_read_by_another_node_while_its_own_node_waits_ends_the_graph() {
+    // Node x's input is read by node y (a task, or a thread node through
+    // block_on) while x's own body waits on another port: the wait of y is
+    // left with the runtime as x's, whose one waker slot then holds y's
+    // waker, and x is never woken: the graph must end (read whole, or the
+    // misuse refused by name), not hang.
+    const N: u32 = 5_000;
+    for round in 0..20u64 {
+        let mut g = Graph::new();
+        g.set_workers(1 + (round % 2) as usize);
+        let (oa, ia) = g.connect::<u32>(("a", "out"), ("x", "in")).unwrap();
+        let (mut od, mut id) = g.connect::<u32>(("y", "done"), ("x", "done")).unwrap();
+        g.node("a", move || {
+            std::thread::sleep(Duration::from_millis(round % 4));
+            count(oa, N, round + 1)
+        })
+        .unwrap();
+        let got = Arc::new(Mutex::new((0u64, 0u32)));
+        let (g1, g2) = (got.clone(), got.clone());
+        g.task("x", async move {
+            let s = id.peek_async(1).await?;
+            g2.lock().unwrap().1 = s.first().copied().unwrap_or(0);
+            let n = s.len();
+            id.consume(n)?;
+            Ok(())
+        })
+        .unwrap();
+        let y = async move {
+            let (mut ia, mut sum) = (ia, 0u64);
+            loop {
+                let s = ia.peek_async(1).await?;
+                if s.is_empty() {
+                    break;
+                }
+                sum += s.iter().map(|&v| u64::from(v)).sum::<u64>();
+                let n = s.len();
+                ia.consume(n)?;
+            }
+            g1.lock().unwrap().0 = sum;
+            od.write_async(&[9]).await?;
+            Ok(())
+        };
+        if round % 4 < 2 {
+            g.task("y", y).unwrap();
+        } else {
+            g.node("y", move || dmaflow::graph::block_on(y)).unwrap();
+        }
+        let r = run_within(g);
+        let (sum, done) = *got.lock().unwrap();
+        let all = u64::from(N) * u64::from(N - 1) / 2;
+        assert!(
+            (sum, done) == (all, 9) || r.is_err(),
+            "round {round}: read {sum}, x got {done}, {r:?}"
+        );
+    }
+}
