@@ -481,8 +481,17 @@ fn a_task_woken_during_its_poll_leaves_the_other_worker_free() {
 }
 
 #[test]
-#[ignore = "known defect: hangs (a node's one waker slot takes the other node's waker); run with --ignored"]
-fn a_port_read_by_another_node_while_its_own_node_waits_ends_the_graph() {
+fn a_port_read_by_another_task_while_its_own_node_waits_ends_the_graph() {
+    port_read_by_another_node(false);
+}
+
+#[test]
+#[ignore = "known defect: with the other node a thread node (block_on) it still hangs in about one round in ten; run with --ignored"]
+fn a_port_read_by_another_thread_node_while_its_own_node_waits_ends_the_graph() {
+    port_read_by_another_node(true);
+}
+
+fn port_read_by_another_node(thread: bool) {
     // Node x's input is read by node y (a task, or a thread node through
     // block_on) while x's own body waits on another port: the wait of y is
     // left with the runtime as x's, whose one waker slot then holds y's
@@ -524,7 +533,7 @@ fn a_port_read_by_another_node_while_its_own_node_waits_ends_the_graph() {
             od.write_async(&[9]).await?;
             Ok(())
         };
-        if round % 4 < 2 {
+        if !thread {
             g.task("y", y).unwrap();
         } else {
             g.node("y", move || dmaflow::graph::block_on(y)).unwrap();
@@ -532,9 +541,13 @@ fn a_port_read_by_another_node_while_its_own_node_waits_ends_the_graph() {
         let r = run_within(g);
         let (sum, done) = *got.lock().unwrap();
         let all = u64::from(N) * u64::from(N - 1) / 2;
-        assert!(
-            (sum, done) == (all, 9) || r.is_err(),
-            "round {round}: read {sum}, x got {done}, {r:?}"
-        );
+        match r {
+            Ok(()) => assert_eq!((sum, done), (all, 9), "round {round}"),
+            // Refused by name: the port is x's, waited on by y's body.
+            Err(e) => assert!(
+                e.to_string().contains("port in") || e.to_string().contains("port done"),
+                "round {round}: {e}"
+            ),
+        }
     }
 }

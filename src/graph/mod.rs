@@ -159,6 +159,18 @@ pub enum Error {
         /// The port.
         port: String,
     },
+    /// A port was waited on by another node's body (or another task of an
+    /// executor) while its own node waited on another of its ports: the
+    /// runtime counts and wakes each node as one, so such a wait is refused.
+    #[error(
+        "node {node}, port {port}: waited on from outside the node's body while the node itself waits; a port is used by its node's body only"
+    )]
+    PortShared {
+        /// The node.
+        node: String,
+        /// The port.
+        port: String,
+    },
     /// A task node held its worker longer than the graph's limit
     /// ([`Graph::set_task_hold_limit`]) in one poll: it blocked (a lock, a
     /// channel, another runtime's `block_on`, a sleep) or spun without

@@ -160,6 +160,10 @@ fn wait_error(name: &str, port: &str, e: WaitError) -> Error {
             node: name.to_string(),
             port: port.to_string(),
         },
+        WaitError::Shared => Error::PortShared {
+            node: name.to_string(),
+            port: port.to_string(),
+        },
         WaitError::Queue(source) => Error::Port {
             node: name.to_string(),
             port: port.to_string(),

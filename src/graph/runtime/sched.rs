@@ -403,7 +403,8 @@ impl Runtime {
                     e @ (Error::Port { .. }
                     | Error::Deadlock { .. }
                     | Error::BlockingInTask { .. }
-                    | Error::WaitAfterEnd { .. }) => e,
+                    | Error::WaitAfterEnd { .. }
+                    | Error::PortShared { .. }) => e,
                     e => Error::Node {
                         node: name.to_string(),
                         source: Box::new(e),
@@ -434,7 +435,11 @@ impl Runtime {
                 Side::Read => e.readers_cv.notify_all(),
             }
         }
-        s.wakers[id] = None;
+        // So does a task or thread whose waker a wait of the node left (a
+        // port used by another node's body, refused or not).
+        if let Some(w) = s.wakers[id].take() {
+            w.wake();
+        }
         // `Closed` ends a node normally only when every reader of every one
         // of its outputs had finished (a `head` downstream) when that output
         // closed: one output whose reader finished while another was still

@@ -28,6 +28,9 @@ pub(in crate::graph) enum WaitError {
     BlockingInTask,
     /// The port's node has returned (the port was kept past its end).
     AfterEnd,
+    /// The port's node already waits under another waker: the port is
+    /// used by another node (or executor task) while its own node waits.
+    Shared,
     /// The queue's own error (every reader gone, memory lost, ...).
     Queue(ring::Error),
 }
@@ -194,6 +197,15 @@ impl Runtime {
         let mut s = lock(&self.sched);
         if s.status(node) == Status::Done {
             return Err(WaitError::AfterEnd);
+        }
+        // One node, one poller: a wait under a waker other than that of the
+        // node's pending waits comes from another node or task holding the
+        // port, whose wake-up the node's one waker slot could not keep.
+        if let Counted::Polled(waker) | Counted::Foreign(waker) = counted
+            && !s.waits[node].is_empty()
+            && s.wakers[node].as_ref().is_some_and(|w| !w.will_wake(waker))
+        {
+            return Err(WaitError::Shared);
         }
         let token = s.next_token;
         s.next_token += 1;
