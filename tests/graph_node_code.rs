@@ -11,22 +11,10 @@ use std::sync::{Arc, Mutex};
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
-use dmaflow::graph::{Error, Graph, Output};
+use dmaflow::graph::{Error, Graph};
 
 mod common;
-use common::{Rng, run_within};
-
-/// A thread node's body that writes `0..n` in pieces of 1 to 64 items.
-fn count(mut out: Output<u32>, n: u32, seed: u64) -> dmaflow::graph::NodeResult {
-    let mut rng = Rng(seed);
-    let mut k = 0;
-    while k < n {
-        let m = (1 + rng.below(64) as u32).min(n - k);
-        out.write(&(k..k + m).collect::<Vec<_>>())?;
-        k += m;
-    }
-    Ok(())
-}
+use common::{Rng, count, run_within};
 
 #[test]
 fn a_select_over_two_port_futures_with_one_kept_across_rounds_works() {
@@ -129,7 +117,7 @@ fn a_task_whose_ports_are_always_ready_does_not_starve_another_task() {
         // Its items come once the busy task runs on ready queues alone.
         g.node("src2", move || {
             std::thread::sleep(Duration::from_millis(20));
-            count(o2, 1000, 3)
+            count(o2, 1000, 3, 0)
         })
         .unwrap();
         let done = other_done.clone();
@@ -505,7 +493,7 @@ fn port_read_by_another_node(thread: bool) {
         let (mut od, mut id) = g.connect::<u32>(("y", "done"), ("x", "done")).unwrap();
         g.node("a", move || {
             std::thread::sleep(Duration::from_millis(round % 4));
-            count(oa, N, round + 1)
+            count(oa, N, round + 1, 0)
         })
         .unwrap();
         let got = Arc::new(Mutex::new((0u64, 0u32)));

@@ -7,23 +7,10 @@ use std::pin::pin;
 use std::task::Poll;
 use std::time::Duration;
 
-use dmaflow::graph::{Error, Graph, Input, Output};
+use dmaflow::graph::{Error, Graph, Input};
 
 mod common;
-use common::{Rng, run_within};
-
-/// A thread node's body that writes `0..n` in pieces of 1 to 64 items after `ms`.
-fn count(mut out: Output<u32>, n: u32, seed: u64, ms: u64) -> dmaflow::graph::NodeResult {
-    std::thread::sleep(Duration::from_millis(ms));
-    let mut rng = Rng(seed);
-    let mut k = 0;
-    while k < n {
-        let m = (1 + rng.below(64) as u32).min(n - k);
-        out.write(&(k..k + m).collect::<Vec<_>>())?;
-        k += m;
-    }
-    Ok(())
-}
+use common::{Rng, count, run_within};
 
 /// Sums an input to its end as a task.
 async fn sum_all(inp: &mut Input<u32>) -> Result<u64, Error> {

@@ -107,3 +107,22 @@ impl<R: dmaflow::platform::RegisterSpace> Poke for R {
         unsafe { self.write(offset, value) }
     }
 }
+
+/// A thread node's body that writes `0..n` in pieces of 1 to 64 items (drawn
+/// from `seed`), after sleeping `ms` milliseconds.
+pub fn count(
+    mut out: dmaflow::graph::Output<u32>,
+    n: u32,
+    seed: u64,
+    ms: u64,
+) -> dmaflow::graph::NodeResult {
+    std::thread::sleep(std::time::Duration::from_millis(ms));
+    let mut rng = Rng(seed);
+    let mut k = 0;
+    while k < n {
+        let m = (1 + rng.below(64) as u32).min(n - k);
+        out.write(&(k..k + m).collect::<Vec<_>>())?;
+        k += m;
+    }
+    Ok(())
+}
