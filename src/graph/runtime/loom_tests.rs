@@ -222,39 +222,50 @@ fn loom_graph_abort_wakes_both_sides() {
     });
 }
 
+/// Two nodes (`tasks`: task nodes) each waiting, through `read`, to read
+/// what the other would write: the one that leaves none running reports the
+/// cycle and both are woken to learn of it. Returns the graph's failure.
+fn cycle_of_two<T: std::fmt::Debug + 'static>(
+    tasks: bool,
+    read: fn(&Runtime, usize, &Edge, &mut ReadSide<()>) -> Result<T, WaitError>,
+) -> Option<Error> {
+    let rt = Arc::new(Runtime::new());
+    let ab = std::sync::Arc::new(Edge::new(0, "a.out -> b.in".into(), 0, 1, 4, usize::MAX));
+    let ba = std::sync::Arc::new(Edge::new(1, "b.out -> a.in".into(), 1, 1, 4, usize::MAX));
+    {
+        let mut s = lock(&rt.sched);
+        s.add_node("a");
+        s.add_node("b");
+        s.task = vec![tasks, tasks];
+        s.edges = vec![ab.clone(), ba.clone()];
+        s.readers_of = vec![vec![1], vec![0]];
+    }
+    let (w_ab, mut r_ab) = pair((), 1, Wait::Spin);
+    let (w_ba, mut r_ba) = pair((), 1, Wait::Spin);
+    let (rt2, ba2) = (rt.clone(), ba.clone());
+    let a = thread::spawn(move || {
+        let res = read(&rt2, 0, &ba2, &mut r_ba);
+        assert!(matches!(res, Err(WaitError::Aborted)), "{res:?}");
+        drop((w_ab, r_ba));
+        rt2.finish(0, "a", Ok(Ok(())));
+    });
+    let res = read(&rt, 1, &ab, &mut r_ab);
+    assert!(matches!(res, Err(WaitError::Aborted)), "{res:?}");
+    drop((w_ba, r_ab));
+    rt.finish(1, "b", Ok(Ok(())));
+    a.join().unwrap();
+    lock(&rt.sched).failure.take()
+}
+
 #[test]
 fn loom_graph_reader_of_its_own_output_reports_the_deadlock() {
     model(|| {
-        // Two nodes each waiting to read what the other would write: the
-        // second to block reports the cycle and neither sleeps for ever.
-        let rt = Arc::new(Runtime::new());
-        let ab = std::sync::Arc::new(Edge::new(0, "a.out -> b.in".into(), 0, 1, 4, usize::MAX));
-        let ba = std::sync::Arc::new(Edge::new(1, "b.out -> a.in".into(), 1, 1, 4, usize::MAX));
-        {
-            let mut s = lock(&rt.sched);
-            s.add_node("a");
-            s.add_node("b");
-            s.edges = vec![ab.clone(), ba.clone()];
-            s.readers_of = vec![vec![1], vec![0]];
-        }
-        let (w_ab, mut r_ab) = pair((), 1, Wait::Spin);
-        let (w_ba, mut r_ba) = pair((), 1, Wait::Spin);
-        let (rt2, ba2) = (rt.clone(), ba.clone());
-        let a = thread::spawn(move || {
-            let res = rt2.wait_items(0, &ba2, &mut r_ba, 1);
-            assert!(matches!(res, Err(WaitError::Aborted)), "{res:?}");
-            drop((w_ab, r_ba));
-            rt2.finish(0, "a", Ok(Ok(())));
-        });
-        let res = rt.wait_items(1, &ab, &mut r_ab, 1);
-        assert!(matches!(res, Err(WaitError::Aborted)), "{res:?}");
-        drop((w_ba, r_ab));
-        rt.finish(1, "b", Ok(Ok(())));
-        a.join().unwrap();
-        assert!(matches!(
-            lock(&rt.sched).failure,
-            Some(Error::Deadlock { .. })
-        ));
+        // Two thread nodes, each blocking to read what the other would write.
+        let failure = cycle_of_two(false, |rt, node, edge, r| rt.wait_items(node, edge, r, 1));
+        assert!(
+            matches!(failure, Some(Error::Deadlock { .. })),
+            "{failure:?}"
+        );
     });
 }
 
@@ -382,35 +393,9 @@ fn loom_graph_polled_tasks_lose_no_wakeup_and_count_no_false_stall() {
 #[test]
 fn loom_graph_polled_tasks_in_a_cycle_report_the_deadlock() {
     model(|| {
-        // Two tasks each waiting to read what the other would write: the
-        // one whose lock-free count of blocked nodes leaves none running
-        // reports the cycle, and both are woken.
-        let rt = Arc::new(Runtime::new());
-        let ab = std::sync::Arc::new(Edge::new(0, "a.out -> b.in".into(), 0, 1, 4, usize::MAX));
-        let ba = std::sync::Arc::new(Edge::new(1, "b.out -> a.in".into(), 1, 1, 4, usize::MAX));
-        {
-            let mut s = lock(&rt.sched);
-            s.add_node("a");
-            s.add_node("b");
-            s.task = vec![true, true];
-            s.edges = vec![ab.clone(), ba.clone()];
-            s.readers_of = vec![vec![1], vec![0]];
-        }
-        let (w_ab, mut r_ab) = pair((), 1, Wait::Spin);
-        let (w_ba, mut r_ba) = pair((), 1, Wait::Spin);
-        let (rt2, ba2) = (rt.clone(), ba.clone());
-        let a = thread::spawn(move || {
-            let res = read_polled(&rt2, 0, &ba2, &mut r_ba);
-            assert!(matches!(res, Err(WaitError::Aborted)), "{res:?}");
-            drop((w_ab, r_ba));
-            rt2.finish(0, "a", Ok(Ok(())));
-        });
-        let res = read_polled(&rt, 1, &ab, &mut r_ab);
-        assert!(matches!(res, Err(WaitError::Aborted)), "{res:?}");
-        drop((w_ba, r_ab));
-        rt.finish(1, "b", Ok(Ok(())));
-        a.join().unwrap();
-        match &lock(&rt.sched).failure {
+        // Two tasks: the one whose lock-free count of blocked nodes leaves
+        // none running reports the cycle.
+        match cycle_of_two(true, read_polled) {
             Some(Error::Deadlock { cycle }) => {
                 assert!(cycle.contains("closes the cycle"), "{cycle}")
             }
