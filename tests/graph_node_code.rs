@@ -474,7 +474,6 @@ fn a_port_read_by_another_task_while_its_own_node_waits_ends_the_graph() {
 }
 
 #[test]
-#[ignore = "known defect: with the other node a thread node (block_on) it still hangs in about one round in ten; run with --ignored"]
 fn a_port_read_by_another_thread_node_while_its_own_node_waits_ends_the_graph() {
     port_read_by_another_node(true);
 }

@@ -159,11 +159,12 @@ pub enum Error {
         /// The port.
         port: String,
     },
-    /// A port was waited on by another node's body (or another task of an
-    /// executor) while its own node waited on another of its ports: the
-    /// runtime counts and wakes each node as one, so such a wait is refused.
+    /// A port was waited on from another node's body (or from another
+    /// task of an executor while its own node waited on another of its
+    /// ports): the runtime counts and wakes each node as one, so such a
+    /// wait is refused.
     #[error(
-        "node {node}, port {port}: waited on from outside the node's body while the node itself waits; a port is used by its node's body only"
+        "node {node}, port {port}: waited on from outside the node's body (another node's, or another task while the node itself waits); a port is used by its node's body only"
     )]
     PortShared {
         /// The node.

@@ -15,7 +15,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::runtime::{Runtime, drop_quietly, poll_node};
+use super::runtime::{Runtime, as_node, drop_quietly, poll_node};
 use super::{Error, NodeResult};
 
 thread_local! {
@@ -394,7 +394,9 @@ fn poll(rt: &Runtime, task: &Arc<Task>) -> Option<std::thread::Result<NodeResult
         std::mem::ManuallyDrop::new(Waker::from(unsafe { Arc::from_raw(Arc::as_ptr(task)) }));
     let mut cx = Context::from_waker(&waker);
     let polled = catch_unwind(AssertUnwindSafe(|| {
-        poll_node(fut.as_mut(), &mut cx, TASK_BUDGET, Some(rt))
+        as_node(rt, task.id, || {
+            poll_node(fut.as_mut(), &mut cx, TASK_BUDGET, Some(rt))
+        })
     }));
     let result = match polled {
         Ok(Poll::Pending) => return None,

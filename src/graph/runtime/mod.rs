@@ -19,4 +19,4 @@ mod wait;
 
 pub(super) use edge::{Edge, Side};
 pub(super) use sched::{Runtime, Status, drop_quietly, run_node};
-pub(super) use wait::{ReadEnd, WaitError, WriteEnd, out_of_budget, poll_node};
+pub(super) use wait::{ReadEnd, WaitError, WriteEnd, as_node, out_of_budget, poll_node};

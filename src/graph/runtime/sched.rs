@@ -492,6 +492,6 @@ pub(in crate::graph) fn run_node(
 ) {
     // The body (and with it every port it captured) is consumed here, so its
     // queues are closed before the node is marked done.
-    let result = catch_unwind(AssertUnwindSafe(body));
+    let result = super::wait::as_node(rt, id, || catch_unwind(AssertUnwindSafe(body)));
     rt.finish(id, name, result);
 }

@@ -28,8 +28,9 @@ pub(in crate::graph) enum WaitError {
     BlockingInTask,
     /// The port's node has returned (the port was kept past its end).
     AfterEnd,
-    /// The port's node already waits under another waker: the port is
-    /// used by another node (or executor task) while its own node waits.
+    /// The port is waited on from another node's body, or its node already
+    /// waits under another waker (the port is used by another executor task
+    /// while its own node waits).
     Shared,
     /// The queue's own error (every reader gone, memory lost, ...).
     Queue(ring::Error),
@@ -62,6 +63,32 @@ thread_local! {
     static PARKED: RefCell<Option<(std::sync::Arc<Runtime>, *const NodeState)>> = const { RefCell::new(None) };
     /// Port calls left before a task yields its worker.
     static BUDGET: Cell<u32> = const { Cell::new(u32::MAX) };
+    /// The node whose body runs on this thread now, with its runtime (null
+    /// if none): set by a thread node's thread for the whole body and by
+    /// the pool for each poll of a task.
+    static CALLER: Cell<(*const Runtime, usize)> = const { Cell::new((std::ptr::null(), 0)) };
+}
+
+/// Runs `f` as the body of node `node` of `rt`: a wait on a port of another
+/// node of `rt` made meanwhile on this thread is refused
+/// ([`WaitError::Shared`]).
+pub(in crate::graph) fn as_node<R>(rt: &Runtime, node: usize, f: impl FnOnce() -> R) -> R {
+    struct Restore((*const Runtime, usize));
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            CALLER.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(CALLER.with(|c| c.replace((rt as *const Runtime, node))));
+    f()
+}
+
+/// Whether the body running on this thread is that of a node of `rt` other
+/// than `node` (a body on a thread of its own, or on an executor that is
+/// not a node's, is not known to be another node's).
+fn caller_is_other(rt: &Runtime, node: usize) -> bool {
+    let (caller_rt, caller) = CALLER.with(Cell::get);
+    std::ptr::eq(caller_rt, rt) && caller != node
 }
 
 /// Polls a node body once as dmaflow's executor: a port future that waits
@@ -197,6 +224,11 @@ impl Runtime {
         let mut s = lock(&self.sched);
         if s.status(node) == Status::Done {
             return Err(WaitError::AfterEnd);
+        }
+        // A port is its node's body's: waited on from another node's body,
+        // the wait would be counted, and woken, as its own node's.
+        if caller_is_other(self, node) {
+            return Err(WaitError::Shared);
         }
         // One node, one poller: a wait under a waker other than that of the
         // node's pending waits comes from another node or task holding the
