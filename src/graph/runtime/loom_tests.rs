@@ -302,11 +302,12 @@ fn polled_round(
         Counted::Polled(&waker),
     )?;
     let state = rt.node_state(&s, node);
+    let seen = state.epoch();
     drop(s);
     look.map_err(WaitError::Queue)?;
     if sleep {
         // The poll has returned pending.
-        rt.parked(state);
+        rt.parked(state, seen);
         while !flag.0.load(Ordering::SeqCst) {
             thread::yield_now();
         }

@@ -99,12 +99,16 @@ impl NodeState {
         Self::status_of(self.word.load(Ordering::SeqCst))
     }
 
-    /// Running with waits pending becomes blocked; `false` if the node was
-    /// not running or had no wait pending.
-    pub(super) fn park(&self) -> bool {
+    /// Running with waits pending and `seen` resumptions becomes blocked;
+    /// `false` if the node was not running, had no wait pending or has been
+    /// resumed since it counted `seen`.
+    pub(super) fn park(&self, seen: u64) -> bool {
         let mut word = self.word.load(Ordering::SeqCst);
         loop {
-            if Self::status_of(word) != Status::Running || Self::waits_of(word) == 0 {
+            if Self::status_of(word) != Status::Running
+                || Self::waits_of(word) == 0
+                || word >> EPOCH_SHIFT != seen
+            {
                 return false;
             }
             let blocked = word & !((1 << STATUS_BITS) - 1) | Self::encode(Status::Blocked, 0, 0);

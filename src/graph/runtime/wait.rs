@@ -56,11 +56,12 @@ thread_local! {
     /// The runtime of the executor polling on this thread, if it has one.
     static EXEC_RT: Cell<*const Runtime> = const { Cell::new(std::ptr::null()) };
     /// A node of that runtime that left a wait during the present poll
-    /// (null if none): its state, which lives as long as the runtime.
-    static PARKED_NODE: Cell<*const NodeState> = const { Cell::new(std::ptr::null()) };
+    /// (null if none): its state, which lives as long as the runtime, and
+    /// its count of resumptions when the poll's first wait began.
+    static PARKED_NODE: Cell<(*const NodeState, u64)> = const { Cell::new((std::ptr::null(), 0)) };
     /// A node of another runtime that did, with its runtime (which keeps
-    /// the state alive).
-    static PARKED: RefCell<Option<(std::sync::Arc<Runtime>, *const NodeState)>> = const { RefCell::new(None) };
+    /// the state alive) and that count.
+    static PARKED: RefCell<Option<(std::sync::Arc<Runtime>, *const NodeState, u64)>> = const { RefCell::new(None) };
     /// Port calls left before a task yields its worker.
     static BUDGET: Cell<u32> = const { Cell::new(u32::MAX) };
     /// The node whose body runs on this thread now, with its runtime (null
@@ -110,7 +111,7 @@ pub(in crate::graph) fn poll_node<F: Future + ?Sized>(
             POLLING.with(|p| p.set(self.0));
             EXEC_RT.with(|r| r.set(self.1));
             // A body that panicked left no wait to count.
-            PARKED_NODE.with(|p| p.set(std::ptr::null()));
+            PARKED_NODE.with(|p| p.set((std::ptr::null(), 0)));
             PARKED.with(|p| p.borrow_mut().take());
         }
     }
@@ -122,27 +123,37 @@ pub(in crate::graph) fn poll_node<F: Future + ?Sized>(
     BUDGET.with(|b| b.set(budget));
     let out = body.poll(cx);
     if out.is_pending() {
-        let own = PARKED_NODE.with(|p| p.replace(std::ptr::null()));
+        let (own, seen) = PARKED_NODE.with(|p| p.replace((std::ptr::null(), 0)));
         if let Some(rt) = rt.filter(|_| !own.is_null()) {
             // SAFETY: set during this poll from a state of `rt` (the
             // executor's runtime), which lives while `rt` is borrowed.
-            rt.parked(unsafe { &*own });
+            rt.parked(unsafe { &*own }, seen);
         }
-        if let Some((rt, node)) = PARKED.with(|p| p.borrow_mut().take()) {
+        if let Some((rt, node, seen)) = PARKED.with(|p| p.borrow_mut().take()) {
             // SAFETY: a state of `rt`, which the `Arc` keeps alive.
-            rt.parked(unsafe { &*node });
+            rt.parked(unsafe { &*node }, seen);
         }
     }
     out
 }
 
 /// Notes that the node of state `node` of `rt` left a wait during the
-/// present poll (a runtime of the executor's own is not counted again).
-fn note_parked(rt: &std::sync::Arc<Runtime>, node: &NodeState) {
+/// present poll, begun at its count of resumptions `seen` (a runtime of the
+/// executor's own is not counted again). The poll's first wait keeps its
+/// count: a resumption after it (of a wait of this very poll, its task
+/// woken while polled) means the node is not to count as blocked.
+fn note_parked(rt: &std::sync::Arc<Runtime>, node: &NodeState, seen: u64) {
     if EXEC_RT.with(Cell::get) == std::sync::Arc::as_ptr(rt) {
-        PARKED_NODE.with(|p| p.set(node));
+        PARKED_NODE.with(|p| {
+            if p.get().0.is_null() {
+                p.set((node, seen));
+            }
+        });
     } else {
-        PARKED.with(|p| *p.borrow_mut() = Some((rt.clone(), node)));
+        PARKED.with(|p| {
+            p.borrow_mut()
+                .get_or_insert_with(|| (rt.clone(), node, seen));
+        });
     }
 }
 
@@ -325,12 +336,13 @@ impl Runtime {
     }
 
     /// After dmaflow's executor polled the node of state `node` and the
-    /// poll returned pending with waits left: unless one of them has been
-    /// resumed or taken back since, the node is blocked (on all of them),
-    /// without the lock; the lock is taken only to look for a stall when
-    /// that left no node running.
-    pub(super) fn parked(&self, node: &NodeState) {
-        if node.park() && self.running.fetch_sub(1, Ordering::SeqCst) == 1 {
+    /// poll returned pending with waits left, the first begun at the
+    /// node's count of resumptions `seen`: unless the node has been resumed
+    /// since (its task then woken, to be polled again) or its waits taken
+    /// back, it is blocked (on all of them), without the lock; the lock is
+    /// taken only to look for a stall when that left no node running.
+    pub(super) fn parked(&self, node: &NodeState, seen: u64) {
+        if node.park(seen) && self.running.fetch_sub(1, Ordering::SeqCst) == 1 {
             let mut s = lock(&self.sched);
             self.check_stall(&mut s);
         }
@@ -644,7 +656,7 @@ impl<F: FnOnce() -> Result<bool, ring::Error> + Unpin> Future for BlockOn<'_, F>
                 let seen = state.epoch();
                 drop(s);
                 if polled {
-                    note_parked(this.rt, state);
+                    note_parked(this.rt, state, seen);
                 }
                 this.state = BlockState::Waiting { state, seen, token };
                 Poll::Pending
@@ -669,7 +681,7 @@ impl<F: FnOnce() -> Result<bool, ring::Error> + Unpin> Future for BlockOn<'_, F>
                     }
                 }
                 if polled {
-                    note_parked(this.rt, state);
+                    note_parked(this.rt, state, seen);
                 }
                 this.state = BlockState::Waiting { state, seen, token };
                 Poll::Pending
