@@ -2,18 +2,23 @@
 //! worker threads (one per core by default), each polling the node futures
 //! the runtime wakes. A task that waits on a queue leaves its waker with the
 //! runtime and its worker goes on with another task, so a hand-over between
-//! two task nodes costs a push onto the ready queue and a poll, not a
-//! context switch.
+//! two task nodes costs a push onto a ready queue and a poll, not a context
+//! switch. A task woken on a worker (by the task that worker polls: the
+//! other side of a hand-over) is queued on that worker's own queue, so that
+//! it runs where the data it is handed is in cache; a worker with nothing
+//! of its own takes from the shared queue, then from the others' queues.
 
-use std::collections::VecDeque;
+use std::cell::RefCell;
 use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::task::{Context, Poll, Wake, Waker};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use crossbeam_deque::{Injector, Steal, Stealer, Worker as Local};
 
 use super::runtime::{Runtime, as_node, drop_quietly, poll_node};
 use super::{Error, NodeResult};
@@ -21,6 +26,9 @@ use super::{Error, NodeResult};
 thread_local! {
     /// Whether this thread is a worker of a pool.
     static WORKER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The worker's own queue, with its pool (the address of the pool's
+    /// [`Shared`], which the worker holds for as long as this is set).
+    static LOCAL: RefCell<Option<(usize, Local<Arc<Task>>)>> = const { RefCell::new(None) };
 }
 
 /// Whether the calling thread is a worker running task nodes (where a
@@ -62,6 +70,14 @@ struct Task {
 
 /// What the workers share.
 struct Shared {
+    /// Tasks woken off the pool's workers (the first wake of each, and wakes
+    /// from thread nodes).
+    injector: Injector<Arc<Task>>,
+    /// Each worker's queue, to take from when a worker has nothing of its own.
+    stealers: RwLock<Vec<Stealer<Arc<Task>>>>,
+    /// Workers about to sleep or asleep (a push then notifies one).
+    idle: AtomicUsize,
+    /// The count of live tasks; the lock idle workers sleep under.
     queue: Mutex<Ready>,
     /// Signalled when a task is ready and a worker is idle, and when the last
     /// task has ended.
@@ -90,11 +106,8 @@ struct Slot {
 }
 
 struct Ready {
-    tasks: VecDeque<Arc<Task>>,
     /// Tasks not counted out yet.
     live: usize,
-    /// Workers waiting for a task.
-    idle: usize,
 }
 
 /// Locks ignoring poisoning: the pool's state is plain assignments, and a
@@ -103,13 +116,80 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Reads a lock ignoring poisoning, as [`lock`].
+fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(PoisonError::into_inner)
+}
+
 impl Shared {
+    /// This pool's identity in [`LOCAL`].
+    fn id(&self) -> usize {
+        self as *const Shared as usize
+    }
+
+    /// Queues `task`: on the calling worker's own queue if it is a worker of
+    /// this pool, else on the shared one; an idle worker is notified.
     fn push(&self, task: Arc<Task>) {
-        let mut q = lock(&self.queue);
-        q.tasks.push_back(task);
-        if q.idle > 0 {
+        let task = LOCAL.with(|l| match &*l.borrow() {
+            Some((pool, local)) if *pool == self.id() => {
+                local.push(task);
+                None
+            }
+            _ => Some(task),
+        });
+        if let Some(task) = task {
+            self.injector.push(task);
+        }
+        // Pairs with the fence of a worker going to sleep: either it sees
+        // the task, or this sees it idle (and notifies it under the lock it
+        // sleeps under).
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.idle.load(Ordering::SeqCst) > 0 {
+            let _q = lock(&self.queue);
             self.cv.notify_one();
         }
+    }
+
+    /// A ready task for the calling worker: its own queue's first (unless
+    /// `shared_first`), else some of the shared queue's, else one of
+    /// another worker's.
+    fn next_task(&self, shared_first: bool) -> Option<Arc<Task>> {
+        LOCAL.with(|l| {
+            let l = l.borrow();
+            let local = l.as_ref().map(|(_, q)| q);
+            if shared_first && let Steal::Success(t) = self.injector.steal() {
+                return Some(t);
+            }
+            if let Some(t) = local.and_then(Local::pop) {
+                return Some(t);
+            }
+            loop {
+                let from_shared = match local {
+                    Some(q) => self.injector.steal_batch_and_pop(q),
+                    None => self.injector.steal(),
+                };
+                let mut retry = match from_shared {
+                    Steal::Success(t) => return Some(t),
+                    Steal::Retry => true,
+                    Steal::Empty => false,
+                };
+                for s in read(&self.stealers).iter() {
+                    match s.steal() {
+                        Steal::Success(t) => return Some(t),
+                        Steal::Retry => retry = true,
+                        Steal::Empty => {}
+                    }
+                }
+                if !retry {
+                    return None;
+                }
+            }
+        })
+    }
+
+    /// Whether any queue holds a task.
+    fn any_ready(&self) -> bool {
+        !self.injector.is_empty() || read(&self.stealers).iter().any(|s| !s.is_empty())
     }
 
     /// Counts task `index` out of the live ones, once.
@@ -207,11 +287,10 @@ pub(super) fn start(
     hold_limit: Duration,
 ) -> Result<Pool, std::io::Error> {
     let shared = Arc::new(Shared {
-        queue: Mutex::new(Ready {
-            tasks: VecDeque::new(),
-            live: tasks.len(),
-            idle: 0,
-        }),
+        injector: Injector::new(),
+        stealers: RwLock::new(Vec::new()),
+        idle: AtomicUsize::new(0),
+        queue: Mutex::new(Ready { live: tasks.len() }),
         cv: Condvar::new(),
         ended: Condvar::new(),
         names: tasks.iter().map(|(id, n, _)| (*id, n.clone())).collect(),
@@ -315,37 +394,50 @@ fn watch(rt: &Arc<Runtime>, shared: &Arc<Shared>, limit: Duration) {
 /// Times an idle worker looks for a ready task before it sleeps.
 const IDLE_LOOKS: u32 = 32;
 
+/// Every this many polls a worker looks at the shared queue before its own,
+/// so that tasks woken from outside the pool run even while the workers'
+/// own queues never empty (tasks that are always ready).
+const SHARED_EVERY: u64 = 61;
+
 /// One worker: polls ready tasks until every task has ended.
 fn work(rt: &Runtime, shared: &Shared, slot: &Slot) {
     WORKER.with(|w| w.set(true));
+    let local = Local::new_fifo();
+    lock_write(&shared.stealers).push(local.stealer());
+    LOCAL.with(|l| *l.borrow_mut() = Some((shared.id(), local)));
     let mut polls = 0u64;
     loop {
-        let task = {
-            let mut q = lock(&shared.queue);
-            let mut looks = 0;
-            loop {
-                if let Some(t) = q.tasks.pop_front() {
-                    break t;
-                }
-                if q.live == 0 {
-                    // A wake after a task's end may have queued it again:
-                    // let go of it (the task holds the pool).
-                    q.tasks.clear();
-                    return;
-                }
-                // A hand-over is usually microseconds away: look again a
-                // few times, giving the core up in between, before sleeping.
-                if looks < IDLE_LOOKS {
-                    looks += 1;
-                    drop(q);
-                    std::thread::yield_now();
-                    q = lock(&shared.queue);
-                    continue;
-                }
-                q.idle += 1;
-                q = shared.cv.wait(q).unwrap_or_else(PoisonError::into_inner);
-                q.idle -= 1;
+        let mut looks = 0;
+        let task = loop {
+            if let Some(t) = shared.next_task(polls / 2 % SHARED_EVERY == 0) {
+                break t;
             }
+            // A hand-over is usually microseconds away: look again a few
+            // times, giving the core up in between, before sleeping.
+            if looks < IDLE_LOOKS {
+                looks += 1;
+                std::thread::yield_now();
+                continue;
+            }
+            let q = lock(&shared.queue);
+            if q.live == 0 {
+                // A wake after a task's end may have queued it again: let
+                // go of it (the task holds the pool).
+                if let Some((_, local)) = LOCAL.with(|l| l.borrow_mut().take()) {
+                    while local.pop().is_some() {}
+                }
+                while !shared.injector.steal().is_empty() {}
+                return;
+            }
+            shared.idle.fetch_add(1, Ordering::SeqCst);
+            // Pairs with the fence of a push (see `Shared::push`).
+            std::sync::atomic::fence(Ordering::SeqCst);
+            if !shared.any_ready() {
+                drop(shared.cv.wait(q).unwrap_or_else(PoisonError::into_inner));
+            } else {
+                drop(q);
+            }
+            shared.idle.fetch_sub(1, Ordering::SeqCst);
         };
         // Only the worker that took it from the queue polls it: a wake
         // during the poll marks it to be queued again after.
@@ -419,4 +511,9 @@ fn poll(rt: &Runtime, task: &Arc<Task>) -> Option<std::thread::Result<NodeResult
             Err(p)
         }
     })
+}
+
+/// Write-locks ignoring poisoning, as [`lock`].
+fn lock_write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    m.write().unwrap_or_else(PoisonError::into_inner)
 }
