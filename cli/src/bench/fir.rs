@@ -20,14 +20,14 @@ use dmaflow::graph::Graph;
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-use super::harness::{OnBoard, Setup, Spec, Tier, median};
+use super::harness::{OnBoard, Progress, Setup, Spec, Tier, median};
 use super::peers::checksum;
 use super::plot::{LinePlot, XAxis};
 use super::report::{Report, Target, sentence, series_by};
 use super::spread::{Ratio, Spread};
 
 /// `dmaflow bench fir`.
-pub static EXPERIMENT: Spec<Config> = Spec {
+pub static EXPERIMENT: Spec<Config, Measured> = Spec {
     name: "fir",
     board: OnBoard::EmulatorOnly("it measures process networks on this machine, not a DMA device"),
     question: "Overlap-save FIR filter, zero-copy vs manual copy (paper 001).",
@@ -56,9 +56,7 @@ pub static EXPERIMENT: Spec<Config> = Spec {
         paper: "paper 001 ran one thread on a PowerPC 970 and an Opteron; this x86 core has \
                 1 MiB of L2, so the copy is cheaper next to the transforms",
     },
-    ..Spec::new(Config::at, |cfg, progress| {
-        Ok(report(cfg, &run(cfg, progress)?))
-    })
+    ..Spec::new(Config::at, run, report)
 };
 
 /// What to measure.
@@ -905,10 +903,10 @@ fn gnuradio_run(
 /// samples and taps at four points ([`GrPoint`]): each at its default FFT
 /// length, and each at the other's, taking turns round by round; every
 /// output checked against the same [`Reference`].
-pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Measured, Error> {
-    let rows = run_rows(cfg, &mut progress)?;
+pub fn run(cfg: &Config, progress: Progress) -> Result<Measured, Error> {
+    let rows = run_rows(cfg, &mut *progress)?;
     let gnuradio = match cfg.samples >= 1 << 20 && super::peers::gnuradio_here() {
-        true => run_gnuradio(cfg, &mut progress)?,
+        true => run_gnuradio(cfg, progress)?,
         false => Vec::new(),
     };
     Ok(Measured { rows, gnuradio })

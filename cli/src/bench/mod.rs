@@ -98,7 +98,7 @@ mod on_boards {
                     memory: MemoryModel::NonCoherent,
                     ..Setup::TINY
                 });
-                let rows = $m::run(&cfg, |_| {}).unwrap();
+                let rows = $m::run(&cfg, &mut |_| {}).unwrap();
                 let json = $m::report(&cfg, &rows).json;
                 let rows = json["rows"].as_array().cloned().unwrap_or_default();
                 assert!(!rows.is_empty(), stringify!($m));

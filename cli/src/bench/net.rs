@@ -37,13 +37,13 @@ use dmaflow::graph::Graph;
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-use super::harness::{OnBoard, Setup, Spec, Tier, bytes_label, median};
+use super::harness::{OnBoard, Progress, Setup, Spec, Tier, bytes_label, median};
 use super::peers::{Peer, ScratchDir, first_of_each, gnuradio_here, series, tmpfs};
 use super::report::{Report, Target};
 use super::spread::{Ratio, Spread, in_turns};
 
 /// `dmaflow bench net`.
-pub static EXPERIMENT: Spec<Config> = Spec {
+pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
     name: "net",
     board: OnBoard::EmulatorOnly("it measures network edges on this machine, not a DMA device"),
     question: "A dmaflow ZeroMQ edge between two processes against bare PUSH/PULL.",
@@ -66,9 +66,7 @@ pub static EXPERIMENT: Spec<Config> = Spec {
         paper: "gr-zeromq over loopback TCP on one two-core machine, every process sharing \
                 the two cores",
     },
-    ..Spec::new(Config::at, |cfg, progress| {
-        Ok(report(cfg, &run(cfg, progress)?))
-    })
+    ..Spec::new(Config::at, run, report)
 };
 
 /// The experiment's size.
@@ -702,7 +700,7 @@ fn parse_received(line: &str) -> Option<Received> {
 }
 
 /// Runs the experiment.
-pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>, Error> {
+pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
     let mut rows = Vec::new();
     let points = points();
     let with_gnuradio = points.contains(&Point::Gnuradio);

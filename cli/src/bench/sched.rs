@@ -33,7 +33,7 @@ use serde_json::json;
 use super::conditions::Conditions;
 use super::error::Error;
 use super::harness::table;
-use super::harness::{OnBoard, Setup, Spec};
+use super::harness::{OnBoard, Progress, Setup, Spec};
 use super::report::{Report, Target, sentence};
 use super::spread::{Ratio, Spread, in_turns};
 use dmaflow::dsp::fir::{self, Mode, OverlapSave};
@@ -640,7 +640,7 @@ pub struct Measured {
 }
 
 /// Runs the experiment.
-pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Measured, Error> {
+pub fn run(cfg: &Config, progress: Progress) -> Result<Measured, Error> {
     let taps = taps();
     let dir = super::peers::ScratchDir::new("dmaflow-sched")?;
     let taps_path = dir.path().join("taps.f32");
@@ -946,7 +946,7 @@ pub fn report(cfg: &Config, m: &Measured) -> Report {
 }
 
 /// `dmaflow bench sched`.
-pub static EXPERIMENT: Spec<Config> = Spec {
+pub static EXPERIMENT: Spec<Config, Measured> = Spec {
     name: "sched",
     board: OnBoard::EmulatorOnly("it measures process networks on this machine, not a DMA device"),
     question: "The pipes x stages flowgraph of the SDR scheduler studies: dmaflow's graph \
@@ -974,7 +974,7 @@ pub static EXPERIMENT: Spec<Config> = Spec {
                 items per call as there, and plain copies; here on a VM's two cores, there \
                 many)",
     },
-    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
+    ..Spec::new(Config::at, run, report)
 };
 
 #[cfg(test)]
