@@ -35,7 +35,7 @@ use super::error::Error;
 use super::harness::table;
 use super::harness::{OnBoard, Progress, Setup, Spec};
 use super::report::{Report, Target, sentence};
-use super::spread::{Ratio, Spread, in_turns};
+use super::spread::{Ratio, Spread, Timed, in_turns};
 use dmaflow::dsp::fir::{self, Mode, OverlapSave};
 use dmaflow::graph::{Graph, Input, NodeResult, Output};
 use dmaflow::platform::cpu::process_cpu_time;
@@ -295,10 +295,8 @@ pub struct Row {
     pub pipes: usize,
     /// Samples per pipe into the head.
     pub samples: u64,
-    /// Seconds per round.
-    pub seconds: Vec<f64>,
-    /// Process CPU seconds per round.
-    pub cpu_seconds: Vec<f64>,
+    /// Seconds and process CPU seconds per round.
+    pub timed: Timed,
     /// Items each sink took (the last round).
     pub sink_items: Vec<u64>,
 }
@@ -307,7 +305,7 @@ impl Row {
     /// Samples per second through all pipes, per round.
     pub fn rates(&self) -> Vec<f64> {
         let total = (self.pipes as u64 * self.samples) as f64;
-        self.seconds.iter().map(|s| total / s).collect()
+        self.timed.rates(total)
     }
 
     /// Samples per second per busy core (median rate over [`Row::cores`]).
@@ -317,13 +315,7 @@ impl Row {
 
     /// Cores kept busy: CPU seconds over wall seconds, median.
     pub fn cores(&self) -> f64 {
-        let v: Vec<f64> = self
-            .cpu_seconds
-            .iter()
-            .zip(&self.seconds)
-            .map(|(c, s)| c / s)
-            .collect();
-        Spread::of(&v).median
+        Spread::of(&self.timed.busy()).median
     }
 }
 
@@ -758,8 +750,10 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Measured, Error> {
                     stages,
                     pipes: cfg.pipes,
                     samples: n,
-                    seconds: ss.iter().map(|s| s.seconds).collect(),
-                    cpu_seconds: ss.iter().map(|s| s.cpu_seconds).collect(),
+                    timed: Timed {
+                        seconds: ss.iter().map(|s| s.seconds).collect(),
+                        cpu: ss.iter().map(|s| s.cpu_seconds).collect(),
+                    },
                     sink_items: ss.last().map(|s| s.sink_items.clone()).unwrap_or_default(),
                 });
             }
@@ -933,8 +927,8 @@ pub fn report(cfg: &Config, m: &Measured) -> Report {
                     "stages": r.stages,
                     "pipes": r.pipes,
                     "samples_per_pipe": r.samples,
-                    "seconds": r.seconds,
-                    "cpu_seconds": r.cpu_seconds,
+                    "seconds": r.timed.seconds,
+                    "cpu_seconds": r.timed.cpu,
                     "samples_per_s": Spread::of(&r.rates()).json(),
                     "cores_busy": r.cores(),
                     "sink_items": r.sink_items,
@@ -991,7 +985,7 @@ mod tests {
             let (least, most) = r.runtime.expected(r.block, r.samples, r.stages);
             assert_eq!(least, most, "{r:?}");
             assert_eq!(r.sink_items, vec![least; r.pipes], "{r:?}");
-            assert!(r.seconds[0] > 0.0);
+            assert!(r.timed.seconds[0] > 0.0);
         }
         let rep = report(&cfg, &m);
         assert!(rep.text.contains("not measured: FutureSDR"), "{}", rep.text);
