@@ -28,11 +28,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
-
+use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-use super::harness::table;
 use super::harness::{OnBoard, Progress, Setup, Spec};
 use super::report::{Report, Target, sentence};
 use super::spread::{Ratio, Spread, Timed, in_turns};
@@ -774,55 +772,59 @@ fn ratio(rows: &[Row], me: Runtime, peer: Runtime, block: Block, stages: usize) 
     Some(Ratio::of(&a.rates(), &b.rates()))
 }
 
+/// The rows' columns: the table and the JSON keys.
+fn columns(rows: &[Row]) -> Columns<'_, Row> {
+    let vs = move |r: &Row, peer| {
+        if !matches!(r.runtime, Runtime::DmaflowTasks | Runtime::DmaflowDirect) {
+            return String::new();
+        }
+        ratio(rows, r.runtime, peer, r.block, r.stages)
+            .map_or(String::new(), |x| x.text_with_verdict())
+    };
+    let rates = |r: &Row| Spread::of(&r.rates());
+    Columns::new()
+        .plain("block", "block", |r: &Row| r.block.name())
+        .plain("stages", "stages", |r| r.stages)
+        .plain("runtime", "runtime", |r| r.runtime.name())
+        .plain("FIR algorithm", "fir_algorithm", |r| {
+            r.runtime.algorithm(r.block)
+        })
+        .col(
+            "M samples/s",
+            "samples_per_s",
+            move |r| format!("{:.0}", rates(r).median / 1e6),
+            move |r| rates(r).json(),
+        )
+        .shown("range", move |r| {
+            let s = rates(r);
+            format!("{:.0}..{:.0}", s.min / 1e6, s.max / 1e6)
+        })
+        .fixed("cores busy", "cores_busy", 2, Row::cores)
+        .col(
+            "M/s per busy core",
+            "samples_per_s_per_busy_core",
+            |r| format!("{:.0}", r.per_core() / 1e6),
+            Row::per_core,
+        )
+        .shown("tasks vs FutureSDR", move |r| vs(r, Runtime::FutureSdr))
+        .shown("tasks vs GNU Radio", move |r| vs(r, Runtime::GnuRadio))
+        .shown("tasks vs GNU Radio FFT", move |r| match r.block {
+            Block::Fir => vs(r, Runtime::GnuRadioFft),
+            _ => String::new(),
+        })
+        .kept("does", |r| r.runtime.does(r.block))
+        .kept("pipes", |r| r.pipes)
+        .kept("samples_per_pipe", |r| r.samples)
+        .kept("seconds", |r| r.timed.seconds.clone())
+        .kept("cpu_seconds", |r| r.timed.cpu.clone())
+        .kept("sink_items", |r| r.sink_items.clone())
+}
+
 /// The report.
 pub fn report(cfg: &Config, m: &Measured) -> Report {
     let rows = &m.rows;
-    let cells: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            let s = Spread::of(&r.rates());
-            let vs = |peer| {
-                if !matches!(r.runtime, Runtime::DmaflowTasks | Runtime::DmaflowDirect) {
-                    return String::new();
-                }
-                ratio(rows, r.runtime, peer, r.block, r.stages)
-                    .map_or(String::new(), |x| x.text_with_verdict())
-            };
-            vec![
-                r.block.name().to_string(),
-                r.stages.to_string(),
-                r.runtime.name().to_string(),
-                r.runtime.algorithm(r.block).to_string(),
-                format!("{:.0}", s.median / 1e6),
-                format!("{:.0}..{:.0}", s.min / 1e6, s.max / 1e6),
-                format!("{:.2}", r.cores()),
-                format!("{:.0}", r.per_core() / 1e6),
-                vs(Runtime::FutureSdr),
-                vs(Runtime::GnuRadio),
-                if r.block == Block::Fir {
-                    vs(Runtime::GnuRadioFft)
-                } else {
-                    String::new()
-                },
-            ]
-        })
-        .collect();
-    let mut text = table(
-        &[
-            "block",
-            "stages",
-            "runtime",
-            "FIR algorithm",
-            "M samples/s",
-            "range",
-            "cores busy",
-            "M/s per busy core",
-            "tasks vs FutureSDR",
-            "tasks vs GNU Radio",
-            "tasks vs GNU Radio FFT",
-        ],
-        &cells,
-    );
+    let columns = columns(rows);
+    let mut text = columns.table(rows);
     for s in &m.skipped {
         text += &format!("not measured: {s}\n");
     }
@@ -877,7 +879,6 @@ pub fn report(cfg: &Config, m: &Measured) -> Report {
             }
         }
     }
-    text += &Target::lines(&targets);
     let clauses: Vec<String> = [Block::Copy, Block::Rand, Block::Fir]
         .iter()
         .filter_map(|&b| {
@@ -897,46 +898,23 @@ pub fn report(cfg: &Config, m: &Measured) -> Report {
         })
         .collect();
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    Report {
-        experiment: "sched",
-        heading: format!(
-            "sched: {} pipes x stages, null source -> head({} copy / {} random copy / {} FIR \
-             samples) -> stages \
-             -> null sink, f32; {} rounds, runtimes taking turns; {cores} cores; each runtime \
-             with its own blocks, every block taking per call what is readable and free, and \
-             64 KiB buffers everywhere (dmaflow's default queues, FutureSDR with \
-             FUTURESDR_BUFFER_SIZE=65536 as its perf flowgraphs set it, GNU Radio's default 2 x \
-             32 KiB); M samples/s through all pipes; cores busy = process CPU time over wall \
-             time; targets on the median ratio of the rounds",
-            cfg.pipes, cfg.copy_samples, cfg.rand_samples, cfg.fir_samples, cfg.rounds
-        ),
-        answer: sentence(&clauses),
-        text,
-        targets,
-        json: json!({
-            "experiment": "sched",
-            "pipes": cfg.pipes,
-            "skipped": m.skipped,
-            "rows": rows.iter().map(|r| {
-                json!({
-                    "runtime": r.runtime.name(),
-                    "does": r.runtime.does(r.block),
-                    "fir_algorithm": r.runtime.algorithm(r.block),
-                    "samples_per_s_per_busy_core": r.per_core(),
-                    "block": r.block.name(),
-                    "stages": r.stages,
-                    "pipes": r.pipes,
-                    "samples_per_pipe": r.samples,
-                    "seconds": r.timed.seconds,
-                    "cpu_seconds": r.timed.cpu,
-                    "samples_per_s": Spread::of(&r.rates()).json(),
-                    "cores_busy": r.cores(),
-                    "sink_items": r.sink_items,
-                })
-            }).collect::<Vec<_>>(),
-        }),
-        plots: Vec::new(),
-    }
+    let heading = format!(
+        "sched: {} pipes x stages, null source -> head({} copy / {} random copy / {} FIR \
+         samples) -> stages \
+         -> null sink, f32; {} rounds, runtimes taking turns; {cores} cores; each runtime \
+         with its own blocks, every block taking per call what is readable and free, and \
+         64 KiB buffers everywhere (dmaflow's default queues, FutureSDR with \
+         FUTURESDR_BUFFER_SIZE=65536 as its perf flowgraphs set it, GNU Radio's default 2 x \
+         32 KiB); M samples/s through all pipes; cores busy = process CPU time over wall \
+         time; targets on the median ratio of the rounds",
+        cfg.pipes, cfg.copy_samples, cfg.rand_samples, cfg.fir_samples, cfg.rounds
+    );
+    Report::of("sched", heading, &columns, rows)
+        .text(text)
+        .answer(sentence(&clauses))
+        .targets(targets)
+        .kept("pipes", cfg.pipes)
+        .kept("skipped", m.skipped.clone())
 }
 
 /// `dmaflow bench sched`.
