@@ -23,7 +23,7 @@ use super::error::Error;
 use super::harness::{OnBoard, Progress, Setup, Spec, bytes_label, ms_label};
 use super::meter::{Meter, Tally};
 use super::peers::{check, mark};
-use super::report::{Report, Target, sentence, series_by};
+use super::report::{Report, Target, per_mode, sentence, series_by};
 use super::spread::{Spread, in_turns};
 
 /// `dmaflow bench contention`.
@@ -261,22 +261,18 @@ pub fn answer(rows: &[Row]) -> String {
     let clauses: Vec<String> = sizes
         .iter()
         .map(|&b| {
-            let modes: Vec<String> = ["poll", "yield", "irq", "proxy"]
-                .iter()
-                .filter_map(|&c| {
-                    find(rows, c, b).map(|r| {
-                        format!(
-                            "{c} {:.0} % ({:.1} us/transfer)",
-                            100.0 * r.app_share.median,
-                            r.transfer_us.median
-                        )
-                    })
+            let modes = per_mode(|c| {
+                find(rows, c, b).map(|r| {
+                    format!(
+                        "{c} {:.0} % ({:.1} us/transfer)",
+                        100.0 * r.app_share.median,
+                        r.transfer_us.median
+                    )
                 })
-                .collect();
+            });
             format!(
-                "with {} transfers on its core the application keeps {}",
+                "with {} transfers on its core the application keeps {modes}",
                 bytes_label(b),
-                modes.join(", ")
             )
         })
         .collect();

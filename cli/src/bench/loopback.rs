@@ -22,7 +22,7 @@ use super::harness::{OnBoard, OnGpu, Progress, Setup, Spec, Tables, Tier, bytes_
 use super::meter::{Meter, Tally};
 use super::on_board::Mode;
 use super::plot::{LinePlot, XAxis};
-use super::report::{Report, Target, sentence, series_by};
+use super::report::{Report, Target, per_mode, sentence, series_by};
 use super::spread::{Spread, in_turns};
 
 /// `dmaflow bench loopback`.
@@ -490,24 +490,21 @@ pub fn answer(rows: &[Row]) -> String {
         rows.iter().map(|r| r.bytes).min()
     };
     if let Some(small) = small {
-        let modes: Vec<String> = ["poll", "yield", "irq", "proxy"]
-            .iter()
-            .filter_map(|&c| {
-                point(rows, c, small).map(|r| {
-                    format!(
-                        "{c} +{:.1} us ({:.1} us CPU)",
-                        r.overhead_us(),
-                        r.cost.cpu_us()
-                    )
-                })
+        let modes = per_mode(|c| {
+            point(rows, c, small).map(|r| {
+                format!(
+                    "{c} +{:.1} us ({:.1} us CPU)",
+                    r.overhead_us(),
+                    r.cost.cpu_us()
+                )
             })
-            .collect();
+        });
         if let Some(model) = point(rows, "poll", small).map(|r| r.model_us) {
             clauses.push(format!(
-                "a {} two-way transfer needs {:.2} us on the modelled device; software adds {}",
+                "a {} two-way transfer needs {:.2} us on the modelled device; software adds \
+                 {modes}",
                 bytes_label(small),
                 model,
-                modes.join(", ")
             ));
         }
     }
