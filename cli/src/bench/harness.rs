@@ -4,7 +4,6 @@
 //! the helpers its tables share. `bench/mod.rs` holds the registry.
 
 use std::borrow::Borrow;
-use std::fmt::Write as _;
 
 use dmaflow::platform::MemoryModel;
 use dmaflow::sim::{Clock, Profile};
@@ -48,31 +47,6 @@ pub fn on_board(heading: String, model: MemoryModel) -> String {
 /// `NaN` for an empty set.
 pub fn median(samples: &[f64]) -> f64 {
     spread::Spread::of(samples).median
-}
-
-/// Renders rows as a text table with right-aligned columns.
-pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.len());
-        }
-    }
-    let mut out = String::new();
-    let line = |out: &mut String, cells: &mut dyn Iterator<Item = &str>| {
-        let parts: Vec<String> = cells
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:>w$}"))
-            .collect();
-        let _ = writeln!(out, "{}", parts.join("  ").trim_end());
-    };
-    line(&mut out, &mut headers.iter().copied());
-    let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
-    let _ = writeln!(out, "{}", rule.join("  "));
-    for row in rows {
-        line(&mut out, &mut row.iter().map(String::as_str));
-    }
-    out
 }
 
 /// A duration in whole milliseconds: `150 ms`.
@@ -356,15 +330,6 @@ mod tests {
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
         assert!(median(&[]).is_nan());
-    }
-
-    #[test]
-    fn table_aligns_columns() {
-        let t = table(&["a", "bbb"], &[vec!["xx".into(), "y".into()]]);
-        let lines: Vec<&str> = t.lines().collect();
-        assert_eq!(lines[0], " a  bbb");
-        assert_eq!(lines[1], "--  ---");
-        assert_eq!(lines[2], "xx    y");
     }
 
     #[test]

@@ -19,7 +19,7 @@ pub mod spread;
 pub use dmaflow::rig::{Rig, SimEngine, policy_for};
 pub use error::Error;
 pub use harness::{
-    Experiment, Setup, Tier, bytes_label, median, ms_label, on_board, placement_here, table,
+    Experiment, Setup, Tier, bytes_label, median, ms_label, on_board, placement_here,
 };
 
 /// The registry: declares each experiment's module and lists its
