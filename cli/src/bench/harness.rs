@@ -86,17 +86,6 @@ pub enum Tier {
     Tiny,
 }
 
-impl Tier {
-    /// The size of this tier among an experiment's three.
-    pub fn pick<C>(self, full: fn() -> C, quick: fn() -> C, tiny: fn() -> C) -> C {
-        match self {
-            Tier::Full => full(),
-            Tier::Quick => quick(),
-            Tier::Tiny => tiny(),
-        }
-    }
-}
-
 /// Which of the GPU experiment's tables run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tables {

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-use super::harness::{OnBoard, Progress, Setup, Spec};
+use super::harness::{OnBoard, Progress, Setup, Spec, Tier};
 use super::report::{Report, Target, sentence};
 use super::spread::{Ratio, Spread, Timed, in_turns};
 use dmaflow::dsp::fir::{self, Mode, OverlapSave};
@@ -64,14 +64,11 @@ pub struct Config {
 }
 
 impl Config {
-    /// The size `setup` asks for.
+    /// The size `setup` asks for: the full run, or the quick one made from
+    /// it (FutureSDR only if already built), or the tiny one for tests
+    /// (dmaflow alone).
     pub fn at(setup: &Setup) -> Self {
-        setup.tier.pick(Self::full, Self::quick, Self::tiny)
-    }
-
-    /// The full run.
-    pub fn full() -> Self {
-        Config {
+        let full = Config {
             pipes: 4,
             stages: vec![1, 2, 5, 10, 20],
             // Copies through 64 KiB buffers run at several G samples/s: 50 M
@@ -82,33 +79,28 @@ impl Config {
             rounds: 5,
             peers: true,
             build_futuresdr: true,
-        }
-    }
-
-    /// A shorter run (FutureSDR only if already built).
-    pub fn quick() -> Self {
-        Config {
-            stages: vec![1, 5, 20],
-            copy_samples: 20_000_000,
-            rand_samples: 2_000_000,
-            fir_samples: 500_000,
-            rounds: 3,
-            build_futuresdr: false,
-            ..Self::full()
-        }
-    }
-
-    /// A tiny run for tests: dmaflow alone.
-    pub fn tiny() -> Self {
-        Config {
-            pipes: 2,
-            stages: vec![1, 3],
-            copy_samples: 100_000,
-            rand_samples: 100_000,
-            fir_samples: 20_000,
-            rounds: 1,
-            peers: false,
-            build_futuresdr: false,
+        };
+        match setup.tier {
+            Tier::Full => full,
+            Tier::Quick => Config {
+                stages: vec![1, 5, 20],
+                copy_samples: 20_000_000,
+                rand_samples: 2_000_000,
+                fir_samples: 500_000,
+                rounds: 3,
+                build_futuresdr: false,
+                ..full
+            },
+            Tier::Tiny => Config {
+                pipes: 2,
+                stages: vec![1, 3],
+                copy_samples: 100_000,
+                rand_samples: 100_000,
+                fir_samples: 20_000,
+                rounds: 1,
+                peers: false,
+                build_futuresdr: false,
+            },
         }
     }
 
@@ -955,7 +947,7 @@ mod tests {
 
     #[test]
     fn every_sink_takes_every_sample_on_both_runtimes() {
-        let cfg = Config::tiny();
+        let cfg = Config::at(&Setup::TINY);
         let m = run(&cfg, &mut |_| {}).unwrap();
         // Copies, random copies and FIR on both runtimes, FIR in direct form too.
         assert_eq!(m.rows.len(), 3 * 2 * 2 + 2);
