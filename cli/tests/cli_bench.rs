@@ -157,7 +157,7 @@ fn the_cross_process_row_reads_every_item_in_another_process() {
     };
     // Every row's checksum is verified inside `run`: the child process
     // summed every item the writer here wrote.
-    let rows = run(&cfg, |_| {}).unwrap();
+    let rows = run(&cfg, &mut |_| {}).unwrap();
     let across: Vec<_> = rows
         .iter()
         .filter(|r| r.implementation == "dmaflow-process")

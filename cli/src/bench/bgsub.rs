@@ -16,7 +16,7 @@ use dmaflow::sim::Clock;
 use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
 use super::error::Error;
-use super::harness::{OnBoard, OnGpu, Setup, Spec, Tables, Tier, median, on_board};
+use super::harness::{OnBoard, OnGpu, Progress, Setup, Spec, Tables, Tier, median, on_board};
 use super::meter::{Meter, Tally};
 use super::report::{Report, Target, sentence};
 
@@ -24,7 +24,7 @@ use super::report::{Report, Target, sentence};
 pub const FABRIC: Clock = super::harness::PAPER_000_FABRIC;
 
 /// `dmaflow bench bgsub`.
-pub static EXPERIMENT: Spec<Config> = Spec {
+pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
     name: "bgsub",
     on_gpu: Some(OnGpu::Gpu(Tables::KERNELS)),
     board: OnBoard::EmulatorOnly(
@@ -45,7 +45,7 @@ pub static EXPERIMENT: Spec<Config> = Spec {
                 this host",
         paper: USER_X86,
     },
-    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
+    ..Spec::new(Config::at, run, report)
 };
 
 /// What to measure.
@@ -127,7 +127,7 @@ impl Row {
 }
 
 /// Runs both devices on the same synthetic video.
-pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
+pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
     let p = Params::new(cfg.width, cfg.height, 25, true).map_err(Error::peer("bgsub"))?;
     let n = p.frame_bytes();
     let video = synthetic_frames(&p, cfg.frames, 7);
@@ -292,7 +292,7 @@ mod tests {
     #[test]
     fn tiny_run_verifies_every_frame_and_is_consistent() {
         let t0 = std::time::Instant::now();
-        let rows = run(&Config::at(&Setup::TINY), |_| {}).unwrap();
+        let rows = run(&Config::at(&Setup::TINY), &mut |_| {}).unwrap();
         let elapsed = t0.elapsed().as_secs_f64();
         assert_eq!(rows.len(), 2);
         for r in &rows {

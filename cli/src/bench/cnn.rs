@@ -21,7 +21,7 @@ use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
 use super::dma::{proxy, rig};
 use super::error::Error;
-use super::harness::{NO_GPU, OnBoard, OnGpu, Setup, Spec, Tier, median, on_board};
+use super::harness::{NO_GPU, OnBoard, OnGpu, Progress, Setup, Spec, Tier, median, on_board};
 use super::meter::{Cost, Meter, Tally};
 use super::plot::{LinePlot, XAxis};
 use super::report::{Report, sentence, series_by};
@@ -31,7 +31,7 @@ use super::spread::{Spread, in_turns};
 pub const FABRIC: Clock = dmaflow::sim::Profile::ZYNQ7000.port;
 
 /// `dmaflow bench cnn`.
-pub static EXPERIMENT: Spec<Config> = Spec {
+pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
     name: "cnn",
     on_gpu: Some(OnGpu::Itself),
     board: OnBoard::EmulatorOnly(
@@ -53,7 +53,7 @@ pub static EXPERIMENT: Spec<Config> = Spec {
                 per cycle at an assumed 100 MHz; TX us/byte restates 1 / the link rate",
         paper: USER_X86,
     },
-    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
+    ..Spec::new(Config::at, run, report)
 };
 
 /// What to measure.
@@ -244,7 +244,7 @@ fn frames(
 }
 
 /// Runs the network for every completion mode.
-pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
+pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
     let net: Vec<Layer> = roshambo(2017)
         .into_iter()
         .take(cfg.layers.clamp(1, 5))
@@ -272,7 +272,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
         .collect();
     let largest = sizes.iter().map(|&(t, r)| t.max(r)).max().unwrap_or(0);
     if let Some(n) = cfg.device {
-        let measured = on_gpu(cfg, n, &net, &reference, largest, &mut progress)?;
+        let measured = on_gpu(cfg, n, &net, &reference, largest, &mut *progress)?;
         return Ok(rows_of(measured, &sizes, |_| None));
     }
     let measured = in_rounds(cfg, &Completion::ALL, "fabric", |m, frames_now, round| {
@@ -329,7 +329,7 @@ fn on_gpu(
     net: &[Layer],
     reference: &[Vec<i16>],
     largest: usize,
-    progress: &mut impl FnMut(&str),
+    progress: Progress,
 ) -> Result<Vec<Measured>, Error> {
     use dmaflow::gpu::{Gpu, GpuEngine, HostBuf, HostKind, Kernels};
     use dmaflow::platform::cpu::process_cpu_time;
@@ -575,7 +575,7 @@ mod tests {
 
     #[test]
     fn tiny_run_matches_the_reference_in_every_mode() {
-        let rows = run(&Config::at(&Setup::TINY), |_| {}).unwrap();
+        let rows = run(&Config::at(&Setup::TINY), &mut |_| {}).unwrap();
         assert_eq!(rows.len(), 4 * 2);
         for r in &rows {
             assert!(r.verified, "{r:?}");

@@ -4,10 +4,9 @@
 
 use serde_json::{Map, Value};
 
-use std::fmt::Display;
+use std::fmt::{Display, Write as _};
 use std::rc::Rc;
 
-use super::harness::table;
 use super::spread::Spread;
 
 /// How a row gives a column's cell (the table) and its value (the JSON).
@@ -232,9 +231,43 @@ impl<'a, R> Columns<'a, R> {
     }
 }
 
+/// Renders rows as a text table with right-aligned columns.
+fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    let mut out = String::new();
+    let line = |out: &mut String, cells: &mut dyn Iterator<Item = &str>| {
+        let parts: Vec<String> = cells
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:>w$}"))
+            .collect();
+        let _ = writeln!(out, "{}", parts.join("  ").trim_end());
+    };
+    line(&mut out, &mut headers.iter().copied());
+    let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+    let _ = writeln!(out, "{}", rule.join("  "));
+    for row in rows {
+        line(&mut out, &mut row.iter().map(String::as_str));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn table_aligns_columns() {
+        let t = table(&["a", "bbb"], &[vec!["xx".into(), "y".into()]]);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[0], " a  bbb");
+        assert_eq!(lines[1], "--  ---");
+        assert_eq!(lines[2], "xx    y");
+    }
 
     #[test]
     fn one_list_gives_the_table_and_the_json() {

@@ -20,14 +20,14 @@ use super::beside;
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-use super::harness::{OnBoard, Setup, Spec, bytes_label, ms_label};
+use super::harness::{OnBoard, Progress, Setup, Spec, bytes_label, ms_label};
 use super::meter::{Meter, Tally};
 use super::peers::{check, mark};
-use super::report::{Report, Target, sentence, series_by};
+use super::report::{Report, Target, per_mode, sentence, series_by};
 use super::spread::{Spread, in_turns};
 
 /// `dmaflow bench contention`.
-pub static EXPERIMENT: Spec<Config> = Spec {
+pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
     name: "contention",
     board: OnBoard::EmulatorOnly("it sets the emulated link's clock and engines"),
     question: "What each completion mode leaves an application sharing the driver's core.",
@@ -45,7 +45,7 @@ pub static EXPERIMENT: Spec<Config> = Spec {
                 the application, not the papers' memory-bandwidth contention (that is \
                 `memory`)",
     },
-    ..Spec::new(config, |c, progress| Ok(report(c, &run(c, progress)?)))
+    ..Spec::new(config, run, report)
 };
 
 /// What to measure: the sizes, each point's time and the rounds.
@@ -107,7 +107,7 @@ fn round_of(
     cfg: &Config,
     mode: Completion,
     round: usize,
-    progress: &mut impl FnMut(&str),
+    progress: Progress,
 ) -> Result<Vec<Sample>, Error> {
     let name = mode.name();
     // The driver and the application share one core.
@@ -164,7 +164,7 @@ fn round_of(
 
 /// Runs every mode and size in `cfg.rounds` rounds, the modes' order
 /// reversed every other round.
-pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
+pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
     let modes = Completion::ALL;
     // samples[mode][size] over the rounds.
     let mut samples: Vec<Vec<Vec<Sample>>> = modes
@@ -172,7 +172,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
         .map(|_| cfg.sizes.iter().map(|_| Vec::new()).collect())
         .collect();
     in_turns(modes.len(), cfg.rounds, |m, round| {
-        for (k, s) in round_of(cfg, modes[m], round, &mut progress)?
+        for (k, s) in round_of(cfg, modes[m], round, &mut *progress)?
             .into_iter()
             .enumerate()
         {
@@ -261,22 +261,18 @@ pub fn answer(rows: &[Row]) -> String {
     let clauses: Vec<String> = sizes
         .iter()
         .map(|&b| {
-            let modes: Vec<String> = ["poll", "yield", "irq", "proxy"]
-                .iter()
-                .filter_map(|&c| {
-                    find(rows, c, b).map(|r| {
-                        format!(
-                            "{c} {:.0} % ({:.1} us/transfer)",
-                            100.0 * r.app_share.median,
-                            r.transfer_us.median
-                        )
-                    })
+            let modes = per_mode(|c| {
+                find(rows, c, b).map(|r| {
+                    format!(
+                        "{c} {:.0} % ({:.1} us/transfer)",
+                        100.0 * r.app_share.median,
+                        r.transfer_us.median
+                    )
                 })
-                .collect();
+            });
             format!(
-                "with {} transfers on its core the application keeps {}",
+                "with {} transfers on its core the application keeps {modes}",
                 bytes_label(b),
-                modes.join(", ")
             )
         })
         .collect();
@@ -316,7 +312,7 @@ mod tests {
 
     #[test]
     fn tiny_run_measures_every_mode_and_size() {
-        let rows = run(&config(&Setup::TINY), |_| {}).unwrap();
+        let rows = run(&config(&Setup::TINY), &mut |_| {}).unwrap();
         assert_eq!(rows.len(), 4 * 2);
         for r in &rows {
             assert!(r.transfers > 0, "{r:?}");

@@ -34,11 +34,11 @@ use super::columns::Columns;
 use super::conditions::Conditions;
 use super::dma::proxy;
 use super::error::Error;
-use super::harness::{OnBoard, Setup, Spec, Tier};
+use super::harness::{OnBoard, Progress, Setup, Spec, Tier};
 use super::report::{Report, Target};
 
 /// `dmaflow bench faults`.
-pub static EXPERIMENT: Spec<Config> = Spec {
+pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
     name: "faults",
     board: OnBoard::EmulatorOnly("it injects faults into the emulated engine"),
     question: "A seeded fault campaign through every safe way of moving data: nothing delivered \
@@ -59,7 +59,7 @@ pub static EXPERIMENT: Spec<Config> = Spec {
         model: "the injected faults",
         paper: "no paper measures this",
     },
-    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
+    ..Spec::new(Config::at, run, report)
 };
 
 /// Campaign settings.
@@ -572,7 +572,7 @@ fn campaign(cfg: &Config, model: MemoryModel, api: &'static str) -> Result<Row, 
 
 /// Runs the campaign: every way of moving data on both boards, each under a
 /// watchdog.
-pub fn run(cfg: &Config, progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
+pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
     // The injected panics are expected: they are not printed.
     type Hook = dyn Fn(&std::panic::PanicHookInfo<'_>) + Send + Sync;
     let previous: Arc<Hook> = Arc::from(std::panic::take_hook());
@@ -726,7 +726,7 @@ mod tests {
     /// the faults are really there (some recovered, some engines lost).
     #[test]
     fn a_small_campaign_finds_nothing_wrong() {
-        let rows = run(&Config::at(&Setup::TINY), |_| {}).unwrap();
+        let rows = run(&Config::at(&Setup::TINY), &mut |_| {}).unwrap();
         assert_eq!(rows.len(), 2 * APIS.len());
         let t = total(&rows);
         assert_eq!(t.bytes_wrong, 0, "{}", render(&rows));

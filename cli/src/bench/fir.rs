@@ -20,14 +20,14 @@ use dmaflow::graph::Graph;
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-use super::harness::{OnBoard, Setup, Spec, Tier, median};
+use super::harness::{OnBoard, Progress, Setup, Spec, Tier, median};
 use super::peers::checksum;
 use super::plot::{LinePlot, XAxis};
 use super::report::{Report, Target, sentence, series_by};
-use super::spread::{Ratio, Spread};
+use super::spread::{Ratio, Spread, Timed};
 
 /// `dmaflow bench fir`.
-pub static EXPERIMENT: Spec<Config> = Spec {
+pub static EXPERIMENT: Spec<Config, Measured> = Spec {
     name: "fir",
     board: OnBoard::EmulatorOnly("it measures process networks on this machine, not a DMA device"),
     question: "Overlap-save FIR filter, zero-copy vs manual copy (paper 001).",
@@ -56,9 +56,7 @@ pub static EXPERIMENT: Spec<Config> = Spec {
         paper: "paper 001 ran one thread on a PowerPC 970 and an Opteron; this x86 core has \
                 1 MiB of L2, so the copy is cheaper next to the transforms",
     },
-    ..Spec::new(Config::at, |cfg, progress| {
-        Ok(report(cfg, &run(cfg, progress)?))
-    })
+    ..Spec::new(Config::at, run, report)
 };
 
 /// What to measure.
@@ -709,10 +707,8 @@ pub struct GrRow {
     pub point: GrPoint,
     /// The FFT length it ran at (GNU Radio's read from its block).
     pub fft_len: usize,
-    /// Seconds per round.
-    pub seconds: Vec<f64>,
-    /// Process CPU seconds per round over the same span.
-    pub cpu: Vec<f64>,
+    /// Seconds and process CPU seconds per round.
+    pub timed: Timed,
     /// Largest error of the checked output samples against the reference,
     /// over the sum of the taps' magnitudes.
     pub max_error: f64,
@@ -725,15 +721,14 @@ pub struct GrRow {
 impl GrRow {
     /// M samples/s per round.
     pub fn msps(&self) -> Vec<f64> {
-        self.seconds
-            .iter()
-            .map(|s| self.samples as f64 / s / 1e6)
-            .collect()
+        let rates = self.timed.rates(self.samples as f64);
+        rates.iter().map(|r| r / 1e6).collect()
     }
 
     /// CPU microseconds per 1000 samples, median of the rounds.
     pub fn cpu_us_per_ksample(&self) -> f64 {
         let v: Vec<f64> = self
+            .timed
             .cpu
             .iter()
             .map(|c| c * 1e9 / self.samples as f64)
@@ -905,10 +900,10 @@ fn gnuradio_run(
 /// samples and taps at four points ([`GrPoint`]): each at its default FFT
 /// length, and each at the other's, taking turns round by round; every
 /// output checked against the same [`Reference`].
-pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Measured, Error> {
-    let rows = run_rows(cfg, &mut progress)?;
+pub fn run(cfg: &Config, progress: Progress) -> Result<Measured, Error> {
+    let rows = run_rows(cfg, &mut *progress)?;
     let gnuradio = match cfg.samples >= 1 << 20 && super::peers::gnuradio_here() {
-        true => run_gnuradio(cfg, &mut progress)?,
+        true => run_gnuradio(cfg, progress)?,
         false => Vec::new(),
     };
     Ok(Measured { rows, gnuradio })
@@ -1003,7 +998,7 @@ pub fn run_gnuradio(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<
                         rows[i].fft_len
                     )));
                 }
-                rows[i].cpu.push(cpu);
+                rows[i].timed.cpu.push(cpu);
                 Ok(t)
             } else {
                 let (t, cpu, err, items) =
@@ -1018,12 +1013,12 @@ pub fn run_gnuradio(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<
                 }
                 rows[i].max_error = rows[i].max_error.max(err);
                 rows[i].items_out = items;
-                rows[i].cpu.push(cpu);
+                rows[i].timed.cpu.push(cpu);
                 Ok(t)
             }
         })?;
         for (row, seconds) in rows.iter_mut().zip(timed) {
-            row.seconds = seconds;
+            row.timed.seconds = seconds;
         }
         out.extend(rows);
     }
@@ -1156,7 +1151,7 @@ fn gr_columns<'a>() -> Columns<'a, GrRow> {
         )
         .kept("items_out", |r| r.items_out)
         .kept("samples", |r| r.samples)
-        .kept("rounds", |r| r.seconds.len())
+        .kept("rounds", |r| r.timed.seconds.len())
 }
 
 /// Where dmaflow's win over GNU Radio comes from: the attribution's columns.
@@ -1218,7 +1213,7 @@ mod tests {
         let g = run_gnuradio(&cfg, &mut |_| {}).unwrap();
         assert_eq!(g.len(), GR_TAPS.len() * GrPoint::ALL.len());
         for r in &g {
-            assert_eq!(r.seconds.len(), 2, "{r:?}");
+            assert_eq!(r.timed.seconds.len(), 2, "{r:?}");
             assert!(r.max_error <= MAX_ERROR, "{r:?}");
         }
         let gr16 = g

@@ -33,12 +33,12 @@ use serde_json::{Value, json};
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-use super::harness::{NO_GPU, OnBoard, OnGpu, Setup, Spec, Tables, Tier, bytes_label};
+use super::harness::{NO_GPU, OnBoard, OnGpu, Progress, Setup, Spec, Tables, Tier, bytes_label};
 use super::report::{Report, Target};
 use super::spread::Spread;
 
 /// `dmaflow bench gpu`.
-pub static EXPERIMENT: Spec<Config> = Spec {
+pub static EXPERIMENT: Spec<Config, Outcome> = Spec {
     name: "gpu",
     on_gpu: Some(OnGpu::Itself),
     board: OnBoard::EmulatorOnly("it runs on a GPU (--device cuda)"),
@@ -70,9 +70,7 @@ pub static EXPERIMENT: Spec<Config> = Spec {
         paper: "the papers' questions on a PCIe GPU instead of a Zynq's AXI DMA: copy \
                 engines for MM2S and S2MM, pinned memory for the DMA buffers",
     },
-    ..Spec::new(Config::at, |cfg, progress| {
-        Ok(report(cfg, &run(cfg, progress)?))
-    })
+    ..Spec::new(Config::at, run, report)
 };
 
 /// The completion modes a GPU is waited on with.
@@ -250,7 +248,7 @@ pub struct Outcome {
 /// Runs the experiment on device `cfg.device`; a machine with no driver or no
 /// device gives an outcome that says so. Asking for a device beyond those present
 /// is an error.
-pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Outcome, Error> {
+pub fn run(cfg: &Config, progress: Progress) -> Result<Outcome, Error> {
     let mut out = Outcome {
         device: Err(String::new()),
         notes: Vec::new(),
@@ -851,7 +849,7 @@ mod tests {
         if dmaflow::gpu::driver::count() > 0 {
             return;
         }
-        let out = run(&Config::at(&Setup::TINY), |_| {}).unwrap();
+        let out = run(&Config::at(&Setup::TINY), &mut |_| {}).unwrap();
         let r = report(&Config::at(&Setup::TINY), &out);
         assert!(r.text.starts_with(NO_GPU), "{}", r.text);
         assert_eq!(r.json["rows"].as_array().map(Vec::len), Some(0));

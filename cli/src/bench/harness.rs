@@ -3,7 +3,7 @@
 //! name, question and conditions, its run to a [`Report`]), its errors, and
 //! the helpers its tables share. `bench/mod.rs` holds the registry.
 
-use std::fmt::Write as _;
+use std::borrow::Borrow;
 
 use dmaflow::platform::MemoryModel;
 use dmaflow::sim::{Clock, Profile};
@@ -49,31 +49,6 @@ pub fn median(samples: &[f64]) -> f64 {
     spread::Spread::of(samples).median
 }
 
-/// Renders rows as a text table with right-aligned columns.
-pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
-    for row in rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.len());
-        }
-    }
-    let mut out = String::new();
-    let line = |out: &mut String, cells: &mut dyn Iterator<Item = &str>| {
-        let parts: Vec<String> = cells
-            .zip(&widths)
-            .map(|(c, w)| format!("{c:>w$}"))
-            .collect();
-        let _ = writeln!(out, "{}", parts.join("  ").trim_end());
-    };
-    line(&mut out, &mut headers.iter().copied());
-    let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
-    let _ = writeln!(out, "{}", rule.join("  "));
-    for row in rows {
-        line(&mut out, &mut row.iter().map(String::as_str));
-    }
-    out
-}
-
 /// A duration in whole milliseconds: `150 ms`.
 pub fn ms_label(d: std::time::Duration) -> String {
     format!("{} ms", d.as_millis())
@@ -109,17 +84,6 @@ pub enum Tier {
     Quick,
     /// The smallest run, for tests (`--tiny`): every table, key and file.
     Tiny,
-}
-
-impl Tier {
-    /// The size of this tier among an experiment's three.
-    pub fn pick<C>(self, full: fn() -> C, quick: fn() -> C, tiny: fn() -> C) -> C {
-        match self {
-            Tier::Full => full(),
-            Tier::Quick => quick(),
-            Tier::Tiny => tiny(),
-        }
-    }
 }
 
 /// Which of the GPU experiment's tables run.
@@ -220,11 +184,11 @@ pub trait Experiment: Sync {
 }
 
 /// An experiment's form with `--board ROOT`.
-pub enum OnBoard<C: 'static> {
+pub enum OnBoard<C: 'static, M: ToOwned + ?Sized + 'static> {
     /// It runs on a real board's AXI DMA, its MM2S stream looped back to its
     /// S2MM, built in this mode, with the same measurement code as on the
-    /// emulated fabric.
-    Runs(Mode, fn(&C, BoardRig, Progress) -> Result<Report, Error>),
+    /// emulated fabric (and the same report of what it measured).
+    Runs(Mode, fn(&C, BoardRig, Progress) -> Result<M::Owned, Error>),
     /// It needs the emulated fabric, for this reason.
     EmulatorOnly(&'static str),
 }
@@ -233,19 +197,21 @@ pub enum OnBoard<C: 'static> {
 pub type Progress<'a> = &'a mut dyn FnMut(&str);
 
 /// An experiment as its file states it: what it says of itself, its sizes
-/// on the run's board, its run and its report. The harness makes it an
-/// [`Experiment`].
-pub struct Spec<C: 'static> {
+/// on the run's board (`C`), its run to what it measured (`M`, owned) and the
+/// report of that. The harness makes it an [`Experiment`].
+pub struct Spec<C: 'static, M: ToOwned + ?Sized + 'static> {
     /// The name on the command line and of its report files.
     pub name: &'static str,
-    /// Measures, and makes the report of what was measured.
-    pub run: fn(&C, Progress) -> Result<Report, Error>,
+    /// Measures.
+    pub run: fn(&C, Progress) -> Result<M::Owned, Error>,
+    /// The report of what was measured.
+    pub report: fn(&C, &M) -> Report,
     /// Another experiment `bench NAME` runs after it.
     pub then: Option<&'static str>,
     /// Its form with `--device cuda:N`.
     pub on_gpu: Option<OnGpu>,
     /// Its form with `--board ROOT`.
-    pub board: OnBoard<C>,
+    pub board: OnBoard<C, M>,
     /// What it asks, one line.
     pub question: &'static str,
     /// The keys of its JSON rows, with what they hold, as `bench --help`
@@ -257,19 +223,21 @@ pub struct Spec<C: 'static> {
     pub conditions: Conditions,
 }
 
-impl<C> Spec<C> {
-    /// The part of a [`Spec`] most experiments share: its configuration at
-    /// the setup's size, its run, nothing run after it, no form with
-    /// `--device`. An experiment's literal states the rest (name, question,
-    /// keys, conditions, board) and takes these with `..Spec::new(..)`; the
-    /// empty texts here are always replaced.
+impl<C, M: ToOwned + ?Sized> Spec<C, M> {
+    /// The part of a [`Spec`] every experiment shares: its configuration at
+    /// the setup's size, its run and its report, nothing run after it, no
+    /// form with `--device`. An experiment's literal states the rest (name,
+    /// question, keys, conditions, board) and takes these with
+    /// `..Spec::new(..)`; the empty texts here are always replaced.
     pub const fn new(
         config: fn(&Setup) -> C,
-        run: fn(&C, Progress) -> Result<Report, Error>,
+        run: fn(&C, Progress) -> Result<M::Owned, Error>,
+        report: fn(&C, &M) -> Report,
     ) -> Self {
         Spec {
             name: "",
             run,
+            report,
             then: None,
             on_gpu: None,
             board: OnBoard::EmulatorOnly(""),
@@ -295,12 +263,16 @@ macro_rules! fields {
     };
 }
 
-impl<C> Experiment for Spec<C> {
+impl<C, M: ToOwned + ?Sized> Experiment for Spec<C, M> {
     fields!(name: &'static str, question: &'static str, conditions: Conditions,
         keys: &'static str, then: Option<&'static str>, on_gpu: Option<OnGpu>);
 
     fn run(&self, setup: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error> {
-        (self.run)(&(self.config)(setup), progress)
+        let config = (self.config)(setup);
+        Ok((self.report)(
+            &config,
+            (self.run)(&config, progress)?.borrow(),
+        ))
     }
 
     fn board_mode(&self) -> Result<Mode, &'static str> {
@@ -317,7 +289,13 @@ impl<C> Experiment for Spec<C> {
         progress: &mut dyn FnMut(&str),
     ) -> Result<Report, Error> {
         match self.board {
-            OnBoard::Runs(_, run) => run(&(self.config)(setup), rig, progress),
+            OnBoard::Runs(_, run) => {
+                let config = (self.config)(setup);
+                Ok((self.report)(
+                    &config,
+                    run(&config, rig, progress)?.borrow(),
+                ))
+            }
             OnBoard::EmulatorOnly(why) => Err(Error::EmulatorOnly(self.name, why)),
         }
     }
@@ -341,15 +319,6 @@ mod tests {
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
         assert!(median(&[]).is_nan());
-    }
-
-    #[test]
-    fn table_aligns_columns() {
-        let t = table(&["a", "bbb"], &[vec!["xx".into(), "y".into()]]);
-        let lines: Vec<&str> = t.lines().collect();
-        assert_eq!(lines[0], " a  bbb");
-        assert_eq!(lines[1], "--  ---");
-        assert_eq!(lines[2], "xx    y");
     }
 
     #[test]

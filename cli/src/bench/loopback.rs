@@ -18,20 +18,18 @@ use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
 use super::dma::{proxy, rig};
 use super::error::Error;
-use super::harness::{OnBoard, OnGpu, Setup, Spec, Tables, Tier, bytes_label, median, on_board};
+use super::harness::{OnBoard, OnGpu, Progress, Setup, Spec, Tables, Tier, bytes_label, median, on_board};
 use super::meter::{Meter, Tally};
 use super::on_board::Mode;
 use super::plot::{LinePlot, XAxis};
-use super::report::{Report, Target, sentence, series_by};
+use super::report::{Report, Target, per_mode, sentence, series_by};
 use super::spread::{Spread, in_turns};
 
 /// `dmaflow bench loopback`.
-pub static EXPERIMENT: Spec<Config> = Spec {
+pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
     name: "loopback",
     on_gpu: Some(OnGpu::Gpu(Tables::MOVED)),
-    board: OnBoard::Runs(Mode::Direct, |cfg, rig, progress| {
-        Ok(report(cfg, &run_on_board(cfg, rig, progress)?))
-    }),
+    board: OnBoard::Runs(Mode::Direct, run_on_board),
     question: "Two-way loopback transfers on the emulated fabric (paper 002).",
     keys: "completion (poll|yield|irq|proxy|bare: the emulator baseline),\n\
           path (zerocopy|copy), over_bare_us (over the baseline),\n\
@@ -55,7 +53,7 @@ pub static EXPERIMENT: Spec<Config> = Spec {
                 fabric) measure: over_bare_us is dmaflow's",
         paper: USER_X86,
     },
-    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
+    ..Spec::new(Config::at, run, report)
 };
 
 /// What to measure.
@@ -226,7 +224,7 @@ fn check(what: &str, seq: u64, len: usize, n: usize, got: &[u8]) -> Result<(), E
 
 /// Runs the sweep; every transfer's data is fresh and checked. With two or more
 /// cores the emulated device runs on a core of its own.
-pub fn run(cfg: &Config, progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
+pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
     let largest = cfg.sizes.iter().copied().max().unwrap_or(0);
     let (mut rig, _placed) = rig(8 * largest, cfg.clock, cfg.memory, Box::new(Loopback))?;
     // The same engine's registers for the emulator baseline.
@@ -241,7 +239,7 @@ pub fn run(cfg: &Config, progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> 
 pub fn run_on_board(
     cfg: &Config,
     board: super::on_board::BoardRig,
-    progress: impl FnMut(&str),
+    progress: Progress,
 ) -> Result<Vec<Row>, Error> {
     measure(cfg, board.engine, &board.registers, |_| 0.0, progress)
 }
@@ -492,24 +490,21 @@ pub fn answer(rows: &[Row]) -> String {
         rows.iter().map(|r| r.bytes).min()
     };
     if let Some(small) = small {
-        let modes: Vec<String> = ["poll", "yield", "irq", "proxy"]
-            .iter()
-            .filter_map(|&c| {
-                point(rows, c, small).map(|r| {
-                    format!(
-                        "{c} +{:.1} us ({:.1} us CPU)",
-                        r.overhead_us(),
-                        r.cost.cpu_us()
-                    )
-                })
+        let modes = per_mode(|c| {
+            point(rows, c, small).map(|r| {
+                format!(
+                    "{c} +{:.1} us ({:.1} us CPU)",
+                    r.overhead_us(),
+                    r.cost.cpu_us()
+                )
             })
-            .collect();
+        });
         if let Some(model) = point(rows, "poll", small).map(|r| r.model_us) {
             clauses.push(format!(
-                "a {} two-way transfer needs {:.2} us on the modelled device; software adds {}",
+                "a {} two-way transfer needs {:.2} us on the modelled device; software adds \
+                 {modes}",
                 bytes_label(small),
                 model,
-                modes.join(", ")
             ));
         }
     }
@@ -626,7 +621,7 @@ mod tests {
     #[test]
     fn tiny_sweep_checks_its_data_and_reports_every_point() {
         let cfg = Config::at(&Setup::TINY);
-        let rows = run(&cfg, |_| {}).unwrap();
+        let rows = run(&cfg, &mut |_| {}).unwrap();
         // 8 B: zerocopy + copy single/double; 4096 B adds blocks of 1 KiB for both;
         // one proxy and one emulator baseline row per size.
         assert_eq!(rows.len(), 3 * 3 + 3 * 5 + 2 + 2);
@@ -674,7 +669,7 @@ mod tests {
             clock: dmaflow::sim::Profile::ZYNQ7000.port,
             ..Config::at(&Setup::TINY)
         };
-        let rows = run(&cfg, |_| {}).unwrap();
+        let rows = run(&cfg, &mut |_| {}).unwrap();
         for r in &rows {
             // 4 KiB at 1200 MB/s is 3.41 us; no transfer beats the device.
             assert!(r.model_us > 3.41, "{r:?}");

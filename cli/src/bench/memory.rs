@@ -27,7 +27,7 @@ use super::beside;
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-use super::harness::{OnBoard, Setup, Spec, bytes_label, clock_label, ms_label};
+use super::harness::{OnBoard, Progress, Setup, Spec, bytes_label, clock_label, ms_label};
 use super::meter::Tally;
 use super::report::{Report, sentence, series_by};
 use super::spread::{Ratio, Spread, in_turns};
@@ -37,7 +37,7 @@ use super::spread::{Ratio, Spread, in_turns};
 const COMPLETION: Completion = Completion::Irq;
 
 /// `dmaflow bench memory`.
-pub static EXPERIMENT: Spec<Config> = Spec {
+pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
     name: "memory",
     board: OnBoard::EmulatorOnly("it sets the emulated link's clock and memory model"),
     question: "Memory-bandwidth contention: transfers beside a memory-bound application.",
@@ -58,7 +58,7 @@ pub static EXPERIMENT: Spec<Config> = Spec {
                 VM's DRAM and shared last-level cache, and on two cores the application \
                 shares the driver's core (the filter rows carry that sharing)",
     },
-    ..Spec::new(config, |c, progress| Ok(report(c, &run(c, progress)?)))
+    ..Spec::new(config, run, report)
 };
 
 /// What to measure: the sizes (each way), each point's time and the
@@ -221,7 +221,7 @@ fn rows_of(
 }
 
 /// Runs every clock, size and application in rounds.
-pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
+pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
     let mut rows = Vec::new();
     for clock in [cfg.profile.port, Clock::Unlimited] {
         let clock_name = clock_label(clock);
@@ -404,7 +404,7 @@ mod tests {
     #[test]
     fn tiny_run_measures_each_application_beside_the_transfers() {
         let cfg = config(&Setup::TINY);
-        let rows = run(&cfg, |_| {}).unwrap();
+        let rows = run(&cfg, &mut |_| {}).unwrap();
         assert_eq!(rows.len(), 2 * 3);
         for r in &rows {
             assert!(r.transfers > 0, "{r:?}");

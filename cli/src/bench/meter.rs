@@ -72,14 +72,6 @@ impl Tally {
         self.n += 1;
     }
 
-    /// Adds another tally's transfers.
-    pub fn merge(&mut self, other: &Tally) {
-        self.wall += other.wall;
-        self.cpu += other.cpu;
-        self.delivery += other.delivery;
-        self.n += other.n;
-    }
-
     /// The sum as one cost.
     pub fn cost(&self) -> Cost {
         Cost {

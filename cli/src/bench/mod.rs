@@ -19,7 +19,7 @@ pub mod spread;
 pub use dmaflow::rig::{Rig, SimEngine, policy_for};
 pub use error::Error;
 pub use harness::{
-    Experiment, Setup, Tier, bytes_label, median, ms_label, on_board, placement_here, table,
+    Experiment, Setup, Tier, bytes_label, median, ms_label, on_board, placement_here,
 };
 
 /// The registry: declares each experiment's module and lists its
@@ -98,7 +98,7 @@ mod on_boards {
                     memory: MemoryModel::NonCoherent,
                     ..Setup::TINY
                 });
-                let rows = $m::run(&cfg, |_| {}).unwrap();
+                let rows = $m::run(&cfg, &mut |_| {}).unwrap();
                 let json = $m::report(&cfg, &rows).json;
                 let rows = json["rows"].as_array().cloned().unwrap_or_default();
                 assert!(!rows.is_empty(), stringify!($m));

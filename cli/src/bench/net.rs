@@ -37,13 +37,13 @@ use dmaflow::graph::Graph;
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-use super::harness::{OnBoard, Setup, Spec, Tier, bytes_label, median};
+use super::harness::{OnBoard, Progress, Setup, Spec, Tier, bytes_label, median};
 use super::peers::{Peer, ScratchDir, first_of_each, gnuradio_here, series, tmpfs};
 use super::report::{Report, Target};
-use super::spread::{Ratio, Spread, in_turns};
+use super::spread::{Ratio, Spread, Timed, in_turns};
 
 /// `dmaflow bench net`.
-pub static EXPERIMENT: Spec<Config> = Spec {
+pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
     name: "net",
     board: OnBoard::EmulatorOnly("it measures network edges on this machine, not a DMA device"),
     question: "A dmaflow ZeroMQ edge between two processes against bare PUSH/PULL.",
@@ -66,9 +66,7 @@ pub static EXPERIMENT: Spec<Config> = Spec {
         paper: "gr-zeromq over loopback TCP on one two-core machine, every process sharing \
                 the two cores",
     },
-    ..Spec::new(Config::at, |cfg, progress| {
-        Ok(report(cfg, &run(cfg, progress)?))
-    })
+    ..Spec::new(Config::at, run, report)
 };
 
 /// The experiment's size.
@@ -238,10 +236,8 @@ pub struct Row {
     pub point: Point,
     /// Bytes per round.
     pub bytes: usize,
-    /// Receiver's seconds, per round.
-    pub seconds: Vec<f64>,
-    /// Receiver's CPU seconds, per round.
-    pub cpu: Vec<f64>,
+    /// Receiver's seconds and CPU seconds, per round.
+    pub timed: Timed,
     /// Mean message bytes per round where known (the messages dmaflow's
     /// receiver counted, or the cap dmaflow's sender used).
     pub message_bytes: Vec<f64>,
@@ -258,10 +254,8 @@ impl Row {
 
     /// MB/s per round (`NaN` for a stalled round).
     fn per_round(&self) -> Vec<f64> {
-        self.seconds
-            .iter()
-            .map(|s| self.bytes as f64 / s / 1e6)
-            .collect()
+        let rates = self.timed.rates(self.bytes as f64);
+        rates.iter().map(|r| r / 1e6).collect()
     }
 }
 
@@ -702,7 +696,7 @@ fn parse_received(line: &str) -> Option<Received> {
 }
 
 /// Runs the experiment.
-pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>, Error> {
+pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
     let mut rows = Vec::new();
     let points = points();
     let with_gnuradio = points.contains(&Point::Gnuradio);
@@ -731,8 +725,7 @@ pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>, Err
                 size,
                 point,
                 bytes,
-                seconds: Vec::new(),
-                cpu: Vec::new(),
+                timed: Timed::default(),
                 message_bytes: Vec::new(),
                 stalls: 0,
             })
@@ -748,12 +741,12 @@ pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>, Err
             let got = match measure(cfg, point, size, cap, files) {
                 Err(Error::Peer { peer: STALLED, .. }) => {
                     row.stalls += 1;
-                    row.cpu.push(f64::NAN);
+                    row.timed.cpu.push(f64::NAN);
                     return Ok(f64::NAN);
                 }
                 other => other?,
             };
-            row.cpu.push(got.cpu);
+            row.timed.cpu.push(got.cpu);
             let shown = match point {
                 Point::Capped | Point::DmaflowToGnuradio => Some((items_for(size, cap) * 4) as f64),
                 Point::Batched => Some((items_for(size, BATCHED_BYTES) * 4).min(bytes) as f64),
@@ -765,7 +758,7 @@ pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>, Err
             Ok::<_, Error>(got.seconds)
         })?;
         for (row, seconds) in at.iter_mut().zip(seconds) {
-            row.seconds = seconds;
+            row.timed.seconds = seconds;
         }
         rows.extend(at);
     }
@@ -797,8 +790,8 @@ fn finite(v: &[f64]) -> Vec<f64> {
 
 /// The points' columns.
 fn row_columns<'a>() -> Columns<'a, Row> {
-    let cpu = |r: &Row| median(&finite(&r.cpu));
-    let secs = |r: &Row| median(&finite(&r.seconds));
+    let cpu = |r: &Row| median(&finite(&r.timed.cpu));
+    let secs = |r: &Row| median(&finite(&r.timed.seconds));
     Columns::new()
         .shown_as("size", "message_bytes", |r: &Row| r.size, bytes_label)
         .plain("point", "point", |r| r.point.name())
@@ -810,7 +803,7 @@ fn row_columns<'a>() -> Columns<'a, Row> {
         .kept("mb_per_s_min", |r| r.mbps().min)
         .kept("mb_per_s_max", |r| r.mbps().max)
         .kept("mb_per_s_spread", Row::mbps)
-        .kept("rounds", |r| r.seconds.len())
+        .kept("rounds", |r| r.timed.seconds.len())
         .shown("Mitems/s", move |r| {
             format!("{:.1}", r.bytes as f64 / 4.0 / secs(r) / 1e6)
         })
@@ -969,7 +962,7 @@ mod tests {
         assert_eq!(rows.len(), if gr { 14 } else { 6 });
         assert!(
             rows.iter()
-                .all(|r| r.seconds.len() == 2 && r.seconds.iter().all(|s| *s > 0.0))
+                .all(|r| r.timed.seconds.len() == 2 && r.timed.seconds.iter().all(|s| *s > 0.0))
         );
         let rep = report(&cfg, &rows);
         assert!(rep.text.contains("64 B: dmaflow at"), "{}", rep.text);

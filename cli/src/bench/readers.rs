@@ -26,13 +26,13 @@ use dmaflow::ring::{Builder, Wait};
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-use super::harness::{OnBoard, Setup, Spec, Tier};
+use super::harness::{OnBoard, Progress, Setup, Spec, Tier};
 use super::peers::{checksum, fill, series};
 use super::report::{Report, Target, sentence, within};
 use super::spread::{Spread, in_turns};
 
 /// `dmaflow bench readers`.
-pub static EXPERIMENT: Spec<Config> = Spec {
+pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
     name: "readers",
     board: OnBoard::EmulatorOnly("it measures queues on this machine, not a DMA device"),
     question: "One writer, several readers of one queue (GNU Radio 4's bm_Buffer shape).",
@@ -46,7 +46,7 @@ pub static EXPERIMENT: Spec<Config> = Spec {
         model: "none",
         paper: "GNU Radio 4 ran on a many-core desktop; here five threads share two cores",
     },
-    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
+    ..Spec::new(Config::at, run, report)
 };
 
 /// What to measure.
@@ -299,7 +299,7 @@ fn implementations() -> Vec<(&'static str, Point)> {
 }
 
 /// Runs the experiment.
-pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>, Error> {
+pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
     let impls = implementations();
     let mut rows = Vec::new();
     for &per_op in &cfg.items_per_op {

@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-use super::harness::{OnBoard, Setup, Spec, Tier, bytes_label};
+use super::harness::{OnBoard, Progress, Setup, Spec, Tier, bytes_label};
 use super::peers::{ScratchDir, output_within};
 use super::report::{Report, Target};
 use super::spread::{Ratio, Spread};
@@ -224,7 +224,7 @@ fn last_line(bytes: &[u8]) -> String {
 /// Runs the experiment. A Python side that is not installed, a server that
 /// does not start, or a client that fails is said in the rows' notes; only
 /// this machine's own failures (a scratch directory) are errors.
-pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>, Error> {
+pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
     if !cfg.python.exists() {
         return Ok(unmeasured(
             cfg,
@@ -404,7 +404,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
 }
 
 /// The experiment as `dmaflow bench` runs it.
-pub static EXPERIMENT: Spec<Config> = Spec {
+pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
     name: "remote",
     board: OnBoard::EmulatorOnly(
         "it serves the emulated board to PYNQ's client (on a board, `dmaflow serve --board` \
@@ -429,7 +429,7 @@ pub static EXPERIMENT: Spec<Config> = Spec {
         paper: "none: PYNQ.remote's own path, PYNQ 4.0's client and the server on one machine \
                 over loopback TCP, no board",
     },
-    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
+    ..Spec::new(Config::at, run, report)
 };
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use dmaflow::dma::Completion;
 use serde_json::Value;
 
 use super::columns::Columns;
@@ -57,6 +58,16 @@ impl Target {
 /// both sides, so a suspiciously fast run fails it as a slow one does.
 pub fn within(x: f64, low: f64, high: f64) -> bool {
     (low..=high).contains(&x)
+}
+
+/// What `clause` says of each completion mode it has something for, in the
+/// papers' order (`poll`, `yield`, `irq`, `proxy`), joined with commas.
+pub fn per_mode(clause: impl Fn(&'static str) -> Option<String>) -> String {
+    let said: Vec<String> = Completion::ALL
+        .iter()
+        .filter_map(|c| clause(c.name()))
+        .collect();
+    said.join(", ")
 }
 
 /// Clauses joined into one sentence: `; ` between them, the first letter upper

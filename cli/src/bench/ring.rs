@@ -28,13 +28,13 @@ use dmaflow::ring::{Builder, Reader, Wait};
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-use super::harness::{OnBoard, Setup, Spec, Tier, bytes_label};
+use super::harness::{OnBoard, Progress, Setup, Spec, Tier, bytes_label};
 use super::peers::{Peer, checksum, fill, series};
 use super::plot::{LinePlot, XAxis};
 use super::report::{Report, Target, sentence, series_by, within};
 
 /// `dmaflow bench ring`.
-pub static EXPERIMENT: Spec<Config> = Spec {
+pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
     name: "ring",
     // The queue's experiment: the peer table with its cross-process rows,
     // then the readers' table in GNU Radio 4's shape.
@@ -56,9 +56,7 @@ pub static EXPERIMENT: Spec<Config> = Spec {
         paper: "paper 001 measured its queue inside an FFT filter, not alone; threads are \
                 pinned to this VM's two cores",
     },
-    ..Spec::new(Config::at, |cfg, progress| {
-        Ok(report(cfg, &run(cfg, progress)?))
-    })
+    ..Spec::new(Config::at, run, report)
 };
 
 /// Size of one item in bytes.
@@ -615,7 +613,7 @@ fn contenders(case: &'static str, process: bool) -> Vec<(&'static str, Measure)>
 }
 
 /// Runs the experiment. `progress` hears about each measurement before it starts.
-pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
+pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
     let mut rows = Vec::new();
     for &batch_bytes in &cfg.batches {
         let shape = Shape {
@@ -907,7 +905,7 @@ mod tests {
 
     #[test]
     fn tiny_run_verifies_every_implementation() {
-        let rows = run(&Config::at(&Setup::TINY), |_| {}).unwrap();
+        let rows = run(&Config::at(&Setup::TINY), &mut |_| {}).unwrap();
         let impls_per_batch = contenders("stream", false).len() + 2;
         assert_eq!(rows.len(), 2 * impls_per_batch);
         for r in &rows {

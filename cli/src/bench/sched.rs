@@ -28,14 +28,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use serde_json::json;
-
+use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-use super::harness::table;
-use super::harness::{OnBoard, Setup, Spec};
+use super::harness::{OnBoard, Progress, Setup, Spec, Tier};
 use super::report::{Report, Target, sentence};
-use super::spread::{Ratio, Spread, in_turns};
+use super::spread::{Ratio, Spread, Timed, in_turns};
 use dmaflow::dsp::fir::{self, Mode, OverlapSave};
 use dmaflow::graph::{Graph, Input, NodeResult, Output};
 use dmaflow::platform::cpu::process_cpu_time;
@@ -66,14 +64,11 @@ pub struct Config {
 }
 
 impl Config {
-    /// The size `setup` asks for.
+    /// The size `setup` asks for: the full run, or the quick one made from
+    /// it (FutureSDR only if already built), or the tiny one for tests
+    /// (dmaflow alone).
     pub fn at(setup: &Setup) -> Self {
-        setup.tier.pick(Self::full, Self::quick, Self::tiny)
-    }
-
-    /// The full run.
-    pub fn full() -> Self {
-        Config {
+        let full = Config {
             pipes: 4,
             stages: vec![1, 2, 5, 10, 20],
             // Copies through 64 KiB buffers run at several G samples/s: 50 M
@@ -84,33 +79,28 @@ impl Config {
             rounds: 5,
             peers: true,
             build_futuresdr: true,
-        }
-    }
-
-    /// A shorter run (FutureSDR only if already built).
-    pub fn quick() -> Self {
-        Config {
-            stages: vec![1, 5, 20],
-            copy_samples: 20_000_000,
-            rand_samples: 2_000_000,
-            fir_samples: 500_000,
-            rounds: 3,
-            build_futuresdr: false,
-            ..Self::full()
-        }
-    }
-
-    /// A tiny run for tests: dmaflow alone.
-    pub fn tiny() -> Self {
-        Config {
-            pipes: 2,
-            stages: vec![1, 3],
-            copy_samples: 100_000,
-            rand_samples: 100_000,
-            fir_samples: 20_000,
-            rounds: 1,
-            peers: false,
-            build_futuresdr: false,
+        };
+        match setup.tier {
+            Tier::Full => full,
+            Tier::Quick => Config {
+                stages: vec![1, 5, 20],
+                copy_samples: 20_000_000,
+                rand_samples: 2_000_000,
+                fir_samples: 500_000,
+                rounds: 3,
+                build_futuresdr: false,
+                ..full
+            },
+            Tier::Tiny => Config {
+                pipes: 2,
+                stages: vec![1, 3],
+                copy_samples: 100_000,
+                rand_samples: 100_000,
+                fir_samples: 20_000,
+                rounds: 1,
+                peers: false,
+                build_futuresdr: false,
+            },
         }
     }
 
@@ -295,10 +285,8 @@ pub struct Row {
     pub pipes: usize,
     /// Samples per pipe into the head.
     pub samples: u64,
-    /// Seconds per round.
-    pub seconds: Vec<f64>,
-    /// Process CPU seconds per round.
-    pub cpu_seconds: Vec<f64>,
+    /// Seconds and process CPU seconds per round.
+    pub timed: Timed,
     /// Items each sink took (the last round).
     pub sink_items: Vec<u64>,
 }
@@ -307,7 +295,7 @@ impl Row {
     /// Samples per second through all pipes, per round.
     pub fn rates(&self) -> Vec<f64> {
         let total = (self.pipes as u64 * self.samples) as f64;
-        self.seconds.iter().map(|s| total / s).collect()
+        self.timed.rates(total)
     }
 
     /// Samples per second per busy core (median rate over [`Row::cores`]).
@@ -317,13 +305,7 @@ impl Row {
 
     /// Cores kept busy: CPU seconds over wall seconds, median.
     pub fn cores(&self) -> f64 {
-        let v: Vec<f64> = self
-            .cpu_seconds
-            .iter()
-            .zip(&self.seconds)
-            .map(|(c, s)| c / s)
-            .collect();
-        Spread::of(&v).median
+        Spread::of(&self.timed.busy()).median
     }
 }
 
@@ -640,7 +622,7 @@ pub struct Measured {
 }
 
 /// Runs the experiment.
-pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Measured, Error> {
+pub fn run(cfg: &Config, progress: Progress) -> Result<Measured, Error> {
     let taps = taps();
     let dir = super::peers::ScratchDir::new("dmaflow-sched")?;
     let taps_path = dir.path().join("taps.f32");
@@ -758,8 +740,10 @@ pub fn run(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Measured, Err
                     stages,
                     pipes: cfg.pipes,
                     samples: n,
-                    seconds: ss.iter().map(|s| s.seconds).collect(),
-                    cpu_seconds: ss.iter().map(|s| s.cpu_seconds).collect(),
+                    timed: Timed {
+                        seconds: ss.iter().map(|s| s.seconds).collect(),
+                        cpu: ss.iter().map(|s| s.cpu_seconds).collect(),
+                    },
                     sink_items: ss.last().map(|s| s.sink_items.clone()).unwrap_or_default(),
                 });
             }
@@ -780,55 +764,59 @@ fn ratio(rows: &[Row], me: Runtime, peer: Runtime, block: Block, stages: usize) 
     Some(Ratio::of(&a.rates(), &b.rates()))
 }
 
+/// The rows' columns: the table and the JSON keys.
+fn columns(rows: &[Row]) -> Columns<'_, Row> {
+    let vs = move |r: &Row, peer| {
+        if !matches!(r.runtime, Runtime::DmaflowTasks | Runtime::DmaflowDirect) {
+            return String::new();
+        }
+        ratio(rows, r.runtime, peer, r.block, r.stages)
+            .map_or(String::new(), |x| x.text_with_verdict())
+    };
+    let rates = |r: &Row| Spread::of(&r.rates());
+    Columns::new()
+        .plain("block", "block", |r: &Row| r.block.name())
+        .plain("stages", "stages", |r| r.stages)
+        .plain("runtime", "runtime", |r| r.runtime.name())
+        .plain("FIR algorithm", "fir_algorithm", |r| {
+            r.runtime.algorithm(r.block)
+        })
+        .col(
+            "M samples/s",
+            "samples_per_s",
+            move |r| format!("{:.0}", rates(r).median / 1e6),
+            move |r| rates(r).json(),
+        )
+        .shown("range", move |r| {
+            let s = rates(r);
+            format!("{:.0}..{:.0}", s.min / 1e6, s.max / 1e6)
+        })
+        .fixed("cores busy", "cores_busy", 2, Row::cores)
+        .col(
+            "M/s per busy core",
+            "samples_per_s_per_busy_core",
+            |r| format!("{:.0}", r.per_core() / 1e6),
+            Row::per_core,
+        )
+        .shown("tasks vs FutureSDR", move |r| vs(r, Runtime::FutureSdr))
+        .shown("tasks vs GNU Radio", move |r| vs(r, Runtime::GnuRadio))
+        .shown("tasks vs GNU Radio FFT", move |r| match r.block {
+            Block::Fir => vs(r, Runtime::GnuRadioFft),
+            _ => String::new(),
+        })
+        .kept("does", |r| r.runtime.does(r.block))
+        .kept("pipes", |r| r.pipes)
+        .kept("samples_per_pipe", |r| r.samples)
+        .kept("seconds", |r| r.timed.seconds.clone())
+        .kept("cpu_seconds", |r| r.timed.cpu.clone())
+        .kept("sink_items", |r| r.sink_items.clone())
+}
+
 /// The report.
 pub fn report(cfg: &Config, m: &Measured) -> Report {
     let rows = &m.rows;
-    let cells: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            let s = Spread::of(&r.rates());
-            let vs = |peer| {
-                if !matches!(r.runtime, Runtime::DmaflowTasks | Runtime::DmaflowDirect) {
-                    return String::new();
-                }
-                ratio(rows, r.runtime, peer, r.block, r.stages)
-                    .map_or(String::new(), |x| x.text_with_verdict())
-            };
-            vec![
-                r.block.name().to_string(),
-                r.stages.to_string(),
-                r.runtime.name().to_string(),
-                r.runtime.algorithm(r.block).to_string(),
-                format!("{:.0}", s.median / 1e6),
-                format!("{:.0}..{:.0}", s.min / 1e6, s.max / 1e6),
-                format!("{:.2}", r.cores()),
-                format!("{:.0}", r.per_core() / 1e6),
-                vs(Runtime::FutureSdr),
-                vs(Runtime::GnuRadio),
-                if r.block == Block::Fir {
-                    vs(Runtime::GnuRadioFft)
-                } else {
-                    String::new()
-                },
-            ]
-        })
-        .collect();
-    let mut text = table(
-        &[
-            "block",
-            "stages",
-            "runtime",
-            "FIR algorithm",
-            "M samples/s",
-            "range",
-            "cores busy",
-            "M/s per busy core",
-            "tasks vs FutureSDR",
-            "tasks vs GNU Radio",
-            "tasks vs GNU Radio FFT",
-        ],
-        &cells,
-    );
+    let columns = columns(rows);
+    let mut text = columns.table(rows);
     for s in &m.skipped {
         text += &format!("not measured: {s}\n");
     }
@@ -883,7 +871,6 @@ pub fn report(cfg: &Config, m: &Measured) -> Report {
             }
         }
     }
-    text += &Target::lines(&targets);
     let clauses: Vec<String> = [Block::Copy, Block::Rand, Block::Fir]
         .iter()
         .filter_map(|&b| {
@@ -903,50 +890,27 @@ pub fn report(cfg: &Config, m: &Measured) -> Report {
         })
         .collect();
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    Report {
-        experiment: "sched",
-        heading: format!(
-            "sched: {} pipes x stages, null source -> head({} copy / {} random copy / {} FIR \
-             samples) -> stages \
-             -> null sink, f32; {} rounds, runtimes taking turns; {cores} cores; each runtime \
-             with its own blocks, every block taking per call what is readable and free, and \
-             64 KiB buffers everywhere (dmaflow's default queues, FutureSDR with \
-             FUTURESDR_BUFFER_SIZE=65536 as its perf flowgraphs set it, GNU Radio's default 2 x \
-             32 KiB); M samples/s through all pipes; cores busy = process CPU time over wall \
-             time; targets on the median ratio of the rounds",
-            cfg.pipes, cfg.copy_samples, cfg.rand_samples, cfg.fir_samples, cfg.rounds
-        ),
-        answer: sentence(&clauses),
-        text,
-        targets,
-        json: json!({
-            "experiment": "sched",
-            "pipes": cfg.pipes,
-            "skipped": m.skipped,
-            "rows": rows.iter().map(|r| {
-                json!({
-                    "runtime": r.runtime.name(),
-                    "does": r.runtime.does(r.block),
-                    "fir_algorithm": r.runtime.algorithm(r.block),
-                    "samples_per_s_per_busy_core": r.per_core(),
-                    "block": r.block.name(),
-                    "stages": r.stages,
-                    "pipes": r.pipes,
-                    "samples_per_pipe": r.samples,
-                    "seconds": r.seconds,
-                    "cpu_seconds": r.cpu_seconds,
-                    "samples_per_s": Spread::of(&r.rates()).json(),
-                    "cores_busy": r.cores(),
-                    "sink_items": r.sink_items,
-                })
-            }).collect::<Vec<_>>(),
-        }),
-        plots: Vec::new(),
-    }
+    let heading = format!(
+        "sched: {} pipes x stages, null source -> head({} copy / {} random copy / {} FIR \
+         samples) -> stages \
+         -> null sink, f32; {} rounds, runtimes taking turns; {cores} cores; each runtime \
+         with its own blocks, every block taking per call what is readable and free, and \
+         64 KiB buffers everywhere (dmaflow's default queues, FutureSDR with \
+         FUTURESDR_BUFFER_SIZE=65536 as its perf flowgraphs set it, GNU Radio's default 2 x \
+         32 KiB); M samples/s through all pipes; cores busy = process CPU time over wall \
+         time; targets on the median ratio of the rounds",
+        cfg.pipes, cfg.copy_samples, cfg.rand_samples, cfg.fir_samples, cfg.rounds
+    );
+    Report::of("sched", heading, &columns, rows)
+        .text(text)
+        .answer(sentence(&clauses))
+        .targets(targets)
+        .kept("pipes", cfg.pipes)
+        .kept("skipped", m.skipped.clone())
 }
 
 /// `dmaflow bench sched`.
-pub static EXPERIMENT: Spec<Config> = Spec {
+pub static EXPERIMENT: Spec<Config, Measured> = Spec {
     name: "sched",
     board: OnBoard::EmulatorOnly("it measures process networks on this machine, not a DMA device"),
     question: "The pipes x stages flowgraph of the SDR scheduler studies: dmaflow's graph \
@@ -974,7 +938,7 @@ pub static EXPERIMENT: Spec<Config> = Spec {
                 items per call as there, and plain copies; here on a VM's two cores, there \
                 many)",
     },
-    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
+    ..Spec::new(Config::at, run, report)
 };
 
 #[cfg(test)]
@@ -983,7 +947,7 @@ mod tests {
 
     #[test]
     fn every_sink_takes_every_sample_on_both_runtimes() {
-        let cfg = Config::tiny();
+        let cfg = Config::at(&Setup::TINY);
         let m = run(&cfg, &mut |_| {}).unwrap();
         // Copies, random copies and FIR on both runtimes, FIR in direct form too.
         assert_eq!(m.rows.len(), 3 * 2 * 2 + 2);
@@ -991,7 +955,7 @@ mod tests {
             let (least, most) = r.runtime.expected(r.block, r.samples, r.stages);
             assert_eq!(least, most, "{r:?}");
             assert_eq!(r.sink_items, vec![least; r.pipes], "{r:?}");
-            assert!(r.seconds[0] > 0.0);
+            assert!(r.timed.seconds[0] > 0.0);
         }
         let rep = report(&cfg, &m);
         assert!(rep.text.contains("not measured: FutureSDR"), "{}", rep.text);

@@ -98,6 +98,31 @@ pub fn in_turns<E>(
     Ok(samples)
 }
 
+/// One point's wall and CPU seconds, round by round.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Timed {
+    /// Wall seconds per round.
+    pub seconds: Vec<f64>,
+    /// CPU seconds per round over the same span.
+    pub cpu: Vec<f64>,
+}
+
+impl Timed {
+    /// `amount` per wall second, round by round.
+    pub fn rates(&self, amount: f64) -> Vec<f64> {
+        self.seconds.iter().map(|s| amount / s).collect()
+    }
+
+    /// CPU seconds over wall seconds, round by round: the cores kept busy.
+    pub fn busy(&self) -> Vec<f64> {
+        self.cpu
+            .iter()
+            .zip(&self.seconds)
+            .map(|(c, s)| c / s)
+            .collect()
+    }
+}
+
 /// One point against another, round by round: the ratios `a[r] / b[r]` of
 /// samples taken in the same round.
 #[derive(Debug, Clone, Copy, PartialEq)]

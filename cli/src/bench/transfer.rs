@@ -22,7 +22,7 @@ use super::app::{App, Work};
 use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
 use super::error::Error;
-use super::harness::{OnBoard, OnGpu, Setup, Spec, Tables, Tier, bytes_label, clock_label, median};
+use super::harness::{OnBoard, OnGpu, Progress, Setup, Spec, Tables, Tier, bytes_label, clock_label, median};
 use super::meter::{Meter, Tally};
 use super::on_board::Mode;
 use super::plot::{LinePlot, XAxis};
@@ -30,12 +30,10 @@ use super::report::{Report, Target, sentence, series_by};
 use super::spread::{Spread, in_turns};
 
 /// `dmaflow bench transfer`.
-pub static EXPERIMENT: Spec<Config> = Spec {
+pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
     name: "transfer",
     on_gpu: Some(OnGpu::Gpu(Tables::MOVED)),
-    board: OnBoard::Runs(Mode::ScatterGather, |cfg, rig, progress| {
-        Ok(report(cfg, &run_on_board(cfg, rig, progress)?))
-    }),
+    board: OnBoard::Runs(Mode::ScatterGather, run_on_board),
     question: "A stream of packets through a ring of DMA buffers (paper 004).",
     keys: "clock (the profile's port, e.g. \"1200MB/s\", or \"unlimited\"),\n\
           completion (poll|irq), path (zerocopy|copy), cache_maintenance\n\
@@ -55,7 +53,7 @@ pub static EXPERIMENT: Spec<Config> = Spec {
                 link is what the emulator's clock allows, the overhead beside it is dmaflow's",
         paper: USER_X86,
     },
-    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
+    ..Spec::new(Config::at, run, report)
 };
 
 /// What to measure.
@@ -299,7 +297,7 @@ impl Condition {
 }
 
 /// Runs the sweep.
-pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
+pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
     let hp = cfg.profile.port;
     let largest = cfg.sizes.iter().copied().max().unwrap_or(64);
     let most = cfg.ring_sizes.iter().copied().fold(cfg.slots, usize::max);
@@ -332,7 +330,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
                 ring_sweep: !cache_maintenance && clock == Clock::Unlimited,
             };
             let engine = &rig.engines[0];
-            rows.extend(sweep(cfg, engine, &at, placed.all_cores(), &mut progress)?);
+            rows.extend(sweep(cfg, engine, &at, placed.all_cores(), &mut *progress)?);
         }
     }
     Ok(rows)
@@ -345,7 +343,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
 pub fn run_on_board(
     cfg: &Config,
     board: super::on_board::BoardRig,
-    mut progress: impl FnMut(&str),
+    progress: Progress,
 ) -> Result<Vec<Row>, Error> {
     let cores = dmaflow::platform::cpu::allowed_cores(None)?;
     let at = Setting {
@@ -356,7 +354,7 @@ pub fn run_on_board(
         loaded: true,
         ring_sweep: true,
     };
-    sweep(cfg, &board.engine, &at, &cores, &mut progress)
+    sweep(cfg, &board.engine, &at, &cores, &mut *progress)
 }
 
 /// The link and memory one sweep runs on, and which conditions it measures.
@@ -382,7 +380,7 @@ fn sweep<R: RegisterSpace, I: IrqLine>(
     engine: &Engine<R, I>,
     at: &Setting,
     cores: &[usize],
-    progress: &mut impl FnMut(&str),
+    progress: Progress,
 ) -> Result<Vec<Row>, Error> {
     let mut rows = Vec::new();
     let cache_maintenance = at.cache_maintenance;
@@ -728,7 +726,7 @@ mod tests {
     fn tiny_sweep_is_consistent_and_bounded_by_the_clock() {
         let cfg = Config::at(&Setup::TINY);
         let t0 = Instant::now();
-        let rows = run(&cfg, |_| {}).unwrap();
+        let rows = run(&cfg, &mut |_| {}).unwrap();
         let elapsed = t0.elapsed().as_secs_f64();
         // Per size: coherent zero-copy, copy, irq (both clocks), poll and irq
         // loaded (HP clock); non-coherent zero-copy and copy (both clocks); the

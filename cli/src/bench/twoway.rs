@@ -23,7 +23,7 @@ use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
 use super::dma::{proxy, rig};
 use super::error::Error;
-use super::harness::{OnBoard, OnGpu, Setup, Spec, Tables, Tier, median, on_board};
+use super::harness::{OnBoard, OnGpu, Progress, Setup, Spec, Tables, Tier, median, on_board};
 use super::meter::{Meter, Tally};
 use super::on_board::Mode;
 use super::plot::{LinePlot, Series, XAxis};
@@ -51,12 +51,10 @@ const CASES: usize = 4;
 const THRESHOLD: u8 = 25;
 
 /// `dmaflow bench twoway`.
-pub static EXPERIMENT: Spec<Config> = Spec {
+pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
     name: "twoway",
     on_gpu: Some(OnGpu::Gpu(Tables::KERNELS)),
-    board: OnBoard::Runs(Mode::Direct, |cfg, rig, progress| {
-        Ok(report(cfg, &run_on_board(cfg, rig, progress)?))
-    }),
+    board: OnBoard::Runs(Mode::Direct, run_on_board),
     question: "Two-way transfers of image lines, polling vs kernel-style driver (paper 000).",
     keys: "core (bgsub: the coprocessor's two engines | loopback),\n\
           completion (poll|irq|proxy), lines, bytes (each way),\n\
@@ -74,7 +72,7 @@ pub static EXPERIMENT: Spec<Config> = Spec {
                 cut-through",
         paper: USER_X86,
     },
-    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
+    ..Spec::new(Config::at, run, report)
 };
 
 /// What to measure.
@@ -221,7 +219,7 @@ fn setup(core: &str, lines: usize) -> Result<(Box<dyn StreamProcessor>, Vec<Case
 
 /// Runs the sweep, each core and size with the three drivers on a board of
 /// their own; every transfer's answer is checked.
-pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
+pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
     let mut rows = Vec::new();
     for core in CORES {
         for &lines in &cfg.lines {
@@ -229,7 +227,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
             let bytes = 2 * cases[0].send.len() * lines * LINE;
             let (mut rig, _placed) = rig(bytes, FABRIC, cfg.memory, processor)?;
             let engines = std::mem::take(&mut rig.engines);
-            rows.extend(drive(cfg, core, lines, &cases, engines, &mut progress)?);
+            rows.extend(drive(cfg, core, lines, &cases, engines, &mut *progress)?);
         }
     }
     Ok(rows)
@@ -240,7 +238,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
 pub fn run_on_board(
     cfg: &Config,
     board: super::on_board::BoardRig,
-    mut progress: impl FnMut(&str),
+    progress: Progress,
 ) -> Result<Vec<Row>, Error> {
     let mut rows = Vec::new();
     let mut engine = Some(board.engine);
@@ -264,7 +262,7 @@ pub fn run_on_board(
             lines,
             &cases,
             vec![engine],
-            &mut progress,
+            &mut *progress,
         )?);
     }
     for r in &mut rows {
@@ -281,7 +279,7 @@ fn drive<R, I>(
     lines: usize,
     cases: &[Case],
     engines: Vec<Engine<R, I>>,
-    progress: &mut impl FnMut(&str),
+    progress: Progress,
 ) -> Result<Vec<Row>, Error>
 where
     R: RegisterSpace + Send + 'static,
@@ -649,7 +647,7 @@ mod tests {
     #[test]
     fn tiny_sweep_is_bounded_by_the_fabric_clock_on_both_cores() {
         let t0 = Instant::now();
-        let rows = run(&Config::at(&Setup::TINY), |_| {}).unwrap();
+        let rows = run(&Config::at(&Setup::TINY), &mut |_| {}).unwrap();
         let wall = t0.elapsed().as_secs_f64() * 1e6;
         assert_eq!(rows.len(), 12);
         for core in CORES {

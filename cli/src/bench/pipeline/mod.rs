@@ -36,7 +36,7 @@ use dmaflow::sim::{Clock, Profile};
 use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
 use super::error::Error;
-use super::harness::{OnBoard, Setup, Spec, Tier, bytes_label, clock_label, placement_here};
+use super::harness::{OnBoard, Progress, Setup, Spec, Tier, bytes_label, clock_label, placement_here};
 use super::plot::{LinePlot, XAxis};
 use super::report::{Report, Target, sentence, series_by};
 use super::spread::{Ratio, Spread, in_turns};
@@ -61,7 +61,7 @@ impl Core {
 }
 
 /// `dmaflow bench pipeline`.
-pub static EXPERIMENT: Spec<Config> = Spec {
+pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
     name: "pipeline",
     board: OnBoard::EmulatorOnly("it sets the emulated link's clock and chains emulated engines"),
     question: "An accelerator inside a process network (FIR and background-subtraction cores): \
@@ -88,7 +88,7 @@ pub static EXPERIMENT: Spec<Config> = Spec {
                 emulated core's own compute on this host",
         paper: USER_X86,
     },
-    ..Spec::new(Config::at, |c, progress| Ok(report(c, &run(c, progress)?)))
+    ..Spec::new(Config::at, run, report)
 };
 
 /// What to measure.
@@ -360,7 +360,7 @@ fn point(
     clock: Clock,
     clock_name: &str,
     window_bytes: usize,
-    progress: &mut impl FnMut(&str),
+    progress: Progress,
 ) -> Result<Vec<Row>, Error> {
     let what = format!(
         "pipeline {} {clock_name} {}",
@@ -442,7 +442,7 @@ fn point(
 
 /// Runs every point, the two pipelines interleaved run by run; the outputs of
 /// every run must agree.
-pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
+pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
     let mut rows = Vec::new();
     for clock in [cfg.profile.port, Clock::Unlimited] {
         let clock_name = clock_label(clock);
@@ -454,7 +454,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
                     clock,
                     &clock_name,
                     window_bytes,
-                    &mut progress,
+                    &mut *progress,
                 )?);
             }
         }
@@ -696,7 +696,7 @@ mod tests {
     fn both_pipelines_deliver_the_same_filtered_stream() {
         let t0 = Instant::now();
         let cfg = Config::at(&Setup::TINY);
-        let rows = run(&cfg, |_| {}).unwrap();
+        let rows = run(&cfg, &mut |_| {}).unwrap();
         let wall = t0.elapsed().as_secs_f64();
         assert_eq!(rows.len(), 8);
         for r in &rows {
