@@ -409,7 +409,7 @@ fn work(rt: &Runtime, shared: &Shared, slot: &Slot) {
     loop {
         let mut looks = 0;
         let task = loop {
-            if let Some(t) = shared.next_task(polls / 2 % SHARED_EVERY == 0) {
+            if let Some(t) = shared.next_task((polls / 2).is_multiple_of(SHARED_EVERY)) {
                 break t;
             }
             // A hand-over is usually microseconds away: look again a few
