@@ -18,7 +18,9 @@ use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
 use super::dma::{proxy, rig};
 use super::error::Error;
-use super::harness::{OnBoard, OnGpu, Progress, Setup, Spec, Tables, Tier, bytes_label, median, on_board};
+use super::harness::{
+    OnBoard, OnGpu, Progress, Setup, Spec, Tables, Tier, bytes_label, median, on_board,
+};
 use super::meter::{Meter, Tally};
 use super::on_board::Mode;
 use super::plot::{LinePlot, XAxis};

@@ -22,7 +22,9 @@ use super::app::{App, Work};
 use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
 use super::error::Error;
-use super::harness::{OnBoard, OnGpu, Progress, Setup, Spec, Tables, Tier, bytes_label, clock_label, median};
+use super::harness::{
+    OnBoard, OnGpu, Progress, Setup, Spec, Tables, Tier, bytes_label, clock_label, median,
+};
 use super::meter::{Meter, Tally};
 use super::on_board::Mode;
 use super::plot::{LinePlot, XAxis};

@@ -36,7 +36,9 @@ use dmaflow::sim::{Clock, Profile};
 use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
 use super::error::Error;
-use super::harness::{OnBoard, Progress, Setup, Spec, Tier, bytes_label, clock_label, placement_here};
+use super::harness::{
+    OnBoard, Progress, Setup, Spec, Tier, bytes_label, clock_label, placement_here,
+};
 use super::plot::{LinePlot, XAxis};
 use super::report::{Report, Target, sentence, series_by};
 use super::spread::{Ratio, Spread, in_turns};
