@@ -1,0 +1,808 @@
+//! The task pool (per-worker queues, a shared queue for wakes from outside,
+//! stealing) under node code as users write it: tasks woken from plain
+//! threads and from a tokio runtime, graphs running side by side and one
+//! inside another's node, many pipes on few or many workers, tasks that
+//! yield themselves beside tasks fed by threads, wakers kept past the
+//! graph's end, panics and the watchdog while other tasks are queued, and
+//! sub-futures polled with wakers of their own.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::{Duration, Instant};
+
+use dmaflow::graph::{Error, Graph, Input, NodeResult, Output};
+
+mod common;
+use common::{BOUND, Rng, collect, count, run_within};
+
+/// Rounds each probe runs, to catch races.
+const ROUNDS: u64 = 20;
+
+/// An event fired from outside the graph: a count of fires and the waker
+/// of the task waiting for the next one (a hand-made oneshot/notify, as a
+/// user would write one).
+#[derive(Default)]
+struct Signal {
+    state: Mutex<(u64, Option<Waker>)>,
+}
+
+impl Signal {
+    fn fire(&self) {
+        let waker = {
+            let mut s = self.state.lock().unwrap();
+            s.0 += 1;
+            s.1.take()
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    fn fired(&self) -> u64 {
+        self.state.lock().unwrap().0
+    }
+
+    /// Ready once fired `n` times.
+    fn wait(&self, n: u64) -> impl Future<Output = ()> + '_ {
+        std::future::poll_fn(move |cx| {
+            let mut s = self.state.lock().unwrap();
+            if s.0 >= n {
+                return Poll::Ready(());
+            }
+            s.1 = Some(cx.waker().clone());
+            Poll::Pending
+        })
+    }
+}
+
+/// `tokio::task::yield_now` as users write it by hand: wakes itself, then
+/// pending once.
+async fn yield_now() {
+    let mut done = false;
+    std::future::poll_fn(move |cx| {
+        if done {
+            return Poll::Ready(());
+        }
+        done = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    })
+    .await;
+}
+
+/// Spins (yielding the thread) until `f` holds, at most [`BOUND`].
+fn spin_until(what: &str, f: impl Fn() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(t0.elapsed() < BOUND, "waited {BOUND:?} for {what}");
+        std::thread::yield_now();
+    }
+}
+
+/// A task that writes `0..n` in pieces of 1 to `max` items drawn from `seed`.
+async fn count_async(mut out: Output<u32>, n: u32, seed: u64, max: usize) -> NodeResult {
+    let mut rng = Rng(seed);
+    let mut k = 0;
+    while k < n {
+        let m = (1 + rng.below(max)).min((n - k) as usize);
+        let s = out.reserve_up_to_async(m).await?;
+        let m = s.len();
+        for (i, x) in s.iter_mut().enumerate() {
+            *x = k + i as u32;
+        }
+        out.commit(m)?;
+        k += m as u32;
+    }
+    Ok(())
+}
+
+/// A task that passes `x * 3 + add` on, peeking with random thresholds and
+/// consuming random amounts.
+async fn map_async(mut inp: Input<u32>, mut out: Output<u32>, add: u32, seed: u64) -> NodeResult {
+    let mut rng = Rng(seed);
+    loop {
+        let t = 1 + rng.below(16);
+        let s = inp.peek_async(t).await?;
+        if s.is_empty() {
+            return Ok(());
+        }
+        let take = 1 + rng.below(s.len());
+        let v: Vec<u32> = s[..take].iter().map(|&x| x * 3 + add).collect();
+        inp.consume(take)?;
+        out.write_async(&v).await?;
+    }
+}
+
+/// A task that gathers its input into `got`.
+async fn gather_async(mut inp: Input<u32>, got: Arc<Mutex<Vec<u32>>>) -> NodeResult {
+    let mut all = Vec::new();
+    loop {
+        let s = inp.peek_async(1).await?;
+        if s.is_empty() {
+            break;
+        }
+        all.extend_from_slice(s);
+        let n = s.len();
+        inp.consume(n)?;
+    }
+    *got.lock().unwrap() = all;
+    Ok(())
+}
+
+/// Adds pipe `p` (a source, a mapper and a gathering task) to `g`; the
+/// source is a thread node when `thread_src`. Returns what the sink got.
+fn add_pipe(g: &mut Graph, p: usize, n: u32, seed: u64, thread_src: bool) -> Arc<Mutex<Vec<u32>>> {
+    let (src, map, sink) = (format!("src{p}"), format!("map{p}"), format!("sink{p}"));
+    let (o1, i1) = g.connect::<u32>((&src, "out"), (&map, "in")).unwrap();
+    let (o2, i2) = g.connect::<u32>((&map, "out"), (&sink, "in")).unwrap();
+    if thread_src {
+        g.node(&src, move || count(o1, n, seed, 0)).unwrap();
+    } else {
+        g.task(&src, count_async(o1, n, seed, 200)).unwrap();
+    }
+    g.task(&map, map_async(i1, o2, p as u32, seed ^ 0x55))
+        .unwrap();
+    let got = Arc::new(Mutex::new(Vec::new()));
+    g.task(&sink, gather_async(i2, got.clone())).unwrap();
+    got
+}
+
+fn expected_pipe(p: usize, n: u32) -> Vec<u32> {
+    (0..n).map(|x| x * 3 + p as u32).collect()
+}
+
+#[test]
+fn tasks_woken_from_a_plain_thread_and_a_tokio_thread_run_beside_a_yielding_task() {
+    const R: u64 = 300;
+    for round in 0..ROUNDS {
+        for workers in [1, 2] {
+            let mut g = Graph::new();
+            g.set_workers(workers);
+            let got = add_pipe(&mut g, 0, 4000, round + 1, false);
+            let sigs: Vec<Arc<Signal>> = (0..2).map(|_| Arc::new(Signal::default())).collect();
+            let progress: Vec<Arc<AtomicU64>> =
+                (0..2).map(|_| Arc::new(AtomicU64::new(0))).collect();
+            let ended = Arc::new(AtomicUsize::new(0));
+            let mut outs = Vec::new();
+            for k in 0..2 {
+                let name = format!("ext{k}");
+                let (mut o, i) = g
+                    .connect::<u32>((&name, "out"), (&format!("c{k}"), "in"))
+                    .unwrap();
+                outs.push(collect(&mut g, &format!("c{k}"), i).unwrap());
+                let (sig, prog, ended) = (sigs[k].clone(), progress[k].clone(), ended.clone());
+                g.task(&name, async move {
+                    for r in 1..=R {
+                        sig.wait(r).await;
+                        o.write_async(&[r as u32]).await?;
+                        prog.store(r, Ordering::Release);
+                    }
+                    ended.fetch_add(1, Ordering::AcqRel);
+                    Ok(())
+                })
+                .unwrap();
+            }
+            // Always ready: it yields itself until both woken tasks are done.
+            let e2 = ended.clone();
+            g.task("yielder", async move {
+                let t0 = Instant::now();
+                while e2.load(Ordering::Acquire) < 2 {
+                    if t0.elapsed() > BOUND {
+                        return Err("the tasks woken from outside starved".into());
+                    }
+                    yield_now().await;
+                }
+                Ok(())
+            })
+            .unwrap();
+            // Fired from a plain thread.
+            let (s0, p0) = (sigs[0].clone(), progress[0].clone());
+            let plain = std::thread::spawn(move || {
+                for r in 1..=R {
+                    spin_until("ext0's progress", || p0.load(Ordering::Acquire) >= r - 1);
+                    s0.fire();
+                }
+            });
+            // Fired from a tokio runtime's thread, inside a tokio task.
+            let (s1, p1) = (sigs[1].clone(), progress[1].clone());
+            let tok = std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_time()
+                    .build()
+                    .unwrap();
+                rt.block_on(async move {
+                    tokio::spawn(async move {
+                        let t0 = Instant::now();
+                        for r in 1..=R {
+                            while p1.load(Ordering::Acquire) < r - 1 {
+                                assert!(t0.elapsed() < BOUND, "ext1 made no progress");
+                                tokio::time::sleep(Duration::from_micros(20)).await;
+                            }
+                            s1.fire();
+                        }
+                    })
+                    .await
+                    .unwrap();
+                });
+            });
+            run_within(g).unwrap_or_else(|e| panic!("round {round}, {workers} workers: {e}"));
+            plain.join().unwrap();
+            tok.join().unwrap();
+            assert_eq!(*got.lock().unwrap(), expected_pipe(0, 4000));
+            for (k, out) in outs.iter().enumerate() {
+                let want: Vec<u32> = (1..=R as u32).collect();
+                assert_eq!(*out.lock().unwrap(), want, "ext{k}, round {round}");
+                assert_eq!(sigs[k].fired(), R);
+            }
+        }
+    }
+}
+
+/// A graph of `pipes` pipes; returns it with what each pipe's sink got.
+fn pipes_graph(
+    pipes: usize,
+    n: u32,
+    seed: u64,
+    workers: usize,
+) -> (Graph, Vec<Arc<Mutex<Vec<u32>>>>) {
+    let mut g = Graph::new();
+    g.set_workers(workers);
+    let got = (0..pipes)
+        .map(|p| add_pipe(&mut g, p, n, seed + p as u64, p % 5 == 4))
+        .collect();
+    (g, got)
+}
+
+fn check_pipes(got: &[Arc<Mutex<Vec<u32>>>], n: u32, what: &str) {
+    for (p, g) in got.iter().enumerate() {
+        let g = g.lock().unwrap();
+        assert!(
+            *g == expected_pipe(p, n),
+            "{what}: pipe {p} got {} items, wrong",
+            g.len()
+        );
+    }
+}
+
+#[test]
+fn many_pipes_give_the_same_output_on_1_2_4_and_8_workers() {
+    const N: u32 = 3000;
+    for round in 0..ROUNDS {
+        for workers in [1, 2, 4, 8] {
+            let (g, got) = pipes_graph(50, N, round * 1000 + 1, workers);
+            run_within(g).unwrap_or_else(|e| panic!("round {round}, {workers} workers: {e}"));
+            check_pipes(&got, N, &format!("round {round}, {workers} workers"));
+        }
+    }
+}
+
+#[test]
+fn graphs_run_side_by_side_and_one_inside_a_thread_node_of_another() {
+    const N: u32 = 2000;
+    for round in 0..ROUNDS {
+        // Two graphs on threads of their own at the same time.
+        let side: Vec<_> = (0..2)
+            .map(|k| {
+                std::thread::spawn(move || {
+                    let (g, got) = pipes_graph(6, N, round * 10 + k, 2);
+                    run_within(g).unwrap();
+                    check_pipes(&got, N, &format!("side graph {k}, round {round}"));
+                })
+            })
+            .collect();
+        // A third whose thread node runs a whole graph and hands on its sum.
+        let mut g = Graph::new();
+        g.set_workers(2);
+        let outer = add_pipe(&mut g, 1, N, round + 99, false);
+        let (mut o, i) = g.connect::<u32>(("inner", "out"), ("sum", "in")).unwrap();
+        g.node("inner", move || {
+            let (inner, got) = pipes_graph(4, N, round + 7, 2);
+            inner.run()?;
+            check_pipes(&got, N, &format!("inner graph, round {round}"));
+            let total: u64 = got
+                .iter()
+                .map(|g| g.lock().unwrap().iter().map(|&x| u64::from(x)).sum::<u64>())
+                .sum();
+            o.write(&[(total % 1_000_003) as u32])?;
+            Ok(())
+        })
+        .unwrap();
+        let sum = Arc::new(Mutex::new(Vec::new()));
+        g.task("sum", gather_async(i, sum.clone())).unwrap();
+        run_within(g).unwrap_or_else(|e| panic!("round {round}: {e}"));
+        for s in side {
+            s.join().unwrap();
+        }
+        assert_eq!(*outer.lock().unwrap(), expected_pipe(1, N));
+        let want: u64 = (0..4)
+            .map(|p| {
+                expected_pipe(p, N)
+                    .iter()
+                    .map(|&x| u64::from(x))
+                    .sum::<u64>()
+            })
+            .sum();
+        assert_eq!(*sum.lock().unwrap(), vec![(want % 1_000_003) as u32]);
+    }
+}
+
+#[test]
+fn tasks_that_yield_themselves_do_not_starve_tasks_fed_by_thread_nodes() {
+    const N: u32 = 5000;
+    for round in 0..ROUNDS {
+        for workers in [1, 2] {
+            let mut g = Graph::new();
+            g.set_workers(workers);
+            let done = Arc::new(AtomicUsize::new(0));
+            let mut sums = Vec::new();
+            for k in 0..3 {
+                let (o, mut i) = g
+                    .connect::<u32>((&format!("feed{k}"), "out"), (&format!("eat{k}"), "in"))
+                    .unwrap();
+                g.node(&format!("feed{k}"), move || count(o, N, round * 3 + k, 0))
+                    .unwrap();
+                let sum = Arc::new(AtomicU64::new(0));
+                let (s2, d2) = (sum.clone(), done.clone());
+                g.task(&format!("eat{k}"), async move {
+                    loop {
+                        let s = i.peek_async(1).await?;
+                        if s.is_empty() {
+                            break;
+                        }
+                        s2.fetch_add(s.iter().map(|&x| u64::from(x)).sum(), Ordering::Relaxed);
+                        let n = s.len();
+                        i.consume(n)?;
+                    }
+                    d2.fetch_add(1, Ordering::AcqRel);
+                    Ok(())
+                })
+                .unwrap();
+                sums.push(sum);
+            }
+            for y in 0..2 {
+                let d2 = done.clone();
+                g.task(&format!("yield{y}"), async move {
+                    let t0 = Instant::now();
+                    while d2.load(Ordering::Acquire) < 3 {
+                        if t0.elapsed() > BOUND {
+                            return Err("the tasks fed by threads starved".into());
+                        }
+                        yield_now().await;
+                    }
+                    Ok(())
+                })
+                .unwrap();
+            }
+            let t0 = Instant::now();
+            run_within(g).unwrap_or_else(|e| panic!("round {round}, {workers} workers: {e}"));
+            let want = u64::from(N) * u64::from(N - 1) / 2;
+            for s in &sums {
+                assert_eq!(s.load(Ordering::Relaxed), want);
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "round {round}, {workers} workers: {:?}",
+                t0.elapsed()
+            );
+        }
+    }
+}
+
+/// Counts its drops.
+struct Dropped(Arc<AtomicUsize>);
+
+impl Drop for Dropped {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+#[test]
+fn wakers_kept_past_the_graphs_end_neither_keep_the_bodies_nor_crash_when_woken() {
+    for round in 0..ROUNDS {
+        let kept: Arc<Mutex<Vec<Waker>>> = Arc::default();
+        let drops = Arc::new(AtomicUsize::new(0));
+        let mut g = Graph::new();
+        g.set_workers(1 + (round % 2) as usize);
+        let (o, mut i) = g.connect::<u32>(("src", "out"), ("keeper", "in")).unwrap();
+        g.task("src", count_async(o, 2000, round + 3, 64)).unwrap();
+        let (k2, guard) = (kept.clone(), Dropped(drops.clone()));
+        g.task("keeper", async move {
+            let _guard = guard;
+            let mut sum = 0u64;
+            loop {
+                std::future::poll_fn(|cx| {
+                    k2.lock().unwrap().push(cx.waker().clone());
+                    Poll::Ready(())
+                })
+                .await;
+                let s = i.peek_async(1).await?;
+                if s.is_empty() {
+                    break;
+                }
+                sum += s.iter().map(|&x| u64::from(x)).sum::<u64>();
+                let n = s.len();
+                i.consume(n)?;
+            }
+            assert_eq!(sum, 1999 * 2000 / 2);
+            Ok(())
+        })
+        .unwrap();
+        // Meanwhile an outside thread wakes the kept wakers for nothing.
+        let stop = Arc::new(AtomicBool::new(false));
+        let (k3, s3) = (kept.clone(), stop.clone());
+        let hammer = std::thread::spawn(move || {
+            while !s3.load(Ordering::Acquire) {
+                let w = k3.lock().unwrap().last().cloned();
+                if let Some(w) = w {
+                    w.wake();
+                }
+                std::thread::yield_now();
+            }
+        });
+        run_within(g).unwrap_or_else(|e| panic!("round {round}: {e}"));
+        assert_eq!(
+            drops.load(Ordering::Acquire),
+            1,
+            "the body was not dropped at its end"
+        );
+        stop.store(true, Ordering::Release);
+        hammer.join().unwrap();
+        let wakers = std::mem::take(&mut *kept.lock().unwrap());
+        assert!(!wakers.is_empty());
+        // Woken after the end, here and from another thread.
+        for w in &wakers {
+            w.wake_by_ref();
+        }
+        let half = wakers.len() / 2;
+        let mut wakers = wakers;
+        let rest = wakers.split_off(half);
+        std::thread::spawn(move || rest.into_iter().for_each(Waker::wake))
+            .join()
+            .unwrap();
+        drop(wakers);
+    }
+}
+
+#[test]
+fn spurious_wakes_from_outside_neither_lose_a_deadlock_report_nor_fake_one() {
+    for round in 0..ROUNDS {
+        let kept: Arc<Mutex<Vec<Waker>>> = Arc::default();
+        let mut g = Graph::new();
+        g.set_workers(1 + (round % 2) as usize);
+        // a and b each wait to read what the other never writes.
+        let (to_a, mut ia) = g.connect::<u32>(("b", "out"), ("a", "in")).unwrap();
+        let (to_b, mut ib) = g.connect::<u32>(("a", "out"), ("b", "in")).unwrap();
+        let ka = kept.clone();
+        g.task("a", async move {
+            let _own_output = to_b;
+            std::future::poll_fn(|cx| {
+                ka.lock().unwrap().push(cx.waker().clone());
+                Poll::Ready(())
+            })
+            .await;
+            ia.peek_async(1).await?;
+            Ok(())
+        })
+        .unwrap();
+        let kb = kept.clone();
+        g.task("b", async move {
+            let _own_output = to_a;
+            std::future::poll_fn(|cx| {
+                kb.lock().unwrap().push(cx.waker().clone());
+                Poll::Ready(())
+            })
+            .await;
+            ib.peek_async(1).await?;
+            Ok(())
+        })
+        .unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (k3, s3) = (kept.clone(), stop.clone());
+        let hammer = std::thread::spawn(move || {
+            while !s3.load(Ordering::Acquire) {
+                let ws = k3.lock().unwrap().clone();
+                ws.iter().for_each(Waker::wake_by_ref);
+                std::thread::yield_now();
+            }
+        });
+        let r = run_within(g);
+        stop.store(true, Ordering::Release);
+        hammer.join().unwrap();
+        match r {
+            Err(Error::Deadlock { .. }) => {}
+            other => panic!("round {round}: expected a deadlock, got {other:?}"),
+        }
+
+        // And a pipe that ends, its reader woken for nothing all along.
+        let kept: Arc<Mutex<Vec<Waker>>> = Arc::default();
+        let mut g = Graph::new();
+        g.set_workers(1 + (round % 2) as usize);
+        let (o, mut i) = g.connect::<u32>(("src", "out"), ("r", "in")).unwrap();
+        g.node("src", move || count(o, 20_000, round, 0)).unwrap();
+        let k2 = kept.clone();
+        let sum = Arc::new(AtomicU64::new(0));
+        let s2 = sum.clone();
+        g.task("r", async move {
+            std::future::poll_fn(|cx| {
+                k2.lock().unwrap().push(cx.waker().clone());
+                Poll::Ready(())
+            })
+            .await;
+            loop {
+                let s = i.peek_async(1 + (round as usize % 7)).await?;
+                if s.is_empty() {
+                    return Ok(());
+                }
+                s2.fetch_add(s.iter().map(|&x| u64::from(x)).sum(), Ordering::Relaxed);
+                let n = s.len();
+                i.consume(n)?;
+            }
+        })
+        .unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (k3, s3) = (kept.clone(), stop.clone());
+        let hammer = std::thread::spawn(move || {
+            while !s3.load(Ordering::Acquire) {
+                let ws = k3.lock().unwrap().clone();
+                ws.iter().for_each(Waker::wake_by_ref);
+                std::thread::yield_now();
+            }
+        });
+        let r = run_within(g);
+        stop.store(true, Ordering::Release);
+        hammer.join().unwrap();
+        r.unwrap_or_else(|e| panic!("round {round}: {e}"));
+        assert_eq!(sum.load(Ordering::Relaxed), 19_999 * 20_000 / 2);
+    }
+}
+
+#[test]
+fn a_task_panicking_while_others_are_queued_on_its_worker_ends_the_graph_and_drops_every_body() {
+    for round in 0..ROUNDS {
+        let workers = 1 + (round % 2) as usize;
+        let drops = Arc::new(AtomicUsize::new(0));
+        let mut g = Graph::new();
+        g.set_workers(workers);
+        // A chain of 12 tasks; stage 6 panics after a few hundred items.
+        let mut ports = Vec::new();
+        for s in 0..11 {
+            ports.push(
+                g.connect::<u32>((&format!("s{s}"), "out"), (&format!("s{}", s + 1), "in"))
+                    .unwrap(),
+            );
+        }
+        let mut ins: Vec<Option<Input<u32>>> = vec![None];
+        let mut outs: Vec<Option<Output<u32>>> = Vec::new();
+        for (o, i) in ports {
+            outs.push(Some(o));
+            ins.push(Some(i));
+        }
+        outs.push(None);
+        for s in 0..12 {
+            let guard = Dropped(drops.clone());
+            let inp = ins[s].take();
+            let out = outs[s].take();
+            let panic_at = if s == 6 { 300 + round * 17 } else { u64::MAX };
+            g.task(&format!("s{s}"), async move {
+                let _guard = guard;
+                match (inp, out) {
+                    (None, Some(o)) => count_async(o, 100_000, round, 50).await,
+                    (Some(mut i), o) => {
+                        let mut o = o;
+                        let mut seen = 0u64;
+                        loop {
+                            let s = i.peek_async(1).await?;
+                            if s.is_empty() {
+                                return Ok(());
+                            }
+                            let v = s.to_vec();
+                            i.consume(v.len())?;
+                            seen += v.len() as u64;
+                            assert!(seen < panic_at, "stage panics at {seen}");
+                            if let Some(o) = o.as_mut() {
+                                o.write_async(&v).await?;
+                            }
+                        }
+                    }
+                    (None, None) => unreachable!(),
+                }
+            })
+            .unwrap();
+        }
+        match run_within(g) {
+            Err(Error::Panicked { node, message }) => {
+                assert_eq!(node, "s6", "round {round}");
+                assert!(message.contains("stage panics"), "{message}");
+            }
+            other => panic!("round {round}: expected s6's panic, got {other:?}"),
+        }
+        assert_eq!(
+            drops.load(Ordering::Acquire),
+            12,
+            "round {round}: bodies left undropped"
+        );
+    }
+}
+
+#[test]
+fn the_watchdog_giving_up_a_worker_leaves_the_tasks_on_its_queue_to_the_others() {
+    for round in 0..ROUNDS {
+        let mut g = Graph::new();
+        g.set_workers(1);
+        g.set_task_hold_limit(Duration::from_millis(100));
+        let ran_after = Arc::new(AtomicBool::new(false));
+        let (mut o, mut i) = g.connect::<u32>(("holder", "out"), ("r", "in")).unwrap();
+        let (o2, i2) = g.connect::<u32>(("other", "out"), ("r2", "in")).unwrap();
+        g.task("holder", async move {
+            // Let r wait first, so that the commit wakes it onto this worker's
+            // own queue; then block the worker.
+            for _ in 0..20 {
+                yield_now().await;
+            }
+            o.write_async(&[1, 2, 3]).await?;
+            std::thread::sleep(Duration::from_millis(1500));
+            Ok(())
+        })
+        .unwrap();
+        let ra = ran_after.clone();
+        g.task("r", async move {
+            // Polled again once woken (by the holder's commit, onto the
+            // held worker's own queue): items or the graph's stop.
+            let first = i.peek_async(1).await.map(<[u32]>::len);
+            ra.store(true, Ordering::Release);
+            first?;
+            loop {
+                let n = i.peek_async(1).await?.len();
+                if n == 0 {
+                    return Ok(());
+                }
+                i.consume(n)?;
+            }
+        })
+        .unwrap();
+        g.task("other", count_async(o2, 1_000_000, round, 64))
+            .unwrap();
+        let sink = Arc::new(Mutex::new(Vec::new()));
+        g.task("r2", gather_async(i2, sink)).unwrap();
+        let t0 = Instant::now();
+        match run_within(g) {
+            Err(Error::TaskHeldWorker { node, .. }) => assert_eq!(node, "holder", "round {round}"),
+            other => panic!("round {round}: expected the held worker reported, got {other:?}"),
+        }
+        assert!(
+            t0.elapsed() < Duration::from_millis(1200),
+            "round {round}: the graph waited for the held worker ({:?})",
+            t0.elapsed()
+        );
+        assert!(
+            ran_after.load(Ordering::Acquire),
+            "round {round}: the task queued on the held worker never ran"
+        );
+    }
+}
+
+/// Polls two futures to their ends the way `futures::stream::FuturesUnordered`
+/// does: each with a waker of its own that notes which one to poll again.
+struct JoinOwnWakers<A: Future, B: Future> {
+    a: Pin<Box<A>>,
+    b: Pin<Box<B>>,
+    out: (Option<A::Output>, Option<B::Output>),
+    flags: [Arc<Flag>; 2],
+}
+
+struct Flag {
+    woken: AtomicBool,
+    parent: Mutex<Option<Waker>>,
+}
+
+impl Wake for Flag {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Ordering::Release);
+        if let Some(w) = self.parent.lock().unwrap().as_ref() {
+            w.wake_by_ref();
+        }
+    }
+}
+
+impl<A: Future, B: Future> Future for JoinOwnWakers<A, B> {
+    type Output = (A::Output, B::Output);
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        for f in &this.flags {
+            *f.parent.lock().unwrap() = Some(cx.waker().clone());
+        }
+        if this.out.0.is_none() && this.flags[0].woken.swap(false, Ordering::AcqRel) {
+            let w = Waker::from(this.flags[0].clone());
+            if let Poll::Ready(x) = this.a.as_mut().poll(&mut Context::from_waker(&w)) {
+                this.out.0 = Some(x);
+            }
+        }
+        if this.out.1.is_none() && this.flags[1].woken.swap(false, Ordering::AcqRel) {
+            let w = Waker::from(this.flags[1].clone());
+            if let Poll::Ready(x) = this.b.as_mut().poll(&mut Context::from_waker(&w)) {
+                this.out.1 = Some(x);
+            }
+        }
+        if this.out.0.is_some() && this.out.1.is_some() {
+            return Poll::Ready((this.out.0.take().unwrap(), this.out.1.take().unwrap()));
+        }
+        Poll::Pending
+    }
+}
+
+// Every field is Unpin: the futures are boxed.
+impl<A: Future, B: Future> Unpin for JoinOwnWakers<A, B> {}
+
+fn join_own_wakers<A: Future, B: Future>(a: A, b: B) -> JoinOwnWakers<A, B> {
+    let flag = || {
+        Arc::new(Flag {
+            woken: AtomicBool::new(true),
+            parent: Mutex::new(None),
+        })
+    };
+    JoinOwnWakers {
+        a: Box::pin(a),
+        b: Box::pin(b),
+        out: (None, None),
+        flags: [flag(), flag()],
+    }
+}
+
+/// Sums an input to its end.
+async fn sum_async(inp: &mut Input<u32>) -> Result<u64, Error> {
+    let mut sum = 0u64;
+    loop {
+        let s = inp.peek_async(1).await?;
+        if s.is_empty() {
+            return Ok(sum);
+        }
+        sum += s.iter().map(|&x| u64::from(x)).sum::<u64>();
+        let n = s.len();
+        inp.consume(n)?;
+    }
+}
+
+#[test]
+fn two_reads_joined_by_a_combinator_with_wakers_of_its_own_end_or_are_refused() {
+    // `futures::join_all`/`FuturesUnordered` style: every sub-future has a
+    // waker of its own. The runtime keeps one waker per node, so it may
+    // refuse the second wait (PortShared); it must never hang or lose data.
+    let mut outcomes = (0, 0);
+    for round in 0..ROUNDS {
+        let mut g = Graph::new();
+        g.set_workers(1 + (round % 2) as usize);
+        let (oa, mut ia) = g.connect::<u32>(("a", "out"), ("j", "a")).unwrap();
+        let (ob, mut ib) = g.connect::<u32>(("b", "out"), ("j", "b")).unwrap();
+        g.node("a", move || count(oa, 5000, round + 1, 1)).unwrap();
+        g.node("b", move || count(ob, 5000, round + 2, 2)).unwrap();
+        let got = Arc::new(Mutex::new(None));
+        let g2 = got.clone();
+        g.task("j", async move {
+            let (sa, sb) = join_own_wakers(sum_async(&mut ia), sum_async(&mut ib)).await;
+            *g2.lock().unwrap() = Some((sa?, sb?));
+            Ok(())
+        })
+        .unwrap();
+        match run_within(g) {
+            Ok(()) => {
+                let want = 4999 * 5000 / 2;
+                assert_eq!(*got.lock().unwrap(), Some((want, want)), "round {round}");
+                outcomes.0 += 1;
+            }
+            Err(Error::PortShared { .. }) => outcomes.1 += 1,
+            Err(e) => panic!("round {round}: {e:?}"),
+        }
+    }
+    eprintln!(
+        "join with own wakers: {} ended, {} refused (PortShared)",
+        outcomes.0, outcomes.1
+    );
+}
