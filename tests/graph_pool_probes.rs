@@ -806,3 +806,130 @@ fn two_reads_joined_by_a_combinator_with_wakers_of_its_own_end_or_are_refused() 
         outcomes.0, outcomes.1
     );
 }
+
+#[test]
+fn a_diamond_that_needs_growth_gives_the_same_output_on_1_2_and_4_workers() {
+    // src feeds a fast branch (3x) and a slow one (2x, which waits for 5000 items
+    // before it passes any on); join reads both in step: the queues must
+    // grow (bounded scheduling) with every node a task.
+    const N: u32 = 50_000;
+    for round in 0..ROUNDS {
+        for workers in [1, 2, 4] {
+            let mut g = Graph::new();
+            g.set_workers(workers);
+            let (mut o, i_fast) = g
+                .connect_with_capacity::<u32>(("src", "out"), ("fast", "in"), 1024)
+                .unwrap();
+            let mut i_slow = g.tap(&mut o, ("slow", "in")).unwrap();
+            let (o_fast, mut j_fast) = g
+                .connect_with_capacity::<u32>(("fast", "out"), ("join", "a"), 1024)
+                .unwrap();
+            let (mut o_slow, mut j_slow) = g
+                .connect_with_capacity::<u32>(("slow", "out"), ("join", "b"), 1024)
+                .unwrap();
+            let (mut o_join, i_out) = g.connect::<u32>(("join", "out"), ("sink", "in")).unwrap();
+            g.task("src", count_async(o, N, round + 5, 300)).unwrap();
+            g.task("fast", map_async(i_fast, o_fast, 0, round)).unwrap();
+            g.task("slow", async move {
+                let mut first = true;
+                loop {
+                    let t = if first { 5000 } else { 1 };
+                    first = false;
+                    let s = i_slow.peek_async(t).await?;
+                    if s.is_empty() {
+                        return Ok(());
+                    }
+                    let v: Vec<u32> = s.iter().map(|&x| x * 2).collect();
+                    i_slow.consume(v.len())?;
+                    o_slow.write_async(&v).await?;
+                }
+            })
+            .unwrap();
+            g.task("join", async move {
+                loop {
+                    let na = j_fast.peek_async(1).await?.len();
+                    let nb = j_slow.peek_async(1).await?.len();
+                    let m = na.min(nb);
+                    if m == 0 {
+                        if na + nb != 0 {
+                            return Err("the branches ended unevenly".into());
+                        }
+                        return Ok(());
+                    }
+                    let a = j_fast.peek_async(m).await?[..m].to_vec();
+                    let b = j_slow.peek_async(m).await?[..m].to_vec();
+                    let v: Vec<u32> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
+                    j_fast.consume(m)?;
+                    j_slow.consume(m)?;
+                    o_join.write_async(&v).await?;
+                }
+            })
+            .unwrap();
+            let got = Arc::new(Mutex::new(Vec::new()));
+            g.task("sink", gather_async(i_out, got.clone())).unwrap();
+            run_within(g).unwrap_or_else(|e| panic!("round {round}, {workers} workers: {e}"));
+            let want: Vec<u32> = (0..N).map(|x| 5 * x).collect();
+            assert!(
+                *got.lock().unwrap() == want,
+                "round {round}, {workers} workers: wrong output"
+            );
+        }
+    }
+}
+
+#[test]
+fn tasks_handing_over_through_their_own_signals_beside_port_pipes_lose_no_wakeup() {
+    // Two tasks ping-pong through hand-made signals (wakes from the pool's
+    // own workers, not the runtime's), beside pipes of tasks.
+    const R: u64 = 2000;
+    for round in 0..ROUNDS {
+        for workers in [1, 2, 4] {
+            let (mut g, got) = pipes_graph(8, 2000, round + 11, workers);
+            let (ping, pong) = (Arc::new(Signal::default()), Arc::new(Signal::default()));
+            let (a_ping, a_pong) = (ping.clone(), pong.clone());
+            g.task("ping", async move {
+                for r in 1..=R {
+                    a_ping.fire();
+                    a_pong.wait(r).await;
+                }
+                Ok(())
+            })
+            .unwrap();
+            let (b_ping, b_pong) = (ping.clone(), pong.clone());
+            g.task("pong", async move {
+                for r in 1..=R {
+                    b_ping.wait(r).await;
+                    b_pong.fire();
+                }
+                Ok(())
+            })
+            .unwrap();
+            run_within(g).unwrap_or_else(|e| panic!("round {round}, {workers} workers: {e}"));
+            check_pipes(&got, 2000, &format!("round {round}, {workers} workers"));
+            assert_eq!((ping.fired(), pong.fired()), (R, R));
+        }
+    }
+}
+
+#[test]
+fn a_thread_node_driving_its_body_with_tokios_block_on_between_tasks() {
+    // A user's thread node runs its async body on a tokio runtime (a
+    // foreign executor) instead of dmaflow's block_on.
+    const N: u32 = 20_000;
+    for round in 0..ROUNDS {
+        let mut g = Graph::new();
+        g.set_workers(1 + (round % 2) as usize);
+        let (o, i) = g.connect::<u32>(("src", "out"), ("tk", "in")).unwrap();
+        let (o2, i2) = g.connect::<u32>(("tk", "out"), ("sink", "in")).unwrap();
+        g.task("src", count_async(o, N, round, 100)).unwrap();
+        g.node("tk", move || {
+            let rt = tokio::runtime::Builder::new_current_thread().build()?;
+            rt.block_on(map_async(i, o2, 7, round))
+        })
+        .unwrap();
+        let got = Arc::new(Mutex::new(Vec::new()));
+        g.task("sink", gather_async(i2, got.clone())).unwrap();
+        run_within(g).unwrap_or_else(|e| panic!("round {round}: {e}"));
+        assert!(*got.lock().unwrap() == expected_pipe(7, N), "round {round}");
+    }
+}
