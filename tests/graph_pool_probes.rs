@@ -1056,3 +1056,113 @@ fn a_task_given_up_by_the_watchdog_and_woken_after_the_end_is_dropped() {
         );
     }
 }
+
+#[test]
+fn a_relay_selecting_between_its_input_and_its_output_room_keeps_every_item() {
+    // A relay with a buffer of its own: in one select it reads when it has
+    // room and writes when it holds items, between tasks and small queues.
+    const N: u32 = 30_000;
+    for round in 0..ROUNDS {
+        for workers in [1, 2, 4] {
+            let mut g = Graph::new();
+            g.set_workers(workers);
+            let (o, mut inp) = g
+                .connect_with_capacity::<u32>(("src", "out"), ("relay", "in"), 1024)
+                .unwrap();
+            let (mut out, i2) = g
+                .connect_with_capacity::<u32>(("relay", "out"), ("sink", "in"), 1024)
+                .unwrap();
+            g.task("src", count_async(o, N, round + 21, 500)).unwrap();
+            g.task("relay", async move {
+                let mut buf: std::collections::VecDeque<u32> = Default::default();
+                let mut ended = false;
+                let mut rng = Rng(round + 1);
+                while !(ended && buf.is_empty()) {
+                    let want = 1 + rng.below(700);
+                    tokio::select! {
+                        s = inp.peek_async(1), if !ended && buf.len() < 4096 => {
+                            let s = s?;
+                            if s.is_empty() {
+                                ended = true;
+                                continue;
+                            }
+                            let k = s.len().min(want);
+                            buf.extend(&s[..k]);
+                            inp.consume(k)?;
+                        }
+                        s = out.reserve_up_to_async(buf.len().min(want)), if !buf.is_empty() => {
+                            let s = s?;
+                            let k = s.len();
+                            for (x, y) in s.iter_mut().zip(buf.drain(..k)) {
+                                *x = y;
+                            }
+                            out.commit(k)?;
+                        }
+                    }
+                }
+                Ok(())
+            })
+            .unwrap();
+            let got = Arc::new(Mutex::new(Vec::new()));
+            g.task("sink", gather_async(i2, got.clone())).unwrap();
+            run_within(g).unwrap_or_else(|e| panic!("round {round}, {workers} workers: {e}"));
+            let want: Vec<u32> = (0..N).collect();
+            assert!(
+                *got.lock().unwrap() == want,
+                "round {round}, {workers} workers: wrong output"
+            );
+        }
+    }
+}
+
+#[test]
+fn tasks_of_two_graphs_waking_each_other_run_each_on_its_own_pool() {
+    // A task of one graph wakes a task of another from its worker: the wake
+    // must reach the other graph's pool (its workers), not the waker's.
+    const R: u64 = 1000;
+    for round in 0..ROUNDS {
+        let (ping, pong) = (Arc::new(Signal::default()), Arc::new(Signal::default()));
+        let mut graphs = Vec::new();
+        for side in 0..2 {
+            let (mut g, got) = pipes_graph(3, 2000, round * 2 + side, 1 + side as usize);
+            let (p, q) = (ping.clone(), pong.clone());
+            let name = if side == 0 { "ping" } else { "pong" };
+            let pool_threads = Arc::new(Mutex::new(std::collections::HashSet::new()));
+            let seen = pool_threads.clone();
+            g.task(name, async move {
+                for r in 1..=R {
+                    seen.lock().unwrap().insert(std::thread::current().id());
+                    if side == 0 {
+                        p.fire();
+                        q.wait(r).await;
+                    } else {
+                        p.wait(r).await;
+                        q.fire();
+                    }
+                }
+                Ok(())
+            })
+            .unwrap();
+            graphs.push((g, got, pool_threads));
+        }
+        let (mut handles, mut checks) = (Vec::new(), Vec::new());
+        for (g, got, threads) in graphs {
+            handles.push(std::thread::spawn(move || run_within(g)));
+            checks.push((got, threads));
+        }
+        for h in handles {
+            h.join()
+                .unwrap()
+                .unwrap_or_else(|e| panic!("round {round}: {e}"));
+        }
+        for (got, _) in &checks {
+            check_pipes(got, 2000, &format!("round {round}"));
+        }
+        let (a, b) = (checks[0].1.lock().unwrap(), checks[1].1.lock().unwrap());
+        assert!(
+            a.is_disjoint(&b),
+            "round {round}: a task ran on the other graph's worker"
+        );
+        assert_eq!((ping.fired(), pong.fired()), (R, R));
+    }
+}
