@@ -1166,3 +1166,57 @@ fn tasks_of_two_graphs_waking_each_other_run_each_on_its_own_pool() {
         assert_eq!((ping.fired(), pong.fired()), (R, R));
     }
 }
+
+#[test]
+fn tasks_awaiting_tokio_timers_driven_on_a_tokio_thread_run_to_their_ends() {
+    // A user's task awaits tokio sleeps made on a tokio runtime's handle
+    // (that runtime driven by a thread of its own): each wake comes from
+    // the tokio thread, beside pipes of tasks.
+    for round in 0..ROUNDS / 2 {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (htx, hrx) = std::sync::mpsc::channel();
+        let s2 = stop.clone();
+        let driver = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .unwrap();
+            htx.send(rt.handle().clone()).unwrap();
+            rt.block_on(async move {
+                while !s2.load(Ordering::Acquire) {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            });
+        });
+        let handle = hrx.recv_timeout(BOUND).unwrap();
+        let (mut g, got) = pipes_graph(4, 3000, round + 31, 1 + (round % 2) as usize);
+        let mut outs = Vec::new();
+        for k in 0..2 {
+            let (mut o, i) = g
+                .connect::<u32>((&format!("timed{k}"), "out"), (&format!("tc{k}"), "in"))
+                .unwrap();
+            outs.push(collect(&mut g, &format!("tc{k}"), i).unwrap());
+            let h = handle.clone();
+            g.task(&format!("timed{k}"), async move {
+                for r in 0..40u32 {
+                    let sleep = {
+                        let _in = h.enter();
+                        tokio::time::sleep(Duration::from_micros(300))
+                    };
+                    sleep.await;
+                    o.write_async(&[r]).await?;
+                }
+                Ok(())
+            })
+            .unwrap();
+        }
+        let r = run_within(g);
+        stop.store(true, Ordering::Release);
+        driver.join().unwrap();
+        r.unwrap_or_else(|e| panic!("round {round}: {e}"));
+        check_pipes(&got, 3000, &format!("round {round}"));
+        for o in &outs {
+            assert_eq!(*o.lock().unwrap(), (0..40).collect::<Vec<u32>>());
+        }
+    }
+}
