@@ -935,7 +935,7 @@ fn a_thread_node_driving_its_body_with_tokios_block_on_between_tasks() {
 }
 
 #[test]
-#[ignore = "defect: the watchdog never looks again at a worker it gave up once (Slot::held stays set), and a task woken by that worker's task lands on its own queue: the second block is never reported, the graph waits for the call (or hangs)"]
+#[ignore = "defect: the watchdog never looks again at a worker it gave up once (Slot::held stays set), and a task woken by that worker's task lands on its own queue: the second block is never reported, the graph waits for the call (or hangs); also with the pool before per-worker queues"]
 fn a_second_task_blocking_on_a_worker_the_watchdog_gave_up_before_is_caught_too() {
     // holder blocks its worker past the limit (the watchdog gives that
     // worker up), then, once back, wakes blocker: woken by the task that
@@ -1011,7 +1011,7 @@ fn many_short_graphs_of_tiny_tasks_start_and_end() {
 }
 
 #[test]
-#[ignore = "defect: a task the watchdog gave up whose poll later returns pending is queued, when woken after the pool's workers left, on the shared queue, which its own pool holds: task, pool and body are never dropped"]
+#[ignore = "defect: a task the watchdog gave up whose poll later returns pending is queued, when woken after the pool's workers left, on the shared queue, which its own pool holds: task, pool and body are never dropped; also with the pool before per-worker queues"]
 fn a_task_given_up_by_the_watchdog_and_woken_after_the_end_is_dropped() {
     for woken in [false, true] {
         let drops = Arc::new(AtomicUsize::new(0));
