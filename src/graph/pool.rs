@@ -97,13 +97,18 @@ struct Shared {
 /// What the watchdog sees of one worker.
 #[derive(Default)]
 struct Slot {
-    /// Polls begun and ended: odd while a poll runs.
+    /// Polls begun and ended: odd while a poll runs; [`GIVEN_UP`] added by
+    /// the watchdog to the count of the poll it gives the worker up in.
     polls: AtomicU64,
     /// The index of the task last polled.
     task: AtomicUsize,
-    /// Given up: it held a task past the limit (never joined).
+    /// Given up: it held a task past the limit (never joined; it leaves the
+    /// pool once that poll returns).
     held: AtomicBool,
 }
+
+/// Marks a worker's count of polls: given up in the poll it counts.
+const GIVEN_UP: u64 = 1 << 63;
 
 struct Ready {
     /// Tasks not counted out yet.
@@ -364,14 +369,25 @@ fn watch(rt: &Arc<Runtime>, shared: &Arc<Shared>, limit: Duration) {
             .collect();
         seen.resize(slots.len(), (0, Instant::now()));
         for (slot, seen) in slots.iter().zip(seen.iter_mut()) {
+            if slot.held.load(Ordering::Acquire) {
+                continue;
+            }
             let polls = slot.polls.load(Ordering::Acquire);
             if polls % 2 == 0 || polls != seen.0 {
                 *seen = (polls, Instant::now());
                 continue;
             }
-            if seen.1.elapsed() < limit || slot.held.swap(true, Ordering::AcqRel) {
+            // Given up only while still in that poll: the worker learns it
+            // when the poll returns (see `work`).
+            if seen.1.elapsed() < limit
+                || slot
+                    .polls
+                    .compare_exchange(polls, polls | GIVEN_UP, Ordering::AcqRel, Ordering::Acquire)
+                    .is_err()
+            {
                 continue;
             }
+            slot.held.store(true, Ordering::Release);
             let index = slot.task.load(Ordering::Acquire);
             let (_, name) = &shared.names[index];
             {
@@ -447,12 +463,19 @@ fn work(rt: &Runtime, shared: &Shared, slot: &Slot) {
         slot.polls.store(polls, Ordering::Release);
         let ended = poll(rt, &task);
         polls += 1;
-        slot.polls.store(polls, Ordering::Release);
+        let given_up = slot.polls.swap(polls, Ordering::AcqRel) & GIVEN_UP != 0;
         match ended {
             Some(result) => {
                 task.state.store(ENDED, Ordering::Release);
                 rt.finish(task.id, &task.name, result);
                 shared.count_out(task.index);
+            }
+            None if given_up => {
+                // Counted out by the watchdog (the graph stops with its
+                // error): never polled again. Its body is dropped here,
+                // closing its ports, so that no later wake queues it.
+                task.state.store(ENDED, Ordering::Release);
+                drop_quietly(lock(&task.future).take());
             }
             None => {
                 if task
@@ -465,6 +488,16 @@ fn work(rt: &Runtime, shared: &Shared, slot: &Slot) {
                     shared.push(task);
                 }
             }
+        }
+        if given_up {
+            // Another worker runs in this one's place: the tasks on its own
+            // queue go to the shared one, and it leaves.
+            if let Some((_, local)) = LOCAL.with(|l| l.borrow_mut().take()) {
+                while let Some(t) = local.pop() {
+                    shared.push(t);
+                }
+            }
+            return;
         }
     }
 }
