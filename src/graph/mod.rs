@@ -624,6 +624,7 @@ impl Running {
         let mut s = lock(&self.rt.sched);
         // No task waits any more: drop what could keep its memory alive.
         s.wakers.iter_mut().for_each(|w| *w = None);
+        s.waits.iter_mut().for_each(Vec::clear);
         match s.failure.take() {
             Some(e) => Err(e),
             None => Ok(()),

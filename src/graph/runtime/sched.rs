@@ -25,7 +25,7 @@ pub(in crate::graph) enum Status {
 }
 
 /// One pending wait of a node: on `edge`, to write or read `amount` items.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub(in crate::graph) struct Wait {
     /// Tells this wait from the node's others (a task may select over
     /// several port futures).
@@ -33,6 +33,10 @@ pub(in crate::graph) struct Wait {
     pub(in crate::graph) edge: usize,
     pub(in crate::graph) side: Side,
     pub(in crate::graph) amount: usize,
+    /// The waker of this wait where it is not the node's
+    /// ([`Sched::wakers`]): a combinator in the node's body that polls each
+    /// of its futures with a waker of its own (`FuturesUnordered`).
+    pub(super) waker: Option<Waker>,
 }
 
 /// A node's status, its count of pending waits and its count of
@@ -228,7 +232,7 @@ impl Sched {
     /// waker, if it is a task, goes to `woken`, to be woken (once the lock
     /// is let go where the caller can).
     pub(super) fn resume(&mut self, node: usize, woken: &mut Vec<Waker>) {
-        self.waits[node].clear();
+        woken.extend(self.waits[node].drain(..).filter_map(|w| w.waker));
         self.update(node, Status::Running, 1);
         if let Some(w) = self.wakers[node].take() {
             woken.push(w);
@@ -379,6 +383,9 @@ impl Runtime {
         for w in s.wakers.iter().flatten() {
             w.wake_by_ref();
         }
+        for w in s.waits.iter().flatten().filter_map(|w| w.waker.as_ref()) {
+            w.wake_by_ref();
+        }
     }
 
     /// Node `id` ended with `result` (its ports already closed): records the
@@ -437,6 +444,9 @@ impl Runtime {
             match w.side {
                 Side::Write => e.writer_cv.notify_all(),
                 Side::Read => e.readers_cv.notify_all(),
+            }
+            if let Some(w) = w.waker {
+                w.wake();
             }
         }
         // So does a task or thread whose waker a wait of the node left (a

@@ -92,6 +92,11 @@ fn caller_is_other(rt: &Runtime, node: usize) -> bool {
     std::ptr::eq(caller_rt, rt) && caller != node
 }
 
+/// Whether the body running on this thread is node `node`'s of `rt`.
+fn caller_is(rt: &Runtime, node: usize) -> bool {
+    CALLER.with(Cell::get) == (rt as *const Runtime, node)
+}
+
 /// Polls a node body once as dmaflow's executor: a port future that waits
 /// leaves its node's wait with the runtime, and once the body's poll has
 /// returned pending the node counts as blocked (so that every port future a
@@ -241,10 +246,14 @@ impl Runtime {
         if caller_is_other(self, node) {
             return Err(WaitError::Shared);
         }
-        // One node, one poller: a wait under a waker other than that of the
-        // node's pending waits comes from another node or task holding the
-        // port, whose wake-up the node's one waker slot could not keep.
+        // One node, one poller: from the node's own body, a wait under a
+        // waker other than the node's (a combinator polling each of its
+        // futures with a waker of its own) keeps that waker with the wait;
+        // from anywhere else, while the node waits, it comes from another
+        // task holding the port, and is refused.
+        let own_body = caller_is(self, node);
         if let Counted::Polled(waker) | Counted::Foreign(waker) = counted
+            && !own_body
             && !s.waits[node].is_empty()
             && s.wakers[node].as_ref().is_some_and(|w| !w.will_wake(waker))
         {
@@ -257,6 +266,7 @@ impl Runtime {
             edge: edge.id,
             side,
             amount,
+            waker: None,
         });
         let at_once = match counted {
             Counted::Thread => true,
@@ -274,10 +284,7 @@ impl Runtime {
             },
         );
         if let Counted::Polled(waker) | Counted::Foreign(waker) = counted {
-            match &mut s.wakers[node] {
-                Some(w) if w.will_wake(waker) => {}
-                slot => *slot = Some(waker.clone()),
-            }
+            Self::keep_waker(&mut s, node, token, waker, own_body);
         }
         match side {
             Side::Write => edge.writer_target.store(target, Ordering::SeqCst),
@@ -310,6 +317,26 @@ impl Runtime {
             Self::withdraw(&mut s, node, token);
         }
         Ok((s, look, sleep, token))
+    }
+
+    /// Keeps `waker` to wake wait `token` of node `node` with: as the
+    /// node's waker, unless it is the node's own body (`own_body`) waiting
+    /// under a waker other than the node's pending waits', which the wait
+    /// then keeps beside it.
+    fn keep_waker(s: &mut Sched, node: usize, token: u64, waker: &Waker, own_body: bool) {
+        match &s.wakers[node] {
+            Some(w) if w.will_wake(waker) => return,
+            Some(_) if own_body && s.waits[node].iter().any(|w| w.token != token) => {}
+            _ => {
+                s.wakers[node] = Some(waker.clone());
+                return;
+            }
+        }
+        if let Some(w) = s.waits[node].iter_mut().find(|w| w.token == token)
+            && !w.waker.as_ref().is_some_and(|k| k.will_wake(waker))
+        {
+            w.waker = Some(waker.clone());
+        }
     }
 
     /// Takes back wait `token` of node `node`: a node blocked on nothing
@@ -675,10 +702,8 @@ impl<F: FnOnce() -> Result<bool, ring::Error> + Unpin> Future for BlockOn<'_, F>
                     if state.epoch() != seen {
                         return Poll::Ready(Ok(()));
                     }
-                    match &mut s.wakers[node] {
-                        Some(w) if w.will_wake(cx.waker()) => {}
-                        slot => *slot = Some(cx.waker().clone()),
-                    }
+                    let own_body = caller_is(this.rt, node);
+                    Runtime::keep_waker(&mut s, node, token, cx.waker(), own_body);
                 }
                 if polled {
                     note_parked(this.rt, state, seen);
