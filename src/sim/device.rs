@@ -14,10 +14,16 @@ use super::state::*;
 const IDLE_SPIN: Duration = Duration::from_micros(500);
 const IDLE_YIELD: Duration = Duration::from_millis(2);
 
-/// The longest a thread stepping a short transfer itself waits for the
-/// device thread to let go of the fabric, or for the modelled link
-/// ([`Shared::run_now`]).
+/// The longest a thread stepping a short transfer itself spins for the
+/// modelled link, or for the device thread to let go of the fabric before
+/// it yields its core while waiting on ([`Shared::run_now`]).
 const PROMPT_WAIT: Duration = Duration::from_micros(20);
+
+/// The longest that thread waits for the device thread to let go of the
+/// fabric: a device step is microseconds on the host, a hundred times that
+/// on an emulated CPU (qemu), and the device thread woken by the doorbell
+/// may be at this very transfer.
+const PROMPT_LOCK_WAIT: Duration = Duration::from_millis(5);
 
 /// Spins until `t` or until new work is posted.
 fn spin_until(s: &Shared, t: Instant) {
@@ -101,7 +107,8 @@ pub(super) fn device_loop(s: &Shared) {
 
 impl Shared {
     /// Runs on the calling thread the steps the device can take now, once
-    /// the device thread is not mid-step (waited for briefly) and unless a
+    /// the device thread is not mid-step (waited for up to
+    /// [`PROMPT_LOCK_WAIT`]) and unless a
     /// transfer is stalled by a fault: what the clock model says is due by
     /// now (or within [`PROMPT_WAIT`]) moves, the rest is left to the device
     /// thread, which the doorbell woke. On a board a short
@@ -119,6 +126,9 @@ impl Shared {
                 Err(TryLockError::Poisoned(p)) => break p.into_inner(),
                 Err(TryLockError::WouldBlock) if since.elapsed() < PROMPT_WAIT => {
                     std::hint::spin_loop();
+                }
+                Err(TryLockError::WouldBlock) if since.elapsed() < PROMPT_LOCK_WAIT => {
+                    std::thread::yield_now();
                 }
                 Err(TryLockError::WouldBlock) => return,
             }
