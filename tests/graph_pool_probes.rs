@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use dmaflow::graph::{Error, Graph, Input, NodeResult, Output};
 
 mod common;
-use common::{BOUND, Rng, collect, count, run_within};
+use common::{BOUND, Rng, collect, count, run_within, sum_to_end};
 
 /// Rounds each probe runs, to catch races.
 const ROUNDS: u64 = 20;
@@ -469,6 +469,24 @@ fn wakers_kept_past_the_graphs_end_neither_keep_the_bodies_nor_crash_when_woken(
     }
 }
 
+/// Runs `g` (bounded) while a thread wakes the wakers in `kept` again and
+/// again, for nothing.
+fn run_woken_for_nothing(g: Graph, kept: &Arc<Mutex<Vec<Waker>>>) -> Result<(), Error> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (k3, s3) = (kept.clone(), stop.clone());
+    let hammer = std::thread::spawn(move || {
+        while !s3.load(Ordering::Acquire) {
+            let ws = k3.lock().unwrap().clone();
+            ws.iter().for_each(Waker::wake_by_ref);
+            std::thread::yield_now();
+        }
+    });
+    let r = run_within(g);
+    stop.store(true, Ordering::Release);
+    hammer.join().unwrap();
+    r
+}
+
 #[test]
 fn spurious_wakes_from_outside_neither_lose_a_deadlock_report_nor_fake_one() {
     for round in 0..ROUNDS {
@@ -502,18 +520,7 @@ fn spurious_wakes_from_outside_neither_lose_a_deadlock_report_nor_fake_one() {
             Ok(())
         })
         .unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let (k3, s3) = (kept.clone(), stop.clone());
-        let hammer = std::thread::spawn(move || {
-            while !s3.load(Ordering::Acquire) {
-                let ws = k3.lock().unwrap().clone();
-                ws.iter().for_each(Waker::wake_by_ref);
-                std::thread::yield_now();
-            }
-        });
-        let r = run_within(g);
-        stop.store(true, Ordering::Release);
-        hammer.join().unwrap();
+        let r = run_woken_for_nothing(g, &kept);
         match r {
             Err(Error::Deadlock { .. }) => {}
             other => panic!("round {round}: expected a deadlock, got {other:?}"),
@@ -545,18 +552,7 @@ fn spurious_wakes_from_outside_neither_lose_a_deadlock_report_nor_fake_one() {
             }
         })
         .unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let (k3, s3) = (kept.clone(), stop.clone());
-        let hammer = std::thread::spawn(move || {
-            while !s3.load(Ordering::Acquire) {
-                let ws = k3.lock().unwrap().clone();
-                ws.iter().for_each(Waker::wake_by_ref);
-                std::thread::yield_now();
-            }
-        });
-        let r = run_within(g);
-        stop.store(true, Ordering::Release);
-        hammer.join().unwrap();
+        let r = run_woken_for_nothing(g, &kept);
         r.unwrap_or_else(|e| panic!("round {round}: {e}"));
         assert_eq!(sum.load(Ordering::Relaxed), 19_999 * 20_000 / 2);
     }
@@ -758,18 +754,13 @@ fn join_own_wakers<A: Future, B: Future>(a: A, b: B) -> JoinOwnWakers<A, B> {
     }
 }
 
-/// Sums an input to its end.
-async fn sum_async(inp: &mut Input<u32>) -> Result<u64, Error> {
-    let mut sum = 0u64;
-    loop {
-        let s = inp.peek_async(1).await?;
-        if s.is_empty() {
-            return Ok(sum);
-        }
-        sum += s.iter().map(|&x| u64::from(x)).sum::<u64>();
-        let n = s.len();
-        inp.consume(n)?;
-    }
+/// Adds a task `sink` gathering `inp`, runs `g` (bounded) and checks that
+/// the sink got `want`.
+fn sink_gets(mut g: Graph, inp: Input<u32>, want: &[u32], what: &str) {
+    let got = Arc::new(Mutex::new(Vec::new()));
+    g.task("sink", gather_async(inp, got.clone())).unwrap();
+    run_within(g).unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(*got.lock().unwrap() == want, "{what}: wrong output");
 }
 
 #[test]
@@ -789,7 +780,7 @@ fn two_reads_joined_by_a_combinator_with_wakers_of_its_own_both_end() {
         let got = Arc::new(Mutex::new(None));
         let g2 = got.clone();
         let body = async move {
-            let (sa, sb) = join_own_wakers(sum_async(&mut ia), sum_async(&mut ib)).await;
+            let (sa, sb) = join_own_wakers(sum_to_end(&mut ia), sum_to_end(&mut ib)).await;
             *g2.lock().unwrap() = Some((sa?, sb?));
             Ok(())
         };
@@ -862,13 +853,12 @@ fn a_diamond_that_needs_growth_gives_the_same_output_on_1_2_and_4_workers() {
                 }
             })
             .unwrap();
-            let got = Arc::new(Mutex::new(Vec::new()));
-            g.task("sink", gather_async(i_out, got.clone())).unwrap();
-            run_within(g).unwrap_or_else(|e| panic!("round {round}, {workers} workers: {e}"));
             let want: Vec<u32> = (0..N).map(|x| 5 * x).collect();
-            assert!(
-                *got.lock().unwrap() == want,
-                "round {round}, {workers} workers: wrong output"
+            sink_gets(
+                g,
+                i_out,
+                &want,
+                &format!("round {round}, {workers} workers"),
             );
         }
     }
@@ -1098,14 +1088,8 @@ fn a_relay_selecting_between_its_input_and_its_output_room_keeps_every_item() {
                 Ok(())
             })
             .unwrap();
-            let got = Arc::new(Mutex::new(Vec::new()));
-            g.task("sink", gather_async(i2, got.clone())).unwrap();
-            run_within(g).unwrap_or_else(|e| panic!("round {round}, {workers} workers: {e}"));
             let want: Vec<u32> = (0..N).collect();
-            assert!(
-                *got.lock().unwrap() == want,
-                "round {round}, {workers} workers: wrong output"
-            );
+            sink_gets(g, i2, &want, &format!("round {round}, {workers} workers"));
         }
     }
 }

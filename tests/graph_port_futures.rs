@@ -7,24 +7,10 @@ use std::pin::pin;
 use std::task::Poll;
 use std::time::Duration;
 
-use dmaflow::graph::{Error, Graph, Input};
+use dmaflow::graph::{Error, Graph};
 
 mod common;
-use common::{Rng, count, run_within};
-
-/// Sums an input to its end as a task.
-async fn sum_all(inp: &mut Input<u32>) -> Result<u64, Error> {
-    let mut sum = 0u64;
-    loop {
-        let s = inp.peek_async(1).await?;
-        if s.is_empty() {
-            return Ok(sum);
-        }
-        sum += s.iter().map(|&x| u64::from(x)).sum::<u64>();
-        let n = s.len();
-        inp.consume(n)?;
-    }
-}
+use common::{Rng, count, run_within, sum_to_end};
 
 /// Polls `f` once.
 async fn poll_once<F: Future>(f: F) -> Option<F::Output> {
@@ -58,9 +44,9 @@ fn port_futures_dropped_unpolled_or_after_one_pending_poll_leave_the_port_usable
             let first = poll_once(ia.peek_async(1))
                 .await
                 .map(|r| r.map(|s| s.len()));
-            let sb = sum_all(&mut ib).await?;
+            let sb = sum_to_end(&mut ib).await?;
             let _ = poll_once(ia.peek_async(usize::from(round % 3 == 0) * 100_000)).await;
-            let sa = sum_all(&mut ia).await?;
+            let sa = sum_to_end(&mut ia).await?;
             let _ = first;
             let s = oc.reserve_async(2).await?;
             s[0] = (sa % 1_000_000_007) as u32;
@@ -163,12 +149,12 @@ fn a_port_polled_from_another_nodes_task_or_a_thread_nodes_block_on_ends() {
         let (g1, g2) = (got.clone(), got.clone());
         g.task("y", async move {
             let mut ia = ia;
-            g1.lock().unwrap().0 = sum_all(&mut ia).await?;
+            g1.lock().unwrap().0 = sum_to_end(&mut ia).await?;
             Ok(())
         })
         .unwrap();
         g.node("th", move || {
-            let s = dmaflow::graph::block_on(sum_all(&mut ib))?;
+            let s = dmaflow::graph::block_on(sum_to_end(&mut ib))?;
             g2.lock().unwrap().1 = s;
             Ok(())
         })
@@ -211,7 +197,7 @@ fn zero_and_huge_requests_answer_at_once() {
         l2.lock().unwrap().push(format!("peek0 {v:?}"));
         let v = i.peek_async(usize::MAX).await.map(|s| s.len());
         l2.lock().unwrap().push(format!("peekMAX {v:?}"));
-        let s = sum_all(&mut i).await?;
+        let s = sum_to_end(&mut i).await?;
         l2.lock().unwrap().push(format!("sum {s}"));
         Ok(())
     })
@@ -379,7 +365,7 @@ fn a_port_future_moved_after_a_pending_poll_completes_where_it_is_moved() {
                 }
             };
             assert!(n >= 16, "round {round}: {n}");
-            let sum = sum_all(&mut ia).await?;
+            let sum = sum_to_end(&mut ia).await?;
             let tail: u64 = {
                 let mut t = 0u64;
                 loop {

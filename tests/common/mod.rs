@@ -126,3 +126,19 @@ pub fn count(
     }
     Ok(())
 }
+
+/// Sums an input to its end (a task's or `block_on`'s body).
+pub async fn sum_to_end(
+    inp: &mut dmaflow::graph::Input<u32>,
+) -> Result<u64, dmaflow::graph::Error> {
+    let mut sum = 0u64;
+    loop {
+        let s = inp.peek_async(1).await?;
+        if s.is_empty() {
+            return Ok(sum);
+        }
+        sum += s.iter().map(|&x| u64::from(x)).sum::<u64>();
+        let n = s.len();
+        inp.consume(n)?;
+    }
+}
