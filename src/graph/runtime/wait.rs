@@ -84,17 +84,11 @@ pub(in crate::graph) fn as_node<R>(rt: &Runtime, node: usize, f: impl FnOnce() -
     f()
 }
 
-/// Whether the body running on this thread is that of a node of `rt` other
-/// than `node` (a body on a thread of its own, or on an executor that is
-/// not a node's, is not known to be another node's).
-fn caller_is_other(rt: &Runtime, node: usize) -> bool {
+/// The node of `rt` whose body runs on this thread, if known (a body on a
+/// thread of its own, or on an executor that is not a node's, is no node's).
+fn caller(rt: &Runtime) -> Option<usize> {
     let (caller_rt, caller) = CALLER.with(Cell::get);
-    std::ptr::eq(caller_rt, rt) && caller != node
-}
-
-/// Whether the body running on this thread is node `node`'s of `rt`.
-fn caller_is(rt: &Runtime, node: usize) -> bool {
-    CALLER.with(Cell::get) == (rt as *const Runtime, node)
+    std::ptr::eq(caller_rt, rt).then_some(caller)
 }
 
 /// Polls a node body once as dmaflow's executor: a port future that waits
@@ -243,7 +237,8 @@ impl Runtime {
         }
         // A port is its node's body's: waited on from another node's body,
         // the wait would be counted, and woken, as its own node's.
-        if caller_is_other(self, node) {
+        let caller = caller(self);
+        if caller.is_some_and(|c| c != node) {
             return Err(WaitError::Shared);
         }
         // One node, one poller: from the node's own body, a wait under a
@@ -251,7 +246,7 @@ impl Runtime {
         // futures with a waker of its own) keeps that waker with the wait;
         // from anywhere else, while the node waits, it comes from another
         // task holding the port, and is refused.
-        let own_body = caller_is(self, node);
+        let own_body = caller == Some(node);
         if let Counted::Polled(waker) | Counted::Foreign(waker) = counted
             && !own_body
             && !s.waits[node].is_empty()
@@ -702,7 +697,7 @@ impl<F: FnOnce() -> Result<bool, ring::Error> + Unpin> Future for BlockOn<'_, F>
                     if state.epoch() != seen {
                         return Poll::Ready(Ok(()));
                     }
-                    let own_body = caller_is(this.rt, node);
+                    let own_body = caller(this.rt) == Some(node);
                     Runtime::keep_waker(&mut s, node, token, cx.waker(), own_body);
                 }
                 if polled {
