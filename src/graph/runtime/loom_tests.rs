@@ -92,18 +92,33 @@ fn read_all(
     let mut got = 0;
     loop {
         let t = rt.wait_items(1, edge, r, threshold)?;
-        // As `Reader::peek(t)` does: a fresh look at what is readable.
-        let n = r
-            .wait_available(t, false)
-            .map_err(WaitError::Queue)?
-            .unwrap_or(0);
-        if n == 0 {
+        if !take_readable(rt, edge, r, t, &mut got)? {
             return Ok(got);
         }
-        r.release(n).map_err(WaitError::Queue)?;
-        got += n as u64;
-        rt.after_consume(edge, r.position());
     }
+}
+
+/// Takes what is readable at threshold `t` (a fresh look, as
+/// `Reader::peek(t)` does), adding it to `got` and telling the writer;
+/// `false` at the end of the stream.
+fn take_readable(
+    rt: &Runtime,
+    edge: &Edge,
+    r: &mut ReadSide<()>,
+    t: usize,
+    got: &mut u64,
+) -> Result<bool, WaitError> {
+    let n = r
+        .wait_available(t, false)
+        .map_err(WaitError::Queue)?
+        .unwrap_or(0);
+    if n == 0 {
+        return Ok(false);
+    }
+    r.release(n).map_err(WaitError::Queue)?;
+    *got += n as u64;
+    rt.after_consume(edge, r.position());
+    Ok(true)
 }
 
 #[test]
@@ -342,16 +357,9 @@ fn read_polled(
         }
         match r.ready(1).map_err(WaitError::Queue)? {
             Some(t) => {
-                let n = r
-                    .wait_available(t, false)
-                    .map_err(WaitError::Queue)?
-                    .unwrap_or(0);
-                if n == 0 {
+                if !take_readable(rt, edge, r, t, &mut got)? {
                     return Ok(got);
                 }
-                r.release(n).map_err(WaitError::Queue)?;
-                got += n as u64;
-                rt.after_consume(edge, r.position());
             }
             None => {
                 let target = r.position() + 1;
