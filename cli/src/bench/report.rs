@@ -396,25 +396,12 @@ impl RunInfo {
     }
 }
 
-/// `YYYY-MM-DD HH:MM UTC` for seconds since the epoch (civil calendar).
+/// `YYYY-MM-DD HH:MM UTC` for seconds since the epoch.
 pub fn utc(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Days since 1970-01-01 to year/month/day (proleptic Gregorian).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02} UTC",
-        rem / 3600,
-        (rem % 3600) / 60
-    )
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+    // RFC 3339: `YYYY-MM-DDTHH:MM:SSZ`.
+    let s = humantime::format_rfc3339_seconds(at).to_string();
+    format!("{} {} UTC", &s[..10], &s[11..16])
 }
 
 /// A number as a table shows it: integers whole, others to four significant
