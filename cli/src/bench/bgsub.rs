@@ -3,9 +3,8 @@
 //! AXI DMA engines (frame and background in, new background and mask out, the
 //! paper's two channels) at 100 MHz x 1 B, against the software implementation
 //! ([`dmaflow::dsp::bgsub`]) on the CPU; every mask is checked frame by frame.
-//! The two take turns frame by frame (the order swapped every frame), each frame
-//! timed on its own; the fabric's frames are split into copying the frame in,
-//! the transfer (streams, emulated core and driver) and copying the mask out.
+//! The two take turns frame by frame, each frame timed on its own; the
+//! fabric's frames are split into copy in, transfer and copy out.
 
 use dmaflow::dma::Completion;
 use dmaflow::dsp::bgsub::{BackgroundSubtractor, Params, synthetic_frames};
@@ -99,23 +98,20 @@ pub struct Row {
     pub seconds: f64,
     /// Median milliseconds per frame.
     pub frame_ms: f64,
-    /// Frames per second at the median frame time (this machine's host steals
-    /// CPU time in bursts; the median is what the path itself sustains).
+    /// Frames per second at the median frame time (what the path sustains
+    /// when the host steals CPU time in bursts).
     pub frames_per_s: f64,
-    /// Every mask equal to the algorithm's pixel-by-pixel definition
-    /// (`dmaflow::dsp::bgsub::definition`), which shares no code with either.
+    /// Every mask equal to `dmaflow::dsp::bgsub::definition` (no shared code).
     pub verified: bool,
-    /// Mean host CPU per frame, in microseconds (the driver thread for the
-    /// fabric, the computing thread for the CPU).
+    /// Mean host CPU per frame, in microseconds (driver or computing thread).
     pub cpu_us: f64,
-    /// What the modelled fabric needs per frame (two streams side by side at
-    /// 100 MB/s, PG021 latencies), in microseconds; none for the CPU.
+    /// What the modelled fabric needs per frame (two 100 MB/s streams side by
+    /// side, PG021 latencies), in microseconds; none for the CPU.
     pub model_us: Option<f64>,
     /// First and third quartiles of the time per frame, in milliseconds.
     pub quartiles_ms: (f64, f64),
-    /// For the fabric: median microseconds per frame copying the frame in,
-    /// in the transfer (streams, emulated core and driver), copying the mask
-    /// out.
+    /// For the fabric: median microseconds per frame of copy in, transfer
+    /// (streams, emulated core and driver) and copy out.
     pub stages_us: Option<(f64, f64, f64)>,
 }
 
@@ -229,60 +225,44 @@ fn columns<'a>() -> Columns<'a, Row> {
         )
 }
 
-/// One sentence: frames per second on the coprocessor against the fabric's
-/// bound and against software.
-pub fn answer(cfg: &Config, rows: &[Row]) -> String {
+/// The run as a report: frames per second on the coprocessor against the
+/// fabric's bound (frame and background side by side, one engine each) and
+/// against software; every row's masks verified.
+pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     let bound = 100e6 / (cfg.width * cfg.height) as f64;
     let get = |d: &str| rows.iter().find(|r| r.device == d);
-    let mut clauses = Vec::new();
-    if let Some(f) = get("fabric") {
-        clauses.push(format!(
+    let fabric = get("fabric").map(|f| {
+        format!(
             "the coprocessor processes {:.1} frames/s of {}x{} ({:.1} % of the {bound:.1} frames/s \
              the modelled fabric allows)",
             f.frames_per_s,
             cfg.width,
             cfg.height,
             100.0 * f.frames_per_s / bound
-        ));
-    }
-    if let Some(c) = get("cpu") {
-        clauses.push(format!(
-            "software on this CPU {:.1} frames/s",
-            c.frames_per_s
-        ));
-    }
-    sentence(&clauses)
-}
-
-/// Every row's masks verified.
-pub fn targets(rows: &[Row]) -> Vec<Target> {
-    rows.iter()
-        .map(|r| {
-            Target::new(
-                format!("{} masks equal to the pixel-by-pixel definition", r.device),
-                format!("{} frames checked", r.frames),
-                r.verified,
-            )
-        })
-        .collect()
-}
-
-/// The run as a report.
-pub fn report(cfg: &Config, rows: &[Row]) -> Report {
-    // Frame and background stream in side by side, one engine each.
-    let ideal = 100e6 / (cfg.width * cfg.height) as f64;
+        )
+    });
+    let cpu = get("cpu").map(|c| format!("software on this CPU {:.1} frames/s", c.frames_per_s));
+    let targets = rows.iter().map(|r| {
+        Target::new(
+            format!("{} masks equal to the pixel-by-pixel definition", r.device),
+            format!("{} frames checked", r.frames),
+            r.verified,
+        )
+    });
     let heading = on_board(
         format!(
             "bgsub: {} frames of {}x{}, coprocessor on two DMA engines at 100 MHz x 1 B \
-             (the fabric's bound: {ideal:.1} frames/s) vs the software implementation",
+             (the fabric's bound: {bound:.1} frames/s) vs the software implementation",
             cfg.frames, cfg.width, cfg.height
         ),
         cfg.memory,
     );
     // Two rows (fabric, CPU): the table says it; a plot would not.
     Report::of("bgsub", heading, &columns(), rows)
-        .answer(answer(cfg, rows))
-        .targets(targets(rows))
+        .answer(sentence(
+            &[fabric, cpu].into_iter().flatten().collect::<Vec<_>>(),
+        ))
+        .targets(targets.collect())
 }
 
 #[cfg(test)]

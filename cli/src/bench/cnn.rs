@@ -114,29 +114,24 @@ pub struct Row {
     pub tx_bytes: usize,
     /// Bytes received (output maps).
     pub rx_bytes: usize,
-    /// Median over frames of the TX time (programming to MM2S completion) per byte.
+    /// TX time (programming to MM2S completion) per byte, median of frames.
     pub tx_us_per_byte: f64,
-    /// Median over frames of the RX time (MM2S completion to S2MM completion, the
-    /// layer's computation included) per byte.
+    /// RX time (MM2S to S2MM completion, compute included) per byte, median.
     pub rx_us_per_byte: f64,
     /// Every frame's output equal to the software reference.
     pub verified: bool,
-    /// The layer's wall times over the frames, in microseconds (the median
-    /// is the layer's time).
+    /// The layer's wall times over the frames, in microseconds.
     pub layer_spread: Spread,
-    /// Whole frames' times over the frames (all layers, packing and
-    /// unpacking included), in milliseconds.
+    /// Whole frames' times (all layers, packing included), in milliseconds.
     pub frame_spread: Spread,
-    /// What the modelled device needs for the layer: MM2S start-up, the packet
-    /// in, the core's compute (NullHop's MAC array), the maps out, the S2MM
-    /// write latency, in microseconds. `None` on a GPU (real hardware).
+    /// What the modelled device needs for the layer (MM2S start-up, packet
+    /// in, NullHop's compute, maps out, S2MM latency), in microseconds;
+    /// `None` on a GPU (real hardware).
     pub model_us: Option<f64>,
-    /// Median over frames of how much longer this host took to compute the
-    /// layer than the modelled core: the emulator's delay, in microseconds.
-    /// `None` on a GPU.
+    /// How much longer this host computed the layer than the modelled core,
+    /// in microseconds (median of frames); `None` on a GPU.
     pub emulator_us: Option<f64>,
-    /// Mean host CPU of the driver-side threads per layer transfer, in
-    /// microseconds.
+    /// Mean driver-side host CPU per layer transfer, in microseconds.
     pub cpu_us: f64,
 }
 
@@ -168,10 +163,6 @@ struct Measured {
     /// Every output equal to the reference.
     verified: bool,
 }
-
-/// One packet's transfer: the packet and the bytes to receive in, the
-/// received bytes, the engine's timing and the host's cost out.
-type SendPacket<'a> = dyn FnMut(Vec<u8>, usize) -> Result<(Vec<u8>, Timing, Cost), Error> + 'a;
 
 /// Each of `modes` measured by `measure` in turns, `cfg.rounds` rounds (the
 /// order reversed every other round), each round a share of the frames
@@ -285,26 +276,21 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
             _ => None,
         };
         let mut out = vec![0u8; largest];
-        // The proxy driver's transfer, or the engine's on this thread.
-        let send: Box<SendPacket<'_>> = match &proxy {
-            Some(proxy) => Box::new(move |packet, rx| {
-                let m = Meter::start(Some(proxy));
-                let out = proxy.transfer(packet, rx)?;
-                let c = m.stop();
-                Ok((out, proxy.last_timing(), c))
-            }),
-            None => {
-                let engine = &rig.engines[0];
-                Box::new(move |packet, rx| {
-                    let m = Meter::start(None);
-                    let n = engine.write_read(&packet, &mut out[..rx], c)?;
-                    let cost = m.stop();
-                    Ok((out[..n].to_vec(), engine.last_timing(), cost))
-                })
-            }
-        };
         let overrun = || rig.fabric.compute_overrun();
-        frames(m, &net, frames_now, &reference, overrun, send)
+        // The proxy driver's transfer, or the engine's on this thread.
+        frames(m, &net, frames_now, &reference, overrun, |packet, rx| {
+            let meter = Meter::start(proxy.as_ref());
+            let n = match &proxy {
+                Some(p) => {
+                    let got = p.transfer(packet, rx)?;
+                    let cost = meter.stop();
+                    return Ok((got, p.last_timing(), cost));
+                }
+                None => rig.engines[0].write_read(&packet, &mut out[..rx], c)?,
+            };
+            let cost = meter.stop();
+            Ok((out[..n].to_vec(), rig.engines[0].last_timing(), cost))
+        })
     })?;
     Ok(rows_of(measured, &sizes, |l| {
         Some(
@@ -405,21 +391,13 @@ fn rows_of(
     rows
 }
 
-/// Table I per completion mode (per-byte costs averaged over the layers, weighted
-/// by bytes), then every layer.
-pub fn render(rows: &[Row]) -> String {
-    // Each mode's layers (a mode's first layer stands for it): the frame's
-    // time per byte is over all its bytes.
-    let frames: Vec<Vec<&Row>> = rows
-        .iter()
-        .filter(|r| r.layer == 1)
-        .map(|m| {
-            rows.iter()
-                .filter(|r| r.completion == m.completion)
-                .collect()
-        })
-        .collect();
-    let per_byte = |rs: &[&Row], get: fn(&Row) -> (f64, usize)| {
+/// Table I per completion mode (per-byte costs averaged over the layers,
+/// weighted by bytes; `modes` holds each mode's layers), then every layer.
+fn render(rows: &[Row], modes: &[Vec<&Row>]) -> String {
+    let Some(first) = rows.first() else {
+        return format!("{NO_GPU}\n");
+    };
+    let per_byte = |rs: &Vec<&Row>, get: fn(&Row) -> (f64, usize)| {
         let (us, bytes) = rs
             .iter()
             .map(|&r| get(r))
@@ -447,20 +425,16 @@ pub fn render(rows: &[Row]) -> String {
             }
             .to_string()
         });
-    let Some(first) = rows.first() else {
-        return format!("{}\n", NO_GPU);
+    let device = match first.device.as_str() {
+        "fabric" => String::new(),
+        d => format!("device: {d} (TX: H2D; RX: the layer's kernel and D2H)\n"),
     };
-    let mut out = String::new();
-    if first.device != "fabric" {
-        out += &format!(
-            "device: {} (TX: H2D; RX: the layer's kernel and D2H)\n",
-            first.device
-        );
-    }
-    out += "Table I: one frame, TX and RX time per byte (single buffer, unique)\n";
-    out += &table_one.table(&frames);
-    out += "\nper layer\n";
-    out + &columns().table(rows)
+    format!(
+        "{device}Table I: one frame, TX and RX time per byte (single buffer, unique)\n{}\n\
+         per layer\n{}",
+        table_one.table(modes),
+        columns().table(rows)
+    )
 }
 
 /// The layers' columns.
@@ -493,38 +467,27 @@ fn columns<'a>() -> Columns<'a, Row> {
 }
 
 /// One sentence: a whole frame's time in each completion mode.
-pub fn answer(cfg: &Config, rows: &[Row]) -> String {
-    let modes = rows.iter().filter(|r| r.layer == 1);
-    let frames: Vec<String> = modes
-        .clone()
-        .map(|r| format!("{} {:.2} ms", r.completion, r.frame_spread.median))
-        .collect();
-    let verified = rows.iter().all(|r| r.verified);
-    let cpu: Vec<String> = modes
-        .map(|r| {
-            let mode = rows.iter().filter(|x| x.completion == r.completion);
-            format!(
-                "{} {:.0} us",
-                r.completion,
-                mode.map(|x| x.cpu_us).sum::<f64>()
-            )
-        })
-        .collect();
+fn answer(cfg: &Config, rows: &[Row], modes: &[Vec<&Row>]) -> String {
     let on = match rows.first() {
         None => return NO_GPU.to_string(),
         Some(r) if r.device != "fabric" => format!("{}'s kernel", r.device),
         Some(_) => "the coprocessor".to_string(),
     };
+    let each = |say: fn(&[&Row]) -> String| modes.iter().map(|rs| say(rs)).collect::<Vec<_>>();
     sentence(&[format!(
         "one frame through {} convolution layers on {on} takes {} per mode, \
-         costing the host {} of driver CPU; outputs {}",
+         costing the host {} of driver CPU; outputs {}equal to the software reference",
         cfg.layers,
-        frames.join(", "),
-        cpu.join(", "),
-        if verified {
-            "equal to the software reference"
+        each(|rs| format!("{} {:.2} ms", rs[0].completion, rs[0].frame_spread.median)).join(", "),
+        each(|rs| {
+            let cpu: f64 = rs.iter().map(|x| x.cpu_us).sum();
+            format!("{} {cpu:.0} us", rs[0].completion)
+        })
+        .join(", "),
+        if rows.iter().all(|r| r.verified) {
+            ""
         } else {
-            "NOT equal to the software reference"
+            "NOT "
         }
     )])
 }
@@ -546,9 +509,17 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         ),
         cfg.memory,
     );
+    // Each mode's layers (a mode's first layer stands for it).
+    let modes: Vec<Vec<&Row>> = (rows.iter().filter(|m| m.layer == 1))
+        .map(|m| {
+            rows.iter()
+                .filter(|r| r.completion == m.completion)
+                .collect()
+        })
+        .collect();
     let report = Report::of("cnn", heading, &columns(), rows)
-        .text(render(rows))
-        .answer(answer(cfg, rows))
+        .text(render(rows, &modes))
+        .answer(answer(cfg, rows, &modes))
         .plots([LinePlot::new(
             "CNN layers: TX time per byte (paper 002, Table I)",
             XAxis::Bytes,
@@ -586,7 +557,7 @@ mod tests {
         // Layer 1 of the RoShamBo sizes: header, 16x5x5 weights, 16 biases, 64x64 input.
         assert_eq!(rows[0].tx_bytes, 2 * (8 + 400 + 16 + 4096));
         assert_eq!(rows[0].rx_bytes, 2 * 16 * 32 * 32);
-        let text = render(&rows);
+        let text = report(&Config::at(&Setup::TINY), &rows).text;
         assert!(text.contains("Table I") && text.contains("proxy"));
     }
 

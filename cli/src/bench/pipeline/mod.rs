@@ -21,7 +21,7 @@
 mod bgsub;
 mod fir;
 
-pub use fir::TAPS;
+use fir::TAPS;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -161,19 +161,17 @@ pub struct Row {
     /// (median of the runs).
     pub cpu_us_per_mb: f64,
     /// Payload bytes the library copied on the pipeline's threads per byte
-    /// delivered, as counted where the copies happen ([`dmaflow::copies`]);
-    /// the largest of the runs.
+    /// delivered ([`dmaflow::copies`]), the largest of the runs.
     pub copied_per_byte: f64,
     /// What the modelled link allows, 10^6 B/s delivered (FIR: MM2S carries
     /// each window's overlap too; bgsub: the mask stream at the port's rate);
     /// `None` when unlimited.
     pub model_mb_per_s: Option<f64>,
     /// The emulated core's own compute rate on this host, 10^6 B/s of
-    /// output (its computation, called directly): what the emulated device
-    /// can deliver at most, whatever the link.
+    /// output: what the emulated device can deliver at most.
     pub core_mb_per_s: f64,
-    /// For `zerocopy` rows: delivered MB/s over the copying pipeline's, run by
-    /// run (the two ran next to each other).
+    /// For `zerocopy` rows: delivered MB/s over the copying pipeline's, run
+    /// by run.
     pub vs_copy: Option<Ratio>,
     /// Rounds measured (the JSON key `runs`).
     pub rounds: usize,
@@ -215,75 +213,45 @@ fn timed(m: &Arc<Measured>, body: Body) -> Body {
     })
 }
 
-/// A digest of a byte stream that does not depend on how it was sliced: the
-/// sum of its little-endian 64-bit words, each weighted by an odd number from
-/// its position (order matters, and it costs one multiply-add per word).
-#[derive(Default)]
-struct Digest {
-    sum: u64,
-    /// Bytes fed so far.
-    len: u64,
-    /// The word being filled when `len` is not a multiple of 8.
-    partial: [u8; 8],
+/// `sum` with the 64-bit little-endian words of `bytes` added, the first
+/// being word `first` of the stream and the last zero-padded, word `i`
+/// weighted by `2i + 1`: a stream's digest does not depend on how it is cut
+/// into whole words, but on order (one multiply-add per word).
+fn digest(sum: u64, first: u64, bytes: &[u8]) -> u64 {
+    let words = bytes.chunks_exact(8);
+    let mut tail = [0u8; 8];
+    tail[..words.remainder().len()].copy_from_slice(words.remainder());
+    let weigh =
+        |(i, w): (usize, [u8; 8])| u64::from_le_bytes(w).wrapping_mul(2 * (first + i as u64) + 1);
+    let body = (words.map(|w| w.try_into().unwrap_or_default()).enumerate())
+        .map(weigh)
+        .fold(sum, u64::wrapping_add);
+    body.wrapping_add(weigh((bytes.len() / 8, tail)))
 }
 
-impl Digest {
-    fn word(&mut self, index: u64, w: u64) {
-        self.sum = self
-            .sum
-            .wrapping_add(w.wrapping_mul(index.wrapping_mul(2).wrapping_add(1)));
-    }
-
-    fn feed(&mut self, mut b: &[u8]) {
-        while !self.len.is_multiple_of(8) && !b.is_empty() {
-            self.partial[(self.len % 8) as usize] = b[0];
-            self.len += 1;
-            b = &b[1..];
-            if self.len.is_multiple_of(8) {
-                self.word(self.len / 8 - 1, u64::from_le_bytes(self.partial));
-            }
-        }
-        let words = b.chunks_exact(8);
-        let rest = words.remainder();
-        let first = self.len / 8;
-        for (k, w) in words.enumerate() {
-            let mut a = [0u8; 8];
-            a.copy_from_slice(w);
-            self.word(first + k as u64, u64::from_le_bytes(a));
-        }
-        self.len += (b.len() - rest.len()) as u64;
-        for &x in rest {
-            self.partial[(self.len % 8) as usize] = x;
-            self.len += 1;
-        }
-    }
-
-    fn finish(mut self) -> u64 {
-        if !self.len.is_multiple_of(8) {
-            let k = (self.len % 8) as usize;
-            self.partial[k..].fill(0);
-            self.word(self.len / 8, u64::from_le_bytes(self.partial));
-        }
-        self.sum ^ self.len
-    }
-}
-
-/// The sink: reads everything, digests its bytes.
+/// The sink: reads everything, digests its bytes (with their count).
 fn sink<T: Pod + Send>(mut input: Input<T>, m: &Arc<Measured>) -> Body {
     let m = m.clone();
     Box::new(move || {
-        let mut d = Digest::default();
+        let (mut sum, mut len) = (0u64, 0u64);
         loop {
-            let s = input.peek(1)?;
+            // Eight items are whole words; fewer come only at the end.
+            let s = input.peek(8)?;
             if s.is_empty() {
                 break;
             }
-            d.feed(bytemuck::cast_slice(s));
-            let k = s.len();
+            let k = if s.len() < 8 {
+                s.len()
+            } else {
+                s.len() / 8 * 8
+            };
+            let bytes: &[u8] = bytemuck::cast_slice(&s[..k]);
+            sum = digest(sum, len / 8, bytes);
+            len += bytes.len() as u64;
             input.consume(k)?;
         }
-        m.out_bytes.store(d.len, Ordering::Relaxed);
-        m.digest.store(d.finish(), Ordering::Relaxed);
+        m.out_bytes.store(len, Ordering::Relaxed);
+        m.digest.store(sum ^ len, Ordering::Relaxed);
         Ok(())
     })
 }
@@ -672,26 +640,22 @@ mod tests {
     #[test]
     fn the_digest_does_not_depend_on_slicing_but_on_order() {
         let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 + i / 13) as u8).collect();
-        let whole = {
-            let mut d = Digest::default();
-            d.feed(&data);
-            d.finish()
-        };
-        for cut in [1usize, 3, 7, 8, 9, 250, 999] {
-            let mut d = Digest::default();
+        let of = |data: &[u8], cut: usize| {
+            let (mut sum, mut len) = (0, 0);
             for piece in data.chunks(cut) {
-                d.feed(piece);
+                sum = digest(sum, len / 8, piece);
+                len += piece.len() as u64;
             }
-            assert_eq!(d.finish(), whole, "pieces of {cut}");
+            sum ^ len
+        };
+        let whole = of(&data, data.len());
+        for cut in [8usize, 16, 248, 992] {
+            assert_eq!(of(&data, cut), whole, "pieces of {cut}");
         }
         let mut swapped = data.clone();
         swapped.swap(10, 500);
-        let mut d = Digest::default();
-        d.feed(&swapped);
-        assert_ne!(d.finish(), whole, "order matters");
-        let mut d = Digest::default();
-        d.feed(&data[..999]);
-        assert_ne!(d.finish(), whole, "length matters");
+        assert_ne!(of(&swapped, 1000), whole, "order matters");
+        assert_ne!(of(&data[..999], 1000), whole, "length matters");
     }
 
     #[test]
