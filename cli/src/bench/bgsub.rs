@@ -15,7 +15,7 @@ use dmaflow::sim::Clock;
 use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
 use super::error::Error;
-use super::harness::{OnBoard, OnGpu, Progress, Setup, Spec, Tables, Tier, median, on_board};
+use super::harness::{OnBoard, OnGpu, Progress, Setup, Spec, Tables, median, on_board};
 use super::meter::{Meter, Tally};
 use super::report::{Report, Target, sentence};
 
@@ -64,21 +64,14 @@ impl Config {
     /// The size `setup` asks for, on its board: the full run, or the quick
     /// or tiny one made from it.
     pub fn at(setup: &Setup) -> Self {
-        let full = Config {
-            width: 640,
-            height: 480,
-            frames: 200,
+        let (width, height, frames) = setup
+            .tier
+            .pick((640, 480, 200), (640, 480, 40), (40, 30, 6));
+        Config {
+            width,
+            height,
+            frames,
             memory: setup.memory,
-        };
-        match setup.tier {
-            Tier::Full => full,
-            Tier::Quick => Config { frames: 40, ..full },
-            Tier::Tiny => Config {
-                width: 40,
-                height: 30,
-                frames: 6,
-                ..full
-            },
         }
     }
 }

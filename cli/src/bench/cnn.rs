@@ -21,7 +21,7 @@ use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
 use super::dma::{proxy, rig};
 use super::error::Error;
-use super::harness::{NO_GPU, OnBoard, OnGpu, Progress, Setup, Spec, Tier, median, on_board};
+use super::harness::{NO_GPU, OnBoard, OnGpu, Progress, Setup, Spec, median, on_board};
 use super::meter::{Cost, Meter, Tally};
 use super::plot::{LinePlot, XAxis};
 use super::report::{Report, sentence, series_by};
@@ -77,26 +77,13 @@ impl Config {
     /// The size `setup` asks for, on its board: the full run, or the quick
     /// or tiny one made from it.
     pub fn at(setup: &Setup) -> Self {
-        let full = Config {
-            frames: 30,
-            rounds: 5,
-            layers: 5,
+        let (frames, rounds, layers) = setup.tier.pick((30, 5, 5), (6, 2, 5), (2, 2, 2));
+        Config {
+            frames,
+            rounds,
+            layers,
             memory: setup.memory,
             device: setup.gpu.map(|g| g.0),
-        };
-        match setup.tier {
-            Tier::Full => full,
-            Tier::Quick => Config {
-                frames: 6,
-                rounds: 2,
-                ..full
-            },
-            Tier::Tiny => Config {
-                frames: 2,
-                rounds: 2,
-                layers: 2,
-                ..full
-            },
         }
     }
 }

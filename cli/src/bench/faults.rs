@@ -28,7 +28,7 @@ use super::columns::Columns;
 use super::conditions::Conditions;
 use super::dma::proxy;
 use super::error::Error;
-use super::harness::{OnBoard, Progress, Setup, Spec, Tier};
+use super::harness::{OnBoard, Progress, Setup, Spec};
 use super::report::{Report, Target};
 
 /// `dmaflow bench faults`.
@@ -72,24 +72,13 @@ impl Config {
     /// The size `setup` asks for, on its board: the full run, or the quick
     /// or tiny one made from it.
     pub fn at(setup: &Setup) -> Self {
-        let full = Config {
-            operations: 400,
+        // The tiny run's timeout is well above what a loaded 2-core machine
+        // delays a thread, so an operation with no fault never times out.
+        let (operations, ms) = setup.tier.pick((400, 40), (80, 40), (20, 80));
+        Config {
+            operations,
             seed: 0x00D3_FA17,
-            timeout: Duration::from_millis(40),
-        };
-        match setup.tier {
-            Tier::Full => full,
-            Tier::Quick => Config {
-                operations: 80,
-                ..full
-            },
-            // A timeout well above what a loaded 2-core machine delays a thread,
-            // so an operation with no fault never times out.
-            Tier::Tiny => Config {
-                operations: 20,
-                timeout: Duration::from_millis(80),
-                ..full
-            },
+            timeout: Duration::from_millis(ms),
         }
     }
 }

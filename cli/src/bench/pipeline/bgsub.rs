@@ -87,39 +87,33 @@ pub(super) fn run_once(
     let queue = 4 * n + (64 << 10);
     let rendered = Arc::new(synthetic_frames(&p, DISTINCT, 5));
     let source = |s| -> Body { Box::new(source(s, rendered, n, frames)) };
-    if zero_copy {
-        let mut rig = Rig::new(
-            (4 * queue + 4 * n + (4 << 20)).next_power_of_two(),
-            clock,
-            true,
-            CachePolicy::Coherent,
-            Box::new(BgSubCore::new(p)),
-        )?;
-        let placed = rig.dedicate_core()?;
-        let memory = rig.engines[0].pool().queue_memory();
-        let memory = Some(memory.map_err(dmaflow::rig::Error::from)?);
-        let (e1, e0) = (rig.engines.remove(1), rig.engines.remove(0));
-        let cfg = bgsub::Config {
-            params: p,
-            completion: COMPLETION,
-        };
-        let run = run_pipeline::<u8>("bgsub", queue, memory, source, |mut a, mut b| {
-            Box::new(move || {
-                bgsub::run([&e0, &e1], &cfg, &mut a, &mut b)?;
-                Ok(())
-            })
-        });
-        drop(placed);
-        drop(rig);
-        run
-    } else {
+    if !zero_copy {
         let hw = BgSubCoprocessor::new(p, clock, COMPLETION)?;
-        let placed = hw.rig().dedicate_core()?;
+        let _placed = hw.rig().dedicate_core()?;
         let node = |a, b| -> Body { Box::new(copying_node(hw, n, a, b)) };
-        let run = run_pipeline::<u8>("bgsub", queue, None, source, node);
-        drop(placed);
-        run
+        return run_pipeline::<u8>("bgsub", queue, None, source, node);
     }
+    let mut rig = Rig::new(
+        (4 * queue + 4 * n + (4 << 20)).next_power_of_two(),
+        clock,
+        true,
+        CachePolicy::Coherent,
+        Box::new(BgSubCore::new(p)),
+    )?;
+    let _placed = rig.dedicate_core()?;
+    let memory = rig.engines[0].pool().queue_memory();
+    let memory = Some(memory.map_err(dmaflow::rig::Error::from)?);
+    let (e1, e0) = (rig.engines.remove(1), rig.engines.remove(0));
+    let cfg = bgsub::Config {
+        params: p,
+        completion: COMPLETION,
+    };
+    run_pipeline::<u8>("bgsub", queue, memory, source, |mut a, mut b| {
+        Box::new(move || {
+            bgsub::run([&e0, &e1], &cfg, &mut a, &mut b)?;
+            Ok(())
+        })
+    })
 }
 
 /// Bytes delivered by a run of `bytes` bytes of `frame_bytes` frames.

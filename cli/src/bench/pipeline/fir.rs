@@ -131,7 +131,7 @@ pub(super) fn run_once(
         Box::new(FirCore::new()),
     )?;
     load_taps(&rig.control()?, &taps()).map_err(Error::peer("FIR coprocessor"))?;
-    let placed = rig.dedicate_core()?;
+    let _placed = rig.dedicate_core()?;
     let window = hop + TAPS - 1;
     let depth = (IN_FLIGHT / window_bytes).max(4);
     let queue = window + depth * hop + (64 << 10);
@@ -144,7 +144,7 @@ pub(super) fn run_once(
     };
     let engine = rig.engines.remove(0);
     let source = |s| -> Body { Box::new(source(s, samples)) };
-    let run = run_pipeline::<f32>("fir", queue, memory, source, |mut a, mut b| {
+    run_pipeline::<f32>("fir", queue, memory, source, |mut a, mut b| {
         if !zero_copy {
             return Box::new(copying_node(engine, hop, depth, a, b));
         }
@@ -160,10 +160,7 @@ pub(super) fn run_once(
             stage::run(&engine, &cfg, &mut a, &mut b)?;
             Ok(())
         })
-    });
-    drop(placed);
-    drop(rig);
-    run
+    })
 }
 
 /// What the modelled link allows, delivered bytes per second: MM2S carries

@@ -37,8 +37,9 @@ use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
 use super::error::Error;
 use super::harness::{
-    OnBoard, Progress, Setup, Spec, Tier, bytes_label, clock_label, placement_here,
+    OnBoard, Progress, Setup, Spec, Tier, bytes_label, clock_label, median, placement_here,
 };
+use super::peers::first_of_each;
 use super::plot::{LinePlot, XAxis};
 use super::report::{Report, Target, sentence, series_by};
 use super::spread::{Ratio, Spread, in_turns};
@@ -115,29 +116,22 @@ impl Config {
     /// The size `setup` asks for, on its board: the full run, or the quick
     /// or tiny one made from it.
     pub fn at(setup: &Setup) -> Self {
-        let full = Config {
-            cores: vec![Core::Fir, Core::BgSub],
-            windows: vec![4 << 10, 16 << 10, 64 << 10],
-            samples: 16 << 20,
-            frame_bytes: 16 << 20,
-            rounds: 9,
-            profile: setup.profile,
+        let (samples, frame_bytes, rounds) = (setup.tier).pick(
+            (16 << 20, 16 << 20, 9),
+            (1 << 20, 2 << 20, 3),
+            (50_000, 64 << 10, 1),
+        );
+        let windows = match setup.tier {
+            Tier::Tiny => vec![4 << 10],
+            _ => vec![4 << 10, 16 << 10, 64 << 10],
         };
-        match setup.tier {
-            Tier::Full => full,
-            Tier::Quick => Config {
-                samples: 1 << 20,
-                frame_bytes: 2 << 20,
-                rounds: 3,
-                ..full
-            },
-            Tier::Tiny => Config {
-                windows: vec![4 << 10],
-                samples: 50_000,
-                frame_bytes: 64 << 10,
-                rounds: 1,
-                ..full
-            },
+        Config {
+            cores: vec![Core::Fir, Core::BgSub],
+            windows,
+            samples,
+            frame_bytes,
+            rounds,
+            profile: setup.profile,
         }
     }
 }
@@ -319,7 +313,7 @@ fn rate_of(mut step: impl FnMut(&mut Vec<u8>)) -> f64 {
             bytes as f64 / t0.elapsed().as_secs_f64()
         })
         .collect();
-    super::harness::median(&rates)
+    median(&rates)
 }
 
 /// One point: both pipelines, interleaved run by run, their outputs checked
@@ -328,86 +322,82 @@ fn point(
     cfg: &Config,
     core: Core,
     clock: Clock,
-    clock_name: &str,
     window_bytes: usize,
     progress: Progress,
 ) -> Result<Vec<Row>, Error> {
+    let clock_name = clock_label(clock);
     let what = format!(
         "pipeline {} {clock_name} {}",
         core.name(),
         bytes_label(window_bytes)
     );
-    let mut runs: [Vec<Run>; 2] = [Vec::new(), Vec::new()];
     // Point 0 is the accelerator node, point 1 the copying pipeline.
+    let pipelines = ["zerocopy", "copy"];
+    let mut runs: [Vec<Run>; 2] = Default::default();
     in_turns(2, cfg.rounds, |p, r| {
-        let zero_copy = p == 0;
-        progress(&format!(
-            "{what} {} run {}",
-            if zero_copy { "zerocopy" } else { "copy" },
-            r + 1
-        ));
+        progress(&format!("{what} {} run {}", pipelines[p], r + 1));
         let run = match core {
-            Core::Fir => fir::run_once(clock, window_bytes, cfg.samples, zero_copy)?,
-            Core::BgSub => bgsub::run_once(clock, window_bytes, cfg.frame_bytes, zero_copy)?,
+            Core::Fir => fir::run_once(clock, window_bytes, cfg.samples, p == 0)?,
+            Core::BgSub => bgsub::run_once(clock, window_bytes, cfg.frame_bytes, p == 0)?,
         };
         let secs = run.wall.as_secs_f64();
         runs[p].push(run);
         Ok::<f64, Error>(secs)
     })?;
-    let want_bytes = match core {
-        Core::Fir => 4 * cfg.samples as u64,
-        Core::BgSub => bgsub::delivered(window_bytes, cfg.frame_bytes)?,
+    // What a run delivers, what the modelled link allows of it (bgsub: each
+    // frame's mask leaves on S2MM as the frame arrives on MM2S), and the
+    // emulated core's own rate.
+    let (want_bytes, model, core_rate) = match core {
+        Core::Fir => (
+            4 * cfg.samples as u64,
+            clock.bytes_per_s().map(|b| fir::model(b, window_bytes)),
+            fir::core_rate(window_bytes),
+        ),
+        Core::BgSub => (
+            bgsub::delivered(window_bytes, cfg.frame_bytes)?,
+            clock.bytes_per_s(),
+            bgsub::core_rate(window_bytes)?,
+        ),
     };
     let reference = runs[0][0].digest;
-    for run in runs.iter().flatten() {
-        if run.digest != reference || run.out_bytes != want_bytes {
-            return Err(Error::Corrupted {
-                what,
-                got: run.digest as u32,
-                expected: reference as u32,
-            });
-        }
+    if let Some(bad) =
+        (runs.iter().flatten()).find(|r| r.digest != reference || r.out_bytes != want_bytes)
+    {
+        return Err(Error::Corrupted {
+            what,
+            got: bad.digest as u32,
+            expected: reference as u32,
+        });
     }
-    let model = clock.bytes_per_s().map(|b| match core {
-        Core::Fir => fir::model(b, window_bytes) / 1e6,
-        // Each frame's mask leaves on S2MM as the frame arrives on MM2S.
-        Core::BgSub => b / 1e6,
-    });
-    let core_mb_per_s = match core {
-        Core::Fir => fir::core_rate(window_bytes),
-        Core::BgSub => bgsub::core_rate(window_bytes)?,
-    } / 1e6;
     let mb = |rs: &[Run]| -> Vec<f64> {
         rs.iter()
             .map(|r| r.out_bytes as f64 / r.wall.as_secs_f64() / 1e6)
             .collect()
     };
     let vs_copy = Ratio::of(&mb(&runs[0]), &mb(&runs[1]));
-    let mut rows = Vec::new();
-    for (i, name) in ["zerocopy", "copy"].into_iter().enumerate() {
-        let rs = &runs[i];
-        let per =
-            |f: &dyn Fn(&Run) -> f64| super::harness::median(&rs.iter().map(f).collect::<Vec<_>>());
+    let rows = runs.iter().zip(pipelines).map(|(rs, pipeline)| {
         let mb_spread = Spread::of(&mb(rs));
-        rows.push(Row {
+        let per_mb = rs
+            .iter()
+            .map(|r| r.cpu.as_secs_f64() * 1e6 / (r.out_bytes as f64 / 1e6));
+        Row {
             core,
-            pipeline: name,
-            clock: clock_name.to_string(),
+            pipeline,
+            clock: clock_name.clone(),
             window_bytes,
             mb_per_s: mb_spread.median,
             mb_spread,
-            cpu_us_per_mb: per(&|r| r.cpu.as_secs_f64() * 1e6 / (r.out_bytes as f64 / 1e6)),
-            copied_per_byte: rs
-                .iter()
+            cpu_us_per_mb: median(&per_mb.collect::<Vec<_>>()),
+            copied_per_byte: (rs.iter())
                 .map(|r| r.copied as f64 / r.out_bytes as f64)
                 .fold(0.0, f64::max),
-            model_mb_per_s: model,
-            core_mb_per_s,
-            vs_copy: (i == 0).then_some(vs_copy),
+            model_mb_per_s: model.map(|m| m / 1e6),
+            core_mb_per_s: core_rate / 1e6,
+            vs_copy: (pipeline == "zerocopy").then_some(vs_copy),
             rounds: rs.len(),
-        });
-    }
-    Ok(rows)
+        }
+    });
+    Ok(rows.collect())
 }
 
 /// Runs every point, the two pipelines interleaved run by run; the outputs of
@@ -415,17 +405,9 @@ fn point(
 pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
     let mut rows = Vec::new();
     for clock in [cfg.profile.port, Clock::Unlimited] {
-        let clock_name = clock_label(clock);
         for &core in &cfg.cores {
             for &window_bytes in &cfg.windows {
-                rows.extend(point(
-                    cfg,
-                    core,
-                    clock,
-                    &clock_name,
-                    window_bytes,
-                    &mut *progress,
-                )?);
+                rows.extend(point(cfg, core, clock, window_bytes, &mut *progress)?);
             }
         }
     }
@@ -463,80 +445,88 @@ fn columns<'a>() -> Columns<'a, Row> {
         .kept("runs", |r| r.rounds)
 }
 
-fn find<'a>(
-    rows: &'a [Row],
-    core: Core,
-    pipeline: &str,
-    unlimited: bool,
-    window: usize,
-) -> Option<&'a Row> {
-    rows.iter().find(|r| {
-        r.core == core
-            && r.pipeline == pipeline
-            && (r.clock == "unlimited") == unlimited
-            && r.window_bytes == window
-    })
-}
-
-/// The cores present in `rows`, in order.
-fn cores(rows: &[Row]) -> Vec<Core> {
-    let first = super::peers::first_of_each(rows, |r| r.core);
-    first.into_iter().map(|r| r.core).collect()
-}
-
-/// The issue's targets, per core.
-pub fn targets(rows: &[Row]) -> Vec<Target> {
-    let mut t = Vec::new();
-    let zc: Vec<&Row> = rows.iter().filter(|r| r.pipeline == "zerocopy").collect();
-    if !zc.is_empty() {
-        let worst = zc.iter().map(|r| r.copied_per_byte).fold(0.0, f64::max);
-        t.push(Target::new(
-            "the zero-copy pipelines copy 0 bytes per byte delivered".to_string(),
+/// The run as a report: per core, the largest windows with the link
+/// unlimited against the copying pipeline, the share of the modelled link
+/// kept, and the issue's targets.
+pub fn report(cfg: &Config, rows: &[Row]) -> Report {
+    let zc = || rows.iter().filter(|r| r.pipeline == "zerocopy");
+    let mut targets = Vec::new();
+    if zc().next().is_some() {
+        let worst = zc().map(|r| r.copied_per_byte).fold(0.0, f64::max);
+        targets.push(Target::new(
+            "the zero-copy pipelines copy 0 bytes per byte delivered",
             format!("{worst:.3} at most"),
             worst == 0.0,
         ));
     }
-    for core in cores(rows) {
+    let (mut clauses, mut plots) = (Vec::new(), Vec::new());
+    for core in first_of_each(rows, |r| r.core).into_iter().map(|r| r.core) {
         let name = core.name();
-        if let Some(worst) = zc
-            .iter()
+        let mine: Vec<Row> = rows.iter().filter(|r| r.core == core).cloned().collect();
+        let unlimited = |pipeline: &'static str| {
+            (mine.iter()).filter(move |r| r.pipeline == pipeline && r.clock == "unlimited")
+        };
+        let largest = |pipeline| unlimited(pipeline).max_by_key(|r| r.window_bytes);
+        if let (Some(z), Some(c)) = (largest("zerocopy"), largest("copy")) {
+            clauses.push(format!(
+                "with the link unlimited, the {name} accelerator node delivers {:.0} MB/s at {} \
+                 windows against {:.0} MB/s for the copying pipeline ({:.2}x), for {:.0} \
+                 against {:.0} us of host CPU per MB and {:.2} against {:.2} bytes copied \
+                 per byte",
+                z.mb_per_s,
+                bytes_label(z.window_bytes),
+                c.mb_per_s,
+                z.mb_per_s / c.mb_per_s,
+                z.cpu_us_per_mb,
+                c.cpu_us_per_mb,
+                z.copied_per_byte,
+                c.copied_per_byte
+            ));
+        }
+        let modelled = zc().filter(|r| r.core == core && r.model_mb_per_s.is_some());
+        if let Some(z) = modelled.min_by_key(|r| r.window_bytes) {
+            clauses.push(format!(
+                "at the {} port it keeps {:.1} % of the modelled link from {} windows",
+                z.clock,
+                100.0 * z.link_share().unwrap_or(0.0),
+                bytes_label(z.window_bytes)
+            ));
+        }
+        if let Some((share, worst)) = zc()
             .filter(|r| r.core == core && r.window_bytes >= 4096)
             .filter_map(|r| r.link_share().map(|s| (s, r)))
             .min_by(|a, b| a.0.total_cmp(&b.0))
         {
-            t.push(Target::new(
+            targets.push(Target::new(
                 format!(
                     "{name}: zero-copy at the {} port from 4 KiB windows up >= 95 % of the \
                      modelled link",
-                    worst.1.clock
+                    worst.clock
                 ),
                 format!(
                     "at least {:.1} % ({:.0} MB/s, worst at {}; the emulated core itself \
                      computes {:.0} MB/s there on this host, the pipeline's threads take {:.0} \
                      us of CPU per MB on their one core)",
-                    100.0 * worst.0,
-                    worst.1.mb_per_s,
-                    bytes_label(worst.1.window_bytes),
-                    worst.1.core_mb_per_s,
-                    worst.1.cpu_us_per_mb
+                    100.0 * share,
+                    worst.mb_per_s,
+                    bytes_label(worst.window_bytes),
+                    worst.core_mb_per_s,
+                    worst.cpu_us_per_mb
                 ),
-                worst.0 >= 0.95,
+                share >= 0.95,
             ));
         }
-        if let (Some(z), Some(c)) = (
-            find(rows, core, "zerocopy", true, 64 << 10),
-            find(rows, core, "copy", true, 64 << 10),
-        ) {
-            let Some(Ratio(v)) = z.vs_copy else {
-                continue;
-            };
+        let at_64k = |pipeline| unlimited(pipeline).find(|r| r.window_bytes == 64 << 10);
+        if let (Some(z), Some(c)) = (at_64k("zerocopy"), at_64k("copy"))
+            && let Some(Ratio(v)) = z.vs_copy
+        {
             let (ratio, lo, hi) = (v.median, v.min, v.max);
             let spread = if lo < 1.5 && hi >= 1.5 {
                 "; the runs straddle the target: not dependably met or missed"
             } else {
                 ""
             };
-            t.push(Target::new(
+            targets.push(Target::new(
                 format!(
                     "{name}: unlimited clock, 64 KiB windows: zero-copy >= 1.5x the copying \
                      pipeline"
@@ -548,61 +538,8 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
                 ratio >= 1.5,
             ));
         }
-    }
-    t
-}
-
-/// One sentence.
-pub fn answer(rows: &[Row]) -> String {
-    let mut clauses = Vec::new();
-    for core in cores(rows) {
-        let largest = |pipeline: &str| {
-            rows.iter()
-                .filter(|r| r.core == core && r.pipeline == pipeline && r.clock == "unlimited")
-                .max_by_key(|r| r.window_bytes)
-        };
-        if let (Some(z), Some(c)) = (largest("zerocopy"), largest("copy")) {
-            clauses.push(format!(
-                "with the link unlimited, the {} accelerator node delivers {:.0} MB/s at {} \
-                 windows against {:.0} MB/s for the copying pipeline ({:.2}x), for {:.0} \
-                 against {:.0} us of host CPU per MB and {:.2} against {:.2} bytes copied \
-                 per byte",
-                core.name(),
-                z.mb_per_s,
-                bytes_label(z.window_bytes),
-                c.mb_per_s,
-                z.mb_per_s / c.mb_per_s,
-                z.cpu_us_per_mb,
-                c.cpu_us_per_mb,
-                z.copied_per_byte,
-                c.copied_per_byte
-            ));
-        }
-        if let Some(z) = rows
-            .iter()
-            .filter(|r| r.core == core && r.pipeline == "zerocopy" && r.model_mb_per_s.is_some())
-            .min_by_key(|r| r.window_bytes)
-        {
-            clauses.push(format!(
-                "at the {} port it keeps {:.1} % of the modelled link from {} windows",
-                z.clock,
-                100.0 * z.link_share().unwrap_or(0.0),
-                bytes_label(z.window_bytes)
-            ));
-        }
-    }
-    sentence(&clauses)
-}
-
-/// The run as a report.
-pub fn report(cfg: &Config, rows: &[Row]) -> Report {
-    let plots = cores(rows).into_iter().map(|core| {
-        let mine: Vec<Row> = rows.iter().filter(|r| r.core == core).cloned().collect();
-        LinePlot::new(
-            format!(
-                "{} coprocessor in a process network: delivered throughput",
-                core.name()
-            ),
+        plots.push(LinePlot::new(
+            format!("{name} coprocessor in a process network: delivered throughput"),
             XAxis::Bytes,
             "window (output bytes)",
             "delivered MB/s",
@@ -612,8 +549,8 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
                 |r| r.window_bytes as f64,
                 |r| r.mb_per_s,
             ),
-        )
-    });
+        ));
+    }
     let heading = format!(
         "pipeline: source -> coprocessor -> sink on the emulated fabric, for the \
          {TAPS}-tap FIR core ({} samples per run; windows of hop + {} samples) and the \
@@ -628,8 +565,8 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         placement_here()
     );
     Report::of("pipeline", heading, &columns(), rows)
-        .answer(answer(rows))
-        .targets(targets(rows))
+        .answer(sentence(&clauses))
+        .targets(targets)
         .plots(plots)
 }
 
