@@ -108,13 +108,6 @@ pub struct Row {
     pub stages_us: Option<(f64, f64, f64)>,
 }
 
-impl Row {
-    /// Measured (median) minus modelled time per frame; none for the CPU.
-    pub fn overhead_us(&self) -> Option<f64> {
-        self.model_us.map(|m| self.frame_ms * 1e3 - m)
-    }
-}
-
 /// Runs both devices on the same synthetic video.
 pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
     let p = Params::new(cfg.width, cfg.height, 25, true).map_err(Error::peer("bgsub"))?;
@@ -148,37 +141,37 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
     let _placed = hw.rig().dedicate_core()?;
     let mut expected = vec![0u8; video.len()];
     let mut masks = vec![0u8; video.len()];
-    let (mut sw_times, mut hw_times) = (Vec::new(), Vec::new());
-    let (mut sw_cost, mut hw_cost) = (Tally::default(), Tally::default());
+    // Per device (the fabric first, then the CPU): each frame's time, costs.
+    let mut times: [Vec<f64>; 2] = Default::default();
+    let mut costs = [Tally::default(); 2];
     let mut stages: [Vec<f64>; 3] = Default::default();
     let frames = video
         .chunks(n)
         .zip(expected.chunks_mut(n).zip(masks.chunks_mut(n)));
     for (i, (f, (e, m))) in frames.enumerate() {
-        for fabric_first in [i % 2 == 0, i % 2 == 1] {
+        for fabric in [i % 2 == 0, i % 2 == 1] {
             let meter = Meter::start(None);
-            if fabric_first {
+            if fabric {
                 hw.process(f, m)?;
-                let c = meter.stop();
-                hw_times.push(c.wall.as_secs_f64());
-                hw_cost.add(c);
+            } else {
+                sw.process(f, e).map_err(Error::peer("bgsub"))?;
+            }
+            let c = meter.stop();
+            times[usize::from(!fabric)].push(c.wall.as_secs_f64());
+            costs[usize::from(!fabric)].add(c);
+            if fabric {
                 let t = hw.last_times();
                 for (v, d) in stages.iter_mut().zip([t.copy_in, t.transfer, t.copy_out]) {
                     v.push(d.as_secs_f64() * 1e6);
                 }
-            } else {
-                sw.process(f, e).map_err(Error::peer("bgsub"))?;
-                let c = meter.stop();
-                sw_times.push(c.wall.as_secs_f64());
-                sw_cost.add(c);
             }
         }
     }
-    let cpu = row("cpu", &sw_times, expected == definition, &sw_cost, None);
+    let cpu = row("cpu", &times[1], expected == definition, &costs[1], None);
     let verified = masks == definition && Some(hw.background()) == sw.background();
     // Frame and background stream side by side on two engines.
     let model = FABRIC.two_way(n, false).as_secs_f64() * 1e6;
-    let mut fabric = row("fabric", &hw_times, verified, &hw_cost, Some(model));
+    let mut fabric = row("fabric", &times[0], verified, &costs[0], Some(model));
     fabric.stages_us = Some((median(&stages[0]), median(&stages[1]), median(&stages[2])));
     Ok(vec![fabric, cpu])
 }
@@ -200,7 +193,9 @@ fn columns<'a>() -> Columns<'a, Row> {
         .kept("frame_ms_p25", |r| r.quartiles_ms.0)
         .kept("frame_ms_p75", |r| r.quartiles_ms.1)
         .optional("model us", "model_us", 0, |r| r.model_us)
-        .optional("overhead us", "overhead_us", 0, Row::overhead_us)
+        .optional("overhead us", "overhead_us", 0, |r| {
+            r.model_us.map(|m| r.frame_ms * 1e3 - m)
+        })
         .shown("= copy in + transfer beyond model + copy out", |r| {
             r.stages_us.map_or("-".into(), |(i, t, o)| {
                 format!("{i:.0} + {:.0} + {o:.0}", t - r.model_us.unwrap_or(0.0))
@@ -292,10 +287,7 @@ mod tests {
             "{fabric:?}"
         );
         assert!(rows[1].stages_us.is_none());
-    }
-
-    #[test]
-    fn a_frame_of_the_wrong_size_is_refused() {
+        // A frame of the wrong size is refused.
         let p = Params::new(8, 8, 25, true).unwrap();
         let mut hw = BgSubCoprocessor::new(p, Clock::Unlimited, Completion::Poll).unwrap();
         assert!(hw.process(&[0u8; 63], &mut [0u8; 64]).is_err());

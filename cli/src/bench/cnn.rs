@@ -1,12 +1,9 @@
-//! `dmaflow bench cnn`: paper 002's Table I. A five-layer int16 convolutional
-//! network (the RoShamBo network's layer sizes, [`dmaflow::dsp::conv::roshambo`]) run
-//! layer by layer on a convolution coprocessor in the fabric ([`ConvCore`]): for
-//! each layer the parameters and input feature maps go out in one transfer and
-//! the output feature maps come back (single buffer, `Unique`, as in the paper's
-//! table), for each completion mode. Every frame's output is checked against the
-//! software reference. The core is modelled as NullHop's MAC array (128 MACs per
-//! cycle, at an assumed 100 MHz), so the model's time per layer includes the
-//! computation as well as the link; what the software adds is the rest.
+//! `dmaflow bench cnn`: paper 002's Table I. A five-layer int16 CNN (the
+//! RoShamBo network's layer sizes, [`dmaflow::dsp::conv::roshambo`]) run layer
+//! by layer on a convolution coprocessor in the fabric ([`ConvCore`]): each
+//! layer's parameters and input maps go out in one transfer and its output
+//! maps come back (single buffer, `Unique`), in each completion mode, every
+//! frame's output checked against the software reference.
 
 use std::ops::Range;
 use std::time::Instant;
@@ -122,20 +119,6 @@ pub struct Row {
     pub cpu_us: f64,
 }
 
-impl Row {
-    /// Measured minus modelled time of the layer's transfer (the emulator's
-    /// compute overrun included); `None` on a GPU.
-    pub fn overhead_us(&self) -> Option<f64> {
-        self.model_us.map(|m| self.layer_spread.median - m)
-    }
-
-    /// What is left of the overhead once the emulator's compute overrun is
-    /// taken off: the software's part (driver, copies, waking); `None` on a GPU.
-    pub fn software_us(&self) -> Option<f64> {
-        Some(self.overhead_us()? - self.emulator_us?)
-    }
-}
-
 /// What the frames of one completion mode gave on one device.
 struct Measured {
     device: String,
@@ -151,10 +134,9 @@ struct Measured {
     verified: bool,
 }
 
-/// Each of `modes` measured by `measure` in turns, `cfg.rounds` rounds (the
-/// order reversed every other round), each round a share of the frames
-/// (`measure` is given what the mode measured so far, their range and the
-/// round); what each mode measured over all rounds, on `device`.
+/// Each of `modes` measured by `measure` in turns, `cfg.rounds` rounds, each
+/// round a share of the frames (`measure` is given what the mode measured so
+/// far, their range and the round); what each mode measured, on `device`.
 fn in_rounds(
     cfg: &Config,
     modes: &[Completion],
@@ -182,9 +164,8 @@ fn in_rounds(
     Ok(measured)
 }
 
-/// Runs the frames `which` through the network on the coprocessor with
-/// `send`, which moves one layer packet and returns the answer and where its
-/// time went, into `m`; the outputs are checked against their `reference`.
+/// Runs the frames `which` through the network with `send` (one layer packet
+/// to its answer, timing and cost) into `m`, checked against `reference`.
 fn frames(
     m: &mut Measured,
     net: &[Layer],
@@ -426,6 +407,7 @@ fn render(rows: &[Row], modes: &[Vec<&Row>]) -> String {
 
 /// The layers' columns.
 fn columns<'a>() -> Columns<'a, Row> {
+    let overhead_us = |r: &Row| r.model_us.map(|m| r.layer_spread.median - m);
     Columns::new()
         .kept("device", |r: &Row| r.device.clone())
         .plain("completion", "completion", |r| r.completion)
@@ -445,11 +427,15 @@ fn columns<'a>() -> Columns<'a, Row> {
             |r| r.layer_spread.json(),
         )
         .optional("model us", "model_us", 1, |r| r.model_us)
-        .optional("overhead us", "overhead_us", 1, Row::overhead_us)
+        // Measured minus modelled, of it the emulator's compute overrun, and
+        // what is left: the software's part (driver, copies, waking).
+        .optional("overhead us", "overhead_us", 1, overhead_us)
         .optional("of it emulator compute", "emulator_compute_us", 1, |r| {
             r.emulator_us
         })
-        .optional("software us", "software_us", 1, Row::software_us)
+        .optional("software us", "software_us", 1, move |r| {
+            Some(overhead_us(r)? - r.emulator_us?)
+        })
         .fixed("CPU us", "cpu_us", 1, |r| r.cpu_us)
 }
 
@@ -546,10 +532,7 @@ mod tests {
         assert_eq!(rows[0].rx_bytes, 2 * 16 * 32 * 32);
         let text = report(&Config::at(&Setup::TINY), &rows).text;
         assert!(text.contains("Table I") && text.contains("proxy"));
-    }
-
-    #[test]
-    fn the_core_refuses_a_malformed_layer() {
+        // The core refuses a malformed layer, and computes a well-formed one.
         use dmaflow::sim::StreamProcessor;
         let mut core = ConvCore::new();
         let mut out = vec![Vec::new()];

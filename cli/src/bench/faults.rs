@@ -594,25 +594,22 @@ fn run_all(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
 
 /// Totals over rows.
 fn total(rows: &[Row]) -> Row {
-    let mut t = Row {
+    let sum = |count: fn(&Row) -> u64| rows.iter().map(count).sum();
+    Row {
         memory: "both",
         api: "all",
-        ..Row::default()
-    };
-    for r in rows {
-        t.transfers += r.transfers;
-        t.bytes += r.bytes;
-        t.faults += r.faults;
-        t.recovered += r.recovered;
-        t.engines_lost += r.engines_lost;
-        t.bytes_lost += r.bytes_lost;
-        t.bytes_wrong += r.bytes_wrong;
-        t.late_writes += r.late_writes;
-        t.unexpected_errors += r.unexpected_errors;
-        t.hangs += r.hangs;
-        t.seconds += r.seconds;
+        transfers: sum(|r| r.transfers),
+        bytes: sum(|r| r.bytes),
+        faults: sum(|r| r.faults),
+        recovered: sum(|r| r.recovered),
+        engines_lost: sum(|r| r.engines_lost),
+        bytes_lost: sum(|r| r.bytes_lost),
+        bytes_wrong: sum(|r| r.bytes_wrong),
+        late_writes: sum(|r| r.late_writes),
+        unexpected_errors: sum(|r| r.unexpected_errors),
+        hangs: sum(|r| r.hangs),
+        seconds: rows.iter().map(|r| r.seconds).sum(),
     }
-    t
 }
 
 /// The rows' columns.
@@ -633,37 +630,25 @@ fn columns<'a>() -> Columns<'a, Row> {
         .kept("seconds", |r| r.seconds)
 }
 
-/// The rows as a table, with their total.
-pub fn render(rows: &[Row]) -> String {
-    let widths = [-12, -17, 9, 11, 7, 9, 6, 10, 6, 6, 6, 5];
-    columns().padded(&widths, rows.iter().chain([&total(rows)]))
-}
-
-/// What the campaign must show: nothing wrong, nothing written late, no hang,
-/// no error without a fault.
-pub fn targets(rows: &[Row]) -> Vec<Target> {
-    let t = total(rows);
-    [
-        ("bytes delivered wrong = 0", t.bytes_wrong),
-        ("late writes into reachable memory = 0", t.late_writes),
-        ("hangs = 0", t.hangs),
-        ("errors with no fault injected = 0", t.unexpected_errors),
-    ]
-    .into_iter()
-    .map(|(what, n)| Target::new(what, n.to_string(), n == 0))
-    .collect()
-}
-
-/// The report.
+/// The report: the rows' table with their total, and what the campaign must
+/// show: nothing wrong, nothing written late, no hang, no error without a
+/// fault.
 pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     let t = total(rows);
+    let widths = [-12, -17, 9, 11, 7, 9, 6, 10, 6, 6, 6, 5];
     let heading = format!(
         "faults: {} operations per way of moving data and board (seed {:#x}, driver \
          timeout {:?}), coherent and non-coherent (random eviction) boards",
         cfg.operations, cfg.seed, cfg.timeout
     );
+    let targets = [
+        ("bytes delivered wrong = 0", t.bytes_wrong),
+        ("late writes into reachable memory = 0", t.late_writes),
+        ("hangs = 0", t.hangs),
+        ("errors with no fault injected = 0", t.unexpected_errors),
+    ];
     Report::of("faults", heading, &columns(), rows)
-        .text(render(rows))
+        .text(columns().padded(&widths, rows.iter().chain([&t])))
         .answer(format!(
             "{} transfers ({:.1} MB) with {} faults injected: {} recovered on the same engine, \
              {} engines lost ({} bytes of DMA memory kept by them), {} bytes delivered wrong, \
@@ -678,7 +663,11 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
             t.late_writes,
             t.hangs
         ))
-        .targets(targets(rows))
+        .targets(
+            (targets.into_iter())
+                .map(|(what, n)| Target::new(what, n.to_string(), n == 0))
+                .collect(),
+        )
 }
 
 #[cfg(test)]
@@ -691,15 +680,17 @@ mod tests {
     /// the faults are really there (some recovered, some engines lost).
     #[test]
     fn a_small_campaign_finds_nothing_wrong() {
-        let rows = run(&Config::at(&Setup::TINY), &mut |_| {}).unwrap();
+        let cfg = Config::at(&Setup::TINY);
+        let rows = run(&cfg, &mut |_| {}).unwrap();
         assert_eq!(rows.len(), 2 * APIS.len());
-        let t = total(&rows);
-        assert_eq!(t.bytes_wrong, 0, "{}", render(&rows));
-        assert_eq!(t.late_writes, 0, "{}", render(&rows));
-        assert_eq!(t.hangs, 0, "{}", render(&rows));
-        assert_eq!(t.unexpected_errors, 0, "{}", render(&rows));
-        assert!(t.faults > 0 && t.recovered > 0, "{}", render(&rows));
+        let (t, report) = (total(&rows), report(&cfg, &rows));
+        let table = &report.text;
+        assert_eq!(t.bytes_wrong, 0, "{table}");
+        assert_eq!(t.late_writes, 0, "{table}");
+        assert_eq!(t.hangs, 0, "{table}");
+        assert_eq!(t.unexpected_errors, 0, "{table}");
+        assert!(t.faults > 0 && t.recovered > 0, "{table}");
         assert!(t.bytes > 0);
-        assert!(targets(&rows).iter().all(|x| x.met));
+        assert!(report.targets.iter().all(|x| x.met));
     }
 }

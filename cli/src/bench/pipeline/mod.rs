@@ -1,22 +1,14 @@
 //! `dmaflow bench pipeline`: an accelerator inside a process network.
 //! source -> coprocessor -> sink through the emulated fabric, for the FIR core
 //! ([`fir`]) and the background-subtraction core ([`bgsub`]), two ways each:
-//! - `zerocopy`: the queues live in DMA memory and the accelerator node
-//!   ([`dmaflow::accel::stage`], [`dmaflow::accel::bgsub`]) hands windows to
-//!   MM2S and output slots to S2MM in place;
-//! - `copy`: the pipeline a user builds without it, on the same footing: the
-//!   node copies each window from an ordinary queue into a DMA buffer and each
-//!   answer back into the output queue with the library's standard-I/O calls
-//!   (FIR: a scatter-gather [`dmaflow::dma::PacketRing`] with as many windows
-//!   in flight as the accelerator node keeps; bgsub: one frame at a time, as
-//!   the accelerator node too, its background being the previous answer).
-//!
-//! Both at the board's HP-port clock and unlimited, interleaved run by run;
-//! delivered MB/s (the core's answers out) with the runs' range, host CPU per
-//! MB of every pipeline thread (source, node, sink; never the emulated
-//! device's), and the payload bytes the library copied on those threads per
-//! byte delivered, counted where each copy happens ([`dmaflow::copies`]).
-//! Both pipelines' outputs must agree exactly.
+//! `zerocopy`, the accelerator node ([`dmaflow::accel::stage`],
+//! [`dmaflow::accel::bgsub`]) handing windows in DMA memory to the engines in
+//! place; `copy`, the pipeline a user builds without it, copying each window
+//! into a DMA buffer and each answer out with the library's standard-I/O
+//! calls. At the board's HP-port clock and unlimited, interleaved run by run;
+//! host CPU of every pipeline thread (never the emulated device's) and the
+//! bytes the library copied on them ([`dmaflow::copies`]). Both pipelines'
+//! outputs must agree exactly.
 
 mod bgsub;
 mod fir;
@@ -151,8 +143,7 @@ pub struct Row {
     pub mb_per_s: f64,
     /// Delivered output over the runs: median, quartiles, range.
     pub mb_spread: Spread,
-    /// Host CPU of the pipeline's threads per MB delivered, in microseconds
-    /// (median of the runs).
+    /// Host CPU of the pipeline's threads per MB delivered, in us (median).
     pub cpu_us_per_mb: f64,
     /// Payload bytes the library copied on the pipeline's threads per byte
     /// delivered ([`dmaflow::copies`]), the largest of the runs.
@@ -178,22 +169,18 @@ impl Row {
     }
 }
 
-/// What one run measures, filled in by its threads.
+/// What one run measures, filled in by its threads: their CPU (ns), the
+/// payload bytes the library copied on them, the output's digest and bytes.
 #[derive(Default)]
 struct Measured {
-    /// Host CPU of the pipeline's threads, ns.
     cpu: AtomicU64,
-    /// Payload bytes the library copied on the pipeline's threads.
     copied: AtomicU64,
-    /// The output's bytes, digested (both pipelines must agree).
     digest: AtomicU64,
-    /// Bytes the sink received.
     out_bytes: AtomicU64,
 }
 
 /// A node body that adds its thread's CPU time and the payload bytes the
-/// library copied on it ([`dmaflow::copies`]) to the run's totals when it
-/// ends.
+/// library copied on it to the run's totals when it ends.
 fn timed(m: &Arc<Measured>, body: Body) -> Body {
     let m = m.clone();
     Box::new(move || {
@@ -263,9 +250,8 @@ struct Run {
 }
 
 /// Runs source -> `node` -> sink, the bodies made by `source` and `middle`,
-/// over two queues of `queue` items in `memory` (a board's DMA memory, for an
-/// accelerator node) or, without it, in ordinary memory; times the graph's
-/// run and reads what its threads measured.
+/// over two queues of `queue` items in `memory` (a board's DMA memory) or
+/// ordinary memory; times the graph's run.
 fn run_pipeline<T: Pod + Send>(
     node: &str,
     queue: usize,
