@@ -6,7 +6,7 @@
 //! frame's output checked against the software reference.
 
 use std::ops::Range;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use dmaflow::dma::{Completion, Timing};
 use dmaflow::dsp::conv::{Layer, from_bytes, input_frame, roshambo};
@@ -171,7 +171,7 @@ fn frames(
     net: &[Layer],
     which: Range<usize>,
     reference: &[Vec<i16>],
-    overrun: impl Fn() -> std::time::Duration,
+    overrun: impl Fn() -> Duration,
     mut send: impl FnMut(Vec<u8>, usize) -> Result<(Vec<u8>, Timing, Cost), Error>,
 ) -> Result<(), Error> {
     for f in which {
@@ -293,12 +293,7 @@ fn on_gpu(
     let gpu = Gpu::open(n)?;
     let device = format!("cuda:{n} {}", gpu.info()?.name);
     let kernels = std::sync::Arc::new(Kernels::load(&gpu)?);
-    let mut engine = GpuEngine::new(
-        &gpu,
-        largest,
-        Some(kernels),
-        std::time::Duration::from_secs(10),
-    )?;
+    let mut engine = GpuEngine::new(&gpu, largest, Some(kernels), Duration::from_secs(10))?;
     let mut tx = HostBuf::new(&gpu, HostKind::Pinned, largest)?;
     let mut rx = HostBuf::new(&gpu, HostKind::Pinned, largest)?;
     let modes = [Completion::Poll, Completion::Yield, Completion::Irq];
@@ -310,7 +305,7 @@ fn on_gpu(
             net,
             frames_now,
             reference,
-            || std::time::Duration::ZERO,
+            || Duration::ZERO,
             |packet, _| {
                 let (w0, c0) = (Instant::now(), process_cpu_time());
                 tx.as_mut_slice()[..packet.len()].copy_from_slice(&packet);
@@ -319,7 +314,7 @@ fn on_gpu(
                 let cost = Cost {
                     wall: w0.elapsed(),
                     cpu: process_cpu_time().saturating_sub(c0),
-                    delivery: std::time::Duration::ZERO,
+                    delivery: Duration::ZERO,
                 };
                 Ok((out, engine.last_timing(), cost))
             },

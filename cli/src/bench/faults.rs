@@ -252,11 +252,6 @@ impl Lab {
         }
         self.rig.fabric.inject(f);
     }
-
-    /// Takes the faults not yet consumed back out.
-    fn clear_faults(&self) {
-        self.rig.fabric.inject(Faults::default());
-    }
 }
 
 /// Bytes of `pattern` for operation `op`.
@@ -479,7 +474,8 @@ fn campaign(cfg: &Config, model: MemoryModel, api: &'static str) -> Result<Row, 
         lab.inject(cfg, fault, &mut rng);
         let armed = Instant::now();
         let o = operate(&mut lab, api, len, op, completion, fault)?;
-        lab.clear_faults();
+        // The faults not yet consumed taken back out.
+        lab.rig.fabric.inject(Faults::default());
         row.transfers += o.transfers;
         row.bytes += o.bytes;
         row.bytes_wrong += o.wrong;

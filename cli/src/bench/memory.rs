@@ -223,15 +223,11 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
     Ok(rows)
 }
 
-/// A spread's median and range scaled by `k`, no decimals, `unit` after the
-/// median.
-fn around(s: Spread, k: f64, unit: &str) -> String {
-    format!(
-        "{:.0}{unit} ({:.0}..{:.0})",
-        k * s.median,
-        k * s.min,
-        k * s.max
-    )
+/// A spread's median and range scaled by `k` with `p` decimals, `unit` after
+/// the median.
+fn around(s: Spread, k: f64, p: usize, unit: &str) -> String {
+    let [median, min, max] = [s.median, s.min, s.max].map(|x| k * x);
+    format!("{median:.p$}{unit} ({min:.p$}..{max:.p$})")
 }
 
 /// The rows' columns.
@@ -246,7 +242,7 @@ fn columns<'a>() -> Columns<'a, Row> {
         .col(
             "MB/s each way (rounds)",
             "mb_per_s",
-            |r| around(r.mb_per_s, 1.0, ""),
+            |r| around(r.mb_per_s, 1.0, 0, ""),
             |r| r.mb_per_s.median,
         )
         .kept("mb_per_s_spread", |r| r.mb_per_s.json())
@@ -254,12 +250,7 @@ fn columns<'a>() -> Columns<'a, Row> {
         .col(
             "vs filter",
             "vs_filter",
-            move |r| {
-                dash(
-                    r.vs_filter
-                        .map(|Ratio(v)| format!("{:.2}x ({:.2}..{:.2})", v.median, v.min, v.max)),
-                )
-            },
+            move |r| dash(r.vs_filter.map(|Ratio(v)| around(v, 1.0, 2, "x"))),
             |r| r.vs_filter.map(|Ratio(v)| v.json()),
         )
         .kept("vs_filter_measurable", |r| {
@@ -268,7 +259,7 @@ fn columns<'a>() -> Columns<'a, Row> {
         .col(
             "app keeps (rounds)",
             "app_share",
-            move |r| dash(r.app_share.map(|s| around(s, 100.0, " %"))),
+            move |r| dash(r.app_share.map(|s| around(s, 100.0, 0, " %"))),
             |r| r.app_share.map(|s| s.median),
         )
         .kept("app_share_spread", |r| r.app_share.map(|s| s.json()))
