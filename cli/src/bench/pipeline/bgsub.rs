@@ -28,11 +28,9 @@ pub(super) fn params(bytes: usize) -> Result<Params, Error> {
     Params::new(side, side, 20, true).map_err(Error::peer("background subtraction"))
 }
 
-/// The source, a camera: `frames` frames written into the queue's slots,
-/// cycling through a few rendered before the run (the same work in both
-/// pipelines). It produces the stream, as a camera's own DMA would, so its
-/// writes are not copies on the path between the queues and are made in
-/// place rather than with the library's counted `write`.
+/// The source, a camera: `frames` frames, cycling through a few rendered
+/// before the run, written in place into the queue's slots (as a camera's
+/// own DMA would: not copies on the path, so not the counted `write`).
 fn source(
     mut out: Output<u8>,
     rendered: Arc<Vec<u8>>,

@@ -65,12 +65,9 @@ fn source(
     }
 }
 
-/// The copying node, on the same footing as the accelerator node (the same
-/// scatter-gather engine, the same `depth` windows in flight, the same
-/// completion): each window is copied from an ordinary queue into a TX buffer
-/// of a [`PacketRing`] and each answer copied from its RX buffer into the
-/// output queue, both by the library's standard-I/O calls (so its copies are
-/// counted where they happen).
+/// The copying node, with the accelerator node's engine, windows in flight
+/// and completion: each window copied into a TX buffer of a [`PacketRing`]
+/// and each answer out of its RX buffer by the library's standard I/O.
 fn copying_node(
     engine: SimEngine,
     hop: usize,
