@@ -18,6 +18,7 @@ use super::error::Error;
 use super::harness::{OnBoard, OnGpu, Progress, Setup, Spec, Tables, median, on_board};
 use super::meter::{Meter, Tally};
 use super::report::{Report, Target, sentence};
+use super::spread::Spread;
 
 /// The paper's fabric clock: 100 MHz x 1 B.
 pub const FABRIC: Clock = super::harness::PAPER_000_FABRIC;
@@ -89,11 +90,9 @@ pub struct Row {
     pub frames: usize,
     /// Seconds for all of them.
     pub seconds: f64,
-    /// Median milliseconds per frame.
-    pub frame_ms: f64,
-    /// Frames per second at the median frame time (what the path sustains
-    /// when the host steals CPU time in bursts).
-    pub frames_per_s: f64,
+    /// Milliseconds per frame over the frames (the figure is the median:
+    /// what the path sustains when the host steals CPU time in bursts).
+    pub frame_ms: Spread,
     /// Every mask equal to `dmaflow::dsp::bgsub::definition` (no shared code).
     pub verified: bool,
     /// Mean host CPU per frame, in microseconds (driver or computing thread).
@@ -101,8 +100,6 @@ pub struct Row {
     /// What the modelled fabric needs per frame (two 100 MB/s streams side by
     /// side, PG021 latencies), in microseconds; none for the CPU.
     pub model_us: Option<f64>,
-    /// First and third quartiles of the time per frame, in milliseconds.
-    pub quartiles_ms: (f64, f64),
     /// For the fabric: median microseconds per frame of copy in, transfer
     /// (streams, emulated core and driver) and copy out.
     pub stages_us: Option<(f64, f64, f64)>,
@@ -115,23 +112,17 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
     let video = synthetic_frames(&p, cfg.frames, 7);
     progress("bgsub definition (pixel by pixel)");
     let definition = dmaflow::dsp::bgsub::definition(&p, &video);
-    let row = |device, times: &[f64], verified, cost: &Tally, model_us| {
-        let spread = super::spread::Spread::of(times).scaled(1e3);
-        let frame_ms = spread.median;
-        Row {
-            quartiles_ms: (spread.p25, spread.p75),
-            stages_us: None,
-            device,
-            width: cfg.width,
-            height: cfg.height,
-            frames: cfg.frames,
-            seconds: times.iter().sum(),
-            frame_ms,
-            frames_per_s: 1e3 / frame_ms,
-            verified,
-            cpu_us: cost.cpu_us(),
-            model_us,
-        }
+    let row = |device, times: &[f64], verified, cost: &Tally, model_us| Row {
+        stages_us: None,
+        device,
+        width: cfg.width,
+        height: cfg.height,
+        frames: cfg.frames,
+        seconds: times.iter().sum(),
+        frame_ms: Spread::of(times).scaled(1e3),
+        verified,
+        cpu_us: cost.cpu_us(),
+        model_us,
     };
     // Both devices frame by frame, taking turns (the order swapped every
     // frame), each frame timed on its own: the frames are the repeats.
@@ -185,16 +176,16 @@ fn columns<'a>() -> Columns<'a, Row> {
         .kept("height", |r| r.height)
         .plain("frames", "frames", |r| r.frames)
         .kept("seconds", |r| r.seconds)
-        .fixed("frames/s", "frames_per_s", 1, |r| r.frames_per_s)
-        .fixed("median ms/frame", "frame_ms", 3, |r| r.frame_ms)
+        .fixed("frames/s", "frames_per_s", 1, |r| 1e3 / r.frame_ms.median)
+        .fixed("median ms/frame", "frame_ms", 3, |r| r.frame_ms.median)
         .shown("IQR ms", |r| {
-            format!("{:.3}..{:.3}", r.quartiles_ms.0, r.quartiles_ms.1)
+            format!("{:.3}..{:.3}", r.frame_ms.p25, r.frame_ms.p75)
         })
-        .kept("frame_ms_p25", |r| r.quartiles_ms.0)
-        .kept("frame_ms_p75", |r| r.quartiles_ms.1)
+        .kept("frame_ms_p25", |r| r.frame_ms.p25)
+        .kept("frame_ms_p75", |r| r.frame_ms.p75)
         .optional("model us", "model_us", 0, |r| r.model_us)
         .optional("overhead us", "overhead_us", 0, |r| {
-            r.model_us.map(|m| r.frame_ms * 1e3 - m)
+            r.model_us.map(|m| r.frame_ms.median * 1e3 - m)
         })
         .shown("= copy in + transfer beyond model + copy out", |r| {
             r.stages_us.map_or("-".into(), |(i, t, o)| {
@@ -223,13 +214,18 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         format!(
             "the coprocessor processes {:.1} frames/s of {}x{} ({:.1} % of the {bound:.1} frames/s \
              the modelled fabric allows)",
-            f.frames_per_s,
+            1e3 / f.frame_ms.median,
             cfg.width,
             cfg.height,
-            100.0 * f.frames_per_s / bound
+            100.0 * (1e3 / f.frame_ms.median) / bound
         )
     });
-    let cpu = get("cpu").map(|c| format!("software on this CPU {:.1} frames/s", c.frames_per_s));
+    let cpu = get("cpu").map(|c| {
+        format!(
+            "software on this CPU {:.1} frames/s",
+            1e3 / c.frame_ms.median
+        )
+    });
     let targets = rows.iter().map(|r| {
         Target::new(
             format!("{} masks equal to the pixel-by-pixel definition", r.device),
@@ -268,14 +264,14 @@ mod tests {
             // The frames took no longer than the test's own clock saw, and the
             // median frame no longer than all of them.
             assert!(r.seconds <= elapsed, "{r:?}");
-            assert!(r.frame_ms * 1e-3 <= r.seconds, "{r:?}");
+            assert!(r.frame_ms.median * 1e-3 <= r.seconds, "{r:?}");
             assert!(r.cpu_us > 0.0, "{r:?}");
         }
         assert!(rows[0].model_us.is_some() && rows[1].model_us.is_none());
         // The fabric cannot beat its clock: two 1200-byte streams side by side at
         // 100 MB/s take 12 us a frame.
         let fabric = &rows[0];
-        assert!(fabric.frame_ms >= 1200.0 / 100e6 * 1e3, "{fabric:?}");
+        assert!(fabric.frame_ms.median >= 1200.0 / 100e6 * 1e3, "{fabric:?}");
         assert_eq!(
             report(&Config::at(&Setup::TINY), &rows).json["rows"][0]["device"],
             "fabric"

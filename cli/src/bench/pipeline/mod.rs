@@ -139,10 +139,8 @@ pub struct Row {
     pub clock: String,
     /// Output bytes per window.
     pub window_bytes: usize,
-    /// Delivered output, 10^6 B/s: the median of the runs.
-    pub mb_per_s: f64,
-    /// Delivered output over the runs: median, quartiles, range.
-    pub mb_spread: Spread,
+    /// Delivered output over the runs, 10^6 B/s (the figure is the median).
+    pub mb_per_s: Spread,
     /// Host CPU of the pipeline's threads per MB delivered, in us (median).
     pub cpu_us_per_mb: f64,
     /// Payload bytes the library copied on the pipeline's threads per byte
@@ -165,7 +163,7 @@ pub struct Row {
 impl Row {
     /// Delivered over what the modelled link allows.
     pub fn link_share(&self) -> Option<f64> {
-        self.model_mb_per_s.map(|m| self.mb_per_s / m)
+        self.model_mb_per_s.map(|m| self.mb_per_s.median / m)
     }
 }
 
@@ -362,7 +360,6 @@ fn point(
     };
     let vs_copy = Ratio::of(&mb(&runs[0]), &mb(&runs[1]));
     let rows = runs.iter().zip(pipelines).map(|(rs, pipeline)| {
-        let mb_spread = Spread::of(&mb(rs));
         let per_mb = rs
             .iter()
             .map(|r| r.cpu.as_secs_f64() * 1e6 / (r.out_bytes as f64 / 1e6));
@@ -371,8 +368,7 @@ fn point(
             pipeline,
             clock: clock_name.clone(),
             window_bytes,
-            mb_per_s: mb_spread.median,
-            mb_spread,
+            mb_per_s: Spread::of(&mb(rs)),
             cpu_us_per_mb: median(&per_mb.collect::<Vec<_>>()),
             copied_per_byte: (rs.iter())
                 .map(|r| r.copied as f64 / r.out_bytes as f64)
@@ -412,8 +408,8 @@ fn columns<'a>() -> Columns<'a, Row> {
             |r| r.window_bytes,
         )
         .plain("pipeline", "pipeline", |r| r.pipeline)
-        .fixed("MB/s", "mb_per_s", 0, |r| r.mb_per_s)
-        .range("runs' range", "mb_per_s_spread", 0, |r| r.mb_spread)
+        .fixed("MB/s", "mb_per_s", 0, |r| r.mb_per_s.median)
+        .range("runs' range", "mb_per_s_spread", 0, |r| r.mb_per_s)
         .optional("model MB/s", "model_mb_per_s", 0, |r| r.model_mb_per_s)
         .col(
             "link share",
@@ -459,10 +455,10 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
                  windows against {:.0} MB/s for the copying pipeline ({:.2}x), for {:.0} \
                  against {:.0} us of host CPU per MB and {:.2} against {:.2} bytes copied \
                  per byte",
-                z.mb_per_s,
+                z.mb_per_s.median,
                 bytes_label(z.window_bytes),
-                c.mb_per_s,
-                z.mb_per_s / c.mb_per_s,
+                c.mb_per_s.median,
+                z.mb_per_s.median / c.mb_per_s.median,
                 z.cpu_us_per_mb,
                 c.cpu_us_per_mb,
                 z.copied_per_byte,
@@ -494,7 +490,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
                      computes {:.0} MB/s there on this host, the pipeline's threads take {:.0} \
                      us of CPU per MB on their one core)",
                     100.0 * share,
-                    worst.mb_per_s,
+                    worst.mb_per_s.median,
                     bytes_label(worst.window_bytes),
                     worst.core_mb_per_s,
                     worst.cpu_us_per_mb
@@ -519,7 +515,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
                 ),
                 format!(
                     "{ratio:.2}x, runs {lo:.2}x to {hi:.2}x ({:.0} against {:.0} MB/s){spread}",
-                    z.mb_per_s, c.mb_per_s
+                    z.mb_per_s.median, c.mb_per_s.median
                 ),
                 ratio >= 1.5,
             ));
@@ -533,7 +529,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
                 &mine,
                 |r| format!("{} {}", r.pipeline, r.clock),
                 |r| r.window_bytes as f64,
-                |r| r.mb_per_s,
+                |r| r.mb_per_s.median,
             ),
         ));
     }
@@ -589,13 +585,13 @@ mod tests {
         let wall = t0.elapsed().as_secs_f64();
         assert_eq!(rows.len(), 8);
         for r in &rows {
-            assert!(r.mb_per_s > 0.0 && r.cpu_us_per_mb > 0.0, "{r:?}");
+            assert!(r.mb_per_s.median > 0.0 && r.cpu_us_per_mb > 0.0, "{r:?}");
             // The whole output went through in less than the test's time.
             let out = match r.core {
                 Core::Fir => 4 * cfg.samples,
                 Core::BgSub => cfg.frame_bytes,
             };
-            assert!(out as f64 / (r.mb_per_s * 1e6) < wall, "{r:?}");
+            assert!(out as f64 / (r.mb_per_s.median * 1e6) < wall, "{r:?}");
         }
         for r in rows.iter().filter(|r| r.pipeline == "zerocopy") {
             assert_eq!(r.copied_per_byte, 0.0, "{r:?}");
