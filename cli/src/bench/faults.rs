@@ -11,6 +11,7 @@
 //! under a watchdog).
 
 use std::sync::Arc;
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use dmaflow::accel::stage::{self, StageConfig, StageStats};
@@ -20,9 +21,8 @@ use dmaflow::dma::{Completion, PacketRing, Proxy};
 use dmaflow::graph::Graph;
 use dmaflow::mem::{DmaBuf, DmaPool};
 use dmaflow::platform::MemoryModel;
-use dmaflow::sim::{Clock, Faults, Loopback};
-
 use dmaflow::rig::Rig;
+use dmaflow::sim::{Clock, Faults, Loopback};
 
 use super::columns::Columns;
 use super::conditions::Conditions;
@@ -387,7 +387,7 @@ fn node(
         Ok(())
     })?;
     // The engine comes back from the node's thread when it is done.
-    let (back, returned) = std::sync::mpsc::channel();
+    let (back, returned) = mpsc::channel();
     g.node("acc", move || {
         let cfg = StageConfig {
             window: 1024,
@@ -403,7 +403,7 @@ fn node(
         Ok(())
     })?;
     // What the sink got comes back when it is done.
-    let (into, got) = std::sync::mpsc::channel();
+    let (into, got) = mpsc::channel();
     let panic_at = (fault == Fault::Panic).then_some(sent.len() / 2);
     g.node("sink", move || {
         let mut all = Vec::new();
@@ -561,7 +561,7 @@ fn run_all(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
     for model in [MemoryModel::Coherent, MemoryModel::NonCoherent] {
         for api in APIS {
             progress(&format!("faults: {api} on a {model:?} board"));
-            let (tx, rx) = std::sync::mpsc::channel();
+            let (tx, rx) = mpsc::channel();
             let c = cfg.clone();
             std::thread::Builder::new()
                 .name(format!("faults-{api}"))
@@ -574,12 +574,12 @@ fn run_all(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
             let limit = cfg.timeout * 40 * cfg.operations as u32 + Duration::from_secs(60);
             match rx.recv_timeout(limit) {
                 Ok(row) => rows.push(row?),
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => rows.push(Row {
+                Err(RecvTimeoutError::Timeout) => rows.push(Row {
                     hangs: 1,
                     seconds: limit.as_secs_f64(),
                     ..Row::of(model, api)
                 }),
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                Err(RecvTimeoutError::Disconnected) => {
                     return Err(Error::Panicked("the fault campaign"));
                 }
             }
