@@ -3,9 +3,8 @@
 //! AXI DMA engines (frame and background in, new background and mask out, the
 //! paper's two channels) at 100 MHz x 1 B, against the software implementation
 //! ([`dmaflow::dsp::bgsub`]) on the CPU; every mask is checked frame by frame.
-//! The two take turns frame by frame (the order swapped every frame), each frame
-//! timed on its own; the fabric's frames are split into copying the frame in,
-//! the transfer (streams, emulated core and driver) and copying the mask out.
+//! The two take turns frame by frame, each frame timed on its own; the
+//! fabric's frames are split into copy in, transfer and copy out.
 
 use dmaflow::dma::Completion;
 use dmaflow::dsp::bgsub::{BackgroundSubtractor, Params, synthetic_frames};
@@ -16,9 +15,10 @@ use dmaflow::sim::Clock;
 use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
 use super::error::Error;
-use super::harness::{OnBoard, OnGpu, Progress, Setup, Spec, Tables, Tier, median, on_board};
+use super::harness::{OnBoard, OnGpu, Progress, Setup, Spec, Tables, median, on_board};
 use super::meter::{Meter, Tally};
 use super::report::{Report, Target, sentence};
+use super::spread::Spread;
 
 /// The paper's fabric clock: 100 MHz x 1 B.
 pub const FABRIC: Clock = super::harness::PAPER_000_FABRIC;
@@ -65,21 +65,14 @@ impl Config {
     /// The size `setup` asks for, on its board: the full run, or the quick
     /// or tiny one made from it.
     pub fn at(setup: &Setup) -> Self {
-        let full = Config {
-            width: 640,
-            height: 480,
-            frames: 200,
+        let (width, height, frames) = setup
+            .tier
+            .pick((640, 480, 200), (640, 480, 40), (40, 30, 6));
+        Config {
+            width,
+            height,
+            frames,
             memory: setup.memory,
-        };
-        match setup.tier {
-            Tier::Full => full,
-            Tier::Quick => Config { frames: 40, ..full },
-            Tier::Tiny => Config {
-                width: 40,
-                height: 30,
-                frames: 6,
-                ..full
-            },
         }
     }
 }
@@ -97,33 +90,19 @@ pub struct Row {
     pub frames: usize,
     /// Seconds for all of them.
     pub seconds: f64,
-    /// Median milliseconds per frame.
-    pub frame_ms: f64,
-    /// Frames per second at the median frame time (this machine's host steals
-    /// CPU time in bursts; the median is what the path itself sustains).
-    pub frames_per_s: f64,
-    /// Every mask equal to the algorithm's pixel-by-pixel definition
-    /// (`dmaflow::dsp::bgsub::definition`), which shares no code with either.
+    /// Milliseconds per frame over the frames (the figure is the median:
+    /// what the path sustains when the host steals CPU time in bursts).
+    pub frame_ms: Spread,
+    /// Every mask equal to `dmaflow::dsp::bgsub::definition` (no shared code).
     pub verified: bool,
-    /// Mean host CPU per frame, in microseconds (the driver thread for the
-    /// fabric, the computing thread for the CPU).
+    /// Mean host CPU per frame, in microseconds (driver or computing thread).
     pub cpu_us: f64,
-    /// What the modelled fabric needs per frame (two streams side by side at
-    /// 100 MB/s, PG021 latencies), in microseconds; none for the CPU.
+    /// What the modelled fabric needs per frame (two 100 MB/s streams side by
+    /// side, PG021 latencies), in microseconds; none for the CPU.
     pub model_us: Option<f64>,
-    /// First and third quartiles of the time per frame, in milliseconds.
-    pub quartiles_ms: (f64, f64),
-    /// For the fabric: median microseconds per frame copying the frame in,
-    /// in the transfer (streams, emulated core and driver), copying the mask
-    /// out.
+    /// For the fabric: median microseconds per frame of copy in, transfer
+    /// (streams, emulated core and driver) and copy out.
     pub stages_us: Option<(f64, f64, f64)>,
-}
-
-impl Row {
-    /// Measured (median) minus modelled time per frame; none for the CPU.
-    pub fn overhead_us(&self) -> Option<f64> {
-        self.model_us.map(|m| self.frame_ms * 1e3 - m)
-    }
 }
 
 /// Runs both devices on the same synthetic video.
@@ -133,23 +112,17 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
     let video = synthetic_frames(&p, cfg.frames, 7);
     progress("bgsub definition (pixel by pixel)");
     let definition = dmaflow::dsp::bgsub::definition(&p, &video);
-    let row = |device, times: &[f64], verified, cost: &Tally, model_us| {
-        let spread = super::spread::Spread::of(times).scaled(1e3);
-        let frame_ms = spread.median;
-        Row {
-            quartiles_ms: (spread.p25, spread.p75),
-            stages_us: None,
-            device,
-            width: cfg.width,
-            height: cfg.height,
-            frames: cfg.frames,
-            seconds: times.iter().sum(),
-            frame_ms,
-            frames_per_s: 1e3 / frame_ms,
-            verified,
-            cpu_us: cost.cpu_us(),
-            model_us,
-        }
+    let row = |device, times: &[f64], verified, cost: &Tally, model_us| Row {
+        stages_us: None,
+        device,
+        width: cfg.width,
+        height: cfg.height,
+        frames: cfg.frames,
+        seconds: times.iter().sum(),
+        frame_ms: Spread::of(times).scaled(1e3),
+        verified,
+        cpu_us: cost.cpu_us(),
+        model_us,
     };
     // Both devices frame by frame, taking turns (the order swapped every
     // frame), each frame timed on its own: the frames are the repeats.
@@ -159,37 +132,37 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
     let _placed = hw.rig().dedicate_core()?;
     let mut expected = vec![0u8; video.len()];
     let mut masks = vec![0u8; video.len()];
-    let (mut sw_times, mut hw_times) = (Vec::new(), Vec::new());
-    let (mut sw_cost, mut hw_cost) = (Tally::default(), Tally::default());
+    // Per device (the fabric first, then the CPU): each frame's time, costs.
+    let mut times: [Vec<f64>; 2] = Default::default();
+    let mut costs = [Tally::default(); 2];
     let mut stages: [Vec<f64>; 3] = Default::default();
     let frames = video
         .chunks(n)
         .zip(expected.chunks_mut(n).zip(masks.chunks_mut(n)));
     for (i, (f, (e, m))) in frames.enumerate() {
-        for fabric_first in [i % 2 == 0, i % 2 == 1] {
+        for fabric in [i % 2 == 0, i % 2 == 1] {
             let meter = Meter::start(None);
-            if fabric_first {
+            if fabric {
                 hw.process(f, m)?;
-                let c = meter.stop();
-                hw_times.push(c.wall.as_secs_f64());
-                hw_cost.add(c);
+            } else {
+                sw.process(f, e).map_err(Error::peer("bgsub"))?;
+            }
+            let c = meter.stop();
+            times[usize::from(!fabric)].push(c.wall.as_secs_f64());
+            costs[usize::from(!fabric)].add(c);
+            if fabric {
                 let t = hw.last_times();
                 for (v, d) in stages.iter_mut().zip([t.copy_in, t.transfer, t.copy_out]) {
                     v.push(d.as_secs_f64() * 1e6);
                 }
-            } else {
-                sw.process(f, e).map_err(Error::peer("bgsub"))?;
-                let c = meter.stop();
-                sw_times.push(c.wall.as_secs_f64());
-                sw_cost.add(c);
             }
         }
     }
-    let cpu = row("cpu", &sw_times, expected == definition, &sw_cost, None);
+    let cpu = row("cpu", &times[1], expected == definition, &costs[1], None);
     let verified = masks == definition && Some(hw.background()) == sw.background();
     // Frame and background stream side by side on two engines.
     let model = FABRIC.two_way(n, false).as_secs_f64() * 1e6;
-    let mut fabric = row("fabric", &hw_times, verified, &hw_cost, Some(model));
+    let mut fabric = row("fabric", &times[0], verified, &costs[0], Some(model));
     fabric.stages_us = Some((median(&stages[0]), median(&stages[1]), median(&stages[2])));
     Ok(vec![fabric, cpu])
 }
@@ -203,15 +176,17 @@ fn columns<'a>() -> Columns<'a, Row> {
         .kept("height", |r| r.height)
         .plain("frames", "frames", |r| r.frames)
         .kept("seconds", |r| r.seconds)
-        .fixed("frames/s", "frames_per_s", 1, |r| r.frames_per_s)
-        .fixed("median ms/frame", "frame_ms", 3, |r| r.frame_ms)
+        .fixed("frames/s", "frames_per_s", 1, |r| 1e3 / r.frame_ms.median)
+        .fixed("median ms/frame", "frame_ms", 3, |r| r.frame_ms.median)
         .shown("IQR ms", |r| {
-            format!("{:.3}..{:.3}", r.quartiles_ms.0, r.quartiles_ms.1)
+            format!("{:.3}..{:.3}", r.frame_ms.p25, r.frame_ms.p75)
         })
-        .kept("frame_ms_p25", |r| r.quartiles_ms.0)
-        .kept("frame_ms_p75", |r| r.quartiles_ms.1)
+        .kept("frame_ms_p25", |r| r.frame_ms.p25)
+        .kept("frame_ms_p75", |r| r.frame_ms.p75)
         .optional("model us", "model_us", 0, |r| r.model_us)
-        .optional("overhead us", "overhead_us", 0, Row::overhead_us)
+        .optional("overhead us", "overhead_us", 0, |r| {
+            r.model_us.map(|m| r.frame_ms.median * 1e3 - m)
+        })
         .shown("= copy in + transfer beyond model + copy out", |r| {
             r.stages_us.map_or("-".into(), |(i, t, o)| {
                 format!("{i:.0} + {:.0} + {o:.0}", t - r.model_us.unwrap_or(0.0))
@@ -229,60 +204,49 @@ fn columns<'a>() -> Columns<'a, Row> {
         )
 }
 
-/// One sentence: frames per second on the coprocessor against the fabric's
-/// bound and against software.
-pub fn answer(cfg: &Config, rows: &[Row]) -> String {
+/// The run as a report: frames per second on the coprocessor against the
+/// fabric's bound (frame and background side by side, one engine each) and
+/// against software; every row's masks verified.
+pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     let bound = 100e6 / (cfg.width * cfg.height) as f64;
     let get = |d: &str| rows.iter().find(|r| r.device == d);
-    let mut clauses = Vec::new();
-    if let Some(f) = get("fabric") {
-        clauses.push(format!(
+    let fabric = get("fabric").map(|f| {
+        format!(
             "the coprocessor processes {:.1} frames/s of {}x{} ({:.1} % of the {bound:.1} frames/s \
              the modelled fabric allows)",
-            f.frames_per_s,
+            1e3 / f.frame_ms.median,
             cfg.width,
             cfg.height,
-            100.0 * f.frames_per_s / bound
-        ));
-    }
-    if let Some(c) = get("cpu") {
-        clauses.push(format!(
+            100.0 * (1e3 / f.frame_ms.median) / bound
+        )
+    });
+    let cpu = get("cpu").map(|c| {
+        format!(
             "software on this CPU {:.1} frames/s",
-            c.frames_per_s
-        ));
-    }
-    sentence(&clauses)
-}
-
-/// Every row's masks verified.
-pub fn targets(rows: &[Row]) -> Vec<Target> {
-    rows.iter()
-        .map(|r| {
-            Target::new(
-                format!("{} masks equal to the pixel-by-pixel definition", r.device),
-                format!("{} frames checked", r.frames),
-                r.verified,
-            )
-        })
-        .collect()
-}
-
-/// The run as a report.
-pub fn report(cfg: &Config, rows: &[Row]) -> Report {
-    // Frame and background stream in side by side, one engine each.
-    let ideal = 100e6 / (cfg.width * cfg.height) as f64;
+            1e3 / c.frame_ms.median
+        )
+    });
+    let targets = rows.iter().map(|r| {
+        Target::new(
+            format!("{} masks equal to the pixel-by-pixel definition", r.device),
+            format!("{} frames checked", r.frames),
+            r.verified,
+        )
+    });
     let heading = on_board(
         format!(
             "bgsub: {} frames of {}x{}, coprocessor on two DMA engines at 100 MHz x 1 B \
-             (the fabric's bound: {ideal:.1} frames/s) vs the software implementation",
+             (the fabric's bound: {bound:.1} frames/s) vs the software implementation",
             cfg.frames, cfg.width, cfg.height
         ),
         cfg.memory,
     );
     // Two rows (fabric, CPU): the table says it; a plot would not.
     Report::of("bgsub", heading, &columns(), rows)
-        .answer(answer(cfg, rows))
-        .targets(targets(rows))
+        .answer(sentence(
+            &[fabric, cpu].into_iter().flatten().collect::<Vec<_>>(),
+        ))
+        .targets(targets.collect())
 }
 
 #[cfg(test)]
@@ -300,14 +264,14 @@ mod tests {
             // The frames took no longer than the test's own clock saw, and the
             // median frame no longer than all of them.
             assert!(r.seconds <= elapsed, "{r:?}");
-            assert!(r.frame_ms * 1e-3 <= r.seconds, "{r:?}");
+            assert!(r.frame_ms.median * 1e-3 <= r.seconds, "{r:?}");
             assert!(r.cpu_us > 0.0, "{r:?}");
         }
         assert!(rows[0].model_us.is_some() && rows[1].model_us.is_none());
         // The fabric cannot beat its clock: two 1200-byte streams side by side at
         // 100 MB/s take 12 us a frame.
         let fabric = &rows[0];
-        assert!(fabric.frame_ms >= 1200.0 / 100e6 * 1e3, "{fabric:?}");
+        assert!(fabric.frame_ms.median >= 1200.0 / 100e6 * 1e3, "{fabric:?}");
         assert_eq!(
             report(&Config::at(&Setup::TINY), &rows).json["rows"][0]["device"],
             "fabric"
@@ -319,10 +283,7 @@ mod tests {
             "{fabric:?}"
         );
         assert!(rows[1].stages_us.is_none());
-    }
-
-    #[test]
-    fn a_frame_of_the_wrong_size_is_refused() {
+        // A frame of the wrong size is refused.
         let p = Params::new(8, 8, 25, true).unwrap();
         let mut hw = BgSubCoprocessor::new(p, Clock::Unlimited, Completion::Poll).unwrap();
         assert!(hw.process(&[0u8; 63], &mut [0u8; 64]).is_err());

@@ -1,15 +1,12 @@
-//! `dmaflow bench cnn`: paper 002's Table I. A five-layer int16 convolutional
-//! network (the RoShamBo network's layer sizes, [`dmaflow::dsp::conv::roshambo`]) run
-//! layer by layer on a convolution coprocessor in the fabric ([`ConvCore`]): for
-//! each layer the parameters and input feature maps go out in one transfer and
-//! the output feature maps come back (single buffer, `Unique`, as in the paper's
-//! table), for each completion mode. Every frame's output is checked against the
-//! software reference. The core is modelled as NullHop's MAC array (128 MACs per
-//! cycle, at an assumed 100 MHz), so the model's time per layer includes the
-//! computation as well as the link; what the software adds is the rest.
+//! `dmaflow bench cnn`: paper 002's Table I. A five-layer int16 CNN (the
+//! RoShamBo network's layer sizes, [`dmaflow::dsp::conv::roshambo`]) run layer
+//! by layer on a convolution coprocessor in the fabric ([`ConvCore`]): each
+//! layer's parameters and input maps go out in one transfer and its output
+//! maps come back (single buffer, `Unique`), in each completion mode, every
+//! frame's output checked against the software reference.
 
 use std::ops::Range;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use dmaflow::dma::{Completion, Timing};
 use dmaflow::dsp::conv::{Layer, from_bytes, input_frame, roshambo};
@@ -21,7 +18,7 @@ use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
 use super::dma::{proxy, rig};
 use super::error::Error;
-use super::harness::{NO_GPU, OnBoard, OnGpu, Progress, Setup, Spec, Tier, median, on_board};
+use super::harness::{NO_GPU, OnBoard, OnGpu, Progress, Setup, Spec, median, on_board};
 use super::meter::{Cost, Meter, Tally};
 use super::plot::{LinePlot, XAxis};
 use super::report::{Report, sentence, series_by};
@@ -77,26 +74,13 @@ impl Config {
     /// The size `setup` asks for, on its board: the full run, or the quick
     /// or tiny one made from it.
     pub fn at(setup: &Setup) -> Self {
-        let full = Config {
-            frames: 30,
-            rounds: 5,
-            layers: 5,
+        let (frames, rounds, layers) = setup.tier.pick((30, 5, 5), (6, 2, 5), (2, 2, 2));
+        Config {
+            frames,
+            rounds,
+            layers,
             memory: setup.memory,
             device: setup.gpu.map(|g| g.0),
-        };
-        match setup.tier {
-            Tier::Full => full,
-            Tier::Quick => Config {
-                frames: 6,
-                rounds: 2,
-                ..full
-            },
-            Tier::Tiny => Config {
-                frames: 2,
-                rounds: 2,
-                layers: 2,
-                ..full
-            },
         }
     }
 }
@@ -114,44 +98,25 @@ pub struct Row {
     pub tx_bytes: usize,
     /// Bytes received (output maps).
     pub rx_bytes: usize,
-    /// Median over frames of the TX time (programming to MM2S completion) per byte.
+    /// TX time (programming to MM2S completion) per byte, median of frames.
     pub tx_us_per_byte: f64,
-    /// Median over frames of the RX time (MM2S completion to S2MM completion, the
-    /// layer's computation included) per byte.
+    /// RX time (MM2S to S2MM completion, compute included) per byte, median.
     pub rx_us_per_byte: f64,
     /// Every frame's output equal to the software reference.
     pub verified: bool,
-    /// The layer's wall times over the frames, in microseconds (the median
-    /// is the layer's time).
+    /// The layer's wall times over the frames, in microseconds.
     pub layer_spread: Spread,
-    /// Whole frames' times over the frames (all layers, packing and
-    /// unpacking included), in milliseconds.
+    /// Whole frames' times (all layers, packing included), in milliseconds.
     pub frame_spread: Spread,
-    /// What the modelled device needs for the layer: MM2S start-up, the packet
-    /// in, the core's compute (NullHop's MAC array), the maps out, the S2MM
-    /// write latency, in microseconds. `None` on a GPU (real hardware).
+    /// What the modelled device needs for the layer (MM2S start-up, packet
+    /// in, NullHop's compute, maps out, S2MM latency), in microseconds;
+    /// `None` on a GPU (real hardware).
     pub model_us: Option<f64>,
-    /// Median over frames of how much longer this host took to compute the
-    /// layer than the modelled core: the emulator's delay, in microseconds.
-    /// `None` on a GPU.
+    /// How much longer this host computed the layer than the modelled core,
+    /// in microseconds (median of frames); `None` on a GPU.
     pub emulator_us: Option<f64>,
-    /// Mean host CPU of the driver-side threads per layer transfer, in
-    /// microseconds.
+    /// Mean driver-side host CPU per layer transfer, in microseconds.
     pub cpu_us: f64,
-}
-
-impl Row {
-    /// Measured minus modelled time of the layer's transfer (the emulator's
-    /// compute overrun included); `None` on a GPU.
-    pub fn overhead_us(&self) -> Option<f64> {
-        self.model_us.map(|m| self.layer_spread.median - m)
-    }
-
-    /// What is left of the overhead once the emulator's compute overrun is
-    /// taken off: the software's part (driver, copies, waking); `None` on a GPU.
-    pub fn software_us(&self) -> Option<f64> {
-        Some(self.overhead_us()? - self.emulator_us?)
-    }
 }
 
 /// What the frames of one completion mode gave on one device.
@@ -169,14 +134,9 @@ struct Measured {
     verified: bool,
 }
 
-/// One packet's transfer: the packet and the bytes to receive in, the
-/// received bytes, the engine's timing and the host's cost out.
-type SendPacket<'a> = dyn FnMut(Vec<u8>, usize) -> Result<(Vec<u8>, Timing, Cost), Error> + 'a;
-
-/// Each of `modes` measured by `measure` in turns, `cfg.rounds` rounds (the
-/// order reversed every other round), each round a share of the frames
-/// (`measure` is given what the mode measured so far, their range and the
-/// round); what each mode measured over all rounds, on `device`.
+/// Each of `modes` measured by `measure` in turns, `cfg.rounds` rounds, each
+/// round a share of the frames (`measure` is given what the mode measured so
+/// far, their range and the round); what each mode measured, on `device`.
 fn in_rounds(
     cfg: &Config,
     modes: &[Completion],
@@ -204,15 +164,14 @@ fn in_rounds(
     Ok(measured)
 }
 
-/// Runs the frames `which` through the network on the coprocessor with
-/// `send`, which moves one layer packet and returns the answer and where its
-/// time went, into `m`; the outputs are checked against their `reference`.
+/// Runs the frames `which` through the network with `send` (one layer packet
+/// to its answer, timing and cost) into `m`, checked against `reference`.
 fn frames(
     m: &mut Measured,
     net: &[Layer],
     which: Range<usize>,
     reference: &[Vec<i16>],
-    overrun: impl Fn() -> std::time::Duration,
+    overrun: impl Fn() -> Duration,
     mut send: impl FnMut(Vec<u8>, usize) -> Result<(Vec<u8>, Timing, Cost), Error>,
 ) -> Result<(), Error> {
     for f in which {
@@ -285,26 +244,21 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
             _ => None,
         };
         let mut out = vec![0u8; largest];
-        // The proxy driver's transfer, or the engine's on this thread.
-        let send: Box<SendPacket<'_>> = match &proxy {
-            Some(proxy) => Box::new(move |packet, rx| {
-                let m = Meter::start(Some(proxy));
-                let out = proxy.transfer(packet, rx)?;
-                let c = m.stop();
-                Ok((out, proxy.last_timing(), c))
-            }),
-            None => {
-                let engine = &rig.engines[0];
-                Box::new(move |packet, rx| {
-                    let m = Meter::start(None);
-                    let n = engine.write_read(&packet, &mut out[..rx], c)?;
-                    let cost = m.stop();
-                    Ok((out[..n].to_vec(), engine.last_timing(), cost))
-                })
-            }
-        };
         let overrun = || rig.fabric.compute_overrun();
-        frames(m, &net, frames_now, &reference, overrun, send)
+        // The proxy driver's transfer, or the engine's on this thread.
+        frames(m, &net, frames_now, &reference, overrun, |packet, rx| {
+            let meter = Meter::start(proxy.as_ref());
+            let n = match &proxy {
+                Some(p) => {
+                    let got = p.transfer(packet, rx)?;
+                    let cost = meter.stop();
+                    return Ok((got, p.last_timing(), cost));
+                }
+                None => rig.engines[0].write_read(&packet, &mut out[..rx], c)?,
+            };
+            let cost = meter.stop();
+            Ok((out[..n].to_vec(), rig.engines[0].last_timing(), cost))
+        })
     })?;
     Ok(rows_of(measured, &sizes, |l| {
         Some(
@@ -339,12 +293,7 @@ fn on_gpu(
     let gpu = Gpu::open(n)?;
     let device = format!("cuda:{n} {}", gpu.info()?.name);
     let kernels = std::sync::Arc::new(Kernels::load(&gpu)?);
-    let mut engine = GpuEngine::new(
-        &gpu,
-        largest,
-        Some(kernels),
-        std::time::Duration::from_secs(10),
-    )?;
+    let mut engine = GpuEngine::new(&gpu, largest, Some(kernels), Duration::from_secs(10))?;
     let mut tx = HostBuf::new(&gpu, HostKind::Pinned, largest)?;
     let mut rx = HostBuf::new(&gpu, HostKind::Pinned, largest)?;
     let modes = [Completion::Poll, Completion::Yield, Completion::Irq];
@@ -356,7 +305,7 @@ fn on_gpu(
             net,
             frames_now,
             reference,
-            || std::time::Duration::ZERO,
+            || Duration::ZERO,
             |packet, _| {
                 let (w0, c0) = (Instant::now(), process_cpu_time());
                 tx.as_mut_slice()[..packet.len()].copy_from_slice(&packet);
@@ -365,7 +314,7 @@ fn on_gpu(
                 let cost = Cost {
                     wall: w0.elapsed(),
                     cpu: process_cpu_time().saturating_sub(c0),
-                    delivery: std::time::Duration::ZERO,
+                    delivery: Duration::ZERO,
                 };
                 Ok((out, engine.last_timing(), cost))
             },
@@ -405,21 +354,13 @@ fn rows_of(
     rows
 }
 
-/// Table I per completion mode (per-byte costs averaged over the layers, weighted
-/// by bytes), then every layer.
-pub fn render(rows: &[Row]) -> String {
-    // Each mode's layers (a mode's first layer stands for it): the frame's
-    // time per byte is over all its bytes.
-    let frames: Vec<Vec<&Row>> = rows
-        .iter()
-        .filter(|r| r.layer == 1)
-        .map(|m| {
-            rows.iter()
-                .filter(|r| r.completion == m.completion)
-                .collect()
-        })
-        .collect();
-    let per_byte = |rs: &[&Row], get: fn(&Row) -> (f64, usize)| {
+/// Table I per completion mode (per-byte costs averaged over the layers,
+/// weighted by bytes; `modes` holds each mode's layers), then every layer.
+fn render(rows: &[Row], modes: &[Vec<&Row>]) -> String {
+    let Some(first) = rows.first() else {
+        return format!("{NO_GPU}\n");
+    };
+    let per_byte = |rs: &Vec<&Row>, get: fn(&Row) -> (f64, usize)| {
         let (us, bytes) = rs
             .iter()
             .map(|&r| get(r))
@@ -447,24 +388,21 @@ pub fn render(rows: &[Row]) -> String {
             }
             .to_string()
         });
-    let Some(first) = rows.first() else {
-        return format!("{}\n", NO_GPU);
+    let device = match first.device.as_str() {
+        "fabric" => String::new(),
+        d => format!("device: {d} (TX: H2D; RX: the layer's kernel and D2H)\n"),
     };
-    let mut out = String::new();
-    if first.device != "fabric" {
-        out += &format!(
-            "device: {} (TX: H2D; RX: the layer's kernel and D2H)\n",
-            first.device
-        );
-    }
-    out += "Table I: one frame, TX and RX time per byte (single buffer, unique)\n";
-    out += &table_one.table(&frames);
-    out += "\nper layer\n";
-    out + &columns().table(rows)
+    format!(
+        "{device}Table I: one frame, TX and RX time per byte (single buffer, unique)\n{}\n\
+         per layer\n{}",
+        table_one.table(modes),
+        columns().table(rows)
+    )
 }
 
 /// The layers' columns.
 fn columns<'a>() -> Columns<'a, Row> {
+    let overhead_us = |r: &Row| r.model_us.map(|m| r.layer_spread.median - m);
     Columns::new()
         .kept("device", |r: &Row| r.device.clone())
         .plain("completion", "completion", |r| r.completion)
@@ -484,47 +422,40 @@ fn columns<'a>() -> Columns<'a, Row> {
             |r| r.layer_spread.json(),
         )
         .optional("model us", "model_us", 1, |r| r.model_us)
-        .optional("overhead us", "overhead_us", 1, Row::overhead_us)
+        // Measured minus modelled, of it the emulator's compute overrun, and
+        // what is left: the software's part (driver, copies, waking).
+        .optional("overhead us", "overhead_us", 1, overhead_us)
         .optional("of it emulator compute", "emulator_compute_us", 1, |r| {
             r.emulator_us
         })
-        .optional("software us", "software_us", 1, Row::software_us)
+        .optional("software us", "software_us", 1, move |r| {
+            Some(overhead_us(r)? - r.emulator_us?)
+        })
         .fixed("CPU us", "cpu_us", 1, |r| r.cpu_us)
 }
 
 /// One sentence: a whole frame's time in each completion mode.
-pub fn answer(cfg: &Config, rows: &[Row]) -> String {
-    let modes = rows.iter().filter(|r| r.layer == 1);
-    let frames: Vec<String> = modes
-        .clone()
-        .map(|r| format!("{} {:.2} ms", r.completion, r.frame_spread.median))
-        .collect();
-    let verified = rows.iter().all(|r| r.verified);
-    let cpu: Vec<String> = modes
-        .map(|r| {
-            let mode = rows.iter().filter(|x| x.completion == r.completion);
-            format!(
-                "{} {:.0} us",
-                r.completion,
-                mode.map(|x| x.cpu_us).sum::<f64>()
-            )
-        })
-        .collect();
+fn answer(cfg: &Config, rows: &[Row], modes: &[Vec<&Row>]) -> String {
     let on = match rows.first() {
         None => return NO_GPU.to_string(),
         Some(r) if r.device != "fabric" => format!("{}'s kernel", r.device),
         Some(_) => "the coprocessor".to_string(),
     };
+    let each = |say: fn(&[&Row]) -> String| modes.iter().map(|rs| say(rs)).collect::<Vec<_>>();
     sentence(&[format!(
         "one frame through {} convolution layers on {on} takes {} per mode, \
-         costing the host {} of driver CPU; outputs {}",
+         costing the host {} of driver CPU; outputs {}equal to the software reference",
         cfg.layers,
-        frames.join(", "),
-        cpu.join(", "),
-        if verified {
-            "equal to the software reference"
+        each(|rs| format!("{} {:.2} ms", rs[0].completion, rs[0].frame_spread.median)).join(", "),
+        each(|rs| {
+            let cpu: f64 = rs.iter().map(|x| x.cpu_us).sum();
+            format!("{} {cpu:.0} us", rs[0].completion)
+        })
+        .join(", "),
+        if rows.iter().all(|r| r.verified) {
+            ""
         } else {
-            "NOT equal to the software reference"
+            "NOT "
         }
     )])
 }
@@ -546,9 +477,17 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         ),
         cfg.memory,
     );
+    // Each mode's layers (a mode's first layer stands for it).
+    let modes: Vec<Vec<&Row>> = (rows.iter().filter(|m| m.layer == 1))
+        .map(|m| {
+            rows.iter()
+                .filter(|r| r.completion == m.completion)
+                .collect()
+        })
+        .collect();
     let report = Report::of("cnn", heading, &columns(), rows)
-        .text(render(rows))
-        .answer(answer(cfg, rows))
+        .text(render(rows, &modes))
+        .answer(answer(cfg, rows, &modes))
         .plots([LinePlot::new(
             "CNN layers: TX time per byte (paper 002, Table I)",
             XAxis::Bytes,
@@ -586,12 +525,9 @@ mod tests {
         // Layer 1 of the RoShamBo sizes: header, 16x5x5 weights, 16 biases, 64x64 input.
         assert_eq!(rows[0].tx_bytes, 2 * (8 + 400 + 16 + 4096));
         assert_eq!(rows[0].rx_bytes, 2 * 16 * 32 * 32);
-        let text = render(&rows);
+        let text = report(&Config::at(&Setup::TINY), &rows).text;
         assert!(text.contains("Table I") && text.contains("proxy"));
-    }
-
-    #[test]
-    fn the_core_refuses_a_malformed_layer() {
+        // The core refuses a malformed layer, and computes a well-formed one.
         use dmaflow::sim::StreamProcessor;
         let mut core = ConvCore::new();
         let mut out = vec![Vec::new()];

@@ -1,24 +1,21 @@
 //! `dmaflow bench contention`: what a completion mode leaves for the
 //! application (papers 002 and 004's trade-off) when the two share a core: the
 //! Linux scheduler's sharing, not memory bandwidth (that is `bench memory`).
-//! An application thread doing fixed, cache-resident work (a 64-tap FIR
-//! filter over a buffer of samples, again and again) shares the driver's core
-//! while two-way transfers of 64 B, 4 KiB and 1 MiB run back to back in each
-//! completion mode; the application's throughput is reported as a share of
-//! its throughput alone on that core, measured just before, beside the
-//! transfers' time and the driver's CPU. Rounds: every mode and size in each,
-//! the modes' order reversed every other round; each figure is the median of
-//! the rounds with their range. The emulated device runs on a core of its own
-//! when there are two or more.
+//! A cache-resident application (a 64-tap FIR filter over a buffer, again and
+//! again) shares the driver's core while two-way transfers of 64 B, 4 KiB and
+//! 1 MiB run back to back in each completion mode; its throughput is reported
+//! as a share of its throughput alone, measured just before. Rounds: every
+//! mode and size in each, the modes' order reversed every other round.
 
 use std::time::Duration;
 
-use dmaflow::dma::{Completion, Proxy};
+use dmaflow::dma::Completion;
 
 use super::app::{App, SAMPLES, Work};
 use super::beside;
 use super::columns::Columns;
 use super::conditions::Conditions;
+use super::dma::proxy;
 use super::error::Error;
 use super::harness::{OnBoard, Progress, Setup, Spec, bytes_label, ms_label};
 use super::meter::{Meter, Tally};
@@ -70,26 +67,16 @@ pub struct Row {
     pub bytes: usize,
     /// Transfers done while the application ran, all rounds.
     pub transfers: usize,
-    /// Wall time per transfer, in microseconds: the rounds' means (the
-    /// figure is their median).
+    /// Wall time per transfer, in microseconds: the rounds' means.
     pub transfer_us: Spread,
     /// What the modelled device needs per transfer, in microseconds.
     pub model_us: f64,
     /// Host CPU of the driver-side threads per transfer, in microseconds.
     pub cpu_us: f64,
-    /// Driver-side CPU over the point's wall time: the share of the shared
-    /// core the driver took while the application ran.
+    /// Driver-side CPU over the point's wall time (of the shared core).
     pub cpu_share: f64,
-    /// Application throughput beside the transfers over its throughput alone,
-    /// over the rounds (the figure is their median).
+    /// Application throughput beside the transfers over alone, the rounds'.
     pub app_share: Spread,
-}
-
-impl Row {
-    /// Measured minus modelled time per transfer.
-    pub fn overhead_us(&self) -> f64 {
-        self.transfer_us.median - self.model_us
-    }
 }
 
 /// What one mode and size gave in one round.
@@ -102,26 +89,20 @@ struct Sample {
 }
 
 /// One mode's sizes in one round, on a fresh board (the proxy takes its
-/// engine over).
+/// engine over); the driver and the application share one core.
 fn round_of(
     cfg: &Config,
     mode: Completion,
     round: usize,
     progress: Progress,
 ) -> Result<Vec<Sample>, Error> {
-    let name = mode.name();
-    // The driver and the application share one core.
-    let (mut rig, placed, core) = cfg.board(cfg.profile.port)?;
+    let (mut rig, _placed, core) = cfg.board(cfg.profile.port)?;
     let proxy = (mode == Completion::Proxy)
-        .then(|| Proxy::start(rig.engines.remove(0)))
-        .transpose()
-        .map_err(|source| Error::Io {
-            path: "proxy driver thread".into(),
-            source,
-        })?;
+        .then(|| proxy(vec![rig.engines.remove(0)]))
+        .transpose()?;
     let mut samples = Vec::new();
     for &bytes in &cfg.sizes {
-        let what = format!("contention {name} {}", bytes_label(bytes));
+        let what = format!("contention {} {}", mode.name(), bytes_label(bytes));
         progress(&format!("{what} round {}", round + 1));
         let app = App::start(Work::Filter, &[core])?;
         let solo = beside::alone(&app, cfg.duration)?;
@@ -157,8 +138,6 @@ fn round_of(
             app_share: shared / solo,
         });
     }
-    drop(proxy);
-    drop(placed);
     Ok(samples)
 }
 
@@ -166,25 +145,17 @@ fn round_of(
 /// reversed every other round.
 pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
     let modes = Completion::ALL;
-    // samples[mode][size] over the rounds.
-    let mut samples: Vec<Vec<Vec<Sample>>> = modes
-        .iter()
-        .map(|_| cfg.sizes.iter().map(|_| Vec::new()).collect())
-        .collect();
+    // Per mode, per round, per size.
+    let mut samples: Vec<Vec<Vec<Sample>>> = modes.iter().map(|_| Vec::new()).collect();
     in_turns(modes.len(), cfg.rounds, |m, round| {
-        for (k, s) in round_of(cfg, modes[m], round, &mut *progress)?
-            .into_iter()
-            .enumerate()
-        {
-            samples[m][k].push(s);
-        }
+        samples[m].push(round_of(cfg, modes[m], round, &mut *progress)?);
         Ok::<f64, Error>(0.0)
     })?;
     let mut rows = Vec::new();
-    for (m, mode) in modes.iter().enumerate() {
+    for (mode, rounds) in modes.iter().zip(&samples) {
         for (k, &bytes) in cfg.sizes.iter().enumerate() {
-            let ss = &samples[m][k];
-            let of = |f: fn(&Sample) -> f64| beside::spread(ss, f);
+            let ss: Vec<&Sample> = rounds.iter().map(|r| &r[k]).collect();
+            let of = |f: fn(&&Sample) -> f64| beside::spread(&ss, f);
             rows.push(Row {
                 completion: mode.name(),
                 bytes,
@@ -202,59 +173,28 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
 
 /// The rows' columns.
 fn columns<'a>() -> Columns<'a, Row> {
+    let range = |s: Spread| format!("{:.0}..{:.0} %", 100.0 * s.min, 100.0 * s.max);
     Columns::new()
         .col("size", "bytes", |r: &Row| bytes_label(r.bytes), |r| r.bytes)
         .plain("completion", "completion", |r| r.completion)
         .percent("app keeps", "app_share", |r| r.app_share.median)
-        .col(
-            "rounds' range",
-            "app_share_spread",
-            |r| {
-                format!(
-                    "{:.0}..{:.0} %",
-                    100.0 * r.app_share.min,
-                    100.0 * r.app_share.max
-                )
-            },
-            |r| r.app_share,
-        )
+        .shown_as("rounds' range", "app_share_spread", |r| r.app_share, range)
         .fixed("us/transfer", "transfer_us", 2, |r| r.transfer_us.median)
         .range("rounds' range", "transfer_us_spread", 2, |r| r.transfer_us)
         .fixed("model us", "model_us", 2, |r| r.model_us)
-        .fixed("overhead us", "overhead_us", 2, Row::overhead_us)
+        .fixed("overhead us", "overhead_us", 2, |r| {
+            r.transfer_us.median - r.model_us
+        })
         .fixed("driver CPU us", "cpu_us", 2, |r| r.cpu_us)
         .percent("driver CPU share", "cpu_share", |r| r.cpu_share)
         .plain("transfers", "transfers", |r| r.transfers)
 }
 
-fn find<'a>(rows: &'a [Row], completion: &str, bytes: usize) -> Option<&'a Row> {
-    rows.iter()
-        .find(|r| r.completion == completion && r.bytes == bytes)
-}
-
-/// The issue's target: with interrupts the application keeps >= 80 % of its
-/// solo throughput at 1 MiB transfers (and what polling leaves it, beside).
-pub fn targets(rows: &[Row]) -> Vec<Target> {
-    let large = rows.iter().map(|r| r.bytes).max().unwrap_or(0);
-    match (find(rows, "irq", large), find(rows, "poll", large)) {
-        (Some(i), Some(p)) => vec![Target::new(
-            format!(
-                "{} transfers with irq: the application keeps >= 80 % of its solo throughput",
-                bytes_label(large)
-            ),
-            format!(
-                "{:.0} % (poll leaves it {:.0} %)",
-                100.0 * i.app_share.median,
-                100.0 * p.app_share.median
-            ),
-            i.app_share.median >= 0.8,
-        )],
-        _ => Vec::new(),
-    }
-}
-
-/// One sentence per size extreme: what each mode leaves the application.
-pub fn answer(rows: &[Row]) -> String {
+/// The run as a report: one sentence per size of what each mode leaves the
+/// application, and the issue's target (with interrupts the application
+/// keeps >= 80 % of its solo throughput at the largest transfers).
+pub fn report(cfg: &Config, rows: &[Row]) -> Report {
+    let find = |c: &str, b: usize| rows.iter().find(|r| r.completion == c && r.bytes == b);
     let mut sizes: Vec<usize> = rows.iter().map(|r| r.bytes).collect();
     sizes.sort_unstable();
     sizes.dedup();
@@ -262,7 +202,7 @@ pub fn answer(rows: &[Row]) -> String {
         .iter()
         .map(|&b| {
             let modes = per_mode(|c| {
-                find(rows, c, b).map(|r| {
+                find(c, b).map(|r| {
                     format!(
                         "{c} {:.0} % ({:.1} us/transfer)",
                         100.0 * r.app_share.median,
@@ -276,11 +216,21 @@ pub fn answer(rows: &[Row]) -> String {
             )
         })
         .collect();
-    sentence(&clauses)
-}
-
-/// The run as a report.
-pub fn report(cfg: &Config, rows: &[Row]) -> Report {
+    let large = sizes.last().copied().unwrap_or(0);
+    let targets = find("irq", large).zip(find("poll", large)).map(|(i, p)| {
+        Target::new(
+            format!(
+                "{} transfers with irq: the application keeps >= 80 % of its solo throughput",
+                bytes_label(large)
+            ),
+            format!(
+                "{:.0} % (poll leaves it {:.0} %)",
+                100.0 * i.app_share.median,
+                100.0 * p.app_share.median
+            ),
+            i.app_share.median >= 0.8,
+        )
+    });
     let heading = format!(
         "contention: an application (64-tap FIR filter passes over {} samples) shares the \
          driver's core with back-to-back two-way transfers, {} per point in each of {} \
@@ -292,8 +242,8 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         cfg.profile.description
     );
     Report::of("contention", heading, &columns(), rows)
-        .answer(answer(rows))
-        .targets(targets(rows))
+        .answer(sentence(&clauses))
+        .targets(targets.into_iter().collect())
         .plots([beside::plot(
             "What each completion mode leaves the application on its core",
             "application throughput kept (%)",
@@ -320,9 +270,9 @@ mod tests {
             assert!(share > 0.0 && share.is_finite(), "{r:?}");
             assert!(r.transfer_us.median >= r.model_us, "{r:?}");
         }
-        let j = report(&config(&Setup::TINY), &rows).json;
-        assert_eq!(j["experiment"], "contention");
-        assert!(j["rows"][0]["app_share"].is_number());
-        assert!(answer(&rows).contains("application keeps"));
+        let report = report(&config(&Setup::TINY), &rows);
+        assert_eq!(report.json["experiment"], "contention");
+        assert!(report.json["rows"][0]["app_share"].is_number());
+        assert!(report.answer.contains("application keeps"));
     }
 }

@@ -1,22 +1,17 @@
-//! `dmaflow bench faults`: a seeded, repeatable fault campaign. Thousands of
-//! transfers of random sizes go through every safe way of moving data
-//! (two-way transfers, owned transfers waited for or dropped early, packet
-//! rings, the kernel-style proxy driver, accelerator nodes in a process
-//! network) on a coherent and a non-coherent board (the latter with seeded
-//! random cache eviction), while the emulated fabric injects every fault it
-//! has: stalls the engine recovers from and stalls it cannot (a dead engine),
-//! DMA errors in DMASR, descriptor status errors, lost interrupts, and
-//! panicking neighbours of an accelerator node.
+//! `dmaflow bench faults`: a seeded, repeatable fault campaign. Transfers of
+//! random sizes go through every safe way of moving data on a coherent and a
+//! non-coherent board (seeded random cache eviction) while the emulated
+//! fabric injects every fault it has: stalls the engine recovers from and
+//! stalls it cannot (a dead engine), DMASR errors, descriptor status errors,
+//! lost interrupts, and panicking neighbours of an accelerator node.
 //!
-//! It counts and checks what must hold whatever fails: no byte delivered as
-//! data differs from what was sent (`bytes_wrong`), nothing the program can
-//! reach is written by a device after its transfer ended (`late_writes`:
-//! canary buffers handed out after each failure keep their pattern once every
-//! stall is over), and no call hangs (`hangs`: every campaign runs under a
-//! watchdog). It also reports how many faults the engine recovered from and
-//! how many bytes of DMA memory dead engines kept.
+//! What must hold whatever fails: no byte delivered as data differs from what
+//! was sent, no canary buffer handed out after a failure is written by a
+//! device once every stall is over, and no call hangs (every campaign runs
+//! under a watchdog).
 
 use std::sync::Arc;
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use dmaflow::accel::stage::{self, StageConfig, StageStats};
@@ -26,15 +21,14 @@ use dmaflow::dma::{Completion, PacketRing, Proxy};
 use dmaflow::graph::Graph;
 use dmaflow::mem::{DmaBuf, DmaPool};
 use dmaflow::platform::MemoryModel;
-use dmaflow::sim::{Clock, Faults, Loopback};
-
 use dmaflow::rig::Rig;
+use dmaflow::sim::{Clock, Faults, Loopback};
 
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::dma::proxy;
 use super::error::Error;
-use super::harness::{OnBoard, Progress, Setup, Spec, Tier};
+use super::harness::{OnBoard, Progress, Setup, Spec};
 use super::report::{Report, Target};
 
 /// `dmaflow bench faults`.
@@ -78,24 +72,13 @@ impl Config {
     /// The size `setup` asks for, on its board: the full run, or the quick
     /// or tiny one made from it.
     pub fn at(setup: &Setup) -> Self {
-        let full = Config {
-            operations: 400,
+        // The tiny run's timeout is well above what a loaded 2-core machine
+        // delays a thread, so an operation with no fault never times out.
+        let (operations, ms) = setup.tier.pick((400, 40), (80, 40), (20, 80));
+        Config {
+            operations,
             seed: 0x00D3_FA17,
-            timeout: Duration::from_millis(40),
-        };
-        match setup.tier {
-            Tier::Full => full,
-            Tier::Quick => Config {
-                operations: 80,
-                ..full
-            },
-            // A timeout well above what a loaded 2-core machine delays a thread,
-            // so an operation with no fault never times out.
-            Tier::Tiny => Config {
-                operations: 20,
-                timeout: Duration::from_millis(80),
-                ..full
-            },
+            timeout: Duration::from_millis(ms),
         }
     }
 }
@@ -269,11 +252,6 @@ impl Lab {
         }
         self.rig.fabric.inject(f);
     }
-
-    /// Takes the faults not yet consumed back out.
-    fn clear_faults(&self) {
-        self.rig.fabric.inject(Faults::default());
-    }
 }
 
 /// Bytes of `pattern` for operation `op`.
@@ -362,41 +340,26 @@ fn operate(
         }
         "proxy" => {
             if lab.proxy.is_none() {
-                let engine = lab.engine.take().ok_or(Error::Peer {
-                    peer: "faults",
-                    reason: "no engine for the proxy".into(),
-                })?;
+                let engine = lab.engine.take().ok_or(Error::Panicked("proxy"))?;
                 lab.proxy = Some(proxy(vec![engine])?);
             }
-            let proxy = lab.proxy.as_ref().ok_or(Error::Panicked("proxy"))?;
-            proxy.transfer(sent.clone(), len).ok()
+            let proxy = lab.proxy.as_ref();
+            proxy.and_then(|p| p.transfer(sent.clone(), len).ok())
         }
-        "accelerator_node" => {
+        _ => {
+            // An accelerator node.
             transfers = len.div_ceil(1024) as u64;
             let engine = lab.engine.take().ok_or(Error::Panicked("node"))?;
             let (got, engine) = node(&lab.pool, engine, &sent, completion, fault)?;
             lab.engine = Some(engine);
             got
         }
-        other => {
-            return Err(Error::Peer {
-                peer: "faults",
-                reason: format!("no way of moving data called {other}"),
-            });
-        }
     };
-    Ok(match got {
-        Some(g) => Outcome {
-            transfers,
-            bytes: g.len() as u64,
-            wrong: wrong(&g, &sent),
-            failed: false,
-        },
-        None => Outcome {
-            transfers,
-            failed: true,
-            ..Outcome::default()
-        },
+    Ok(Outcome {
+        transfers,
+        bytes: got.as_ref().map_or(0, |g| g.len() as u64),
+        wrong: got.as_ref().map_or(0, |g| wrong(g, &sent)),
+        failed: got.is_none(),
     })
 }
 
@@ -424,7 +387,7 @@ fn node(
         Ok(())
     })?;
     // The engine comes back from the node's thread when it is done.
-    let (back, returned) = std::sync::mpsc::channel();
+    let (back, returned) = mpsc::channel();
     g.node("acc", move || {
         let cfg = StageConfig {
             window: 1024,
@@ -440,7 +403,7 @@ fn node(
         Ok(())
     })?;
     // What the sink got comes back when it is done.
-    let (into, got) = std::sync::mpsc::channel();
+    let (into, got) = mpsc::channel();
     let panic_at = (fault == Fault::Panic).then_some(sent.len() / 2);
     g.node("sink", move || {
         let mut all = Vec::new();
@@ -511,7 +474,8 @@ fn campaign(cfg: &Config, model: MemoryModel, api: &'static str) -> Result<Row, 
         lab.inject(cfg, fault, &mut rng);
         let armed = Instant::now();
         let o = operate(&mut lab, api, len, op, completion, fault)?;
-        lab.clear_faults();
+        // The faults not yet consumed taken back out.
+        lab.rig.fabric.inject(Faults::default());
         row.transfers += o.transfers;
         row.bytes += o.bytes;
         row.bytes_wrong += o.wrong;
@@ -597,28 +561,25 @@ fn run_all(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
     for model in [MemoryModel::Coherent, MemoryModel::NonCoherent] {
         for api in APIS {
             progress(&format!("faults: {api} on a {model:?} board"));
-            let (tx, rx) = std::sync::mpsc::channel();
+            let (tx, rx) = mpsc::channel();
             let c = cfg.clone();
             std::thread::Builder::new()
                 .name(format!("faults-{api}"))
                 .spawn(move || {
                     let _ = tx.send(campaign(&c, model, api));
                 })
-                .map_err(|e| Error::Io {
-                    path: "fault campaign thread".into(),
-                    source: e,
-                })?;
+                .map_err(Error::io("fault campaign thread"))?;
             // Every operation is bounded by the driver's timeouts: far more
             // than they add up to means something waits for ever.
             let limit = cfg.timeout * 40 * cfg.operations as u32 + Duration::from_secs(60);
             match rx.recv_timeout(limit) {
                 Ok(row) => rows.push(row?),
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => rows.push(Row {
+                Err(RecvTimeoutError::Timeout) => rows.push(Row {
                     hangs: 1,
                     seconds: limit.as_secs_f64(),
                     ..Row::of(model, api)
                 }),
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                Err(RecvTimeoutError::Disconnected) => {
                     return Err(Error::Panicked("the fault campaign"));
                 }
             }
@@ -629,25 +590,22 @@ fn run_all(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Err
 
 /// Totals over rows.
 fn total(rows: &[Row]) -> Row {
-    let mut t = Row {
+    let sum = |count: fn(&Row) -> u64| rows.iter().map(count).sum();
+    Row {
         memory: "both",
         api: "all",
-        ..Row::default()
-    };
-    for r in rows {
-        t.transfers += r.transfers;
-        t.bytes += r.bytes;
-        t.faults += r.faults;
-        t.recovered += r.recovered;
-        t.engines_lost += r.engines_lost;
-        t.bytes_lost += r.bytes_lost;
-        t.bytes_wrong += r.bytes_wrong;
-        t.late_writes += r.late_writes;
-        t.unexpected_errors += r.unexpected_errors;
-        t.hangs += r.hangs;
-        t.seconds += r.seconds;
+        transfers: sum(|r| r.transfers),
+        bytes: sum(|r| r.bytes),
+        faults: sum(|r| r.faults),
+        recovered: sum(|r| r.recovered),
+        engines_lost: sum(|r| r.engines_lost),
+        bytes_lost: sum(|r| r.bytes_lost),
+        bytes_wrong: sum(|r| r.bytes_wrong),
+        late_writes: sum(|r| r.late_writes),
+        unexpected_errors: sum(|r| r.unexpected_errors),
+        hangs: sum(|r| r.hangs),
+        seconds: rows.iter().map(|r| r.seconds).sum(),
     }
-    t
 }
 
 /// The rows' columns.
@@ -668,37 +626,25 @@ fn columns<'a>() -> Columns<'a, Row> {
         .kept("seconds", |r| r.seconds)
 }
 
-/// The rows as a table, with their total.
-pub fn render(rows: &[Row]) -> String {
-    let widths = [-12, -17, 9, 11, 7, 9, 6, 10, 6, 6, 6, 5];
-    columns().padded(&widths, rows.iter().chain([&total(rows)]))
-}
-
-/// What the campaign must show: nothing wrong, nothing written late, no hang,
-/// no error without a fault.
-pub fn targets(rows: &[Row]) -> Vec<Target> {
-    let t = total(rows);
-    [
-        ("bytes delivered wrong = 0", t.bytes_wrong),
-        ("late writes into reachable memory = 0", t.late_writes),
-        ("hangs = 0", t.hangs),
-        ("errors with no fault injected = 0", t.unexpected_errors),
-    ]
-    .into_iter()
-    .map(|(what, n)| Target::new(what, n.to_string(), n == 0))
-    .collect()
-}
-
-/// The report.
+/// The report: the rows' table with their total, and what the campaign must
+/// show: nothing wrong, nothing written late, no hang, no error without a
+/// fault.
 pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     let t = total(rows);
+    let widths = [-12, -17, 9, 11, 7, 9, 6, 10, 6, 6, 6, 5];
     let heading = format!(
         "faults: {} operations per way of moving data and board (seed {:#x}, driver \
          timeout {:?}), coherent and non-coherent (random eviction) boards",
         cfg.operations, cfg.seed, cfg.timeout
     );
+    let targets = [
+        ("bytes delivered wrong = 0", t.bytes_wrong),
+        ("late writes into reachable memory = 0", t.late_writes),
+        ("hangs = 0", t.hangs),
+        ("errors with no fault injected = 0", t.unexpected_errors),
+    ];
     Report::of("faults", heading, &columns(), rows)
-        .text(render(rows))
+        .text(columns().padded(&widths, rows.iter().chain([&t])))
         .answer(format!(
             "{} transfers ({:.1} MB) with {} faults injected: {} recovered on the same engine, \
              {} engines lost ({} bytes of DMA memory kept by them), {} bytes delivered wrong, \
@@ -713,7 +659,11 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
             t.late_writes,
             t.hangs
         ))
-        .targets(targets(rows))
+        .targets(
+            (targets.into_iter())
+                .map(|(what, n)| Target::new(what, n.to_string(), n == 0))
+                .collect(),
+        )
 }
 
 #[cfg(test)]
@@ -726,15 +676,17 @@ mod tests {
     /// the faults are really there (some recovered, some engines lost).
     #[test]
     fn a_small_campaign_finds_nothing_wrong() {
-        let rows = run(&Config::at(&Setup::TINY), &mut |_| {}).unwrap();
+        let cfg = Config::at(&Setup::TINY);
+        let rows = run(&cfg, &mut |_| {}).unwrap();
         assert_eq!(rows.len(), 2 * APIS.len());
-        let t = total(&rows);
-        assert_eq!(t.bytes_wrong, 0, "{}", render(&rows));
-        assert_eq!(t.late_writes, 0, "{}", render(&rows));
-        assert_eq!(t.hangs, 0, "{}", render(&rows));
-        assert_eq!(t.unexpected_errors, 0, "{}", render(&rows));
-        assert!(t.faults > 0 && t.recovered > 0, "{}", render(&rows));
+        let (t, report) = (total(&rows), report(&cfg, &rows));
+        let table = &report.text;
+        assert_eq!(t.bytes_wrong, 0, "{table}");
+        assert_eq!(t.late_writes, 0, "{table}");
+        assert_eq!(t.hangs, 0, "{table}");
+        assert_eq!(t.unexpected_errors, 0, "{table}");
+        assert!(t.faults > 0 && t.recovered > 0, "{table}");
         assert!(t.bytes > 0);
-        assert!(targets(&rows).iter().all(|x| x.met));
+        assert!(report.targets.iter().all(|x| x.met));
     }
 }

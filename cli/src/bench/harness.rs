@@ -86,6 +86,18 @@ pub enum Tier {
     Tiny,
 }
 
+impl Tier {
+    /// What this size takes of the three: the full run's, the quick one's,
+    /// the tiny one's.
+    pub fn pick<T>(self, full: T, quick: T, tiny: T) -> T {
+        match self {
+            Tier::Full => full,
+            Tier::Quick => quick,
+            Tier::Tiny => tiny,
+        }
+    }
+}
+
 /// Which of the GPU experiment's tables run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tables {

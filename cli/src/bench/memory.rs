@@ -4,17 +4,12 @@
 //! through this machine's DRAM, so an application streaming through memory
 //! competes with it as it would on a board.
 //!
-//! Two-way loopback transfers run back to back beside one of three
-//! applications: none, a cache-resident FIR filter (it competes for the core
-//! only: the control), and a STREAM-like triad over three 64 MiB arrays (it
-//! competes for the core and for memory). Where the machine has a core to
-//! spare the application gets its own; else it shares the driver's core, the
-//! driver sleeping on the interrupt line while the device copies. The
-//! difference between the triad and the filter is memory contention, with
-//! the core's sharing the same on both sides. The application's rate is
-//! measured alone in the same round, just before. Rounds: every point in
-//! each, the applications' order reversed every other round; medians of the
-//! rounds with their range.
+//! Two-way loopback transfers run back to back beside nothing, a
+//! cache-resident FIR filter (the control: it competes for the core only) or
+//! a STREAM-like triad over three 64 MiB arrays (core and memory), on a core
+//! of its own where there is one to spare; the triad against the filter is
+//! memory contention. The application's rate alone is measured in the same
+//! round, just before; the applications' order reversed every other round.
 
 use std::time::{Duration, Instant};
 
@@ -62,8 +57,7 @@ pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
 };
 
 /// What to measure: the sizes (each way), each point's time and the
-/// rounds; the board's port clocks the link (its rate and unlimited are
-/// both measured).
+/// rounds; the link at the board's port clock and unlimited.
 pub type Config = beside::Config;
 
 /// The size `setup` asks for, on its board.
@@ -93,8 +87,7 @@ pub struct Row {
     pub bytes: usize,
     /// `none`, `filter` or `triad`.
     pub beside: &'static str,
-    /// Whether the application had a core of its own (else it shared the
-    /// driver's).
+    /// Whether the application had a core of its own (else the driver's).
     pub own_core: bool,
     /// Transfers, all rounds.
     pub transfers: usize,
@@ -108,8 +101,7 @@ pub struct Row {
     /// Round by round, this row's MB/s over the same size's beside the
     /// filter (for the triad: what memory contention costs the transfers).
     pub vs_filter: Option<Ratio>,
-    /// The application's rate beside the transfers over its rate alone, over
-    /// the rounds (`None` with no application).
+    /// The application's rate beside the transfers over alone, the rounds'.
     pub app_share: Option<Spread>,
     /// The triad's memory bandwidth, 10^9 B/s as STREAM counts it: alone, and
     /// beside the transfers (medians of the rounds).
@@ -125,25 +117,8 @@ struct Sample {
     app_beside: f64,
 }
 
-/// Transfers of `bytes` back to back for `d` beside whatever runs.
-fn transfers(
-    rig: &Rig,
-    bytes: usize,
-    d: Duration,
-    what: &str,
-    tally: &mut Tally,
-) -> Result<(), Error> {
-    let engine = &rig.engines[0];
-    let mut tx = engine.pool().alloc::<u8>(bytes)?;
-    let mut rx = engine.pool().alloc::<u8>(bytes)?;
-    let until = Instant::now() + d;
-    while Instant::now() < until {
-        beside::two_way(engine, (&mut tx, &mut rx), bytes, COMPLETION, tally, what)?;
-    }
-    Ok(())
-}
-
-/// One point in one round.
+/// One point in one round: transfers of `bytes` back to back for the
+/// point's time beside `beside` (its rate alone measured first).
 fn measure(
     cfg: &Config,
     rig: &Rig,
@@ -153,9 +128,26 @@ fn measure(
     what: &str,
 ) -> Result<Sample, Error> {
     let mut tally = Tally::default();
+    let mut transfers = || {
+        let engine = &rig.engines[0];
+        let mut tx = engine.pool().alloc::<u8>(bytes)?;
+        let mut rx = engine.pool().alloc::<u8>(bytes)?;
+        let until = Instant::now() + cfg.duration;
+        while Instant::now() < until {
+            beside::two_way(
+                engine,
+                (&mut tx, &mut rx),
+                bytes,
+                COMPLETION,
+                &mut tally,
+                what,
+            )?;
+        }
+        Ok::<(), Error>(())
+    };
     let (app_alone, app_beside) = match beside {
         None => {
-            transfers(rig, bytes, cfg.duration, what, &mut tally)?;
+            transfers()?;
             (0.0, 0.0)
         }
         Some(work) => {
@@ -164,7 +156,7 @@ fn measure(
             let mut first = true;
             let beside = app.rate(cfg.duration, || {
                 if std::mem::take(&mut first) {
-                    transfers(rig, bytes, cfg.duration, what, &mut tally)
+                    transfers()
                 } else {
                     Ok(())
                 }
@@ -182,44 +174,6 @@ fn measure(
     })
 }
 
-/// The rows of one clock and size from its samples (`samples[beside]`).
-fn rows_of(
-    clock: &str,
-    model: Option<f64>,
-    bytes: usize,
-    own_core: bool,
-    samples: &[Vec<Sample>],
-) -> Vec<Row> {
-    let mb = |k: usize| samples[k].iter().map(|s| s.mb_per_s).collect::<Vec<_>>();
-    BESIDE
-        .iter()
-        .enumerate()
-        .map(|(k, &app)| {
-            let ss = &samples[k];
-            let of = |f: fn(&Sample) -> f64| beside::spread(ss, f);
-            Row {
-                clock: clock.to_string(),
-                bytes,
-                beside: name(app),
-                own_core,
-                transfers: ss.iter().map(|s| s.transfers).sum(),
-                mb_per_s: Spread::of(&mb(k)),
-                model_mb_per_s: model,
-                cpu_us: of(|s| s.cpu_us).median,
-                vs_filter: (k != 1).then(|| Ratio::of(&mb(k), &mb(1))),
-                app_share: app.is_some().then(|| of(|s| s.app_beside / s.app_alone)),
-                triad_gb_per_s: (app == Some(Work::Triad)).then(|| {
-                    let gb = TRIAD_UNIT_BYTES as f64 / 1e9;
-                    (
-                        of(|s| s.app_alone).median * gb,
-                        of(|s| s.app_beside).median * gb,
-                    )
-                }),
-            }
-        })
-        .collect()
-}
-
 /// Runs every clock, size and application in rounds.
 pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
     let mut rows = Vec::new();
@@ -227,10 +181,9 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
         let clock_name = clock_label(clock);
         let (rig, placed, driver) = cfg.board(clock)?;
         let app_core = placed.host_cores.get(1).copied().unwrap_or(driver);
-        let own_core = app_core != driver;
         for &bytes in &cfg.sizes {
             let mut samples: Vec<Vec<Sample>> = BESIDE.iter().map(|_| Vec::new()).collect();
-            in_turns(BESIDE.len(), cfg.rounds, |k, round| {
+            let mb = in_turns(BESIDE.len(), cfg.rounds, |k, round| {
                 let what = format!(
                     "memory {clock_name} {} beside {}",
                     bytes_label(bytes),
@@ -245,20 +198,36 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
             let model = clock
                 .bytes_per_s()
                 .map(|_| bytes as f64 / clock.two_way(bytes, false).as_secs_f64() / 1e6);
-            rows.extend(rows_of(&clock_name, model, bytes, own_core, &samples));
+            for (k, (&app, ss)) in BESIDE.iter().zip(&samples).enumerate() {
+                let of = |f: fn(&Sample) -> f64| beside::spread(ss, f);
+                let gb = TRIAD_UNIT_BYTES as f64 / 1e9;
+                rows.push(Row {
+                    clock: clock_name.clone(),
+                    bytes,
+                    beside: name(app),
+                    own_core: app_core != driver,
+                    transfers: ss.iter().map(|s| s.transfers).sum(),
+                    mb_per_s: Spread::of(&mb[k]),
+                    model_mb_per_s: model,
+                    cpu_us: of(|s| s.cpu_us).median,
+                    vs_filter: (k != 1).then(|| Ratio::of(&mb[k], &mb[1])),
+                    app_share: app.is_some().then(|| of(|s| s.app_beside / s.app_alone)),
+                    triad_gb_per_s: (app == Some(Work::Triad)).then(|| {
+                        let [alone, beside] = [of(|s| s.app_alone), of(|s| s.app_beside)];
+                        (alone.median * gb, beside.median * gb)
+                    }),
+                });
+            }
         }
-        drop(placed);
     }
     Ok(rows)
 }
 
-fn pct(s: &Spread) -> String {
-    format!(
-        "{:.0} % ({:.0}..{:.0})",
-        100.0 * s.median,
-        100.0 * s.min,
-        100.0 * s.max
-    )
+/// A spread's median and range scaled by `k` with `p` decimals, `unit` after
+/// the median.
+fn around(s: Spread, k: f64, p: usize, unit: &str) -> String {
+    let [median, min, max] = [s.median, s.min, s.max].map(|x| k * x);
+    format!("{median:.p$}{unit} ({min:.p$}..{max:.p$})")
 }
 
 /// The rows' columns.
@@ -273,12 +242,7 @@ fn columns<'a>() -> Columns<'a, Row> {
         .col(
             "MB/s each way (rounds)",
             "mb_per_s",
-            |r| {
-                format!(
-                    "{:.0} ({:.0}..{:.0})",
-                    r.mb_per_s.median, r.mb_per_s.min, r.mb_per_s.max
-                )
-            },
+            |r| around(r.mb_per_s, 1.0, 0, ""),
             |r| r.mb_per_s.median,
         )
         .kept("mb_per_s_spread", |r| r.mb_per_s.json())
@@ -286,12 +250,7 @@ fn columns<'a>() -> Columns<'a, Row> {
         .col(
             "vs filter",
             "vs_filter",
-            move |r| {
-                dash(
-                    r.vs_filter
-                        .map(|Ratio(v)| format!("{:.2}x ({:.2}..{:.2})", v.median, v.min, v.max)),
-                )
-            },
+            move |r| dash(r.vs_filter.map(|Ratio(v)| around(v, 1.0, 2, "x"))),
             |r| r.vs_filter.map(|Ratio(v)| v.json()),
         )
         .kept("vs_filter_measurable", |r| {
@@ -300,7 +259,7 @@ fn columns<'a>() -> Columns<'a, Row> {
         .col(
             "app keeps (rounds)",
             "app_share",
-            move |r| dash(r.app_share.as_ref().map(pct)),
+            move |r| dash(r.app_share.map(|s| around(s, 100.0, 0, " %"))),
             |r| r.app_share.map(|s| s.median),
         )
         .kept("app_share_spread", |r| r.app_share.map(|s| s.json()))
@@ -313,24 +272,19 @@ fn columns<'a>() -> Columns<'a, Row> {
         .shown("transfers", |r| r.transfers.to_string())
 }
 
-fn find<'a>(rows: &'a [Row], clock_unlimited: bool, bytes: usize, beside: &str) -> Option<&'a Row> {
-    rows.iter().find(|r| {
-        (r.clock == "unlimited") == clock_unlimited && r.bytes == bytes && r.beside == beside
-    })
-}
-
 /// One sentence per clock at the largest size.
-pub fn answer(rows: &[Row]) -> String {
+fn answer(rows: &[Row]) -> String {
     let Some(large) = rows.iter().map(|r| r.bytes).max() else {
         return String::new();
     };
     let mut clauses = Vec::new();
     for unlimited in [false, true] {
-        let (Some(t), Some(f), Some(n)) = (
-            find(rows, unlimited, large, "triad"),
-            find(rows, unlimited, large, "filter"),
-            find(rows, unlimited, large, "none"),
-        ) else {
+        let find = |beside: &str| {
+            rows.iter().find(|r| {
+                (r.clock == "unlimited") == unlimited && r.bytes == large && r.beside == beside
+            })
+        };
+        let (Some(t), Some(f), Some(n)) = (find("triad"), find("filter"), find("none")) else {
             continue;
         };
         let Some(Ratio(v)) = t.vs_filter else {
@@ -363,7 +317,6 @@ pub fn answer(rows: &[Row]) -> String {
     }
     sentence(&clauses)
 }
-
 /// The run as a report.
 pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     let own = rows.first().is_some_and(|r| r.own_core);

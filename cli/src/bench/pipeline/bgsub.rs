@@ -28,11 +28,9 @@ pub(super) fn params(bytes: usize) -> Result<Params, Error> {
     Params::new(side, side, 20, true).map_err(Error::peer("background subtraction"))
 }
 
-/// The source, a camera: `frames` frames written into the queue's slots,
-/// cycling through a few rendered before the run (the same work in both
-/// pipelines). It produces the stream, as a camera's own DMA would, so its
-/// writes are not copies on the path between the queues and are made in
-/// place rather than with the library's counted `write`.
+/// The source, a camera: `frames` frames, cycling through a few rendered
+/// before the run, written in place into the queue's slots (as a camera's
+/// own DMA would: not copies on the path, so not the counted `write`).
 fn source(
     mut out: Output<u8>,
     rendered: Arc<Vec<u8>>,
@@ -87,39 +85,33 @@ pub(super) fn run_once(
     let queue = 4 * n + (64 << 10);
     let rendered = Arc::new(synthetic_frames(&p, DISTINCT, 5));
     let source = |s| -> Body { Box::new(source(s, rendered, n, frames)) };
-    if zero_copy {
-        let mut rig = Rig::new(
-            (4 * queue + 4 * n + (4 << 20)).next_power_of_two(),
-            clock,
-            true,
-            CachePolicy::Coherent,
-            Box::new(BgSubCore::new(p)),
-        )?;
-        let placed = rig.dedicate_core()?;
-        let memory = rig.engines[0].pool().queue_memory();
-        let memory = Some(memory.map_err(dmaflow::rig::Error::from)?);
-        let (e1, e0) = (rig.engines.remove(1), rig.engines.remove(0));
-        let cfg = bgsub::Config {
-            params: p,
-            completion: COMPLETION,
-        };
-        let run = run_pipeline::<u8>("bgsub", queue, memory, source, |mut a, mut b| {
-            Box::new(move || {
-                bgsub::run([&e0, &e1], &cfg, &mut a, &mut b)?;
-                Ok(())
-            })
-        });
-        drop(placed);
-        drop(rig);
-        run
-    } else {
+    if !zero_copy {
         let hw = BgSubCoprocessor::new(p, clock, COMPLETION)?;
-        let placed = hw.rig().dedicate_core()?;
+        let _placed = hw.rig().dedicate_core()?;
         let node = |a, b| -> Body { Box::new(copying_node(hw, n, a, b)) };
-        let run = run_pipeline::<u8>("bgsub", queue, None, source, node);
-        drop(placed);
-        run
+        return run_pipeline::<u8>("bgsub", queue, None, source, node);
     }
+    let mut rig = Rig::new(
+        (4 * queue + 4 * n + (4 << 20)).next_power_of_two(),
+        clock,
+        true,
+        CachePolicy::Coherent,
+        Box::new(BgSubCore::new(p)),
+    )?;
+    let _placed = rig.dedicate_core()?;
+    let memory = rig.engines[0].pool().queue_memory();
+    let memory = Some(memory.map_err(dmaflow::rig::Error::from)?);
+    let (e1, e0) = (rig.engines.remove(1), rig.engines.remove(0));
+    let cfg = bgsub::Config {
+        params: p,
+        completion: COMPLETION,
+    };
+    run_pipeline::<u8>("bgsub", queue, memory, source, |mut a, mut b| {
+        Box::new(move || {
+            bgsub::run([&e0, &e1], &cfg, &mut a, &mut b)?;
+            Ok(())
+        })
+    })
 }
 
 /// Bytes delivered by a run of `bytes` bytes of `frame_bytes` frames.

@@ -65,12 +65,9 @@ fn source(
     }
 }
 
-/// The copying node, on the same footing as the accelerator node (the same
-/// scatter-gather engine, the same `depth` windows in flight, the same
-/// completion): each window is copied from an ordinary queue into a TX buffer
-/// of a [`PacketRing`] and each answer copied from its RX buffer into the
-/// output queue, both by the library's standard-I/O calls (so its copies are
-/// counted where they happen).
+/// The copying node, with the accelerator node's engine, windows in flight
+/// and completion: each window copied into a TX buffer of a [`PacketRing`]
+/// and each answer out of its RX buffer by the library's standard I/O.
 fn copying_node(
     engine: SimEngine,
     hop: usize,
@@ -131,7 +128,7 @@ pub(super) fn run_once(
         Box::new(FirCore::new()),
     )?;
     load_taps(&rig.control()?, &taps()).map_err(Error::peer("FIR coprocessor"))?;
-    let placed = rig.dedicate_core()?;
+    let _placed = rig.dedicate_core()?;
     let window = hop + TAPS - 1;
     let depth = (IN_FLIGHT / window_bytes).max(4);
     let queue = window + depth * hop + (64 << 10);
@@ -144,7 +141,7 @@ pub(super) fn run_once(
     };
     let engine = rig.engines.remove(0);
     let source = |s| -> Body { Box::new(source(s, samples)) };
-    let run = run_pipeline::<f32>("fir", queue, memory, source, |mut a, mut b| {
+    run_pipeline::<f32>("fir", queue, memory, source, |mut a, mut b| {
         if !zero_copy {
             return Box::new(copying_node(engine, hop, depth, a, b));
         }
@@ -160,10 +157,7 @@ pub(super) fn run_once(
             stage::run(&engine, &cfg, &mut a, &mut b)?;
             Ok(())
         })
-    });
-    drop(placed);
-    drop(rig);
-    run
+    })
 }
 
 /// What the modelled link allows, delivered bytes per second: MM2S carries
