@@ -2,26 +2,14 @@
 //! the binding's own ceiling and against GNU Radio's gr-zeromq, each point
 //! saying what its ends do (`does`, in the report and the JSON).
 //!
-//! For each size, the same bytes cross loopback TCP once per point per round:
-//!
-//! - `dmaflow`: a generator node writes `u32` counters into a queue, the
-//!   `dmaflow_net` sink sends one message per `size` bytes; in a child
-//!   process (`dmaflow net-peer`) the `dmaflow_net` source copies each message
-//!   into a queue and a node sums every `u32` (checksum verified).
-//! - `raw`: bare PUSH/PULL of the same libzmq, the ceiling: a loop fills each
-//!   message with counters and sends it, a loop receives it and sums it.
-//! - `dmaflow-batched`: dmaflow's ends with `size`-byte items, every whole
-//!   item readable in one message up to 256 KiB (the sink's default).
-//! - `dmaflow-capped`: the same, messages capped at the mean size GNU Radio's
-//!   `push_sink` sent in this run at this item size (measured first, by
-//!   `gnuradio->dmaflow`): the point compared with GNU Radio on equal terms.
-//! - `gnuradio`: two GNU Radio processes, lean: `file_source` (a file of the
-//!   same counters in tmpfs, `read()` into its buffer) into `push_sink`;
-//!   `pull_source` into `file_sink` (tmpfs; every byte written once), the
-//!   file compared byte for byte with what was sent after the timed span.
-//! - `dmaflow->gnuradio` and `gnuradio->dmaflow`: the crossed edges, dmaflow's
-//!   capped sender into GNU Radio's receiver and GNU Radio's sender into
-//!   dmaflow's receiver (which counts the messages: GNU Radio's message size).
+//! For each size, the same bytes of `u32` counters cross loopback TCP once
+//! per point per round, every checksum verified: dmaflow's ends
+//! (`dmaflow_net`'s sink and source, the receiver in a child process
+//! `dmaflow net-peer`), bare PUSH/PULL of the same libzmq (the ceiling),
+//! dmaflow batching whole items into messages (up to the sink's default, or
+//! capped at the mean size GNU Radio's `push_sink` sent in this run at this
+//! item size), GNU Radio's lean ends and the two crossed edges; what each
+//! point's ends do is [`Point::does`].
 //!
 //! Points take turns in each round and the order reverses every other
 //! round; medians and the min..max of the rounds. Time is the receiver's,
@@ -145,61 +133,66 @@ pub enum Point {
 }
 
 impl Point {
-    /// Its name in tables and JSON.
-    pub fn name(self) -> &'static str {
+    /// Its name in tables and JSON, and what its ends do in their own words
+    /// (sender | receiver).
+    fn texts(self) -> (&'static str, &'static str) {
         match self {
-            Point::Dmaflow => "dmaflow",
-            Point::Raw => "raw",
-            Point::Batched => "dmaflow-batched",
-            Point::Capped => "dmaflow-capped",
-            Point::Gnuradio => "gnuradio",
-            Point::DmaflowToGnuradio => "dmaflow->gnuradio",
-            Point::GnuradioToDmaflow => "gnuradio->dmaflow",
-        }
-    }
-
-    /// What its ends do, in their own words.
-    pub fn does(self) -> &'static str {
-        match self {
-            Point::Dmaflow => {
+            Point::Dmaflow => (
+                "dmaflow",
                 "dmaflow: a generator node writes u32 counters into a queue; the dmaflow_net sink \
                  copies them into one message per size bytes | the dmaflow_net source (another \
                  process) copies each message into a queue; a node sums every u32 (checksum \
-                 verified)"
-            }
-            Point::Raw => {
+                 verified)",
+            ),
+            Point::Raw => (
+                "raw",
                 "bare libzmq PUSH/PULL: a loop writes u32 counters into each message and sends \
                  it | a loop (another process) receives each message and sums every u32 \
-                 (checksum verified)"
-            }
-            Point::Batched => {
+                 (checksum verified)",
+            ),
+            Point::Batched => (
+                "dmaflow-batched",
                 "dmaflow, size-byte items, every whole item readable in one message up to 256 KiB \
-                 (the sink's default) | the same receiver as dmaflow"
-            }
-            Point::Capped => {
+                 (the sink's default) | the same receiver as dmaflow",
+            ),
+            Point::Capped => (
+                "dmaflow-capped",
                 "dmaflow, size-byte items, messages capped at the mean size GNU Radio's push_sink \
                  sent at this item size in this run (message_bytes) | the same receiver as \
-                 dmaflow"
-            }
-            Point::Gnuradio => {
+                 dmaflow",
+            ),
+            Point::Gnuradio => (
+                "gnuradio",
                 "GNU Radio 3.10, lean: file_source (the same u32 counters from a tmpfs file, \
                  read() into its buffer) -> push_sink | pull_source (another process) -> \
                  file_sink into tmpfs (every byte written once), compared byte for byte after \
                  the timed span; blocks' poll timeout 1 ms (gr-zeromq's default 100 ms stalled \
                  GNU Radio into GNU Radio by about one timeout in some runs); its time polled \
-                 every 0.5 ms"
-            }
-            Point::DmaflowToGnuradio => {
+                 every 0.5 ms",
+            ),
+            Point::DmaflowToGnuradio => (
+                "dmaflow->gnuradio",
                 "dmaflow's capped sender (a generator node, the dmaflow_net sink copying into \
                  each message) -> GNU Radio's receiver (pull_source -> file_sink, compared byte \
-                 for byte)"
-            }
-            Point::GnuradioToDmaflow => {
+                 for byte)",
+            ),
+            Point::GnuradioToDmaflow => (
+                "gnuradio->dmaflow",
                 "GNU Radio's sender (file_source -> push_sink) -> dmaflow's receiver (the \
                  dmaflow_net source copying into a queue, a node summing every u32, checksum \
-                 verified; it counts the messages: GNU Radio's message size)"
-            }
+                 verified; it counts the messages: GNU Radio's message size)",
+            ),
         }
+    }
+
+    /// Its name in tables and JSON.
+    pub fn name(self) -> &'static str {
+        self.texts().0
+    }
+
+    /// What its ends do, in their own words.
+    pub fn does(self) -> &'static str {
+        self.texts().1
     }
 
     /// Whether a GNU Radio end takes part.

@@ -17,11 +17,7 @@
 //! round, the order reversed every other round; medians of the rounds with
 //! their min..max.
 
-use std::sync::Barrier;
-use std::time::Instant;
-
-use dmaflow::platform::cpu::{allowed_cores, pin};
-use dmaflow::ring::{Builder, Wait};
+use dmaflow::ring::{Builder, Reader, Wait};
 
 use super::columns::Columns;
 use super::conditions::Conditions;
@@ -29,6 +25,7 @@ use super::error::Error;
 use super::harness::{OnBoard, Progress, Setup, Spec, Tier};
 use super::peers::{checksum, fill, series};
 use super::report::{Report, Target, sentence, within};
+use super::ring::together;
 use super::spread::{Spread, in_turns};
 
 /// `dmaflow bench readers`.
@@ -135,106 +132,57 @@ impl Row {
     }
 }
 
-/// One side of a measurement: the writer (no checksum) or a reader (the
-/// checksum of what it read).
-type Side<'a> = Box<dyn FnOnce() -> Result<Option<u32>, Error> + Send + 'a>;
-
-/// Runs the writer and the readers together, the writer pinned to the first
-/// core allowed and reader i to core i + 1 (modulo the cores); returns the
-/// seconds from the first start to the last end, after checking every
-/// reader's checksum.
-fn together<W, R>(
-    name: &'static str,
-    items: usize,
-    writer: W,
-    readers: Vec<R>,
-) -> Result<f64, Error>
+/// Runs the writer and the readers [`together`], pinned as `bench ring`
+/// pins its two; returns the seconds after checking every reader's checksum.
+fn timed<W, R>(name: &'static str, items: usize, writer: W, readers: Vec<R>) -> Result<f64, Error>
 where
     W: FnOnce() -> Result<(), Error> + Send,
     R: FnOnce() -> Result<u32, Error> + Send,
 {
-    let mut sides: Vec<Side> = vec![Box::new(move || writer().map(|()| None))];
-    sides.extend(
-        readers
-            .into_iter()
-            .map(|r| Box::new(move || r().map(Some)) as Side),
-    );
-    let start = Barrier::new(sides.len());
-    let cores = allowed_cores(None).unwrap_or_default();
-    let ends = std::thread::scope(|s| {
-        let threads: Vec<_> = sides
-            .into_iter()
-            .enumerate()
-            .map(|(i, side)| {
-                let (start, cores) = (&start, &cores);
-                s.spawn(move || {
-                    if !cores.is_empty() {
-                        let _ = pin(None, &[cores[i % cores.len()]]);
-                    }
-                    start.wait();
-                    let t0 = Instant::now();
-                    side().map(|sum| (t0, Instant::now(), sum))
-                })
-            })
-            .collect();
-        let joined = threads
-            .into_iter()
-            .map(|t| t.join().map_err(|_| Error::Panicked(name))?);
-        joined.collect::<Result<Vec<_>, Error>>()
-    })?;
-    let want = series(0, items as u64);
-    if let Some(got) = ends.iter().filter_map(|e| e.2).find(|&s| s != want) {
-        return Err(Error::Corrupted {
+    let (secs, sums) = together(name, writer, readers)?;
+    let expected = series(0, items as u64);
+    match sums.into_iter().find(|&s| s != expected) {
+        Some(got) => Err(Error::Corrupted {
             what: format!("readers {name}: a reader's checksum"),
             got,
-            expected: want,
-        });
+            expected,
+        }),
+        None => Ok(secs),
     }
-    let first = ends.iter().map(|t| t.0).min().unwrap_or_else(Instant::now);
-    let last = ends.iter().map(|t| t.1).max().unwrap_or(first);
-    Ok((last - first).as_secs_f64())
 }
 
+/// dmaflow's queue, each reader taking up to `per_op` items an operation.
 fn dmaflow_point(cfg: &Config, readers: usize, per_op: usize) -> Result<f64, Error> {
     let items = cfg.items(per_op);
     let (mut w, r0) = Builder::<f32>::new(cfg.queue_items)
         .wait(Wait::Yield)
         .build()?;
-    let mut rs = vec![r0];
-    for _ in 1..readers {
-        rs.push(w.add_reader());
-    }
-    let reader_fns: Vec<_> = rs
-        .into_iter()
-        .map(|mut r| {
-            move || -> Result<u32, Error> {
-                let mut sum = 0u32;
-                loop {
-                    let s = r.peek(per_op)?;
-                    if s.is_empty() {
-                        return Ok(sum);
-                    }
-                    let k = s.len().min(per_op);
-                    sum = sum.wrapping_add(checksum(&s[..k]));
-                    r.consume(k)?;
-                }
-            }
-        })
+    let rs: Vec<_> = std::iter::once(r0)
+        .chain((1..readers).map(|_| w.add_reader()))
         .collect();
-    together(
-        "dmaflow",
-        items,
-        move || {
-            for at in (0..items).step_by(per_op) {
-                fill(w.reserve(per_op)?, at as u32);
-                w.commit(per_op)?;
+    let read = |mut r: Reader<f32>| {
+        let mut sum = 0u32;
+        move || loop {
+            let s = r.peek(per_op)?;
+            let k = s.len().min(per_op);
+            if k == 0 {
+                return Ok(sum);
             }
-            Ok(())
-        },
-        reader_fns,
-    )
+            sum = sum.wrapping_add(checksum(&s[..k]));
+            r.consume(k)?;
+        }
+    };
+    let write = move || {
+        for at in (0..items).step_by(per_op) {
+            fill(w.reserve(per_op)?, at as u32);
+            w.commit(per_op)?;
+        }
+        Ok(())
+    };
+    timed("dmaflow", items, write, rs.into_iter().map(read).collect())
 }
-
+/// vmcircbuffer's lock-free variant, each reader waiting for a whole
+/// operation's items.
 #[cfg(feature = "peers")]
 fn vmcircbuffer_point(cfg: &Config, readers: usize, per_op: usize) -> Result<f64, Error> {
     use super::peers::Backoff;
@@ -243,48 +191,45 @@ fn vmcircbuffer_point(cfg: &Config, readers: usize, per_op: usize) -> Result<f64
     let items = cfg.items(per_op);
     let mut w = Circular::with_capacity::<f32, vmcircbuffer::NoMetadata>(cfg.queue_items, readers)
         .map_err(peer)?;
-    let mut rs = Vec::new();
-    for _ in 0..readers {
-        rs.push(w.add_reader().map_err(peer)?);
-    }
-    let reader_fns: Vec<_> = rs
-        .into_iter()
-        .map(|mut r| {
-            move || -> Result<u32, Error> {
-                let (mut sum, mut got) = (0u32, 0usize);
-                let mut backoff = Backoff::default();
-                while got < items {
-                    let s = r.slice();
-                    if s.len() < per_op.min(items - got) {
-                        backoff.wait();
-                        continue;
-                    }
-                    backoff.reset();
-                    let k = per_op.min(s.len());
-                    sum = sum.wrapping_add(checksum(&s[..k]));
-                    r.consume(k);
-                    got += k;
-                }
-                Ok(sum)
-            }
-        })
-        .collect();
-    together(
-        "vmcircbuffer",
-        items,
+    let rs: Vec<_> = (0..readers)
+        .map(|_| w.add_reader().map_err(peer))
+        .collect::<Result<_, _>>()?;
+    let read = |mut r: vmcircbuffer::lockfree::Reader<f32, vmcircbuffer::NoMetadata>| {
         move || {
+            let (mut sum, mut got) = (0u32, 0usize);
             let mut backoff = Backoff::default();
-            for at in (0..items).step_by(per_op) {
-                while w.slice().len() < per_op {
+            while got < items {
+                let s = r.slice();
+                if s.len() < per_op.min(items - got) {
                     backoff.wait();
+                    continue;
                 }
                 backoff.reset();
-                fill(&mut w.slice()[..per_op], at as u32);
-                w.produce(per_op, &[]);
+                let k = per_op.min(s.len());
+                sum = sum.wrapping_add(checksum(&s[..k]));
+                r.consume(k);
+                got += k;
             }
-            Ok(())
-        },
-        reader_fns,
+            Ok(sum)
+        }
+    };
+    let write = move || {
+        let mut backoff = Backoff::default();
+        for at in (0..items).step_by(per_op) {
+            while w.slice().len() < per_op {
+                backoff.wait();
+            }
+            backoff.reset();
+            fill(&mut w.slice()[..per_op], at as u32);
+            w.produce(per_op, &[]);
+        }
+        Ok(())
+    };
+    timed(
+        "vmcircbuffer",
+        items,
+        write,
+        rs.into_iter().map(read).collect(),
     )
 }
 

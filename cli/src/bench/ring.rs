@@ -143,46 +143,62 @@ impl Row {
     }
 }
 
-/// Pins this thread to the `i`-th core this process may use (the first
-/// where there are fewer).
+/// Pins this thread to the `i`-th core this process may use (modulo their
+/// number).
 fn pin_to(i: usize) {
     let cores = allowed_cores(None).unwrap_or_default();
-    if let Some(&c) = cores.get(i).or(cores.first()) {
+    if let Some(&c) = cores.get(i % cores.len().max(1)) {
         let _ = pin(None, &[c]);
     }
 }
 
-/// Runs `producer` and `consumer` on two threads started together; returns the
-/// seconds from the first one's start to the last one's end (each read on
-/// its own thread, so a descheduled caller does not shorten the run) and the
-/// consumer's checksum.
+/// Runs `writer` and `readers` on threads started together, the writer on
+/// the first core allowed and reader i on core i + 1 (modulo the cores), the
+/// same for every queue: a pair left to the scheduler sometimes shares a core
+/// and its caches, which spreads the runs over 5x. Returns the seconds from
+/// the first one's start to the last one's end (each read on its own thread,
+/// so a descheduled caller does not shorten the run) and each reader's
+/// checksum.
+pub(super) fn together<W, R>(
+    name: &'static str,
+    writer: W,
+    readers: Vec<R>,
+) -> Result<(f64, Vec<u32>), Error>
+where
+    W: FnOnce() -> Result<(), Error> + Send,
+    R: FnOnce() -> Result<u32, Error> + Send,
+{
+    let start = Barrier::new(readers.len() + 1);
+    let go = |i| {
+        pin_to(i);
+        start.wait();
+        Instant::now()
+    };
+    std::thread::scope(|s| {
+        let w = s.spawn(move || (go(0), writer(), Instant::now()));
+        let rs: Vec<_> = (readers.into_iter().enumerate())
+            .map(|(i, r)| s.spawn(move || (go(i + 1), r(), Instant::now())))
+            .collect();
+        let (mut first, done, mut last) = w.join().map_err(|_| Error::Panicked(name))?;
+        done?;
+        let mut sums = Vec::new();
+        for r in rs {
+            let (t0, sum, t1) = r.join().map_err(|_| Error::Panicked(name))?;
+            sums.push(sum?);
+            (first, last) = (first.min(t0), last.max(t1));
+        }
+        Ok(((last - first).as_secs_f64(), sums))
+    })
+}
+
+/// [`together`] with one reader: the seconds and its checksum.
 fn two_threads<P, C>(name: &'static str, producer: P, consumer: C) -> Result<(f64, u32), Error>
 where
     P: FnOnce() -> Result<(), Error> + Send,
     C: FnOnce() -> Result<u32, Error> + Send,
 {
-    let start = Barrier::new(2);
-    // The producer on the first core allowed, the consumer on the second (where
-    // there are two), the same for every queue: a pair left to the scheduler
-    // sometimes shares a core and its caches, which spreads the runs over 5x.
-    std::thread::scope(|s| {
-        let p = s.spawn(|| {
-            pin_to(0);
-            start.wait();
-            let t0 = Instant::now();
-            producer().map(|()| (t0, Instant::now()))
-        });
-        let c = s.spawn(|| {
-            pin_to(1);
-            start.wait();
-            let t0 = Instant::now();
-            consumer().map(|sum| (t0, Instant::now(), sum))
-        });
-        let (p0, p1) = p.join().map_err(|_| Error::Panicked(name))??;
-        let (c0, c1, sum) = c.join().map_err(|_| Error::Panicked(name))??;
-        let secs = (p1.max(c1) - p0.min(c0)).as_secs_f64();
-        Ok((secs, sum))
-    })
+    let (secs, sums) = together(name, producer, vec![consumer])?;
+    Ok((secs, sums[0]))
 }
 
 struct Shape {
@@ -679,13 +695,6 @@ fn gbytes(rows: &[Row], imp: &str, case: &str, batch: usize) -> Option<f64> {
         .map(|r| r.gbytes_per_s)
 }
 
-/// The batch sizes of the rows, in order.
-fn batches(rows: &[Row]) -> Vec<usize> {
-    let mut batches: Vec<usize> = rows.iter().map(|r| r.batch_bytes).collect();
-    batches.dedup();
-    batches
-}
-
 /// The rows' columns, with each row's ratio to dmaflow in the same case (the
 /// `window` case for `window-copy`).
 fn columns(rows: &[Row]) -> Columns<'_, Row> {
@@ -694,53 +703,38 @@ fn columns(rows: &[Row]) -> Columns<'_, Row> {
         gbytes(rows, "dmaflow", case, r.batch_bytes)
             .map_or("-".into(), |d| format!("{:.2}", r.gbytes_per_s / d))
     };
+    let check = |v| {
+        if v {
+            "implausible: above the no-queue bound"
+        } else {
+            ""
+        }
+        .into()
+    };
     Columns::new()
         .plain("impl", "impl", |r: &Row| r.implementation)
         .plain("case", "case", |r| r.case)
-        .col(
-            "batch",
-            "batch_bytes",
-            |r| bytes_label(r.batch_bytes),
-            |r| r.batch_bytes,
-        )
+        .shown_as("batch", "batch_bytes", |r| r.batch_bytes, bytes_label)
         .fixed("GB/s (median)", "gbytes_per_s", 2, |r| r.gbytes_per_s)
         .shown("range", |r| format!("{:.2}..{:.2}", r.range.0, r.range.1))
         .kept("gbytes_per_s_min", |r| r.range.0)
         .kept("gbytes_per_s_max", |r| r.range.1)
         .kept("runs", |r| r.rounds)
         .shown("x dmaflow", ratio)
-        .col(
-            "check",
-            "implausible",
-            |r| match r.implausible(rows) {
-                true => "implausible: above the no-queue bound".into(),
-                false => String::new(),
-            },
-            |r| r.implausible(rows),
-        )
+        .shown_as("check", "implausible", |r| r.implausible(rows), check)
 }
 
-/// How dmaflow compares with the best peer and the copying reader, per batch size.
-pub fn summary(rows: &[Row]) -> String {
-    let mut out = String::new();
-    for b in batches(rows) {
-        if let Some(c) = compare(rows, b) {
-            out += &format!(
-                "{}: dmaflow / best peer ({}) = {:.2}x",
-                bytes_label(b),
-                c.peer,
-                c.dmaflow / c.peer_gbytes
-            );
-            if let Some(ratio) = c.window_over_copy {
-                out += &format!("; window / window-copy = {ratio:.2}x");
-            }
-            if let Some(p) = across(rows, b) {
-                out += &format!("; shared queue, other process / other thread = {p:.2}x");
-            }
-            out.push('\n');
-        }
-    }
-    out
+/// dmaflow against the fastest peer at one batch size: dmaflow's median,
+/// the peer's row, and reading windows in place over copying them out.
+fn compare(rows: &[Row], batch: usize) -> Option<(f64, &Row, Option<f64>)> {
+    let get = |case| gbytes(rows, "dmaflow", case, batch);
+    let peer = rows
+        .iter()
+        .filter(|r| r.batch_bytes == batch && r.case == "stream")
+        .filter(|r| !r.implementation.starts_with("dmaflow") && r.implementation != "bound")
+        .max_by(|x, y| x.gbytes_per_s.total_cmp(&y.gbytes_per_s))?;
+    let window = get("window").zip(get("window-copy")).map(|(w, c)| w / c);
+    Some((get("stream")?, peer, window))
 }
 
 /// The shared queue with its reader in another process over the same queue
@@ -750,69 +744,69 @@ fn across(rows: &[Row], batch: usize) -> Option<f64> {
     Some(get("dmaflow-process")? / get("dmaflow-shm")?)
 }
 
+/// The batch sizes of the rows, in order.
+fn batches(rows: &[Row]) -> Vec<usize> {
+    let mut batches: Vec<usize> = rows.iter().map(|r| r.batch_bytes).collect();
+    batches.dedup();
+    batches
+}
+
+/// How dmaflow compares with the best peer and the copying reader, per batch size.
+pub fn summary(rows: &[Row]) -> String {
+    let mut out = String::new();
+    for b in batches(rows) {
+        let Some((d, peer, window)) = compare(rows, b) else {
+            continue;
+        };
+        let (name, peer) = (peer.implementation, peer.gbytes_per_s);
+        out += &format!(
+            "{}: dmaflow / best peer ({name}) = {:.2}x",
+            bytes_label(b),
+            d / peer
+        );
+        if let Some(ratio) = window {
+            out += &format!("; window / window-copy = {ratio:.2}x");
+        }
+        if let Some(p) = across(rows, b) {
+            out += &format!("; shared queue, other process / other thread = {p:.2}x");
+        }
+        out.push('\n');
+    }
+    out
+}
+
 /// The queue's targets: against the fastest peer at 64 B, 4 KiB and 64 KiB,
 /// and between processes against between threads.
 pub fn targets(rows: &[Row]) -> Vec<Target> {
-    let mut t = Vec::new();
-    for (batch, want) in [(64, 1.5), (4 << 10, 1.1), (64 << 10, 1.1)] {
-        if let Some(c) = compare(rows, batch) {
-            let r = c.dmaflow / c.peer_gbytes;
-            t.push(Target::new(
-                format!(
-                    "{} batches: dmaflow >= {want}x the fastest peer",
-                    bytes_label(batch)
-                ),
-                format!(
-                    "{r:.2}x ({:.2} GB/s against {} {:.2})",
-                    c.dmaflow, c.peer, c.peer_gbytes
-                ),
-                r >= want,
-            ));
-        }
-    }
-    for b in batches(rows) {
-        if let Some(p) = across(rows, b) {
-            t.push(Target::new(
-                format!(
-                    "{} batches: the shared queue between processes within 10 % of it \
-                     between threads",
-                    bytes_label(b)
-                ),
-                format!("{:.0} %", 100.0 * p),
-                within(p, 0.9, 1.1),
-            ));
-        }
-    }
-    t
-}
-
-/// dmaflow against the fastest peer at one batch size.
-struct Comparison {
-    dmaflow: f64,
-    peer: &'static str,
-    peer_gbytes: f64,
-    window_over_copy: Option<f64>,
-}
-
-fn compare(rows: &[Row], batch: usize) -> Option<Comparison> {
-    let get = |imp, case| gbytes(rows, imp, case, batch);
-    let best_peer = rows
-        .iter()
-        .filter(|r| {
-            r.batch_bytes == batch
-                && r.case == "stream"
-                && !r.implementation.starts_with("dmaflow")
-                && r.implementation != "bound"
-        })
-        .max_by(|x, y| x.gbytes_per_s.total_cmp(&y.gbytes_per_s))?;
-    Some(Comparison {
-        dmaflow: get("dmaflow", "stream")?,
-        peer: best_peer.implementation,
-        peer_gbytes: best_peer.gbytes_per_s,
-        window_over_copy: get("dmaflow", "window")
-            .zip(get("dmaflow", "window-copy"))
-            .map(|(w, c)| w / c),
-    })
+    let peers = [(64, 1.5), (4 << 10, 1.1), (64 << 10, 1.1)].map(|(batch, want)| {
+        let (d, peer, _) = compare(rows, batch)?;
+        let (name, peer, r) = (
+            peer.implementation,
+            peer.gbytes_per_s,
+            d / peer.gbytes_per_s,
+        );
+        Some(Target::new(
+            format!(
+                "{} batches: dmaflow >= {want}x the fastest peer",
+                bytes_label(batch)
+            ),
+            format!("{r:.2}x ({d:.2} GB/s against {name} {peer:.2})"),
+            r >= want,
+        ))
+    });
+    let across = batches(rows).into_iter().filter_map(|b| {
+        let p = across(rows, b)?;
+        Some(Target::new(
+            format!(
+                "{} batches: the shared queue between processes within 10 % of it between \
+                 threads",
+                bytes_label(b)
+            ),
+            format!("{:.0} %", 100.0 * p),
+            within(p, 0.9, 1.1),
+        ))
+    });
+    peers.into_iter().flatten().chain(across).collect()
 }
 
 /// One sentence: dmaflow against the fastest peer at the smallest and largest
@@ -820,21 +814,20 @@ fn compare(rows: &[Row], batch: usize) -> Option<Comparison> {
 pub fn answer(rows: &[Row]) -> String {
     let lo = rows.iter().map(|r| r.batch_bytes).min();
     let hi = rows.iter().map(|r| r.batch_bytes).max();
-    let mut clauses = Vec::new();
-    for b in lo.into_iter().chain(hi.filter(|h| Some(*h) != lo)) {
-        if let Some(c) = compare(rows, b) {
-            clauses.push(format!(
-                "at {} batches dmaflow's queue moves {:.2} GB/s, {:.2}x the fastest peer ({}){}",
+    let clauses: Vec<String> = (lo.into_iter().chain(hi.filter(|h| Some(*h) != lo)))
+        .filter_map(|b| {
+            let (d, peer, window) = compare(rows, b)?;
+            let window = window.map_or(String::new(), |r| {
+                format!(", and reading windows in place is {r:.2}x copying them out")
+            });
+            Some(format!(
+                "at {} batches dmaflow's queue moves {d:.2} GB/s, {:.2}x the fastest peer ({}){window}",
                 bytes_label(b),
-                c.dmaflow,
-                c.dmaflow / c.peer_gbytes,
-                c.peer,
-                c.window_over_copy.map_or(String::new(), |r| format!(
-                    ", and reading windows in place is {r:.2}x copying them out"
-                ))
-            ));
-        }
-    }
+                d / peer.gbytes_per_s,
+                peer.implementation,
+            ))
+        })
+        .collect();
     sentence(&clauses)
 }
 
