@@ -389,30 +389,27 @@ pub fn receive(point: &str, endpoint: &str) -> Result<Received, String> {
 fn send(max_items: Option<usize>, endpoint: &str, size: usize, bytes: usize) -> Result<(), String> {
     let at = dmaflow_net::Endpoint::parse(endpoint).map_err(|e| e.to_string())?;
     let items = bytes / 4;
-    let max_items = match max_items {
-        None => {
-            let ctx = zmq::Context::new();
-            let s = ctx.socket(zmq::PUSH).map_err(|e| e.to_string())?;
-            s.set_sndhwm(16).map_err(|e| e.to_string())?;
-            s.set_linger(5000).map_err(|e| e.to_string())?;
-            s.bind(at.as_str()).map_err(|e| e.to_string())?;
-            let per = size / 4;
-            let mut next = 0u32;
-            let mut sent = 0;
-            while sent < items {
-                let n = per.min(items - sent);
-                let mut m = zmq::Message::with_size(n * 4);
-                for c in m.chunks_exact_mut(4) {
-                    c.copy_from_slice(&next.to_le_bytes());
-                    next = next.wrapping_add(1);
-                }
-                s.send(m, 0).map_err(|e| e.to_string())?;
-                sent += n;
+    let Some(max_items) = max_items else {
+        let ctx = zmq::Context::new();
+        let s = ctx.socket(zmq::PUSH).map_err(|e| e.to_string())?;
+        s.set_sndhwm(16).map_err(|e| e.to_string())?;
+        s.set_linger(5000).map_err(|e| e.to_string())?;
+        s.bind(at.as_str()).map_err(|e| e.to_string())?;
+        let per = size / 4;
+        let mut next = 0u32;
+        let mut sent = 0;
+        while sent < items {
+            let n = per.min(items - sent);
+            let mut m = zmq::Message::with_size(n * 4);
+            for c in m.chunks_exact_mut(4) {
+                c.copy_from_slice(&next.to_le_bytes());
+                next = next.wrapping_add(1);
             }
-            s.send(Vec::<u8>::new(), 0).map_err(|e| e.to_string())?;
-            return Ok(());
+            s.send(m, 0).map_err(|e| e.to_string())?;
+            sent += n;
         }
-        Some(max_items) => max_items,
+        s.send(Vec::<u8>::new(), 0).map_err(|e| e.to_string())?;
+        return Ok(());
     };
     let mut g = Graph::new();
     // Room for two whole messages: a sink whose message is larger than its
@@ -527,11 +524,13 @@ fn gnuradio_done(mut tx: Peer) -> Result<(), Error> {
     Ok(())
 }
 
-/// dmaflow's or the raw receiver ([`receive`]'s `point`) at work: in a
-/// child process (`dmaflow net-peer`), or on a thread of this one.
+/// A receiver at work: dmaflow's or the raw one ([`receive`]'s `point`) in
+/// a child process (`dmaflow net-peer`) or on a thread of this one, or GNU
+/// Radio's.
 enum Receiver {
     Thread(std::thread::JoinHandle<Result<Received, String>>),
     Child(Peer),
+    Gnuradio(Peer),
 }
 
 impl Receiver {
@@ -549,8 +548,9 @@ impl Receiver {
         Ok(Receiver::Child(peer))
     }
 
-    /// What it received, `point` naming it in an error.
-    fn received(self, point: Point) -> Result<Received, Error> {
+    /// What it received of `bytes` in `size`-byte messages, `point` naming
+    /// it in an error.
+    fn received(self, point: Point, bytes: usize, size: usize) -> Result<Received, Error> {
         let fail = Error::peer(point.name());
         let out = match self {
             Receiver::Thread(t) => {
@@ -558,6 +558,7 @@ impl Receiver {
                 return got.map_err(fail);
             }
             Receiver::Child(child) => child.wait_within(PEER_LIMIT)?,
+            Receiver::Gnuradio(rx) => return gnuradio_received(rx, bytes, size),
         };
         if !out.status.success() {
             return Err(fail(String::from_utf8_lossy(&out.stderr).into_owned()));
@@ -605,17 +606,21 @@ fn measure(
             &[size, bytes, endpoint.as_ref(), out.as_ref(), data.as_ref()],
         )
     };
+    let rx = match point {
+        Point::Gnuradio | Point::DmaflowToGnuradio => Receiver::Gnuradio(gnuradio_rx()?),
+        Point::Raw => Receiver::start(cfg, "raw", &endpoint)?,
+        Point::GnuradioToDmaflow => Receiver::start(cfg, "from-gnuradio", &endpoint)?,
+        _ => Receiver::start(cfg, "dmaflow", &endpoint)?,
+    };
     let got = match point {
-        Point::Gnuradio => {
-            let rx = gnuradio_rx()?;
+        Point::Gnuradio | Point::GnuradioToDmaflow => {
             let tx = gnuradio_tx()?;
             // A failed receiver leaves the sender blocked: it is killed.
-            let got = gnuradio_received(rx, bytes, size)?;
+            let got = rx.received(point, bytes, size)?;
             gnuradio_done(tx)?;
             got
         }
         Point::DmaflowToGnuradio => {
-            let rx = gnuradio_rx()?;
             // The sender on a thread, so that a stalled receiver is waited
             // for with a limit; once it is killed, dmaflow's sink gives up
             // within its grace (5 s), or is left behind.
@@ -624,7 +629,7 @@ fn measure(
             std::thread::spawn(move || {
                 let _ = done.send(send(sender, &at, size, bytes));
             });
-            let got = gnuradio_received(rx, bytes, size);
+            let got = rx.received(point, bytes, size);
             let sent = finished
                 .recv_timeout(Duration::from_secs(15))
                 .unwrap_or_else(|_| Err("dmaflow's sender did not finish".into()));
@@ -632,22 +637,9 @@ fn measure(
             sent.map_err(fail)?;
             got
         }
-        Point::GnuradioToDmaflow => {
-            let rx = Receiver::start(cfg, "from-gnuradio", &endpoint)?;
-            let tx = gnuradio_tx()?;
-            let got = rx.received(point)?;
-            gnuradio_done(tx)?;
-            got
-        }
         _ => {
-            let name = if point == Point::Raw {
-                "raw"
-            } else {
-                "dmaflow"
-            };
-            let rx = Receiver::start(cfg, name, &endpoint)?;
             send(sender, &endpoint, size, bytes).map_err(fail)?;
-            rx.received(point)?
+            rx.received(point, bytes, size)?
         }
     };
     if point.gnuradio() {
@@ -698,11 +690,9 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
         // GNU Radio's ends read the counters from tmpfs and write there.
         let dir = with_gnuradio.then(|| ScratchDir::under(&tmpfs(), "dmaflow-net"));
         let dir = dir.transpose()?;
-        let data = dir
-            .as_ref()
-            .map(|d| Ok::<_, Error>((counters(d.path(), bytes)?, d.path())));
+        let data = dir.as_ref().map(|d| counters(d.path(), bytes));
         let data = data.transpose()?;
-        let files = data.as_ref().map(|(c, d)| (c.as_path(), *d));
+        let files = data.as_deref().zip(dir.as_ref().map(ScratchDir::path));
         // GNU Radio's message size at this item size, measured before the
         // rounds (dmaflow's receiver counts the messages), caps dmaflow's.
         let cap = if with_gnuradio {
@@ -918,15 +908,15 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
             list(&equal, &|m| format!("{m:.2}x"))
         ));
     }
+    let how = if cfg.in_process {
+        " (threads, in process)"
+    } else {
+        ""
+    };
     let heading = format!(
-        "net: a dmaflow ZeroMQ edge between two processes{} over loopback TCP vs bare \
+        "net: a dmaflow ZeroMQ edge between two processes{how} over loopback TCP vs bare \
          PUSH/PULL of the same libzmq and GNU Radio's gr-zeromq, 100 000 messages ({}..{} \
          MiB) per measurement, {} rounds, interleaved",
-        if cfg.in_process {
-            " (threads, in process)"
-        } else {
-            ""
-        },
         cfg.bytes.0 >> 20,
         cfg.bytes.1 >> 20,
         cfg.rounds

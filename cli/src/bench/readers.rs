@@ -274,9 +274,15 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
 const GNURADIO4: [(usize, usize, f64); 3] =
     [(1, 1, 62.5e6), (4, 1, 23.6e6), (1, 1024, 11.4e9 / 1024.0)];
 
-fn find<'a>(rows: &'a [Row], imp: &str, readers: usize, per_op: usize) -> Option<&'a Row> {
-    rows.iter()
-        .find(|r| r.implementation == imp && r.readers == readers && r.items_per_op == per_op)
+/// dmaflow's writer operations per second (median) to `readers` readers at
+/// `per_op` items per operation.
+fn dmaflow_ops(rows: &[Row], readers: usize, per_op: usize) -> Option<f64> {
+    let at = |r: &&Row| r.readers == readers && r.items_per_op == per_op;
+    let row = rows
+        .iter()
+        .filter(at)
+        .find(|r| r.implementation == "dmaflow");
+    row.map(|r| r.ops_per_s().0)
 }
 
 /// The rows' columns, with GNU Radio 4's published figure beside dmaflow's.
@@ -325,12 +331,10 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     let mut targets = Vec::new();
     let top = cfg.readers.iter().copied().max().unwrap_or(1);
     let big = cfg.items_per_op.iter().copied().max().unwrap_or(1);
-    if let (Some(one), Some(many)) = (
-        find(rows, "dmaflow", 1, big),
-        find(rows, "dmaflow", top, big),
-    ) && top > 1
+    if let (Some(one), Some(many)) = (dmaflow_ops(rows, 1, big), dmaflow_ops(rows, top, big))
+        && top > 1
     {
-        let ratio = one.ops_per_s().0 / many.ops_per_s().0;
+        let ratio = one / many;
         text += &format!(
             "{top} readers at {big} items per operation: {ratio:.2}x slower than 1 reader\n"
         );
@@ -346,13 +350,11 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         .items_per_op
         .iter()
         .filter_map(|&n| {
-            let one = find(rows, "dmaflow", 1, n)?;
-            let many = find(rows, "dmaflow", top, n)?;
+            let one = dmaflow_ops(rows, 1, n)? / 1e6;
+            let many = dmaflow_ops(rows, top, n)? / 1e6;
             Some(format!(
-                "at {n} items per operation dmaflow's writer makes {:.1} M operations per second \
-                 to 1 reader and {:.1} M to {top}",
-                one.ops_per_s().0 / 1e6,
-                many.ops_per_s().0 / 1e6
+                "at {n} items per operation dmaflow's writer makes {one:.1} M operations per \
+                 second to 1 reader and {many:.1} M to {top}"
             ))
         })
         .collect();

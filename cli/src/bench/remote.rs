@@ -420,9 +420,11 @@ pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
 mod tests {
     use super::*;
 
-    /// Without PYNQ's environment every row is there, unmeasured, saying why.
+    /// Without PYNQ's environment every row is there, unmeasured, saying
+    /// why; from the client's document, a side that did not run keeps its
+    /// note, the other its samples.
     #[test]
-    fn without_pynq_every_row_says_why_and_the_keys_stay() {
+    fn unmeasured_rows_say_why_and_measured_ones_keep_their_samples() {
         let cfg = Config {
             python: PathBuf::from("/nonexistent/python"),
             ..Config::at(&Setup::TINY)
@@ -448,12 +450,6 @@ mod tests {
         }
         assert!(first["us"].is_null());
         assert!(rep.answer.starts_with("not measured"));
-    }
-
-    /// The client's document becomes rows: a side that did not run keeps
-    /// its note, the other its samples.
-    #[test]
-    fn a_side_that_did_not_run_keeps_its_note() {
         let doc = json!({
             "notes": {"local": "dmaflow.pynq: ModuleNotFoundError"},
             "samples": {
