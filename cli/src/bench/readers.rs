@@ -132,14 +132,9 @@ impl Row {
     }
 }
 
-/// Runs the writer and the readers [`together`], pinned as `bench ring`
-/// pins its two; returns the seconds after checking every reader's checksum.
-fn timed<W, R>(name: &'static str, items: usize, writer: W, readers: Vec<R>) -> Result<f64, Error>
-where
-    W: FnOnce() -> Result<(), Error> + Send,
-    R: FnOnce() -> Result<u32, Error> + Send,
-{
-    let (secs, sums) = together(name, writer, readers)?;
+/// A run's seconds, once every reader's checksum is that of the `items`
+/// items written.
+fn checked(name: &str, items: usize, (secs, sums): (f64, Vec<u32>)) -> Result<f64, Error> {
     let expected = series(0, items as u64);
     match sums.into_iter().find(|&s| s != expected) {
         Some(got) => Err(Error::Corrupted {
@@ -179,58 +174,18 @@ fn dmaflow_point(cfg: &Config, readers: usize, per_op: usize) -> Result<f64, Err
         }
         Ok(())
     };
-    timed("dmaflow", items, write, rs.into_iter().map(read).collect())
+    let readers = rs.into_iter().map(read).collect();
+    checked("dmaflow", items, together("dmaflow", write, readers)?)
 }
-/// vmcircbuffer's lock-free variant, each reader waiting for a whole
-/// operation's items.
+
+/// vmcircbuffer's lock-free variant, each reader taking a whole operation's
+/// items.
 #[cfg(feature = "peers")]
 fn vmcircbuffer_point(cfg: &Config, readers: usize, per_op: usize) -> Result<f64, Error> {
-    use super::peers::Backoff;
-    use vmcircbuffer::lockfree::Circular;
-    let peer = Error::peer("vmcircbuffer");
     let items = cfg.items(per_op);
-    let mut w = Circular::with_capacity::<f32, vmcircbuffer::NoMetadata>(cfg.queue_items, readers)
-        .map_err(peer)?;
-    let rs: Vec<_> = (0..readers)
-        .map(|_| w.add_reader().map_err(peer))
-        .collect::<Result<_, _>>()?;
-    let read = |mut r: vmcircbuffer::lockfree::Reader<f32, vmcircbuffer::NoMetadata>| {
-        move || {
-            let (mut sum, mut got) = (0u32, 0usize);
-            let mut backoff = Backoff::default();
-            while got < items {
-                let s = r.slice();
-                if s.len() < per_op.min(items - got) {
-                    backoff.wait();
-                    continue;
-                }
-                backoff.reset();
-                let k = per_op.min(s.len());
-                sum = sum.wrapping_add(checksum(&s[..k]));
-                r.consume(k);
-                got += k;
-            }
-            Ok(sum)
-        }
-    };
-    let write = move || {
-        let mut backoff = Backoff::default();
-        for at in (0..items).step_by(per_op) {
-            while w.slice().len() < per_op {
-                backoff.wait();
-            }
-            backoff.reset();
-            fill(&mut w.slice()[..per_op], at as u32);
-            w.produce(per_op, &[]);
-        }
-        Ok(())
-    };
-    timed(
-        "vmcircbuffer",
-        items,
-        write,
-        rs.into_iter().map(read).collect(),
-    )
+    let stream = (items / per_op, per_op);
+    let run = super::ring::queues::vmcircbuffer(cfg.queue_items, readers, stream, Some(per_op));
+    checked("vmcircbuffer", items, run?)
 }
 
 type Point = fn(&Config, usize, usize) -> Result<f64, Error>;

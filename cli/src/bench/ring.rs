@@ -195,8 +195,12 @@ where
     P: FnOnce() -> Result<(), Error> + Send,
     C: FnOnce() -> Result<u32, Error> + Send,
 {
-    let (secs, sums) = together(name, producer, vec![consumer])?;
-    Ok((secs, sums[0]))
+    first(together(name, producer, vec![consumer]))
+}
+
+/// A run's seconds and its one reader's checksum.
+fn first(run: Result<(f64, Vec<u32>), Error>) -> Result<(f64, u32), Error> {
+    run.map(|(secs, sums)| (secs, sums[0]))
 }
 
 struct Shape {
@@ -313,10 +317,13 @@ fn window_series(items: usize, hop: usize) -> u32 {
 
 /// The peer queues, each measured by [`lock_free`] or on its own terms.
 #[cfg(feature = "peers")]
-mod queues {
+pub(super) mod queues {
     use std::mem::MaybeUninit;
 
-    use super::{Error, Shape, checksum, fill, two_threads};
+    use vmcircbuffer::NoMetadata;
+    use vmcircbuffer::lockfree::{Circular, CircularError, Reader};
+
+    use super::{Error, Shape, checksum, fill, first, together, two_threads};
     use crate::bench::peers::Backoff;
 
     /// [`fill`] for uninitialised slots.
@@ -326,48 +333,94 @@ mod queues {
         }
     }
 
-    /// A lock-free peer on two threads. The producer writes the stream's
-    /// batches, each put by `put` (given the batch's first sequence number)
-    /// once there is room (`put` gives `false` while there is none); the
-    /// consumer, until every item is read, has `take` read whatever is
-    /// readable and give how many items it read and their checksum (none:
-    /// it waits). Both sides wait as every queue's side waits.
-    fn lock_free(
+    /// A lock-free peer on [`together`]'s threads. The writer puts `batches`
+    /// batches of `batch` items, each by `put` (given the batch's first
+    /// sequence number) once there is room (`put` gives `false` while there
+    /// is none); each reader, until it has read every item, has its `take`
+    /// read what is readable and give how many items it read and their
+    /// checksum (none: it waits). Every side waits as every queue's side
+    /// waits.
+    fn lock_free<T>(
         name: &'static str,
-        sh: &Shape,
+        (batches, batch): (usize, usize),
         mut put: impl FnMut(u32) -> Result<bool, Error> + Send,
-        mut take: impl FnMut() -> Result<(usize, u32), Error> + Send,
-    ) -> Result<(f64, u32), Error> {
-        let (nb, bi, total) = (sh.batches(), sh.batch, sh.items);
-        let producer = move || {
+        takes: Vec<T>,
+    ) -> Result<(f64, Vec<u32>), Error>
+    where
+        T: FnMut() -> Result<(usize, u32), Error> + Send,
+    {
+        let writer = move || {
             let mut backoff = Backoff::default();
-            for b in 0..nb {
-                while !put((b * bi) as u32)? {
+            for b in 0..batches {
+                while !put((b * batch) as u32)? {
                     backoff.wait();
                 }
                 backoff.reset();
             }
             Ok(())
         };
-        let consumer = move || {
-            let (mut sum, mut got) = (0u32, 0usize);
-            let mut backoff = Backoff::default();
-            while got < total {
-                match take()? {
-                    (0, _) => backoff.wait(),
-                    (n, s) => {
-                        backoff.reset();
-                        sum = sum.wrapping_add(s);
-                        got += n;
+        let reader = |mut take: T| {
+            move || {
+                let (mut sum, mut got) = (0u32, 0usize);
+                let mut backoff = Backoff::default();
+                while got < batches * batch {
+                    match take()? {
+                        (0, _) => backoff.wait(),
+                        (n, s) => {
+                            backoff.reset();
+                            sum = sum.wrapping_add(s);
+                            got += n;
+                        }
                     }
                 }
+                Ok(sum)
             }
-            Ok(sum)
         };
-        two_threads(name, producer, consumer)
+        together(name, writer, takes.into_iter().map(reader).collect())
     }
 
-    pub fn rtrb(sh: &Shape) -> Result<(f64, u32), Error> {
+    /// vmcircbuffer's lock-free variant (its `sync` one takes a mutex and a
+    /// condition variable per call) of `queue` items, [`lock_free`] with
+    /// `readers` readers, each reader taking whatever is readable, or with
+    /// `per_take` exactly that many items (the last ones: what is left).
+    pub(in crate::bench) fn vmcircbuffer(
+        queue: usize,
+        readers: usize,
+        (batches, batch): (usize, usize),
+        per_take: Option<usize>,
+    ) -> Result<(f64, Vec<u32>), Error> {
+        let peer = Error::peer::<CircularError>("vmcircbuffer");
+        let mut w = Circular::with_capacity::<f32, NoMetadata>(queue, readers).map_err(peer)?;
+        let rs = (0..readers).map(|_| w.add_reader().map_err(peer));
+        let rs: Vec<Reader<f32, NoMetadata>> = rs.collect::<Result<_, _>>()?;
+        let put = move |first| {
+            if w.slice().len() < batch {
+                return Ok(false);
+            }
+            fill(&mut w.slice()[..batch], first);
+            w.produce(batch, &[]);
+            Ok(true)
+        };
+        let (least, most) = per_take.map_or((1, usize::MAX), |n| (n, n));
+        let take = |mut r: Reader<f32, NoMetadata>| {
+            let mut left = batches * batch;
+            move || {
+                let s = r.slice();
+                if s.len() < least.min(left) {
+                    return Ok((0, 0));
+                }
+                let k = most.min(s.len());
+                let sum = checksum(&s[..k]);
+                r.consume(k);
+                left -= k;
+                Ok((k, sum))
+            }
+        };
+        let takes = rs.into_iter().map(take).collect();
+        lock_free("vmcircbuffer", (batches, batch), put, takes)
+    }
+
+    pub(super) fn rtrb(sh: &Shape) -> Result<(f64, u32), Error> {
         let (mut p, mut c) = rtrb::RingBuffer::<f32>::new(sh.queue);
         let bi = sh.batch;
         let put = move |first| {
@@ -382,7 +435,7 @@ mod queues {
             unsafe { chunk.commit_all() };
             Ok(true)
         };
-        lock_free("rtrb", sh, put, move || {
+        let take = move || {
             let n = c.slots();
             if n == 0 {
                 return Ok((0, 0));
@@ -392,10 +445,11 @@ mod queues {
             let sum = checksum(x).wrapping_add(checksum(y));
             chunk.commit_all();
             Ok((n, sum))
-        })
+        };
+        first(lock_free("rtrb", (sh.batches(), sh.batch), put, vec![take]))
     }
 
-    pub fn ringbuf(sh: &Shape) -> Result<(f64, u32), Error> {
+    pub(super) fn ringbuf(sh: &Shape) -> Result<(f64, u32), Error> {
         use ringbuf::traits::{Consumer, Observer, Producer, Raw, Split};
         let (mut p, mut c) = ringbuf::HeapRb::<f32>::new(sh.queue).split();
         let bi = sh.batch;
@@ -411,7 +465,7 @@ mod queues {
             unsafe { p.advance_write_index(bi) };
             Ok(true)
         };
-        lock_free("ringbuf", sh, put, move || {
+        let take = move || {
             let (x, y) = c.as_slices();
             let n = x.len() + y.len();
             let sum = checksum(x).wrapping_add(checksum(y));
@@ -419,41 +473,20 @@ mod queues {
                 c.skip(n);
             }
             Ok((n, sum))
-        })
-    }
-
-    /// vmcircbuffer's lock-free variant (its `sync` one takes a mutex and a
-    /// condition variable per call).
-    pub fn vmcircbuffer(sh: &Shape) -> Result<(f64, u32), Error> {
-        use vmcircbuffer::lockfree::Circular;
-        let peer = Error::peer::<vmcircbuffer::lockfree::CircularError>("vmcircbuffer");
-        let mut w =
-            Circular::with_capacity::<f32, vmcircbuffer::NoMetadata>(sh.queue, 1).map_err(peer)?;
-        let mut r = w.add_reader().map_err(peer)?;
-        let bi = sh.batch;
-        let put = move |first| {
-            if w.slice().len() < bi {
-                return Ok(false);
-            }
-            fill(&mut w.slice()[..bi], first);
-            w.produce(bi, &[]);
-            Ok(true)
         };
-        lock_free("vmcircbuffer", sh, put, move || {
-            let s = r.slice();
-            let (n, sum) = (s.len(), checksum(s));
-            if n > 0 {
-                r.consume(n);
-            }
-            Ok((n, sum))
-        })
+        first(lock_free(
+            "ringbuf",
+            (sh.batches(), sh.batch),
+            put,
+            vec![take],
+        ))
     }
 
     /// A channel of batch buffers: the queue's capacity in batches, each buffer
     /// allocated once and passed back to the producer when read (so the figure is
     /// the channel's, not the allocator's). The waits are crossbeam's own (spin,
     /// then park).
-    pub fn crossbeam(sh: &Shape) -> Result<(f64, u32), Error> {
+    pub(super) fn crossbeam(sh: &Shape) -> Result<(f64, u32), Error> {
         let slots = (sh.queue / sh.batch).max(1);
         let (full_tx, full_rx) = crossbeam_channel::bounded::<Vec<f32>>(slots);
         let (empty_tx, empty_rx) = crossbeam_channel::bounded::<Vec<f32>>(slots);
@@ -484,6 +517,13 @@ mod queues {
             },
         )
     }
+}
+
+/// vmcircbuffer's queue, its reader taking whatever is readable.
+#[cfg(feature = "peers")]
+fn vmcircbuffer_stream(sh: &Shape) -> Result<(f64, u32), Error> {
+    let stream = (sh.batches(), sh.batch);
+    first(queues::vmcircbuffer(sh.queue, 1, stream, None))
 }
 
 /// The same work with no queue: the producer fills and the consumer sums
@@ -615,7 +655,7 @@ fn contenders(case: &'static str, process: bool) -> Vec<(&'static str, Measure)>
             v.extend([
                 ("rtrb", queues::rtrb as Measure),
                 ("ringbuf", queues::ringbuf),
-                ("vmcircbuffer", queues::vmcircbuffer),
+                ("vmcircbuffer", vmcircbuffer_stream),
                 ("crossbeam", queues::crossbeam),
             ]);
             v.push(("bound", bound_stream));
