@@ -253,7 +253,7 @@ impl Row {
 }
 
 /// What a receiver found.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Received {
     /// Items received.
     pub items: u64,
@@ -267,13 +267,13 @@ pub struct Received {
     pub messages: u64,
 }
 
-/// A receiver's count: the items, their wrapping sum, and the span from the
-/// first arrival (data or the end of the stream) to the last data marked, or
-/// else to the end, on the wall clock and the process's CPU clock.
+/// A receiver's count: the items, their wrapping sum and the messages, and
+/// the span from the first arrival (data or the end of the stream) to the
+/// last data marked, or else to the end, on the wall clock and the process's
+/// CPU clock.
 #[derive(Default)]
 struct Tally {
-    items: u64,
-    sum: u32,
+    got: Received,
     first: Option<(Instant, f64)>,
     last: Option<(Instant, f64)>,
 }
@@ -290,22 +290,22 @@ impl Tally {
         self.first.get_or_insert_with(Self::now);
     }
 
-    /// `n` more items summing to `sum`.
+    /// One more message of `n` items summing to `sum`.
     fn add(&mut self, n: usize, sum: u32) {
-        self.items += n as u64;
-        self.sum = self.sum.wrapping_add(sum);
+        self.got.items += n as u64;
+        self.got.checksum = self.got.checksum.wrapping_add(sum);
+        self.got.messages += 1;
     }
 
-    /// What was received, in `messages` messages.
-    fn received(self, messages: u64) -> Received {
+    /// What was received.
+    fn received(self) -> Received {
         let (end, cpu1) = self.last.unwrap_or_else(Self::now);
         let (start, cpu0) = self.first.unwrap_or((end, cpu1));
+        let (seconds, cpu) = ((end - start).as_secs_f64(), cpu1 - cpu0);
         Received {
-            items: self.items,
-            checksum: self.sum,
-            seconds: (end - start).as_secs_f64(),
-            cpu: cpu1 - cpu0,
-            messages,
+            seconds,
+            cpu,
+            ..self.got
         }
     }
 }
@@ -321,7 +321,7 @@ pub fn receive(point: &str, endpoint: &str) -> Result<Received, String> {
         let s = ctx.socket(zmq::PULL).map_err(|e| e.to_string())?;
         s.set_rcvhwm(16).map_err(|e| e.to_string())?;
         s.connect(at.as_str()).map_err(|e| e.to_string())?;
-        let (mut tally, mut messages) = (Tally::default(), 0);
+        let mut tally = Tally::default();
         loop {
             let m = s.recv_msg(0).map_err(|e| e.to_string())?;
             tally.arrived();
@@ -332,9 +332,8 @@ pub fn receive(point: &str, endpoint: &str) -> Result<Received, String> {
                 a.wrapping_add(u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             });
             tally.add(m.len() / 4, sum);
-            messages += 1;
         }
-        return Ok(tally.received(messages));
+        return Ok(tally.received());
     }
     let from_gnuradio = match point {
         "dmaflow" => false,
@@ -372,7 +371,7 @@ pub fn receive(point: &str, endpoint: &str) -> Result<Received, String> {
                 tally.last = Some(Tally::now());
             }
         }
-        let _ = put.send(tally.received(0));
+        let _ = put.send(tally.received());
         Ok(())
     })
     .map_err(|e| e.to_string())?;
@@ -461,17 +460,6 @@ fn counters(dir: &Path, bytes: usize) -> Result<PathBuf, Error> {
     let data: Vec<u8> = (0..(bytes / 4) as u32).flat_map(u32::to_le_bytes).collect();
     std::fs::write(&path, data).map_err(Error::io(path.display()))?;
     Ok(path)
-}
-
-/// Starts GNU Radio's script in `role` with `args`: `tx` binds and keeps its
-/// socket open until its standard input is closed, `rx` connects.
-fn gnuradio(role: &str, args: &[&std::ffi::OsStr]) -> Result<Peer, Error> {
-    let mut cmd = Command::new("/usr/bin/python3");
-    cmd.args(["-c", GNURADIO_SCRIPT, role]).args(args);
-    match role {
-        "tx" => Peer::spawn(&mut cmd, Stdio::piped(), "GNU Radio's sender"),
-        _ => Peer::spawn(&mut cmd, Stdio::null(), "GNU Radio's receiver"),
-    }
 }
 
 /// Waits for GNU Radio's receiver and reads its line.
@@ -597,24 +585,30 @@ fn measure(
         (true, Some((data, dir))) => (data, dir.join("received.bin")),
         (true, None) => return Err(fail("GNU Radio's files are missing".into())),
     };
-    let (size_arg, bytes_arg) = (size.to_string(), bytes.to_string());
-    let gnuradio_tx = || gnuradio("tx", &[size_arg.as_ref(), data.as_ref(), endpoint.as_ref()]);
-    let gnuradio_rx = || {
-        let (size, bytes) = (size_arg.as_ref(), bytes_arg.as_ref());
-        gnuradio(
-            "rx",
-            &[size, bytes, endpoint.as_ref(), out.as_ref(), data.as_ref()],
-        )
+    // GNU Radio's script: its sender binds and keeps its socket open until
+    // its standard input is closed; its receiver connects.
+    let gnuradio = |role| {
+        let mut cmd = Command::new("/usr/bin/python3");
+        cmd.args(["-c", GNURADIO_SCRIPT, role, &size.to_string()]);
+        if role == "tx" {
+            let cmd = cmd.arg(data).arg(&endpoint);
+            return Peer::spawn(cmd, Stdio::piped(), "GNU Radio's sender");
+        }
+        cmd.arg(bytes.to_string())
+            .arg(&endpoint)
+            .arg(&out)
+            .arg(data);
+        Peer::spawn(&mut cmd, Stdio::null(), "GNU Radio's receiver")
     };
     let rx = match point {
-        Point::Gnuradio | Point::DmaflowToGnuradio => Receiver::Gnuradio(gnuradio_rx()?),
+        Point::Gnuradio | Point::DmaflowToGnuradio => Receiver::Gnuradio(gnuradio("rx")?),
         Point::Raw => Receiver::start(cfg, "raw", &endpoint)?,
         Point::GnuradioToDmaflow => Receiver::start(cfg, "from-gnuradio", &endpoint)?,
         _ => Receiver::start(cfg, "dmaflow", &endpoint)?,
     };
     let got = match point {
         Point::Gnuradio | Point::GnuradioToDmaflow => {
-            let tx = gnuradio_tx()?;
+            let tx = gnuradio("tx")?;
             // A failed receiver leaves the sender blocked: it is killed.
             let got = rx.received(point, bytes, size)?;
             gnuradio_done(tx)?;

@@ -6,16 +6,12 @@
 //! the slowest. The peer is vmcircbuffer's lock-free variant, the same
 //! double-mapping design with several readers.
 //!
-//! Items are `f32`; the writer writes every item (its bits are its sequence
-//! number) and each reader folds every item it reads into a checksum that is
-//! verified. Each operation moves exactly `items_per_op` items on every side.
-//! Threads are pinned as `bench ring` pins its two: the writer on the first
-//! core allowed, reader i on core (i + 1) modulo the cores allowed (on two
-//! cores one reader has a core of its own and more readers share the other
-//! cores with the writer in turn), the same for every implementation; every
-//! side spins then yields. Implementations take turns in each
-//! round, the order reversed every other round; medians of the rounds with
-//! their min..max.
+//! Items are `f32`, each written with its sequence number as its bits, and
+//! every reader's checksum is verified; each operation moves exactly
+//! `items_per_op` items on every side. Threads are pinned as `bench ring`
+//! pins them ([`together`]: on two cores one reader has a core of its own
+//! and more readers share the other with the writer), every side spins then
+//! yields; implementations take turns, the order reversed every other round.
 
 use dmaflow::ring::{Builder, Reader, Wait};
 

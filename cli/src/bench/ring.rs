@@ -1,23 +1,18 @@
-//! `dmaflow bench ring`: single-producer, single-consumer throughput of the mirrored
-//! queue against other Rust queues, and of a sliding-window reader with and without
-//! the overlap copy.
+//! `dmaflow bench ring`: single-producer, single-consumer throughput of the
+//! mirrored queue against other Rust queues, and of a sliding-window reader
+//! with and without the overlap copy.
 //!
-//! Items are `f32`. The producer writes every item of every batch in place (its
-//! bit pattern is its sequence number); the consumer folds every item into a
-//! wrapping integer sum of the bits, which vectorises, so the queue and not the
-//! per-item work is what is measured. Every run's checksum is verified.
-//!
-//! Every queue is measured on the same terms: the same batches of the same
-//! items, the consumer taking whatever is readable as soon as anything is,
-//! both sides waiting the same way (spin briefly, then `sched_yield`), no
-//! allocation per batch (crossbeam's batches are buffers passed back and
-//! forth), implementations taking turns in each round with the order reversed
-//! every other round, the producer and the consumer pinned to two different
-//! cores. Time runs from the first thread's start to the last
-//! thread's end, each read on its own thread. The `bound` row does the same
-//! work on two threads with no queue between them (each on a private buffer
-//! of the queue's size): no queue can beat it, and a row faster than it by
-//! more than the run-to-run spread is flagged as implausible.
+//! Items are `f32`, each written in place with its sequence number as its
+//! bits; the consumer folds every item into a wrapping sum of the bits (it
+//! vectorises: the queue, not the per-item work, is measured), verified.
+//! Every queue runs on the same terms: the same batches, the consumer taking
+//! whatever is readable as soon as anything is, both sides spinning briefly
+//! then yielding, no allocation per batch (crossbeam's batches are buffers
+//! passed back and forth), the threads pinned as [`together`] pins them,
+//! implementations taking turns with the order reversed every other round.
+//! The `bound` row does the same work with no queue (each thread on a private
+//! buffer of the queue's size): a row faster than it by more than the
+//! run-to-run spread is flagged as implausible.
 
 use std::sync::Barrier;
 use std::time::Instant;
