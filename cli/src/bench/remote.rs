@@ -220,10 +220,9 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
         ));
     }
     let scratch = ScratchDir::new("dmaflow-bench-remote")?;
-    dmaflow_remote::hwh::export("loopback", scratch.path()).map_err(|e| Error::Io {
-        path: scratch.path().display().to_string(),
-        source: std::io::Error::other(e.to_string()),
-    })?;
+    let exported = dmaflow_remote::hwh::export("loopback", scratch.path());
+    let exported = exported.map_err(|e| std::io::Error::other(e.to_string()));
+    exported.map_err(Error::io(scratch.path().display()))?;
     progress("remote: starting dmaflow serve");
     let served = match serve() {
         Ok(s) => s,

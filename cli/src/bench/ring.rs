@@ -198,35 +198,32 @@ fn first(run: Result<(f64, Vec<u32>), Error>) -> Result<(f64, u32), Error> {
     run.map(|(secs, sums)| (secs, sums[0]))
 }
 
+/// One batch size's stream, in items.
 struct Shape {
     items: usize,
+    batches: usize,
     batch: usize,
     queue: usize,
     /// The program that reads in another process.
     reader: Option<std::path::PathBuf>,
 }
 
-impl Shape {
-    fn batches(&self) -> usize {
-        self.items / self.batch
-    }
-}
-
 /// The producer of every dmaflow case: takes dmaflow's writer `w` (in this
-/// process or shared between processes: the same calls) and writes `nb`
-/// batches of `bi` items into it, each filled in place; the writer is
+/// process or shared between processes: the same calls) and writes the
+/// batches of [`Shape`] `sh` into it, each filled in place; the writer is
 /// dropped (the end of the stream) when it is done.
 macro_rules! batches_into {
-    ($w:ident, $nb:expr, $bi:expr) => {
+    ($w:ident, $sh:ident) => {{
+        let (nb, bi) = ($sh.batches, $sh.batch);
         move || -> Result<(), Error> {
             let mut w = $w;
-            for b in 0..$nb {
-                fill(w.reserve($bi)?, (b * $bi) as u32);
-                w.commit($bi)?;
+            for b in 0..nb {
+                fill(w.reserve(bi)?, (b * bi) as u32);
+                w.commit(bi)?;
             }
             Ok(())
         }
-    };
+    }};
 }
 
 /// The checksum of everything dmaflow's reader `r` reads until the end of
@@ -254,8 +251,7 @@ where
     C: FnOnce(Reader<f32>) -> Result<u32, Error> + Send,
 {
     let (w, r) = Builder::<f32>::new(sh.queue).wait(Wait::Yield).build()?;
-    let (nb, bi) = (sh.batches(), sh.batch);
-    two_threads("dmaflow", batches_into!(w, nb, bi), move || read(r))
+    two_threads("dmaflow", batches_into!(w, sh), move || read(r))
 }
 
 fn dmaflow_stream(sh: &Shape) -> Result<(f64, u32), Error> {
@@ -441,7 +437,7 @@ pub(super) mod queues {
             chunk.commit_all();
             Ok((n, sum))
         };
-        first(lock_free("rtrb", (sh.batches(), sh.batch), put, vec![take]))
+        first(lock_free("rtrb", (sh.batches, sh.batch), put, vec![take]))
     }
 
     pub(super) fn ringbuf(sh: &Shape) -> Result<(f64, u32), Error> {
@@ -471,7 +467,7 @@ pub(super) mod queues {
         };
         first(lock_free(
             "ringbuf",
-            (sh.batches(), sh.batch),
+            (sh.batches, sh.batch),
             put,
             vec![take],
         ))
@@ -490,7 +486,7 @@ pub(super) mod queues {
                 .send(vec![0f32; sh.batch])
                 .map_err(Error::peer("crossbeam"))?;
         }
-        let (nb, bi) = (sh.batches(), sh.batch);
+        let (nb, bi) = (sh.batches, sh.batch);
         two_threads(
             "crossbeam",
             move || {
@@ -517,7 +513,7 @@ pub(super) mod queues {
 /// vmcircbuffer's queue, its reader taking whatever is readable.
 #[cfg(feature = "peers")]
 fn vmcircbuffer_stream(sh: &Shape) -> Result<(f64, u32), Error> {
-    let stream = (sh.batches(), sh.batch);
+    let stream = (sh.batches, sh.batch);
     first(queues::vmcircbuffer(sh.queue, 1, stream, None))
 }
 
@@ -526,7 +522,7 @@ fn vmcircbuffer_stream(sh: &Shape) -> Result<(f64, u32), Error> {
 /// started together. What a queue adds (hand-over, shared cache lines, the
 /// consumer reading what the producer wrote) only slows this down.
 fn bound_stream(sh: &Shape) -> Result<(f64, u32), Error> {
-    let (nb, bi, q) = (sh.batches(), sh.batch, sh.queue);
+    let (nb, bi, q) = (sh.batches, sh.batch, sh.queue);
     let mut src = vec![0f32; q];
     let mut dst = vec![0f32; q];
     // The consumer's buffer holds the stream's items where the queue would:
@@ -564,14 +560,11 @@ fn monotonic_ns() -> u64 {
 fn shm_threads(sh: &Shape) -> Result<(f64, u32), Error> {
     use dmaflow::ring::shm::{ShmConfig, ShmReader, ShmWriter};
     let w = ShmWriter::<f32>::create(sh.queue, &ShmConfig::default())?;
-    let fd = w.fd().try_clone_to_owned().map_err(|source| Error::Io {
-        path: "shared queue descriptor".into(),
-        source,
-    })?;
+    let fd = w.fd().try_clone_to_owned();
+    let fd = fd.map_err(Error::io("shared queue descriptor"))?;
     // SAFETY: only `w` writes the object.
     let mut r = unsafe { ShmReader::<f32>::from_fd(fd)? };
-    let (nb, bi) = (sh.batches(), sh.batch);
-    two_threads("dmaflow-shm", batches_into!(w, nb, bi), move || {
+    two_threads("dmaflow-shm", batches_into!(w, sh), move || {
         Ok(sum_readable!(r))
     })
 }
@@ -607,13 +600,12 @@ fn shm_process(sh: &Shape) -> Result<(f64, u32), Error> {
     cmd.arg("shm-reader").arg("--path").arg(&path);
     let child = Peer::spawn(&mut cmd, std::process::Stdio::null(), "dmaflow shm-reader")?;
     let attached = w.wait_for_readers(1, std::time::Duration::from_secs(20));
-    let (nb, bi) = (sh.batches(), sh.batch);
     let start = std::thread::scope(|s| {
         s.spawn(|| {
             pin_to(0);
             attached?;
             let t0 = monotonic_ns();
-            batches_into!(w, nb, bi)()?;
+            batches_into!(w, sh)()?;
             Ok::<u64, Error>(t0)
         })
         .join()
@@ -638,36 +630,36 @@ fn shm_process(sh: &Shape) -> Result<(f64, u32), Error> {
 type Measure = fn(&Shape) -> Result<(f64, u32), Error>;
 
 /// The implementations measured for one case, with the checksum each must give.
-fn contenders(case: &'static str, process: bool) -> Vec<(&'static str, Measure)> {
-    match case {
-        "stream" => {
-            let mut v: Vec<(&'static str, Measure)> =
-                vec![("dmaflow", dmaflow_stream), ("dmaflow-shm", shm_threads)];
-            if process {
-                v.push(("dmaflow-process", shm_process));
-            }
-            #[cfg(feature = "peers")]
-            v.extend([
-                ("rtrb", queues::rtrb as Measure),
-                ("ringbuf", queues::ringbuf),
-                ("vmcircbuffer", vmcircbuffer_stream),
-                ("crossbeam", queues::crossbeam),
-            ]);
-            v.push(("bound", bound_stream));
-            v
-        }
-        "window" => vec![("dmaflow", dmaflow_window)],
-        _ => vec![("dmaflow", copying_window)],
+fn contenders(case: &str, process: bool) -> Vec<(&'static str, Measure)> {
+    let mut v: Vec<(&'static str, Measure)> = match case {
+        "window" => return vec![("dmaflow", dmaflow_window)],
+        "window-copy" => return vec![("dmaflow", copying_window)],
+        _ => vec![("dmaflow", dmaflow_stream), ("dmaflow-shm", shm_threads)],
+    };
+    if process {
+        v.push(("dmaflow-process", shm_process));
     }
+    #[cfg(feature = "peers")]
+    v.extend([
+        ("rtrb", queues::rtrb as Measure),
+        ("ringbuf", queues::ringbuf),
+        ("vmcircbuffer", vmcircbuffer_stream),
+        ("crossbeam", queues::crossbeam),
+    ]);
+    v.push(("bound", bound_stream));
+    v
 }
 
 /// Runs the experiment. `progress` hears about each measurement before it starts.
 pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
     let mut rows = Vec::new();
     for &batch_bytes in &cfg.batches {
+        let batch = batch_bytes / ITEM;
+        let batches = cfg.total_bytes / ITEM / batch;
         let shape = Shape {
-            items: cfg.total_bytes / ITEM / (batch_bytes / ITEM) * (batch_bytes / ITEM),
-            batch: batch_bytes / ITEM,
+            items: batches * batch,
+            batches,
+            batch,
             queue: cfg.queue_bytes / ITEM,
             reader: cfg.reader.clone(),
         };
@@ -715,7 +707,7 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
 /// The no-queue bound's checksum: the consumer sums its queue-sized buffer
 /// (items `0..queue`) batch by batch, wrapping around it.
 fn bound_series(sh: &Shape) -> u32 {
-    (0..sh.batches()).fold(0u32, |a, b| {
+    (0..sh.batches).fold(0u32, |a, b| {
         let off = (b * sh.batch) % sh.queue;
         a.wrapping_add(series(off as u64, sh.batch as u64))
     })
