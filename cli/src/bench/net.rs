@@ -335,15 +335,12 @@ pub fn receive(point: &str, endpoint: &str) -> Result<Received, String> {
         }
         return Ok(tally.received());
     }
-    let from_gnuradio = match point {
-        "dmaflow" => false,
-        "from-gnuradio" => true,
-        other => {
-            return Err(format!(
-                "{other:?} is not a receiver: dmaflow, from-gnuradio or raw"
-            ));
-        }
-    };
+    let from_gnuradio = point == "from-gnuradio";
+    if !from_gnuradio && point != "dmaflow" {
+        return Err(format!(
+            "{point:?} is not a receiver: dmaflow, from-gnuradio or raw"
+        ));
+    }
     let mut g = Graph::new();
     let (out, mut inp) = g
         .connect_with_capacity::<u32>(("net", "out"), ("sum", "in"), 1 << 20)
@@ -478,12 +475,11 @@ fn gnuradio_received(rx: Peer, bytes: usize, size: usize) -> Result<Received, Er
         .collect();
     let fail = |why: &str| {
         let stderr = String::from_utf8_lossy(&out.stderr);
-        let why = format!(
-            "receiver {why} ({}): said {line:?}; {}",
-            out.status,
-            stderr.trim()
-        );
-        Error::peer("gnuradio")(why)
+        let stderr = stderr.trim();
+        Error::peer("gnuradio")(format!(
+            "receiver {why} ({}): said {line:?}; {stderr}",
+            out.status
+        ))
     };
     if !out.status.success() || f.len() != 4 {
         return Err(fail("failed"));
