@@ -2,26 +2,14 @@
 //! the binding's own ceiling and against GNU Radio's gr-zeromq, each point
 //! saying what its ends do (`does`, in the report and the JSON).
 //!
-//! For each size, the same bytes cross loopback TCP once per point per round:
-//!
-//! - `dmaflow`: a generator node writes `u32` counters into a queue, the
-//!   `dmaflow_net` sink sends one message per `size` bytes; in a child
-//!   process (`dmaflow net-peer`) the `dmaflow_net` source copies each message
-//!   into a queue and a node sums every `u32` (checksum verified).
-//! - `raw`: bare PUSH/PULL of the same libzmq, the ceiling: a loop fills each
-//!   message with counters and sends it, a loop receives it and sums it.
-//! - `dmaflow-batched`: dmaflow's ends with `size`-byte items, every whole
-//!   item readable in one message up to 256 KiB (the sink's default).
-//! - `dmaflow-capped`: the same, messages capped at the mean size GNU Radio's
-//!   `push_sink` sent in this run at this item size (measured first, by
-//!   `gnuradio->dmaflow`): the point compared with GNU Radio on equal terms.
-//! - `gnuradio`: two GNU Radio processes, lean: `file_source` (a file of the
-//!   same counters in tmpfs, `read()` into its buffer) into `push_sink`;
-//!   `pull_source` into `file_sink` (tmpfs; every byte written once), the
-//!   file compared byte for byte with what was sent after the timed span.
-//! - `dmaflow->gnuradio` and `gnuradio->dmaflow`: the crossed edges, dmaflow's
-//!   capped sender into GNU Radio's receiver and GNU Radio's sender into
-//!   dmaflow's receiver (which counts the messages: GNU Radio's message size).
+//! For each size, the same bytes of `u32` counters cross loopback TCP once
+//! per point per round, every checksum verified: dmaflow's ends
+//! (`dmaflow_net`'s sink and source, the receiver in a child process
+//! `dmaflow net-peer`), bare PUSH/PULL of the same libzmq (the ceiling),
+//! dmaflow batching whole items into messages (up to the sink's default, or
+//! capped at the mean size GNU Radio's `push_sink` sent in this run at this
+//! item size), GNU Radio's lean ends and the two crossed edges; what each
+//! point's ends do is [`Point::does`].
 //!
 //! Points take turns in each round and the order reverses every other
 //! round; medians and the min..max of the rounds. Time is the receiver's,
@@ -145,61 +133,66 @@ pub enum Point {
 }
 
 impl Point {
-    /// Its name in tables and JSON.
-    pub fn name(self) -> &'static str {
+    /// Its name in tables and JSON, and what its ends do in their own words
+    /// (sender | receiver).
+    fn texts(self) -> (&'static str, &'static str) {
         match self {
-            Point::Dmaflow => "dmaflow",
-            Point::Raw => "raw",
-            Point::Batched => "dmaflow-batched",
-            Point::Capped => "dmaflow-capped",
-            Point::Gnuradio => "gnuradio",
-            Point::DmaflowToGnuradio => "dmaflow->gnuradio",
-            Point::GnuradioToDmaflow => "gnuradio->dmaflow",
-        }
-    }
-
-    /// What its ends do, in their own words.
-    pub fn does(self) -> &'static str {
-        match self {
-            Point::Dmaflow => {
+            Point::Dmaflow => (
+                "dmaflow",
                 "dmaflow: a generator node writes u32 counters into a queue; the dmaflow_net sink \
                  copies them into one message per size bytes | the dmaflow_net source (another \
                  process) copies each message into a queue; a node sums every u32 (checksum \
-                 verified)"
-            }
-            Point::Raw => {
+                 verified)",
+            ),
+            Point::Raw => (
+                "raw",
                 "bare libzmq PUSH/PULL: a loop writes u32 counters into each message and sends \
                  it | a loop (another process) receives each message and sums every u32 \
-                 (checksum verified)"
-            }
-            Point::Batched => {
+                 (checksum verified)",
+            ),
+            Point::Batched => (
+                "dmaflow-batched",
                 "dmaflow, size-byte items, every whole item readable in one message up to 256 KiB \
-                 (the sink's default) | the same receiver as dmaflow"
-            }
-            Point::Capped => {
+                 (the sink's default) | the same receiver as dmaflow",
+            ),
+            Point::Capped => (
+                "dmaflow-capped",
                 "dmaflow, size-byte items, messages capped at the mean size GNU Radio's push_sink \
                  sent at this item size in this run (message_bytes) | the same receiver as \
-                 dmaflow"
-            }
-            Point::Gnuradio => {
+                 dmaflow",
+            ),
+            Point::Gnuradio => (
+                "gnuradio",
                 "GNU Radio 3.10, lean: file_source (the same u32 counters from a tmpfs file, \
                  read() into its buffer) -> push_sink | pull_source (another process) -> \
                  file_sink into tmpfs (every byte written once), compared byte for byte after \
                  the timed span; blocks' poll timeout 1 ms (gr-zeromq's default 100 ms stalled \
                  GNU Radio into GNU Radio by about one timeout in some runs); its time polled \
-                 every 0.5 ms"
-            }
-            Point::DmaflowToGnuradio => {
+                 every 0.5 ms",
+            ),
+            Point::DmaflowToGnuradio => (
+                "dmaflow->gnuradio",
                 "dmaflow's capped sender (a generator node, the dmaflow_net sink copying into \
                  each message) -> GNU Radio's receiver (pull_source -> file_sink, compared byte \
-                 for byte)"
-            }
-            Point::GnuradioToDmaflow => {
+                 for byte)",
+            ),
+            Point::GnuradioToDmaflow => (
+                "gnuradio->dmaflow",
                 "GNU Radio's sender (file_source -> push_sink) -> dmaflow's receiver (the \
                  dmaflow_net source copying into a queue, a node summing every u32, checksum \
-                 verified; it counts the messages: GNU Radio's message size)"
-            }
+                 verified; it counts the messages: GNU Radio's message size)",
+            ),
         }
+    }
+
+    /// Its name in tables and JSON.
+    pub fn name(self) -> &'static str {
+        self.texts().0
+    }
+
+    /// What its ends do, in their own words.
+    pub fn does(self) -> &'static str {
+        self.texts().1
     }
 
     /// Whether a GNU Radio end takes part.
@@ -260,7 +253,7 @@ impl Row {
 }
 
 /// What a receiver found.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Received {
     /// Items received.
     pub items: u64,
@@ -274,13 +267,13 @@ pub struct Received {
     pub messages: u64,
 }
 
-/// A receiver's count: the items, their wrapping sum, and the span from the
-/// first arrival (data or the end of the stream) to the last data marked, or
-/// else to the end, on the wall clock and the process's CPU clock.
+/// A receiver's count: the items, their wrapping sum and the messages, and
+/// the span from the first arrival (data or the end of the stream) to the
+/// last data marked, or else to the end, on the wall clock and the process's
+/// CPU clock.
 #[derive(Default)]
 struct Tally {
-    items: u64,
-    sum: u32,
+    got: Received,
     first: Option<(Instant, f64)>,
     last: Option<(Instant, f64)>,
 }
@@ -297,22 +290,22 @@ impl Tally {
         self.first.get_or_insert_with(Self::now);
     }
 
-    /// `n` more items summing to `sum`.
+    /// One more message of `n` items summing to `sum`.
     fn add(&mut self, n: usize, sum: u32) {
-        self.items += n as u64;
-        self.sum = self.sum.wrapping_add(sum);
+        self.got.items += n as u64;
+        self.got.checksum = self.got.checksum.wrapping_add(sum);
+        self.got.messages += 1;
     }
 
-    /// What was received, in `messages` messages.
-    fn received(self, messages: u64) -> Received {
+    /// What was received.
+    fn received(self) -> Received {
         let (end, cpu1) = self.last.unwrap_or_else(Self::now);
         let (start, cpu0) = self.first.unwrap_or((end, cpu1));
+        let (seconds, cpu) = ((end - start).as_secs_f64(), cpu1 - cpu0);
         Received {
-            items: self.items,
-            checksum: self.sum,
-            seconds: (end - start).as_secs_f64(),
-            cpu: cpu1 - cpu0,
-            messages,
+            seconds,
+            cpu,
+            ..self.got
         }
     }
 }
@@ -328,7 +321,7 @@ pub fn receive(point: &str, endpoint: &str) -> Result<Received, String> {
         let s = ctx.socket(zmq::PULL).map_err(|e| e.to_string())?;
         s.set_rcvhwm(16).map_err(|e| e.to_string())?;
         s.connect(at.as_str()).map_err(|e| e.to_string())?;
-        let (mut tally, mut messages) = (Tally::default(), 0);
+        let mut tally = Tally::default();
         loop {
             let m = s.recv_msg(0).map_err(|e| e.to_string())?;
             tally.arrived();
@@ -339,19 +332,15 @@ pub fn receive(point: &str, endpoint: &str) -> Result<Received, String> {
                 a.wrapping_add(u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             });
             tally.add(m.len() / 4, sum);
-            messages += 1;
         }
-        return Ok(tally.received(messages));
+        return Ok(tally.received());
     }
-    let from_gnuradio = match point {
-        "dmaflow" => false,
-        "from-gnuradio" => true,
-        other => {
-            return Err(format!(
-                "{other:?} is not a receiver: dmaflow, from-gnuradio or raw"
-            ));
-        }
-    };
+    let from_gnuradio = point == "from-gnuradio";
+    if !from_gnuradio && point != "dmaflow" {
+        return Err(format!(
+            "{point:?} is not a receiver: dmaflow, from-gnuradio or raw"
+        ));
+    }
     let mut g = Graph::new();
     let (out, mut inp) = g
         .connect_with_capacity::<u32>(("net", "out"), ("sum", "in"), 1 << 20)
@@ -379,7 +368,7 @@ pub fn receive(point: &str, endpoint: &str) -> Result<Received, String> {
                 tally.last = Some(Tally::now());
             }
         }
-        let _ = put.send(tally.received(0));
+        let _ = put.send(tally.received());
         Ok(())
     })
     .map_err(|e| e.to_string())?;
@@ -396,30 +385,27 @@ pub fn receive(point: &str, endpoint: &str) -> Result<Received, String> {
 fn send(max_items: Option<usize>, endpoint: &str, size: usize, bytes: usize) -> Result<(), String> {
     let at = dmaflow_net::Endpoint::parse(endpoint).map_err(|e| e.to_string())?;
     let items = bytes / 4;
-    let max_items = match max_items {
-        None => {
-            let ctx = zmq::Context::new();
-            let s = ctx.socket(zmq::PUSH).map_err(|e| e.to_string())?;
-            s.set_sndhwm(16).map_err(|e| e.to_string())?;
-            s.set_linger(5000).map_err(|e| e.to_string())?;
-            s.bind(at.as_str()).map_err(|e| e.to_string())?;
-            let per = size / 4;
-            let mut next = 0u32;
-            let mut sent = 0;
-            while sent < items {
-                let n = per.min(items - sent);
-                let mut m = zmq::Message::with_size(n * 4);
-                for c in m.chunks_exact_mut(4) {
-                    c.copy_from_slice(&next.to_le_bytes());
-                    next = next.wrapping_add(1);
-                }
-                s.send(m, 0).map_err(|e| e.to_string())?;
-                sent += n;
+    let Some(max_items) = max_items else {
+        let ctx = zmq::Context::new();
+        let s = ctx.socket(zmq::PUSH).map_err(|e| e.to_string())?;
+        s.set_sndhwm(16).map_err(|e| e.to_string())?;
+        s.set_linger(5000).map_err(|e| e.to_string())?;
+        s.bind(at.as_str()).map_err(|e| e.to_string())?;
+        let per = size / 4;
+        let mut next = 0u32;
+        let mut sent = 0;
+        while sent < items {
+            let n = per.min(items - sent);
+            let mut m = zmq::Message::with_size(n * 4);
+            for c in m.chunks_exact_mut(4) {
+                c.copy_from_slice(&next.to_le_bytes());
+                next = next.wrapping_add(1);
             }
-            s.send(Vec::<u8>::new(), 0).map_err(|e| e.to_string())?;
-            return Ok(());
+            s.send(m, 0).map_err(|e| e.to_string())?;
+            sent += n;
         }
-        Some(max_items) => max_items,
+        s.send(Vec::<u8>::new(), 0).map_err(|e| e.to_string())?;
+        return Ok(());
     };
     let mut g = Graph::new();
     // Room for two whole messages: a sink whose message is larger than its
@@ -473,17 +459,6 @@ fn counters(dir: &Path, bytes: usize) -> Result<PathBuf, Error> {
     Ok(path)
 }
 
-/// Starts GNU Radio's script in `role` with `args`: `tx` binds and keeps its
-/// socket open until its standard input is closed, `rx` connects.
-fn gnuradio(role: &str, args: &[&std::ffi::OsStr]) -> Result<Peer, Error> {
-    let mut cmd = Command::new("/usr/bin/python3");
-    cmd.args(["-c", GNURADIO_SCRIPT, role]).args(args);
-    match role {
-        "tx" => Peer::spawn(&mut cmd, Stdio::piped(), "GNU Radio's sender"),
-        _ => Peer::spawn(&mut cmd, Stdio::null(), "GNU Radio's receiver"),
-    }
-}
-
 /// Waits for GNU Radio's receiver and reads its line.
 fn gnuradio_received(rx: Peer, bytes: usize, size: usize) -> Result<Received, Error> {
     let out = rx.wait_within(GR_RX_LIMIT).map_err(|e| match e {
@@ -500,12 +475,11 @@ fn gnuradio_received(rx: Peer, bytes: usize, size: usize) -> Result<Received, Er
         .collect();
     let fail = |why: &str| {
         let stderr = String::from_utf8_lossy(&out.stderr);
-        let why = format!(
-            "receiver {why} ({}): said {line:?}; {}",
-            out.status,
-            stderr.trim()
-        );
-        Error::peer("gnuradio")(why)
+        let stderr = stderr.trim();
+        Error::peer("gnuradio")(format!(
+            "receiver {why} ({}): said {line:?}; {stderr}",
+            out.status
+        ))
     };
     if !out.status.success() || f.len() != 4 {
         return Err(fail("failed"));
@@ -534,11 +508,13 @@ fn gnuradio_done(mut tx: Peer) -> Result<(), Error> {
     Ok(())
 }
 
-/// dmaflow's or the raw receiver ([`receive`]'s `point`) at work: in a
-/// child process (`dmaflow net-peer`), or on a thread of this one.
+/// A receiver at work: dmaflow's or the raw one ([`receive`]'s `point`) in
+/// a child process (`dmaflow net-peer`) or on a thread of this one, or GNU
+/// Radio's.
 enum Receiver {
     Thread(std::thread::JoinHandle<Result<Received, String>>),
     Child(Peer),
+    Gnuradio(Peer),
 }
 
 impl Receiver {
@@ -556,8 +532,9 @@ impl Receiver {
         Ok(Receiver::Child(peer))
     }
 
-    /// What it received, `point` naming it in an error.
-    fn received(self, point: Point) -> Result<Received, Error> {
+    /// What it received of `bytes` in `size`-byte messages, `point` naming
+    /// it in an error.
+    fn received(self, point: Point, bytes: usize, size: usize) -> Result<Received, Error> {
         let fail = Error::peer(point.name());
         let out = match self {
             Receiver::Thread(t) => {
@@ -565,6 +542,7 @@ impl Receiver {
                 return got.map_err(fail);
             }
             Receiver::Child(child) => child.wait_within(PEER_LIMIT)?,
+            Receiver::Gnuradio(rx) => return gnuradio_received(rx, bytes, size),
         };
         if !out.status.success() {
             return Err(fail(String::from_utf8_lossy(&out.stderr).into_owned()));
@@ -603,26 +581,36 @@ fn measure(
         (true, Some((data, dir))) => (data, dir.join("received.bin")),
         (true, None) => return Err(fail("GNU Radio's files are missing".into())),
     };
-    let (size_arg, bytes_arg) = (size.to_string(), bytes.to_string());
-    let gnuradio_tx = || gnuradio("tx", &[size_arg.as_ref(), data.as_ref(), endpoint.as_ref()]);
-    let gnuradio_rx = || {
-        let (size, bytes) = (size_arg.as_ref(), bytes_arg.as_ref());
-        gnuradio(
-            "rx",
-            &[size, bytes, endpoint.as_ref(), out.as_ref(), data.as_ref()],
-        )
+    // GNU Radio's script: its sender binds and keeps its socket open until
+    // its standard input is closed; its receiver connects.
+    let gnuradio = |role| {
+        let mut cmd = Command::new("/usr/bin/python3");
+        cmd.args(["-c", GNURADIO_SCRIPT, role, &size.to_string()]);
+        if role == "tx" {
+            let cmd = cmd.arg(data).arg(&endpoint);
+            return Peer::spawn(cmd, Stdio::piped(), "GNU Radio's sender");
+        }
+        cmd.arg(bytes.to_string())
+            .arg(&endpoint)
+            .arg(&out)
+            .arg(data);
+        Peer::spawn(&mut cmd, Stdio::null(), "GNU Radio's receiver")
+    };
+    let rx = match point {
+        Point::Gnuradio | Point::DmaflowToGnuradio => Receiver::Gnuradio(gnuradio("rx")?),
+        Point::Raw => Receiver::start(cfg, "raw", &endpoint)?,
+        Point::GnuradioToDmaflow => Receiver::start(cfg, "from-gnuradio", &endpoint)?,
+        _ => Receiver::start(cfg, "dmaflow", &endpoint)?,
     };
     let got = match point {
-        Point::Gnuradio => {
-            let rx = gnuradio_rx()?;
-            let tx = gnuradio_tx()?;
+        Point::Gnuradio | Point::GnuradioToDmaflow => {
+            let tx = gnuradio("tx")?;
             // A failed receiver leaves the sender blocked: it is killed.
-            let got = gnuradio_received(rx, bytes, size)?;
+            let got = rx.received(point, bytes, size)?;
             gnuradio_done(tx)?;
             got
         }
         Point::DmaflowToGnuradio => {
-            let rx = gnuradio_rx()?;
             // The sender on a thread, so that a stalled receiver is waited
             // for with a limit; once it is killed, dmaflow's sink gives up
             // within its grace (5 s), or is left behind.
@@ -631,7 +619,7 @@ fn measure(
             std::thread::spawn(move || {
                 let _ = done.send(send(sender, &at, size, bytes));
             });
-            let got = gnuradio_received(rx, bytes, size);
+            let got = rx.received(point, bytes, size);
             let sent = finished
                 .recv_timeout(Duration::from_secs(15))
                 .unwrap_or_else(|_| Err("dmaflow's sender did not finish".into()));
@@ -639,22 +627,9 @@ fn measure(
             sent.map_err(fail)?;
             got
         }
-        Point::GnuradioToDmaflow => {
-            let rx = Receiver::start(cfg, "from-gnuradio", &endpoint)?;
-            let tx = gnuradio_tx()?;
-            let got = rx.received(point)?;
-            gnuradio_done(tx)?;
-            got
-        }
         _ => {
-            let name = if point == Point::Raw {
-                "raw"
-            } else {
-                "dmaflow"
-            };
-            let rx = Receiver::start(cfg, name, &endpoint)?;
             send(sender, &endpoint, size, bytes).map_err(fail)?;
-            rx.received(point)?
+            rx.received(point, bytes, size)?
         }
     };
     if point.gnuradio() {
@@ -705,11 +680,9 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
         // GNU Radio's ends read the counters from tmpfs and write there.
         let dir = with_gnuradio.then(|| ScratchDir::under(&tmpfs(), "dmaflow-net"));
         let dir = dir.transpose()?;
-        let data = dir
-            .as_ref()
-            .map(|d| Ok::<_, Error>((counters(d.path(), bytes)?, d.path())));
+        let data = dir.as_ref().map(|d| counters(d.path(), bytes));
         let data = data.transpose()?;
-        let files = data.as_ref().map(|(c, d)| (c.as_path(), *d));
+        let files = data.as_deref().zip(dir.as_ref().map(ScratchDir::path));
         // GNU Radio's message size at this item size, measured before the
         // rounds (dmaflow's receiver counts the messages), caps dmaflow's.
         let cap = if with_gnuradio {
@@ -925,15 +898,15 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
             list(&equal, &|m| format!("{m:.2}x"))
         ));
     }
+    let how = if cfg.in_process {
+        " (threads, in process)"
+    } else {
+        ""
+    };
     let heading = format!(
-        "net: a dmaflow ZeroMQ edge between two processes{} over loopback TCP vs bare \
+        "net: a dmaflow ZeroMQ edge between two processes{how} over loopback TCP vs bare \
          PUSH/PULL of the same libzmq and GNU Radio's gr-zeromq, 100 000 messages ({}..{} \
          MiB) per measurement, {} rounds, interleaved",
-        if cfg.in_process {
-            " (threads, in process)"
-        } else {
-            ""
-        },
         cfg.bytes.0 >> 20,
         cfg.bytes.1 >> 20,
         cfg.rounds

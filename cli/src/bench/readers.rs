@@ -6,22 +6,14 @@
 //! the slowest. The peer is vmcircbuffer's lock-free variant, the same
 //! double-mapping design with several readers.
 //!
-//! Items are `f32`; the writer writes every item (its bits are its sequence
-//! number) and each reader folds every item it reads into a checksum that is
-//! verified. Each operation moves exactly `items_per_op` items on every side.
-//! Threads are pinned as `bench ring` pins its two: the writer on the first
-//! core allowed, reader i on core (i + 1) modulo the cores allowed (on two
-//! cores one reader has a core of its own and more readers share the other
-//! cores with the writer in turn), the same for every implementation; every
-//! side spins then yields. Implementations take turns in each
-//! round, the order reversed every other round; medians of the rounds with
-//! their min..max.
+//! Items are `f32`, each written with its sequence number as its bits, and
+//! every reader's checksum is verified; each operation moves exactly
+//! `items_per_op` items on every side. Threads are pinned as `bench ring`
+//! pins them ([`together`]: on two cores one reader has a core of its own
+//! and more readers share the other with the writer), every side spins then
+//! yields; implementations take turns, the order reversed every other round.
 
-use std::sync::Barrier;
-use std::time::Instant;
-
-use dmaflow::platform::cpu::{allowed_cores, pin};
-use dmaflow::ring::{Builder, Wait};
+use dmaflow::ring::{Builder, Reader, Wait};
 
 use super::columns::Columns;
 use super::conditions::Conditions;
@@ -29,6 +21,7 @@ use super::error::Error;
 use super::harness::{OnBoard, Progress, Setup, Spec, Tier};
 use super::peers::{checksum, fill, series};
 use super::report::{Report, Target, sentence, within};
+use super::ring::together;
 use super::spread::{Spread, in_turns};
 
 /// `dmaflow bench readers`.
@@ -135,157 +128,60 @@ impl Row {
     }
 }
 
-/// One side of a measurement: the writer (no checksum) or a reader (the
-/// checksum of what it read).
-type Side<'a> = Box<dyn FnOnce() -> Result<Option<u32>, Error> + Send + 'a>;
-
-/// Runs the writer and the readers together, the writer pinned to the first
-/// core allowed and reader i to core i + 1 (modulo the cores); returns the
-/// seconds from the first start to the last end, after checking every
-/// reader's checksum.
-fn together<W, R>(
-    name: &'static str,
-    items: usize,
-    writer: W,
-    readers: Vec<R>,
-) -> Result<f64, Error>
-where
-    W: FnOnce() -> Result<(), Error> + Send,
-    R: FnOnce() -> Result<u32, Error> + Send,
-{
-    let mut sides: Vec<Side> = vec![Box::new(move || writer().map(|()| None))];
-    sides.extend(
-        readers
-            .into_iter()
-            .map(|r| Box::new(move || r().map(Some)) as Side),
-    );
-    let start = Barrier::new(sides.len());
-    let cores = allowed_cores(None).unwrap_or_default();
-    let ends = std::thread::scope(|s| {
-        let threads: Vec<_> = sides
-            .into_iter()
-            .enumerate()
-            .map(|(i, side)| {
-                let (start, cores) = (&start, &cores);
-                s.spawn(move || {
-                    if !cores.is_empty() {
-                        let _ = pin(None, &[cores[i % cores.len()]]);
-                    }
-                    start.wait();
-                    let t0 = Instant::now();
-                    side().map(|sum| (t0, Instant::now(), sum))
-                })
-            })
-            .collect();
-        let joined = threads
-            .into_iter()
-            .map(|t| t.join().map_err(|_| Error::Panicked(name))?);
-        joined.collect::<Result<Vec<_>, Error>>()
-    })?;
-    let want = series(0, items as u64);
-    if let Some(got) = ends.iter().filter_map(|e| e.2).find(|&s| s != want) {
-        return Err(Error::Corrupted {
+/// A run's seconds, once every reader's checksum is that of the `items`
+/// items written.
+fn checked(name: &str, items: usize, (secs, sums): (f64, Vec<u32>)) -> Result<f64, Error> {
+    let expected = series(0, items as u64);
+    match sums.into_iter().find(|&s| s != expected) {
+        Some(got) => Err(Error::Corrupted {
             what: format!("readers {name}: a reader's checksum"),
             got,
-            expected: want,
-        });
+            expected,
+        }),
+        None => Ok(secs),
     }
-    let first = ends.iter().map(|t| t.0).min().unwrap_or_else(Instant::now);
-    let last = ends.iter().map(|t| t.1).max().unwrap_or(first);
-    Ok((last - first).as_secs_f64())
 }
 
+/// dmaflow's queue, each reader taking up to `per_op` items an operation.
 fn dmaflow_point(cfg: &Config, readers: usize, per_op: usize) -> Result<f64, Error> {
     let items = cfg.items(per_op);
     let (mut w, r0) = Builder::<f32>::new(cfg.queue_items)
         .wait(Wait::Yield)
         .build()?;
-    let mut rs = vec![r0];
-    for _ in 1..readers {
-        rs.push(w.add_reader());
-    }
-    let reader_fns: Vec<_> = rs
-        .into_iter()
-        .map(|mut r| {
-            move || -> Result<u32, Error> {
-                let mut sum = 0u32;
-                loop {
-                    let s = r.peek(per_op)?;
-                    if s.is_empty() {
-                        return Ok(sum);
-                    }
-                    let k = s.len().min(per_op);
-                    sum = sum.wrapping_add(checksum(&s[..k]));
-                    r.consume(k)?;
-                }
-            }
-        })
+    let rs: Vec<_> = std::iter::once(r0)
+        .chain((1..readers).map(|_| w.add_reader()))
         .collect();
-    together(
-        "dmaflow",
-        items,
-        move || {
-            for at in (0..items).step_by(per_op) {
-                fill(w.reserve(per_op)?, at as u32);
-                w.commit(per_op)?;
+    let read = |mut r: Reader<f32>| {
+        let mut sum = 0u32;
+        move || loop {
+            let s = r.peek(per_op)?;
+            let k = s.len().min(per_op);
+            if k == 0 {
+                return Ok(sum);
             }
-            Ok(())
-        },
-        reader_fns,
-    )
+            sum = sum.wrapping_add(checksum(&s[..k]));
+            r.consume(k)?;
+        }
+    };
+    let write = move || {
+        for at in (0..items).step_by(per_op) {
+            fill(w.reserve(per_op)?, at as u32);
+            w.commit(per_op)?;
+        }
+        Ok(())
+    };
+    let readers = rs.into_iter().map(read).collect();
+    checked("dmaflow", items, together("dmaflow", write, readers)?)
 }
 
+/// vmcircbuffer's lock-free variant, each reader taking a whole operation's
+/// items.
 #[cfg(feature = "peers")]
 fn vmcircbuffer_point(cfg: &Config, readers: usize, per_op: usize) -> Result<f64, Error> {
-    use super::peers::Backoff;
-    use vmcircbuffer::lockfree::Circular;
-    let peer = Error::peer("vmcircbuffer");
     let items = cfg.items(per_op);
-    let mut w = Circular::with_capacity::<f32, vmcircbuffer::NoMetadata>(cfg.queue_items, readers)
-        .map_err(peer)?;
-    let mut rs = Vec::new();
-    for _ in 0..readers {
-        rs.push(w.add_reader().map_err(peer)?);
-    }
-    let reader_fns: Vec<_> = rs
-        .into_iter()
-        .map(|mut r| {
-            move || -> Result<u32, Error> {
-                let (mut sum, mut got) = (0u32, 0usize);
-                let mut backoff = Backoff::default();
-                while got < items {
-                    let s = r.slice();
-                    if s.len() < per_op.min(items - got) {
-                        backoff.wait();
-                        continue;
-                    }
-                    backoff.reset();
-                    let k = per_op.min(s.len());
-                    sum = sum.wrapping_add(checksum(&s[..k]));
-                    r.consume(k);
-                    got += k;
-                }
-                Ok(sum)
-            }
-        })
-        .collect();
-    together(
-        "vmcircbuffer",
-        items,
-        move || {
-            let mut backoff = Backoff::default();
-            for at in (0..items).step_by(per_op) {
-                while w.slice().len() < per_op {
-                    backoff.wait();
-                }
-                backoff.reset();
-                fill(&mut w.slice()[..per_op], at as u32);
-                w.produce(per_op, &[]);
-            }
-            Ok(())
-        },
-        reader_fns,
-    )
+    let stream = (items / per_op, per_op);
+    let run = super::ring::queues::vmcircbuffer(cfg.queue_items, readers, stream, Some(per_op));
+    checked("vmcircbuffer", items, run?)
 }
 
 type Point = fn(&Config, usize, usize) -> Result<f64, Error>;
@@ -329,9 +225,15 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
 const GNURADIO4: [(usize, usize, f64); 3] =
     [(1, 1, 62.5e6), (4, 1, 23.6e6), (1, 1024, 11.4e9 / 1024.0)];
 
-fn find<'a>(rows: &'a [Row], imp: &str, readers: usize, per_op: usize) -> Option<&'a Row> {
-    rows.iter()
-        .find(|r| r.implementation == imp && r.readers == readers && r.items_per_op == per_op)
+/// dmaflow's writer operations per second (median) to `readers` readers at
+/// `per_op` items per operation.
+fn dmaflow_ops(rows: &[Row], readers: usize, per_op: usize) -> Option<f64> {
+    let at = |r: &&Row| r.readers == readers && r.items_per_op == per_op;
+    let row = rows
+        .iter()
+        .filter(at)
+        .find(|r| r.implementation == "dmaflow");
+    row.map(|r| r.ops_per_s().0)
 }
 
 /// The rows' columns, with GNU Radio 4's published figure beside dmaflow's.
@@ -380,12 +282,10 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     let mut targets = Vec::new();
     let top = cfg.readers.iter().copied().max().unwrap_or(1);
     let big = cfg.items_per_op.iter().copied().max().unwrap_or(1);
-    if let (Some(one), Some(many)) = (
-        find(rows, "dmaflow", 1, big),
-        find(rows, "dmaflow", top, big),
-    ) && top > 1
+    if let (Some(one), Some(many)) = (dmaflow_ops(rows, 1, big), dmaflow_ops(rows, top, big))
+        && top > 1
     {
-        let ratio = one.ops_per_s().0 / many.ops_per_s().0;
+        let ratio = one / many;
         text += &format!(
             "{top} readers at {big} items per operation: {ratio:.2}x slower than 1 reader\n"
         );
@@ -401,13 +301,11 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         .items_per_op
         .iter()
         .filter_map(|&n| {
-            let one = find(rows, "dmaflow", 1, n)?;
-            let many = find(rows, "dmaflow", top, n)?;
+            let one = dmaflow_ops(rows, 1, n)? / 1e6;
+            let many = dmaflow_ops(rows, top, n)? / 1e6;
             Some(format!(
-                "at {n} items per operation dmaflow's writer makes {:.1} M operations per second \
-                 to 1 reader and {:.1} M to {top}",
-                one.ops_per_s().0 / 1e6,
-                many.ops_per_s().0 / 1e6
+                "at {n} items per operation dmaflow's writer makes {one:.1} M operations per \
+                 second to 1 reader and {many:.1} M to {top}"
             ))
         })
         .collect();

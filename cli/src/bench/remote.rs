@@ -96,7 +96,7 @@ const OPS: [&str; 2] = ["mmio_read", "loopback"];
 const POINTS: [&str; 2] = ["pynq-remote/dmaflow-serve", "dmaflow.pynq-in-process"];
 
 /// One operation through one point.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Row {
     /// `mmio_read` or `loopback`.
     pub what: &'static str,
@@ -188,37 +188,21 @@ fn serve() -> Result<Served, String> {
 
 /// The rows, none measured, each saying why.
 fn unmeasured(cfg: &Config, why: &str) -> Vec<Row> {
-    let mut rows = Vec::new();
-    for (what, bytes, ops) in [
+    let ops = [
         (OPS[0], 4, cfg.mmio_reads),
         (OPS[1], cfg.bytes, cfg.loopbacks),
-    ] {
-        for point in POINTS {
-            rows.push(Row {
-                what,
-                point,
-                bytes,
-                ops,
-                us: None,
-                cpu_us: None,
-                server_cpu_us: None,
-                verified: None,
-                note: why.to_string(),
-            });
-        }
-    }
-    rows
-}
-
-/// The last line of a program's error output, for a note.
-fn last_line(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes)
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim()
-        .to_string()
+    ];
+    let row = |(what, bytes, ops)| POINTS.map(|point| (what, bytes, ops, point));
+    (ops.into_iter().flat_map(row))
+        .map(|(what, bytes, ops, point)| Row {
+            what,
+            point,
+            bytes,
+            ops,
+            note: why.to_string(),
+            ..Row::default()
+        })
+        .collect()
 }
 
 /// Runs the experiment. A Python side that is not installed, a server that
@@ -236,10 +220,9 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
         ));
     }
     let scratch = ScratchDir::new("dmaflow-bench-remote")?;
-    dmaflow_remote::hwh::export("loopback", scratch.path()).map_err(|e| Error::Io {
-        path: scratch.path().display().to_string(),
-        source: std::io::Error::other(e.to_string()),
-    })?;
+    let exported = dmaflow_remote::hwh::export("loopback", scratch.path());
+    let exported = exported.map_err(|e| std::io::Error::other(e.to_string()));
+    exported.map_err(Error::io(scratch.path().display()))?;
     progress("remote: starting dmaflow serve");
     let served = match serve() {
         Ok(s) => s,
@@ -275,10 +258,10 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
         .last()
         .and_then(|l| serde_json::from_str(l).ok());
     let Some(doc) = doc.filter(|_| out.status.success()) else {
-        return Ok(unmeasured(
-            cfg,
-            &format!("the PYNQ client failed: {}", last_line(&out.stderr)),
-        ));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
+        let why = format!("the PYNQ client failed: {}", last.unwrap_or("").trim());
+        return Ok(unmeasured(cfg, &why));
     };
     Ok(rows_of(cfg, &doc))
 }
@@ -436,9 +419,11 @@ pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
 mod tests {
     use super::*;
 
-    /// Without PYNQ's environment every row is there, unmeasured, saying why.
+    /// Without PYNQ's environment every row is there, unmeasured, saying
+    /// why; from the client's document, a side that did not run keeps its
+    /// note, the other its samples.
     #[test]
-    fn without_pynq_every_row_says_why_and_the_keys_stay() {
+    fn unmeasured_rows_say_why_and_measured_ones_keep_their_samples() {
         let cfg = Config {
             python: PathBuf::from("/nonexistent/python"),
             ..Config::at(&Setup::TINY)
@@ -464,12 +449,6 @@ mod tests {
         }
         assert!(first["us"].is_null());
         assert!(rep.answer.starts_with("not measured"));
-    }
-
-    /// The client's document becomes rows: a side that did not run keeps
-    /// its note, the other its samples.
-    #[test]
-    fn a_side_that_did_not_run_keeps_its_note() {
         let doc = json!({
             "notes": {"local": "dmaflow.pynq: ModuleNotFoundError"},
             "samples": {

@@ -1,23 +1,18 @@
-//! `dmaflow bench ring`: single-producer, single-consumer throughput of the mirrored
-//! queue against other Rust queues, and of a sliding-window reader with and without
-//! the overlap copy.
+//! `dmaflow bench ring`: single-producer, single-consumer throughput of the
+//! mirrored queue against other Rust queues, and of a sliding-window reader
+//! with and without the overlap copy.
 //!
-//! Items are `f32`. The producer writes every item of every batch in place (its
-//! bit pattern is its sequence number); the consumer folds every item into a
-//! wrapping integer sum of the bits, which vectorises, so the queue and not the
-//! per-item work is what is measured. Every run's checksum is verified.
-//!
-//! Every queue is measured on the same terms: the same batches of the same
-//! items, the consumer taking whatever is readable as soon as anything is,
-//! both sides waiting the same way (spin briefly, then `sched_yield`), no
-//! allocation per batch (crossbeam's batches are buffers passed back and
-//! forth), implementations taking turns in each round with the order reversed
-//! every other round, the producer and the consumer pinned to two different
-//! cores. Time runs from the first thread's start to the last
-//! thread's end, each read on its own thread. The `bound` row does the same
-//! work on two threads with no queue between them (each on a private buffer
-//! of the queue's size): no queue can beat it, and a row faster than it by
-//! more than the run-to-run spread is flagged as implausible.
+//! Items are `f32`, each written in place with its sequence number as its
+//! bits; the consumer folds every item into a wrapping sum of the bits (it
+//! vectorises: the queue, not the per-item work, is measured), verified.
+//! Every queue runs on the same terms: the same batches, the consumer taking
+//! whatever is readable as soon as anything is, both sides spinning briefly
+//! then yielding, no allocation per batch (crossbeam's batches are buffers
+//! passed back and forth), the threads pinned as [`together`] pins them,
+//! implementations taking turns with the order reversed every other round.
+//! The `bound` row does the same work with no queue (each thread on a private
+//! buffer of the queue's size): a row faster than it by more than the
+//! run-to-run spread is flagged as implausible.
 
 use std::sync::Barrier;
 use std::time::Instant;
@@ -136,84 +131,99 @@ impl Row {
     /// the spread allows: a measurement error, not a queue.
     pub fn implausible(&self, rows: &[Row]) -> bool {
         self.implementation != "bound"
-            && rows
-                .iter()
-                .find(|b| b.implementation == "bound" && b.batch_bytes == self.batch_bytes)
-                .is_some_and(|b| self.gbytes_per_s > IMPLAUSIBLE * b.gbytes_per_s)
+            && gbytes(rows, "bound", "stream", self.batch_bytes)
+                .is_some_and(|b| self.gbytes_per_s > IMPLAUSIBLE * b)
     }
 }
 
-/// Pins this thread to the `i`-th core this process may use (the first
-/// where there are fewer).
+/// Pins this thread to the `i`-th core this process may use (modulo their
+/// number).
 fn pin_to(i: usize) {
     let cores = allowed_cores(None).unwrap_or_default();
-    if let Some(&c) = cores.get(i).or(cores.first()) {
+    if let Some(&c) = cores.get(i % cores.len().max(1)) {
         let _ = pin(None, &[c]);
     }
 }
 
-/// Runs `producer` and `consumer` on two threads started together; returns the
-/// seconds from the first one's start to the last one's end (each read on
-/// its own thread, so a descheduled caller does not shorten the run) and the
-/// consumer's checksum.
+/// Runs `writer` and `readers` on threads started together, the writer on
+/// the first core allowed and reader i on core i + 1 (modulo the cores), the
+/// same for every queue: a pair left to the scheduler sometimes shares a core
+/// and its caches, which spreads the runs over 5x. Returns the seconds from
+/// the first one's start to the last one's end (each read on its own thread,
+/// so a descheduled caller does not shorten the run) and each reader's
+/// checksum.
+pub(super) fn together<W, R>(
+    name: &'static str,
+    writer: W,
+    readers: Vec<R>,
+) -> Result<(f64, Vec<u32>), Error>
+where
+    W: FnOnce() -> Result<(), Error> + Send,
+    R: FnOnce() -> Result<u32, Error> + Send,
+{
+    let start = Barrier::new(readers.len() + 1);
+    let go = |i| {
+        pin_to(i);
+        start.wait();
+        Instant::now()
+    };
+    std::thread::scope(|s| {
+        let w = s.spawn(move || (go(0), writer(), Instant::now()));
+        let rs: Vec<_> = (readers.into_iter().enumerate())
+            .map(|(i, r)| s.spawn(move || (go(i + 1), r(), Instant::now())))
+            .collect();
+        let (mut first, done, mut last) = w.join().map_err(|_| Error::Panicked(name))?;
+        done?;
+        let mut sums = Vec::new();
+        for r in rs {
+            let (t0, sum, t1) = r.join().map_err(|_| Error::Panicked(name))?;
+            sums.push(sum?);
+            (first, last) = (first.min(t0), last.max(t1));
+        }
+        Ok(((last - first).as_secs_f64(), sums))
+    })
+}
+
+/// [`together`] with one reader: the seconds and its checksum.
 fn two_threads<P, C>(name: &'static str, producer: P, consumer: C) -> Result<(f64, u32), Error>
 where
     P: FnOnce() -> Result<(), Error> + Send,
     C: FnOnce() -> Result<u32, Error> + Send,
 {
-    let start = Barrier::new(2);
-    // The producer on the first core allowed, the consumer on the second (where
-    // there are two), the same for every queue: a pair left to the scheduler
-    // sometimes shares a core and its caches, which spreads the runs over 5x.
-    std::thread::scope(|s| {
-        let p = s.spawn(|| {
-            pin_to(0);
-            start.wait();
-            let t0 = Instant::now();
-            producer().map(|()| (t0, Instant::now()))
-        });
-        let c = s.spawn(|| {
-            pin_to(1);
-            start.wait();
-            let t0 = Instant::now();
-            consumer().map(|sum| (t0, Instant::now(), sum))
-        });
-        let (p0, p1) = p.join().map_err(|_| Error::Panicked(name))??;
-        let (c0, c1, sum) = c.join().map_err(|_| Error::Panicked(name))??;
-        let secs = (p1.max(c1) - p0.min(c0)).as_secs_f64();
-        Ok((secs, sum))
-    })
+    first(together(name, producer, vec![consumer]))
 }
 
+/// A run's seconds and its one reader's checksum.
+fn first(run: Result<(f64, Vec<u32>), Error>) -> Result<(f64, u32), Error> {
+    run.map(|(secs, sums)| (secs, sums[0]))
+}
+
+/// One batch size's stream, in items.
 struct Shape {
     items: usize,
+    batches: usize,
     batch: usize,
     queue: usize,
     /// The program that reads in another process.
     reader: Option<std::path::PathBuf>,
 }
 
-impl Shape {
-    fn batches(&self) -> usize {
-        self.items / self.batch
-    }
-}
-
 /// The producer of every dmaflow case: takes dmaflow's writer `w` (in this
-/// process or shared between processes: the same calls) and writes `nb`
-/// batches of `bi` items into it, each filled in place; the writer is
+/// process or shared between processes: the same calls) and writes the
+/// batches of [`Shape`] `sh` into it, each filled in place; the writer is
 /// dropped (the end of the stream) when it is done.
 macro_rules! batches_into {
-    ($w:ident, $nb:expr, $bi:expr) => {
+    ($w:ident, $sh:ident) => {{
+        let (nb, bi) = ($sh.batches, $sh.batch);
         move || -> Result<(), Error> {
             let mut w = $w;
-            for b in 0..$nb {
-                fill(w.reserve($bi)?, (b * $bi) as u32);
-                w.commit($bi)?;
+            for b in 0..nb {
+                fill(w.reserve(bi)?, (b * bi) as u32);
+                w.commit(bi)?;
             }
             Ok(())
         }
-    };
+    }};
 }
 
 /// The checksum of everything dmaflow's reader `r` reads until the end of
@@ -241,8 +251,7 @@ where
     C: FnOnce(Reader<f32>) -> Result<u32, Error> + Send,
 {
     let (w, r) = Builder::<f32>::new(sh.queue).wait(Wait::Yield).build()?;
-    let (nb, bi) = (sh.batches(), sh.batch);
-    two_threads("dmaflow", batches_into!(w, nb, bi), move || read(r))
+    two_threads("dmaflow", batches_into!(w, sh), move || read(r))
 }
 
 fn dmaflow_stream(sh: &Shape) -> Result<(f64, u32), Error> {
@@ -299,10 +308,13 @@ fn window_series(items: usize, hop: usize) -> u32 {
 
 /// The peer queues, each measured by [`lock_free`] or on its own terms.
 #[cfg(feature = "peers")]
-mod queues {
+pub(super) mod queues {
     use std::mem::MaybeUninit;
 
-    use super::{Error, Shape, checksum, fill, two_threads};
+    use vmcircbuffer::NoMetadata;
+    use vmcircbuffer::lockfree::{Circular, CircularError, Reader};
+
+    use super::{Error, Shape, checksum, fill, first, together, two_threads};
     use crate::bench::peers::Backoff;
 
     /// [`fill`] for uninitialised slots.
@@ -312,48 +324,94 @@ mod queues {
         }
     }
 
-    /// A lock-free peer on two threads. The producer writes the stream's
-    /// batches, each put by `put` (given the batch's first sequence number)
-    /// once there is room (`put` gives `false` while there is none); the
-    /// consumer, until every item is read, has `take` read whatever is
-    /// readable and give how many items it read and their checksum (none:
-    /// it waits). Both sides wait as every queue's side waits.
-    fn lock_free(
+    /// A lock-free peer on [`together`]'s threads. The writer puts `batches`
+    /// batches of `batch` items, each by `put` (given the batch's first
+    /// sequence number) once there is room (`put` gives `false` while there
+    /// is none); each reader, until it has read every item, has its `take`
+    /// read what is readable and give how many items it read and their
+    /// checksum (none: it waits). Every side waits as every queue's side
+    /// waits.
+    fn lock_free<T>(
         name: &'static str,
-        sh: &Shape,
+        (batches, batch): (usize, usize),
         mut put: impl FnMut(u32) -> Result<bool, Error> + Send,
-        mut take: impl FnMut() -> Result<(usize, u32), Error> + Send,
-    ) -> Result<(f64, u32), Error> {
-        let (nb, bi, total) = (sh.batches(), sh.batch, sh.items);
-        let producer = move || {
+        takes: Vec<T>,
+    ) -> Result<(f64, Vec<u32>), Error>
+    where
+        T: FnMut() -> Result<(usize, u32), Error> + Send,
+    {
+        let writer = move || {
             let mut backoff = Backoff::default();
-            for b in 0..nb {
-                while !put((b * bi) as u32)? {
+            for b in 0..batches {
+                while !put((b * batch) as u32)? {
                     backoff.wait();
                 }
                 backoff.reset();
             }
             Ok(())
         };
-        let consumer = move || {
-            let (mut sum, mut got) = (0u32, 0usize);
-            let mut backoff = Backoff::default();
-            while got < total {
-                match take()? {
-                    (0, _) => backoff.wait(),
-                    (n, s) => {
-                        backoff.reset();
-                        sum = sum.wrapping_add(s);
-                        got += n;
+        let reader = |mut take: T| {
+            move || {
+                let (mut sum, mut got) = (0u32, 0usize);
+                let mut backoff = Backoff::default();
+                while got < batches * batch {
+                    match take()? {
+                        (0, _) => backoff.wait(),
+                        (n, s) => {
+                            backoff.reset();
+                            sum = sum.wrapping_add(s);
+                            got += n;
+                        }
                     }
                 }
+                Ok(sum)
             }
-            Ok(sum)
         };
-        two_threads(name, producer, consumer)
+        together(name, writer, takes.into_iter().map(reader).collect())
     }
 
-    pub fn rtrb(sh: &Shape) -> Result<(f64, u32), Error> {
+    /// vmcircbuffer's lock-free variant (its `sync` one takes a mutex and a
+    /// condition variable per call) of `queue` items, [`lock_free`] with
+    /// `readers` readers, each reader taking whatever is readable, or with
+    /// `per_take` exactly that many items (the last ones: what is left).
+    pub(in crate::bench) fn vmcircbuffer(
+        queue: usize,
+        readers: usize,
+        (batches, batch): (usize, usize),
+        per_take: Option<usize>,
+    ) -> Result<(f64, Vec<u32>), Error> {
+        let peer = Error::peer::<CircularError>("vmcircbuffer");
+        let mut w = Circular::with_capacity::<f32, NoMetadata>(queue, readers).map_err(peer)?;
+        let rs = (0..readers).map(|_| w.add_reader().map_err(peer));
+        let rs: Vec<Reader<f32, NoMetadata>> = rs.collect::<Result<_, _>>()?;
+        let put = move |first| {
+            if w.slice().len() < batch {
+                return Ok(false);
+            }
+            fill(&mut w.slice()[..batch], first);
+            w.produce(batch, &[]);
+            Ok(true)
+        };
+        let (least, most) = per_take.map_or((1, usize::MAX), |n| (n, n));
+        let take = |mut r: Reader<f32, NoMetadata>| {
+            let mut left = batches * batch;
+            move || {
+                let s = r.slice();
+                if s.len() < least.min(left) {
+                    return Ok((0, 0));
+                }
+                let k = most.min(s.len());
+                let sum = checksum(&s[..k]);
+                r.consume(k);
+                left -= k;
+                Ok((k, sum))
+            }
+        };
+        let takes = rs.into_iter().map(take).collect();
+        lock_free("vmcircbuffer", (batches, batch), put, takes)
+    }
+
+    pub(super) fn rtrb(sh: &Shape) -> Result<(f64, u32), Error> {
         let (mut p, mut c) = rtrb::RingBuffer::<f32>::new(sh.queue);
         let bi = sh.batch;
         let put = move |first| {
@@ -368,7 +426,7 @@ mod queues {
             unsafe { chunk.commit_all() };
             Ok(true)
         };
-        lock_free("rtrb", sh, put, move || {
+        let take = move || {
             let n = c.slots();
             if n == 0 {
                 return Ok((0, 0));
@@ -378,10 +436,11 @@ mod queues {
             let sum = checksum(x).wrapping_add(checksum(y));
             chunk.commit_all();
             Ok((n, sum))
-        })
+        };
+        first(lock_free("rtrb", (sh.batches, sh.batch), put, vec![take]))
     }
 
-    pub fn ringbuf(sh: &Shape) -> Result<(f64, u32), Error> {
+    pub(super) fn ringbuf(sh: &Shape) -> Result<(f64, u32), Error> {
         use ringbuf::traits::{Consumer, Observer, Producer, Raw, Split};
         let (mut p, mut c) = ringbuf::HeapRb::<f32>::new(sh.queue).split();
         let bi = sh.batch;
@@ -397,7 +456,7 @@ mod queues {
             unsafe { p.advance_write_index(bi) };
             Ok(true)
         };
-        lock_free("ringbuf", sh, put, move || {
+        let take = move || {
             let (x, y) = c.as_slices();
             let n = x.len() + y.len();
             let sum = checksum(x).wrapping_add(checksum(y));
@@ -405,41 +464,20 @@ mod queues {
                 c.skip(n);
             }
             Ok((n, sum))
-        })
-    }
-
-    /// vmcircbuffer's lock-free variant (its `sync` one takes a mutex and a
-    /// condition variable per call).
-    pub fn vmcircbuffer(sh: &Shape) -> Result<(f64, u32), Error> {
-        use vmcircbuffer::lockfree::Circular;
-        let peer = Error::peer::<vmcircbuffer::lockfree::CircularError>("vmcircbuffer");
-        let mut w =
-            Circular::with_capacity::<f32, vmcircbuffer::NoMetadata>(sh.queue, 1).map_err(peer)?;
-        let mut r = w.add_reader().map_err(peer)?;
-        let bi = sh.batch;
-        let put = move |first| {
-            if w.slice().len() < bi {
-                return Ok(false);
-            }
-            fill(&mut w.slice()[..bi], first);
-            w.produce(bi, &[]);
-            Ok(true)
         };
-        lock_free("vmcircbuffer", sh, put, move || {
-            let s = r.slice();
-            let (n, sum) = (s.len(), checksum(s));
-            if n > 0 {
-                r.consume(n);
-            }
-            Ok((n, sum))
-        })
+        first(lock_free(
+            "ringbuf",
+            (sh.batches, sh.batch),
+            put,
+            vec![take],
+        ))
     }
 
     /// A channel of batch buffers: the queue's capacity in batches, each buffer
     /// allocated once and passed back to the producer when read (so the figure is
     /// the channel's, not the allocator's). The waits are crossbeam's own (spin,
     /// then park).
-    pub fn crossbeam(sh: &Shape) -> Result<(f64, u32), Error> {
+    pub(super) fn crossbeam(sh: &Shape) -> Result<(f64, u32), Error> {
         let slots = (sh.queue / sh.batch).max(1);
         let (full_tx, full_rx) = crossbeam_channel::bounded::<Vec<f32>>(slots);
         let (empty_tx, empty_rx) = crossbeam_channel::bounded::<Vec<f32>>(slots);
@@ -448,7 +486,7 @@ mod queues {
                 .send(vec![0f32; sh.batch])
                 .map_err(Error::peer("crossbeam"))?;
         }
-        let (nb, bi) = (sh.batches(), sh.batch);
+        let (nb, bi) = (sh.batches, sh.batch);
         two_threads(
             "crossbeam",
             move || {
@@ -472,12 +510,19 @@ mod queues {
     }
 }
 
+/// vmcircbuffer's queue, its reader taking whatever is readable.
+#[cfg(feature = "peers")]
+fn vmcircbuffer_stream(sh: &Shape) -> Result<(f64, u32), Error> {
+    let stream = (sh.batches, sh.batch);
+    first(queues::vmcircbuffer(sh.queue, 1, stream, None))
+}
+
 /// The same work with no queue: the producer fills and the consumer sums
 /// batches of their own private buffer of the queue's size, on two threads
 /// started together. What a queue adds (hand-over, shared cache lines, the
 /// consumer reading what the producer wrote) only slows this down.
 fn bound_stream(sh: &Shape) -> Result<(f64, u32), Error> {
-    let (nb, bi, q) = (sh.batches(), sh.batch, sh.queue);
+    let (nb, bi, q) = (sh.batches, sh.batch, sh.queue);
     let mut src = vec![0f32; q];
     let mut dst = vec![0f32; q];
     // The consumer's buffer holds the stream's items where the queue would:
@@ -515,14 +560,11 @@ fn monotonic_ns() -> u64 {
 fn shm_threads(sh: &Shape) -> Result<(f64, u32), Error> {
     use dmaflow::ring::shm::{ShmConfig, ShmReader, ShmWriter};
     let w = ShmWriter::<f32>::create(sh.queue, &ShmConfig::default())?;
-    let fd = w.fd().try_clone_to_owned().map_err(|source| Error::Io {
-        path: "shared queue descriptor".into(),
-        source,
-    })?;
+    let fd = w.fd().try_clone_to_owned();
+    let fd = fd.map_err(Error::io("shared queue descriptor"))?;
     // SAFETY: only `w` writes the object.
     let mut r = unsafe { ShmReader::<f32>::from_fd(fd)? };
-    let (nb, bi) = (sh.batches(), sh.batch);
-    two_threads("dmaflow-shm", batches_into!(w, nb, bi), move || {
+    two_threads("dmaflow-shm", batches_into!(w, sh), move || {
         Ok(sum_readable!(r))
     })
 }
@@ -558,13 +600,12 @@ fn shm_process(sh: &Shape) -> Result<(f64, u32), Error> {
     cmd.arg("shm-reader").arg("--path").arg(&path);
     let child = Peer::spawn(&mut cmd, std::process::Stdio::null(), "dmaflow shm-reader")?;
     let attached = w.wait_for_readers(1, std::time::Duration::from_secs(20));
-    let (nb, bi) = (sh.batches(), sh.batch);
     let start = std::thread::scope(|s| {
         s.spawn(|| {
             pin_to(0);
             attached?;
             let t0 = monotonic_ns();
-            batches_into!(w, nb, bi)()?;
+            batches_into!(w, sh)()?;
             Ok::<u64, Error>(t0)
         })
         .join()
@@ -589,36 +630,36 @@ fn shm_process(sh: &Shape) -> Result<(f64, u32), Error> {
 type Measure = fn(&Shape) -> Result<(f64, u32), Error>;
 
 /// The implementations measured for one case, with the checksum each must give.
-fn contenders(case: &'static str, process: bool) -> Vec<(&'static str, Measure)> {
-    match case {
-        "stream" => {
-            let mut v: Vec<(&'static str, Measure)> =
-                vec![("dmaflow", dmaflow_stream), ("dmaflow-shm", shm_threads)];
-            if process {
-                v.push(("dmaflow-process", shm_process));
-            }
-            #[cfg(feature = "peers")]
-            v.extend([
-                ("rtrb", queues::rtrb as Measure),
-                ("ringbuf", queues::ringbuf),
-                ("vmcircbuffer", queues::vmcircbuffer),
-                ("crossbeam", queues::crossbeam),
-            ]);
-            v.push(("bound", bound_stream));
-            v
-        }
-        "window" => vec![("dmaflow", dmaflow_window)],
-        _ => vec![("dmaflow", copying_window)],
+fn contenders(case: &str, process: bool) -> Vec<(&'static str, Measure)> {
+    let mut v: Vec<(&'static str, Measure)> = match case {
+        "window" => return vec![("dmaflow", dmaflow_window)],
+        "window-copy" => return vec![("dmaflow", copying_window)],
+        _ => vec![("dmaflow", dmaflow_stream), ("dmaflow-shm", shm_threads)],
+    };
+    if process {
+        v.push(("dmaflow-process", shm_process));
     }
+    #[cfg(feature = "peers")]
+    v.extend([
+        ("rtrb", queues::rtrb as Measure),
+        ("ringbuf", queues::ringbuf),
+        ("vmcircbuffer", vmcircbuffer_stream),
+        ("crossbeam", queues::crossbeam),
+    ]);
+    v.push(("bound", bound_stream));
+    v
 }
 
 /// Runs the experiment. `progress` hears about each measurement before it starts.
 pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
     let mut rows = Vec::new();
     for &batch_bytes in &cfg.batches {
+        let batch = batch_bytes / ITEM;
+        let batches = cfg.total_bytes / ITEM / batch;
         let shape = Shape {
-            items: cfg.total_bytes / ITEM / (batch_bytes / ITEM) * (batch_bytes / ITEM),
-            batch: batch_bytes / ITEM,
+            items: batches * batch,
+            batches,
+            batch,
             queue: cfg.queue_bytes / ITEM,
             reader: cfg.reader.clone(),
         };
@@ -666,7 +707,7 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
 /// The no-queue bound's checksum: the consumer sums its queue-sized buffer
 /// (items `0..queue`) batch by batch, wrapping around it.
 fn bound_series(sh: &Shape) -> u32 {
-    (0..sh.batches()).fold(0u32, |a, b| {
+    (0..sh.batches).fold(0u32, |a, b| {
         let off = (b * sh.batch) % sh.queue;
         a.wrapping_add(series(off as u64, sh.batch as u64))
     })
@@ -679,13 +720,6 @@ fn gbytes(rows: &[Row], imp: &str, case: &str, batch: usize) -> Option<f64> {
         .map(|r| r.gbytes_per_s)
 }
 
-/// The batch sizes of the rows, in order.
-fn batches(rows: &[Row]) -> Vec<usize> {
-    let mut batches: Vec<usize> = rows.iter().map(|r| r.batch_bytes).collect();
-    batches.dedup();
-    batches
-}
-
 /// The rows' columns, with each row's ratio to dmaflow in the same case (the
 /// `window` case for `window-copy`).
 fn columns(rows: &[Row]) -> Columns<'_, Row> {
@@ -694,53 +728,38 @@ fn columns(rows: &[Row]) -> Columns<'_, Row> {
         gbytes(rows, "dmaflow", case, r.batch_bytes)
             .map_or("-".into(), |d| format!("{:.2}", r.gbytes_per_s / d))
     };
+    let check = |v| {
+        if v {
+            "implausible: above the no-queue bound"
+        } else {
+            ""
+        }
+        .into()
+    };
     Columns::new()
         .plain("impl", "impl", |r: &Row| r.implementation)
         .plain("case", "case", |r| r.case)
-        .col(
-            "batch",
-            "batch_bytes",
-            |r| bytes_label(r.batch_bytes),
-            |r| r.batch_bytes,
-        )
+        .shown_as("batch", "batch_bytes", |r| r.batch_bytes, bytes_label)
         .fixed("GB/s (median)", "gbytes_per_s", 2, |r| r.gbytes_per_s)
         .shown("range", |r| format!("{:.2}..{:.2}", r.range.0, r.range.1))
         .kept("gbytes_per_s_min", |r| r.range.0)
         .kept("gbytes_per_s_max", |r| r.range.1)
         .kept("runs", |r| r.rounds)
         .shown("x dmaflow", ratio)
-        .col(
-            "check",
-            "implausible",
-            |r| match r.implausible(rows) {
-                true => "implausible: above the no-queue bound".into(),
-                false => String::new(),
-            },
-            |r| r.implausible(rows),
-        )
+        .shown_as("check", "implausible", |r| r.implausible(rows), check)
 }
 
-/// How dmaflow compares with the best peer and the copying reader, per batch size.
-pub fn summary(rows: &[Row]) -> String {
-    let mut out = String::new();
-    for b in batches(rows) {
-        if let Some(c) = compare(rows, b) {
-            out += &format!(
-                "{}: dmaflow / best peer ({}) = {:.2}x",
-                bytes_label(b),
-                c.peer,
-                c.dmaflow / c.peer_gbytes
-            );
-            if let Some(ratio) = c.window_over_copy {
-                out += &format!("; window / window-copy = {ratio:.2}x");
-            }
-            if let Some(p) = across(rows, b) {
-                out += &format!("; shared queue, other process / other thread = {p:.2}x");
-            }
-            out.push('\n');
-        }
-    }
-    out
+/// dmaflow against the fastest peer at one batch size: dmaflow's median,
+/// the peer's row, and reading windows in place over copying them out.
+fn compare(rows: &[Row], batch: usize) -> Option<(f64, &Row, Option<f64>)> {
+    let get = |case| gbytes(rows, "dmaflow", case, batch);
+    let peer = rows
+        .iter()
+        .filter(|r| r.batch_bytes == batch && r.case == "stream")
+        .filter(|r| !r.implementation.starts_with("dmaflow") && r.implementation != "bound")
+        .max_by(|x, y| x.gbytes_per_s.total_cmp(&y.gbytes_per_s))?;
+    let window = get("window").zip(get("window-copy")).map(|(w, c)| w / c);
+    Some((get("stream")?, peer, window))
 }
 
 /// The shared queue with its reader in another process over the same queue
@@ -750,69 +769,69 @@ fn across(rows: &[Row], batch: usize) -> Option<f64> {
     Some(get("dmaflow-process")? / get("dmaflow-shm")?)
 }
 
+/// The batch sizes of the rows, in order.
+fn batches(rows: &[Row]) -> Vec<usize> {
+    let mut batches: Vec<usize> = rows.iter().map(|r| r.batch_bytes).collect();
+    batches.dedup();
+    batches
+}
+
+/// How dmaflow compares with the best peer and the copying reader, per batch size.
+pub fn summary(rows: &[Row]) -> String {
+    let mut out = String::new();
+    for b in batches(rows) {
+        let Some((d, peer, window)) = compare(rows, b) else {
+            continue;
+        };
+        let (name, peer) = (peer.implementation, peer.gbytes_per_s);
+        out += &format!(
+            "{}: dmaflow / best peer ({name}) = {:.2}x",
+            bytes_label(b),
+            d / peer
+        );
+        if let Some(ratio) = window {
+            out += &format!("; window / window-copy = {ratio:.2}x");
+        }
+        if let Some(p) = across(rows, b) {
+            out += &format!("; shared queue, other process / other thread = {p:.2}x");
+        }
+        out.push('\n');
+    }
+    out
+}
+
 /// The queue's targets: against the fastest peer at 64 B, 4 KiB and 64 KiB,
 /// and between processes against between threads.
 pub fn targets(rows: &[Row]) -> Vec<Target> {
-    let mut t = Vec::new();
-    for (batch, want) in [(64, 1.5), (4 << 10, 1.1), (64 << 10, 1.1)] {
-        if let Some(c) = compare(rows, batch) {
-            let r = c.dmaflow / c.peer_gbytes;
-            t.push(Target::new(
-                format!(
-                    "{} batches: dmaflow >= {want}x the fastest peer",
-                    bytes_label(batch)
-                ),
-                format!(
-                    "{r:.2}x ({:.2} GB/s against {} {:.2})",
-                    c.dmaflow, c.peer, c.peer_gbytes
-                ),
-                r >= want,
-            ));
-        }
-    }
-    for b in batches(rows) {
-        if let Some(p) = across(rows, b) {
-            t.push(Target::new(
-                format!(
-                    "{} batches: the shared queue between processes within 10 % of it \
-                     between threads",
-                    bytes_label(b)
-                ),
-                format!("{:.0} %", 100.0 * p),
-                within(p, 0.9, 1.1),
-            ));
-        }
-    }
-    t
-}
-
-/// dmaflow against the fastest peer at one batch size.
-struct Comparison {
-    dmaflow: f64,
-    peer: &'static str,
-    peer_gbytes: f64,
-    window_over_copy: Option<f64>,
-}
-
-fn compare(rows: &[Row], batch: usize) -> Option<Comparison> {
-    let get = |imp, case| gbytes(rows, imp, case, batch);
-    let best_peer = rows
-        .iter()
-        .filter(|r| {
-            r.batch_bytes == batch
-                && r.case == "stream"
-                && !r.implementation.starts_with("dmaflow")
-                && r.implementation != "bound"
-        })
-        .max_by(|x, y| x.gbytes_per_s.total_cmp(&y.gbytes_per_s))?;
-    Some(Comparison {
-        dmaflow: get("dmaflow", "stream")?,
-        peer: best_peer.implementation,
-        peer_gbytes: best_peer.gbytes_per_s,
-        window_over_copy: get("dmaflow", "window")
-            .zip(get("dmaflow", "window-copy"))
-            .map(|(w, c)| w / c),
-    })
+    let peers = [(64, 1.5), (4 << 10, 1.1), (64 << 10, 1.1)].map(|(batch, want)| {
+        let (d, peer, _) = compare(rows, batch)?;
+        let (name, peer, r) = (
+            peer.implementation,
+            peer.gbytes_per_s,
+            d / peer.gbytes_per_s,
+        );
+        Some(Target::new(
+            format!(
+                "{} batches: dmaflow >= {want}x the fastest peer",
+                bytes_label(batch)
+            ),
+            format!("{r:.2}x ({d:.2} GB/s against {name} {peer:.2})"),
+            r >= want,
+        ))
+    });
+    let across = batches(rows).into_iter().filter_map(|b| {
+        let p = across(rows, b)?;
+        Some(Target::new(
+            format!(
+                "{} batches: the shared queue between processes within 10 % of it between \
+                 threads",
+                bytes_label(b)
+            ),
+            format!("{:.0} %", 100.0 * p),
+            within(p, 0.9, 1.1),
+        ))
+    });
+    peers.into_iter().flatten().chain(across).collect()
 }
 
 /// One sentence: dmaflow against the fastest peer at the smallest and largest
@@ -820,21 +839,20 @@ fn compare(rows: &[Row], batch: usize) -> Option<Comparison> {
 pub fn answer(rows: &[Row]) -> String {
     let lo = rows.iter().map(|r| r.batch_bytes).min();
     let hi = rows.iter().map(|r| r.batch_bytes).max();
-    let mut clauses = Vec::new();
-    for b in lo.into_iter().chain(hi.filter(|h| Some(*h) != lo)) {
-        if let Some(c) = compare(rows, b) {
-            clauses.push(format!(
-                "at {} batches dmaflow's queue moves {:.2} GB/s, {:.2}x the fastest peer ({}){}",
+    let clauses: Vec<String> = (lo.into_iter().chain(hi.filter(|h| Some(*h) != lo)))
+        .filter_map(|b| {
+            let (d, peer, window) = compare(rows, b)?;
+            let window = window.map_or(String::new(), |r| {
+                format!(", and reading windows in place is {r:.2}x copying them out")
+            });
+            Some(format!(
+                "at {} batches dmaflow's queue moves {d:.2} GB/s, {:.2}x the fastest peer ({}){window}",
                 bytes_label(b),
-                c.dmaflow,
-                c.dmaflow / c.peer_gbytes,
-                c.peer,
-                c.window_over_copy.map_or(String::new(), |r| format!(
-                    ", and reading windows in place is {r:.2}x copying them out"
-                ))
-            ));
-        }
-    }
+                d / peer.gbytes_per_s,
+                peer.implementation,
+            ))
+        })
+        .collect();
     sentence(&clauses)
 }
 
@@ -873,18 +891,16 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
 mod tests {
     use super::*;
 
+    /// The checksums, the no-queue bound's flag, and a tiny run that
+    /// verifies every implementation and reports every case.
     #[test]
-    fn series_matches_a_loop() {
+    fn checksums_the_bound_and_a_tiny_run() {
         let direct = (10u32..10 + 1000).fold(0u32, |a, b| a.wrapping_add(b));
         assert_eq!(series(10, 1000), direct);
         assert_eq!(series(0, 0), 0);
         let mut v = vec![0f32; 1000];
         fill(&mut v, 10);
         assert_eq!(checksum(&v), direct);
-    }
-
-    #[test]
-    fn a_row_above_the_no_queue_bound_is_flagged() {
         let row = |implementation, gbytes_per_s| Row {
             implementation,
             case: "stream",
@@ -901,10 +917,6 @@ mod tests {
         assert!(rows[1].implausible(&rows));
         assert!(!rows[2].implausible(&rows));
         assert!(columns(&rows).table(&rows).contains("implausible"));
-    }
-
-    #[test]
-    fn tiny_run_verifies_every_implementation() {
         let rows = run(&Config::at(&Setup::TINY), &mut |_| {}).unwrap();
         let impls_per_batch = contenders("stream", false).len() + 2;
         assert_eq!(rows.len(), 2 * impls_per_batch);
