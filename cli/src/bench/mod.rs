@@ -13,6 +13,7 @@ pub mod meter;
 pub mod on_board;
 pub mod peers;
 pub mod plot;
+pub mod queues;
 pub mod report;
 pub mod spread;
 

@@ -20,8 +20,8 @@ use super::conditions::Conditions;
 use super::error::Error;
 use super::harness::{OnBoard, Progress, Setup, Spec, Tier};
 use super::peers::{checksum, fill, series};
+use super::queues::together;
 use super::report::{Report, Target, sentence, within};
-use super::ring::together;
 use super::spread::{Spread, in_turns};
 
 /// `dmaflow bench readers`.
@@ -180,7 +180,7 @@ fn dmaflow_point(cfg: &Config, readers: usize, per_op: usize) -> Result<f64, Err
 fn vmcircbuffer_point(cfg: &Config, readers: usize, per_op: usize) -> Result<f64, Error> {
     let items = cfg.items(per_op);
     let stream = (items / per_op, per_op);
-    let run = super::ring::queues::vmcircbuffer(cfg.queue_items, readers, stream, Some(per_op));
+    let run = super::queues::vmcircbuffer(cfg.queue_items, readers, stream, Some(per_op));
     checked("vmcircbuffer", items, run?)
 }
 

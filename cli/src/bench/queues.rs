@@ -1,0 +1,297 @@
+//! The queues dmaflow's is measured against (rtrb, ringbuf, vmcircbuffer's
+//! lock-free variant, a crossbeam channel of batch buffers), ready-made for
+//! `ring` and `readers`, and the threads every queue of theirs runs on: one
+//! writer and its readers pinned and started together ([`together`]).
+
+use std::sync::Barrier;
+use std::time::Instant;
+
+use dmaflow::platform::cpu::{allowed_cores, pin};
+
+use super::error::Error;
+
+/// Pins this thread to the `i`-th core this process may use (modulo their
+/// number).
+pub fn pin_to(i: usize) {
+    let cores = allowed_cores(None).unwrap_or_default();
+    if let Some(&c) = cores.get(i % cores.len().max(1)) {
+        let _ = pin(None, &[c]);
+    }
+}
+
+/// Runs `writer` and `readers` on threads started together, the writer on
+/// the first core allowed and reader i on core i + 1 (modulo the cores), the
+/// same for every queue: a pair left to the scheduler sometimes shares a core
+/// and its caches, which spreads the runs over 5x. Returns the seconds from
+/// the first one's start to the last one's end (each read on its own thread,
+/// so a descheduled caller does not shorten the run) and each reader's
+/// checksum.
+pub fn together<W, R>(
+    name: &'static str,
+    writer: W,
+    readers: Vec<R>,
+) -> Result<(f64, Vec<u32>), Error>
+where
+    W: FnOnce() -> Result<(), Error> + Send,
+    R: FnOnce() -> Result<u32, Error> + Send,
+{
+    let start = Barrier::new(readers.len() + 1);
+    let go = |i| {
+        pin_to(i);
+        start.wait();
+        Instant::now()
+    };
+    std::thread::scope(|s| {
+        let w = s.spawn(move || (go(0), writer(), Instant::now()));
+        let rs: Vec<_> = (readers.into_iter().enumerate())
+            .map(|(i, r)| s.spawn(move || (go(i + 1), r(), Instant::now())))
+            .collect();
+        let (mut first, done, mut last) = w.join().map_err(|_| Error::Panicked(name))?;
+        done?;
+        let mut sums = Vec::new();
+        for r in rs {
+            let (t0, sum, t1) = r.join().map_err(|_| Error::Panicked(name))?;
+            sums.push(sum?);
+            (first, last) = (first.min(t0), last.max(t1));
+        }
+        Ok(((last - first).as_secs_f64(), sums))
+    })
+}
+
+/// [`together`] with one reader: the seconds and its checksum.
+pub fn two_threads<P, C>(name: &'static str, producer: P, consumer: C) -> Result<(f64, u32), Error>
+where
+    P: FnOnce() -> Result<(), Error> + Send,
+    C: FnOnce() -> Result<u32, Error> + Send,
+{
+    first(together(name, producer, vec![consumer]))
+}
+
+/// A run's seconds and its one reader's checksum.
+pub fn first(run: Result<(f64, Vec<u32>), Error>) -> Result<(f64, u32), Error> {
+    run.map(|(secs, sums)| (secs, sums[0]))
+}
+
+/// One batch size's stream, in items, and the queue it crosses.
+pub struct Shape {
+    /// Items in the stream.
+    pub items: usize,
+    /// Batches the writer puts.
+    pub batches: usize,
+    /// Items per batch.
+    pub batch: usize,
+    /// The queue's capacity in items.
+    pub queue: usize,
+    /// The program that reads in another process.
+    pub reader: Option<std::path::PathBuf>,
+}
+
+/// The peer queues, each measured by [`lock_free`] or on its own terms.
+#[cfg(feature = "peers")]
+mod peer {
+    use std::mem::MaybeUninit;
+
+    use vmcircbuffer::NoMetadata;
+    use vmcircbuffer::lockfree::{Circular, CircularError, Reader};
+
+    use super::{Error, Shape, first, together, two_threads};
+    use crate::bench::peers::{Backoff, checksum, fill};
+
+    /// [`fill`] for uninitialised slots.
+    fn fill_uninit(s: &mut [MaybeUninit<f32>], first: u32) {
+        for (k, x) in s.iter_mut().enumerate() {
+            x.write(f32::from_bits(first.wrapping_add(k as u32)));
+        }
+    }
+
+    /// A lock-free peer on [`together`]'s threads. The writer puts `batches`
+    /// batches of `batch` items, each by `put` (given the batch's first
+    /// sequence number) once there is room (`put` gives `false` while there
+    /// is none); each reader, until it has read every item, has its `take`
+    /// read what is readable and give how many items it read and their
+    /// checksum (none: it waits). Every side waits as every queue's side
+    /// waits.
+    fn lock_free<T>(
+        name: &'static str,
+        (batches, batch): (usize, usize),
+        mut put: impl FnMut(u32) -> Result<bool, Error> + Send,
+        takes: Vec<T>,
+    ) -> Result<(f64, Vec<u32>), Error>
+    where
+        T: FnMut() -> Result<(usize, u32), Error> + Send,
+    {
+        let writer = move || {
+            let mut backoff = Backoff::default();
+            for b in 0..batches {
+                while !put((b * batch) as u32)? {
+                    backoff.wait();
+                }
+                backoff.reset();
+            }
+            Ok(())
+        };
+        let reader = |mut take: T| {
+            move || {
+                let (mut sum, mut got) = (0u32, 0usize);
+                let mut backoff = Backoff::default();
+                while got < batches * batch {
+                    match take()? {
+                        (0, _) => backoff.wait(),
+                        (n, s) => {
+                            backoff.reset();
+                            sum = sum.wrapping_add(s);
+                            got += n;
+                        }
+                    }
+                }
+                Ok(sum)
+            }
+        };
+        together(name, writer, takes.into_iter().map(reader).collect())
+    }
+
+    /// vmcircbuffer's lock-free variant (its `sync` one takes a mutex and a
+    /// condition variable per call) of `queue` items, [`lock_free`] with
+    /// `readers` readers, each reader taking whatever is readable, or with
+    /// `per_take` exactly that many items (the last ones: what is left).
+    pub fn vmcircbuffer(
+        queue: usize,
+        readers: usize,
+        (batches, batch): (usize, usize),
+        per_take: Option<usize>,
+    ) -> Result<(f64, Vec<u32>), Error> {
+        let peer = Error::peer::<CircularError>("vmcircbuffer");
+        let mut w = Circular::with_capacity::<f32, NoMetadata>(queue, readers).map_err(peer)?;
+        let rs = (0..readers).map(|_| w.add_reader().map_err(peer));
+        let rs: Vec<Reader<f32, NoMetadata>> = rs.collect::<Result<_, _>>()?;
+        let put = move |first| {
+            if w.slice().len() < batch {
+                return Ok(false);
+            }
+            fill(&mut w.slice()[..batch], first);
+            w.produce(batch, &[]);
+            Ok(true)
+        };
+        let (least, most) = per_take.map_or((1, usize::MAX), |n| (n, n));
+        let take = |mut r: Reader<f32, NoMetadata>| {
+            let mut left = batches * batch;
+            move || {
+                let s = r.slice();
+                if s.len() < least.min(left) {
+                    return Ok((0, 0));
+                }
+                let k = most.min(s.len());
+                let sum = checksum(&s[..k]);
+                r.consume(k);
+                left -= k;
+                Ok((k, sum))
+            }
+        };
+        let takes = rs.into_iter().map(take).collect();
+        lock_free("vmcircbuffer", (batches, batch), put, takes)
+    }
+
+    /// rtrb's queue of `sh.queue` items, written and read in chunks in place.
+    pub fn rtrb(sh: &Shape) -> Result<(f64, u32), Error> {
+        let (mut p, mut c) = rtrb::RingBuffer::<f32>::new(sh.queue);
+        let bi = sh.batch;
+        let put = move |first| {
+            let Ok(mut chunk) = p.write_chunk_uninit(bi) else {
+                return Ok(false);
+            };
+            let (x, y) = chunk.as_mut_slices();
+            let xl = x.len() as u32;
+            fill_uninit(x, first);
+            fill_uninit(y, first.wrapping_add(xl));
+            // SAFETY: both slices were fully initialised just above.
+            unsafe { chunk.commit_all() };
+            Ok(true)
+        };
+        let take = move || {
+            let n = c.slots();
+            if n == 0 {
+                return Ok((0, 0));
+            }
+            let chunk = c.read_chunk(n).map_err(Error::peer("rtrb"))?;
+            let (x, y) = chunk.as_slices();
+            let sum = checksum(x).wrapping_add(checksum(y));
+            chunk.commit_all();
+            Ok((n, sum))
+        };
+        first(lock_free("rtrb", (sh.batches, sh.batch), put, vec![take]))
+    }
+
+    /// ringbuf's heap queue of `sh.queue` items, its vacant and occupied
+    /// slices written and read in place.
+    pub fn ringbuf(sh: &Shape) -> Result<(f64, u32), Error> {
+        use ringbuf::traits::{Consumer, Observer, Producer, Raw, Split};
+        let (mut p, mut c) = ringbuf::HeapRb::<f32>::new(sh.queue).split();
+        let bi = sh.batch;
+        let put = move |first| {
+            if p.vacant_len() < bi {
+                return Ok(false);
+            }
+            let (x, y) = p.vacant_slices_mut();
+            let nx = x.len().min(bi);
+            fill_uninit(&mut x[..nx], first);
+            fill_uninit(&mut y[..bi - nx], first.wrapping_add(nx as u32));
+            // SAFETY: the first `bi` vacant slots were initialised just above.
+            unsafe { p.advance_write_index(bi) };
+            Ok(true)
+        };
+        let take = move || {
+            let (x, y) = c.as_slices();
+            let n = x.len() + y.len();
+            let sum = checksum(x).wrapping_add(checksum(y));
+            if n > 0 {
+                c.skip(n);
+            }
+            Ok((n, sum))
+        };
+        first(lock_free(
+            "ringbuf",
+            (sh.batches, sh.batch),
+            put,
+            vec![take],
+        ))
+    }
+
+    /// A channel of batch buffers: the queue's capacity in batches, each buffer
+    /// allocated once and passed back to the producer when read (so the figure is
+    /// the channel's, not the allocator's). The waits are crossbeam's own (spin,
+    /// then park).
+    pub fn crossbeam(sh: &Shape) -> Result<(f64, u32), Error> {
+        let slots = (sh.queue / sh.batch).max(1);
+        let (full_tx, full_rx) = crossbeam_channel::bounded::<Vec<f32>>(slots);
+        let (empty_tx, empty_rx) = crossbeam_channel::bounded::<Vec<f32>>(slots);
+        for _ in 0..slots {
+            empty_tx
+                .send(vec![0f32; sh.batch])
+                .map_err(Error::peer("crossbeam"))?;
+        }
+        let (nb, bi) = (sh.batches, sh.batch);
+        two_threads(
+            "crossbeam",
+            move || {
+                for b in 0..nb {
+                    let mut v = empty_rx.recv().map_err(Error::peer("crossbeam"))?;
+                    fill(&mut v, (b * bi) as u32);
+                    full_tx.send(v).map_err(Error::peer("crossbeam"))?;
+                }
+                Ok(())
+            },
+            move || {
+                let mut sum = 0u32;
+                for v in full_rx.iter() {
+                    sum = sum.wrapping_add(checksum(&v));
+                    // The producer may be done and gone: nothing then wants it.
+                    let _ = empty_tx.send(v);
+                }
+                Ok(sum)
+            },
+        )
+    }
+}
+
+#[cfg(feature = "peers")]
+pub use peer::{crossbeam, ringbuf, rtrb, vmcircbuffer};
