@@ -3,9 +3,10 @@
 //! on success, and their one error type.
 
 use std::io::{Read as _, Write as _};
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use dmaflow::accel::stage::StageStats;
 use dmaflow::graph::{Graph, Input, Output};
@@ -13,12 +14,10 @@ use dmaflow::mem::CachePolicy;
 use dmaflow::rig::Rig;
 use dmaflow::ring::RegionSource;
 use dmaflow::sim::{Clock, StreamProcessor};
+use tempfile::TempPath;
 
 pub mod bgsub;
 pub mod fir;
-pub mod partial;
-
-use partial::PartialFile;
 
 /// One end of a tool: a file (or pipe), or a network edge.
 #[derive(Debug, Clone)]
@@ -28,12 +27,6 @@ pub enum End {
     /// A ZeroMQ edge: PULL or SUB as a source, PUSH or PUB as a sink.
     Net(dmaflow_net::Edge),
 }
-
-/// Where a tool's input comes from.
-pub type Source = End;
-
-/// Where a tool's output goes.
-pub type Sink = End;
 
 /// What a tool's input file holds: a whole number of these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,7 +70,7 @@ impl std::fmt::Display for Unit {
         match *self {
             Unit::Samples => write!(f, "little-endian f32 samples (4 bytes each)"),
             Unit::Frames { width, height } => {
-                write!(f, "{width}x{height} frames ({} bytes each)", width * height)
+                write!(f, "{width}x{height} frames ({} bytes each)", self.bytes())
             }
         }
     }
@@ -245,43 +238,63 @@ pub struct NetEnd {
     pub tags: Vec<dmaflow_net::tags::Tag>,
 }
 
+/// What a file tool did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Done {
+    /// Samples or frames that went through.
+    pub items: u64,
+    /// On the coprocessor: what the CPU copied on the way.
+    pub copies: Option<Copies>,
+    /// What crossed each network end.
+    pub net: Vec<NetEnd>,
+}
+
+/// A coprocessor's board and its node's statistics, let go after the run.
+pub(crate) type OnBoard = Option<(Rig, Arc<Mutex<StageStats>>)>;
+
 /// Adds a tool's ends to `g` around its middle node, runs it, then lets the
-/// board `rig` go: the node `source` writes `lead` zero items and then the
+/// board go: the node `source` writes `lead` zero items and then the
 /// input into `out`, `chunk` items at a time (a file must hold whole units
 /// `of`); the node `sink` takes everything from `input`, into a file that
-/// appears only on success. Returns the items read or received and what
+/// appears only on success. Returns the units read or received and what
 /// crossed each network end; a file that ends inside a unit is named.
 pub(crate) fn run<T: Item>(
     mut g: Graph,
-    (source, mut out): (Source, Output<T>),
-    (sink, input): (Sink, Input<T>),
+    (source, mut out): (End, Output<T>),
+    (sink, input): (End, Input<T>),
     (chunk, lead, of): (usize, usize, Unit),
-    rig: Option<Rig>,
-) -> Result<(u64, Vec<NetEnd>), FileError> {
+    board: OnBoard,
+) -> Result<Done, FileError> {
     if lead > 0 {
         out.write(&vec![T::zeroed(); lead])?;
     }
     let mut net = Vec::new();
     let read = match source {
-        Source::Net(edge) => {
+        End::Net(edge) => {
             let at = edge.endpoint.to_string();
-            let stats = dmaflow_net::add_source(&mut g, "source", edge, out)?;
-            net.push((at, "received", stats));
+            net.push((
+                at,
+                "received",
+                dmaflow_net::add_source(&mut g, "source", edge, out)?,
+            ));
             None
         }
-        Source::File(path) => Some((file_source(&mut g, &path, out, (chunk, of))?, path)),
+        End::File(path) => Some((file_source(&mut g, &path, out, (chunk, of))?, path)),
     };
     let output = match sink {
-        Sink::Net(edge) => {
+        End::Net(edge) => {
             let at = edge.endpoint.to_string();
-            let stats = dmaflow_net::add_sink(&mut g, "sink", edge, input)?;
-            net.push((at, "sent", stats));
+            net.push((
+                at,
+                "sent",
+                dmaflow_net::add_sink(&mut g, "sink", edge, input)?,
+            ));
             None
         }
-        Sink::File(path) => Some((file_sink(&mut g, &path, input)?, path)),
+        End::File(path) => Some((file_sink(&mut g, &path, input)?, path)),
     };
     let result = g.run();
-    drop(rig);
+    let copies = board.map(|(_rig, s)| (*s.lock().unwrap_or_else(PoisonError::into_inner)).into());
     let net: Vec<NetEnd> = net
         .into_iter()
         .map(|(endpoint, direction, stats)| NetEnd {
@@ -291,21 +304,22 @@ pub(crate) fn run<T: Item>(
             tags: stats.tags_seen(),
         })
         .collect();
-    let items = match read {
+    let bytes = match read {
         Some((read, path)) => {
             let len = read.0.load(Ordering::Relaxed);
             if read.1.load(Ordering::Relaxed) {
                 return Err(FileError::BadLength { path, len, of });
             }
-            len / size_of::<T>() as u64
+            len
         }
-        None => net[0].counts.1,
+        None => net[0].counts.1 * size_of::<T>() as u64,
     };
     result?;
     if let Some((partial, path)) = output {
-        partial.finish().map_err(io(&path))?;
+        partial.persist(&path).map_err(|e| io(&path)(e.error))?;
     }
-    Ok((items, net))
+    let items = bytes / of.bytes() as u64;
+    Ok(Done { items, copies, net })
 }
 
 /// Adds the node `source` writing the file at `path` into `out`, `chunk` items at a time; the file must hold whole
@@ -369,13 +383,13 @@ fn file_source<T: Item>(
 }
 
 /// Adds the node `sink` writing everything from `input` into a temporary
-/// file beside `path` (whose directory must exist), given its name by
-/// [`PartialFile::finish`].
+/// file beside `path` (whose directory must exist), renamed to `path` by
+/// [`TempPath::persist`] and removed if dropped before.
 fn file_sink<T: Item>(
     g: &mut Graph,
     path: &Path,
     mut input: Input<T>,
-) -> Result<PartialFile, FileError> {
+) -> Result<TempPath, FileError> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -384,8 +398,19 @@ fn file_sink<T: Item>(
         let path = path.to_path_buf();
         return Err(FileError::NoDirectory { path });
     }
-    let (partial, file) = PartialFile::create(path).map_err(io(path))?;
-    let tmp = partial.path().display().to_string();
+    let name = path
+        .file_name()
+        .unwrap_or("output".as_ref())
+        .to_string_lossy();
+    // Made as `File::create` makes a file (0o666 less the umask).
+    let (file, partial) = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".partial")
+        .permissions(std::fs::Permissions::from_mode(0o666))
+        .tempfile_in(dir)
+        .map_err(io(path))?
+        .into_parts();
+    let tmp = partial.display().to_string();
     g.node("sink", move || {
         let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
         let fail = |e: std::io::Error| format!("{tmp}: {e}");
