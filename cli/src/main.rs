@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::OnceLock;
 
-use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser as _};
+use clap::builder::PossibleValue;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use dmaflow::platform::MemoryModel;
 use dmaflow::sim::Profile;
@@ -13,7 +13,7 @@ use dmaflow_cli::bench::report::{Report, RunInfo};
 use dmaflow_cli::bench::{self, Experiment, Setup, Tier};
 use dmaflow_cli::files::bgsub::Device;
 use dmaflow_cli::files::{Done, End, FileError, fir::FirDevice};
-use dmaflow_cli::{files, finish, status};
+use dmaflow_cli::{choice, files, finish, status};
 use dmaflow_net::{Edge, Endpoint, Pattern, Vanish};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -159,13 +159,19 @@ struct BenchArgs {
     /// The emulated board's memory for twoway, loopback, bgsub and cnn:
     /// `noncoherent` keeps the CPU's view and DRAM apart and runs with explicit
     /// cache maintenance (transfer always measures both).
-    #[arg(long, value_enum, default_value_t = Memory::Coherent)]
-    memory: Memory,
+    #[arg(long, default_value = "coherent", value_parser = choice(&[
+        ("coherent", "CPU caches coherent with the device", MemoryModel::Coherent),
+        ("noncoherent", "CPU view and DRAM apart; explicit cache maintenance", MemoryModel::NonCoherent),
+    ]))]
+    memory: MemoryModel,
     /// The board the fabric stands in for: its HP port's clock and width
     /// (PG021's latencies follow in cycles of it) for transfer, loopback and
     /// contention.
-    #[arg(long, value_enum, default_value_t = Board::Zynq7000)]
-    profile: Board,
+    #[arg(long, default_value = "zynq7000", value_parser = choice(&[
+        ("zynq7000", "Zynq-7000: 64-bit HP port at 150 MHz (1200 MB/s)", Profile::ZYNQ7000),
+        ("zynqmp", "Zynq UltraScale+ MPSoC: 128-bit HP port at 250 MHz (4000 MB/s)", Profile::ZYNQMP),
+    ]))]
+    profile: Profile,
     /// Measure a real board instead of the emulated fabric: transfer,
     /// twoway and loopback drive an AXI DMA whose MM2S stream feeds its
     /// own S2MM (the loopback design) through UIO and u-dma-buf
@@ -195,14 +201,8 @@ impl BenchArgs {
                 (false, true) => Tier::Quick,
                 (false, false) => Tier::Full,
             },
-            memory: match self.memory {
-                Memory::Coherent => MemoryModel::Coherent,
-                Memory::Noncoherent => MemoryModel::NonCoherent,
-            },
-            profile: match self.profile {
-                Board::Zynq7000 => Profile::ZYNQ7000,
-                Board::Zynqmp => Profile::ZYNQMP,
-            },
+            memory: self.memory,
+            profile: self.profile,
             gpu: None,
         }
     }
@@ -228,8 +228,8 @@ struct Ends {
     connect_output: bool,
     /// PUSH/PULL (lossless, ordered, blocks at the high-water mark) or
     /// PUB/SUB (drops when a subscriber is slow).
-    #[arg(long, default_value = "push-pull", value_parser = PossibleValuesParser::new(["push-pull", "pub-sub"])
-        .map(|s| if s == "pub-sub" { Pattern::PubSub } else { Pattern::PushPull }))]
+    #[arg(long, default_value = "push-pull",
+          value_parser = choice(&[("push-pull", "", Pattern::PushPull), ("pub-sub", "", Pattern::PubSub)]))]
     pattern: Pattern,
     /// Messages carry gr-zeromq's tag header (its pass_tags).
     #[arg(long)]
@@ -240,8 +240,8 @@ struct Ends {
     idle_timeout: Option<f64>,
     /// What the input does when its peer goes away mid-stream and is not
     /// back within --grace: end the stream or fail.
-    #[arg(long, default_value = "fail", value_parser = PossibleValuesParser::new(["end", "fail"])
-        .map(|s| if s == "end" { Vanish::End } else { Vanish::Fail }))]
+    #[arg(long, default_value = "fail",
+          value_parser = choice(&[("end", "", Vanish::End), ("fail", "", Vanish::Fail)]))]
     on_vanish: Vanish,
     /// Seconds a vanished peer has to reconnect, and the output's wait for
     /// its last messages to leave.
@@ -341,24 +341,6 @@ impl ValueEnum for Which {
             Some(e) => PossibleValue::new(e.name()).help(e.question()),
         })
     }
-}
-
-/// The emulated board's memory, as the command line names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Memory {
-    /// CPU caches coherent with the device.
-    Coherent,
-    /// CPU view and DRAM apart; explicit cache maintenance.
-    Noncoherent,
-}
-
-/// The board profile, as the command line names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Board {
-    /// Zynq-7000: 64-bit HP port at 150 MHz (1200 MB/s).
-    Zynq7000,
-    /// Zynq UltraScale+ MPSoC: 128-bit HP port at 250 MHz (4000 MB/s).
-    Zynqmp,
 }
 
 /// What `bench EXPERIMENT` runs on the emulated fabric. With `--device
@@ -617,12 +599,7 @@ fn run_info(root: &Path) -> ExitCode {
     }
     let findings = dmaflow_cli::board_check::check(&inv, root);
     for f in &findings {
-        let mark = match (f.blocking, f.missing) {
-            (true, _) => "missing",
-            (false, true) => "warning",
-            (false, false) => "ok",
-        };
-        println!("  {mark}: {}", f.text);
+        println!("  {}: {}", f.mark, f.text);
     }
     println!("{}", dmaflow_cli::board_check::verdict(&findings));
     use dmaflow::platform::sim::{DEFAULT_DDR_BASE as BASE, DEFAULT_DDR_BYTES as BYTES, SimBoard};
@@ -642,11 +619,7 @@ fn run_info(root: &Path) -> ExitCode {
         }
         Err(e) => println!("CUDA: none ({e})"),
     }
-    if inv.malformed.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(2)
-    }
+    ExitCode::from(if inv.malformed.is_empty() { 0 } else { 2 })
 }
 
 /// Refuses, before anything runs, a GPU asked for that this machine's driver
