@@ -2,10 +2,9 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::OnceLock;
 
-use clap::builder::PossibleValue;
-use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use dmaflow::platform::MemoryModel;
 use dmaflow::sim::Profile;
 use dmaflow_cli::bench::harness::{OnGpu, Tables};
@@ -141,7 +140,7 @@ type Fail = (u8, String);
 #[derive(clap::Args)]
 struct BenchArgs {
     /// Which experiment.
-    #[arg(value_enum, default_value = "all")]
+    #[arg(default_value = "all", value_parser = experiments())]
     experiment: Which,
     /// Shorter runs with fewer repetitions.
     #[arg(long)]
@@ -272,16 +271,11 @@ impl Ends {
     /// `--output`.
     fn edge(&self, text: &str, output: bool) -> Result<Edge, String> {
         let at = Endpoint::parse(text).map_err(|e| e.to_string())?;
-        let mut e = if output {
-            Edge::sink(at)
-        } else {
-            Edge::source(at)
+        let (mut e, bind) = match output {
+            true => (Edge::sink(at), !self.connect_output),
+            false => (Edge::source(at), self.bind_input),
         };
-        e.bind = if output {
-            !self.connect_output
-        } else {
-            self.bind_input
-        };
+        e.bind = bind;
         e.pattern = self.pattern;
         e.pass_tags = self.pass_tags;
         e.high_water_mark = match (self.hwm, self.pattern) {
@@ -321,26 +315,18 @@ impl Ends {
     }
 }
 
-/// An experiment named on the command line (from the registry), or `all`.
-#[derive(Clone, Copy)]
-struct Which(Option<&'static dyn Experiment>);
+/// An experiment named on the command line (from the registry), or `all`
+/// (`None`).
+type Which = Option<&'static dyn Experiment>;
 
-impl ValueEnum for Which {
-    fn value_variants<'a>() -> &'a [Self] {
-        static ALL: OnceLock<Vec<Which>> = OnceLock::new();
-        ALL.get_or_init(|| {
-            std::iter::once(Which(None))
-                .chain(bench::EXPERIMENTS.iter().map(|&e| Which(Some(e))))
-                .collect()
-        })
-    }
-
-    fn to_possible_value(&self) -> Option<PossibleValue> {
-        Some(match self.0 {
-            None => PossibleValue::new("all").help("Every experiment below."),
-            Some(e) => PossibleValue::new(e.name()).help(e.question()),
-        })
-    }
+/// `bench`'s experiments as the command line names them: `all`, then each
+/// of the registry with its question.
+fn experiments() -> impl TypedValueParser<Value = Which> {
+    let all = PossibleValue::new("all").help("Every experiment below.");
+    let each = bench::EXPERIMENTS
+        .iter()
+        .map(|e| PossibleValue::new(e.name()).help(e.question()));
+    PossibleValuesParser::new(std::iter::once(all).chain(each)).map(|s| bench::find(&s))
 }
 
 /// What `bench EXPERIMENT` runs on the emulated fabric. With `--device
@@ -352,7 +338,7 @@ impl ValueEnum for Which {
 fn plan(which: Which, device: Device) -> Result<Vec<(&'static dyn Experiment, Tables)>, String> {
     let all = bench::EXPERIMENTS.iter().copied();
     let Device::Cuda(n) = device else {
-        return Ok(match which.0 {
+        return Ok(match which {
             None => all.map(|e| (e, Tables::ALL)).collect(),
             Some(e) => std::iter::once(e)
                 .chain(e.then().and_then(bench::find))
@@ -361,7 +347,7 @@ fn plan(which: Which, device: Device) -> Result<Vec<(&'static dyn Experiment, Ta
         });
     };
     let mut itself = all.filter(|e| e.on_gpu() == Some(OnGpu::Itself));
-    let list = match which.0 {
+    let list = match which {
         None => itself.map(|e| (e, Tables::ALL)).collect(),
         Some(e) => match (e.on_gpu(), itself.find(|e| e.name() == "gpu")) {
             (Some(OnGpu::Itself), _) => vec![(e, Tables::ALL)],
@@ -433,7 +419,7 @@ fn run_each<T>(
 /// emulator; a failure while measuring is status 1.
 fn run_on_board(args: &BenchArgs, root: &Path) -> Result<(), Fail> {
     use bench::on_board::open;
-    let list: Vec<_> = match args.experiment.0 {
+    let list: Vec<_> = match args.experiment {
         None => bench::EXPERIMENTS
             .iter()
             .filter_map(|&e| e.board_mode().ok().map(|m| (e, m)))
@@ -548,24 +534,21 @@ fn run_tool(
         run(ends).map_err(|e| (if e.is_bad_input() { 2 } else { 1 }, e.to_string()))
     });
     finish(tool, done, |done| {
-        if let Some(c) = done.copies {
-            println!("dmaflow {tool}: {} {what}; {c}", done.items);
-        }
-        for end in &done.net {
-            let (messages, items, lost, tags) = end.counts;
+        if let Some(s) = done.copies {
+            let (copied, delivered) = (s.bytes_copied, s.bytes_out);
+            let per = if delivered == 0 {
+                0.0
+            } else {
+                copied as f64 / delivered as f64
+            };
             println!(
-                "dmaflow {tool}: {}: {} {items} samples in {messages} messages ({lost} lost on \
-                 the way, {tags} tags)",
-                end.endpoint, end.direction
+                "dmaflow {tool}: {} {what}; the CPU copied {copied} bytes on the way ({per:.2} per \
+                 byte delivered, {delivered} delivered)",
+                done.items
             );
-            if !end.tags.is_empty() {
-                let shown: Vec<String> = end.tags.iter().map(|t| t.to_string()).collect();
-                println!(
-                    "dmaflow {tool}: {}: tags {}",
-                    end.direction,
-                    shown.join(", ")
-                );
-            }
+        }
+        for line in done.net {
+            println!("dmaflow {tool}: {line}");
         }
     })
 }

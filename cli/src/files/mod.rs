@@ -224,29 +224,17 @@ pub(crate) fn queues<T: Item>(
     Ok((first, connect((name, "out"), ("sink", "in"), out_of)?))
 }
 
-/// What crossed one network end of a run.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NetEnd {
-    /// The endpoint.
-    pub endpoint: String,
-    /// `"received"` or `"sent"`.
-    pub direction: &'static str,
-    /// Messages, samples, samples lost on the way (PUB/SUB with tag
-    /// headers), tags received.
-    pub counts: (u64, u64, u64, u64),
-    /// The first tags that crossed, at their offsets in this end's stream.
-    pub tags: Vec<dmaflow_net::tags::Tag>,
-}
-
 /// What a file tool did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Done {
     /// Samples or frames that went through.
     pub items: u64,
-    /// On the coprocessor: what the CPU copied on the way.
-    pub copies: Option<Copies>,
-    /// What crossed each network end.
-    pub net: Vec<NetEnd>,
+    /// On the coprocessor: its node's statistics (what the CPU copied on the
+    /// way, bytes delivered).
+    pub copies: Option<StageStats>,
+    /// What crossed each network end, a line each (and one of the first tags
+    /// that crossed, at their offsets in the end's stream, where any did).
+    pub net: Vec<String>,
 }
 
 /// A coprocessor's board and its node's statistics, let go after the run.
@@ -256,8 +244,8 @@ pub(crate) type OnBoard = Option<(Rig, Arc<Mutex<StageStats>>)>;
 /// board go: the node `source` writes `lead` zero items and then the
 /// input into `out`, `chunk` items at a time (a file must hold whole units
 /// `of`); the node `sink` takes everything from `input`, into a file that
-/// appears only on success. Returns the units read or received and what
-/// crossed each network end; a file that ends inside a unit is named.
+/// appears only on success. Returns the units read or received, the
+/// coprocessor's statistics and what crossed each network end; a file that ends inside a unit is named.
 pub(crate) fn run<T: Item>(
     mut g: Graph,
     (source, mut out): (End, Output<T>),
@@ -294,16 +282,7 @@ pub(crate) fn run<T: Item>(
         End::File(path) => Some((file_sink(&mut g, &path, input)?, path)),
     };
     let result = g.run();
-    let copies = board.map(|(_rig, s)| (*s.lock().unwrap_or_else(PoisonError::into_inner)).into());
-    let net: Vec<NetEnd> = net
-        .into_iter()
-        .map(|(endpoint, direction, stats)| NetEnd {
-            endpoint,
-            direction,
-            counts: stats.snapshot(),
-            tags: stats.tags_seen(),
-        })
-        .collect();
+    let copies = board.map(|(_rig, s)| *s.lock().unwrap_or_else(PoisonError::into_inner));
     let bytes = match read {
         Some((read, path)) => {
             let len = read.0.load(Ordering::Relaxed);
@@ -312,14 +291,30 @@ pub(crate) fn run<T: Item>(
             }
             len
         }
-        None => net[0].counts.1 * size_of::<T>() as u64,
+        None => net[0].2.snapshot().1 * size_of::<T>() as u64,
     };
     result?;
     if let Some((partial, path)) = output {
         partial.persist(&path).map_err(|e| io(&path)(e.error))?;
     }
+    let mut said = Vec::new();
+    for (at, direction, stats) in net {
+        let (messages, items, lost, tags) = stats.snapshot();
+        said.push(format!(
+            "{at}: {direction} {items} samples in {messages} messages ({lost} lost on the way, \
+             {tags} tags)"
+        ));
+        let seen: Vec<String> = stats.tags_seen().iter().map(|t| t.to_string()).collect();
+        if !seen.is_empty() {
+            said.push(format!("{direction}: tags {}", seen.join(", ")));
+        }
+    }
     let items = bytes / of.bytes() as u64;
-    Ok(Done { items, copies, net })
+    Ok(Done {
+        items,
+        copies,
+        net: said,
+    })
 }
 
 /// Adds the node `source` writing the file at `path` into `out`, `chunk` items at a time; the file must hold whole
@@ -435,38 +430,4 @@ fn file_sink<T: Item>(
         Ok(())
     })?;
     Ok(partial)
-}
-
-/// What the CPU copied in a run on a coprocessor: bytes moved by the CPU on the
-/// way from the source to the sink, and bytes delivered to the sink.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Copies {
-    /// Bytes the CPU copied.
-    pub copied: u64,
-    /// Bytes the sink received.
-    pub delivered: u64,
-}
-
-impl std::fmt::Display for Copies {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let per = if self.delivered == 0 {
-            0.0
-        } else {
-            self.copied as f64 / self.delivered as f64
-        };
-        write!(
-            f,
-            "the CPU copied {} bytes on the way ({per:.2} per byte delivered, {} delivered)",
-            self.copied, self.delivered
-        )
-    }
-}
-
-impl From<StageStats> for Copies {
-    fn from(s: StageStats) -> Self {
-        Copies {
-            copied: s.bytes_copied,
-            delivered: s.bytes_out,
-        }
-    }
 }
