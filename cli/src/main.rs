@@ -605,8 +605,6 @@ fn run_info(root: &Path) -> ExitCode {
     ExitCode::from(if inv.malformed.is_empty() { 0 } else { 2 })
 }
 
-/// Refuses, before anything runs, a GPU asked for that this machine's driver
-
 /// Makes sure the report directory can be written before any experiment runs:
 /// creates it and writes (and removes) a probe file in it.
 fn prepare_out(out: &Path) -> Result<(), Fail> {
