@@ -411,14 +411,21 @@ fn run_each<T>(
     Ok(())
 }
 
-/// `bench EXPERIMENT --board ROOT`: the experiments with a board form (`all`:
+/// `bench EXPERIMENT` on the emulated fabric, or with `--device cuda:N` its
+/// GPU form; with `--board ROOT` the experiments with a board form (`all`:
 /// every one of them) on a real board's AXI DMA in loopback, with the same
 /// measurement code, report and keys as on the emulated fabric. The board is
 /// checked for every experiment before any runs: what is missing is refused
 /// (status 2) with `dmaflow info`'s advice, as is an experiment that needs the
 /// emulator; a failure while measuring is status 1.
-fn run_on_board(args: &BenchArgs, root: &Path) -> Result<(), Fail> {
+fn run_bench(args: &BenchArgs) -> Result<(), Fail> {
     use bench::on_board::open;
+    let Some(root) = &args.board else {
+        let list = plan(args.experiment, args.device).map_err(|e| (2, e))?;
+        prepare_out(&args.out)?;
+        return run_emulated(args, list);
+    };
+    prepare_out(&args.out)?;
     let list: Vec<_> = match args.experiment {
         None => bench::EXPERIMENTS
             .iter()
@@ -435,33 +442,18 @@ fn run_on_board(args: &BenchArgs, root: &Path) -> Result<(), Fail> {
     }
     run_each(args, list, ProgressBar::hidden(), |e, mode, _| {
         let rig = open(root, mode).map_err(status(2))?;
-        let board = rig.describe();
+        let info = RunInfo {
+            board: rig.describe(),
+            ..RunInfo::here()
+        };
         let progress = &mut |m: &str| {
             if !args.json {
                 eprintln!("{m}");
             }
         };
         let report = e.run_on_board(&args.setup(), rig, progress);
-        Ok((
-            report.map_err(status(1))?,
-            RunInfo {
-                board,
-                ..RunInfo::here()
-            },
-        ))
+        Ok((report.map_err(status(1))?, info))
     })
-}
-
-/// `bench EXPERIMENT` on the emulated fabric, or with `--device cuda:N` its
-/// GPU form.
-fn run_bench(args: &BenchArgs) -> Result<(), Fail> {
-    let Some(root) = &args.board else {
-        let list = plan(args.experiment, args.device).map_err(|e| (2, e))?;
-        prepare_out(&args.out)?;
-        return run_emulated(args, list);
-    };
-    prepare_out(&args.out)?;
-    run_on_board(args, root)
 }
 
 /// `bench` on the emulated fabric (or its GPU form): the experiments of
@@ -470,12 +462,6 @@ fn run_emulated(
     args: &BenchArgs,
     list: Vec<(&'static dyn Experiment, Tables)>,
 ) -> Result<(), Fail> {
-    let Setup {
-        tier,
-        memory,
-        profile,
-        ..
-    } = args.setup();
     let bar = if args.json {
         ProgressBar::hidden()
     } else {
@@ -487,7 +473,7 @@ fn run_emulated(
         bar.enable_steady_tick(std::time::Duration::from_millis(250));
         bar
     };
-    if !args.json && tier == Tier::Full {
+    if !args.json && args.setup().tier == Tier::Full {
         bar.println(
             "full runs take several minutes per experiment (--quick: all of them in under 5 minutes)",
         );
@@ -496,9 +482,9 @@ fn run_emulated(
         board: format!(
             "{} [profile {}], emulated (AXI DMA per PG021 with its latencies, {} memory; paper \
              000's coprocessor streams at 100 MHz x 1 B); {}",
-            profile.description,
-            profile.name,
-            match memory {
+            args.profile.description,
+            args.profile.name,
+            match args.memory {
                 MemoryModel::Coherent => "cache-coherent",
                 MemoryModel::NonCoherent => "non-coherent",
             },
@@ -536,11 +522,8 @@ fn run_tool(
     finish(tool, done, |done| {
         if let Some(s) = done.copies {
             let (copied, delivered) = (s.bytes_copied, s.bytes_out);
-            let per = if delivered == 0 {
-                0.0
-            } else {
-                copied as f64 / delivered as f64
-            };
+            let per = (delivered > 0).then(|| copied as f64 / delivered as f64);
+            let per = per.unwrap_or(0.0);
             println!(
                 "dmaflow {tool}: {} {what}; the CPU copied {copied} bytes on the way ({per:.2} per \
                  byte delivered, {delivered} delivered)",

@@ -63,27 +63,27 @@ pub fn bgsub(
     let chunk = n * (64usize << 10).div_ceil(n);
     let cap = 2 * chunk;
     let mut g = Graph::new();
-    let (mut rig, memory) = match device {
+    let sim = match device {
         Device::Sim => {
             let ddr = (4 * cap + 2 * n + (4 << 20)).next_power_of_two();
-            let (rig, memory) = super::board(ddr, Box::new(BgSubCore::new(params)))?;
-            (Some(rig), memory)
+            Some(super::board(ddr, Box::new(BgSubCore::new(params)))?)
         }
-        Device::Cpu | Device::Cuda(_) => (None, None),
+        Device::Cpu | Device::Cuda(_) => None,
     };
+    let memory = sim.as_ref().and_then(|(_, memory)| memory.clone());
     let ((s_out, mut b_in), (mut b_out, k_in)) =
         super::queues(&mut g, "bgsub", (cap, cap), &memory)?;
-    let on_board = match rig.take() {
-        Some(mut r) => {
-            let e1 = r.engines.remove(1);
-            let e0 = r.engines.remove(0);
+    let on_board = match sim {
+        Some((mut rig, _)) => {
+            let e1 = rig.engines.remove(1);
+            let e0 = rig.engines.remove(0);
             let cfg = bgsub::Config {
                 params,
                 completion: Completion::Poll,
             };
             let stats = Arc::new(Mutex::new(StageStats::default()));
             bgsub::add_node(&mut g, "bgsub", [e0, e1], cfg, b_in, b_out, stats.clone())?;
-            Some((r, stats))
+            Some((rig, stats))
         }
         None => {
             // Opened here, so that a missing device is this call's error.

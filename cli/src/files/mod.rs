@@ -5,8 +5,7 @@
 use std::io::{Read as _, Write as _};
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use dmaflow::accel::stage::StageStats;
 use dmaflow::graph::{Graph, Input, Output};
@@ -98,13 +97,11 @@ pub enum FileError {
         /// What it should hold.
         of: Unit,
     },
-    /// The input is not a file (a directory, say).
-    #[error("{path}: not a file of {} ({what})", .of.name())]
+    /// The input is a directory.
+    #[error("{path}: not a file of {} (a directory)", .of.name())]
     NotAFile {
         /// The path given.
         path: PathBuf,
-        /// What it is.
-        what: &'static str,
         /// What it should hold.
         of: Unit,
     },
@@ -284,13 +281,11 @@ pub(crate) fn run<T: Item>(
     let result = g.run();
     let copies = board.map(|(_rig, s)| *s.lock().unwrap_or_else(PoisonError::into_inner));
     let bytes = match read {
-        Some((read, path)) => {
-            let len = read.0.load(Ordering::Relaxed);
-            if read.1.load(Ordering::Relaxed) {
-                return Err(FileError::BadLength { path, len, of });
-            }
-            len
-        }
+        Some((ended, path)) => match ended.get() {
+            Some(&len) if !of.whole(len) => return Err(FileError::BadLength { path, len, of }),
+            // None: the source failed before its end (`result` says why).
+            ended => ended.copied().unwrap_or(0),
+        },
         None => net[0].2.snapshot().1 * size_of::<T>() as u64,
     };
     result?;
@@ -319,27 +314,26 @@ pub(crate) fn run<T: Item>(
 
 /// Adds the node `source` writing the file at `path` into `out`, `chunk` items at a time; the file must hold whole
 /// units `of` (a directory is refused, and so is a regular file of another
-/// length; a pipe's length is found at its end). Returns its bytes read and
-/// whether it ended inside a unit.
+/// length; a pipe's length is found at its end). Returns its length in
+/// bytes, set once it ends.
 fn file_source<T: Item>(
     g: &mut Graph,
     path: &Path,
     mut out: Output<T>,
     (chunk, of): (usize, Unit),
-) -> Result<Arc<(AtomicU64, AtomicBool)>, FileError> {
+) -> Result<Arc<OnceLock<u64>>, FileError> {
     let mut src = std::fs::File::open(path).map_err(io(path))?;
     let meta = src.metadata().map_err(io(path))?;
     let path = path.to_path_buf();
     if meta.is_dir() {
-        let what = "a directory";
-        return Err(FileError::NotAFile { path, what, of });
+        return Err(FileError::NotAFile { path, of });
     }
     if meta.is_file() && !of.whole(meta.len()) {
         let len = meta.len();
         return Err(FileError::BadLength { path, len, of });
     }
-    let read = Arc::new((AtomicU64::new(0), AtomicBool::new(false)));
-    let seen = read.clone();
+    let ended = Arc::new(OnceLock::new());
+    let (seen, mut total) = (ended.clone(), 0);
     let shown = path.display().to_string();
     g.node("source", move || {
         loop {
@@ -364,17 +358,17 @@ fn file_source<T: Item>(
                 }
             }
             out.commit(whole)?;
-            let total = seen.0.fetch_add(filled as u64, Ordering::Relaxed) + filled as u64;
+            total += filled as u64;
             if filled < want {
+                let _ = seen.set(total);
                 if !of.whole(total) {
-                    seen.1.store(true, Ordering::Relaxed);
                     return Err(format!("{shown}: ends inside one of its {}", of.name()).into());
                 }
                 return Ok(());
             }
         }
     })?;
-    Ok(read)
+    Ok(ended)
 }
 
 /// Adds the node `sink` writing everything from `input` into a temporary
