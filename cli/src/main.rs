@@ -538,11 +538,9 @@ fn run_tool(
 
 fn run_info(root: &Path) -> ExitCode {
     let inv = dmaflow::platform::uio::inventory(root);
+    let none = |what: &str, dir: &str| println!("{what}: none under {}", root.join(dir).display());
     if inv.uio.is_empty() {
-        println!(
-            "UIO devices: none under {}",
-            root.join("sys/class/uio").display()
-        );
+        none("UIO devices", "sys/class/uio");
     }
     for d in &inv.uio {
         let what = match d.size {
@@ -552,10 +550,7 @@ fn run_info(root: &Path) -> ExitCode {
         println!("UIO device: /dev/uio{} ({}), {what}", d.index, d.name);
     }
     if inv.udmabuf.is_empty() {
-        println!(
-            "u-dma-buf: none under {}",
-            root.join("sys/class/u-dma-buf").display()
-        );
+        none("u-dma-buf", "sys/class/u-dma-buf");
     }
     for (name, phys, size) in &inv.udmabuf {
         println!("u-dma-buf: /dev/{name}, {size} bytes at physical {phys:#x}");
@@ -578,11 +573,7 @@ fn run_info(root: &Path) -> ExitCode {
     }
     match dmaflow::gpu::devices() {
         Ok(list) if list.is_empty() => println!("CUDA: a driver, no device"),
-        Ok(list) => {
-            for d in list {
-                println!("CUDA: {d}");
-            }
-        }
+        Ok(list) => list.iter().for_each(|d| println!("CUDA: {d}")),
         Err(e) => println!("CUDA: none ({e})"),
     }
     ExitCode::from(if inv.malformed.is_empty() { 0 } else { 2 })

@@ -9,7 +9,6 @@ use dmaflow::accel::bgsub;
 use dmaflow::accel::stage::StageStats;
 use dmaflow::dma::Completion;
 use dmaflow::dsp::bgsub::{BackgroundSubtractor, Params};
-use dmaflow::graph::Graph;
 use dmaflow::sim::BgSubCore;
 
 use super::{Done, End, FileError, Unit};
@@ -54,15 +53,10 @@ type Subtract = Box<dyn FnMut(&[u8], &mut [u8]) -> Result<(), FileError> + Send>
 /// and written there by the file ends) or the software as a node -> sink.
 /// Either end is a file or a network edge; a file output is renamed into
 /// place only on success, and a file that ends inside a frame is named.
-pub fn bgsub(
-    params: Params,
-    (source, sink): (End, End),
-    device: Device,
-) -> Result<Done, FileError> {
+pub fn bgsub(params: Params, ends: (End, End), device: Device) -> Result<Done, FileError> {
     let n = params.frame_bytes();
     let chunk = n * (64usize << 10).div_ceil(n);
     let cap = 2 * chunk;
-    let mut g = Graph::new();
     let sim = match device {
         Device::Sim => {
             let ddr = (4 * cap + 2 * n + (4 << 20)).next_power_of_two();
@@ -71,19 +65,21 @@ pub fn bgsub(
         Device::Cpu | Device::Cuda(_) => None,
     };
     let memory = sim.as_ref().and_then(|(_, memory)| memory.clone());
-    let ((s_out, mut b_in), (mut b_out, k_in)) =
-        super::queues(&mut g, "bgsub", (cap, cap), &memory)?;
-    let on_board = match sim {
+    let of = Unit::Frames {
+        width: params.width,
+        height: params.height,
+    };
+    let (middle, how) = (("bgsub", (cap, cap), &memory), (chunk, 0, of));
+    super::run(ends, middle, how, |g, mut b_in, mut b_out| match sim {
         Some((mut rig, _)) => {
-            let e1 = rig.engines.remove(1);
-            let e0 = rig.engines.remove(0);
+            let engines = [rig.engines.remove(0), rig.engines.remove(0)];
             let cfg = bgsub::Config {
                 params,
                 completion: Completion::Poll,
             };
             let stats = Arc::new(Mutex::new(StageStats::default()));
-            bgsub::add_node(&mut g, "bgsub", [e0, e1], cfg, b_in, b_out, stats.clone())?;
-            Some((rig, stats))
+            bgsub::add_node(g, "bgsub", engines, cfg, b_in, b_out, stats.clone())?;
+            Ok(Some((rig, stats)))
         }
         None => {
             // Opened here, so that a missing device is this call's error.
@@ -118,12 +114,7 @@ pub fn bgsub(
                     b_out.write(&mask)?;
                 }
             })?;
-            None
+            Ok(None)
         }
-    };
-    let of = Unit::Frames {
-        width: params.width,
-        height: params.height,
-    };
-    super::run(g, (source, s_out), (sink, k_in), (chunk, 0, of), on_board)
+    })
 }

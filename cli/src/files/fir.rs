@@ -5,13 +5,12 @@
 use dmaflow::accel::stage::{self, StageConfig, StageStats};
 use dmaflow::dma::Completion;
 use dmaflow::dsp::fir::{Mode, OverlapSave, add_node};
-use dmaflow::graph;
 use dmaflow::sim::FirCore;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use super::{Done, End, FileError, Unit, board, io, queues, run};
+use super::{Done, End, FileError, Unit, board, io, run};
 
 /// Where the filter runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -50,30 +49,28 @@ pub fn read_f32_file(path: &Path) -> Result<Vec<f32>, FileError> {
 /// what the CPU copied.
 pub fn filter(
     taps: &Path,
-    (source, sink): (End, End),
+    ends: (End, End),
     device: FirDevice,
     fft_len: Option<usize>,
 ) -> Result<Done, FileError> {
     let taps = read_f32_file(taps)?;
-    let mut g = graph::Graph::new();
-    // The filter in the middle, checked before any file is touched.
-    let ((s_out, k_in), chunk, lead, on_board) = match device {
+    match device {
         FirDevice::Cpu => {
             let fir = OverlapSave::new(&taps, fft_len)?;
             let n = fir.fft_len();
             let chunk = (64 << 10).max(n);
             let caps = (2 * chunk + n, 2 * chunk);
-            let ((s_out, f_in), (f_out, k_in)) = queues(&mut g, "fir", caps, &None)?;
-            add_node(&mut g, "fir", fir, Mode::ZeroCopy, f_in, f_out)?;
-            ((s_out, k_in), chunk, 0, None)
+            let how = (chunk, 0, Unit::Samples);
+            run(ends, ("fir", caps, &None), how, |g, f_in, f_out| {
+                add_node(g, "fir", fir, Mode::ZeroCopy, f_in, f_out)?;
+                Ok(None)
+            })
         }
         FirDevice::Sim => {
             let (mut rig, memory) = board(64 << 20, Box::new(FirCore::new()))?;
             dmaflow::accel::fir::load_taps(&rig.control()?, &taps)?;
-            let chunk = 64 << 10;
-            let window = SIM_HOP + taps.len() - 1;
+            let (chunk, window) = (64 << 10, SIM_HOP + taps.len() - 1);
             let caps = (2 * chunk + 4 * window, 2 * chunk + 4 * SIM_HOP);
-            let ((s_out, f_in), (f_out, k_in)) = queues(&mut g, "fir", caps, &memory)?;
             let cfg = StageConfig {
                 window,
                 hop: SIM_HOP,
@@ -82,15 +79,16 @@ pub fn filter(
                 depth: 4,
                 completion: Completion::Poll,
             };
-            let engine = rig.engines.remove(0);
-            let stats = Arc::new(Mutex::new(StageStats::default()));
-            stage::add_node(&mut g, "fir", engine, cfg, f_in, f_out, stats.clone())?;
             // The coprocessor filters windows that overlap by taps - 1
             // samples: the stream starts with that many zeros (the filter's
             // zero initial state).
-            ((s_out, k_in), chunk, taps.len() - 1, Some((rig, stats)))
+            let how = (chunk, taps.len() - 1, Unit::Samples);
+            run::<f32>(ends, ("fir", caps, &memory), how, |g, f_in, f_out| {
+                let engine = rig.engines.remove(0);
+                let stats = Arc::new(Mutex::new(StageStats::default()));
+                stage::add_node(g, "fir", engine, cfg, f_in, f_out, stats.clone())?;
+                Ok(Some((rig, stats)))
+            })
         }
-    };
-    let how = (chunk, lead, Unit::Samples);
-    run(g, (source, s_out), (sink, k_in), how, on_board)
+    }
 }

@@ -201,26 +201,6 @@ pub(crate) fn board(
     Ok((rig, Some(memory)))
 }
 
-/// The queues `source -> NAME -> sink`: the ends of the first, then those
-/// of the second.
-pub(crate) type Queues<T> = ((Output<T>, Input<T>), (Output<T>, Input<T>));
-
-/// Connects `source -> name -> sink` in `g`, queues of at least `into` and
-/// `out_of` items, in `memory`.
-pub(crate) fn queues<T: Item>(
-    g: &mut Graph,
-    name: &str,
-    (into, out_of): (usize, usize),
-    memory: &Memory,
-) -> Result<Queues<T>, FileError> {
-    let mut connect = |from, to, n| match memory {
-        Some(m) => g.connect_in::<T>(from, to, n, m.clone()),
-        None => g.connect_with_capacity::<T>(from, to, n),
-    };
-    let first = connect(("source", "out"), (name, "in"), into)?;
-    Ok((first, connect((name, "out"), ("sink", "in"), out_of)?))
-}
-
 /// What a file tool did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Done {
@@ -237,19 +217,28 @@ pub struct Done {
 /// A coprocessor's board and its node's statistics, let go after the run.
 pub(crate) type OnBoard = Option<(Rig, Arc<Mutex<StageStats>>)>;
 
-/// Adds a tool's ends to `g` around its middle node, runs it, then lets the
-/// board go: the node `source` writes `lead` zero items and then the
-/// input into `out`, `chunk` items at a time (a file must hold whole units
-/// `of`); the node `sink` takes everything from `input`, into a file that
-/// appears only on success. Returns the units read or received, the
-/// coprocessor's statistics and what crossed each network end; a file that ends inside a unit is named.
+/// Runs a tool as one graph `source -> name -> sink`, then lets the board
+/// go. The queues into and out of the middle node hold at least `into` and
+/// `out_of` items, in `memory`; `middle` adds the node `name` between them
+/// (before any file is touched). The node `source` writes `lead` zero items
+/// and then the input, `chunk` items at a time (a file must hold whole units
+/// `of`); the node `sink` takes everything, into a file that appears only on
+/// success. Returns the units read or received, the coprocessor's statistics
+/// and what crossed each network end; a file that ends inside a unit is named.
 pub(crate) fn run<T: Item>(
-    mut g: Graph,
-    (source, mut out): (End, Output<T>),
-    (sink, input): (End, Input<T>),
+    (source, sink): (End, End),
+    (name, (into, out_of), memory): (&str, (usize, usize), &Memory),
     (chunk, lead, of): (usize, usize, Unit),
-    board: OnBoard,
+    middle: impl FnOnce(&mut Graph, Input<T>, Output<T>) -> Result<OnBoard, FileError>,
 ) -> Result<Done, FileError> {
+    let mut g = Graph::new();
+    let connect = |g: &mut Graph, from, to, n| match memory {
+        Some(m) => g.connect_in::<T>(from, to, n, m.clone()),
+        None => g.connect_with_capacity::<T>(from, to, n),
+    };
+    let (mut out, m_in) = connect(&mut g, ("source", "out"), (name, "in"), into)?;
+    let (m_out, input) = connect(&mut g, (name, "out"), ("sink", "in"), out_of)?;
+    let board = middle(&mut g, m_in, m_out)?;
     if lead > 0 {
         out.write(&vec![T::zeroed(); lead])?;
     }
@@ -257,11 +246,8 @@ pub(crate) fn run<T: Item>(
     let read = match source {
         End::Net(edge) => {
             let at = edge.endpoint.to_string();
-            net.push((
-                at,
-                "received",
-                dmaflow_net::add_source(&mut g, "source", edge, out)?,
-            ));
+            let stats = dmaflow_net::add_source(&mut g, "source", edge, out)?;
+            net.push((at, "received", stats));
             None
         }
         End::File(path) => Some((file_source(&mut g, &path, out, (chunk, of))?, path)),
@@ -269,11 +255,8 @@ pub(crate) fn run<T: Item>(
     let output = match sink {
         End::Net(edge) => {
             let at = edge.endpoint.to_string();
-            net.push((
-                at,
-                "sent",
-                dmaflow_net::add_sink(&mut g, "sink", edge, input)?,
-            ));
+            let stats = dmaflow_net::add_sink(&mut g, "sink", edge, input)?;
+            net.push((at, "sent", stats));
             None
         }
         End::File(path) => Some((file_sink(&mut g, &path, input)?, path)),
