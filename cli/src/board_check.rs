@@ -123,15 +123,12 @@ pub fn check(inv: &Inventory, root: &Path) -> Vec<Finding> {
 /// The one-line verdict after the findings.
 pub fn verdict(findings: &[Finding]) -> String {
     let count = |mark| findings.iter().filter(|f| f.mark == mark).count();
-    let (blocking, warnings) = (count("missing"), count("warning"));
-    if blocking > 0 {
-        format!("board: not ready for a design: {blocking} thing(s) to add (above)")
-    } else if warnings > 0 {
-        format!(
-            "board: ready for Overlay(<bitstream>) and Board::open, with {warnings} \
-             warning(s) (above)"
-        )
-    } else {
-        "board: ready for Overlay(<bitstream>) and Board::open".to_string()
+    let ready = "board: ready for Overlay(<bitstream>) and Board::open";
+    match (count("missing"), count("warning")) {
+        (0, 0) => ready.to_string(),
+        (0, warnings) => format!("{ready}, with {warnings} warning(s) (above)"),
+        (blocking, _) => {
+            format!("board: not ready for a design: {blocking} thing(s) to add (above)")
+        }
     }
 }

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use dmaflow::dsp::bgsub::Params;
 use dmaflow::platform::MemoryModel;
 use dmaflow::sim::Profile;
 use dmaflow_cli::bench::harness::{OnGpu, Tables};
@@ -611,21 +612,15 @@ fn main() -> ExitCode {
         Command::Serve(args) => dmaflow_cli::serve::run(args),
         Command::Overlay(cmd) => dmaflow_cli::serve::overlay(cmd),
         Command::Bench(args) => finish("bench", run_bench(&args), |()| {}),
-        Command::Bgsub(a) => run_tool(
-            "bgsub",
-            &a.ends,
-            "frames through the coprocessor node",
-            |ends| {
-                let p =
-                    dmaflow::dsp::bgsub::Params::new(a.width, a.height, a.threshold, !a.no_filter)?;
-                // bgsub says nothing of its network ends.
-                let done = files::bgsub::bgsub(p, ends, a.device)?;
-                Ok(Done {
-                    net: Vec::new(),
-                    ..done
-                })
-            },
-        ),
+        Command::Bgsub(a) => {
+            let what = "frames through the coprocessor node";
+            run_tool("bgsub", &a.ends, what, |ends| {
+                let p = Params::new(a.width, a.height, a.threshold, !a.no_filter)?;
+                let mut done = files::bgsub::bgsub(p, ends, a.device)?;
+                done.net.clear(); // bgsub says nothing of its network ends
+                Ok(done)
+            })
+        }
         Command::Targets { paths } => finish(
             "targets",
             bench::report::read_documents(&paths, &bench::names()).map_err(status(2)),
@@ -641,23 +636,16 @@ fn main() -> ExitCode {
             bench::net::receive(&point, &endpoint).map_err(status(1)),
             |r| println!("{}", bench::net::received_line(&r)),
         ),
-        Command::Fir(FirArgs {
-            device: FirDevice::Sim,
-            fft: Some(_),
-            ..
-        }) => finish(
-            "fir",
-            Err((
-                2,
-                "--fft sets the CPU filter's FFT length; the coprocessor has none".into(),
-            )),
-            |()| {},
-        ),
-        Command::Fir(a) => run_tool(
-            "fir",
-            &a.ends,
-            "samples through the FIR coprocessor node",
-            |ends| files::fir::filter(&a.taps, ends, a.device, a.fft),
-        ),
+        Command::Fir(a) if a.device == FirDevice::Sim && a.fft.is_some() => {
+            eprintln!(
+                "dmaflow fir: --fft sets the CPU filter's FFT length; the coprocessor has none"
+            );
+            ExitCode::from(2)
+        }
+        Command::Fir(a) => {
+            let what = "samples through the FIR coprocessor node";
+            let filter = |ends| files::fir::filter(&a.taps, ends, a.device, a.fft);
+            run_tool("fir", &a.ends, what, filter)
+        }
     }
 }

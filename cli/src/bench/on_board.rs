@@ -92,8 +92,6 @@ pub fn open(root: &Path, mode: Mode) -> Result<BoardRig, Error> {
         )]));
     }
     let inv = inventory(root);
-    // What stops the experiments: everything `dmaflow info` does not call
-    // ok (a channel without its interrupt line included).
     let gaps: Vec<String> = check(&inv, root)
         .into_iter()
         .filter(|f| f.mark != "ok")
