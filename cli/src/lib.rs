@@ -18,16 +18,11 @@ use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 /// standard error with the error's exit status (2 for bad input, 1 for a
 /// failure while running).
 pub fn finish<T>(tool: &str, done: Result<T, (u8, String)>, ok: impl FnOnce(T)) -> ExitCode {
-    match done {
-        Ok(made) => {
-            ok(made);
-            ExitCode::SUCCESS
-        }
-        Err((code, e)) => {
-            eprintln!("dmaflow {tool}: {e}");
-            ExitCode::from(code)
-        }
-    }
+    let Err((code, e)) = done.map(ok) else {
+        return ExitCode::SUCCESS;
+    };
+    eprintln!("dmaflow {tool}: {e}");
+    ExitCode::from(code)
 }
 
 /// An error as [`finish`] takes it, with exit status `code`:

@@ -92,20 +92,12 @@ async fn serve(args: ServeArgs) -> Result<(), (u8, String)> {
     );
     for ip in &design.ips {
         let mode = ip.dma.map_or(String::new(), |d| {
-            format!(
-                " AXI DMA, {}, {}-bit length",
-                if d.params.include_sg {
-                    "scatter-gather"
-                } else {
-                    "direct"
-                },
-                d.params.sg_length_width
-            )
+            let (sg, width) = (d.params.include_sg, d.params.sg_length_width);
+            let how = if sg { "scatter-gather" } else { "direct" };
+            format!(" AXI DMA, {how}, {width}-bit length")
         });
-        println!(
-            "  {} at {:#x} ({:#x} bytes){mode}",
-            ip.name, ip.base, ip.range
-        );
+        let (name, base, range) = (&ip.name, ip.base, ip.range);
+        println!("  {name} at {base:#x} ({range:#x} bytes){mode}");
     }
     for n in server.service().notes() {
         println!("  note: {n}");

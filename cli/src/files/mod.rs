@@ -242,12 +242,12 @@ pub(crate) fn run<T: Item>(
     if lead > 0 {
         out.write(&vec![T::zeroed(); lead])?;
     }
-    let mut net = Vec::new();
+    let mut ends = Vec::new();
     let read = match source {
         End::Net(edge) => {
             let at = edge.endpoint.to_string();
             let stats = dmaflow_net::add_source(&mut g, "source", edge, out)?;
-            net.push((at, "received", stats));
+            ends.push((at, "received", stats));
             None
         }
         End::File(path) => Some((file_source(&mut g, &path, out, (chunk, of))?, path)),
@@ -256,7 +256,7 @@ pub(crate) fn run<T: Item>(
         End::Net(edge) => {
             let at = edge.endpoint.to_string();
             let stats = dmaflow_net::add_sink(&mut g, "sink", edge, input)?;
-            net.push((at, "sent", stats));
+            ends.push((at, "sent", stats));
             None
         }
         End::File(path) => Some((file_sink(&mut g, &path, input)?, path)),
@@ -269,35 +269,32 @@ pub(crate) fn run<T: Item>(
             // None: the source failed before its end (`result` says why).
             ended => ended.copied().unwrap_or(0),
         },
-        None => net[0].2.snapshot().1 * size_of::<T>() as u64,
+        None => ends[0].2.snapshot().1 * size_of::<T>() as u64,
     };
     result?;
     if let Some((partial, path)) = output {
         partial.persist(&path).map_err(|e| io(&path)(e.error))?;
     }
-    let mut said = Vec::new();
-    for (at, direction, stats) in net {
+    let mut net = Vec::new();
+    for (at, direction, stats) in ends {
         let (messages, items, lost, tags) = stats.snapshot();
-        said.push(format!(
+        net.push(format!(
             "{at}: {direction} {items} samples in {messages} messages ({lost} lost on the way, \
              {tags} tags)"
         ));
         let seen: Vec<String> = stats.tags_seen().iter().map(|t| t.to_string()).collect();
         if !seen.is_empty() {
-            said.push(format!("{direction}: tags {}", seen.join(", ")));
+            net.push(format!("{direction}: tags {}", seen.join(", ")));
         }
     }
     let items = bytes / of.bytes() as u64;
-    Ok(Done {
-        items,
-        copies,
-        net: said,
-    })
+    Ok(Done { items, copies, net })
 }
 
-/// Adds the node `source` writing the file at `path` into `out`, `chunk` items at a time; the file must hold whole
-/// units `of` (a directory is refused, and so is a regular file of another
-/// length; a pipe's length is found at its end). Returns its length in
+/// Adds the node `source` writing the file at `path` into `out`, `chunk`
+/// items at a time; the file must hold whole units `of` (a directory is
+/// refused, and so is a regular file of another length; a pipe's length is
+/// found at its end). Returns its length in
 /// bytes, set once it ends.
 fn file_source<T: Item>(
     g: &mut Graph,
