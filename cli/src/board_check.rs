@@ -32,28 +32,21 @@ fn finding(mark: &'static str, text: impl Into<String>) -> Finding {
 /// writing; else, missing, why not (`who: why`).
 fn reach(root: &Path, dev: &str, who: &str, found: String) -> Finding {
     let path = root.join("dev").join(dev);
-    match std::fs::OpenOptions::new()
+    let opened = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
-        .open(&path)
-    {
-        Ok(_) => finding("ok", found),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => finding(
-            "missing",
-            format!(
-                "{who}: {} does not exist (udev did not make it: is the driver bound?)",
-                path.display()
-            ),
+        .open(&path);
+    let why = match opened {
+        Ok(_) => return finding("ok", found),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            "does not exist (udev did not make it: is the driver bound?)".to_string()
+        }
+        Err(e) => format!(
+            "cannot be opened for reading and writing ({e}): run as root, or give your user \
+             access with a udev rule (see the README's \"On a board\")"
         ),
-        Err(e) => finding(
-            "missing",
-            format!(
-                "{who}: {} cannot be opened for reading and writing ({e}): run as root, or \
-                 give your user access with a udev rule (see the README's \"On a board\")",
-                path.display()
-            ),
-        ),
-    }
+    };
+    finding("missing", format!("{who}: {} {why}", path.display()))
 }
 
 /// The AXI DMA engines' register windows among a board's UIO devices.

@@ -258,13 +258,11 @@ struct Ends {
 
 /// Seconds from the command line as a duration, named when they are not one.
 fn seconds(what: &str, s: f64) -> Result<std::time::Duration, String> {
-    if s.is_finite() && s > 0.0 && s <= 86_400.0 {
-        Ok(std::time::Duration::from_secs_f64(s))
-    } else {
-        Err(format!(
-            "{what} must be between 0 and 86400 seconds, not {s}"
-        ))
-    }
+    // NaN and the infinities fail the comparisons.
+    let ok = s > 0.0 && s <= 86_400.0;
+    let not = || format!("{what} must be between 0 and 86400 seconds, not {s}");
+    ok.then(|| std::time::Duration::from_secs_f64(s))
+        .ok_or_else(not)
 }
 
 impl Ends {
