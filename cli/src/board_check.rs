@@ -10,78 +10,65 @@ use std::path::Path;
 
 use dmaflow::platform::uio::{Inventory, UioDevice};
 
-/// One line of the check: something found, or something missing with what to
-/// do about it.
+/// One line of the check: what was found (`ok`), or what is missing and what
+/// to add: `missing` where dmaflow cannot drive a design without it,
+/// `warning` where it can (a channel without its interrupt is driven by
+/// polling).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {
-    /// Whether dmaflow can drive a design without it being fixed (a channel
-    /// without its interrupt is driven by polling: a warning, not a failure).
-    pub blocking: bool,
-    /// Whether this reports something missing (advice) or present.
-    pub missing: bool,
+    /// `ok`, `warning` or `missing`.
+    pub mark: &'static str,
     /// What was found, or what is missing and what to add.
     pub text: String,
 }
 
-impl Finding {
-    /// Something missing, with what to add: `blocking`, or a warning.
-    fn missing(blocking: bool, text: String) -> Self {
-        Finding {
-            blocking,
-            missing: true,
-            text,
-        }
-    }
+/// A finding marked `mark`.
+fn finding(mark: &'static str, text: impl Into<String>) -> Finding {
+    let text = text.into();
+    Finding { mark, text }
 }
 
 /// `found` when the device file `dev` under `root` opens for reading and
-/// writing; else, blocking, why not (`who: why`).
+/// writing; else, missing, why not (`who: why`).
 fn reach(root: &Path, dev: &str, who: &str, found: String) -> Finding {
     let path = root.join("dev").join(dev);
-    let why = match std::fs::OpenOptions::new()
+    let opened = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
-        .open(&path)
-    {
-        Ok(_) => {
-            return Finding {
-                blocking: false,
-                missing: false,
-                text: found,
-            };
+        .open(&path);
+    let why = match opened {
+        Ok(_) => return finding("ok", found),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            "does not exist (udev did not make it: is the driver bound?)".to_string()
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => format!(
-            "{} does not exist (udev did not make it: is the driver bound?)",
-            path.display()
-        ),
         Err(e) => format!(
-            "{} cannot be opened for reading and writing ({e}): run as root, or give \
-             your user access with a udev rule (see the README's \"On a board\")",
-            path.display()
+            "cannot be opened for reading and writing ({e}): run as root, or give your user \
+             access with a udev rule (see the README's \"On a board\")"
         ),
     };
-    Finding::missing(true, format!("{who}: {why}"))
+    finding("missing", format!("{who}: {} {why}", path.display()))
+}
+
+/// The AXI DMA engines' register windows among a board's UIO devices.
+pub fn engines(inv: &Inventory) -> impl Iterator<Item = &UioDevice> {
+    inv.uio
+        .iter()
+        .filter(|d| d.name.starts_with("axi_dma") && d.size > 0)
 }
 
 /// Checks a board's inventory (read under `root`) against what dmaflow needs.
 pub fn check(inv: &Inventory, root: &Path) -> Vec<Finding> {
     let mut out = Vec::new();
-    let engines: Vec<&UioDevice> = inv
-        .uio
-        .iter()
-        .filter(|d| d.name.starts_with("axi_dma") && d.size > 0)
-        .collect();
-    if engines.is_empty() {
-        out.push(Finding::missing(
-            true,
+    if engines(inv).next().is_none() {
+        out.push(finding(
+            "missing",
             "no AXI DMA engine: dmaflow finds each engine as a UIO device named as its \
              block-design instance (axi_dma_0): add a device-tree node with \
              compatible = \"generic-uio\" for it and load uio_pdrv_genirq with \
-             of_id=generic-uio (README, \"On a board\")"
-                .to_string(),
+             of_id=generic-uio (README, \"On a board\")",
         ));
     }
-    for e in &engines {
+    for e in engines(inv) {
         let found = format!(
             "{}: registers at physical {:#x} through /dev/uio{}",
             e.name, e.addr, e.index
@@ -96,8 +83,8 @@ pub fn check(inv: &Inventory, root: &Path) -> Vec<Finding> {
                         format!("{channel}: interrupt through /dev/uio{} ({line})", d.index);
                     reach(root, &format!("uio{}", d.index), &line, found)
                 }
-                None => Finding::missing(
-                    false,
+                None => finding(
+                    "warning",
                     format!(
                         "{channel}: no interrupt line (no UIO device named {line}): its waits \
                          poll DMASR instead of sleeping; to wait on the interrupt, add a \
@@ -109,12 +96,11 @@ pub fn check(inv: &Inventory, root: &Path) -> Vec<Finding> {
         }
     }
     if inv.udmabuf.is_empty() {
-        out.push(Finding::missing(
-            true,
+        out.push(finding(
+            "missing",
             "no u-dma-buf: DMA buffers come from one; load the u-dma-buf module with a \
              buffer, e.g. `modprobe u-dma-buf udmabuf0=67108864` (64 MiB), or add a \
-             u-dma-buf device-tree node (README, \"On a board\")"
-                .to_string(),
+             u-dma-buf device-tree node (README, \"On a board\")",
         ));
     }
     for (name, phys, size) in &inv.udmabuf {
@@ -129,16 +115,13 @@ pub fn check(inv: &Inventory, root: &Path) -> Vec<Finding> {
 
 /// The one-line verdict after the findings.
 pub fn verdict(findings: &[Finding]) -> String {
-    let blocking = findings.iter().filter(|f| f.blocking).count();
-    let warnings = findings.iter().filter(|f| f.missing && !f.blocking).count();
-    if blocking > 0 {
-        format!("board: not ready for a design: {blocking} thing(s) to add (above)")
-    } else if warnings > 0 {
-        format!(
-            "board: ready for Overlay(<bitstream>) and Board::open, with {warnings} \
-             warning(s) (above)"
-        )
-    } else {
-        "board: ready for Overlay(<bitstream>) and Board::open".to_string()
+    let count = |mark| findings.iter().filter(|f| f.mark == mark).count();
+    let ready = "board: ready for Overlay(<bitstream>) and Board::open";
+    match (count("missing"), count("warning")) {
+        (0, 0) => ready.to_string(),
+        (0, warnings) => format!("{ready}, with {warnings} warning(s) (above)"),
+        (blocking, _) => {
+            format!("board: not ready for a design: {blocking} thing(s) to add (above)")
+        }
     }
 }

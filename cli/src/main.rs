@@ -3,18 +3,18 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use std::sync::OnceLock;
-
-use clap::builder::PossibleValue;
-use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
-use dmaflow::dsp::fir::Mode;
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use dmaflow::dsp::bgsub::Params;
 use dmaflow::platform::MemoryModel;
 use dmaflow::sim::Profile;
-use dmaflow_cli::bench;
 use dmaflow_cli::bench::harness::{OnGpu, Tables};
 use dmaflow_cli::bench::report::{Report, RunInfo};
-use dmaflow_cli::bench::{Experiment, Setup, Tier};
-use dmaflow_cli::{files, finish, status};
+use dmaflow_cli::bench::{self, Experiment, Setup, Tier};
+use dmaflow_cli::files::bgsub::Device;
+use dmaflow_cli::files::{Done, End, FileError, fir::FirDevice};
+use dmaflow_cli::{choice, files, finish, status};
+use dmaflow_net::{Edge, Endpoint, Pattern, Vanish};
 use indicatif::{ProgressBar, ProgressStyle};
 
 /// Move streams of data between programs and accelerators, and measure how fast.
@@ -114,8 +114,8 @@ struct BgsubArgs {
     /// `sim`: the coprocessor on the emulated fabric, fed by two DMA engines;
     /// `cpu`: the software implementation; `cuda[:N]`: the kernels on GPU N.
     /// All three write the same bytes.
-    #[arg(long, default_value = "sim", value_parser = parse_bgsub_device)]
-    device: files::bgsub::Device,
+    #[arg(long, default_value = "sim", value_parser = |s: &str| Device::parse(s, true))]
+    device: Device,
 }
 
 // `dmaflow fir`'s arguments.
@@ -131,7 +131,7 @@ struct FirArgs {
     fft: Option<usize>,
     /// Where the filter runs.
     #[arg(long, value_enum, default_value = "cpu")]
-    device: FirDeviceArg,
+    device: FirDevice,
 }
 
 /// A command's failure: its exit status and what to say.
@@ -141,7 +141,7 @@ type Fail = (u8, String);
 #[derive(clap::Args)]
 struct BenchArgs {
     /// Which experiment.
-    #[arg(value_enum, default_value = "all")]
+    #[arg(default_value = "all", value_parser = experiments())]
     experiment: Which,
     /// Shorter runs with fewer repetitions.
     #[arg(long)]
@@ -159,13 +159,19 @@ struct BenchArgs {
     /// The emulated board's memory for twoway, loopback, bgsub and cnn:
     /// `noncoherent` keeps the CPU's view and DRAM apart and runs with explicit
     /// cache maintenance (transfer always measures both).
-    #[arg(long, value_enum, default_value_t = Memory::Coherent)]
-    memory: Memory,
+    #[arg(long, default_value = "coherent", value_parser = choice(&[
+        ("coherent", "CPU caches coherent with the device", MemoryModel::Coherent),
+        ("noncoherent", "CPU view and DRAM apart; explicit cache maintenance", MemoryModel::NonCoherent),
+    ]))]
+    memory: MemoryModel,
     /// The board the fabric stands in for: its HP port's clock and width
     /// (PG021's latencies follow in cycles of it) for transfer, loopback and
     /// contention.
-    #[arg(long, value_enum, default_value_t = Board::Zynq7000)]
-    profile: Board,
+    #[arg(long, default_value = "zynq7000", value_parser = choice(&[
+        ("zynq7000", "Zynq-7000: 64-bit HP port at 150 MHz (1200 MB/s)", Profile::ZYNQ7000),
+        ("zynqmp", "Zynq UltraScale+ MPSoC: 128-bit HP port at 250 MHz (4000 MB/s)", Profile::ZYNQMP),
+    ]))]
+    profile: Profile,
     /// Measure a real board instead of the emulated fabric: transfer,
     /// twoway and loopback drive an AXI DMA whose MM2S stream feeds its
     /// own S2MM (the loopback design) through UIO and u-dma-buf
@@ -182,8 +188,8 @@ struct BenchArgs {
     /// or `cuda[:N]` (GPU N: cnn runs on it as the coprocessor; transfer and
     /// loopback run the GPU experiment's transfer and message tables, twoway
     /// and bgsub its kernels; all runs gpu and cnn).
-    #[arg(long, default_value = "sim", value_parser = parse_device)]
-    device: BenchDevice,
+    #[arg(long, default_value = "sim", value_parser = |s: &str| Device::parse(s, false))]
+    device: Device,
 }
 
 impl BenchArgs {
@@ -195,14 +201,8 @@ impl BenchArgs {
                 (false, true) => Tier::Quick,
                 (false, false) => Tier::Full,
             },
-            memory: match self.memory {
-                Memory::Coherent => MemoryModel::Coherent,
-                Memory::Noncoherent => MemoryModel::NonCoherent,
-            },
-            profile: match self.profile {
-                Board::Zynq7000 => Profile::ZYNQ7000,
-                Board::Zynqmp => Profile::ZYNQMP,
-            },
+            memory: self.memory,
+            profile: self.profile,
             gpu: None,
         }
     }
@@ -228,8 +228,9 @@ struct Ends {
     connect_output: bool,
     /// PUSH/PULL (lossless, ordered, blocks at the high-water mark) or
     /// PUB/SUB (drops when a subscriber is slow).
-    #[arg(long, value_enum, default_value = "push-pull")]
-    pattern: PatternArg,
+    #[arg(long, default_value = "push-pull",
+          value_parser = choice(&[("push-pull", "", Pattern::PushPull), ("pub-sub", "", Pattern::PubSub)]))]
+    pattern: Pattern,
     /// Messages carry gr-zeromq's tag header (its pass_tags).
     #[arg(long)]
     pass_tags: bool,
@@ -239,8 +240,9 @@ struct Ends {
     idle_timeout: Option<f64>,
     /// What the input does when its peer goes away mid-stream and is not
     /// back within --grace: end the stream or fail.
-    #[arg(long, value_enum, default_value = "fail")]
-    on_vanish: VanishArg,
+    #[arg(long, default_value = "fail",
+          value_parser = choice(&[("end", "", Vanish::End), ("fail", "", Vanish::Fail)]))]
+    on_vanish: Vanish,
     /// Seconds a vanished peer has to reconnect, and the output's wait for
     /// its last messages to leave.
     #[arg(long, default_value_t = 5.0)]
@@ -254,59 +256,38 @@ struct Ends {
     hwm: Option<i32>,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug, ValueEnum)]
-enum PatternArg {
-    PushPull,
-    PubSub,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug, ValueEnum)]
-enum VanishArg {
-    End,
-    Fail,
-}
-
 /// Seconds from the command line as a duration, named when they are not one.
 fn seconds(what: &str, s: f64) -> Result<std::time::Duration, String> {
-    if s.is_finite() && s > 0.0 && s <= 86_400.0 {
-        Ok(std::time::Duration::from_secs_f64(s))
-    } else {
-        Err(format!(
-            "{what} must be between 0 and 86400 seconds, not {s}"
-        ))
-    }
+    // NaN and the infinities fail the comparisons.
+    let ok = s > 0.0 && s <= 86_400.0;
+    let not = || format!("{what} must be between 0 and 86400 seconds, not {s}");
+    ok.then(|| std::time::Duration::from_secs_f64(s))
+        .ok_or_else(not)
 }
 
 impl Ends {
     /// The edge for an endpoint given as `--input` (`output` false) or
     /// `--output`.
-    fn edge(&self, text: &str, output: bool) -> Result<dmaflow_net::Edge, String> {
-        let at = dmaflow_net::Endpoint::parse(text).map_err(|e| e.to_string())?;
-        let (mut e, bind) = if output {
-            (dmaflow_net::Edge::sink(at), !self.connect_output)
-        } else {
-            (dmaflow_net::Edge::source(at), self.bind_input)
+    fn edge(&self, text: &str, output: bool) -> Result<Edge, String> {
+        let at = Endpoint::parse(text).map_err(|e| e.to_string())?;
+        let (mut e, bind) = match output {
+            true => (Edge::sink(at), !self.connect_output),
+            false => (Edge::source(at), self.bind_input),
         };
         e.bind = bind;
-        e.pattern = match self.pattern {
-            PatternArg::PushPull => dmaflow_net::Pattern::PushPull,
-            PatternArg::PubSub => dmaflow_net::Pattern::PubSub,
-        };
+        e.pattern = self.pattern;
         e.pass_tags = self.pass_tags;
         e.high_water_mark = match (self.hwm, self.pattern) {
             (Some(h), _) if h > 0 => h,
             (Some(h), _) => return Err(format!("--hwm must be at least 1, not {h}")),
-            (None, PatternArg::PushPull) => 16,
-            (None, PatternArg::PubSub) => 1000,
+            (None, Pattern::PushPull) => 16,
+            (None, Pattern::PubSub) => 1000,
         };
         e.idle_timeout = self
             .idle_timeout
             .map(|s| seconds("--idle-timeout", s))
             .transpose()?;
-        e.vanish = match self.on_vanish {
-            VanishArg::End => dmaflow_net::Vanish::End,
-            VanishArg::Fail => dmaflow_net::Vanish::Fail,
-        };
+        e.vanish = self.on_vanish;
         e.grace = seconds("--grace", self.grace)?;
         e.send_eos = !self.no_eos;
         Ok(e)
@@ -316,17 +297,13 @@ impl Ends {
     /// are edges passing tags, one relay carries the tags received through
     /// the tool (its nodes keep the item count: output sample or pixel `i`
     /// comes from input `i`).
-    fn open(&self) -> Result<(files::Source, files::Sink), String> {
-        let net = |text: &str| dmaflow_net::Endpoint::looks_like(text);
-        let mut source = match net(&self.input) {
-            true => files::Source::Net(self.edge(&self.input, false)?),
-            false => files::Source::File(PathBuf::from(&self.input)),
+    fn open(&self) -> Result<(End, End), String> {
+        let end = |text: &String, output| match Endpoint::looks_like(text) {
+            true => self.edge(text, output).map(End::Net),
+            false => Ok(End::File(text.into())),
         };
-        let mut sink = match net(&self.output) {
-            true => files::Sink::Net(self.edge(&self.output, true)?),
-            false => files::Sink::File(PathBuf::from(&self.output)),
-        };
-        if let (files::Source::Net(i), files::Sink::Net(o)) = (&mut source, &mut sink)
+        let (mut source, mut sink) = (end(&self.input, false)?, end(&self.output, true)?);
+        if let (End::Net(i), End::Net(o)) = (&mut source, &mut sink)
             && self.pass_tags
         {
             let relay = dmaflow_net::Relay::new();
@@ -337,112 +314,64 @@ impl Ends {
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum FirDeviceArg {
-    /// The FIR coprocessor on the emulated fabric, an accelerator node whose
-    /// DMA engine reads and writes the graph's queues in place (f32
-    /// accumulation in time order; within 1e-5 relative of the CPU filter).
-    Sim,
-    /// Overlap-save in software.
-    Cpu,
-}
+/// An experiment named on the command line (from the registry), or `all`
+/// (`None`).
+type Which = Option<&'static dyn Experiment>;
 
-fn parse_bgsub_device(s: &str) -> Result<files::bgsub::Device, String> {
-    use files::bgsub::Device;
-    match (s, parse_device(s)) {
-        ("cpu", _) => Ok(Device::Cpu),
-        (_, Ok(BenchDevice::Sim)) => Ok(Device::Sim),
-        (_, Ok(BenchDevice::Cuda(n))) => Ok(Device::Cuda(n)),
-        (_, Err(_)) => Err(format!("{s:?} is not a device: sim, cpu, cuda or cuda:N")),
-    }
-}
-
-/// An experiment named on the command line (from the registry), or `all`.
-#[derive(Clone, Copy)]
-struct Which(Option<&'static dyn Experiment>);
-
-impl ValueEnum for Which {
-    fn value_variants<'a>() -> &'a [Self] {
-        static ALL: OnceLock<Vec<Which>> = OnceLock::new();
-        ALL.get_or_init(|| {
-            std::iter::once(Which(None))
-                .chain(bench::EXPERIMENTS.iter().map(|&e| Which(Some(e))))
-                .collect()
-        })
-    }
-
-    fn to_possible_value(&self) -> Option<PossibleValue> {
-        Some(match self.0 {
-            None => PossibleValue::new("all").help("Every experiment below."),
-            Some(e) => PossibleValue::new(e.name()).help(e.question()),
-        })
-    }
-}
-
-/// The emulated board's memory, as the command line names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Memory {
-    /// CPU caches coherent with the device.
-    Coherent,
-    /// CPU view and DRAM apart; explicit cache maintenance.
-    Noncoherent,
-}
-
-/// Which DMA device the experiments drive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum BenchDevice {
-    /// The emulated fabric.
-    Sim,
-    /// CUDA device N.
-    Cuda(usize),
-}
-
-fn parse_device(s: &str) -> Result<BenchDevice, String> {
-    match s {
-        "sim" => Ok(BenchDevice::Sim),
-        "cuda" => Ok(BenchDevice::Cuda(0)),
-        _ => s
-            .strip_prefix("cuda:")
-            .and_then(|n| n.parse().ok())
-            .map(BenchDevice::Cuda)
-            .ok_or_else(|| format!("{s:?} is not a device: sim, cuda or cuda:N")),
-    }
-}
-
-/// The board profile, as the command line names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Board {
-    /// Zynq-7000: 64-bit HP port at 150 MHz (1200 MB/s).
-    Zynq7000,
-    /// Zynq UltraScale+ MPSoC: 128-bit HP port at 250 MHz (4000 MB/s).
-    Zynqmp,
-}
-
-/// What `bench EXPERIMENT --device cuda:N` runs: the experiments that run on
-/// the GPU themselves, or the GPU experiment with the tables that answer that
-/// experiment's question; an error for experiments with no GPU form.
-fn gpu_plan(which: Which) -> Result<Vec<(&'static dyn Experiment, Tables)>, String> {
-    let mut itself = bench::EXPERIMENTS
+/// `bench`'s experiments as the command line names them: `all`, then each
+/// of the registry with its question.
+fn experiments() -> impl TypedValueParser<Value = Which> {
+    let all = PossibleValue::new("all").help("Every experiment below.");
+    let each = bench::EXPERIMENTS
         .iter()
-        .copied()
-        .filter(|e| e.on_gpu() == Some(OnGpu::Itself));
-    let Some(e) = which.0 else {
-        return Ok(itself.map(|e| (e, Tables::ALL)).collect());
+        .map(|e| PossibleValue::new(e.name()).help(e.question()));
+    PossibleValuesParser::new(std::iter::once(all).chain(each)).map(|s| bench::find(&s))
+}
+
+/// What `bench EXPERIMENT` runs on the emulated fabric. With `--device
+/// cuda:N`: the experiments that run on the GPU themselves, or the GPU
+/// experiment with the tables that answer that experiment's question; refused
+/// before anything runs, an experiment with no GPU form and a GPU that this
+/// machine's driver does not have (a machine with no driver or no device
+/// passes: the GPU experiment then says it skipped).
+fn plan(which: Which, device: Device) -> Result<Vec<(&'static dyn Experiment, Tables)>, String> {
+    let all = bench::EXPERIMENTS.iter().copied();
+    let Device::Cuda(n) = device else {
+        return Ok(match which {
+            None => all.map(|e| (e, Tables::ALL)).collect(),
+            Some(e) => std::iter::once(e)
+                .chain(e.then().and_then(bench::find))
+                .map(|e| (e, Tables::ALL))
+                .collect(),
+        });
     };
-    match (e.on_gpu(), itself.find(|e| e.name() == "gpu")) {
-        (Some(OnGpu::Itself), _) => Ok(vec![(e, Tables::ALL)]),
-        (Some(OnGpu::Gpu(tables)), Some(gpu)) => Ok(vec![(gpu, tables)]),
-        _ => Err(format!(
-            "`bench {}` has no GPU form (--device cuda runs {} or all)",
-            e.name(),
-            bench::EXPERIMENTS
-                .iter()
-                .filter(|e| e.on_gpu().is_some())
-                .map(|e| e.name())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )),
+    let mut itself = all.filter(|e| e.on_gpu() == Some(OnGpu::Itself));
+    let list = match which {
+        None => itself.map(|e| (e, Tables::ALL)).collect(),
+        Some(e) => match (e.on_gpu(), itself.find(|e| e.name() == "gpu")) {
+            (Some(OnGpu::Itself), _) => vec![(e, Tables::ALL)],
+            (Some(OnGpu::Gpu(tables)), Some(gpu)) => vec![(gpu, tables)],
+            _ => {
+                let forms: Vec<&str> = bench::EXPERIMENTS
+                    .iter()
+                    .filter(|e| e.on_gpu().is_some())
+                    .map(|e| e.name())
+                    .collect();
+                return Err(format!(
+                    "`bench {}` has no GPU form (--device cuda runs {} or all)",
+                    e.name(),
+                    forms.join(", ")
+                ));
+            }
+        },
+    };
+    let count = dmaflow::gpu::driver::count();
+    if count > 0 && n >= count {
+        return Err(format!(
+            "--device cuda:{n}: this machine has {count} CUDA device(s)"
+        ));
     }
+    Ok(list)
 }
 
 /// Runs each experiment of `list` by `run` (which gives its report and
@@ -481,15 +410,22 @@ fn run_each<T>(
     Ok(())
 }
 
-/// `bench EXPERIMENT --board ROOT`: the experiments with a board form (`all`:
+/// `bench EXPERIMENT` on the emulated fabric, or with `--device cuda:N` its
+/// GPU form; with `--board ROOT` the experiments with a board form (`all`:
 /// every one of them) on a real board's AXI DMA in loopback, with the same
 /// measurement code, report and keys as on the emulated fabric. The board is
 /// checked for every experiment before any runs: what is missing is refused
 /// (status 2) with `dmaflow info`'s advice, as is an experiment that needs the
 /// emulator; a failure while measuring is status 1.
-fn run_on_board(args: &BenchArgs, root: &Path) -> Result<(), Fail> {
+fn run_bench(args: &BenchArgs) -> Result<(), Fail> {
     use bench::on_board::open;
-    let list: Vec<(&'static dyn Experiment, bench::on_board::Mode)> = match args.experiment.0 {
+    let Some(root) = &args.board else {
+        let list = plan(args.experiment, args.device).map_err(|e| (2, e))?;
+        prepare_out(&args.out)?;
+        return run_emulated(args, list);
+    };
+    prepare_out(&args.out)?;
+    let list: Vec<_> = match args.experiment {
         None => bench::EXPERIMENTS
             .iter()
             .filter_map(|&e| e.board_mode().ok().map(|m| (e, m)))
@@ -519,26 +455,12 @@ fn run_on_board(args: &BenchArgs, root: &Path) -> Result<(), Fail> {
     })
 }
 
-/// `bench EXPERIMENT` on the emulated fabric, or with `--device cuda:N` its
-/// GPU form.
-fn run_bench(args: &BenchArgs) -> Result<(), Fail> {
-    let Setup {
-        tier,
-        memory,
-        profile,
-        ..
-    } = args.setup();
-    let list: Vec<(&'static dyn Experiment, Tables)> = match (args.device, args.experiment.0) {
-        (BenchDevice::Cuda(_), _) => gpu_plan(args.experiment).map_err(status(2))?,
-        (BenchDevice::Sim, None) => bench::EXPERIMENTS
-            .iter()
-            .map(|&e| (e, Tables::ALL))
-            .collect(),
-        (BenchDevice::Sim, Some(e)) => std::iter::once(e)
-            .chain(e.then().and_then(bench::find))
-            .map(|e| (e, Tables::ALL))
-            .collect(),
-    };
+/// `bench` on the emulated fabric (or its GPU form): the experiments of
+/// [`plan`], with a progress bar.
+fn run_emulated(
+    args: &BenchArgs,
+    list: Vec<(&'static dyn Experiment, Tables)>,
+) -> Result<(), Fail> {
     let bar = if args.json {
         ProgressBar::hidden()
     } else {
@@ -550,7 +472,7 @@ fn run_bench(args: &BenchArgs) -> Result<(), Fail> {
         bar.enable_steady_tick(std::time::Duration::from_millis(250));
         bar
     };
-    if !args.json && tier == Tier::Full {
+    if !args.json && args.setup().tier == Tier::Full {
         bar.println(
             "full runs take several minutes per experiment (--quick: all of them in under 5 minutes)",
         );
@@ -559,9 +481,9 @@ fn run_bench(args: &BenchArgs) -> Result<(), Fail> {
         board: format!(
             "{} [profile {}], emulated (AXI DMA per PG021 with its latencies, {} memory; paper \
              000's coprocessor streams at 100 MHz x 1 B); {}",
-            profile.description,
-            profile.name,
-            match memory {
+            args.profile.description,
+            args.profile.name,
+            match args.memory {
                 MemoryModel::Coherent => "cache-coherent",
                 MemoryModel::NonCoherent => "non-coherent",
             },
@@ -570,11 +492,12 @@ fn run_bench(args: &BenchArgs) -> Result<(), Fail> {
         ..RunInfo::here()
     };
     run_each(args, list, bar, |e, tables, bar| {
+        let gpu = match args.device {
+            Device::Cuda(n) => Some((n, tables)),
+            _ => None,
+        };
         let setup = Setup {
-            gpu: match args.device {
-                BenchDevice::Cuda(n) => Some((n, tables)),
-                BenchDevice::Sim => None,
-            },
+            gpu,
             ..args.setup()
         };
         let report = e.run(&setup, &mut |m: &str| bar.set_message(m.to_string()));
@@ -582,94 +505,41 @@ fn run_bench(args: &BenchArgs) -> Result<(), Fail> {
     })
 }
 
-/// Runs a file tool on its ends; prints what it says it did, `dmaflow TOOL: `
-/// before each line. A bad command line or input is status 2, a failure
-/// while running 1.
+/// Runs a file tool on its ends; prints, `dmaflow TOOL: ` before each line,
+/// what the CPU copied on the way through the coprocessor (after how many
+/// went through, `what`) and what crossed each network end. A bad command line or
+/// input is status 2, a failure while running 1.
 fn run_tool(
     tool: &str,
     ends: &Ends,
-    run: impl FnOnce(files::Source, files::Sink) -> Result<Vec<String>, files::FileError>,
+    what: &str,
+    run: impl FnOnce((End, End)) -> Result<Done, FileError>,
 ) -> ExitCode {
-    let said = ends.open().map_err(|e| (2, e)).and_then(|(source, sink)| {
-        run(source, sink).map_err(|e| (if e.is_bad_input() { 2 } else { 1 }, e.to_string()))
+    let done = ends.open().map_err(|e| (2, e)).and_then(|ends| {
+        run(ends).map_err(|e| (if e.is_bad_input() { 2 } else { 1 }, e.to_string()))
     });
-    finish(tool, said, |lines| {
-        for line in lines {
+    finish(tool, done, |done| {
+        if let Some(s) = done.copies {
+            let (copied, delivered) = (s.bytes_copied, s.bytes_out);
+            let per = (delivered > 0).then(|| copied as f64 / delivered as f64);
+            let per = per.unwrap_or(0.0);
+            println!(
+                "dmaflow {tool}: {} {what}; the CPU copied {copied} bytes on the way ({per:.2} per \
+                 byte delivered, {delivered} delivered)",
+                done.items
+            );
+        }
+        for line in done.net {
             println!("dmaflow {tool}: {line}");
         }
     })
 }
 
-fn run_fir_file(args: &FirArgs) -> ExitCode {
-    let FirArgs {
-        taps,
-        ends,
-        fft,
-        device,
-    } = args;
-    if *device == FirDeviceArg::Sim && fft.is_some() {
-        eprintln!("dmaflow fir: --fft sets the CPU filter's FFT length; the coprocessor has none");
-        return ExitCode::from(2);
-    }
-    let device = match device {
-        FirDeviceArg::Cpu => files::fir::FirDevice::Cpu {
-            fft_len: *fft,
-            mode: Mode::ZeroCopy,
-        },
-        FirDeviceArg::Sim => files::fir::FirDevice::Sim,
-    };
-    run_tool("fir", ends, |source, sink| {
-        let done = files::fir::filter(taps, source, sink, device)?;
-        let mut said: Vec<String> = done
-            .copies
-            .iter()
-            .map(|c| {
-                format!(
-                    "{} samples through the FIR coprocessor node; {c}",
-                    done.samples
-                )
-            })
-            .collect();
-        for end in &done.net {
-            let (messages, items, lost, tags) = end.counts;
-            said.push(format!(
-                "{}: {} {items} samples in {messages} messages ({lost} lost on the way, {tags} \
-                 tags)",
-                end.endpoint, end.direction
-            ));
-            if !end.tags.is_empty() {
-                let shown: Vec<String> = end.tags.iter().map(|t| t.to_string()).collect();
-                said.push(format!("{}: tags {}", end.direction, shown.join(", ")));
-            }
-        }
-        Ok(said)
-    })
-}
-
-fn run_bgsub(args: &BgsubArgs) -> ExitCode {
-    use files::bgsub::{bgsub_file, bgsub_stream};
-    let (a, device) = (args, args.device);
-    run_tool("bgsub", &args.ends, |source, sink| {
-        let p = dmaflow::dsp::bgsub::Params::new(a.width, a.height, a.threshold, !a.no_filter)?;
-        let done = match (source, sink) {
-            (files::Source::File(i), files::Sink::File(o)) => bgsub_file(p, &i, &o, device),
-            (source, sink) => bgsub_stream(p, source, sink, device),
-        }?;
-        Ok(done
-            .copies
-            .iter()
-            .map(|c| format!("{} frames through the coprocessor node; {c}", done.frames))
-            .collect())
-    })
-}
-
 fn run_info(root: &Path) -> ExitCode {
     let inv = dmaflow::platform::uio::inventory(root);
+    let none = |what: &str, dir: &str| println!("{what}: none under {}", root.join(dir).display());
     if inv.uio.is_empty() {
-        println!(
-            "UIO devices: none under {}",
-            root.join("sys/class/uio").display()
-        );
+        none("UIO devices", "sys/class/uio");
     }
     for d in &inv.uio {
         let what = match d.size {
@@ -679,10 +549,7 @@ fn run_info(root: &Path) -> ExitCode {
         println!("UIO device: /dev/uio{} ({}), {what}", d.index, d.name);
     }
     if inv.udmabuf.is_empty() {
-        println!(
-            "u-dma-buf: none under {}",
-            root.join("sys/class/u-dma-buf").display()
-        );
+        none("u-dma-buf", "sys/class/u-dma-buf");
     }
     for (name, phys, size) in &inv.udmabuf {
         println!("u-dma-buf: /dev/{name}, {size} bytes at physical {phys:#x}");
@@ -692,12 +559,7 @@ fn run_info(root: &Path) -> ExitCode {
     }
     let findings = dmaflow_cli::board_check::check(&inv, root);
     for f in &findings {
-        let mark = match (f.blocking, f.missing) {
-            (true, _) => "missing",
-            (false, true) => "warning",
-            (false, false) => "ok",
-        };
-        println!("  {mark}: {}", f.text);
+        println!("  {}: {}", f.mark, f.text);
     }
     println!("{}", dmaflow_cli::board_check::verdict(&findings));
     use dmaflow::platform::sim::{DEFAULT_DDR_BASE as BASE, DEFAULT_DDR_BYTES as BYTES, SimBoard};
@@ -710,43 +572,19 @@ fn run_info(root: &Path) -> ExitCode {
     }
     match dmaflow::gpu::devices() {
         Ok(list) if list.is_empty() => println!("CUDA: a driver, no device"),
-        Ok(list) => {
-            for d in list {
-                println!("CUDA: {d}");
-            }
-        }
+        Ok(list) => list.iter().for_each(|d| println!("CUDA: {d}")),
         Err(e) => println!("CUDA: none ({e})"),
     }
-    if inv.malformed.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(2)
-    }
-}
-
-/// Refuses, before anything runs, a GPU asked for that this machine's driver
-/// does not have, and an experiment with no GPU form. A machine with no driver
-/// or no device passes: the GPU experiment then says it skipped.
-fn check_device(which: Which, device: BenchDevice) -> Result<(), String> {
-    let BenchDevice::Cuda(n) = device else {
-        return Ok(());
-    };
-    gpu_plan(which)?;
-    let count = dmaflow::gpu::driver::count();
-    if count > 0 && n >= count {
-        return Err(format!(
-            "--device cuda:{n}: this machine has {count} CUDA device(s)"
-        ));
-    }
-    Ok(())
+    ExitCode::from(if inv.malformed.is_empty() { 0 } else { 2 })
 }
 
 /// Makes sure the report directory can be written before any experiment runs:
 /// creates it and writes (and removes) a probe file in it.
-fn prepare_out(out: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(out).map_err(|e| format!("{}: {e}", out.display()))?;
+fn prepare_out(out: &Path) -> Result<(), Fail> {
+    let fail = |e: std::io::Error| (2, format!("{}: {e}", out.display()));
+    std::fs::create_dir_all(out).map_err(fail)?;
     let probe = out.join(format!(".dmaflow-probe.{}", std::process::id()));
-    std::fs::write(&probe, b"").map_err(|e| format!("{}: {e}", out.display()))?;
+    std::fs::write(&probe, b"").map_err(fail)?;
     let _ = std::fs::remove_file(&probe);
     Ok(())
 }
@@ -771,21 +609,16 @@ fn main() -> ExitCode {
         Command::Info { root } => run_info(&root),
         Command::Serve(args) => dmaflow_cli::serve::run(args),
         Command::Overlay(cmd) => dmaflow_cli::serve::overlay(cmd),
-        Command::Bench(args) => {
-            let checked = match args.board {
-                Some(_) => Ok(()),
-                None => check_device(args.experiment, args.device),
-            };
-            let done = checked
-                .and_then(|()| prepare_out(&args.out))
-                .map_err(|e| (2, e))
-                .and_then(|()| match &args.board {
-                    Some(root) => run_on_board(&args, root),
-                    None => run_bench(&args),
-                });
-            finish("bench", done, |()| {})
+        Command::Bench(args) => finish("bench", run_bench(&args), |()| {}),
+        Command::Bgsub(a) => {
+            let what = "frames through the coprocessor node";
+            run_tool("bgsub", &a.ends, what, |ends| {
+                let p = Params::new(a.width, a.height, a.threshold, !a.no_filter)?;
+                let mut done = files::bgsub::bgsub(p, ends, a.device)?;
+                done.net.clear(); // bgsub says nothing of its network ends
+                Ok(done)
+            })
         }
-        Command::Bgsub(args) => run_bgsub(&args),
         Command::Targets { paths } => finish(
             "targets",
             bench::report::read_documents(&paths, &bench::names()).map_err(status(2)),
@@ -801,6 +634,16 @@ fn main() -> ExitCode {
             bench::net::receive(&point, &endpoint).map_err(status(1)),
             |r| println!("{}", bench::net::received_line(&r)),
         ),
-        Command::Fir(args) => run_fir_file(&args),
+        Command::Fir(a) if a.device == FirDevice::Sim && a.fft.is_some() => {
+            eprintln!(
+                "dmaflow fir: --fft sets the CPU filter's FFT length; the coprocessor has none"
+            );
+            ExitCode::from(2)
+        }
+        Command::Fir(a) => {
+            let what = "samples through the FIR coprocessor node";
+            let filter = |ends| files::fir::filter(&a.taps, ends, a.device, a.fft);
+            run_tool("fir", &a.ends, what, filter)
+        }
     }
 }

@@ -6,18 +6,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, Subcommand};
 use dmaflow::platform::MemoryModel;
 use dmaflow_remote::{EMULATED_DDR_BYTES, Options, Server, Target};
-
-/// The emulated board's CPU caches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Caches {
-    /// Coherent with the device: `flush()`/`invalidate()` change nothing.
-    Coherent,
-    /// Apart from DRAM: a missing `flush()`/`invalidate()` shows as stale data.
-    Noncoherent,
-}
 
 /// Arguments of `dmaflow serve`.
 #[derive(Debug, Args)]
@@ -41,8 +32,11 @@ pub struct ServeArgs {
     #[arg(long, default_value = "udmabuf0")]
     pub udmabuf: String,
     /// The emulated board's CPU caches.
-    #[arg(long, value_enum, default_value = "coherent")]
-    pub memory: Caches,
+    #[arg(long, default_value = "coherent", value_parser = crate::choice(&[
+        ("coherent", "Coherent with the device: `flush()`/`invalidate()` change nothing", MemoryModel::Coherent),
+        ("noncoherent", "Apart from DRAM: a missing `flush()`/`invalidate()` shows as stale data", MemoryModel::NonCoherent),
+    ]))]
+    pub memory: MemoryModel,
 }
 
 /// `dmaflow overlay ...`.
@@ -61,71 +55,65 @@ pub enum OverlayCommand {
 
 /// Runs `dmaflow serve` until the process is stopped.
 pub fn run(args: ServeArgs) -> ExitCode {
-    let target = match &args.board {
-        Some(root) => Target::Board {
-            root: root.clone(),
-            memory: args.udmabuf.clone(),
-            hwh: args.hwh.clone(),
-        },
-        None => Target::Emulated {
-            hwh: args.hwh.clone(),
-            model: match args.memory {
-                Caches::Coherent => MemoryModel::Coherent,
-                Caches::Noncoherent => MemoryModel::NonCoherent,
-            },
-        },
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build();
+    let served = rt
+        .map_err(crate::status(1))
+        .and_then(|rt| rt.block_on(serve(args)));
+    crate::finish("serve", served, |()| {})
+}
+
+/// Binds the server (status 2 where it cannot), says what it serves, and
+/// serves.
+async fn serve(args: ServeArgs) -> Result<(), (u8, String)> {
+    let (target, what) = match args.board {
+        Some(root) => {
+            let (memory, hwh) = (args.udmabuf, args.hwh);
+            (Target::Board { root, memory, hwh }, "board")
+        }
+        None => {
+            let (hwh, model) = (args.hwh, args.memory);
+            (Target::Emulated { hwh, model }, "emulated board")
+        }
     };
     let options = Options {
         listen: args.listen,
         target,
         ddr_bytes: EMULATED_DDR_BYTES,
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build();
-    let rt = match rt {
-        Ok(rt) => rt,
-        Err(e) => return crate::finish("serve", Err((1, e.to_string())), |()| {}),
-    };
-    rt.block_on(async move {
-        let server = match Server::bind(options).await {
-            Ok(s) => s,
-            Err(e) => return crate::finish("serve", Err((2, e.to_string())), |()| {}),
-        };
-        let design = server.service().design();
-        let addr = server.local_addr().unwrap_or(args.listen);
-        let what = if args.board.is_some() { "board" } else { "emulated board" };
+    let server = Server::bind(options).await.map_err(crate::status(2))?;
+    let design = server.service().design();
+    let addr = server.local_addr().unwrap_or(args.listen);
+    println!(
+        "dmaflow serve: PYNQ.remote on {addr}, {what}, design {:?} ({} IP)",
+        design.name,
+        design.ips.len()
+    );
+    for ip in &design.ips {
+        let mode = ip.dma.map_or(String::new(), |d| {
+            let (sg, width) = (d.params.include_sg, d.params.sg_length_width);
+            let how = if sg { "scatter-gather" } else { "direct" };
+            format!(" AXI DMA, {how}, {width}-bit length")
+        });
+        let (name, base, range) = (&ip.name, ip.base, ip.range);
+        println!("  {name} at {base:#x} ({range:#x} bytes){mode}");
+    }
+    for n in server.service().notes() {
+        println!("  note: {n}");
+    }
+    if !addr.ip().is_loopback() {
         println!(
-            "dmaflow serve: PYNQ.remote on {addr}, {what}, design {:?} ({} IP)",
-            design.name,
-            design.ips.len()
+            "  warning: {addr} is not loopback: whoever reaches it drives the board (no authentication)"
         );
-        for ip in &design.ips {
-            let mode = ip.dma.map_or(String::new(), |d| {
-                format!(
-                    " AXI DMA, {}, {}-bit length",
-                    if d.params.include_sg {
-                        "scatter-gather"
-                    } else {
-                        "direct"
-                    },
-                    d.params.sg_length_width
-                )
-            });
-            println!("  {} at {:#x} ({:#x} bytes){mode}", ip.name, ip.base, ip.range);
-        }
-        for n in server.service().notes() {
-            println!("  note: {n}");
-        }
-        if !addr.ip().is_loopback() {
-            println!(
-                "  warning: {addr} is not loopback: whoever reaches it drives the board (no authentication)"
-            );
-        }
-        println!("  PYNQ: PYNQ_REMOTE_DEVICES={} (port {} is PYNQ's)", addr.ip(), addr.port());
-        let served = server.serve(std::future::pending()).await;
-        crate::finish("serve", served.map_err(crate::status(1)), |()| {})
-    })
+    }
+    println!(
+        "  PYNQ: PYNQ_REMOTE_DEVICES={} (port {} is PYNQ's)",
+        addr.ip(),
+        addr.port()
+    );
+    let served = server.serve(std::future::pending()).await;
+    served.map_err(crate::status(1))
 }
 
 /// Runs `dmaflow overlay ...`.

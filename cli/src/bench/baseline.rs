@@ -40,15 +40,14 @@ pub(crate) unsafe fn two_way(
     len: usize,
     halt: impl Fn() -> bool,
 ) -> Result<Duration, Error> {
-    let n = u32::try_from(len.min(tx.len()).min(rx.len())).map_err(|_| {
-        Error::peer("baseline")(format!("{len} bytes do not fit the LENGTH register"))
-    })?;
+    let baseline = Error::peer("baseline");
+    let n = u32::try_from(len.min(tx.len()).min(rx.len()))
+        .map_err(|_| baseline(format!("{len} bytes do not fit the LENGTH register")))?;
     let t0 = Instant::now();
     // The cache maintenance a driver on a non-coherent board must do (nothing
     // on a coherent one): the data out cleaned, the answer's lines dropped.
     tx.sync_for_device(n as usize)?;
     rx.sync_for_device(n as usize)?;
-    let baseline = Error::peer("baseline");
     let (tx_addr, rx_addr) = (tx.bus_addr(), rx.bus_addr());
     let moved = || -> Result<(), Error> {
         for (base, addr) in [(S2MM, rx_addr), (MM2S, tx_addr)] {

@@ -11,7 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::board_check::check;
+use crate::board_check::{check, engines};
 use dmaflow::axi::Config as AxiConfig;
 use dmaflow::board::Board;
 use dmaflow::dma::DynEngine;
@@ -92,39 +92,28 @@ pub fn open(root: &Path, mode: Mode) -> Result<BoardRig, Error> {
         )]));
     }
     let inv = inventory(root);
-    // What stops the experiments: everything `dmaflow info` calls blocking,
-    // and a channel without its interrupt line.
     let gaps: Vec<String> = check(&inv, root)
         .into_iter()
-        .filter(|f| f.blocking || (f.missing && f.text.contains("no interrupt line")))
+        .filter(|f| f.mark != "ok")
         .map(|f| f.text)
         .collect();
     if !gaps.is_empty() {
         return Err(refuse(gaps));
     }
-    let board = Board::open(root, MEMORY).map_err(|e| refuse(vec![e.to_string()]))?;
-    let mut names: Vec<String> = inv
-        .uio
-        .iter()
-        .filter(|d| d.name.starts_with("axi_dma") && d.size > 0)
-        .map(|d| d.name.clone())
-        .collect();
+    let one = |e: dmaflow::Error| refuse(vec![e.to_string()]);
+    let board = Board::open(root, MEMORY).map_err(one)?;
+    let mut names: Vec<&String> = engines(&inv).map(|d| &d.name).collect();
     names.sort();
     let mut seen = Vec::new();
     for name in names {
-        let engine = board
-            .engine(&name, AxiConfig::default())
-            .map_err(|e| refuse(vec![e.to_string()]))?;
+        let engine = board.engine(name, AxiConfig::default()).map_err(one)?;
         let sg = engine.dma().sg_included();
         if sg == (mode == Mode::ScatterGather) {
-            let registers = board
-                .registers(&name)
-                .map_err(|e| refuse(vec![e.to_string()]))?;
             return Ok(BoardRig {
-                registers,
+                registers: board.registers(name).map_err(one)?,
                 board,
                 engine,
-                engine_name: name,
+                engine_name: name.clone(),
                 root: root.to_path_buf(),
             });
         }

@@ -3,19 +3,18 @@
 //! coprocessor, frames and masks in queues in its DMA memory) or in software
 //! (identical bytes), the output appearing only on success.
 
-use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use dmaflow::accel::bgsub;
 use dmaflow::accel::stage::StageStats;
 use dmaflow::dma::Completion;
 use dmaflow::dsp::bgsub::{BackgroundSubtractor, Params};
-use dmaflow::graph::Graph;
 use dmaflow::sim::BgSubCore;
 
-use super::{FileError, Sink, Source, Unit};
+use super::{Done, End, FileError, Unit};
 
-/// Where `dmaflow bgsub` runs the algorithm.
+/// Where `dmaflow bgsub` runs the algorithm (without `Cpu`, the DMA device
+/// of `dmaflow bench`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Device {
     /// The coprocessor on the emulated fabric as a node of a process network
@@ -27,68 +26,60 @@ pub enum Device {
     Cuda(usize),
 }
 
+impl Device {
+    /// `sim`, `cpu` (where `cpu` is allowed), `cuda` (device 0) or `cuda:N`.
+    pub fn parse(s: &str, cpu: bool) -> Result<Self, String> {
+        match s {
+            "sim" => Ok(Device::Sim),
+            "cpu" if cpu => Ok(Device::Cpu),
+            "cuda" => Ok(Device::Cuda(0)),
+            _ => s
+                .strip_prefix("cuda:")
+                .and_then(|n| n.parse().ok())
+                .map(Device::Cuda)
+                .ok_or_else(|| {
+                    let cpu = if cpu { "cpu, " } else { "" };
+                    format!("{s:?} is not a device: sim, {cpu}cuda or cuda:N")
+                }),
+        }
+    }
+}
+
 /// A background subtractor on the CPU or a GPU: a frame to its mask.
 type Subtract = Box<dyn FnMut(&[u8], &mut [u8]) -> Result<(), FileError> + Send>;
-
-/// What `bgsub_file` did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Done {
-    /// Frames turned into masks.
-    pub frames: usize,
-    /// On the coprocessor: what the CPU copied on the way.
-    pub copies: Option<super::Copies>,
-}
-
-/// Reads raw 8-bit frames from `input`, writes one mask per frame to `output`
-/// (through a temporary file renamed at the end, so a failure leaves no partial
-/// output).
-pub fn bgsub_file(
-    params: Params,
-    input: &Path,
-    output: &Path,
-    device: Device,
-) -> Result<Done, FileError> {
-    let (source, sink) = (input.to_path_buf(), output.to_path_buf());
-    bgsub_stream(params, Source::File(source), Sink::File(sink), device)
-}
 
 /// Frames from `source` to masks at `sink` as one process network: source ->
 /// the coprocessor node (frames and masks in queues in its DMA memory, read
 /// and written there by the file ends) or the software as a node -> sink.
 /// Either end is a file or a network edge; a file output is renamed into
 /// place only on success, and a file that ends inside a frame is named.
-pub fn bgsub_stream(
-    params: Params,
-    source: Source,
-    sink: Sink,
-    device: Device,
-) -> Result<Done, FileError> {
+pub fn bgsub(params: Params, ends: (End, End), device: Device) -> Result<Done, FileError> {
     let n = params.frame_bytes();
     let chunk = n * (64usize << 10).div_ceil(n);
     let cap = 2 * chunk;
-    let mut g = Graph::new();
-    let stats = Arc::new(Mutex::new(StageStats::default()));
-    let (mut rig, memory) = match device {
+    let sim = match device {
         Device::Sim => {
-            let (rig, memory) = super::board(
-                (4 * cap + 2 * n + (4 << 20)).next_power_of_two(),
-                Box::new(BgSubCore::new(params)),
-            )?;
-            (Some(rig), memory)
+            let ddr = (4 * cap + 2 * n + (4 << 20)).next_power_of_two();
+            Some(super::board(ddr, Box::new(BgSubCore::new(params)))?)
         }
-        Device::Cpu | Device::Cuda(_) => (None, None),
+        Device::Cpu | Device::Cuda(_) => None,
     };
-    let ((s_out, mut b_in), (mut b_out, k_in)) =
-        super::queues(&mut g, "bgsub", (cap, cap), &memory)?;
-    match &mut rig {
-        Some(r) => {
-            let e1 = r.engines.remove(1);
-            let e0 = r.engines.remove(0);
+    let memory = sim.as_ref().and_then(|(_, memory)| memory.clone());
+    let of = Unit::Frames {
+        width: params.width,
+        height: params.height,
+    };
+    let (middle, how) = (("bgsub", (cap, cap), &memory), (chunk, 0, of));
+    super::run(ends, middle, how, |g, mut b_in, mut b_out| match sim {
+        Some((mut rig, _)) => {
+            let engines = [rig.engines.remove(0), rig.engines.remove(0)];
             let cfg = bgsub::Config {
                 params,
                 completion: Completion::Poll,
             };
-            bgsub::add_node(&mut g, "bgsub", [e0, e1], cfg, b_in, b_out, stats.clone())?;
+            let stats = Arc::new(Mutex::new(StageStats::default()));
+            bgsub::add_node(g, "bgsub", engines, cfg, b_in, b_out, stats.clone())?;
+            Ok(Some((rig, stats)))
         }
         None => {
             // Opened here, so that a missing device is this call's error.
@@ -123,17 +114,7 @@ pub fn bgsub_stream(
                     b_out.write(&mask)?;
                 }
             })?;
+            Ok(None)
         }
-    }
-    let of = Unit::Frames {
-        width: params.width,
-        height: params.height,
-    };
-    let sim = rig.is_some();
-    let (items, _) = super::run(g, (source, s_out), (sink, k_in), (chunk, 0, of), rig)?;
-    let s = *stats.lock().unwrap_or_else(PoisonError::into_inner);
-    Ok(Done {
-        frames: items as usize / n,
-        copies: sim.then(|| s.into()),
     })
 }

@@ -3,9 +3,9 @@
 //! on success, and their one error type.
 
 use std::io::{Read as _, Write as _};
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use dmaflow::accel::stage::StageStats;
 use dmaflow::graph::{Graph, Input, Output};
@@ -13,12 +13,10 @@ use dmaflow::mem::CachePolicy;
 use dmaflow::rig::Rig;
 use dmaflow::ring::RegionSource;
 use dmaflow::sim::{Clock, StreamProcessor};
+use tempfile::TempPath;
 
 pub mod bgsub;
 pub mod fir;
-pub mod partial;
-
-use partial::PartialFile;
 
 /// One end of a tool: a file (or pipe), or a network edge.
 #[derive(Debug, Clone)]
@@ -28,12 +26,6 @@ pub enum End {
     /// A ZeroMQ edge: PULL or SUB as a source, PUSH or PUB as a sink.
     Net(dmaflow_net::Edge),
 }
-
-/// Where a tool's input comes from.
-pub type Source = End;
-
-/// Where a tool's output goes.
-pub type Sink = End;
 
 /// What a tool's input file holds: a whole number of these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,7 +69,7 @@ impl std::fmt::Display for Unit {
         match *self {
             Unit::Samples => write!(f, "little-endian f32 samples (4 bytes each)"),
             Unit::Frames { width, height } => {
-                write!(f, "{width}x{height} frames ({} bytes each)", width * height)
+                write!(f, "{width}x{height} frames ({} bytes each)", self.bytes())
             }
         }
     }
@@ -105,13 +97,11 @@ pub enum FileError {
         /// What it should hold.
         of: Unit,
     },
-    /// The input is not a file (a directory, say).
-    #[error("{path}: not a file of {} ({what})", .of.name())]
+    /// The input is a directory.
+    #[error("{path}: not a file of {} (a directory)", .of.name())]
     NotAFile {
         /// The path given.
         path: PathBuf,
-        /// What it is.
-        what: &'static str,
         /// What it should hold.
         of: Unit,
     },
@@ -211,126 +201,119 @@ pub(crate) fn board(
     Ok((rig, Some(memory)))
 }
 
-/// The queues `source -> NAME -> sink`: the ends of the first, then those
-/// of the second.
-pub(crate) type Queues<T> = ((Output<T>, Input<T>), (Output<T>, Input<T>));
+/// What a file tool did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Done {
+    /// Samples or frames that went through.
+    pub items: u64,
+    /// On the coprocessor: its node's statistics (what the CPU copied on the
+    /// way, bytes delivered).
+    pub copies: Option<StageStats>,
+    /// What crossed each network end, a line each (and one of the first tags
+    /// that crossed, at their offsets in the end's stream, where any did).
+    pub net: Vec<String>,
+}
 
-/// Connects `source -> name -> sink` in `g`, queues of at least `into` and
-/// `out_of` items, in `memory`.
-pub(crate) fn queues<T: Item>(
-    g: &mut Graph,
-    name: &str,
-    (into, out_of): (usize, usize),
-    memory: &Memory,
-) -> Result<Queues<T>, FileError> {
-    let mut connect = |from, to, n| match memory {
+/// A coprocessor's board and its node's statistics, let go after the run.
+pub(crate) type OnBoard = Option<(Rig, Arc<Mutex<StageStats>>)>;
+
+/// Runs a tool as one graph `source -> name -> sink`, then lets the board
+/// go. The queues into and out of the middle node hold at least `into` and
+/// `out_of` items, in `memory`; `middle` adds the node `name` between them
+/// (before any file is touched). The node `source` writes `lead` zero items
+/// and then the input, `chunk` items at a time (a file must hold whole units
+/// `of`); the node `sink` takes everything, into a file that appears only on
+/// success. Returns the units read or received, the coprocessor's statistics
+/// and what crossed each network end; a file that ends inside a unit is named.
+pub(crate) fn run<T: Item>(
+    (source, sink): (End, End),
+    (name, (into, out_of), memory): (&str, (usize, usize), &Memory),
+    (chunk, lead, of): (usize, usize, Unit),
+    middle: impl FnOnce(&mut Graph, Input<T>, Output<T>) -> Result<OnBoard, FileError>,
+) -> Result<Done, FileError> {
+    let mut g = Graph::new();
+    let connect = |g: &mut Graph, from, to, n| match memory {
         Some(m) => g.connect_in::<T>(from, to, n, m.clone()),
         None => g.connect_with_capacity::<T>(from, to, n),
     };
-    let first = connect(("source", "out"), (name, "in"), into)?;
-    Ok((first, connect((name, "out"), ("sink", "in"), out_of)?))
-}
-
-/// What crossed one network end of a run.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NetEnd {
-    /// The endpoint.
-    pub endpoint: String,
-    /// `"received"` or `"sent"`.
-    pub direction: &'static str,
-    /// Messages, samples, samples lost on the way (PUB/SUB with tag
-    /// headers), tags received.
-    pub counts: (u64, u64, u64, u64),
-    /// The first tags that crossed, at their offsets in this end's stream.
-    pub tags: Vec<dmaflow_net::tags::Tag>,
-}
-
-/// Adds a tool's ends to `g` around its middle node, runs it, then lets the
-/// board `rig` go: the node `source` writes `lead` zero items and then the
-/// input into `out`, `chunk` items at a time (a file must hold whole units
-/// `of`); the node `sink` takes everything from `input`, into a file that
-/// appears only on success. Returns the items read or received and what
-/// crossed each network end; a file that ends inside a unit is named.
-pub(crate) fn run<T: Item>(
-    mut g: Graph,
-    (source, mut out): (Source, Output<T>),
-    (sink, input): (Sink, Input<T>),
-    (chunk, lead, of): (usize, usize, Unit),
-    rig: Option<Rig>,
-) -> Result<(u64, Vec<NetEnd>), FileError> {
+    let (mut out, m_in) = connect(&mut g, ("source", "out"), (name, "in"), into)?;
+    let (m_out, input) = connect(&mut g, (name, "out"), ("sink", "in"), out_of)?;
+    let board = middle(&mut g, m_in, m_out)?;
     if lead > 0 {
         out.write(&vec![T::zeroed(); lead])?;
     }
-    let mut net = Vec::new();
+    let mut ends = Vec::new();
     let read = match source {
-        Source::Net(edge) => {
+        End::Net(edge) => {
             let at = edge.endpoint.to_string();
             let stats = dmaflow_net::add_source(&mut g, "source", edge, out)?;
-            net.push((at, "received", stats));
+            ends.push((at, "received", stats));
             None
         }
-        Source::File(path) => Some((file_source(&mut g, &path, out, (chunk, of))?, path)),
+        End::File(path) => Some((file_source(&mut g, &path, out, (chunk, of))?, path)),
     };
     let output = match sink {
-        Sink::Net(edge) => {
+        End::Net(edge) => {
             let at = edge.endpoint.to_string();
             let stats = dmaflow_net::add_sink(&mut g, "sink", edge, input)?;
-            net.push((at, "sent", stats));
+            ends.push((at, "sent", stats));
             None
         }
-        Sink::File(path) => Some((file_sink(&mut g, &path, input)?, path)),
+        End::File(path) => Some((file_sink(&mut g, &path, input)?, path)),
     };
     let result = g.run();
-    drop(rig);
-    let net: Vec<NetEnd> = net
-        .into_iter()
-        .map(|(endpoint, direction, stats)| NetEnd {
-            endpoint,
-            direction,
-            counts: stats.snapshot(),
-            tags: stats.tags_seen(),
-        })
-        .collect();
-    let items = match read {
-        Some((read, path)) => {
-            let len = read.0.load(Ordering::Relaxed);
-            if read.1.load(Ordering::Relaxed) {
-                return Err(FileError::BadLength { path, len, of });
-            }
-            len / size_of::<T>() as u64
-        }
-        None => net[0].counts.1,
+    let copies = board.map(|(_rig, s)| *s.lock().unwrap_or_else(PoisonError::into_inner));
+    let bytes = match read {
+        Some((ended, path)) => match ended.get() {
+            Some(&len) if !of.whole(len) => return Err(FileError::BadLength { path, len, of }),
+            // None: the source failed before its end (`result` says why).
+            ended => ended.copied().unwrap_or(0),
+        },
+        None => ends[0].2.snapshot().1 * size_of::<T>() as u64,
     };
     result?;
     if let Some((partial, path)) = output {
-        partial.finish().map_err(io(&path))?;
+        partial.persist(&path).map_err(|e| io(&path)(e.error))?;
     }
-    Ok((items, net))
+    let mut net = Vec::new();
+    for (at, direction, stats) in ends {
+        let (messages, items, lost, tags) = stats.snapshot();
+        net.push(format!(
+            "{at}: {direction} {items} samples in {messages} messages ({lost} lost on the way, \
+             {tags} tags)"
+        ));
+        let seen: Vec<String> = stats.tags_seen().iter().map(|t| t.to_string()).collect();
+        if !seen.is_empty() {
+            net.push(format!("{direction}: tags {}", seen.join(", ")));
+        }
+    }
+    let items = bytes / of.bytes() as u64;
+    Ok(Done { items, copies, net })
 }
 
-/// Adds the node `source` writing the file at `path` into `out`, `chunk` items at a time; the file must hold whole
-/// units `of` (a directory is refused, and so is a regular file of another
-/// length; a pipe's length is found at its end). Returns its bytes read and
-/// whether it ended inside a unit.
+/// Adds the node `source` writing the file at `path` into `out`, `chunk`
+/// items at a time; the file must hold whole units `of` (a directory is
+/// refused, and so is a regular file of another length; a pipe's length is
+/// found at its end). Returns its length in
+/// bytes, set once it ends.
 fn file_source<T: Item>(
     g: &mut Graph,
     path: &Path,
     mut out: Output<T>,
     (chunk, of): (usize, Unit),
-) -> Result<Arc<(AtomicU64, AtomicBool)>, FileError> {
+) -> Result<Arc<OnceLock<u64>>, FileError> {
     let mut src = std::fs::File::open(path).map_err(io(path))?;
     let meta = src.metadata().map_err(io(path))?;
     let path = path.to_path_buf();
     if meta.is_dir() {
-        let what = "a directory";
-        return Err(FileError::NotAFile { path, what, of });
+        return Err(FileError::NotAFile { path, of });
     }
     if meta.is_file() && !of.whole(meta.len()) {
         let len = meta.len();
         return Err(FileError::BadLength { path, len, of });
     }
-    let read = Arc::new((AtomicU64::new(0), AtomicBool::new(false)));
-    let seen = read.clone();
+    let ended = Arc::new(OnceLock::new());
+    let (seen, mut total) = (ended.clone(), 0);
     let shown = path.display().to_string();
     g.node("source", move || {
         loop {
@@ -355,27 +338,27 @@ fn file_source<T: Item>(
                 }
             }
             out.commit(whole)?;
-            let total = seen.0.fetch_add(filled as u64, Ordering::Relaxed) + filled as u64;
+            total += filled as u64;
             if filled < want {
+                let _ = seen.set(total);
                 if !of.whole(total) {
-                    seen.1.store(true, Ordering::Relaxed);
                     return Err(format!("{shown}: ends inside one of its {}", of.name()).into());
                 }
                 return Ok(());
             }
         }
     })?;
-    Ok(read)
+    Ok(ended)
 }
 
 /// Adds the node `sink` writing everything from `input` into a temporary
-/// file beside `path` (whose directory must exist), given its name by
-/// [`PartialFile::finish`].
+/// file beside `path` (whose directory must exist), renamed to `path` by
+/// [`TempPath::persist`] and removed if dropped before.
 fn file_sink<T: Item>(
     g: &mut Graph,
     path: &Path,
     mut input: Input<T>,
-) -> Result<PartialFile, FileError> {
+) -> Result<TempPath, FileError> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -384,8 +367,19 @@ fn file_sink<T: Item>(
         let path = path.to_path_buf();
         return Err(FileError::NoDirectory { path });
     }
-    let (partial, file) = PartialFile::create(path).map_err(io(path))?;
-    let tmp = partial.path().display().to_string();
+    let name = path
+        .file_name()
+        .unwrap_or("output".as_ref())
+        .to_string_lossy();
+    // Made as `File::create` makes a file (0o666 less the umask).
+    let (file, partial) = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".partial")
+        .permissions(std::fs::Permissions::from_mode(0o666))
+        .tempfile_in(dir)
+        .map_err(io(path))?
+        .into_parts();
+    let tmp = partial.display().to_string();
     g.node("sink", move || {
         let mut w = std::io::BufWriter::with_capacity(1 << 20, file);
         let fail = |e: std::io::Error| format!("{tmp}: {e}");
@@ -410,38 +404,4 @@ fn file_sink<T: Item>(
         Ok(())
     })?;
     Ok(partial)
-}
-
-/// What the CPU copied in a run on a coprocessor: bytes moved by the CPU on the
-/// way from the source to the sink, and bytes delivered to the sink.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Copies {
-    /// Bytes the CPU copied.
-    pub copied: u64,
-    /// Bytes the sink received.
-    pub delivered: u64,
-}
-
-impl std::fmt::Display for Copies {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let per = if self.delivered == 0 {
-            0.0
-        } else {
-            self.copied as f64 / self.delivered as f64
-        };
-        write!(
-            f,
-            "the CPU copied {} bytes on the way ({per:.2} per byte delivered, {} delivered)",
-            self.copied, self.delivered
-        )
-    }
-}
-
-impl From<StageStats> for Copies {
-    fn from(s: StageStats) -> Self {
-        Copies {
-            copied: s.bytes_copied,
-            delivered: s.bytes_out,
-        }
-    }
 }
