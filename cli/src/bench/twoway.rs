@@ -8,12 +8,12 @@
 //!
 //! Each in three drivers: user-level polling on zero-copy buffers (the paper's
 //! "bare metal" column), a UIO-style interrupt driver on the same buffers, and
-//! the kernel-style [`Proxy`] driver that copies through its own (its "Linux"
+//! the kernel-style proxy driver that copies through its own (its "Linux"
 //! column).
 
 use std::time::Instant;
 
-use dmaflow::dma::{Completion, Engine, Lane, two_way_together};
+use dmaflow::dma::{Completion, Engine, Failed, Lane, two_way_together};
 use dmaflow::dsp::bgsub::{self, Params};
 use dmaflow::mem::DmaBuf;
 use dmaflow::platform::{IrqLine, MemoryModel, RegisterSpace};
@@ -26,7 +26,7 @@ use super::error::Error;
 use super::harness::{OnBoard, OnGpu, Progress, Setup, Spec, Tables, Tier, median, on_board};
 use super::meter::{Meter, Tally};
 use super::on_board::Mode;
-use super::plot::{LinePlot, Series, XAxis};
+use super::plot::Series;
 use super::report::{Report, Target, sentence, series_by};
 use super::spread::Spread;
 
@@ -39,8 +39,11 @@ pub const IDEAL_MIB_PER_S: f64 = 100e6 / (1u64 << 20) as f64;
 /// Bytes per image line.
 pub const LINE: usize = 640;
 
-/// The cores measured, the paper's first.
-pub const CORES: [&str; 2] = ["bgsub", "loopback"];
+/// The cores measured, the paper's first, with their tables' titles.
+pub const CORES: [(&str, &str); 2] = [
+    ("bgsub", "background-subtraction coprocessor, two engines"),
+    ("loopback", "loopback, one engine"),
+];
 
 /// Distinct inputs cycled through; with the receive buffers cleared before
 /// every transfer, a transfer that writes nothing or repeats the last answer
@@ -149,7 +152,14 @@ impl Row {
         self.time.median - self.model_us
     }
 
-    fn new(core: &'static str, completion: &'static str, lines: usize, samples: &[f64]) -> Self {
+    fn new(
+        core: &'static str,
+        completion: &'static str,
+        lines: usize,
+        samples: &[f64],
+        cost: Tally,
+        issue_us: Option<f64>,
+    ) -> Self {
         let n = samples.len().max(1) as f64;
         let avg = samples.iter().sum::<f64>() / n;
         let var = samples.iter().map(|s| (s - avg) * (s - avg)).sum::<f64>() / n;
@@ -165,8 +175,8 @@ impl Row {
             stddev_us: var.sqrt(),
             mib_per_s: bytes as f64 / (time.median * 1e-6) / (1u64 << 20) as f64,
             model_us: FABRIC.two_way(bytes, false).as_secs_f64() * 1e6,
-            cost: Tally::default(),
-            issue_us: None,
+            cost,
+            issue_us,
         }
     }
 }
@@ -221,7 +231,7 @@ fn setup(core: &str, lines: usize) -> Result<(Box<dyn StreamProcessor>, Vec<Case
 /// their own; every transfer's answer is checked.
 pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
     let mut rows = Vec::new();
-    for core in CORES {
+    for (core, _) in CORES {
         for &lines in &cfg.lines {
             let (processor, cases) = setup(core, lines)?;
             let bytes = 2 * cases[0].send.len() * lines * LINE;
@@ -291,6 +301,7 @@ where
         got: got as u32,
         expected: bytes as u32,
     };
+    let dma = |f: Box<Failed>| Error::Dma(f.error);
     let mut rows = Vec::new();
     let pool = engines[0].pool().clone();
     let (mut tx, mut rx): (Vec<DmaBuf<u8>>, Vec<DmaBuf<u8>>) = (Vec::new(), Vec::new());
@@ -298,13 +309,11 @@ where
         tx.push(pool.alloc(bytes)?);
         rx.push(pool.alloc(bytes)?);
     }
-    for (name, mode) in [("poll", Completion::Poll), ("irq", Completion::Irq)] {
-        let what = format!("twoway {core} 640x{lines} {name}");
+    for mode in [Completion::Poll, Completion::Irq] {
+        let what = format!("twoway {core} 640x{lines} {}", mode.name());
         progress(&what);
-        let mut samples = Vec::with_capacity(cfg.iterations);
-        let mut cost = Tally::default();
-        for it in 0..cfg.iterations {
-            let case = &cases[it % CASES];
+        let (mut samples, mut cost) = (Vec::with_capacity(cfg.iterations), Tally::default());
+        for case in cases.iter().cycle().take(cfg.iterations) {
             for ((t, r), data) in tx.iter_mut().zip(rx.iter_mut()).zip(&case.send) {
                 t.as_mut_slice().copy_from_slice(data);
                 r.as_mut_slice().fill(0);
@@ -338,26 +347,18 @@ where
         let mut issue = Vec::with_capacity(cfg.iterations);
         for _ in 0..cfg.iterations {
             let t0 = Instant::now();
-            let mut flights = Vec::with_capacity(engines.len());
-            for (engine, (t, r)) in engines.iter().zip(tx.drain(..).zip(rx.drain(..))) {
-                flights.push(
-                    engine
-                        .begin(t, bytes, r, bytes, mode)
-                        .map_err(|f| Error::Dma(f.error))?,
-                );
-            }
+            let flights = (engines.iter().zip(tx.drain(..).zip(rx.drain(..))))
+                .map(|(engine, (t, r))| engine.begin(t, bytes, r, bytes, mode).map_err(dma))
+                .collect::<Result<Vec<_>, _>>()?;
             issue.push(t0.elapsed().as_secs_f64() * 1e6);
             for flight in flights {
-                let done = flight.wait().map_err(|f| Error::Dma(f.error))?;
+                let done = flight.wait().map_err(dma)?;
                 tx.push(done.tx);
                 rx.push(done.rx);
             }
         }
-        rows.push(Row {
-            cost,
-            issue_us: Some(median(&issue)),
-            ..Row::new(core, name, lines, &samples)
-        });
+        let issue = Some(median(&issue));
+        rows.push(Row::new(core, mode.name(), lines, &samples, cost, issue));
     }
     // The zero-copy buffers go back to the pool; the proxy's driver thread
     // takes the engines over and allocates its own.
@@ -366,13 +367,9 @@ where
     progress(&what);
     let mut bufs: Vec<Vec<u8>> = vec![Vec::new(); engines.len()];
     let proxy = proxy(engines)?;
-    let mut samples = Vec::with_capacity(cfg.iterations);
-    let mut cost = Tally::default();
-    for it in 0..cfg.iterations {
-        let case = &cases[it % CASES];
-        let jobs = bufs
-            .drain(..)
-            .zip(&case.send)
+    let (mut samples, mut cost) = (Vec::with_capacity(cfg.iterations), Tally::default());
+    for case in cases.iter().cycle().take(cfg.iterations) {
+        let jobs = (bufs.drain(..).zip(&case.send))
             .map(|(mut b, data)| {
                 b.clear();
                 b.extend_from_slice(data);
@@ -384,16 +381,11 @@ where
         let c = m.stop();
         samples.push(c.wall.as_secs_f64() * 1e6);
         cost.add(c);
-        for (b, want) in bufs.iter().zip(&case.want) {
-            if b != want {
-                return Err(corrupted(&what, b.len()));
-            }
+        if let Some(b) = bufs.iter().zip(&case.want).find(|(b, want)| b != want) {
+            return Err(corrupted(&what, b.0.len()));
         }
     }
-    rows.push(Row {
-        cost,
-        ..Row::new(core, "proxy", lines, &samples)
-    });
+    rows.push(Row::new(core, "proxy", lines, &samples, cost, None));
     Ok(rows)
 }
 
@@ -403,7 +395,7 @@ where
 /// the host's CPU.
 pub fn render(rows: &[Row]) -> String {
     let mut out = String::new();
-    for core in CORES {
+    for (core, title) in CORES {
         let rows: Vec<&Row> = rows.iter().filter(|r| r.core == core).collect();
         if rows.is_empty() {
             continue;
@@ -411,16 +403,13 @@ pub fn render(rows: &[Row]) -> String {
         let find = |c: &str, l: usize| {
             rows.iter()
                 .copied()
-                .find(|r| r.completion == c && r.lines == l)
+                .find(|r| (r.completion, r.lines) == (c, l))
         };
-        let mut lines: Vec<usize> = rows.iter().map(|r| r.lines).collect();
-        lines.sort_unstable();
-        lines.dedup();
         // Each size's poll, irq and proxy rows.
-        let points: Vec<[&Row; 3]> = lines
-            .iter()
-            .filter_map(|&l| Some([find("poll", l)?, find("irq", l)?, find("proxy", l)?]))
+        let mut points: Vec<[&Row; 3]> = (rows.iter().filter(|r| r.completion == "poll"))
+            .filter_map(|&p| Some([p, find("irq", p.lines)?, find("proxy", p.lines)?]))
             .collect();
+        points.sort_by_key(|[p, ..]| p.lines);
         // One figure per driver, each size a line.
         let by_driver = |get: fn(&Row) -> f64, places: usize| {
             let cell = move |r: &Row| format!("{:.places$}", get(r));
@@ -430,11 +419,7 @@ pub fn render(rows: &[Row]) -> String {
                 .shown("irq", move |[_, i, _]| cell(i))
                 .shown("poll", move |[p, ..]| cell(p))
         };
-        out += if core == "bgsub" {
-            "background-subtraction coprocessor, two engines"
-        } else {
-            "loopback, one engine"
-        };
+        out += title;
         out += "\nTable 1: time per two-way transfer (us, median)\n";
         out += &by_driver(|r| r.time.median, 1)
             .shown("proxy - poll", |[p, _, k]| {
@@ -611,10 +596,8 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     .text(render(rows))
     .answer(answer(rows))
     .targets(targets(rows))
-    .plots([LinePlot::new(
+    .plots([super::beside::plot(
         "Two-way transfer throughput (paper 000, Fig. 5)",
-        XAxis::Bytes,
-        "transfer size, each way",
         "throughput (MiB/s)",
         series,
     )])
@@ -626,18 +609,14 @@ mod tests {
 
     #[test]
     fn statistics_are_those_of_the_samples() {
-        let r = Row::new("bgsub", "poll", 1, &[10.0, 20.0, 30.0]);
-        assert_eq!((r.time.min, r.time.max, r.avg_us), (10.0, 30.0, 20.0));
-        assert_eq!(
-            (r.time.median, (r.time.p25, r.time.p75)),
-            (20.0, (15.0, 25.0))
-        );
+        let row = |s: &[f64]| Row::new("bgsub", "poll", 1, s, Tally::default(), None);
+        let r = row(&[10.0, 20.0, 30.0]);
+        let t = r.time;
+        assert_eq!((t.min, t.max, r.avg_us), (10.0, 30.0, 20.0));
+        assert_eq!((t.median, t.p25, t.p75), (20.0, 15.0, 25.0));
         // One preempted transfer moves the mean, not the median.
-        let p = Row::new("bgsub", "poll", 1, &[10.0, 11.0, 12.0, 13.0, 17000.0]);
-        assert_eq!(
-            (p.time.median, (p.time.p25, p.time.p75)),
-            (12.0, (11.0, 13.0))
-        );
+        let p = row(&[10.0, 11.0, 12.0, 13.0, 17000.0]);
+        assert_eq!((p.time.median, p.time.p25, p.time.p75), (12.0, 11.0, 13.0));
         assert!(p.avg_us > 3000.0);
         assert!((r.stddev_us - (200.0f64 / 3.0).sqrt()).abs() < 1e-9);
         // 640 B in a mean of 20 us: 32 MB/s = 30.52 MiB/s.
@@ -650,15 +629,10 @@ mod tests {
         let rows = run(&Config::at(&Setup::TINY), &mut |_| {}).unwrap();
         let wall = t0.elapsed().as_secs_f64() * 1e6;
         assert_eq!(rows.len(), 12);
-        for core in CORES {
+        for (core, _) in CORES {
             for c in ["poll", "irq", "proxy"] {
-                assert_eq!(
-                    rows.iter()
-                        .filter(|r| r.core == core && r.completion == c)
-                        .count(),
-                    2,
-                    "{core} {c}"
-                );
+                let n = rows.iter().filter(|r| (r.core, r.completion) == (core, c));
+                assert_eq!(n.count(), 2, "{core} {c}");
             }
         }
         let mut measured = 0.0;
@@ -682,10 +656,8 @@ mod tests {
         let text = render(&rows);
         assert!(text.contains("coprocessor, two engines") && text.contains("loopback"));
         assert!(text.contains("Table 3") && text.contains("640x10"));
-        assert_eq!(
-            report(&Config::at(&Setup::TINY), &rows).json["rows"][0]["core"],
-            "bgsub"
-        );
+        let report = report(&Config::at(&Setup::TINY), &rows);
+        assert_eq!(report.json["rows"][0]["core"], "bgsub");
         assert!(answer(&rows).contains("both engines"));
     }
 
