@@ -76,6 +76,9 @@ pub static EXPERIMENT: Spec<Config, Outcome> = Spec {
 /// The completion modes a GPU is waited on with.
 pub const MODES: [Completion; 3] = [Completion::Poll, Completion::Yield, Completion::Irq];
 
+/// The copy directions, host to device first.
+const DIRECTIONS: [Direction; 2] = [Direction::H2D, Direction::D2H];
+
 /// What to measure.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -113,18 +116,11 @@ impl Config {
         let (device, tables) = setup.gpu.unwrap_or((0, Tables::ALL));
         let full = Config {
             device,
-            sizes: vec![
-                8,
-                64,
-                512,
-                4 << 10,
-                32 << 10,
-                256 << 10,
-                2 << 20,
-                16 << 20,
-                64 << 20,
-                256 << 20,
-            ],
+            // 8 B to 16 MiB in steps of 8, then 64 and 256 MiB.
+            sizes: (1..=8)
+                .map(|k| 8usize.pow(k))
+                .chain([64 << 20, 256 << 20])
+                .collect(),
             kinds: HostKind::ALL.to_vec(),
             rounds: 3,
             bytes_per_point: 512 << 20,
@@ -257,15 +253,13 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Outcome, Error> {
         messages: Vec::new(),
         kernels: Vec::new(),
     };
-    let list = match dmaflow::gpu::devices() {
-        Ok(l) => l,
-        Err(e) => {
-            out.device = Err(format!("{NO_GPU} ({e})"));
-            return Ok(out);
-        }
+    let why = match dmaflow::gpu::devices() {
+        Ok(l) if !l.is_empty() => None,
+        Ok(_) => Some("the driver sees none".into()),
+        Err(e) => Some(e.to_string()),
     };
-    if list.is_empty() {
-        out.device = Err(format!("{NO_GPU} (the driver sees none)"));
+    if let Some(why) = why {
+        out.device = Err(format!("{NO_GPU} ({why})"));
         return Ok(out);
     }
     let gpu = Gpu::open(cfg.device)?;
@@ -346,14 +340,14 @@ fn transfers(
     // (kind, size, mode) -> samples of (us, h2d, d2h, cpu, caller cpu, h2d
     // held, d2h held)
     let mut samples: BTreeMap<(usize, usize, usize), [Vec<f64>; 7]> = BTreeMap::new();
-    let mut ceil: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    let mut ceil: [Vec<f64>; 2] = Default::default();
     let points: Vec<(usize, usize)> = (0..kinds.len())
         .flat_map(|k| (0..cfg.sizes.len()).map(move |s| (k, s)))
         .collect();
     for round in 0..cfg.rounds {
         if let Some(k) = kernels {
-            for (i, dir) in [Direction::H2D, Direction::D2H].into_iter().enumerate() {
-                ceil[i].push(ceiling::measure(gpu, k, dir, cfg.ceiling.0, cfg.ceiling.1)?);
+            for (dir, c) in DIRECTIONS.into_iter().zip(&mut ceil) {
+                c.push(ceiling::measure(gpu, k, dir, cfg.ceiling.0, cfg.ceiling.1)?);
             }
         }
         let mut order = points.clone();
@@ -439,15 +433,8 @@ fn transfers(
             caller_cpu_us: Spread::of(&s[4]),
         })
         .collect();
-    let ceiling = if kernels.is_some() {
-        vec![
-            (Direction::H2D, Spread::of(&ceil[0])),
-            (Direction::D2H, Spread::of(&ceil[1])),
-        ]
-    } else {
-        Vec::new()
-    };
-    Ok((ceiling, rows))
+    let ceiling = DIRECTIONS.into_iter().zip(ceil.map(|c| Spread::of(&c)));
+    Ok((ceiling.filter(|_| kernels.is_some()).collect(), rows))
 }
 
 /// A short checksum for a mismatch's message.
@@ -689,30 +676,20 @@ fn kernel_columns<'a>(device: Value) -> Columns<'a, KernelRow> {
 /// nothing was measured).
 pub fn targets(out: &Outcome) -> Vec<Target> {
     let mut t = Vec::new();
-    for (dir, name) in [(Direction::H2D, "H2D"), (Direction::D2H, "D2H")] {
+    for dir in DIRECTIONS {
         let Some(c) = ceiling_of(out, dir) else {
             continue;
         };
-        let worst = out
-            .transfers
-            .iter()
+        let rate = |r: &TransferRow| if dir == Direction::H2D { r.h2d } else { r.d2h };
+        let worst = (out.transfers.iter())
             .filter(|r| r.kind == HostKind::Pinned && r.bytes >= 64 << 20)
-            .map(|r| {
-                (
-                    if dir == Direction::H2D { r.h2d } else { r.d2h }.median / c,
-                    r,
-                )
-            })
+            .map(|r| (rate(r).median / c, r))
             .min_by(|a, b| a.0.total_cmp(&b.0));
         if let Some((share, r)) = worst {
+            let (name, at) = (dir.name().to_uppercase(), bytes_label(r.bytes));
             t.push(Target::new(
                 format!("pinned {name} >= 64 MiB at >= 95 % of the ceiling"),
-                format!(
-                    "{} (worst: {} {})",
-                    pct(share),
-                    bytes_label(r.bytes),
-                    r.mode.name()
-                ),
+                format!("{} (worst: {at} {})", pct(share), r.mode.name()),
                 share >= 0.95,
             ));
         }

@@ -1,14 +1,11 @@
 //! `dmaflow bench transfer`: a stream of packets through a ring of DMA buffers on
 //! a scatter-gather engine (paper 004's tables): zero-copy with and without
 //! explicit cache maintenance, and standard I/O (a copy each way), buffer sizes
-//! 64 B to 32 KiB, ring sizes 16 to 1024 buffers, with the fabric clocked at the
+//! 64 B to 32 KiB, ring sizes 16 to 1024 buffers, the fabric clocked at the
 //! board profile's HP port and unlimited; polling and interrupt completion; and
 //! the zero-copy stream again while another thread loads a core. Every packet
-//! carries its sequence number and is checked on the way back. The conditions
-//! of one packet size take turns run by run (the order reversed every other
-//! run), each run on a fresh ring; every row gives the median run and the
-//! runs' range. The emulated device runs on a core of its own when there are
-//! two or more.
+//! is checked on the way back. The conditions of one packet size take turns
+//! run by run, each run on a fresh ring.
 
 use std::time::Instant;
 
@@ -142,8 +139,7 @@ pub struct Row {
     pub seconds: f64,
     /// 10^6 bytes per second (one direction), from the median run.
     pub mbytes_per_s: f64,
-    /// 10^6 bytes per second over the runs (the conditions of one packet
-    /// size took turns run by run).
+    /// 10^6 bytes per second over the runs.
     pub mbytes_spread: Spread,
     /// Packets per second, from the median run.
     pub packets_per_s: f64,
@@ -155,20 +151,17 @@ pub struct Row {
     pub cpu_us: f64,
     /// Host CPU over wall time while streaming.
     pub cpu_share: f64,
-    /// On rows with cache maintenance: what this CPU's own instructions
-    /// (`clflushopt` on x86-64, `dc civac` on AArch64) take to clean a
-    /// packet's worth of freshly written lines and to clean and invalidate
-    /// another's, per packet, in microseconds (median of repeats in the same
-    /// run). The emulated board's maintenance, which the row's times and CPU
-    /// include, is a model (a per-line compare and copy); this is the
-    /// hardware's cost. `None` where the CPU offers no user-space maintenance.
+    /// On rows with cache maintenance: [`cpu_cache_us`], this CPU's own cost
+    /// of the maintenance the emulated board models (the row's times and CPU
+    /// include the model's); `None` where the CPU offers none in user space.
     pub cpu_cache_us: Option<f64>,
 }
 
-/// What this CPU's own cache maintenance of a `bytes` packet costs: clean the
-/// lines of a packet just written (as before MM2S reads it), clean and
-/// invalidate those of another (as around S2MM), timed together, median of
-/// `repeats`, in microseconds.
+/// What this CPU's own cache maintenance of a `bytes` packet costs
+/// (`clflushopt` on x86-64, `dc civac` on AArch64): clean the lines of a
+/// packet just written (as before MM2S reads it), clean and invalidate those
+/// of another (as around S2MM), timed together, median of `repeats`, in
+/// microseconds.
 pub fn cpu_cache_us(bytes: usize, repeats: usize) -> Option<f64> {
     use dmaflow::platform::cache::{Op, available, maintain};
     if !available() {
@@ -251,7 +244,7 @@ fn stream<R: RegisterSpace, I: IrqLine>(
             sent += 1;
         }
         let mut first = true;
-        loop {
+        while received < total {
             let seq = received;
             let ok = if copy {
                 let got = if first {
@@ -274,9 +267,6 @@ fn stream<R: RegisterSpace, I: IrqLine>(
                 None => break,
             }
             first = false;
-            if received == total {
-                break;
-            }
         }
     }
     Ok(t0.elapsed().as_secs_f64())
@@ -288,14 +278,8 @@ struct Condition {
     completion: Completion,
     loaded: bool,
     slots: usize,
-    copy: bool,
-}
-
-impl Condition {
-    /// `copy` or `zerocopy`.
-    fn path(&self) -> &'static str {
-        if self.copy { "copy" } else { "zerocopy" }
-    }
+    /// `zerocopy` or `copy`.
+    path: &'static str,
 }
 
 /// Runs the sweep.
@@ -305,14 +289,12 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
     let most = cfg.ring_sizes.iter().copied().fold(cfg.slots, usize::max);
     let ddr = (2 * most * largest + (1 << 20)).next_power_of_two();
     let mut rows = Vec::new();
-    for cache_maintenance in [false, true] {
-        // Paper 004's two conditions: a coherent port with no maintenance, and
-        // a non-coherent one with explicit cache control.
-        let model = if cache_maintenance {
-            MemoryModel::NonCoherent
-        } else {
-            MemoryModel::Coherent
-        };
+    // Paper 004's two conditions: a coherent port with no maintenance, and a
+    // non-coherent one with explicit cache control.
+    for (cache_maintenance, model) in [
+        (false, MemoryModel::Coherent),
+        (true, MemoryModel::NonCoherent),
+    ] {
         for clock in [hp, Clock::Unlimited] {
             let rig = Rig::with_model(
                 ddr,
@@ -390,7 +372,7 @@ fn sweep<R: RegisterSpace, I: IrqLine>(
         completion: Completion::Poll,
         loaded: false,
         slots: cfg.slots,
-        copy: false,
+        path: "zerocopy",
     };
     let swept = |bytes| at.ring_sweep && cfg.ring_sweep_sizes.contains(&bytes);
     let mut sizes = cfg.sizes.clone();
@@ -403,7 +385,7 @@ fn sweep<R: RegisterSpace, I: IrqLine>(
     for bytes in sizes {
         let mut group = Vec::new();
         if cfg.sizes.contains(&bytes) {
-            group.extend([false, true].map(|copy| Condition { copy, ..base }));
+            group.extend(["zerocopy", "copy"].map(|path| Condition { path, ..base }));
             if at.irq {
                 // What waiting on the interrupt costs and saves.
                 group.push(Condition {
@@ -431,7 +413,7 @@ fn sweep<R: RegisterSpace, I: IrqLine>(
                 "transfer {} {} {} cache={cache_maintenance}{} {} x {}",
                 at.clock,
                 c.completion.name(),
-                c.path(),
+                c.path,
                 if c.loaded { " loaded" } else { "" },
                 c.slots,
                 bytes_label(bytes)
@@ -451,9 +433,10 @@ fn sweep<R: RegisterSpace, I: IrqLine>(
                 .transpose()?;
             // One short run first so the caches and the device thread
             // are warm.
-            stream(&mut ring, bytes, c.slots, c.copy, &what)?;
+            let copy = c.path == "copy";
+            stream(&mut ring, bytes, c.slots, copy, &what)?;
             let meter = Meter::start(None);
-            let t = stream(&mut ring, bytes, packets_of(c), c.copy, &what)?;
+            let t = stream(&mut ring, bytes, packets_of(c), copy, &what)?;
             costs[k].add(meter.stop());
             Ok::<f64, Error>(t)
         })?;
@@ -465,7 +448,7 @@ fn sweep<R: RegisterSpace, I: IrqLine>(
             rows.push(Row {
                 clock: at.clock.clone(),
                 completion: c.completion.name(),
-                path: c.path(),
+                path: c.path,
                 cache_maintenance,
                 loaded: c.loaded,
                 slots: c.slots,
