@@ -3,13 +3,9 @@
 //!
 //! - **ceiling**: the copy engines' own rate, measured in the same run the way
 //!   nvbandwidth does (copies queued behind a kernel that holds the stream).
-//! - **transfer**: two-way transfers (H2D, D2H) for every host memory kind and
-//!   completion mode, 8 B to 256 MiB: wall time per transfer, each direction's
-//!   device-timed rate as a share of the ceiling (timed as the ceiling is: the
-//!   copies queued behind a holding kernel, in extra transfers after the wall
-//!   time's), the same rate with the marks queued as the host submits (the
-//!   submission of a small copy inside: `h2d submitted`), and host CPU per
-//!   transfer.
+//! - **transfer**: two-way transfers for every host memory kind and completion
+//!   mode, 8 B to 256 MiB: wall time, each direction's device-timed rate (as
+//!   the ceiling's, and as the host submits) and host CPU per transfer.
 //! - **message**: a whole message in blocks on one or two streams (single or
 //!   double buffering), through a kernel: does overlap approach the ceiling?
 //! - **kernels**: background subtraction and the convolution layers on the GPU,
@@ -175,19 +171,16 @@ pub struct TransferRow {
     pub repeats: usize,
     /// Wall time per two-way transfer, microseconds.
     pub us: Spread,
-    /// H2D rate from the device's timer with the copies queued behind a
-    /// holding kernel, as the ceiling is timed (no host submission inside),
-    /// bytes/s; `NaN` without the kernels.
+    /// H2D rate on the device's timer, the copies queued behind a holding
+    /// kernel as the ceiling's, bytes/s; `NaN` without the kernels.
     pub h2d: Spread,
     /// D2H rate, timed the same way, bytes/s.
     pub d2h: Spread,
-    /// H2D rate from the device's timer with the marks queued as the host
-    /// submits (the host's submission of a small copy falls inside), bytes/s.
+    /// H2D rate on the device's timer, its marks queued as the host submits.
     pub h2d_submitted: Spread,
     /// D2H rate, timed the same way, bytes/s.
     pub d2h_submitted: Spread,
-    /// Process CPU time per transfer (the waiting thread, the waiter, the
-    /// driver's threads), microseconds.
+    /// Process CPU time per transfer (every thread), microseconds.
     pub cpu_us: Spread,
     /// Of that, the waiting thread's own, microseconds.
     pub caller_cpu_us: Spread,
@@ -206,8 +199,7 @@ pub struct MessageRow {
     pub kernel: bool,
     /// Wall time per message, milliseconds.
     pub ms: Spread,
-    /// The bound's time over the measured time (the bound: the message through
-    /// the slower direction's ceiling, both directions at once).
+    /// The message's time through the slower direction's ceiling over the time.
     pub share: Spread,
 }
 
@@ -337,8 +329,8 @@ fn transfers(
         .collect();
     let largest = cfg.sizes.iter().copied().max().unwrap_or(1);
     let mut engine = GpuEngine::new(gpu, largest, kernels.cloned(), cfg.timeout)?;
-    // (kind, size, mode) -> samples of (us, h2d, d2h, cpu, caller cpu, h2d
-    // held, d2h held)
+    // (kind, size, mode) -> samples of (us, h2d, d2h, cpu, caller cpu, and
+    // with the kernels h2d and d2h held)
     let mut samples: BTreeMap<(usize, usize, usize), [Vec<f64>; 7]> = BTreeMap::new();
     let mut ceil: [Vec<f64>; 2] = Default::default();
     let points: Vec<(usize, usize)> = (0..kinds.len())
@@ -396,24 +388,22 @@ fn transfers(
                 // block's copies queued behind a holding kernel, so the
                 // host's submission is not inside the marks. Not timed on
                 // the wall (a kernel launch per transfer).
-                let held = if kernels.is_some() {
+                let mut figures = vec![
+                    per(wall),
+                    rate(h2d),
+                    rate(d2h),
+                    per(c1.saturating_sub(c0)),
+                    per(t1.saturating_sub(t0)),
+                ];
+                if kernels.is_some() {
                     engine.set_device_timing(DeviceTiming::Held)?;
                     let held = timed(&mut engine, &mut tx, &mut rx);
                     engine.set_device_timing(DeviceTiming::AsSubmitted)?;
-                    Some(held?)
-                } else {
-                    None
-                };
-                let s = samples.entry((ki, si, mi)).or_default();
-                s[0].push(per(wall));
-                s[1].push(rate(h2d));
-                s[2].push(rate(d2h));
-                s[3].push(per(c1.saturating_sub(c0)));
-                s[4].push(per(t1.saturating_sub(t0)));
-                if let Some((h, d)) = held {
-                    s[5].push(rate(h));
-                    s[6].push(rate(d));
+                    let (h, d) = held?;
+                    figures.extend([rate(h), rate(d)]);
                 }
+                let s = samples.entry((ki, si, mi)).or_default();
+                s.iter_mut().zip(figures).for_each(|(v, x)| v.push(x));
             }
         }
     }
@@ -466,11 +456,6 @@ fn messages(
         let (block, depth, kernel) = points[p];
         fill(tx.as_mut_slice(), (round * 100 + p) as u64);
         rx.as_mut_slice().fill(0);
-        let process = if kernel {
-            Process::Invert
-        } else {
-            Process::Echo
-        };
         let t0 = Instant::now();
         engine.send_message(
             &mut tx,
@@ -478,19 +463,21 @@ fn messages(
             cfg.message,
             Partition::Blocks(block),
             depth,
-            process,
+            if kernel {
+                Process::Invert
+            } else {
+                Process::Echo
+            },
             Completion::Poll,
         )?;
         let ms = t0.elapsed().as_secs_f64() * 1e3;
-        let ok = if kernel {
-            rx.as_slice()
-                .iter()
-                .zip(tx.as_slice())
-                .all(|(r, t)| *r == !*t)
-        } else {
-            rx.as_slice() == tx.as_slice()
-        };
-        if !ok {
+        let sent = |t: u8| if kernel { !t } else { t };
+        if !rx
+            .as_slice()
+            .iter()
+            .zip(tx.as_slice())
+            .all(|(r, t)| *r == sent(*t))
+        {
             return Err(Error::Corrupted {
                 what: format!("gpu message in {} blocks", bytes_label(block)),
                 got: crc(rx.as_slice()),

@@ -384,13 +384,8 @@ where
 
 /// The rows' columns.
 fn columns(rows: &[Row]) -> Columns<'_, Row> {
-    Columns::new()
-        .col(
-            "bytes",
-            "bytes",
-            |r: &Row| bytes_label(r.bytes),
-            |r| r.bytes,
-        )
+    Columns::<Row>::new()
+        .col("bytes", "bytes", |r| bytes_label(r.bytes), |r| r.bytes)
         .plain("completion", "completion", |r| r.completion)
         .plain("path", "path", |r| r.way.0)
         .plain("buffering", "buffering", |r| r.way.1)

@@ -623,16 +623,13 @@ pub fn answer(cfg: &Config, rows: &[Row]) -> String {
 pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     let hp = clock_label(cfg.profile.port);
     let label = |r: &Row| {
+        let maint = r.cache_maintenance.then_some(" + cache maintenance");
+        let load = r.loaded.then_some(" beside a load").unwrap_or_default();
         format!(
-            "{} {}{}{}",
+            "{} {}{}{load}",
             r.completion,
             r.path,
-            if r.cache_maintenance {
-                " + cache maintenance"
-            } else {
-                ""
-            },
-            if r.loaded { " beside a load" } else { "" }
+            maint.unwrap_or_default()
         )
     };
     let by_size = |clock: &str, title: String, y_label: &str, y: fn(&Row) -> f64| {
