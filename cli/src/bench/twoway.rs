@@ -125,8 +125,7 @@ pub struct Row {
     /// Bytes each way on each engine.
     pub bytes: usize,
     /// The time per two-way transfer, in microseconds: its median is the
-    /// figure the tables and the comparisons use (a mean carries the
-    /// scheduler's preemptions); its count is the transfers measured.
+    /// figure compared (a mean carries the scheduler's preemptions).
     pub time: Spread,
     /// Mean microseconds per two-way transfer (paper 000's statistic).
     pub avg_us: f64,
@@ -135,14 +134,12 @@ pub struct Row {
     /// Bytes / median time, in MiB/s.
     pub mib_per_s: f64,
     /// What the modelled device needs per transfer (PG021 latencies and the
-    /// 100 MB/s stream; the coprocessor's engines run side by side), in
-    /// microseconds.
+    /// 100 MB/s stream, the engines side by side), in microseconds.
     pub model_us: f64,
     /// Host CPU of the driver-side threads over the transfers.
     pub cost: Tally,
-    /// Median time to issue one transfer's commands (program every engine's
-    /// S2MM and MM2S, cache maintenance included), in microseconds; zero-copy
-    /// paths only (paper 000 measured 5.68 us on its board).
+    /// Median time to program every engine's S2MM and MM2S for one transfer
+    /// (cache maintenance included), in microseconds; zero-copy paths only.
     pub issue_us: Option<f64>,
 }
 
@@ -275,9 +272,7 @@ pub fn run_on_board(
             &mut *progress,
         )?);
     }
-    for r in &mut rows {
-        r.model_us = 0.0;
-    }
+    rows.iter_mut().for_each(|r| r.model_us = 0.0);
     Ok(rows)
 }
 
@@ -532,9 +527,9 @@ pub fn answer(rows: &[Row]) -> String {
         .collect();
     // What the proxy driver adds to polling on the coprocessor, the median
     // over sizes (the paper's "OS overhead", about 55-62 us on its board).
-    let bgsub = |c: &'static str| {
+    let bgsub = |c| {
         rows.iter()
-            .filter(move |r| r.core == "bgsub" && r.completion == c)
+            .filter(move |r| (r.core, r.completion) == ("bgsub", c))
     };
     let os: Vec<f64> = bgsub("proxy")
         .filter_map(|k| {
@@ -568,14 +563,10 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         |r| r.bytes as f64,
         |r| r.mib_per_s,
     );
-    if let (Some(lo), Some(hi)) = (
-        rows.iter().map(|r| r.bytes).min(),
-        rows.iter().map(|r| r.bytes).max(),
-    ) {
-        series.push(Series::new(
-            "ideal",
-            vec![(lo as f64, IDEAL_MIB_PER_S), (hi as f64, IDEAL_MIB_PER_S)],
-        ));
+    let sizes = rows.iter().map(|r| r.bytes as f64);
+    if let (Some(lo), Some(hi)) = (sizes.clone().reduce(f64::min), sizes.reduce(f64::max)) {
+        let ideal = vec![(lo, IDEAL_MIB_PER_S), (hi, IDEAL_MIB_PER_S)];
+        series.push(Series::new("ideal", ideal));
     }
     let heading = on_board(
         format!(
@@ -587,20 +578,13 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         ),
         cfg.memory,
     );
-    Report::of(
-        "twoway",
-        heading,
-        &spread_columns().and(cost_columns()),
-        rows,
-    )
-    .text(render(rows))
-    .answer(answer(rows))
-    .targets(targets(rows))
-    .plots([super::beside::plot(
-        "Two-way transfer throughput (paper 000, Fig. 5)",
-        "throughput (MiB/s)",
-        series,
-    )])
+    let columns = spread_columns().and(cost_columns());
+    let title = "Two-way transfer throughput (paper 000, Fig. 5)";
+    Report::of("twoway", heading, &columns, rows)
+        .text(render(rows))
+        .answer(answer(rows))
+        .targets(targets(rows))
+        .plots([super::beside::plot(title, "throughput (MiB/s)", series)])
 }
 
 #[cfg(test)]
