@@ -16,7 +16,7 @@ use super::error::Error;
 use super::harness::{
     OnBoard, OnGpu, Progress, Setup, Spec, Tables, Tier, bytes_label, median, on_board,
 };
-use super::meter::{Meter, Tally};
+use super::meter::{Meter, Samples, Tally};
 use super::on_board::Mode;
 use super::report::{Report, Target, per_mode, sentence, series_by};
 use super::spread::{Spread, in_turns};
@@ -166,25 +166,6 @@ fn ways(bytes: usize, block: usize) -> Vec<Way> {
         }
     }
     v
-}
-
-/// The times and costs of one point's transfers.
-#[derive(Default)]
-struct Samples {
-    total: Vec<f64>,
-    tx: Vec<f64>,
-    rx: Vec<f64>,
-    cost: Tally,
-}
-
-impl Samples {
-    fn push(&mut self, m: &Meter<'_>, t: Timing) {
-        let cost = m.stop();
-        self.total.push(cost.wall.as_secs_f64() * 1e6);
-        self.tx.push(t.tx.as_secs_f64() * 1e6);
-        self.rx.push(t.rx.as_secs_f64() * 1e6);
-        self.cost.add(cost);
-    }
 }
 
 /// Fresh data for transfer `seq`: its number, then a pattern of it.

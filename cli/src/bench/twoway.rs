@@ -13,7 +13,7 @@
 
 use std::time::Instant;
 
-use dmaflow::dma::{Completion, Engine, Failed, Lane, two_way_together};
+use dmaflow::dma::{Completion, Engine, Failed, Lane, Timing, two_way_together};
 use dmaflow::dsp::bgsub::{self, Params};
 use dmaflow::mem::DmaBuf;
 use dmaflow::platform::{IrqLine, MemoryModel, RegisterSpace};
@@ -24,7 +24,7 @@ use super::conditions::{Conditions, USER_X86};
 use super::dma::{proxy, rig};
 use super::error::Error;
 use super::harness::{OnBoard, OnGpu, Progress, Setup, Spec, Tables, Tier, median, on_board};
-use super::meter::{Meter, Tally};
+use super::meter::{Meter, Samples, Tally};
 use super::on_board::Mode;
 use super::plot::Series;
 use super::report::{Report, Target, sentence, series_by};
@@ -307,7 +307,7 @@ where
     for mode in [Completion::Poll, Completion::Irq] {
         let what = format!("twoway {core} 640x{lines} {}", mode.name());
         progress(&what);
-        let (mut samples, mut cost) = (Vec::with_capacity(cfg.iterations), Tally::default());
+        let mut s = Samples::default();
         for case in cases.iter().cycle().take(cfg.iterations) {
             for ((t, r), data) in tx.iter_mut().zip(rx.iter_mut()).zip(&case.send) {
                 t.as_mut_slice().copy_from_slice(data);
@@ -327,10 +327,8 @@ where
                 .collect();
             let m = Meter::start(None);
             let got = two_way_together(&mut lanes, mode)?;
-            let c = m.stop();
+            s.push(&m, Timing::default());
             drop(lanes);
-            samples.push(c.wall.as_secs_f64() * 1e6);
-            cost.add(c);
             for ((n, r), want) in got.into_iter().zip(&rx).zip(&case.want) {
                 if n != bytes || r.as_slice() != want.as_slice() {
                     return Err(corrupted(&what, n));
@@ -353,7 +351,7 @@ where
             }
         }
         let issue = Some(median(&issue));
-        rows.push(Row::new(core, mode.name(), lines, &samples, cost, issue));
+        rows.push(Row::new(core, mode.name(), lines, &s.total, s.cost, issue));
     }
     // The zero-copy buffers go back to the pool; the proxy's driver thread
     // takes the engines over and allocates its own.
@@ -362,7 +360,7 @@ where
     progress(&what);
     let mut bufs: Vec<Vec<u8>> = vec![Vec::new(); engines.len()];
     let proxy = proxy(engines)?;
-    let (mut samples, mut cost) = (Vec::with_capacity(cfg.iterations), Tally::default());
+    let mut s = Samples::default();
     for case in cases.iter().cycle().take(cfg.iterations) {
         let jobs = (bufs.drain(..).zip(&case.send))
             .map(|(mut b, data)| {
@@ -373,14 +371,12 @@ where
             .collect();
         let m = Meter::start(Some(&proxy));
         bufs = proxy.transfer_all(jobs)?;
-        let c = m.stop();
-        samples.push(c.wall.as_secs_f64() * 1e6);
-        cost.add(c);
+        s.push(&m, Timing::default());
         if let Some(b) = bufs.iter().zip(&case.want).find(|(b, want)| b != want) {
             return Err(corrupted(&what, b.0.len()));
         }
     }
-    rows.push(Row::new(core, "proxy", lines, &samples, cost, None));
+    rows.push(Row::new(core, "proxy", lines, &s.total, s.cost, None));
     Ok(rows)
 }
 
