@@ -267,11 +267,7 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Outcome, Error> {
     };
     if cfg.tables.transfers || cfg.tables.messages {
         progress("gpu: ceiling and transfers");
-        let (ceiling, transfers) = transfers(cfg, &gpu, kernels.as_ref(), &mut out.notes)?;
-        out.ceiling = ceiling;
-        if cfg.tables.transfers {
-            out.transfers = transfers;
-        }
+        transfers(cfg, &gpu, kernels.as_ref(), &mut out)?;
     }
     if let Some(k) = &kernels {
         let bound = out
@@ -302,31 +298,25 @@ fn fill(buf: &mut [u8], seed: u64) {
     }
 }
 
-/// The ceiling (each round) and every transfer point, in turns.
-#[allow(clippy::type_complexity)]
+/// The ceiling (each round) and every transfer point, in turns, into `out`
+/// (the points only where their table runs).
 fn transfers(
     cfg: &Config,
     gpu: &Gpu,
     kernels: Option<&Arc<Kernels>>,
-    notes: &mut Vec<String>,
-) -> Result<(Vec<(Direction, Spread)>, Vec<TransferRow>), Error> {
+    out: &mut Outcome,
+) -> Result<(), Error> {
     let info = gpu.info()?;
-    let kinds: Vec<HostKind> = cfg
-        .kinds
-        .iter()
-        .copied()
-        .filter(|&k| {
-            let ok = match k {
-                HostKind::Mapped => info.can_map_host && kernels.is_some(),
-                HostKind::Registered => info.can_register_host,
-                _ => true,
-            };
-            if !ok {
-                notes.push(format!("{} memory: not available on this device", k.name()));
-            }
-            ok
-        })
-        .collect();
+    let (kinds, absent): (Vec<HostKind>, Vec<HostKind>) = cfg.kinds.iter().partition(|k| match k {
+        HostKind::Mapped => info.can_map_host && kernels.is_some(),
+        HostKind::Registered => info.can_register_host,
+        _ => true,
+    });
+    out.notes.extend(
+        absent
+            .iter()
+            .map(|k| format!("{} memory: not available on this device", k.name())),
+    );
     let largest = cfg.sizes.iter().copied().max().unwrap_or(1);
     let mut engine = GpuEngine::new(gpu, largest, kernels.cloned(), cfg.timeout)?;
     // (kind, size, mode) -> samples of (us, h2d, d2h, cpu, caller cpu, and
@@ -422,9 +412,11 @@ fn transfers(
             cpu_us: Spread::of(&s[3]),
             caller_cpu_us: Spread::of(&s[4]),
         })
-        .collect();
+        .filter(|_| cfg.tables.transfers);
+    out.transfers = rows.collect();
     let ceiling = DIRECTIONS.into_iter().zip(ceil.map(|c| Spread::of(&c)));
-    Ok((ceiling.filter(|_| kernels.is_some()).collect(), rows))
+    out.ceiling = ceiling.filter(|_| kernels.is_some()).collect();
+    Ok(())
 }
 
 /// A short checksum for a mismatch's message.
@@ -471,17 +463,17 @@ fn messages(
             Completion::Poll,
         )?;
         let ms = t0.elapsed().as_secs_f64() * 1e3;
-        let sent = |t: u8| if kernel { !t } else { t };
-        if !rx
-            .as_slice()
-            .iter()
-            .zip(tx.as_slice())
-            .all(|(r, t)| *r == sent(*t))
-        {
+        let (rx, tx) = (rx.as_slice(), tx.as_slice());
+        let ok = if kernel {
+            rx.iter().zip(tx).all(|(r, t)| *r == !*t)
+        } else {
+            rx == tx
+        };
+        if !ok {
             return Err(Error::Corrupted {
                 what: format!("gpu message in {} blocks", bytes_label(block)),
-                got: crc(rx.as_slice()),
-                expected: crc(tx.as_slice()),
+                got: crc(rx),
+                expected: crc(tx),
             });
         }
         Ok(ms)
@@ -573,10 +565,7 @@ fn ceiling_of(out: &Outcome, dir: Direction) -> Option<f64> {
 
 /// The transfer points' columns, each JSON row marked with the device.
 fn transfer_columns(out: &Outcome, device: Value) -> Columns<'_, TransferRow> {
-    let (ch, cd) = (
-        ceiling_of(out, Direction::H2D),
-        ceiling_of(out, Direction::D2H),
-    );
+    let [ch, cd] = DIRECTIONS.map(|d| ceiling_of(out, d));
     let share = |r: f64, c: Option<f64>| c.map_or("-".into(), |c| pct(r / c));
     let us = |x: f64| format!("{x:.2}");
     Columns::new()
@@ -747,10 +736,11 @@ pub fn targets(out: &Outcome) -> Vec<Target> {
 pub fn report(_cfg: &Config, out: &Outcome) -> Report {
     let heading =
         "GPU as a DMA device: copy engines over PCIe, host memory kinds, completion modes";
+    let empty = || Report::of("gpu", heading.into(), &Columns::<()>::new(), &[]);
     let info = match &out.device {
         Ok(i) => i,
         Err(why) => {
-            return Report::of("gpu", heading.into(), &Columns::<()>::new(), &[])
+            return empty()
                 .text(format!("{why}\n"))
                 .answer(why.clone())
                 .kept("skipped", why.as_str());
@@ -784,11 +774,8 @@ pub fn report(_cfg: &Config, out: &Outcome) -> Report {
         }
         rows.extend(json);
     }
-    let answer = match (
-        ceiling_of(out, Direction::H2D),
-        ceiling_of(out, Direction::D2H),
-    ) {
-        (Some(h), Some(d)) => format!(
+    let answer = match DIRECTIONS.map(|d| ceiling_of(out, d)) {
+        [Some(h), Some(d)] => format!(
             "{}: copy-engine ceiling {} GB/s H2D, {} GB/s D2H, measured in this run",
             info.name,
             gbs(h),
@@ -796,7 +783,7 @@ pub fn report(_cfg: &Config, out: &Outcome) -> Report {
         ),
         _ => format!("{}: transfers measured without the kernels", info.name),
     };
-    Report::of("gpu", heading.into(), &Columns::<()>::new(), &[])
+    empty()
         .text(text)
         .answer(answer)
         .targets(targets(out))

@@ -623,14 +623,13 @@ pub fn answer(cfg: &Config, rows: &[Row]) -> String {
 pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     let hp = clock_label(cfg.profile.port);
     let label = |r: &Row| {
-        let maint = r.cache_maintenance.then_some(" + cache maintenance");
-        let load = r.loaded.then_some(" beside a load").unwrap_or_default();
-        format!(
-            "{} {}{}{load}",
-            r.completion,
-            r.path,
-            maint.unwrap_or_default()
-        )
+        let maint = if r.cache_maintenance {
+            " + cache maintenance"
+        } else {
+            ""
+        };
+        let load = if r.loaded { " beside a load" } else { "" };
+        format!("{} {}{maint}{load}", r.completion, r.path)
     };
     let by_size = |clock: &str, title: String, y_label: &str, y: fn(&Row) -> f64| {
         let chosen: Vec<Row> = rows
