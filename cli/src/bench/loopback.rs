@@ -267,7 +267,7 @@ where
                 .collect();
         points.push((Completion::Poll, ("bare", "single", "unique")));
         let rounds = cfg.rounds.clamp(1, iterations);
-        let mut samples: Vec<Samples> = points.iter().map(|_| Samples::default()).collect();
+        let mut samples = vec![Samples::default(); points.len()];
         let medians = in_turns(points.len(), rounds, |i, round| {
             let (c, (path, buffering, partition)) = points[i];
             let what = format!(
@@ -433,19 +433,20 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
             ));
         }
     }
-    if let (Some(p), Some(i)) = (point(rows, "poll", 4096), point(rows, "irq", 4096)) {
+    if let Some((i, p)) = cpu_at_4k(rows) {
         out.push(Target::new(
             "host CPU per 4 KiB transfer (interrupt delivery included): irq < 20 % of poll's",
-            format!(
-                "{:.2} us against {:.2} us = {:.0} %",
-                i.cost.cpu_us(),
-                p.cost.cpu_us(),
-                100.0 * i.cost.cpu_us() / p.cost.cpu_us()
-            ),
-            i.cost.cpu_us() < 0.2 * p.cost.cpu_us(),
+            format!("{i:.2} us against {p:.2} us = {:.0} %", 100.0 * i / p),
+            i < 0.2 * p,
         ));
     }
     out
+}
+
+/// Host CPU per 4 KiB transfer (us): waiting on the interrupt, and polling.
+fn cpu_at_4k(rows: &[Row]) -> Option<(f64, f64)> {
+    let cpu = |mode| Some(point(rows, mode, 4096)?.cost.cpu_us());
+    Some((cpu("irq")?, cpu("poll")?))
 }
 
 /// One sentence: at 64 B what software adds to the modelled device in each
@@ -492,12 +493,11 @@ pub fn answer(rows: &[Row]) -> String {
             over_bare.join("; ")
         ));
     }
-    if let (Some(p), Some(i)) = (point(rows, "poll", 4096), point(rows, "irq", 4096)) {
+    if let Some((i, p)) = cpu_at_4k(rows) {
         clauses.push(format!(
-            "at 4 KiB waiting on the interrupt costs {:.0} % of polling's CPU ({:.1} against {:.1} us)",
-            100.0 * i.cost.cpu_us() / p.cost.cpu_us(),
-            i.cost.cpu_us(),
-            p.cost.cpu_us()
+            "at 4 KiB waiting on the interrupt costs {:.0} % of polling's CPU ({i:.1} against \
+             {p:.1} us)",
+            100.0 * i / p
         ));
     }
     if let Some(large) = sizes().max()
