@@ -657,7 +657,9 @@ pub fn targets(out: &Outcome) -> Vec<Target> {
             continue;
         };
         let rate = |r: &TransferRow| if dir == Direction::H2D { r.h2d } else { r.d2h };
-        let worst = (out.transfers.iter())
+        let worst = out
+            .transfers
+            .iter()
             .filter(|r| r.kind == HostKind::Pinned && r.bytes >= 64 << 20)
             .map(|r| (rate(r).median / c, r))
             .min_by(|a, b| a.0.total_cmp(&b.0));

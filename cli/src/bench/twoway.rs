@@ -340,7 +340,9 @@ where
         let mut issue = Vec::with_capacity(cfg.iterations);
         for _ in 0..cfg.iterations {
             let t0 = Instant::now();
-            let flights = (engines.iter().zip(tx.drain(..).zip(rx.drain(..))))
+            let flights = engines
+                .iter()
+                .zip(tx.drain(..).zip(rx.drain(..)))
                 .map(|(engine, (t, r))| engine.begin(t, bytes, r, bytes, mode).map_err(dma))
                 .collect::<Result<Vec<_>, _>>()?;
             issue.push(t0.elapsed().as_secs_f64() * 1e6);
@@ -362,7 +364,9 @@ where
     let proxy = proxy(engines)?;
     let mut s = Samples::default();
     for case in cases.iter().cycle().take(cfg.iterations) {
-        let jobs = (bufs.drain(..).zip(&case.send))
+        let jobs = bufs
+            .drain(..)
+            .zip(&case.send)
             .map(|(mut b, data)| {
                 b.clear();
                 b.extend_from_slice(data);
@@ -397,7 +401,9 @@ pub fn render(rows: &[Row]) -> String {
                 .find(|r| (r.completion, r.lines) == (c, l))
         };
         // Each size's poll, irq and proxy rows.
-        let mut points: Vec<[&Row; 3]> = (rows.iter().filter(|r| r.completion == "poll"))
+        let mut points: Vec<[&Row; 3]> = rows
+            .iter()
+            .filter(|r| r.completion == "poll")
             .filter_map(|&p| Some([p, find("irq", p.lines)?, find("proxy", p.lines)?]))
             .collect();
         points.sort_by_key(|[p, ..]| p.lines);
