@@ -250,7 +250,6 @@ where
     let iterations = |bytes: usize| (cfg.bytes_per_point / bytes).clamp(5, cfg.max_iterations);
     let mut seq = 0u64;
     for &bytes in &cfg.sizes {
-        let engine = &engine;
         let iterations = iterations(bytes);
         let mut tx = engine.pool().alloc::<u8>(bytes)?;
         let mut rx = engine.pool().alloc::<u8>(bytes)?;
