@@ -798,7 +798,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn without_a_device_the_experiment_says_it_skipped() {
+    fn repeats_follow_the_size_and_without_a_device_the_experiment_skips() {
+        let c = Config::at(&Setup {
+            tier: Tier::Full,
+            ..Setup::TINY
+        });
+        assert_eq!(c.repeats_for(8), 2000);
+        assert_eq!(c.repeats_for(256 << 20), 3);
+        assert_eq!(c.repeats_for(4 << 20), 128);
         if dmaflow::gpu::driver::count() > 0 {
             return;
         }
@@ -807,16 +814,5 @@ mod tests {
         assert!(r.text.starts_with(NO_GPU), "{}", r.text);
         assert_eq!(r.json["rows"].as_array().map(Vec::len), Some(0));
         assert!(r.targets.is_empty());
-    }
-
-    #[test]
-    fn repeats_follow_the_size_within_bounds() {
-        let c = Config::at(&Setup {
-            tier: Tier::Full,
-            ..Setup::TINY
-        });
-        assert_eq!(c.repeats_for(8), 2000);
-        assert_eq!(c.repeats_for(256 << 20), 3);
-        assert_eq!(c.repeats_for(4 << 20), 128);
     }
 }

@@ -581,6 +581,13 @@ mod tests {
 
     #[test]
     fn tiny_sweep_checks_its_data_and_reports_every_point() {
+        let mut p = vec![0u8; 64];
+        fill(3, &mut p);
+        check("t", 3, 64, 64, &p).unwrap();
+        // The previous transfer's data, or nothing at all, is not this one's.
+        assert!(check("t", 4, 64, 64, &p).is_err());
+        assert!(check("t", 3, 64, 64, &[0u8; 64]).is_err());
+        assert!(check("t", 3, 64, 63, &p).is_err());
         let cfg = Config::at(&Setup::TINY);
         let rows = run(&cfg, &mut |_| {}).unwrap();
         // 8 B: zerocopy + copy single/double; 4096 B adds blocks of 1 KiB for both;
@@ -626,16 +633,5 @@ mod tests {
             assert!(j["rows"][0][k].is_number(), "no {k}");
         }
         assert!(report.text.contains("zerocopy"));
-    }
-
-    #[test]
-    fn a_transfer_that_delivers_stale_data_is_caught() {
-        let mut p = vec![0u8; 64];
-        fill(3, &mut p);
-        check("t", 3, 64, 64, &p).unwrap();
-        // The previous transfer's data, or nothing at all, is not this one's.
-        assert!(check("t", 4, 64, 64, &p).is_err());
-        assert!(check("t", 3, 64, 64, &[0u8; 64]).is_err());
-        assert!(check("t", 3, 64, 63, &p).is_err());
     }
 }

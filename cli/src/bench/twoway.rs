@@ -594,7 +594,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn statistics_are_those_of_the_samples() {
+    fn statistics_and_answers_are_those_of_the_samples_and_the_software() {
         let row = |s: &[f64]| Row::new("bgsub", "poll", 1, s, Tally::default(), None);
         let r = row(&[10.0, 20.0, 30.0]);
         let t = r.time;
@@ -607,6 +607,17 @@ mod tests {
         assert!((r.stddev_us - (200.0f64 / 3.0).sqrt()).abs() < 1e-9);
         // 640 B in a mean of 20 us: 32 MB/s = 30.52 MiB/s.
         assert!((r.mib_per_s - 30.5176).abs() < 1e-3, "{}", r.mib_per_s);
+        // A coprocessor that answers with the wrong mask is caught.
+        let (_, cases) = setup("bgsub", 3).unwrap();
+        assert_eq!(cases.len(), CASES);
+        for pair in cases.windows(2) {
+            // Consecutive inputs differ, so a stale answer fails.
+            assert_ne!(pair[0].want, pair[1].want);
+            // The new background of one frame is the next frame's background.
+            assert_eq!(pair[0].want[0], pair[1].send[1]);
+        }
+        // Some foreground: the mask is not all background.
+        assert!(cases.iter().any(|c| c.want[1].contains(&255)));
     }
 
     #[test]
@@ -645,20 +656,5 @@ mod tests {
         let report = report(&Config::at(&Setup::TINY), &rows);
         assert_eq!(report.json["rows"][0]["core"], "bgsub");
         assert!(answer(&rows).contains("both engines"));
-    }
-
-    /// A coprocessor that answers with the wrong mask is caught.
-    #[test]
-    fn the_coprocessor_s_answers_are_the_software_s() {
-        let (_, cases) = setup("bgsub", 3).unwrap();
-        assert_eq!(cases.len(), CASES);
-        for pair in cases.windows(2) {
-            // Consecutive inputs differ, so a stale answer fails.
-            assert_ne!(pair[0].want, pair[1].want);
-            // The new background of one frame is the next frame's background.
-            assert_eq!(pair[0].want[0], pair[1].send[1]);
-        }
-        // Some foreground: the mask is not all background.
-        assert!(cases.iter().any(|c| c.want[1].contains(&255)));
     }
 }
