@@ -368,12 +368,13 @@ fn sweep<R: RegisterSpace, I: IrqLine>(
 ) -> Result<Vec<Row>, Error> {
     let mut rows = Vec::new();
     let cache_maintenance = at.cache_maintenance;
-    let base = Condition {
-        completion: Completion::Poll,
-        loaded: false,
+    let at_slots = |completion, loaded, path| Condition {
+        completion,
+        loaded,
         slots: cfg.slots,
-        path: "zerocopy",
+        path,
     };
+    let base = at_slots(Completion::Poll, false, "zerocopy");
     let swept = |bytes| at.ring_sweep && cfg.ring_sweep_sizes.contains(&bytes);
     let mut sizes = cfg.sizes.clone();
     sizes.extend(
@@ -385,23 +386,16 @@ fn sweep<R: RegisterSpace, I: IrqLine>(
     for bytes in sizes {
         let mut group = Vec::new();
         if cfg.sizes.contains(&bytes) {
-            group.extend(["zerocopy", "copy"].map(|path| Condition { path, ..base }));
+            group.extend([base, at_slots(Completion::Poll, false, "copy")]);
             if at.irq {
                 // What waiting on the interrupt costs and saves.
-                group.push(Condition {
-                    completion: Completion::Irq,
-                    ..base
-                });
+                group.push(at_slots(Completion::Irq, false, "zerocopy"));
             }
             if at.irq && at.loaded {
                 // Another program on a core: polling and interrupts.
-                group.extend(
-                    [Completion::Poll, Completion::Irq].map(|completion| Condition {
-                        completion,
-                        loaded: true,
-                        ..base
-                    }),
-                );
+                let loaded =
+                    [Completion::Poll, Completion::Irq].map(|c| at_slots(c, true, "zerocopy"));
+                group.extend(loaded);
             }
         }
         if swept(bytes) {
