@@ -3,13 +3,9 @@
 //!
 //! - **ceiling**: the copy engines' own rate, measured in the same run the way
 //!   nvbandwidth does (copies queued behind a kernel that holds the stream).
-//! - **transfer**: two-way transfers (H2D, D2H) for every host memory kind and
-//!   completion mode, 8 B to 256 MiB: wall time per transfer, each direction's
-//!   device-timed rate as a share of the ceiling (timed as the ceiling is: the
-//!   copies queued behind a holding kernel, in extra transfers after the wall
-//!   time's), the same rate with the marks queued as the host submits (the
-//!   submission of a small copy inside: `h2d submitted`), and host CPU per
-//!   transfer.
+//! - **transfer**: two-way transfers for every host memory kind and completion
+//!   mode, 8 B to 256 MiB: wall time, each direction's device-timed rate (as
+//!   the ceiling's, and as the host submits) and host CPU per transfer.
 //! - **message**: a whole message in blocks on one or two streams (single or
 //!   double buffering), through a kernel: does overlap approach the ceiling?
 //! - **kernels**: background subtraction and the convolution layers on the GPU,
@@ -76,6 +72,9 @@ pub static EXPERIMENT: Spec<Config, Outcome> = Spec {
 /// The completion modes a GPU is waited on with.
 pub const MODES: [Completion; 3] = [Completion::Poll, Completion::Yield, Completion::Irq];
 
+/// The copy directions, host to device first.
+const DIRECTIONS: [Direction; 2] = [Direction::H2D, Direction::D2H];
+
 /// What to measure.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -113,18 +112,11 @@ impl Config {
         let (device, tables) = setup.gpu.unwrap_or((0, Tables::ALL));
         let full = Config {
             device,
-            sizes: vec![
-                8,
-                64,
-                512,
-                4 << 10,
-                32 << 10,
-                256 << 10,
-                2 << 20,
-                16 << 20,
-                64 << 20,
-                256 << 20,
-            ],
+            // 8 B to 16 MiB in steps of 8, then 64 and 256 MiB.
+            sizes: (1..=8)
+                .map(|k| 8usize.pow(k))
+                .chain([64 << 20, 256 << 20])
+                .collect(),
             kinds: HostKind::ALL.to_vec(),
             rounds: 3,
             bytes_per_point: 512 << 20,
@@ -179,19 +171,16 @@ pub struct TransferRow {
     pub repeats: usize,
     /// Wall time per two-way transfer, microseconds.
     pub us: Spread,
-    /// H2D rate from the device's timer with the copies queued behind a
-    /// holding kernel, as the ceiling is timed (no host submission inside),
-    /// bytes/s; `NaN` without the kernels.
+    /// H2D rate on the device's timer, the copies queued behind a holding
+    /// kernel as the ceiling's, bytes/s; `NaN` without the kernels.
     pub h2d: Spread,
     /// D2H rate, timed the same way, bytes/s.
     pub d2h: Spread,
-    /// H2D rate from the device's timer with the marks queued as the host
-    /// submits (the host's submission of a small copy falls inside), bytes/s.
+    /// H2D rate on the device's timer, its marks queued as the host submits.
     pub h2d_submitted: Spread,
     /// D2H rate, timed the same way, bytes/s.
     pub d2h_submitted: Spread,
-    /// Process CPU time per transfer (the waiting thread, the waiter, the
-    /// driver's threads), microseconds.
+    /// Process CPU time per transfer (every thread), microseconds.
     pub cpu_us: Spread,
     /// Of that, the waiting thread's own, microseconds.
     pub caller_cpu_us: Spread,
@@ -210,8 +199,7 @@ pub struct MessageRow {
     pub kernel: bool,
     /// Wall time per message, milliseconds.
     pub ms: Spread,
-    /// The bound's time over the measured time (the bound: the message through
-    /// the slower direction's ceiling, both directions at once).
+    /// The message's time through the slower direction's ceiling over the time.
     pub share: Spread,
 }
 
@@ -257,15 +245,13 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Outcome, Error> {
         messages: Vec::new(),
         kernels: Vec::new(),
     };
-    let list = match dmaflow::gpu::devices() {
-        Ok(l) => l,
-        Err(e) => {
-            out.device = Err(format!("{NO_GPU} ({e})"));
-            return Ok(out);
-        }
+    let why = match dmaflow::gpu::devices() {
+        Ok(l) if !l.is_empty() => None,
+        Ok(_) => Some("the driver sees none".into()),
+        Err(e) => Some(e.to_string()),
     };
-    if list.is_empty() {
-        out.device = Err(format!("{NO_GPU} (the driver sees none)"));
+    if let Some(why) = why {
+        out.device = Err(format!("{NO_GPU} ({why})"));
         return Ok(out);
     }
     let gpu = Gpu::open(cfg.device)?;
@@ -281,11 +267,7 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Outcome, Error> {
     };
     if cfg.tables.transfers || cfg.tables.messages {
         progress("gpu: ceiling and transfers");
-        let (ceiling, transfers) = transfers(cfg, &gpu, kernels.as_ref(), &mut out.notes)?;
-        out.ceiling = ceiling;
-        if cfg.tables.transfers {
-            out.transfers = transfers;
-        }
+        transfers(cfg, &gpu, kernels.as_ref(), &mut out)?;
     }
     if let Some(k) = &kernels {
         let bound = out
@@ -316,44 +298,38 @@ fn fill(buf: &mut [u8], seed: u64) {
     }
 }
 
-/// The ceiling (each round) and every transfer point, in turns.
-#[allow(clippy::type_complexity)]
+/// The ceiling (each round) and every transfer point, in turns, into `out`
+/// (the points only where their table runs).
 fn transfers(
     cfg: &Config,
     gpu: &Gpu,
     kernels: Option<&Arc<Kernels>>,
-    notes: &mut Vec<String>,
-) -> Result<(Vec<(Direction, Spread)>, Vec<TransferRow>), Error> {
+    out: &mut Outcome,
+) -> Result<(), Error> {
     let info = gpu.info()?;
-    let kinds: Vec<HostKind> = cfg
-        .kinds
-        .iter()
-        .copied()
-        .filter(|&k| {
-            let ok = match k {
-                HostKind::Mapped => info.can_map_host && kernels.is_some(),
-                HostKind::Registered => info.can_register_host,
-                _ => true,
-            };
-            if !ok {
-                notes.push(format!("{} memory: not available on this device", k.name()));
-            }
-            ok
-        })
-        .collect();
+    let (kinds, absent): (Vec<HostKind>, Vec<HostKind>) = cfg.kinds.iter().partition(|k| match k {
+        HostKind::Mapped => info.can_map_host && kernels.is_some(),
+        HostKind::Registered => info.can_register_host,
+        _ => true,
+    });
+    out.notes.extend(
+        absent
+            .iter()
+            .map(|k| format!("{} memory: not available on this device", k.name())),
+    );
     let largest = cfg.sizes.iter().copied().max().unwrap_or(1);
     let mut engine = GpuEngine::new(gpu, largest, kernels.cloned(), cfg.timeout)?;
-    // (kind, size, mode) -> samples of (us, h2d, d2h, cpu, caller cpu, h2d
-    // held, d2h held)
+    // (kind, size, mode) -> samples of (us, h2d, d2h, cpu, caller cpu, and
+    // with the kernels h2d and d2h held)
     let mut samples: BTreeMap<(usize, usize, usize), [Vec<f64>; 7]> = BTreeMap::new();
-    let mut ceil: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
+    let mut ceil: [Vec<f64>; 2] = Default::default();
     let points: Vec<(usize, usize)> = (0..kinds.len())
         .flat_map(|k| (0..cfg.sizes.len()).map(move |s| (k, s)))
         .collect();
     for round in 0..cfg.rounds {
         if let Some(k) = kernels {
-            for (i, dir) in [Direction::H2D, Direction::D2H].into_iter().enumerate() {
-                ceil[i].push(ceiling::measure(gpu, k, dir, cfg.ceiling.0, cfg.ceiling.1)?);
+            for (dir, c) in DIRECTIONS.into_iter().zip(&mut ceil) {
+                c.push(ceiling::measure(gpu, k, dir, cfg.ceiling.0, cfg.ceiling.1)?);
             }
         }
         let mut order = points.clone();
@@ -402,24 +378,22 @@ fn transfers(
                 // block's copies queued behind a holding kernel, so the
                 // host's submission is not inside the marks. Not timed on
                 // the wall (a kernel launch per transfer).
-                let held = if kernels.is_some() {
+                let mut figures = vec![
+                    per(wall),
+                    rate(h2d),
+                    rate(d2h),
+                    per(c1.saturating_sub(c0)),
+                    per(t1.saturating_sub(t0)),
+                ];
+                if kernels.is_some() {
                     engine.set_device_timing(DeviceTiming::Held)?;
                     let held = timed(&mut engine, &mut tx, &mut rx);
                     engine.set_device_timing(DeviceTiming::AsSubmitted)?;
-                    Some(held?)
-                } else {
-                    None
-                };
-                let s = samples.entry((ki, si, mi)).or_default();
-                s[0].push(per(wall));
-                s[1].push(rate(h2d));
-                s[2].push(rate(d2h));
-                s[3].push(per(c1.saturating_sub(c0)));
-                s[4].push(per(t1.saturating_sub(t0)));
-                if let Some((h, d)) = held {
-                    s[5].push(rate(h));
-                    s[6].push(rate(d));
+                    let (h, d) = held?;
+                    figures.extend([rate(h), rate(d)]);
                 }
+                let s = samples.entry((ki, si, mi)).or_default();
+                s.iter_mut().zip(figures).for_each(|(v, x)| v.push(x));
             }
         }
     }
@@ -438,16 +412,11 @@ fn transfers(
             cpu_us: Spread::of(&s[3]),
             caller_cpu_us: Spread::of(&s[4]),
         })
-        .collect();
-    let ceiling = if kernels.is_some() {
-        vec![
-            (Direction::H2D, Spread::of(&ceil[0])),
-            (Direction::D2H, Spread::of(&ceil[1])),
-        ]
-    } else {
-        Vec::new()
-    };
-    Ok((ceiling, rows))
+        .filter(|_| cfg.tables.transfers);
+    out.transfers = rows.collect();
+    let ceiling = DIRECTIONS.into_iter().zip(ceil.map(|c| Spread::of(&c)));
+    out.ceiling = ceiling.filter(|_| kernels.is_some()).collect();
+    Ok(())
 }
 
 /// A short checksum for a mismatch's message.
@@ -479,11 +448,6 @@ fn messages(
         let (block, depth, kernel) = points[p];
         fill(tx.as_mut_slice(), (round * 100 + p) as u64);
         rx.as_mut_slice().fill(0);
-        let process = if kernel {
-            Process::Invert
-        } else {
-            Process::Echo
-        };
         let t0 = Instant::now();
         engine.send_message(
             &mut tx,
@@ -491,23 +455,25 @@ fn messages(
             cfg.message,
             Partition::Blocks(block),
             depth,
-            process,
+            if kernel {
+                Process::Invert
+            } else {
+                Process::Echo
+            },
             Completion::Poll,
         )?;
         let ms = t0.elapsed().as_secs_f64() * 1e3;
+        let (rx, tx) = (rx.as_slice(), tx.as_slice());
         let ok = if kernel {
-            rx.as_slice()
-                .iter()
-                .zip(tx.as_slice())
-                .all(|(r, t)| *r == !*t)
+            rx.iter().zip(tx).all(|(r, t)| *r == !*t)
         } else {
-            rx.as_slice() == tx.as_slice()
+            rx == tx
         };
         if !ok {
             return Err(Error::Corrupted {
                 what: format!("gpu message in {} blocks", bytes_label(block)),
-                got: crc(rx.as_slice()),
-                expected: crc(tx.as_slice()),
+                got: crc(rx),
+                expected: crc(tx),
             });
         }
         Ok(ms)
@@ -599,10 +565,7 @@ fn ceiling_of(out: &Outcome, dir: Direction) -> Option<f64> {
 
 /// The transfer points' columns, each JSON row marked with the device.
 fn transfer_columns(out: &Outcome, device: Value) -> Columns<'_, TransferRow> {
-    let (ch, cd) = (
-        ceiling_of(out, Direction::H2D),
-        ceiling_of(out, Direction::D2H),
-    );
+    let [ch, cd] = DIRECTIONS.map(|d| ceiling_of(out, d));
     let share = |r: f64, c: Option<f64>| c.map_or("-".into(), |c| pct(r / c));
     let us = |x: f64| format!("{x:.2}");
     Columns::new()
@@ -689,30 +652,22 @@ fn kernel_columns<'a>(device: Value) -> Columns<'a, KernelRow> {
 /// nothing was measured).
 pub fn targets(out: &Outcome) -> Vec<Target> {
     let mut t = Vec::new();
-    for (dir, name) in [(Direction::H2D, "H2D"), (Direction::D2H, "D2H")] {
+    for dir in DIRECTIONS {
         let Some(c) = ceiling_of(out, dir) else {
             continue;
         };
+        let rate = |r: &TransferRow| if dir == Direction::H2D { r.h2d } else { r.d2h };
         let worst = out
             .transfers
             .iter()
             .filter(|r| r.kind == HostKind::Pinned && r.bytes >= 64 << 20)
-            .map(|r| {
-                (
-                    if dir == Direction::H2D { r.h2d } else { r.d2h }.median / c,
-                    r,
-                )
-            })
+            .map(|r| (rate(r).median / c, r))
             .min_by(|a, b| a.0.total_cmp(&b.0));
         if let Some((share, r)) = worst {
+            let (name, at) = (dir.name().to_uppercase(), bytes_label(r.bytes));
             t.push(Target::new(
                 format!("pinned {name} >= 64 MiB at >= 95 % of the ceiling"),
-                format!(
-                    "{} (worst: {} {})",
-                    pct(share),
-                    bytes_label(r.bytes),
-                    r.mode.name()
-                ),
+                format!("{} (worst: {at} {})", pct(share), r.mode.name()),
                 share >= 0.95,
             ));
         }
@@ -783,10 +738,11 @@ pub fn targets(out: &Outcome) -> Vec<Target> {
 pub fn report(_cfg: &Config, out: &Outcome) -> Report {
     let heading =
         "GPU as a DMA device: copy engines over PCIe, host memory kinds, completion modes";
+    let empty = || Report::of("gpu", heading.into(), &Columns::<()>::new(), &[]);
     let info = match &out.device {
         Ok(i) => i,
         Err(why) => {
-            return Report::of("gpu", heading.into(), &Columns::<()>::new(), &[])
+            return empty()
                 .text(format!("{why}\n"))
                 .answer(why.clone())
                 .kept("skipped", why.as_str());
@@ -820,11 +776,8 @@ pub fn report(_cfg: &Config, out: &Outcome) -> Report {
         }
         rows.extend(json);
     }
-    let answer = match (
-        ceiling_of(out, Direction::H2D),
-        ceiling_of(out, Direction::D2H),
-    ) {
-        (Some(h), Some(d)) => format!(
+    let answer = match DIRECTIONS.map(|d| ceiling_of(out, d)) {
+        [Some(h), Some(d)] => format!(
             "{}: copy-engine ceiling {} GB/s H2D, {} GB/s D2H, measured in this run",
             info.name,
             gbs(h),
@@ -832,7 +785,7 @@ pub fn report(_cfg: &Config, out: &Outcome) -> Report {
         ),
         _ => format!("{}: transfers measured without the kernels", info.name),
     };
-    Report::of("gpu", heading.into(), &Columns::<()>::new(), &[])
+    empty()
         .text(text)
         .answer(answer)
         .targets(targets(out))
@@ -845,7 +798,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn without_a_device_the_experiment_says_it_skipped() {
+    fn repeats_follow_the_size_and_without_a_device_the_experiment_skips() {
+        let c = Config::at(&Setup {
+            tier: Tier::Full,
+            ..Setup::TINY
+        });
+        assert_eq!(c.repeats_for(8), 2000);
+        assert_eq!(c.repeats_for(256 << 20), 3);
+        assert_eq!(c.repeats_for(4 << 20), 128);
         if dmaflow::gpu::driver::count() > 0 {
             return;
         }
@@ -854,16 +814,5 @@ mod tests {
         assert!(r.text.starts_with(NO_GPU), "{}", r.text);
         assert_eq!(r.json["rows"].as_array().map(Vec::len), Some(0));
         assert!(r.targets.is_empty());
-    }
-
-    #[test]
-    fn repeats_follow_the_size_within_bounds() {
-        let c = Config::at(&Setup {
-            tier: Tier::Full,
-            ..Setup::TINY
-        });
-        assert_eq!(c.repeats_for(8), 2000);
-        assert_eq!(c.repeats_for(256 << 20), 3);
-        assert_eq!(c.repeats_for(4 << 20), 128);
     }
 }

@@ -11,7 +11,7 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use dmaflow::dma::Proxy;
+use dmaflow::dma::{Proxy, Timing};
 use dmaflow::platform::cpu::thread_cpu_time;
 use dmaflow::platform::sim::interrupt_delivery_cpu;
 
@@ -94,6 +94,31 @@ impl Tally {
     /// CPU time over wall time while the transfers ran.
     pub fn cpu_share(&self) -> f64 {
         self.cost().cpu_share()
+    }
+}
+
+/// One point's transfers: each one's wall time and its directions' times
+/// (microseconds), and their costs added up.
+#[derive(Debug, Clone, Default)]
+pub struct Samples {
+    /// Wall time per transfer.
+    pub total: Vec<f64>,
+    /// From programming MM2S to its completion, per transfer.
+    pub tx: Vec<f64>,
+    /// From programming S2MM to its completion, per transfer.
+    pub rx: Vec<f64>,
+    /// The transfers' costs.
+    pub cost: Tally,
+}
+
+impl Samples {
+    /// Adds the transfer `m` measured, its directions timed `t`.
+    pub fn push(&mut self, m: &Meter<'_>, t: Timing) {
+        let cost = m.stop();
+        self.total.push(cost.wall.as_secs_f64() * 1e6);
+        self.tx.push(t.tx.as_secs_f64() * 1e6);
+        self.rx.push(t.rx.as_secs_f64() * 1e6);
+        self.cost.add(cost);
     }
 }
 

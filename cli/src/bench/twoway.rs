@@ -8,12 +8,12 @@
 //!
 //! Each in three drivers: user-level polling on zero-copy buffers (the paper's
 //! "bare metal" column), a UIO-style interrupt driver on the same buffers, and
-//! the kernel-style [`Proxy`] driver that copies through its own (its "Linux"
+//! the kernel-style proxy driver that copies through its own (its "Linux"
 //! column).
 
 use std::time::Instant;
 
-use dmaflow::dma::{Completion, Engine, Lane, two_way_together};
+use dmaflow::dma::{Completion, Engine, Failed, Lane, Timing, two_way_together};
 use dmaflow::dsp::bgsub::{self, Params};
 use dmaflow::mem::DmaBuf;
 use dmaflow::platform::{IrqLine, MemoryModel, RegisterSpace};
@@ -24,9 +24,9 @@ use super::conditions::{Conditions, USER_X86};
 use super::dma::{proxy, rig};
 use super::error::Error;
 use super::harness::{OnBoard, OnGpu, Progress, Setup, Spec, Tables, Tier, median, on_board};
-use super::meter::{Meter, Tally};
+use super::meter::{Meter, Samples, Tally};
 use super::on_board::Mode;
-use super::plot::{LinePlot, Series, XAxis};
+use super::plot::Series;
 use super::report::{Report, Target, sentence, series_by};
 use super::spread::Spread;
 
@@ -39,8 +39,11 @@ pub const IDEAL_MIB_PER_S: f64 = 100e6 / (1u64 << 20) as f64;
 /// Bytes per image line.
 pub const LINE: usize = 640;
 
-/// The cores measured, the paper's first.
-pub const CORES: [&str; 2] = ["bgsub", "loopback"];
+/// The cores measured, the paper's first, with their tables' titles.
+pub const CORES: [(&str, &str); 2] = [
+    ("bgsub", "background-subtraction coprocessor, two engines"),
+    ("loopback", "loopback, one engine"),
+];
 
 /// Distinct inputs cycled through; with the receive buffers cleared before
 /// every transfer, a transfer that writes nothing or repeats the last answer
@@ -122,8 +125,7 @@ pub struct Row {
     /// Bytes each way on each engine.
     pub bytes: usize,
     /// The time per two-way transfer, in microseconds: its median is the
-    /// figure the tables and the comparisons use (a mean carries the
-    /// scheduler's preemptions); its count is the transfers measured.
+    /// figure compared (a mean carries the scheduler's preemptions).
     pub time: Spread,
     /// Mean microseconds per two-way transfer (paper 000's statistic).
     pub avg_us: f64,
@@ -132,14 +134,12 @@ pub struct Row {
     /// Bytes / median time, in MiB/s.
     pub mib_per_s: f64,
     /// What the modelled device needs per transfer (PG021 latencies and the
-    /// 100 MB/s stream; the coprocessor's engines run side by side), in
-    /// microseconds.
+    /// 100 MB/s stream, the engines side by side), in microseconds.
     pub model_us: f64,
     /// Host CPU of the driver-side threads over the transfers.
     pub cost: Tally,
-    /// Median time to issue one transfer's commands (program every engine's
-    /// S2MM and MM2S, cache maintenance included), in microseconds; zero-copy
-    /// paths only (paper 000 measured 5.68 us on its board).
+    /// Median time to program every engine's S2MM and MM2S for one transfer
+    /// (cache maintenance included), in microseconds; zero-copy paths only.
     pub issue_us: Option<f64>,
 }
 
@@ -149,7 +149,14 @@ impl Row {
         self.time.median - self.model_us
     }
 
-    fn new(core: &'static str, completion: &'static str, lines: usize, samples: &[f64]) -> Self {
+    fn new(
+        core: &'static str,
+        completion: &'static str,
+        lines: usize,
+        samples: &[f64],
+        cost: Tally,
+        issue_us: Option<f64>,
+    ) -> Self {
         let n = samples.len().max(1) as f64;
         let avg = samples.iter().sum::<f64>() / n;
         let var = samples.iter().map(|s| (s - avg) * (s - avg)).sum::<f64>() / n;
@@ -165,8 +172,8 @@ impl Row {
             stddev_us: var.sqrt(),
             mib_per_s: bytes as f64 / (time.median * 1e-6) / (1u64 << 20) as f64,
             model_us: FABRIC.two_way(bytes, false).as_secs_f64() * 1e6,
-            cost: Tally::default(),
-            issue_us: None,
+            cost,
+            issue_us,
         }
     }
 }
@@ -221,7 +228,7 @@ fn setup(core: &str, lines: usize) -> Result<(Box<dyn StreamProcessor>, Vec<Case
 /// their own; every transfer's answer is checked.
 pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
     let mut rows = Vec::new();
-    for core in CORES {
+    for (core, _) in CORES {
         for &lines in &cfg.lines {
             let (processor, cases) = setup(core, lines)?;
             let bytes = 2 * cases[0].send.len() * lines * LINE;
@@ -265,9 +272,7 @@ pub fn run_on_board(
             &mut *progress,
         )?);
     }
-    for r in &mut rows {
-        r.model_us = 0.0;
-    }
+    rows.iter_mut().for_each(|r| r.model_us = 0.0);
     Ok(rows)
 }
 
@@ -291,6 +296,7 @@ where
         got: got as u32,
         expected: bytes as u32,
     };
+    let dma = |f: Box<Failed>| Error::Dma(f.error);
     let mut rows = Vec::new();
     let pool = engines[0].pool().clone();
     let (mut tx, mut rx): (Vec<DmaBuf<u8>>, Vec<DmaBuf<u8>>) = (Vec::new(), Vec::new());
@@ -298,13 +304,11 @@ where
         tx.push(pool.alloc(bytes)?);
         rx.push(pool.alloc(bytes)?);
     }
-    for (name, mode) in [("poll", Completion::Poll), ("irq", Completion::Irq)] {
-        let what = format!("twoway {core} 640x{lines} {name}");
+    for mode in [Completion::Poll, Completion::Irq] {
+        let what = format!("twoway {core} 640x{lines} {}", mode.name());
         progress(&what);
-        let mut samples = Vec::with_capacity(cfg.iterations);
-        let mut cost = Tally::default();
-        for it in 0..cfg.iterations {
-            let case = &cases[it % CASES];
+        let mut s = Samples::default();
+        for case in cases.iter().cycle().take(cfg.iterations) {
             for ((t, r), data) in tx.iter_mut().zip(rx.iter_mut()).zip(&case.send) {
                 t.as_mut_slice().copy_from_slice(data);
                 r.as_mut_slice().fill(0);
@@ -323,10 +327,8 @@ where
                 .collect();
             let m = Meter::start(None);
             let got = two_way_together(&mut lanes, mode)?;
-            let c = m.stop();
+            s.push(&m, Timing::default());
             drop(lanes);
-            samples.push(c.wall.as_secs_f64() * 1e6);
-            cost.add(c);
             for ((n, r), want) in got.into_iter().zip(&rx).zip(&case.want) {
                 if n != bytes || r.as_slice() != want.as_slice() {
                     return Err(corrupted(&what, n));
@@ -338,26 +340,20 @@ where
         let mut issue = Vec::with_capacity(cfg.iterations);
         for _ in 0..cfg.iterations {
             let t0 = Instant::now();
-            let mut flights = Vec::with_capacity(engines.len());
-            for (engine, (t, r)) in engines.iter().zip(tx.drain(..).zip(rx.drain(..))) {
-                flights.push(
-                    engine
-                        .begin(t, bytes, r, bytes, mode)
-                        .map_err(|f| Error::Dma(f.error))?,
-                );
-            }
+            let flights = engines
+                .iter()
+                .zip(tx.drain(..).zip(rx.drain(..)))
+                .map(|(engine, (t, r))| engine.begin(t, bytes, r, bytes, mode).map_err(dma))
+                .collect::<Result<Vec<_>, _>>()?;
             issue.push(t0.elapsed().as_secs_f64() * 1e6);
             for flight in flights {
-                let done = flight.wait().map_err(|f| Error::Dma(f.error))?;
+                let done = flight.wait().map_err(dma)?;
                 tx.push(done.tx);
                 rx.push(done.rx);
             }
         }
-        rows.push(Row {
-            cost,
-            issue_us: Some(median(&issue)),
-            ..Row::new(core, name, lines, &samples)
-        });
+        let issue = Some(median(&issue));
+        rows.push(Row::new(core, mode.name(), lines, &s.total, s.cost, issue));
     }
     // The zero-copy buffers go back to the pool; the proxy's driver thread
     // takes the engines over and allocates its own.
@@ -366,10 +362,8 @@ where
     progress(&what);
     let mut bufs: Vec<Vec<u8>> = vec![Vec::new(); engines.len()];
     let proxy = proxy(engines)?;
-    let mut samples = Vec::with_capacity(cfg.iterations);
-    let mut cost = Tally::default();
-    for it in 0..cfg.iterations {
-        let case = &cases[it % CASES];
+    let mut s = Samples::default();
+    for case in cases.iter().cycle().take(cfg.iterations) {
         let jobs = bufs
             .drain(..)
             .zip(&case.send)
@@ -381,19 +375,12 @@ where
             .collect();
         let m = Meter::start(Some(&proxy));
         bufs = proxy.transfer_all(jobs)?;
-        let c = m.stop();
-        samples.push(c.wall.as_secs_f64() * 1e6);
-        cost.add(c);
-        for (b, want) in bufs.iter().zip(&case.want) {
-            if b != want {
-                return Err(corrupted(&what, b.len()));
-            }
+        s.push(&m, Timing::default());
+        if let Some(b) = bufs.iter().zip(&case.want).find(|(b, want)| b != want) {
+            return Err(corrupted(&what, b.0.len()));
         }
     }
-    rows.push(Row {
-        cost,
-        ..Row::new(core, "proxy", lines, &samples)
-    });
+    rows.push(Row::new(core, "proxy", lines, &s.total, s.cost, None));
     Ok(rows)
 }
 
@@ -403,7 +390,7 @@ where
 /// the host's CPU.
 pub fn render(rows: &[Row]) -> String {
     let mut out = String::new();
-    for core in CORES {
+    for (core, title) in CORES {
         let rows: Vec<&Row> = rows.iter().filter(|r| r.core == core).collect();
         if rows.is_empty() {
             continue;
@@ -411,16 +398,15 @@ pub fn render(rows: &[Row]) -> String {
         let find = |c: &str, l: usize| {
             rows.iter()
                 .copied()
-                .find(|r| r.completion == c && r.lines == l)
+                .find(|r| (r.completion, r.lines) == (c, l))
         };
-        let mut lines: Vec<usize> = rows.iter().map(|r| r.lines).collect();
-        lines.sort_unstable();
-        lines.dedup();
         // Each size's poll, irq and proxy rows.
-        let points: Vec<[&Row; 3]> = lines
+        let mut points: Vec<[&Row; 3]> = rows
             .iter()
-            .filter_map(|&l| Some([find("poll", l)?, find("irq", l)?, find("proxy", l)?]))
+            .filter(|r| r.completion == "poll")
+            .filter_map(|&p| Some([p, find("irq", p.lines)?, find("proxy", p.lines)?]))
             .collect();
+        points.sort_by_key(|[p, ..]| p.lines);
         // One figure per driver, each size a line.
         let by_driver = |get: fn(&Row) -> f64, places: usize| {
             let cell = move |r: &Row| format!("{:.places$}", get(r));
@@ -430,11 +416,7 @@ pub fn render(rows: &[Row]) -> String {
                 .shown("irq", move |[_, i, _]| cell(i))
                 .shown("poll", move |[p, ..]| cell(p))
         };
-        out += if core == "bgsub" {
-            "background-subtraction coprocessor, two engines"
-        } else {
-            "loopback, one engine"
-        };
+        out += title;
         out += "\nTable 1: time per two-way transfer (us, median)\n";
         out += &by_driver(|r| r.time.median, 1)
             .shown("proxy - poll", |[p, _, k]| {
@@ -547,9 +529,9 @@ pub fn answer(rows: &[Row]) -> String {
         .collect();
     // What the proxy driver adds to polling on the coprocessor, the median
     // over sizes (the paper's "OS overhead", about 55-62 us on its board).
-    let bgsub = |c: &'static str| {
+    let bgsub = |c| {
         rows.iter()
-            .filter(move |r| r.core == "bgsub" && r.completion == c)
+            .filter(move |r| (r.core, r.completion) == ("bgsub", c))
     };
     let os: Vec<f64> = bgsub("proxy")
         .filter_map(|k| {
@@ -583,14 +565,10 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         |r| r.bytes as f64,
         |r| r.mib_per_s,
     );
-    if let (Some(lo), Some(hi)) = (
-        rows.iter().map(|r| r.bytes).min(),
-        rows.iter().map(|r| r.bytes).max(),
-    ) {
-        series.push(Series::new(
-            "ideal",
-            vec![(lo as f64, IDEAL_MIB_PER_S), (hi as f64, IDEAL_MIB_PER_S)],
-        ));
+    let sizes = rows.iter().map(|r| r.bytes as f64);
+    if let (Some(lo), Some(hi)) = (sizes.clone().reduce(f64::min), sizes.reduce(f64::max)) {
+        let ideal = vec![(lo, IDEAL_MIB_PER_S), (hi, IDEAL_MIB_PER_S)];
+        series.push(Series::new("ideal", ideal));
     }
     let heading = on_board(
         format!(
@@ -602,22 +580,13 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         ),
         cfg.memory,
     );
-    Report::of(
-        "twoway",
-        heading,
-        &spread_columns().and(cost_columns()),
-        rows,
-    )
-    .text(render(rows))
-    .answer(answer(rows))
-    .targets(targets(rows))
-    .plots([LinePlot::new(
-        "Two-way transfer throughput (paper 000, Fig. 5)",
-        XAxis::Bytes,
-        "transfer size, each way",
-        "throughput (MiB/s)",
-        series,
-    )])
+    let columns = spread_columns().and(cost_columns());
+    let title = "Two-way transfer throughput (paper 000, Fig. 5)";
+    Report::of("twoway", heading, &columns, rows)
+        .text(render(rows))
+        .answer(answer(rows))
+        .targets(targets(rows))
+        .plots([super::beside::plot(title, "throughput (MiB/s)", series)])
 }
 
 #[cfg(test)]
@@ -625,23 +594,30 @@ mod tests {
     use super::*;
 
     #[test]
-    fn statistics_are_those_of_the_samples() {
-        let r = Row::new("bgsub", "poll", 1, &[10.0, 20.0, 30.0]);
-        assert_eq!((r.time.min, r.time.max, r.avg_us), (10.0, 30.0, 20.0));
-        assert_eq!(
-            (r.time.median, (r.time.p25, r.time.p75)),
-            (20.0, (15.0, 25.0))
-        );
+    fn statistics_and_answers_are_those_of_the_samples_and_the_software() {
+        let row = |s: &[f64]| Row::new("bgsub", "poll", 1, s, Tally::default(), None);
+        let r = row(&[10.0, 20.0, 30.0]);
+        let t = r.time;
+        assert_eq!((t.min, t.max, r.avg_us), (10.0, 30.0, 20.0));
+        assert_eq!((t.median, t.p25, t.p75), (20.0, 15.0, 25.0));
         // One preempted transfer moves the mean, not the median.
-        let p = Row::new("bgsub", "poll", 1, &[10.0, 11.0, 12.0, 13.0, 17000.0]);
-        assert_eq!(
-            (p.time.median, (p.time.p25, p.time.p75)),
-            (12.0, (11.0, 13.0))
-        );
+        let p = row(&[10.0, 11.0, 12.0, 13.0, 17000.0]);
+        assert_eq!((p.time.median, p.time.p25, p.time.p75), (12.0, 11.0, 13.0));
         assert!(p.avg_us > 3000.0);
         assert!((r.stddev_us - (200.0f64 / 3.0).sqrt()).abs() < 1e-9);
         // 640 B in a mean of 20 us: 32 MB/s = 30.52 MiB/s.
         assert!((r.mib_per_s - 30.5176).abs() < 1e-3, "{}", r.mib_per_s);
+        // A coprocessor that answers with the wrong mask is caught.
+        let (_, cases) = setup("bgsub", 3).unwrap();
+        assert_eq!(cases.len(), CASES);
+        for pair in cases.windows(2) {
+            // Consecutive inputs differ, so a stale answer fails.
+            assert_ne!(pair[0].want, pair[1].want);
+            // The new background of one frame is the next frame's background.
+            assert_eq!(pair[0].want[0], pair[1].send[1]);
+        }
+        // Some foreground: the mask is not all background.
+        assert!(cases.iter().any(|c| c.want[1].contains(&255)));
     }
 
     #[test]
@@ -650,15 +626,10 @@ mod tests {
         let rows = run(&Config::at(&Setup::TINY), &mut |_| {}).unwrap();
         let wall = t0.elapsed().as_secs_f64() * 1e6;
         assert_eq!(rows.len(), 12);
-        for core in CORES {
+        for (core, _) in CORES {
             for c in ["poll", "irq", "proxy"] {
-                assert_eq!(
-                    rows.iter()
-                        .filter(|r| r.core == core && r.completion == c)
-                        .count(),
-                    2,
-                    "{core} {c}"
-                );
+                let n = rows.iter().filter(|r| (r.core, r.completion) == (core, c));
+                assert_eq!(n.count(), 2, "{core} {c}");
             }
         }
         let mut measured = 0.0;
@@ -682,25 +653,8 @@ mod tests {
         let text = render(&rows);
         assert!(text.contains("coprocessor, two engines") && text.contains("loopback"));
         assert!(text.contains("Table 3") && text.contains("640x10"));
-        assert_eq!(
-            report(&Config::at(&Setup::TINY), &rows).json["rows"][0]["core"],
-            "bgsub"
-        );
+        let report = report(&Config::at(&Setup::TINY), &rows);
+        assert_eq!(report.json["rows"][0]["core"], "bgsub");
         assert!(answer(&rows).contains("both engines"));
-    }
-
-    /// A coprocessor that answers with the wrong mask is caught.
-    #[test]
-    fn the_coprocessor_s_answers_are_the_software_s() {
-        let (_, cases) = setup("bgsub", 3).unwrap();
-        assert_eq!(cases.len(), CASES);
-        for pair in cases.windows(2) {
-            // Consecutive inputs differ, so a stale answer fails.
-            assert_ne!(pair[0].want, pair[1].want);
-            // The new background of one frame is the next frame's background.
-            assert_eq!(pair[0].want[0], pair[1].send[1]);
-        }
-        // Some foreground: the mask is not all background.
-        assert!(cases.iter().any(|c| c.want[1].contains(&255)));
     }
 }
