@@ -50,6 +50,12 @@ impl Drop for ScratchDir {
     }
 }
 
+/// Writes `v` to `path` as little-endian f32, as the peers' programs read it.
+pub fn write_f32(path: &Path, v: &[f32]) -> Result<(), Error> {
+    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+    std::fs::write(path, bytes).map_err(Error::io(path.display()))
+}
+
 /// Whether GNU Radio's Python API with gr-zeromq is here.
 pub fn gnuradio_here() -> bool {
     Command::new("/usr/bin/python3")
@@ -198,6 +204,15 @@ impl Backoff {
     pub fn reset(&mut self) {
         self.0 = 0;
     }
+}
+
+/// xorshift64 (13, 7, 17): the next draw from state `s` (the generator of
+/// the experiments' pseudo-random signals and of FutureSDR's random copies).
+pub fn xorshift(s: &mut u64) -> u64 {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    *s
 }
 
 /// Sets every item to the float whose bits are its sequence number.
