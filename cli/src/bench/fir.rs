@@ -21,7 +21,7 @@ use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
 use super::harness::{OnBoard, Progress, Setup, Spec, Tier, median};
-use super::peers::checksum;
+use super::peers::{checksum, xorshift};
 use super::plot::{LinePlot, XAxis};
 use super::report::{Report, Target, sentence, series_by};
 use super::spread::{Ratio, Spread, Timed};
@@ -171,14 +171,8 @@ pub fn taps_for(fft_len: usize, pct: u32) -> usize {
 
 /// A repeatable pseudo-random signal in [-1, 1).
 fn noise(n: usize, mut seed: u64) -> Vec<f32> {
-    (0..n)
-        .map(|_| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
-        .collect()
+    let mut next = || (xorshift(&mut seed) >> 40) as f32 / (1u64 << 23) as f32 - 1.0;
+    (0..n).map(|_| next()).collect()
 }
 
 /// Runs the filter as a graph over `signal` (all of it, streamed from memory
@@ -290,69 +284,68 @@ pub fn run_rows(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>
     let signal = Arc::new(noise(cfg.samples, 0x1234_5678));
     // The rows' modes; each pair's first reads windows in place.
     const MODES: [&str; 4] = ["bare", "bare-copy", "zerocopy", "copy"];
+    let mut overlaps = cfg.overlaps.clone();
+    if !overlaps.contains(&BARE_OVERLAP) {
+        overlaps.push(BARE_OVERLAP);
+        overlaps.sort_unstable();
+    }
     let mut rows = Vec::new();
     for &n in &cfg.fft_lens {
-        let mut overlaps = cfg.overlaps.clone();
-        if !overlaps.contains(&BARE_OVERLAP) {
-            overlaps.push(BARE_OVERLAP);
-            overlaps.sort_unstable();
-        }
         for &pct in &overlaps {
             let l = taps_for(n, pct);
             let taps = noise(l, 0xF1F1 + l as u64);
-            let hop = n - l + 1;
-            let flops = cfg.samples.div_ceil(hop) as f64 * flops_per_block(n);
+            let flops = cfg.samples.div_ceil(n - l + 1) as f64 * flops_per_block(n);
+            // The graph's pair where measured, then the one-thread pair (at
+            // BARE_OVERLAP always).
             let measured = cfg.overlaps.contains(&pct);
-            // The graph's pair where measured, then the one-thread pair.
-            let mut pairs = Vec::new();
-            if measured {
-                pairs.push([2, 3]);
-            }
-            if measured || pct == BARE_OVERLAP {
-                pairs.push([0, 1]);
-            }
+            let pairs: &[[usize; 2]] = if measured {
+                &[[2, 3], [0, 1]]
+            } else {
+                &[[0, 1]]
+            };
             let mut mflops: [Vec<f64>; 4] = Default::default();
-            let mut sums = Vec::new();
+            let mut first = None;
             for run in 0..cfg.rounds {
                 progress(&format!(
                     "fir N={n} overlap {pct}% run {}/{}",
                     run + 1,
                     cfg.rounds
                 ));
-                for &[a, b] in &pairs {
+                for &[a, b] in pairs {
                     // Alternate which goes first, so neither always follows
                     // the other's cache state.
                     for k in if run % 2 == 0 { [a, b] } else { [b, a] } {
-                        let (t, s) = match k {
+                        let (t, sum) = match k {
                             0 | 1 => single_thread_run(&taps, n, &signal, k == 0)?,
                             2 => graph_run(&taps, n, &signal, Mode::ZeroCopy)?,
                             _ => graph_run(&taps, n, &signal, Mode::Copy)?,
                         };
+                        let expected = *first.get_or_insert(sum);
+                        if sum != expected {
+                            return Err(Error::Corrupted {
+                                what: format!("fir N={n} overlap {pct}% {} output", MODES[k]),
+                                got: sum,
+                                expected,
+                            });
+                        }
                         mflops[k].push(flops / t / 1e6);
-                        sums.push((MODES[k], s));
                     }
                 }
             }
-            let first = sums.first().map(|&(_, s)| s);
-            if let Some(&(mode, bad)) = sums.iter().find(|&&(_, s)| Some(s) != first) {
-                return Err(Error::Corrupted {
-                    what: format!("fir N={n} overlap {pct}% {mode} output"),
-                    got: bad,
-                    expected: first.unwrap_or_default(),
-                });
-            }
-            let ratios = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x / y).collect();
             for (k, v) in mflops.iter().enumerate().filter(|(_, v)| !v.is_empty()) {
+                // The in-place rows carry the pairs' ratios.
+                let ratios = mflops[k]
+                    .iter()
+                    .zip(mflops.get(k + 1).into_iter().flatten());
                 rows.push(Row {
                     fft_len: n,
                     overlap_pct: pct,
                     mode: MODES[k],
                     taps: l,
                     spread: Spread::of(v),
-                    ratios: match MODES[k] {
-                        "zerocopy" => ratios(&mflops[2], &mflops[3]),
-                        "bare" if measured => ratios(&mflops[0], &mflops[1]),
-                        _ => Vec::new(),
+                    ratios: match k % 2 == 0 && measured {
+                        true => ratios.map(|(x, y)| x / y).collect(),
+                        false => Vec::new(),
                     },
                 });
             }
@@ -373,21 +366,12 @@ fn bare_share(rows: &[Row], n: usize) -> Option<f64> {
     Some(at("zerocopy")? / at("bare")? * 100.0)
 }
 
-/// The improvement of zero-copy over manual copy per FFT length and overlap:
-/// the mean of the interleaved pairs' ratios, with an interval corrected for
-/// every comparison the run makes (Bonferroni: each at 1 - 0.05 / m).
-pub fn improvement(rows: &[Row]) -> Vec<Improvement> {
-    improvement_of(rows, "zerocopy")
-}
-
-/// The same on one thread (paper 001's condition): `bare` over `bare-copy`.
-pub fn improvement_single(rows: &[Row]) -> Vec<Improvement> {
-    improvement_of(rows, "bare")
-}
-
-/// The improvement of the rows of `mode` (those carrying pair ratios), with
-/// intervals corrected over that family.
-fn improvement_of(rows: &[Row], mode: &str) -> Vec<Improvement> {
+/// The improvement of reading windows in place over the manual copy per FFT
+/// length and overlap, in the graph (`mode` `zerocopy` over `copy`) or on one
+/// thread (`bare` over `bare-copy`): the mean of the interleaved pairs'
+/// ratios, with an interval corrected for every comparison of that family
+/// (Bonferroni: each at 1 - 0.05 / m).
+pub fn improvement(rows: &[Row], mode: &str) -> Vec<Improvement> {
     let points: Vec<&Row> = rows
         .iter()
         .filter(|r| r.mode == mode && !r.ratios.is_empty())
@@ -460,26 +444,29 @@ fn improvement_columns<'a>() -> Columns<'a, Improvement> {
 /// The table of every point, then the improvement per FFT length and the queue's
 /// cost against the bare loop.
 pub fn render(rows: &[Row]) -> String {
+    let family = |imp: &[Improvement]| {
+        let confidence = FAMILY_CONFIDENCE * 100.0;
+        let n = imp.len();
+        format!(
+            "({n} intervals, Bonferroni-corrected to hold together with {confidence:.0} % confidence)"
+        )
+    };
     let mut out = row_columns().table(rows);
-    let single = improvement_single(rows);
+    let single = improvement(rows, "bare");
     if !single.is_empty() {
         out += &format!(
             "\non one thread (paper 001's condition): windows in place (bare) over the manual copy \
-             (bare-copy), per FFT length and overlap ({} intervals, Bonferroni-corrected to hold \
-             together with {:.0} % confidence):\n",
-            single.len(),
-            FAMILY_CONFIDENCE * 100.0
+             (bare-copy), per FFT length and overlap {}:\n",
+            family(&single)
         );
         out += &improvement_columns().table(&single);
     }
-    let imp = improvement(rows);
+    let imp = improvement(rows, "zerocopy");
     out += &format!(
         "\nin the three-thread graph (source, filter, sink): zero-copy over manual copy per FFT \
-         length and overlap ({} intervals, Bonferroni-corrected to hold together with {:.0} % \
-         confidence), and the graph's zero-copy against the one-thread loop at {BARE_OVERLAP} % \
-         overlap:\n",
-        imp.len(),
-        FAMILY_CONFIDENCE * 100.0
+         length and overlap {}, and the graph's zero-copy against the one-thread loop at \
+         {BARE_OVERLAP} % overlap:\n",
+        family(&imp)
     );
     let ratio = |i: &Improvement| match bare_share(rows, i.fft_len) {
         Some(share) if i.overlap_pct == BARE_OVERLAP => format!("{share:.0}%"),
@@ -494,11 +481,8 @@ pub fn render(rows: &[Row]) -> String {
 /// measurably faster or slower than copying (corrected intervals), the range
 /// of the improvement, and how close zero-copy comes to the bare loop.
 pub fn answer(rows: &[Row]) -> String {
-    let imp = improvement(rows);
-    let single = improvement_single(rows);
-    if imp.is_empty() && single.is_empty() {
-        return sentence(&[]);
-    }
+    let imp = improvement(rows, "zerocopy");
+    let single = improvement(rows, "bare");
     let clause = |what: &str, imp: &[Improvement]| {
         let faster: Vec<&Improvement> = imp
             .iter()
@@ -551,7 +535,7 @@ pub fn answer(rows: &[Row]) -> String {
 /// The improvement of zero-copy over manual copy against the FFT length (the
 /// shape of paper 001 Figs. 4, 6).
 pub fn line_plot(rows: &[Row]) -> LinePlot {
-    let imp = improvement(rows);
+    let imp = improvement(rows, "zerocopy");
     let label = |i: &Improvement| {
         format!(
             "{} % overlap (mean, corrected 95 % interval)",
@@ -607,11 +591,11 @@ pub fn report(cfg: &Config, m: &Measured) -> Report {
         .kept("flops", FLOPS)
         .kept(
             "improvement_single_thread",
-            improvement_columns().json(&improvement_single(rows)),
+            improvement_columns().json(&improvement(rows, "bare")),
         )
         .kept(
             "improvement",
-            improvement_columns().json(&improvement(rows)),
+            improvement_columns().json(&improvement(rows, "zerocopy")),
         )
         .kept("gnuradio", gnuradio_json(&m.gnuradio))
         .plots([line_plot(rows), throughput])
@@ -721,19 +705,12 @@ pub struct GrRow {
 impl GrRow {
     /// M samples/s per round.
     pub fn msps(&self) -> Vec<f64> {
-        let rates = self.timed.rates(self.samples as f64);
-        rates.iter().map(|r| r / 1e6).collect()
+        self.timed.rates(self.samples as f64 / 1e6)
     }
 
     /// CPU microseconds per 1000 samples, median of the rounds.
     pub fn cpu_us_per_ksample(&self) -> f64 {
-        let v: Vec<f64> = self
-            .timed
-            .cpu
-            .iter()
-            .map(|c| c * 1e9 / self.samples as f64)
-            .collect();
-        median(&v)
+        median(&self.timed.cpu) * 1e9 / self.samples as f64
     }
 }
 
@@ -876,17 +853,19 @@ fn gnuradio_run(
     }
     let run = super::peers::output_within(&mut cmd, GR_LIMIT)?;
     let said = String::from_utf8_lossy(&run.stdout).into_owned();
-    let f: Vec<&str> = said.split_whitespace().collect();
-    let parsed = (|| {
-        Some((
-            f.first()?.parse::<f64>().ok()?,
-            f.get(1)?.parse::<f64>().ok()?,
-            f.get(2)?.parse::<usize>().ok()?,
-            f.get(3)?.parse::<usize>().ok()?,
-        ))
-    })();
+    let parsed = match said.split_whitespace().collect::<Vec<_>>()[..] {
+        [t, c, i, n] => (|| {
+            Some((
+                t.parse().ok()?,
+                c.parse().ok()?,
+                i.parse().ok()?,
+                n.parse().ok()?,
+            ))
+        })(),
+        _ => None,
+    };
     match parsed {
-        Some(p) if run.status.success() && f.len() == 4 => Ok(p),
+        Some(p) if run.status.success() => Ok(p),
         _ => Err(Error::peer("gnuradio")(format!(
             "fft_filter_fff flowgraph ({}): said {said:?}; {}",
             run.status,
@@ -913,23 +892,20 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Measured, Error> {
 pub fn run_gnuradio(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<GrRow>, Error> {
     let signal = Arc::new(noise(cfg.samples, 0x1234_5678));
     let dir = super::peers::ScratchDir::new("dmaflow-fir-gr")?;
-    // Little-endian f32 files, as GNU Radio's script reads them.
-    let write = |name: String, v: &[f32]| {
-        let path = dir.path().join(name);
-        let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-        std::fs::write(&path, bytes).map_err(Error::io(path.display()))?;
-        Ok::<_, Error>(path)
-    };
-    let sig_path = write("signal.f32".into(), &signal)?;
+    let path = |name: String| dir.path().join(name);
+    let sig_path = path("signal.f32".into());
+    super::peers::write_f32(&sig_path, &signal)?;
     let mut out = Vec::new();
     for &l in &GR_TAPS {
         let taps = noise(l, 0xF1F1 + l as u64);
         let mut padded = taps.clone();
         padded.resize(2 * l, 0.0);
         let files = [
-            write(format!("taps-{l}.f32"), &taps)?,
-            write(format!("taps-{l}-padded.f32"), &padded)?,
+            path(format!("taps-{l}.f32")),
+            path(format!("taps-{l}-padded.f32")),
         ];
+        super::peers::write_f32(&files[0], &taps)?;
+        super::peers::write_f32(&files[1], &padded)?;
         // The taps file GNU Radio's point is given.
         let given = |p: GrPoint| &files[usize::from(p == GrPoint::GnuradioPadded)];
         let longest = GrPoint::ALL.iter().map(|p| p.fft_len(l)).max().unwrap_or(l);
@@ -942,6 +918,7 @@ pub fn run_gnuradio(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<
                 point,
                 fft_len: point.fft_len(l),
                 samples: cfg.samples,
+                items_out: cfg.samples,
                 ..GrRow::default()
             })
             .collect();
@@ -952,7 +929,7 @@ pub fn run_gnuradio(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<
                 "fir: {l} taps, {} output checked",
                 row.point.name()
             ));
-            let out_path = dir.path().join("out.f32");
+            let out_path = path("out.f32".into());
             let (_, _, items, fft) = gnuradio_run(&sig_path, given(row.point), Some(&out_path))?;
             let y = crate::files::fir::read_f32_file(&out_path).map_err(Error::peer("gnuradio"));
             let _ = std::fs::remove_file(&out_path);
@@ -979,43 +956,33 @@ pub fn run_gnuradio(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<
             row.max_error = err;
             row.items_out = y.len();
         }
+        // Every timed run must give what the checked one gave (dmaflow's
+        // sink checks its output in every run).
         let timed = super::spread::in_turns(rows.len(), cfg.rounds, |i, round| {
-            let point = rows[i].point;
+            let row = &mut rows[i];
+            let name = row.point.name();
             progress(&format!(
-                "fir: {l} taps, {} round {}/{}",
-                point.name(),
+                "fir: {l} taps, {name} round {}/{}",
                 round + 1,
                 cfg.rounds
             ));
-            if point.is_gnuradio() {
-                let (t, cpu, items, fft) = gnuradio_run(&sig_path, given(point), None)?;
-                if items != rows[i].items_out || fft != rows[i].fft_len {
-                    return Err(Error::peer("gnuradio")(format!(
-                        "{} at {l} taps: {items} samples through its sink at FFT {fft}; the \
-                         checked run gave {} at FFT {}",
-                        point.name(),
-                        rows[i].items_out,
-                        rows[i].fft_len
-                    )));
-                }
-                rows[i].timed.cpu.push(cpu);
-                Ok(t)
+            let (t, cpu, items, fft, err, peer) = if row.point.is_gnuradio() {
+                let (t, cpu, items, fft) = gnuradio_run(&sig_path, given(row.point), None)?;
+                (t, cpu, items, fft, 0.0, "gnuradio")
             } else {
-                let (t, cpu, err, items) =
-                    peer_graph_run(&taps, rows[i].fft_len, &signal, &reference)?;
-                if err > MAX_ERROR || items != cfg.samples {
-                    return Err(Error::peer("fir")(format!(
-                        "{} at {l} taps: {items} output samples of {}, error {err:.2e} (at most \
-                         {MAX_ERROR:.0e})",
-                        point.name(),
-                        cfg.samples
-                    )));
-                }
-                rows[i].max_error = rows[i].max_error.max(err);
-                rows[i].items_out = items;
-                rows[i].timed.cpu.push(cpu);
-                Ok(t)
+                let (t, cpu, err, items) = peer_graph_run(&taps, row.fft_len, &signal, &reference)?;
+                (t, cpu, items, row.fft_len, err, "fir")
+            };
+            if items != row.items_out || fft != row.fft_len || err > MAX_ERROR {
+                return Err(Error::peer(peer)(format!(
+                    "{name} at {l} taps: {items} output samples at FFT {fft}, error {err:.2e}; \
+                     expected {} at FFT {}, error at most {MAX_ERROR:.0e}",
+                    row.items_out, row.fft_len
+                )));
             }
+            row.max_error = row.max_error.max(err);
+            row.timed.cpu.push(cpu);
+            Ok(t)
         })?;
         for (row, seconds) in rows.iter_mut().zip(timed) {
             row.timed.seconds = seconds;
@@ -1023,13 +990,6 @@ pub fn run_gnuradio(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<
         out.extend(rows);
     }
     Ok(out)
-}
-
-/// The throughput of `a` over `b` at `taps`, round by round.
-fn gr_ratio(g: &[GrRow], taps: usize, a: GrPoint, b: GrPoint) -> Option<Ratio> {
-    let find = |p: GrPoint| g.iter().find(|r| r.taps == taps && r.point == p);
-    let (x, y) = (find(a)?, find(b)?);
-    Some(Ratio::of(&x.msps(), &y.msps()))
 }
 
 /// What explains the default-against-default ratio at one tap count: the
@@ -1056,23 +1016,25 @@ pub struct Attribution {
 
 /// The attribution at every tap count measured.
 pub fn attribution(g: &[GrRow]) -> Vec<Attribution> {
+    use GrPoint::{Dmaflow, DmaflowAtGr, Gnuradio, GnuradioPadded};
     let mut taps: Vec<usize> = g.iter().map(|r| r.taps).collect();
     taps.dedup();
     taps.into_iter()
         .filter_map(|t| {
-            let whole = gr_ratio(g, t, GrPoint::Dmaflow, GrPoint::Gnuradio)?;
-            let fft = gr_ratio(g, t, GrPoint::Dmaflow, GrPoint::DmaflowAtGr)?;
-            let rest = gr_ratio(g, t, GrPoint::DmaflowAtGr, GrPoint::Gnuradio)?;
-            let gnuradio_longer = gr_ratio(g, t, GrPoint::GnuradioPadded, GrPoint::Gnuradio)?;
+            // The throughput of `a` over `b`, round by round.
+            let ratio = |a: GrPoint, b: GrPoint| {
+                let find = |p| g.iter().find(|r| r.taps == t && r.point == p);
+                Some(Ratio::of(&find(a)?.msps(), &find(b)?.msps()))
+            };
+            let (fft, rest) = (ratio(Dmaflow, DmaflowAtGr)?, ratio(DmaflowAtGr, Gnuradio)?);
             let (f, r) = (fft.0.median.ln(), rest.0.median.ln());
-            let fft_share = ((f + r).abs() > 0.02f64.ln_1p()).then(|| f / (f + r));
             Some(Attribution {
                 taps: t,
-                whole,
+                whole: ratio(Dmaflow, Gnuradio)?,
                 fft,
                 rest,
-                gnuradio_longer,
-                fft_share,
+                gnuradio_longer: ratio(GnuradioPadded, Gnuradio)?,
+                fft_share: ((f + r).abs() > 0.02f64.ln_1p()).then(|| f / (f + r)),
             })
         })
         .collect()
@@ -1277,18 +1239,18 @@ mod tests {
             ratios,
         };
         // Ratios 0.99 and 1.01: mean 0 %, interval about +-12.7 %.
-        let same = improvement(&[row(vec![0.99, 1.01])]);
+        let same = improvement(&[row(vec![0.99, 1.01])], "zerocopy");
         assert!(same[0].pct.abs() < 1e-9);
         assert!(!same[0].measurable(), "{same:?}");
         // Five ratios near 1.10: measurably faster.
-        let faster = improvement(&[row(vec![1.09, 1.10, 1.11, 1.10, 1.10])]);
+        let faster = improvement(&[row(vec![1.09, 1.10, 1.11, 1.10, 1.10])], "zerocopy");
         assert!((faster[0].pct - 10.0).abs() < 1e-6);
         assert!(faster[0].measurable() && faster[0].low > 9.0, "{faster:?}");
         assert!(answer(&[row(vec![0.99, 1.01])]).contains("no measurable difference at 1"));
         // The same ratios among 39 comparisons get a wider interval
         // (Bonferroni), and a gain that is clear alone may not be then.
         let edge = vec![1.02, 1.03, 1.01, 1.02, 1.02];
-        let alone = improvement(&[row(edge.clone())]);
+        let alone = improvement(&[row(edge.clone())], "zerocopy");
         let family: Vec<Row> = (0..39)
             .map(|i| Row {
                 fft_len: 16 << (i / 3),
@@ -1296,7 +1258,7 @@ mod tests {
                 ..row(edge.clone())
             })
             .collect();
-        let among = improvement(&family);
+        let among = improvement(&family, "zerocopy");
         assert_eq!((among.len(), among[0].comparisons), (39, 39));
         assert!(alone[0].measurable(), "{alone:?}");
         assert!(among[0].high - among[0].low > 2.0 * (alone[0].high - alone[0].low));
@@ -1318,8 +1280,8 @@ mod tests {
             assert_eq!(r.ratios.len(), usize::from(with), "{r:?}");
         }
         assert_eq!(rows.iter().filter(|r| r.mode == "bare").count(), 4);
-        assert_eq!(improvement_single(&rows).len(), 4);
-        let imp = improvement(&rows);
+        assert_eq!(improvement(&rows, "bare").len(), 4);
+        let imp = improvement(&rows, "zerocopy");
         // One per (N, overlap).
         assert_eq!(imp.len(), 4);
         let cfg = Config::at(&Setup::TINY);
