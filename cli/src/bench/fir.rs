@@ -511,13 +511,15 @@ pub fn answer(rows: &[Row]) -> String {
             imp.iter().map(|i| i.pct).fold(f64::NEG_INFINITY, f64::max),
         )
     };
-    let mut clauses = Vec::new();
-    if !single.is_empty() {
-        clauses.push(clause("on one thread (paper 001's condition)", &single));
-    }
-    if !imp.is_empty() {
-        clauses.push(clause("in the three-thread graph", &imp));
-    }
+    let families = [
+        ("on one thread (paper 001's condition)", &single),
+        ("in the three-thread graph", &imp),
+    ];
+    let mut clauses: Vec<String> = families
+        .into_iter()
+        .filter(|(_, imp)| !imp.is_empty())
+        .map(|(what, imp)| clause(what, imp))
+        .collect();
     let shares: Vec<f64> = imp
         .iter()
         .filter_map(|i| bare_share(rows, i.fft_len))
@@ -759,9 +761,8 @@ impl Reference {
         let end = signal.len().saturating_sub(tail).max(1);
         let mut positions: Vec<usize> = (0..64.min(end)).collect();
         let step = (end / spread.max(1)).max(1);
+        // Past the first 64, ascending: no position twice.
         positions.extend((0..spread).map(|i| 64 + i * step).filter(|&p| p < end));
-        positions.sort_unstable();
-        positions.dedup();
         let want = positions
             .iter()
             .map(|&i| {
@@ -772,14 +773,11 @@ impl Reference {
                     .sum()
             })
             .collect();
+        let scale = taps.iter().map(|&h| f64::from(h.abs())).sum::<f64>();
         Reference {
             positions,
             want,
-            scale: taps
-                .iter()
-                .map(|&h| f64::from(h.abs()))
-                .sum::<f64>()
-                .max(1e-30),
+            scale: scale.max(1e-30),
         }
     }
 
@@ -794,11 +792,7 @@ impl Reference {
             }
             let e = (f64::from(out[p - at]) - self.want[*next]).abs() / self.scale;
             // A NaN is the worst error there is.
-            err = if e.is_nan() {
-                f64::INFINITY
-            } else {
-                err.max(e)
-            };
+            err = err.max(if e.is_nan() { f64::INFINITY } else { e });
             *next += 1;
         }
         err
@@ -1069,20 +1063,17 @@ fn gnuradio_text(g: &[GrRow]) -> (String, Vec<Target>) {
              min..max; default/default = FFT length x same-FFT, round by round; the FFT's share \
              is of the logarithm):\n";
     text += &attribution_columns().table(&attr);
+    let target = |t, what, r: Ratio, found| {
+        let what = format!("{t} taps: dmaflow >= 1.2x GNU Radio's fft_filter_fff{what}");
+        Target::new(what, found, r.0.median >= 1.2)
+    };
     let same = attr.iter().map(|a| {
-        Target::new(
-            format!(
-                "{} taps: dmaflow >= 1.2x GNU Radio's fft_filter_fff at the same FFT length",
-                a.taps
-            ),
-            format!("{} ({})", a.rest.text(), a.rest.verdict()),
-            a.rest.0.median >= 1.2,
-        )
+        let found = format!("{} ({})", a.rest.text(), a.rest.verdict());
+        target(a.taps, " at the same FFT length", a.rest, found)
     });
     let default = attr.iter().map(|a| {
-        let what = "GNU Radio's fft_filter_fff, each at its default FFT length";
-        let what = format!("{} taps: dmaflow >= 1.2x {what}", a.taps);
-        Target::new(what, a.whole.text(), a.whole.0.median >= 1.2)
+        let what = ", each at its default FFT length";
+        target(a.taps, what, a.whole, a.whole.text())
     });
     let targets: Vec<Target> = same.chain(default).collect();
     text += &Target::lines(&targets);

@@ -3,24 +3,12 @@
 //! Radio scheduler studies before them): P parallel pipes, each
 //! `null source -> head(N) -> S blocks -> null sink`, the blocks either
 //! copies (the runtime's own cost per hand-over), copies of a random 1..=128
-//! items per call (FutureSDR's `perf/null_rand` shape: small, irregular
-//! hand-overs) or 64-tap FIR filters (runtime plus computation). Every block
-//! of every runtime takes, per call, what is readable and free (the random
-//! copies at most their draw), and every runtime has 64 KiB buffers.
-//!
-//! Runtimes, each with its own blocks, taking turns round by round (the
-//! order reversed every other round):
-//! - dmaflow with every node a task on its worker pool ([`Graph::task`]),
-//! - dmaflow with every node on a thread of its own ([`Graph::node`]),
-//! - FutureSDR 0.8.0 (its default runtime and blocks), built by this
-//!   command in a directory of its own (`cli/peers/futuresdr-sched`, into
-//!   `target/futuresdr`), so that none of its crates enters dmaflow's tree,
-//! - GNU Radio 3.10 from its Python API where installed.
-//!
-//! Each runtime's span is the run of an assembled flowgraph to its end
-//! (dmaflow `Graph::run`, FutureSDR `Runtime::run`, GNU Radio
-//! `top_block.run`), with the process's CPU time over the same span; every
-//! sink's item count is checked against what its blocks must deliver.
+//! items per call (small, irregular hand-overs) or 64-tap FIR filters
+//! (runtime plus computation), in dmaflow's graph (tasks, [`Graph::task`], or
+//! threads, [`Graph::node`]), FutureSDR 0.8.0 (built by this command in a
+//! directory of its own, `cli/peers/futuresdr-sched` into `target/futuresdr`,
+//! so that none of its crates enters dmaflow's tree) and GNU Radio 3.10 from
+//! its Python API where installed.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -292,20 +280,16 @@ struct Sample {
 macro_rules! bodies {
     ($($(#[$m:meta])* fn $name:ident / $aname:ident ($($arg:ident: $t:ty),*) -> $ret:ty $body:block)*) => {$(
         $(#[$m])*
-        #[allow(unused_mut)]
+        #[allow(unused_mut, unused_macros)]
         fn $name($(mut $arg: $t),*) -> $ret {
-            #[allow(unused_macros)]
             macro_rules! peek { ($p:expr, $n:expr) => { $p.peek($n) } }
-            #[allow(unused_macros)]
             macro_rules! reserve_up_to { ($p:expr, $n:expr) => { $p.reserve_up_to($n) } }
             $body
         }
         $(#[$m])*
-        #[allow(unused_mut)]
+        #[allow(unused_mut, unused_macros)]
         async fn $aname($(mut $arg: $t),*) -> $ret {
-            #[allow(unused_macros)]
             macro_rules! peek { ($p:expr, $n:expr) => { $p.peek_async($n).await } }
-            #[allow(unused_macros)]
             macro_rules! reserve_up_to { ($p:expr, $n:expr) => { $p.reserve_up_to_async($n).await } }
             $body
         }
