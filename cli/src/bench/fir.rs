@@ -113,19 +113,16 @@ pub struct Row {
     pub mode: &'static str,
     /// Filter taps L.
     pub taps: usize,
-    /// MFLOPS by the paper's count over the runs: median, quartiles, range,
-    /// runs.
+    /// MFLOPS by the paper's count over the runs.
     pub spread: Spread,
-    /// On `zerocopy` rows: zero-copy over copy MFLOPS, one ratio per
-    /// interleaved pair of runs (empty on the others).
+    /// On the in-place rows (`zerocopy`, `bare`): their MFLOPS over the
+    /// copying one's, one ratio per interleaved pair of runs.
     pub ratios: Vec<f64>,
 }
 
-/// The improvement of zero-copy over copy at one FFT length and overlap (paper
-/// 001's gain grows with the overlap, so overlaps are not pooled), with its
-/// confidence interval: Student's t over the interleaved pairs of runs,
-/// Bonferroni-corrected so that all the table's intervals hold together with
-/// [`FAMILY_CONFIDENCE`].
+/// The improvement at one FFT length and overlap (paper 001's gain grows with
+/// the overlap, so overlaps are not pooled), with its interval: Student's t
+/// over the pairs, Bonferroni-corrected to hold together at [`FAMILY_CONFIDENCE`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Improvement {
     /// FFT length N.
@@ -191,10 +188,9 @@ fn graph_run(
     Ok((t0.elapsed().as_secs_f64(), sum()))
 }
 
-/// The graph `source -> fir -> sink` over `signal` (FFT length `n`): the
-/// source writes the signal in chunks, the sink hands `look` its state
-/// (`state` at first) and every window it reads, in order; with what gives
-/// that state once the graph has run.
+/// The graph `source -> fir -> sink` over `signal` (FFT length `n`), its sink
+/// handing `look` its state (`state` at first) and every window it reads; with
+/// what gives that state once the graph has run.
 fn fir_graph<S: Copy + Send + 'static>(
     taps: &[f32],
     n: usize,
@@ -275,10 +271,9 @@ fn single_thread_run(
     Ok((secs, checksum(&out[..samples])))
 }
 
-/// Runs the experiment; `progress` hears about each measurement. Zero-copy and
-/// copy runs alternate (ABAB...), so drift of the machine falls on both: on one
-/// thread (paper 001's condition: `bare` reads windows in place, `bare-copy`
-/// copies them out) and in the three-thread graph (`zerocopy`, `copy`).
+/// Paper 001's rows: in place and copying runs alternate (ABAB...) so that
+/// drift falls on both, on one thread (`bare`, `bare-copy`) and in the
+/// three-thread graph (`zerocopy`, `copy`).
 pub fn run_rows(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
     // One signal for every run, larger than the last-level cache at full size.
     let signal = Arc::new(noise(cfg.samples, 0x1234_5678));
@@ -613,13 +608,12 @@ pub enum GrPoint {
     /// dmaflow's graph at its default FFT length (four times the taps).
     #[default]
     Dmaflow,
-    /// dmaflow's graph at GNU Radio's FFT length (twice the taps, rounded up
-    /// to a power of two).
+    /// dmaflow's graph at GNU Radio's FFT length.
     DmaflowAtGr,
     /// GNU Radio's flowgraph as it comes (its own FFT length).
     Gnuradio,
-    /// GNU Radio's flowgraph with the taps padded with zeros to twice their
-    /// number: the same output, at dmaflow's default FFT length.
+    /// GNU Radio's flowgraph with the taps zero-padded to twice their number
+    /// (the same output at dmaflow's default FFT length).
     GnuradioPadded,
 }
 
@@ -799,12 +793,9 @@ impl Reference {
     }
 }
 
-/// dmaflow's graph for the GNU Radio comparison: the same source and filter
-/// as [`graph_run`], a sink that consumes every output sample and reads only
-/// the checked ones (as GNU Radio's null sink reads none). Timed as GNU
-/// Radio's `tb.run()` is: the filter (and its FFT plans) made before, the
-/// queues made, the threads started, run and joined inside. Returns seconds,
-/// process CPU seconds, the largest error and the output samples.
+/// dmaflow's graph for the GNU Radio comparison: [`graph_run`]'s, its sink
+/// reading only the checked samples (GNU Radio's null sink reads none), timed
+/// as `tb.run()` is; seconds, CPU seconds, largest error, output samples.
 fn peer_graph_run(
     taps: &[f32],
     n: usize,
@@ -845,34 +836,22 @@ fn gnuradio_run(
     if let Some(o) = out {
         cmd.arg(o);
     }
-    let run = super::peers::output_within(&mut cmd, GR_LIMIT)?;
-    let said = String::from_utf8_lossy(&run.stdout).into_owned();
-    let parsed = match said.split_whitespace().collect::<Vec<_>>()[..] {
-        [t, c, i, n] => (|| {
-            Some((
-                t.parse().ok()?,
-                c.parse().ok()?,
-                i.parse().ok()?,
-                n.parse().ok()?,
-            ))
-        })(),
-        _ => None,
-    };
-    match parsed {
-        Some(p) if run.status.success() => Ok(p),
-        _ => Err(Error::peer("gnuradio")(format!(
-            "fft_filter_fff flowgraph ({}): said {said:?}; {}",
-            run.status,
-            String::from_utf8_lossy(&run.stderr).trim()
-        ))),
-    }
+    super::peers::said("gnuradio", &mut cmd, GR_LIMIT, |said| {
+        let [t, c, i, n] = said.split_whitespace().collect::<Vec<_>>()[..] else {
+            return None;
+        };
+        Some((
+            t.parse().ok()?,
+            c.parse().ok()?,
+            i.parse().ok()?,
+            n.parse().ok()?,
+        ))
+    })
 }
 
 /// Runs the experiment: paper 001's rows, then, where GNU Radio is
-/// installed, GNU Radio's `fft_filter_fff` beside dmaflow's graph on the same
-/// samples and taps at four points ([`GrPoint`]): each at its default FFT
-/// length, and each at the other's, taking turns round by round; every
-/// output checked against the same [`Reference`].
+/// installed, its `fft_filter_fff` beside dmaflow's graph at the four
+/// [`GrPoint`]s, every output checked against one [`Reference`].
 pub fn run(cfg: &Config, progress: Progress) -> Result<Measured, Error> {
     let rows = run_rows(cfg, &mut *progress)?;
     let gnuradio = match cfg.samples >= 1 << 20 && super::peers::gnuradio_here() {

@@ -128,6 +128,27 @@ pub fn output_within(cmd: &mut Command, limit: Duration) -> Result<std::process:
     Peer::spawn(cmd, Stdio::null(), &what)?.wait_within(limit)
 }
 
+/// What `peer`'s program `cmd` printed, run to its end within `limit` and read
+/// by `parse`: a failed run, or output `parse` refuses, is `peer`'s error
+/// quoting what it said.
+pub fn said<T>(
+    peer: &'static str,
+    cmd: &mut Command,
+    limit: Duration,
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> Result<T, Error> {
+    let run = output_within(cmd, limit)?;
+    let said = String::from_utf8_lossy(&run.stdout);
+    match parse(&said) {
+        Some(v) if run.status.success() => Ok(v),
+        _ => Err(Error::peer(peer)(format!(
+            "({}) said {said:?}; {}",
+            run.status,
+            String::from_utf8_lossy(&run.stderr).trim()
+        ))),
+    }
+}
+
 /// The first row of each kind (`key`), in the order the rows first name it.
 pub fn first_of_each<R, K: PartialEq>(rows: &[R], key: impl Fn(&R) -> K) -> Vec<&R> {
     let new = |(i, r): &(usize, &R)| rows[..*i].iter().all(|o| key(o) != key(r));

@@ -520,30 +520,15 @@ fn peer_run(
         (Runtime::GnuRadioFft, _) => cmd.arg("fft").arg(taps),
         _ => cmd.arg("fir").arg(taps),
     };
-    let run = super::peers::output_within(&mut cmd, PEER_LIMIT)?;
-    let said = String::from_utf8_lossy(&run.stdout).into_owned();
-    let v: serde_json::Value = said
-        .lines()
-        .last()
-        .and_then(|l| serde_json::from_str(l).ok())
-        .unwrap_or_default();
-    let items = v["sink_items"]
-        .as_array()
-        .map(|a| a.iter().map(|x| x.as_u64()).collect());
-    match (v["seconds"].as_f64(), v["cpu_seconds"].as_f64(), items) {
-        (Some(seconds), Some(cpu_seconds), Some(Some(sink_items))) if run.status.success() => {
-            Ok(Sample {
-                seconds,
-                cpu_seconds,
-                sink_items,
-            })
-        }
-        _ => Err(Error::peer(peer)(format!(
-            "({}) said {said:?}; {}",
-            run.status,
-            String::from_utf8_lossy(&run.stderr).trim()
-        ))),
-    }
+    super::peers::said(peer, &mut cmd, PEER_LIMIT, |said| {
+        let v: serde_json::Value = serde_json::from_str(said.lines().last()?).ok()?;
+        let items = v["sink_items"].as_array()?.iter().map(|x| x.as_u64());
+        Some(Sample {
+            seconds: v["seconds"].as_f64()?,
+            cpu_seconds: v["cpu_seconds"].as_f64()?,
+            sink_items: items.collect::<Option<_>>()?,
+        })
+    })
 }
 
 /// The FIR taps every runtime uses: a windowed low-pass (sinc, Hann).
