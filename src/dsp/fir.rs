@@ -426,6 +426,66 @@ pub fn direct(taps: &[f32], x: &[f32]) -> Vec<f32> {
         .collect()
 }
 
+/// The filter's exact output at chosen positions, computed in f64 straight
+/// from the definition (`y[i] = sum h[k] x[i - k]`, zero before the signal):
+/// a long filtered stream is checked against it as it goes by, without the
+/// cost of [`direct`] over all of it.
+#[derive(Debug, Clone)]
+pub struct Reference {
+    /// Output positions checked, ascending.
+    pub positions: Vec<usize>,
+    /// The output there.
+    pub want: Vec<f64>,
+    /// The sum of the taps' magnitudes (errors are divided by it).
+    pub scale: f64,
+}
+
+impl Reference {
+    /// The first 64 outputs (the filter's start) and `spread` more spread
+    /// evenly over the signal, short of its last `tail` samples (where a
+    /// filter may leave a last part-block out).
+    pub fn new(taps: &[f32], signal: &[f32], spread: usize, tail: usize) -> Self {
+        let end = signal.len().saturating_sub(tail).max(1);
+        let mut positions: Vec<usize> = (0..64.min(end)).collect();
+        let step = (end / spread.max(1)).max(1);
+        // Past the first 64, ascending: no position twice.
+        positions.extend((0..spread).map(|i| 64 + i * step).filter(|&p| p < end));
+        let want = positions
+            .iter()
+            .map(|&i| {
+                taps.iter()
+                    .enumerate()
+                    .take(i + 1)
+                    .map(|(k, &h)| f64::from(h) * f64::from(signal[i - k]))
+                    .sum()
+            })
+            .collect();
+        let scale = taps.iter().map(|&h| f64::from(h.abs())).sum::<f64>();
+        Reference {
+            positions,
+            want,
+            scale: scale.max(1e-30),
+        }
+    }
+
+    /// Checks the outputs `out`, which start at output position `at`,
+    /// advancing `next` (the index of the next position to check); returns
+    /// the largest error seen, over [`Reference::scale`].
+    pub fn check(&self, at: usize, out: &[f32], next: &mut usize) -> f64 {
+        let mut err = 0f64;
+        while let Some(&p) = self.positions.get(*next) {
+            if p >= at + out.len() {
+                break;
+            }
+            let e = (f64::from(out[p - at]) - self.want[*next]).abs() / self.scale;
+            // A NaN is the worst error there is.
+            err = err.max(if e.is_nan() { f64::INFINITY } else { e });
+            *next += 1;
+        }
+        err
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -461,6 +521,24 @@ mod tests {
         for (a, b) in out.iter().zip(&want[2..]) {
             assert!((a - b).abs() < 1e-5, "{a} vs {b}");
         }
+    }
+
+    #[test]
+    fn a_reference_catches_a_wrong_sample() {
+        let x: Vec<f32> = (0..5000)
+            .map(|i| ((i * 7919) % 2003) as f32 / 1001.5 - 1.0)
+            .collect();
+        let h = [0.3f32, -0.2, 0.5, 0.1, -0.4, 0.25, 0.05];
+        let r = Reference::new(&h, &x, 100, 0);
+        let y = direct(&h, &x);
+        let mut next = 0;
+        assert!(r.check(0, &y[..3000], &mut next) < 1e-6);
+        assert!(r.check(3000, &y[3000..], &mut next) < 1e-6);
+        assert_eq!(next, r.positions.len());
+        let mut bad = y.clone();
+        bad[r.positions[70]] += 0.5;
+        let mut next = 0;
+        assert!(r.check(0, &bad, &mut next) > 1e-3);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use dmaflow::dsp::fir::{Mode, OverlapSave, add_node, flops_per_block};
+use dmaflow::dsp::fir::{Mode, OverlapSave, Reference, add_node, flops_per_block};
 use dmaflow::graph::Graph;
 
 use super::columns::Columns;
@@ -728,65 +728,6 @@ const GR_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
 /// magnitudes (single-precision FFTs of these lengths stay near 1e-7).
 pub const MAX_ERROR: f64 = 1e-5;
 
-/// The filter's exact output at chosen positions, computed in f64 straight
-/// from the definition (`y[i] = sum h[k] x[i - k]`, zero before the signal):
-/// every output of the comparison is checked against it.
-#[derive(Debug, Clone)]
-pub struct Reference {
-    /// Output positions checked, ascending.
-    pub positions: Vec<usize>,
-    /// The output there.
-    pub want: Vec<f64>,
-    /// The sum of the taps' magnitudes (errors are divided by it).
-    pub scale: f64,
-}
-
-impl Reference {
-    /// The first 64 outputs (the filter's start) and `spread` more spread
-    /// evenly over the signal, short of its last `tail` samples (GNU Radio
-    /// drops a tail shorter than its hop).
-    pub fn new(taps: &[f32], signal: &[f32], spread: usize, tail: usize) -> Self {
-        let end = signal.len().saturating_sub(tail).max(1);
-        let mut positions: Vec<usize> = (0..64.min(end)).collect();
-        let step = (end / spread.max(1)).max(1);
-        // Past the first 64, ascending: no position twice.
-        positions.extend((0..spread).map(|i| 64 + i * step).filter(|&p| p < end));
-        let want = positions
-            .iter()
-            .map(|&i| {
-                taps.iter()
-                    .enumerate()
-                    .take(i + 1)
-                    .map(|(k, &h)| f64::from(h) * f64::from(signal[i - k]))
-                    .sum()
-            })
-            .collect();
-        let scale = taps.iter().map(|&h| f64::from(h.abs())).sum::<f64>();
-        Reference {
-            positions,
-            want,
-            scale: scale.max(1e-30),
-        }
-    }
-
-    /// Checks the outputs `out`, which start at output position `at`,
-    /// advancing `next` (the index of the next position to check); returns
-    /// the largest error seen, over [`Reference::scale`].
-    pub fn check(&self, at: usize, out: &[f32], next: &mut usize) -> f64 {
-        let mut err = 0f64;
-        while let Some(&p) = self.positions.get(*next) {
-            if p >= at + out.len() {
-                break;
-            }
-            let e = (f64::from(out[p - at]) - self.want[*next]).abs() / self.scale;
-            // A NaN is the worst error there is.
-            err = err.max(if e.is_nan() { f64::INFINITY } else { e });
-            *next += 1;
-        }
-        err
-    }
-}
-
 /// dmaflow's graph for the GNU Radio comparison: [`graph_run`]'s, its sink
 /// reading only the checked samples (GNU Radio's null sink reads none), timed
 /// as `tb.run()` is; seconds, CPU seconds, largest error, output samples.
@@ -1156,22 +1097,6 @@ mod tests {
         let j = gnuradio_json(&g);
         assert_eq!(j["attribution"].as_array().unwrap().len(), GR_TAPS.len());
         assert!(j["rows"][0]["does"].as_str().unwrap().contains("FFT 64"));
-    }
-
-    #[test]
-    fn a_reference_catches_a_wrong_sample() {
-        let x = noise(5000, 1);
-        let h = noise(7, 2);
-        let r = Reference::new(&h, &x, 100, 0);
-        let y = dmaflow::dsp::fir::direct(&h, &x);
-        let mut next = 0;
-        assert!(r.check(0, &y[..3000], &mut next) < 1e-6);
-        assert!(r.check(3000, &y[3000..], &mut next) < 1e-6);
-        assert_eq!(next, r.positions.len());
-        let mut bad = y.clone();
-        bad[r.positions[70]] += 0.5;
-        let mut next = 0;
-        assert!(r.check(0, &bad, &mut next) > 1e-3);
     }
 
     #[test]
