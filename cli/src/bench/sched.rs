@@ -349,87 +349,13 @@ bodies! {
     }
 }
 
-/// Output `i` of a direct-form FIR: `sum_k taps[k] x[i + TAPS - 1 - k]`,
-/// with `rev` the taps reversed and `x` the window from `x[i]`. Eight
-/// partial sums, so that the compiler keeps them in one vector register (as
-/// VOLK's and futuredsp's dot products do).
-fn dot(rev: &[f32; TAPS], x: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    for (t, v) in rev.chunks_exact(8).zip(x[..TAPS].chunks_exact(8)) {
-        for j in 0..8 {
-            acc[j] += t[j] * v[j];
-        }
-    }
-    acc.iter().sum()
-}
-
-/// Outputs of a direct-form FIR computed together: each tap times `WIDE`
-/// neighbouring inputs added to `WIDE` sums, eight vector registers of
-/// independent sums (so that the adds of one tap never wait on the
-/// previous tap's, as one register of sums would).
-const WIDE: usize = 32;
-
-/// `B` direct-form FIR outputs `out[..B]` from the window `w` (at least
-/// `B + TAPS - 1` items): tap by tap, no reduction per output.
-fn fir_outputs<const B: usize>(rev: &[f32; TAPS], w: &[f32], out: &mut [f32]) {
-    let w = &w[..B + TAPS - 1];
-    let mut acc = [0f32; B];
-    for (k, &t) in rev.iter().enumerate() {
-        for (a, v) in acc.iter_mut().zip(&w[k..k + B]) {
-            *a += t * v;
-        }
-    }
-    out[..B].copy_from_slice(&acc);
-}
-
-/// Direct-form FIR outputs `y` from the window `x` (at least `y.len() +
-/// TAPS - 1` items): [`WIDE`] at a time, then eight at a time, the last
-/// few by [`dot`].
-fn fir_block(rev: &[f32; TAPS], x: &[f32], y: &mut [f32]) {
-    let mut i = 0;
-    while i + WIDE <= y.len() {
-        fir_outputs::<WIDE>(rev, &x[i..], &mut y[i..]);
-        i += WIDE;
-    }
-    while i + 8 <= y.len() {
-        fir_outputs::<8>(rev, &x[i..], &mut y[i..]);
-        i += 8;
-    }
-    for (j, y) in y[i..].iter_mut().enumerate() {
-        *y = dot(rev, &x[i + j..]);
-    }
-}
-
-/// A direct-form FIR stage as a task: each call filters every whole window
-/// readable (the last `TAPS - 1` items stay in the queue as the next call's
-/// history), at most what is free downstream; ends once fewer than `TAPS`
-/// items are left at the end of the stream.
-async fn fir_direct(mut inp: Input<f32>, mut out: Output<f32>, rev: [f32; TAPS]) -> NodeResult {
-    loop {
-        let s = inp.peek_async(TAPS).await?;
-        if s.len() < TAPS {
-            return Ok(());
-        }
-        let d = out.reserve_up_to_async(s.len() - (TAPS - 1)).await?;
-        fir_block(&rev, s, d);
-        let m = d.len();
-        out.commit(m)?;
-        inp.consume(m)?;
-    }
-}
-
-/// The taps reversed, as [`fir_direct`] takes them.
-fn reversed(taps: &[f32]) -> [f32; TAPS] {
-    std::array::from_fn(|k| taps[TAPS - 1 - k])
-}
-
 /// dmaflow's pipes, every node a task (`tasks`) or a thread.
 fn dmaflow_run(
     pipes: usize,
     stages: usize,
     samples: u64,
     block: Block,
-    taps: &[f32],
+    taps: &[f32; TAPS],
     rt: Runtime,
 ) -> Result<Sample, Error> {
     let tasks = rt != Runtime::DmaflowThreads;
@@ -462,7 +388,7 @@ fn dmaflow_run(
                     add!(&stage(s), pass / pass_async(inp, out, u64::MAX, seed))
                 }
                 Block::Fir if rt == Runtime::DmaflowDirect => {
-                    g.task(&stage(s), fir_direct(inp, out, reversed(taps)))?
+                    g.task(&stage(s), fir::run_direct(inp, out, *taps))?
                 }
                 Block::Fir => {
                     let f = OverlapSave::new(taps, None).map_err(Error::peer("dmaflow"))?;
@@ -532,20 +458,18 @@ fn peer_run(
 }
 
 /// The FIR taps every runtime uses: a windowed low-pass (sinc, Hann).
-fn taps() -> Vec<f32> {
+fn taps() -> [f32; TAPS] {
     let m = (TAPS - 1) as f64 / 2.0;
-    (0..TAPS)
-        .map(|i| {
-            let x = i as f64 - m;
-            let sinc = if x == 0.0 {
-                0.25
-            } else {
-                (std::f64::consts::PI * 0.25 * x).sin() / (std::f64::consts::PI * x)
-            };
-            let w = 0.5 - 0.5 * (2.0 * std::f64::consts::PI * i as f64 / (TAPS - 1) as f64).cos();
-            (sinc * w) as f32
-        })
-        .collect()
+    std::array::from_fn(|i| {
+        let x = i as f64 - m;
+        let sinc = if x == 0.0 {
+            0.25
+        } else {
+            (std::f64::consts::PI * 0.25 * x).sin() / (std::f64::consts::PI * x)
+        };
+        let w = 0.5 - 0.5 * (2.0 * std::f64::consts::PI * i as f64 / (TAPS - 1) as f64).cos();
+        (sinc * w) as f32
+    })
 }
 
 /// Everything a run measured.
@@ -845,43 +769,5 @@ mod tests {
         let rep = report(&cfg, &m);
         assert!(rep.text.contains("not measured: FutureSDR"), "{}", rep.text);
         assert_eq!(rep.json["rows"].as_array().unwrap().len(), m.rows.len());
-    }
-
-    #[test]
-    fn the_direct_form_stage_filters_as_the_reference_convolution() {
-        let taps = taps();
-        let mut state = 7;
-        let x: Vec<f32> = (0..5000)
-            .map(|_| (xorshift(&mut state) % 2000) as f32 / 1000.0 - 1.0)
-            .collect();
-        let mut g = Graph::new();
-        let (mut o, i) = g.connect::<f32>(("source", "out"), ("fir", "in")).unwrap();
-        let (f_out, mut sink) = g.connect::<f32>(("fir", "out"), ("sink", "in")).unwrap();
-        let input = x.clone();
-        g.node("source", move || Ok(o.write(&input)?)).unwrap();
-        g.task("fir", fir_direct(i, f_out, reversed(&taps)))
-            .unwrap();
-        let got = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let into = got.clone();
-        g.node("sink", move || {
-            loop {
-                let s = sink.peek(1)?;
-                if s.is_empty() {
-                    return Ok(());
-                }
-                let n = s.len();
-                into.lock().unwrap().extend_from_slice(s);
-                sink.consume(n)?;
-            }
-        })
-        .unwrap();
-        g.run().unwrap();
-        // Whole windows only: the reference from its first full window on.
-        let want = &dmaflow::dsp::fir::direct(&taps, &x)[TAPS - 1..];
-        let got = got.lock().unwrap();
-        assert_eq!(got.len(), want.len());
-        for (k, (a, b)) in got.iter().zip(want).enumerate() {
-            assert!((a - b).abs() < 1e-4, "output {k}: {a} against {b}");
-        }
     }
 }
