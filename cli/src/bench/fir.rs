@@ -473,17 +473,18 @@ pub fn answer(rows: &[Row]) -> String {
     let imp = improvement(rows, "zerocopy");
     let single = improvement(rows, "bare");
     let clause = |what: &str, imp: &[Improvement]| {
-        let faster: Vec<&Improvement> = imp
+        let faster: Vec<String> = imp
             .iter()
             .filter(|i| i.measurable() && i.pct > 0.0)
+            .map(|i| format!("{} at {} %", i.fft_len, i.overlap_pct))
             .collect();
         let slower = imp.iter().filter(|i| i.measurable() && i.pct < 0.0).count();
         let same = imp.len() - faster.len() - slower;
-        let lens = faster
-            .iter()
-            .map(|i| format!("{} at {} %", i.fft_len, i.overlap_pct))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let lens = match faster.is_empty() {
+            true => String::new(),
+            false => format!(" (N = {})", faster.join(", ")),
+        };
+        let pcts = imp.iter().map(|i| i.pct);
         format!(
             "{what} reading windows in place is measurably faster than copying them out at {} of {} \
              points (FFT length and overlap){}, measurably slower at {slower}, and shows no \
@@ -491,13 +492,9 @@ pub fn answer(rows: &[Row]) -> String {
              means from {:+.1} % to {:+.1} %)",
             faster.len(),
             imp.len(),
-            if faster.is_empty() {
-                String::new()
-            } else {
-                format!(" (N = {lens})")
-            },
-            imp.iter().map(|i| i.pct).fold(f64::INFINITY, f64::min),
-            imp.iter().map(|i| i.pct).fold(f64::NEG_INFINITY, f64::max),
+            lens,
+            pcts.clone().fold(f64::INFINITY, f64::min),
+            pcts.fold(f64::NEG_INFINITY, f64::max),
         )
     };
     let families = [
@@ -866,7 +863,7 @@ pub fn run_gnuradio(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<
         }
         // Every timed run must give what the checked one gave (dmaflow's
         // sink checks its output in every run).
-        let timed = super::spread::in_turns(rows.len(), cfg.rounds, |i, round| {
+        super::spread::in_turns(rows.len(), cfg.rounds, |i, round| {
             let row = &mut rows[i];
             let name = row.point.name();
             progress(&format!(
@@ -889,12 +886,10 @@ pub fn run_gnuradio(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<
                 )));
             }
             row.max_error = row.max_error.max(err);
+            row.timed.seconds.push(t);
             row.timed.cpu.push(cpu);
             Ok(t)
         })?;
-        for (row, seconds) in rows.iter_mut().zip(timed) {
-            row.timed.seconds = seconds;
-        }
         out.extend(rows);
     }
     Ok(out)
