@@ -13,7 +13,9 @@
 //!   after it, then transform.
 //!
 //! Both give the same output as `scipy.signal.lfilter(taps, 1.0, x)`: causal, zero
-//! initial state, one output sample per input sample.
+//! initial state, one output sample per input sample. For short filters there is
+//! also a direct-form stage ([`run_direct`]), and [`direct`] and [`Reference`]
+//! compute the filter's output from its definition, to check the others against.
 
 use std::f64::consts::PI;
 use std::sync::Arc;
@@ -426,6 +428,149 @@ pub fn direct(taps: &[f32], x: &[f32]) -> Vec<f32> {
         .collect()
 }
 
+/// A direct-form (time-domain) FIR filter as a task node body
+/// ([`graph::Graph::task`]), for short filters: `T` taps (a multiple of 8),
+/// one output per whole window of `T` samples (the first `T - 1` samples in,
+/// no zero initial state). Each call filters every whole window readable, at
+/// most what is free downstream, the last `T - 1` samples staying in the
+/// queue as the next call's history; it ends once fewer than `T` samples are
+/// left at the end of the stream.
+pub async fn run_direct<const T: usize>(
+    mut input: Input<f32>,
+    mut output: Output<f32>,
+    taps: [f32; T],
+) -> graph::NodeResult {
+    const {
+        assert!(
+            T > 0 && T.is_multiple_of(8),
+            "a direct-form stage takes a multiple of 8 taps"
+        )
+    };
+    let rev: [f32; T] = std::array::from_fn(|k| taps[T - 1 - k]);
+    loop {
+        let s = input.peek_async(T).await?;
+        if s.len() < T {
+            return Ok(());
+        }
+        let d = output.reserve_up_to_async(s.len() - (T - 1)).await?;
+        direct_block(&rev, s, d);
+        let m = d.len();
+        output.commit(m)?;
+        input.consume(m)?;
+    }
+}
+
+/// Outputs of a direct-form FIR computed together: each tap times `WIDE`
+/// neighbouring inputs added to `WIDE` sums, eight vector registers of
+/// independent sums (so that the adds of one tap never wait on the
+/// previous tap's, as one register of sums would).
+const WIDE: usize = 32;
+
+/// Direct-form FIR outputs `y` from the window `x` (at least `y.len() + T -
+/// 1` items), `rev` the taps reversed: [`WIDE`] at a time, then eight at a
+/// time, the last few by [`dot`].
+fn direct_block<const T: usize>(rev: &[f32; T], x: &[f32], y: &mut [f32]) {
+    let mut i = 0;
+    while i + WIDE <= y.len() {
+        direct_outputs::<T, WIDE>(rev, &x[i..], &mut y[i..]);
+        i += WIDE;
+    }
+    while i + 8 <= y.len() {
+        direct_outputs::<T, 8>(rev, &x[i..], &mut y[i..]);
+        i += 8;
+    }
+    for (j, y) in y[i..].iter_mut().enumerate() {
+        *y = dot(rev, &x[i + j..]);
+    }
+}
+
+/// `B` direct-form FIR outputs `out[..B]` from the window `w` (at least
+/// `B + T - 1` items): tap by tap, no reduction per output.
+fn direct_outputs<const T: usize, const B: usize>(rev: &[f32; T], w: &[f32], out: &mut [f32]) {
+    let w = &w[..B + T - 1];
+    let mut acc = [0f32; B];
+    for (k, &t) in rev.iter().enumerate() {
+        for (a, v) in acc.iter_mut().zip(&w[k..k + B]) {
+            *a += t * v;
+        }
+    }
+    out[..B].copy_from_slice(&acc);
+}
+
+/// Output `i` of a direct-form FIR: `sum_k taps[k] x[i + T - 1 - k]`, with
+/// `rev` the taps reversed and `x` the window from `x[i]`. Eight partial
+/// sums, so that the compiler keeps them in one vector register (as VOLK's
+/// and futuredsp's dot products do).
+fn dot<const T: usize>(rev: &[f32; T], x: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    for (t, v) in rev.chunks_exact(8).zip(x[..T].chunks_exact(8)) {
+        for j in 0..8 {
+            acc[j] += t[j] * v[j];
+        }
+    }
+    acc.iter().sum()
+}
+
+/// The filter's exact output at chosen positions, computed in f64 straight
+/// from the definition (`y[i] = sum h[k] x[i - k]`, zero before the signal):
+/// a long filtered stream is checked against it as it goes by, without the
+/// cost of [`direct`] over all of it.
+#[derive(Debug, Clone)]
+pub struct Reference {
+    /// Output positions checked, ascending.
+    pub positions: Vec<usize>,
+    /// The output there.
+    pub want: Vec<f64>,
+    /// The sum of the taps' magnitudes (errors are divided by it).
+    pub scale: f64,
+}
+
+impl Reference {
+    /// The first 64 outputs (the filter's start) and `spread` more spread
+    /// evenly over the signal, short of its last `tail` samples (where a
+    /// filter may leave a last part-block out).
+    pub fn new(taps: &[f32], signal: &[f32], spread: usize, tail: usize) -> Self {
+        let end = signal.len().saturating_sub(tail).max(1);
+        let mut positions: Vec<usize> = (0..64.min(end)).collect();
+        let step = (end / spread.max(1)).max(1);
+        // Past the first 64, ascending: no position twice.
+        positions.extend((0..spread).map(|i| 64 + i * step).filter(|&p| p < end));
+        let want = positions
+            .iter()
+            .map(|&i| {
+                taps.iter()
+                    .enumerate()
+                    .take(i + 1)
+                    .map(|(k, &h)| f64::from(h) * f64::from(signal[i - k]))
+                    .sum()
+            })
+            .collect();
+        let scale = taps.iter().map(|&h| f64::from(h.abs())).sum::<f64>();
+        Reference {
+            positions,
+            want,
+            scale: scale.max(1e-30),
+        }
+    }
+
+    /// Checks the outputs `out`, which start at output position `at`,
+    /// advancing `next` (the index of the next position to check); returns
+    /// the largest error seen, over [`Reference::scale`].
+    pub fn check(&self, at: usize, out: &[f32], next: &mut usize) -> f64 {
+        let mut err = 0f64;
+        while let Some(&p) = self.positions.get(*next) {
+            if p >= at + out.len() {
+                break;
+            }
+            let e = (f64::from(out[p - at]) - self.want[*next]).abs() / self.scale;
+            // A NaN is the worst error there is.
+            err = err.max(if e.is_nan() { f64::INFINITY } else { e });
+            *next += 1;
+        }
+        err
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -460,6 +605,60 @@ mod tests {
         let want = direct(&taps, &x);
         for (a, b) in out.iter().zip(&want[2..]) {
             assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+        }
+    }
+
+    #[test]
+    fn a_reference_catches_a_wrong_sample() {
+        let x: Vec<f32> = (0..5000)
+            .map(|i| ((i * 7919) % 2003) as f32 / 1001.5 - 1.0)
+            .collect();
+        let h = [0.3f32, -0.2, 0.5, 0.1, -0.4, 0.25, 0.05];
+        let r = Reference::new(&h, &x, 100, 0);
+        let y = direct(&h, &x);
+        let mut next = 0;
+        assert!(r.check(0, &y[..3000], &mut next) < 1e-6);
+        assert!(r.check(3000, &y[3000..], &mut next) < 1e-6);
+        assert_eq!(next, r.positions.len());
+        let mut bad = y.clone();
+        bad[r.positions[70]] += 0.5;
+        let mut next = 0;
+        assert!(r.check(0, &bad, &mut next) > 1e-3);
+    }
+
+    #[test]
+    fn the_direct_form_stage_filters_as_the_reference_convolution() {
+        let taps: [f32; 64] = std::array::from_fn(|k| ((k * 37) % 11) as f32 / 20.0 - 0.25);
+        let x: Vec<f32> = (0..5000)
+            .map(|i| ((i * 7919) % 2003) as f32 / 1001.5 - 1.0)
+            .collect();
+        let mut g = graph::Graph::new();
+        let (mut o, i) = g.connect::<f32>(("source", "out"), ("fir", "in")).unwrap();
+        let (f_out, mut sink) = g.connect::<f32>(("fir", "out"), ("sink", "in")).unwrap();
+        let input = x.clone();
+        g.node("source", move || Ok(o.write(&input)?)).unwrap();
+        g.task("fir", run_direct(i, f_out, taps)).unwrap();
+        let got = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let into = got.clone();
+        g.node("sink", move || {
+            loop {
+                let s = sink.peek(1)?;
+                if s.is_empty() {
+                    return Ok(());
+                }
+                let n = s.len();
+                into.lock().unwrap().extend_from_slice(s);
+                sink.consume(n)?;
+            }
+        })
+        .unwrap();
+        g.run().unwrap();
+        // Whole windows only: the reference from its first full window on.
+        let want = &direct(&taps, &x)[63..];
+        let got = got.lock().unwrap();
+        assert_eq!(got.len(), want.len());
+        for (k, (a, b)) in got.iter().zip(want).enumerate() {
+            assert!((a - b).abs() < 1e-4, "output {k}: {a} against {b}");
         }
     }
 

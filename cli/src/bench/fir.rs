@@ -14,14 +14,14 @@ use std::time::Instant;
 
 use serde_json::json;
 
-use dmaflow::dsp::fir::{Mode, OverlapSave, add_node, flops_per_block};
+use dmaflow::dsp::fir::{Mode, OverlapSave, Reference, add_node, flops_per_block};
 use dmaflow::graph::Graph;
 
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
 use super::harness::{OnBoard, Progress, Setup, Spec, Tier, median};
-use super::peers::checksum;
+use super::peers::{checksum, xorshift};
 use super::plot::{LinePlot, XAxis};
 use super::report::{Report, Target, sentence, series_by};
 use super::spread::{Ratio, Spread, Timed};
@@ -113,19 +113,16 @@ pub struct Row {
     pub mode: &'static str,
     /// Filter taps L.
     pub taps: usize,
-    /// MFLOPS by the paper's count over the runs: median, quartiles, range,
-    /// runs.
+    /// MFLOPS by the paper's count over the runs.
     pub spread: Spread,
-    /// On `zerocopy` rows: zero-copy over copy MFLOPS, one ratio per
-    /// interleaved pair of runs (empty on the others).
+    /// On the in-place rows (`zerocopy`, `bare`): their MFLOPS over the
+    /// copying one's, one ratio per interleaved pair of runs.
     pub ratios: Vec<f64>,
 }
 
-/// The improvement of zero-copy over copy at one FFT length and overlap (paper
-/// 001's gain grows with the overlap, so overlaps are not pooled), with its
-/// confidence interval: Student's t over the interleaved pairs of runs,
-/// Bonferroni-corrected so that all the table's intervals hold together with
-/// [`FAMILY_CONFIDENCE`].
+/// The improvement at one FFT length and overlap (paper 001's gain grows with
+/// the overlap, so overlaps are not pooled), with its interval: Student's t
+/// over the pairs, Bonferroni-corrected to hold together at [`FAMILY_CONFIDENCE`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Improvement {
     /// FFT length N.
@@ -171,14 +168,8 @@ pub fn taps_for(fft_len: usize, pct: u32) -> usize {
 
 /// A repeatable pseudo-random signal in [-1, 1).
 fn noise(n: usize, mut seed: u64) -> Vec<f32> {
-    (0..n)
-        .map(|_| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
-        .collect()
+    let mut next = || (xorshift(&mut seed) >> 40) as f32 / (1u64 << 23) as f32 - 1.0;
+    (0..n).map(|_| next()).collect()
 }
 
 /// Runs the filter as a graph over `signal` (all of it, streamed from memory
@@ -197,10 +188,9 @@ fn graph_run(
     Ok((t0.elapsed().as_secs_f64(), sum()))
 }
 
-/// The graph `source -> fir -> sink` over `signal` (FFT length `n`): the
-/// source writes the signal in chunks, the sink hands `look` its state
-/// (`state` at first) and every window it reads, in order; with what gives
-/// that state once the graph has run.
+/// The graph `source -> fir -> sink` over `signal` (FFT length `n`), its sink
+/// handing `look` its state (`state` at first) and every window it reads; with
+/// what gives that state once the graph has run.
 fn fir_graph<S: Copy + Send + 'static>(
     taps: &[f32],
     n: usize,
@@ -281,79 +271,71 @@ fn single_thread_run(
     Ok((secs, checksum(&out[..samples])))
 }
 
-/// Runs the experiment; `progress` hears about each measurement. Zero-copy and
-/// copy runs alternate (ABAB...), so drift of the machine falls on both: on one
-/// thread (paper 001's condition: `bare` reads windows in place, `bare-copy`
-/// copies them out) and in the three-thread graph (`zerocopy`, `copy`).
+/// Paper 001's rows: in place and copying runs alternate (ABAB...) so that
+/// drift falls on both, on one thread (`bare`, `bare-copy`) and in the
+/// three-thread graph (`zerocopy`, `copy`).
 pub fn run_rows(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
     // One signal for every run, larger than the last-level cache at full size.
     let signal = Arc::new(noise(cfg.samples, 0x1234_5678));
     // The rows' modes; each pair's first reads windows in place.
     const MODES: [&str; 4] = ["bare", "bare-copy", "zerocopy", "copy"];
+    let mut overlaps = cfg.overlaps.clone();
+    if !overlaps.contains(&BARE_OVERLAP) {
+        overlaps.push(BARE_OVERLAP);
+        overlaps.sort_unstable();
+    }
     let mut rows = Vec::new();
     for &n in &cfg.fft_lens {
-        let mut overlaps = cfg.overlaps.clone();
-        if !overlaps.contains(&BARE_OVERLAP) {
-            overlaps.push(BARE_OVERLAP);
-            overlaps.sort_unstable();
-        }
         for &pct in &overlaps {
             let l = taps_for(n, pct);
             let taps = noise(l, 0xF1F1 + l as u64);
-            let hop = n - l + 1;
-            let flops = cfg.samples.div_ceil(hop) as f64 * flops_per_block(n);
+            let flops = cfg.samples.div_ceil(n - l + 1) as f64 * flops_per_block(n);
+            // The graph's pair where measured, then the one-thread pair (at
+            // BARE_OVERLAP always).
             let measured = cfg.overlaps.contains(&pct);
-            // The graph's pair where measured, then the one-thread pair.
-            let mut pairs = Vec::new();
-            if measured {
-                pairs.push([2, 3]);
-            }
-            if measured || pct == BARE_OVERLAP {
-                pairs.push([0, 1]);
-            }
+            let pairs = &[[2, 3], [0, 1]][usize::from(!measured)..];
             let mut mflops: [Vec<f64>; 4] = Default::default();
-            let mut sums = Vec::new();
+            let mut first = None;
             for run in 0..cfg.rounds {
                 progress(&format!(
                     "fir N={n} overlap {pct}% run {}/{}",
                     run + 1,
                     cfg.rounds
                 ));
-                for &[a, b] in &pairs {
+                for &[a, b] in pairs {
                     // Alternate which goes first, so neither always follows
                     // the other's cache state.
                     for k in if run % 2 == 0 { [a, b] } else { [b, a] } {
-                        let (t, s) = match k {
+                        let (t, sum) = match k {
                             0 | 1 => single_thread_run(&taps, n, &signal, k == 0)?,
                             2 => graph_run(&taps, n, &signal, Mode::ZeroCopy)?,
                             _ => graph_run(&taps, n, &signal, Mode::Copy)?,
                         };
+                        let expected = *first.get_or_insert(sum);
+                        if sum != expected {
+                            return Err(Error::Corrupted {
+                                what: format!("fir N={n} overlap {pct}% {} output", MODES[k]),
+                                got: sum,
+                                expected,
+                            });
+                        }
                         mflops[k].push(flops / t / 1e6);
-                        sums.push((MODES[k], s));
                     }
                 }
             }
-            let first = sums.first().map(|&(_, s)| s);
-            if let Some(&(mode, bad)) = sums.iter().find(|&&(_, s)| Some(s) != first) {
-                return Err(Error::Corrupted {
-                    what: format!("fir N={n} overlap {pct}% {mode} output"),
-                    got: bad,
-                    expected: first.unwrap_or_default(),
-                });
-            }
-            let ratios = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x / y).collect();
             for (k, v) in mflops.iter().enumerate().filter(|(_, v)| !v.is_empty()) {
+                // The in-place rows carry the pairs' ratios.
+                let copying = mflops.get(k + 1).filter(|_| k % 2 == 0 && measured);
+                let ratios = copying.map_or(Vec::new(), |c| {
+                    v.iter().zip(c).map(|(x, y)| x / y).collect()
+                });
                 rows.push(Row {
                     fft_len: n,
                     overlap_pct: pct,
                     mode: MODES[k],
                     taps: l,
                     spread: Spread::of(v),
-                    ratios: match MODES[k] {
-                        "zerocopy" => ratios(&mflops[2], &mflops[3]),
-                        "bare" if measured => ratios(&mflops[0], &mflops[1]),
-                        _ => Vec::new(),
-                    },
+                    ratios,
                 });
             }
         }
@@ -373,21 +355,12 @@ fn bare_share(rows: &[Row], n: usize) -> Option<f64> {
     Some(at("zerocopy")? / at("bare")? * 100.0)
 }
 
-/// The improvement of zero-copy over manual copy per FFT length and overlap:
-/// the mean of the interleaved pairs' ratios, with an interval corrected for
-/// every comparison the run makes (Bonferroni: each at 1 - 0.05 / m).
-pub fn improvement(rows: &[Row]) -> Vec<Improvement> {
-    improvement_of(rows, "zerocopy")
-}
-
-/// The same on one thread (paper 001's condition): `bare` over `bare-copy`.
-pub fn improvement_single(rows: &[Row]) -> Vec<Improvement> {
-    improvement_of(rows, "bare")
-}
-
-/// The improvement of the rows of `mode` (those carrying pair ratios), with
-/// intervals corrected over that family.
-fn improvement_of(rows: &[Row], mode: &str) -> Vec<Improvement> {
+/// The improvement of reading windows in place over the manual copy per FFT
+/// length and overlap, in the graph (`mode` `zerocopy` over `copy`) or on one
+/// thread (`bare` over `bare-copy`): the mean of the interleaved pairs'
+/// ratios, with an interval corrected for every comparison of that family
+/// (Bonferroni: each at 1 - 0.05 / m).
+pub fn improvement(rows: &[Row], mode: &str) -> Vec<Improvement> {
     let points: Vec<&Row> = rows
         .iter()
         .filter(|r| r.mode == mode && !r.ratios.is_empty())
@@ -460,26 +433,29 @@ fn improvement_columns<'a>() -> Columns<'a, Improvement> {
 /// The table of every point, then the improvement per FFT length and the queue's
 /// cost against the bare loop.
 pub fn render(rows: &[Row]) -> String {
+    let family = |imp: &[Improvement]| {
+        let confidence = FAMILY_CONFIDENCE * 100.0;
+        let n = imp.len();
+        format!(
+            "({n} intervals, Bonferroni-corrected to hold together with {confidence:.0} % confidence)"
+        )
+    };
     let mut out = row_columns().table(rows);
-    let single = improvement_single(rows);
+    let single = improvement(rows, "bare");
     if !single.is_empty() {
         out += &format!(
             "\non one thread (paper 001's condition): windows in place (bare) over the manual copy \
-             (bare-copy), per FFT length and overlap ({} intervals, Bonferroni-corrected to hold \
-             together with {:.0} % confidence):\n",
-            single.len(),
-            FAMILY_CONFIDENCE * 100.0
+             (bare-copy), per FFT length and overlap {}:\n",
+            family(&single)
         );
         out += &improvement_columns().table(&single);
     }
-    let imp = improvement(rows);
+    let imp = improvement(rows, "zerocopy");
     out += &format!(
         "\nin the three-thread graph (source, filter, sink): zero-copy over manual copy per FFT \
-         length and overlap ({} intervals, Bonferroni-corrected to hold together with {:.0} % \
-         confidence), and the graph's zero-copy against the one-thread loop at {BARE_OVERLAP} % \
-         overlap:\n",
-        imp.len(),
-        FAMILY_CONFIDENCE * 100.0
+         length and overlap {}, and the graph's zero-copy against the one-thread loop at \
+         {BARE_OVERLAP} % overlap:\n",
+        family(&imp)
     );
     let ratio = |i: &Improvement| match bare_share(rows, i.fft_len) {
         Some(share) if i.overlap_pct == BARE_OVERLAP => format!("{share:.0}%"),
@@ -494,23 +470,21 @@ pub fn render(rows: &[Row]) -> String {
 /// measurably faster or slower than copying (corrected intervals), the range
 /// of the improvement, and how close zero-copy comes to the bare loop.
 pub fn answer(rows: &[Row]) -> String {
-    let imp = improvement(rows);
-    let single = improvement_single(rows);
-    if imp.is_empty() && single.is_empty() {
-        return sentence(&[]);
-    }
+    let imp = improvement(rows, "zerocopy");
+    let single = improvement(rows, "bare");
     let clause = |what: &str, imp: &[Improvement]| {
-        let faster: Vec<&Improvement> = imp
+        let faster: Vec<String> = imp
             .iter()
             .filter(|i| i.measurable() && i.pct > 0.0)
+            .map(|i| format!("{} at {} %", i.fft_len, i.overlap_pct))
             .collect();
         let slower = imp.iter().filter(|i| i.measurable() && i.pct < 0.0).count();
         let same = imp.len() - faster.len() - slower;
-        let lens = faster
-            .iter()
-            .map(|i| format!("{} at {} %", i.fft_len, i.overlap_pct))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let lens = match faster.is_empty() {
+            true => String::new(),
+            false => format!(" (N = {})", faster.join(", ")),
+        };
+        let pcts = imp.iter().map(|i| i.pct);
         format!(
             "{what} reading windows in place is measurably faster than copying them out at {} of {} \
              points (FFT length and overlap){}, measurably slower at {slower}, and shows no \
@@ -518,22 +492,20 @@ pub fn answer(rows: &[Row]) -> String {
              means from {:+.1} % to {:+.1} %)",
             faster.len(),
             imp.len(),
-            if faster.is_empty() {
-                String::new()
-            } else {
-                format!(" (N = {lens})")
-            },
-            imp.iter().map(|i| i.pct).fold(f64::INFINITY, f64::min),
-            imp.iter().map(|i| i.pct).fold(f64::NEG_INFINITY, f64::max),
+            lens,
+            pcts.clone().fold(f64::INFINITY, f64::min),
+            pcts.fold(f64::NEG_INFINITY, f64::max),
         )
     };
-    let mut clauses = Vec::new();
-    if !single.is_empty() {
-        clauses.push(clause("on one thread (paper 001's condition)", &single));
-    }
-    if !imp.is_empty() {
-        clauses.push(clause("in the three-thread graph", &imp));
-    }
+    let families = [
+        ("on one thread (paper 001's condition)", &single),
+        ("in the three-thread graph", &imp),
+    ];
+    let mut clauses: Vec<String> = families
+        .into_iter()
+        .filter(|(_, imp)| !imp.is_empty())
+        .map(|(what, imp)| clause(what, imp))
+        .collect();
     let shares: Vec<f64> = imp
         .iter()
         .filter_map(|i| bare_share(rows, i.fft_len))
@@ -551,7 +523,7 @@ pub fn answer(rows: &[Row]) -> String {
 /// The improvement of zero-copy over manual copy against the FFT length (the
 /// shape of paper 001 Figs. 4, 6).
 pub fn line_plot(rows: &[Row]) -> LinePlot {
-    let imp = improvement(rows);
+    let imp = improvement(rows, "zerocopy");
     let label = |i: &Improvement| {
         format!(
             "{} % overlap (mean, corrected 95 % interval)",
@@ -607,11 +579,11 @@ pub fn report(cfg: &Config, m: &Measured) -> Report {
         .kept("flops", FLOPS)
         .kept(
             "improvement_single_thread",
-            improvement_columns().json(&improvement_single(rows)),
+            improvement_columns().json(&improvement(rows, "bare")),
         )
         .kept(
             "improvement",
-            improvement_columns().json(&improvement(rows)),
+            improvement_columns().json(&improvement(rows, "zerocopy")),
         )
         .kept("gnuradio", gnuradio_json(&m.gnuradio))
         .plots([line_plot(rows), throughput])
@@ -627,13 +599,12 @@ pub enum GrPoint {
     /// dmaflow's graph at its default FFT length (four times the taps).
     #[default]
     Dmaflow,
-    /// dmaflow's graph at GNU Radio's FFT length (twice the taps, rounded up
-    /// to a power of two).
+    /// dmaflow's graph at GNU Radio's FFT length.
     DmaflowAtGr,
     /// GNU Radio's flowgraph as it comes (its own FFT length).
     Gnuradio,
-    /// GNU Radio's flowgraph with the taps padded with zeros to twice their
-    /// number: the same output, at dmaflow's default FFT length.
+    /// GNU Radio's flowgraph with the taps zero-padded to twice their number
+    /// (the same output at dmaflow's default FFT length).
     GnuradioPadded,
 }
 
@@ -721,19 +692,12 @@ pub struct GrRow {
 impl GrRow {
     /// M samples/s per round.
     pub fn msps(&self) -> Vec<f64> {
-        let rates = self.timed.rates(self.samples as f64);
-        rates.iter().map(|r| r / 1e6).collect()
+        self.timed.rates(self.samples as f64 / 1e6)
     }
 
     /// CPU microseconds per 1000 samples, median of the rounds.
     pub fn cpu_us_per_ksample(&self) -> f64 {
-        let v: Vec<f64> = self
-            .timed
-            .cpu
-            .iter()
-            .map(|c| c * 1e9 / self.samples as f64)
-            .collect();
-        median(&v)
+        median(&self.timed.cpu) * 1e9 / self.samples as f64
     }
 }
 
@@ -761,79 +725,9 @@ const GR_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
 /// magnitudes (single-precision FFTs of these lengths stay near 1e-7).
 pub const MAX_ERROR: f64 = 1e-5;
 
-/// The filter's exact output at chosen positions, computed in f64 straight
-/// from the definition (`y[i] = sum h[k] x[i - k]`, zero before the signal):
-/// every output of the comparison is checked against it.
-#[derive(Debug, Clone)]
-pub struct Reference {
-    /// Output positions checked, ascending.
-    pub positions: Vec<usize>,
-    /// The output there.
-    pub want: Vec<f64>,
-    /// The sum of the taps' magnitudes (errors are divided by it).
-    pub scale: f64,
-}
-
-impl Reference {
-    /// The first 64 outputs (the filter's start) and `spread` more spread
-    /// evenly over the signal, short of its last `tail` samples (GNU Radio
-    /// drops a tail shorter than its hop).
-    pub fn new(taps: &[f32], signal: &[f32], spread: usize, tail: usize) -> Self {
-        let end = signal.len().saturating_sub(tail).max(1);
-        let mut positions: Vec<usize> = (0..64.min(end)).collect();
-        let step = (end / spread.max(1)).max(1);
-        positions.extend((0..spread).map(|i| 64 + i * step).filter(|&p| p < end));
-        positions.sort_unstable();
-        positions.dedup();
-        let want = positions
-            .iter()
-            .map(|&i| {
-                taps.iter()
-                    .enumerate()
-                    .take(i + 1)
-                    .map(|(k, &h)| f64::from(h) * f64::from(signal[i - k]))
-                    .sum()
-            })
-            .collect();
-        Reference {
-            positions,
-            want,
-            scale: taps
-                .iter()
-                .map(|&h| f64::from(h.abs()))
-                .sum::<f64>()
-                .max(1e-30),
-        }
-    }
-
-    /// Checks the outputs `out`, which start at output position `at`,
-    /// advancing `next` (the index of the next position to check); returns
-    /// the largest error seen, over [`Reference::scale`].
-    pub fn check(&self, at: usize, out: &[f32], next: &mut usize) -> f64 {
-        let mut err = 0f64;
-        while let Some(&p) = self.positions.get(*next) {
-            if p >= at + out.len() {
-                break;
-            }
-            let e = (f64::from(out[p - at]) - self.want[*next]).abs() / self.scale;
-            // A NaN is the worst error there is.
-            err = if e.is_nan() {
-                f64::INFINITY
-            } else {
-                err.max(e)
-            };
-            *next += 1;
-        }
-        err
-    }
-}
-
-/// dmaflow's graph for the GNU Radio comparison: the same source and filter
-/// as [`graph_run`], a sink that consumes every output sample and reads only
-/// the checked ones (as GNU Radio's null sink reads none). Timed as GNU
-/// Radio's `tb.run()` is: the filter (and its FFT plans) made before, the
-/// queues made, the threads started, run and joined inside. Returns seconds,
-/// process CPU seconds, the largest error and the output samples.
+/// dmaflow's graph for the GNU Radio comparison: [`graph_run`]'s, its sink
+/// reading only the checked samples (GNU Radio's null sink reads none), timed
+/// as `tb.run()` is; seconds, CPU seconds, largest error, output samples.
 fn peer_graph_run(
     taps: &[f32],
     n: usize,
@@ -874,32 +768,22 @@ fn gnuradio_run(
     if let Some(o) = out {
         cmd.arg(o);
     }
-    let run = super::peers::output_within(&mut cmd, GR_LIMIT)?;
-    let said = String::from_utf8_lossy(&run.stdout).into_owned();
-    let f: Vec<&str> = said.split_whitespace().collect();
-    let parsed = (|| {
+    super::peers::said("gnuradio", &mut cmd, GR_LIMIT, |said| {
+        let [t, c, i, n] = said.split_whitespace().collect::<Vec<_>>()[..] else {
+            return None;
+        };
         Some((
-            f.first()?.parse::<f64>().ok()?,
-            f.get(1)?.parse::<f64>().ok()?,
-            f.get(2)?.parse::<usize>().ok()?,
-            f.get(3)?.parse::<usize>().ok()?,
+            t.parse().ok()?,
+            c.parse().ok()?,
+            i.parse().ok()?,
+            n.parse().ok()?,
         ))
-    })();
-    match parsed {
-        Some(p) if run.status.success() && f.len() == 4 => Ok(p),
-        _ => Err(Error::peer("gnuradio")(format!(
-            "fft_filter_fff flowgraph ({}): said {said:?}; {}",
-            run.status,
-            String::from_utf8_lossy(&run.stderr).trim()
-        ))),
-    }
+    })
 }
 
 /// Runs the experiment: paper 001's rows, then, where GNU Radio is
-/// installed, GNU Radio's `fft_filter_fff` beside dmaflow's graph on the same
-/// samples and taps at four points ([`GrPoint`]): each at its default FFT
-/// length, and each at the other's, taking turns round by round; every
-/// output checked against the same [`Reference`].
+/// installed, its `fft_filter_fff` beside dmaflow's graph at the four
+/// [`GrPoint`]s, every output checked against one [`Reference`].
 pub fn run(cfg: &Config, progress: Progress) -> Result<Measured, Error> {
     let rows = run_rows(cfg, &mut *progress)?;
     let gnuradio = match cfg.samples >= 1 << 20 && super::peers::gnuradio_here() {
@@ -913,23 +797,20 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Measured, Error> {
 pub fn run_gnuradio(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<GrRow>, Error> {
     let signal = Arc::new(noise(cfg.samples, 0x1234_5678));
     let dir = super::peers::ScratchDir::new("dmaflow-fir-gr")?;
-    // Little-endian f32 files, as GNU Radio's script reads them.
-    let write = |name: String, v: &[f32]| {
-        let path = dir.path().join(name);
-        let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-        std::fs::write(&path, bytes).map_err(Error::io(path.display()))?;
-        Ok::<_, Error>(path)
-    };
-    let sig_path = write("signal.f32".into(), &signal)?;
+    let path = |name: String| dir.path().join(name);
+    let sig_path = path("signal.f32".into());
+    super::peers::write_f32(&sig_path, &signal)?;
     let mut out = Vec::new();
     for &l in &GR_TAPS {
         let taps = noise(l, 0xF1F1 + l as u64);
         let mut padded = taps.clone();
         padded.resize(2 * l, 0.0);
         let files = [
-            write(format!("taps-{l}.f32"), &taps)?,
-            write(format!("taps-{l}-padded.f32"), &padded)?,
+            path(format!("taps-{l}.f32")),
+            path(format!("taps-{l}-padded.f32")),
         ];
+        super::peers::write_f32(&files[0], &taps)?;
+        super::peers::write_f32(&files[1], &padded)?;
         // The taps file GNU Radio's point is given.
         let given = |p: GrPoint| &files[usize::from(p == GrPoint::GnuradioPadded)];
         let longest = GrPoint::ALL.iter().map(|p| p.fft_len(l)).max().unwrap_or(l);
@@ -942,6 +823,7 @@ pub fn run_gnuradio(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<
                 point,
                 fft_len: point.fft_len(l),
                 samples: cfg.samples,
+                items_out: cfg.samples,
                 ..GrRow::default()
             })
             .collect();
@@ -952,7 +834,7 @@ pub fn run_gnuradio(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<
                 "fir: {l} taps, {} output checked",
                 row.point.name()
             ));
-            let out_path = dir.path().join("out.f32");
+            let out_path = path("out.f32".into());
             let (_, _, items, fft) = gnuradio_run(&sig_path, given(row.point), Some(&out_path))?;
             let y = crate::files::fir::read_f32_file(&out_path).map_err(Error::peer("gnuradio"));
             let _ = std::fs::remove_file(&out_path);
@@ -979,57 +861,38 @@ pub fn run_gnuradio(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<
             row.max_error = err;
             row.items_out = y.len();
         }
-        let timed = super::spread::in_turns(rows.len(), cfg.rounds, |i, round| {
-            let point = rows[i].point;
+        // Every timed run must give what the checked one gave (dmaflow's
+        // sink checks its output in every run).
+        super::spread::in_turns(rows.len(), cfg.rounds, |i, round| {
+            let row = &mut rows[i];
+            let name = row.point.name();
             progress(&format!(
-                "fir: {l} taps, {} round {}/{}",
-                point.name(),
+                "fir: {l} taps, {name} round {}/{}",
                 round + 1,
                 cfg.rounds
             ));
-            if point.is_gnuradio() {
-                let (t, cpu, items, fft) = gnuradio_run(&sig_path, given(point), None)?;
-                if items != rows[i].items_out || fft != rows[i].fft_len {
-                    return Err(Error::peer("gnuradio")(format!(
-                        "{} at {l} taps: {items} samples through its sink at FFT {fft}; the \
-                         checked run gave {} at FFT {}",
-                        point.name(),
-                        rows[i].items_out,
-                        rows[i].fft_len
-                    )));
-                }
-                rows[i].timed.cpu.push(cpu);
-                Ok(t)
+            let (t, cpu, items, fft, err, peer) = if row.point.is_gnuradio() {
+                let (t, cpu, items, fft) = gnuradio_run(&sig_path, given(row.point), None)?;
+                (t, cpu, items, fft, 0.0, "gnuradio")
             } else {
-                let (t, cpu, err, items) =
-                    peer_graph_run(&taps, rows[i].fft_len, &signal, &reference)?;
-                if err > MAX_ERROR || items != cfg.samples {
-                    return Err(Error::peer("fir")(format!(
-                        "{} at {l} taps: {items} output samples of {}, error {err:.2e} (at most \
-                         {MAX_ERROR:.0e})",
-                        point.name(),
-                        cfg.samples
-                    )));
-                }
-                rows[i].max_error = rows[i].max_error.max(err);
-                rows[i].items_out = items;
-                rows[i].timed.cpu.push(cpu);
-                Ok(t)
+                let (t, cpu, err, items) = peer_graph_run(&taps, row.fft_len, &signal, &reference)?;
+                (t, cpu, items, row.fft_len, err, "fir")
+            };
+            if items != row.items_out || fft != row.fft_len || err > MAX_ERROR {
+                return Err(Error::peer(peer)(format!(
+                    "{name} at {l} taps: {items} output samples at FFT {fft}, error {err:.2e}; \
+                     expected {} at FFT {}, error at most {MAX_ERROR:.0e}",
+                    row.items_out, row.fft_len
+                )));
             }
+            row.max_error = row.max_error.max(err);
+            row.timed.seconds.push(t);
+            row.timed.cpu.push(cpu);
+            Ok(t)
         })?;
-        for (row, seconds) in rows.iter_mut().zip(timed) {
-            row.timed.seconds = seconds;
-        }
         out.extend(rows);
     }
     Ok(out)
-}
-
-/// The throughput of `a` over `b` at `taps`, round by round.
-fn gr_ratio(g: &[GrRow], taps: usize, a: GrPoint, b: GrPoint) -> Option<Ratio> {
-    let find = |p: GrPoint| g.iter().find(|r| r.taps == taps && r.point == p);
-    let (x, y) = (find(a)?, find(b)?);
-    Some(Ratio::of(&x.msps(), &y.msps()))
 }
 
 /// What explains the default-against-default ratio at one tap count: the
@@ -1056,23 +919,25 @@ pub struct Attribution {
 
 /// The attribution at every tap count measured.
 pub fn attribution(g: &[GrRow]) -> Vec<Attribution> {
+    use GrPoint::{Dmaflow, DmaflowAtGr, Gnuradio, GnuradioPadded};
     let mut taps: Vec<usize> = g.iter().map(|r| r.taps).collect();
     taps.dedup();
     taps.into_iter()
         .filter_map(|t| {
-            let whole = gr_ratio(g, t, GrPoint::Dmaflow, GrPoint::Gnuradio)?;
-            let fft = gr_ratio(g, t, GrPoint::Dmaflow, GrPoint::DmaflowAtGr)?;
-            let rest = gr_ratio(g, t, GrPoint::DmaflowAtGr, GrPoint::Gnuradio)?;
-            let gnuradio_longer = gr_ratio(g, t, GrPoint::GnuradioPadded, GrPoint::Gnuradio)?;
+            // The throughput of `a` over `b`, round by round.
+            let ratio = |a: GrPoint, b: GrPoint| {
+                let find = |p| g.iter().find(|r| r.taps == t && r.point == p);
+                Some(Ratio::of(&find(a)?.msps(), &find(b)?.msps()))
+            };
+            let (fft, rest) = (ratio(Dmaflow, DmaflowAtGr)?, ratio(DmaflowAtGr, Gnuradio)?);
             let (f, r) = (fft.0.median.ln(), rest.0.median.ln());
-            let fft_share = ((f + r).abs() > 0.02f64.ln_1p()).then(|| f / (f + r));
             Some(Attribution {
                 taps: t,
-                whole,
+                whole: ratio(Dmaflow, Gnuradio)?,
                 fft,
                 rest,
-                gnuradio_longer,
-                fft_share,
+                gnuradio_longer: ratio(GnuradioPadded, Gnuradio)?,
+                fft_share: ((f + r).abs() > 0.02f64.ln_1p()).then(|| f / (f + r)),
             })
         })
         .collect()
@@ -1107,20 +972,17 @@ fn gnuradio_text(g: &[GrRow]) -> (String, Vec<Target>) {
              min..max; default/default = FFT length x same-FFT, round by round; the FFT's share \
              is of the logarithm):\n";
     text += &attribution_columns().table(&attr);
+    let target = |t, what, r: Ratio, found| {
+        let what = format!("{t} taps: dmaflow >= 1.2x GNU Radio's fft_filter_fff{what}");
+        Target::new(what, found, r.0.median >= 1.2)
+    };
     let same = attr.iter().map(|a| {
-        Target::new(
-            format!(
-                "{} taps: dmaflow >= 1.2x GNU Radio's fft_filter_fff at the same FFT length",
-                a.taps
-            ),
-            format!("{} ({})", a.rest.text(), a.rest.verdict()),
-            a.rest.0.median >= 1.2,
-        )
+        let found = format!("{} ({})", a.rest.text(), a.rest.verdict());
+        target(a.taps, " at the same FFT length", a.rest, found)
     });
     let default = attr.iter().map(|a| {
-        let what = "GNU Radio's fft_filter_fff, each at its default FFT length";
-        let what = format!("{} taps: dmaflow >= 1.2x {what}", a.taps);
-        Target::new(what, a.whole.text(), a.whole.0.median >= 1.2)
+        let what = ", each at its default FFT length";
+        target(a.taps, what, a.whole, a.whole.text())
     });
     let targets: Vec<Target> = same.chain(default).collect();
     text += &Target::lines(&targets);
@@ -1194,7 +1056,6 @@ fn gnuradio_json(g: &[GrRow]) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::plot::write_svg;
 
     /// Where GNU Radio is installed: every point's output matches the
     /// reference, the FFT lengths are the ones claimed, and the report
@@ -1234,31 +1095,11 @@ mod tests {
     }
 
     #[test]
-    fn a_reference_catches_a_wrong_sample() {
-        let x = noise(5000, 1);
-        let h = noise(7, 2);
-        let r = Reference::new(&h, &x, 100, 0);
-        let y = dmaflow::dsp::fir::direct(&h, &x);
-        let mut next = 0;
-        assert!(r.check(0, &y[..3000], &mut next) < 1e-6);
-        assert!(r.check(3000, &y[3000..], &mut next) < 1e-6);
-        assert_eq!(next, r.positions.len());
-        let mut bad = y.clone();
-        bad[r.positions[70]] += 0.5;
-        let mut next = 0;
-        assert!(r.check(0, &bad, &mut next) > 1e-3);
-    }
-
-    #[test]
-    fn taps_follow_the_overlap() {
+    fn taps_follow_the_overlap_and_t_quantiles_are_students() {
         assert_eq!(taps_for(16, 10), 2);
         assert_eq!(taps_for(1024, 50), 512);
         assert_eq!(taps_for(16, 0), 1);
         assert_eq!(taps_for(16, 100), 16);
-    }
-
-    #[test]
-    fn t_quantiles_are_students() {
         // Printed tables: t(0.975) with 1, 10 and 1000 degrees of freedom.
         assert!((t_quantile(0.975, 1) - 12.706).abs() < 1e-3);
         assert!((t_quantile(0.975, 10) - 2.228).abs() < 1e-3);
@@ -1277,18 +1118,18 @@ mod tests {
             ratios,
         };
         // Ratios 0.99 and 1.01: mean 0 %, interval about +-12.7 %.
-        let same = improvement(&[row(vec![0.99, 1.01])]);
+        let same = improvement(&[row(vec![0.99, 1.01])], "zerocopy");
         assert!(same[0].pct.abs() < 1e-9);
         assert!(!same[0].measurable(), "{same:?}");
         // Five ratios near 1.10: measurably faster.
-        let faster = improvement(&[row(vec![1.09, 1.10, 1.11, 1.10, 1.10])]);
+        let faster = improvement(&[row(vec![1.09, 1.10, 1.11, 1.10, 1.10])], "zerocopy");
         assert!((faster[0].pct - 10.0).abs() < 1e-6);
         assert!(faster[0].measurable() && faster[0].low > 9.0, "{faster:?}");
         assert!(answer(&[row(vec![0.99, 1.01])]).contains("no measurable difference at 1"));
         // The same ratios among 39 comparisons get a wider interval
         // (Bonferroni), and a gain that is clear alone may not be then.
         let edge = vec![1.02, 1.03, 1.01, 1.02, 1.02];
-        let alone = improvement(&[row(edge.clone())]);
+        let alone = improvement(&[row(edge.clone())], "zerocopy");
         let family: Vec<Row> = (0..39)
             .map(|i| Row {
                 fft_len: 16 << (i / 3),
@@ -1296,7 +1137,7 @@ mod tests {
                 ..row(edge.clone())
             })
             .collect();
-        let among = improvement(&family);
+        let among = improvement(&family, "zerocopy");
         assert_eq!((among.len(), among[0].comparisons), (39, 39));
         assert!(alone[0].measurable(), "{alone:?}");
         assert!(among[0].high - among[0].low > 2.0 * (alone[0].high - alone[0].low));
@@ -1305,10 +1146,12 @@ mod tests {
 
     #[test]
     fn tiny_run_is_consistent() {
-        let rows = run_rows(&Config::at(&Setup::TINY), |_| {}).unwrap();
+        let cfg = Config::at(&Setup::TINY);
+        let m = run(&cfg, &mut |_| {}).unwrap();
+        let rows = &m.rows;
         // bare, bare-copy, zerocopy and copy per (N, overlap).
         assert_eq!(rows.len(), 2 * 2 * 4);
-        for r in &rows {
+        for r in rows {
             assert!(
                 r.spread.median.is_finite() && r.spread.median > 0.0,
                 "{r:?}"
@@ -1318,22 +1161,14 @@ mod tests {
             assert_eq!(r.ratios.len(), usize::from(with), "{r:?}");
         }
         assert_eq!(rows.iter().filter(|r| r.mode == "bare").count(), 4);
-        assert_eq!(improvement_single(&rows).len(), 4);
-        let imp = improvement(&rows);
-        // One per (N, overlap).
-        assert_eq!(imp.len(), 4);
-        let cfg = Config::at(&Setup::TINY);
-        let measured = Measured {
-            rows: rows.clone(),
-            gnuradio: Vec::new(),
-        };
-        let j = report(&cfg, &measured).json;
-        assert_eq!(j["experiment"], "fir");
-        assert_eq!(j["rows"].as_array().unwrap().len(), rows.len());
+        assert_eq!(improvement(rows, "bare").len(), 4);
+        // One per (N, overlap), in the JSON too, each corrected over all four
+        // (no GNU Radio rows at this size).
+        assert_eq!(improvement(rows, "zerocopy").len(), 4);
+        assert!(m.gnuradio.is_empty());
+        let j = report(&cfg, &m).json;
         assert_eq!(j["improvement"].as_array().unwrap().len(), 4);
         assert_eq!(j["improvement"][0]["comparisons"], 4);
-        assert!(render(&rows).contains("Bonferroni"));
-        let dir = tempfile::tempdir().unwrap();
-        write_svg(&dir.path().join("fir.svg"), &line_plot(&rows)).unwrap();
+        assert!(render(rows).contains("Bonferroni"));
     }
 }

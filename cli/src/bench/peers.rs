@@ -50,6 +50,12 @@ impl Drop for ScratchDir {
     }
 }
 
+/// Writes `v` to `path` as little-endian f32, as the peers' programs read it.
+pub fn write_f32(path: &Path, v: &[f32]) -> Result<(), Error> {
+    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+    std::fs::write(path, bytes).map_err(Error::io(path.display()))
+}
+
 /// Whether GNU Radio's Python API with gr-zeromq is here.
 pub fn gnuradio_here() -> bool {
     Command::new("/usr/bin/python3")
@@ -120,6 +126,27 @@ impl Drop for Peer {
 pub fn output_within(cmd: &mut Command, limit: Duration) -> Result<std::process::Output, Error> {
     let what = format!("{:?}", cmd.get_program());
     Peer::spawn(cmd, Stdio::null(), &what)?.wait_within(limit)
+}
+
+/// What `peer`'s program `cmd` printed, run to its end within `limit` and read
+/// by `parse`: a failed run, or output `parse` refuses, is `peer`'s error
+/// quoting what it said.
+pub fn said<T>(
+    peer: &'static str,
+    cmd: &mut Command,
+    limit: Duration,
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> Result<T, Error> {
+    let run = output_within(cmd, limit)?;
+    let said = String::from_utf8_lossy(&run.stdout);
+    match parse(&said) {
+        Some(v) if run.status.success() => Ok(v),
+        _ => Err(Error::peer(peer)(format!(
+            "({}) said {said:?}; {}",
+            run.status,
+            String::from_utf8_lossy(&run.stderr).trim()
+        ))),
+    }
 }
 
 /// The first row of each kind (`key`), in the order the rows first name it.
@@ -198,6 +225,15 @@ impl Backoff {
     pub fn reset(&mut self) {
         self.0 = 0;
     }
+}
+
+/// xorshift64 (13, 7, 17): the next draw from state `s` (the generator of
+/// the experiments' pseudo-random signals and of FutureSDR's random copies).
+pub fn xorshift(s: &mut u64) -> u64 {
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    *s
 }
 
 /// Sets every item to the float whose bits are its sequence number.

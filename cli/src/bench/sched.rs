@@ -3,26 +3,14 @@
 //! Radio scheduler studies before them): P parallel pipes, each
 //! `null source -> head(N) -> S blocks -> null sink`, the blocks either
 //! copies (the runtime's own cost per hand-over), copies of a random 1..=128
-//! items per call (FutureSDR's `perf/null_rand` shape: small, irregular
-//! hand-overs) or 64-tap FIR filters (runtime plus computation). Every block
-//! of every runtime takes, per call, what is readable and free (the random
-//! copies at most their draw), and every runtime has 64 KiB buffers.
-//!
-//! Runtimes, each with its own blocks, taking turns round by round (the
-//! order reversed every other round):
-//! - dmaflow with every node a task on its worker pool ([`Graph::task`]),
-//! - dmaflow with every node on a thread of its own ([`Graph::node`]),
-//! - FutureSDR 0.8.0 (its default runtime and blocks), built by this
-//!   command in a directory of its own (`cli/peers/futuresdr-sched`, into
-//!   `target/futuresdr`), so that none of its crates enters dmaflow's tree,
-//! - GNU Radio 3.10 from its Python API where installed.
-//!
-//! Each runtime's span is the run of an assembled flowgraph to its end
-//! (dmaflow `Graph::run`, FutureSDR `Runtime::run`, GNU Radio
-//! `top_block.run`), with the process's CPU time over the same span; every
-//! sink's item count is checked against what its blocks must deliver.
+//! items per call (small, irregular hand-overs) or 64-tap FIR filters
+//! (runtime plus computation), in dmaflow's graph (tasks, [`Graph::task`], or
+//! threads, [`Graph::node`]), FutureSDR 0.8.0 (built by this command in a
+//! directory of its own, `cli/peers/futuresdr-sched` into `target/futuresdr`,
+//! so that none of its crates enters dmaflow's tree) and GNU Radio 3.10 from
+//! its Python API where installed.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,6 +20,7 @@ use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
 use super::harness::{OnBoard, Progress, Setup, Spec, Tier};
+use super::peers::xorshift;
 use super::report::{Report, Target, sentence};
 use super::spread::{Ratio, Spread, Timed, in_turns};
 use dmaflow::dsp::fir::{self, Mode, OverlapSave};
@@ -48,12 +37,8 @@ pub struct Config {
     pub pipes: usize,
     /// Stage counts.
     pub stages: Vec<usize>,
-    /// Samples per pipe through copy stages.
-    pub copy_samples: u64,
-    /// Samples per pipe through random copy stages.
-    pub rand_samples: u64,
-    /// Samples per pipe through FIR stages.
-    pub fir_samples: u64,
+    /// Samples per pipe through copy, random copy and FIR stages ([`Block`]'s order).
+    pub samples: [u64; 3],
     /// Rounds.
     pub rounds: usize,
     /// Whether to measure the peers (FutureSDR, GNU Radio) where present.
@@ -73,9 +58,7 @@ impl Config {
             stages: vec![1, 2, 5, 10, 20],
             // Copies through 64 KiB buffers run at several G samples/s: 50 M
             // per pipe keep a run at 1 stage over 40 ms.
-            copy_samples: 50_000_000,
-            rand_samples: 5_000_000,
-            fir_samples: 2_000_000,
+            samples: [50_000_000, 5_000_000, 2_000_000],
             rounds: 5,
             peers: true,
             build_futuresdr: true,
@@ -84,9 +67,7 @@ impl Config {
             Tier::Full => full,
             Tier::Quick => Config {
                 stages: vec![1, 5, 20],
-                copy_samples: 20_000_000,
-                rand_samples: 2_000_000,
-                fir_samples: 500_000,
+                samples: [20_000_000, 2_000_000, 500_000],
                 rounds: 3,
                 build_futuresdr: false,
                 ..full
@@ -94,21 +75,11 @@ impl Config {
             Tier::Tiny => Config {
                 pipes: 2,
                 stages: vec![1, 3],
-                copy_samples: 100_000,
-                rand_samples: 100_000,
-                fir_samples: 20_000,
+                samples: [100_000, 100_000, 20_000],
                 rounds: 1,
                 peers: false,
                 build_futuresdr: false,
             },
-        }
-    }
-
-    fn samples(&self, block: Block) -> u64 {
-        match block {
-            Block::Copy => self.copy_samples,
-            Block::Rand => self.rand_samples,
-            Block::Fir => self.fir_samples,
         }
     }
 }
@@ -132,14 +103,6 @@ pub const RAND_MAX_COPY: u64 = 128;
 /// FutureSDR's program (`cli/peers/futuresdr-sched`).
 fn rand_seed(pipe: usize, stage: usize) -> u64 {
     0x9E37_79B9_7F4A_7C15 ^ ((pipe as u64) << 32 | (stage as u64 + 1))
-}
-
-/// xorshift64 (13, 7, 17): the next draw (the peer's generator too).
-fn xorshift(s: &mut u64) -> u64 {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    *s
 }
 
 impl Block {
@@ -203,9 +166,6 @@ impl Runtime {
                  and free, at most the same random 1..=128 items per call, same generator and \
                  seeds)"
             }
-            (Runtime::GnuRadio | Runtime::GnuRadioFft, Block::Rand) => {
-                "not measured: GNU Radio has no random copy block"
-            }
             (Runtime::DmaflowThreads, Block::Copy) => {
                 "dmaflow Graph, every node on a thread of its own; same nodes as dmaflow-tasks"
             }
@@ -221,7 +181,6 @@ impl Runtime {
                  the queue's window, what is readable and free per call; only whole windows: 63 \
                  samples fewer per stage)"
             }
-            (Runtime::DmaflowDirect, _) => "not measured: FIR stages only",
             (Runtime::FutureSdr, Block::Copy) => {
                 "FutureSDR 0.8.0 default runtime (smol, one worker per core), \
                  FUTURESDR_BUFFER_SIZE=65536 (as its own perf flowgraphs set it): NullSource, \
@@ -238,21 +197,21 @@ impl Runtime {
             (Runtime::GnuRadio, Block::Fir) => {
                 "GNU Radio 3.10: fir_filter_fff, time-domain (VOLK dot products)"
             }
-            (Runtime::GnuRadioFft, _) => {
+            (Runtime::GnuRadioFft, Block::Fir) => {
                 "GNU Radio 3.10: fft_filter_fff, overlap-save with FFTW (FFT 128 for 64 taps)"
             }
+            // The direct form and GNU Radio's FFT filter run FIR stages only, and GNU
+            // Radio has no random copy block: no row has these.
+            _ => "not measured",
         }
     }
 
     /// The FIR algorithm of its FIR stages ("-" for copies).
     pub fn algorithm(self, block: Block) -> &'static str {
         match (self, block) {
-            (Runtime::DmaflowTasks | Runtime::DmaflowThreads, Block::Fir) => "FFT (overlap-save)",
-            (Runtime::GnuRadioFft, Block::Fir) => "FFT (overlap-save)",
-            (Runtime::FutureSdr | Runtime::GnuRadio | Runtime::DmaflowDirect, Block::Fir) => {
-                "direct form"
-            }
-            _ => "-",
+            (_, Block::Copy | Block::Rand) => "-",
+            (Runtime::FutureSdr | Runtime::GnuRadio | Runtime::DmaflowDirect, _) => "direct form",
+            _ => "FFT (overlap-save)",
         }
     }
 
@@ -316,27 +275,25 @@ struct Sample {
     sink_items: Vec<u64>,
 }
 
-/// Defines a node body twice from one text: blocking, for a thread node,
+/// Defines node bodies twice from one text: blocking, for a thread node,
 /// and async, for a task node.
 macro_rules! bodies {
-    ($(#[$m:meta])* fn $name:ident / $aname:ident ($($arg:ident: $t:ty),*) -> $ret:ty $body:block) => {
+    ($($(#[$m:meta])* fn $name:ident / $aname:ident ($($arg:ident: $t:ty),*) -> $ret:ty $body:block)*) => {$(
         $(#[$m])*
-        fn $name($($arg: $t),*) -> $ret {
-            #[allow(unused_macros)]
+        #[allow(unused_mut, unused_macros)]
+        fn $name($(mut $arg: $t),*) -> $ret {
             macro_rules! peek { ($p:expr, $n:expr) => { $p.peek($n) } }
-            #[allow(unused_macros)]
             macro_rules! reserve_up_to { ($p:expr, $n:expr) => { $p.reserve_up_to($n) } }
             $body
         }
         $(#[$m])*
-        async fn $aname($($arg: $t),*) -> $ret {
-            #[allow(unused_macros)]
+        #[allow(unused_mut, unused_macros)]
+        async fn $aname($(mut $arg: $t),*) -> $ret {
             macro_rules! peek { ($p:expr, $n:expr) => { $p.peek_async($n).await } }
-            #[allow(unused_macros)]
             macro_rules! reserve_up_to { ($p:expr, $n:expr) => { $p.reserve_up_to_async($n).await } }
             $body
         }
-    };
+    )*};
 }
 
 /// Bytes of every dmaflow queue: the library's default (64 KiB), as
@@ -344,14 +301,10 @@ macro_rules! bodies {
 /// default (2 x 32 KiB).
 pub const QUEUE_BYTES: usize = dmaflow::graph::DEFAULT_QUEUE_BYTES;
 
-/// FutureSDR's buffer size in this comparison, in bytes.
-const FUTURESDR_BUFFER_BYTES: usize = QUEUE_BYTES;
-
 bodies! {
     /// An endless source of zeros (GNU Radio's `null_source`): fills what
     /// is free.
     fn null_source / null_source_async(out: Output<f32>) -> NodeResult {
-        let mut out = out;
         loop {
             let d = reserve_up_to!(out, usize::MAX)?;
             d.fill(0.0);
@@ -359,23 +312,18 @@ bodies! {
             out.commit(k)?;
         }
     }
-}
 
-bodies! {
     /// Passes items on, at most `limit` of them (`head`; `u64::MAX`: a copy),
     /// each call what is readable and free; with `rand`, at most a draw of
     /// 1..=[`RAND_MAX_COPY`] items from that generator state per call.
     fn pass / pass_async(inp: Input<f32>, out: Output<f32>, limit: u64, rand: Option<u64>) -> NodeResult {
-        let (mut inp, mut out) = (inp, out);
-        let mut left = limit;
-        let mut state = rand;
-        while left > 0 {
+        while limit > 0 {
             let s = peek!(inp, 1)?;
             if s.is_empty() {
                 break;
             }
-            let mut k = (s.len() as u64).min(left) as usize;
-            if let Some(st) = state.as_mut() {
+            let mut k = (s.len() as u64).min(limit) as usize;
+            if let Some(st) = rand.as_mut() {
                 k = k.min(1 + (xorshift(st) % RAND_MAX_COPY) as usize);
             }
             let d = reserve_up_to!(out, k)?;
@@ -383,16 +331,13 @@ bodies! {
             d.copy_from_slice(&s[..m]);
             out.commit(m)?;
             inp.consume(m)?;
-            left -= m as u64;
+            limit -= m as u64;
         }
         Ok(())
     }
-}
 
-bodies! {
     /// Counts what arrives (`null_sink`).
     fn null_sink / null_sink_async(inp: Input<f32>, count: Arc<AtomicU64>) -> NodeResult {
-        let mut inp = inp;
         loop {
             let k = peek!(inp, 1)?.len();
             if k == 0 {
@@ -404,82 +349,13 @@ bodies! {
     }
 }
 
-/// Output `i` of a direct-form FIR: `sum_k taps[k] x[i + TAPS - 1 - k]`,
-/// with `rev` the taps reversed and `x` the window from `x[i]`. Eight
-/// partial sums, so that the compiler keeps them in one vector register (as
-/// VOLK's and futuredsp's dot products do).
-fn dot(rev: &[f32; TAPS], x: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    for (t, v) in rev.chunks_exact(8).zip(x[..TAPS].chunks_exact(8)) {
-        for j in 0..8 {
-            acc[j] += t[j] * v[j];
-        }
-    }
-    acc.iter().sum()
-}
-
-/// Outputs of a direct-form FIR computed together: each tap times `WIDE`
-/// neighbouring inputs added to `WIDE` sums, eight vector registers of
-/// independent sums (so that the adds of one tap never wait on the
-/// previous tap's, as one register of sums would).
-const WIDE: usize = 32;
-
-/// `B` direct-form FIR outputs `out[..B]` from the window `w` (at least
-/// `B + TAPS - 1` items): tap by tap, no reduction per output.
-fn fir_outputs<const B: usize>(rev: &[f32; TAPS], w: &[f32], out: &mut [f32]) {
-    let w = &w[..B + TAPS - 1];
-    let mut acc = [0f32; B];
-    for (k, &t) in rev.iter().enumerate() {
-        for (a, v) in acc.iter_mut().zip(&w[k..k + B]) {
-            *a += t * v;
-        }
-    }
-    out[..B].copy_from_slice(&acc);
-}
-
-/// Direct-form FIR outputs `y` from the window `x` (at least `y.len() +
-/// TAPS - 1` items): [`WIDE`] at a time, then eight at a time, the last
-/// few by [`dot`].
-fn fir_block(rev: &[f32; TAPS], x: &[f32], y: &mut [f32]) {
-    let mut i = 0;
-    while i + WIDE <= y.len() {
-        fir_outputs::<WIDE>(rev, &x[i..], &mut y[i..]);
-        i += WIDE;
-    }
-    while i + 8 <= y.len() {
-        fir_outputs::<8>(rev, &x[i..], &mut y[i..]);
-        i += 8;
-    }
-    for (j, y) in y[i..].iter_mut().enumerate() {
-        *y = dot(rev, &x[i + j..]);
-    }
-}
-
-/// A direct-form FIR stage as a task: each call filters every whole window
-/// readable (the last `TAPS - 1` items stay in the queue as the next call's
-/// history), at most what is free downstream; ends once fewer than `TAPS`
-/// items are left at the end of the stream.
-async fn fir_direct(mut inp: Input<f32>, mut out: Output<f32>, rev: [f32; TAPS]) -> NodeResult {
-    loop {
-        let s = inp.peek_async(TAPS).await?;
-        if s.len() < TAPS {
-            return Ok(());
-        }
-        let d = out.reserve_up_to_async(s.len() - (TAPS - 1)).await?;
-        fir_block(&rev, s, d);
-        let m = d.len();
-        out.commit(m)?;
-        inp.consume(m)?;
-    }
-}
-
 /// dmaflow's pipes, every node a task (`tasks`) or a thread.
 fn dmaflow_run(
     pipes: usize,
     stages: usize,
     samples: u64,
     block: Block,
-    taps: &[f32],
+    taps: &[f32; TAPS],
     rt: Runtime,
 ) -> Result<Sample, Error> {
     let tasks = rt != Runtime::DmaflowThreads;
@@ -498,40 +374,26 @@ fn dmaflow_run(
         let name = |s: &str| format!("{s}{p}");
         let (src, h_in) = g.connect::<f32>((&name("source"), "out"), (&name("head"), "in"))?;
         add!(&name("source"), null_source / null_source_async(src));
-        let stage = |s: usize| {
-            if s < stages {
-                format!("s{p}_{s}")
-            } else {
-                name("sink")
-            }
+        let stage = |s: usize| match s < stages {
+            true => format!("s{p}_{s}"),
+            false => name("sink"),
         };
         let (h_out, mut inp) = g.connect::<f32>((&name("head"), "out"), (&stage(0), "in"))?;
         add!(&name("head"), pass / pass_async(h_in, h_out, samples, None));
         for s in 0..stages {
             let (out, next) = g.connect::<f32>((&stage(s), "out"), (&stage(s + 1), "in"))?;
             match block {
-                Block::Copy => add!(&stage(s), pass / pass_async(inp, out, u64::MAX, None)),
-                Block::Rand => {
-                    let seed = Some(rand_seed(p, s));
+                Block::Copy | Block::Rand => {
+                    let seed = (block == Block::Rand).then(|| rand_seed(p, s));
                     add!(&stage(s), pass / pass_async(inp, out, u64::MAX, seed))
                 }
                 Block::Fir if rt == Runtime::DmaflowDirect => {
-                    let mut rev = [0f32; TAPS];
-                    for (r, t) in rev.iter_mut().zip(taps.iter().rev()) {
-                        *r = *t;
-                    }
-                    g.task(&stage(s), fir_direct(inp, out, rev))?
+                    g.task(&stage(s), fir::run_direct(inp, out, *taps))?
                 }
                 Block::Fir => {
-                    let f = OverlapSave::new(taps, None).map_err(|e| Error::Peer {
-                        peer: "dmaflow",
-                        reason: e.to_string(),
-                    })?;
-                    if tasks {
-                        fir::add_task(&mut g, &stage(s), f, Mode::ZeroCopy, inp, out)?;
-                    } else {
-                        fir::add_node(&mut g, &stage(s), f, Mode::ZeroCopy, inp, out)?;
-                    }
+                    let f = OverlapSave::new(taps, None).map_err(Error::peer("dmaflow"))?;
+                    let add = if tasks { fir::add_task } else { fir::add_node };
+                    add(&mut g, &stage(s), f, Mode::ZeroCopy, inp, out)?;
                 }
             }
             inp = next;
@@ -556,60 +418,58 @@ const PEER_LIMIT: Duration = Duration::from_secs(300);
 
 const GR_SCRIPT: &str = include_str!("../../../scripts/gnuradio_sched_bench.py");
 
-/// Runs a peer's program and reads its JSON line.
-fn peer_run(peer: &'static str, cmd: &mut Command) -> Result<Sample, Error> {
-    let run = super::peers::output_within(cmd, PEER_LIMIT)?;
-    let said = String::from_utf8_lossy(&run.stdout).into_owned();
-    let v: Option<serde_json::Value> = said
-        .lines()
-        .last()
-        .and_then(|l| serde_json::from_str(l).ok());
-    let parsed = v.as_ref().and_then(|v| {
+/// A peer's flowgraph (FutureSDR's program or GNU Radio's script) run to its
+/// end, its JSON line read.
+fn peer_run(
+    rt: Runtime,
+    futuresdr: &Result<PathBuf, String>,
+    (pipes, stages, n): (usize, usize, u64),
+    block: Block,
+    taps: &Path,
+) -> Result<Sample, Error> {
+    let (peer, mut cmd) = match rt {
+        Runtime::FutureSdr => {
+            let mut cmd = Command::new(futuresdr.as_ref().map_err(Error::peer("futuresdr"))?);
+            cmd.env("FUTURESDR_BUFFER_SIZE", QUEUE_BYTES.to_string());
+            ("futuresdr", cmd)
+        }
+        _ => {
+            let mut cmd = Command::new("/usr/bin/python3");
+            cmd.args(["-c", GR_SCRIPT]);
+            ("gnuradio", cmd)
+        }
+    };
+    cmd.args([pipes.to_string(), stages.to_string(), n.to_string()]);
+    match (rt, block) {
+        (_, Block::Copy) => cmd.arg("copy"),
+        (_, Block::Rand) => cmd.arg("rand"),
+        (Runtime::GnuRadioFft, _) => cmd.arg("fft").arg(taps),
+        _ => cmd.arg("fir").arg(taps),
+    };
+    super::peers::said(peer, &mut cmd, PEER_LIMIT, |said| {
+        let v: serde_json::Value = serde_json::from_str(said.lines().last()?).ok()?;
+        let items = v["sink_items"].as_array()?.iter().map(|x| x.as_u64());
         Some(Sample {
             seconds: v["seconds"].as_f64()?,
             cpu_seconds: v["cpu_seconds"].as_f64()?,
-            sink_items: v["sink_items"]
-                .as_array()?
-                .iter()
-                .map(|x| x.as_u64())
-                .collect::<Option<Vec<u64>>>()?,
+            sink_items: items.collect::<Option<_>>()?,
         })
-    });
-    match parsed {
-        Some(s) if run.status.success() => Ok(s),
-        _ => Err(Error::Peer {
-            peer,
-            reason: format!(
-                "({}) said {said:?}; {}",
-                run.status,
-                String::from_utf8_lossy(&run.stderr).trim()
-            ),
-        }),
-    }
-}
-
-/// The peers present here: FutureSDR's program and whether GNU Radio is, or
-/// why not.
-struct Peers {
-    futuresdr: Result<PathBuf, String>,
-    gnuradio: Result<(), String>,
+    })
 }
 
 /// The FIR taps every runtime uses: a windowed low-pass (sinc, Hann).
-fn taps() -> Vec<f32> {
+fn taps() -> [f32; TAPS] {
     let m = (TAPS - 1) as f64 / 2.0;
-    (0..TAPS)
-        .map(|i| {
-            let x = i as f64 - m;
-            let sinc = if x == 0.0 {
-                0.25
-            } else {
-                (std::f64::consts::PI * 0.25 * x).sin() / (std::f64::consts::PI * x)
-            };
-            let w = 0.5 - 0.5 * (2.0 * std::f64::consts::PI * i as f64 / (TAPS - 1) as f64).cos();
-            (sinc * w) as f32
-        })
-        .collect()
+    std::array::from_fn(|i| {
+        let x = i as f64 - m;
+        let sinc = if x == 0.0 {
+            0.25
+        } else {
+            (std::f64::consts::PI * 0.25 * x).sin() / (std::f64::consts::PI * x)
+        };
+        let w = 0.5 - 0.5 * (2.0 * std::f64::consts::PI * i as f64 / (TAPS - 1) as f64).cos();
+        (sinc * w) as f32
+    })
 }
 
 /// Everything a run measured.
@@ -626,53 +486,56 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Measured, Error> {
     let taps = taps();
     let dir = super::peers::ScratchDir::new("dmaflow-sched")?;
     let taps_path = dir.path().join("taps.f32");
-    let bytes: Vec<u8> = taps.iter().flat_map(|t| t.to_le_bytes()).collect();
-    std::fs::write(&taps_path, bytes).map_err(|e| Error::Io {
-        path: taps_path.display().to_string(),
-        source: e,
-    })?;
-    let peers = if cfg.peers {
-        Peers {
-            futuresdr: super::peers::futuresdr_exe(cfg.build_futuresdr, progress),
-            gnuradio: if super::peers::gnuradio_here() {
-                Ok(())
-            } else {
-                Err("GNU Radio is not installed (apt-get install gnuradio)".into())
-            },
-        }
-    } else {
-        Peers {
-            futuresdr: Err("peers not measured in this run".into()),
-            gnuradio: Err("peers not measured in this run".into()),
-        }
+    super::peers::write_f32(&taps_path, &taps)?;
+    let not_here = "peers not measured in this run";
+    let futuresdr = match cfg.peers {
+        true => super::peers::futuresdr_exe(cfg.build_futuresdr, progress),
+        false => Err(not_here.to_string()),
     };
-    let mut skipped = Vec::new();
-    if let Err(why) = &peers.futuresdr {
-        skipped.push(format!("FutureSDR: {why}"));
-    }
-    if let Err(why) = &peers.gnuradio {
-        skipped.push(format!("GNU Radio: {why}"));
-    }
+    let gnuradio = match cfg.peers {
+        true if super::peers::gnuradio_here() => Ok(()),
+        true => Err("GNU Radio is not installed (apt-get install gnuradio)".to_string()),
+        false => Err(not_here.to_string()),
+    };
+    let why = [
+        ("FutureSDR", futuresdr.as_ref().err()),
+        ("GNU Radio", gnuradio.as_ref().err()),
+    ];
+    let skipped = why
+        .into_iter()
+        .filter_map(|(peer, why)| Some(format!("{peer}: {}", why?)))
+        .collect();
     let mut rows = Vec::new();
     for block in [Block::Copy, Block::Rand, Block::Fir] {
         let mut runtimes = vec![Runtime::DmaflowTasks, Runtime::DmaflowThreads];
         if block == Block::Fir {
             runtimes.push(Runtime::DmaflowDirect);
         }
-        if peers.futuresdr.is_ok() {
+        if futuresdr.is_ok() {
             runtimes.push(Runtime::FutureSdr);
         }
         // GNU Radio has no random copy block.
-        if peers.gnuradio.is_ok() && block != Block::Rand {
+        if gnuradio.is_ok() && block != Block::Rand {
             runtimes.push(Runtime::GnuRadio);
             if block == Block::Fir {
                 runtimes.push(Runtime::GnuRadioFft);
             }
         }
-        let n = cfg.samples(block);
+        let n = cfg.samples[block as usize];
         for &stages in &cfg.stages {
-            let mut samples: Vec<Vec<Sample>> = runtimes.iter().map(|_| Vec::new()).collect();
-            in_turns(runtimes.len(), cfg.rounds, |i, round| {
+            let mut points: Vec<Row> = runtimes
+                .iter()
+                .map(|&runtime| Row {
+                    runtime,
+                    block,
+                    stages,
+                    pipes: cfg.pipes,
+                    samples: n,
+                    timed: Timed::default(),
+                    sink_items: Vec::new(),
+                })
+                .collect();
+            in_turns(points.len(), cfg.rounds, |i, round| {
                 let rt = runtimes[i];
                 progress(&format!(
                     "sched: {} x {stages} {} stages, {}, round {}",
@@ -685,83 +548,44 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Measured, Error> {
                     Runtime::DmaflowTasks | Runtime::DmaflowThreads | Runtime::DmaflowDirect => {
                         dmaflow_run(cfg.pipes, stages, n, block, &taps, rt)?
                     }
-                    Runtime::FutureSdr => {
-                        let exe = peers.futuresdr.as_ref().map_err(|e| Error::Peer {
-                            peer: "futuresdr",
-                            reason: e.clone(),
-                        })?;
-                        let mut cmd = Command::new(exe);
-                        cmd.args([cfg.pipes.to_string(), stages.to_string(), n.to_string()])
-                            .env("FUTURESDR_BUFFER_SIZE", FUTURESDR_BUFFER_BYTES.to_string());
-                        match block {
-                            Block::Copy => cmd.arg("copy"),
-                            Block::Rand => cmd.arg("rand"),
-                            Block::Fir => cmd.arg("fir").arg(&taps_path),
-                        };
-                        peer_run("futuresdr", &mut cmd)?
-                    }
-                    Runtime::GnuRadio | Runtime::GnuRadioFft => {
-                        let mut cmd = Command::new("/usr/bin/python3");
-                        cmd.args(["-c", GR_SCRIPT]).args([
-                            cfg.pipes.to_string(),
-                            stages.to_string(),
-                            n.to_string(),
-                        ]);
-                        match (rt, block) {
-                            (_, Block::Copy | Block::Rand) => cmd.arg("copy"),
-                            (Runtime::GnuRadioFft, Block::Fir) => cmd.arg("fft").arg(&taps_path),
-                            _ => cmd.arg("fir").arg(&taps_path),
-                        };
-                        peer_run("gnuradio", &mut cmd)?
-                    }
+                    _ => peer_run(rt, &futuresdr, (cfg.pipes, stages, n), block, &taps_path)?,
                 };
                 let (least, most) = rt.expected(block, n, stages);
                 if s.sink_items.len() != cfg.pipes
-                    || s.sink_items.iter().any(|&k| k < least || k > most)
+                    || s.sink_items.iter().any(|k| !(least..=most).contains(k))
                 {
-                    return Err(Error::Peer {
-                        peer: "sched",
-                        reason: format!(
-                            "{} with {stages} {} stages: sinks took {:?} items, expected {least}..={most} each",
-                            rt.name(),
-                            block.name(),
-                            s.sink_items
-                        ),
-                    });
+                    return Err(Error::peer("sched")(format!(
+                        "{} with {stages} {} stages: sinks took {:?} items, expected {least}..={most} each",
+                        rt.name(),
+                        block.name(),
+                        s.sink_items
+                    )));
                 }
-                let secs = s.seconds;
-                samples[i].push(s);
-                Ok(secs)
+                let timed = &mut points[i].timed;
+                timed.seconds.push(s.seconds);
+                timed.cpu.push(s.cpu_seconds);
+                points[i].sink_items = s.sink_items;
+                Ok(s.seconds)
             })?;
-            for (rt, ss) in runtimes.iter().zip(samples) {
-                rows.push(Row {
-                    runtime: *rt,
-                    block,
-                    stages,
-                    pipes: cfg.pipes,
-                    samples: n,
-                    timed: Timed {
-                        seconds: ss.iter().map(|s| s.seconds).collect(),
-                        cpu: ss.iter().map(|s| s.cpu_seconds).collect(),
-                    },
-                    sink_items: ss.last().map(|s| s.sink_items.clone()).unwrap_or_default(),
-                });
-            }
+            rows.extend(points);
         }
     }
     Ok(Measured { rows, skipped })
 }
 
-fn find(rows: &[Row], rt: Runtime, block: Block, stages: usize) -> Option<&Row> {
-    rows.iter()
-        .find(|r| r.runtime == rt && r.block == block && r.stages == stages)
+/// The rates of `rt`'s row through `stages` of `block`, round by round.
+fn rates(rows: &[Row], rt: Runtime, block: Block, stages: usize) -> Option<Vec<f64>> {
+    let at = |r: &&Row| (r.runtime, r.block, r.stages) == (rt, block, stages);
+    rows.iter().find(at).map(Row::rates)
 }
 
 /// dmaflow's runtime `me` against `peer`: the round-by-round ratio of rates.
 fn ratio(rows: &[Row], me: Runtime, peer: Runtime, block: Block, stages: usize) -> Option<Ratio> {
-    let a = find(rows, me, block, stages)?;
-    let b = find(rows, peer, block, stages)?;
-    Some(Ratio::of(&a.rates(), &b.rates()))
+    let (a, b) = (
+        rates(rows, me, block, stages)?,
+        rates(rows, peer, block, stages)?,
+    );
+    Some(Ratio::of(&a, &b))
 }
 
 /// The rows' columns: the table and the JSON keys.
@@ -800,9 +624,8 @@ fn columns(rows: &[Row]) -> Columns<'_, Row> {
         )
         .shown("tasks vs FutureSDR", move |r| vs(r, Runtime::FutureSdr))
         .shown("tasks vs GNU Radio", move |r| vs(r, Runtime::GnuRadio))
-        .shown("tasks vs GNU Radio FFT", move |r| match r.block {
-            Block::Fir => vs(r, Runtime::GnuRadioFft),
-            _ => String::new(),
+        .shown("tasks vs GNU Radio FFT", move |r| {
+            vs(r, Runtime::GnuRadioFft)
         })
         .kept("does", |r| r.runtime.does(r.block))
         .kept("pipes", |r| r.pipes)
@@ -816,76 +639,62 @@ fn columns(rows: &[Row]) -> Columns<'_, Row> {
 pub fn report(cfg: &Config, m: &Measured) -> Report {
     let rows = &m.rows;
     let columns = columns(rows);
-    let mut text = columns.table(rows);
-    for s in &m.skipped {
-        text += &format!("not measured: {s}\n");
-    }
-    // Every target on the median ratio of the rounds (their spread beside it).
+    let skipped: String = m
+        .skipped
+        .iter()
+        .map(|s| format!("not measured: {s}\n"))
+        .collect();
+    // Every target on the median ratio of the rounds (their spread beside it):
+    // dmaflow's tasks at least as fast as FutureSDR, twice GNU Radio on copies,
+    // and on FIR each peer against dmaflow's stage of its algorithm (like for like).
+    let aims = [
+        (Block::Copy, Runtime::FutureSdr, "FutureSDR", 1.0),
+        (Block::Rand, Runtime::FutureSdr, "FutureSDR", 1.0),
+        (Block::Copy, Runtime::GnuRadio, "2x GNU Radio", 2.0),
+        (Block::Fir, Runtime::FutureSdr, "", 1.0),
+        (Block::Fir, Runtime::GnuRadio, "", 1.0),
+        (Block::Fir, Runtime::GnuRadioFft, "", 1.0),
+    ];
     let mut targets = Vec::new();
     for &stages in &cfg.stages {
-        for block in [Block::Copy, Block::Rand] {
-            if let Some(r) = ratio(
-                rows,
-                Runtime::DmaflowTasks,
-                Runtime::FutureSdr,
-                block,
-                stages,
-            ) {
-                targets.push(Target::new(
-                    format!("{} x {stages}: dmaflow tasks >= FutureSDR", block.name()),
-                    r.text_with_verdict(),
-                    r.0.median >= 1.0,
-                ));
-            }
-        }
-        if let Some(r) = ratio(
-            rows,
-            Runtime::DmaflowTasks,
-            Runtime::GnuRadio,
-            Block::Copy,
-            stages,
-        ) {
-            targets.push(Target::new(
-                format!("copy x {stages}: dmaflow tasks >= 2x GNU Radio"),
-                r.text_with_verdict(),
-                r.0.median >= 2.0,
-            ));
-        }
-        // FIR like for like: each peer against dmaflow's stage of its algorithm.
-        for peer in [Runtime::FutureSdr, Runtime::GnuRadio, Runtime::GnuRadioFft] {
+        for (block, peer, label, least) in aims {
             let me = [Runtime::DmaflowTasks, Runtime::DmaflowDirect]
                 .into_iter()
-                .find(|me| me.algorithm(Block::Fir) == peer.algorithm(Block::Fir))
+                .find(|me| block != Block::Fir || me.algorithm(block) == peer.algorithm(block))
                 .unwrap_or(Runtime::DmaflowTasks);
-            if let Some(r) = ratio(rows, me, peer, Block::Fir, stages) {
-                targets.push(Target::new(
+            let Some(r) = ratio(rows, me, peer, block, stages) else {
+                continue;
+            };
+            let (what, met) = match block {
+                Block::Fir => (
                     format!(
                         "fir64 x {stages}: {} ({}) ahead of {} (like for like)",
                         me.name(),
-                        me.algorithm(Block::Fir),
+                        me.algorithm(block),
                         peer.name(),
                     ),
-                    r.text_with_verdict(),
-                    r.0.median > 1.0,
-                ));
-            }
+                    r.0.median > least,
+                ),
+                _ => (
+                    format!("{} x {stages}: dmaflow tasks >= {label}", block.name()),
+                    r.0.median >= least,
+                ),
+            };
+            targets.push(Target::new(what, r.text_with_verdict(), met));
         }
     }
     let clauses: Vec<String> = [Block::Copy, Block::Rand, Block::Fir]
         .iter()
         .filter_map(|&b| {
-            let first = *cfg.stages.first()?;
-            let last = *cfg.stages.last()?;
-            let t1 = find(rows, Runtime::DmaflowTasks, b, first)?;
-            let tn = find(rows, Runtime::DmaflowTasks, b, last)?;
-            let th = find(rows, Runtime::DmaflowThreads, b, last)?;
+            let (first, last) = (*cfg.stages.first()?, *cfg.stages.last()?);
+            let m = |rt, stages| Some(Spread::of(&rates(rows, rt, b, stages)?).median / 1e6);
             Some(format!(
                 "through {} stages dmaflow's task runtime moves {:.0} M samples/s at {first} \
                  stage(s) and {:.0} M at {last} ({:.0} M with a thread per node)",
                 b.name(),
-                Spread::of(&t1.rates()).median / 1e6,
-                Spread::of(&tn.rates()).median / 1e6,
-                Spread::of(&th.rates()).median / 1e6,
+                m(Runtime::DmaflowTasks, first)?,
+                m(Runtime::DmaflowTasks, last)?,
+                m(Runtime::DmaflowThreads, last)?,
             ))
         })
         .collect();
@@ -899,10 +708,10 @@ pub fn report(cfg: &Config, m: &Measured) -> Report {
          FUTURESDR_BUFFER_SIZE=65536 as its perf flowgraphs set it, GNU Radio's default 2 x \
          32 KiB); M samples/s through all pipes; cores busy = process CPU time over wall \
          time; targets on the median ratio of the rounds",
-        cfg.pipes, cfg.copy_samples, cfg.rand_samples, cfg.fir_samples, cfg.rounds
+        cfg.pipes, cfg.samples[0], cfg.samples[1], cfg.samples[2], cfg.rounds
     );
     Report::of("sched", heading, &columns, rows)
-        .text(text)
+        .text(columns.table(rows) + &skipped)
         .answer(sentence(&clauses))
         .targets(targets)
         .kept("pipes", cfg.pipes)
@@ -960,46 +769,5 @@ mod tests {
         let rep = report(&cfg, &m);
         assert!(rep.text.contains("not measured: FutureSDR"), "{}", rep.text);
         assert_eq!(rep.json["rows"].as_array().unwrap().len(), m.rows.len());
-    }
-
-    #[test]
-    fn the_direct_form_stage_filters_as_the_reference_convolution() {
-        let taps = taps();
-        let mut state = 7;
-        let x: Vec<f32> = (0..5000)
-            .map(|_| (xorshift(&mut state) % 2000) as f32 / 1000.0 - 1.0)
-            .collect();
-        let mut rev = [0f32; TAPS];
-        for (r, t) in rev.iter_mut().zip(taps.iter().rev()) {
-            *r = *t;
-        }
-        let mut g = Graph::new();
-        let (mut o, i) = g.connect::<f32>(("source", "out"), ("fir", "in")).unwrap();
-        let (f_out, mut sink) = g.connect::<f32>(("fir", "out"), ("sink", "in")).unwrap();
-        let input = x.clone();
-        g.node("source", move || Ok(o.write(&input)?)).unwrap();
-        g.task("fir", fir_direct(i, f_out, rev)).unwrap();
-        let got = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let into = got.clone();
-        g.node("sink", move || {
-            loop {
-                let s = sink.peek(1)?;
-                if s.is_empty() {
-                    return Ok(());
-                }
-                let n = s.len();
-                into.lock().unwrap().extend_from_slice(s);
-                sink.consume(n)?;
-            }
-        })
-        .unwrap();
-        g.run().unwrap();
-        // Whole windows only: the reference from its first full window on.
-        let want = &dmaflow::dsp::fir::direct(&taps, &x)[TAPS - 1..];
-        let got = got.lock().unwrap();
-        assert_eq!(got.len(), want.len());
-        for (k, (a, b)) in got.iter().zip(want).enumerate() {
-            assert!((a - b).abs() < 1e-4, "output {k}: {a} against {b}");
-        }
     }
 }
