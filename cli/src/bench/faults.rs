@@ -142,15 +142,8 @@ impl Row {
 struct Rng(u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
+        (super::peers::xorshift(&mut self.0) % n.max(1) as u64) as usize
     }
 }
 
@@ -518,7 +511,10 @@ fn campaign(cfg: &Config, model: MemoryModel, api: &'static str) -> Result<Row, 
             std::thread::sleep(until.saturating_duration_since(Instant::now()));
             check(&mut canaries, &mut row, true);
             row.bytes_lost += lab.pool.lost_bytes() as u64;
-            let old = std::mem::replace(&mut lab, Lab::new(cfg, sg, model, rng.next())?);
+            let old = std::mem::replace(
+                &mut lab,
+                Lab::new(cfg, sg, model, super::peers::xorshift(&mut rng.0))?,
+            );
             // The dead board's memory stays mapped: its device may still write.
             dead_labs.push(old);
         } else {

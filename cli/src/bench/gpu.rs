@@ -291,10 +291,7 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Outcome, Error> {
 fn fill(buf: &mut [u8], seed: u64) {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     for b in buf {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        *b = x as u8;
+        *b = super::peers::xorshift(&mut x) as u8;
     }
 }
 
