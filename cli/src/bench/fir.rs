@@ -943,7 +943,8 @@ pub fn attribution(g: &[GrRow]) -> Vec<Attribution> {
         .collect()
 }
 
-/// The GNU Radio comparison as text, with its targets.
+/// The GNU Radio comparison as text, and its targets (whose lines the
+/// report prints under all the tables).
 fn gnuradio_text(g: &[GrRow]) -> (String, Vec<Target>) {
     if g.is_empty() {
         return (
@@ -984,9 +985,7 @@ fn gnuradio_text(g: &[GrRow]) -> (String, Vec<Target>) {
         let what = ", each at its default FFT length";
         target(a.taps, what, a.whole, a.whole.text())
     });
-    let targets: Vec<Target> = same.chain(default).collect();
-    text += &Target::lines(&targets);
-    (text, targets)
+    (text, same.chain(default).collect())
 }
 
 /// The GNU Radio comparison's columns.
