@@ -4,12 +4,8 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-use dmaflow::axi::regs::{
-    ADDR, ADDR_MSB, CURDESC, CURDESC_MSB, DESC_ALIGN, DMACR, DMACR_CYCLIC, DMACR_RESET, DMACR_RS,
-    DMASR, DMASR_HALTED, DMASR_IDLE, LENGTH, MM2S, S2MM, TAILDESC, TAILDESC_MSB,
-};
+use dmaflow::axi::regs::{DMACR, DMACR_RESET, MM2S};
 use dmaflow::mem::{DmaBuf, DmaPool};
 use dmaflow::platform::sim::{DEFAULT_DDR_BASE, REGISTER_WINDOW, SimBoard};
 use dmaflow::platform::{MemoryModel, RegisterSpace};
@@ -18,14 +14,11 @@ use dmaflow::sim::{Clock, Fabric, Loopback, StreamProcessor};
 
 use crate::Error;
 use crate::design::{Design, Dma, Ip};
-use crate::guard::{Reach, Start};
 
 /// DMA memory of the emulated board.
 pub const EMULATED_DDR_BYTES: usize = 256 << 20;
 /// Most words of plain memory kept for the IP the emulator does not model.
 const PLAIN_WORDS: usize = 1 << 20;
-/// How long a channel is given to halt before the engine is reset.
-const HALT_WAIT: Duration = Duration::from_millis(200);
 
 /// Registers of an IP: the device's (emulated or real), or plain memory for
 /// IP the emulator does not model.
@@ -331,13 +324,14 @@ impl Loaded {
         let (w, offset) = self.window(addr, 4).ok_or_else(|| self.unmapped(addr))?;
         match &w.regs {
             Regs::Device(r) if (offset as usize) + 4 <= r.len() => {
-                // SAFETY: a register write by hand is PYNQ's MMIO: the remote
-                // client is the IP's driver, as on a board where pynq-cpp
-                // serves it. On the emulated board the engine reaches only the
-                // board's own DDR, which the server touches only through its
-                // buffers' word-wise accesses (never a reference held across
-                // a request); a buffer is given back to the pool only after
-                // `quiesce` has seen no engine able to write it.
+                // SAFETY: the writes that can start an AXI DMA (its channel
+                // registers) never come here: the server's engine view
+                // (`crate::engine`) programs them with addresses it has
+                // checked. What remains is an IP's own registers, which
+                // start no DMA the server knows of: the emulated board's IP
+                // other than AXI DMA reach no memory; on a real board served
+                // without its `.hwh`, no IP is known as an AXI DMA and each is
+                // driven by hand, as pynq-cpp serves it.
                 unsafe { r.write(offset as usize, value) }.map_err(|e| device(w, offset, e))
             }
             Regs::Device(_) => Ok(()),
@@ -352,73 +346,6 @@ impl Loaded {
         }
     }
 
-    /// The channel that writing `value` at `addr` starts, with what it will
-    /// reach: a direct-mode LENGTH write of a length other than 0, or a
-    /// scatter-gather TAILDESC or TAILDESC_MSB write (the start on an IP
-    /// with more than 32 address bits), whatever state the channel is in.
-    pub(crate) fn start(&self, addr: u64, value: u32) -> Option<Start> {
-        let (w, offset) = self.window(addr, 4)?;
-        let (Regs::Device(r), Some(dma)) = (&w.regs, w.ip.dma) else {
-            return None;
-        };
-        let offset = offset as usize;
-        let (base, channel) = match offset {
-            o if o < S2MM => (MM2S, "MM2S"),
-            o if o < S2MM + 0x30 => (S2MM, "S2MM"),
-            _ => return None,
-        };
-        let reg = |o: usize| u64::from(r.read(base + o).unwrap_or(0));
-        let pair = |lo: usize, hi: usize| reg(lo) | (reg(hi) << 32);
-        let width = dma.params.sg_length_width.min(32);
-        let length_mask = if width == 32 {
-            u32::MAX
-        } else {
-            (1 << width) - 1
-        };
-        let reach = match offset - base {
-            LENGTH if !dma.params.include_sg => {
-                let len = u64::from(value & length_mask);
-                (len > 0).then_some(Reach::Direct {
-                    addr: pair(ADDR, ADDR_MSB),
-                    len,
-                })?
-            }
-            o @ (TAILDESC | TAILDESC_MSB) if dma.params.include_sg => {
-                let tail = if o == TAILDESC {
-                    u64::from(value) | (reg(TAILDESC_MSB) << 32)
-                } else {
-                    reg(TAILDESC) | (u64::from(value) << 32)
-                };
-                Reach::Chain {
-                    cur: pair(CURDESC, CURDESC_MSB) & !(DESC_ALIGN - 1),
-                    tail: tail & !(DESC_ALIGN - 1),
-                    cyclic: reg(DMACR) & u64::from(DMACR_CYCLIC) != 0,
-                    length_mask,
-                }
-            }
-            _ => return None,
-        };
-        Some(Start {
-            ip: w.ip.name.clone(),
-            dmasr: w.ip.base + (base + DMASR) as u64,
-            channel,
-            reach,
-        })
-    }
-
-    /// Stops the channel whose DMASR is at `dmasr` (DMACR.RS cleared): it
-    /// drops the chain it walked, and a later start fetches from CURDESC.
-    pub(crate) fn stop_channel(&self, dmasr: u64) {
-        let dmacr = dmasr - DMASR as u64 + DMACR as u64;
-        if let Some((w, offset)) = self.window(dmacr, 4)
-            && let Regs::Device(r) = &w.regs
-        {
-            let cr = r.read(offset as usize).unwrap_or(0);
-            // SAFETY: clearing RS stops the channel; it starts nothing.
-            let _ = unsafe { r.write(offset as usize, cr & !DMACR_RS) };
-        }
-    }
-
     /// The refusal of an access at `addr`.
     fn unmapped(&self, addr: u64) -> AccessError {
         AccessError::Unmapped {
@@ -428,14 +355,13 @@ impl Loaded {
         }
     }
 
-    /// The DMA engines the device reaches memory through: (name, registers).
-    fn engines(&self) -> impl Iterator<Item = (&str, &dyn RegisterSpace, bool)> {
+    /// The AXI DMA engines of the design with a device behind them: the IP
+    /// and its register window.
+    pub(crate) fn engines(&self) -> impl Iterator<Item = (&Ip, Dma, &dyn RegisterSpace)> {
         self.windows
             .iter()
             .filter_map(|w| match (&w.regs, w.ip.dma) {
-                (Regs::Device(r), Some(d)) => {
-                    Some((w.ip.name.as_str(), r.as_ref(), d.params.include_sg))
-                }
+                (Regs::Device(r), Some(d)) => Some((&w.ip, d, r.as_ref())),
                 _ => None,
             })
     }
@@ -443,78 +369,11 @@ impl Loaded {
     /// Resets every DMA engine of the design (PG021's soft reset: both
     /// channels halted, registers cleared), as loading the design does.
     pub(crate) fn reset(&self) {
-        for (_, r, _) in self.engines() {
+        for (_, _, r) in self.engines() {
             // SAFETY: a soft reset stops the engine; it starts nothing.
             let _ = unsafe { r.write(MM2S + DMACR, DMACR_RESET) };
         }
     }
-
-    /// Makes sure no engine can still write into any of `bufs` (bus
-    /// ranges): an engine with a channel that may is halted, and reset when
-    /// it does not halt in time. In scatter-gather mode a channel may when
-    /// its chain reaches one of them (`chains`: the DMASR addresses of those
-    /// channels) and it is neither halted nor idle; in direct mode when
-    /// S2MM's destination lies in one and it is busy. Returns whether every
-    /// such engine is confirmed halted (if not, the buffers must never be
-    /// reused).
-    pub(crate) fn quiesce(&self, bufs: &[(u64, u64)], chains: &[u64]) -> bool {
-        let mut all = true;
-        for w in &self.windows {
-            let (Regs::Device(r), Some(d)) = (&w.regs, w.ip.dma) else {
-                continue;
-            };
-            let r = r.as_ref();
-            let active = |ch: usize| {
-                let sr = r.read(ch + DMASR).unwrap_or(0);
-                sr & (DMASR_HALTED | DMASR_IDLE) == 0
-            };
-            let may_write = if d.params.include_sg {
-                [MM2S, S2MM]
-                    .into_iter()
-                    .any(|ch| chains.contains(&(w.ip.base + (ch + DMASR) as u64)) && active(ch))
-            } else {
-                let da = u64::from(r.read(S2MM + ADDR).unwrap_or(0))
-                    | (u64::from(r.read(S2MM + ADDR_MSB).unwrap_or(0)) << 32);
-                active(S2MM) && bufs.iter().any(|&(b, n)| da >= b && da < b + n)
-            };
-            if !may_write {
-                continue;
-            }
-            all &= halt(r);
-        }
-        all
-    }
-}
-
-/// Stops both channels of an engine, waits for Halted, and resets it if it
-/// does not halt in time. Whether it is confirmed halted.
-fn halt(r: &dyn RegisterSpace) -> bool {
-    let halted = |r: &dyn RegisterSpace| {
-        [MM2S, S2MM]
-            .iter()
-            .all(|ch| r.read(ch + DMASR).unwrap_or(0) & DMASR_HALTED != 0)
-    };
-    let wait = |r: &dyn RegisterSpace| {
-        let end = Instant::now() + HALT_WAIT;
-        while Instant::now() < end {
-            if halted(r) {
-                return true;
-            }
-            std::thread::sleep(Duration::from_micros(200));
-        }
-        halted(r)
-    };
-    for ch in [MM2S, S2MM] {
-        let cr = r.read(ch + DMACR).unwrap_or(0);
-        // SAFETY: clearing RS stops the channel; it starts nothing.
-        let _ = unsafe { r.write(ch + DMACR, cr & !DMACR_RS) };
-    }
-    if wait(r) {
-        return true;
-    }
-    // SAFETY: a soft reset stops the engine; it starts nothing.
-    let _ = unsafe { r.write(MM2S + DMACR, DMACR_RESET) };
-    wait(r)
 }
 
 /// A device's refusal of an access.

@@ -9,12 +9,22 @@
 //! checks every id, address, offset and length a client sends (an error in the
 //! reply, never a crash), scopes buffers to the connection that allocated
 //! them, and serves a set of files of its own ([`files`]), never the host's.
+//!
+//! The AXI DMA engines belong to the server: a client's writes to an
+//! engine's channel registers reach a view of its own, and the server
+//! programs the engine itself when a channel starts (LENGTH in direct mode,
+//! TAILDESC in scatter-gather), with addresses checked against that client's
+//! buffers; scatter-gather descriptors are copied into memory no client can
+//! reach, and their status copied back. One client holds an engine at a
+//! time, from its first start until it stops or resets the engine, frees a
+//! buffer a transfer in flight reaches (the engine is halted first) or
+//! disconnects.
 
 mod board;
 mod design;
+mod engine;
 mod files;
 mod gpio;
-mod guard;
 pub mod hwh;
 pub mod proto;
 mod ps;

@@ -13,7 +13,6 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use dmaflow::axi::regs::{DMASR_HALTED, DMASR_IDLE};
 use dmaflow::platform::MemoryModel;
 use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
@@ -21,9 +20,9 @@ use tonic::{Request, Response, Status, Streaming};
 use crate::Error;
 use crate::board::{Buffer, Loaded, Target};
 use crate::design::Design;
+use crate::engine::{Engines, Own};
 use crate::files::{self, Files};
 use crate::gpio::{Gpio, PsGpio, SysfsGpio};
-use crate::guard;
 use crate::proto::{buffer as pb, gpio as pg, mmio as pm, remote_device as pd};
 use crate::ps::PsRegisters;
 
@@ -56,15 +55,14 @@ struct Shared {
     ps: PsRegisters,
     buffers: Mutex<HashMap<u64, Arc<Mutex<Buffer>>>>,
     next_buffer: AtomicU64,
-    /// The descriptor chains clients started.
-    chains: guard::Chains,
     /// The board's PS GPIO.
     gpio: Gpio,
 }
 
-/// The design loaded and the file set.
+/// The design loaded, its engines and the file set.
 struct State {
     loaded: Arc<Loaded>,
+    engines: Arc<Engines>,
     files: Files,
 }
 
@@ -117,6 +115,7 @@ impl Service {
             Target::Emulated { .. } => Gpio::Emulated(PsGpio::default()),
             Target::Board { root, .. } => Gpio::Sysfs(SysfsGpio::new(root)),
         };
+        let engines = Arc::new(Engines::new(&loaded).map_err(Error::Design)?);
         Ok(Service {
             shared: Arc::new(Shared {
                 target,
@@ -124,12 +123,12 @@ impl Service {
                 ddr_bytes,
                 state: Mutex::new(State {
                     loaded: Arc::new(loaded),
+                    engines,
                     files: Files::default(),
                 }),
                 ps: PsRegisters::new(),
                 buffers: Mutex::new(HashMap::new()),
                 next_buffer: AtomicU64::new(1),
-                chains: guard::Chains::default(),
                 gpio,
             }),
         })
@@ -155,6 +154,12 @@ impl Service {
         lock(&self.shared.state).loaded.clone()
     }
 
+    /// The loaded design and its engines.
+    fn board(&self) -> (Arc<Loaded>, Arc<Engines>) {
+        let st = lock(&self.shared.state);
+        (st.loaded.clone(), st.engines.clone())
+    }
+
     /// Frees every buffer of connection `c` (it has gone): engines that could
     /// still write into them are halted first.
     pub fn disconnect(&self, c: Connection) {
@@ -167,56 +172,41 @@ impl Service {
                 .collect();
             ids.iter().filter_map(|id| map.remove(id)).collect()
         };
-        self.release(gone);
+        let (loaded, engines) = self.board();
+        if !engines.release(&loaded, c.0, None) {
+            for b in &gone {
+                lock(b).buf.surrender();
+            }
+        }
     }
 
-    /// Gives buffers back to their pools, once no engine can fetch from or
-    /// write into them: a channel whose started chain reaches one (its
-    /// descriptors or their buffers) is stopped, and its engine halted if
-    /// it does not stop; a direct-mode engine that may still write one is
-    /// halted; an engine that cannot be confirmed halted keeps the
-    /// buffers for good.
-    fn release(&self, bufs: Vec<Arc<Mutex<Buffer>>>) {
+    /// Gives buffers of connection `c` back to their pools once no transfer
+    /// can reach them: an engine `c` holds whose transfer in flight reaches
+    /// one is halted first (the library's driver); an engine that cannot be
+    /// confirmed halted keeps the buffers for good.
+    fn release(&self, c: u64, bufs: Vec<Arc<Mutex<Buffer>>>) {
+        let (loaded, engines) = self.board();
         for b in bufs {
-            let mut g = lock(&b);
-            let range = (g.buf.bus_addr(), g.buf.byte_len() as u64);
-            let reaching: Vec<u64> = self
-                .shared
-                .chains
-                .in_range(range.0, range.1, true)
-                .into_iter()
-                .map(|(dmasr, _)| dmasr)
-                .collect();
-            for &dmasr in &reaching {
-                g.loaded.stop_channel(dmasr);
-                self.shared.chains.forget(dmasr);
-            }
-            if !g.loaded.quiesce(&[range], &reaching) {
-                g.buf.surrender();
+            let (range, current) = {
+                let g = lock(&b);
+                (
+                    (g.buf.bus_addr(), g.buf.byte_len() as u64),
+                    Arc::ptr_eq(&g.loaded, &loaded),
+                )
+            };
+            // A buffer of a design loaded before: its engines were halted
+            // when the design was replaced.
+            if current && !engines.release(&loaded, c, Some(&[range])) {
+                lock(&b).buf.surrender();
             }
         }
     }
 
-    /// Refuses a change to buffer `id` (`g`) while it holds descriptors of a
-    /// chain its channel still walks: the engine would fetch descriptors
-    /// other than those checked when it started.
-    fn descriptors_settled(&self, g: &Buffer, id: &str) -> Result<(), String> {
-        let running = self
-            .shared
-            .chains
-            .in_range(g.buf.bus_addr(), g.bytes as u64, false)
-            .into_iter()
-            .find(|(sr, _)| {
-                let v = g.loaded.read(*sr).unwrap_or(DMASR_HALTED);
-                v & (DMASR_HALTED | DMASR_IDLE) == 0
-            });
-        match running {
-            Some((_, label)) => Err(format!(
-                "buffer {id:?} holds descriptors of {label}'s running chain: change them once \
-                 the channel is idle or halted"
-            )),
-            None => Ok(()),
-        }
+    /// Copies what the engines completed back into connection `c`'s
+    /// descriptors, before it reads its buffers.
+    fn sync_descriptors(&self, c: u64) {
+        let (loaded, engines) = self.board();
+        engines.sync(c, &|| self.own(c, &loaded));
     }
 
     /// Buffer `id` of connection `c`.
@@ -232,8 +222,8 @@ impl Service {
         Ok(b.clone())
     }
 
-    /// The buffers of connection `c` in `loaded`'s memory.
-    fn own(&self, c: u64, loaded: &Arc<Loaded>) -> OwnBuffers {
+    /// The buffers of connection `c` in `loaded`'s memory, by bus address.
+    fn own(&self, c: u64, loaded: &Arc<Loaded>) -> Own {
         let bufs: Vec<Arc<Mutex<Buffer>>> = lock(&self.shared.buffers)
             .values()
             .filter(|b| {
@@ -242,14 +232,15 @@ impl Service {
             })
             .cloned()
             .collect();
-        let ranges = bufs
-            .iter()
-            .map(|b| {
-                let g = lock(b);
+        let mut own = Own::default();
+        for b in bufs {
+            let (addr, len) = {
+                let g = lock(&b);
                 (g.buf.bus_addr(), g.bytes as u64)
-            })
-            .collect();
-        OwnBuffers { bufs, ranges }
+            };
+            own.insert(addr, len, b);
+        }
+        own
     }
 
     /// Loads the bitstream `name` from `/lib/firmware` onto the board: on
@@ -280,14 +271,15 @@ impl Service {
                         })?
                     }
                 };
-                if st.loaded.design == design {
-                    st.loaded.reset();
+                let loaded = if st.loaded.design == design {
+                    None
                 } else {
-                    let loaded = Loaded::emulate(design, *model, self.shared.ddr_bytes)
-                        .map_err(|e| e.to_string())?;
-                    st.loaded = Arc::new(loaded);
-                }
-                self.shared.chains.clear();
+                    Some(
+                        Loaded::emulate(design, *model, self.shared.ddr_bytes)
+                            .map_err(|e| e.to_string())?,
+                    )
+                };
+                Self::replace_engines(&mut st, loaded)?;
             }
             Target::Board { root, .. } => {
                 let firmware = root.join("lib/firmware").join(name);
@@ -297,11 +289,24 @@ impl Service {
                 std::fs::write(mgr.join("flags"), st.files.flags.as_bytes())
                     .and_then(|()| std::fs::write(mgr.join("firmware"), name.as_bytes()))
                     .map_err(|e| format!("{}: {e}", mgr.display()))?;
-                st.loaded.reset();
-                self.shared.chains.clear();
+                Self::replace_engines(&mut st, None)?;
             }
         }
         st.files.programmed = name.to_string();
+        Ok(())
+    }
+
+    /// Halts the engines of the design loaded now, then loads `loaded` (or
+    /// resets the design, as a download of it does) with engines of its own.
+    fn replace_engines(st: &mut State, loaded: Option<Loaded>) -> Result<(), String> {
+        if !st.engines.halt_all(&st.loaded) {
+            st.engines.surrender();
+        }
+        match loaded {
+            Some(l) => st.loaded = Arc::new(l),
+            None => st.loaded.reset(),
+        }
+        st.engines = Arc::new(Engines::new(&st.loaded)?);
         Ok(())
     }
 
@@ -320,9 +325,16 @@ impl Service {
         }
     }
 
-    /// Reads the 32-bit word at `addr`: the design's registers or the PS's.
-    fn read_word(&self, addr: u64) -> Result<u32, String> {
-        let loaded = self.loaded();
+    /// Reads the 32-bit word at `addr` for connection `c`: the design's
+    /// registers (an AXI DMA's channel registers through `c`'s view of the
+    /// engine) or the PS's.
+    fn read_word(&self, c: u64, addr: u64) -> Result<u32, String> {
+        let (loaded, engines) = self.board();
+        if engines.covers(addr) {
+            return engines
+                .read(&loaded, c, addr, &|| self.own(c, &loaded))
+                .map_err(|e| e.to_string());
+        }
         if loaded.maps(addr, 4) {
             return loaded.read(addr).map_err(|e| e.to_string());
         }
@@ -332,58 +344,24 @@ impl Service {
         Err(unmapped(&loaded, addr, 4))
     }
 
-    /// Writes the 32-bit word at `addr` for connection `c`: a write that
-    /// starts a DMA channel only when the channel reaches nothing but `c`'s
-    /// buffers.
+    /// Writes the 32-bit word at `addr` for connection `c`: an AXI DMA's
+    /// channel registers through `c`'s view of the engine (the server
+    /// programs the engine at a start, over `c`'s buffers only).
     fn write_word(&self, c: u64, addr: u64, value: u32) -> Result<(), String> {
-        let loaded = self.loaded();
+        let (loaded, engines) = self.board();
+        if engines.covers(addr) {
+            return engines
+                .write(&loaded, c, addr, value, &|| self.own(c, &loaded))
+                .map_err(|e| e.to_string());
+        }
         if loaded.maps(addr, 4) {
-            let Some(start) = loaded.start(addr, value) else {
-                return loaded.write(addr, value).map_err(|e| e.to_string());
-            };
-            let descs = guard::check(&start, &self.own(c, &loaded)).map_err(|e| e.to_string())?;
-            loaded.write(addr, value).map_err(|e| e.to_string())?;
-            if matches!(start.reach, guard::Reach::Chain { .. }) {
-                self.shared.chains.started(&start, descs);
-            }
-            return Ok(());
+            return loaded.write(addr, value).map_err(|e| e.to_string());
         }
         if PsRegisters::block(addr, 4).is_some() {
             self.shared.ps.write(addr, value);
             return Ok(());
         }
         Err(unmapped(&loaded, addr, 4))
-    }
-}
-
-/// A client's buffers, as the engine guard reads them.
-struct OwnBuffers {
-    bufs: Vec<Arc<Mutex<Buffer>>>,
-    ranges: Vec<(u64, u64)>,
-}
-
-impl guard::Own for OwnBuffers {
-    fn ranges(&self) -> &[(u64, u64)] {
-        &self.ranges
-    }
-
-    fn word(&self, addr: u64) -> u32 {
-        let Some((i, &(base, n))) = self
-            .ranges
-            .iter()
-            .enumerate()
-            .find(|(_, (b, n))| addr >= *b && addr < b + n)
-        else {
-            return 0;
-        };
-        let at = (addr - base) as usize;
-        let g = lock(&self.bufs[i]);
-        // The device fetches memory: what is checked is flushed to it.
-        let _ = g.buf.sync_range_for_device(at, 4);
-        let bytes = g.read(at, (at + 4).min(n as usize));
-        let mut w = [0u8; 4];
-        w[..bytes.len()].copy_from_slice(&bytes);
-        u32::from_le_bytes(w)
     }
 }
 
@@ -446,6 +424,7 @@ impl pm::mmio_server::Mmio for Service {
         &self,
         request: Request<pm::ReadRequest>,
     ) -> Result<Response<pm::ReadResponse>, Status> {
+        let c = conn(&request);
         let r = request.into_inner();
         let fail = |msg: String| {
             Ok(Response::new(pm::ReadResponse {
@@ -473,7 +452,7 @@ impl pm::mmio_server::Mmio for Service {
                 r.length, r.offset
             ));
         }
-        match self.read_word(base + r.offset) {
+        match self.read_word(c, base + r.offset) {
             Ok(w) => {
                 let mask = if r.length == 4 {
                     u32::MAX
@@ -516,12 +495,32 @@ impl pm::mmio_server::Mmio for Service {
                     r.offset
                 ));
             }
-            for (i, w) in r.data.chunks_exact(4).enumerate() {
-                let v = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
-                self.write_word(c, base + r.offset + 4 * i as u64, v)?;
-            }
-            Ok(())
+            Ok((base, r.offset, r.data))
         })();
+        let result = match result {
+            Ok((base, offset, data)) => {
+                let data_len = data.len();
+                let words = move |s: &Service| -> Result<(), String> {
+                    for (i, w) in data.chunks_exact(4).enumerate() {
+                        let v = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                        s.write_word(c, base + offset + 4 * i as u64, v)?;
+                    }
+                    Ok(())
+                };
+                // A chain walk or a halt runs off the async worker threads.
+                let (_, engines) = self.board();
+                let n = (data_len / 4) as u64;
+                if (0..n).any(|i| engines.blocks(base + offset + 4 * i)) {
+                    let s = self.clone();
+                    tokio::task::spawn_blocking(move || words(&s))
+                        .await
+                        .unwrap_or_else(|e| Err(format!("register write failed: {e}")))
+                } else {
+                    words(self)
+                }
+            }
+            Err(e) => Err(e),
+        };
         Ok(Response::new(match result {
             Ok(()) => pm::WriteResponse {
                 status: true,
@@ -617,7 +616,6 @@ impl pb::remote_buffer_server::RemoteBuffer for Service {
                     }
                 };
                 let mut g = lock(&b);
-                self.descriptors_settled(&g, &m.buffer_id)?;
                 // A chunk with a range goes there; without one, after the last.
                 let (from, to) = if m.end > 0 || m.start > 0 {
                     (m.start.max(0) as usize, m.end.max(0) as usize)
@@ -649,6 +647,7 @@ impl pb::remote_buffer_server::RemoteBuffer for Service {
     ) -> Result<Response<Self::readStream>, Status> {
         let c = conn(&request);
         let r = request.into_inner();
+        self.sync_descriptors(c);
         let result = (|| {
             let b = self.buffer(c, &r.buffer_id)?;
             let g = lock(&b);
@@ -697,7 +696,7 @@ impl pb::remote_buffer_server::RemoteBuffer for Service {
             if let Ok(n) = id.parse::<u64>() {
                 lock(&self.shared.buffers).remove(&n);
             }
-            self.release(vec![b]);
+            self.release(c, vec![b]);
         });
         msg_reply!(FreeBufferResponse, result)
     }
@@ -710,7 +709,6 @@ impl pb::remote_buffer_server::RemoteBuffer for Service {
         let id = request.into_inner().buffer_id;
         let result = self.buffer(c, &id).and_then(|b| {
             let g = lock(&b);
-            self.descriptors_settled(&g, &id)?;
             g.buf
                 .sync_for_device(g.bytes)
                 .map_err(|e| format!("flush of buffer {id:?}: {e}"))
@@ -724,6 +722,7 @@ impl pb::remote_buffer_server::RemoteBuffer for Service {
     ) -> Result<Response<pb::InvalidateResponse>, Status> {
         let c = conn(&request);
         let id = request.into_inner().buffer_id;
+        self.sync_descriptors(c);
         let result = self.buffer(c, &id).and_then(|b| {
             let g = lock(&b);
             g.buf

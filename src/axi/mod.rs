@@ -2,6 +2,7 @@
 //! written against [`RegisterSpace`] and [`IrqLine`] only: the same code drives a
 //! real board through UIO and the emulated fabric.
 
+pub mod chain;
 pub mod pause;
 pub mod regs;
 mod ring;
@@ -277,6 +278,27 @@ impl<R: RegisterSpace> AxiDma<R> {
             sg_included: Cell::new(false),
         };
         dma.reset()?;
+        dma.sg_included
+            .set(dma.status(Channel::Mm2s)? & DMASR_SG_INCLD != 0);
+        Ok(dma)
+    }
+
+    /// A driver for the engine behind `regs` as it is, without a reset: for a
+    /// party that programs the engine itself and needs only the driver's halt
+    /// ([`recover`](Self::recover)) and channel stop ([`stop`](Self::stop)).
+    pub fn attach(regs: R, cfg: Config) -> Result<Self, Error> {
+        if !(8..=26).contains(&cfg.length_width) {
+            return Err(Error::BadLengthWidth(cfg.length_width));
+        }
+        let dma = AxiDma {
+            regs,
+            cfg,
+            pending: [Cell::new(0), Cell::new(0)],
+            written_cr: [Cell::new(None), Cell::new(None)],
+            written_msb: [Cell::new(None), Cell::new(None)],
+            failed: Cell::new(false),
+            sg_included: Cell::new(false),
+        };
         dma.sg_included
             .set(dma.status(Channel::Mm2s)? & DMASR_SG_INCLD != 0);
         Ok(dma)

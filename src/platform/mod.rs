@@ -170,6 +170,19 @@ pub unsafe trait DmaMemory: Send + Sync {
     }
 }
 
+impl<T: RegisterSpace + ?Sized> RegisterSpace for &T {
+    fn read(&self, offset: usize) -> Result<u32, Error> {
+        (**self).read(offset)
+    }
+    unsafe fn write(&self, offset: usize, value: u32) -> Result<(), Error> {
+        // SAFETY: the caller keeps the promise `T::write` asks for.
+        unsafe { (**self).write(offset, value) }
+    }
+    fn len(&self) -> usize {
+        (**self).len()
+    }
+}
+
 impl<T: RegisterSpace + ?Sized> RegisterSpace for Box<T> {
     fn read(&self, offset: usize) -> Result<u32, Error> {
         (**self).read(offset)
