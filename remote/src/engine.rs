@@ -295,7 +295,7 @@ impl Engines {
     fn at(&self, addr: u64) -> Option<(&Engine, usize, usize)> {
         self.0.iter().find_map(|e| {
             let off = addr.checked_sub(e.base)? as usize;
-            (off < 2 * CHANNEL_BYTES).then(|| (e, off / CHANNEL_BYTES, off % CHANNEL_BYTES))
+            (off < 2 * CHANNEL_BYTES).then_some((e, off / CHANNEL_BYTES, off % CHANNEL_BYTES))
         })
     }
 
