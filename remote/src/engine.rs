@@ -342,7 +342,13 @@ impl Engines {
             CURDESC | TAILDESC if e.sg => value & !(DESC_ALIGN as u32 - 1),
             _ => value,
         };
-        st.views.entry(c).or_default().set(ch, r, kept);
+        // CURDESC takes a write only while the channel is halted (PG021).
+        let ignored = matches!(r, CURDESC | CURDESC_MSB)
+            && e.get(regs, ch, DMASR)
+                .is_ok_and(|sr| sr & DMASR_HALTED == 0);
+        if !ignored {
+            st.views.entry(c).or_default().set(ch, r, kept);
+        }
         match r {
             DMACR => e.control(regs, &mut st, c, ch, value),
             DMASR => e.set(regs, ch, DMASR, value & DMASR_IRQ_MASK),

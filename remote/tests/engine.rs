@@ -420,10 +420,10 @@ fn an_idle_channels_resume_point_is_checked(mm2s_leaks: bool) {
         a.put(&descs, 0x100, &descriptor(o1, theirs, octl(4096)))
             .await;
         a.program(&[
-            (S2MM + DMACR, 1),
-            (MM2S + DMACR, 1),
             (ch + CURDESC, c0),
             (other + CURDESC, o0),
+            (S2MM + DMACR, 1),
+            (MM2S + DMACR, 1),
             (S2MM + TAILDESC, if mm2s_leaks { o0 } else { c0 }),
             (MM2S + TAILDESC, if mm2s_leaks { c0 } else { o0 }),
         ])
@@ -522,6 +522,9 @@ fn a_pending_s2mm_job_ends_with_its_buffer(disconnect: bool) {
         a.program(&[(S2MM + DMACR, 1), (S2MM + ADDR, xa), (S2MM + LENGTH, 4096)])
             .await;
         assert_eq!(a.reg(S2MM + DMASR).await & (HALTED | IDLE), 0, "S2MM waits");
+        // The device picks the job up; then the destination register is
+        // pointed at nothing.
+        tokio::time::sleep(Duration::from_millis(50)).await;
         a.program(&[(S2MM + ADDR, 0)]).await;
         if disconnect {
             s.disconnect(Connection(a.c));
