@@ -126,7 +126,7 @@ for a in "${arches[@]}"; do
   wheel=$(ls target/wheels/dmaflow-*-cp311-cp311-*_"$(wheeltag "$a")".whl | head -n1)
   cp "$wheel" "$opt/"
   cp "target/arm/$t/release/dmaflow" "$opt/bin/"
-  cp -r python/tests python/examples "$opt/"
+  cp -r python/tests python/examples README.md docs "$opt/"
   mountpoint -q "$root/proc" || mount -t proc proc "$root/proc"
   mountpoint -q "$root/dev" || mount --bind /dev "$root/dev"
   trap 'umount "$root/proc" "$root/dev" 2>/dev/null || true' EXIT

@@ -2,8 +2,8 @@
 //! copy of a stream's data that dmaflow makes on a caller's behalf (into a
 //! queue with `write`, into and out of DMA buffers in standard I/O, a packet
 //! ring's `send` and `recv`, the background-subtraction coprocessor's frames
-//! and masks, an accelerator node closing a gap) goes through [`copy`] or
-//! [`count`], so that what a pipeline copies is measured rather than worked
+//! and masks, an accelerator node closing a gap) goes through `copy` or
+//! `count`, so that what a pipeline copies is measured rather than worked
 //! out. Copies a caller makes itself into a slice it was lent (`reserve`,
 //! `send_with`) are the caller's and are not counted.
 

@@ -24,6 +24,48 @@
 //!
 //! The experiments, reports and command line (`dmaflow bench`, `fir`, `bgsub`,
 //! `info`) live in the `dmaflow-cli` crate; this library depends on none of them.
+//! Graph edges over ZeroMQ are the `dmaflow-net` crate, the PYNQ.remote server
+//! `dmaflow-remote`.
+//!
+//! # A first stream
+//!
+//! Two nodes on threads of their own with one queue between them. The reader
+//! looks at 256 samples in place and releases 128, so each window overlaps the
+//! last by half and nothing is copied to make it:
+//!
+//! ```
+//! use dmaflow::graph::Graph;
+//!
+//! let mut g = Graph::new();
+//! let (mut out, mut inp) = g.connect::<f32>(("source", "out"), ("energy", "in"))?;
+//! g.node("source", move || {
+//!     out.write(&[0.5; 10_000])?; // copied into the queue once
+//!     Ok(())
+//! })?;
+//! g.node("energy", move || loop {
+//!     let w = inp.peek(256)?; // 256 samples in place, no copy
+//!     if w.len() < 256 {
+//!         return Ok(()); // the source has ended
+//!     }
+//!     let _energy: f32 = w[..256].iter().map(|x| x * x).sum();
+//!     inp.consume(128)?; // slide by 128: the overlap stays
+//! })?;
+//! g.run()?; // every node ran to its end
+//! # Ok::<(), dmaflow::graph::Error>(())
+//! ```
+//!
+//! Where to go from there:
+//!
+//! - a queue on its own, or shared with another process: [`ring::Builder`],
+//!   [`ring::shm`];
+//! - an AXI DMA engine without a board: [`rig::Rig`] (an emulated board with
+//!   its engines, DMA memory and coprocessor) and [`dma`]'s transfers; on a
+//!   board, [`board::Board`] over UIO and u-dma-buf;
+//! - a coprocessor as a node of a graph, its queues in DMA memory:
+//!   [`accel::stage`].
+//!
+//! The guide (the repository's `docs/`, built with `cargo doc -p dmaflow-guide`)
+//! covers each of these, Python and PYNQ, and the benchmarks.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs, clippy::undocumented_unsafe_blocks)]

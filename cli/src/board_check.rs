@@ -3,7 +3,7 @@
 //! as a UIO device, each channel's interrupt line, a u-dma-buf for buffers, and
 //! access to their device files), and for each thing missing, what to add. The
 //! conventions are those of `dmaflow::board::Board::open` and Python's
-//! `Overlay(<bitstream>)`; the README's "On a board" section has the
+//! `Overlay(<bitstream>)`; the guide's "DMA on a board" (docs/board.md) has the
 //! device-tree fragment and the module parameters this advice points at.
 
 use std::path::Path;
@@ -43,7 +43,7 @@ fn reach(root: &Path, dev: &str, who: &str, found: String) -> Finding {
         }
         Err(e) => format!(
             "cannot be opened for reading and writing ({e}): run as root, or give your user \
-             access with a udev rule (see the README's \"On a board\")"
+             access with a udev rule (see docs/board.md, \"What a board needs\")"
         ),
     };
     finding("missing", format!("{who}: {} {why}", path.display()))
@@ -65,7 +65,7 @@ pub fn check(inv: &Inventory, root: &Path) -> Vec<Finding> {
             "no AXI DMA engine: dmaflow finds each engine as a UIO device named as its \
              block-design instance (axi_dma_0): add a device-tree node with \
              compatible = \"generic-uio\" for it and load uio_pdrv_genirq with \
-             of_id=generic-uio (README, \"On a board\")",
+             of_id=generic-uio (docs/board.md, \"What a board needs\")",
         ));
     }
     for e in engines(inv) {
@@ -89,7 +89,7 @@ pub fn check(inv: &Inventory, root: &Path) -> Vec<Finding> {
                         "{channel}: no interrupt line (no UIO device named {line}): its waits \
                          poll DMASR instead of sleeping; to wait on the interrupt, add a \
                          generic-uio node named {line} with the channel's interrupt \
-                         (README, \"On a board\")"
+                         (docs/board.md, \"What a board needs\")"
                     ),
                 ),
             });
@@ -100,7 +100,7 @@ pub fn check(inv: &Inventory, root: &Path) -> Vec<Finding> {
             "missing",
             "no u-dma-buf: DMA buffers come from one; load the u-dma-buf module with a \
              buffer, e.g. `modprobe u-dma-buf udmabuf0=67108864` (64 MiB), or add a \
-             u-dma-buf device-tree node (README, \"On a board\")",
+             u-dma-buf device-tree node (docs/board.md, \"What a board needs\")",
         ));
     }
     for (name, phys, size) in &inv.udmabuf {

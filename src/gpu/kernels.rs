@@ -1,6 +1,6 @@
 //! The coprocessor's kernels: CUDA C in `kernels.cu`, compiled at run time by NVRTC
 //! for the device at hand, loaded into its context, and launched on a stream.
-//! [`Bgsub`] and [`Conv`] run `dsp::bgsub` and `dsp::conv` on the device with the
+//! [`Bgsub`] and [`conv_forward`] run `dsp::bgsub` and `dsp::conv` on the device with the
 //! same results, byte for byte.
 
 use super::context::{DeviceMem, Stream};

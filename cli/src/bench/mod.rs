@@ -23,16 +23,33 @@ pub use harness::{
     Experiment, Setup, Tier, bytes_label, median, ms_label, on_board, placement_here,
 };
 
-/// The registry: declares each experiment's module and lists its
-/// [`Experiment`] in [`EXPERIMENTS`], in the order `bench all` runs them and
-/// the Targets table lists them. The command line, `bench all`, that order
-/// and each experiment's conditions all come from this one list: an
-/// experiment is its file under `bench/`, whose `EXPERIMENT` states its
-/// [`harness::Spec`], and one line here.
+// The experiments, one module each (declared here, where `cargo fmt` sees them),
+// then listed once in the registry below.
+pub mod bgsub;
+pub mod cnn;
+pub mod contention;
+pub mod faults;
+pub mod fir;
+pub mod gpu;
+pub mod loopback;
+pub mod memory;
+pub mod net;
+pub mod pipeline;
+pub mod readers;
+pub mod remote;
+pub mod ring;
+pub mod sched;
+pub mod transfer;
+pub mod twoway;
+
+/// The registry: lists each experiment's [`Experiment`] in [`EXPERIMENTS`], in
+/// the order `bench all` runs them and the Targets table lists them. The
+/// command line, `bench all`, that order and each experiment's conditions all
+/// come from this one list: an experiment is its file (or folder) under
+/// `bench/`, whose `EXPERIMENT` states its [`harness::Spec`], declared with
+/// `pub mod` above and named once here.
 macro_rules! registry {
     ($($module:ident,)*) => {
-        $(pub mod $module;)*
-
         /// Every experiment, in the order `bench all` runs them.
         pub static EXPERIMENTS: &[&dyn Experiment] = &[$(&$module::EXPERIMENT),*];
     };

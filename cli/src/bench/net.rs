@@ -99,7 +99,7 @@ impl Config {
 }
 
 /// GNU Radio's ends, run by Debian's Python where GNU Radio is installed.
-const GNURADIO_SCRIPT: &str = include_str!("../../../scripts/gnuradio_zmq_bench.py");
+const GNURADIO_SCRIPT: &str = include_str!("../../peers/gnuradio_zmq_bench.py");
 
 /// The longest a measurement's peer process may take.
 const PEER_LIMIT: Duration = Duration::from_secs(120);

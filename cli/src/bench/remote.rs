@@ -120,9 +120,9 @@ pub struct Row {
     pub note: String,
 }
 
-/// The client's program (`scripts/pynq_remote_client.py`): builds the points that are
+/// The client's program (`cli/peers/pynq_remote_client.py`): builds the points that are
 /// installed, measures them in turns, and prints one JSON line of samples.
-const CLIENT: &str = include_str!("../../../scripts/pynq_remote_client.py");
+const CLIENT: &str = include_str!("../../peers/pynq_remote_client.py");
 
 /// A `dmaflow serve` of this tool on a free loopback address, stopped
 /// when dropped.

@@ -416,7 +416,7 @@ fn dmaflow_run(
 /// How long a peer's flowgraph may take before it counts as hung.
 const PEER_LIMIT: Duration = Duration::from_secs(300);
 
-const GR_SCRIPT: &str = include_str!("../../../scripts/gnuradio_sched_bench.py");
+const GR_SCRIPT: &str = include_str!("../../peers/gnuradio_sched_bench.py");
 
 /// A peer's flowgraph (FutureSDR's program or GNU Radio's script) run to its
 /// end, its JSON line read.
