@@ -19,7 +19,8 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::Error;
-use crate::board::{Buffer, Loaded, Target};
+use crate::board::{Buffer, Ddr, Loaded, Target};
+use crate::caps::{Caps, Charge, Limits};
 use crate::design::Design;
 use crate::files::{self, Files};
 use crate::gpio::{Gpio, PsGpio, SysfsGpio};
@@ -51,7 +52,10 @@ struct Shared {
     target: Target,
     /// The user's design (`--hwh`), loaded whatever is downloaded.
     user: Option<Design>,
-    ddr_bytes: usize,
+    /// The emulated board's DMA memory, for every design loaded.
+    ddr: Option<Ddr>,
+    /// What clients hold, under the server's caps.
+    caps: Caps,
     state: Mutex<State>,
     ps: PsRegisters,
     buffers: Mutex<HashMap<u64, Arc<Mutex<Buffer>>>>,
@@ -88,9 +92,14 @@ fn conn<T>(r: &Request<T>) -> u64 {
 
 impl Service {
     /// The services over `target`, with `ddr_bytes` of DMA memory on the
-    /// emulated board. The emulated board starts with the user's design
-    /// (`hwh`) or `loopback` loaded.
+    /// emulated board, under the default [`Limits`]. The emulated board
+    /// starts with the user's design (`hwh`) or `loopback` loaded.
     pub fn new(target: Target, ddr_bytes: usize) -> Result<Self, Error> {
+        Self::with_limits(target, ddr_bytes, Limits::default())
+    }
+
+    /// Like [`new`](Self::new), under `limits`.
+    pub fn with_limits(target: Target, ddr_bytes: usize, limits: Limits) -> Result<Self, Error> {
         let read_hwh = |p: &std::path::Path| -> Result<Design, Error> {
             let text = std::fs::read_to_string(p).map_err(|e| Error::Io {
                 path: p.to_path_buf(),
@@ -98,7 +107,7 @@ impl Service {
             })?;
             crate::hwh::parse(&text, p)
         };
-        let (user, loaded) = match &target {
+        let (user, loaded, ddr) = match &target {
             Target::Emulated { hwh, model } => {
                 let user = hwh.as_deref().map(read_hwh).transpose()?;
                 let design = match &user {
@@ -106,11 +115,12 @@ impl Service {
                     None => Design::builtin("loopback")
                         .ok_or(Error::UnknownDesign("loopback".into()))?,
                 };
-                (user, Loaded::emulate(design, *model, ddr_bytes)?)
+                let ddr = Ddr::new(*model, ddr_bytes)?;
+                (user, Loaded::emulate(design, &ddr)?, Some(ddr))
             }
             Target::Board { root, memory, hwh } => {
                 let user = hwh.as_deref().map(read_hwh).transpose()?;
-                (user.clone(), Loaded::open(root, memory, user)?)
+                (user.clone(), Loaded::open(root, memory, user)?, None)
             }
         };
         let gpio = match &target {
@@ -121,7 +131,8 @@ impl Service {
             shared: Arc::new(Shared {
                 target,
                 user,
-                ddr_bytes,
+                ddr,
+                caps: Caps::new(limits),
                 state: Mutex::new(State {
                     loaded: Arc::new(loaded),
                     files: Files::default(),
@@ -264,7 +275,7 @@ impl Service {
             .ok_or_else(|| format!("/lib/firmware/{name} does not exist: write it first"))?
             .to_vec();
         match &self.shared.target {
-            Target::Emulated { model, .. } => {
+            Target::Emulated { .. } => {
                 let design = match &self.shared.user {
                     Some(d) => d.clone(),
                     None => {
@@ -280,11 +291,12 @@ impl Service {
                         })?
                     }
                 };
-                if st.loaded.design == design {
-                    st.loaded.reset();
-                } else {
-                    let loaded = Loaded::emulate(design, *model, self.shared.ddr_bytes)
-                        .map_err(|e| e.to_string())?;
+                // The engines loaded stop before another design's reach the
+                // same memory.
+                st.loaded.reset();
+                if st.loaded.design != design {
+                    let ddr = self.shared.ddr.as_ref().ok_or("no emulated DMA memory")?;
+                    let loaded = Loaded::emulate(design, ddr).map_err(|e| e.to_string())?;
                     st.loaded = Arc::new(loaded);
                 }
                 self.shared.chains.clear();
@@ -497,8 +509,7 @@ impl pm::mmio_server::Mmio for Service {
         let c = conn(&request);
         let r = request.into_inner();
         let result = (|| {
-            let (base, len) = parse_mmio_id(&r.mmio_id)
-                .ok_or_else(|| format!("no MMIO window {:?}", r.mmio_id))?;
+            let (base, len) = self.window(&r.mmio_id)?;
             if !r.offset.is_multiple_of(4) || !r.data.len().is_multiple_of(4) || r.data.is_empty() {
                 return Err(format!(
                     "unaligned write: offset {:#x}, {} bytes (both must be multiples of 4)",
@@ -535,6 +546,51 @@ impl pm::mmio_server::Mmio for Service {
     }
 }
 
+/// The byte range a buffer read or write chunk names (`None`: the whole
+/// buffer, or after the last chunk, as PYNQ's client sends 0 and 0);
+/// negative offsets are refused.
+fn chunk_range(start: i32, end: i32, what: &str) -> Result<Option<(usize, usize)>, String> {
+    match (usize::try_from(start), usize::try_from(end)) {
+        (Ok(0), Ok(0)) => Ok(None),
+        (Ok(from), Ok(to)) => Ok(Some((from, to))),
+        _ => Err(format!(
+            "a {what} of {start}..{end}: offsets are never negative"
+        )),
+    }
+}
+
+/// A buffer read's replies, each chunk read from the buffer when the reply
+/// stream is ready for it (the server holds one chunk at a time).
+struct ReadChunks {
+    buffer: Arc<Mutex<Buffer>>,
+    at: usize,
+    end: usize,
+    /// Whether a reply went out (an empty read still gets one).
+    sent: bool,
+    _charge: Charge,
+}
+
+impl Stream for ReadChunks {
+    type Item = Result<pb::BufferReadResponse, Status>;
+
+    fn poll_next(
+        mut self: Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        if self.at >= self.end && self.sent {
+            return std::task::Poll::Ready(None);
+        }
+        let to = (self.at + CHUNK).min(self.end);
+        let data = lock(&self.buffer).read(self.at, to);
+        self.at = to;
+        self.sent = true;
+        std::task::Poll::Ready(Some(Ok(pb::BufferReadResponse {
+            msg: None,
+            data: Some(data),
+        })))
+    }
+}
+
 /// A reply carrying only `msg`, for the buffer service's messages.
 macro_rules! msg_reply {
     ($t:ident, $r:expr) => {
@@ -558,6 +614,15 @@ impl pb::remote_buffer_server::RemoteBuffer for Service {
                 .ok()
                 .filter(|&n| n > 0 && n <= MAX_BUFFER)
                 .ok_or_else(|| format!("cannot allocate {} bytes", r.size))?;
+            let charge = self
+                .shared
+                .caps
+                .dma(
+                    c,
+                    bytes.next_multiple_of(4),
+                    &format!("allocating {bytes} bytes"),
+                )
+                .map_err(|e| e.to_string())?;
             let loaded = self.loaded();
             let buf = loaded
                 .pool
@@ -571,6 +636,7 @@ impl pb::remote_buffer_server::RemoteBuffer for Service {
                     buf,
                     bytes,
                     loaded,
+                    _charge: charge,
                 })),
             );
             Ok(id.to_string())
@@ -619,10 +685,9 @@ impl pb::remote_buffer_server::RemoteBuffer for Service {
                 let mut g = lock(&b);
                 self.descriptors_settled(&g, &m.buffer_id)?;
                 // A chunk with a range goes there; without one, after the last.
-                let (from, to) = if m.end > 0 || m.start > 0 {
-                    (m.start.max(0) as usize, m.end.max(0) as usize)
-                } else {
-                    (at, at + m.data.len())
+                let (from, to) = match chunk_range(m.start, m.end, "write")? {
+                    Some(range) => range,
+                    None => (at, at + m.data.len()),
                 };
                 if to < from || to - from != m.data.len() || to > g.bytes {
                     return Err(format!(
@@ -651,40 +716,35 @@ impl pb::remote_buffer_server::RemoteBuffer for Service {
         let r = request.into_inner();
         let result = (|| {
             let b = self.buffer(c, &r.buffer_id)?;
-            let g = lock(&b);
-            let (from, to) = if r.end > 0 || r.start > 0 {
-                (r.start.max(0) as usize, r.end.max(0) as usize)
-            } else {
-                (0, g.bytes)
-            };
-            if from > to || to > g.bytes {
+            let bytes = lock(&b).bytes;
+            let (from, to) = chunk_range(r.start, r.end, "read")?.unwrap_or((0, bytes));
+            if from > to || to > bytes {
                 return Err(format!(
-                    "read of {from}..{to} is outside buffer {:?} of {} bytes",
-                    r.buffer_id, g.bytes
+                    "read of {from}..{to} is outside buffer {:?} of {bytes} bytes",
+                    r.buffer_id
                 ));
             }
-            Ok(g.read(from, to))
+            // The chunk the reply holds until the client takes it.
+            let mut charge = self.shared.caps.in_flight(c);
+            let what = format!("a read of buffer {:?}", r.buffer_id);
+            charge
+                .grow((to - from).min(CHUNK), &what)
+                .map_err(|e| e.to_string())?;
+            Ok(ReadChunks {
+                buffer: b,
+                at: from,
+                end: to,
+                sent: false,
+                _charge: charge,
+            })
         })();
-        let replies: Vec<Result<pb::BufferReadResponse, Status>> = match result {
-            Ok(bytes) if bytes.is_empty() => vec![Ok(pb::BufferReadResponse {
-                msg: None,
-                data: Some(Vec::new()),
-            })],
-            Ok(bytes) => bytes
-                .chunks(CHUNK)
-                .map(|c| {
-                    Ok(pb::BufferReadResponse {
-                        msg: None,
-                        data: Some(c.to_vec()),
-                    })
-                })
-                .collect(),
-            Err(msg) => vec![Ok(pb::BufferReadResponse {
+        Ok(Response::new(match result {
+            Ok(chunks) => Box::pin(chunks),
+            Err(msg) => Box::pin(tokio_stream::once(Ok(pb::BufferReadResponse {
                 msg: Some(msg),
                 data: None,
-            })],
-        };
-        Ok(Response::new(Box::pin(tokio_stream::iter(replies))))
+            }))),
+        }))
     }
 
     async fn freebuffer(
@@ -827,6 +887,7 @@ impl pd::remote_device_server::RemoteDevice for Service {
         &self,
         request: Request<Streaming<pd::DownloadRequest>>,
     ) -> Result<Response<pd::DownloadResponse>, Status> {
+        let mut held = self.shared.caps.in_flight(conn(&request));
         let mut stream = request.into_inner();
         let mut bin = Vec::new();
         while let Some(m) = stream.next().await {
@@ -837,6 +898,8 @@ impl pd::remote_device_server::RemoteDevice for Service {
                     files::MAX_FIRMWARE
                 )));
             }
+            held.grow(m.buffer.len(), "a bitstream download")
+                .map_err(|e| Status::resource_exhausted(e.to_string()))?;
             bin.extend_from_slice(&m.buffer);
         }
         let name = "download.bin";
@@ -892,6 +955,7 @@ impl pd::remote_device_server::RemoteDevice for Service {
         &self,
         request: Request<Streaming<pd::WriteFileRequest>>,
     ) -> Result<Response<pd::WriteFileResponse>, Status> {
+        let mut held = self.shared.caps.in_flight(conn(&request));
         let mut stream = request.into_inner();
         let mut path: Option<String> = None;
         let mut data = Vec::new();
@@ -914,6 +978,8 @@ impl pd::remote_device_server::RemoteDevice for Service {
                     files::MAX_FIRMWARE
                 )));
             }
+            held.grow(m.data.len(), &format!("an upload of {:?}", m.file_path))
+                .map_err(|e| Status::resource_exhausted(e.to_string()))?;
             data.extend_from_slice(&m.data);
         }
         let path = path.ok_or_else(|| refused("a file write with no message"))?;
