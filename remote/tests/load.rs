@@ -99,7 +99,7 @@ fn idle_connections_and_no_file_descriptors_leave_the_server_serving() {
     let (addr, server) = serve(&rt, 16 * MIB, limits);
     const IDLE: u64 = 1000;
     set_nofile(open_fds() + IDLE + 200);
-    let outcome = within(&rt, async {
+    within(&rt, async {
         // A thousand connections that never say a word.
         let mut idle = Vec::new();
         for _ in 0..IDLE {
@@ -132,7 +132,6 @@ fn idle_connections_and_no_file_descriptors_leave_the_server_serving() {
         assert!(!server.is_finished(), "the server stopped");
     });
     set_nofile(saved);
-    outcome
 }
 
 /// Resident memory of this process, in bytes.
@@ -239,8 +238,10 @@ fn sixteen_clients_vanishing_mid_upload_leave_memory_bounded_and_data_intact() {
                             c.unary("/buffer.RemoteBuffer/allocate", &q).await.unwrap();
                         said.extend(r.msg);
                     }
-                    let (mut tx, resp) =
-                        c.open("/remote_device.RemoteDevice/writefile").await.unwrap();
+                    let (mut tx, resp) = c
+                        .open("/remote_device.RemoteDevice/writefile")
+                        .await
+                        .unwrap();
                     let answer = tokio::spawn(replies::<WriteFileResponse>(resp));
                     for _ in 0..60 {
                         let m = WriteFileRequest {
@@ -337,7 +338,10 @@ fn sixteen_clients_vanishing_mid_upload_leave_memory_bounded_and_data_intact() {
             start: 0,
             end: 0,
         };
-        let r: Vec<BufferReadResponse> = keeper.call("/buffer.RemoteBuffer/read", &[q]).await.unwrap();
+        let r: Vec<BufferReadResponse> = keeper
+            .call("/buffer.RemoteBuffer/read", &[q])
+            .await
+            .unwrap();
         let got: Vec<u8> = r.into_iter().flat_map(|m| m.data.unwrap()).collect();
         assert!(got == pattern, "another client's buffer changed");
     });
