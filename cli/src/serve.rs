@@ -112,6 +112,9 @@ async fn serve(args: ServeArgs) -> Result<(), (u8, String)> {
             (Target::Emulated { hwh, model }, "emulated board")
         }
     };
+    if args.max_connections == 0 {
+        return Err((2, "--max-connections 0: at least one".into()));
+    }
     if !(args.handshake_timeout > 0.0 && args.handshake_timeout < 1e6) {
         return Err((
             2,
