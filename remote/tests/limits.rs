@@ -355,3 +355,65 @@ fn a_cyclic_chain_without_end_of_frame_is_an_s2mm_error_not_memory() {
     });
     assert!(!server.is_finished());
 }
+
+/// Loads the emulated design `name`, as PYNQ's client does.
+async fn load(c: &mut Client, name: &str) {
+    for (path, data) in [
+        (format!("/lib/firmware/{name}.bin"), vec![0u8; 64]),
+        (
+            "/sys/class/fpga_manager/fpga0/firmware".to_string(),
+            format!("{name}.bin").into_bytes(),
+        ),
+    ] {
+        let m = WriteFileRequest {
+            file_path: path,
+            data,
+        };
+        let r = c
+            .call::<_, WriteFileResponse>("/remote_device.RemoteDevice/writefile", &[m])
+            .await;
+        assert!(r.is_ok(), "{r:?}");
+    }
+}
+
+#[test]
+fn every_design_loaded_shares_the_servers_one_dma_memory() {
+    let rt = runtime();
+    let (addr, _server) = serve(&rt, 16 * MIB, Limits::default());
+    grpc::within(&rt, async {
+        let mut c = Client::connect(addr).await.unwrap();
+        let kept = alloc(&mut c, 12 * MIB).await.buffer_id.unwrap();
+        let pattern: Vec<u8> = (0..4096).map(|i| (i % 253) as u8).collect();
+        assert_eq!(put(&mut c, &kept, 0, &pattern).await, None);
+        for name in [
+            "loopback-sg",
+            "fir",
+            "bgsub",
+            "loopback",
+            "loopback-sg",
+            "fir",
+        ] {
+            load(&mut c, name).await;
+            // The memory the first buffer holds is not there to be had
+            // again: one DDR, whatever is loaded.
+            let r = alloc(&mut c, 12 * MIB).await;
+            assert!(
+                r.buffer_id.is_none(),
+                "12 MiB twice from 16 MiB after {name}"
+            );
+            let small = alloc(&mut c, MIB).await.buffer_id.unwrap();
+            let f = FreeBufferRequest { buffer_id: small };
+            let _: FreeBufferResponse = c
+                .unary("/buffer.RemoteBuffer/freebuffer", &f)
+                .await
+                .unwrap();
+        }
+        let q = BufferReadRequest {
+            buffer_id: kept,
+            start: 0,
+            end: 4096,
+        };
+        let r: Vec<BufferReadResponse> = c.call("/buffer.RemoteBuffer/read", &[q]).await.unwrap();
+        assert_eq!(r[0].data.as_deref(), Some(&pattern[..]));
+    });
+}
