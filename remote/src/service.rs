@@ -939,16 +939,22 @@ impl pd::remote_device_server::RemoteDevice for Service {
         &self,
         request: Request<pd::ReadFileRequest>,
     ) -> Result<Response<Self::readfileStream>, Status> {
+        let mut held = self.shared.caps.in_flight(conn(&request));
         let path = request.into_inner().file_path;
         let bytes = lock(&self.shared.state)
             .files
             .read(&path)
             .map_err(Status::not_found)?;
-        let replies: Vec<Result<pd::ReadFileResponse, Status>> = bytes
-            .chunks(CHUNK)
-            .map(|c| Ok(pd::ReadFileResponse { data: c.to_vec() }))
-            .collect();
-        Ok(Response::new(Box::pin(tokio_stream::iter(replies))))
+        // The file's copy is data in flight until its replies are taken.
+        held.grow(bytes.len(), &format!("a read of {path:?}"))
+            .map_err(|e| Status::resource_exhausted(e.to_string()))?;
+        let chunks: Vec<Vec<u8>> = bytes.chunks(CHUNK).map(<[u8]>::to_vec).collect();
+        drop(bytes);
+        let replies = tokio_stream::iter(chunks).map(move |data| {
+            let _held = &held;
+            Ok(pd::ReadFileResponse { data })
+        });
+        Ok(Response::new(Box::pin(replies)))
     }
 
     async fn writefile(

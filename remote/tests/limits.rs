@@ -417,3 +417,43 @@ fn every_design_loaded_shares_the_servers_one_dma_memory() {
         assert_eq!(r[0].data.as_deref(), Some(&pattern[..]));
     });
 }
+
+#[test]
+fn file_reads_are_data_in_flight_until_taken() {
+    let rt = runtime();
+    let limits = Limits {
+        client_in_flight: 6 * MIB,
+        ..Limits::default()
+    };
+    let (addr, _server) = serve(&rt, 16 * MIB, limits);
+    grpc::within(&rt, async {
+        let mut c = Client::connect_with_window(addr, 64 << 10).await.unwrap();
+        let path = "/lib/firmware/four.bin";
+        let r = c
+            .call::<_, WriteFileResponse>(
+                "/remote_device.RemoteDevice/writefile",
+                &upload(path, 4, MIB),
+            )
+            .await;
+        assert!(r.is_ok(), "{r:?}");
+        let q = dmaflow_remote::proto::remote_device::ReadFileRequest {
+            file_path: path.into(),
+        };
+        // One read left untaken holds 4 MiB; a second passes the 6 MiB cap.
+        let (mut tx, held) = c
+            .open("/remote_device.RemoteDevice/readfile")
+            .await
+            .unwrap();
+        tx.send_data(frame(&q), true).unwrap();
+        let held = held.await.unwrap();
+        let second = c
+            .call::<_, dmaflow_remote::proto::remote_device::ReadFileResponse>(
+                "/remote_device.RemoteDevice/readfile",
+                std::slice::from_ref(&q),
+            )
+            .await;
+        let refused = second.unwrap_err();
+        assert!(refused.contains("--client-in-flight"), "{refused}");
+        drop(held);
+    });
+}
