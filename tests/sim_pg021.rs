@@ -875,3 +875,47 @@ fn a_short_direct_transfer_is_done_when_its_doorbell_returns_as_the_clock_allows
         assert_eq!(rx.as_slice(), tx.as_slice());
     }
 }
+
+#[test]
+fn direct_mm2s_waits_once_the_stream_holds_its_bound_in_bytes() {
+    let b = board(false, Clock::Unlimited);
+    b.fabric.set_length_width(26).unwrap();
+    let r = &b.regs;
+    reset(r);
+    const PACKET: usize = 1 << 20;
+    let tx = b.pool.alloc::<u8>(PACKET).unwrap();
+    let rx = b.pool.alloc::<u8>(PACKET).unwrap();
+    r.poke(MM2S + DMACR, DMACR_RS).unwrap();
+    r.poke(S2MM + DMACR, DMACR_RS).unwrap();
+    // With no S2MM transfer posted, the stream takes packets up to its
+    // bound; each MM2S transfer completes as its packet goes in.
+    let fits = dmaflow::sim::MAX_STREAM_PACKET / PACKET;
+    let send = || {
+        r.poke(MM2S + DMASR, DMASR_IOC_IRQ).unwrap();
+        r.poke(MM2S + ADDR, tx.bus_addr() as u32).unwrap();
+        r.poke(MM2S + LENGTH, PACKET as u32).unwrap();
+    };
+    for _ in 0..fits {
+        send();
+        until(r, MM2S + DMASR, "MM2S into the stream", |v| {
+            v & DMASR_IOC_IRQ != 0
+        });
+    }
+    // One more waits: the stream is full (back-pressure, no error).
+    send();
+    std::thread::sleep(Duration::from_millis(100));
+    let sr = r.read(MM2S + DMASR).unwrap();
+    assert_eq!(
+        sr & (DMASR_IOC_IRQ | DMASR_IDLE | DMASR_ERR_MASK),
+        0,
+        "{sr:#x}"
+    );
+    // S2MM takes one packet: the waiting transfer goes.
+    r.poke(S2MM + ADDR, rx.bus_addr() as u32).unwrap();
+    r.poke(S2MM + LENGTH, PACKET as u32).unwrap();
+    until(r, S2MM + DMASR, "S2MM", |v| v & DMASR_IOC_IRQ != 0);
+    let sr = until(r, MM2S + DMASR, "MM2S after S2MM", |v| {
+        v & DMASR_IOC_IRQ != 0
+    });
+    assert_eq!(sr & DMASR_ERR_MASK, 0, "{sr:#x}");
+}

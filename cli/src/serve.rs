@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use dmaflow::platform::MemoryModel;
-use dmaflow_remote::{EMULATED_DDR_BYTES, Options, Server, Target};
+use dmaflow_remote::{EMULATED_DDR_BYTES, Limits, Options, Server, Target};
 
 /// Arguments of `dmaflow serve`.
 #[derive(Debug, Args)]
@@ -37,6 +37,41 @@ pub struct ServeArgs {
         ("noncoherent", "Apart from DRAM: a missing `flush()`/`invalidate()` shows as stale data", MemoryModel::NonCoherent),
     ]))]
     pub memory: MemoryModel,
+    /// Connections served at once; more are closed as soon as accepted.
+    #[arg(long, default_value_t = dmaflow_remote::DEFAULT_CONNECTIONS)]
+    pub max_connections: usize,
+    /// Seconds a new connection may take to open HTTP/2 before it is closed.
+    #[arg(long, value_name = "SECONDS", default_value_t = dmaflow_remote::DEFAULT_HANDSHAKE.as_secs_f64())]
+    pub handshake_timeout: f64,
+    /// DMA memory one client may hold in buffers (bytes; K, M, G suffixes
+    /// for KiB, MiB, GiB).
+    #[arg(long, value_name = "BYTES", default_value = "128M", value_parser = bytes)]
+    pub client_dma_memory: usize,
+    /// DMA memory all clients together may hold (default: all the board's).
+    #[arg(long, value_name = "BYTES", value_parser = bytes)]
+    pub max_dma_memory: Option<usize>,
+    /// Data one client may have in flight: uploads not yet finished, reads
+    /// not yet taken.
+    #[arg(long, value_name = "BYTES", default_value = "80M", value_parser = bytes)]
+    pub client_in_flight: usize,
+    /// Data all clients together may have in flight.
+    #[arg(long, value_name = "BYTES", default_value = "256M", value_parser = bytes)]
+    pub max_in_flight: usize,
+}
+
+/// A byte count: digits, then K, M or G for KiB, MiB or GiB.
+fn bytes(s: &str) -> Result<usize, String> {
+    let (digits, shift) = match s.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&s[..i], 10),
+        Some((i, 'M' | 'm')) => (&s[..i], 20),
+        Some((i, 'G' | 'g')) => (&s[..i], 30),
+        _ => (s, 0),
+    };
+    digits
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .ok_or_else(|| format!("{s:?} is not a byte count (digits, then K, M or G)"))
 }
 
 /// `dmaflow overlay ...`.
@@ -77,10 +112,31 @@ async fn serve(args: ServeArgs) -> Result<(), (u8, String)> {
             (Target::Emulated { hwh, model }, "emulated board")
         }
     };
+    if args.max_connections == 0 {
+        return Err((2, "--max-connections 0: at least one".into()));
+    }
+    if !(args.handshake_timeout > 0.0 && args.handshake_timeout < 1e6) {
+        return Err((
+            2,
+            format!(
+                "--handshake-timeout {}: seconds above 0",
+                args.handshake_timeout
+            ),
+        ));
+    }
+    let limits = Limits {
+        connections: args.max_connections,
+        handshake: std::time::Duration::from_secs_f64(args.handshake_timeout),
+        client_dma: args.client_dma_memory,
+        total_dma: args.max_dma_memory.unwrap_or(usize::MAX),
+        client_in_flight: args.client_in_flight,
+        total_in_flight: args.max_in_flight,
+    };
     let options = Options {
         listen: args.listen,
         target,
         ddr_bytes: EMULATED_DDR_BYTES,
+        limits,
     };
     let server = Server::bind(options).await.map_err(crate::status(2))?;
     let design = server.service().design();

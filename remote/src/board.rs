@@ -36,12 +36,31 @@ struct Window {
 }
 
 /// The emulated hardware, kept running while the design is loaded: one
-/// fabric per board, the boards on one bus (one DDR). The fabrics go before
-/// the boards they are attached to.
+/// fabric per board, the boards on one bus (the server's [`Ddr`]). The
+/// fabrics go before the boards they are attached to.
 struct Emulated {
     _fabrics: Vec<Fabric>,
-    /// The first board's DDR is the pool's.
-    boards: Vec<SimBoard>,
+    _boards: Vec<SimBoard>,
+}
+
+/// The emulated board's DMA memory, one for the server's life: each design
+/// loaded is built over it (its engines reach this DDR), and buffers come
+/// from its one pool whatever design is loaded.
+pub(crate) struct Ddr {
+    /// A board of no windows that holds the DDR the designs' boards share.
+    root: SimBoard,
+    pool: DmaPool,
+    bytes: usize,
+}
+
+impl Ddr {
+    /// `bytes` of DDR at the emulated board's DDR base, with CPU caches as
+    /// `model` says.
+    pub(crate) fn new(model: MemoryModel, bytes: usize) -> Result<Self, Error> {
+        let root = SimBoard::with_model(0, bytes, DEFAULT_DDR_BASE, 0, model)?;
+        let pool = DmaPool::new(Arc::new(root.memory()?), policy_for(model))?;
+        Ok(Ddr { root, pool, bytes })
+    }
 }
 
 /// Register windows of emulated IP, by instance name.
@@ -53,20 +72,13 @@ impl Emulated {
     fn core(
         design: &Design,
         core: Box<dyn StreamProcessor>,
-        model: MemoryModel,
-        ddr_bytes: usize,
+        ddr: &Ddr,
     ) -> Result<(Self, Devices), Error> {
         let dmas: Vec<(&Ip, Dma)> = design.dmas().collect();
         let sg = dmas.first().is_some_and(|(_, d)| d.params.include_sg);
         let n = core.streams().max(1);
         let control = core.control_bytes() > 0;
-        let board = SimBoard::with_model(
-            n + usize::from(control),
-            ddr_bytes,
-            DEFAULT_DDR_BASE,
-            2 * n,
-            model,
-        )?;
+        let board = ddr.root.sharing_ddr(n + usize::from(control), 2 * n)?;
         let fabric = Fabric::with_processor(&board, Clock::Unlimited, sg, core)?;
         if let Some((_, d)) = dmas.first() {
             fabric.set_length_width(d.params.sg_length_width)?;
@@ -84,7 +96,7 @@ impl Emulated {
         Ok((
             Emulated {
                 _fabrics: vec![fabric],
-                boards: vec![board],
+                _boards: vec![board],
             },
             regs,
         ))
@@ -93,20 +105,12 @@ impl Emulated {
     /// A user's design: each AXI DMA on a board of its own sharing the first
     /// board's DDR, with a fabric built as that DMA is (direct or
     /// scatter-gather, its length width), its streams looped back.
-    fn loopbacks(
-        design: &Design,
-        model: MemoryModel,
-        ddr_bytes: usize,
-    ) -> Result<(Self, Devices), Error> {
-        let first = SimBoard::with_model(1, ddr_bytes, DEFAULT_DDR_BASE, 2, model)?;
-        let mut boards = vec![first];
+    fn loopbacks(design: &Design, ddr: &Ddr) -> Result<(Self, Devices), Error> {
+        let mut boards = Vec::new();
         let mut fabrics = Vec::new();
         let mut regs = Devices::new();
         for (i, (ip, d)) in design.dmas().enumerate() {
-            if i > 0 {
-                let board = boards[0].sharing_ddr(1, 2)?;
-                boards.push(board);
-            }
+            boards.push(ddr.root.sharing_ddr(1, 2)?);
             let board = &boards[i];
             let fabric = Fabric::with_processor(
                 board,
@@ -122,7 +126,7 @@ impl Emulated {
         Ok((
             Emulated {
                 _fabrics: fabrics,
-                boards,
+                _boards: boards,
             },
             regs,
         ))
@@ -172,17 +176,13 @@ pub(crate) enum AccessError {
 }
 
 impl Loaded {
-    /// The emulated board running `design` with CPU caches as `model` says:
-    /// a built-in design's own stream processor behind its engines; for any
+    /// The emulated board running `design` over the server's `ddr`: a
+    /// built-in design's own stream processor behind its engines; for any
     /// other design each AXI DMA it declares at its address, built with its
     /// own parameters, its streams looped back, and the rest as plain memory
     /// (said in [`notes`](Self::notes)).
-    pub(crate) fn emulate(
-        design: Design,
-        model: MemoryModel,
-        ddr_bytes: usize,
-    ) -> Result<Self, Error> {
-        let ddr_end = DEFAULT_DDR_BASE + ddr_bytes as u64;
+    pub(crate) fn emulate(design: Design, ddr: &Ddr) -> Result<Self, Error> {
+        let ddr_end = DEFAULT_DDR_BASE + ddr.bytes as u64;
         if let Some(ip) = design
             .ips
             .iter()
@@ -195,10 +195,10 @@ impl Loaded {
         }
         let builtin = Design::builtin(&design.name).is_some_and(|b| b == design);
         let (emulated, mut regs) = match design.builtin_core().filter(|_| builtin) {
-            Some(core) => Emulated::core(&design, core, model, ddr_bytes)?,
-            None => Emulated::loopbacks(&design, model, ddr_bytes)?,
+            Some(core) => Emulated::core(&design, core, ddr)?,
+            None => Emulated::loopbacks(&design, ddr)?,
         };
-        let pool = DmaPool::new(Arc::new(emulated.boards[0].memory()?), policy_for(model))?;
+        let pool = ddr.pool.clone();
         let mut notes = Vec::new();
         let mut windows = Vec::new();
         for ip in &design.ips {
@@ -393,6 +393,8 @@ pub(crate) struct Buffer {
     pub(crate) buf: DmaBuf<u32>,
     /// Bytes the client asked for.
     pub(crate) bytes: usize,
+    /// Its DMA memory, charged to its client until it goes.
+    pub(crate) _charge: crate::caps::Charge,
     /// The design loaded when it was allocated (its memory is that board's).
     pub(crate) loaded: Arc<Loaded>,
 }

@@ -19,8 +19,17 @@
 //! time, from its first start until it stops or resets the engine, frees a
 //! buffer a transfer in flight reaches (the engine is halted first) or
 //! disconnects.
+//!
+//! Every resource a client can make the server hold is capped ([`Limits`],
+//! each an option of `dmaflow serve`): connections (and how long one may
+//! take to open HTTP/2), DMA memory per client and in all, data in flight
+//! (uploads not yet finished, reads not yet taken) per client and in all. A
+//! request past a cap is refused with an error naming the cap and its
+//! option. The emulated board has one DMA memory for the server's life:
+//! loading another design reuses it.
 
 mod board;
+mod caps;
 mod design;
 mod engine;
 mod files;
@@ -32,6 +41,10 @@ mod server;
 mod service;
 
 pub use board::{EMULATED_DDR_BYTES, Target};
+pub use caps::{
+    DEFAULT_CLIENT_DMA, DEFAULT_CLIENT_IN_FLIGHT, DEFAULT_CONNECTIONS, DEFAULT_HANDSHAKE,
+    DEFAULT_TOTAL_DMA, DEFAULT_TOTAL_IN_FLIGHT, Limits,
+};
 pub use design::{Design, Dma, Ip};
 pub use server::{DEFAULT_LISTEN, Options, Server};
 pub use service::{Connection, Service};

@@ -18,7 +18,8 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status, Streaming};
 
 use crate::Error;
-use crate::board::{Buffer, Loaded, Target};
+use crate::board::{Buffer, Ddr, Loaded, Target};
+use crate::caps::{Caps, Charge, Limits};
 use crate::design::Design;
 use crate::engine::{Engines, Own};
 use crate::files::{self, Files};
@@ -50,7 +51,10 @@ struct Shared {
     target: Target,
     /// The user's design (`--hwh`), loaded whatever is downloaded.
     user: Option<Design>,
-    ddr_bytes: usize,
+    /// The emulated board's DMA memory, for every design loaded.
+    ddr: Option<Ddr>,
+    /// What clients hold, under the server's caps.
+    caps: Caps,
     state: Mutex<State>,
     ps: PsRegisters,
     buffers: Mutex<HashMap<u64, Arc<Mutex<Buffer>>>>,
@@ -86,9 +90,14 @@ fn conn<T>(r: &Request<T>) -> u64 {
 
 impl Service {
     /// The services over `target`, with `ddr_bytes` of DMA memory on the
-    /// emulated board. The emulated board starts with the user's design
-    /// (`hwh`) or `loopback` loaded.
+    /// emulated board, under the default [`Limits`]. The emulated board
+    /// starts with the user's design (`hwh`) or `loopback` loaded.
     pub fn new(target: Target, ddr_bytes: usize) -> Result<Self, Error> {
+        Self::with_limits(target, ddr_bytes, Limits::default())
+    }
+
+    /// Like [`new`](Self::new), under `limits`.
+    pub fn with_limits(target: Target, ddr_bytes: usize, limits: Limits) -> Result<Self, Error> {
         let read_hwh = |p: &std::path::Path| -> Result<Design, Error> {
             let text = std::fs::read_to_string(p).map_err(|e| Error::Io {
                 path: p.to_path_buf(),
@@ -96,7 +105,7 @@ impl Service {
             })?;
             crate::hwh::parse(&text, p)
         };
-        let (user, loaded) = match &target {
+        let (user, loaded, ddr) = match &target {
             Target::Emulated { hwh, model } => {
                 let user = hwh.as_deref().map(read_hwh).transpose()?;
                 let design = match &user {
@@ -104,11 +113,12 @@ impl Service {
                     None => Design::builtin("loopback")
                         .ok_or(Error::UnknownDesign("loopback".into()))?,
                 };
-                (user, Loaded::emulate(design, *model, ddr_bytes)?)
+                let ddr = Ddr::new(*model, ddr_bytes)?;
+                (user, Loaded::emulate(design, &ddr)?, Some(ddr))
             }
             Target::Board { root, memory, hwh } => {
                 let user = hwh.as_deref().map(read_hwh).transpose()?;
-                (user.clone(), Loaded::open(root, memory, user)?)
+                (user.clone(), Loaded::open(root, memory, user)?, None)
             }
         };
         let gpio = match &target {
@@ -120,7 +130,8 @@ impl Service {
             shared: Arc::new(Shared {
                 target,
                 user,
-                ddr_bytes,
+                ddr,
+                caps: Caps::new(limits),
                 state: Mutex::new(State {
                     loaded: Arc::new(loaded),
                     engines,
@@ -255,7 +266,7 @@ impl Service {
             .ok_or_else(|| format!("/lib/firmware/{name} does not exist: write it first"))?
             .to_vec();
         match &self.shared.target {
-            Target::Emulated { model, .. } => {
+            Target::Emulated { .. } => {
                 let design = match &self.shared.user {
                     Some(d) => d.clone(),
                     None => {
@@ -274,10 +285,11 @@ impl Service {
                 let loaded = if st.loaded.design == design {
                     None
                 } else {
-                    Some(
-                        Loaded::emulate(design, *model, self.shared.ddr_bytes)
-                            .map_err(|e| e.to_string())?,
-                    )
+                    // The engines loaded halt (in `replace_engines`) before
+                    // another design's engines reach the same memory: the new
+                    // design's engines are built in reset and start nothing.
+                    let ddr = self.shared.ddr.as_ref().ok_or("no emulated DMA memory")?;
+                    Some(Loaded::emulate(design, ddr).map_err(|e| e.to_string())?)
                 };
                 Self::replace_engines(&mut st, loaded)?;
             }
@@ -476,8 +488,7 @@ impl pm::mmio_server::Mmio for Service {
         let c = conn(&request);
         let r = request.into_inner();
         let result = (|| {
-            let (base, len) = parse_mmio_id(&r.mmio_id)
-                .ok_or_else(|| format!("no MMIO window {:?}", r.mmio_id))?;
+            let (base, len) = self.window(&r.mmio_id)?;
             if !r.offset.is_multiple_of(4) || !r.data.len().is_multiple_of(4) || r.data.is_empty() {
                 return Err(format!(
                     "unaligned write: offset {:#x}, {} bytes (both must be multiples of 4)",
@@ -534,6 +545,51 @@ impl pm::mmio_server::Mmio for Service {
     }
 }
 
+/// The byte range a buffer read or write chunk names (`None`: the whole
+/// buffer, or after the last chunk, as PYNQ's client sends 0 and 0);
+/// negative offsets are refused.
+fn chunk_range(start: i32, end: i32, what: &str) -> Result<Option<(usize, usize)>, String> {
+    match (usize::try_from(start), usize::try_from(end)) {
+        (Ok(0), Ok(0)) => Ok(None),
+        (Ok(from), Ok(to)) => Ok(Some((from, to))),
+        _ => Err(format!(
+            "a {what} of {start}..{end}: offsets are never negative"
+        )),
+    }
+}
+
+/// A buffer read's replies, each chunk read from the buffer when the reply
+/// stream is ready for it (the server holds one chunk at a time).
+struct ReadChunks {
+    buffer: Arc<Mutex<Buffer>>,
+    at: usize,
+    end: usize,
+    /// Whether a reply went out (an empty read still gets one).
+    sent: bool,
+    _charge: Charge,
+}
+
+impl Stream for ReadChunks {
+    type Item = Result<pb::BufferReadResponse, Status>;
+
+    fn poll_next(
+        mut self: Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        if self.at >= self.end && self.sent {
+            return std::task::Poll::Ready(None);
+        }
+        let to = (self.at + CHUNK).min(self.end);
+        let data = lock(&self.buffer).read(self.at, to);
+        self.at = to;
+        self.sent = true;
+        std::task::Poll::Ready(Some(Ok(pb::BufferReadResponse {
+            msg: None,
+            data: Some(data),
+        })))
+    }
+}
+
 /// A reply carrying only `msg`, for the buffer service's messages.
 macro_rules! msg_reply {
     ($t:ident, $r:expr) => {
@@ -557,6 +613,15 @@ impl pb::remote_buffer_server::RemoteBuffer for Service {
                 .ok()
                 .filter(|&n| n > 0 && n <= MAX_BUFFER)
                 .ok_or_else(|| format!("cannot allocate {} bytes", r.size))?;
+            let charge = self
+                .shared
+                .caps
+                .dma(
+                    c,
+                    bytes.next_multiple_of(4),
+                    &format!("allocating {bytes} bytes"),
+                )
+                .map_err(|e| e.to_string())?;
             let loaded = self.loaded();
             let buf = loaded
                 .pool
@@ -570,6 +635,7 @@ impl pb::remote_buffer_server::RemoteBuffer for Service {
                     buf,
                     bytes,
                     loaded,
+                    _charge: charge,
                 })),
             );
             Ok(id.to_string())
@@ -617,10 +683,9 @@ impl pb::remote_buffer_server::RemoteBuffer for Service {
                 };
                 let mut g = lock(&b);
                 // A chunk with a range goes there; without one, after the last.
-                let (from, to) = if m.end > 0 || m.start > 0 {
-                    (m.start.max(0) as usize, m.end.max(0) as usize)
-                } else {
-                    (at, at + m.data.len())
+                let (from, to) = match chunk_range(m.start, m.end, "write")? {
+                    Some(range) => range,
+                    None => (at, at + m.data.len()),
                 };
                 if to < from || to - from != m.data.len() || to > g.bytes {
                     return Err(format!(
@@ -650,40 +715,35 @@ impl pb::remote_buffer_server::RemoteBuffer for Service {
         self.sync_descriptors(c);
         let result = (|| {
             let b = self.buffer(c, &r.buffer_id)?;
-            let g = lock(&b);
-            let (from, to) = if r.end > 0 || r.start > 0 {
-                (r.start.max(0) as usize, r.end.max(0) as usize)
-            } else {
-                (0, g.bytes)
-            };
-            if from > to || to > g.bytes {
+            let bytes = lock(&b).bytes;
+            let (from, to) = chunk_range(r.start, r.end, "read")?.unwrap_or((0, bytes));
+            if from > to || to > bytes {
                 return Err(format!(
-                    "read of {from}..{to} is outside buffer {:?} of {} bytes",
-                    r.buffer_id, g.bytes
+                    "read of {from}..{to} is outside buffer {:?} of {bytes} bytes",
+                    r.buffer_id
                 ));
             }
-            Ok(g.read(from, to))
+            // The chunk the reply holds until the client takes it.
+            let mut charge = self.shared.caps.in_flight(c);
+            let what = format!("a read of buffer {:?}", r.buffer_id);
+            charge
+                .grow((to - from).min(CHUNK), &what)
+                .map_err(|e| e.to_string())?;
+            Ok(ReadChunks {
+                buffer: b,
+                at: from,
+                end: to,
+                sent: false,
+                _charge: charge,
+            })
         })();
-        let replies: Vec<Result<pb::BufferReadResponse, Status>> = match result {
-            Ok(bytes) if bytes.is_empty() => vec![Ok(pb::BufferReadResponse {
-                msg: None,
-                data: Some(Vec::new()),
-            })],
-            Ok(bytes) => bytes
-                .chunks(CHUNK)
-                .map(|c| {
-                    Ok(pb::BufferReadResponse {
-                        msg: None,
-                        data: Some(c.to_vec()),
-                    })
-                })
-                .collect(),
-            Err(msg) => vec![Ok(pb::BufferReadResponse {
+        Ok(Response::new(match result {
+            Ok(chunks) => Box::pin(chunks),
+            Err(msg) => Box::pin(tokio_stream::once(Ok(pb::BufferReadResponse {
                 msg: Some(msg),
                 data: None,
-            })],
-        };
-        Ok(Response::new(Box::pin(tokio_stream::iter(replies))))
+            }))),
+        }))
     }
 
     async fn freebuffer(
@@ -826,6 +886,7 @@ impl pd::remote_device_server::RemoteDevice for Service {
         &self,
         request: Request<Streaming<pd::DownloadRequest>>,
     ) -> Result<Response<pd::DownloadResponse>, Status> {
+        let mut held = self.shared.caps.in_flight(conn(&request));
         let mut stream = request.into_inner();
         let mut bin = Vec::new();
         while let Some(m) = stream.next().await {
@@ -836,6 +897,8 @@ impl pd::remote_device_server::RemoteDevice for Service {
                     files::MAX_FIRMWARE
                 )));
             }
+            held.grow(m.buffer.len(), "a bitstream download")
+                .map_err(|e| Status::resource_exhausted(e.to_string()))?;
             bin.extend_from_slice(&m.buffer);
         }
         let name = "download.bin";
@@ -875,22 +938,29 @@ impl pd::remote_device_server::RemoteDevice for Service {
         &self,
         request: Request<pd::ReadFileRequest>,
     ) -> Result<Response<Self::readfileStream>, Status> {
+        let mut held = self.shared.caps.in_flight(conn(&request));
         let path = request.into_inner().file_path;
         let bytes = lock(&self.shared.state)
             .files
             .read(&path)
             .map_err(Status::not_found)?;
-        let replies: Vec<Result<pd::ReadFileResponse, Status>> = bytes
-            .chunks(CHUNK)
-            .map(|c| Ok(pd::ReadFileResponse { data: c.to_vec() }))
-            .collect();
-        Ok(Response::new(Box::pin(tokio_stream::iter(replies))))
+        // The file's copy is data in flight until its replies are taken.
+        held.grow(bytes.len(), &format!("a read of {path:?}"))
+            .map_err(|e| Status::resource_exhausted(e.to_string()))?;
+        let chunks: Vec<Vec<u8>> = bytes.chunks(CHUNK).map(<[u8]>::to_vec).collect();
+        drop(bytes);
+        let replies = tokio_stream::iter(chunks).map(move |data| {
+            let _held = &held;
+            Ok(pd::ReadFileResponse { data })
+        });
+        Ok(Response::new(Box::pin(replies)))
     }
 
     async fn writefile(
         &self,
         request: Request<Streaming<pd::WriteFileRequest>>,
     ) -> Result<Response<pd::WriteFileResponse>, Status> {
+        let mut held = self.shared.caps.in_flight(conn(&request));
         let mut stream = request.into_inner();
         let mut path: Option<String> = None;
         let mut data = Vec::new();
@@ -913,6 +983,8 @@ impl pd::remote_device_server::RemoteDevice for Service {
                     files::MAX_FIRMWARE
                 )));
             }
+            held.grow(m.data.len(), &format!("an upload of {:?}", m.file_path))
+                .map_err(|e| Status::resource_exhausted(e.to_string()))?;
             data.extend_from_slice(&m.data);
         }
         let path = path.ok_or_else(|| refused("a file write with no message"))?;

@@ -82,8 +82,8 @@ impl Shared {
                 .any(|g| g.delay_due.iter().any(Option::is_some))
             || self.posts_pending(st)
             || st.engines.iter().any(|g| {
-                (g.input.is_none() && !g.mm2s.is_empty())
-                    || (g.input.is_none() && g.stream.len() < STREAM_FIFO && g.mm2s_tail.is_some())
+                (g.input.is_none() && !g.mm2s.is_empty() && g.stream_bytes() < MAX_STREAM_PACKET)
+                    || (g.input.is_none() && !g.stream_full() && g.mm2s_tail.is_some())
                     || g.mm2s_done_at.is_some()
                     || !g.mm2s_completions.is_empty()
                     || ((!g.s2mm.is_empty() || g.s2mm_chain.is_some()) && !g.stream.is_empty())
@@ -309,16 +309,16 @@ impl Shared {
         let mut fetched = 0usize;
         loop {
             fetched += 1;
-            if packet.is_empty()
-                && ((cyclic && fetched > CYCLIC_BURST)
-                    || st.engines[e].input.is_some()
-                    || st.engines[e].stream.len() >= STREAM_FIFO)
+            if (cyclic && fetched > CYCLIC_BURST)
+                || (packet.is_empty()
+                    && (st.engines[e].input.is_some() || st.engines[e].stream_full()))
             {
                 // Back-pressure: the processor has not taken the last packet, or
                 // its output is not being drained (or a cyclic ring has run a
-                // burst: it goes on at the next turn of the device loop).
+                // burst: it goes on at the next turn of the device loop, with
+                // the packet read so far).
                 st.engines[e].mm2s_tail = Some(tail);
-                st.recycle(packet);
+                st.engines[e].mm2s_partial = packet;
                 return;
             }
             if !cur.is_multiple_of(DESC_ALIGN) {
@@ -337,6 +337,9 @@ impl Shared {
                 return self.fail_at(st, e, 0, cur, DMASR_DMA_INT_ERR);
             }
             let start = packet.len();
+            if start + len > MAX_STREAM_PACKET {
+                return self.overlong_packet(st, e, packet);
+            }
             packet.resize(start + len, 0);
             if self.dev.read_ddr(addr, &mut packet[start..]).is_err() {
                 return self.fail_at(st, e, 0, cur, DMASR_DMA_DEC_ERR);
@@ -381,6 +384,25 @@ impl Shared {
                 return;
             }
             cur = next;
+        }
+    }
+
+    /// An MM2S packet grew past [`MAX_STREAM_PACKET`] without TXEOF: more
+    /// than the emulated stream carries in one packet. A running S2MM
+    /// reports it as a packet longer than it can take (DMAIntErr, halted
+    /// with Err_Irq); MM2S, its stream no longer taken, stalls as TREADY
+    /// held low leaves it, until it is stopped or reset. The packet's bytes
+    /// are dropped.
+    fn overlong_packet(&self, st: &mut State, e: usize, packet: Vec<u8>) {
+        st.recycle(packet);
+        let g = &mut st.engines[e];
+        g.mm2s_tail = None;
+        g.mm2s_descs.clear();
+        if self.reg(e, 1, DMACR) & DMACR_RS != 0 && self.reg(e, 1, DMASR) & DMASR_HALTED == 0 {
+            if self.sg {
+                st.engines[e].s2mm_chain = None;
+            }
+            self.complete(st, e, 1, DMASR_DMA_INT_ERR);
         }
     }
 
@@ -507,6 +529,7 @@ impl Shared {
             }
             if st.engines[e].mm2s_done_at.is_none()
                 && st.engines[e].input.is_none()
+                && st.engines[e].stream_bytes() < MAX_STREAM_PACKET
                 && let Some(job) = st.engines[e].mm2s.pop_front()
             {
                 let mut buf = st.buffer();
@@ -525,7 +548,7 @@ impl Shared {
                 }
             }
             if st.engines[e].input.is_none()
-                && st.engines[e].stream.len() < STREAM_FIFO
+                && !st.engines[e].stream_full()
                 && let Some(tail) = st.engines[e].mm2s_tail.take()
             {
                 self.run_mm2s_chain(st, e, tail);

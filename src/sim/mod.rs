@@ -26,7 +26,7 @@ pub use checker::Violation;
 pub use conv::ConvCore;
 pub use faults::Faults;
 pub use fir::FirCore;
-pub use state::DEFAULT_LENGTH_WIDTH;
+pub use state::{DEFAULT_LENGTH_WIDTH, MAX_STREAM_PACKET};
 pub use timing::{
     Clock, MM2S_DIRECT_START_CYCLES, MM2S_SG_START_CYCLES, Profile, S2MM_WRITE_CYCLES,
 };
@@ -180,6 +180,7 @@ impl Fabric {
             state: Mutex::new(State {
                 engines: (0..engines).map(|_| Engine::new()).collect(),
                 spare: Vec::new(),
+                spare_bytes: 0,
                 processor,
                 fire_inputs: Vec::new(),
                 fire_outputs: Vec::new(),

@@ -108,6 +108,8 @@ pub(super) struct State {
     pub(super) engines: Vec<Engine>,
     /// Buffers reused for packets.
     pub(super) spare: Vec<Vec<u8>>,
+    /// Bytes of capacity in `spare`.
+    pub(super) spare_bytes: usize,
     pub(super) processor: Box<dyn StreamProcessor>,
     /// Lists reused by every firing of the processor.
     pub(super) fire_inputs: Vec<(Vec<u8>, Instant)>,
@@ -121,15 +123,32 @@ pub(super) struct State {
     pub(super) deferred: Vec<(usize, usize, u32)>,
 }
 
+impl Engine {
+    /// Whether the stream between the channels holds all it can: MM2S
+    /// waits (back-pressure) until S2MM takes some.
+    pub(super) fn stream_full(&self) -> bool {
+        self.stream.len() >= STREAM_FIFO || self.stream_bytes() >= MAX_STREAM_PACKET
+    }
+
+    /// Bytes of the packets the stream holds.
+    pub(super) fn stream_bytes(&self) -> usize {
+        self.stream.iter().map(|(p, _, _)| p.len()).sum()
+    }
+}
+
 impl State {
     pub(super) fn buffer(&mut self) -> Vec<u8> {
         let mut b = self.spare.pop().unwrap_or_default();
+        self.spare_bytes -= b.capacity();
         b.clear();
         b
     }
 
+    /// Keeps `b` for a later packet, while the buffers kept stay within
+    /// 256 of them and [`SPARE_BYTES`].
     pub(super) fn recycle(&mut self, b: Vec<u8>) {
-        if self.spare.len() < 256 {
+        if self.spare.len() < 256 && self.spare_bytes + b.capacity() <= SPARE_BYTES {
+            self.spare_bytes += b.capacity();
             self.spare.push(b);
         }
     }
@@ -195,6 +214,17 @@ pub(super) const CHANNELS: [usize; 2] = [MM2S, S2MM];
 /// Packets the stream between an engine's channels holds before MM2S descriptor
 /// chains stall.
 pub(super) const STREAM_FIFO: usize = 64;
+
+/// The most bytes the emulated stream carries in one packet, and holds in
+/// all between an engine's channels before MM2S stalls: 64 MiB, the largest
+/// buffer one PG021 descriptor or LENGTH write names. The emulator moves
+/// whole packets, so a packet without TLAST (TXEOF) past this is an error
+/// of the S2MM side (DMAIntErr, as an S2MM reports a packet longer than the
+/// buffer it has), never memory without bound.
+pub const MAX_STREAM_PACKET: usize = 1 << 26;
+
+/// Bytes of packet buffers kept for reuse.
+const SPARE_BYTES: usize = 2 * MAX_STREAM_PACKET;
 
 /// Width of the emulated IP's buffer-length register when nothing else is set:
 /// Vivado's default for c_sg_length_width.
