@@ -117,6 +117,11 @@ pub struct Edge {
     pub send_eos: bool,
     /// Items at most per message a sink sends.
     pub max_items: usize,
+    /// A sink copies a message of fewer bytes than this into memory of
+    /// ZeroMQ's instead of sending it from the queue's slots (building a
+    /// message over slots and getting them back costs more than copying a
+    /// few bytes). 0: every message without tags goes from the queue.
+    pub copy_below: usize,
     /// With `pass_tags`: a source puts the tags it receives on this relay, a
     /// sink sends those on the relay with its items. One relay given to a
     /// graph's source and sink carries tags through the nodes between them.
@@ -137,6 +142,7 @@ impl Edge {
             vanish: Vanish::Fail,
             send_eos: true,
             max_items: 1 << 16,
+            copy_below: 0,
             relay: None,
         }
     }

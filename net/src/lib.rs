@@ -19,6 +19,7 @@
 
 mod endpoint;
 mod link;
+mod outbox;
 mod relay;
 mod sink;
 mod source;
@@ -131,6 +132,18 @@ pub struct Stats {
     pub dropped: AtomicU64,
     /// Tags received (a source) or sent (a sink) in tag headers.
     pub tags: AtomicU64,
+    /// Payload bytes sent or received (tag headers not counted).
+    pub bytes: AtomicU64,
+    /// Payload bytes this end copied: a sink into messages (with tags, or
+    /// below [`Edge::copy_below`]), a source out of messages into its queue.
+    /// A sink that sends from the queue copies none.
+    pub copied: AtomicU64,
+    /// Nanoseconds this end waited on the network: a sink for room (the
+    /// peer at its high-water mark, no peer yet), a source for a message.
+    pub waited_ns: AtomicU64,
+    /// Items a PUB sink dropped because a subscriber was at its high-water
+    /// mark (ZeroMQ would have dropped them silently).
+    pub dropped_at_hwm: AtomicU64,
     /// The first [`Stats::TAGS_KEPT`] of those tags, offsets as in the
     /// stream this end reads or writes.
     seen: Mutex<Vec<tags::Tag>>,
@@ -158,6 +171,16 @@ impl Stats {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// Bytes copied per payload byte that crossed (0 for an end that
+    /// neither copies into nor out of its messages).
+    pub fn copies_per_byte(&self) -> f64 {
+        let bytes = self.bytes.load(Ordering::Relaxed);
+        if bytes == 0 {
+            return 0.0;
+        }
+        self.copied.load(Ordering::Relaxed) as f64 / bytes as f64
     }
 
     /// `(messages, items, dropped, tags)` now.

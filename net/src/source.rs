@@ -42,68 +42,73 @@ pub fn add_source<T: Pod + Send>(
         // are already here go out to the reader in one commit, not one each.
         let mut pending = 0usize;
         let batch = (out.capacity() / 4).max(1);
+        // One message object, received into again and again.
+        let mut msg = zmq::Message::new();
         loop {
             // The graph's abort reaches a node waiting on the network here
             // (a reservation of nothing: only with nothing reserved).
             if pending == 0 {
                 out.try_reserve(0)?;
             }
-            // ZMQ_EVENTS first (no system call); a poll only when nothing
-            // is waiting.
-            let waiting = link
-                .socket
-                .get_events()
-                .map(|e| e.contains(zmq::POLLIN))
-                .unwrap_or(false);
-            if !waiting && pending > 0 {
-                // Nothing more here now: the reader gets what came.
-                out.commit(pending)?;
-                pending = 0;
-            }
-            let readable = if waiting {
-                1
-            } else {
-                link.socket
-                    .poll(zmq::POLLIN, SLICE_MS)
-                    .map_err(|source| Error::Zmq {
-                        what: "waiting for a message",
-                        source,
-                    })?
-            };
-            if readable == 0 {
-                let now = Instant::now();
-                if edge.idle_timeout.is_some_and(|t| now - last >= t) {
-                    break;
-                }
-                // A peer that went away (and is not back) ends or fails the
-                // stream after the grace period.
-                if link.peers()? == 0 && link.seen_peer {
-                    let since = *gone_since.get_or_insert(now);
-                    if now - since >= edge.grace {
-                        match edge.vanish {
-                            Vanish::End => break,
-                            Vanish::Fail => {
-                                return Err(Error::PeerVanished {
-                                    endpoint: edge.endpoint.to_string(),
-                                    items: stats.snapshot().1,
-                                    grace: edge.grace,
+            // A receive that does not wait first (no system call when a
+            // message is here); a poll only when none is.
+            let msg = match link.socket.recv(&mut msg, zmq::DONTWAIT) {
+                Ok(()) => &msg,
+                Err(zmq::Error::EAGAIN) => {
+                    if pending > 0 {
+                        // Nothing more here now: the reader gets what came.
+                        out.commit(pending)?;
+                        pending = 0;
+                    }
+                    let t0 = Instant::now();
+                    let readable = link
+                        .socket
+                        .poll(zmq::POLLIN, SLICE_MS)
+                        .map_err(|source| Error::Zmq {
+                            what: "waiting for a message",
+                            source,
+                        })?;
+                    stats.add(&stats.waited_ns, t0.elapsed().as_nanos() as u64);
+                    if readable > 0 {
+                        continue;
+                    }
+                    let now = Instant::now();
+                    if edge.idle_timeout.is_some_and(|t| now - last >= t) {
+                        break;
+                    }
+                    // A peer that went away (and is not back) ends or fails the
+                    // stream after the grace period.
+                    if link.peers()? == 0 && link.seen_peer {
+                        let since = *gone_since.get_or_insert(now);
+                        if now - since >= edge.grace {
+                            match edge.vanish {
+                                Vanish::End => break,
+                                Vanish::Fail => {
+                                    return Err(Error::PeerVanished {
+                                        endpoint: edge.endpoint.to_string(),
+                                        items: stats.snapshot().1,
+                                        grace: edge.grace,
+                                    }
+                                    .into());
                                 }
-                                .into());
                             }
                         }
+                    } else {
+                        gone_since = None;
                     }
-                } else {
-                    gone_since = None;
+                    continue;
                 }
-                continue;
-            }
-            let msg = link.socket.recv_msg(0).map_err(|source| Error::Zmq {
-                what: "receiving",
-                source,
-            })?;
+                Err(source) => {
+                    return Err(Error::Zmq {
+                        what: "receiving",
+                        source,
+                    }
+                    .into());
+                }
+            };
             last = Instant::now();
             gone_since = None;
-            let mut payload: &[u8] = &msg;
+            let mut payload: &[u8] = msg;
             if edge.pass_tags && !payload.is_empty() {
                 // Everything in the header is the peer's: each count and
                 // offset is checked before it is used.
@@ -151,6 +156,10 @@ pub fn add_source<T: Pod + Send>(
                 break;
             }
             stats.add(&stats.messages, 1);
+            stats.add(&stats.bytes, payload.len() as u64);
+            // Every payload byte is copied once, out of the message into
+            // the queue (or into the item begun earlier).
+            stats.add(&stats.copied, payload.len() as u64);
             // Complete an item begun earlier.
             if !carry.is_empty() {
                 let k = (item - carry.len()).min(payload.len());
