@@ -92,7 +92,7 @@ fn slots_held_by_zeromq_are_not_rewritten_before_it_lets_go() {
             }
             messages += 1;
             // A slow receiver: the sink's messages wait in ZeroMQ.
-            if messages % 32 == 0 {
+            if messages.is_multiple_of(32) {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
@@ -246,7 +246,7 @@ fn a_pub_sink_at_its_high_water_mark_counts_what_it_dropped() {
             last = Some(first);
             items += (m.len() / 4) as u64;
             messages += 1;
-            if messages % 8 == 0 {
+            if messages.is_multiple_of(8) {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
