@@ -28,7 +28,7 @@ pub mod tags;
 pub use endpoint::{Edge, Endpoint, Pattern, Vanish};
 pub use relay::Relay;
 pub use sink::add_sink;
-pub use source::add_source;
+pub use source::{add_source, add_source_with};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
