@@ -35,8 +35,8 @@ pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
     name: "net",
     board: OnBoard::EmulatorOnly("it measures network edges on this machine, not a DMA device"),
     question: "A dmaflow ZeroMQ edge between two processes against bare PUSH/PULL.",
-    keys: "message_bytes (message or item size), point (dmaflow|raw|\n\
-          dmaflow-batched|dmaflow-capped|gnuradio|dmaflow->gnuradio|\n\
+    keys: "message_bytes (message or item size), point (dmaflow|\n\
+          dmaflow-queue|raw|dmaflow-batched|dmaflow-capped|gnuradio|dmaflow->gnuradio|\n\
           gnuradio->dmaflow), does (what its ends do), mb_per_s (median\n\
           over rounds), mb_per_s_min, mb_per_s_max, mb_per_s_spread,\n\
           rounds, rx_cpu_share (receiving process's CPU over its time),\n\
@@ -118,6 +118,8 @@ const STALLED: &str = "stalled GNU Radio receiver";
 pub enum Point {
     /// dmaflow's ends, one message per `size` bytes.
     Dmaflow,
+    /// dmaflow's ends, the receiver copying into a queue a node reads.
+    Queued,
     /// Bare PUSH/PULL loops, one message per `size` bytes.
     Raw,
     /// dmaflow's ends, `size`-byte items batched up to 256 KiB a message.
@@ -142,7 +144,12 @@ impl Point {
                 "dmaflow",
                 "dmaflow: a generator node writes u32 counters into a queue; the dmaflow_net sink \
                  sends one message per size bytes from the queue's slots (no copy; the slots \
-                 held until ZeroMQ lets go) | the dmaflow_net source (another process) copies \
+                 held until ZeroMQ lets go) | the dmaflow_net source (another process) runs the \
+                 checksum on each message where it landed (add_source_with: no queue, no copy)",
+            ),
+            Point::Queued => (
+                "dmaflow-queue",
+                "the same sender as dmaflow | the dmaflow_net source (another process) copies \
                  each message into a queue; a node sums every u32 (checksum verified)",
             ),
             Point::Raw => (
@@ -180,7 +187,7 @@ impl Point {
             Point::GnuradioToDmaflow => (
                 "gnuradio->dmaflow",
                 "GNU Radio's sender (file_source -> push_sink) -> dmaflow's receiver (the \
-                 dmaflow_net source copying into a queue, a node summing every u32, checksum \
+                 dmaflow_net source summing every u32 where each message landed, checksum \
                  verified; it counts the messages: GNU Radio's message size)",
             ),
         }
@@ -209,7 +216,7 @@ impl Point {
 /// with GNU Radio installed, GNU Radio's, the crossed edges and dmaflow
 /// capped at GNU Radio's message size.
 fn points() -> Vec<Point> {
-    let mut p = vec![Point::Dmaflow, Point::Raw, Point::Batched];
+    let mut p = vec![Point::Dmaflow, Point::Queued, Point::Raw, Point::Batched];
     if gnuradio_here() {
         p.extend([
             Point::Capped,
@@ -343,10 +350,13 @@ pub fn receive(point: &str, endpoint: &str) -> Result<Received, String> {
         return Ok(tally.received());
     }
     let from_gnuradio = point == "from-gnuradio";
-    if !from_gnuradio && point != "dmaflow" {
+    if !from_gnuradio && point != "dmaflow" && point != "dmaflow-queue" {
         return Err(format!(
-            "{point:?} is not a receiver: dmaflow, from-gnuradio or raw"
+            "{point:?} is not a receiver: dmaflow, dmaflow-queue, from-gnuradio or raw"
         ));
+    }
+    if point != "dmaflow-queue" {
+        return receive_in_place(at, from_gnuradio);
     }
     let mut g = Graph::new();
     let (out, mut inp) = g
@@ -387,6 +397,39 @@ pub fn receive(point: &str, endpoint: &str) -> Result<Received, String> {
     Ok(r)
 }
 
+/// dmaflow's receiver whose checksum runs on each message where it landed
+/// (`dmaflow_net::add_source_with`): no queue, no copy.
+fn receive_in_place(at: dmaflow_net::Endpoint, from_gnuradio: bool) -> Result<Received, String> {
+    let mut g = Graph::new();
+    let mut edge = dmaflow_net::Edge::source(at);
+    if from_gnuradio {
+        edge.idle_timeout = Some(Duration::from_secs(1));
+    }
+    let tally = std::sync::Arc::new(std::sync::Mutex::new(Tally::default()));
+    let keep = tally.clone();
+    let stats = dmaflow_net::add_source_with::<u32, _>(&mut g, "net", edge, move |s| {
+        if s.is_empty() {
+            return Ok(());
+        }
+        let mut t = keep.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        t.arrived();
+        t.add(s.len(), s.iter().fold(0u32, |a, &x| a.wrapping_add(x)));
+        if from_gnuradio {
+            // The stream ends a second after this: the last data's
+            // instant is the end of the timed span.
+            t.last = Some(Tally::now());
+        }
+        Ok(())
+    })
+    .map_err(|e| e.to_string())?;
+    g.run().map_err(|e| e.to_string())?;
+    let t = std::mem::take(&mut *tally.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+    let mut r = t.received();
+    r.messages = stats.snapshot().0;
+    r.copied = stats.copied.load(std::sync::atomic::Ordering::Relaxed);
+    Ok(r)
+}
+
 /// Sends `bytes` as `u32` counters at `endpoint` (bound), then the end of
 /// stream: by bare loops in messages of `size` bytes, or by dmaflow's sink
 /// with at most `max_items` `u32` items a message. Returns the payload
@@ -418,9 +461,12 @@ fn send(max_items: Option<usize>, endpoint: &str, size: usize, bytes: usize) -> 
         return Ok(0);
     };
     let mut g = Graph::new();
-    // Room for two whole messages: a sink whose message is larger than its
-    // queue waits for ever (see BENCHMARKS.md, "Net").
-    let capacity = (1usize << 18).max(2 * max_items).next_power_of_two();
+    // Room for eight whole messages: the sink sends from the queue's slots
+    // and gets them back only once ZeroMQ has let go of each message, so
+    // the queue bounds what is in flight (raw ZeroMQ has its high-water
+    // mark's worth, 16 messages, queued); and a sink whose message is
+    // larger than its queue waits for ever (see BENCHMARKS.md, "Net").
+    let capacity = (1usize << 18).max(8 * max_items).next_power_of_two();
     let (mut out, inp) = g
         .connect_with_capacity::<u32>(("count", "out"), ("net", "in"), capacity)
         .map_err(|e| e.to_string())?;
@@ -584,7 +630,7 @@ fn measure(
     let bytes = cfg.bytes_for(size);
     let sender = match point {
         Point::Raw => None,
-        Point::Dmaflow => Some(items_for(size, size)),
+        Point::Dmaflow | Point::Queued => Some(items_for(size, size)),
         Point::Batched => Some(items_for(size, BATCHED_BYTES)),
         _ => Some(items_for(size, cap)),
     };
@@ -612,6 +658,7 @@ fn measure(
         Point::Gnuradio | Point::DmaflowToGnuradio => Receiver::Gnuradio(gnuradio("rx")?),
         Point::Raw => Receiver::start(cfg, "raw", &endpoint)?,
         Point::GnuradioToDmaflow => Receiver::start(cfg, "from-gnuradio", &endpoint)?,
+        Point::Queued => Receiver::start(cfg, "dmaflow-queue", &endpoint)?,
         _ => Receiver::start(cfg, "dmaflow", &endpoint)?,
     };
     let got = match point {
@@ -739,7 +786,7 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
             let shown = match point {
                 Point::Capped | Point::DmaflowToGnuradio => Some((items_for(size, cap) * 4) as f64),
                 Point::Batched => Some((items_for(size, BATCHED_BYTES) * 4).min(bytes) as f64),
-                Point::Dmaflow | Point::Raw => Some(size as f64),
+                Point::Dmaflow | Point::Queued | Point::Raw => Some(size as f64),
                 Point::GnuradioToDmaflow => Some(bytes as f64 / got.messages.max(1) as f64),
                 Point::Gnuradio => None,
             };
@@ -910,6 +957,17 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
             ));
         }
     }
+    for (size, r) in shares(rows, Point::Queued, Point::Raw) {
+        let s = r.0.scaled(100.0);
+        text += &format!(
+            "{}: dmaflow-queue (the receiver copying into a queue) at {:.0} % of the raw \
+             ceiling ({:.0}..{:.0} %)\n",
+            bytes_label(size),
+            s.median,
+            s.min,
+            s.max
+        );
+    }
     let list = |v: &[(usize, Ratio)], f: &dyn Fn(f64) -> String| {
         v.iter()
             .map(|(s, r)| format!("{} {}", bytes_label(*s), f(r.0.median)))
@@ -960,7 +1018,7 @@ mod tests {
         };
         let rows = run(&cfg, &mut |m| eprintln!("{m}")).unwrap();
         let gr = gnuradio_here();
-        assert_eq!(rows.len(), if gr { 14 } else { 6 });
+        assert_eq!(rows.len(), if gr { 16 } else { 8 });
         assert!(
             rows.iter()
                 .all(|r| r.timed.seconds.len() == 2 && r.timed.seconds.iter().all(|s| *s > 0.0))
