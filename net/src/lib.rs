@@ -3,7 +3,8 @@
 //!
 //! A graph edge becomes remote by giving one side's port to a network node:
 //! [`add_sink`] sends what a node writes (an `Input` of the edge), [`add_source`]
-//! receives into an `Output` that a node reads. The nodes at either end do
+//! receives into an `Output` that a node reads ([`add_source_with`]: into a
+//! node's first work, in place). The nodes at either end do
 //! not know. Items go as gr-zeromq sends them: whole items, several per
 //! message, native little-endian layout, optionally behind gr-zeromq's tag
 //! header ([`tags`]). PUSH/PULL (the default) is lossless and ordered and
@@ -12,6 +13,17 @@
 //! send none, so a source takes an idle timeout. A peer that goes away
 //! mid-stream ends the stream or fails the graph, as configured, after a
 //! grace period in which a restarted peer reconnects.
+//!
+//! Copies: a sink sends each message from the queue's own slots
+//! (`zmq_msg_init_data`), holding them (unconsumed, so the writer cannot
+//! reuse them) until ZeroMQ has let go of the message; only a message with a
+//! tag header is copied (gr-zeromq reads header and items from one message
+//! part). [`add_source_with`] runs a node's first work on each message where
+//! it landed, in ZeroMQ's buffer; [`add_source`] copies each message into a
+//! queue. Sends and receives go without waiting first and poll only when
+//! they would block. [`Stats`] counts messages, bytes, the bytes copied, the
+//! time waited on the network and what a PUB sink dropped at its high-water
+//! mark (ZeroMQ would drop it silently).
 //!
 //! The transport is libzmq (the implementation GNU Radio uses) through the
 //! `zmq` crate, built from vendored source so a machine needs no system
