@@ -12,9 +12,11 @@ pub enum Pattern {
     /// mark, so a process network split across processes stays
     /// deterministic. gr-zeromq's `push_sink` / `pull_source`.
     PushPull,
-    /// PUB -> SUB: a publisher never waits; a subscriber that falls behind
-    /// loses messages (counted where the stream carries item offsets, with
-    /// `pass_tags`). gr-zeromq's `pub_sink` / `sub_source`.
+    /// PUB -> SUB: a publisher never waits; while a subscriber is at its
+    /// high-water mark, the publisher drops each message (for every
+    /// subscriber) and counts it (`Stats::dropped_at_hwm`); a subscriber
+    /// counts what it lost where the stream carries item offsets, with
+    /// `pass_tags`. gr-zeromq's `pub_sink` / `sub_source`.
     PubSub,
 }
 
