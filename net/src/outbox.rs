@@ -31,7 +31,10 @@ use std::thread::Thread;
 use dmaflow::graph::{BoxError, Input};
 use dmaflow::ring::{MemoryHold, Pod};
 
-use crate::link::Link;
+use std::time::{Duration, Instant};
+
+use crate::link::{Link, SLICE_MS};
+use crate::{Edge, Error};
 
 /// One message in flight: released once ZeroMQ has let go of it.
 struct Ticket {
@@ -147,7 +150,12 @@ impl<T: Pod> Outbox<T> {
     /// While messages are in flight it wakes on each release (and at least
     /// every `slice`), consuming what was let go of, so the writer upstream
     /// gets its slots back as soon as ZeroMQ is done with them.
-    pub(crate) fn fresh(&mut self, slice: std::time::Duration) -> Result<&[T], BoxError> {
+    /// A peer that was there and has been gone for `edge.grace` while
+    /// messages wait fails the graph ([`Error::NoPeer`]), as a send that no
+    /// peer takes does; so does the graph's abort.
+    pub(crate) fn fresh(&mut self, edge: &Edge) -> Result<&[T], BoxError> {
+        let slice = Duration::from_millis(SLICE_MS as u64);
+        let mut gone_since: Option<Instant> = None;
         loop {
             self.release()?;
             if self.held == 0 {
@@ -166,6 +174,20 @@ impl<T: Pod> Outbox<T> {
                 // SAFETY: as above.
                 let s = unsafe { std::slice::from_raw_parts(ptr, len) };
                 return Ok(&s[self.held..]);
+            }
+            // The graph's abort, while the queue is all in flight.
+            self.input.try_peek(0)?;
+            if self.link.peers()? == 0 && self.link.seen_peer {
+                let since = *gone_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= edge.grace {
+                    return Err(Error::NoPeer {
+                        endpoint: edge.endpoint.to_string(),
+                        grace: edge.grace,
+                    }
+                    .into());
+                }
+            } else {
+                gone_since = None;
             }
             // Nothing new (or the stream ended): wait for a release. A
             // release that came between the look and here has unparked

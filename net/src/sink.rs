@@ -54,10 +54,9 @@ pub fn add_sink<T: Pod + Send>(
     g.node(name, move || {
         let stats = counted;
         let mut out = Outbox::new(link, input);
-        let slice = Duration::from_millis(SLICE_MS as u64);
         let mut offset = 0u64;
         loop {
-            let fresh = out.fresh(slice)?.len();
+            let fresh = out.fresh(&edge)?.len();
             if fresh == 0 {
                 break;
             }

@@ -261,3 +261,36 @@ fn a_pub_sink_at_its_high_water_mark_counts_what_it_dropped() {
     // What went arrived (the subscriber drained it within the linger).
     assert_eq!(items, sent, "{messages} messages");
 }
+
+#[test]
+fn a_receiver_gone_while_the_whole_queue_is_in_flight_is_noticed() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = ipc(&dir, "all-held");
+    // The sink connects: ZeroMQ keeps its messages for a peer that may come
+    // back, and its high-water mark is far above the queue, so no send is
+    // refused: every slot ends up in flight and only the sink's own watch
+    // over its peer ends the wait.
+    let mut edge = Edge::sink(at.clone());
+    edge.bind = false;
+    edge.max_items = 4096;
+    edge.high_water_mark = 1000;
+    edge.grace = Duration::from_millis(300);
+    let ctx = zmq::Context::new();
+    let rx = ctx.socket(zmq::PULL).unwrap();
+    rx.set_rcvhwm(1).unwrap();
+    rx.bind(at.as_str()).unwrap();
+    let (_stats, run) = sender(edge, 16 << 10, 64 << 20);
+    within(Duration::from_secs(10), move || {
+        for _ in 0..2 {
+            rx.recv_msg(0).unwrap();
+        }
+        drop(rx);
+        drop(ctx);
+    });
+    let t0 = Instant::now();
+    let e = within(Duration::from_secs(30), move || run.join().unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no peer took the stream"), "{e}");
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+}
