@@ -411,7 +411,9 @@ fn receive_in_place(at: dmaflow_net::Endpoint, from_gnuradio: bool) -> Result<Re
         if s.is_empty() {
             return Ok(());
         }
-        let mut t = keep.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut t = keep
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         t.arrived();
         t.add(s.len(), s.iter().fold(0u32, |a, &x| a.wrapping_add(x)));
         if from_gnuradio {
@@ -423,7 +425,11 @@ fn receive_in_place(at: dmaflow_net::Endpoint, from_gnuradio: bool) -> Result<Re
     })
     .map_err(|e| e.to_string())?;
     g.run().map_err(|e| e.to_string())?;
-    let t = std::mem::take(&mut *tally.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+    let t = std::mem::take(
+        &mut *tally
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
     let mut r = t.received();
     r.messages = stats.snapshot().0;
     r.copied = stats.copied.load(std::sync::atomic::Ordering::Relaxed);
@@ -435,7 +441,12 @@ fn receive_in_place(at: dmaflow_net::Endpoint, from_gnuradio: bool) -> Result<Re
 /// with at most `max_items` `u32` items a message. Returns the payload
 /// bytes the sending end copied (the raw loop writes its counters straight
 /// into each message: none).
-fn send(max_items: Option<usize>, endpoint: &str, size: usize, bytes: usize) -> Result<u64, String> {
+fn send(
+    max_items: Option<usize>,
+    endpoint: &str,
+    size: usize,
+    bytes: usize,
+) -> Result<u64, String> {
     let at = dmaflow_net::Endpoint::parse(endpoint).map_err(|e| e.to_string())?;
     let items = bytes / 4;
     let Some(max_items) = max_items else {
