@@ -224,10 +224,10 @@ impl<T: Pod> Outbox<T> {
         }
     }
 
-    /// Sends the `n` items from `from` items past the first not yet sent
-    /// (`from + n` within what [`Outbox::fresh`] returned last) as one
-    /// message over the queue's slots, `flags` as `zmq_msg_send` takes them
-    /// (DONTWAIT: this never waits).
+    /// Sends the first `n` items not yet sent (within what
+    /// [`Outbox::fresh`] returned last) as one message over the queue's
+    /// slots, `flags` as `zmq_msg_send` takes them (with DONTWAIT it never
+    /// waits: `Sent::Full` when the socket has no room).
     pub(crate) fn send_held(&mut self, n: usize, flags: i32) -> Result<Sent, zmq::Error> {
         let Some(items) = self.unsent(n) else {
             return Err(zmq::Error::EINVAL);
