@@ -12,9 +12,11 @@ pub enum Pattern {
     /// mark, so a process network split across processes stays
     /// deterministic. gr-zeromq's `push_sink` / `pull_source`.
     PushPull,
-    /// PUB -> SUB: a publisher never waits; a subscriber that falls behind
-    /// loses messages (counted where the stream carries item offsets, with
-    /// `pass_tags`). gr-zeromq's `pub_sink` / `sub_source`.
+    /// PUB -> SUB: a publisher never waits; while a subscriber is at its
+    /// high-water mark, the publisher drops each message (for every
+    /// subscriber) and counts it (`Stats::dropped_at_hwm`); a subscriber
+    /// counts what it lost where the stream carries item offsets, with
+    /// `pass_tags`. gr-zeromq's `pub_sink` / `sub_source`.
     PubSub,
 }
 
@@ -117,6 +119,11 @@ pub struct Edge {
     pub send_eos: bool,
     /// Items at most per message a sink sends.
     pub max_items: usize,
+    /// A sink copies a message of fewer bytes than this into memory of
+    /// ZeroMQ's instead of sending it from the queue's slots (building a
+    /// message over slots and getting them back costs more than copying a
+    /// few bytes). 0: every message without tags goes from the queue.
+    pub copy_below: usize,
     /// With `pass_tags`: a source puts the tags it receives on this relay, a
     /// sink sends those on the relay with its items. One relay given to a
     /// graph's source and sink carries tags through the nodes between them.
@@ -137,6 +144,7 @@ impl Edge {
             vanish: Vanish::Fail,
             send_eos: true,
             max_items: 1 << 16,
+            copy_below: 0,
             relay: None,
         }
     }

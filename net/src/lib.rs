@@ -3,7 +3,8 @@
 //!
 //! A graph edge becomes remote by giving one side's port to a network node:
 //! [`add_sink`] sends what a node writes (an `Input` of the edge), [`add_source`]
-//! receives into an `Output` that a node reads. The nodes at either end do
+//! receives into an `Output` that a node reads ([`add_source_with`]: into a
+//! node's first work, in place). The nodes at either end do
 //! not know. Items go as gr-zeromq sends them: whole items, several per
 //! message, native little-endian layout, optionally behind gr-zeromq's tag
 //! header ([`tags`]). PUSH/PULL (the default) is lossless and ordered and
@@ -13,12 +14,24 @@
 //! mid-stream ends the stream or fails the graph, as configured, after a
 //! grace period in which a restarted peer reconnects.
 //!
+//! Copies: a sink sends each message from the queue's own slots
+//! (`zmq_msg_init_data`), holding them (unconsumed, so the writer cannot
+//! reuse them) until ZeroMQ has let go of the message; only a message with a
+//! tag header is copied (gr-zeromq reads header and items from one message
+//! part). [`add_source_with`] runs a node's first work on each message where
+//! it landed, in ZeroMQ's buffer; [`add_source`] copies each message into a
+//! queue. Sends and receives go without waiting first and poll only when
+//! they would block. [`Stats`] counts messages, bytes, the bytes copied, the
+//! time waited on the network and what a PUB sink dropped at its high-water
+//! mark (ZeroMQ would drop it silently).
+//!
 //! The transport is libzmq (the implementation GNU Radio uses) through the
 //! `zmq` crate, built from vendored source so a machine needs no system
 //! package.
 
 mod endpoint;
 mod link;
+mod outbox;
 mod relay;
 mod sink;
 mod source;
@@ -27,7 +40,7 @@ pub mod tags;
 pub use endpoint::{Edge, Endpoint, Pattern, Vanish};
 pub use relay::Relay;
 pub use sink::add_sink;
-pub use source::add_source;
+pub use source::{add_source, add_source_with};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
@@ -131,6 +144,18 @@ pub struct Stats {
     pub dropped: AtomicU64,
     /// Tags received (a source) or sent (a sink) in tag headers.
     pub tags: AtomicU64,
+    /// Payload bytes sent or received (tag headers not counted).
+    pub bytes: AtomicU64,
+    /// Payload bytes this end copied: a sink into messages (with tags, or
+    /// below [`Edge::copy_below`]), a source out of messages into its queue.
+    /// A sink that sends from the queue copies none.
+    pub copied: AtomicU64,
+    /// Nanoseconds this end waited on the network: a sink for room (the
+    /// peer at its high-water mark, no peer yet), a source for a message.
+    pub waited_ns: AtomicU64,
+    /// Items a PUB sink dropped because a subscriber was at its high-water
+    /// mark (ZeroMQ would have dropped them silently).
+    pub dropped_at_hwm: AtomicU64,
     /// The first [`Stats::TAGS_KEPT`] of those tags, offsets as in the
     /// stream this end reads or writes.
     seen: Mutex<Vec<tags::Tag>>,
@@ -158,6 +183,16 @@ impl Stats {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
+    }
+
+    /// Bytes copied per payload byte that crossed (0 for an end that
+    /// neither copies into nor out of its messages).
+    pub fn copies_per_byte(&self) -> f64 {
+        let bytes = self.bytes.load(Ordering::Relaxed);
+        if bytes == 0 {
+            return 0.0;
+        }
+        self.copied.load(Ordering::Relaxed) as f64 / bytes as f64
     }
 
     /// `(messages, items, dropped, tags)` now.

@@ -278,9 +278,17 @@ pub(crate) fn run<T: Item>(
     let mut net = Vec::new();
     for (at, direction, stats) in ends {
         let (messages, items, lost, tags) = stats.snapshot();
+        let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+        let (copied, waited_ms) = (load(&stats.copied), load(&stats.waited_ns) as f64 / 1e6);
+        let (lost, wait) = if direction == "sent" {
+            let dropped = load(&stats.dropped_at_hwm);
+            (format!("{dropped} dropped at the high-water mark"), "room")
+        } else {
+            (format!("{lost} lost on the way"), "data")
+        };
         net.push(format!(
-            "{at}: {direction} {items} samples in {messages} messages ({lost} lost on the way, \
-             {tags} tags)"
+            "{at}: {direction} {items} samples in {messages} messages ({lost}, {tags} tags; \
+             {copied} bytes copied, {waited_ms:.1} ms waited for {wait})"
         ));
         let seen: Vec<String> = stats.tags_seen().iter().map(|t| t.to_string()).collect();
         if !seen.is_empty() {
