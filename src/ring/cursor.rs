@@ -142,6 +142,10 @@ pub(crate) struct WriteSide<L> {
     min_read: u64,
     /// `write % capacity`, kept incrementally.
     slot: u64,
+    /// Whether readers may sleep waiting for data (`Wait::Block`): a
+    /// publish then wakes them. Kept here, not read from the shared state
+    /// on each publish.
+    notify: bool,
 }
 
 /// A reader's end of the protocol.
@@ -152,6 +156,9 @@ pub(crate) struct ReadSide<L> {
     read: u64,
     /// What the reader has seen of the writer and the layout.
     view: View<L>,
+    /// Whether the writer may sleep waiting for space (`Wait::Block`): a
+    /// release then wakes it.
+    notify: bool,
 }
 
 /// A reader's view of the queue: the layout and the writer's position as last
@@ -217,6 +224,7 @@ pub(crate) fn pair<L: Clone>(
         write: 0,
         min_read: 0,
         slot: 0,
+        notify: wait == Wait::Block,
     };
     let r = w.add_reader();
     (w, r)
@@ -344,7 +352,7 @@ impl<L: Clone> WriteSide<L> {
         self.write += k as u64;
         self.slot = advance(self.slot, k as u64, self.capacity);
         self.shared.write.store(self.write, Ordering::Release);
-        if self.shared.wait == Wait::Block {
+        if self.notify {
             self.shared.data.notify();
         }
     }
@@ -370,6 +378,7 @@ impl<L: Clone> WriteSide<L> {
                 write: self.write,
                 slot: self.slot,
             },
+            notify: self.notify,
         }
     }
 
@@ -557,7 +566,7 @@ impl<L: Clone> ReadSide<L> {
         self.read += m as u64;
         self.view.slot = advance(self.view.slot, m as u64, self.view.capacity);
         self.cursor.read.store(self.read, Ordering::Release);
-        if self.shared.wait == Wait::Block {
+        if self.notify {
             self.shared.space.notify();
         }
         Ok(())
