@@ -42,6 +42,7 @@ pub struct Calibration {
 const MIN_SPIN: Duration = Duration::from_nanos(200);
 /// The longest: a machine so loaded that a yield or wake-up measures longer
 /// is better served by giving the core up.
+#[cfg(not(dmaflow_loom))]
 const MAX_SPIN: Duration = Duration::from_micros(50);
 
 impl Calibration {
@@ -168,6 +169,7 @@ const LONGEST_STEP: u32 = 64;
 #[derive(Debug, Clone)]
 pub struct Backoff {
     step: u32,
+    #[cfg_attr(dmaflow_loom, allow(dead_code))]
     budget: Duration,
     /// When spinning began (read once the first short steps have passed:
     /// a wait that ends in them reads no clock).
