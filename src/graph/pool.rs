@@ -424,12 +424,17 @@ fn work(rt: &Runtime, shared: &Shared, slot: &Slot) {
     let mut polls = 0u64;
     loop {
         let mut looks = 0;
+        let mut spin = crate::ring::Backoff::new();
         let task = loop {
             if let Some(t) = shared.next_task((polls / 2).is_multiple_of(SHARED_EVERY)) {
                 break t;
             }
-            // A hand-over is usually microseconds away: look again a few
-            // times, giving the core up in between, before sleeping.
+            // A hand-over is usually microseconds away: look again, spinning
+            // as long as a yield costs, then a few times giving the core up
+            // in between, before sleeping.
+            if spin.spin() {
+                continue;
+            }
             if looks < IDLE_LOOKS {
                 looks += 1;
                 std::thread::yield_now();

@@ -11,18 +11,11 @@ use std::task::{Context, Poll, Waker};
 
 use crossbeam_utils::CachePadded;
 
+use super::spin::Backoff;
 use super::{Error, Wait};
 use crate::sync::{
-    Arc, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering, fence, lock, spin_loop,
-    wait, yield_now,
+    Arc, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering, fence, lock, wait, yield_now,
 };
-
-/// Backoff steps (each twice as long as the one before) before a `Yield` or `Block`
-/// waiter changes strategy; `Spin` stays at the longest step.
-#[cfg(not(dmaflow_loom))]
-const BACKOFF_STEPS: u32 = 3;
-#[cfg(dmaflow_loom)]
-const BACKOFF_STEPS: u32 = 1;
 
 /// Where threads of one side sleep in [`Wait::Block`] mode, and where tasks
 /// waiting on a readiness future leave their wakers.
@@ -77,31 +70,35 @@ impl Event {
     }
 }
 
-/// Waits until `ready()` holds, in the manner `mode` says. Checks back off
-/// exponentially (1, 2, 4, ... pause instructions) so that a waiter polling the other
-/// side's cursor does not keep stealing its cache line while it is being written.
+/// Waits until `ready()` holds, in the manner `mode` says. A `Yield` waiter
+/// first spins for as long as a `sched_yield` costs, a `Block` waiter for as
+/// long as a sleep and wake-up cost ([`Backoff`], calibrated on this
+/// machine), looking in steps of 1, 2, 4 ... pause instructions so that it
+/// does not keep stealing the other side's cache line while it is being
+/// written; a `Spin` waiter looks every few pauses for ever.
 fn wait_until(mode: Wait, event: &Event, mut ready: impl FnMut() -> bool) {
-    let mut step = 0;
+    if ready() {
+        return;
+    }
+    let mut backoff = match mode {
+        Wait::Block => Backoff::before_sleep(),
+        Wait::Spin | Wait::Yield => Backoff::new(),
+    };
     loop {
+        match mode {
+            Wait::Spin => backoff.spin_forever(),
+            Wait::Yield if !backoff.spin() => {
+                while !ready() {
+                    yield_now();
+                }
+                return;
+            }
+            Wait::Block if !backoff.spin() => return event.sleep(ready),
+            Wait::Yield | Wait::Block => {}
+        }
         if ready() {
             return;
         }
-        if step >= BACKOFF_STEPS {
-            match mode {
-                Wait::Spin => {}
-                Wait::Yield => {
-                    while !ready() {
-                        yield_now();
-                    }
-                    return;
-                }
-                Wait::Block => return event.sleep(ready),
-            }
-        }
-        for _ in 0..1u32 << step.min(BACKOFF_STEPS - 1) {
-            spin_loop();
-        }
-        step += 1;
     }
 }
 
@@ -145,6 +142,10 @@ pub(crate) struct WriteSide<L> {
     min_read: u64,
     /// `write % capacity`, kept incrementally.
     slot: u64,
+    /// Whether readers may sleep waiting for data (`Wait::Block`): a
+    /// publish then wakes them. Kept here, not read from the shared state
+    /// on each publish.
+    notify: bool,
 }
 
 /// A reader's end of the protocol.
@@ -155,6 +156,9 @@ pub(crate) struct ReadSide<L> {
     read: u64,
     /// What the reader has seen of the writer and the layout.
     view: View<L>,
+    /// Whether the writer may sleep waiting for space (`Wait::Block`): a
+    /// release then wakes it.
+    notify: bool,
 }
 
 /// A reader's view of the queue: the layout and the writer's position as last
@@ -220,6 +224,7 @@ pub(crate) fn pair<L: Clone>(
         write: 0,
         min_read: 0,
         slot: 0,
+        notify: wait == Wait::Block,
     };
     let r = w.add_reader();
     (w, r)
@@ -347,7 +352,7 @@ impl<L: Clone> WriteSide<L> {
         self.write += k as u64;
         self.slot = advance(self.slot, k as u64, self.capacity);
         self.shared.write.store(self.write, Ordering::Release);
-        if self.shared.wait == Wait::Block {
+        if self.notify {
             self.shared.data.notify();
         }
     }
@@ -373,6 +378,7 @@ impl<L: Clone> WriteSide<L> {
                 write: self.write,
                 slot: self.slot,
             },
+            notify: self.notify,
         }
     }
 
@@ -560,7 +566,7 @@ impl<L: Clone> ReadSide<L> {
         self.read += m as u64;
         self.view.slot = advance(self.view.slot, m as u64, self.view.capacity);
         self.cursor.read.store(self.read, Ordering::Release);
-        if self.shared.wait == Wait::Block {
+        if self.notify {
             self.shared.space.notify();
         }
         Ok(())

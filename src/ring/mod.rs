@@ -28,8 +28,10 @@ pub(crate) mod cursor;
 mod mirror;
 mod ready;
 pub mod shm;
+mod spin;
 
 pub use ready::{Readable, Writable};
+pub use spin::{Backoff, Calibration};
 
 use std::io;
 use std::marker::PhantomData;
@@ -239,9 +241,11 @@ pub enum Error {
 pub enum Wait {
     /// Busy-spin on the other side's cursor: lowest latency, burns a core.
     Spin,
-    /// Spin briefly, then `sched_yield` between checks.
+    /// Spin for as long as a `sched_yield` costs on this machine
+    /// ([`Calibration`]), then `sched_yield` between checks.
     Yield,
-    /// Spin briefly, then sleep until woken; costs no CPU while asleep.
+    /// Spin for as long as a sleep and wake-up cost on this machine
+    /// ([`Calibration`]), then sleep until woken; costs no CPU while asleep.
     #[default]
     Block,
 }

@@ -201,24 +201,49 @@ fn process_exists(pid: u32) -> bool {
     }
 }
 
-/// Checks back off as the queue's own waits do (1, 2, 4 pause instructions,
-/// so that a look does not keep stealing the cache line the other side is
-/// writing), then yield (about a millisecond's worth of looks: a wait that
-/// short is part of streaming, and a sleep in it costs more than the wait),
-/// then sleep 50 us between looks.
-struct Backoff(u32);
+/// The shared queue's waits: the queue's own spin ([`super::Backoff`]: as
+/// long as a `sched_yield` costs on this machine, looking in steps of 1, 2,
+/// 4 ... pause instructions so that a look does not keep stealing the cache
+/// line the other side is writing), then yields for up to [`YIELD_FOR`] (a
+/// wait that short is part of streaming, and a sleep in it costs more than
+/// the wait), then a sleep of 50 us between looks.
+struct Backoff {
+    spin: super::Backoff,
+    yielding_since: Option<Instant>,
+}
+
+/// How long a shared-queue waiter yields before it sleeps between looks.
+const YIELD_FOR: Duration = Duration::from_millis(1);
 
 impl Backoff {
-    /// The step from which it sleeps.
-    const SLEEPS: u32 = 2048;
+    fn new() -> Self {
+        Backoff {
+            spin: super::Backoff::new(),
+            yielding_since: None,
+        }
+    }
 
     fn snooze(&mut self) {
-        match self.0 {
-            0..=2 => (0..1u32 << self.0).for_each(|_| std::hint::spin_loop()),
-            3..Self::SLEEPS => std::thread::yield_now(),
-            _ => std::thread::sleep(Duration::from_micros(50)),
+        if self.spin.spin() {
+            return;
         }
-        self.0 = self.0.saturating_add(1);
+        let since = *self.yielding_since.get_or_insert_with(Instant::now);
+        if since.elapsed() < YIELD_FOR {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+
+    /// Whether the wait is past its spin (it yields or sleeps now).
+    fn past_spinning(&self) -> bool {
+        self.spin.is_spun_out()
+    }
+
+    /// Whether the wait sleeps between looks now.
+    fn sleeping(&self) -> bool {
+        self.yielding_since
+            .is_some_and(|t| t.elapsed() >= YIELD_FOR)
     }
 }
 
@@ -409,7 +434,7 @@ impl<T: Pod> ShmWriter<T> {
     /// Waits until at least `n` readers are attached, for at most `timeout`.
     pub fn wait_for_readers(&self, n: usize, timeout: Duration) -> Result<(), Error> {
         let t0 = Instant::now();
-        let mut backoff = Backoff(0);
+        let mut backoff = Backoff::new();
         loop {
             let attached = self.readers();
             if attached >= n {
@@ -558,11 +583,11 @@ impl<T: Pod> ShmWriter<T> {
                 capacity: self.capacity(),
             });
         }
-        let mut backoff = Backoff(0);
+        let mut backoff = Backoff::new();
         while !self.fits(n) {
             // Readers are looked at closely (and the clock read) only once the
             // wait is past spinning: the wait counts from there.
-            if backoff.0 >= Backoff::SLEEPS / 2 {
+            if backoff.past_spinning() {
                 self.blocked(n);
             }
             backoff.snooze();
@@ -949,14 +974,14 @@ impl<T: Pod> ShmReader<T> {
         if let Some(n) = self.ready(threshold)? {
             return Ok(n);
         }
-        let mut backoff = Backoff(0);
+        let mut backoff = Backoff::new();
         let mut checked: Option<Instant> = None;
         let n = loop {
             if let Some(n) = self.ready(threshold)? {
                 break n;
             }
             // The clock only once the wait is past spinning and yielding.
-            if backoff.0 >= Backoff::SLEEPS
+            if backoff.sleeping()
                 && checked.get_or_insert_with(Instant::now).elapsed() >= Duration::from_millis(10)
             {
                 checked = Some(Instant::now());

@@ -203,30 +203,6 @@ pub fn futuresdr_exe(build: bool, progress: &mut dyn FnMut(&str)) -> Result<Path
     Ok(exe)
 }
 
-/// A waiting side's backoff, the same for every queue: spin a little, then
-/// `sched_yield` (what dmaflow's `Wait::Yield` does).
-#[derive(Default)]
-pub struct Backoff(u32);
-
-impl Backoff {
-    const SPINS: u32 = 64;
-
-    /// One wait: a spin while the spins last, then a yield.
-    pub fn wait(&mut self) {
-        if self.0 < Self::SPINS {
-            self.0 += 1;
-            std::hint::spin_loop();
-        } else {
-            std::thread::yield_now();
-        }
-    }
-
-    /// Back to spinning, after progress.
-    pub fn reset(&mut self) {
-        self.0 = 0;
-    }
-}
-
 /// xorshift64 (13, 7, 17): the next draw from state `s` (the generator of
 /// the experiments' pseudo-random signals and of FutureSDR's random copies).
 pub fn xorshift(s: &mut u64) -> u64 {

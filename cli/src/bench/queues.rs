@@ -86,6 +86,20 @@ pub struct Shape {
     pub reader: Option<std::path::PathBuf>,
 }
 
+/// How a peer's waiting sides wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waits {
+    /// dmaflow's spin-then-yield schedule ([`dmaflow::ring::Backoff`]: spin
+    /// as long as a `sched_yield` costs on this machine, then yield), the
+    /// one dmaflow's own `Wait::Yield` runs: every queue on equal terms.
+    Shared,
+    /// What the crate gives a user out of the box: rtrb, ringbuf and
+    /// vmcircbuffer's lock-free variant offer no wait (a caller retries at
+    /// once, a pause instruction between looks); crossbeam's channel waits
+    /// its own way (`send`/`recv`: spin, then park).
+    Own,
+}
+
 /// The peer queues, each measured by [`lock_free`] or on its own terms.
 #[cfg(feature = "peers")]
 mod peer {
@@ -94,8 +108,40 @@ mod peer {
     use vmcircbuffer::NoMetadata;
     use vmcircbuffer::lockfree::{Circular, CircularError, Reader};
 
-    use super::{Error, Shape, first, together, two_threads};
-    use crate::bench::peers::{Backoff, checksum, fill};
+    use dmaflow::ring::Backoff;
+
+    use super::{Error, Shape, Waits, first, together, two_threads};
+    use crate::bench::peers::{checksum, fill};
+
+    /// One side's wait between two looks, as [`Waits`] says.
+    enum Waiter {
+        Shared(Backoff),
+        Own,
+    }
+
+    impl Waiter {
+        fn new(waits: Waits) -> Self {
+            match waits {
+                Waits::Shared => Waiter::Shared(Backoff::new()),
+                Waits::Own => Waiter::Own,
+            }
+        }
+
+        #[inline]
+        fn wait(&mut self) {
+            match self {
+                Waiter::Shared(b) => b.snooze(),
+                Waiter::Own => std::hint::spin_loop(),
+            }
+        }
+
+        #[inline]
+        fn reset(&mut self) {
+            if let Waiter::Shared(b) = self {
+                b.reset();
+            }
+        }
+    }
 
     /// [`fill`] for uninitialised slots.
     fn fill_uninit(s: &mut [MaybeUninit<f32>], first: u32) {
@@ -109,10 +155,10 @@ mod peer {
     /// sequence number) once there is room (`put` gives `false` while there
     /// is none); each reader, until it has read every item, has its `take`
     /// read what is readable and give how many items it read and their
-    /// checksum (none: it waits). Every side waits as every queue's side
-    /// waits.
+    /// checksum (none: it waits). Every side waits as `waits` says.
     fn lock_free<T>(
         name: &'static str,
+        waits: Waits,
         (batches, batch): (usize, usize),
         mut put: impl FnMut(u32) -> Result<bool, Error> + Send,
         takes: Vec<T>,
@@ -121,7 +167,7 @@ mod peer {
         T: FnMut() -> Result<(usize, u32), Error> + Send,
     {
         let writer = move || {
-            let mut backoff = Backoff::default();
+            let mut backoff = Waiter::new(waits);
             for b in 0..batches {
                 while !put((b * batch) as u32)? {
                     backoff.wait();
@@ -133,7 +179,7 @@ mod peer {
         let reader = |mut take: T| {
             move || {
                 let (mut sum, mut got) = (0u32, 0usize);
-                let mut backoff = Backoff::default();
+                let mut backoff = Waiter::new(waits);
                 while got < batches * batch {
                     match take()? {
                         (0, _) => backoff.wait(),
@@ -153,8 +199,10 @@ mod peer {
     /// vmcircbuffer's lock-free variant (its `sync` one takes a mutex and a
     /// condition variable per call) of `queue` items, [`lock_free`] with
     /// `readers` readers, each reader taking whatever is readable, or with
-    /// `per_take` exactly that many items (the last ones: what is left).
+    /// `per_take` exactly that many items (the last ones: what is left);
+    /// its sides wait as `waits` says.
     pub fn vmcircbuffer(
+        waits: Waits,
         queue: usize,
         readers: usize,
         (batches, batch): (usize, usize),
@@ -188,11 +236,12 @@ mod peer {
             }
         };
         let takes = rs.into_iter().map(take).collect();
-        lock_free("vmcircbuffer", (batches, batch), put, takes)
+        lock_free("vmcircbuffer", waits, (batches, batch), put, takes)
     }
 
-    /// rtrb's queue of `sh.queue` items, written and read in chunks in place.
-    pub fn rtrb(sh: &Shape) -> Result<(f64, u32), Error> {
+    /// rtrb's queue of `sh.queue` items, written and read in chunks in
+    /// place, its sides waiting as `waits` says.
+    pub fn rtrb(sh: &Shape, waits: Waits) -> Result<(f64, u32), Error> {
         let (mut p, mut c) = rtrb::RingBuffer::<f32>::new(sh.queue);
         let bi = sh.batch;
         let put = move |first| {
@@ -218,12 +267,18 @@ mod peer {
             chunk.commit_all();
             Ok((n, sum))
         };
-        first(lock_free("rtrb", (sh.batches, sh.batch), put, vec![take]))
+        first(lock_free(
+            "rtrb",
+            waits,
+            (sh.batches, sh.batch),
+            put,
+            vec![take],
+        ))
     }
 
     /// ringbuf's heap queue of `sh.queue` items, its vacant and occupied
-    /// slices written and read in place.
-    pub fn ringbuf(sh: &Shape) -> Result<(f64, u32), Error> {
+    /// slices written and read in place, its sides waiting as `waits` says.
+    pub fn ringbuf(sh: &Shape, waits: Waits) -> Result<(f64, u32), Error> {
         use ringbuf::traits::{Consumer, Observer, Producer, Raw, Split};
         let (mut p, mut c) = ringbuf::HeapRb::<f32>::new(sh.queue).split();
         let bi = sh.batch;
@@ -250,6 +305,7 @@ mod peer {
         };
         first(lock_free(
             "ringbuf",
+            waits,
             (sh.batches, sh.batch),
             put,
             vec![take],
@@ -258,9 +314,11 @@ mod peer {
 
     /// A channel of batch buffers: the queue's capacity in batches, each buffer
     /// allocated once and passed back to the producer when read (so the figure is
-    /// the channel's, not the allocator's). The waits are crossbeam's own (spin,
-    /// then park).
-    pub fn crossbeam(sh: &Shape) -> Result<(f64, u32), Error> {
+    /// the channel's, not the allocator's). With [`Waits::Own`] the waits are
+    /// crossbeam's own (`send`/`recv`: spin, then park); with [`Waits::Shared`]
+    /// each side retries `try_send`/`try_recv` on the shared schedule.
+    pub fn crossbeam(sh: &Shape, waits: Waits) -> Result<(f64, u32), Error> {
+        use crossbeam_channel::{Receiver, Sender, TryRecvError, TrySendError};
         let slots = (sh.queue / sh.batch).max(1);
         let (full_tx, full_rx) = crossbeam_channel::bounded::<Vec<f32>>(slots);
         let (empty_tx, empty_rx) = crossbeam_channel::bounded::<Vec<f32>>(slots);
@@ -269,23 +327,57 @@ mod peer {
                 .send(vec![0f32; sh.batch])
                 .map_err(Error::peer("crossbeam"))?;
         }
+        let gone = || Error::peer::<&str>("crossbeam")("the other side is gone");
+        // A receive that waits as `waits` says; `None` once the sender is gone.
+        let recv = move |rx: &Receiver<Vec<f32>>, w: &mut Waiter| match waits {
+            Waits::Own => rx.recv().ok(),
+            Waits::Shared => loop {
+                match rx.try_recv() {
+                    Ok(v) => {
+                        w.reset();
+                        break Some(v);
+                    }
+                    Err(TryRecvError::Empty) => w.wait(),
+                    Err(TryRecvError::Disconnected) => break None,
+                }
+            },
+        };
+        // A send that waits likewise; the buffer back if the receiver is gone.
+        let send = move |tx: &Sender<Vec<f32>>, mut v: Vec<f32>, w: &mut Waiter| match waits {
+            Waits::Own => tx.send(v).map_err(|e| e.0),
+            Waits::Shared => loop {
+                match tx.try_send(v) {
+                    Ok(()) => {
+                        w.reset();
+                        break Ok(());
+                    }
+                    Err(TrySendError::Full(back)) => {
+                        v = back;
+                        w.wait();
+                    }
+                    Err(TrySendError::Disconnected(back)) => break Err(back),
+                }
+            },
+        };
         let (nb, bi) = (sh.batches, sh.batch);
         two_threads(
             "crossbeam",
             move || {
+                let mut w = Waiter::new(waits);
                 for b in 0..nb {
-                    let mut v = empty_rx.recv().map_err(Error::peer("crossbeam"))?;
+                    let mut v = recv(&empty_rx, &mut w).ok_or_else(gone)?;
                     fill(&mut v, (b * bi) as u32);
-                    full_tx.send(v).map_err(Error::peer("crossbeam"))?;
+                    send(&full_tx, v, &mut w).map_err(|_| gone())?;
                 }
                 Ok(())
             },
             move || {
+                let mut w = Waiter::new(waits);
                 let mut sum = 0u32;
-                for v in full_rx.iter() {
+                while let Some(v) = recv(&full_rx, &mut w) {
                     sum = sum.wrapping_add(checksum(&v));
                     // The producer may be done and gone: nothing then wants it.
-                    let _ = empty_tx.send(v);
+                    let _ = send(&empty_tx, v, &mut w);
                 }
                 Ok(sum)
             },

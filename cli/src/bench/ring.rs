@@ -6,10 +6,16 @@
 //! bits; the consumer folds every item into a wrapping sum of the bits (it
 //! vectorises: the queue, not the per-item work, is measured), verified.
 //! Every queue runs on the same terms: the same batches, the consumer taking
-//! whatever is readable as soon as anything is, both sides spinning briefly
-//! then yielding, no allocation per batch (crossbeam's batches are buffers
-//! passed back and forth), the threads pinned as [`queues::together`] pins them,
-//! implementations taking turns with the order reversed every other round.
+//! whatever is readable as soon as anything is, both sides waiting on one
+//! schedule (dmaflow's `Wait::Yield`: spin as long as a `sched_yield` costs on
+//! this machine, [`dmaflow::ring::Calibration`], then yield; the peers through
+//! [`dmaflow::ring::Backoff`], the same code), no allocation per batch
+//! (crossbeam's batches are buffers passed back and forth), the threads pinned
+//! as [`queues::together`] pins them, implementations taking turns with the
+//! order reversed every other round. Apart from those rows, so that the table
+//! says what the queue costs and what the wait costs: dmaflow under each wait
+//! it offers (`dmaflow-spin`, `dmaflow-block`: its default), and each peer
+//! as a user gets it out of the box (`-own`: see [`queues::Waits::Own`]).
 //! The `bound` row does the same work with no queue (each thread on a private
 //! buffer of the queue's size): a row faster than it by more than the
 //! run-to-run spread is flagged as implausible.
@@ -34,7 +40,9 @@ pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
     board: OnBoard::EmulatorOnly("it measures queues on this machine, not a DMA device"),
     question: "Mirrored queue vs other queues, the sliding-window reader and the queue shared \
                between processes; then `readers`.",
-    keys: "impl (dmaflow|rtrb|ringbuf|vmcircbuffer|crossbeam|bound),\n\
+    keys: "impl (dmaflow|dmaflow-spin|dmaflow-block|dmaflow-shm|\n\
+          dmaflow-process|rtrb|ringbuf|vmcircbuffer|crossbeam, each\n\
+          peer again as <peer>-own|bound),\n\
           case (stream|window|window-copy), batch_bytes,\n\
           gbytes_per_s (10^9 B/s, median), gbytes_per_s_min,\n\
           gbytes_per_s_max, runs, implausible (bool: above the\n\
@@ -43,7 +51,10 @@ pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
         timed: "from the first worker thread's start to the last one's end, each \
                 instant read on its own thread",
         against: "rtrb, ringbuf, vmcircbuffer (lock-free) and crossbeam-channel on equal \
-                  terms, and a no-queue bound (the same work, no hand-over)",
+                  terms (one wait schedule for every queue: dmaflow's Wait::Yield, spin as \
+                  long as a sched_yield costs here, then yield), again each with its own \
+                  default wait (-own rows; dmaflow's is Wait::Block), and a no-queue bound \
+                  (the same work, no hand-over)",
         model: "none: every figure is the queues' own",
         paper: "paper 001 measured its queue inside an FFT filter, not alone; threads are \
                 pinned to this VM's two cores",
@@ -170,23 +181,35 @@ macro_rules! sum_readable {
 }
 
 /// dmaflow's queue with the writer every dmaflow case shares (batches of
-/// `sh.batch` items, filled in place), and `read` on the reader's side.
-fn dmaflow_case<C>(sh: &Shape, read: C) -> Result<(f64, u32), Error>
+/// `sh.batch` items, filled in place), and `read` on the reader's side; both
+/// sides wait as `wait` says.
+fn dmaflow_case<C>(sh: &Shape, wait: Wait, read: C) -> Result<(f64, u32), Error>
 where
     C: FnOnce(Reader<f32>) -> Result<u32, Error> + Send,
 {
-    let (w, r) = Builder::<f32>::new(sh.queue).wait(Wait::Yield).build()?;
+    let (w, r) = Builder::<f32>::new(sh.queue).wait(wait).build()?;
     two_threads("dmaflow", batches_into!(w, sh), move || read(r))
 }
 
+/// The stream on the wait schedule every queue shares (`Wait::Yield`).
 fn dmaflow_stream(sh: &Shape) -> Result<(f64, u32), Error> {
-    dmaflow_case(sh, move |mut r| Ok(sum_readable!(r)))
+    dmaflow_case(sh, Wait::Yield, move |mut r| Ok(sum_readable!(r)))
+}
+
+/// The stream with both sides spinning.
+fn dmaflow_spin(sh: &Shape) -> Result<(f64, u32), Error> {
+    dmaflow_case(sh, Wait::Spin, move |mut r| Ok(sum_readable!(r)))
+}
+
+/// The stream with both sides sleeping when they must wait (the default).
+fn dmaflow_block(sh: &Shape) -> Result<(f64, u32), Error> {
+    dmaflow_case(sh, Wait::Block, move |mut r| Ok(sum_readable!(r)))
 }
 
 /// Sliding windows of `2 * hop` items, `hop` apart, read in place.
 fn dmaflow_window(sh: &Shape) -> Result<(f64, u32), Error> {
     let hop = sh.batch;
-    dmaflow_case(sh, move |mut r| {
+    dmaflow_case(sh, Wait::Yield, move |mut r| {
         let mut sum = 0u32;
         loop {
             let s = r.peek(2 * hop)?;
@@ -203,7 +226,7 @@ fn dmaflow_window(sh: &Shape) -> Result<(f64, u32), Error> {
 /// private buffer and the new hop after it (paper 001, §II).
 fn copying_window(sh: &Shape) -> Result<(f64, u32), Error> {
     let hop = sh.batch;
-    dmaflow_case(sh, move |mut r| {
+    dmaflow_case(sh, Wait::Yield, move |mut r| {
         let mut buf = vec![0f32; 2 * hop];
         let mut sum = 0u32;
         let mut primed = false;
@@ -231,11 +254,12 @@ fn window_series(items: usize, hop: usize) -> u32 {
     })
 }
 
-/// vmcircbuffer's queue, its reader taking whatever is readable.
+/// vmcircbuffer's queue, its reader taking whatever is readable, its sides
+/// waiting as `waits` says.
 #[cfg(feature = "peers")]
-fn vmcircbuffer_stream(sh: &Shape) -> Result<(f64, u32), Error> {
+fn vmcircbuffer_stream(sh: &Shape, waits: queues::Waits) -> Result<(f64, u32), Error> {
     let stream = (sh.batches, sh.batch);
-    first(queues::vmcircbuffer(sh.queue, 1, stream, None))
+    first(queues::vmcircbuffer(waits, sh.queue, 1, stream, None))
 }
 
 /// The same work with no queue: the producer fills and the consumer sums
@@ -355,18 +379,30 @@ fn contenders(case: &str, process: bool) -> Vec<(&'static str, Measure)> {
     let mut v: Vec<(&'static str, Measure)> = match case {
         "window" => return vec![("dmaflow", dmaflow_window)],
         "window-copy" => return vec![("dmaflow", copying_window)],
-        _ => vec![("dmaflow", dmaflow_stream), ("dmaflow-shm", shm_threads)],
+        _ => vec![
+            ("dmaflow", dmaflow_stream),
+            ("dmaflow-spin", dmaflow_spin),
+            ("dmaflow-block", dmaflow_block),
+            ("dmaflow-shm", shm_threads),
+        ],
     };
     if process {
         v.push(("dmaflow-process", shm_process));
     }
     #[cfg(feature = "peers")]
-    v.extend([
-        ("rtrb", queues::rtrb as Measure),
-        ("ringbuf", queues::ringbuf),
-        ("vmcircbuffer", vmcircbuffer_stream),
-        ("crossbeam", queues::crossbeam),
-    ]);
+    {
+        use queues::Waits::{Own, Shared};
+        v.extend([
+            ("rtrb", (|sh| queues::rtrb(sh, Shared)) as Measure),
+            ("ringbuf", |sh| queues::ringbuf(sh, Shared)),
+            ("vmcircbuffer", |sh| vmcircbuffer_stream(sh, Shared)),
+            ("crossbeam", |sh| queues::crossbeam(sh, Shared)),
+            ("rtrb-own", |sh| queues::rtrb(sh, Own)),
+            ("ringbuf-own", |sh| queues::ringbuf(sh, Own)),
+            ("vmcircbuffer-own", |sh| vmcircbuffer_stream(sh, Own)),
+            ("crossbeam-own", |sh| queues::crossbeam(sh, Own)),
+        ]);
+    }
     v.push(("bound", bound_stream));
     v
 }
@@ -470,17 +506,31 @@ fn columns(rows: &[Row]) -> Columns<'_, Row> {
         .shown_as("check", "implausible", |r| r.implausible(rows), check)
 }
 
-/// dmaflow against the fastest peer at one batch size: dmaflow's median,
-/// the peer's row, and reading windows in place over copying them out.
-fn compare(rows: &[Row], batch: usize) -> Option<(f64, &Row, Option<f64>)> {
-    let get = |case| gbytes(rows, "dmaflow", case, batch);
-    let peer = rows
-        .iter()
+/// The fastest peer's stream row at one batch size: on the shared wait
+/// schedule, or (`own`) each with its own default wait.
+fn fastest_peer(rows: &[Row], batch: usize, own: bool) -> Option<&Row> {
+    rows.iter()
         .filter(|r| r.batch_bytes == batch && r.case == "stream")
         .filter(|r| !r.implementation.starts_with("dmaflow") && r.implementation != "bound")
-        .max_by(|x, y| x.gbytes_per_s.total_cmp(&y.gbytes_per_s))?;
+        .filter(|r| r.implementation.ends_with("-own") == own)
+        .max_by(|x, y| x.gbytes_per_s.total_cmp(&y.gbytes_per_s))
+}
+
+/// dmaflow against the fastest peer at one batch size, on the shared wait
+/// schedule: dmaflow's median, the peer's row, and reading windows in place
+/// over copying them out.
+fn compare(rows: &[Row], batch: usize) -> Option<(f64, &Row, Option<f64>)> {
+    let get = |case| gbytes(rows, "dmaflow", case, batch);
+    let peer = fastest_peer(rows, batch, false)?;
     let window = get("window").zip(get("window-copy")).map(|(w, c)| w / c);
     Some((get("stream")?, peer, window))
+}
+
+/// dmaflow with its default wait (`Wait::Block`) against the fastest peer
+/// with its own, at one batch size.
+fn compare_own(rows: &[Row], batch: usize) -> Option<(f64, &Row)> {
+    let d = gbytes(rows, "dmaflow-block", "stream", batch)?;
+    Some((d, fastest_peer(rows, batch, true)?))
 }
 
 /// The shared queue with its reader in another process over the same queue
@@ -510,6 +560,13 @@ pub fn summary(rows: &[Row]) -> String {
             bytes_label(b),
             d / peer
         );
+        if let Some((d, peer)) = compare_own(rows, b) {
+            out += &format!(
+                "; own default waits: dmaflow-block / best peer ({}) = {:.2}x",
+                peer.implementation,
+                d / peer.gbytes_per_s
+            );
+        }
         if let Some(ratio) = window {
             out += &format!("; window / window-copy = {ratio:.2}x");
         }
@@ -540,6 +597,18 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
             r >= want,
         ))
     });
+    let own = batches(rows).into_iter().filter_map(|b| {
+        let (d, peer) = compare_own(rows, b)?;
+        let (name, peer) = (peer.implementation, peer.gbytes_per_s);
+        Some(Target::new(
+            format!(
+                "{} batches, each queue's own default wait: dmaflow >= 1.0x the fastest peer",
+                bytes_label(b)
+            ),
+            format!("{:.2}x ({d:.2} GB/s against {name} {peer:.2})", d / peer),
+            d >= peer,
+        ))
+    });
     let across = batches(rows).into_iter().filter_map(|b| {
         let p = across(rows, b)?;
         Some(Target::new(
@@ -552,7 +621,7 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
             within(p, 0.9, 1.1),
         ))
     });
-    peers.into_iter().flatten().chain(across).collect()
+    peers.into_iter().flatten().chain(own).chain(across).collect()
 }
 
 /// One sentence: dmaflow against the fastest peer at the smallest and largest
@@ -579,14 +648,22 @@ pub fn answer(rows: &[Row]) -> String {
 
 /// The run as a report: table, targets, throughput against batch size.
 pub fn report(cfg: &Config, rows: &[Row]) -> Report {
+    let cal = dmaflow::ring::Calibration::get();
     let heading = format!(
         "ring: {} per measurement, median of {} runs (min..max beside it; implementations \
          taking turns, the order reversed every other round), queue {}; every queue's \
-         consumer takes whatever is readable, both sides spin then yield; `bound`: the same \
-         work on two threads with no queue between them",
+         consumer takes whatever is readable; one wait for every queue (dmaflow, its \
+         shared queue and each peer): spin as long as a sched_yield costs on this machine \
+         ({:.2} us, calibrated at start-up), then yield; dmaflow-spin and dmaflow-block: \
+         dmaflow's other waits (block, its default, spins as long as a wake-up costs, \
+         {:.2} us, then sleeps); -own: each peer's own default wait (rtrb, ringbuf, \
+         vmcircbuffer: none, a retry with a pause between looks; crossbeam: send/recv); \
+         `bound`: the same work on two threads with no queue between them",
         bytes_label(cfg.total_bytes),
         cfg.rounds,
-        bytes_label(cfg.queue_bytes)
+        bytes_label(cfg.queue_bytes),
+        cal.yield_cost.as_secs_f64() * 1e6,
+        cal.spin_before_sleep().as_secs_f64() * 1e6,
     );
     let columns = columns(rows);
     Report::of("ring", heading, &columns, rows)

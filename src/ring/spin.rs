@@ -1,0 +1,305 @@
+//! How long a waiter spins before it gives its core up: as long as giving it
+//! up would cost.
+//!
+//! A waiter that finds the queue empty (or full) can look again at once
+//! (spin), hand its core to another thread for a moment (`sched_yield`), or
+//! sleep until woken. A yield costs a system call, a sleep a system call on
+//! each side and a wake-up. Spinning first for as long as the next step
+//! costs bounds what a wait can waste: if the other side comes back within
+//! that time, the waiter saw it at once; if not, the spin cost no more than
+//! the yield or sleep it delayed (the classic 2-competitive spin-then-block
+//! rule). Both costs are measured once per process, the first time a wait
+//! needs them ([`Calibration::get`]), on this machine: a fixed count of
+//! pause instructions means 30 ns on one CPU and 4 us on another.
+//!
+//! [`Backoff`] is that schedule for any waiter: the queue's own waits
+//! ([`Wait::Yield`](super::Wait::Yield) and [`Wait::Block`](super::Wait::Block)),
+//! the queue shared between processes ([`super::shm`]), the process
+//! network's workers, and loops written around a `try_` call.
+
+#[cfg(not(dmaflow_loom))]
+use std::sync::OnceLock;
+use std::time::Duration;
+#[cfg(not(dmaflow_loom))]
+use std::time::Instant;
+
+use crate::sync::{spin_loop, yield_now};
+
+/// The costs a waiter weighs, measured on this machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Calibration {
+    /// What one `sched_yield` costs (the median of a few, with nothing else
+    /// asking for the core).
+    pub yield_cost: Duration,
+    /// What putting a thread to sleep and waking it costs the pair: half
+    /// the median round trip of two threads waking each other through
+    /// `park`/`unpark` (a futex on Linux), the path a
+    /// [`Wait::Block`](super::Wait::Block) sleeper takes.
+    pub wake_cost: Duration,
+}
+
+/// The shortest spin budget: below it, a clock read is a large share of it.
+const MIN_SPIN: Duration = Duration::from_nanos(200);
+/// The longest: a machine so loaded that a yield or wake-up measures longer
+/// is better served by giving the core up.
+#[cfg(not(dmaflow_loom))]
+const MAX_SPIN: Duration = Duration::from_micros(50);
+
+impl Calibration {
+    /// The costs, measured the first time any waiter asks (about a
+    /// hundred microseconds, once per process) and the same for every
+    /// waiter after.
+    #[cfg(not(dmaflow_loom))]
+    pub fn get() -> Calibration {
+        static CALIBRATION: OnceLock<Calibration> = OnceLock::new();
+        *CALIBRATION.get_or_init(Calibration::measure)
+    }
+
+    /// Under the model checker: fixed costs (nothing is timed there).
+    #[cfg(dmaflow_loom)]
+    pub fn get() -> Calibration {
+        Calibration {
+            yield_cost: MIN_SPIN,
+            wake_cost: MIN_SPIN,
+        }
+    }
+
+    /// Measures both costs now (each bounded to what a spin may last).
+    #[cfg(not(dmaflow_loom))]
+    pub fn measure() -> Calibration {
+        Calibration {
+            yield_cost: clamp(yield_cost()),
+            wake_cost: clamp(wake_cost().unwrap_or(MAX_SPIN)),
+        }
+    }
+
+    /// How long a waiter spins before a `sched_yield`.
+    pub fn spin_before_yield(&self) -> Duration {
+        self.yield_cost
+    }
+
+    /// How long a waiter spins before it sleeps: a yield is cheaper than a
+    /// sleep, so never less than before a yield.
+    pub fn spin_before_sleep(&self) -> Duration {
+        self.wake_cost.max(self.yield_cost)
+    }
+}
+
+#[cfg(not(dmaflow_loom))]
+fn clamp(d: Duration) -> Duration {
+    d.clamp(MIN_SPIN, MAX_SPIN)
+}
+
+/// The median of `samples`.
+#[cfg(not(dmaflow_loom))]
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort_unstable();
+    samples[samples.len() / 2]
+}
+
+/// Median time of one `sched_yield`.
+#[cfg(not(dmaflow_loom))]
+fn yield_cost() -> Duration {
+    let samples = (0..31)
+        .map(|_| {
+            let t = Instant::now();
+            std::thread::yield_now();
+            t.elapsed()
+        })
+        .collect();
+    median(samples)
+}
+
+/// Half the median round trip of a wake-up between this thread and one
+/// started for the purpose; `None` if no thread can be started.
+#[cfg(not(dmaflow_loom))]
+fn wake_cost() -> Option<Duration> {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const ROUNDS: u32 = 9;
+    let turn = Arc::new(AtomicU32::new(0));
+    let me = std::thread::current();
+    let t = turn.clone();
+    let peer = std::thread::Builder::new()
+        .name("dmaflow-calibrate".into())
+        .spawn(move || {
+            for k in 0..ROUNDS {
+                // Wait for the ball (2k + 1), hand it back (2k + 2).
+                while t.load(Ordering::Acquire) != 2 * k + 1 {
+                    std::thread::park();
+                }
+                t.store(2 * k + 2, Ordering::Release);
+                me.unpark();
+            }
+        })
+        .ok()?;
+    let mut samples = Vec::with_capacity(ROUNDS as usize);
+    for k in 0..ROUNDS {
+        let t0 = Instant::now();
+        turn.store(2 * k + 1, Ordering::Release);
+        peer.thread().unpark();
+        while turn.load(Ordering::Acquire) != 2 * k + 2 {
+            std::thread::park();
+        }
+        samples.push(t0.elapsed() / 2);
+    }
+    peer.join().ok()?;
+    Some(median(samples))
+}
+
+/// Pause instructions in the longest step of a spin: a look at the other
+/// side's cursor at most this often, so that the waiter does not keep
+/// stealing the cache line while it is being written.
+const LONGEST_STEP: u32 = 64;
+
+/// A waiter's schedule: spins in steps of 1, 2, 4 ... 64 pause instructions
+/// for as long as its budget (a yield's cost or a wake-up's, see
+/// [`Calibration`]) and then yields on every [`snooze`](Self::snooze).
+/// The caller looks at what it waits for between two calls.
+///
+/// ```
+/// # use std::sync::atomic::{AtomicBool, Ordering};
+/// use dmaflow::ring::Backoff;
+/// let flag = AtomicBool::new(true);
+/// let mut backoff = Backoff::new();
+/// while !flag.load(Ordering::Acquire) {
+///     backoff.snooze();
+/// }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    step: u32,
+    #[cfg_attr(dmaflow_loom, allow(dead_code))]
+    budget: Duration,
+    /// When spinning began (read once the first short steps have passed:
+    /// a wait that ends in them reads no clock).
+    #[cfg(not(dmaflow_loom))]
+    since: Option<Instant>,
+    spun_out: bool,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Backoff {
+    /// A waiter that spins as long as a `sched_yield` costs, then yields.
+    pub fn new() -> Self {
+        Self::spinning_for(Calibration::get().spin_before_yield())
+    }
+
+    /// A waiter that spins as long as a sleep and wake-up cost, then (the
+    /// caller decides) sleeps.
+    pub fn before_sleep() -> Self {
+        Self::spinning_for(Calibration::get().spin_before_sleep())
+    }
+
+    /// A waiter that spins for `budget`.
+    pub fn spinning_for(budget: Duration) -> Self {
+        Backoff {
+            step: 0,
+            budget,
+            #[cfg(not(dmaflow_loom))]
+            since: None,
+            spun_out: false,
+        }
+    }
+
+    /// One step of the spin: `true` while the spin lasts (the caller looks
+    /// again), `false` once its budget is spent (the caller yields or
+    /// sleeps; every later call is `false` at once, until
+    /// [`reset`](Self::reset)).
+    #[inline]
+    pub fn spin(&mut self) -> bool {
+        if self.spun_out {
+            return false;
+        }
+        for _ in 0..(1u32 << self.step).min(LONGEST_STEP) {
+            spin_loop();
+        }
+        self.step = self.step.saturating_add(1);
+        self.spun_out = self.budget_spent();
+        true
+    }
+
+    /// Spins without end: the steps stay at the longest ([`Wait::Spin`](super::Wait::Spin)).
+    #[inline]
+    pub fn spin_forever(&mut self) {
+        for _ in 0..(1u32 << self.step.min(2)) {
+            spin_loop();
+        }
+        self.step = self.step.saturating_add(1);
+    }
+
+    #[cfg(not(dmaflow_loom))]
+    fn budget_spent(&mut self) -> bool {
+        // The first steps take nanoseconds: no clock for them.
+        if self.step < 4 {
+            return false;
+        }
+        self.since.get_or_insert_with(Instant::now).elapsed() >= self.budget
+    }
+
+    /// Under the model checker: one step of spinning, then the wait's
+    /// strategy (so the model explores the yield and the sleep).
+    #[cfg(dmaflow_loom)]
+    fn budget_spent(&mut self) -> bool {
+        true
+    }
+
+    /// One wait: a step of the spin while it lasts, then a `sched_yield`.
+    #[inline]
+    pub fn snooze(&mut self) {
+        if !self.spin() {
+            yield_now();
+        }
+    }
+
+    /// Whether the spin is over (the waiter now yields or sleeps).
+    pub fn is_spun_out(&self) -> bool {
+        self.spun_out
+    }
+
+    /// Back to the start of the spin, after progress.
+    pub fn reset(&mut self) {
+        self.step = 0;
+        self.spun_out = false;
+        #[cfg(not(dmaflow_loom))]
+        {
+            self.since = None;
+        }
+    }
+}
+
+#[cfg(all(test, not(dmaflow_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calibration_is_measured_once_and_bounded() {
+        let c = Calibration::get();
+        assert_eq!(c, Calibration::get());
+        for d in [c.yield_cost, c.wake_cost] {
+            assert!((MIN_SPIN..=MAX_SPIN).contains(&d), "{c:?}");
+        }
+        assert!(c.spin_before_sleep() >= c.spin_before_yield());
+    }
+
+    #[test]
+    fn a_spin_ends_after_its_budget_and_not_before() {
+        let budget = Duration::from_micros(20);
+        let mut b = Backoff::spinning_for(budget);
+        let t = Instant::now();
+        let mut steps = 0;
+        while b.spin() {
+            steps += 1;
+            assert!(steps < 10_000_000, "the spin never ends");
+        }
+        assert!(t.elapsed() >= budget);
+        assert!(b.is_spun_out() && !b.spin());
+        b.reset();
+        assert!(!b.is_spun_out() && b.spin());
+    }
+}
