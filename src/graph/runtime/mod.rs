@@ -15,8 +15,10 @@ mod edge;
 mod loom_tests;
 mod sched;
 mod stall;
+mod turn;
 mod wait;
 
 pub(super) use edge::{Edge, Side};
 pub(super) use sched::{Runtime, Status, drop_quietly, run_node};
-pub(super) use wait::{ReadEnd, WaitError, WriteEnd, as_node, out_of_budget, poll_node};
+pub(super) use turn::{Marks, out_of_budget, take_yield, with_marks};
+pub(super) use wait::{ReadEnd, WaitError, WriteEnd, as_node, poll_node};

@@ -37,6 +37,9 @@ pub(in crate::graph) struct Wait {
     /// ([`Sched::wakers`]): a combinator in the node's body that polls each
     /// of its futures with a waker of its own (`FuturesUnordered`).
     pub(super) waker: Option<Waker>,
+    /// Whether a port future waits (not a thread): once a resumption has
+    /// taken the wait, that future has to see it ([`NodeState::unseen`]).
+    pub(super) future: bool,
 }
 
 /// A node's status, its count of pending waits and its count of
@@ -53,6 +56,9 @@ pub(in crate::graph) struct NodeState {
     /// resumptions: a port future that saw one count when it began to wait
     /// is ready once the count moves.
     word: AtomicU64,
+    /// Port futures whose wait a resumption took and which have not seen
+    /// it yet (they will, when polled or dropped).
+    unseen: AtomicU64,
 }
 
 /// Bits of [`NodeState::word`] that hold the status.
@@ -66,6 +72,7 @@ impl NodeState {
     fn new() -> Self {
         NodeState {
             word: AtomicU64::new(Self::encode(Status::Running, 0, 0)),
+            unseen: AtomicU64::new(0),
         }
     }
 
@@ -101,6 +108,14 @@ impl NodeState {
     /// The node's status now.
     pub(super) fn status(&self) -> Status {
         Self::status_of(self.word.load(Ordering::SeqCst))
+    }
+
+    /// A port future whose wait a resumption took has seen it: the count of
+    /// resumptions before it counted itself out, and whether every such
+    /// future of the node now has.
+    pub(super) fn resumption_seen(&self) -> (u64, bool) {
+        let epoch = self.epoch();
+        (epoch, self.unseen.fetch_sub(1, Ordering::SeqCst) == 1)
     }
 
     /// Running with waits pending and `seen` resumptions becomes blocked;
@@ -232,6 +247,14 @@ impl Sched {
     /// waker, if it is a task, goes to `woken`, to be woken (once the lock
     /// is let go where the caller can).
     pub(super) fn resume(&mut self, node: usize, woken: &mut Vec<Waker>) {
+        let futures = self.waits[node].iter().filter(|w| w.future).count();
+        if futures > 0 {
+            // Counted before the resumption shows (see
+            // `NodeState::resumption_seen`).
+            self.nodes[node]
+                .unseen
+                .fetch_add(futures as u64, Ordering::SeqCst);
+        }
         woken.extend(self.waits[node].drain(..).filter_map(|w| w.waker));
         self.update(node, Status::Running, 1);
         if let Some(w) = self.wakers[node].take() {

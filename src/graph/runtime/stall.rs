@@ -1,5 +1,7 @@
-//! Stalls: when every live node waits, a full queue grows (Parks' bounded
-//! scheduling) or the graph fails with the cycle of waits (a real deadlock).
+//! Stalls: when every live node waits, the graph fails with a cycle of read
+//! waits if there is one (a real deadlock, whatever else waits), else a
+//! full queue grows (Parks' bounded scheduling), else the graph fails with
+//! the cycle of waits.
 
 use crate::sync::Ordering;
 
@@ -25,8 +27,19 @@ impl Runtime {
         if !any_live || self.abort.load(Ordering::SeqCst) {
             return;
         }
-        // Writers waiting on full queues: grow the smallest queue by its request.
-        let mut best: Option<(usize, usize, usize)> = None; // (capacity, edge, amount)
+        // Nodes that wait to read what another of them would write: no
+        // growth frees them, so that is the report, before any growth.
+        let closed = Self::read_waits_closed(s);
+        if let Some(start) = closed.iter().position(|&c| c) {
+            let (path, end, from) = Self::follow(s, start);
+            let cycle = Self::cycle_text(s, &path, from.unwrap_or(0), end);
+            self.fail(s, Error::Deadlock { cycle });
+            return;
+        }
+        // Writers waiting on full queues: grow the smallest queue, at least
+        // doubling it (a graph that truly needs a large queue gets there in
+        // a few steps).
+        let mut best: Option<(usize, usize, usize, usize)> = None; // (capacity, edge, amount, node)
         for node in 0..s.nodes.len() {
             if s.status(node) != Status::Blocked {
                 continue;
@@ -34,14 +47,27 @@ impl Runtime {
             for w in s.waits[node].iter().filter(|w| w.side == Side::Write) {
                 let cap = s.edges[w.edge].capacity.load(Ordering::Relaxed);
                 if best.is_none_or(|b| cap < b.0) {
-                    best = Some((cap, w.edge, w.amount));
+                    best = Some((cap, w.edge, w.amount, node));
                 }
             }
         }
-        if let Some((cap, edge, amount)) = best {
+        if let Some((cap, edge, amount, node)) = best {
             let e = s.edges[edge].clone();
-            e.grow_to
-                .fetch_max(cap.saturating_add(amount), Ordering::SeqCst);
+            if cap >= e.max_items {
+                let err = Error::QueueLimit {
+                    queue: e.label.clone(),
+                    writer: s.names[node].clone(),
+                    items: amount,
+                    limit: e.max_items.saturating_mul(e.item_bytes),
+                };
+                self.fail(s, err);
+                return;
+            }
+            let to = cap
+                .saturating_mul(2)
+                .min(e.max_items)
+                .max(cap.saturating_add(amount));
+            e.grow_to.fetch_max(to, Ordering::SeqCst);
             // Woken with the lock held: a stall is rare.
             let mut woken = Vec::new();
             Self::wake_locked(s, &e, Side::Write, &mut woken);
@@ -51,6 +77,49 @@ impl Runtime {
         // Everybody waits to read: find the cycle of waits.
         let cycle = Self::describe_cycle(s);
         self.fail(s, Error::Deadlock { cycle });
+    }
+
+    /// The blocked nodes that wait only to read, each from queues whose
+    /// writers are among them: none of them can run again, whatever the
+    /// others do (none of them writes, so none is woken, and growth frees
+    /// only writers). All `false` if there are none.
+    fn read_waits_closed(s: &Sched) -> Vec<bool> {
+        let mut closed: Vec<bool> = (0..s.nodes.len())
+            .map(|n| {
+                s.status(n) == Status::Blocked
+                    && !s.waits[n].is_empty()
+                    && s.waits[n].iter().all(|w| w.side == Side::Read)
+            })
+            .collect();
+        loop {
+            let mut changed = false;
+            for n in 0..closed.len() {
+                if closed[n]
+                    && s.waits[n]
+                        .iter()
+                        .any(|w| !closed[s.edges[w.edge].writer_node])
+                {
+                    closed[n] = false;
+                    changed = true;
+                }
+            }
+            if !changed {
+                return closed;
+            }
+        }
+    }
+
+    /// The waits of `path` from its step `from` on, ending at node `end`
+    /// which closes the cycle, as text.
+    fn cycle_text(s: &Sched, path: &[(usize, usize, usize)], from: usize, end: usize) -> String {
+        let mut out = String::new();
+        for w in &path[from..] {
+            out += &format!(
+                "{} waits for {} items on {}; ",
+                s.names[w.0], w.2, s.edges[w.1].label
+            );
+        }
+        out + &format!("{} closes the cycle", s.names[end])
     }
 
     /// The waits of a stalled graph where every node waits to read, as
@@ -71,7 +140,7 @@ impl Runtime {
                 out
             };
             match cycle {
-                Some(from) => return text(from) + &format!("{} closes the cycle", s.names[end]),
+                Some(from) => return Self::cycle_text(s, &path, from, end),
                 None if chain.is_none() => {
                     let last = path.last().map_or("", |w| s.edges[w.1].label.as_str());
                     chain = Some(
