@@ -763,6 +763,14 @@ fn a_thread_node_selecting_under_tokios_block_on_over_an_empty_and_a_ready_port_
         let (mut os, mut wi) = g.connect::<u64>(("sel", "sum"), ("w", "in")).unwrap();
         g.node("src", move || count(oa, N, round + 1, 0)).unwrap();
         g.node("sel", move || {
+            // Once src has written everything and ended (and w waits on
+            // sel): the graph's last running node is this one.
+            let t0 = Instant::now();
+            while ready.try_peek(N as usize + 1)?.is_none() {
+                assert!(t0.elapsed() < Duration::from_secs(5), "src never ended");
+                std::thread::yield_now();
+            }
+            std::thread::sleep(Duration::from_millis(20));
             let rt = tokio::runtime::Builder::new_current_thread().build()?;
             rt.block_on(async move {
                 let mut sum = 0u64;
