@@ -818,3 +818,59 @@ fn a_thread_node_selecting_under_tokios_block_on_over_an_empty_and_a_ready_port_
         );
     }
 }
+
+#[test]
+fn a_feedback_deadlock_beside_an_endless_pipeline_is_reported() {
+    // An endless source into an endless sink never lets every node wait:
+    // the feedback loop beside it is a deadlock all the same (tasks: seen
+    // by the watchdog; threads: seen as the last of them blocks).
+    for tasks in [true, false] {
+        let mut g = Graph::new();
+        let (mut so, mut si) = g.connect::<f32>(("src", "out"), ("sink", "in")).unwrap();
+        let (mut ab, mut b_in) = g.connect::<f32>(("a", "out"), ("b", "in")).unwrap();
+        let (mut ba, mut a_in) = g.connect::<f32>(("b", "out"), ("a", "in")).unwrap();
+        g.task("src", async move {
+            loop {
+                so.write_async(&[0.5; 256]).await?;
+            }
+        })
+        .unwrap();
+        g.task("sink", async move {
+            loop {
+                let n = si.peek_async(1).await?.len();
+                si.consume(n)?;
+            }
+        })
+        .unwrap();
+        if tasks {
+            g.task("a", async move {
+                let x = a_in.peek_async(1).await?[0];
+                Ok(ab.write_async(&[x]).await?)
+            })
+            .unwrap();
+            g.task("b", async move {
+                let x = b_in.peek_async(1).await?[0];
+                Ok(ba.write_async(&[x]).await?)
+            })
+            .unwrap();
+        } else {
+            g.node("a", move || {
+                let x = a_in.peek(1)?[0];
+                Ok(ab.write(&[x])?)
+            })
+            .unwrap();
+            g.node("b", move || {
+                let x = b_in.peek(1)?[0];
+                Ok(ba.write(&[x])?)
+            })
+            .unwrap();
+        }
+        match run_within(g) {
+            Err(Error::Deadlock { cycle }) => assert!(
+                cycle.contains("a.out -> b.in") && cycle.contains("b.out -> a.in"),
+                "tasks {tasks}: {cycle}"
+            ),
+            other => panic!("tasks {tasks}: expected the feedback deadlock, got {other:?}"),
+        }
+    }
+}

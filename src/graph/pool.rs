@@ -396,6 +396,9 @@ fn watch(rt: &Arc<Runtime>, shared: &Arc<Shared>, turns: Turns) {
                 return;
             }
         }
+        // Tasks that wait to read from one another are a deadlock whatever
+        // the other nodes do (an endless source never lets a stall show).
+        rt.check_read_cycles(&mut crate::sync::lock(&rt.sched));
         let slots: Vec<Arc<Slot>> = lock(&shared.workers)
             .iter()
             .map(|(_, s)| s.clone())

@@ -29,11 +29,7 @@ impl Runtime {
         }
         // Nodes that wait to read what another of them would write: no
         // growth frees them, so that is the report, before any growth.
-        let closed = Self::read_waits_closed(s);
-        if let Some(start) = closed.iter().position(|&c| c) {
-            let (path, end, from) = Self::follow(s, start);
-            let cycle = Self::cycle_text(s, &path, from.unwrap_or(0), end);
-            self.fail(s, Error::Deadlock { cycle });
+        if self.check_read_cycles(s) {
             return;
         }
         // Writers waiting on full queues: grow the smallest queue, at least
@@ -77,6 +73,53 @@ impl Runtime {
         // Everybody waits to read: find the cycle of waits.
         let cycle = Self::describe_cycle(s);
         self.fail(s, Error::Deadlock { cycle });
+    }
+
+    /// Fails the graph with [`Error::Deadlock`] if some blocked nodes each
+    /// wait only to read from writers among them (a real deadlock whatever
+    /// the other nodes do, an endless source included); `true` if so.
+    /// Called with the lock held, by a stall check and by the pool's
+    /// watchdog a few times per slice.
+    pub(in crate::graph) fn check_read_cycles(&self, s: &mut Sched) -> bool {
+        if self.abort.load(Ordering::SeqCst) {
+            return false;
+        }
+        let closed = Self::read_waits_closed(s);
+        let Some(start) = closed.iter().position(|&c| c) else {
+            return false;
+        };
+        let (path, end, from) = Self::follow(s, start);
+        let cycle = Self::cycle_text(s, &path, from.unwrap_or(0), end);
+        self.fail(s, Error::Deadlock { cycle });
+        true
+    }
+
+    /// [`Runtime::check_read_cycles`] for the nodes node `start`, which has
+    /// just blocked on a read, waits on (directly or through others): looks
+    /// no further than the first writer that runs or waits to write, which
+    /// is almost always the first.
+    pub(in crate::graph) fn check_read_cycle_from(&self, s: &mut Sched, start: usize) -> bool {
+        let reads_only = |n: usize| {
+            s.status(n) == Status::Blocked
+                && !s.waits[n].is_empty()
+                && s.waits[n].iter().all(|w| w.side == Side::Read)
+        };
+        let mut seen = vec![start];
+        let mut todo = vec![start];
+        while let Some(n) = todo.pop() {
+            if !reads_only(n) {
+                return false;
+            }
+            for w in &s.waits[n] {
+                let writer = s.edges[w.edge].writer_node;
+                if !seen.contains(&writer) {
+                    seen.push(writer);
+                    todo.push(writer);
+                }
+            }
+        }
+        // Every node reached waits only to read, from nodes reached.
+        self.check_read_cycles(s)
     }
 
     /// The blocked nodes that wait only to read, each from queues whose

@@ -284,6 +284,9 @@ impl Runtime {
         };
         let mut sleep = false;
         if let Ok(false) = look {
+            if at_once && side == Side::Read {
+                self.check_read_cycle_from(&mut s, node);
+            }
             if at_once {
                 self.check_stall(&mut s);
             }
