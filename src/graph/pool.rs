@@ -20,10 +20,10 @@ use std::time::{Duration, Instant};
 
 use crossbeam_deque::{Injector, Steal, Stealer, Worker as Local};
 
+use super::error::{Error, NodeResult};
 use super::runtime::{
     Marks, Runtime, Side, as_node, drop_quietly, poll_node, take_yield, with_marks,
 };
-use super::{Error, NodeResult};
 
 thread_local! {
     /// Whether this thread is a worker of a pool.

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use crate::ring::{self, Pod, Reader, Writer};
 use crate::sync::Ordering;
 
-use super::Error;
 use super::call::{Call, PortCall};
+use super::error::Error;
 use super::runtime::{Edge, ReadEnd, Runtime, Side, WaitError, WriteEnd, out_of_budget};
 
 impl<T: Pod> WriteEnd for Writer<T> {

@@ -7,7 +7,7 @@ use crate::sync::Ordering;
 
 use super::edge::Side;
 use super::sched::{Runtime, Sched, Status};
-use crate::graph::Error;
+use crate::graph::error::Error;
 
 impl Runtime {
     /// Called with the lock held whenever a node blocks or ends: if every live node

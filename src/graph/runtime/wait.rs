@@ -560,34 +560,6 @@ impl Runtime {
             }
         }
     }
-
-    /// After the writer of `edge` published up to `position`: wakes its
-    /// readers if one waits for that.
-    #[inline]
-    pub(in crate::graph) fn after_commit(&self, edge: &Edge, position: u64) {
-        fence(Ordering::SeqCst);
-        if edge.readers_target.load(Ordering::SeqCst) <= position {
-            self.wake_waiting(edge, Side::Read);
-        }
-    }
-
-    /// After a reader of `edge` consumed up to `position`: wakes the writer if
-    /// it waits for that.
-    #[inline]
-    pub(in crate::graph) fn after_consume(&self, edge: &Edge, position: u64) {
-        fence(Ordering::SeqCst);
-        if edge.writer_target.load(Ordering::SeqCst) <= position {
-            self.wake_waiting(edge, Side::Write);
-        }
-    }
-
-    /// [`Runtime::wake`] out of the line of a hand-over (most hand-overs
-    /// find nobody waiting).
-    #[cold]
-    #[inline(never)]
-    fn wake_waiting(&self, edge: &Edge, side: Side) {
-        self.wake(edge, side);
-    }
 }
 
 /// One blocking round of a task node (see [`Runtime::begin_block`]) as a
