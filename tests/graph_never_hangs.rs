@@ -872,13 +872,14 @@ fn growth_that_bounded_scheduling_needs_stops_at_the_queue_limit() {
     };
     run_within(graph(None)).expect("4 MB is within the default limit");
     match run_within(graph(Some(1 << 20))) {
-        Err(Error::Port {
-            node,
-            port,
-            source: dmaflow::ring::Error::QueueLimit { limit, .. },
+        Err(Error::QueueLimit {
+            queue,
+            writer,
+            items,
+            limit,
         }) => {
-            assert_eq!((node.as_str(), port.as_str()), ("w", "a"));
-            assert_eq!(limit, 1 << 20);
+            assert_eq!((queue.as_str(), writer.as_str()), ("w.a -> r.a", "w"));
+            assert_eq!((items, limit), (1000, 1 << 20));
         }
         other => panic!("expected the queue limit on w.a, got {other:?}"),
     }

@@ -3,7 +3,11 @@
 //! end, a panic whose payload panics when dropped, an over-aligned item type
 //! and a task woken while it is polled. Each graph ends with its outcome or
 //! a named error within a bound; none hangs, starves a task, reports a false
-//! deadlock or hands out a misaligned slice.
+//! deadlock or hands out a misaligned slice. Slow stages (10 ms and 200 ms
+//! a step) are never stopped and give their worker back between steps; a
+//! feedback deadlock beside an endless receiver is reported at once; waits
+//! under another executor's `block_on` (in a task, and over a `select!` in
+//! a thread node) are counted as the waits they really are.
 
 use std::pin::pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -168,8 +172,12 @@ fn a_task_blocking_its_worker_stops_the_graph_naming_it() {
     .unwrap();
     let t0 = Instant::now();
     match run_within(g) {
-        Err(Error::TaskHeldWorker { node, limit }) => {
+        Err(Error::TaskHeldWorker { node, limit, last }) => {
             assert_eq!(node, "blocker");
+            assert!(
+                last.contains("src.out -> blocker.in") || last.contains("no port call"),
+                "{last}"
+            );
             assert_eq!(limit, Duration::from_millis(200));
         }
         other => panic!("expected the held worker reported, got {other:?}"),
@@ -535,6 +543,334 @@ fn port_read_by_another_node(thread: bool) {
                 e.to_string().contains("port in") || e.to_string().contains("port done"),
                 "round {round}: {e}"
             ),
+        }
+    }
+}
+
+/// A stage's step of `ms` milliseconds of work (a large FFT, a decoder):
+/// to the runtime, time spent between port calls, whatever fills it.
+fn work(ms: u64) {
+    std::thread::sleep(Duration::from_millis(ms));
+}
+
+#[test]
+fn a_slow_middle_stage_is_never_stopped_by_a_short_hold_limit() {
+    // 10 ms a step under a 0.5 s limit, 150 steps (three limits' worth):
+    // its input always full, its output always drained, it never waits at
+    // a port; only the time since its last port call counts.
+    const N: u32 = 150;
+    let mut g = Graph::new();
+    g.set_workers(2);
+    g.set_task_hold_limit(Duration::from_millis(500));
+    let (mut so, mut mi) = g.connect::<u32>(("src", "out"), ("fft", "in")).unwrap();
+    let (mut mo, si) = g.connect::<u32>(("fft", "out"), ("sink", "in")).unwrap();
+    g.task("src", async move {
+        for k in 0..N {
+            so.write_async(&[k]).await?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    g.task("fft", async move {
+        loop {
+            let s = mi.peek_async(1).await?;
+            if s.is_empty() {
+                return Ok(());
+            }
+            let v = s[0];
+            work(10);
+            mi.consume(1)?;
+            mo.write_async(&[v * 2]).await?;
+        }
+    })
+    .unwrap();
+    let got = common::collect(&mut g, "sink", si).unwrap();
+    run_within(g).unwrap();
+    assert_eq!(
+        *got.lock().unwrap(),
+        (0..N).map(|k| k * 2).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_slow_stage_gives_its_worker_back_between_steps() {
+    // 200 ms a step under the default limit, on one worker beside another
+    // pipeline: between any two of its steps the other pipeline runs.
+    const STEPS: u32 = 4;
+    let mut g = Graph::new();
+    g.set_workers(1);
+    let (mut so, mut mi) = g.connect::<u32>(("src", "out"), ("decoder", "in")).unwrap();
+    let (mut mo, si) = g
+        .connect::<u32>(("decoder", "out"), ("sink", "in"))
+        .unwrap();
+    let (mut to, mut ti) = g.connect::<u32>(("tick", "out"), ("tock", "in")).unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let ticks = Arc::new(AtomicU64::new(0));
+    g.task("src", async move {
+        for k in 0..STEPS {
+            so.write_async(&[k]).await?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (d, t, s2) = (done.clone(), ticks.clone(), seen.clone());
+    g.task("decoder", async move {
+        loop {
+            let s = mi.peek_async(1).await?;
+            if s.is_empty() {
+                d.store(true, Ordering::Release);
+                return Ok(());
+            }
+            let v = s[0];
+            s2.lock().unwrap().push(t.load(Ordering::Acquire));
+            work(200);
+            mi.consume(1)?;
+            mo.write_async(&[v]).await?;
+        }
+    })
+    .unwrap();
+    let got = common::collect(&mut g, "sink", si).unwrap();
+    // The other pipeline: its progress is every item written or read.
+    let (d, t) = (done.clone(), ticks.clone());
+    g.task("tick", async move {
+        while !d.load(Ordering::Acquire) {
+            to.write_async(&[1]).await?;
+            t.fetch_add(1, Ordering::AcqRel);
+        }
+        Ok(())
+    })
+    .unwrap();
+    let t = ticks.clone();
+    g.task("tock", async move {
+        loop {
+            let n = ti.peek_async(1).await?.len();
+            if n == 0 {
+                return Ok(());
+            }
+            t.fetch_add(n as u64, Ordering::AcqRel);
+            ti.consume(n)?;
+        }
+    })
+    .unwrap();
+    run_within(g).unwrap();
+    assert_eq!(*got.lock().unwrap(), (0..STEPS).collect::<Vec<_>>());
+    let seen = seen.lock().unwrap();
+    assert!(
+        seen.windows(2).all(|w| w[1] > w[0]),
+        "the other pipeline did not run between the slow stage's steps: ticks seen at each step {seen:?}"
+    );
+}
+
+#[test]
+fn a_feedback_deadlock_beside_an_endless_receiver_is_reported() {
+    // a and b each wait to read what the other writes (a feedback loop
+    // without its first item) while a receiver writes on, forever, into a
+    // queue a reads only after b: a deadlock no growth can break.
+    let mut g = Graph::new();
+    g.set_queue_limit(256 << 20);
+    let (mut rx_out, mut a_samples) = g.connect::<f32>(("rx", "out"), ("a", "samples")).unwrap();
+    let (mut ab, mut b_in) = g.connect::<f32>(("a", "out"), ("b", "in")).unwrap();
+    let (mut ba, mut a_fb) = g.connect::<f32>(("b", "out"), ("a", "fb")).unwrap();
+    g.node("rx", move || {
+        let block = vec![0.5f32; 4096];
+        loop {
+            rx_out.write(&block)?;
+        }
+    })
+    .unwrap();
+    g.task("a", async move {
+        loop {
+            let fb = a_fb.peek_async(1).await?[0];
+            a_fb.consume(1)?;
+            let s = a_samples.peek_async(1).await?;
+            let y = s[0] + fb;
+            a_samples.consume(1)?;
+            ab.write_async(&[y]).await?;
+        }
+    })
+    .unwrap();
+    g.task("b", async move {
+        loop {
+            let x = b_in.peek_async(1).await?[0];
+            b_in.consume(1)?;
+            ba.write_async(&[x * 0.5]).await?;
+        }
+    })
+    .unwrap();
+    match run_within(g) {
+        Err(Error::Deadlock { cycle }) => {
+            assert!(
+                cycle.contains("a.out -> b.in") && cycle.contains("b.out -> a.fb"),
+                "{cycle}"
+            );
+            assert!(!cycle.contains("rx"), "{cycle}");
+        }
+        other => panic!("expected the feedback deadlock, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_port_read_under_another_executors_block_on_in_a_task_keeps_its_node_counted() {
+    // Task t reads its first item under tokio's block_on (it waits there,
+    // then goes on), then waits on u, which waits on t: a real deadlock,
+    // to be reported, not left running for ever.
+    let mut g = Graph::new();
+    g.set_workers(2);
+    let (mut so, mut t_first) = g.connect::<u32>(("src", "out"), ("t", "first")).unwrap();
+    let (mut uo, mut t_in) = g.connect::<u32>(("u", "out"), ("t", "in")).unwrap();
+    let (mut to, mut u_in) = g.connect::<u32>(("t", "out"), ("u", "in")).unwrap();
+    g.node("src", move || {
+        std::thread::sleep(Duration::from_millis(50));
+        Ok(so.write(&[1])?)
+    })
+    .unwrap();
+    g.task("t", async move {
+        let rt = tokio::runtime::Builder::new_current_thread().build()?;
+        let first = rt.block_on(async { Ok::<_, Error>(t_first.peek_async(1).await?[0]) })?;
+        t_first.consume(1)?;
+        let x = t_in.peek_async(1).await?[0];
+        to.write_async(&[x + first]).await?;
+        Ok(())
+    })
+    .unwrap();
+    g.task("u", async move {
+        let x = u_in.peek_async(1).await?[0];
+        uo.write_async(&[x]).await?;
+        Ok(())
+    })
+    .unwrap();
+    match run_within(g) {
+        Err(Error::Deadlock { cycle }) => {
+            assert!(
+                cycle.contains("u.out -> t.in") && cycle.contains("t.out -> u.in"),
+                "{cycle}"
+            )
+        }
+        other => panic!("expected the deadlock of t and u, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_thread_node_selecting_under_tokios_block_on_over_an_empty_and_a_ready_port_runs() {
+    // The select polls the empty port first (biased): its node must not
+    // count as blocked while the ready port lets it go on.
+    const N: u32 = 2_000;
+    for round in 0..3u64 {
+        let mut g = Graph::new();
+        let (oa, mut ready) = g.connect::<u32>(("src", "out"), ("sel", "ready")).unwrap();
+        let (ow, mut empty) = g.connect::<u32>(("w", "out"), ("sel", "empty")).unwrap();
+        let (mut os, mut wi) = g.connect::<u64>(("sel", "sum"), ("w", "in")).unwrap();
+        g.node("src", move || count(oa, N, round + 1, 0)).unwrap();
+        g.node("sel", move || {
+            // Once src has written everything and ended (and w waits on
+            // sel): the graph's last running node is this one.
+            let t0 = Instant::now();
+            while ready.try_peek(N as usize + 1)?.is_none() {
+                assert!(t0.elapsed() < Duration::from_secs(5), "src never ended");
+                std::thread::yield_now();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+            let rt = tokio::runtime::Builder::new_current_thread().build()?;
+            rt.block_on(async move {
+                let mut sum = 0u64;
+                loop {
+                    tokio::select! {
+                        biased;
+                        e = empty.peek_async(1) => {
+                            if e?.is_empty() {
+                                break;
+                            }
+                            return Err("w wrote before it was given the sum".into());
+                        }
+                        r = ready.peek_async(1) => {
+                            let r = r?;
+                            if r.is_empty() {
+                                break;
+                            }
+                            sum += r.iter().map(|&v| u64::from(v)).sum::<u64>();
+                            let n = r.len();
+                            ready.consume(n)?;
+                        }
+                    }
+                }
+                os.write_async(&[sum]).await?;
+                Ok::<(), dmaflow::graph::BoxError>(())
+            })
+        })
+        .unwrap();
+        let total = Arc::new(AtomicU64::new(0));
+        let t = total.clone();
+        g.node("w", move || {
+            let s = wi.peek(1)?;
+            t.store(s[0], Ordering::Release);
+            let n = s.len();
+            wi.consume(n)?;
+            drop(ow);
+            Ok(())
+        })
+        .unwrap();
+        run_within(g).unwrap_or_else(|e| panic!("round {round}: {e}"));
+        assert_eq!(
+            total.load(Ordering::Acquire),
+            u64::from(N) * u64::from(N - 1) / 2,
+            "round {round}"
+        );
+    }
+}
+
+#[test]
+fn a_feedback_deadlock_beside_an_endless_pipeline_is_reported() {
+    // An endless source into an endless sink never lets every node wait:
+    // the feedback loop beside it is a deadlock all the same (tasks: seen
+    // by the watchdog; threads: seen as the last of them blocks).
+    for tasks in [true, false] {
+        let mut g = Graph::new();
+        let (mut so, mut si) = g.connect::<f32>(("src", "out"), ("sink", "in")).unwrap();
+        let (mut ab, mut b_in) = g.connect::<f32>(("a", "out"), ("b", "in")).unwrap();
+        let (mut ba, mut a_in) = g.connect::<f32>(("b", "out"), ("a", "in")).unwrap();
+        g.task("src", async move {
+            loop {
+                so.write_async(&[0.5; 256]).await?;
+            }
+        })
+        .unwrap();
+        g.task("sink", async move {
+            loop {
+                let n = si.peek_async(1).await?.len();
+                si.consume(n)?;
+            }
+        })
+        .unwrap();
+        if tasks {
+            g.task("a", async move {
+                let x = a_in.peek_async(1).await?[0];
+                Ok(ab.write_async(&[x]).await?)
+            })
+            .unwrap();
+            g.task("b", async move {
+                let x = b_in.peek_async(1).await?[0];
+                Ok(ba.write_async(&[x]).await?)
+            })
+            .unwrap();
+        } else {
+            g.node("a", move || {
+                let x = a_in.peek(1)?[0];
+                Ok(ab.write(&[x])?)
+            })
+            .unwrap();
+            g.node("b", move || {
+                let x = b_in.peek(1)?[0];
+                Ok(ba.write(&[x])?)
+            })
+            .unwrap();
+        }
+        match run_within(g) {
+            Err(Error::Deadlock { cycle }) => assert!(
+                cycle.contains("a.out -> b.in") && cycle.contains("b.out -> a.in"),
+                "tasks {tasks}: {cycle}"
+            ),
+            other => panic!("tasks {tasks}: expected the feedback deadlock, got {other:?}"),
         }
     }
 }

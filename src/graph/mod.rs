@@ -14,23 +14,32 @@
 //! A task node keeps these promises when it waits only on its ports: it
 //! awaits `peek_async`, `reserve_async` or `write_async` (several at once
 //! if it likes: a select or join over port futures waits on all of them, in
-//! a task or under [`block_on`]; another executor's poll counts the node
-//! blocked on the first pending port future it polls)
-//! and nothing else that could wait (another future, a lock, a sleep; those
+//! a task, under [`block_on`] or under another executor's `block_on`) and
+//! nothing else that could wait (another future, a lock, a sleep; those
 //! belong on a thread node). A blocking port call that would wait is
-//! [`Error::BlockingInTask`]; [`block_on`] inside a task panics; a task that
-//! holds its worker in one poll past [`Graph::set_task_hold_limit`] (a
-//! blocking call, a spin) stops the graph with [`Error::TaskHeldWorker`]. A
-//! task yields its worker after a budget of port calls that did not wait,
-//! so one whose queues are always ready never starves the others. A port
+//! [`Error::BlockingInTask`]; [`block_on`] inside a task panics. A task
+//! that goes past [`Graph::set_task_hold_limit`] without reaching a port
+//! call (a blocking call, a spin) stops the graph with
+//! [`Error::TaskHeldWorker`], naming it and what it last did; only the time
+//! since its last port call counts, so a slow stage is never stopped. A
+//! task yields its worker at its next port call after
+//! [`DEFAULT_TASK_BUDGET`] port calls that did not wait, or once one poll
+//! has run [`DEFAULT_TASK_SLICE`] ([`Graph::set_task_budget`],
+//! [`Graph::set_task_slice`]), so neither a task whose queues are always
+//! ready nor a slow stage keeps the others from their worker. A port
 //! future may be dropped before it is ready (the node then simply no longer
 //! waits on it).
 //!
-//! The runtime knows when each node is blocked and on what. When every live node is
-//! blocked and at least one waits to write to a full queue, the smallest such queue
-//! grows by what its writer asked for (Parks' bounded scheduling), so a graph that
-//! only looks deadlocked goes on. When every node waits to read, the graph stops
-//! with [`Error::Deadlock`] naming the cycle. A node that fails or panics stops the
+//! The runtime knows when each node is blocked and on what. When every live
+//! node is blocked, it first looks for nodes that each wait to read what
+//! another of them would write (a cycle of read waits, such as a feedback
+//! loop without its initial items): no growth can free them, so the graph
+//! stops with [`Error::Deadlock`] naming the cycle, whatever else waits to
+//! write. Otherwise, when a writer waits on a full queue, the smallest such
+//! queue grows (at least doubling, Parks' bounded scheduling), so a graph
+//! that only looks deadlocked goes on; a queue already at its limit is
+//! [`Error::QueueLimit`], naming it and its writer. When every node waits
+//! to read, the graph stops with [`Error::Deadlock`] naming the cycle. A node that fails or panics stops the
 //! graph with that node's error; the others are woken, stopped and joined.
 //!
 //! A node whose every reader has finished ends too, as in every SDR runtime's
@@ -76,12 +85,6 @@ use std::thread::JoinHandle;
 use crate::ring::{self, Builder, Pod, Wait};
 use crate::sync::lock;
 
-/// Any error a node body may return.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
-
-/// What a node body returns.
-pub type NodeResult = Result<(), BoxError>;
-
 /// Default queue size in bytes when none is given.
 pub const DEFAULT_QUEUE_BYTES: usize = 64 << 10;
 
@@ -94,143 +97,15 @@ pub const DEFAULT_QUEUE_LIMIT: usize = if usize::BITS >= 64 {
     256 << 20
 };
 
-/// What went wrong in a process network.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum Error {
-    /// A queue operation on a port failed.
-    #[error("node {node}, port {port}: {source}")]
-    Port {
-        /// Node owning the port.
-        node: String,
-        /// Port name.
-        port: String,
-        /// What the queue reported.
-        source: ring::Error,
-    },
-    /// A node's body returned an error.
-    #[error("node {node} failed: {source}")]
-    Node {
-        /// The failing node.
-        node: String,
-        /// Its error.
-        source: BoxError,
-    },
-    /// A node's body panicked.
-    #[error("node {node} panicked: {message}")]
-    Panicked {
-        /// The node.
-        node: String,
-        /// The panic message.
-        message: String,
-    },
-    /// Every live node waits to read: no node can ever run again.
-    #[error("deadlock: {cycle}")]
-    Deadlock {
-        /// The cycle of waiting nodes, each with the queue it waits on.
-        cycle: String,
-    },
-    /// The graph is stopping because another node failed; returned by port calls.
-    #[error("node {node} stopped: another node failed")]
-    Aborted {
-        /// The node whose port call was stopped.
-        node: String,
-    },
-    /// A task node ([`Graph::task`]) called a blocking port method that had
-    /// to wait: it would have held a worker of the pool.
-    #[error(
-        "node {node}, port {port}: a task node waits with the port's async methods (peek_async, reserve_async, write_async), never a blocking call"
-    )]
-    BlockingInTask {
-        /// The node.
-        node: String,
-        /// The port.
-        port: String,
-    },
-    /// A port was waited on after its node's body had returned (the port
-    /// was kept past the node's end, e.g. by a thread the body started): the
-    /// runtime no longer counts that node, so such a wait is refused.
-    #[error(
-        "node {node}, port {port}: waited on after the node's body returned; a port is used by its node's body only"
-    )]
-    WaitAfterEnd {
-        /// The node.
-        node: String,
-        /// The port.
-        port: String,
-    },
-    /// A port was waited on from another node's body (or from another
-    /// task of an executor while its own node waited on another of its
-    /// ports): the runtime counts and wakes each node as one, so such a
-    /// wait is refused.
-    #[error(
-        "node {node}, port {port}: waited on from outside the node's body (another node's, or another task while the node itself waits); a port is used by its node's body only"
-    )]
-    PortShared {
-        /// The node.
-        node: String,
-        /// The port.
-        port: String,
-    },
-    /// A task node held its worker longer than the graph's limit
-    /// ([`Graph::set_task_hold_limit`]) in one poll: it blocked (a lock, a
-    /// channel, another runtime's `block_on`, a sleep) or spun without
-    /// awaiting. The graph is stopped; the worker is left to the call.
-    #[error(
-        "node {node}: a task held its worker for over {limit:?} without awaiting (a blocking call or a spin inside a task node; such work belongs on a thread node)"
-    )]
-    TaskHeldWorker {
-        /// The node.
-        node: String,
-        /// The limit it went past.
-        limit: std::time::Duration,
-    },
-    /// A queue's item type is aligned beyond the memory page, which is all
-    /// the alignment a queue's slots get.
-    #[error(
-        "port {port} of node {node}: items aligned to {align} bytes, beyond a queue's page alignment ({page} bytes)"
-    )]
-    ItemAlignment {
-        /// The writing node.
-        node: String,
-        /// Its port.
-        port: String,
-        /// The item type's alignment.
-        align: usize,
-        /// The page size.
-        page: usize,
-    },
-    /// A node was named in a connection but never given a body.
-    #[error("node {0} is connected but has no body")]
-    NoBody(String),
-    /// Two bodies for one node name.
-    #[error("node {0} is defined twice")]
-    DuplicateNode(String),
-    /// A port was connected twice.
-    #[error("port {port} of node {node} is connected twice")]
-    DuplicatePort {
-        /// The node.
-        node: String,
-        /// The port.
-        port: String,
-    },
-    /// A node's thread could not be started.
-    #[error("cannot start node {node}: {source}")]
-    Spawn {
-        /// The node.
-        node: String,
-        /// The operating system's error.
-        source: std::io::Error,
-    },
-}
-
 mod block_on;
 mod call;
+mod error;
 mod pool;
 mod ports;
 mod runtime;
 
 pub use block_on::block_on;
+pub use error::{BoxError, Error, NodeResult};
 pub use ports::{Input, Output};
 use runtime::{Edge, Runtime, Status, run_node};
 
@@ -246,10 +121,20 @@ pub struct Graph {
     queue_limit: usize,
     workers: Option<usize>,
     task_hold_limit: std::time::Duration,
+    task_budget: u32,
+    task_slice: std::time::Duration,
 }
 
 /// Default for [`Graph::set_task_hold_limit`].
 pub const DEFAULT_TASK_HOLD_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Default budget in calls ([`Graph::set_task_budget`]): port calls that
+/// did not wait a task makes in one poll before it yields its worker.
+pub const DEFAULT_TASK_BUDGET: u32 = 128;
+
+/// Default budget in time ([`Graph::set_task_slice`]): how long one poll of
+/// a task runs before the task yields its worker at its next port call.
+pub const DEFAULT_TASK_SLICE: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// How a node runs.
 enum Body {
@@ -278,6 +163,8 @@ impl Graph {
             queue_limit: DEFAULT_QUEUE_LIMIT,
             workers: None,
             task_hold_limit: DEFAULT_TASK_HOLD_LIMIT,
+            task_budget: DEFAULT_TASK_BUDGET,
+            task_slice: DEFAULT_TASK_SLICE,
         }
     }
 
@@ -288,15 +175,34 @@ impl Graph {
         self.workers = Some(workers.max(1));
     }
 
-    /// How long one poll of a task node may hold its worker (default
-    /// [`DEFAULT_TASK_HOLD_LIMIT`]). A task waits by awaiting its ports; one
-    /// that blocks inside a poll (a lock, a channel, another runtime's
-    /// `block_on`, a sleep) or spins without awaiting holds a worker the
-    /// other tasks need, so past this limit the graph stops with
-    /// [`Error::TaskHeldWorker`] naming it instead of hanging. The worker is
-    /// left to the blocking call (never joined) and another takes its place.
+    /// How long a task node may go without reaching a port call or a
+    /// yield (default [`DEFAULT_TASK_HOLD_LIMIT`]). A task waits by
+    /// awaiting its ports; one that blocks (a lock, a channel, another
+    /// runtime's `block_on`, a sleep) or spins without awaiting holds a
+    /// worker the other tasks need, so past this limit the graph stops
+    /// with [`Error::TaskHeldWorker`] naming it and what it last did,
+    /// instead of hanging. Only the time since the task's last async port
+    /// call counts: a slow stage that computes for a long time between its
+    /// port calls is never stopped. The worker is left to the blocking call
+    /// (never joined) and another takes its place.
     pub fn set_task_hold_limit(&mut self, limit: std::time::Duration) {
         self.task_hold_limit = limit;
+    }
+
+    /// The budget in calls (default [`DEFAULT_TASK_BUDGET`], at least 1): a
+    /// task yields its worker once one poll has made this many port calls
+    /// that did not wait, so a task whose queues are always ready never
+    /// starves the others.
+    pub fn set_task_budget(&mut self, calls: u32) {
+        self.task_budget = calls.clamp(1, u32::MAX - 1);
+    }
+
+    /// The budget in time (default [`DEFAULT_TASK_SLICE`]): a task yields
+    /// its worker at its first port call after one poll has run this long,
+    /// so a slow stage (a large FFT, a decoder) gives its worker back
+    /// between its steps. Looked at by the watchdog a few times per slice.
+    pub fn set_task_slice(&mut self, slice: std::time::Duration) {
+        self.task_slice = slice.max(std::time::Duration::from_millis(1));
     }
 
     /// The most bytes each queue connected from now on may grow to (default
@@ -566,7 +472,12 @@ impl Graph {
             let cores = std::thread::available_parallelism().map_or(1, usize::from);
             let workers = self.workers.unwrap_or(cores).min(tasks.len());
             let first = names[tasks[0].0].clone();
-            match pool::start(&self.rt, tasks, workers, self.task_hold_limit) {
+            let turns = pool::Turns {
+                budget: self.task_budget,
+                slice: self.task_slice,
+                hold_limit: self.task_hold_limit,
+            };
+            match pool::start(&self.rt, tasks, workers, turns) {
                 Ok(p) => pool = Some(p),
                 Err(source) => return Err(Self::abandon(&self.rt, threads, &first, source)),
             }

@@ -20,8 +20,10 @@ use std::time::{Duration, Instant};
 
 use crossbeam_deque::{Injector, Steal, Stealer, Worker as Local};
 
-use super::runtime::{Runtime, as_node, drop_quietly, poll_node};
-use super::{Error, NodeResult};
+use super::error::{Error, NodeResult};
+use super::runtime::{
+    Marks, Runtime, Side, as_node, drop_quietly, poll_node, take_yield, with_marks,
+};
 
 thread_local! {
     /// Whether this thread is a worker of a pool.
@@ -39,9 +41,6 @@ pub(super) fn on_worker() -> bool {
 
 /// A task node's body.
 pub(super) type NodeFuture = Pin<Box<dyn Future<Output = NodeResult> + Send>>;
-
-/// Port calls a task may complete in one poll before it yields its worker.
-const TASK_BUDGET: u32 = 128;
 
 /// [`Task::state`]: neither queued nor polled.
 const IDLE: u8 = 0;
@@ -92,6 +91,9 @@ struct Shared {
     counted_out: Vec<AtomicBool>,
     /// Every worker started, with what the watchdog watches of it.
     workers: Mutex<Vec<(JoinHandle<()>, Arc<Slot>)>>,
+    /// Port calls that did not wait a task may make in one poll before it
+    /// yields its worker.
+    budget: u32,
 }
 
 /// What the watchdog sees of one worker.
@@ -105,6 +107,8 @@ struct Slot {
     /// Given up: it held a task past the limit (never joined; it leaves the
     /// pool once that poll returns).
     held: AtomicBool,
+    /// The async port calls its tasks reach, and the end of a slice.
+    marks: Marks,
 }
 
 /// Marks a worker's count of polls: given up in the poll it counts.
@@ -280,16 +284,28 @@ fn spawn_worker(rt: &Arc<Runtime>, shared: &Arc<Shared>, i: usize) -> std::io::R
     Ok(())
 }
 
+/// How the pool shares its workers between tasks.
+#[derive(Clone, Copy)]
+pub(super) struct Turns {
+    /// Port calls that did not wait before a task yields its worker.
+    pub(super) budget: u32,
+    /// How long one poll may run before the task yields at its next port call.
+    pub(super) slice: Duration,
+    /// How long a task may go without reaching a port call or a yield.
+    pub(super) hold_limit: Duration,
+}
+
 /// Starts `workers` worker threads (at least one) running `tasks` (node id,
-/// name, body) to their ends, and a watchdog that stops the graph with
-/// [`Error::TaskHeldWorker`] when a task holds its worker over `hold_limit`
-/// in one poll. Returns the pool to join, or the error of the first worker
-/// that could not start (then none runs and every body is dropped unpolled).
+/// name, body) to their ends, and a watchdog that ends each poll's slice
+/// and stops the graph with [`Error::TaskHeldWorker`] when a task goes over
+/// the hold limit without reaching a port call. Returns the pool to join,
+/// or the error of the first worker that could not start (then none runs
+/// and every body is dropped unpolled).
 pub(super) fn start(
     rt: &Arc<Runtime>,
     tasks: Vec<(usize, Arc<str>, NodeFuture)>,
     workers: usize,
-    hold_limit: Duration,
+    turns: Turns,
 ) -> Result<Pool, std::io::Error> {
     let shared = Arc::new(Shared {
         injector: Injector::new(),
@@ -301,6 +317,7 @@ pub(super) fn start(
         names: tasks.iter().map(|(id, n, _)| (*id, n.clone())).collect(),
         counted_out: tasks.iter().map(|_| AtomicBool::new(false)).collect(),
         workers: Mutex::new(Vec::new()),
+        budget: turns.budget,
     });
     let all: Vec<Arc<Task>> = tasks
         .into_iter()
@@ -333,7 +350,7 @@ pub(super) fn start(
         let (rt, shared) = (rt.clone(), shared.clone());
         std::thread::Builder::new()
             .name("dmaflow-watchdog".into())
-            .spawn(move || watch(&rt, &shared, hold_limit))
+            .spawn(move || watch(&rt, &shared, turns))
             .ok()
     };
     for t in all {
@@ -342,12 +359,28 @@ pub(super) fn start(
     Ok(Pool { shared, watchdog })
 }
 
-/// The watchdog: looks at every worker a few times per `limit`; one seen in
-/// the same poll for `limit` or more is given up (its task counted out, the
-/// graph stopped with the task's name, a new worker started in its place).
-fn watch(rt: &Arc<Runtime>, shared: &Arc<Shared>, limit: Duration) {
-    let period = (limit / 4).clamp(Duration::from_millis(1), Duration::from_secs(1));
-    let mut seen: Vec<(u64, Instant)> = Vec::new();
+/// What the watchdog last saw of one worker.
+struct Seen {
+    /// Its count of polls, and when that count was first seen.
+    polls: u64,
+    poll_since: Instant,
+    /// Its count of port calls, and when that count was first seen.
+    calls: u64,
+    calls_since: Instant,
+}
+
+/// The watchdog: looks at every worker a few times per slice and per hold
+/// limit. A poll seen running for a slice or more is asked to yield at its
+/// next port call; a worker seen in one poll with no port call reached for
+/// the hold limit or more is given up (its task counted out, the graph
+/// stopped with the task's name and what it last did, a new worker started
+/// in its place).
+fn watch(rt: &Arc<Runtime>, shared: &Arc<Shared>, turns: Turns) {
+    let limit = turns.hold_limit;
+    let period = (limit / 4)
+        .min(turns.slice / 2)
+        .clamp(Duration::from_millis(1), Duration::from_secs(1));
+    let mut seen: Vec<Seen> = Vec::new();
     let mut started = lock(&shared.workers).len();
     loop {
         {
@@ -363,23 +396,45 @@ fn watch(rt: &Arc<Runtime>, shared: &Arc<Shared>, limit: Duration) {
                 return;
             }
         }
+        // Tasks that wait to read from one another are a deadlock whatever
+        // the other nodes do (an endless source never lets a stall show).
+        rt.check_read_cycles(&mut crate::sync::lock(&rt.sched));
         let slots: Vec<Arc<Slot>> = lock(&shared.workers)
             .iter()
             .map(|(_, s)| s.clone())
             .collect();
-        seen.resize(slots.len(), (0, Instant::now()));
+        let now = Instant::now();
+        seen.resize_with(slots.len(), || Seen {
+            polls: 0,
+            poll_since: now,
+            calls: 0,
+            calls_since: now,
+        });
         for (slot, seen) in slots.iter().zip(seen.iter_mut()) {
             if slot.held.load(Ordering::Acquire) {
                 continue;
             }
             let polls = slot.polls.load(Ordering::Acquire);
-            if polls % 2 == 0 || polls != seen.0 {
-                *seen = (polls, Instant::now());
+            let calls = slot.marks.calls();
+            if polls % 2 == 0 || polls != seen.polls {
+                *seen = Seen {
+                    polls,
+                    poll_since: now,
+                    calls,
+                    calls_since: now,
+                };
                 continue;
+            }
+            if calls != seen.calls {
+                seen.calls = calls;
+                seen.calls_since = now;
+            }
+            if now.duration_since(seen.poll_since) >= turns.slice {
+                slot.marks.end_slice();
             }
             // Given up only while still in that poll: the worker learns it
             // when the poll returns (see `work`).
-            if seen.1.elapsed() < limit
+            if now.duration_since(seen.calls_since) < limit
                 || slot
                     .polls
                     .compare_exchange(polls, polls | GIVEN_UP, Ordering::AcqRel, Ordering::Acquire)
@@ -392,9 +447,21 @@ fn watch(rt: &Arc<Runtime>, shared: &Arc<Shared>, limit: Duration) {
             let (_, name) = &shared.names[index];
             {
                 let mut s = crate::sync::lock(&rt.sched);
+                let last = match slot.marks.last() {
+                    Some((edge, side)) => format!(
+                        "last seen {} {}",
+                        match side {
+                            Side::Read => "reading",
+                            Side::Write => "writing",
+                        },
+                        s.edges[edge].label
+                    ),
+                    None => "it reached no port call since it was last polled".to_string(),
+                };
                 let err = Error::TaskHeldWorker {
                     node: name.to_string(),
                     limit,
+                    last,
                 };
                 rt.fail(&mut s, err);
             }
@@ -417,16 +484,26 @@ const SHARED_EVERY: u64 = 61;
 
 /// One worker: polls ready tasks until every task has ended.
 fn work(rt: &Runtime, shared: &Shared, slot: &Slot) {
+    with_marks(&slot.marks, || work_marked(rt, shared, slot));
+}
+
+/// [`work`], with the worker's marks set for its port calls.
+fn work_marked(rt: &Runtime, shared: &Shared, slot: &Slot) {
     WORKER.with(|w| w.set(true));
     let local = Local::new_fifo();
     lock_write(&shared.stealers).push(local.stealer());
     LOCAL.with(|l| *l.borrow_mut() = Some((shared.id(), local)));
     let mut polls = 0u64;
+    // Whether the last poll yielded: the next task is then taken from the
+    // shared queue first, so that the one that yielded goes behind every
+    // other ready task, not only this worker's own.
+    let mut yielded = false;
     loop {
         let mut looks = 0;
         let mut spin = crate::ring::Backoff::new();
         let task = loop {
-            if let Some(t) = shared.next_task((polls / 2).is_multiple_of(SHARED_EVERY)) {
+            let shared_first = yielded || (polls / 2).is_multiple_of(SHARED_EVERY);
+            if let Some(t) = shared.next_task(shared_first) {
                 break t;
             }
             // A hand-over is usually microseconds away: look again, spinning
@@ -466,7 +543,8 @@ fn work(rt: &Runtime, shared: &Shared, slot: &Slot) {
         slot.task.store(task.index, Ordering::Release);
         polls += 1;
         slot.polls.store(polls, Ordering::Release);
-        let ended = poll(rt, &task);
+        let ended = poll(rt, &task, shared.budget);
+        yielded = take_yield();
         polls += 1;
         let given_up = slot.polls.swap(polls, Ordering::AcqRel) & GIVEN_UP != 0;
         match ended {
@@ -510,7 +588,7 @@ fn work(rt: &Runtime, shared: &Shared, slot: &Slot) {
 /// Polls `task` once; `Some(result)` when its body has returned or panicked
 /// (the body is then dropped, its ports closed, before the node is marked
 /// done).
-fn poll(rt: &Runtime, task: &Arc<Task>) -> Option<std::thread::Result<NodeResult>> {
+fn poll(rt: &Runtime, task: &Arc<Task>, budget: u32) -> Option<std::thread::Result<NodeResult>> {
     let mut slot = lock(&task.future);
     let fut = slot.as_mut()?;
     // The task's waker, borrowing the caller's count of the task (no
@@ -525,7 +603,7 @@ fn poll(rt: &Runtime, task: &Arc<Task>) -> Option<std::thread::Result<NodeResult
     let mut cx = Context::from_waker(&waker);
     let polled = catch_unwind(AssertUnwindSafe(|| {
         as_node(rt, task.id, || {
-            poll_node(fut.as_mut(), &mut cx, TASK_BUDGET, Some(rt))
+            poll_node(fut.as_mut(), &mut cx, budget, Some(rt))
         })
     }));
     let result = match polled {

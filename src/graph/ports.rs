@@ -7,8 +7,8 @@ use std::sync::Arc;
 use crate::ring::{self, Pod, Reader, Writer};
 use crate::sync::Ordering;
 
-use super::Error;
 use super::call::{Call, PortCall};
+use super::error::Error;
 use super::runtime::{Edge, ReadEnd, Runtime, Side, WaitError, WriteEnd, out_of_budget};
 
 impl<T: Pod> WriteEnd for Writer<T> {
@@ -68,7 +68,7 @@ impl<'a, T: Pod> PortCall for Reserve<'a, T> {
 
     #[inline(always)]
     fn now(self) -> Result<Self::Output, (Self, bool)> {
-        let spent = out_of_budget();
+        let spent = out_of_budget(self.out.edge.id, Side::Write);
         let want = if self.up_to { self.n.max(1) } else { self.n };
         if let (false, Some(free)) = (spent, self.out.free_now(want))
             && (free == want || self.up_to && free > 0)
@@ -112,7 +112,7 @@ impl<'a, T: Pod> PortCall for Peek<'a, T> {
 
     #[inline(always)]
     fn now(self) -> Result<Self::Output, (Self, bool)> {
-        let spent = out_of_budget();
+        let spent = out_of_budget(self.inp.edge.id, Side::Read);
         if !spent
             && !self.inp.rt.aborted()
             && let Ok(Some(s)) = self.inp.reader_mut().try_peek(self.threshold)

@@ -4,7 +4,7 @@
 
 use super::wait::Counted;
 use super::{Edge, ReadEnd, Runtime, Side, WaitError, WriteEnd};
-use crate::graph::Error;
+use crate::graph::error::Error;
 use crate::ring;
 use crate::ring::Wait;
 use crate::ring::cursor::{ReadSide, WriteSide, pair};

@@ -1,17 +1,20 @@
-//! Who waits on what: each node's status, the wakers of waiting task
-//! nodes, the graph's first failure, and the runtime that guards them with
-//! one lock; how a node ends.
+//! The node's state: each node's status, its pending waits and the wakers
+//! of waiting task nodes, its count of resumptions, the graph's first
+//! failure, and the runtime that guards them with one lock. A node is
+//! *blocked* ([`Status::Blocked`]) when it waits on every one of its
+//! pending waits; that is the one thing "park" means here
+//! ([`NodeState::park`]: a polled task whose poll left waits becomes
+//! blocked). A thread's sleep is a sleep (`wait.rs`), a resumption the
+//! end of a node's waits (`wake.rs`).
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::task::Waker;
 
 use crossbeam_utils::CachePadded;
 
-use crate::ring;
-use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering, lock};
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering};
 
 use super::edge::{Edge, Side};
-use crate::graph::{Error, NodeResult};
+use crate::graph::error::Error;
 
 /// What a node is doing, as the runtime sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +40,9 @@ pub(in crate::graph) struct Wait {
     /// ([`Sched::wakers`]): a combinator in the node's body that polls each
     /// of its futures with a waker of its own (`FuturesUnordered`).
     pub(super) waker: Option<Waker>,
+    /// Whether a port future waits (not a thread): once a resumption has
+    /// taken the wait, that future has to see it ([`NodeState::unseen`]).
+    pub(super) future: bool,
 }
 
 /// A node's status, its count of pending waits and its count of
@@ -53,6 +59,9 @@ pub(in crate::graph) struct NodeState {
     /// resumptions: a port future that saw one count when it began to wait
     /// is ready once the count moves.
     word: AtomicU64,
+    /// Port futures whose wait a resumption took and which have not seen
+    /// it yet (they will, when polled or dropped).
+    unseen: AtomicU64,
 }
 
 /// Bits of [`NodeState::word`] that hold the status.
@@ -66,6 +75,7 @@ impl NodeState {
     fn new() -> Self {
         NodeState {
             word: AtomicU64::new(Self::encode(Status::Running, 0, 0)),
+            unseen: AtomicU64::new(0),
         }
     }
 
@@ -101,6 +111,14 @@ impl NodeState {
     /// The node's status now.
     pub(super) fn status(&self) -> Status {
         Self::status_of(self.word.load(Ordering::SeqCst))
+    }
+
+    /// A port future whose wait a resumption took has seen it: the count of
+    /// resumptions before it counted itself out, and whether every such
+    /// future of the node now has.
+    pub(super) fn resumption_seen(&self) -> (u64, bool) {
+        let epoch = self.epoch();
+        (epoch, self.unseen.fetch_sub(1, Ordering::SeqCst) == 1)
     }
 
     /// Running with waits pending and `seen` resumptions becomes blocked;
@@ -232,6 +250,14 @@ impl Sched {
     /// waker, if it is a task, goes to `woken`, to be woken (once the lock
     /// is let go where the caller can).
     pub(super) fn resume(&mut self, node: usize, woken: &mut Vec<Waker>) {
+        let futures = self.waits[node].iter().filter(|w| w.future).count();
+        if futures > 0 {
+            // Counted before the resumption shows (see
+            // `NodeState::resumption_seen`).
+            self.nodes[node]
+                .unseen
+                .fetch_add(futures as u64, Ordering::SeqCst);
+        }
         woken.extend(self.waits[node].drain(..).filter_map(|w| w.waker));
         self.update(node, Status::Running, 1);
         if let Some(w) = self.wakers[node].take() {
@@ -240,17 +266,11 @@ impl Sched {
     }
 
     /// Whether node `node` has a wait pending on `side` of edge `edge`.
-    fn waits_on(&self, node: usize, edge: usize, side: Side) -> bool {
+    pub(super) fn waits_on(&self, node: usize, edge: usize, side: Side) -> bool {
         self.waits[node]
             .iter()
             .any(|w| w.edge == edge && w.side == side)
     }
-}
-
-thread_local! {
-    /// The wakers [`Runtime::wake`] takes under the lock (kept for the
-    /// thread's next wake, so that a wake allocates nothing).
-    static WOKEN: std::cell::RefCell<Vec<Waker>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 pub(in crate::graph) struct Runtime {
@@ -290,222 +310,4 @@ impl Runtime {
     pub(in crate::graph) fn aborted(&self) -> bool {
         self.abort.load(Ordering::Acquire)
     }
-
-    /// Wakes the nodes blocked on one side of `edge`. Their tasks are
-    /// woken after the lock is let go (a wake may queue the task and
-    /// notify a worker: not while every other node waits for the lock).
-    pub(in crate::graph) fn wake(&self, edge: &Edge, side: Side) {
-        WOKEN.with(|buffer| {
-            // Taken out, never borrowed across a wake: a wake may come back here.
-            let mut woken = buffer.take();
-            let mut s = lock(&self.sched);
-            Self::wake_locked(&mut s, edge, side, &mut woken);
-            drop(s);
-            for w in woken.drain(..) {
-                w.wake();
-            }
-            buffer.replace(woken);
-        });
-    }
-
-    /// Resumes the nodes blocked on one side of `edge` (the lock held): a
-    /// thread node's condition variable is notified, a task's waker put in
-    /// `woken`.
-    pub(in crate::graph) fn wake_locked(
-        s: &mut Sched,
-        edge: &Edge,
-        side: Side,
-        woken: &mut Vec<Waker>,
-    ) {
-        // Whether a thread node sleeping on the edge's condition variable
-        // was resumed: only then is it notified (a notification costs a
-        // system call even with nobody waiting; a task is woken by its waker).
-        let mut thread = false;
-        match side {
-            // Only its writer writes to an edge.
-            Side::Write => {
-                if s.waits_on(edge.writer_node, edge.id, side) {
-                    thread |= !s.task[edge.writer_node];
-                    s.resume(edge.writer_node, woken);
-                }
-            }
-            Side::Read => {
-                for i in 0..s.readers_of.get(edge.id).map_or(0, Vec::len) {
-                    let node = s.readers_of[edge.id][i];
-                    if s.waits_on(node, edge.id, side) {
-                        thread |= !s.task[node];
-                        s.resume(node, woken);
-                    }
-                }
-            }
-        }
-        let (target, cv) = match side {
-            Side::Write => (&edge.writer_target, &edge.writer_cv),
-            Side::Read => (&edge.readers_target, &edge.readers_cv),
-        };
-        target.store(u64::MAX, Ordering::SeqCst);
-        if thread {
-            cv.notify_all();
-        }
-    }
-
-    /// Records the first real failure and wakes everybody to stop.
-    pub(in crate::graph) fn fail(&self, s: &mut Sched, err: Error) {
-        // A node whose readers vanished fails with `Closed`; when the readers
-        // vanished because their node failed, that node's error is the cause (it
-        // may be recorded second: its ports close before its result arrives).
-        let consequence = |e: &Error| {
-            matches!(
-                e,
-                Error::Port {
-                    source: ring::Error::Closed,
-                    ..
-                }
-            )
-        };
-        match &s.failure {
-            None => s.failure = Some(err),
-            Some(old) if consequence(old) && !consequence(&err) => s.failure = Some(err),
-            Some(_) => {}
-        }
-        self.stop_all(s);
-    }
-
-    /// Makes every port call return [`Error::Aborted`] and wakes every waiter.
-    /// Called with the lock held, so that no waiter is between its last look
-    /// at `abort` and its wait.
-    pub(in crate::graph) fn stop_all(&self, s: &Sched) {
-        self.abort.store(true, Ordering::SeqCst);
-        for e in &s.edges {
-            e.writer_cv.notify_all();
-            e.readers_cv.notify_all();
-        }
-        for w in s.wakers.iter().flatten() {
-            w.wake_by_ref();
-        }
-        for w in s.waits.iter().flatten().filter_map(|w| w.waker.as_ref()) {
-            w.wake_by_ref();
-        }
-    }
-
-    /// Node `id` ended with `result` (its ports already closed): records the
-    /// first real failure, or looks for a stall the end leaves behind.
-    pub(in crate::graph) fn finish(
-        &self,
-        id: usize,
-        name: &str,
-        result: std::thread::Result<NodeResult>,
-    ) {
-        // The error is built before the lock is taken.
-        let mut closed = false;
-        let err = match result {
-            Ok(Ok(())) => None,
-            Ok(Err(e)) => match e.downcast::<Error>() {
-                // Stopped because another node failed: not a failure.
-                Ok(e) if matches!(*e, Error::Aborted { .. }) => None,
-                Ok(e) => Some(match *e {
-                    e @ Error::Port {
-                        source: ring::Error::Closed,
-                        ..
-                    } => {
-                        closed = true;
-                        e
-                    }
-                    e @ (Error::Port { .. }
-                    | Error::Deadlock { .. }
-                    | Error::BlockingInTask { .. }
-                    | Error::WaitAfterEnd { .. }
-                    | Error::PortShared { .. }) => e,
-                    e => Error::Node {
-                        node: name.to_string(),
-                        source: Box::new(e),
-                    },
-                }),
-                Err(e) => Some(Error::Node {
-                    node: name.to_string(),
-                    source: e,
-                }),
-            },
-            Err(p) => {
-                let message = panic_message(p.as_ref());
-                drop_quietly(p);
-                Some(Error::Panicked {
-                    node: name.to_string(),
-                    message,
-                })
-            }
-        };
-        let mut s = lock(&self.sched);
-        s.set(id, Status::Done);
-        // A thread still asleep on a wait of the node (a port kept past the
-        // node's end, used on another thread) wakes to learn of the end.
-        for w in std::mem::take(&mut s.waits[id]) {
-            let e = &s.edges[w.edge];
-            match w.side {
-                Side::Write => e.writer_cv.notify_all(),
-                Side::Read => e.readers_cv.notify_all(),
-            }
-            if let Some(w) = w.waker {
-                w.wake();
-            }
-        }
-        // So does a task or thread whose waker a wait of the node left (a
-        // port used by another node's body, refused or not).
-        if let Some(w) = s.wakers[id].take() {
-            w.wake();
-        }
-        // `Closed` ends a node normally only when every reader of every one
-        // of its outputs had finished (a `head` downstream) when that output
-        // closed: one output whose reader finished while another was still
-        // read is a failure, never a silent truncation (the other reader may
-        // have finished since, on the end of stream the close gave it).
-        let err = if closed
-            && !s
-                .edges
-                .iter()
-                .filter(|e| e.writer_node == id)
-                .any(|e| e.left_reading())
-        {
-            None
-        } else {
-            err
-        };
-        match err {
-            Some(e) => self.fail(&mut s, e),
-            None => self.check_stall(&mut s),
-        }
-    }
-}
-
-/// Drops `x`, catching a panic its `Drop` raises (a panic payload may be
-/// one whose drop panics): the runtime's own threads must never unwind, and
-/// the second panic's payload is leaked rather than dropped in turn.
-pub(in crate::graph) fn drop_quietly<T>(x: T) {
-    if let Err(again) = catch_unwind(AssertUnwindSafe(move || drop(x))) {
-        std::mem::forget(again);
-    }
-}
-
-/// The text of a panic's payload, if it has one.
-pub(in crate::graph) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = p.downcast_ref::<&str>() {
-        s.to_string()
-    } else if let Some(s) = p.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-string panic payload".to_string()
-    }
-}
-
-/// Runs a thread node's body to its end and records how it ended.
-pub(in crate::graph) fn run_node(
-    rt: &Runtime,
-    id: usize,
-    name: &str,
-    body: Box<dyn FnOnce() -> NodeResult + Send>,
-) {
-    // The body (and with it every port it captured) is consumed here, so its
-    // queues are closed before the node is marked done.
-    let result = super::wait::as_node(rt, id, || catch_unwind(AssertUnwindSafe(body)));
-    rt.finish(id, name, result);
 }

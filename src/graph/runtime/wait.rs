@@ -45,8 +45,10 @@ pub(super) enum Counted<'w> {
     /// is blocked once the whole poll has returned pending, on every wait it
     /// left (a select over several port futures waits on all of them).
     Polled(&'w Waker),
-    /// A port future polled by another executor: blocked at once, on this
-    /// wait.
+    /// A port future polled by another executor: blocked once that
+    /// executor has polled the node's port futures once more with no port
+    /// call made in between (a select over an empty and a ready port
+    /// future goes on with the ready one, never counted blocked).
     Foreign(&'w Waker),
 }
 
@@ -62,8 +64,6 @@ thread_local! {
     /// A node of another runtime that did, with its runtime (which keeps
     /// the state alive) and that count.
     static PARKED: RefCell<Option<(std::sync::Arc<Runtime>, *const NodeState, u64)>> = const { RefCell::new(None) };
-    /// Port calls left before a task yields its worker.
-    static BUDGET: Cell<u32> = const { Cell::new(u32::MAX) };
     /// The node whose body runs on this thread now, with its runtime (null
     /// if none): set by a thread node's thread for the whole body and by
     /// the pool for each poll of a task.
@@ -119,7 +119,7 @@ pub(in crate::graph) fn poll_node<F: Future + ?Sized>(
         POLLING.with(|p| p.replace(true)),
         EXEC_RT.with(|r| r.replace(own)),
     );
-    BUDGET.with(|b| b.set(budget));
+    super::turn::begin_poll(budget);
     let out = body.poll(cx);
     if out.is_pending() {
         let (own, seen) = PARKED_NODE.with(|p| p.replace((std::ptr::null(), 0)));
@@ -156,21 +156,6 @@ fn note_parked(rt: &std::sync::Arc<Runtime>, node: &NodeState, seen: u64) {
     }
 }
 
-/// Spends one unit of the poll's budget; `true` when none was left (the
-/// call then yields before it does anything else). A budget of `u32::MAX`
-/// (a thread's own executor) is never spent.
-#[inline]
-pub(in crate::graph) fn out_of_budget() -> bool {
-    BUDGET.with(|b| match b.get() {
-        0 => true,
-        u32::MAX => false,
-        n => {
-            b.set(n - 1);
-            false
-        }
-    })
-}
-
 /// Pending once (after waking its task), then ready: a task's yield.
 #[derive(Default)]
 struct Yield(bool);
@@ -183,6 +168,7 @@ impl Future for Yield {
             return Poll::Ready(());
         }
         self.0 = true;
+        super::turn::note_yield();
         cx.waker().wake_by_ref();
         Poll::Pending
     }
@@ -262,14 +248,12 @@ impl Runtime {
             side,
             amount,
             waker: None,
+            future: !matches!(counted, Counted::Thread),
         });
-        let at_once = match counted {
-            Counted::Thread => true,
-            Counted::Foreign(_) => true,
-            Counted::Polled(_) => false,
-        };
+        let at_once = matches!(counted, Counted::Thread);
         // A node being polled runs (it may have been polled for nothing
-        // while blocked): its waits count once the poll has ended.
+        // while blocked): its waits count once the poll has ended (once
+        // another executor has polled them all again, see `BlockOn`).
         s.set(
             node,
             if at_once {
@@ -300,6 +284,9 @@ impl Runtime {
         };
         let mut sleep = false;
         if let Ok(false) = look {
+            if at_once && side == Side::Read {
+                self.check_read_cycle_from(&mut s, node);
+            }
             if at_once {
                 self.check_stall(&mut s);
             }
@@ -479,7 +466,7 @@ impl Runtime {
     }
 
     /// [`Runtime::wait_room`] for a task node: waits without a thread,
-    /// yielding first if the poll's budget is `spent` ([`out_of_budget`]).
+    /// yielding first if the poll's budget is `spent` ([`super::turn::out_of_budget`]).
     pub(in crate::graph) async fn wait_room_async<W: WriteEnd>(
         self: &std::sync::Arc<Self>,
         node: usize,
@@ -550,7 +537,7 @@ impl Runtime {
     }
 
     /// [`Runtime::wait_items`] for a task node: waits without a thread,
-    /// yielding first if the poll's budget is `spent` ([`out_of_budget`]).
+    /// yielding first if the poll's budget is `spent` ([`super::turn::out_of_budget`]).
     pub(in crate::graph) async fn wait_items_async<R: ReadEnd>(
         self: &std::sync::Arc<Self>,
         node: usize,
@@ -572,34 +559,6 @@ impl Runtime {
                 }
             }
         }
-    }
-
-    /// After the writer of `edge` published up to `position`: wakes its
-    /// readers if one waits for that.
-    #[inline]
-    pub(in crate::graph) fn after_commit(&self, edge: &Edge, position: u64) {
-        fence(Ordering::SeqCst);
-        if edge.readers_target.load(Ordering::SeqCst) <= position {
-            self.wake_waiting(edge, Side::Read);
-        }
-    }
-
-    /// After a reader of `edge` consumed up to `position`: wakes the writer if
-    /// it waits for that.
-    #[inline]
-    pub(in crate::graph) fn after_consume(&self, edge: &Edge, position: u64) {
-        fence(Ordering::SeqCst);
-        if edge.writer_target.load(Ordering::SeqCst) <= position {
-            self.wake_waiting(edge, Side::Write);
-        }
-    }
-
-    /// [`Runtime::wake`] out of the line of a hand-over (most hand-overs
-    /// find nobody waiting).
-    #[cold]
-    #[inline(never)]
-    fn wake_waiting(&self, edge: &Edge, side: Side) {
-        self.wake(edge, side);
     }
 }
 
@@ -626,6 +585,10 @@ enum BlockState<'a, F> {
         state: &'a NodeState,
         seen: u64,
         token: u64,
+        /// Under another executor, until the node counts as blocked: the
+        /// thread's count of async port calls when this future last
+        /// returned pending (see [`Counted::Foreign`]).
+        foreign: Option<u64>,
     },
     /// Ready returned.
     Done,
@@ -646,6 +609,47 @@ impl<'a, F> BlockOn<'a, F> {
             wait,
             state: BlockState::Look(ready),
         }
+    }
+}
+
+/// A port future whose wait a resumption took has seen it (`polled`: in a
+/// poll of dmaflow's executor). Once every such future of the node has, the
+/// waits the node begins from now on are the ones it really waits on: the
+/// poll's note of the node (taken at its first wait) moves to the count of
+/// resumptions now, so that a wait begun and ended inside one poll (under
+/// another executor's `block_on` inside a task) does not leave the node
+/// counted running while it later waits.
+fn resumption_seen(state: &NodeState, polled: bool) {
+    let (epoch, all) = state.resumption_seen();
+    if !(all && polled) {
+        return;
+    }
+    PARKED_NODE.with(|p| {
+        if std::ptr::eq(p.get().0, state) {
+            p.set((state, epoch));
+        }
+    });
+    PARKED.with(|p| {
+        if let Some((_, node, seen)) = p.borrow_mut().as_mut()
+            && std::ptr::eq(*node, state)
+        {
+            *seen = epoch;
+        }
+    });
+}
+
+impl Runtime {
+    /// Node `node`, waiting under another executor, whose port futures that
+    /// executor polled once more with no port call in between: it is
+    /// blocked now on all its waits (unless resumed since `seen`), and a
+    /// stall is looked for.
+    fn foreign_parked(&self, node: usize, state: &NodeState, seen: u64) {
+        let mut s = lock(&self.sched);
+        if state.epoch() != seen || s.waits[node].is_empty() || s.status(node) != Status::Running {
+            return;
+        }
+        s.set(node, Status::Blocked);
+        self.check_stall(&mut s);
     }
 }
 
@@ -677,16 +681,36 @@ impl<F: FnOnce() -> Result<bool, ring::Error> + Unpin> Future for BlockOn<'_, F>
                 let state = this.rt.node_state(&s, node);
                 let seen = state.epoch();
                 drop(s);
-                if polled {
+                let foreign = if polled {
                     note_parked(this.rt, state, seen);
-                }
-                this.state = BlockState::Waiting { state, seen, token };
+                    None
+                } else {
+                    // Polled again at once: the executor's next pass tells
+                    // whether anything else it polls is ready.
+                    cx.waker().wake_by_ref();
+                    Some(super::turn::calls_on_thread())
+                };
+                this.state = BlockState::Waiting {
+                    state,
+                    seen,
+                    token,
+                    foreign,
+                };
                 Poll::Pending
             }
-            BlockState::Waiting { state, seen, token } => {
+            BlockState::Waiting {
+                state,
+                seen,
+                token,
+                foreign,
+            } => {
                 // Resumed (its waits taken back by the runtime) or stopping:
                 // nothing left to undo, no lock to take.
-                if state.epoch() != seen || this.rt.aborted() {
+                if state.epoch() != seen {
+                    resumption_seen(state, polled);
+                    return Poll::Ready(Ok(()));
+                }
+                if this.rt.aborted() {
                     return Poll::Ready(Ok(()));
                 }
                 // Polled before the runtime resumed it (woken by something
@@ -695,15 +719,37 @@ impl<F: FnOnce() -> Result<bool, ring::Error> + Unpin> Future for BlockOn<'_, F>
                 {
                     let mut s = lock(&this.rt.sched);
                     if state.epoch() != seen {
+                        drop(s);
+                        resumption_seen(state, polled);
                         return Poll::Ready(Ok(()));
                     }
                     let own_body = caller(this.rt) == Some(node);
                     Runtime::keep_waker(&mut s, node, token, cx.waker(), own_body);
                 }
-                if polled {
-                    note_parked(this.rt, state, seen);
-                }
-                this.state = BlockState::Waiting { state, seen, token };
+                let foreign = match foreign {
+                    None => {
+                        if polled {
+                            note_parked(this.rt, state, seen);
+                        }
+                        None
+                    }
+                    // A whole pass of the other executor with no port call:
+                    // nothing else it polls was ready, the node waits.
+                    Some(calls) if calls == super::turn::calls_on_thread() => {
+                        this.rt.foreign_parked(node, state, seen);
+                        None
+                    }
+                    Some(_) => {
+                        cx.waker().wake_by_ref();
+                        Some(super::turn::calls_on_thread())
+                    }
+                };
+                this.state = BlockState::Waiting {
+                    state,
+                    seen,
+                    token,
+                    foreign,
+                };
                 Poll::Pending
             }
             BlockState::Done => Poll::Ready(Ok(())),
@@ -722,6 +768,9 @@ impl<F> Drop for BlockOn<'_, F> {
             let mut s = lock(&self.rt.sched);
             if state.epoch() == *seen {
                 Runtime::withdraw(&mut s, self.node, *token);
+            } else {
+                drop(s);
+                state.resumption_seen();
             }
         }
     }
