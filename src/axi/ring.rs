@@ -180,7 +180,7 @@ impl<R: RegisterSpace> AxiDma<R> {
                 });
             }
             if let Some(s) = ring.completed() {
-                if matches!(how, Wait::Irq(_)) {
+                if how.sleeps() {
                     self.acknowledge(ch)?;
                 }
                 return Ok(Some(s));
@@ -197,7 +197,7 @@ impl<R: RegisterSpace> AxiDma<R> {
                     None => e,
                 });
             }
-            if matches!(how, Wait::Irq(_)) {
+            if how.sleeps() {
                 // Acknowledge, then look again: a completion between the two
                 // raises a fresh interrupt.
                 self.acknowledge(ch)?;

@@ -60,7 +60,7 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
                 .collect()
         };
         let (tx, rx) = (bufs()?, bufs()?);
-        let irq = completion == Completion::Irq;
+        let irq = completion.sleeps();
         // One descriptor more than buffers: a ring keeps one descriptor unused.
         let descs = || pool.alloc::<u32>((slots + 1) * DESC_WORDS);
         let tx_ring = engine.dma.ring_start(Channel::Mm2s, descs()?, irq)?;
@@ -103,6 +103,12 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
         match self.completion {
             Completion::Irq => Wait::Irq(&self.engine.irq[ch as usize]),
             Completion::Yield => Wait::Yield,
+            Completion::Adaptive => Wait::Adaptive {
+                line: &self.engine.irq[ch as usize],
+                // A packet's time on the link from now: the oldest packet
+                // waited for is usually on its way already.
+                spin_until: std::time::Instant::now() + self.engine.link().spin(self.slot_bytes),
+            },
             _ => Wait::Poll,
         }
     }
