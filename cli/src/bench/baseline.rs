@@ -99,3 +99,210 @@ pub(crate) unsafe fn two_way(
     rx.sync_for_cpu(n as usize)?;
     Ok(t0.elapsed())
 }
+
+/// Per-packet work the bare scatter-gather ring does on the CPU, the same as
+/// the measured ring's stream: fill packet `seq` in place, and check one.
+pub(crate) struct PacketWork<'a> {
+    /// Fills TX buffer space with packet `seq`.
+    pub fill: &'a dyn Fn(u64, &mut [u8]),
+    /// Whether a received packet is packet `seq`.
+    pub intact: &'a dyn Fn(u64, &[u8]) -> bool,
+}
+
+/// The emulator baseline for streams of packets: a scatter-gather ring driven
+/// by hand with the fewest register and descriptor accesses PG021 allows and
+/// no checks beyond the data's. `slots + 1` descriptors per channel in a
+/// circle, each bound for good to a buffer of `bytes` bytes (so a packet
+/// writes only CONTROL and STATUS of its TX descriptor and STATUS of its RX
+/// one); TAILDESC written once per burst; TX statuses read only when every
+/// TX descriptor is in use; slots by wrapping increments. Streams `packets`
+/// packets of `bytes` through the engine's loopback, each filled and checked
+/// as `work` says, and returns the seconds from the first packet to the
+/// last. The caller resets the engine through its driver before that driver
+/// uses it again.
+///
+/// # Safety
+/// `regs` must be the registers of the scatter-gather engine whose DMA memory
+/// `pool` is, and `halt` must stop that engine and say whether it is
+/// confirmed stopped (on an error the descriptors and buffers are given up to
+/// the device when it is not).
+pub(crate) unsafe fn sg_stream(
+    regs: &dyn RegisterSpace,
+    pool: &dmaflow::mem::DmaPool,
+    slots: usize,
+    bytes: usize,
+    packets: u64,
+    work: &PacketWork<'_>,
+    halt: impl Fn() -> bool,
+) -> Result<f64, Error> {
+    use dmaflow::axi::regs::{
+        CURDESC, CURDESC_MSB, DESC_ALIGN, DESC_BUFFER_ADDRESS, DESC_BUFFER_ADDRESS_MSB,
+        DESC_CONTROL, DESC_CTRL_TXEOF, DESC_CTRL_TXSOF, DESC_LENGTH_MASK, DESC_NXTDESC,
+        DESC_NXTDESC_MSB, DESC_STATUS, DESC_STS_CMPLT, DMACR_RESET, TAILDESC, TAILDESC_MSB,
+    };
+    let baseline = Error::peer("baseline");
+    let n = slots + 1;
+    if slots < 1 || bytes == 0 || bytes > DESC_LENGTH_MASK as usize {
+        return Err(baseline(format!("{slots} slots of {bytes} bytes")));
+    }
+    const W: usize = (DESC_ALIGN / 4) as usize;
+    let word = |slot: usize, field: u64| slot * W + (field / 4) as usize;
+    let mut desc = [pool.alloc::<u32>(n * W)?, pool.alloc::<u32>(n * W)?];
+    let mut bufs: [Vec<DmaBuf<u8>>; 2] = [Vec::with_capacity(n), Vec::with_capacity(n)];
+    for b in &mut bufs {
+        for _ in 0..n {
+            b.push(pool.alloc::<u8>(bytes)?);
+        }
+    }
+    let after = |s: usize| if s + 1 == n { 0 } else { s + 1 };
+    let before = |s: usize| if s == 0 { n - 1 } else { s - 1 };
+    let t0 = Instant::now();
+    let bases = [desc[0].bus_addr(), desc[1].bus_addr()];
+    let run = |desc: &mut [DmaBuf<u32>; 2], bufs: &mut [Vec<DmaBuf<u8>>; 2]| {
+        let set = |base: usize, r: usize, v: u32| {
+            // SAFETY: every address the engine is pointed at is a descriptor
+            // or buffer of this call, from the engine's pool (the caller's
+            // promise), kept until the caller resets the engine; on an error
+            // `halt` stops it, or everything is given up to it.
+            unsafe { regs.write(base + r, v) }
+        };
+        // Reset (both channels halted), then the two circles.
+        set(MM2S, DMACR, DMACR_RESET)?;
+        while regs.read(MM2S + DMACR)? & DMACR_RESET != 0 {
+            if t0.elapsed() > PATIENCE {
+                return Err(baseline("the engine did not leave reset".into()));
+            }
+            std::hint::spin_loop();
+        }
+        for (ch, d) in desc.iter_mut().enumerate() {
+            let base = d.bus_addr();
+            for s in 0..n {
+                let next = base + (after(s) as u64) * DESC_ALIGN;
+                let addr = bufs[ch][s].bus_addr();
+                d.write_volatile(word(s, DESC_NXTDESC), next as u32);
+                d.write_volatile(word(s, DESC_NXTDESC_MSB), (next >> 32) as u32);
+                d.write_volatile(word(s, DESC_BUFFER_ADDRESS), addr as u32);
+                d.write_volatile(word(s, DESC_BUFFER_ADDRESS_MSB), (addr >> 32) as u32);
+                let control = if ch == 1 { bytes as u32 } else { 0 };
+                d.write_volatile(word(s, DESC_CONTROL), control);
+                d.write_volatile(word(s, DESC_STATUS), 0);
+            }
+            d.sync_for_device(n * W * 4)?;
+            let reg = [MM2S, S2MM][ch];
+            set(reg, CURDESC, base as u32)?;
+            set(reg, CURDESC_MSB, (base >> 32) as u32)?;
+            set(reg, DMACR, DMACR_RESET_VALUE | DMACR_RS)?;
+        }
+        for b in &bufs[1] {
+            b.sync_for_cpu(bytes)?;
+        }
+        let tail = |ch: usize, slot: usize| {
+            let a = bases[ch] + slot as u64 * DESC_ALIGN;
+            dmaflow::platform::dma_wmb();
+            set([MM2S, S2MM][ch], TAILDESC_MSB, (a >> 32) as u32)?;
+            set([MM2S, S2MM][ch], TAILDESC, a as u32)
+        };
+        // Every RX descriptor but one (the hole) to S2MM.
+        tail(1, n - 2)?;
+        let status = |d: &DmaBuf<u32>, s: usize| {
+            let _ = d.sync_range_for_cpu(s * DESC_ALIGN as usize, DESC_ALIGN as usize);
+            d.load_word(word(s, DESC_STATUS)).unwrap_or(0)
+        };
+        let (mut sent, mut received, mut reclaimed) = (0u64, 0u64, 0u64);
+        let (mut tx_slot, mut tx_old, mut rx_slot) = (0usize, 0usize, 0usize);
+        let start = Instant::now();
+        while received < packets {
+            // A burst out: as many as the receive side has room for.
+            let from = tx_slot;
+            while sent < packets && sent - received < slots as u64 {
+                if sent - reclaimed == slots as u64 {
+                    // Every TX descriptor in use: reclaim what completed.
+                    while status(&desc[0], tx_old) & DESC_STS_CMPLT == 0 {
+                        if start.elapsed() > PATIENCE {
+                            return Err(baseline("MM2S stopped completing".into()));
+                        }
+                        std::hint::spin_loop();
+                    }
+                    while sent > reclaimed && status(&desc[0], tx_old) & DESC_STS_CMPLT != 0 {
+                        reclaimed += 1;
+                        tx_old = after(tx_old);
+                    }
+                }
+                let b = &mut bufs[0][tx_slot];
+                (work.fill)(sent, &mut b.as_mut_slice()[..bytes]);
+                b.sync_for_device(bytes)?;
+                let d = &mut desc[0];
+                let control = bytes as u32 | DESC_CTRL_TXSOF | DESC_CTRL_TXEOF;
+                d.write_volatile(word(tx_slot, DESC_CONTROL), control);
+                d.write_volatile(word(tx_slot, DESC_STATUS), 0);
+                tx_slot = after(tx_slot);
+                sent += 1;
+            }
+            if tx_slot != from {
+                let (a, k) = (
+                    from,
+                    if tx_slot > from {
+                        tx_slot - from
+                    } else {
+                        n - from
+                    },
+                );
+                desc[0].sync_range_for_device(a * W * 4, k * W * 4)?;
+                if tx_slot < from {
+                    desc[0].sync_range_for_device(0, tx_slot * W * 4)?;
+                }
+                tail(0, before(tx_slot))?;
+            }
+            // A burst in: wait for the first, take what else is there.
+            let mut got = 0;
+            while received < packets {
+                let s = status(&desc[1], rx_slot);
+                if s & DESC_STS_CMPLT == 0 {
+                    if got > 0 {
+                        break;
+                    }
+                    if start.elapsed() > PATIENCE {
+                        return Err(baseline("S2MM stopped completing".into()));
+                    }
+                    std::hint::spin_loop();
+                    continue;
+                }
+                dmaflow::platform::dma_rmb();
+                let len = (s & DESC_LENGTH_MASK) as usize;
+                let b = &bufs[1][rx_slot];
+                b.sync_for_cpu(len.min(bytes))?;
+                if !(work.intact)(received, &b.as_slice()[..len.min(bytes)]) {
+                    return Err(Error::Corrupted {
+                        what: format!("bare scatter-gather ring: packet {received}"),
+                        got: len as u32,
+                        expected: bytes as u32,
+                    });
+                }
+                b.sync_for_cpu(bytes)?;
+                desc[1].write_volatile(word(rx_slot, DESC_STATUS), 0);
+                desc[1].sync_range_for_device(rx_slot * W * 4, W * 4)?;
+                rx_slot = after(rx_slot);
+                received += 1;
+                got += 1;
+            }
+            // The hole moves: every descriptor before the oldest expected is
+            // the engine's again.
+            tail(1, before(before(rx_slot)))?;
+        }
+        Ok(start.elapsed().as_secs_f64())
+    };
+    match run(&mut desc, &mut bufs) {
+        Ok(t) => Ok(t),
+        Err(e) => {
+            if !halt() {
+                for d in &mut desc {
+                    d.surrender();
+                }
+                for b in bufs.iter_mut().flatten() {
+                    b.surrender();
+                }
+            }
+            Err(e)
+        }
+    }
+}
