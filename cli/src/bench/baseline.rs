@@ -176,9 +176,9 @@ pub(crate) unsafe fn sg_stream(
         }
         for (ch, d) in desc.iter_mut().enumerate() {
             let base = d.bus_addr();
-            for s in 0..n {
+            for (s, buf) in bufs[ch].iter().enumerate() {
                 let next = base + (after(s) as u64) * DESC_ALIGN;
-                let addr = bufs[ch][s].bus_addr();
+                let addr = buf.bus_addr();
                 d.write_volatile(word(s, DESC_NXTDESC), next as u32);
                 d.write_volatile(word(s, DESC_NXTDESC_MSB), (next >> 32) as u32);
                 d.write_volatile(word(s, DESC_BUFFER_ADDRESS), addr as u32);
