@@ -315,15 +315,7 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
                 ring_sweep: !cache_maintenance && clock == Clock::Unlimited,
             };
             let engine = &rig.engines[0];
-            let regs = rig.board.registers(0)?;
-            rows.extend(sweep(
-                cfg,
-                engine,
-                &regs,
-                &at,
-                placed.all_cores(),
-                &mut *progress,
-            )?);
+            rows.extend(sweep(cfg, engine, &at, placed.all_cores(), &mut *progress)?);
         }
     }
     Ok(rows)
@@ -347,14 +339,7 @@ pub fn run_on_board(
         loaded: true,
         ring_sweep: true,
     };
-    sweep(
-        cfg,
-        &board.engine,
-        &board.registers,
-        &at,
-        &cores,
-        &mut *progress,
-    )
+    sweep(cfg, &board.engine, &at, &cores, &mut *progress)
 }
 
 /// The link and memory one sweep runs on, and which conditions it measures.
@@ -378,7 +363,6 @@ struct Setting {
 fn sweep<R: RegisterSpace, I: IrqLine>(
     cfg: &Config,
     engine: &Engine<R, I>,
-    regs: &dyn RegisterSpace,
     at: &Setting,
     cores: &[usize],
     progress: Progress,
@@ -404,9 +388,6 @@ fn sweep<R: RegisterSpace, I: IrqLine>(
         let mut group = Vec::new();
         if cfg.sizes.contains(&bytes) {
             group.extend([base, at_slots(Completion::Poll, false, "copy")]);
-            // The emulator baseline: a bare scatter-gather ring, same work
-            // per packet.
-            group.push(at_slots(Completion::Poll, false, "bare"));
             if at.irq {
                 // What waiting on the interrupt costs and saves.
                 group.push(at_slots(Completion::Irq, false, "zerocopy"));
@@ -444,34 +425,6 @@ fn sweep<R: RegisterSpace, I: IrqLine>(
             let c = &group[k];
             let what = what(c);
             progress(&format!("{what} run {}", round + 1));
-            if c.path == "bare" {
-                let work = super::baseline::PacketWork {
-                    fill: &fill,
-                    intact: &|seq, p| intact(seq, bytes, p),
-                };
-                let bare = |n| {
-                    // SAFETY: `regs` is this engine's register window and the
-                    // pool is its pool; `recover` halts that engine.
-                    unsafe {
-                        super::baseline::sg_stream(
-                            regs,
-                            engine.pool(),
-                            c.slots,
-                            bytes,
-                            n as u64,
-                            &work,
-                            || engine.dma().recover(),
-                        )
-                    }
-                };
-                bare(c.slots)?;
-                let meter = Meter::start(None);
-                let t = bare(packets_of(c));
-                costs[k].add(meter.stop());
-                // dmaflow's driver gets the engine back in a known state.
-                engine.dma().reset()?;
-                return t;
-            }
             let mut ring = PacketRing::new(engine, c.slots, bytes, cfg.batch, c.completion)?;
             let _load = c
                 .loaded
@@ -493,11 +446,7 @@ fn sweep<R: RegisterSpace, I: IrqLine>(
             let rates: Vec<f64> = times.iter().map(|t| moved / t / 1e6).collect();
             rows.push(Row {
                 clock: at.clock.clone(),
-                completion: if c.path == "bare" {
-                    "bare"
-                } else {
-                    c.completion.name()
-                },
+                completion: c.completion.name(),
                 path: c.path,
                 cache_maintenance,
                 loaded: c.loaded,
