@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::axi::{AxiDma, Config as AxiConfig};
 use crate::designs;
-use crate::dma::{Completion, Engine, Lane, two_way_together};
+use crate::dma::{Completion, Engine, Lane, Link, two_way_together};
 use crate::dsp::bgsub::Params;
 use crate::mem::{CachePolicy, DmaBuf, DmaPool};
 use crate::platform::MemoryModel;
@@ -136,15 +136,24 @@ impl Rig {
         // The design's length register is as wide as the driver expects.
         fabric.set_length_width(cfg.length_width)?;
         let pool = DmaPool::new(Arc::new(board.memory()?), policy)?;
+        // Adaptive completion spins for what the modelled device needs, plus
+        // the default margin for the emulator's own thread.
+        let link = Link {
+            bytes_per_s: clock.bytes_per_s(),
+            latency: clock.two_way(0, sg) + Link::default().latency,
+            ..Link::default()
+        };
         let engines = (0..n)
             .map(|i| {
                 let dma = AxiDma::new(board.registers(i)?, cfg)?;
-                Ok(Engine::new(
+                let engine = Engine::new(
                     dma,
                     board.irq(irq_line(i, 0))?,
                     board.irq(irq_line(i, 1))?,
                     pool.clone(),
-                ))
+                );
+                engine.set_link(link);
+                Ok(engine)
             })
             .collect::<Result<_, Error>>()?;
         Ok(Rig {

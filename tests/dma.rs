@@ -49,7 +49,12 @@ fn zero_copy_and_copy_paths_in_every_mode() {
         (CachePolicy::Explicit, MemoryModel::NonCoherent),
     ] {
         let r = rig_on(policy, model);
-        for c in [Completion::Poll, Completion::Yield, Completion::Irq] {
+        for c in [
+            Completion::Poll,
+            Completion::Yield,
+            Completion::Irq,
+            Completion::Adaptive,
+        ] {
             for len in [8usize, 640, 64_000] {
                 let mut tx = r.engine.pool().alloc::<u8>(len).unwrap();
                 for (i, b) in tx.as_mut_slice().iter_mut().enumerate() {

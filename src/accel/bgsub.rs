@@ -110,6 +110,10 @@ impl<R: RegisterSpace, I: IrqLine> Node<'_, R, I> {
     fn wait_how(&self, e: usize, ch: Channel) -> Wait<'_> {
         match self.completion {
             Completion::Irq => Wait::Irq(self.engines[e].irq(ch)),
+            Completion::Adaptive => Wait::Adaptive {
+                line: self.engines[e].irq(ch),
+                spin_until: std::time::Instant::now() + self.engines[e].link().spin(0),
+            },
             Completion::Yield => Wait::Yield,
             _ => Wait::Poll,
         }
@@ -251,7 +255,7 @@ where
     }
     input.dma_spans(0, 1)?;
     output.dma_spans(0, 1)?;
-    let irq = completion == Completion::Irq;
+    let irq = completion.sleeps();
     let pool = engines[0].pool();
     let mut rings = Vec::with_capacity(2);
     for e in engines {

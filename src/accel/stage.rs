@@ -258,6 +258,10 @@ impl<T: Pod, U: Pod, R: RegisterSpace, I: IrqLine> Node<'_, '_, T, U, R, I> {
     fn wait_how(&self, ch: Channel) -> Wait<'_> {
         match self.cfg.completion {
             Completion::Irq => Wait::Irq(self.engine.irq(ch)),
+            Completion::Adaptive => Wait::Adaptive {
+                line: self.engine.irq(ch),
+                spin_until: std::time::Instant::now() + self.engine.link().spin(0),
+            },
             Completion::Yield => Wait::Yield,
             _ => Wait::Poll,
         }
@@ -335,7 +339,7 @@ impl<T: Pod, U: Pod, R: RegisterSpace, I: IrqLine> Node<'_, '_, T, U, R, I> {
         self.rx.engine_halted();
         self.landings.clear();
         self.posted_end = self.filled;
-        let irq = self.cfg.completion == Completion::Irq;
+        let irq = self.cfg.completion.sleeps();
         let slots = self.tx.slots();
         let descs = || self.engine.pool().alloc::<u32>(slots * DESC_WORDS);
         let tx = descs().map_err(dma::Error::from)?;
@@ -581,7 +585,7 @@ where
 {
     check(engine, cfg, input, output)?;
     let out_coherent = output.dma_coherent().unwrap_or(true);
-    let irq = cfg.completion == Completion::Irq;
+    let irq = cfg.completion.sleeps();
     let slots = 2 * cfg.depth + 1;
     let descs = || engine.pool().alloc::<u32>(slots * DESC_WORDS);
     let tx = engine

@@ -170,6 +170,27 @@ pub enum Wait<'a> {
     Yield,
     /// Sleep on the channel's interrupt line.
     Irq(&'a dyn IrqLine),
+    /// Spin on the status until `spin_until` (when the transfer should be over
+    /// at the link's rate), then sleep on the channel's interrupt line. The
+    /// line is re-armed only before a sleep, never after a completion: a wait
+    /// that the spin ends makes no system call at all, one that sleeps makes
+    /// two line operations (re-arm, wait). In direct mode the driver enables
+    /// the channel's completion interrupt (DMACR.IOC_IrqEn) only when the spin
+    /// is over, so that a transfer the spin collects raises no interrupt.
+    Adaptive {
+        /// The channel's interrupt line.
+        line: &'a dyn IrqLine,
+        /// When to stop spinning and sleep.
+        spin_until: Instant,
+    },
+}
+
+impl Wait<'_> {
+    /// Whether the wait may sleep on the interrupt line (the channel's
+    /// completion interrupt must then be acknowledged).
+    pub fn sleeps(&self) -> bool {
+        matches!(self, Wait::Irq(_) | Wait::Adaptive { .. })
+    }
 }
 
 /// Driver settings.
@@ -655,7 +676,7 @@ impl<R: RegisterSpace> AxiDma<R> {
         how: &Wait<'_>,
         check: impl FnMut() -> Result<Option<T>, Error>,
     ) -> Result<T, Error> {
-        wait_until(
+        wait_loop(
             self.cfg.timeout,
             how,
             check,
@@ -663,7 +684,25 @@ impl<R: RegisterSpace> AxiDma<R> {
             || {
                 self.recover();
             },
+            || self.enable_completion_irq(ch),
         )
+    }
+
+    /// Enables the completion and error interrupts of channel `ch` (DMACR
+    /// IOC_IrqEn and Err_IrqEn) if the driver's last DMACR write left them
+    /// off: an adaptive wait does so when it stops spinning. A completion
+    /// already latched in DMASR then raises the interrupt at once (PG021: the
+    /// interrupt output is the status bit and its enable).
+    fn enable_completion_irq(&self, ch: Channel) -> Result<(), Error> {
+        let i = ch as usize;
+        let irq = DMACR_IOC_IRQ_EN | DMACR_ERR_IRQ_EN;
+        let Some(cr) = self.written_cr[i].get() else {
+            return Ok(());
+        };
+        if cr & irq != irq {
+            self.set_cached(ch, DMACR, &self.written_cr[i], cr | irq)?;
+        }
+        Ok(())
     }
 
     /// The longest wait for any completion ([`Config::timeout`]).
@@ -702,15 +741,32 @@ impl<R: RegisterSpace> AxiDma<R> {
 /// (after halting the engine); `halt` halts it when the interrupt line
 /// fails. `check` may take and release whatever guards the engine at each
 /// try, so that a caller that shares the engine never holds it while asleep.
+///
+/// With [`Wait::Adaptive`] the caller's transfer must have its completion
+/// interrupt enabled already (a ring started with `irq`).
 pub fn wait_until<T>(
+    timeout: Duration,
+    how: &Wait<'_>,
+    check: impl FnMut() -> Result<Option<T>, Error>,
+    timed_out: impl FnOnce() -> Error,
+    halt: impl FnOnce(),
+) -> Result<T, Error> {
+    wait_loop(timeout, how, check, timed_out, halt, || Ok(()))
+}
+
+/// [`wait_until`], calling `arm` once when an adaptive wait stops spinning
+/// (before it first re-arms the line and sleeps).
+fn wait_loop<T>(
     timeout: Duration,
     how: &Wait<'_>,
     mut check: impl FnMut() -> Result<Option<T>, Error>,
     timed_out: impl FnOnce() -> Error,
     halt: impl FnOnce(),
+    mut arm: impl FnMut() -> Result<(), Error>,
 ) -> Result<T, Error> {
     let deadline = Instant::now() + timeout;
     let mut pause = pause::Pause::new();
+    let mut armed = false;
     loop {
         if let Some(v) = check()? {
             if let Wait::Irq(line) = how {
@@ -725,6 +781,34 @@ pub fn wait_until<T>(
         match how {
             Wait::Poll => std::hint::spin_loop(),
             Wait::Yield => pause.pause(),
+            Wait::Adaptive { line, spin_until } if now < *spin_until || !line.wired() => {
+                // A line not wired to this program: the spin goes on.
+                std::hint::spin_loop()
+            }
+            Wait::Adaptive { line, .. } => {
+                if !armed {
+                    // The device's interrupt on (a cached no-op once it is),
+                    // the line unmasked, then one more look: a completion from
+                    // before either raised the interrupt or is seen now.
+                    armed = true;
+                    if let Err(e) = arm().and_then(|()| Ok(line.enable()?)) {
+                        halt();
+                        return Err(e);
+                    }
+                    continue;
+                }
+                // Sleep in slices (a lost interrupt costs one slice). An
+                // interrupt leaves the line masked: re-arm before the next
+                // sleep only, never after the completion.
+                match line.wait((deadline - now).min(IRQ_RECHECK)) {
+                    Ok(_) => armed = false,
+                    Err(platform::Error::Timeout(_)) => {}
+                    Err(e) => {
+                        halt();
+                        return Err(e.into());
+                    }
+                }
+            }
             // Unmask before sleeping: an interrupt taken without a wait (a
             // completion seen by polling, an error) leaves the line masked.
             // Sleep in slices, so that a lost interrupt is found by the next

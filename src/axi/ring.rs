@@ -17,12 +17,16 @@ pub struct DescRing {
     desc: DmaBuf<u32>,
     channel: Channel,
     slots: usize,
-    /// Descriptors filled (monotonic); slot = index % slots.
+    /// Descriptors filled (monotonic); its slot is `head_slot`.
     head: u64,
     /// Descriptors handed to the engine with TAILDESC.
     posted: u64,
     /// Descriptors reclaimed after Cmplt.
     done: u64,
+    /// `head` and `done` as slots, kept by wrapping increments (no division
+    /// per packet).
+    head_slot: usize,
+    done_slot: usize,
 }
 
 fn word(slot: usize, field: u64) -> usize {
@@ -75,6 +79,8 @@ impl<R: RegisterSpace> AxiDma<R> {
             head: 0,
             posted: 0,
             done: 0,
+            head_slot: 0,
+            done_slot: 0,
         })
     }
 
@@ -141,8 +147,12 @@ impl<R: RegisterSpace> AxiDma<R> {
         if ring.posted == ring.head {
             return Ok(());
         }
-        let first = (ring.posted % ring.slots as u64) as usize;
         let count = (ring.head - ring.posted) as usize;
+        // The slot `count` before the head, wrapped (count < slots).
+        let first = match ring.head_slot.checked_sub(count) {
+            Some(f) => f,
+            None => ring.head_slot + ring.slots - count,
+        };
         // Explicit cache maintenance covers the descriptors just written, which
         // may wrap around the end of the ring.
         let d = DESC_ALIGN as usize;
@@ -154,7 +164,7 @@ impl<R: RegisterSpace> AxiDma<R> {
         }
         // Rule 1 of the ordering contract: descriptors before the doorbell.
         platform::dma_wmb();
-        let tail = ring.addr(((ring.head - 1) % ring.slots as u64) as usize);
+        let tail = ring.addr(ring.head_slot.checked_sub(1).unwrap_or(ring.slots - 1));
         let ch = ring.channel;
         self.set(ch, TAILDESC_MSB, (tail >> 32) as u32)?;
         self.set(ch, TAILDESC, tail as u32)?;
@@ -180,7 +190,7 @@ impl<R: RegisterSpace> AxiDma<R> {
                 });
             }
             if let Some(s) = ring.completed() {
-                if matches!(how, Wait::Irq(_)) {
+                if how.sleeps() {
                     self.acknowledge(ch)?;
                 }
                 return Ok(Some(s));
@@ -197,7 +207,7 @@ impl<R: RegisterSpace> AxiDma<R> {
                     None => e,
                 });
             }
-            if matches!(how, Wait::Irq(_)) {
+            if how.sleeps() {
                 // Acknowledge, then look again: a completion between the two
                 // raises a fresh interrupt.
                 self.acknowledge(ch)?;
@@ -248,7 +258,7 @@ impl DescRing {
 
     /// Slot the next [`push`](Self::push) fills.
     pub fn next_slot(&self) -> usize {
-        (self.head % self.slots as u64) as usize
+        self.head_slot
     }
 
     /// Descriptors pushed so far (the sequence number of the next push).
@@ -268,7 +278,12 @@ impl DescRing {
 
     /// Slot of the oldest descriptor not yet reclaimed.
     pub fn oldest(&self) -> usize {
-        (self.done % self.slots as u64) as usize
+        self.done_slot
+    }
+
+    /// The slot after `slot`.
+    fn after(&self, slot: usize) -> usize {
+        if slot + 1 == self.slots { 0 } else { slot + 1 }
     }
 
     fn addr(&self, slot: usize) -> u64 {
@@ -325,7 +340,7 @@ impl DescRing {
                 capacity: self.capacity(),
             });
         }
-        let slot = (self.head % self.slots as u64) as usize;
+        let slot = self.head_slot;
         let mut control = len as u32 & DESC_LENGTH_MASK;
         if self.channel == Channel::Mm2s {
             if first {
@@ -342,6 +357,7 @@ impl DescRing {
         self.desc.write_volatile(word(slot, DESC_CONTROL), control);
         self.desc.write_volatile(word(slot, DESC_STATUS), 0);
         self.head += 1;
+        self.head_slot = self.after(slot);
         Ok(slot)
     }
 
@@ -392,12 +408,14 @@ impl DescRing {
     pub(crate) fn engine_halted(&mut self) {
         self.posted = self.head;
         self.done = self.head;
+        self.done_slot = self.head_slot;
     }
 
     /// Gives the oldest descriptor back to the driver after its completion.
     pub fn reclaim(&mut self) {
         if self.done < self.posted {
             self.done += 1;
+            self.done_slot = self.after(self.done_slot);
         }
     }
 }

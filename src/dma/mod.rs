@@ -26,6 +26,13 @@ pub enum Completion {
     Yield,
     /// Sleep on the channel's interrupt line.
     Irq,
+    /// Spin for the time the transfer should take at the link's rate
+    /// ([`Link`]), then sleep on the interrupt line; short transfers end in
+    /// the spin (no interrupt, no system call), long ones sleep at once.
+    /// The line is re-armed only before a sleep. On rings the engine
+    /// coalesces interrupts (DMACR.IRQThreshold). The default where it wins
+    /// ([`Completion::DEFAULT`]).
+    Adaptive,
     /// Hand the request to a kernel-style driver thread ([`Proxy`]) that copies
     /// through its own DMA buffers and sleeps on the interrupt. The thread owns the
     /// engine, so this mode is used through [`Proxy::start`]; [`Engine`]'s own calls
@@ -35,20 +42,98 @@ pub enum Completion {
 
 impl Completion {
     /// Every mode, in the order the papers discuss them.
-    pub const ALL: [Completion; 4] = [
+    pub const ALL: [Completion; 5] = [
         Completion::Poll,
         Completion::Yield,
         Completion::Irq,
+        Completion::Adaptive,
         Completion::Proxy,
     ];
 
-    /// The mode's short name: `poll`, `yield`, `irq` or `proxy`.
+    /// The mode to use when nothing says otherwise: adaptive (the latency of
+    /// polling on short transfers, the CPU of interrupts on long ones).
+    pub const DEFAULT: Completion = Completion::Adaptive;
+
+    /// The mode's short name: `poll`, `yield`, `irq`, `adaptive` or `proxy`.
     pub fn name(self) -> &'static str {
         match self {
             Completion::Poll => "poll",
             Completion::Yield => "yield",
             Completion::Irq => "irq",
+            Completion::Adaptive => "adaptive",
             Completion::Proxy => "proxy",
+        }
+    }
+
+    /// Whether the mode sleeps on the interrupt line (so transfers start with
+    /// the engine's interrupts wanted).
+    pub fn sleeps(self) -> bool {
+        matches!(self, Completion::Irq | Completion::Adaptive)
+    }
+}
+
+/// What an adaptive wait ([`Completion::Adaptive`]) expects a transfer to
+/// take: the device's fixed latency plus the bytes at the link's rate. It
+/// spins that long (from the transfer's start), then sleeps; a transfer
+/// expected to take longer than `spin_limit` sleeps at once, since a wake-up
+/// costs the host less than spinning through it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Link {
+    /// The stream's rate in bytes per second; `None` when unknown or
+    /// unlimited (only the latency is spun).
+    pub bytes_per_s: Option<f64>,
+    /// The device's own latency per transfer (start-up, write-back), and
+    /// what a wake-up would cost beyond it.
+    pub latency: std::time::Duration,
+    /// The longest spin: beyond it, sleep at once.
+    pub spin_limit: std::time::Duration,
+}
+
+impl Default for Link {
+    /// Rate unknown, 5 us of latency, spins of at most 20 us (a sleep and
+    /// wake-up on a loaded Linux host costs about 10 to 20 us).
+    fn default() -> Self {
+        Link {
+            bytes_per_s: None,
+            latency: std::time::Duration::from_micros(5),
+            spin_limit: std::time::Duration::from_micros(20),
+        }
+    }
+}
+
+impl Link {
+    /// How long after its start a transfer of `bytes` should be over.
+    pub fn expected(&self, bytes: usize) -> std::time::Duration {
+        let link = self
+            .bytes_per_s
+            .filter(|r| r.is_finite() && *r > 0.0)
+            .map_or(0.0, |r| bytes as f64 / r);
+        self.latency + std::time::Duration::from_secs_f64(link.min(1e6))
+    }
+
+    /// How long to spin from its start for a transfer of `bytes`, or zero
+    /// (sleep at once) when that is beyond the spin limit.
+    pub fn spin(&self, bytes: usize) -> std::time::Duration {
+        let t = self.expected(bytes);
+        if t > self.spin_limit {
+            std::time::Duration::ZERO
+        } else {
+            t
+        }
+    }
+
+    /// Until when a wait that begins now should spin for a transfer of
+    /// `bytes` started at `from`: until its expected end, and at least the
+    /// device's latency from now, when that is at most the spin limit away
+    /// (a long transfer's last stretch, such as S2MM's write-back once MM2S
+    /// is done, is spun); else not at all.
+    pub fn spin_until(&self, from: std::time::Instant, bytes: usize) -> std::time::Instant {
+        let now = std::time::Instant::now();
+        let end = from + self.expected(bytes);
+        if end.saturating_duration_since(now) <= self.spin_limit {
+            end.max(now + self.latency.min(self.spin_limit))
+        } else {
+            now
         }
     }
 }
@@ -145,11 +230,14 @@ pub struct Timing {
     pub rx: std::time::Duration,
 }
 
-/// When the two channels of a two-way transfer were programmed.
+/// When the two channels of a two-way transfer were programmed, and with
+/// how many bytes.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Started {
     s2mm: std::time::Instant,
     mm2s: std::time::Instant,
+    tx_len: usize,
+    rx_len: usize,
 }
 
 /// An engine behind boxed register and interrupt types, so that engines of
@@ -162,6 +250,7 @@ pub struct Engine<R, I> {
     irq: [I; 2],
     pool: DmaPool,
     timing: std::cell::Cell<Timing>,
+    link: std::cell::Cell<Link>,
 }
 
 impl<R: RegisterSpace + 'static, I: IrqLine + 'static> Engine<R, I> {
@@ -174,6 +263,7 @@ impl<R: RegisterSpace + 'static, I: IrqLine + 'static> Engine<R, I> {
             irq: [Box::new(mm2s), Box::new(s2mm)],
             pool: self.pool,
             timing: self.timing,
+            link: self.link,
         }
     }
 }
@@ -186,7 +276,40 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
             irq: [irq_mm2s, irq_s2mm],
             pool,
             timing: std::cell::Cell::new(Timing::default()),
+            link: std::cell::Cell::new(Link::default()),
         }
+    }
+
+    /// Tells adaptive completion what to expect of the link (the emulated
+    /// board's clock, a board design's stream rate).
+    pub fn set_link(&self, link: Link) {
+        self.link.set(link);
+    }
+
+    /// What adaptive completion expects of the link.
+    pub fn link(&self) -> Link {
+        self.link.get()
+    }
+
+    /// How to wait on channel `ch` in mode `c` for a transfer of `bytes`
+    /// started at `from`.
+    pub(crate) fn how(
+        &self,
+        ch: Channel,
+        c: Completion,
+        from: std::time::Instant,
+        bytes: usize,
+    ) -> Result<Wait<'_>, Error> {
+        Ok(match c {
+            Completion::Poll => Wait::Poll,
+            Completion::Yield => Wait::Yield,
+            Completion::Irq => Wait::Irq(&self.irq[ch as usize]),
+            Completion::Adaptive => Wait::Adaptive {
+                line: &self.irq[ch as usize],
+                spin_until: self.link.get().spin_until(from, bytes),
+            },
+            Completion::Proxy => return Err(Error::ProxyOnly),
+        })
     }
 
     /// Where the time of the last two-way transfer or message went.
@@ -199,13 +322,14 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
         &self.pool
     }
 
-    fn wait(&self, ch: Channel, c: Completion) -> Result<usize, Error> {
-        let how = match c {
-            Completion::Poll => Wait::Poll,
-            Completion::Yield => Wait::Yield,
-            Completion::Irq => Wait::Irq(&self.irq[ch as usize]),
-            Completion::Proxy => return Err(Error::ProxyOnly),
-        };
+    fn wait(
+        &self,
+        ch: Channel,
+        c: Completion,
+        from: std::time::Instant,
+        bytes: usize,
+    ) -> Result<usize, Error> {
+        let how = self.how(ch, c, from, bytes)?;
         Ok(self.dma.wait(ch, &how)?)
     }
 
@@ -292,6 +416,7 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
         // No dirty line of the receive buffer may be written back over what the
         // device writes: clean and invalidate it before S2MM starts.
         rx.sync_for_cpu(rx_len)?;
+        // Adaptive waits enable the interrupt only when they stop spinning.
         let irq = c == Completion::Irq;
         let s2mm = std::time::Instant::now();
         // SAFETY: `rx` is borrowed mutably until `finish` collects the transfer or
@@ -310,7 +435,12 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
         if let Err(e) = unsafe { self.dma.start(Channel::Mm2s, tx.bus_addr(), tx_len, irq) } {
             return Err(self.fail(e.into(), tx, rx));
         }
-        Ok(Started { s2mm, mm2s: t0 })
+        Ok(Started {
+            s2mm,
+            mm2s: t0,
+            tx_len,
+            rx_len,
+        })
     }
 
     /// Waits for the two-way transfer in flight on `tx` and `rx`, started as
@@ -324,11 +454,13 @@ impl<R: RegisterSpace, I: IrqLine> Engine<R, I> {
         tx: &DmaBuf<u8>,
         rx: &mut DmaBuf<u8>,
     ) -> Result<usize, Error> {
-        let waited = self.wait(Channel::Mm2s, c).and_then(|_| {
-            let t1 = std::time::Instant::now();
-            let n = self.wait(Channel::S2mm, c)?;
-            Ok((t1, n))
-        });
+        let waited = self
+            .wait(Channel::Mm2s, c, t0.mm2s, t0.tx_len)
+            .and_then(|_| {
+                let t1 = std::time::Instant::now();
+                let n = self.wait(Channel::S2mm, c, t0.s2mm, t0.rx_len)?;
+                Ok((t1, n))
+            });
         let (t1, n) = waited.map_err(|e| self.fail(e, tx, rx))?;
         let mut t = self.timing.get();
         t.tx += t1 - t0.mm2s;
@@ -471,6 +603,7 @@ impl DynEngine {
             ],
             pool: self.pool,
             timing: self.timing,
+            link: self.link,
         };
         (engine, [mm2s, s2mm])
     }

@@ -26,6 +26,13 @@ pub struct PacketRing<'e, R: RegisterSpace, I: IrqLine> {
     batch: usize,
     slot_bytes: usize,
     stopped: bool,
+    /// The TX buffer the next send fills and the RX buffer of the oldest
+    /// packet (wrapping indices: buffers are used in turn).
+    tx_next: usize,
+    rx_next: usize,
+    /// TX descriptors are reclaimed (their statuses read) only when fewer
+    /// than this many are free, all at once.
+    tx_free_threshold: usize,
 }
 
 impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
@@ -60,7 +67,7 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
                 .collect()
         };
         let (tx, rx) = (bufs()?, bufs()?);
-        let irq = completion == Completion::Irq;
+        let irq = completion.sleeps();
         // One descriptor more than buffers: a ring keeps one descriptor unused.
         let descs = || pool.alloc::<u32>((slots + 1) * DESC_WORDS);
         let tx_ring = engine.dma.ring_start(Channel::Mm2s, descs()?, irq)?;
@@ -75,6 +82,9 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
             batch: batch.max(1),
             slot_bytes,
             stopped: false,
+            tx_next: 0,
+            rx_next: 0,
+            tx_free_threshold: (slots / 4).clamp(1, 32),
         };
         for i in 0..slots {
             // No dirty line may be written back over what S2MM writes.
@@ -103,6 +113,12 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
         match self.completion {
             Completion::Irq => Wait::Irq(&self.engine.irq[ch as usize]),
             Completion::Yield => Wait::Yield,
+            Completion::Adaptive => Wait::Adaptive {
+                line: &self.engine.irq[ch as usize],
+                // A packet's time on the link from now: the oldest packet
+                // waited for is usually on its way already.
+                spin_until: std::time::Instant::now() + self.engine.link().spin(self.slot_bytes),
+            },
             _ => Wait::Poll,
         }
     }
@@ -160,12 +176,16 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
                 capacity: self.slot_bytes,
             });
         }
-        // Reclaim what the engine has finished with; wait only when all are busy.
-        while self.tx_ring.completed().is_some() {
-            self.tx_ring.reclaim();
-        }
-        if let Some(e) = self.tx_error() {
-            return self.guard(Err(e));
+        // Reclaim what the engine has finished with once few descriptors are
+        // free (every status read then, in one pass); wait only when all are
+        // busy.
+        if self.tx_ring.capacity() - self.tx_ring.in_flight() < self.tx_free_threshold {
+            while self.tx_ring.completed().is_some() {
+                self.tx_ring.reclaim();
+            }
+            if let Some(e) = self.tx_error() {
+                return self.guard(Err(e));
+            }
         }
         if self.tx_ring.is_full() {
             let flushed = self.engine.dma.ring_flush(&mut self.tx_ring);
@@ -176,7 +196,12 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
             self.tx_ring.reclaim();
         }
         // Buffers are used in turn, as descriptors are.
-        let slot = (self.tx_ring.pushed() % self.tx.len() as u64) as usize;
+        let slot = self.tx_next;
+        self.tx_next = if slot + 1 == self.tx.len() {
+            0
+        } else {
+            slot + 1
+        };
         let buf = &mut self.tx[slot];
         fill(&mut buf.as_mut_slice()[..len]);
         buf.sync_for_device(len)?;
@@ -273,7 +298,12 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
 
     /// Gives the oldest RX descriptor's buffer back to S2MM.
     fn repost_oldest(&mut self) -> Result<(), Error> {
-        let slot = (self.rx_ring.reclaimed() % self.rx.len() as u64) as usize;
+        let slot = self.rx_next;
+        self.rx_next = if slot + 1 == self.rx.len() {
+            0
+        } else {
+            slot + 1
+        };
         self.rx_ring.reclaim();
         // SAFETY: as for every RX buffer: owned by the ring until its Drop halts
         // the engine or surrenders the buffer.
@@ -314,8 +344,7 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
                 }
             }
         }
-        let slot = (self.rx_ring.reclaimed() % self.rx.len() as u64) as usize;
-        let buf = &self.rx[slot];
+        let buf = &self.rx[self.rx_next];
         buf.sync_for_cpu(n)?;
         let out = read(&buf.as_slice()[..n]);
         // Clean and invalidate before the buffer is the device's again.

@@ -523,6 +523,19 @@ impl GpuEngine {
                 }
                 Ok(())
             }
+            Completion::Adaptive => {
+                // Spin as long as a sleep and wake-up would cost, then block.
+                let done = &self.lanes[l].done;
+                self.gpu.bind()?;
+                let spin = crate::dma::Link::default().spin_limit;
+                while t0.elapsed() < spin {
+                    if done.done_here()? {
+                        return Ok(());
+                    }
+                    std::hint::spin_loop();
+                }
+                self.wait(l, Completion::Irq)
+            }
             Completion::Irq => {
                 let (answer, answered) = mpsc::sync_channel(1);
                 let job = (self.lanes[l].done.clone(), answer);
@@ -559,11 +572,7 @@ impl GpuEngine {
 
     /// Waits out the lanes in `used` (after a failure to queue more work).
     fn drain(&mut self, used: &[bool], c: Completion) -> Result<(), Error> {
-        let c = if c == Completion::Irq {
-            Completion::Yield
-        } else {
-            c
-        };
+        let c = if c.sleeps() { Completion::Yield } else { c };
         for (l, _) in used.iter().enumerate().filter(|(_, u)| **u) {
             self.wait(l, c)?;
         }

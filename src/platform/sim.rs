@@ -53,6 +53,33 @@ struct Line {
     fd: OwnedFd,
     /// (armed, pending, count)
     state: Mutex<(bool, bool, u32)>,
+    /// Operations on the line so far: (enables, waits, interrupts raised).
+    ops: [std::sync::atomic::AtomicU64; 3],
+}
+
+/// What a program did with an emulated interrupt line, counted: on a board
+/// each enable is a `write()` to the UIO device and each wait a `poll()` and
+/// a `read()`, so these count the system calls a driver makes on the line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LineOps {
+    /// [`IrqLine::enable`] calls (re-arms).
+    pub enables: u64,
+    /// [`IrqLine::wait`] calls (sleeps, whether an interrupt or the timeout
+    /// ended them).
+    pub waits: u64,
+    /// Interrupts the device raised on the line (delivered or left pending).
+    pub raised: u64,
+}
+
+impl LineOps {
+    /// Operations since `before` (a count taken earlier on the same line).
+    pub fn since(self, before: LineOps) -> LineOps {
+        LineOps {
+            enables: self.enables - before.enables,
+            waits: self.waits - before.waits,
+            raised: self.raised - before.raised,
+        }
+    }
 }
 
 /// CPU time the emulated devices' threads spent delivering interrupts, in
@@ -70,6 +97,10 @@ pub fn interrupt_delivery_cpu() -> std::time::Duration {
 }
 
 impl Line {
+    fn count(&self, op: usize) {
+        self.ops[op].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
     fn signal(&self) {
         let before = super::cpu::thread_cpu_time();
         // An eventfd write of 1 only fails on counter overflow, which needs 2^64
@@ -83,6 +114,7 @@ impl Line {
     }
 
     fn raise(&self) {
+        self.count(2);
         let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         s.2 = s.2.wrapping_add(1);
         if s.0 {
@@ -111,6 +143,7 @@ fn lines_of(n: usize) -> Result<Vec<Arc<Line>>, Error> {
             Ok(Arc::new(Line {
                 fd,
                 state: Mutex::new((true, false, 0)),
+                ops: Default::default(),
             }))
         })
         .collect()
@@ -436,8 +469,22 @@ pub struct SimIrq {
     line: Arc<Line>,
 }
 
+impl SimIrq {
+    /// The operations on this line so far (every handle to the line shares
+    /// the count).
+    pub fn operations(&self) -> LineOps {
+        let n = |i: usize| self.line.ops[i].load(std::sync::atomic::Ordering::Relaxed);
+        LineOps {
+            enables: n(0),
+            waits: n(1),
+            raised: n(2),
+        }
+    }
+}
+
 impl IrqLine for SimIrq {
     fn wait(&self, timeout: Duration) -> Result<u32, Error> {
+        self.line.count(1);
         loop {
             wait_readable(&self.line.fd, timeout, "eventfd")?;
             let mut buf = [0u8; 8];
@@ -458,6 +505,7 @@ impl IrqLine for SimIrq {
     }
 
     fn enable(&self) -> Result<(), Error> {
+        self.line.count(0);
         let mut s = self
             .line
             .state

@@ -202,6 +202,7 @@ impl Shared {
     }
 
     /// Applies a DMACR write with the IP's semantics: Reset resets the engine;
+    /// an interrupt enable set while its DMASR bit is latched raises the line;
     /// RS = 1 leaves Halted unless an error is latched (errors are sticky until a
     /// reset); RS = 0 stops the channel and flushes what it had pending, so a
     /// later start fetches from CURDESC as written.
@@ -210,7 +211,15 @@ impl Shared {
             self.reset(st, e);
             return;
         }
+        let before = self.reg(e, ch, DMACR);
         self.set(e, ch, DMACR, value | DMACR_RESERVED_ONE);
+        // The interrupt output is each DMASR interrupt bit and its enable
+        // (bits 14:12 of both registers): an enable set over a latched bit
+        // raises it.
+        let rising = value & !before & self.reg(e, ch, DMASR) & DMASR_IRQ_MASK;
+        if rising != 0 {
+            self.dev.raise(super::irq_line(e, ch));
+        }
         if value & DMACR_RS != 0 {
             // Halted clears; Idle stays 0 until a transfer completes (direct mode)
             // or the engine has processed a tail (scatter-gather).

@@ -27,7 +27,8 @@ pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
     on_gpu: Some(OnGpu::Gpu(Tables::MOVED)),
     board: OnBoard::Runs(Mode::Direct, run_on_board),
     question: "Two-way loopback transfers on the emulated fabric (paper 002).",
-    keys: "completion (poll|yield|irq|proxy|bare: the emulator baseline),\n\
+    keys: "completion (poll|yield|irq|adaptive|proxy|bare: the emulator\n\
+          baseline),\n\
           path (zerocopy|copy), over_bare_us (over the baseline),\n\
           buffering (single|double), partition (unique|blocks),\n\
           block_bytes, bytes, median_us (two-way transfer),\n\
@@ -260,8 +261,13 @@ where
         // The emulator baseline (`bare`: the thinnest driver, a spin on
         // DMASR) takes its turns among them.
         let mut points: Vec<(Completion, Way)> =
-            [Completion::Poll, Completion::Yield, Completion::Irq]
-                .into_iter()
+            [
+                Completion::Poll,
+                Completion::Yield,
+                Completion::Irq,
+                Completion::Adaptive,
+            ]
+            .into_iter()
                 .flat_map(|c| ways(bytes, cfg.block).into_iter().map(move |w| (c, w)))
                 .collect();
         points.push((Completion::Poll, ("bare", "single", "unique")));
@@ -429,6 +435,33 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
                     r.model_us
                 ),
                 r.overhead_us() < limit,
+            ));
+        }
+    }
+    // Adaptive completion: polling's latency, interrupts' CPU.
+    if let (Some(a), Some(b)) = (point(rows, "adaptive", 64), point(rows, "bare", 64)) {
+        let over = a.median_us - b.median_us;
+        out.push(Target::new(
+            "64 B two-way, adaptive: < 3 us over the bare driver in the same run",
+            format!(
+                "{over:+.2} us ({:.2} us against {:.2} us)",
+                a.median_us, b.median_us
+            ),
+            over < 3.0,
+        ));
+    }
+    for (bytes, limit) in [(4096, 1.05), (256 << 10, 0.25)] {
+        let cpu = |mode| Some(point(rows, mode, bytes)?.cost.cpu_us());
+        if let (Some(a), Some(p)) = (cpu("adaptive"), cpu("poll")) {
+            out.push(Target::new(
+                format!(
+                    "host CPU per {} transfer (interrupt delivery included): adaptive <= {:.0} % \
+                     of poll's",
+                    bytes_label(bytes),
+                    100.0 * limit
+                ),
+                format!("{a:.2} us against {p:.2} us = {:.0} %", 100.0 * a / p),
+                a <= limit * p,
             ));
         }
     }

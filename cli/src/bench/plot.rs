@@ -102,11 +102,12 @@ pub struct PlotError {
 
 /// Mode words and their colours, the same in every plot. The first word of a
 /// label found here picks the colour.
-const MODE_COLOURS: [(&str, RGBColor); 20] = [
+const MODE_COLOURS: [(&str, RGBColor); 21] = [
     ("poll", RGBColor(0x1f, 0x77, 0xb4)),
     ("yield", RGBColor(0x2c, 0xa0, 0x2c)),
     ("irq", RGBColor(0xff, 0x7f, 0x0e)),
     ("proxy", RGBColor(0xd6, 0x27, 0x28)),
+    ("adaptive", RGBColor(0x17, 0x8a, 0x7a)),
     ("zerocopy", RGBColor(0x94, 0x67, 0xbd)),
     ("zero-copy", RGBColor(0x94, 0x67, 0xbd)),
     ("copy", RGBColor(0x8c, 0x56, 0x4b)),

@@ -35,7 +35,8 @@ pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
     board: OnBoard::Runs(Mode::ScatterGather, run_on_board),
     question: "A stream of packets through a ring of DMA buffers (paper 004).",
     keys: "clock (the profile's port, e.g. \"1200MB/s\", or \"unlimited\"),\n\
-          completion (poll|irq), path (zerocopy|copy), cache_maintenance\n\
+          completion (poll|irq|adaptive), path (zerocopy|copy),\n\
+          cache_maintenance\n\
           (bool), loaded (bool: another thread spinning on a core),\n\
           slots (ring size), bytes (packet size), packets (per run),\n\
           seconds (median run), mbytes_per_s (10^6 B/s one way),\n\
@@ -390,11 +391,12 @@ fn sweep<R: RegisterSpace, I: IrqLine>(
             if at.irq {
                 // What waiting on the interrupt costs and saves.
                 group.push(at_slots(Completion::Irq, false, "zerocopy"));
+                group.push(at_slots(Completion::Adaptive, false, "zerocopy"));
             }
             if at.irq && at.loaded {
-                // Another program on a core: polling and interrupts.
-                let loaded =
-                    [Completion::Poll, Completion::Irq].map(|c| at_slots(c, true, "zerocopy"));
+                // Another program on a core: polling, interrupts, adaptive.
+                let loaded = [Completion::Poll, Completion::Irq, Completion::Adaptive]
+                    .map(|c| at_slots(c, true, "zerocopy"));
                 group.extend(loaded);
             }
         }
