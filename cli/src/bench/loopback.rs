@@ -260,16 +260,15 @@ where
         // turns, a share of the transfers per round.
         // The emulator baseline (`bare`: the thinnest driver, a spin on
         // DMASR) takes its turns among them.
-        let mut points: Vec<(Completion, Way)> =
-            [
-                Completion::Poll,
-                Completion::Yield,
-                Completion::Irq,
-                Completion::Adaptive,
-            ]
-            .into_iter()
-                .flat_map(|c| ways(bytes, cfg.block).into_iter().map(move |w| (c, w)))
-                .collect();
+        let mut points: Vec<(Completion, Way)> = [
+            Completion::Poll,
+            Completion::Yield,
+            Completion::Irq,
+            Completion::Adaptive,
+        ]
+        .into_iter()
+        .flat_map(|c| ways(bytes, cfg.block).into_iter().map(move |w| (c, w)))
+        .collect();
         points.push((Completion::Poll, ("bare", "single", "unique")));
         let rounds = cfg.rounds.clamp(1, iterations);
         let mut samples = vec![Samples::default(); points.len()];

@@ -180,7 +180,13 @@ fn dmaflow_point(cfg: &Config, readers: usize, per_op: usize) -> Result<f64, Err
 fn vmcircbuffer_point(cfg: &Config, readers: usize, per_op: usize) -> Result<f64, Error> {
     let items = cfg.items(per_op);
     let stream = (items / per_op, per_op);
-    let run = super::queues::vmcircbuffer(super::queues::Waits::Shared, cfg.queue_items, readers, stream, Some(per_op));
+    let run = super::queues::vmcircbuffer(
+        super::queues::Waits::Shared,
+        cfg.queue_items,
+        readers,
+        stream,
+        Some(per_op),
+    );
     checked("vmcircbuffer", items, run?)
 }
 

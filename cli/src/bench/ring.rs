@@ -621,7 +621,12 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
             within(p, 0.9, 1.1),
         ))
     });
-    peers.into_iter().flatten().chain(own).chain(across).collect()
+    peers
+        .into_iter()
+        .flatten()
+        .chain(own)
+        .chain(across)
+        .collect()
 }
 
 /// One sentence: dmaflow against the fastest peer at the smallest and largest
