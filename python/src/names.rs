@@ -7,14 +7,16 @@ use dmaflow::platform::MemoryModel;
 use pyo3::PyResult;
 use pyo3::exceptions::PyValueError;
 
-/// A completion mode: `"poll"`, `"yield"` or `"irq"`.
+/// A completion mode: `"poll"`, `"yield"`, `"irq"` or `"adaptive"` (spin for
+/// the time the transfer should take on the link, then sleep on the line).
 pub(crate) fn completion(name: &str) -> PyResult<Completion> {
     match name {
         "poll" => Ok(Completion::Poll),
         "yield" => Ok(Completion::Yield),
         "irq" => Ok(Completion::Irq),
+        "adaptive" => Ok(Completion::Adaptive),
         other => Err(PyValueError::new_err(format!(
-            "completion is \"poll\", \"yield\" or \"irq\", not {other:?}"
+            "completion is \"poll\", \"yield\", \"irq\" or \"adaptive\", not {other:?}"
         ))),
     }
 }

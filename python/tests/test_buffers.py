@@ -103,7 +103,7 @@ def test_engine_two_way_in_every_completion_mode():
     a = allocate(3000, dtype="u1", board=board)
     b = allocate(3000, dtype="u1", board=board)
     a[:] = np.arange(3000) % 256
-    for c in ["poll", "yield", "irq"]:
+    for c in ["poll", "yield", "irq", "adaptive"]:
         b[:] = 0
         assert e.two_way(a, b, c) == 3000
         assert np.array_equal(a, b), c
