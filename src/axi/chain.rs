@@ -55,7 +55,7 @@ impl Descriptor {
         w
     }
 
-    /// The address the engine fetches after this descriptor (bits [5:0] of
+    /// The address the engine fetches after this descriptor (bits \[5:0\] of
     /// NXTDESC are ignored).
     pub fn next_fetch(&self) -> u64 {
         self.next & !(DESC_ALIGN - 1)
