@@ -263,7 +263,8 @@ mod tests {
     #[test]
     fn tiny_run_measures_every_mode_and_size() {
         let rows = run(&config(&Setup::TINY), &mut |_| {}).unwrap();
-        assert_eq!(rows.len(), 4 * 2);
+        // Five completion modes (poll, yield, irq, adaptive, proxy), two sizes.
+        assert_eq!(rows.len(), 5 * 2);
         for r in &rows {
             assert!(r.transfers > 0, "{r:?}");
             let share = r.app_share.median;

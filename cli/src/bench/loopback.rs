@@ -622,9 +622,10 @@ mod tests {
         assert!(check("t", 3, 64, 63, &p).is_err());
         let cfg = Config::at(&Setup::TINY);
         let rows = run(&cfg, &mut |_| {}).unwrap();
-        // 8 B: zerocopy + copy single/double; 4096 B adds blocks of 1 KiB for both;
-        // one proxy and one emulator baseline row per size.
-        assert_eq!(rows.len(), 3 * 3 + 3 * 5 + 2 + 2);
+        // Per completion mode (poll, yield, irq, adaptive): 8 B zerocopy + copy
+        // single/double; 4096 B adds blocks of 1 KiB for both; one proxy and one
+        // emulator baseline row per size.
+        assert_eq!(rows.len(), 4 * 3 + 4 * 5 + 2 + 2);
         // The baseline moved checked data too, and every driver row is set
         // against it.
         let bare: Vec<&Row> = rows.iter().filter(|r| r.completion == "bare").collect();

@@ -714,9 +714,9 @@ mod tests {
         let rows = run(&cfg, &mut |_| {}).unwrap();
         let elapsed = t0.elapsed().as_secs_f64();
         // Per size: coherent zero-copy, copy, irq (both clocks), poll and irq
-        // loaded (HP clock); non-coherent zero-copy and copy (both clocks); the
-        // ring sweep's other sizes at 64 B.
-        assert_eq!(rows.len(), 2 * (5 + 3 + 2 + 2) + 2, "{rows:#?}");
+        // loaded (HP clock); adaptive (both clocks, and loaded); non-coherent
+        // zero-copy and copy (both clocks); the ring sweep's other sizes at 64 B.
+        assert_eq!(rows.len(), 2 * (5 + 3 + 3 + 2 + 2) + 2, "{rows:#?}");
         for r in &rows {
             // Every run fits in what the test's own clock saw.
             assert!(r.seconds * cfg.rounds as f64 <= elapsed, "{r:?}");
