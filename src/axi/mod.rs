@@ -284,12 +284,13 @@ impl<R: RegisterSpace + 'static> AxiDma<R> {
 }
 
 impl<R: RegisterSpace> AxiDma<R> {
-    /// A driver for the engine behind `regs`; resets it.
-    pub fn new(regs: R, cfg: Config) -> Result<Self, Error> {
+    /// The driver's state over `regs`, no register touched yet; the length
+    /// width checked.
+    fn untouched(regs: R, cfg: Config) -> Result<Self, Error> {
         if !(8..=26).contains(&cfg.length_width) {
             return Err(Error::BadLengthWidth(cfg.length_width));
         }
-        let dma = AxiDma {
+        Ok(AxiDma {
             regs,
             cfg,
             pending: [Cell::new(0), Cell::new(0)],
@@ -297,7 +298,12 @@ impl<R: RegisterSpace> AxiDma<R> {
             written_msb: [Cell::new(None), Cell::new(None)],
             failed: Cell::new(false),
             sg_included: Cell::new(false),
-        };
+        })
+    }
+
+    /// A driver for the engine behind `regs`; resets it.
+    pub fn new(regs: R, cfg: Config) -> Result<Self, Error> {
+        let dma = Self::untouched(regs, cfg)?;
         dma.reset()?;
         dma.sg_included
             .set(dma.status(Channel::Mm2s)? & DMASR_SG_INCLD != 0);
@@ -308,18 +314,7 @@ impl<R: RegisterSpace> AxiDma<R> {
     /// party that programs the engine itself and needs only the driver's halt
     /// ([`recover`](Self::recover)) and channel stop ([`stop`](Self::stop)).
     pub fn attach(regs: R, cfg: Config) -> Result<Self, Error> {
-        if !(8..=26).contains(&cfg.length_width) {
-            return Err(Error::BadLengthWidth(cfg.length_width));
-        }
-        let dma = AxiDma {
-            regs,
-            cfg,
-            pending: [Cell::new(0), Cell::new(0)],
-            written_cr: [Cell::new(None), Cell::new(None)],
-            written_msb: [Cell::new(None), Cell::new(None)],
-            failed: Cell::new(false),
-            sg_included: Cell::new(false),
-        };
+        let dma = Self::untouched(regs, cfg)?;
         dma.sg_included
             .set(dma.status(Channel::Mm2s)? & DMASR_SG_INCLD != 0);
         Ok(dma)
