@@ -18,12 +18,15 @@
 //! (`zmq_msg_init_data`), holding them (unconsumed, so the writer cannot
 //! reuse them) until ZeroMQ has let go of the message; only a message with a
 //! tag header is copied (gr-zeromq reads header and items from one message
-//! part). [`add_source_with`] runs a node's first work on each message where
-//! it landed, in ZeroMQ's buffer; [`add_source`] copies each message into a
-//! queue. Sends and receives go without waiting first and poll only when
-//! they would block. [`Stats`] counts messages, bytes, the bytes copied, the
-//! time waited on the network and what a PUB sink dropped at its high-water
-//! mark (ZeroMQ would drop it silently).
+//! part), and one under [`Edge::copy_below`] bytes (512 by default: a copy
+//! is cheaper than holding the slots). [`add_source_with`] runs a node's
+//! first work on each message where it landed, in ZeroMQ's buffer;
+//! [`add_source`] copies each message into a queue. Sends and receives go
+//! without waiting first; one that would block waits inside libzmq's own
+//! send or receive, as a bare blocking loop does.
+//! [`Stats`] counts messages, bytes, the bytes copied, the time waited on the
+//! network and what a PUB sink dropped at its high-water mark (ZeroMQ would
+//! drop it silently).
 //!
 //! The transport is libzmq (the implementation GNU Radio uses) through the
 //! `zmq` crate, built from vendored source so a machine needs no system

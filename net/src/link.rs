@@ -49,6 +49,11 @@ impl Link {
             // A peer's message larger than this drops its connection
             // instead of being taken into memory.
             .and_then(|()| socket.set_maxmsgsize(MAX_MESSAGE_BYTES))
+            // A send or receive that waits (after one that does not) waits
+            // at most a slice inside libzmq: one poll of its mailbox, as a
+            // bare blocking loop's, then the node looks at its graph.
+            .and_then(|()| socket.set_sndtimeo(SLICE_MS as i32))
+            .and_then(|()| socket.set_rcvtimeo(SLICE_MS as i32))
             .map_err(zmq_err("socket options"))?;
         if kind == zmq::SUB {
             socket.set_subscribe(b"").map_err(zmq_err("subscribing"))?;

@@ -62,7 +62,8 @@ unsafe extern "C" fn let_go(_data: *mut c_void, hint: *mut c_void) {
 pub(crate) enum Sent {
     /// It is on its way.
     Queued,
-    /// The socket could not take it now (EAGAIN): the items are as before.
+    /// The socket could not take it now (EAGAIN, or a wait cut short by a
+    /// signal): the items are as before.
     Full,
 }
 
@@ -274,7 +275,7 @@ impl<T: Pod> Outbox<T> {
             // SAFETY: `msg` is initialised and not sent.
             unsafe { zmq_sys::zmq_msg_close(&mut msg) };
             self.recycle(ticket);
-            return if e == zmq::Error::EAGAIN {
+            return if matches!(e, zmq::Error::EAGAIN | zmq::Error::EINTR) {
                 Ok(Sent::Full)
             } else {
                 Err(e)
@@ -356,7 +357,7 @@ impl Copied {
         let rc = unsafe { zmq_sys::zmq_msg_send(&mut self.0, socket.as_mut_ptr(), flags) };
         if rc < 0 {
             let e = last_error();
-            return if e == zmq::Error::EAGAIN {
+            return if matches!(e, zmq::Error::EAGAIN | zmq::Error::EINTR) {
                 Ok(Sent::Full)
             } else {
                 Err(e)

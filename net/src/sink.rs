@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use dmaflow::graph::{BoxError, Graph, Input};
 use dmaflow::ring::Pod;
 
-use crate::link::{Link, SLICE_MS};
+use crate::link::Link;
 use crate::outbox::{Copied, Outbox, Sent, refuse_at_high_water_mark};
 use crate::tags::Header;
 use crate::{Edge, Error, Pattern, Stats};
@@ -135,10 +135,12 @@ fn zmq_err(what: &'static str) -> impl FnOnce(zmq::Error) -> Error {
 
 /// Sends the next `n` items: `copy` (a message holding them, or the end of
 /// stream) or, with `None`, a message over their slots. A send that does not
-/// wait goes first; only when the socket has no room does the sink poll, in
-/// slices, looking at the graph meanwhile. A PUSH sink waits (failing once a
-/// peer that was there has been gone for `edge.grace`); a PUB sink drops the
-/// message and counts it. Returns whether the message went.
+/// wait goes first; only when the socket has no room does the sink wait, a
+/// slice at a time inside libzmq's send (one poll of its mailbox, as a bare
+/// blocking loop's), looking at the graph between slices. A PUSH sink waits
+/// (failing once a peer that was there has been gone for `edge.grace`); a
+/// PUB sink drops the message and counts it. Returns whether the message
+/// went.
 fn deliver<T: Pod + Send>(
     out: &mut Outbox<T>,
     edge: &Edge,
@@ -147,12 +149,19 @@ fn deliver<T: Pod + Send>(
     n: usize,
 ) -> Result<bool, BoxError> {
     let mut gone_since: Option<Instant> = None;
+    let mut flags = zmq::DONTWAIT;
     loop {
+        let t0 = (flags == 0).then(Instant::now);
         let sent = match copy.as_mut() {
-            Some(msg) => msg.send(&mut out.link.socket, zmq::DONTWAIT),
-            None => out.send_held(n, zmq::DONTWAIT),
+            Some(msg) => msg.send(&mut out.link.socket, flags),
+            None => out.send_held(n, flags),
         }
         .map_err(zmq_err("sending"))?;
+        if let Some(t0) = t0 {
+            stats.add(&stats.waited_ns, t0.elapsed().as_nanos() as u64);
+            // Slots ZeroMQ let go of meanwhile go back to the writer.
+            out.release()?;
+        }
         if sent == Sent::Queued {
             if copy.is_some() {
                 out.sent_copy(n);
@@ -166,30 +175,22 @@ fn deliver<T: Pod + Send>(
             out.sent_copy(n);
             return Ok(false);
         }
-        let t0 = Instant::now();
-        let ready = out
-            .link
-            .socket
-            .poll(zmq::POLLOUT, SLICE_MS)
-            .map_err(zmq_err("waiting to send"))?;
-        stats.add(&stats.waited_ns, t0.elapsed().as_nanos() as u64);
-        // Slots ZeroMQ let go of meanwhile go back to the writer.
-        out.release()?;
-        if ready > 0 {
-            continue;
-        }
-        out.input().try_peek(0)?;
-        if out.link.peers()? == 0 && out.link.seen_peer {
-            let since = *gone_since.get_or_insert_with(Instant::now);
-            if since.elapsed() >= edge.grace {
-                return Err(Error::NoPeer {
-                    endpoint: edge.endpoint.to_string(),
-                    grace: edge.grace,
+        if flags == 0 {
+            // A slice went by without room.
+            out.input().try_peek(0)?;
+            if out.link.peers()? == 0 && out.link.seen_peer {
+                let since = *gone_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= edge.grace {
+                    return Err(Error::NoPeer {
+                        endpoint: edge.endpoint.to_string(),
+                        grace: edge.grace,
+                    }
+                    .into());
                 }
-                .into());
+            } else {
+                gone_since = None;
             }
-        } else {
-            gone_since = None;
         }
+        flags = 0;
     }
 }

@@ -9,7 +9,7 @@ use std::time::Instant;
 use dmaflow::graph::{BoxError, Graph, Output};
 use dmaflow::ring::Pod;
 
-use crate::link::{Link, SLICE_MS};
+use crate::link::Link;
 use crate::tags::Header;
 use crate::{Edge, Error, Pattern, Stats, Vanish};
 
@@ -205,8 +205,11 @@ struct Inlet {
     item: usize,
     /// The message last received (received into again and again).
     msg: zmq::Message,
-    /// When the last message came.
+    /// When the last message came, at the latest (set when a wait that
+    /// followed it ends without one).
     last: Instant,
+    /// Whether a message came since `last` was set.
+    came: bool,
     /// Since when the peer has been gone.
     gone_since: Option<Instant>,
     /// Where the next item should be in the sender's stream (PUB/SUB with
@@ -224,62 +227,60 @@ impl Inlet {
             item: std::mem::size_of::<T>(),
             msg: zmq::Message::new(),
             last: Instant::now(),
+            came: false,
             gone_since: None,
             expected: None,
         })
     }
 
-    /// The next message with items. A receive that does not wait goes first
-    /// (no system call when a message is here); without one, `Idle` at once
-    /// unless `wait`, else a poll of one slice, then `Idle` if nothing came
-    /// (or `End` after the idle timeout, or a vanished peer's grace).
+    /// The next message with items. Without `wait`, a receive that does not
+    /// wait: `Idle` at once when no message is here. With `wait`, a receive
+    /// that waits at most a slice inside libzmq (a message already here
+    /// costs no system call; none here, one poll of its mailbox, as a bare
+    /// blocking loop's), then `Idle` if nothing came (or `End` after the
+    /// idle timeout, or a vanished peer's grace).
     fn next(&mut self, wait: bool) -> Result<Next, BoxError> {
-        loop {
-            match self.link.socket.recv(&mut self.msg, zmq::DONTWAIT) {
-                Ok(()) => {}
-                Err(zmq::Error::EAGAIN) => {
-                    if !wait {
-                        return Ok(Next::Idle);
-                    }
-                    let t0 = Instant::now();
-                    let readable =
-                        self.link
-                            .socket
-                            .poll(zmq::POLLIN, SLICE_MS)
-                            .map_err(|source| Error::Zmq {
-                                what: "waiting for a message",
-                                source,
-                            })?;
-                    let stats = &self.stats;
-                    stats.add(&stats.waited_ns, t0.elapsed().as_nanos() as u64);
-                    if readable > 0 {
-                        continue;
-                    }
-                    return self.quiet();
-                }
-                Err(source) => {
-                    return Err(Error::Zmq {
-                        what: "receiving",
-                        source,
-                    }
-                    .into());
-                }
-            }
-            self.last = Instant::now();
-            self.gone_since = None;
-            let mut from = 0;
-            if self.edge.pass_tags && !self.msg.is_empty() {
-                from = self.header()?;
-            }
-            if from == self.msg.len() {
-                // dmaflow's end of stream.
-                return Ok(Next::End);
-            }
+        let flags = if wait { 0 } else { zmq::DONTWAIT };
+        let t0 = wait.then(Instant::now);
+        let got = self.link.socket.recv(&mut self.msg, flags);
+        if let Some(t0) = t0 {
             let stats = &self.stats;
-            stats.add(&stats.messages, 1);
-            stats.add(&stats.bytes, (self.msg.len() - from) as u64);
-            return Ok(Next::Data(from..self.msg.len()));
+            stats.add(&stats.waited_ns, t0.elapsed().as_nanos() as u64);
         }
+        match got {
+            Ok(()) => {}
+            Err(zmq::Error::EAGAIN) if !wait => return Ok(Next::Idle),
+            // A slice went by (or a signal came) without a message: the
+            // last one came before the wait began.
+            Err(zmq::Error::EAGAIN | zmq::Error::EINTR) => {
+                if std::mem::take(&mut self.came) {
+                    self.last = t0.unwrap_or_else(Instant::now);
+                }
+                return self.quiet();
+            }
+            Err(source) => {
+                return Err(Error::Zmq {
+                    what: "receiving",
+                    source,
+                }
+                .into());
+            }
+        }
+        // No clock read per message: `last` is set from the next wait.
+        self.came = true;
+        self.gone_since = None;
+        let mut from = 0;
+        if self.edge.pass_tags && !self.msg.is_empty() {
+            from = self.header()?;
+        }
+        if from == self.msg.len() {
+            // dmaflow's end of stream.
+            return Ok(Next::End);
+        }
+        let stats = &self.stats;
+        stats.add(&stats.messages, 1);
+        stats.add(&stats.bytes, (self.msg.len() - from) as u64);
+        Ok(Next::Data(from..self.msg.len()))
     }
 
     /// A slice went by without a message: the idle timeout, or a peer that
