@@ -104,8 +104,9 @@ pub struct Edge {
     /// Messages queued before a PUSH sink blocks (a PUB sink drops).
     pub high_water_mark: i32,
     /// A source ends its stream after this long without a message (GNU
-    /// Radio peers send no end of stream); `None`: only an end-of-stream
-    /// message or a vanished peer ends it.
+    /// Radio peers send no end of stream; before the first message, after
+    /// at least `grace`: a peer may take that long to start); `None`: only
+    /// an end-of-stream message or a vanished peer ends it.
     pub idle_timeout: Option<Duration>,
     /// How long a vanished peer has to come back (it reconnects) before
     /// [`Vanish`] applies; a sink also gives up on a send no peer takes

@@ -210,6 +210,8 @@ struct Inlet {
     last: Instant,
     /// Whether a message came since `last` was set.
     came: bool,
+    /// Whether any message came.
+    began: bool,
     /// Since when the peer has been gone.
     gone_since: Option<Instant>,
     /// Where the next item should be in the sender's stream (PUB/SUB with
@@ -228,6 +230,7 @@ impl Inlet {
             msg: zmq::Message::new(),
             last: Instant::now(),
             came: false,
+            began: false,
             gone_since: None,
             expected: None,
         })
@@ -268,6 +271,7 @@ impl Inlet {
         }
         // No clock read per message: `last` is set from the next wait.
         self.came = true;
+        self.began = true;
         self.gone_since = None;
         let mut from = 0;
         if self.edge.pass_tags && !self.msg.is_empty() {
@@ -289,7 +293,13 @@ impl Inlet {
     fn quiet(&mut self) -> Result<Next, BoxError> {
         let now = Instant::now();
         let edge = &self.edge;
-        if edge.idle_timeout.is_some_and(|t| now - self.last >= t) {
+        // Before the first message the peer may still be starting: it has
+        // at least the grace period.
+        let idle = |t: std::time::Duration| if self.began { t } else { t.max(edge.grace) };
+        if edge
+            .idle_timeout
+            .is_some_and(|t| now - self.last >= idle(t))
+        {
             return Ok(Next::End);
         }
         if self.link.peers()? == 0 && self.link.seen_peer {
