@@ -59,10 +59,29 @@ fn within<R: Send + 'static>(limit: Duration, f: impl FnOnce() -> R + Send + 'st
         .unwrap_or_else(|_| panic!("no answer within {limit:?}"))
 }
 
+/// A free loopback TCP endpoint.
+fn tcp() -> Endpoint {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    Endpoint::parse(&format!("tcp://127.0.0.1:{port}")).unwrap()
+}
+
 #[test]
 fn slots_held_by_zeromq_are_not_rewritten_before_it_lets_go() {
     let dir = tempfile::tempdir().unwrap();
-    let at = ipc(&dir, "held");
+    held_slots_are_not_rewritten(ipc(&dir, "held"));
+}
+
+#[test]
+fn slots_held_by_zeromq_over_tcp_are_not_rewritten_before_it_lets_go() {
+    held_slots_are_not_rewritten(tcp());
+}
+
+/// A writer racing a slow receiver at `at`, every item checked.
+fn held_slots_are_not_rewritten(at: Endpoint) {
     // Messages of 16 KiB (libzmq writes a message this large from its own
     // memory, late) in a queue of 64 KiB: the writer races the messages
     // still in flight for every slot, four times over per queue's worth.
