@@ -177,9 +177,11 @@ pub struct Plot {
     pub title: &'static str,
     /// The key of the x axis (its column's header labels the axis).
     pub x: &'static str,
-    /// The key of the y axis (its column's header labels the axis); where
-    /// the column is measured, its `_min`..`_max` is drawn around each point.
+    /// The key of the y axis (its column's header labels the axis).
     pub y: &'static str,
+    /// The keys of the interval drawn around each point; none: the y
+    /// column's `_min` and `_max` where it is measured.
+    pub interval: Option<(&'static str, &'static str)>,
     /// The y values are multiplied by this (the unit of the y column's
     /// header: `1e-6` for a header in millions).
     pub y_scale: f64,
@@ -205,7 +207,7 @@ impl Plot {
                 .iter()
                 .map(|k| match r.get(*k) {
                     Some(Value::String(s)) => s.clone(),
-                    Some(v) => format!("{k} {v}"),
+                    Some(v) => format!("{} {v}", columns.header_of(k).unwrap_or(k)),
                     None => String::new(),
                 })
                 .collect::<Vec<_>>()
@@ -219,28 +221,21 @@ impl Plot {
             };
             let k = self.y_scale;
             series[i].points.push((x, y * k));
-            let (lo, hi) = (self.y.to_string() + "_min", self.y.to_string() + "_max");
+            let (lo, hi) = match self.interval {
+                Some((lo, hi)) => (lo.to_string(), hi.to_string()),
+                None => (self.y.to_string() + "_min", self.y.to_string() + "_max"),
+            };
             if let (Some(lo), Some(hi)) = (num(r, &lo), num(r, &hi)) {
                 series[i].interval.push((lo * k, hi * k));
             }
         }
         for s in &mut series {
-            let mut both: Vec<((f64, f64), Option<(f64, f64)>)> = s
-                .points
-                .iter()
-                .copied()
-                .zip(
-                    s.interval
-                        .iter()
-                        .copied()
-                        .map(Some)
-                        .chain(std::iter::repeat(None)),
-                )
-                .collect();
-            both.sort_by(|a, b| a.0.0.total_cmp(&b.0.0));
-            s.points = both.iter().map(|b| b.0).collect();
-            s.interval = if both.iter().all(|b| b.1.is_some()) {
-                both.iter().filter_map(|b| b.1).collect()
+            let mut order: Vec<usize> = (0..s.points.len()).collect();
+            order.sort_by(|&a, &b| s.points[a].0.total_cmp(&s.points[b].0));
+            s.points = order.iter().map(|&i| s.points[i]).collect();
+            // An interval for every point, or none drawn.
+            s.interval = if s.interval.len() == s.points.len() {
+                order.iter().map(|&i| s.interval[i]).collect()
             } else {
                 Vec::new()
             };
@@ -254,6 +249,16 @@ impl Plot {
             series,
         );
         if self.log_y { plot.log_y() } else { plot }
+    }
+}
+
+impl Report {
+    /// With `plots` drawn from the report's JSON rows, their axes labelled
+    /// from `columns`.
+    pub fn drawn<R>(self, columns: &Columns<R>, plots: &[Plot]) -> Self {
+        let rows = self.json["rows"].as_array().cloned().unwrap_or_default();
+        let drawn: Vec<LinePlot> = plots.iter().map(|p| p.draw(columns, &rows)).collect();
+        self.plots(drawn)
     }
 }
 
@@ -395,13 +400,12 @@ impl<C, P: Clone + Display + PartialEq, S: Clone> Bench<C, P, S> {
         );
         let found = (self.findings)(cfg, rows);
         let report = Report::of(self.name, heading, &columns, rows);
-        let json = report.json["rows"].as_array().cloned().unwrap_or_default();
         let text = report.text.clone() + &found.notes;
         report
             .text(text)
             .answer(sentence(&found.clauses))
             .targets(found.targets)
-            .plots(self.plots.iter().map(|p| p.draw(&columns, &json)))
+            .drawn(&columns, self.plots)
     }
 }
 
@@ -505,6 +509,7 @@ mod tests {
             title: "toy",
             x: "at",
             y: "v",
+            interval: None,
             y_scale: 1.0,
             lines: &["series"],
             axis: XAxis::Linear,

@@ -43,6 +43,7 @@ pub static EXPERIMENT: Bench<Config, At, Sample> = Bench {
         title: "readers: writer operations per second by reader count",
         x: "readers",
         y: "ops_per_s",
+        interval: None,
         y_scale: 1e-6,
         lines: &["impl", "items_per_op"],
         axis: XAxis::Linear,
