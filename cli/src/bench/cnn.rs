@@ -18,10 +18,11 @@ use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
 use super::dma::{proxy, rig};
 use super::error::Error;
+use super::frame::Plot;
 use super::harness::{NO_GPU, OnBoard, OnGpu, Progress, Setup, Spec, median, on_board};
 use super::meter::{Cost, Meter, Tally};
-use super::plot::{LinePlot, XAxis};
-use super::report::{Report, sentence, series_by};
+use super::plot::XAxis;
+use super::report::{Report, sentence};
 use super::spread::{Spread, in_turns};
 
 /// The fabric clock: the Zynq HP port (150 MHz x 8 B).
@@ -400,6 +401,18 @@ fn render(rows: &[Row], modes: &[Vec<&Row>]) -> String {
     )
 }
 
+/// TX time per byte against the bytes a layer sends, a line per mode.
+const PLOT: Plot = Plot {
+    title: "CNN layers: TX time per byte (paper 002, Table I)",
+    x: "tx_bytes",
+    y: "tx_us_per_byte",
+    interval: None,
+    y_scale: 1.0,
+    lines: &["completion"],
+    axis: XAxis::Bytes,
+    log_y: true,
+};
+
 /// The layers' columns.
 fn columns<'a>() -> Columns<'a, Row> {
     let overhead_us = |r: &Row| r.model_us.map(|m| r.layer_spread.median - m);
@@ -488,19 +501,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     let report = Report::of("cnn", heading, &columns(), rows)
         .text(render(rows, &modes))
         .answer(answer(cfg, rows, &modes))
-        .plots([LinePlot::new(
-            "CNN layers: TX time per byte (paper 002, Table I)",
-            XAxis::Bytes,
-            "bytes sent per layer",
-            "TX time per byte (µs/B)",
-            series_by(
-                rows,
-                |r| r.completion.to_string(),
-                |r| r.tx_bytes as f64,
-                |r| r.tx_us_per_byte,
-            ),
-        )
-        .log_y()]);
+        .drawn(&columns(), &[PLOT]);
     if rows.is_empty() {
         report.kept("skipped", NO_GPU)
     } else {

@@ -1,9 +1,12 @@
 //! Table and JSON from one column list: each column of an experiment's rows
 //! names its table header and its JSON key, and says how a row gives its cell
-//! and its value. The text table and the JSON rows both come from that list.
+//! and its value, and may say what its value is (its doc: `bench --help`
+//! lists the keys from it). The text table and the JSON rows both come from
+//! that list.
 
 use serde_json::{Map, Value};
 
+use std::borrow::Cow;
 use std::fmt::{Display, Write as _};
 use std::rc::Rc;
 
@@ -16,7 +19,8 @@ type Get<'a, R, T> = Box<dyn Fn(&R) -> T + 'a>;
 /// may be absent: a column only shown, or only kept).
 struct Column<'a, R> {
     header: Option<&'static str>,
-    key: Option<&'static str>,
+    key: Option<Cow<'static, str>>,
+    doc: Option<Cow<'static, str>>,
     cell: Get<'a, R, String>,
     value: Get<'a, R, Value>,
 }
@@ -44,7 +48,8 @@ impl<'a, R> Columns<'a, R> {
     ) -> Self {
         self.columns.push(Column {
             header,
-            key,
+            key: key.map(Cow::Borrowed),
+            doc: None,
             cell,
             value,
         });
@@ -155,6 +160,69 @@ impl<'a, R> Columns<'a, R> {
         })
     }
 
+    /// The last column with `doc` saying what its value is (the one place a
+    /// key is described: `bench --help` reads it there).
+    pub fn doc(mut self, doc: impl Into<Cow<'static, str>>) -> Self {
+        if let Some(c) = self.columns.last_mut() {
+            c.doc = Some(doc.into());
+        }
+        self
+    }
+
+    /// A column only in the JSON whose key is made at run time (`ops_per_s`
+    /// and its `_min`: the column it belongs to describes it).
+    pub fn kept_as<V: Into<Value>>(self, key: String, value: impl Fn(&R) -> V + 'a) -> Self {
+        let mut c = self.kept("", value);
+        if let Some(last) = c.columns.last_mut() {
+            last.key = Some(Cow::Owned(key));
+            // Described on its column: not listed on its own.
+            last.doc = Some(Cow::Borrowed(""));
+        }
+        c
+    }
+
+    /// The header of the column kept under `key`.
+    pub fn header_of(&self, key: &str) -> Option<&'static str> {
+        self.columns
+            .iter()
+            .find(|c| c.key.as_deref() == Some(key))
+            .and_then(|c| c.header)
+    }
+
+    /// The kept keys with what they hold, as `bench --help` lists them:
+    /// `key (doc)` joined with commas, in lines of at most 68 characters.
+    pub fn keys_help(&self) -> String {
+        let mut lines = vec![String::new()];
+        let kept: Vec<String> = self
+            .columns
+            .iter()
+            .filter_map(|c| {
+                let key = c.key.as_deref()?;
+                Some(match c.doc.as_deref() {
+                    Some("") => return None,
+                    Some(d) => format!("{key} ({d})"),
+                    None => key.to_string(),
+                })
+            })
+            .collect();
+        let last = kept.len().saturating_sub(1);
+        for (i, k) in kept.into_iter().enumerate() {
+            let item = if i == last { k } else { k + "," };
+            for word in item.split(' ') {
+                let line = lines.last_mut().expect("one line at least");
+                if !line.is_empty() && line.len() + 1 + word.len() > 68 {
+                    lines.push(word.to_string());
+                } else {
+                    if !line.is_empty() {
+                        line.push(' ');
+                    }
+                    line.push_str(word);
+                }
+            }
+        }
+        lines.join("\n")
+    }
+
     /// These columns, then `other`'s.
     pub fn and(mut self, other: Self) -> Self {
         self.columns.extend(other.columns);
@@ -224,7 +292,11 @@ impl<'a, R> Columns<'a, R> {
     where
         R: 'r,
     {
-        let kept = || self.columns.iter().filter_map(|c| Some((c.key?, &c.value)));
+        let kept = || {
+            self.columns
+                .iter()
+                .filter_map(|c| Some((c.key.as_deref()?, &c.value)))
+        };
         rows.into_iter()
             .map(|r| Value::Object(kept().map(|(k, v)| (k.into(), v(r))).collect::<Map<_, _>>()))
             .collect()
@@ -274,9 +346,12 @@ mod tests {
         let cols = Columns::<(u32, f64)>::new()
             .plain("n", "n", |r| r.0)
             .fixed("rate", "rate", 1, |r| r.1)
+            .doc("per second")
             .kept("twice", |r| r.1 * 2.0)
             .shown("note", |r| format!("#{}", r.0));
         let rows = [(1, 2.24), (10, 0.5)];
+        assert_eq!(cols.keys_help(), "n, rate (per second), twice");
+        assert_eq!(cols.header_of("rate"), Some("rate"));
         assert_eq!(
             cols.table(&rows),
             " n  rate  note\n--  ----  ----\n 1   2.2    #1\n10   0.5   #10\n"

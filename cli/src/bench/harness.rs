@@ -174,7 +174,7 @@ pub trait Experiment: Sync {
     /// What its numbers are (printed under its heading and in `index.html`).
     fn conditions(&self) -> Conditions;
     /// The keys of its JSON rows, with what they hold (`bench --help`).
-    fn keys(&self) -> &'static str;
+    fn keys(&self) -> String;
     /// Runs it at `setup`'s size on `setup`'s board; `progress` hears what
     /// is being measured.
     fn run(&self, setup: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error>;
@@ -277,7 +277,11 @@ macro_rules! fields {
 
 impl<C, M: ToOwned + ?Sized> Experiment for Spec<C, M> {
     fields!(name: &'static str, question: &'static str, conditions: Conditions,
-        keys: &'static str, then: Option<&'static str>, on_gpu: Option<OnGpu>);
+        then: Option<&'static str>, on_gpu: Option<OnGpu>);
+
+    fn keys(&self) -> String {
+        self.keys.into()
+    }
 
     fn run(&self, setup: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error> {
         let config = (self.config)(setup);

@@ -8,6 +8,7 @@ pub mod columns;
 pub mod conditions;
 pub mod dma;
 pub mod error;
+pub mod frame;
 pub mod harness;
 pub mod meter;
 pub mod on_board;
@@ -41,6 +42,7 @@ pub mod ring;
 pub mod sched;
 pub mod transfer;
 pub mod twoway;
+pub mod windows;
 
 /// The registry: lists each experiment's [`Experiment`] in [`EXPERIMENTS`], in
 /// the order `bench all` runs them and the Targets table lists them. The
@@ -58,6 +60,7 @@ macro_rules! registry {
 registry! {
     ring,
     readers,
+    windows,
     fir,
     sched,
     transfer,

@@ -13,25 +13,24 @@
 //! and more readers share the other with the writer), every side spins then
 //! yields; implementations take turns, the order reversed every other round.
 
+use std::fmt;
+
 use dmaflow::ring::{Builder, Reader, Wait};
 
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-use super::harness::{OnBoard, Progress, Setup, Spec, Tier};
+use super::frame::{Bench, Findings, Plot, Point, Row};
+use super::harness::{Setup, Tier};
 use super::peers::{checksum, fill, series};
+use super::plot::XAxis;
 use super::queues::together;
-use super::report::{Report, Target, sentence, within};
-use super::spread::{Spread, in_turns};
+use super::report::{Target, within};
 
 /// `dmaflow bench readers`.
-pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
+pub static EXPERIMENT: Bench<Config, At, Sample> = Bench {
     name: "readers",
-    board: OnBoard::EmulatorOnly("it measures queues on this machine, not a DMA device"),
     question: "One writer, several readers of one queue (GNU Radio 4's bm_Buffer shape).",
-    keys: "impl (dmaflow|vmcircbuffer), readers, items_per_op, ops_per_s\n\
-          (writer operations, median), ops_per_s_min, ops_per_s_max,\n\
-          samples_per_s_per_reader, rounds",
     conditions: Conditions {
         timed: "from the first thread's start to the last thread's end",
         against: "vmcircbuffer's lock-free SPMC buffer here, and GNU Radio 4's published \
@@ -39,7 +38,20 @@ pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
         model: "none",
         paper: "GNU Radio 4 ran on a many-core desktop; here five threads share two cores",
     },
-    ..Spec::new(Config::at, run, report)
+    emulator_only: "it measures queues on this machine, not a DMA device",
+    plots: &[Plot {
+        title: "readers: writer operations per second by reader count",
+        x: "readers",
+        y: "ops_per_s",
+        interval: None,
+        y_scale: 1e-6,
+        lines: &["impl", "items_per_op"],
+        axis: XAxis::Linear,
+        log_y: true,
+    }],
+    heading,
+    findings,
+    ..Bench::new(Config::at, |c| c.rounds, points, measure, columns)
 };
 
 /// What to measure.
@@ -98,34 +110,32 @@ impl Config {
     }
 }
 
-/// One point: a queue, a reader count and an operation size, per round.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Row {
-    /// `dmaflow` or `vmcircbuffer`.
-    pub implementation: &'static str,
+/// Where a point is: a reader count and an operation size.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct At {
     /// Readers.
     pub readers: usize,
     /// Items per operation.
     pub items_per_op: usize,
-    /// Items each reader received per measurement.
-    pub items: usize,
-    /// Seconds per round.
-    pub seconds: Vec<f64>,
 }
 
-impl Row {
-    /// Writer operations per second (median) with the rounds' min..max.
-    pub fn ops_per_s(&self) -> (f64, f64, f64) {
-        let ops = (self.items / self.items_per_op) as f64;
-        let v: Vec<f64> = self.seconds.iter().map(|s| ops / s).collect();
-        let s = Spread::of(&v);
-        (s.median, s.min, s.max)
+impl fmt::Display for At {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} readers, {} items per operation",
+            self.readers, self.items_per_op
+        )
     }
+}
 
-    /// Samples per second each reader received (median).
-    pub fn samples_per_s(&self) -> f64 {
-        self.ops_per_s().0 * self.items_per_op as f64
-    }
+/// What one measurement of a point gives.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sample {
+    /// Writer operations per second.
+    pub ops_per_s: f64,
+    /// Samples per second each reader received.
+    pub samples_per_s: f64,
 }
 
 /// A run's seconds, once every reader's checksum is that of the `items`
@@ -190,40 +200,54 @@ fn vmcircbuffer_point(cfg: &Config, readers: usize, per_op: usize) -> Result<f64
     checked("vmcircbuffer", items, run?)
 }
 
-type Point = fn(&Config, usize, usize) -> Result<f64, Error>;
+type Measure = fn(&Config, usize, usize) -> Result<f64, Error>;
 
-fn implementations() -> Vec<(&'static str, Point)> {
+fn implementations() -> Vec<(&'static str, Measure)> {
     #[allow(unused_mut)]
-    let mut v: Vec<(&'static str, Point)> = vec![("dmaflow", dmaflow_point)];
+    let mut v: Vec<(&'static str, Measure)> = vec![("dmaflow", dmaflow_point)];
     #[cfg(feature = "peers")]
     v.push(("vmcircbuffer", vmcircbuffer_point));
     v
 }
 
-/// Runs the experiment.
-pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
-    let impls = implementations();
-    let mut rows = Vec::new();
-    for &per_op in &cfg.items_per_op {
+/// Every implementation at every operation size and reader count.
+fn points(cfg: &Config) -> Vec<Point<At>> {
+    let mut v = Vec::new();
+    for &items_per_op in &cfg.items_per_op {
         for &readers in &cfg.readers {
-            let seconds = in_turns(impls.len(), cfg.rounds, |i, round| {
-                progress(&format!(
-                    "readers: {} x {readers} readers, {per_op} items per operation, round {}",
-                    impls[i].0,
-                    round + 1
-                ));
-                (impls[i].1)(cfg, readers, per_op)
-            })?;
-            rows.extend(impls.iter().zip(seconds).map(|((name, _), seconds)| Row {
-                implementation: name,
-                readers,
-                items_per_op: per_op,
-                items: cfg.items(per_op),
-                seconds,
-            }));
+            for (series, _) in implementations() {
+                v.push(Point {
+                    series,
+                    at: At {
+                        readers,
+                        items_per_op,
+                    },
+                });
+            }
         }
     }
-    Ok(rows)
+    v
+}
+
+/// One run of one point: its rates, the readers' checksums verified.
+fn measure(cfg: &Config, p: &Point<At>) -> Result<Sample, Error> {
+    let (_, run) = implementations()
+        .into_iter()
+        .find(|(name, _)| *name == p.series)
+        .ok_or(Error::Peer {
+            peer: p.series,
+            reason: "not built into this tool".into(),
+        })?;
+    let At {
+        readers,
+        items_per_op,
+    } = p.at;
+    let seconds = run(cfg, readers, items_per_op)?;
+    let items = cfg.items(items_per_op) as f64;
+    Ok(Sample {
+        ops_per_s: items / items_per_op as f64 / seconds,
+        samples_per_s: items / seconds,
+    })
 }
 
 /// GNU Radio 4's published `bm_Buffer` figures (one writer; a desktop CPU,
@@ -233,22 +257,23 @@ const GNURADIO4: [(usize, usize, f64); 3] =
 
 /// dmaflow's writer operations per second (median) to `readers` readers at
 /// `per_op` items per operation.
-fn dmaflow_ops(rows: &[Row], readers: usize, per_op: usize) -> Option<f64> {
-    let at = |r: &&Row| r.readers == readers && r.items_per_op == per_op;
-    let row = rows
-        .iter()
-        .filter(at)
-        .find(|r| r.implementation == "dmaflow");
-    row.map(|r| r.ops_per_s().0)
+fn dmaflow_ops(rows: &[Row<At, Sample>], readers: usize, per_op: usize) -> Option<f64> {
+    let at = At {
+        readers,
+        items_per_op: per_op,
+    };
+    rows.iter()
+        .find(|r| r.point.series == "dmaflow" && r.point.at == at)
+        .map(|r| r.median(|s| s.ops_per_s))
 }
 
 /// The rows' columns, with GNU Radio 4's published figure beside dmaflow's.
-fn columns<'a>() -> Columns<'a, Row> {
-    let gr = |r: &Row| {
+fn columns() -> Columns<'static, Row<At, Sample>> {
+    let gr = |r: &Row<At, Sample>| {
         GNURADIO4
             .iter()
-            .find(|g| g.0 == r.readers && g.1 == r.items_per_op)
-            .filter(|_| r.implementation == "dmaflow")
+            .find(|g| g.0 == r.point.at.readers && g.1 == r.point.at.items_per_op)
+            .filter(|_| r.point.series == "dmaflow")
             .map_or(String::new(), |g| {
                 format!(
                     "{:.1} M ops/s, {:.2} G samples/s",
@@ -258,52 +283,63 @@ fn columns<'a>() -> Columns<'a, Row> {
             })
     };
     Columns::new()
-        .plain("readers", "readers", |r: &Row| r.readers)
-        .plain("items/op", "items_per_op", |r| r.items_per_op)
-        .plain("impl", "impl", |r| r.implementation)
-        .col(
+        .plain("readers", "readers", |r: &Row<At, Sample>| {
+            r.point.at.readers
+        })
+        .doc("readers, each receiving every item")
+        .plain("items/op", "items_per_op", |r| r.point.at.items_per_op)
+        .doc("items per operation on every side")
+        .series("impl", "impl", "dmaflow or vmcircbuffer")
+        .measured(
             "M ops/s",
             "ops_per_s",
-            |r| format!("{:.1}", r.ops_per_s().0 / 1e6),
-            |r| r.ops_per_s().0,
+            "writer operations per second",
+            (1e-6, 1),
+            |s| s.ops_per_s,
         )
-        .shown("range", |r| {
-            format!("{:.1}..{:.1}", r.ops_per_s().1 / 1e6, r.ops_per_s().2 / 1e6)
-        })
-        .kept("ops_per_s_min", |r| r.ops_per_s().1)
-        .kept("ops_per_s_max", |r| r.ops_per_s().2)
         .col(
             "G samples/s per reader",
             "samples_per_s_per_reader",
-            |r| format!("{:.3}", r.samples_per_s() / 1e9),
-            Row::samples_per_s,
+            |r| format!("{:.3}", r.median(|s| s.samples_per_s) / 1e9),
+            |r| r.median(|s| s.samples_per_s),
         )
-        .plain("rounds", "rounds", |r| r.seconds.len())
+        .doc("samples per second each reader received, median")
+        .rounds()
         .shown("GNU Radio 4 bm_Buffer (published, other CPU)", gr)
 }
 
-/// The report.
-pub fn report(cfg: &Config, rows: &[Row]) -> Report {
-    let mut text = columns().table(rows);
-    let mut targets = Vec::new();
+/// What was measured.
+fn heading(cfg: &Config) -> String {
+    let top = cfg.readers.iter().copied().max().unwrap_or(1);
+    format!(
+        "one writer, 1..{top} readers each receiving every item, queue of {} items; GNU Radio \
+         4's bm_Buffer shape; writer pinned to the first core, reader i to core i + 1 (modulo \
+         the cores)",
+        cfg.queue_items
+    )
+}
+
+/// More readers against one at the largest operation, and the answer.
+fn findings(cfg: &Config, rows: &[Row<At, Sample>]) -> Findings {
+    let mut found = Findings::default();
     let top = cfg.readers.iter().copied().max().unwrap_or(1);
     let big = cfg.items_per_op.iter().copied().max().unwrap_or(1);
     if let (Some(one), Some(many)) = (dmaflow_ops(rows, 1, big), dmaflow_ops(rows, top, big))
         && top > 1
     {
         let ratio = one / many;
-        text += &format!(
+        found.notes += &format!(
             "{top} readers at {big} items per operation: {ratio:.2}x slower than 1 reader\n"
         );
         // Within 2x on both sides: more readers running much faster than one
         // would say the measurement is wrong, not that the queue is good.
-        targets.push(Target::new(
+        found.targets.push(Target::new(
             format!("{top} readers within 2x of 1 reader at {big} items per operation"),
             format!("{ratio:.2}x slower"),
             within(ratio, 0.5, 2.0),
         ));
     }
-    let clauses: Vec<String> = cfg
+    found.clauses = cfg
         .items_per_op
         .iter()
         .filter_map(|&n| {
@@ -315,16 +351,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
             ))
         })
         .collect();
-    let heading = format!(
-        "readers: one writer, 1..{top} readers each receiving every item, queue of {} items; \
-         {} rounds, implementations taking turns; GNU Radio 4's bm_Buffer shape; writer \
-         pinned to the first core, reader i to core i + 1 (modulo the cores)",
-        cfg.queue_items, cfg.rounds
-    );
-    Report::of("readers", heading, &columns(), rows)
-        .text(text)
-        .answer(sentence(&clauses))
-        .targets(targets)
+    found
 }
 
 #[cfg(test)]
@@ -334,13 +361,13 @@ mod tests {
     #[test]
     fn every_reader_gets_every_item_and_the_report_names_the_target() {
         let cfg = Config::at(&Setup::TINY);
-        let rows = run(&cfg, &mut |_| {}).unwrap();
+        let rows = EXPERIMENT.rows(&cfg, &mut |_| {}).unwrap();
         assert_eq!(rows.len(), 2 * 2 * implementations().len());
         assert!(
             rows.iter()
-                .all(|r| r.seconds.len() == 1 && r.seconds[0] > 0.0)
+                .all(|r| r.rounds() == 1 && r.samples[0].ops_per_s > 0.0)
         );
-        let rep = report(&cfg, &rows);
+        let rep = EXPERIMENT.report(&cfg, &rows);
         assert!(
             rep.text.contains("2 readers within 2x of 1 reader"),
             "{}",

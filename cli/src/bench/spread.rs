@@ -1,6 +1,11 @@
-//! One method for the experiments' repeats: points measured in turns (the
-//! order reversed every other round), each point's samples summarised as a
-//! median with its spread, and two points compared round by round.
+//! The frame's statistics, the one method for the experiments' repeats:
+//! points measured in turns (the order reversed every other round), each
+//! point's samples summarised as a median with its spread, two points
+//! compared round by round ([`Ratio`]: "no measurable difference" unless
+//! every round agrees), a mean with a Student-t interval corrected for a
+//! family of comparisons ([`Interval`], Bonferroni), and whether the rounds
+//! straddle a target ([`Spread::straddles`]). No experiment computes these
+//! itself.
 
 use serde_json::json;
 
@@ -57,6 +62,24 @@ impl Spread {
         }
     }
 
+    /// Whether the rounds fall on both sides of `target` (the smallest below
+    /// it, the largest at or above it): a median that meets or misses such a
+    /// target says so only by chance.
+    pub fn straddles(&self, target: f64) -> bool {
+        self.min < target && self.max >= target
+    }
+
+    /// `"; the runs straddle the target: not dependably met or missed"` when
+    /// [`Spread::straddles`], else nothing: the note a target's figure
+    /// carries.
+    pub fn straddle_note(&self, target: f64) -> &'static str {
+        if self.straddles(target) {
+            "; the runs straddle the target: not dependably met or missed"
+        } else {
+            ""
+        }
+    }
+
     /// As JSON: median, p25, p75, min, max, n.
     pub fn json(&self) -> serde_json::Value {
         json!({
@@ -80,12 +103,12 @@ impl From<Spread> for serde_json::Value {
 /// each round and the order reversed every other round, so that a drift of
 /// the machine falls on all of them alike; returns each point's samples in
 /// round order (sample `r` of every point comes from round `r`).
-pub fn in_turns<E>(
+pub fn in_turns<T, E>(
     points: usize,
     rounds: usize,
-    mut measure: impl FnMut(usize, usize) -> Result<f64, E>,
-) -> Result<Vec<Vec<f64>>, E> {
-    let mut samples = vec![Vec::with_capacity(rounds); points];
+    mut measure: impl FnMut(usize, usize) -> Result<T, E>,
+) -> Result<Vec<Vec<T>>, E> {
+    let mut samples: Vec<Vec<T>> = (0..points).map(|_| Vec::with_capacity(rounds)).collect();
     for round in 0..rounds {
         let mut order: Vec<usize> = (0..points).collect();
         if round % 2 == 1 {
@@ -174,6 +197,64 @@ impl Ratio {
     }
 }
 
+/// The confidence with which every interval of a family holds at once.
+pub const FAMILY_CONFIDENCE: f64 = 0.95;
+
+/// Student's t quantile: the `p` quantile with `df` degrees of freedom
+/// (infinite with none).
+pub fn t_quantile(p: f64, df: usize) -> f64 {
+    use statrs::distribution::{ContinuousCDF, StudentsT};
+    match StudentsT::new(0.0, 1.0, df as f64) {
+        Ok(t) if df > 0 => t.inverse_cdf(p),
+        _ => f64::INFINITY,
+    }
+}
+
+/// The mean of a set of samples with a two-sided Student-t interval,
+/// Bonferroni-corrected so that the intervals of a family of `comparisons`
+/// hold together at [`FAMILY_CONFIDENCE`] (each at `1 - 0.05 / m`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Interval {
+    /// The samples' mean.
+    pub mean: f64,
+    /// Lower end of the interval.
+    pub low: f64,
+    /// Upper end of the interval.
+    pub high: f64,
+    /// Comparisons in the family the interval is corrected for.
+    pub comparisons: usize,
+    /// Samples the interval is made of.
+    pub n: usize,
+}
+
+impl Interval {
+    /// The interval of `samples`' mean, one of `comparisons` (infinite with
+    /// fewer than two samples).
+    pub fn of(samples: &[f64], comparisons: usize) -> Interval {
+        let p = 1.0 - (1.0 - FAMILY_CONFIDENCE) / 2.0 / comparisons.max(1) as f64;
+        let k = samples.len() as f64;
+        let mean = samples.iter().sum::<f64>() / k;
+        let half = if samples.len() > 1 {
+            let var = samples.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / (k - 1.0);
+            t_quantile(p, samples.len() - 1) * (var / k).sqrt()
+        } else {
+            f64::INFINITY
+        };
+        Interval {
+            mean,
+            low: mean - half,
+            high: mean + half,
+            comparisons,
+            n: samples.len(),
+        }
+    }
+
+    /// Whether the interval excludes zero.
+    pub fn measurable(&self) -> bool {
+        self.low > 0.0 || self.high < 0.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,13 +272,31 @@ mod tests {
     #[test]
     fn points_take_turns_and_the_order_reverses() {
         let mut seen = Vec::new();
-        let s = in_turns::<()>(3, 2, |p, r| {
+        let s = in_turns::<f64, ()>(3, 2, |p, r| {
             seen.push((r, p));
             Ok((10 * r + p) as f64)
         })
         .unwrap();
         assert_eq!(seen, [(0, 0), (0, 1), (0, 2), (1, 2), (1, 1), (1, 0)]);
         assert_eq!(s[2], vec![2.0, 12.0]);
+    }
+
+    #[test]
+    fn intervals_widen_with_the_family_and_straddles_are_seen() {
+        assert!((t_quantile(0.975, 1) - 12.706).abs() < 1e-3);
+        assert!((t_quantile(0.975, 10) - 2.228).abs() < 1e-3);
+        assert!(t_quantile(0.975, 0).is_infinite());
+        let one = Interval::of(&[1.0, 2.0, 3.0], 1);
+        let five = Interval::of(&[1.0, 2.0, 3.0], 5);
+        assert_eq!(one.mean, 2.0);
+        // sd 1, n 3: half width t(0.975, 2) / sqrt(3) = 4.303 / 1.732.
+        assert!((one.high - 2.0 - 4.303 / 3f64.sqrt()).abs() < 1e-2);
+        assert!(five.high > one.high && five.low < one.low);
+        assert!(!one.measurable() && Interval::of(&[5.0, 5.1, 4.9], 1).measurable());
+        assert!(Interval::of(&[1.0], 1).high.is_infinite());
+        let s = Spread::of(&[1.4, 1.6]);
+        assert!(s.straddles(1.5) && !s.straddles(1.3) && !s.straddles(1.7));
+        assert!(s.straddle_note(1.5).contains("straddle") && s.straddle_note(1.0).is_empty());
     }
 
     #[test]

@@ -27,10 +27,11 @@ use dmaflow::graph::Graph;
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
+use super::frame::Plot;
 use super::harness::{OnBoard, Progress, Setup, Spec, Tier, median};
 use super::peers::{checksum, xorshift};
-use super::plot::{LinePlot, XAxis};
-use super::report::{Report, sentence, series_by};
+use super::plot::XAxis;
+use super::report::{Report, sentence};
 use super::spread::Spread;
 use gnuradio::{gnuradio_json, gnuradio_text};
 
@@ -449,29 +450,31 @@ pub fn answer(rows: &[Row]) -> String {
 }
 
 /// The improvement of zero-copy over manual copy against the FFT length (the
-/// shape of paper 001 Figs. 4, 6).
-pub fn line_plot(rows: &[Row]) -> LinePlot {
-    let imp = improvement(rows, "zerocopy");
-    let label = |i: &Improvement| {
-        format!(
-            "{} % overlap (mean, corrected 95 % interval)",
-            i.overlap_pct
-        )
-    };
-    let mut series = series_by(&imp, label, |i| i.fft_len as f64, |i| i.pct);
-    for s in &mut series {
-        let at = imp.iter().filter(|i| label(i) == s.label);
-        let finite = at.filter(|i| i.low.is_finite() && i.high.is_finite());
-        s.interval = finite.map(|i| (i.low, i.high)).collect();
-    }
-    LinePlot::new(
-        "FIR filter: zero-copy queue improvement over manual copy",
-        XAxis::PowersOfTwo,
-        "FFT length N (samples)",
-        "zero-copy over copy (% faster)",
-        series,
-    )
-}
+/// shape of paper 001 Figs. 4, 6), a line per overlap with its corrected
+/// interval, from the improvements' rows.
+const IMPROVEMENT_PLOT: Plot = Plot {
+    title: "FIR filter: zero-copy queue improvement over manual copy (%, mean, corrected 95 % \
+            interval)",
+    x: "fft_len",
+    y: "pct",
+    interval: Some(("ci_low", "ci_high")),
+    y_scale: 1.0,
+    lines: &["overlap_pct"],
+    axis: XAxis::PowersOfTwo,
+    log_y: false,
+};
+
+/// MFLOPS against the FFT length, a line per mode and overlap.
+const THROUGHPUT_PLOT: Plot = Plot {
+    title: "FIR filter throughput",
+    x: "fft_len",
+    y: "mflops",
+    interval: None,
+    y_scale: 1.0,
+    lines: &["mode", "overlap_pct"],
+    axis: XAxis::PowersOfTwo,
+    log_y: false,
+};
 
 /// The run as a report: table, improvement against FFT length, MFLOPS.
 pub fn report(cfg: &Config, m: &Measured) -> Report {
@@ -489,17 +492,7 @@ pub fn report(cfg: &Config, m: &Measured) -> Report {
         (cfg.samples * 4) >> 20,
         cfg.rounds
     );
-    let label = |r: &Row| match r.mode {
-        "bare" => "bare loop".into(),
-        mode => format!("{mode} {} %", r.overlap_pct),
-    };
-    let throughput = LinePlot::new(
-        "FIR filter throughput",
-        XAxis::PowersOfTwo,
-        "FFT length N (samples)",
-        "throughput (MFLOPS)",
-        series_by(rows, label, |r| r.fft_len as f64, |r| r.spread.median),
-    );
+    let improvements = improvement_columns().json(&improvement(rows, "zerocopy"));
     Report::of("fir", heading, &row_columns(), rows)
         .text(render(rows) + &gr_text)
         .answer(answer(rows))
@@ -509,12 +502,10 @@ pub fn report(cfg: &Config, m: &Measured) -> Report {
             "improvement_single_thread",
             improvement_columns().json(&improvement(rows, "bare")),
         )
-        .kept(
-            "improvement",
-            improvement_columns().json(&improvement(rows, "zerocopy")),
-        )
+        .kept("improvement", improvements.clone())
         .kept("gnuradio", gnuradio_json(&m.gnuradio))
-        .plots([line_plot(rows), throughput])
+        .plots([IMPROVEMENT_PLOT.draw(&improvement_columns(), &improvements)])
+        .drawn(&row_columns(), &[THROUGHPUT_PLOT])
 }
 
 /// How the MFLOPS count flops, in the JSON document.

@@ -503,11 +503,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
             && let Some(Ratio(v)) = z.vs_copy
         {
             let (ratio, lo, hi) = (v.median, v.min, v.max);
-            let spread = if lo < 1.5 && hi >= 1.5 {
-                "; the runs straddle the target: not dependably met or missed"
-            } else {
-                ""
-            };
+            let spread = v.straddle_note(1.5);
             targets.push(Target::new(
                 format!(
                     "{name}: unlimited clock, 64 KiB windows: zero-copy >= 1.5x the copying \

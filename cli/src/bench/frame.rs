@@ -1,0 +1,558 @@
+//! The frame that owns an experiment's method: the experiment states its
+//! points (a series at a parameter), what one measurement of a point returns,
+//! its columns (each key described once, on its column), its plots (by column
+//! keys) and its findings; the frame runs the rounds in turns
+//! ([`in_turns`]: every point once a round, the order reversed every other
+//! round), keeps every round's sample, gives each column its median, range
+//! and ratio to the baseline series ([`Row`]), draws the plots, and stamps
+//! the experiment's name and the method sentence on the report.
+//!
+//! ```text
+//! pub static EXPERIMENT: Bench<Config, Params, Sample> = Bench {
+//!     name: "NAME", question: "...", conditions: Conditions { .. },
+//!     points, measure, columns, plots: &[Plot { .. }], heading, findings,
+//!     ..Bench::new(Config::at, |c| c.rounds)
+//! };
+//! ```
+
+use std::fmt::Display;
+
+use serde_json::Value;
+
+use super::columns::Columns;
+use super::conditions::Conditions;
+use super::error::Error;
+use super::harness::{Experiment, OnGpu, Setup};
+use super::on_board::{BoardRig, Mode};
+use super::plot::{LinePlot, Series, XAxis};
+use super::report::{Report, Target, sentence};
+use super::spread::{Ratio, Spread, in_turns};
+
+/// One point of an experiment: a series (an implementation, a mode, a path)
+/// at a parameter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point<P> {
+    /// The series, e.g. `dmaflow` or `vmcircbuffer`.
+    pub series: &'static str,
+    /// Where on the series, e.g. a size or a reader count.
+    pub at: P,
+}
+
+/// One point's samples, round by round, beside those its baseline series
+/// took in the same rounds at the same parameter: what a column reads.
+#[derive(Debug, Clone)]
+pub struct Row<P, S> {
+    /// The point.
+    pub point: Point<P>,
+    /// Its samples, in round order.
+    pub samples: Vec<S>,
+    /// The baseline series' samples at the same parameter, in round order
+    /// (none for the baseline itself, or without one).
+    pub baseline: Option<Vec<S>>,
+}
+
+impl<P, S> Row<P, S> {
+    /// The spread of `figure` over the rounds.
+    pub fn spread(&self, figure: impl Fn(&S) -> f64) -> Spread {
+        Spread::of(&self.samples.iter().map(figure).collect::<Vec<_>>())
+    }
+
+    /// The median of `figure` over the rounds.
+    pub fn median(&self, figure: impl Fn(&S) -> f64) -> f64 {
+        self.spread(figure).median
+    }
+
+    /// `figure` against the baseline's, round by round.
+    pub fn ratio(&self, figure: impl Fn(&S) -> f64) -> Option<Ratio> {
+        let base = self.baseline.as_ref()?;
+        let a: Vec<f64> = self.samples.iter().map(&figure).collect();
+        let b: Vec<f64> = base.iter().map(&figure).collect();
+        Some(Ratio::of(&a, &b))
+    }
+
+    /// Whether `check` holds in every round.
+    pub fn every(&self, check: impl Fn(&S) -> bool) -> bool {
+        self.samples.iter().all(check)
+    }
+
+    /// The rounds measured.
+    pub fn rounds(&self) -> usize {
+        self.samples.len()
+    }
+}
+
+impl<'a, P: 'a, S: 'a> Columns<'a, Row<P, S>> {
+    /// The point's series, in both.
+    pub fn series(self, header: &'static str, key: &'static str, doc: &'static str) -> Self {
+        self.plain(header, key, |r: &Row<P, S>| r.point.series)
+            .doc(doc)
+    }
+
+    /// A measured figure: in the table its median times `scale` with
+    /// `places` decimals and the rounds' range; in the JSON its median under
+    /// `key` and the rounds' smallest and largest under `key_min` and
+    /// `key_max`.
+    pub fn measured(
+        self,
+        header: &'static str,
+        key: &'static str,
+        doc: &'static str,
+        (scale, places): (f64, usize),
+        figure: impl Fn(&S) -> f64 + Copy + 'a,
+    ) -> Self {
+        self.col(
+            header,
+            key,
+            move |r| {
+                let s = r.spread(figure).scaled(scale);
+                format!(
+                    "{:.places$} ({:.places$}..{:.places$})",
+                    s.median, s.min, s.max
+                )
+            },
+            move |r| r.median(figure),
+        )
+        .doc(format!(
+            "{doc}, median of the rounds; {key}_min, {key}_max: their range"
+        ))
+        .kept_as(format!("{key}_min"), move |r| r.spread(figure).min)
+        .kept_as(format!("{key}_max"), move |r| r.spread(figure).max)
+    }
+
+    /// A measured figure against the baseline series', round by round: in
+    /// the table `1.23x (1.10..1.40)`, or `-` for the baseline; in the JSON
+    /// the median ratio (null for the baseline) and its verdict under
+    /// `key_verdict` ("faster", "slower" or "no measurable difference":
+    /// measurable only when every round agrees).
+    pub fn ratio(
+        self,
+        header: &'static str,
+        key: &'static str,
+        doc: &'static str,
+        figure: impl Fn(&S) -> f64 + Copy + 'a,
+    ) -> Self {
+        self.col(
+            header,
+            key,
+            move |r| r.ratio(figure).map_or("-".into(), |q| q.text()),
+            move |r| r.ratio(figure).map(|q| q.0.median),
+        )
+        .doc(format!(
+            "{doc}, median of the rounds' ratios, null for the baseline; {key}_verdict: \
+             faster or slower where every round agrees, else no measurable difference"
+        ))
+        .kept_as(format!("{key}_verdict"), move |r| {
+            r.ratio(figure).map(|q| q.verdict())
+        })
+    }
+
+    /// A check every round must pass, in both (`yes` or `NO`).
+    pub fn checked(
+        self,
+        header: &'static str,
+        key: &'static str,
+        doc: &'static str,
+        check: impl Fn(&S) -> bool + Copy + 'a,
+    ) -> Self {
+        self.col(
+            header,
+            key,
+            move |r| if r.every(check) { "yes" } else { "NO" }.into(),
+            move |r| r.every(check),
+        )
+        .doc(doc)
+    }
+
+    /// The rounds measured, in both.
+    pub fn rounds(self) -> Self {
+        self.plain("rounds", "rounds", |r: &Row<P, S>| r.rounds())
+            .doc("rounds measured")
+    }
+}
+
+/// A plot the frame draws from the rows' JSON, named by column keys.
+#[derive(Debug, Clone, Copy)]
+pub struct Plot {
+    /// Title above it.
+    pub title: &'static str,
+    /// The key of the x axis (its column's header labels the axis).
+    pub x: &'static str,
+    /// The key of the y axis (its column's header labels the axis).
+    pub y: &'static str,
+    /// The keys of the interval drawn around each point; none: the y
+    /// column's `_min` and `_max` where it is measured.
+    pub interval: Option<(&'static str, &'static str)>,
+    /// The y values are multiplied by this (the unit of the y column's
+    /// header: `1e-6` for a header in millions).
+    pub y_scale: f64,
+    /// The keys whose values, joined, name a line.
+    pub lines: &'static [&'static str],
+    /// How the x axis is scaled.
+    pub axis: XAxis,
+    /// A logarithmic y axis.
+    pub log_y: bool,
+}
+
+impl Plot {
+    /// The plot of `rows` (JSON objects), its axes labelled from `columns`.
+    pub fn draw<R>(&self, columns: &Columns<R>, rows: &[Value]) -> LinePlot {
+        let num = |r: &Value, k: &str| r.get(k).and_then(Value::as_f64);
+        let mut series: Vec<Series> = Vec::new();
+        for r in rows {
+            let (Some(x), Some(y)) = (num(r, self.x), num(r, self.y)) else {
+                continue;
+            };
+            let label = self
+                .lines
+                .iter()
+                .map(|k| match r.get(*k) {
+                    Some(Value::String(s)) => s.clone(),
+                    Some(v) => format!("{} {v}", columns.header_of(k).unwrap_or(k)),
+                    None => String::new(),
+                })
+                .collect::<Vec<_>>()
+                .join(" ");
+            let i = match series.iter().position(|s| s.label == label) {
+                Some(i) => i,
+                None => {
+                    series.push(Series::new(label, Vec::new()));
+                    series.len() - 1
+                }
+            };
+            let k = self.y_scale;
+            series[i].points.push((x, y * k));
+            let (lo, hi) = match self.interval {
+                Some((lo, hi)) => (lo.to_string(), hi.to_string()),
+                None => (self.y.to_string() + "_min", self.y.to_string() + "_max"),
+            };
+            if let (Some(lo), Some(hi)) = (num(r, &lo), num(r, &hi)) {
+                series[i].interval.push((lo * k, hi * k));
+            }
+        }
+        for s in &mut series {
+            let mut order: Vec<usize> = (0..s.points.len()).collect();
+            order.sort_by(|&a, &b| s.points[a].0.total_cmp(&s.points[b].0));
+            s.points = order.iter().map(|&i| s.points[i]).collect();
+            // An interval for every point, or none drawn.
+            s.interval = if s.interval.len() == s.points.len() {
+                order.iter().map(|&i| s.interval[i]).collect()
+            } else {
+                Vec::new()
+            };
+        }
+        let label = |k: &str| columns.header_of(k).unwrap_or("").to_string();
+        let plot = LinePlot::new(
+            self.title,
+            self.axis,
+            &label(self.x),
+            &label(self.y),
+            series,
+        );
+        if self.log_y { plot.log_y() } else { plot }
+    }
+}
+
+impl Report {
+    /// With `plots` drawn from the report's JSON rows, their axes labelled
+    /// from `columns`.
+    pub fn drawn<R>(self, columns: &Columns<R>, plots: &[Plot]) -> Self {
+        let rows = self.json["rows"].as_array().cloned().unwrap_or_default();
+        let drawn: Vec<LinePlot> = plots.iter().map(|p| p.draw(columns, &rows)).collect();
+        self.plots(drawn)
+    }
+}
+
+/// What an experiment finds in its rows beyond the table: clauses of its
+/// answer, notes printed under the table, and the targets it checks.
+#[derive(Debug, Clone, Default)]
+pub struct Findings {
+    /// Clauses of the one-sentence answer.
+    pub clauses: Vec<String>,
+    /// Lines printed under the table.
+    pub notes: String,
+    /// The targets checked.
+    pub targets: Vec<Target>,
+}
+
+/// The rows' columns as an experiment states them.
+pub type ColumnsOf<P, S> = fn() -> Columns<'static, Row<P, S>>;
+
+/// An experiment as the frame runs it: its configuration at a setup's size
+/// (`C`), its points' parameters (`P`), and what one measurement returns
+/// (`S`). It is an [`Experiment`]: one line of the registry.
+pub struct Bench<C: 'static, P: 'static, S: 'static> {
+    /// The name on the command line and of its report files, given once.
+    pub name: &'static str,
+    /// What it asks, one line.
+    pub question: &'static str,
+    /// What its numbers are.
+    pub conditions: Conditions,
+    /// Why it needs the emulated fabric (it runs on this machine only).
+    pub emulator_only: &'static str,
+    /// Another experiment `bench NAME` runs after it.
+    pub then: Option<&'static str>,
+    /// Its form with `--device cuda:N`.
+    pub on_gpu: Option<OnGpu>,
+    /// Its configuration at the setup's size, on the setup's board.
+    pub config: fn(&Setup) -> C,
+    /// The rounds every point is measured in.
+    pub rounds: fn(&C) -> usize,
+    /// The points, in the table's order.
+    pub points: fn(&C) -> Vec<Point<P>>,
+    /// The series every other is compared with, round by round.
+    pub baseline: Option<&'static str>,
+    /// One measurement of one point.
+    pub measure: fn(&C, &Point<P>) -> Result<S, Error>,
+    /// The columns of its rows.
+    pub columns: ColumnsOf<P, S>,
+    /// The plots, by column keys.
+    pub plots: &'static [Plot],
+    /// What was measured, one line (the frame adds the method).
+    pub heading: fn(&C) -> String,
+    /// What the rows say.
+    pub findings: fn(&C, &[Row<P, S>]) -> Findings,
+}
+
+impl<C, P, S> Bench<C, P, S> {
+    /// The parts every experiment has, which its literal takes with
+    /// `..Bench::new(..)`: its configuration and rounds, its points, its
+    /// measurement and its columns; the literal states the rest (the empty
+    /// texts here are always replaced: the registry's test checks they are).
+    pub const fn new(
+        config: fn(&Setup) -> C,
+        rounds: fn(&C) -> usize,
+        points: fn(&C) -> Vec<Point<P>>,
+        measure: fn(&C, &Point<P>) -> Result<S, Error>,
+        columns: ColumnsOf<P, S>,
+    ) -> Self {
+        Bench {
+            name: "",
+            question: "",
+            conditions: Conditions {
+                timed: "",
+                against: "",
+                model: "",
+                paper: "",
+            },
+            emulator_only: "it measures this machine, not a DMA device",
+            then: None,
+            on_gpu: None,
+            config,
+            rounds,
+            points,
+            baseline: None,
+            measure,
+            columns,
+            plots: &[],
+            heading: |_| String::new(),
+            findings: |_, _| Findings::default(),
+        }
+    }
+}
+
+impl<C, P: Clone + Display + PartialEq, S: Clone> Bench<C, P, S> {
+    /// Measures every point in turns for the configured rounds.
+    pub fn rows(&self, cfg: &C, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row<P, S>>, Error> {
+        let points = (self.points)(cfg);
+        let rounds = (self.rounds)(cfg).max(1);
+        let samples = in_turns(points.len(), rounds, |i, round| {
+            let p = &points[i];
+            progress(&format!(
+                "{}: {} at {}, round {} of {rounds}",
+                self.name,
+                p.series,
+                p.at,
+                round + 1
+            ));
+            (self.measure)(cfg, p)
+        })?;
+        let base = |p: &Point<P>| {
+            let b = self.baseline.filter(|&b| b != p.series)?;
+            let j = points.iter().position(|q| q.series == b && q.at == p.at)?;
+            Some(samples[j].clone())
+        };
+        Ok(points
+            .iter()
+            .zip(&samples)
+            .map(|(p, s)| Row {
+                baseline: base(p),
+                point: p.clone(),
+                samples: s.clone(),
+            })
+            .collect())
+    }
+
+    /// The report of `rows`: the table, JSON and CSV from the columns, the
+    /// notes and targets under the table, the answer, the plots, and the
+    /// heading with the method.
+    pub fn report(&self, cfg: &C, rows: &[Row<P, S>]) -> Report {
+        let columns = (self.columns)();
+        let rounds = rows.iter().map(Row::rounds).max().unwrap_or(0);
+        let compared = self
+            .baseline
+            .map(|b| format!(", each point against {b} round by round"))
+            .unwrap_or_default();
+        let heading = format!(
+            "{}: {}; {rounds} round(s), the points taking turns (the order reversed every other \
+             round); each figure the median of the rounds with their min..max{compared}",
+            self.name,
+            (self.heading)(cfg)
+        );
+        let found = (self.findings)(cfg, rows);
+        let report = Report::of(self.name, heading, &columns, rows);
+        let text = report.text.clone() + &found.notes;
+        report
+            .text(text)
+            .answer(sentence(&found.clauses))
+            .targets(found.targets)
+            .drawn(&columns, self.plots)
+    }
+}
+
+impl<C, P, S> Experiment for Bench<C, P, S>
+where
+    P: Clone + Display + PartialEq,
+    S: Clone,
+{
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn question(&self) -> &'static str {
+        self.question
+    }
+
+    fn conditions(&self) -> Conditions {
+        self.conditions
+    }
+
+    fn keys(&self) -> String {
+        (self.columns)().keys_help()
+    }
+
+    fn run(&self, setup: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error> {
+        let cfg = (self.config)(setup);
+        let rows = self.rows(&cfg, progress)?;
+        Ok(self.report(&cfg, &rows))
+    }
+
+    fn then(&self) -> Option<&'static str> {
+        self.then
+    }
+
+    fn on_gpu(&self) -> Option<OnGpu> {
+        self.on_gpu
+    }
+
+    fn board_mode(&self) -> Result<Mode, &'static str> {
+        Err(self.emulator_only)
+    }
+
+    fn run_on_board(
+        &self,
+        _: &Setup,
+        _: BoardRig,
+        _: &mut dyn FnMut(&str),
+    ) -> Result<Report, Error> {
+        Err(Error::EmulatorOnly(self.name, self.emulator_only))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A made-up experiment whose measurement is a pure function of the
+    /// point and a counter, to check what the frame does with it.
+    fn toy_points(_: &usize) -> Vec<Point<u32>> {
+        {
+            let mut v = Vec::new();
+            for at in [1, 2] {
+                v.push(Point { series: "base", at });
+                v.push(Point {
+                    series: "other",
+                    at,
+                });
+            }
+            v
+        }
+    }
+
+    fn toy_measure(_: &usize, p: &Point<u32>) -> Result<f64, Error> {
+        {
+            use std::sync::atomic::{AtomicU32, Ordering};
+            static N: AtomicU32 = AtomicU32::new(0);
+            let n = N.fetch_add(1, Ordering::Relaxed);
+            // "other" is twice "base", plus a small drift over calls.
+            let k = if p.series == "other" { 2.0 } else { 1.0 };
+            Ok(k * f64::from(p.at) * 100.0 + f64::from(n % 3))
+        }
+    }
+
+    fn toy_columns() -> Columns<'static, Row<u32, f64>> {
+        {
+            Columns::new()
+                .series("series", "series", "base or other")
+                .plain("at", "at", |r: &Row<u32, f64>| r.point.at)
+                .doc("the parameter")
+                .measured("v", "v", "value", (1.0, 0), |s| *s)
+                .ratio("vs base", "vs_base", "v over base's", |s| *s)
+                .rounds()
+        }
+    }
+
+    static TOY: Bench<usize, u32, f64> = Bench {
+        name: "toy",
+        question: "toy",
+        baseline: Some("base"),
+        plots: &[Plot {
+            title: "toy",
+            x: "at",
+            y: "v",
+            interval: None,
+            y_scale: 1.0,
+            lines: &["series"],
+            axis: XAxis::Linear,
+            log_y: false,
+        }],
+        heading: |_| "a toy".into(),
+        ..Bench::new(|_| 3, |c| *c, toy_points, toy_measure, toy_columns)
+    };
+
+    #[test]
+    fn the_frame_measures_in_turns_and_keeps_spreads_ratios_and_plots() {
+        let rows = TOY.rows(&3, &mut |_| {}).unwrap();
+        assert_eq!(rows.len(), 4);
+        assert!(rows.iter().all(|r| r.rounds() == 3));
+        assert!(rows[0].baseline.is_none() && rows[1].baseline.is_some());
+        let q = rows[3].ratio(|s| *s).unwrap();
+        assert!(q.0.min > 1.9 && q.0.max < 2.1 && q.verdict() == "faster");
+        let rep = TOY.report(&3, &rows);
+        assert_eq!(rep.experiment, "toy");
+        assert!(
+            rep.heading.starts_with("toy: a toy; 3 round(s)"),
+            "{}",
+            rep.heading
+        );
+        let r1 = &rep.json["rows"][1];
+        assert_eq!(r1["series"], "other");
+        assert!(r1["v_min"].as_f64() <= r1["v"].as_f64());
+        assert_eq!(r1["vs_base_verdict"], "faster");
+        assert!(rep.json["rows"][0]["vs_base"].is_null());
+        assert_eq!(rep.plots.len(), 1);
+        let lines = &rep.plots[0].series;
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0].points.len(), 2);
+        assert_eq!(lines[0].interval.len(), 2);
+        assert_eq!(
+            (rep.plots[0].x_label.as_str(), rep.plots[0].y_label.as_str()),
+            ("at", "v")
+        );
+        let help = TOY.keys().replace('\n', " ");
+        assert!(
+            help.contains("v (value, median of the rounds; v_min, v_max: their range), vs_base"),
+            "{help}"
+        );
+        assert!(help.contains("rounds (rounds measured)"), "{help}");
+    }
+}
