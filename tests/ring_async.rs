@@ -111,3 +111,62 @@ fn a_spinning_queue_still_completes_by_polling_again() {
         tokio::join!(writer, reader);
     });
 }
+
+/// A waker that counts its wake-ups.
+struct CountingWaker(std::sync::atomic::AtomicUsize);
+
+impl std::task::Wake for CountingWaker {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &std::sync::Arc<Self>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn a_waiting_task_is_woken_by_the_publish_that_reaches_its_threshold_only() {
+    use std::future::Future;
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+    use std::task::{Context, Poll};
+
+    let (mut w, mut r) = Builder::<u8>::new(64).wait(Wait::Block).build().unwrap();
+    let count = Arc::new(CountingWaker(0.into()));
+    let waker = std::task::Waker::from(count.clone());
+    let mut cx = Context::from_waker(&waker);
+    let publish = |w: &mut dmaflow::ring::Writer<u8>, k: usize| {
+        w.try_reserve(k).unwrap().unwrap().fill(7);
+        w.commit(k).unwrap();
+    };
+    {
+        let mut fut = std::pin::pin!(r.readable(10));
+        assert!(fut.as_mut().poll(&mut cx).is_pending());
+        // Below the threshold: the task is not woken (it would only find
+        // too little and wait again).
+        publish(&mut w, 3);
+        publish(&mut w, 6);
+        assert_eq!(count.0.load(Ordering::SeqCst), 0);
+        // The tenth item reaches it: woken once, and ready when polled.
+        publish(&mut w, 1);
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        publish(&mut w, 5);
+        assert_eq!(count.0.load(Ordering::SeqCst), 1, "woken again");
+        assert!(matches!(fut.as_mut().poll(&mut cx), Poll::Ready(Ok(15))));
+    }
+    r.consume(15).unwrap();
+
+    // The writer's side: waiting for 8 free slots of a full queue.
+    let cap = w.capacity();
+    publish(&mut w, cap);
+    let count = Arc::new(CountingWaker(0.into()));
+    let waker = std::task::Waker::from(count.clone());
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = std::pin::pin!(w.writable(8));
+    assert!(fut.as_mut().poll(&mut cx).is_pending());
+    r.consume(5).unwrap();
+    assert_eq!(count.0.load(Ordering::SeqCst), 0);
+    r.consume(3).unwrap();
+    assert_eq!(count.0.load(Ordering::SeqCst), 1);
+    assert!(matches!(fut.as_mut().poll(&mut cx), Poll::Ready(Ok(()))));
+}

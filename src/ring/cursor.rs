@@ -19,54 +19,121 @@ use crate::sync::{
 
 /// Where threads of one side sleep in [`Wait::Block`] mode, and where tasks
 /// waiting on a readiness future leave their wakers.
-#[derive(Default)]
+///
+/// Each waiter says which position of the other side's cursor it waits for
+/// (the writer's for a reader, the slowest reader's for the writer), and
+/// [`wanted`](Self::wanted) keeps the lowest of them. The other side, after
+/// publishing position `p`, wakes anyone only when `p` reaches it
+/// ([`notify_at`](Self::notify_at)): a publish that no waiter needs costs a
+/// fence and one load of a line the waiters rarely write, never a lock or a
+/// system call, and a sleeper is woken once, by the publish that crosses its
+/// threshold, not by every publish while it falls asleep.
 struct Event {
-    /// Sleeping threads plus registered wakers.
-    sleepers: AtomicUsize,
-    lock: Mutex<Vec<Waker>>,
+    /// The lowest cursor position a sleeping thread or a registered task
+    /// waits for; `u64::MAX` when none waits. Written under `lock` only;
+    /// never above what a waiter registered under `lock` still waits for.
+    wanted: AtomicU64,
+    lock: Mutex<Waiters>,
     cv: Condvar,
 }
 
+/// Who waits on an [`Event`] (guarded by its lock).
+#[derive(Default)]
+struct Waiters {
+    /// Threads inside [`Event::sleep`].
+    sleeping: usize,
+    /// Tasks to wake at the next wake-up.
+    wakers: Vec<Waker>,
+}
+
+impl Default for Event {
+    fn default() -> Self {
+        Event {
+            wanted: AtomicU64::new(u64::MAX),
+            lock: Mutex::new(Waiters::default()),
+            cv: Condvar::new(),
+        }
+    }
+}
+
 impl Event {
-    /// Wakes every sleeper and every registered task. Call after publishing the
-    /// state change a sleeper waits for.
-    fn notify(&self) {
+    /// Wakes every waiter if one waits for `position` or less. Call after
+    /// publishing that the cursor reached `position`.
+    #[inline]
+    fn notify_at(&self, position: u64) {
         // Pairs with the fence in `sleep` and `register`: either we see the
-        // sleeper registered, or the sleeper's re-check sees our published state
-        // (no lost wake-up).
+        // waiter's threshold, or the waiter's re-check sees our published
+        // cursor (no lost wake-up).
         fence(Ordering::SeqCst);
-        if self.sleepers.load(Ordering::Relaxed) != 0 {
-            let wakers = std::mem::take(&mut *lock(&self.lock));
-            self.sleepers.fetch_sub(wakers.len(), Ordering::Relaxed);
-            self.cv.notify_all();
-            for w in wakers {
-                w.wake();
-            }
+        if self.wanted.load(Ordering::Relaxed) <= position {
+            self.wake();
         }
     }
 
-    /// Leaves `waker` to be woken at the next [`notify`](Self::notify). The
-    /// caller re-checks its condition afterwards (a change published before the
-    /// registration is seen by that check).
-    fn register(&self, waker: &Waker) {
-        let mut g = lock(&self.lock);
-        if !g.iter().any(|w| w.will_wake(waker)) {
-            g.push(waker.clone());
-            self.sleepers.fetch_add(1, Ordering::Relaxed);
+    /// Wakes every waiter, whatever it waits for (the other side is gone).
+    fn notify_all(&self) {
+        fence(Ordering::SeqCst);
+        if self.wanted.load(Ordering::Relaxed) != u64::MAX {
+            self.wake();
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn wake(&self) {
+        let mut g = lock(&self.lock);
+        // Every waiter re-checks once woken, and one still waiting lowers
+        // `wanted` again (under the lock) before it sleeps.
+        self.wanted.store(u64::MAX, Ordering::Relaxed);
+        let wakers = std::mem::take(&mut g.wakers);
+        let sleeping = g.sleeping != 0;
+        drop(g);
+        if sleeping {
+            self.cv.notify_all();
+        }
+        for w in wakers {
+            w.wake();
+        }
+    }
+
+    /// Lowers `wanted` to `position` (the caller holds the lock).
+    fn want(&self, position: u64) {
+        if position < self.wanted.load(Ordering::Relaxed) {
+            self.wanted.store(position, Ordering::Relaxed);
+        }
+    }
+
+    /// Leaves `waker` to be woken once the cursor reaches `position`. The
+    /// caller re-checks its condition afterwards (a change published before
+    /// the registration is seen by that check).
+    fn register(&self, waker: &Waker, position: u64) {
+        let mut g = lock(&self.lock);
+        if !g.wakers.iter().any(|w| w.will_wake(waker)) {
+            g.wakers.push(waker.clone());
+        }
+        self.want(position);
         drop(g);
         fence(Ordering::SeqCst);
     }
 
-    /// Blocks until `ready()` holds, costing no CPU while asleep.
-    fn sleep(&self, mut ready: impl FnMut() -> bool) {
-        let mut guard = lock(&self.lock);
-        self.sleepers.fetch_add(1, Ordering::Relaxed);
-        fence(Ordering::SeqCst);
-        while !ready() {
-            guard = wait(&self.cv, guard);
+    /// Blocks until `ready()` holds, costing no CPU while asleep; woken once
+    /// the cursor reaches `position` (or by [`notify_all`](Self::notify_all)).
+    fn sleep(&self, position: u64, mut ready: impl FnMut() -> bool) {
+        let mut g = lock(&self.lock);
+        g.sleeping += 1;
+        loop {
+            self.want(position);
+            fence(Ordering::SeqCst);
+            if ready() {
+                break;
+            }
+            g = wait(&self.cv, g);
         }
-        self.sleepers.fetch_sub(1, Ordering::Relaxed);
+        g.sleeping -= 1;
+        if g.sleeping == 0 && g.wakers.is_empty() {
+            // Nobody is left to wait: publishes need not look further.
+            self.wanted.store(u64::MAX, Ordering::Relaxed);
+        }
     }
 }
 
@@ -76,7 +143,9 @@ impl Event {
 /// machine), looking in steps of 1, 2, 4 ... pause instructions so that it
 /// does not keep stealing the other side's cache line while it is being
 /// written; a `Spin` waiter looks every few pauses for ever.
-fn wait_until(mode: Wait, event: &Event, mut ready: impl FnMut() -> bool) {
+///
+/// A `Block` waiter sleeps until the other side's cursor reaches `position`.
+fn wait_until(mode: Wait, event: &Event, position: u64, mut ready: impl FnMut() -> bool) {
     if ready() {
         return;
     }
@@ -93,7 +162,7 @@ fn wait_until(mode: Wait, event: &Event, mut ready: impl FnMut() -> bool) {
                 }
                 return;
             }
-            Wait::Block if !backoff.spin() => return event.sleep(ready),
+            Wait::Block if !backoff.spin() => return event.sleep(position, ready),
             Wait::Yield | Wait::Block => {}
         }
         if ready() {
@@ -315,7 +384,9 @@ impl<L: Clone> WriteSide<L> {
             if !block {
                 return Ok(false);
             }
-            wait_until(shared.wait, &shared.space, &mut ready);
+            // The slowest reader must reach this position for `n` slots to be free.
+            let needed = (write + n).saturating_sub(capacity);
+            wait_until(shared.wait, &shared.space, needed, &mut ready);
         }
         if closed {
             return Err(Error::Closed);
@@ -337,7 +408,8 @@ impl<L: Clone> WriteSide<L> {
                         cx.waker().wake_by_ref();
                         return Poll::Pending;
                     }
-                    self.shared.space.register(cx.waker());
+                    let needed = (self.write + n as u64).saturating_sub(self.capacity);
+                    self.shared.space.register(cx.waker(), needed);
                 }
                 Ok(false) => {}
             }
@@ -353,7 +425,7 @@ impl<L: Clone> WriteSide<L> {
         self.slot = advance(self.slot, k as u64, self.capacity);
         self.shared.write.store(self.write, Ordering::Release);
         if self.notify {
-            self.shared.data.notify();
+            self.shared.data.notify_at(self.write);
         }
     }
 
@@ -427,7 +499,7 @@ impl<L: Clone> WriteSide<L> {
 impl<L> Drop for WriteSide<L> {
     fn drop(&mut self) {
         self.shared.writer_closed.store(true, Ordering::Release);
-        self.shared.data.notify();
+        self.shared.data.notify_all();
     }
 }
 
@@ -523,7 +595,7 @@ impl<L: Clone> ReadSide<L> {
             if !block {
                 return Ok(None);
             }
-            wait_until(shared.wait, &shared.data, &mut ready);
+            wait_until(shared.wait, &shared.data, read + t, &mut ready);
         }
         Ok(Some(self.available()))
     }
@@ -546,7 +618,8 @@ impl<L: Clone> ReadSide<L> {
                         cx.waker().wake_by_ref();
                         return Poll::Pending;
                     }
-                    self.shared.data.register(cx.waker());
+                    let needed = self.read + (threshold as u64).max(1);
+                    self.shared.data.register(cx.waker(), needed);
                 }
                 Ok(None) => {}
             }
@@ -567,7 +640,7 @@ impl<L: Clone> ReadSide<L> {
         self.view.slot = advance(self.view.slot, m as u64, self.view.capacity);
         self.cursor.read.store(self.read, Ordering::Release);
         if self.notify {
-            self.shared.space.notify();
+            self.shared.space.notify_at(self.read);
         }
         Ok(())
     }
@@ -582,7 +655,7 @@ impl<L> Drop for ReadSide<L> {
     fn drop(&mut self) {
         self.cursor.read.store(u64::MAX, Ordering::Release);
         self.shared.live_readers.fetch_sub(1, Ordering::Release);
-        self.shared.space.notify();
+        self.shared.space.notify_all();
     }
 }
 
@@ -607,6 +680,13 @@ mod loom_tests {
     }
 
     fn transfer(mode: Wait, capacity: usize, items: u32) {
+        transfer_in_batches(mode, capacity, items, 1);
+    }
+
+    /// The writer publishes one item at a time; the reader waits for
+    /// `threshold` items (fewer only once the writer is gone) and takes all
+    /// it finds.
+    fn transfer_in_batches(mode: Wait, capacity: usize, items: u32, threshold: usize) {
         model(move || {
             let slots = Arc::new(Slots((0..capacity).map(|_| UnsafeCell::new(0)).collect()));
             let (mut w, mut r) = pair((), capacity, mode);
@@ -621,17 +701,59 @@ mod loom_tests {
             });
             let mut seen = Vec::new();
             loop {
-                let n = r.wait_available(1, true).unwrap().unwrap();
+                let n = r.wait_available(threshold, true).unwrap().unwrap();
                 if n == 0 {
                     assert!(r.writer_closed());
                     break;
                 }
-                // SAFETY: the slot is published per the protocol (loom verifies).
-                seen.push(slots.0[r.slot()].with(|p| unsafe { *p }));
-                r.release(1).unwrap();
+                assert!(n >= threshold || r.writer_closed(), "woken early: {n}");
+                for _ in 0..n {
+                    // SAFETY: the slot is published per the protocol (loom verifies).
+                    seen.push(slots.0[r.slot()].with(|p| unsafe { *p }));
+                    r.release(1).unwrap();
+                }
             }
             producer.join().unwrap();
             assert_eq!(seen, (1..=items).collect::<Vec<_>>());
+        });
+    }
+
+    #[test]
+    fn loom_block_reader_is_woken_by_the_publish_that_reaches_its_threshold() {
+        // The first publish is below the sleeping reader's threshold and
+        // wakes nobody; the second must.
+        transfer_in_batches(Wait::Block, 2, 2, 2);
+    }
+
+    #[test]
+    fn loom_block_writer_waits_for_the_slowest_of_two_readers() {
+        // Both readers may sleep (different positions), and so may the
+        // writer: it waits for the slowest reader's cursor, which either
+        // reader's release may be the one to move.
+        model(|| {
+            let (mut w, r1) = pair((), 1, Wait::Block);
+            let r2 = w.add_reader();
+            let readers: Vec<_> = [r1, r2]
+                .into_iter()
+                .map(|mut r| {
+                    thread::spawn(move || {
+                        let mut got = 0;
+                        while r.wait_available(1, true).unwrap().unwrap() > 0 {
+                            r.release(1).unwrap();
+                            got += 1;
+                        }
+                        got
+                    })
+                })
+                .collect();
+            for _ in 0..2 {
+                assert!(w.wait_free(1, true).unwrap());
+                w.publish(1);
+            }
+            drop(w);
+            for r in readers {
+                assert_eq!(r.join().unwrap(), 2);
+            }
         });
     }
 

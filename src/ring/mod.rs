@@ -246,6 +246,9 @@ pub enum Wait {
     Yield,
     /// Spin for as long as a sleep and wake-up cost on this machine
     /// ([`Calibration`]), then sleep until woken; costs no CPU while asleep.
+    /// A sleeper is woken by the commit (or consume) that reaches what it
+    /// waits for, not by every one: the others cost the waking side a fence
+    /// and one load.
     #[default]
     Block,
 }
