@@ -89,6 +89,10 @@ struct Shared {
     /// Whether each task has been counted out of [`Ready::live`] (it ended,
     /// or it held its worker past the limit and was given up).
     counted_out: Vec<AtomicBool>,
+    /// Set once [`Ready::live`] has reached zero: an idle worker stops
+    /// looking (a look gives its core up, which on a loaded machine can
+    /// cost a scheduler tick) and leaves at once.
+    all_ended: AtomicBool,
     /// Every worker started, with what the watchdog watches of it.
     workers: Mutex<Vec<(JoinHandle<()>, Arc<Slot>)>>,
     /// Port calls that did not wait a task may make in one poll before it
@@ -209,6 +213,7 @@ impl Shared {
         let mut q = lock(&self.queue);
         q.live -= 1;
         if q.live == 0 {
+            self.all_ended.store(true, Ordering::Release);
             self.cv.notify_all();
             self.ended.notify_all();
         }
@@ -316,6 +321,7 @@ pub(super) fn start(
         ended: Condvar::new(),
         names: tasks.iter().map(|(id, n, _)| (*id, n.clone())).collect(),
         counted_out: tasks.iter().map(|_| AtomicBool::new(false)).collect(),
+        all_ended: AtomicBool::new(tasks.is_empty()),
         workers: Mutex::new(Vec::new()),
         budget: turns.budget,
     });
@@ -512,7 +518,8 @@ fn work_marked(rt: &Runtime, shared: &Shared, slot: &Slot) {
             if spin.spin() {
                 continue;
             }
-            if looks < IDLE_LOOKS {
+            // Every task ended: no more looks, the worker leaves below.
+            if looks < IDLE_LOOKS && !shared.all_ended.load(Ordering::Acquire) {
                 looks += 1;
                 std::thread::yield_now();
                 continue;
