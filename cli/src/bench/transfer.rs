@@ -498,10 +498,15 @@ fn sweep<R: RegisterSpace, I: IrqLine>(
             if at.irq && at.loaded {
                 // Another program on a core: polling, interrupts, adaptive,
                 // the ring sized by time.
+                // Whole batches: a ring whose receive buffers go back in part
+                // batches can keep the oldest packet's buffer from S2MM.
+                let batch = cfg.batch.max(1);
                 let slots = engine
                     .link()
                     .slots_for(LOADED_RING, bytes)
-                    .map_or(cfg.slots, |n| n.clamp(cfg.slots, LOADED_RING_MAX));
+                    .map_or(cfg.slots, |n| {
+                        (n.div_ceil(batch) * batch).clamp(cfg.slots, LOADED_RING_MAX)
+                    });
                 for load in 0..at.loads.len() {
                     for c in [Completion::Poll, Completion::Irq, Completion::Adaptive] {
                         group.push(Condition {
@@ -935,7 +940,8 @@ mod tests {
         }
         assert!(rows.iter().any(|r| r.slots == 8) && rows.iter().any(|r| r.loaded));
         // Beside a load the ring holds LOADED_RING of the 1200 MB/s link:
-        // 4.8 MB, 1172 buffers of 4 KiB (1171.9 up).
+        // 4.8 MB, 1172 buffers of 4 KiB (1171.9 up, a whole number of the
+        // tiny run's batches of 4).
         for r in rows.iter().filter(|r| r.loaded) {
             let want = if r.bytes == 4096 {
                 1172
