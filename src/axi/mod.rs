@@ -170,13 +170,19 @@ pub enum Wait<'a> {
     Yield,
     /// Sleep on the channel's interrupt line.
     Irq(&'a dyn IrqLine),
-    /// Spin on the status until `spin_until` (when the transfer should be over
-    /// at the link's rate), then sleep on the channel's interrupt line. The
-    /// line is re-armed only before a sleep, never after a completion: a wait
-    /// that the spin ends makes no system call at all, one that sleeps makes
-    /// two line operations (re-arm, wait). In direct mode the driver enables
-    /// the channel's completion interrupt (DMACR.IOC_IrqEn) only when the spin
-    /// is over, so that a transfer the spin collects raises no interrupt.
+    /// Wait for the time the transfer should take at the link's rate, then
+    /// sleep on the channel's interrupt line: while `spin_until` is more than
+    /// [`NAP_WAKE`] twice away, a timer sleep ("nap", one system call) until
+    /// [`NAP_WAKE`] before it, then a spin on the status until it (Linux
+    /// blk-mq's hybrid polling), then the interrupt. The line is re-armed
+    /// only before a sleep on it, never after a completion: a wait that the
+    /// spin ends makes at most one system call (the nap), one that sleeps on
+    /// the line two line operations (re-arm, wait). The first nap on a thread
+    /// lowers its timer slack to 1 us for good
+    /// ([`platform::cpu::keep_timer_slack_low`]). In direct mode the driver
+    /// enables the channel's completion interrupt (DMACR.IOC_IrqEn) only when
+    /// the spin is over, so that a transfer the spin collects raises no
+    /// interrupt.
     Adaptive {
         /// The channel's interrupt line.
         line: &'a dyn IrqLine,
@@ -267,6 +273,11 @@ pub const HALT_GRACE: Duration = Duration::from_millis(2);
 /// How often an interrupt wait looks at DMASR even without an interrupt, so that a
 /// lost interrupt costs this long, not the whole timeout.
 const IRQ_RECHECK: Duration = Duration::from_millis(10);
+
+/// How early an adaptive wait's nap ([`Wait::Adaptive`]) ends before the
+/// transfer's expected end, to absorb the timer's wake-up: the spin that
+/// follows covers it. A wait with less than twice this left spins at once.
+pub const NAP_WAKE: Duration = Duration::from_micros(10);
 
 impl<R: RegisterSpace + 'static> AxiDma<R> {
     /// The same driver, its state as it is, over a boxed register window.
@@ -764,9 +775,8 @@ fn wait_loop<T>(
     let mut armed = false;
     loop {
         if let Some(v) = check()? {
-            if let Wait::Irq(line) = how {
-                line.enable()?;
-            }
+            // The line stays as it is: re-armed before the next sleep on it
+            // only (an enable of a line already armed is no system call).
             return Ok(v);
         }
         let now = Instant::now();
@@ -776,6 +786,15 @@ fn wait_loop<T>(
         match how {
             Wait::Poll => std::hint::spin_loop(),
             Wait::Yield => pause.pause(),
+            Wait::Adaptive { spin_until, .. }
+                if spin_until.saturating_duration_since(now) > 2 * NAP_WAKE =>
+            {
+                // Far from the expected end: nap until just before it, the
+                // thread's timer slack lowered (once) so that it ends on time.
+                platform::cpu::keep_timer_slack_low();
+                let nap = (*spin_until - NAP_WAKE).min(deadline);
+                std::thread::sleep(nap.saturating_duration_since(now));
+            }
             Wait::Adaptive { line, spin_until } if now < *spin_until || !line.wired() => {
                 // A line not wired to this program: the spin goes on.
                 std::hint::spin_loop()
@@ -804,10 +823,11 @@ fn wait_loop<T>(
                     }
                 }
             }
-            // Unmask before sleeping: an interrupt taken without a wait (a
-            // completion seen by polling, an error) leaves the line masked.
-            // Sleep in slices, so that a lost interrupt is found by the next
-            // look at DMASR instead of ending in a timeout.
+            // Unmask before sleeping (a no-op where the line is armed
+            // already): an interrupt taken without a wait (a completion seen
+            // by polling, an error) leaves the line masked. Sleep in slices,
+            // so that a lost interrupt is found by the next look at DMASR
+            // instead of ending in a timeout.
             Wait::Irq(line) => match line
                 .enable()
                 .and_then(|()| line.wait((deadline - now).min(IRQ_RECHECK)))

@@ -26,12 +26,14 @@ pub enum Completion {
     Yield,
     /// Sleep on the channel's interrupt line.
     Irq,
-    /// Spin for the time the transfer should take at the link's rate
-    /// ([`Link`]), then sleep on the interrupt line; short transfers end in
-    /// the spin (no interrupt, no system call), long ones sleep at once.
-    /// The line is re-armed only before a sleep. On rings the engine
-    /// coalesces interrupts (DMACR.IRQThreshold). The default where it wins
-    /// ([`Completion::DEFAULT`]).
+    /// Wait for the time the transfer should take at the link's rate
+    /// ([`Link`]) without the interrupt, then sleep on the interrupt line:
+    /// short transfers end in a spin (no interrupt, no system call), long
+    /// ones in a timer nap until just before their expected end and a short
+    /// spin (one system call). Only a transfer later than the link says
+    /// sleeps on the line, which is re-armed only before such a sleep. On
+    /// rings the engine coalesces interrupts (DMACR.IRQThreshold). The
+    /// default where it wins ([`Completion::DEFAULT`]).
     Adaptive,
     /// Hand the request to a kernel-style driver thread ([`Proxy`]) that copies
     /// through its own DMA buffers and sleeps on the interrupt. The thread owns the
@@ -73,10 +75,13 @@ impl Completion {
 }
 
 /// What an adaptive wait ([`Completion::Adaptive`]) expects a transfer to
-/// take: the device's fixed latency plus the bytes at the link's rate. It
-/// spins that long (from the transfer's start), then sleeps; a transfer
-/// expected to take longer than `spin_limit` sleeps at once, since a wake-up
-/// costs the host less than spinning through it.
+/// take: the device's fixed latency plus the bytes at the link's rate. A
+/// two-way transfer's wait lasts until then (from the transfer's start): a
+/// timer nap while the end is far ([`crate::axi::NAP_WAKE`]), a spin over its
+/// last microseconds, then a sleep on the interrupt if the transfer is late
+/// (Linux blk-mq's hybrid polling: the latency of polling, near the CPU of
+/// sleeping, one system call per wait). Also the clock by which a stream's
+/// ring is sized in time ([`Link::slots_for`]).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Link {
     /// The stream's rate in bytes per second; `None` when unknown or
@@ -85,7 +90,9 @@ pub struct Link {
     /// The device's own latency per transfer (start-up, write-back), and
     /// what a wake-up would cost beyond it.
     pub latency: std::time::Duration,
-    /// The longest spin: beyond it, sleep at once.
+    /// The longest spin without a nap before it ([`Link::spin`], which rings
+    /// use: beyond it they sleep at once); also the most a two-way wait spins
+    /// for the device's latency once the expected end has passed.
     pub spin_limit: std::time::Duration,
 }
 
@@ -122,19 +129,29 @@ impl Link {
         }
     }
 
-    /// Until when a wait that begins now should spin for a transfer of
-    /// `bytes` started at `from`: until its expected end, and at least the
-    /// device's latency from now, when that is at most the spin limit away
-    /// (a long transfer's last stretch, such as S2MM's write-back once MM2S
-    /// is done, is spun); else not at all.
+    /// Until when a wait that begins now should wait without the interrupt
+    /// for a transfer of `bytes` started at `from`: until its expected end,
+    /// and at least the device's latency (at most the spin limit) from now,
+    /// so that a long transfer's last stretch, such as S2MM's write-back once
+    /// MM2S is done, is spun. The wait naps through what is far from it
+    /// ([`crate::axi::Wait::Adaptive`]).
     pub fn spin_until(&self, from: std::time::Instant, bytes: usize) -> std::time::Instant {
         let now = std::time::Instant::now();
         let end = from + self.expected(bytes);
-        if end.saturating_duration_since(now) <= self.spin_limit {
-            end.max(now + self.latency.min(self.spin_limit))
-        } else {
-            now
+        end.max(now + self.latency.min(self.spin_limit))
+    }
+
+    /// How many buffers of `slot_bytes` a ring needs to hold `time` of the
+    /// link (rounded up, at least 2), so that a stream survives its program
+    /// being off the CPU that long; `None` when the link's rate is unknown,
+    /// the slot is empty, or the count does not fit a `usize`.
+    pub fn slots_for(&self, time: std::time::Duration, slot_bytes: usize) -> Option<usize> {
+        let rate = self.bytes_per_s.filter(|r| r.is_finite() && *r > 0.0)?;
+        if slot_bytes == 0 {
+            return None;
         }
+        let n = (time.as_secs_f64() * rate / slot_bytes as f64).ceil();
+        (n.is_finite() && n < usize::MAX as f64).then(|| (n as usize).max(2))
     }
 }
 

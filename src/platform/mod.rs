@@ -205,7 +205,9 @@ pub const PHYSICAL: u64 = 0;
 pub trait IrqLine: Send + Sync {
     /// Blocks until the next interrupt or until `timeout` passes.
     fn wait(&self, timeout: Duration) -> Result<u32, Error>;
-    /// Re-arms the line.
+    /// Re-arms the line. On a line armed already (no interrupt taken since the
+    /// last enable) this makes no system call, so a driver may call it before
+    /// every sleep.
     fn enable(&self) -> Result<(), Error>;
     /// Whether the line is wired to this program ([`NoIrq`] is not): a
     /// driver completes a channel without one by polling.

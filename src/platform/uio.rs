@@ -61,9 +61,40 @@ pub struct UioRegisters {
 
 /// A UIO device's interrupt: reading 4 bytes blocks for the next interrupt and
 /// returns the count; writing 1 re-enables it.
+///
+/// The line remembers whether this program armed it since the last interrupt
+/// it read: [`enable`](IrqLine::enable) on a line armed already makes no
+/// system call, so a driver that drains completions without sleeping keeps
+/// the line armed across them at no cost. (An interrupt that fired and was
+/// not read yet leaves the line masked but its event pending: the next wait
+/// returns at once, reads it, and the enable after that is a real one.)
 pub struct UioIrq {
     file: File,
     path: PathBuf,
+    armed: std::sync::atomic::AtomicBool,
+    syscalls: std::sync::atomic::AtomicU64,
+}
+
+impl UioIrq {
+    fn new(file: File, path: PathBuf) -> UioIrq {
+        UioIrq {
+            file,
+            path,
+            armed: std::sync::atomic::AtomicBool::new(false),
+            syscalls: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// System calls made on the line so far (each enable's `write()`, each
+    /// wait's `poll()` and `read()`).
+    pub fn syscalls(&self) -> u64 {
+        self.syscalls.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn count(&self, n: u64) {
+        self.syscalls
+            .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// Opens `/dev/uio<index>` under `root`: its map0 registers and its interrupt.
@@ -85,23 +116,14 @@ pub fn open_uio(root: &Path, index: usize) -> Result<(UioRegisters, UioIrq), Err
         &dev.display().to_string(),
     )?;
     let irq_file = open_rw(&dev)?;
-    Ok((
-        UioRegisters { map },
-        UioIrq {
-            file: irq_file,
-            path: dev,
-        },
-    ))
+    Ok((UioRegisters { map }, UioIrq::new(irq_file, dev)))
 }
 
 /// Opens the interrupt of `/dev/uio<index>` under `root` alone (a device
 /// that is an interrupt line with no register window).
 pub fn open_uio_irq(root: &Path, index: usize) -> Result<UioIrq, Error> {
     let dev = root.join(format!("dev/uio{index}"));
-    Ok(UioIrq {
-        file: open_rw(&dev)?,
-        path: dev,
-    })
+    Ok(UioIrq::new(open_rw(&dev)?, dev))
 }
 
 impl RegisterSpace for UioRegisters {
@@ -118,18 +140,30 @@ impl RegisterSpace for UioRegisters {
 
 impl IrqLine for UioIrq {
     fn wait(&self, timeout: Duration) -> Result<u32, Error> {
+        use std::sync::atomic::Ordering;
+        self.count(1);
         wait_readable(&self.file, timeout, &self.path.display().to_string())?;
         let mut b = [0u8; 4];
+        self.count(1);
         (&self.file)
             .read_exact(&mut b)
             .map_err(io_error(&self.path))?;
+        // The interrupt handler masked the line.
+        self.armed.store(false, Ordering::Release);
         Ok(u32::from_ne_bytes(b))
     }
 
     fn enable(&self) -> Result<(), Error> {
+        use std::sync::atomic::Ordering;
+        if self.armed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.count(1);
         (&self.file)
             .write_all(&1u32.to_ne_bytes())
-            .map_err(io_error(&self.path))
+            .map_err(io_error(&self.path))?;
+        self.armed.store(true, Ordering::Release);
+        Ok(())
     }
 }
 
@@ -487,6 +521,34 @@ mod tests {
             std::fs::write(ub.join(f), "").unwrap();
         }
         std::fs::write(root.join("dev/udmabuf0"), vec![0u8; 1 << 20]).unwrap();
+    }
+
+    /// The line keeps its armed state: an enable of a line armed already
+    /// makes no system call, a wait that reads an interrupt leaves it to be
+    /// re-armed once. On the fake board the device file is a plain file
+    /// (always readable), so each wait is one `poll()` and one `read()`.
+    #[test]
+    fn an_armed_line_is_not_re_armed() {
+        let dir = tempfile::tempdir().unwrap();
+        fake_board(dir.path());
+        let (_regs, irq) = open_uio(dir.path(), 0).unwrap();
+        assert_eq!(irq.syscalls(), 0);
+        irq.enable().unwrap();
+        assert_eq!(irq.syscalls(), 1, "the first enable is a write()");
+        for _ in 0..5 {
+            irq.enable().unwrap();
+        }
+        assert_eq!(irq.syscalls(), 1, "an armed line was re-armed");
+        irq.wait(Duration::from_secs(1)).unwrap();
+        assert_eq!(irq.syscalls(), 3, "a wait is a poll() and a read()");
+        irq.enable().unwrap();
+        irq.enable().unwrap();
+        assert_eq!(irq.syscalls(), 4, "after an interrupt, one re-arm");
+        // The two re-arms reached the file (writes of 1 around the 4 bytes
+        // the wait read).
+        let bytes = std::fs::read(dir.path().join("dev/uio0")).unwrap();
+        assert_eq!(&bytes[..4], &1u32.to_ne_bytes());
+        assert_eq!(&bytes[8..12], &1u32.to_ne_bytes());
     }
 
     #[test]

@@ -322,6 +322,17 @@ impl Fabric {
         crate::platform::cpu::pin(Some(tid), cores)
     }
 
+    /// Asks for a short scheduling slice for the device thread
+    /// ([`crate::platform::cpu::request_slice`]): a board's device never
+    /// takes turns with a program, so the emulated one should lose as little
+    /// of its core as the host allows. Returns what was granted.
+    pub fn request_device_slice(&self, slice: Duration) -> crate::platform::cpu::Granted {
+        match self.device_thread() {
+            Ok(tid) => crate::platform::cpu::request_slice(Some(tid), slice),
+            Err(e) => crate::platform::cpu::Granted::NotGranted(e.to_string()),
+        }
+    }
+
     /// How often the device thread has gone to sleep waiting for work, and how
     /// often it has yielded the CPU, since the fabric started. A steady stream
     /// of transfers should cost far fewer sleeps than transfers: each sleep is a

@@ -78,7 +78,17 @@ impl Config {
     /// or tiny one made from it.
     pub fn at(setup: &Setup) -> Self {
         let full = Config {
-            sizes: vec![8, 64, 512, 4 << 10, 32 << 10, 256 << 10, 1 << 20, 6_000_000],
+            sizes: vec![
+                8,
+                64,
+                512,
+                4 << 10,
+                32 << 10,
+                64 << 10,
+                256 << 10,
+                1 << 20,
+                6_000_000,
+            ],
             max_iterations: 20_000,
             bytes_per_point: 256 << 20,
             block: 64 << 10,
@@ -449,7 +459,7 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
             over < 3.0,
         ));
     }
-    for (bytes, limit) in [(4096, 1.05), (256 << 10, 0.25)] {
+    for (bytes, limit) in [(4096, 1.05), (64 << 10, 0.25)] {
         let cpu = |mode| Some(point(rows, mode, bytes)?.cost.cpu_us());
         if let (Some(a), Some(p)) = (cpu("adaptive"), cpu("poll")) {
             out.push(Target::new(

@@ -7,7 +7,7 @@
 //! is checked on the way back. The conditions of one packet size take turns
 //! run by run, each run on a fresh ring.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use dmaflow::dma::{Completion, Engine, PacketRing};
 use dmaflow::mem::CachePolicy;
@@ -130,8 +130,25 @@ pub struct Row {
     pub cache_maintenance: bool,
     /// Whether another thread loaded a core meanwhile.
     pub loaded: bool,
-    /// Buffers in the ring per direction.
+    /// Where the load ran: `driver` (the driver thread's core, what a board
+    /// sees), `device` (the emulated device's core: the emulator's own share
+    /// of a loss, which a board's device does not take turns for), `any` (the
+    /// scheduler's choice); empty when not loaded.
+    pub load_core: &'static str,
+    /// Buffers in the ring per direction (beside a load: as many as hold
+    /// [`LOADED_RING`] of the link).
     pub slots: usize,
+    /// Times the driver came back to a ring whose every packet had gone
+    /// through (MM2S had nothing left to send while packets remained: the
+    /// link went idle waiting for the host), over all runs.
+    pub underruns: u64,
+    /// Times the driver found every receive buffer of the ring filled (S2MM
+    /// had no free buffer: a source that cannot wait, such as an ADC, would
+    /// have lost data), over all runs.
+    pub overruns: u64,
+    /// The scheduling the driver's and the device's threads were granted
+    /// (`driver ...; device ...`).
+    pub sched: String,
     /// Packet size in bytes.
     pub bytes: usize,
     /// Packets per run.
@@ -215,14 +232,36 @@ fn intact(seq: u64, len: usize, p: &[u8]) -> bool {
         && p[n..].iter().fold(0u8, |acc, &b| acc | (b ^ (seq as u8 ^ 0x5A))) == 0
 }
 
-/// Streams `packets` packets of `bytes` through `ring`; returns the seconds taken.
+/// What one stream saw of its ring: see [`Row::underruns`] and
+/// [`Row::overruns`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Starved {
+    underruns: u64,
+    overruns: u64,
+}
+
+/// Streams `packets` packets of `bytes` through `ring`; returns the seconds
+/// taken and the times the ring ran dry or full.
 fn stream<R: RegisterSpace, I: IrqLine>(
     ring: &mut PacketRing<'_, R, I>,
     bytes: usize,
     packets: usize,
     copy: bool,
     what: &str,
-) -> Result<f64, Error> {
+) -> Result<(f64, Starved), Error> {
+    stream_stalled(ring, bytes, packets, copy, what, Duration::ZERO)
+}
+
+/// [`stream`], the driver away for `stall` after each refill of the ring (a
+/// driver descheduled that long).
+fn stream_stalled<R: RegisterSpace, I: IrqLine>(
+    ring: &mut PacketRing<'_, R, I>,
+    bytes: usize,
+    packets: usize,
+    copy: bool,
+    what: &str,
+    stall: Duration,
+) -> Result<(f64, Starved), Error> {
     let slots = ring.slots() as u64;
     let mut src = vec![0u8; bytes];
     let mut dst = vec![0u8; bytes];
@@ -233,8 +272,13 @@ fn stream<R: RegisterSpace, I: IrqLine>(
         got: 0,
         expected: seq as u32,
     };
+    let mut starved = Starved::default();
     let t0 = Instant::now();
     while received < total {
+        // Every packet queued has come back: the link idled for the host.
+        if sent > 0 && sent == received && sent < total {
+            starved.underruns += 1;
+        }
         while sent < total && sent - received < slots {
             if copy {
                 fill(sent, &mut src);
@@ -244,7 +288,11 @@ fn stream<R: RegisterSpace, I: IrqLine>(
             }
             sent += 1;
         }
+        if !stall.is_zero() {
+            std::thread::sleep(stall);
+        }
         let mut first = true;
+        let (full, drained_from) = (sent - received == slots, received);
         while received < total {
             let seq = received;
             let ok = if copy {
@@ -269,15 +317,36 @@ fn stream<R: RegisterSpace, I: IrqLine>(
             }
             first = false;
         }
+        // A ring filled to the last buffer found complete in one drain: every
+        // S2MM buffer was full before the driver came back.
+        if full && received - drained_from == slots {
+            starved.overruns += 1;
+        }
     }
-    Ok(t0.elapsed().as_secs_f64())
+    Ok((t0.elapsed().as_secs_f64(), starved))
 }
+
+/// How much of the link a stream's ring holds beside a load: more than two
+/// scheduler slices of a busy core (about 1.5 ms each on two CPUs), so that a
+/// driver kept off its core that long still finds buffers to fill.
+pub const LOADED_RING: Duration = Duration::from_millis(4);
+
+/// The most buffers a ring sized by time gets (64 B packets would need tens
+/// of thousands for [`LOADED_RING`]; the small-packet rows are not targeted).
+const LOADED_RING_MAX: usize = 4096;
+
+/// The scheduling slice the driver's and the emulated device's threads ask
+/// for: EEVDF's shortest, so that each is picked soon after it wakes beside a
+/// busy program.
+pub const STREAM_SLICE: Duration = Duration::from_micros(100);
 
 /// One condition of the sweep.
 #[derive(Debug, Clone, Copy)]
 struct Condition {
     completion: Completion,
     loaded: bool,
+    /// Where the load runs (an index into the sweep's loads).
+    load: usize,
     slots: usize,
     /// `zerocopy` or `copy`.
     path: &'static str,
@@ -288,7 +357,12 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
     let hp = cfg.profile.port;
     let largest = cfg.sizes.iter().copied().max().unwrap_or(64);
     let most = cfg.ring_sizes.iter().copied().fold(cfg.slots, usize::max);
-    let ddr = (2 * most * largest + (1 << 20)).next_power_of_two();
+    // A ring sized by time holds LOADED_RING of the link, each way.
+    let timed = hp
+        .bytes_per_s()
+        .map_or(0.0, |r| r * LOADED_RING.as_secs_f64()) as usize
+        + 2 * largest;
+    let ddr = (2 * (most * largest).max(timed) + (1 << 20)).next_power_of_two();
     let mut rows = Vec::new();
     // Paper 004's two conditions: a coherent port with no maintenance, and a
     // non-coherent one with explicit cache control.
@@ -306,6 +380,17 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
                 Box::new(Loopback),
             )?;
             let placed = rig.dedicate_core()?;
+            let sched = format!(
+                "driver {}; device {}",
+                dmaflow::platform::cpu::request_slice(None, STREAM_SLICE),
+                rig.fabric.request_device_slice(STREAM_SLICE)
+            );
+            // A load beside the driver (what a board sees) and beside the
+            // emulated device (the emulator's own share of a loss).
+            let loads = match placed.device_core {
+                Some(d) => vec![("driver", placed.host_cores.clone()), ("device", vec![d])],
+                None => vec![("any", placed.all_cores().to_vec())],
+            };
             let at = Setting {
                 clock: clock_label(clock),
                 model: Some(clock),
@@ -313,9 +398,14 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
                 irq: !cache_maintenance,
                 loaded: !cache_maintenance && clock == hp,
                 ring_sweep: !cache_maintenance && clock == Clock::Unlimited,
+                sched,
+                loads,
             };
             let engine = &rig.engines[0];
-            rows.extend(sweep(cfg, engine, &at, placed.all_cores(), &mut *progress)?);
+            let swept = sweep(cfg, engine, &at, &mut *progress);
+            // The bench's thread goes back to the kernel's default slice.
+            let _ = dmaflow::platform::cpu::default_scheduling(None);
+            rows.extend(swept?);
         }
     }
     Ok(rows)
@@ -331,6 +421,10 @@ pub fn run_on_board(
     progress: Progress,
 ) -> Result<Vec<Row>, Error> {
     let cores = dmaflow::platform::cpu::allowed_cores(None)?;
+    let sched = format!(
+        "driver {}",
+        dmaflow::platform::cpu::request_slice(None, STREAM_SLICE)
+    );
     let at = Setting {
         clock: "board".into(),
         model: None,
@@ -338,8 +432,12 @@ pub fn run_on_board(
         irq: true,
         loaded: true,
         ring_sweep: true,
+        sched,
+        loads: vec![("any", cores)],
     };
-    sweep(cfg, &board.engine, &at, &cores, &mut *progress)
+    let swept = sweep(cfg, &board.engine, &at, &mut *progress);
+    let _ = dmaflow::platform::cpu::default_scheduling(None);
+    swept
 }
 
 /// The link and memory one sweep runs on, and which conditions it measures.
@@ -356,15 +454,18 @@ struct Setting {
     loaded: bool,
     /// Whether ring sizes other than the configured one are swept.
     ring_sweep: bool,
+    /// What scheduling the threads were granted.
+    sched: String,
+    /// Where a load may run: its name (`driver`, `device`, `any`) and cores.
+    loads: Vec<(&'static str, Vec<usize>)>,
 }
 
 /// The conditions of `at` on `engine`, packet size by packet size, their rows
-/// appended to `rows`; a loading application may run on `cores`.
+/// appended to `rows`; a loading application runs where `at.loads` say.
 fn sweep<R: RegisterSpace, I: IrqLine>(
     cfg: &Config,
     engine: &Engine<R, I>,
     at: &Setting,
-    cores: &[usize],
     progress: Progress,
 ) -> Result<Vec<Row>, Error> {
     let mut rows = Vec::new();
@@ -372,6 +473,7 @@ fn sweep<R: RegisterSpace, I: IrqLine>(
     let at_slots = |completion, loaded, path| Condition {
         completion,
         loaded,
+        load: 0,
         slots: cfg.slots,
         path,
     };
@@ -394,10 +496,26 @@ fn sweep<R: RegisterSpace, I: IrqLine>(
                 group.push(at_slots(Completion::Adaptive, false, "zerocopy"));
             }
             if at.irq && at.loaded {
-                // Another program on a core: polling, interrupts, adaptive.
-                let loaded = [Completion::Poll, Completion::Irq, Completion::Adaptive]
-                    .map(|c| at_slots(c, true, "zerocopy"));
-                group.extend(loaded);
+                // Another program on a core: polling, interrupts, adaptive,
+                // the ring sized by time.
+                // Whole batches: a ring whose receive buffers go back in part
+                // batches can keep the oldest packet's buffer from S2MM.
+                let batch = cfg.batch.max(1);
+                let slots = engine
+                    .link()
+                    .slots_for(LOADED_RING, bytes)
+                    .map_or(cfg.slots, |n| {
+                        (n.div_ceil(batch) * batch).clamp(cfg.slots, LOADED_RING_MAX)
+                    });
+                for load in 0..at.loads.len() {
+                    for c in [Completion::Poll, Completion::Irq, Completion::Adaptive] {
+                        group.push(Condition {
+                            load,
+                            slots,
+                            ..at_slots(c, true, "zerocopy")
+                        });
+                    }
+                }
             }
         }
         if swept(bytes) {
@@ -410,17 +528,25 @@ fn sweep<R: RegisterSpace, I: IrqLine>(
                 at.clock,
                 c.completion.name(),
                 c.path,
-                if c.loaded { " loaded" } else { "" },
+                if c.loaded {
+                    format!(" loaded ({} core)", at.loads[c.load].0)
+                } else {
+                    String::new()
+                },
                 c.slots,
                 bytes_label(bytes)
             )
         };
-        let packets_of =
-            |c: &Condition| (cfg.bytes_per_run / bytes).clamp(c.slots, cfg.max_packets);
+        let packets_of = |c: &Condition| {
+            (cfg.bytes_per_run / bytes)
+                .min(cfg.max_packets)
+                .max(c.slots)
+        };
         let model_us = at
             .model
             .map_or(0.0, |c| c.duration(bytes).as_secs_f64() * 1e6);
         let mut costs = vec![Tally::default(); group.len()];
+        let mut starved = vec![Starved::default(); group.len()];
         let times = in_turns(group.len(), cfg.rounds.max(1), |k, round| {
             let c = &group[k];
             let what = what(c);
@@ -428,18 +554,21 @@ fn sweep<R: RegisterSpace, I: IrqLine>(
             let mut ring = PacketRing::new(engine, c.slots, bytes, cfg.batch, c.completion)?;
             let _load = c
                 .loaded
-                .then(|| App::start(Work::Spin, cores))
+                .then(|| App::start(Work::Spin, &at.loads[c.load].1))
                 .transpose()?;
             // One short run first so the caches and the device thread
             // are warm.
             let copy = c.path == "copy";
             stream(&mut ring, bytes, c.slots, copy, &what)?;
             let meter = Meter::start(None);
-            let t = stream(&mut ring, bytes, packets_of(c), copy, &what)?;
+            let (t, s) = stream(&mut ring, bytes, packets_of(c), copy, &what)?;
             costs[k].add(meter.stop());
+            starved[k].underruns += s.underruns;
+            starved[k].overruns += s.overruns;
             Ok::<f64, Error>(t)
         })?;
-        for ((c, times), cost) in group.into_iter().zip(times).zip(costs) {
+        let results = group.into_iter().zip(times).zip(costs).zip(starved);
+        for (((c, times), cost), starved) in results {
             let packets = packets_of(&c);
             let moved = (packets * bytes) as f64;
             let seconds = median(&times);
@@ -450,7 +579,11 @@ fn sweep<R: RegisterSpace, I: IrqLine>(
                 path: c.path,
                 cache_maintenance,
                 loaded: c.loaded,
+                load_core: if c.loaded { at.loads[c.load].0 } else { "" },
                 slots: c.slots,
+                underruns: starved.underruns,
+                overruns: starved.overruns,
+                sched: at.sched.clone(),
                 bytes,
                 packets,
                 seconds,
@@ -482,7 +615,19 @@ fn columns<'a>() -> Columns<'a, Row> {
             move |r| yes(r.cache_maintenance),
             |r| r.cache_maintenance,
         )
-        .col("loaded", "loaded", move |r| yes(r.loaded), |r| r.loaded)
+        .col(
+            "loaded",
+            "loaded",
+            move |r| {
+                if r.loaded {
+                    format!("{} core", r.load_core)
+                } else {
+                    yes(false)
+                }
+            },
+            |r| r.loaded,
+        )
+        .kept("load_core", |r| r.load_core)
         .plain("ring", "slots", |r| r.slots)
         .col("size", "bytes", |r| bytes_label(r.bytes), |r| r.bytes)
         .kept("packets", |r| r.packets)
@@ -500,29 +645,42 @@ fn columns<'a>() -> Columns<'a, Row> {
         .fixed("overhead us/pkt", "overhead_us", 3, Row::overhead_us)
         .fixed("CPU us/pkt", "cpu_us", 3, |r| r.cpu_us)
         .percent("CPU share", "cpu_share", |r| r.cpu_share)
+        .plain("underruns", "underruns", |r| r.underruns)
+        .plain("overruns", "overruns", |r| r.overruns)
+        .kept("sched", |r| r.sched.clone())
         .optional("this CPU's cache maint. us/pkt", "cpu_cache_us", 3, |r| {
             r.cpu_cache_us
         })
 }
 
-/// The rows of one condition at the configured ring size.
+/// The rows of one zero-copy condition: alone at the configured ring size
+/// (`load` `None`), or beside a load on the cores `load` names (`driver`,
+/// `device`, `any`), the ring sized by time.
 fn select<'a>(
     cfg: &'a Config,
     rows: &'a [Row],
     clock: &'a str,
     completion: &'a str,
-    loaded: bool,
+    load: Option<&'a str>,
 ) -> impl Iterator<Item = &'a Row> + 'a {
     rows.iter().filter(move |r| {
-        let of = (
-            &*r.clock,
-            r.completion,
-            r.path,
-            r.cache_maintenance,
-            r.loaded,
-        );
-        of == (clock, completion, "zerocopy", false, loaded) && r.slots == cfg.slots
+        let of = (&*r.clock, r.completion, r.path, r.cache_maintenance);
+        of == (clock, completion, "zerocopy", false)
+            && match load {
+                None => !r.loaded && r.slots == cfg.slots,
+                Some(core) => r.loaded && r.load_core == core,
+            }
     })
+}
+
+/// Where the targeted load runs: beside the driver where the emulated device
+/// has a core of its own, else wherever the scheduler puts it.
+fn driver_load(rows: &[Row]) -> &'static str {
+    if rows.iter().any(|r| r.load_core == "driver") {
+        "driver"
+    } else {
+        "any"
+    }
 }
 
 /// The worst row from 2 KiB up, and its share of the modelled link.
@@ -539,12 +697,21 @@ pub fn targets(cfg: &Config, rows: &[Row]) -> Vec<Target> {
     let mut out = Vec::new();
     let hp = clock_label(cfg.profile.port);
     let link = cfg.profile.port.bytes_per_s().unwrap_or(f64::INFINITY);
-    for (completion, loaded, what) in [
-        ("poll", false, "alone, polling"),
-        ("poll", true, "beside a load on one core, polling"),
-        ("irq", true, "beside a load on one core, interrupts"),
+    let beside = driver_load(rows);
+    for (completion, load, what) in [
+        ("poll", None, "alone, polling"),
+        (
+            "irq",
+            Some(beside),
+            "beside a load on the driver's core, interrupts",
+        ),
+        (
+            "adaptive",
+            Some(beside),
+            "beside a load on the driver's core, adaptive",
+        ),
     ] {
-        if let Some((w, pct)) = worst_large(select(cfg, rows, &hp, completion, loaded), link) {
+        if let Some((w, pct)) = worst_large(select(cfg, rows, &hp, completion, load), link) {
             out.push(Target::new(
                 format!(
                     "zero-copy stream from 2 KiB up, {what}: >= 95 % of the modelled {hp} link"
@@ -559,7 +726,7 @@ pub fn targets(cfg: &Config, rows: &[Row]) -> Vec<Target> {
             ));
         }
     }
-    if let Some(small) = select(cfg, rows, "unlimited", "poll", false).find(|r| r.bytes == 64) {
+    if let Some(small) = select(cfg, rows, "unlimited", "poll", None).find(|r| r.bytes == 64) {
         out.push(Target::new(
             "64 B packets with the unlimited clock >= 3 M/s",
             format!(
@@ -580,7 +747,7 @@ pub fn answer(cfg: &Config, rows: &[Row]) -> String {
     let hp = clock_label(cfg.profile.port);
     let link = cfg.profile.port.bytes_per_s().unwrap_or(f64::INFINITY);
     let mut parts = Vec::new();
-    if let Some((w, pct)) = worst_large(select(cfg, rows, &hp, "poll", false), link) {
+    if let Some((w, pct)) = worst_large(select(cfg, rows, &hp, "poll", None), link) {
         parts.push(format!(
             "from 2 KiB up a zero-copy stream keeps at least {pct:.1} % of the modelled {hp} \
              link ({:.0} MB/s, {:.2} us of software overhead per packet)",
@@ -588,17 +755,38 @@ pub fn answer(cfg: &Config, rows: &[Row]) -> String {
             w.overhead_us()
         ));
     }
-    let loaded: Vec<String> = ["poll", "irq"]
-        .iter()
-        .filter_map(|&c| {
-            worst_large(select(cfg, rows, &hp, c, true), link)
-                .map(|(_, pct)| format!("{c} {pct:.0} %"))
-        })
-        .collect();
-    if !loaded.is_empty() {
-        parts.push(format!("beside a load on one core: {}", loaded.join(", ")));
+    for (core, what) in [
+        ("driver", "the driver's core"),
+        (
+            "device",
+            "the emulated device's core (the emulator's own share of a loss)",
+        ),
+        ("any", "a core the scheduler picks"),
+    ] {
+        let loaded: Vec<String> = ["poll", "irq", "adaptive"]
+            .iter()
+            .filter_map(|&c| {
+                let (w, pct) = worst_large(select(cfg, rows, &hp, c, Some(core)), link)?;
+                Some(format!(
+                    "{c} {pct:.1} % (worst at {}, {} underruns, {} overruns)",
+                    bytes_label(w.bytes),
+                    w.underruns,
+                    w.overruns
+                ))
+            })
+            .collect();
+        if !loaded.is_empty() {
+            parts.push(format!(
+                "beside a load on {what}, a ring of {} ms of link: {}",
+                LOADED_RING.as_millis(),
+                loaded.join(", ")
+            ));
+        }
     }
-    if let Some(small) = select(cfg, rows, "unlimited", "poll", false).find(|r| r.bytes == 64) {
+    if let Some(r) = rows.iter().find(|r| r.loaded) {
+        parts.push(format!("threads' scheduling: {}", r.sched));
+    }
+    if let Some(small) = select(cfg, rows, "unlimited", "poll", None).find(|r| r.bytes == 64) {
         let maint = rows.iter().find(|r| {
             let of = (&*r.clock, r.path, r.cache_maintenance, r.bytes, r.slots);
             of == ("unlimited", "zerocopy", true, 64, cfg.slots)
@@ -625,13 +813,17 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
         } else {
             ""
         };
-        let load = if r.loaded { " beside a load" } else { "" };
+        let load = if r.loaded {
+            format!(" beside a load ({} core)", r.load_core)
+        } else {
+            String::new()
+        };
         format!("{} {}{maint}{load}", r.completion, r.path)
     };
     let by_size = |clock: &str, title: String, y_label: &str, y: fn(&Row) -> f64| {
         let chosen: Vec<Row> = rows
             .iter()
-            .filter(|r| r.clock == clock && r.slots == cfg.slots)
+            .filter(|r| r.clock == clock && (r.slots == cfg.slots || r.loaded))
             .cloned()
             .collect();
         LinePlot::new(
@@ -713,10 +905,17 @@ mod tests {
         let t0 = Instant::now();
         let rows = run(&cfg, &mut |_| {}).unwrap();
         let elapsed = t0.elapsed().as_secs_f64();
-        // Per size: coherent zero-copy, copy, irq (both clocks), poll and irq
-        // loaded (HP clock); adaptive (both clocks, and loaded); non-coherent
-        // zero-copy and copy (both clocks); the ring sweep's other sizes at 64 B.
-        assert_eq!(rows.len(), 2 * (5 + 3 + 3 + 2 + 2) + 2, "{rows:#?}");
+        // Per size: coherent zero-copy, copy, irq, adaptive (both clocks);
+        // poll, irq and adaptive beside a load on each core it is put on
+        // (HP clock: the driver's and the device's where the device has a
+        // core of its own); non-coherent zero-copy and copy (both clocks);
+        // the ring sweep's other sizes at 64 B.
+        let loads = if rows.iter().any(|r| r.load_core == "device") {
+            2
+        } else {
+            1
+        };
+        assert_eq!(rows.len(), 2 * (8 + 3 * loads + 4) + 2, "{rows:#?}");
         for r in &rows {
             // Every run fits in what the test's own clock saw.
             assert!(r.seconds * cfg.rounds as f64 <= elapsed, "{r:?}");
@@ -740,6 +939,18 @@ mod tests {
             }
         }
         assert!(rows.iter().any(|r| r.slots == 8) && rows.iter().any(|r| r.loaded));
+        // Beside a load the ring holds LOADED_RING of the 1200 MB/s link:
+        // 4.8 MB, 1172 buffers of 4 KiB (1171.9 up, a whole number of the
+        // tiny run's batches of 4).
+        for r in rows.iter().filter(|r| r.loaded) {
+            let want = if r.bytes == 4096 {
+                1172
+            } else {
+                LOADED_RING_MAX
+            };
+            assert_eq!(r.slots, want, "{r:?}");
+            assert!(!r.sched.is_empty(), "{r:?}");
+        }
         let report = report(&cfg, &rows);
         let j = report.json;
         for k in [
@@ -753,5 +964,33 @@ mod tests {
         }
         assert!(report.text.contains("zerocopy"));
         assert!(answer(&cfg, &rows).contains("M packets/s"));
+    }
+
+    /// A driver away while the device works through the whole ring: every
+    /// drain finds all receive buffers full (an overrun) and every refill an
+    /// empty ring (an underrun, but for the first fill).
+    #[test]
+    fn a_stalled_driver_counts_its_overruns_and_underruns() {
+        let rig = Rig::new(
+            4 << 20,
+            Clock::Unlimited,
+            true,
+            CachePolicy::Coherent,
+            Box::new(Loopback),
+        )
+        .unwrap();
+        let e = &rig.engines[0];
+        let mut ring = PacketRing::new(e, 8, 256, 4, Completion::Poll).unwrap();
+        let stall = Duration::from_millis(20);
+        let (_, s) = stream_stalled(&mut ring, 256, 32, false, "stalled", stall).unwrap();
+        assert_eq!(
+            s,
+            Starved {
+                underruns: 3,
+                overruns: 4
+            }
+        );
+        let (_, s) = stream_stalled(&mut ring, 256, 32, true, "stalled copy", stall).unwrap();
+        assert_eq!(s.overruns, 4, "{s:?}");
     }
 }
