@@ -512,6 +512,19 @@ impl DescRing {
             return 0;
         }
         platform::dma_rmb();
+        // The others' lines as the engine left them too (explicit
+        // maintenance; a no-op when coherent), before the driver writes
+        // their STATUS again.
+        let d = DESC_ALIGN as usize;
+        let first = self.done_slot;
+        if last >= first {
+            let _ = self.desc.sync_range_for_cpu(first * d, (last - first) * d);
+        } else {
+            let _ = self
+                .desc
+                .sync_range_for_cpu(first * d, (self.slots - first) * d);
+            let _ = self.desc.sync_range_for_cpu(0, last * d);
+        }
         self.done += count as u64;
         self.done_slot = self.after(last);
         count
