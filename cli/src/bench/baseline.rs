@@ -250,6 +250,13 @@ pub(crate) unsafe fn sg_stream(
                         }
                         std::hint::spin_loop();
                     }
+                    // Every reclaimed descriptor's line as the engine left
+                    // it, before its STATUS is written again.
+                    let end = tx_old + short;
+                    desc[0].sync_range_for_cpu(tx_old * W * 4, (end.min(n) - tx_old) * W * 4)?;
+                    if end > n {
+                        desc[0].sync_range_for_cpu(0, (end - n) * W * 4)?;
+                    }
                     reclaimed += short as u64;
                     tx_old = ahead(last, 1);
                 }
