@@ -305,7 +305,7 @@ fn bursts_keep_order_and_content_across_ring_wraps() {
                 lens.extend(std::iter::repeat_n(l, n));
                 sent += n;
             }
-            if turn % 5 == 0 {
+            if turn.is_multiple_of(5) {
                 let mut out = vec![0u8; 256];
                 let n = ring.recv(&mut out).unwrap();
                 let want = payload(received, lens[received]);
