@@ -35,7 +35,8 @@ pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
     board: OnBoard::Runs(Mode::ScatterGather, run_on_board),
     question: "A stream of packets through a ring of DMA buffers (paper 004).",
     keys: "clock (the profile's port, e.g. \"1200MB/s\", or \"unlimited\"),\n\
-          completion (poll|irq|adaptive), path (zerocopy|copy),\n\
+          completion (poll|irq|adaptive|bare), path (zerocopy|copy|\n\
+          burst|bare: the scatter-gather ring driven by hand),\n\
           cache_maintenance\n\
           (bool), loaded (bool: another thread spinning on a core),\n\
           slots (ring size), bytes (packet size), packets (per run),\n\
@@ -44,7 +45,9 @@ pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
           mib_per_s (2^20 B/s, as paper 004), packets_per_s, and per\n\
           packet model_us, overhead_us, cpu_us, cpu_share (see below),\n\
           cpu_cache_us (this CPU's own clflushopt/dc civac of the same\n\
-          ranges per packet; rows with cache maintenance)",
+          ranges per packet; rows with cache maintenance),\n\
+          of_bare (packets_per_s over the bare ring's, same size, link\n\
+          and memory, same turns; null on bare rows)",
     conditions: Conditions {
         timed: "the stream of packets from the first send to the last packet received, on \
                 the driver's thread",
