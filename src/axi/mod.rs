@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use crate::mem::DmaBuf;
 use crate::platform::{self, IrqLine, RegisterSpace};
 use regs::*;
-pub use ring::DescRing;
+pub use ring::{Coalescing, DescRing};
 
 /// Which of the engine's two channels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,6 +136,9 @@ pub enum Error {
     /// Waited on a descriptor ring with nothing handed to the engine.
     #[error("{0}: no descriptor in flight to wait for")]
     RingEmpty(Channel),
+    /// Interrupt coalescing asked for an IRQThreshold of 0.
+    #[error("{0}: IRQThreshold 0 is not allowed (PG021: 1 to 255 packets per interrupt)")]
+    ZeroThreshold(Channel),
     /// A direct-mode transfer started while the channel's last one is still in
     /// flight (it would merge with it).
     #[error("{0}: a transfer is already in flight on this channel")]
@@ -651,7 +654,8 @@ impl<R: RegisterSpace> AxiDma<R> {
 
     /// Acknowledges the completion interrupt bit of `ch` (write 1 to clear).
     fn acknowledge(&self, ch: Channel) -> Result<(), Error> {
-        self.set(ch, DMASR, DMASR_IOC_IRQ)
+        // Dly_Irq too: a coalesced ring's last partial batch raises it.
+        self.set(ch, DMASR, DMASR_IOC_IRQ | DMASR_DLY_IRQ)
     }
 
     /// Checks once whether the transfer on `ch` finished: `Some(bytes)` (for S2MM

@@ -27,6 +27,38 @@ pub struct DescRing {
     /// per packet).
     head_slot: usize,
     done_slot: usize,
+    /// What each descriptor's BUFFER_ADDRESS and CONTROL hold (as the driver
+    /// last wrote them; the engine writes only STATUS and APP words), so a
+    /// push that reuses a descriptor for the same buffer and length writes
+    /// STATUS alone.
+    written: Vec<(u64, u32)>,
+}
+
+/// Interrupt coalescing of a ring's channel (PG021 DMACR IRQThreshold and
+/// IRQDelay): IOC is raised once `threshold` packets have completed, and
+/// Dly_Irq when `delay` ticks of the delay timer pass after a packet with
+/// fewer than that (so a last partial batch still wakes a sleeping wait).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Coalescing {
+    /// Packets per completion interrupt (1 to 255).
+    pub threshold: u8,
+    /// Delay timer ticks (PG021: 125 SG clock periods each) after the last
+    /// packet before Dly_Irq; 0 leaves the timer off.
+    pub delay: u8,
+}
+
+impl Coalescing {
+    /// An interrupt per packet, no delay timer (the IP's reset value).
+    pub const NONE: Coalescing = Coalescing {
+        threshold: 1,
+        delay: 0,
+    };
+}
+
+impl Default for Coalescing {
+    fn default() -> Self {
+        Coalescing::NONE
+    }
 }
 
 fn word(slot: usize, field: u64) -> usize {
@@ -38,12 +70,24 @@ impl<R: RegisterSpace> AxiDma<R> {
     /// points CURDESC at the first while the channel is halted and sets RS, with
     /// the completion interrupt enabled if `irq`. Nothing moves until descriptors
     /// are pushed and flushed.
-    pub fn ring_start(
+    pub fn ring_start(&self, ch: Channel, desc: DmaBuf<u32>, irq: bool) -> Result<DescRing, Error> {
+        self.ring_start_coalesced(ch, desc, irq, Coalescing::NONE)
+    }
+
+    /// Like [`ring_start`](Self::ring_start), with the channel's interrupts
+    /// coalesced as `coalescing` says (the delay interrupt enabled with the
+    /// others if `irq` and `coalescing.delay > 0`). A threshold of 0 is an
+    /// error (PG021 does not allow it).
+    pub fn ring_start_coalesced(
         &self,
         ch: Channel,
         mut desc: DmaBuf<u32>,
         irq: bool,
+        coalescing: Coalescing,
     ) -> Result<DescRing, Error> {
+        if coalescing.threshold == 0 {
+            return Err(Error::ZeroThreshold(ch));
+        }
         self.usable()?;
         if desc.is_lost() {
             return Err(crate::mem::Error::Lost.into());
@@ -71,7 +115,7 @@ impl<R: RegisterSpace> AxiDma<R> {
             words[word(i, DESC_NXTDESC_MSB)] = (next >> 32) as u32;
         }
         desc.sync_for_device(desc.byte_len())?;
-        self.sg_arm(ch, base, irq, false)?;
+        self.sg_arm_coalesced(ch, base, irq, false, coalescing)?;
         Ok(DescRing {
             desc,
             channel: ch,
@@ -81,6 +125,7 @@ impl<R: RegisterSpace> AxiDma<R> {
             done: 0,
             head_slot: 0,
             done_slot: 0,
+            written: vec![(0, 0); slots],
         })
     }
 
@@ -95,16 +140,34 @@ impl<R: RegisterSpace> AxiDma<R> {
         irq: bool,
         cyclic: bool,
     ) -> Result<(), Error> {
+        self.sg_arm_coalesced(ch, first, irq, cyclic, Coalescing::NONE)
+    }
+
+    /// [`sg_arm`](Self::sg_arm) with IRQThreshold and IRQDelay from
+    /// `coalescing` (Dly_IrqEn with the other enables when a delay is set).
+    fn sg_arm_coalesced(
+        &self,
+        ch: Channel,
+        first: u64,
+        irq: bool,
+        cyclic: bool,
+        coalescing: Coalescing,
+    ) -> Result<(), Error> {
         let i = ch as usize;
         self.set(ch, DMASR, DMASR_IRQ_MASK)?;
         self.set(ch, CURDESC, first as u32)?;
         self.set(ch, CURDESC_MSB, (first >> 32) as u32)?;
-        let mut cr = DMACR_RS | (1 << DMACR_IRQ_THRESHOLD_SHIFT);
+        let mut cr = DMACR_RS
+            | (u32::from(coalescing.threshold.max(1)) << DMACR_IRQ_THRESHOLD_SHIFT)
+            | (u32::from(coalescing.delay) << DMACR_IRQ_DELAY_SHIFT);
         if cyclic {
             cr |= DMACR_CYCLIC;
         }
         if irq {
             cr |= DMACR_IOC_IRQ_EN | DMACR_ERR_IRQ_EN;
+            if coalescing.delay > 0 {
+                cr |= DMACR_DLY_IRQ_EN;
+            }
         }
         self.set_cached(ch, DMACR, &self.written_cr[i], cr)?;
         Ok(())
@@ -350,11 +413,19 @@ impl DescRing {
                 control |= DESC_CTRL_TXEOF;
             }
         }
-        self.desc
-            .write_volatile(word(slot, DESC_BUFFER_ADDRESS), addr as u32);
-        self.desc
-            .write_volatile(word(slot, DESC_BUFFER_ADDRESS_MSB), (addr >> 32) as u32);
-        self.desc.write_volatile(word(slot, DESC_CONTROL), control);
+        // The engine writes only STATUS (and APP words): what the driver
+        // wrote last is still there, and is written again only if it differs.
+        let (was_addr, was_control) = self.written[slot];
+        if was_addr != addr {
+            self.desc
+                .write_volatile(word(slot, DESC_BUFFER_ADDRESS), addr as u32);
+            self.desc
+                .write_volatile(word(slot, DESC_BUFFER_ADDRESS_MSB), (addr >> 32) as u32);
+        }
+        if was_control != control {
+            self.desc.write_volatile(word(slot, DESC_CONTROL), control);
+        }
+        self.written[slot] = (addr, control);
         self.desc.write_volatile(word(slot, DESC_STATUS), 0);
         self.head += 1;
         self.head_slot = self.after(slot);
@@ -409,6 +480,54 @@ impl DescRing {
         self.posted = self.head;
         self.done = self.head;
         self.done_slot = self.head_slot;
+    }
+
+    /// Descriptors handed to the engine and not yet reclaimed.
+    pub fn posted_in_flight(&self) -> usize {
+        (self.posted - self.done) as usize
+    }
+
+    /// Reclaims the `count` oldest descriptors handed to the engine at once if
+    /// the newest of them is Cmplt without an error, reading that one status
+    /// alone (the engine completes descriptors in order and halts at the
+    /// first error, so every earlier one completed without error). Returns
+    /// the descriptors reclaimed: `count`, or 0 when that one is not
+    /// complete yet (or `count` is 0 or more than are handed over).
+    pub fn reclaim_batch(&mut self, count: usize) -> usize {
+        if count == 0 || count > self.posted_in_flight() {
+            return 0;
+        }
+        // The slot `count - 1` after the oldest, wrapped (count <= slots).
+        let last = self.done_slot + count - 1;
+        let last = if last >= self.slots {
+            last - self.slots
+        } else {
+            last
+        };
+        let _ = self
+            .desc
+            .sync_range_for_cpu(last * DESC_ALIGN as usize, DESC_ALIGN as usize);
+        let s = self.desc.load_word(word(last, DESC_STATUS)).unwrap_or(0);
+        if s & DESC_STS_CMPLT == 0 || s & DESC_STS_ERR_MASK != 0 {
+            return 0;
+        }
+        platform::dma_rmb();
+        // The others' lines as the engine left them too (explicit
+        // maintenance; a no-op when coherent), before the driver writes
+        // their STATUS again.
+        let d = DESC_ALIGN as usize;
+        let first = self.done_slot;
+        if last >= first {
+            let _ = self.desc.sync_range_for_cpu(first * d, (last - first) * d);
+        } else {
+            let _ = self
+                .desc
+                .sync_range_for_cpu(first * d, (self.slots - first) * d);
+            let _ = self.desc.sync_range_for_cpu(0, last * d);
+        }
+        self.done += count as u64;
+        self.done_slot = self.after(last);
+        count
     }
 
     /// Gives the oldest descriptor back to the driver after its completion.

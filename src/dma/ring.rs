@@ -9,13 +9,24 @@
 
 use super::{Completion, Engine, Error};
 use crate::axi::{
-    self, Channel, DESC_WORDS, DescRing, Wait, regs::DESC_LENGTH_MASK, regs::DESC_STS_RXEOF,
+    self, Channel, Coalescing, DESC_WORDS, DescRing, Wait, regs::DESC_LENGTH_MASK,
+    regs::DESC_STS_RXEOF,
 };
 use crate::mem::DmaBuf;
 use crate::platform::{IrqLine, RegisterSpace};
 
 /// A ring of `slots` TX and `slots` RX buffers of `slot_bytes` each on an engine
 /// with scatter-gather.
+///
+/// Packets go one at a time ([`send_with`](Self::send_with),
+/// [`recv_with`](Self::recv_with)) or by the burst
+/// ([`send_burst_with`](Self::send_burst_with): one TAILDESC write per burst;
+/// [`recv_burst_with`](Self::recv_burst_with): one wait, then every packet
+/// already complete, their buffers handed back with one TAILDESC write). Each
+/// descriptor is bound to one buffer for good, so reusing it writes its STATUS
+/// (and CONTROL when the length changes) and nothing else; TX descriptors are
+/// reclaimed only once fewer than a threshold are free, by reading the status
+/// of the newest one handed over (like DPDK's `tx_free_thresh`).
 pub struct PacketRing<'e, R: RegisterSpace, I: IrqLine> {
     engine: &'e Engine<R, I>,
     tx: Vec<DmaBuf<u8>>,
@@ -26,10 +37,6 @@ pub struct PacketRing<'e, R: RegisterSpace, I: IrqLine> {
     batch: usize,
     slot_bytes: usize,
     stopped: bool,
-    /// The TX buffer the next send fills and the RX buffer of the oldest
-    /// packet (wrapping indices: buffers are used in turn).
-    tx_next: usize,
-    rx_next: usize,
     /// TX descriptors are reclaimed (their statuses read) only when fewer
     /// than this many are free, all at once.
     tx_free_threshold: usize,
@@ -44,6 +51,30 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
         slot_bytes: usize,
         batch: usize,
         completion: Completion,
+    ) -> Result<Self, Error> {
+        Self::with_coalescing(
+            engine,
+            slots,
+            slot_bytes,
+            batch,
+            completion,
+            Coalescing::NONE,
+        )
+    }
+
+    /// Like [`new`](Self::new), with both channels' interrupts coalesced
+    /// (PG021 IRQThreshold and IRQDelay): a waiting [`Completion::Irq`] or
+    /// [`Completion::Adaptive`] call then wakes once per `threshold` packets,
+    /// or when the delay timer runs out after the last of fewer. A threshold
+    /// above 1 without a delay can leave a last partial batch waiting until
+    /// the driver's timeout: give a delay with it.
+    pub fn with_coalescing(
+        engine: &'e Engine<R, I>,
+        slots: usize,
+        slot_bytes: usize,
+        batch: usize,
+        completion: Completion,
+        coalescing: Coalescing,
     ) -> Result<Self, Error> {
         if completion == Completion::Proxy {
             return Err(Error::ProxyOnly);
@@ -61,17 +92,19 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
             .into());
         }
         let pool = &engine.pool;
+        // One descriptor more than `slots` (a ring keeps one unused), and a
+        // buffer bound to each descriptor for good.
         let bufs = || -> Result<Vec<DmaBuf<u8>>, Error> {
-            (0..slots)
+            (0..=slots)
                 .map(|_| pool.alloc::<u8>(slot_bytes).map_err(Error::from))
                 .collect()
         };
         let (tx, rx) = (bufs()?, bufs()?);
         let irq = completion.sleeps();
-        // One descriptor more than buffers: a ring keeps one descriptor unused.
         let descs = || pool.alloc::<u32>((slots + 1) * DESC_WORDS);
-        let tx_ring = engine.dma.ring_start(Channel::Mm2s, descs()?, irq)?;
-        let rx_ring = engine.dma.ring_start(Channel::S2mm, descs()?, irq)?;
+        let (dma, c) = (&engine.dma, coalescing);
+        let tx_ring = dma.ring_start_coalesced(Channel::Mm2s, descs()?, irq, c)?;
+        let rx_ring = dma.ring_start_coalesced(Channel::S2mm, descs()?, irq, c)?;
         let mut ring = PacketRing {
             engine,
             tx,
@@ -82,16 +115,17 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
             batch: batch.max(1),
             slot_bytes,
             stopped: false,
-            tx_next: 0,
-            rx_next: 0,
             tx_free_threshold: (slots / 4).clamp(1, 32),
         };
-        for i in 0..slots {
+        for b in &ring.rx {
             // No dirty line may be written back over what S2MM writes.
-            ring.rx[i].sync_for_cpu(slot_bytes)?;
-            // SAFETY: the ring owns `rx[i]` until its Drop, which halts the engine
-            // first or surrenders the buffers to it when it cannot.
-            let pushed = unsafe { ring.rx_ring.push(ring.rx[i].bus_addr(), slot_bytes, max) };
+            b.sync_for_cpu(slot_bytes)?;
+        }
+        for _ in 0..slots {
+            let slot = ring.rx_ring.next_slot();
+            // SAFETY: the ring owns `rx[slot]` until its Drop, which halts the
+            // engine first or surrenders the buffers to it when it cannot.
+            let pushed = unsafe { ring.rx_ring.push(ring.rx[slot].bus_addr(), slot_bytes, max) };
             ring.guard(pushed)?;
         }
         let flushed = engine.dma.ring_flush(&mut ring.rx_ring);
@@ -104,9 +138,9 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
         self.slot_bytes
     }
 
-    /// Buffers per direction.
+    /// Packets per direction that can be in flight at once.
     pub fn slots(&self) -> usize {
-        self.tx.len()
+        self.tx_ring.capacity()
     }
 
     fn how(&self, ch: Channel) -> Wait<'e> {
@@ -176,15 +210,29 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
                 capacity: self.slot_bytes,
             });
         }
-        // Reclaim what the engine has finished with once few descriptors are
-        // free (every status read then, in one pass); wait only when all are
-        // busy.
+        self.make_tx_room()?;
+        self.push_tx(len, fill)?;
+        if self.tx_ring.unflushed() >= self.batch {
+            let flushed = self.engine.dma.ring_flush(&mut self.tx_ring);
+            self.guard(flushed)?;
+        }
+        Ok(())
+    }
+
+    /// Reclaims TX descriptors once fewer than the threshold are free, and
+    /// waits for the oldest when none is.
+    fn make_tx_room(&mut self) -> Result<(), Error> {
         if self.tx_ring.capacity() - self.tx_ring.in_flight() < self.tx_free_threshold {
-            while self.tx_ring.completed().is_some() {
-                self.tx_ring.reclaim();
-            }
-            if let Some(e) = self.tx_error() {
-                return self.guard(Err(e));
+            // Every descriptor handed over by one status read when the newest
+            // is done (the usual case), else one by one.
+            let all = self.tx_ring.posted_in_flight();
+            if self.tx_ring.reclaim_batch(all) == 0 {
+                while self.tx_ring.completed().is_some() {
+                    self.tx_ring.reclaim();
+                }
+                if let Some(e) = self.tx_error() {
+                    return self.guard(Err(e));
+                }
             }
         }
         if self.tx_ring.is_full() {
@@ -195,13 +243,14 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
             self.guard(waited)?;
             self.tx_ring.reclaim();
         }
-        // Buffers are used in turn, as descriptors are.
-        let slot = self.tx_next;
-        self.tx_next = if slot + 1 == self.tx.len() {
-            0
-        } else {
-            slot + 1
-        };
+        Ok(())
+    }
+
+    /// Fills the TX buffer of the next descriptor with `fill` and pushes it
+    /// (not yet handed over). The caller made room and checked `len`.
+    fn push_tx(&mut self, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<(), Error> {
+        // Each descriptor has its own buffer.
+        let slot = self.tx_ring.next_slot();
         let buf = &mut self.tx[slot];
         fill(&mut buf.as_mut_slice()[..len]);
         buf.sync_for_device(len)?;
@@ -213,11 +262,41 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
                 .push(buf.bus_addr(), len, self.engine.dma.max_len())
         };
         self.guard(pushed)?;
-        if self.tx_ring.unflushed() >= self.batch {
-            let flushed = self.engine.dma.ring_flush(&mut self.tx_ring);
-            self.guard(flushed)?;
-        }
         Ok(())
+    }
+
+    /// Sends up to `count` packets of `len` bytes each, packet `i` of the
+    /// burst filled in place by `fill(i, buffer)` (zero-copy), and hands them
+    /// to the engine with one TAILDESC write. Sends as many as there are free
+    /// TX buffers (waiting for one only when none is) and returns how many it
+    /// sent; packets keep their order.
+    pub fn send_burst_with(
+        &mut self,
+        count: usize,
+        len: usize,
+        mut fill: impl FnMut(usize, &mut [u8]),
+    ) -> Result<usize, Error> {
+        self.running()?;
+        if len == 0 {
+            return Err(Error::Empty);
+        }
+        if len > self.slot_bytes {
+            return Err(Error::TooLong {
+                len,
+                capacity: self.slot_bytes,
+            });
+        }
+        if count == 0 {
+            return Ok(0);
+        }
+        self.make_tx_room()?;
+        let n = count.min(self.tx_ring.capacity() - self.tx_ring.in_flight());
+        for i in 0..n {
+            self.push_tx(len, |b| fill(i, b))?;
+        }
+        let flushed = self.engine.dma.ring_flush(&mut self.tx_ring);
+        self.guard(flushed)?;
+        Ok(n)
     }
 
     /// Sends a copy of `data` (standard I/O).
@@ -298,15 +377,22 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
 
     /// Gives the oldest RX descriptor's buffer back to S2MM.
     fn repost_oldest(&mut self) -> Result<(), Error> {
-        let slot = self.rx_next;
-        self.rx_next = if slot + 1 == self.rx.len() {
-            0
-        } else {
-            slot + 1
-        };
+        self.reclaim_rx()?;
+        if self.rx_ring.unflushed() >= self.batch {
+            let flushed = self.engine.dma.ring_flush(&mut self.rx_ring);
+            self.guard(flushed)?;
+        }
+        Ok(())
+    }
+
+    /// Reclaims the oldest RX descriptor and pushes the free one at the head
+    /// with its own buffer (not yet handed over).
+    fn reclaim_rx(&mut self) -> Result<(), Error> {
         self.rx_ring.reclaim();
+        let slot = self.rx_ring.next_slot();
         // SAFETY: as for every RX buffer: owned by the ring until its Drop halts
-        // the engine or surrenders the buffer.
+        // the engine or surrenders the buffer; the descriptor at the head is
+        // free, so its buffer is not the device's.
         let pushed = unsafe {
             self.rx_ring.push(
                 self.rx[slot].bus_addr(),
@@ -315,11 +401,50 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
             )
         };
         self.guard(pushed)?;
-        if self.rx_ring.unflushed() >= self.batch {
-            let flushed = self.engine.dma.ring_flush(&mut self.rx_ring);
-            self.guard(flushed)?;
-        }
         Ok(())
+    }
+
+    /// Waits for the next packet, then takes it and every packet already
+    /// complete after it, up to `max`, each read in place by `read` (zero-copy),
+    /// in order; their buffers go back to S2MM with one TAILDESC write at the
+    /// end. Returns how many packets were read (at least 1 when `max` > 0). A
+    /// packet longer than one buffer ends the burst with
+    /// [`Error::PacketTooLong`] (the packets before it were read).
+    pub fn recv_burst_with(
+        &mut self,
+        max: usize,
+        mut read: impl FnMut(&[u8]),
+    ) -> Result<usize, Error> {
+        if max == 0 {
+            return self.running().map(|()| 0);
+        }
+        let mut status = self.next_status()?;
+        let mut got = 0;
+        loop {
+            if status & DESC_STS_RXEOF == 0 {
+                let flushed = self.engine.dma.ring_flush(&mut self.rx_ring);
+                self.guard(flushed)?;
+                return self.take(status, |_| ()).map(|()| got);
+            }
+            let n = (status & DESC_LENGTH_MASK) as usize;
+            let buf = &self.rx[self.rx_ring.oldest()];
+            buf.sync_for_cpu(n)?;
+            read(&buf.as_slice()[..n]);
+            // Clean and invalidate before the buffer is the device's again.
+            buf.sync_for_cpu(self.slot_bytes)?;
+            self.reclaim_rx()?;
+            got += 1;
+            if got == max {
+                break;
+            }
+            match self.rx_ring.completed() {
+                Some(s) => status = s,
+                None => break,
+            }
+        }
+        let flushed = self.engine.dma.ring_flush(&mut self.rx_ring);
+        self.guard(flushed)?;
+        Ok(got)
     }
 
     /// Hands the packet whose first descriptor completed with `status` to `read`,
@@ -344,7 +469,7 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
                 }
             }
         }
-        let buf = &self.rx[self.rx_next];
+        let buf = &self.rx[self.rx_ring.oldest()];
         buf.sync_for_cpu(n)?;
         let out = read(&buf.as_slice()[..n]);
         // Clean and invalidate before the buffer is the device's again.

@@ -35,7 +35,8 @@ pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
     board: OnBoard::Runs(Mode::ScatterGather, run_on_board),
     question: "A stream of packets through a ring of DMA buffers (paper 004).",
     keys: "clock (the profile's port, e.g. \"1200MB/s\", or \"unlimited\"),\n\
-          completion (poll|irq|adaptive), path (zerocopy|copy),\n\
+          completion (poll|irq|adaptive|bare), path (zerocopy|copy|\n\
+          burst|bare: the scatter-gather ring driven by hand),\n\
           cache_maintenance\n\
           (bool), loaded (bool: another thread spinning on a core),\n\
           slots (ring size), bytes (packet size), packets (per run),\n\
@@ -44,7 +45,9 @@ pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
           mib_per_s (2^20 B/s, as paper 004), packets_per_s, and per\n\
           packet model_us, overhead_us, cpu_us, cpu_share (see below),\n\
           cpu_cache_us (this CPU's own clflushopt/dc civac of the same\n\
-          ranges per packet; rows with cache maintenance)",
+          ranges per packet; rows with cache maintenance),\n\
+          of_bare (packets_per_s over the bare ring's, same size, link\n\
+          and memory, same turns; null on bare rows)",
     conditions: Conditions {
         timed: "the stream of packets from the first send to the last packet received, on \
                 the driver's thread",
@@ -169,6 +172,10 @@ pub struct Row {
     pub cpu_us: f64,
     /// Host CPU over wall time while streaming.
     pub cpu_share: f64,
+    /// Packets per second over the bare scatter-gather ring's at the same
+    /// packet size, link and memory in the same run (turns interleaved);
+    /// `None` on the bare rows and where no bare row ran.
+    pub of_bare: Option<f64>,
     /// On rows with cache maintenance: [`cpu_cache_us`], this CPU's own cost
     /// of the maintenance the emulated board models (the row's times and CPU
     /// include the model's); `None` where the CPU offers none in user space.
@@ -340,6 +347,45 @@ const LOADED_RING_MAX: usize = 4096;
 /// busy program.
 pub const STREAM_SLICE: Duration = Duration::from_micros(100);
 
+/// Streams `packets` packets of `bytes` through `ring` by the burst: as many
+/// sent as the ring has room for with one TAILDESC write, then every packet
+/// that has arrived taken in one pass; returns the seconds taken.
+fn stream_burst<R: RegisterSpace, I: IrqLine>(
+    ring: &mut PacketRing<'_, R, I>,
+    bytes: usize,
+    packets: usize,
+    what: &str,
+) -> Result<f64, Error> {
+    let slots = ring.slots() as u64;
+    let (mut sent, mut received) = (0u64, 0u64);
+    let total = packets as u64;
+    let t0 = Instant::now();
+    while received < total {
+        let room = (total - sent).min(slots - (sent - received)) as usize;
+        if room > 0 {
+            let from = sent;
+            sent += ring.send_burst_with(room, bytes, |i, p| fill(from + i as u64, p))? as u64;
+        }
+        let mut bad = None;
+        let mut seq = received;
+        ring.recv_burst_with((sent - received) as usize, |p| {
+            if bad.is_none() && !intact(seq, bytes, p) {
+                bad = Some(seq);
+            }
+            seq += 1;
+        })?;
+        if let Some(seq) = bad {
+            return Err(Error::Corrupted {
+                what: format!("{what}: packet {seq}"),
+                got: 0,
+                expected: seq as u32,
+            });
+        }
+        received = seq;
+    }
+    Ok(t0.elapsed().as_secs_f64())
+}
+
 /// One condition of the sweep.
 #[derive(Debug, Clone, Copy)]
 struct Condition {
@@ -402,7 +448,8 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
                 loads,
             };
             let engine = &rig.engines[0];
-            let swept = sweep(cfg, engine, &at, &mut *progress);
+            let regs = rig.board.registers(0)?;
+            let swept = sweep(cfg, engine, &regs, &at, &mut *progress);
             // The bench's thread goes back to the kernel's default slice.
             let _ = dmaflow::platform::cpu::default_scheduling(None);
             rows.extend(swept?);
@@ -435,7 +482,7 @@ pub fn run_on_board(
         sched,
         loads: vec![("any", cores)],
     };
-    let swept = sweep(cfg, &board.engine, &at, &mut *progress);
+    let swept = sweep(cfg, &board.engine, &board.registers, &at, &mut *progress);
     let _ = dmaflow::platform::cpu::default_scheduling(None);
     swept
 }
@@ -465,6 +512,7 @@ struct Setting {
 fn sweep<R: RegisterSpace, I: IrqLine>(
     cfg: &Config,
     engine: &Engine<R, I>,
+    regs: &dyn RegisterSpace,
     at: &Setting,
     progress: Progress,
 ) -> Result<Vec<Row>, Error> {
@@ -490,6 +538,10 @@ fn sweep<R: RegisterSpace, I: IrqLine>(
         let mut group = Vec::new();
         if cfg.sizes.contains(&bytes) {
             group.extend([base, at_slots(Completion::Poll, false, "copy")]);
+            // Packets by the burst, and the emulator baseline beside them: a
+            // bare scatter-gather ring, same work per packet.
+            group.push(at_slots(Completion::Poll, false, "burst"));
+            group.push(at_slots(Completion::Poll, false, "bare"));
             if at.irq {
                 // What waiting on the interrupt costs and saves.
                 group.push(at_slots(Completion::Irq, false, "zerocopy"));
@@ -551,6 +603,34 @@ fn sweep<R: RegisterSpace, I: IrqLine>(
             let c = &group[k];
             let what = what(c);
             progress(&format!("{what} run {}", round + 1));
+            if c.path == "bare" {
+                let work = super::baseline::PacketWork {
+                    fill: &fill,
+                    intact: &|seq, p| intact(seq, bytes, p),
+                };
+                let bare = |n| {
+                    // SAFETY: `regs` is this engine's register window and the
+                    // pool is its pool; `recover` halts that engine.
+                    unsafe {
+                        super::baseline::sg_stream(
+                            regs,
+                            engine.pool(),
+                            c.slots,
+                            bytes,
+                            n as u64,
+                            &work,
+                            || engine.dma().recover(),
+                        )
+                    }
+                };
+                bare(c.slots)?;
+                let meter = Meter::start(None);
+                let t = bare(packets_of(c));
+                costs[k].add(meter.stop());
+                // dmaflow's driver gets the engine back in a known state.
+                engine.dma().reset()?;
+                return t;
+            }
             let mut ring = PacketRing::new(engine, c.slots, bytes, cfg.batch, c.completion)?;
             let _load = c
                 .loaded
@@ -559,14 +639,23 @@ fn sweep<R: RegisterSpace, I: IrqLine>(
             // One short run first so the caches and the device thread
             // are warm.
             let copy = c.path == "copy";
-            stream(&mut ring, bytes, c.slots, copy, &what)?;
+            let mut run = |n| {
+                if c.path == "burst" {
+                    stream_burst(&mut ring, bytes, n, &what).map(|t| (t, Starved::default()))
+                } else {
+                    stream(&mut ring, bytes, n, copy, &what)
+                }
+            };
+            run(c.slots)?;
             let meter = Meter::start(None);
-            let (t, s) = stream(&mut ring, bytes, packets_of(c), copy, &what)?;
+            let (t, s) = run(packets_of(c))?;
             costs[k].add(meter.stop());
             starved[k].underruns += s.underruns;
             starved[k].overruns += s.overruns;
             Ok::<f64, Error>(t)
         })?;
+        let first = rows.len();
+        let mut bare_rate = None;
         let results = group.into_iter().zip(times).zip(costs).zip(starved);
         for (((c, times), cost), starved) in results {
             let packets = packets_of(&c);
@@ -575,7 +664,11 @@ fn sweep<R: RegisterSpace, I: IrqLine>(
             let rates: Vec<f64> = times.iter().map(|t| moved / t / 1e6).collect();
             rows.push(Row {
                 clock: at.clock.clone(),
-                completion: c.completion.name(),
+                completion: if c.path == "bare" {
+                    "bare"
+                } else {
+                    c.completion.name()
+                },
                 path: c.path,
                 cache_maintenance,
                 loaded: c.loaded,
@@ -593,10 +686,22 @@ fn sweep<R: RegisterSpace, I: IrqLine>(
                 model_us,
                 cpu_us: cost.cost().cpu_us_per(packets * times.len()),
                 cpu_share: cost.cpu_share(),
+                of_bare: None,
                 cpu_cache_us: cache_maintenance
                     .then(|| cpu_cache_us(bytes, 201))
                     .flatten(),
             });
+            if c.path == "bare" {
+                bare_rate = Some(packets as f64 / seconds);
+            }
+        }
+        // Each row of this size beside the bare ring of the same turns.
+        if let Some(bare) = bare_rate {
+            for r in &mut rows[first..] {
+                if r.path != "bare" && r.slots == cfg.slots {
+                    r.of_bare = Some(r.packets_per_s / bare);
+                }
+            }
         }
     }
     Ok(rows)
@@ -648,6 +753,12 @@ fn columns<'a>() -> Columns<'a, Row> {
         .plain("underruns", "underruns", |r| r.underruns)
         .plain("overruns", "overruns", |r| r.overruns)
         .kept("sched", |r| r.sched.clone())
+        .shown_as(
+            "of bare SG ring",
+            "of_bare",
+            |r| r.of_bare,
+            |v| v.map_or("-".into(), |v| format!("{:.0} %", 100.0 * v)),
+        )
         .optional("this CPU's cache maint. us/pkt", "cpu_cache_us", 3, |r| {
             r.cpu_cache_us
         })
@@ -735,6 +846,32 @@ pub fn targets(cfg: &Config, rows: &[Row]) -> Vec<Target> {
                 small.us_per_packet()
             ),
             small.packets_per_s >= 3e6,
+        ));
+    }
+    let burst = rows.iter().find(|r| {
+        let of = (&*r.clock, r.path, r.cache_maintenance, r.bytes, r.slots);
+        of == ("unlimited", "burst", false, 64, cfg.slots)
+    });
+    if let Some(b) = burst
+        && let Some(share) = b.of_bare
+    {
+        out.push(Target::new(
+            "64 B packets by the burst, unlimited clock: >= 90 % of the bare SG ring's rate",
+            format!(
+                "{:.1} % ({:.2} M/s; the bare ring {:.2} M/s in the same turns)",
+                100.0 * share,
+                b.packets_per_s / 1e6,
+                b.packets_per_s / share / 1e6
+            ),
+            share >= 0.90,
+        ));
+        out.push(Target::new(
+            "64 B packets by the burst, unlimited clock: driver CPU <= 0.10 us per packet",
+            format!(
+                "{:.3} us per packet (filling and checking each packet included)",
+                b.cpu_us
+            ),
+            b.cpu_us <= 0.10,
         ));
     }
     out
@@ -909,14 +1046,19 @@ mod tests {
         // poll, irq and adaptive beside a load on each core it is put on
         // (HP clock: the driver's and the device's where the device has a
         // core of its own); non-coherent zero-copy and copy (both clocks);
-        // the ring sweep's other sizes at 64 B.
+        // burst and the bare SG ring in all four settings; the ring sweep's
+        // other sizes at 64 B.
         let loads = if rows.iter().any(|r| r.load_core == "device") {
             2
         } else {
             1
         };
-        assert_eq!(rows.len(), 2 * (8 + 3 * loads + 4) + 2, "{rows:#?}");
+        assert_eq!(rows.len(), 2 * (8 + 3 * loads + 4 + 8) + 2, "{rows:#?}");
         for r in &rows {
+            // Every row of a size's turns says its share of the bare ring's
+            // rate; the bare rows themselves (and the sweep's) do not.
+            let beside = r.path != "bare" && r.slots == cfg.slots;
+            assert_eq!(r.of_bare.is_some(), beside, "{r:?}");
             // Every run fits in what the test's own clock saw.
             assert!(r.seconds * cfg.rounds as f64 <= elapsed, "{r:?}");
             assert!(r.packets >= r.slots, "{r:?}");
