@@ -91,6 +91,28 @@ impl Link {
         })
     }
 
+    /// Fails with [`Error::NoPeer`] once every peer this sending end had has
+    /// been gone for `edge.grace`; `gone_since` keeps when they went (reset
+    /// while a peer is connected, or before the first ever was).
+    pub(crate) fn check_peer_gone(
+        &mut self,
+        edge: &Edge,
+        gone_since: &mut Option<std::time::Instant>,
+    ) -> Result<(), Error> {
+        if self.peers()? == 0 && self.seen_peer {
+            let since = *gone_since.get_or_insert_with(std::time::Instant::now);
+            if since.elapsed() >= edge.grace {
+                return Err(Error::NoPeer {
+                    endpoint: edge.endpoint.to_string(),
+                    grace: edge.grace,
+                });
+            }
+        } else {
+            *gone_since = None;
+        }
+        Ok(())
+    }
+
     /// Reads the monitor's events so far; returns the peers connected now.
     pub(crate) fn peers(&mut self) -> Result<i64, Error> {
         loop {

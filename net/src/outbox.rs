@@ -33,8 +33,8 @@ use dmaflow::ring::{MemoryHold, Pod};
 
 use std::time::{Duration, Instant};
 
+use crate::Edge;
 use crate::link::{Link, SLICE_MS};
-use crate::{Edge, Error};
 
 /// One message in flight: released once ZeroMQ has let go of it.
 struct Ticket {
@@ -178,18 +178,7 @@ impl<T: Pod> Outbox<T> {
             }
             // The graph's abort, while the queue is all in flight.
             self.input.try_peek(0)?;
-            if self.link.peers()? == 0 && self.link.seen_peer {
-                let since = *gone_since.get_or_insert_with(Instant::now);
-                if since.elapsed() >= edge.grace {
-                    return Err(Error::NoPeer {
-                        endpoint: edge.endpoint.to_string(),
-                        grace: edge.grace,
-                    }
-                    .into());
-                }
-            } else {
-                gone_since = None;
-            }
+            self.link.check_peer_gone(edge, &mut gone_since)?;
             // Nothing new (or the stream ended): wait for a release. A
             // release that came between the look and here has unparked
             // already, so this returns at once.

@@ -178,18 +178,7 @@ fn deliver<T: Pod + Send>(
         if flags == 0 {
             // A slice went by without room.
             out.input().try_peek(0)?;
-            if out.link.peers()? == 0 && out.link.seen_peer {
-                let since = *gone_since.get_or_insert_with(Instant::now);
-                if since.elapsed() >= edge.grace {
-                    return Err(Error::NoPeer {
-                        endpoint: edge.endpoint.to_string(),
-                        grace: edge.grace,
-                    }
-                    .into());
-                }
-            } else {
-                gone_since = None;
-            }
+            out.link.check_peer_gone(edge, &mut gone_since)?;
         }
         flags = 0;
     }

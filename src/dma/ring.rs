@@ -197,9 +197,8 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
         Ok(())
     }
 
-    /// Sends a packet of `len` bytes, filled in place by `fill` (zero-copy). Waits
-    /// for a free TX buffer when all are in flight.
-    pub fn send_with(&mut self, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<(), Error> {
+    /// Checks that the ring runs and that a packet of `len` bytes fits a slot.
+    fn ready_to_send(&self, len: usize) -> Result<(), Error> {
         self.running()?;
         if len == 0 {
             return Err(Error::Empty);
@@ -210,6 +209,13 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
                 capacity: self.slot_bytes,
             });
         }
+        Ok(())
+    }
+
+    /// Sends a packet of `len` bytes, filled in place by `fill` (zero-copy). Waits
+    /// for a free TX buffer when all are in flight.
+    pub fn send_with(&mut self, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<(), Error> {
+        self.ready_to_send(len)?;
         self.make_tx_room()?;
         self.push_tx(len, fill)?;
         if self.tx_ring.unflushed() >= self.batch {
@@ -276,16 +282,7 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
         len: usize,
         mut fill: impl FnMut(usize, &mut [u8]),
     ) -> Result<usize, Error> {
-        self.running()?;
-        if len == 0 {
-            return Err(Error::Empty);
-        }
-        if len > self.slot_bytes {
-            return Err(Error::TooLong {
-                len,
-                capacity: self.slot_bytes,
-            });
-        }
+        self.ready_to_send(len)?;
         if count == 0 {
             return Ok(0);
         }
