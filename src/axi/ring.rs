@@ -482,6 +482,29 @@ impl DescRing {
         self.done_slot = self.head_slot;
     }
 
+    /// Whether the engine has finished every descriptor handed to it (the
+    /// newest handed over is Cmplt, or none is outstanding): the channel
+    /// idles until the next flush. Reads one status word. For S2MM that
+    /// means every receive buffer is full (an overrun); for MM2S, that the
+    /// stream ran dry (an underrun).
+    pub fn drained(&self) -> bool {
+        let n = self.posted_in_flight();
+        if n == 0 {
+            return true;
+        }
+        let last = self.done_slot + n - 1;
+        let last = if last >= self.slots {
+            last - self.slots
+        } else {
+            last
+        };
+        let _ = self
+            .desc
+            .sync_range_for_cpu(last * DESC_ALIGN as usize, DESC_ALIGN as usize);
+        let s = self.desc.load_word(word(last, DESC_STATUS)).unwrap_or(0);
+        s & DESC_STS_CMPLT != 0
+    }
+
     /// Descriptors handed to the engine and not yet reclaimed.
     pub fn posted_in_flight(&self) -> usize {
         (self.posted - self.done) as usize

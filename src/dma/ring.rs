@@ -27,6 +27,13 @@ use crate::platform::{IrqLine, RegisterSpace};
 /// (and CONTROL when the length changes) and nothing else; TX descriptors are
 /// reclaimed only once fewer than a threshold are free, by reading the status
 /// of the newest one handed over (like DPDK's `tx_free_thresh`).
+///
+/// With [`Completion::Adaptive`] a receive that has several packets ahead of
+/// it on the link waits for half of them by the link's rate
+/// ([`Link::expected`](super::Link::expected)): a timer nap when that is
+/// long, a spin when short, then the interrupt; the next pass drains the
+/// half that arrived while the other half keeps the link busy. The ring
+/// counts the times its stream stalled the link ([`starved`](Self::starved)).
 pub struct PacketRing<'e, R: RegisterSpace, I: IrqLine> {
     engine: &'e Engine<R, I>,
     tx: Vec<DmaBuf<u8>>,
@@ -40,6 +47,32 @@ pub struct PacketRing<'e, R: RegisterSpace, I: IrqLine> {
     /// TX descriptors are reclaimed (their statuses read) only when fewer
     /// than this many are free, all at once.
     tx_free_threshold: usize,
+    /// Packets sent and not yet received, and their bytes (what the link
+    /// has ahead of the oldest awaited packet, in a loopback or a core that
+    /// answers each packet).
+    ahead: usize,
+    ahead_bytes: usize,
+    /// Counters of the stream (see [`Starved`]).
+    starved: Starved,
+    /// An overrun was counted and no receive buffer has been handed back
+    /// to S2MM since: the same stall is not counted twice.
+    rx_stall_counted: bool,
+    /// A TX flush has handed packets to MM2S before.
+    tx_started: bool,
+}
+
+/// The times a [`PacketRing`]'s stream stalled the link, counted by the ring.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Starved {
+    /// Underruns: a send found MM2S done with every packet handed to it (the
+    /// link idled waiting for the program). Counted once per flush of new
+    /// packets after the first; a stream that sends one packet and waits for
+    /// its answer counts one per packet.
+    pub underruns: u64,
+    /// Overruns: a receive found every buffer handed to S2MM full (the
+    /// device had nowhere to write). Counted once per stall: again only
+    /// after buffers were handed back.
+    pub overruns: u64,
 }
 
 impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
@@ -116,6 +149,11 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
             slot_bytes,
             stopped: false,
             tx_free_threshold: (slots / 4).clamp(1, 32),
+            ahead: 0,
+            ahead_bytes: 0,
+            starved: Starved::default(),
+            rx_stall_counted: false,
+            tx_started: false,
         };
         for b in &ring.rx {
             // No dirty line may be written back over what S2MM writes.
@@ -143,18 +181,80 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
         self.tx_ring.capacity()
     }
 
+    /// The underruns and overruns the ring has counted so far.
+    pub fn starved(&self) -> Starved {
+        self.starved
+    }
+
     fn how(&self, ch: Channel) -> Wait<'e> {
         match self.completion {
             Completion::Irq => Wait::Irq(&self.engine.irq[ch as usize]),
             Completion::Yield => Wait::Yield,
-            Completion::Adaptive => Wait::Adaptive {
-                line: &self.engine.irq[ch as usize],
-                // A packet's time on the link from now: the oldest packet
-                // waited for is usually on its way already.
-                spin_until: std::time::Instant::now() + self.engine.link().spin(self.slot_bytes),
-            },
+            Completion::Adaptive => {
+                let link = self.engine.link();
+                let wait = if ch == Channel::S2mm && self.ahead > 1 {
+                    // Packets queued ahead: wait for half of them by the
+                    // link (a nap when that is long), so that one pass then
+                    // drains half the ring while the other half keeps the
+                    // link busy (NAPI's batch; blk-mq's half-time sleep). A
+                    // thread that sleeps is picked soon after it wakes
+                    // beside a busy program; one that spins per packet
+                    // spends its share.
+                    link.expected(self.ahead_bytes / 2)
+                } else {
+                    // A packet's time on the link from now: the oldest
+                    // packet waited for is usually on its way already.
+                    link.spin(self.slot_bytes)
+                };
+                Wait::Adaptive {
+                    line: &self.engine.irq[ch as usize],
+                    spin_until: std::time::Instant::now() + wait,
+                }
+            }
             _ => Wait::Poll,
         }
+    }
+
+    /// Hands what was pushed on TX to MM2S, counting an underrun when MM2S
+    /// had finished everything before.
+    fn flush_tx(&mut self) -> Result<(), Error> {
+        if self.tx_ring.unflushed() == 0 {
+            return Ok(());
+        }
+        if self.tx_started && self.tx_ring.drained() {
+            self.starved.underruns += 1;
+        }
+        self.tx_started = true;
+        let flushed = self.engine.dma.ring_flush(&mut self.tx_ring);
+        self.guard(flushed)
+    }
+
+    /// Hands the receive buffers given back to S2MM.
+    fn flush_rx(&mut self) -> Result<(), Error> {
+        if self.rx_ring.unflushed() > 0 {
+            self.rx_stall_counted = false;
+        }
+        let flushed = self.engine.dma.ring_flush(&mut self.rx_ring);
+        self.guard(flushed)
+    }
+
+    /// Counts an overrun if every buffer handed to S2MM is full (once per
+    /// stall).
+    fn note_rx_stall(&mut self) {
+        if !self.rx_stall_counted && self.rx_ring.drained() {
+            self.rx_stall_counted = true;
+            self.starved.overruns += 1;
+        }
+    }
+
+    /// A packet of `len` bytes came back.
+    fn received(&mut self, len: usize) {
+        self.ahead = self.ahead.saturating_sub(1);
+        self.ahead_bytes = if self.ahead == 0 {
+            0
+        } else {
+            self.ahead_bytes.saturating_sub(len)
+        };
     }
 
     /// Passes `r` on; an error stops the ring with the engine halted (the driver
@@ -219,8 +319,7 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
         self.make_tx_room()?;
         self.push_tx(len, fill)?;
         if self.tx_ring.unflushed() >= self.batch {
-            let flushed = self.engine.dma.ring_flush(&mut self.tx_ring);
-            self.guard(flushed)?;
+            self.flush_tx()?;
         }
         Ok(())
     }
@@ -242,8 +341,7 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
             }
         }
         if self.tx_ring.is_full() {
-            let flushed = self.engine.dma.ring_flush(&mut self.tx_ring);
-            self.guard(flushed)?;
+            self.flush_tx()?;
             let how = self.how(Channel::Mm2s);
             let waited = self.engine.dma.ring_wait(&self.tx_ring, &how);
             self.guard(waited)?;
@@ -268,6 +366,8 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
                 .push(buf.bus_addr(), len, self.engine.dma.max_len())
         };
         self.guard(pushed)?;
+        self.ahead += 1;
+        self.ahead_bytes += len;
         Ok(())
     }
 
@@ -291,8 +391,7 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
         for i in 0..n {
             self.push_tx(len, |b| fill(i, b))?;
         }
-        let flushed = self.engine.dma.ring_flush(&mut self.tx_ring);
-        self.guard(flushed)?;
+        self.flush_tx()?;
         Ok(n)
     }
 
@@ -304,24 +403,23 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
     /// Hands every packet sent so far to the engine.
     pub fn flush(&mut self) -> Result<(), Error> {
         self.running()?;
-        let flushed = self.engine.dma.ring_flush(&mut self.tx_ring);
-        self.guard(flushed)?;
-        let flushed = self.engine.dma.ring_flush(&mut self.rx_ring);
-        self.guard(flushed)
+        self.flush_tx()?;
+        self.flush_rx()
     }
 
     /// Waits for the oldest S2MM descriptor's completion (flushing what was sent
     /// first); returns its status word without giving it back.
     fn next_status(&mut self) -> Result<u32, Error> {
         self.running()?;
-        let flushed = self.engine.dma.ring_flush(&mut self.tx_ring);
-        self.guard(flushed)?;
+        self.flush_tx()?;
         let how = self.how(Channel::S2mm);
         let waited = self.engine.dma.ring_wait(&self.rx_ring, &how);
         // Nothing arrives when a packet's read failed on MM2S: that
         // descriptor's error is the cause to name.
         let waited = waited.map_err(|e| self.tx_error().unwrap_or(e));
-        self.guard(waited)
+        let status = self.guard(waited)?;
+        self.note_rx_stall();
+        Ok(status)
     }
 
     /// The MM2S descriptor error, if the oldest descriptor in flight reports
@@ -349,7 +447,10 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
     pub fn try_recv_with<T>(&mut self, read: impl FnOnce(&[u8]) -> T) -> Result<Option<T>, Error> {
         self.running()?;
         match self.rx_ring.completed() {
-            Some(status) => self.take(status, read).map(Some),
+            Some(status) => {
+                self.note_rx_stall();
+                self.take(status, read).map(Some)
+            }
             None => Ok(None),
         }
     }
@@ -376,8 +477,7 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
     fn repost_oldest(&mut self) -> Result<(), Error> {
         self.reclaim_rx()?;
         if self.rx_ring.unflushed() >= self.batch {
-            let flushed = self.engine.dma.ring_flush(&mut self.rx_ring);
-            self.guard(flushed)?;
+            self.flush_rx()?;
         }
         Ok(())
     }
@@ -419,8 +519,7 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
         let mut got = 0;
         loop {
             if status & DESC_STS_RXEOF == 0 {
-                let flushed = self.engine.dma.ring_flush(&mut self.rx_ring);
-                self.guard(flushed)?;
+                self.flush_rx()?;
                 return self.take(status, |_| ()).map(|()| got);
             }
             let n = (status & DESC_LENGTH_MASK) as usize;
@@ -430,6 +529,7 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
             // Clean and invalidate before the buffer is the device's again.
             buf.sync_for_cpu(self.slot_bytes)?;
             self.reclaim_rx()?;
+            self.received(n);
             got += 1;
             if got == max {
                 break;
@@ -439,8 +539,7 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
                 None => break,
             }
         }
-        let flushed = self.engine.dma.ring_flush(&mut self.rx_ring);
-        self.guard(flushed)?;
+        self.flush_rx()?;
         Ok(got)
     }
 
@@ -453,12 +552,12 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
             let mut len = n;
             self.repost_oldest()?;
             loop {
-                let flushed = self.engine.dma.ring_flush(&mut self.rx_ring);
-                self.guard(flushed)?;
+                self.flush_rx()?;
                 let s = self.next_status()?;
                 len += (s & DESC_LENGTH_MASK) as usize;
                 self.repost_oldest()?;
                 if s & DESC_STS_RXEOF != 0 {
+                    self.received(len);
                     return Err(Error::PacketTooLong {
                         len,
                         slot: self.slot_bytes,
@@ -472,6 +571,7 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
         // Clean and invalidate before the buffer is the device's again.
         buf.sync_for_cpu(self.slot_bytes)?;
         self.repost_oldest()?;
+        self.received(n);
         Ok(out)
     }
 }

@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use dmaflow::dma::{Completion, Engine, PacketRing};
+use dmaflow::dma::{Completion, Engine, PacketRing, Starved};
 use dmaflow::mem::CachePolicy;
 use dmaflow::platform::{IrqLine, MemoryModel, RegisterSpace};
 use dmaflow::rig::{Rig, policy_for};
@@ -141,14 +141,16 @@ pub struct Row {
     /// Buffers in the ring per direction (beside a load: as many as hold
     /// [`LOADED_RING`] of the link).
     pub slots: usize,
-    /// Times the driver came back to a ring whose every packet had gone
-    /// through (MM2S had nothing left to send while packets remained: the
-    /// link went idle waiting for the host), over all runs.
-    pub underruns: u64,
-    /// Times the driver found every receive buffer of the ring filled (S2MM
+    /// Times the ring found MM2S done with every packet handed to it when
+    /// it handed over more (the link went idle waiting for the host), over
+    /// all runs, as the ring counts them ([`PacketRing::starved`]); `None`
+    /// for the bare ring, which counts nothing.
+    pub underruns: Option<u64>,
+    /// Times the ring found every receive buffer handed to S2MM filled (S2MM
     /// had no free buffer: a source that cannot wait, such as an ADC, would
-    /// have lost data), over all runs.
-    pub overruns: u64,
+    /// have lost data), over all runs, as the ring counts them; `None` for
+    /// the bare ring.
+    pub overruns: Option<u64>,
     /// The scheduling the driver's and the device's threads were granted
     /// (`driver ...; device ...`).
     pub sched: String,
@@ -239,12 +241,17 @@ fn intact(seq: u64, len: usize, p: &[u8]) -> bool {
         && p[n..].iter().fold(0u8, |acc, &b| acc | (b ^ (seq as u8 ^ 0x5A))) == 0
 }
 
-/// What one stream saw of its ring: see [`Row::underruns`] and
-/// [`Row::overruns`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Starved {
-    underruns: u64,
-    overruns: u64,
+/// What the ring counted of its stream between `before` and now: see
+/// [`Row::underruns`] and [`Row::overruns`].
+fn starved_since<R: RegisterSpace, I: IrqLine>(
+    ring: &PacketRing<'_, R, I>,
+    before: Starved,
+) -> Starved {
+    let now = ring.starved();
+    Starved {
+        underruns: now.underruns - before.underruns,
+        overruns: now.overruns - before.overruns,
+    }
 }
 
 /// Streams `packets` packets of `bytes` through `ring`; returns the seconds
@@ -279,13 +286,9 @@ fn stream_stalled<R: RegisterSpace, I: IrqLine>(
         got: 0,
         expected: seq as u32,
     };
-    let mut starved = Starved::default();
+    let before = ring.starved();
     let t0 = Instant::now();
     while received < total {
-        // Every packet queued has come back: the link idled for the host.
-        if sent > 0 && sent == received && sent < total {
-            starved.underruns += 1;
-        }
         while sent < total && sent - received < slots {
             if copy {
                 fill(sent, &mut src);
@@ -299,7 +302,6 @@ fn stream_stalled<R: RegisterSpace, I: IrqLine>(
             std::thread::sleep(stall);
         }
         let mut first = true;
-        let (full, drained_from) = (sent - received == slots, received);
         while received < total {
             let seq = received;
             let ok = if copy {
@@ -324,13 +326,9 @@ fn stream_stalled<R: RegisterSpace, I: IrqLine>(
             }
             first = false;
         }
-        // A ring filled to the last buffer found complete in one drain: every
-        // S2MM buffer was full before the driver came back.
-        if full && received - drained_from == slots {
-            starved.overruns += 1;
-        }
     }
-    Ok((t0.elapsed().as_secs_f64(), starved))
+    let t = t0.elapsed().as_secs_f64();
+    Ok((t, starved_since(ring, before)))
 }
 
 /// How much of the link a stream's ring holds beside a load: more than two
@@ -349,16 +347,18 @@ pub const STREAM_SLICE: Duration = Duration::from_micros(100);
 
 /// Streams `packets` packets of `bytes` through `ring` by the burst: as many
 /// sent as the ring has room for with one TAILDESC write, then every packet
-/// that has arrived taken in one pass; returns the seconds taken.
+/// that has arrived taken in one pass; returns the seconds taken and the
+/// times the ring ran dry or full.
 fn stream_burst<R: RegisterSpace, I: IrqLine>(
     ring: &mut PacketRing<'_, R, I>,
     bytes: usize,
     packets: usize,
     what: &str,
-) -> Result<f64, Error> {
+) -> Result<(f64, Starved), Error> {
     let slots = ring.slots() as u64;
     let (mut sent, mut received) = (0u64, 0u64);
     let total = packets as u64;
+    let before = ring.starved();
     let t0 = Instant::now();
     while received < total {
         let room = (total - sent).min(slots - (sent - received)) as usize;
@@ -383,7 +383,8 @@ fn stream_burst<R: RegisterSpace, I: IrqLine>(
         }
         received = seq;
     }
-    Ok(t0.elapsed().as_secs_f64())
+    let t = t0.elapsed().as_secs_f64();
+    Ok((t, starved_since(ring, before)))
 }
 
 /// One condition of the sweep.
@@ -641,7 +642,7 @@ fn sweep<R: RegisterSpace, I: IrqLine>(
             let copy = c.path == "copy";
             let mut run = |n| {
                 if c.path == "burst" {
-                    stream_burst(&mut ring, bytes, n, &what).map(|t| (t, Starved::default()))
+                    stream_burst(&mut ring, bytes, n, &what)
                 } else {
                     stream(&mut ring, bytes, n, copy, &what)
                 }
@@ -674,8 +675,8 @@ fn sweep<R: RegisterSpace, I: IrqLine>(
                 loaded: c.loaded,
                 load_core: if c.loaded { at.loads[c.load].0 } else { "" },
                 slots: c.slots,
-                underruns: starved.underruns,
-                overruns: starved.overruns,
+                underruns: (c.path != "bare").then_some(starved.underruns),
+                overruns: (c.path != "bare").then_some(starved.overruns),
                 sched: at.sched.clone(),
                 bytes,
                 packets,
@@ -705,6 +706,11 @@ fn sweep<R: RegisterSpace, I: IrqLine>(
         }
     }
     Ok(rows)
+}
+
+/// A count, or `n/a` where nothing was counted.
+fn counted(n: Option<u64>) -> String {
+    n.map_or("n/a".into(), |n| n.to_string())
 }
 
 /// The rows' columns.
@@ -750,8 +756,8 @@ fn columns<'a>() -> Columns<'a, Row> {
         .fixed("overhead us/pkt", "overhead_us", 3, Row::overhead_us)
         .fixed("CPU us/pkt", "cpu_us", 3, |r| r.cpu_us)
         .percent("CPU share", "cpu_share", |r| r.cpu_share)
-        .plain("underruns", "underruns", |r| r.underruns)
-        .plain("overruns", "overruns", |r| r.overruns)
+        .shown_as("underruns", "underruns", |r| r.underruns, counted)
+        .shown_as("overruns", "overruns", |r| r.overruns, counted)
         .kept("sched", |r| r.sched.clone())
         .shown_as(
             "of bare SG ring",
@@ -907,8 +913,8 @@ pub fn answer(cfg: &Config, rows: &[Row]) -> String {
                 Some(format!(
                     "{c} {pct:.1} % (worst at {}, {} underruns, {} overruns)",
                     bytes_label(w.bytes),
-                    w.underruns,
-                    w.overruns
+                    counted(w.underruns),
+                    counted(w.overruns)
                 ))
             })
             .collect();
@@ -1110,7 +1116,8 @@ mod tests {
 
     /// A driver away while the device works through the whole ring: every
     /// drain finds all receive buffers full (an overrun) and every refill an
-    /// empty ring (an underrun, but for the first fill).
+    /// empty ring (an underrun, but for the first fill; the device may also
+    /// finish a refill's first batch before its second is flushed).
     #[test]
     fn a_stalled_driver_counts_its_overruns_and_underruns() {
         let rig = Rig::new(
@@ -1125,13 +1132,9 @@ mod tests {
         let mut ring = PacketRing::new(e, 8, 256, 4, Completion::Poll).unwrap();
         let stall = Duration::from_millis(20);
         let (_, s) = stream_stalled(&mut ring, 256, 32, false, "stalled", stall).unwrap();
-        assert_eq!(
-            s,
-            Starved {
-                underruns: 3,
-                overruns: 4
-            }
-        );
+        assert_eq!(s.overruns, 4, "{s:?}");
+        // One per refill after the first, at most one per flush (2 a refill).
+        assert!((3..=7).contains(&s.underruns), "{s:?}");
         let (_, s) = stream_stalled(&mut ring, 256, 32, true, "stalled copy", stall).unwrap();
         assert_eq!(s.overruns, 4, "{s:?}");
     }
