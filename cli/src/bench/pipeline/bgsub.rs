@@ -17,11 +17,13 @@ use dmaflow::platform::cpu::thread_cpu_time;
 use dmaflow::rig::BgSubCoprocessor;
 use dmaflow::sim::{BgSubCore, Clock, StreamProcessor};
 
-/// How both bgsub pipelines wait for completions: spin briefly, then yield
-/// the shared core between looks. A frame waits for the previous frame's
-/// answer, so only one is ever in flight and the node's wake-up is on every
-/// frame's critical path: an interrupt's wake-up costs more than it saves.
-const COMPLETION: Completion = Completion::Yield;
+/// How the bgsub pipelines and the device-only run wait for completions: a
+/// frame waits for the previous frame's answer, so only one is ever in flight
+/// and the node's wake-up is on every frame's critical path. Adaptive: a
+/// timer nap and a spin until the link says the frame should be over, the
+/// interrupt only past that (polling with short sleeps, `Yield`, overslept
+/// its 10 us slices by a VM's timer wake-up on every frame).
+const COMPLETION: Completion = Completion::Adaptive;
 
 /// Distinct frames the source cycles through.
 const DISTINCT: usize = 8;

@@ -19,6 +19,11 @@ pub(super) struct Bare<'a> {
     completion: Completion,
     mm2s: DescRing,
     s2mm: DescRing,
+    /// Bytes pushed on MM2S since its last flush.
+    pushed: usize,
+    /// Until when an adaptive wait spins (and naps): the last MM2S flush's
+    /// expected end at the link's rate.
+    spin_until: std::time::Instant,
 }
 
 impl<'a> Bare<'a> {
@@ -38,6 +43,8 @@ impl<'a> Bare<'a> {
             completion,
             mm2s,
             s2mm,
+            pushed: 0,
+            spin_until: std::time::Instant::now(),
         })
     }
 
@@ -46,7 +53,7 @@ impl<'a> Bare<'a> {
             Completion::Irq => Wait::Irq(self.engine.irq(ch)),
             Completion::Adaptive => Wait::Adaptive {
                 line: self.engine.irq(ch),
-                spin_until: std::time::Instant::now() + self.engine.link().spin(0),
+                spin_until: self.spin_until,
             },
             Completion::Yield => Wait::Yield,
             _ => Wait::Poll,
@@ -64,7 +71,10 @@ impl<'a> Bare<'a> {
     pub(super) unsafe fn push(&mut self, ch: Channel, bus: u64, bytes: usize) -> Result<(), Error> {
         let max = self.engine.dma().max_len();
         let ring = match ch {
-            Channel::Mm2s => &mut self.mm2s,
+            Channel::Mm2s => {
+                self.pushed += bytes;
+                &mut self.mm2s
+            }
             Channel::S2mm => &mut self.s2mm,
         };
         // SAFETY: the caller's contract, passed on.
@@ -79,6 +89,11 @@ impl<'a> Bare<'a> {
             Channel::S2mm => &mut self.s2mm,
         };
         self.engine.dma().ring_flush(ring)?;
+        if ch == Channel::Mm2s {
+            let now = std::time::Instant::now();
+            self.spin_until = self.engine.link().spin_until(now, self.pushed);
+            self.pushed = 0;
+        }
         Ok(())
     }
 
