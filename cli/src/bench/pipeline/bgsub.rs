@@ -21,8 +21,9 @@ use dmaflow::sim::{BgSubCore, Clock, StreamProcessor};
 /// frame waits for the previous frame's answer, so only one is ever in flight
 /// and the node's wake-up is on every frame's critical path. Adaptive: a
 /// timer nap and a spin until the link says the frame should be over, the
-/// interrupt only past that (polling with short sleeps, `Yield`, overslept
-/// its 10 us slices by a VM's timer wake-up on every frame).
+/// interrupt only past that (polling with short sleeps, `Yield`, sleeps in
+/// slices of at least 10 us once its 5 us spin is over, and each sleep's
+/// wake-up lands on the frame's critical path).
 const COMPLETION: Completion = Completion::Adaptive;
 
 /// Distinct frames the source cycles through.
