@@ -92,7 +92,7 @@ fn masks_are_the_software_s_through_many_wraps() {
     }
     assert!(want.contains(&255) && want.contains(&0));
     for model in [MemoryModel::Coherent, MemoryModel::NonCoherent] {
-        for completion in [Completion::Poll, Completion::Irq] {
+        for completion in [Completion::Poll, Completion::Irq, Completion::Adaptive] {
             let cfg = Config {
                 params: p,
                 completion,

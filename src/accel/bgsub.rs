@@ -17,6 +17,8 @@
 //! one cannot be halted, the memory it was given (descriptor rings, the
 //! background buffers, the queues' ranges) is never returned or unmapped.
 
+use std::time::Instant;
+
 use crate::axi::{self, Channel, DESC_WORDS, DescRing, Wait, regs::DESC_LENGTH_MASK};
 use crate::dma::{self, Completion, Engine};
 use crate::dsp::bgsub::Params;
@@ -107,12 +109,15 @@ impl<R: RegisterSpace, I: IrqLine> Node<'_, R, I> {
         Ok(())
     }
 
-    fn wait_how(&self, e: usize, ch: Channel) -> Wait<'_> {
+    /// How to wait on `ch` of engine `e` for a frame whose streams started
+    /// at `posted`: `Adaptive` naps and spins until the link says the frame's
+    /// streams (side by side, one per engine) should be over.
+    fn wait_how(&self, e: usize, ch: Channel, posted: Instant, n: usize) -> Wait<'_> {
         match self.completion {
             Completion::Irq => Wait::Irq(self.engines[e].irq(ch)),
             Completion::Adaptive => Wait::Adaptive {
                 line: self.engines[e].irq(ch),
-                spin_until: std::time::Instant::now() + self.engines[e].link().spin(0),
+                spin_until: self.engines[e].link().spin_until(posted, n),
             },
             Completion::Yield => Wait::Yield,
             _ => Wait::Poll,
@@ -151,12 +156,13 @@ impl<R: RegisterSpace, I: IrqLine> Node<'_, R, I> {
         for (e, rings) in self.rings.iter_mut().enumerate() {
             self.engines[e].dma().ring_flush(&mut rings.mm2s)?;
         }
+        let started = Instant::now();
         // The answers first, the mask last of all: by the time it has landed
         // the other three have completed too, so only one wait sleeps.
         for (e, &[_, s2mm]) in posted.iter().enumerate().rev() {
             let mut got = 0usize;
             for k in 0..s2mm {
-                let how = self.wait_how(e, Channel::S2mm);
+                let how = self.wait_how(e, Channel::S2mm, started, n);
                 let status = self.engines[e].dma().ring_wait(&self.rings[e].s2mm, &how)?;
                 self.rings[e].s2mm.reclaim();
                 got += (status & DESC_LENGTH_MASK) as usize;
@@ -174,7 +180,7 @@ impl<R: RegisterSpace, I: IrqLine> Node<'_, R, I> {
         }
         for (e, &[mm2s, _]) in posted.iter().enumerate() {
             for _ in 0..mm2s {
-                let how = self.wait_how(e, Channel::Mm2s);
+                let how = self.wait_how(e, Channel::Mm2s, started, n);
                 self.engines[e].dma().ring_wait(&self.rings[e].mm2s, &how)?;
                 self.rings[e].mm2s.reclaim();
             }

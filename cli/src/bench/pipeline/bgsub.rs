@@ -3,21 +3,28 @@
 //! background is the previous frame's answer, so frames go one at a time.
 
 use std::sync::Arc;
+use std::time::Instant;
 
+use super::device::{self, Bare};
 use super::{Body, Error, Rig, Run, run_pipeline};
 use dmaflow::accel::bgsub;
+use dmaflow::axi::Channel;
 use dmaflow::dma::Completion;
 use dmaflow::dsp::bgsub::{Params, synthetic_frames};
 use dmaflow::graph::{Input, Output};
 use dmaflow::mem::CachePolicy;
+use dmaflow::platform::cpu::thread_cpu_time;
 use dmaflow::rig::BgSubCoprocessor;
 use dmaflow::sim::{BgSubCore, Clock, StreamProcessor};
 
-/// How both bgsub pipelines wait for completions: spin briefly, then yield
-/// the shared core between looks. A frame waits for the previous frame's
-/// answer, so only one is ever in flight and the node's wake-up is on every
-/// frame's critical path: an interrupt's wake-up costs more than it saves.
-const COMPLETION: Completion = Completion::Yield;
+/// How the bgsub pipelines and the device-only run wait for completions: a
+/// frame waits for the previous frame's answer, so only one is ever in flight
+/// and the node's wake-up is on every frame's critical path. Adaptive: a
+/// timer nap and a spin until the link says the frame should be over, the
+/// interrupt only past that (polling with short sleeps, `Yield`, sleeps in
+/// slices of at least 10 us once its 5 us spin is over, and each sleep's
+/// wake-up lands on the frame's critical path).
+const COMPLETION: Completion = Completion::Adaptive;
 
 /// Distinct frames the source cycles through.
 const DISTINCT: usize = 8;
@@ -133,4 +140,84 @@ pub(super) fn core_rate(frame_bytes: usize) -> Result<f64, Error> {
         core.process(&[frame, background], &mut outs);
         out.extend_from_slice(&outs[1]);
     }))
+}
+
+/// The device-only baseline: the same core and engines as the accelerator
+/// node, their channels driven bare ([`Bare`]) and no graph: the source's
+/// frames rendered into DMA memory before the clock starts, then frame after
+/// frame the new background and the mask landed and the frame and the
+/// background sent (the first frame standing in for its own background, as
+/// the node does), each answer's length checked; nothing reads the masks.
+pub(super) fn device_once(clock: Clock, frame_bytes: usize, bytes: usize) -> Result<Run, Error> {
+    let p = params(frame_bytes)?;
+    let n = p.frame_bytes();
+    let frames = (bytes / n).max(DISTINCT);
+    let rig = Rig::new(
+        (DISTINCT * n + 3 * n + (4 << 20)).next_power_of_two(),
+        clock,
+        true,
+        CachePolicy::Coherent,
+        Box::new(BgSubCore::new(p)),
+    )?;
+    let _placed = rig.dedicate_core()?;
+    let (e0, e1) = (&rig.engines[0], &rig.engines[1]);
+    let pool = e0.pool();
+    let mut video = pool.alloc::<u8>(DISTINCT * n)?;
+    video
+        .as_mut_slice()
+        .copy_from_slice(&synthetic_frames(&p, DISTINCT, 5));
+    video.sync_for_device(DISTINCT * n)?;
+    let (mut bg0, mut bg1, mut mask) = (
+        pool.alloc::<u8>(n)?,
+        pool.alloc::<u8>(n)?,
+        pool.alloc::<u8>(n)?,
+    );
+    for b in [&bg0, &bg1, &mask] {
+        b.sync_for_device(n)?;
+    }
+    let (t0, c0) = (Instant::now(), thread_cpu_time());
+    let result = (|| -> Result<u64, Error> {
+        let mut bare = [Bare::new(e0, 2, COMPLETION)?, Bare::new(e1, 2, COMPLETION)?];
+        let mut backgrounds = [bg0.bus_addr(), bg1.bus_addr()];
+        let mut delivered = 0u64;
+        for f in 0..frames {
+            let frame = video.bus_addr() + ((f % DISTINCT) * n) as u64;
+            let bg_in = if f == 0 { frame } else { backgrounds[0] };
+            // SAFETY: every buffer lives until the run's end, and on an
+            // error `device::stop` halts the engines or surrenders them.
+            // One frame is in flight at a time: the landings (the other
+            // background, the mask) are read by nothing meanwhile, and the
+            // frame and background sent are only read.
+            unsafe {
+                bare[0].push(Channel::S2mm, backgrounds[1], n)?;
+                bare[1].push(Channel::S2mm, mask.bus_addr(), n)?;
+                bare[0].push(Channel::Mm2s, frame, n)?;
+                bare[1].push(Channel::Mm2s, bg_in, n)?;
+            }
+            for b in &mut bare {
+                b.flush(Channel::S2mm)?;
+            }
+            for b in &mut bare {
+                b.flush(Channel::Mm2s)?;
+            }
+            bare[0].landed(n)?;
+            delivered += bare[1].landed(n)? as u64;
+            for b in &mut bare {
+                b.sent()?;
+            }
+            backgrounds.swap(0, 1);
+        }
+        Ok(delivered)
+    })();
+    let (wall, cpu) = (t0.elapsed(), thread_cpu_time() - c0);
+    let out_bytes = result.inspect_err(|_| {
+        device::stop(&[e0, e1], &mut [&mut video, &mut bg0, &mut bg1, &mut mask]);
+    })?;
+    Ok(Run {
+        wall,
+        cpu,
+        out_bytes,
+        copied: 0,
+        digest: 0,
+    })
 }

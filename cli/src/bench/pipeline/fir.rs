@@ -1,13 +1,18 @@
 //! The FIR core in `bench pipeline`: f32 samples, windows overlapping by
 //! `TAPS - 1` samples, one hop of filtered samples per window.
 
+use std::time::Instant;
+
+use super::device::{self, Bare};
 use super::{Body, Error, Rig, Run, SimEngine, run_pipeline};
 use dmaflow::accel::fir::load_taps;
 use dmaflow::accel::fir::{FIR_REG_NTAPS, FIR_REG_TAPS};
 use dmaflow::accel::stage::{self, StageConfig};
+use dmaflow::axi::Channel;
 use dmaflow::dma::{Completion, PacketRing};
 use dmaflow::graph::{Input, Output};
 use dmaflow::mem::CachePolicy;
+use dmaflow::platform::cpu::thread_cpu_time;
 use dmaflow::sim::{Clock, FirCore, StreamProcessor};
 
 /// Filter taps of the FIR core.
@@ -181,5 +186,89 @@ pub(super) fn core_rate(window_bytes: usize) -> f64 {
         .collect();
     super::rate_of(|out| {
         core.process(&[&input], std::slice::from_mut(out));
+    })
+}
+
+/// The device-only baseline: the same core, engine, windows and windows in
+/// flight as the accelerator node, with the engine's channels driven bare
+/// ([`Bare`]) and no graph: the stream's first windows written into DMA
+/// memory before the clock starts, every window sent from there in turn
+/// (the core's work does not depend on the samples' values) and every answer
+/// landed in one of `depth` slots, its length checked; nothing reads it.
+pub(super) fn device_once(clock: Clock, window_bytes: usize, samples: usize) -> Result<Run, Error> {
+    let hop = window_bytes / 4;
+    let rig = Rig::new(
+        64 << 20,
+        clock,
+        true,
+        CachePolicy::Coherent,
+        Box::new(FirCore::new()),
+    )?;
+    load_taps(&rig.control()?, &taps()).map_err(Error::peer("FIR coprocessor"))?;
+    let _placed = rig.dedicate_core()?;
+    let window = hop + TAPS - 1;
+    let depth = (IN_FLIGHT / window_bytes).max(4);
+    let engine = &rig.engines[0];
+    // Windows in the input buffer, sent in turn.
+    let turn = 2 * depth;
+    let in_items = window + (turn - 1) * hop;
+    let stream: Vec<f32> = std::iter::repeat_n(0.0, TAPS - 1)
+        .chain((0..).map(|i: usize| (i % PERIOD) as f32 / PERIOD as f32 - 0.5))
+        .take(in_items)
+        .collect();
+    let mut input = engine.pool().alloc::<u8>(4 * in_items)?;
+    input
+        .as_mut_slice()
+        .copy_from_slice(bytemuck::cast_slice(&stream));
+    input.sync_for_device(4 * in_items)?;
+    let mut output = engine.pool().alloc::<u8>(depth * window_bytes)?;
+    output.sync_for_device(depth * window_bytes)?;
+    // Whole windows, then a last one with what is left (as the node sends).
+    let (full, rest) = (samples / hop, samples % hop);
+    let windows = full + usize::from(rest > 0);
+    let packet = |i: usize| {
+        if i < full {
+            ((i % turn) * hop, window, 4 * hop)
+        } else {
+            (0, rest + TAPS - 1, 4 * rest)
+        }
+    };
+    let (t0, c0) = (Instant::now(), thread_cpu_time());
+    let result = (|| -> Result<u64, Error> {
+        let mut bare = Bare::new(engine, depth + 1, COMPLETION)?;
+        let (mut next, mut done, mut delivered) = (0usize, 0usize, 0u64);
+        while done < windows {
+            while next < windows && next - done < depth {
+                let (at, items, answer) = packet(next);
+                let slot = (next % depth) * window_bytes;
+                // SAFETY: both buffers live until the run's end, and on an
+                // error `device::stop` halts the engine or surrenders them.
+                // The landing slot is free: at most `depth` answers are in
+                // flight and slot `next % depth` last held answer
+                // `next - depth`, landed already. The input is only read.
+                unsafe {
+                    bare.push(Channel::S2mm, output.bus_addr() + slot as u64, answer)?;
+                    bare.push(Channel::Mm2s, input.bus_addr() + 4 * at as u64, 4 * items)?;
+                }
+                next += 1;
+            }
+            bare.flush(Channel::S2mm)?;
+            bare.flush(Channel::Mm2s)?;
+            delivered += bare.landed(packet(done).2)? as u64;
+            bare.sent()?;
+            done += 1;
+        }
+        Ok(delivered)
+    })();
+    let (wall, cpu) = (t0.elapsed(), thread_cpu_time() - c0);
+    let out_bytes = result.inspect_err(|_| {
+        device::stop(&[engine], &mut [&mut input, &mut output]);
+    })?;
+    Ok(Run {
+        wall,
+        cpu,
+        out_bytes,
+        copied: 0,
+        digest: 0,
     })
 }

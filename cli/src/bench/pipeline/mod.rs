@@ -8,9 +8,13 @@
 //! calls. At the board's HP-port clock and unlimited, interleaved run by run;
 //! host CPU of every pipeline thread (never the emulated device's) and the
 //! bytes the library copied on them ([`dmaflow::copies`]). Both pipelines'
-//! outputs must agree exactly.
+//! outputs must agree exactly. Beside them in the same rounds, `device`: each
+//! core's DMA channels driven bare with no graph ([`device`]), what the
+//! emulated device itself delivers on this host, which the accelerator node
+//! is measured against (`vs_device`).
 
 mod bgsub;
+mod device;
 mod fir;
 
 use fir::TAPS;
@@ -72,12 +76,14 @@ pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
           library copied on those threads per byte delivered, counted\n\
           where it copies; the largest of the runs), vs_copy (zerocopy\n\
           rows: delivered over the copying pipeline's, run by run, a\n\
-          spread), runs",
+          spread), vs_device (zerocopy rows: delivered over the\n\
+          device-only run's, run by run, a spread), runs",
     conditions: Conditions {
         timed: "the graph's run from start to its last node's end",
         against: "a copying pipeline on the same footing (FIR: the same scatter-gather \
                   engine and windows in flight, through a packet ring's standard I/O; \
-                  bgsub: one frame at a time in both, as its background requires) and the \
+                  bgsub: one frame at a time in both, as its background requires), the \
+                  same core's DMA channels driven bare with no graph (device), and the \
                   modelled link; copied bytes counted where the library copies",
         model: "link_share and model_mb_per_s are the modelled link's; core_mb_per_s is the \
                 emulated core's own compute on this host",
@@ -133,7 +139,7 @@ impl Config {
 pub struct Row {
     /// The coprocessor.
     pub core: Core,
-    /// `zerocopy` or `copy`.
+    /// `zerocopy`, `copy` or `device` (the core's channels driven bare).
     pub pipeline: &'static str,
     /// The port's rate (e.g. "1200MB/s") or "unlimited".
     pub clock: String,
@@ -156,6 +162,9 @@ pub struct Row {
     /// For `zerocopy` rows: delivered MB/s over the copying pipeline's, run
     /// by run.
     pub vs_copy: Option<Ratio>,
+    /// For `zerocopy` rows: delivered MB/s over the device-only run's, run
+    /// by run.
+    pub vs_device: Option<Ratio>,
     /// Rounds measured (the JSON key `runs`).
     pub rounds: usize,
 }
@@ -315,14 +324,17 @@ fn point(
         core.name(),
         bytes_label(window_bytes)
     );
-    // Point 0 is the accelerator node, point 1 the copying pipeline.
-    let pipelines = ["zerocopy", "copy"];
-    let mut runs: [Vec<Run>; 2] = Default::default();
-    in_turns(2, cfg.rounds, |p, r| {
+    // Point 0 is the accelerator node, point 1 the copying pipeline, point 2
+    // the device-only baseline.
+    let pipelines = ["zerocopy", "copy", "device"];
+    let mut runs: [Vec<Run>; 3] = Default::default();
+    in_turns(3, cfg.rounds, |p, r| {
         progress(&format!("{what} {} run {}", pipelines[p], r + 1));
-        let run = match core {
-            Core::Fir => fir::run_once(clock, window_bytes, cfg.samples, p == 0)?,
-            Core::BgSub => bgsub::run_once(clock, window_bytes, cfg.frame_bytes, p == 0)?,
+        let run = match (core, p) {
+            (Core::Fir, 2) => fir::device_once(clock, window_bytes, cfg.samples)?,
+            (Core::Fir, _) => fir::run_once(clock, window_bytes, cfg.samples, p == 0)?,
+            (Core::BgSub, 2) => bgsub::device_once(clock, window_bytes, cfg.frame_bytes)?,
+            (Core::BgSub, _) => bgsub::run_once(clock, window_bytes, cfg.frame_bytes, p == 0)?,
         };
         let secs = run.wall.as_secs_f64();
         runs[p].push(run);
@@ -343,9 +355,12 @@ fn point(
             bgsub::core_rate(window_bytes)?,
         ),
     };
+    // The pipelines' outputs agree; the device-only runs (which nothing
+    // reads) delivered as much.
     let reference = runs[0][0].digest;
-    if let Some(bad) =
-        (runs.iter().flatten()).find(|r| r.digest != reference || r.out_bytes != want_bytes)
+    if let Some(bad) = (runs[..2].iter().flatten())
+        .find(|r| r.digest != reference)
+        .or_else(|| (runs.iter().flatten()).find(|r| r.out_bytes != want_bytes))
     {
         return Err(Error::Corrupted {
             what,
@@ -359,6 +374,7 @@ fn point(
             .collect()
     };
     let vs_copy = Ratio::of(&mb(&runs[0]), &mb(&runs[1]));
+    let vs_device = Ratio::of(&mb(&runs[0]), &mb(&runs[2]));
     let rows = runs.iter().zip(pipelines).map(|(rs, pipeline)| {
         let per_mb = rs
             .iter()
@@ -376,6 +392,7 @@ fn point(
             model_mb_per_s: model.map(|m| m / 1e6),
             core_mb_per_s: core_rate / 1e6,
             vs_copy: (pipeline == "zerocopy").then_some(vs_copy),
+            vs_device: (pipeline == "zerocopy").then_some(vs_device),
             rounds: rs.len(),
         }
     });
@@ -423,7 +440,18 @@ fn columns<'a>() -> Columns<'a, Row> {
         .fixed("core MB/s", "core_mb_per_s", 0, |r| r.core_mb_per_s)
         .fixed("CPU us/MB", "cpu_us_per_mb", 0, |r| r.cpu_us_per_mb)
         .fixed("copied B/B", "copied_per_byte", 2, |r| r.copied_per_byte)
+        .shown("of device", |r| {
+            r.vs_device.map_or("-".into(), |Ratio(v)| {
+                format!(
+                    "{:.1} % ({:.1}..{:.1})",
+                    100.0 * v.median,
+                    100.0 * v.min,
+                    100.0 * v.max
+                )
+            })
+        })
         .kept("vs_copy", |r| r.vs_copy.map(|Ratio(v)| v.json()))
+        .kept("vs_device", |r| r.vs_device.map(|Ratio(v)| v.json()))
         .kept("runs", |r| r.rounds)
 }
 
@@ -516,6 +544,76 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
                 ratio >= 1.5,
             ));
         }
+        // Against the device-only baseline: every window size, both clocks.
+        if let Some((worst, Ratio(v))) = zc()
+            .filter(|r| r.core == core)
+            .filter_map(|r| r.vs_device.map(|q| (r, q)))
+            .min_by(|a, b| a.1.0.median.total_cmp(&b.1.0.median))
+        {
+            targets.push(Target::new(
+                format!(
+                    "{name}: the accelerator node >= 95 % of the device-only baseline at every \
+                     window size"
+                ),
+                format!(
+                    "at least {:.1} % (worst at {} {}, runs {:.1} to {:.1} %){}",
+                    100.0 * v.median,
+                    bytes_label(worst.window_bytes),
+                    worst.clock,
+                    100.0 * v.min,
+                    100.0 * v.max,
+                    v.straddle_note(0.95)
+                ),
+                v.median >= 0.95,
+            ));
+        }
+        if let (Some(z), Some(c)) = (at_64k("zerocopy"), at_64k("copy")) {
+            let ratio = c.cpu_us_per_mb / z.cpu_us_per_mb;
+            targets.push(Target::new(
+                format!(
+                    "{name}: unlimited clock, 64 KiB windows: the copying pipeline's host CPU \
+                     per MB >= 2x the accelerator node's"
+                ),
+                format!(
+                    "{ratio:.2}x ({:.0} against {:.0} us per MB)",
+                    c.cpu_us_per_mb, z.cpu_us_per_mb
+                ),
+                ratio >= 2.0,
+            ));
+        }
+        // bgsub: one frame in flight, so each frame's time beyond the
+        // device-only run's is the node's software round trip.
+        let at_port = |pipeline: &'static str| {
+            (mine.iter()).find(move |r| {
+                r.pipeline == pipeline && r.window_bytes == 4 << 10 && r.clock != "unlimited"
+            })
+        };
+        if core == Core::BgSub
+            && let (Some(z), Some(d)) = (at_port("zerocopy"), at_port("device"))
+        {
+            let frame_us = |r: &Row| r.window_bytes as f64 / r.mb_per_s.median;
+            let round_trip = frame_us(z) - frame_us(d);
+            targets.push(Target::new(
+                format!(
+                    "bgsub: 4 KiB frames at the {} port: the node's software round trip per \
+                     frame <= 25 us (half of the ~50 us before)",
+                    z.clock
+                ),
+                format!(
+                    "{round_trip:.1} us ({:.1} us per frame against {:.1} us device-only)",
+                    frame_us(z),
+                    frame_us(d)
+                ),
+                round_trip <= 25.0,
+            ));
+            clauses.push(format!(
+                "a 4 KiB bgsub frame at the {} port takes {:.1} us through the node, {:.1} us \
+                 of them software round trip beyond the device-only run",
+                z.clock,
+                frame_us(z),
+                round_trip
+            ));
+        }
         plots.push(LinePlot::new(
             format!("{name} coprocessor in a process network: delivered throughput"),
             XAxis::Bytes,
@@ -579,7 +677,8 @@ mod tests {
         let cfg = Config::at(&Setup::TINY);
         let rows = run(&cfg, &mut |_| {}).unwrap();
         let wall = t0.elapsed().as_secs_f64();
-        assert_eq!(rows.len(), 8);
+        // Two clocks, two cores, one window, three pipelines.
+        assert_eq!(rows.len(), 12);
         for r in &rows {
             assert!(r.mb_per_s.median > 0.0 && r.cpu_us_per_mb > 0.0, "{r:?}");
             // The whole output went through in less than the test's time.
@@ -591,6 +690,14 @@ mod tests {
         }
         for r in rows.iter().filter(|r| r.pipeline == "zerocopy") {
             assert_eq!(r.copied_per_byte, 0.0, "{r:?}");
+            // Set against the device-only run of the same core, window
+            // and clock, which is there.
+            assert!(r.vs_device.is_some_and(|Ratio(v)| v.median > 0.0), "{r:?}");
+            assert!(rows.iter().any(|d| d.pipeline == "device"
+                && (d.core, d.window_bytes, &d.clock) == (r.core, r.window_bytes, &r.clock)));
+        }
+        for r in rows.iter().filter(|r| r.pipeline != "zerocopy") {
+            assert!(r.vs_device.is_none() && r.vs_copy.is_none(), "{r:?}");
         }
         // The copying pipeline copies each window in and each answer out: at
         // least two bytes per byte delivered.
@@ -601,5 +708,23 @@ mod tests {
         assert_eq!(report.json["rows"][0]["core"], "fir");
         assert!(rows.iter().any(|r| r.core == Core::BgSub));
         assert!(report.text.contains("copied B/B"));
+        // Both cores set against their device-only runs; bgsub's round trip.
+        let aimed = |what: &str| {
+            (report.targets.iter())
+                .filter(|t| t.what.contains(what))
+                .count()
+        };
+        assert_eq!(
+            aimed("of the device-only baseline"),
+            2,
+            "{:?}",
+            report.targets
+        );
+        assert_eq!(
+            aimed("software round trip per frame"),
+            1,
+            "{:?}",
+            report.targets
+        );
     }
 }
