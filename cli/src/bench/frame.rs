@@ -82,6 +82,13 @@ impl<P, S> Row<P, S> {
         Some(Ratio::of(&a, &b))
     }
 
+    /// Whether `figure` is a number in some round: a figure a point does not
+    /// have is `NaN` in every round (`-` in the table and null in the JSON
+    /// of [`Columns::typical`] and [`Columns::summary`]).
+    pub fn measured(&self, figure: impl Fn(&S) -> f64) -> bool {
+        self.samples.iter().any(|s| !figure(s).is_nan())
+    }
+
     /// `figure` in every round, in round order.
     pub fn each(&self, figure: impl Fn(&S) -> f64) -> Vec<f64> {
         self.samples.iter().map(figure).collect()
@@ -207,6 +214,63 @@ impl<'a, P: 'a, S: 'a> Columns<'a, Row<P, S>> {
         .doc(format!(
             "{doc}, over the rounds: median, p25, p75, min, max, n"
         ))
+    }
+
+    /// A figure's median over the rounds, in both: in the table times
+    /// `scale` with `places` decimals (a figure `NaN` in every round: `-`
+    /// and null).
+    pub fn typical(
+        self,
+        header: &'static str,
+        key: &'static str,
+        doc: &'static str,
+        (scale, places): (f64, usize),
+        figure: impl Fn(&S) -> f64 + Copy + 'a,
+    ) -> Self {
+        self.col(
+            header,
+            key,
+            move |r| match r.measured(figure) {
+                true => format!("{:.places$}", r.median(figure) * scale),
+                false => "-".into(),
+            },
+            move |r| r.measured(figure).then(|| r.median(figure)),
+        )
+        .doc(format!("{doc}, median of the rounds"))
+    }
+
+    /// A figure's median over the rounds under `key` and its whole spread
+    /// under `spread_key` (median, p25, p75, min, max, n); in the table the
+    /// median times `scale` with `places` decimals and `unit`, the rounds'
+    /// range beside it (a figure `NaN` in every round: `-` and nulls).
+    pub fn summary(
+        self,
+        (header, key, spread_key): (&'static str, &'static str, &'static str),
+        doc: &'static str,
+        (scale, places, unit): (f64, usize, &'static str),
+        figure: impl Fn(&S) -> f64 + Copy + 'a,
+    ) -> Self {
+        self.col(
+            header,
+            key,
+            move |r| {
+                if !r.measured(figure) {
+                    return "-".into();
+                }
+                let s = r.spread(figure).scaled(scale);
+                format!(
+                    "{:.places$}{unit} ({:.places$}..{:.places$})",
+                    s.median, s.min, s.max
+                )
+            },
+            move |r| r.measured(figure).then(|| r.median(figure)),
+        )
+        .doc(format!(
+            "{doc}, median of the rounds; {spread_key}: their median, p25, p75, min, max, n"
+        ))
+        .kept_as(spread_key.to_string(), move |r| {
+            r.measured(figure).then(|| r.spread(figure).json())
+        })
     }
 
     /// The rounds measured, in both.
@@ -563,6 +627,13 @@ mod tests {
                 .measured("v", "v", "value", (1.0, 0), |s| *s)
                 .ratio("vs base", "vs_base", "v over base's", |s| *s)
                 .spread("v all", "v_spread", "value", (1.0, 0), |s| *s)
+                .typical("v mid", "v_mid", "value", (1.0, 0), |s| *s)
+                .summary(
+                    ("v sum", "v_sum", "v_sum_spread"),
+                    "value",
+                    (1.0, 0, ""),
+                    |s| *s,
+                )
                 .rounds()
         }
     }
@@ -613,6 +684,9 @@ mod tests {
         assert_eq!(r1["vs_base_verdict"], "faster");
         assert_eq!(r1["v_spread"]["n"], 3);
         assert_eq!(r1["v_spread"]["median"], r1["v"]);
+        assert_eq!(r1["v_mid"], r1["v"]);
+        assert_eq!(r1["v_sum"], r1["v"]);
+        assert_eq!(r1["v_sum_spread"]["max"], r1["v_max"]);
         assert_eq!(rep.json["toy_kept"], 7);
         assert!(rep.json["rows"][0]["vs_base"].is_null());
         assert_eq!(rep.plots.len(), 1);

@@ -571,7 +571,7 @@ fn measure(cfg: &Config, p: &Point<At>) -> Result<Sample, Error> {
         }
         _ => {
             let dir = cfg.scratch.as_ref().ok_or_else(|| {
-                Error::peer(p.series)("the taps file was not written before the run".into())
+                Error::peer(p.series)("the taps file was not written before the run")
             })?;
             let taps_path = dir.path().join("taps.f32");
             peer_run(
@@ -630,13 +630,13 @@ fn columns() -> Columns<'static, Row> {
             (1e-6, 0),
             Sample::rate,
         )
-        .col(
+        .typical(
             "cores busy",
             "cores_busy",
-            |r| format!("{:.2}", r.median(Sample::busy)),
-            |r| r.median(Sample::busy),
+            "process CPU time over wall time",
+            (1.0, 2),
+            Sample::busy,
         )
-        .doc("process CPU time over wall time, median of the rounds")
         .col(
             "M/s per busy core",
             "samples_per_s_per_busy_core",
