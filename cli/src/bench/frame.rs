@@ -386,6 +386,10 @@ pub struct Findings {
     pub kept: Vec<(&'static str, Value)>,
 }
 
+/// What a run finds or makes before its first round, kept in its
+/// configuration; progress text goes to the second argument.
+pub type Prepare<C> = fn(&mut C, &mut dyn FnMut(&str)) -> Result<(), Error>;
+
 /// The rows' columns as an experiment states them.
 pub type ColumnsOf<P, S> = fn() -> Columns<'static, Row<P, S>>;
 
@@ -409,7 +413,7 @@ pub struct Bench<C: 'static, P: 'static, S: 'static> {
     pub config: fn(&Setup) -> C,
     /// What a run finds or makes before its first round (peers found or
     /// built, scratch files), kept in the configuration; by default nothing.
-    pub prepare: fn(&mut C, &mut dyn FnMut(&str)) -> Result<(), Error>,
+    pub prepare: Prepare<C>,
     /// The rounds every point is measured in.
     pub rounds: fn(&C) -> usize,
     /// The points, in the table's order.
