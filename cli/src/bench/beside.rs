@@ -15,7 +15,6 @@ use super::harness::{Setup, Tier};
 use super::meter::{Meter, Tally};
 use super::peers::{check, mark};
 use super::plot::{LinePlot, Series, XAxis};
-use super::spread::Spread;
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -94,11 +93,6 @@ pub fn alone(app: &App, d: Duration) -> Result<f64, Error> {
         std::thread::sleep(Duration::from_millis(5));
         Ok(())
     })
-}
-
-/// The spread over the rounds of one figure of their samples.
-pub fn spread<S>(samples: &[S], figure: fn(&S) -> f64) -> Spread {
-    Spread::of(&samples.iter().map(figure).collect::<Vec<_>>())
 }
 
 /// A plot of `series` against the transfer size, each way.

@@ -4,8 +4,8 @@
 //! A cache-resident application (a 64-tap FIR filter over a buffer, again and
 //! again) shares the driver's core while two-way transfers of 64 B, 4 KiB and
 //! 1 MiB run back to back in each completion mode; its throughput is reported
-//! as a share of its throughput alone, measured just before. Rounds: every
-//! mode and size in each, the modes' order reversed every other round.
+//! as a share of its throughput alone, measured just before; every mode and
+//! size on a fresh board.
 
 use std::time::Duration;
 
@@ -17,22 +17,18 @@ use super::columns::Columns;
 use super::conditions::Conditions;
 use super::dma::proxy;
 use super::error::Error;
-use super::harness::{OnBoard, Progress, Setup, Spec, bytes_label, ms_label};
+use super::frame::{Bench, Findings, Plot, Point};
+use super::harness::{Setup, bytes_label, ms_label};
 use super::meter::{Meter, Tally};
 use super::peers::{check, mark};
-use super::report::{Report, Target, per_mode, sentence, series_by};
-use super::spread::{Spread, in_turns};
+use super::plot::XAxis;
+use super::report::{Target, per_mode};
 
 /// `dmaflow bench contention`.
-pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
+pub static EXPERIMENT: Bench<Config, usize, Sample> = Bench {
     name: "contention",
-    board: OnBoard::EmulatorOnly("it sets the emulated link's clock and engines"),
+    emulator_only: "it sets the emulated link's clock and engines",
     question: "What each completion mode leaves an application sharing the driver's core.",
-    keys: "completion (poll|yield|irq|proxy), bytes, transfers,\n\
-          transfer_us (median of the rounds' means), model_us,\n\
-          overhead_us, cpu_us, cpu_share (of the shared core), app_share\n\
-          (application throughput beside the transfers / alone),\n\
-          app_share_spread, transfer_us_spread",
     conditions: Conditions {
         timed: "the application's passes over a fixed time beside back-to-back transfers, \
                 against its passes alone just before",
@@ -42,7 +38,28 @@ pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
                 the application, not the papers' memory-bandwidth contention (that is \
                 `memory`)",
     },
-    ..Spec::new(config, run, report)
+    plots: &[Plot {
+        title: "What each completion mode leaves the application on its core",
+        x: "bytes",
+        y: "app_share",
+        interval: None,
+        y_scale: 100.0,
+        lines: &["completion"],
+        axis: XAxis::Bytes,
+        log_y: false,
+    }],
+    heading: |cfg| {
+        format!(
+            "an application (64-tap FIR filter passes over {} samples) shares the driver's \
+             core with back-to-back two-way transfers, {} per point on a fresh board, link = \
+             {}; its throughput as a share of its throughput alone, measured just before",
+            SAMPLES,
+            ms_label(cfg.duration),
+            cfg.profile.description
+        )
+    },
+    findings,
+    ..Bench::new(config, |c| c.rounds, points, measure, columns)
 };
 
 /// What to measure: the sizes, each point's time and the rounds.
@@ -58,155 +75,166 @@ pub fn config(setup: &Setup) -> Config {
     )
 }
 
-/// One point.
+/// What one mode and size gave in one round.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Row {
-    /// `poll`, `yield`, `irq` or `proxy`.
-    pub completion: &'static str,
-    /// Bytes each way.
-    pub bytes: usize,
-    /// Transfers done while the application ran, all rounds.
+pub struct Sample {
+    /// Transfers done while the application ran.
     pub transfers: usize,
-    /// Wall time per transfer, in microseconds: the rounds' means.
-    pub transfer_us: Spread,
+    /// Wall time per transfer, in microseconds: the mean of the round.
+    pub transfer_us: f64,
     /// What the modelled device needs per transfer, in microseconds.
     pub model_us: f64,
     /// Host CPU of the driver-side threads per transfer, in microseconds.
     pub cpu_us: f64,
     /// Driver-side CPU over the point's wall time (of the shared core).
     pub cpu_share: f64,
-    /// Application throughput beside the transfers over alone, the rounds'.
-    pub app_share: Spread,
+    /// Application throughput beside the transfers over alone.
+    pub app_share: f64,
 }
 
-/// What one mode and size gave in one round.
-struct Sample {
-    transfers: usize,
-    transfer_us: f64,
-    cpu_us: f64,
-    cpu_share: f64,
-    app_share: f64,
+/// A mode at a size, over the rounds.
+pub type Row = super::frame::Row<usize, Sample>;
+
+/// Every completion mode at every size.
+fn points(cfg: &Config) -> Vec<Point<usize>> {
+    let mut v = Vec::new();
+    for mode in Completion::ALL {
+        for &at in &cfg.sizes {
+            v.push(Point {
+                series: mode.name(),
+                at,
+            });
+        }
+    }
+    v
 }
 
-/// One mode's sizes in one round, on a fresh board (the proxy takes its
-/// engine over); the driver and the application share one core.
-fn round_of(
-    cfg: &Config,
-    mode: Completion,
-    round: usize,
-    progress: Progress,
-) -> Result<Vec<Sample>, Error> {
+/// One mode at one size on a fresh board (the proxy takes its engine over);
+/// the driver and the application share one core.
+fn measure(cfg: &Config, p: &Point<usize>) -> Result<Sample, Error> {
+    let bytes = p.at;
+    let mode = Completion::ALL
+        .into_iter()
+        .find(|c| c.name() == p.series)
+        .ok_or_else(|| Error::peer("contention")(format!("no completion mode {}", p.series)))?;
     let (mut rig, _placed, core) = cfg.board(cfg.profile.port)?;
     let proxy = (mode == Completion::Proxy)
         .then(|| proxy(vec![rig.engines.remove(0)]))
         .transpose()?;
-    let mut samples = Vec::new();
-    for &bytes in &cfg.sizes {
-        let what = format!("contention {} {}", mode.name(), bytes_label(bytes));
-        progress(&format!("{what} round {}", round + 1));
-        let app = App::start(Work::Filter, &[core])?;
-        let solo = beside::alone(&app, cfg.duration)?;
-        let mut tally = Tally::default();
-        let point = Meter::start(proxy.as_ref());
-        let shared = if let Some(p) = &proxy {
-            let mut buf = vec![0u8; bytes];
-            app.rate(cfg.duration, || {
-                let seq = tally.n as u8;
-                buf.resize(bytes, 0);
-                mark(&mut buf, seq);
-                let m = Meter::start(Some(p));
-                buf = p.transfer(std::mem::take(&mut buf), bytes)?;
-                tally.add(m.stop());
-                check(&what, &buf, bytes, seq)
-            })?
-        } else {
-            let engine = &rig.engines[0];
-            let mut tx = engine.pool().alloc::<u8>(bytes)?;
-            let mut rx = engine.pool().alloc::<u8>(bytes)?;
-            app.rate(cfg.duration, || {
-                beside::two_way(engine, (&mut tx, &mut rx), bytes, mode, &mut tally, &what)
-            })?
-        };
-        let whole = point.stop();
-        drop(app);
-        let cost = tally.cost();
-        samples.push(Sample {
-            transfers: tally.n,
-            transfer_us: cost.wall.as_secs_f64() * 1e6 / tally.n.max(1) as f64,
-            cpu_us: cost.cpu_us_per(tally.n),
-            cpu_share: whole.cpu_share(),
-            app_share: shared / solo,
-        });
-    }
-    Ok(samples)
-}
-
-/// Runs every mode and size in `cfg.rounds` rounds, the modes' order
-/// reversed every other round.
-pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
-    let modes = Completion::ALL;
-    // Per mode, per round, per size.
-    let mut samples: Vec<Vec<Vec<Sample>>> = modes.iter().map(|_| Vec::new()).collect();
-    in_turns(modes.len(), cfg.rounds, |m, round| {
-        samples[m].push(round_of(cfg, modes[m], round, &mut *progress)?);
-        Ok::<f64, Error>(0.0)
-    })?;
-    let mut rows = Vec::new();
-    for (mode, rounds) in modes.iter().zip(&samples) {
-        for (k, &bytes) in cfg.sizes.iter().enumerate() {
-            let ss: Vec<&Sample> = rounds.iter().map(|r| &r[k]).collect();
-            let of = |f: fn(&&Sample) -> f64| beside::spread(&ss, f);
-            rows.push(Row {
-                completion: mode.name(),
-                bytes,
-                transfers: ss.iter().map(|s| s.transfers).sum(),
-                transfer_us: of(|s| s.transfer_us),
-                model_us: cfg.profile.port.two_way(bytes, false).as_secs_f64() * 1e6,
-                cpu_us: of(|s| s.cpu_us).median,
-                cpu_share: of(|s| s.cpu_share).median,
-                app_share: of(|s| s.app_share),
-            });
-        }
-    }
-    Ok(rows)
+    let what = format!("contention {} {}", mode.name(), bytes_label(bytes));
+    let app = App::start(Work::Filter, &[core])?;
+    let solo = beside::alone(&app, cfg.duration)?;
+    let mut tally = Tally::default();
+    let point = Meter::start(proxy.as_ref());
+    let shared = if let Some(p) = &proxy {
+        let mut buf = vec![0u8; bytes];
+        app.rate(cfg.duration, || {
+            let seq = tally.n as u8;
+            buf.resize(bytes, 0);
+            mark(&mut buf, seq);
+            let m = Meter::start(Some(p));
+            buf = p.transfer(std::mem::take(&mut buf), bytes)?;
+            tally.add(m.stop());
+            check(&what, &buf, bytes, seq)
+        })?
+    } else {
+        let engine = &rig.engines[0];
+        let mut tx = engine.pool().alloc::<u8>(bytes)?;
+        let mut rx = engine.pool().alloc::<u8>(bytes)?;
+        app.rate(cfg.duration, || {
+            beside::two_way(engine, (&mut tx, &mut rx), bytes, mode, &mut tally, &what)
+        })?
+    };
+    let whole = point.stop();
+    drop(app);
+    let cost = tally.cost();
+    Ok(Sample {
+        transfers: tally.n,
+        transfer_us: cost.wall.as_secs_f64() * 1e6 / tally.n.max(1) as f64,
+        model_us: cfg.profile.port.two_way(bytes, false).as_secs_f64() * 1e6,
+        cpu_us: cost.cpu_us_per(tally.n),
+        cpu_share: whole.cpu_share(),
+        app_share: shared / solo,
+    })
 }
 
 /// The rows' columns.
-fn columns<'a>() -> Columns<'a, Row> {
-    let range = |s: Spread| format!("{:.0}..{:.0} %", 100.0 * s.min, 100.0 * s.max);
+fn columns() -> Columns<'static, Row> {
     Columns::new()
-        .col("size", "bytes", |r: &Row| bytes_label(r.bytes), |r| r.bytes)
-        .plain("completion", "completion", |r| r.completion)
-        .percent("app keeps", "app_share", |r| r.app_share.median)
-        .shown_as("rounds' range", "app_share_spread", |r| r.app_share, range)
-        .fixed("us/transfer", "transfer_us", 2, |r| r.transfer_us.median)
-        .range("rounds' range", "transfer_us_spread", 2, |r| r.transfer_us)
-        .fixed("model us", "model_us", 2, |r| r.model_us)
-        .fixed("overhead us", "overhead_us", 2, |r| {
-            r.transfer_us.median - r.model_us
+        .col(
+            "size",
+            "bytes",
+            |r: &Row| bytes_label(r.point.at),
+            |r| r.point.at,
+        )
+        .doc("bytes each way")
+        .series(
+            "completion",
+            "completion",
+            "poll, yield, irq, adaptive or proxy",
+        )
+        .summary(
+            ("app keeps", "app_share", "app_share_spread"),
+            "application throughput beside the transfers over alone",
+            (100.0, 0, " %"),
+            |s| s.app_share,
+        )
+        .summary(
+            ("us/transfer", "transfer_us", "transfer_us_spread"),
+            "wall time per transfer (the round's mean)",
+            (1.0, 2, ""),
+            |s| s.transfer_us,
+        )
+        .typical(
+            "model us",
+            "model_us",
+            "what the modelled device needs per transfer",
+            (1.0, 2),
+            |s| s.model_us,
+        )
+        .typical(
+            "overhead us",
+            "overhead_us",
+            "transfer_us over model_us",
+            (1.0, 2),
+            |s| s.transfer_us - s.model_us,
+        )
+        .typical(
+            "driver CPU us",
+            "cpu_us",
+            "host CPU of the driver-side threads per transfer",
+            (1.0, 2),
+            |s| s.cpu_us,
+        )
+        .typical(
+            "driver CPU share",
+            "cpu_share",
+            "driver-side CPU over the point's wall time (of the shared core)",
+            (1.0, 2),
+            |s| s.cpu_share,
+        )
+        .plain("transfers", "transfers", |r| {
+            r.samples.iter().map(|s| s.transfers).sum::<usize>()
         })
-        .fixed("driver CPU us", "cpu_us", 2, |r| r.cpu_us)
-        .percent("driver CPU share", "cpu_share", |r| r.cpu_share)
-        .plain("transfers", "transfers", |r| r.transfers)
+        .doc("transfers done while the application ran, all rounds")
 }
 
-/// The run as a report: one sentence per size of what each mode leaves the
-/// application, and the issue's target (with interrupts the application
-/// keeps >= 80 % of its solo throughput at the largest transfers).
-pub fn report(cfg: &Config, rows: &[Row]) -> Report {
-    let find = |c: &str, b: usize| rows.iter().find(|r| r.completion == c && r.bytes == b);
-    let mut sizes: Vec<usize> = rows.iter().map(|r| r.bytes).collect();
-    sizes.sort_unstable();
-    sizes.dedup();
-    let clauses: Vec<String> = sizes
+/// One sentence per size of what each mode leaves the application, and the
+/// issue's target (with interrupts the application keeps >= 80 % of its solo
+/// throughput at the largest transfers).
+fn findings(cfg: &Config, rows: &[Row]) -> Findings {
+    let find = |c: &str, b: usize| rows.iter().find(|r| r.point.series == c && r.point.at == b);
+    let share = |r: &Row| r.median(|s| s.app_share);
+    let clauses = cfg
+        .sizes
         .iter()
         .map(|&b| {
             let modes = per_mode(|c| {
                 find(c, b).map(|r| {
                     format!(
                         "{c} {:.0} % ({:.1} us/transfer)",
-                        100.0 * r.app_share.median,
-                        r.transfer_us.median
+                        100.0 * share(r),
+                        r.median(|s| s.transfer_us)
                     )
                 })
             });
@@ -216,7 +244,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
             )
         })
         .collect();
-    let large = sizes.last().copied().unwrap_or(0);
+    let large = cfg.sizes.iter().copied().max().unwrap_or(0);
     let targets = find("irq", large).zip(find("poll", large)).map(|(i, p)| {
         Target::new(
             format!(
@@ -225,35 +253,17 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
             ),
             format!(
                 "{:.0} % (poll leaves it {:.0} %)",
-                100.0 * i.app_share.median,
-                100.0 * p.app_share.median
+                100.0 * share(i),
+                100.0 * share(p)
             ),
-            i.app_share.median >= 0.8,
+            share(i) >= 0.8,
         )
     });
-    let heading = format!(
-        "contention: an application (64-tap FIR filter passes over {} samples) shares the \
-         driver's core with back-to-back two-way transfers, {} per point in each of {} \
-         rounds (modes' order reversed every other round), link = {}; its throughput as a \
-         share of its throughput alone, measured just before; medians of the rounds",
-        SAMPLES,
-        ms_label(cfg.duration),
-        cfg.rounds,
-        cfg.profile.description
-    );
-    Report::of("contention", heading, &columns(), rows)
-        .answer(sentence(&clauses))
-        .targets(targets.into_iter().collect())
-        .plots([beside::plot(
-            "What each completion mode leaves the application on its core",
-            "application throughput kept (%)",
-            series_by(
-                rows,
-                |r| r.completion.to_string(),
-                |r| r.bytes as f64,
-                |r| 100.0 * r.app_share.median,
-            ),
-        )])
+    Findings {
+        clauses,
+        targets: targets.into_iter().collect(),
+        ..Findings::default()
+    }
 }
 
 #[cfg(test)]
@@ -262,18 +272,21 @@ mod tests {
 
     #[test]
     fn tiny_run_measures_every_mode_and_size() {
-        let rows = run(&config(&Setup::TINY), &mut |_| {}).unwrap();
+        let cfg = config(&Setup::TINY);
+        let rows = EXPERIMENT.rows(&cfg, &mut |_| {}).unwrap();
         // Five completion modes (poll, yield, irq, adaptive, proxy), two sizes.
         assert_eq!(rows.len(), 5 * 2);
         for r in &rows {
-            assert!(r.transfers > 0, "{r:?}");
-            let share = r.app_share.median;
+            assert!(r.samples.iter().all(|s| s.transfers > 0), "{r:?}");
+            let share = r.median(|s| s.app_share);
             assert!(share > 0.0 && share.is_finite(), "{r:?}");
-            assert!(r.transfer_us.median >= r.model_us, "{r:?}");
+            assert!(r.every(|s| s.transfer_us >= s.model_us), "{r:?}");
         }
-        let report = report(&config(&Setup::TINY), &rows);
+        let report = EXPERIMENT.report(&cfg, &rows);
         assert_eq!(report.json["experiment"], "contention");
         assert!(report.json["rows"][0]["app_share"].is_number());
         assert!(report.answer.contains("application keeps"));
+        assert!(report.json["rows"][0]["app_share_spread"]["n"] == cfg.rounds);
+        assert_eq!(report.plots.len(), 1);
     }
 }

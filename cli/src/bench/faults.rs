@@ -28,23 +28,16 @@ use super::columns::Columns;
 use super::conditions::Conditions;
 use super::dma::proxy;
 use super::error::Error;
-use super::harness::{OnBoard, Progress, Setup, Spec};
-use super::report::{Report, Target};
+use super::frame::{Bench, Findings, Point};
+use super::harness::Setup;
+use super::report::Target;
 
 /// `dmaflow bench faults`.
-pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
+pub static EXPERIMENT: Bench<Config, &'static str, Tally> = Bench {
     name: "faults",
-    board: OnBoard::EmulatorOnly("it injects faults into the emulated engine"),
+    emulator_only: "it injects faults into the emulated engine",
     question: "A seeded fault campaign through every safe way of moving data: nothing delivered \
                wrong, no late write, no hang.",
-    keys: "memory (coherent|noncoherent), api (two_way|owned|dropped|\n\
-          packet_ring|proxy|accelerator_node), transfers, bytes\n\
-          (delivered and checked), faults (injected), recovered (the\n\
-          same engine moved data right after), engines_lost (replaced),\n\
-          bytes_lost (DMA memory kept for good by engines that could not\n\
-          be halted in time), bytes_wrong, late_writes (canary bytes a\n\
-          device wrote after its transfer ended), unexpected_errors\n\
-          (failures with no fault injected), hangs, seconds",
     conditions: Conditions {
         timed: "nothing: every figure is a count (transfers, faults injected, recovered, \
                 late writes)",
@@ -53,7 +46,16 @@ pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
         model: "the injected faults",
         paper: "no paper measures this",
     },
-    ..Spec::new(Config::at, run, report)
+    heading: |cfg| {
+        format!(
+            "{} operations per way of moving data and board (seed {:#x}, driver timeout \
+             {:?}), coherent and non-coherent (random eviction) boards; counts added up over \
+             the rounds",
+            cfg.operations, cfg.seed, cfg.timeout
+        )
+    },
+    findings,
+    ..Bench::new(Config::at, |c| c.rounds, points, measure, columns)
 };
 
 /// Campaign settings.
@@ -66,6 +68,8 @@ pub struct Config {
     pub seed: u64,
     /// The driver's timeout: stalls are set against it.
     pub timeout: Duration,
+    /// Campaigns per way of moving data and board (the same seed each).
+    pub rounds: usize,
 }
 
 impl Config {
@@ -79,6 +83,7 @@ impl Config {
             operations,
             seed: 0x00D3_FA17,
             timeout: Duration::from_millis(ms),
+            rounds: 1,
         }
     }
 }
@@ -93,9 +98,9 @@ const APIS: [&str; 6] = [
     "accelerator_node",
 ];
 
-/// What one way of moving data on one board went through.
+/// What one way of moving data on one board went through in one campaign.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Row {
+pub struct Tally {
     /// `coherent` or `noncoherent` (with random eviction).
     pub memory: &'static str,
     /// The way of moving data.
@@ -124,16 +129,19 @@ pub struct Row {
     pub seconds: f64,
 }
 
-impl Row {
+/// A way of moving data on a board, over the rounds.
+pub type Row = super::frame::Row<&'static str, Tally>;
+
+impl Tally {
     /// Nothing counted yet for `api` on a board of memory `model`.
-    fn of(model: MemoryModel, api: &'static str) -> Row {
-        Row {
+    fn of(model: MemoryModel, api: &'static str) -> Tally {
+        Tally {
             memory: match model {
                 MemoryModel::Coherent => "coherent",
                 MemoryModel::NonCoherent => "noncoherent",
             },
             api,
-            ..Row::default()
+            ..Tally::default()
         }
     }
 }
@@ -429,20 +437,20 @@ fn node(
 const MAX_CANARIES: usize = 16;
 
 /// Runs one way of moving data on one board.
-fn campaign(cfg: &Config, model: MemoryModel, api: &'static str) -> Result<Row, Error> {
+fn campaign(cfg: &Config, model: MemoryModel, api: &'static str) -> Result<Tally, Error> {
     let t0 = Instant::now();
     let sg = matches!(api, "packet_ring" | "accelerator_node");
     let seed = cfg.seed ^ (api.len() as u64 * 0x9E37) ^ (model as u64 + 1);
     let mut rng = Rng(seed | 1);
     let mut lab = Lab::new(cfg, sg, model, seed)?;
-    let mut row = Row::of(model, api);
+    let mut row = Tally::of(model, api);
     // Canaries handed out after failures, checked once every stall is over.
     // Each canary has a pattern byte of its own, so filling it changes every
     // line (the emulated cache knows a line is dirty by its bytes).
     let mut canaries: Vec<(DmaBuf<u8>, u8, Instant)> = Vec::new();
     let mut next_pattern = 0u8;
     let mut dead_labs = Vec::new();
-    let check = |canaries: &mut Vec<(DmaBuf<u8>, u8, Instant)>, row: &mut Row, all: bool| {
+    let check = |canaries: &mut Vec<(DmaBuf<u8>, u8, Instant)>, row: &mut Tally, all: bool| {
         canaries.retain(|(b, pattern, until)| {
             if !all && Instant::now() < *until {
                 return true;
@@ -530,10 +538,20 @@ fn campaign(cfg: &Config, model: MemoryModel, api: &'static str) -> Result<Row, 
     Ok(row)
 }
 
-/// Runs the campaign: every way of moving data on both boards, each under a
-/// watchdog.
-pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
-    // The injected panics are expected: they are not printed.
+/// Both boards, every way of moving data.
+fn points(_: &Config) -> Vec<Point<&'static str>> {
+    let mut v = Vec::new();
+    for series in ["coherent", "noncoherent"] {
+        for at in APIS {
+            v.push(Point { series, at });
+        }
+    }
+    v
+}
+
+/// One campaign through one way of moving data on one board, under a
+/// watchdog, the injected panics not printed.
+fn measure(cfg: &Config, p: &Point<&'static str>) -> Result<Tally, Error> {
     type Hook = dyn Fn(&std::panic::PanicHookInfo<'_>) + Send + Sync;
     let previous: Arc<Hook> = Arc::from(std::panic::take_hook());
     let hook = previous.clone();
@@ -546,48 +564,51 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
             hook(info);
         }
     }));
-    let rows = run_all(cfg, progress);
+    let tally = watched(cfg, p);
     drop(std::panic::take_hook());
     std::panic::set_hook(Box::new(move |info| previous(info)));
-    rows
+    tally
 }
 
-fn run_all(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Error> {
-    let mut rows = Vec::new();
-    for model in [MemoryModel::Coherent, MemoryModel::NonCoherent] {
-        for api in APIS {
-            progress(&format!("faults: {api} on a {model:?} board"));
-            let (tx, rx) = mpsc::channel();
-            let c = cfg.clone();
-            std::thread::Builder::new()
-                .name(format!("faults-{api}"))
-                .spawn(move || {
-                    let _ = tx.send(campaign(&c, model, api));
-                })
-                .map_err(Error::io("fault campaign thread"))?;
-            // Every operation is bounded by the driver's timeouts: far more
-            // than they add up to means something waits for ever.
-            let limit = cfg.timeout * 40 * cfg.operations as u32 + Duration::from_secs(60);
-            match rx.recv_timeout(limit) {
-                Ok(row) => rows.push(row?),
-                Err(RecvTimeoutError::Timeout) => rows.push(Row {
-                    hangs: 1,
-                    seconds: limit.as_secs_f64(),
-                    ..Row::of(model, api)
-                }),
-                Err(RecvTimeoutError::Disconnected) => {
-                    return Err(Error::Panicked("the fault campaign"));
-                }
-            }
-        }
+/// The campaign of `p` on a thread of its own: a hang if it outlives every
+/// timeout it could add up to.
+fn watched(cfg: &Config, p: &Point<&'static str>) -> Result<Tally, Error> {
+    let model = match p.series {
+        "coherent" => MemoryModel::Coherent,
+        _ => MemoryModel::NonCoherent,
+    };
+    let api = p.at;
+    let (tx, rx) = mpsc::channel();
+    let c = cfg.clone();
+    std::thread::Builder::new()
+        .name(format!("faults-{api}"))
+        .spawn(move || {
+            let _ = tx.send(campaign(&c, model, api));
+        })
+        .map_err(Error::io("fault campaign thread"))?;
+    // Every operation is bounded by the driver's timeouts: far more than they
+    // add up to means something waits for ever.
+    let limit = cfg.timeout * 40 * cfg.operations as u32 + Duration::from_secs(60);
+    match rx.recv_timeout(limit) {
+        Ok(tally) => tally,
+        Err(RecvTimeoutError::Timeout) => Ok(Tally {
+            hangs: 1,
+            seconds: limit.as_secs_f64(),
+            ..Tally::of(model, api)
+        }),
+        Err(RecvTimeoutError::Disconnected) => Err(Error::Panicked("the fault campaign")),
     }
-    Ok(rows)
 }
 
-/// Totals over rows.
-fn total(rows: &[Row]) -> Row {
-    let sum = |count: fn(&Row) -> u64| rows.iter().map(count).sum();
-    Row {
+/// `count` added up over the rounds.
+fn sum(r: &Row, count: impl Fn(&Tally) -> u64) -> u64 {
+    r.samples.iter().map(count).sum()
+}
+
+/// Totals over every round of every row.
+fn total(rows: &[Row]) -> Tally {
+    let sum = |count: fn(&Tally) -> u64| rows.iter().map(|r| sum(r, count)).sum();
+    Tally {
         memory: "both",
         api: "all",
         transfers: sum(|r| r.transfers),
@@ -600,51 +621,85 @@ fn total(rows: &[Row]) -> Row {
         late_writes: sum(|r| r.late_writes),
         unexpected_errors: sum(|r| r.unexpected_errors),
         hangs: sum(|r| r.hangs),
-        seconds: rows.iter().map(|r| r.seconds).sum(),
+        seconds: rows.iter().flat_map(|r| r.each(|t| t.seconds)).sum(),
     }
 }
 
-/// The rows' columns.
-fn columns<'a>() -> Columns<'a, Row> {
-    Columns::new()
-        .plain("memory", "memory", |r: &Row| r.memory)
-        .plain("api", "api", |r| r.api)
-        .plain("transfers", "transfers", |r| r.transfers)
-        .plain("bytes", "bytes", |r| r.bytes)
-        .plain("faults", "faults", |r| r.faults)
-        .plain("recovered", "recovered", |r| r.recovered)
-        .plain("lost", "engines_lost", |r| r.engines_lost)
-        .plain("bytes_lost", "bytes_lost", |r| r.bytes_lost)
-        .plain("wrong", "bytes_wrong", |r| r.bytes_wrong)
-        .plain("late", "late_writes", |r| r.late_writes)
-        .plain("unexp", "unexpected_errors", |r| r.unexpected_errors)
-        .plain("hangs", "hangs", |r| r.hangs)
-        .kept("seconds", |r| r.seconds)
+/// The rows' columns: every count added up over the rounds.
+fn columns() -> Columns<'static, Row> {
+    macro_rules! count {
+        ($c:expr, $header:expr, $key:ident, $doc:expr) => {
+            $c.plain($header, stringify!($key), |r: &Row| sum(r, |t| t.$key))
+                .doc($doc)
+        };
+    }
+    let c = Columns::new()
+        .series(
+            "memory",
+            "memory",
+            "coherent or noncoherent (random eviction)",
+        )
+        .plain("api", "api", |r: &Row| r.point.at)
+        .doc("two_way, owned, dropped, packet_ring, proxy or accelerator_node");
+    let c = count!(c, "transfers", transfers, "transfers asked for");
+    let c = count!(c, "bytes", bytes, "bytes delivered and checked");
+    let c = count!(c, "faults", faults, "faults injected");
+    let c = count!(
+        c,
+        "recovered",
+        recovered,
+        "faults after which the same engine moved data right"
+    );
+    let c = count!(
+        c,
+        "lost",
+        engines_lost,
+        "engines that could not be halted (replaced)"
+    );
+    let c = count!(
+        c,
+        "bytes_lost",
+        bytes_lost,
+        "DMA memory kept for good by engines that could not be halted in time"
+    );
+    let c = count!(
+        c,
+        "wrong",
+        bytes_wrong,
+        "bytes delivered as data that differ from what was sent"
+    );
+    let c = count!(
+        c,
+        "late",
+        late_writes,
+        "canary bytes a device wrote after its transfer ended"
+    );
+    let c = count!(
+        c,
+        "unexp",
+        unexpected_errors,
+        "failures with no fault injected"
+    );
+    count!(c, "hangs", hangs, "campaigns stopped by the watchdog")
+        .kept("seconds", |r| r.each(|t| t.seconds).iter().sum::<f64>())
+        .doc("wall seconds of the campaigns")
 }
 
-/// The report: the rows' table with their total, and what the campaign must
-/// show: nothing wrong, nothing written late, no hang, no error without a
-/// fault.
-pub fn report(cfg: &Config, rows: &[Row]) -> Report {
+/// What the campaign must show: nothing wrong, nothing written late, no
+/// hang, no error without a fault; the totals under the table.
+fn findings(_: &Config, rows: &[Row]) -> Findings {
     let t = total(rows);
-    let widths = [-12, -17, 9, 11, 7, 9, 6, 10, 6, 6, 6, 5];
-    let heading = format!(
-        "faults: {} operations per way of moving data and board (seed {:#x}, driver \
-         timeout {:?}), coherent and non-coherent (random eviction) boards",
-        cfg.operations, cfg.seed, cfg.timeout
-    );
     let targets = [
         ("bytes delivered wrong = 0", t.bytes_wrong),
         ("late writes into reachable memory = 0", t.late_writes),
         ("hangs = 0", t.hangs),
         ("errors with no fault injected = 0", t.unexpected_errors),
     ];
-    Report::of("faults", heading, &columns(), rows)
-        .text(columns().padded(&widths, rows.iter().chain([&t])))
-        .answer(format!(
+    Findings {
+        clauses: vec![format!(
             "{} transfers ({:.1} MB) with {} faults injected: {} recovered on the same engine, \
              {} engines lost ({} bytes of DMA memory kept by them), {} bytes delivered wrong, \
-             {} late writes into reachable memory, {} hangs.",
+             {} late writes into reachable memory, {} hangs",
             t.transfers,
             t.bytes as f64 / 1e6,
             t.faults,
@@ -654,12 +709,26 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
             t.bytes_wrong,
             t.late_writes,
             t.hangs
-        ))
-        .targets(
-            (targets.into_iter())
-                .map(|(what, n)| Target::new(what, n.to_string(), n == 0))
-                .collect(),
-        )
+        )],
+        notes: format!(
+            "all, both boards: {} transfers, {} bytes, {} faults, {} recovered, {} engines \
+             lost, {} bytes lost, {} wrong, {} late, {} unexpected, {} hangs\n",
+            t.transfers,
+            t.bytes,
+            t.faults,
+            t.recovered,
+            t.engines_lost,
+            t.bytes_lost,
+            t.bytes_wrong,
+            t.late_writes,
+            t.unexpected_errors,
+            t.hangs
+        ),
+        targets: (targets.into_iter())
+            .map(|(what, n)| Target::new(what, n.to_string(), n == 0))
+            .collect(),
+        ..Findings::default()
+    }
 }
 
 #[cfg(test)]
@@ -673,9 +742,9 @@ mod tests {
     #[test]
     fn a_small_campaign_finds_nothing_wrong() {
         let cfg = Config::at(&Setup::TINY);
-        let rows = run(&cfg, &mut |_| {}).unwrap();
+        let rows = EXPERIMENT.rows(&cfg, &mut |_| {}).unwrap();
         assert_eq!(rows.len(), 2 * APIS.len());
-        let (t, report) = (total(&rows), report(&cfg, &rows));
+        let (t, report) = (total(&rows), EXPERIMENT.report(&cfg, &rows));
         let table = &report.text;
         assert_eq!(t.bytes_wrong, 0, "{table}");
         assert_eq!(t.late_writes, 0, "{table}");
@@ -684,5 +753,9 @@ mod tests {
         assert!(t.faults > 0 && t.recovered > 0, "{table}");
         assert!(t.bytes > 0);
         assert!(report.targets.iter().all(|x| x.met));
+        assert_eq!(
+            report.json["rows"][0]["faults"],
+            sum(&rows[0], |t| t.faults)
+        );
     }
 }

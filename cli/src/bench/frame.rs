@@ -49,6 +49,9 @@ pub struct Row<P, S> {
     /// The baseline series' samples at the same parameter, in round order
     /// (none for the baseline itself, or without one).
     pub baseline: Option<Vec<S>>,
+    /// Every other series' samples at the same parameter, in round order:
+    /// what [`Row::ratio_to`] compares with.
+    pub others: Vec<(&'static str, Vec<S>)>,
 }
 
 impl<P, S> Row<P, S> {
@@ -68,6 +71,27 @@ impl<P, S> Row<P, S> {
         let a: Vec<f64> = self.samples.iter().map(&figure).collect();
         let b: Vec<f64> = base.iter().map(&figure).collect();
         Some(Ratio::of(&a, &b))
+    }
+
+    /// `figure` against `series`' at the same parameter, round by round
+    /// (none where `series` has no point there).
+    pub fn ratio_to(&self, series: &str, figure: impl Fn(&S) -> f64) -> Option<Ratio> {
+        let (_, base) = self.others.iter().find(|(s, _)| *s == series)?;
+        let a: Vec<f64> = self.samples.iter().map(&figure).collect();
+        let b: Vec<f64> = base.iter().map(&figure).collect();
+        Some(Ratio::of(&a, &b))
+    }
+
+    /// Whether `figure` is a number in some round: a figure a point does not
+    /// have is `NaN` in every round (`-` in the table and null in the JSON
+    /// of [`Columns::typical`] and [`Columns::summary`]).
+    pub fn measured(&self, figure: impl Fn(&S) -> f64) -> bool {
+        self.samples.iter().any(|s| !figure(s).is_nan())
+    }
+
+    /// `figure` in every round, in round order.
+    pub fn each(&self, figure: impl Fn(&S) -> f64) -> Vec<f64> {
+        self.samples.iter().map(figure).collect()
     }
 
     /// Whether `check` holds in every round.
@@ -161,6 +185,92 @@ impl<'a, P: 'a, S: 'a> Columns<'a, Row<P, S>> {
             move |r| r.every(check),
         )
         .doc(doc)
+    }
+
+    /// A measured figure with its whole spread: in the table its median
+    /// times `scale` with `places` decimals and the rounds' range; in the
+    /// JSON under `key` the spread of the rounds (median, p25, p75, min, max,
+    /// n).
+    pub fn spread(
+        self,
+        header: &'static str,
+        key: &'static str,
+        doc: &'static str,
+        (scale, places): (f64, usize),
+        figure: impl Fn(&S) -> f64 + Copy + 'a,
+    ) -> Self {
+        self.col(
+            header,
+            key,
+            move |r| {
+                let s = r.spread(figure).scaled(scale);
+                format!(
+                    "{:.places$} ({:.places$}..{:.places$})",
+                    s.median, s.min, s.max
+                )
+            },
+            move |r| r.spread(figure).json(),
+        )
+        .doc(format!(
+            "{doc}, over the rounds: median, p25, p75, min, max, n"
+        ))
+    }
+
+    /// A figure's median over the rounds, in both: in the table times
+    /// `scale` with `places` decimals (a figure `NaN` in every round: `-`
+    /// and null).
+    pub fn typical(
+        self,
+        header: &'static str,
+        key: &'static str,
+        doc: &'static str,
+        (scale, places): (f64, usize),
+        figure: impl Fn(&S) -> f64 + Copy + 'a,
+    ) -> Self {
+        self.col(
+            header,
+            key,
+            move |r| match r.measured(figure) {
+                true => format!("{:.places$}", r.median(figure) * scale),
+                false => "-".into(),
+            },
+            move |r| r.measured(figure).then(|| r.median(figure)),
+        )
+        .doc(format!("{doc}, median of the rounds"))
+    }
+
+    /// A figure's median over the rounds under `key` and its whole spread
+    /// under `spread_key` (median, p25, p75, min, max, n); in the table the
+    /// median times `scale` with `places` decimals and `unit`, the rounds'
+    /// range beside it (a figure `NaN` in every round: `-` and nulls).
+    pub fn summary(
+        self,
+        (header, key, spread_key): (&'static str, &'static str, &'static str),
+        doc: &'static str,
+        (scale, places, unit): (f64, usize, &'static str),
+        figure: impl Fn(&S) -> f64 + Copy + 'a,
+    ) -> Self {
+        self.col(
+            header,
+            key,
+            move |r| {
+                if !r.measured(figure) {
+                    return "-".into();
+                }
+                let s = r.spread(figure).scaled(scale);
+                format!(
+                    "{:.places$}{unit} ({:.places$}..{:.places$})",
+                    s.median, s.min, s.max
+                )
+            },
+            move |r| r.measured(figure).then(|| r.median(figure)),
+        )
+        .doc(format!(
+            "{doc}, median of the rounds; {spread_key}: their median, p25, p75, min, max, n"
+        ))
+        .kept_as(spread_key.to_string(), move |r| {
+            r.measured(figure).then(|| r.spread(figure).json())
+        })
     }
 
     /// The rounds measured, in both.
@@ -272,7 +382,13 @@ pub struct Findings {
     pub notes: String,
     /// The targets checked.
     pub targets: Vec<Target>,
+    /// Keys of the report's JSON beside its rows, with their values.
+    pub kept: Vec<(&'static str, Value)>,
 }
+
+/// What a run finds or makes before its first round, kept in its
+/// configuration; progress text goes to the second argument.
+pub type Prepare<C> = fn(&mut C, &mut dyn FnMut(&str)) -> Result<(), Error>;
 
 /// The rows' columns as an experiment states them.
 pub type ColumnsOf<P, S> = fn() -> Columns<'static, Row<P, S>>;
@@ -295,6 +411,9 @@ pub struct Bench<C: 'static, P: 'static, S: 'static> {
     pub on_gpu: Option<OnGpu>,
     /// Its configuration at the setup's size, on the setup's board.
     pub config: fn(&Setup) -> C,
+    /// What a run finds or makes before its first round (peers found or
+    /// built, scratch files), kept in the configuration; by default nothing.
+    pub prepare: Prepare<C>,
     /// The rounds every point is measured in.
     pub rounds: fn(&C) -> usize,
     /// The points, in the table's order.
@@ -338,6 +457,7 @@ impl<C, P, S> Bench<C, P, S> {
             then: None,
             on_gpu: None,
             config,
+            prepare: |_, _| Ok(()),
             rounds,
             points,
             baseline: None,
@@ -371,11 +491,20 @@ impl<C, P: Clone + Display + PartialEq, S: Clone> Bench<C, P, S> {
             let j = points.iter().position(|q| q.series == b && q.at == p.at)?;
             Some(samples[j].clone())
         };
+        let others = |p: &Point<P>| {
+            points
+                .iter()
+                .zip(&samples)
+                .filter(|(q, _)| q.series != p.series && q.at == p.at)
+                .map(|(q, s)| (q.series, s.clone()))
+                .collect()
+        };
         Ok(points
             .iter()
             .zip(&samples)
             .map(|(p, s)| Row {
                 baseline: base(p),
+                others: others(p),
                 point: p.clone(),
                 samples: s.clone(),
             })
@@ -399,8 +528,11 @@ impl<C, P: Clone + Display + PartialEq, S: Clone> Bench<C, P, S> {
             (self.heading)(cfg)
         );
         let found = (self.findings)(cfg, rows);
-        let report = Report::of(self.name, heading, &columns, rows);
+        let mut report = Report::of(self.name, heading, &columns, rows);
         let text = report.text.clone() + &found.notes;
+        for (key, value) in found.kept {
+            report = report.kept(key, value);
+        }
         report
             .text(text)
             .answer(sentence(&found.clauses))
@@ -431,7 +563,8 @@ where
     }
 
     fn run(&self, setup: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error> {
-        let cfg = (self.config)(setup);
+        let mut cfg = (self.config)(setup);
+        (self.prepare)(&mut cfg, progress)?;
         let rows = self.rows(&cfg, progress)?;
         Ok(self.report(&cfg, &rows))
     }
@@ -497,6 +630,14 @@ mod tests {
                 .doc("the parameter")
                 .measured("v", "v", "value", (1.0, 0), |s| *s)
                 .ratio("vs base", "vs_base", "v over base's", |s| *s)
+                .spread("v all", "v_spread", "value", (1.0, 0), |s| *s)
+                .typical("v mid", "v_mid", "value", (1.0, 0), |s| *s)
+                .summary(
+                    ("v sum", "v_sum", "v_sum_spread"),
+                    "value",
+                    (1.0, 0, ""),
+                    |s| *s,
+                )
                 .rounds()
         }
     }
@@ -516,6 +657,10 @@ mod tests {
             log_y: false,
         }],
         heading: |_| "a toy".into(),
+        findings: |_, _| Findings {
+            kept: vec![("toy_kept", 7.into())],
+            ..Findings::default()
+        },
         ..Bench::new(|_| 3, |c| *c, toy_points, toy_measure, toy_columns)
     };
 
@@ -525,6 +670,9 @@ mod tests {
         assert_eq!(rows.len(), 4);
         assert!(rows.iter().all(|r| r.rounds() == 3));
         assert!(rows[0].baseline.is_none() && rows[1].baseline.is_some());
+        let back = rows[0].ratio_to("other", |s| *s).unwrap();
+        assert!(back.0.min > 0.45 && back.0.max < 0.55 && back.verdict() == "slower");
+        assert!(rows[0].ratio_to("none", |s| *s).is_none());
         let q = rows[3].ratio(|s| *s).unwrap();
         assert!(q.0.min > 1.9 && q.0.max < 2.1 && q.verdict() == "faster");
         let rep = TOY.report(&3, &rows);
@@ -538,6 +686,12 @@ mod tests {
         assert_eq!(r1["series"], "other");
         assert!(r1["v_min"].as_f64() <= r1["v"].as_f64());
         assert_eq!(r1["vs_base_verdict"], "faster");
+        assert_eq!(r1["v_spread"]["n"], 3);
+        assert_eq!(r1["v_spread"]["median"], r1["v"]);
+        assert_eq!(r1["v_mid"], r1["v"]);
+        assert_eq!(r1["v_sum"], r1["v"]);
+        assert_eq!(r1["v_sum_spread"]["max"], r1["v_max"]);
+        assert_eq!(rep.json["toy_kept"], 7);
         assert!(rep.json["rows"][0]["vs_base"].is_null());
         assert_eq!(rep.plots.len(), 1);
         let lines = &rep.plots[0].series;

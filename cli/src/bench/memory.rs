@@ -9,12 +9,11 @@
 //! a STREAM-like triad over three 64 MiB arrays (core and memory), on a core
 //! of its own where there is one to spare; the triad against the filter is
 //! memory contention. The application's rate alone is measured in the same
-//! round, just before; the applications' order reversed every other round.
+//! round, just before; every point on a fresh board.
 
 use std::time::{Duration, Instant};
 
 use dmaflow::dma::Completion;
-use dmaflow::rig::Rig;
 use dmaflow::sim::Clock;
 
 use super::app::{App, TRIAD_UNIT_BYTES, Work};
@@ -22,26 +21,20 @@ use super::beside;
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-use super::harness::{OnBoard, Progress, Setup, Spec, bytes_label, clock_label, ms_label};
+use super::frame::{Bench, Findings, Plot, Point};
+use super::harness::{Setup, bytes_label, clock_label, ms_label};
 use super::meter::Tally;
-use super::report::{Report, sentence, series_by};
-use super::spread::{Ratio, Spread, in_turns};
+use super::plot::XAxis;
 
 /// How the driver waits: asleep on the interrupt line, so that on a shared
 /// core the application has the core while the device copies.
 const COMPLETION: Completion = Completion::Irq;
 
 /// `dmaflow bench memory`.
-pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
+pub static EXPERIMENT: Bench<Config, At, Sample> = Bench {
     name: "memory",
-    board: OnBoard::EmulatorOnly("it sets the emulated link's clock and memory model"),
+    emulator_only: "it sets the emulated link's clock and memory model",
     question: "Memory-bandwidth contention: transfers beside a memory-bound application.",
-    keys: "clock, bytes (each way), beside (none|filter|triad), own_core\n\
-          (the application on a core of its own), transfers, mb_per_s\n\
-          (each way, median), mb_per_s_spread, model_mb_per_s, cpu_us,\n\
-          vs_filter (MB/s over the same size's beside the filter, round\n\
-          by round), vs_filter_measurable, app_share (beside / alone),\n\
-          app_share_spread, triad_gb_per_s_alone, triad_gb_per_s_beside",
     conditions: Conditions {
         timed: "back-to-back two-way transfers over a fixed time on the driver's thread; \
                 the application's units of work over the same time, and alone just before",
@@ -53,7 +46,30 @@ pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
                 VM's DRAM and shared last-level cache, and on two cores the application \
                 shares the driver's core (the filter rows carry that sharing)",
     },
-    ..Spec::new(config, run, report)
+    baseline: Some("filter"),
+    plots: &[Plot {
+        title: "Transfers beside a memory-bound and a cache-resident application",
+        x: "bytes",
+        y: "mb_per_s",
+        interval: None,
+        y_scale: 1.0,
+        lines: &["beside", "clock"],
+        axis: XAxis::Bytes,
+        log_y: false,
+    }],
+    heading: |cfg| {
+        format!(
+            "two-way loopback transfers beside nothing, a cache-resident 64-tap FIR filter \
+             (the control) and a STREAM-like triad over 3 x 64 MiB (memory-bound), {} per \
+             point on a fresh board, driver asleep on the interrupt line; the application on \
+             a core of its own where there is one to spare (own_core), else the driver's; \
+             link = {} and unlimited",
+            ms_label(cfg.duration),
+            cfg.profile.description
+        )
+    },
+    findings,
+    ..Bench::new(config, |c| c.rounds, points, measure, columns)
 };
 
 /// What to measure: the sizes (each way), each point's time and the
@@ -78,55 +94,71 @@ fn name(beside: Option<Work>) -> &'static str {
     beside.map_or("none", Work::name)
 }
 
-/// One point: transfers of one size at one clock beside one application.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Row {
-    /// The port's rate (e.g. "1200MB/s") or "unlimited".
-    pub clock: String,
+/// Where a point is: the link's clock and the transfers' size.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct At {
+    /// The link's clock.
+    pub clock: Clock,
     /// Bytes each way.
     pub bytes: usize,
-    /// `none`, `filter` or `triad`.
-    pub beside: &'static str,
-    /// Whether the application had a core of its own (else the driver's).
-    pub own_core: bool,
-    /// Transfers, all rounds.
-    pub transfers: usize,
-    /// Bytes each way per second of transfer, 10^6 B/s, over the rounds.
-    pub mb_per_s: Spread,
-    /// What the modelled link allows, 10^6 B/s each way (`None`: unlimited).
-    pub model_mb_per_s: Option<f64>,
-    /// Driver CPU per transfer, in microseconds (interrupt delivery
-    /// included), median of the rounds.
-    pub cpu_us: f64,
-    /// Round by round, this row's MB/s over the same size's beside the
-    /// filter (for the triad: what memory contention costs the transfers).
-    pub vs_filter: Option<Ratio>,
-    /// The application's rate beside the transfers over alone, the rounds'.
-    pub app_share: Option<Spread>,
-    /// The triad's memory bandwidth, 10^9 B/s as STREAM counts it: alone, and
-    /// beside the transfers (medians of the rounds).
-    pub triad_gb_per_s: Option<(f64, f64)>,
+}
+
+impl std::fmt::Display for At {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", clock_label(self.clock), bytes_label(self.bytes))
+    }
 }
 
 /// What one measurement of a point gave.
-struct Sample {
-    transfers: usize,
-    mb_per_s: f64,
-    cpu_us: f64,
-    app_alone: f64,
-    app_beside: f64,
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// Transfers.
+    pub transfers: usize,
+    /// Bytes each way per second of transfer, 10^6 B/s.
+    pub mb_per_s: f64,
+    /// What the modelled link allows, 10^6 B/s each way (`NaN`: unlimited).
+    pub model_mb_per_s: f64,
+    /// Driver CPU per transfer, in microseconds (interrupt delivery
+    /// included).
+    pub cpu_us: f64,
+    /// The application's units of work per second alone (`NaN` beside
+    /// nothing).
+    pub app_alone: f64,
+    /// Its units of work per second beside the transfers (`NaN` beside
+    /// nothing).
+    pub app_beside: f64,
+    /// Whether the application had a core of its own (else the driver's).
+    pub own_core: bool,
 }
 
-/// One point in one round: transfers of `bytes` back to back for the
-/// point's time beside `beside` (its rate alone measured first).
-fn measure(
-    cfg: &Config,
-    rig: &Rig,
-    app_core: usize,
-    bytes: usize,
-    beside: Option<Work>,
-    what: &str,
-) -> Result<Sample, Error> {
+/// A point over the rounds.
+pub type Row = super::frame::Row<At, Sample>;
+
+/// Every clock, size and application.
+fn points(cfg: &Config) -> Vec<Point<At>> {
+    let mut v = Vec::new();
+    for clock in [cfg.profile.port, Clock::Unlimited] {
+        for &bytes in &cfg.sizes {
+            for app in BESIDE {
+                v.push(Point {
+                    series: name(app),
+                    at: At { clock, bytes },
+                });
+            }
+        }
+    }
+    v
+}
+
+/// One point in one round, on a fresh board: transfers back to back for
+/// the point's time beside the point's application (its rate alone
+/// measured first).
+fn measure(cfg: &Config, p: &Point<At>) -> Result<Sample, Error> {
+    let At { clock, bytes } = p.at;
+    let beside = BESIDE.into_iter().find(|&b| name(b) == p.series).flatten();
+    let what = format!("memory {} beside {}", p.at, p.series);
+    let (rig, placed, driver) = cfg.board(clock)?;
+    let app_core = placed.host_cores.get(1).copied().unwrap_or(driver);
     let mut tally = Tally::default();
     let mut transfers = || {
         let engine = &rig.engines[0];
@@ -140,7 +172,7 @@ fn measure(
                 bytes,
                 COMPLETION,
                 &mut tally,
-                what,
+                &what,
             )?;
         }
         Ok::<(), Error>(())
@@ -148,7 +180,7 @@ fn measure(
     let (app_alone, app_beside) = match beside {
         None => {
             transfers()?;
-            (0.0, 0.0)
+            (f64::NAN, f64::NAN)
         }
         Some(work) => {
             let app = App::start(work, &[app_core])?;
@@ -165,189 +197,169 @@ fn measure(
         }
     };
     let cost = tally.cost();
+    let model = clock.bytes_per_s().map_or(f64::NAN, |_| {
+        bytes as f64 / clock.two_way(bytes, false).as_secs_f64() / 1e6
+    });
     Ok(Sample {
         transfers: tally.n,
         mb_per_s: (tally.n * bytes) as f64 / cost.wall.as_secs_f64() / 1e6,
+        model_mb_per_s: model,
         cpu_us: cost.cpu_us_per(tally.n),
         app_alone,
         app_beside,
+        own_core: app_core != driver,
     })
 }
 
-/// Runs every clock, size and application in rounds.
-pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
-    let mut rows = Vec::new();
-    for clock in [cfg.profile.port, Clock::Unlimited] {
-        let clock_name = clock_label(clock);
-        let (rig, placed, driver) = cfg.board(clock)?;
-        let app_core = placed.host_cores.get(1).copied().unwrap_or(driver);
-        for &bytes in &cfg.sizes {
-            let mut samples: Vec<Vec<Sample>> = BESIDE.iter().map(|_| Vec::new()).collect();
-            let mb = in_turns(BESIDE.len(), cfg.rounds, |k, round| {
-                let what = format!(
-                    "memory {clock_name} {} beside {}",
-                    bytes_label(bytes),
-                    name(BESIDE[k])
-                );
-                progress(&format!("{what} round {}", round + 1));
-                let sample = measure(cfg, &rig, app_core, bytes, BESIDE[k], &what)?;
-                let mb = sample.mb_per_s;
-                samples[k].push(sample);
-                Ok::<f64, Error>(mb)
-            })?;
-            let model = clock
-                .bytes_per_s()
-                .map(|_| bytes as f64 / clock.two_way(bytes, false).as_secs_f64() / 1e6);
-            for (k, (&app, ss)) in BESIDE.iter().zip(&samples).enumerate() {
-                let of = |f: fn(&Sample) -> f64| beside::spread(ss, f);
-                let gb = TRIAD_UNIT_BYTES as f64 / 1e9;
-                rows.push(Row {
-                    clock: clock_name.clone(),
-                    bytes,
-                    beside: name(app),
-                    own_core: app_core != driver,
-                    transfers: ss.iter().map(|s| s.transfers).sum(),
-                    mb_per_s: Spread::of(&mb[k]),
-                    model_mb_per_s: model,
-                    cpu_us: of(|s| s.cpu_us).median,
-                    vs_filter: (k != 1).then(|| Ratio::of(&mb[k], &mb[1])),
-                    app_share: app.is_some().then(|| of(|s| s.app_beside / s.app_alone)),
-                    triad_gb_per_s: (app == Some(Work::Triad)).then(|| {
-                        let [alone, beside] = [of(|s| s.app_alone), of(|s| s.app_beside)];
-                        (alone.median * gb, beside.median * gb)
-                    }),
-                });
-            }
-        }
+/// The triad's memory bandwidth in 10^9 B/s as STREAM counts it, from its
+/// units of work per second (`NaN` for the other applications).
+fn triad_gb(r: &Row, rate: f64) -> f64 {
+    match r.point.series {
+        "triad" => rate * TRIAD_UNIT_BYTES as f64 / 1e9,
+        _ => f64::NAN,
     }
-    Ok(rows)
 }
 
-/// A spread's median and range scaled by `k` with `p` decimals, `unit` after
-/// the median.
-fn around(s: Spread, k: f64, p: usize, unit: &str) -> String {
-    let [median, min, max] = [s.median, s.min, s.max].map(|x| k * x);
-    format!("{median:.p$}{unit} ({min:.p$}..{max:.p$})")
+/// A number or null.
+fn known(x: f64) -> Option<f64> {
+    (!x.is_nan()).then_some(x)
 }
 
 /// The rows' columns.
-fn columns<'a>() -> Columns<'a, Row> {
-    let dash = |x: Option<String>| x.unwrap_or_else(|| "-".into());
+fn columns() -> Columns<'static, Row> {
+    let mb = |s: &Sample| s.mb_per_s;
+    let alone = |r: &Row| triad_gb(r, r.median(|s| s.app_alone));
+    let beside = |r: &Row| triad_gb(r, r.median(|s| s.app_beside));
     Columns::new()
-        .plain("clock", "clock", |r: &Row| r.clock.clone())
-        .col("size", "bytes", |r| bytes_label(r.bytes), |r| r.bytes)
-        .plain("beside", "beside", |r| r.beside)
-        .kept("own_core", |r| r.own_core)
-        .kept("transfers", |r| r.transfers)
+        .plain("clock", "clock", |r: &Row| clock_label(r.point.at.clock))
+        .doc("the port's rate (e.g. 1200MB/s) or unlimited")
         .col(
-            "MB/s each way (rounds)",
-            "mb_per_s",
-            |r| around(r.mb_per_s, 1.0, 0, ""),
-            |r| r.mb_per_s.median,
+            "size",
+            "bytes",
+            |r| bytes_label(r.point.at.bytes),
+            |r| r.point.at.bytes,
         )
-        .kept("mb_per_s_spread", |r| r.mb_per_s.json())
-        .optional("model MB/s", "model_mb_per_s", 0, |r| r.model_mb_per_s)
+        .doc("bytes each way")
+        .series("beside", "beside", "none, filter or triad")
+        .kept("own_core", |r| r.samples.iter().any(|s| s.own_core))
+        .doc("the application on a core of its own")
+        .kept("transfers", |r| {
+            r.samples.iter().map(|s| s.transfers).sum::<usize>()
+        })
+        .doc("transfers, all rounds")
+        .summary(
+            ("MB/s each way (rounds)", "mb_per_s", "mb_per_s_spread"),
+            "bytes each way per second of transfer, 10^6 B/s",
+            (1.0, 0, ""),
+            mb,
+        )
+        .typical(
+            "model MB/s",
+            "model_mb_per_s",
+            "what the modelled link allows each way, null unlimited",
+            (1.0, 0),
+            |s| s.model_mb_per_s,
+        )
         .col(
             "vs filter",
             "vs_filter",
-            move |r| dash(r.vs_filter.map(|Ratio(v)| around(v, 1.0, 2, "x"))),
-            |r| r.vs_filter.map(|Ratio(v)| v.json()),
+            move |r| r.ratio(mb).map_or("-".into(), |q| q.text()),
+            move |r| r.ratio(mb).map(|q| q.0.json()),
         )
-        .kept("vs_filter_measurable", |r| {
-            r.vs_filter.map(|v| v.measurable())
+        .doc(
+            "mb_per_s over the same size's beside the filter, round by round (median, p25, \
+             p75, min, max, n)",
+        )
+        .kept("vs_filter_measurable", move |r| {
+            r.ratio(mb).map(|q| q.measurable())
         })
-        .col(
-            "app keeps (rounds)",
-            "app_share",
-            move |r| dash(r.app_share.map(|s| around(s, 100.0, 0, " %"))),
-            |r| r.app_share.map(|s| s.median),
+        .doc("whether every round agrees on the ratio's side of 1")
+        .summary(
+            ("app keeps (rounds)", "app_share", "app_share_spread"),
+            "the application's rate beside the transfers over alone",
+            (100.0, 0, " %"),
+            |s| s.app_beside / s.app_alone,
         )
-        .kept("app_share_spread", |r| r.app_share.map(|s| s.json()))
         .shown("triad GB/s alone -> beside", move |r| {
-            dash(r.triad_gb_per_s.map(|(a, b)| format!("{a:.2} -> {b:.2}")))
+            match r.point.series {
+                "triad" => format!("{:.2} -> {:.2}", alone(r), beside(r)),
+                _ => "-".into(),
+            }
         })
-        .kept("triad_gb_per_s_alone", |r| r.triad_gb_per_s.map(|t| t.0))
-        .kept("triad_gb_per_s_beside", |r| r.triad_gb_per_s.map(|t| t.1))
-        .fixed("driver CPU us", "cpu_us", 1, |r| r.cpu_us)
-        .shown("transfers", |r| r.transfers.to_string())
+        .kept("triad_gb_per_s_alone", move |r| known(alone(r)))
+        .doc("the triad's memory bandwidth alone, 10^9 B/s as STREAM counts it")
+        .kept("triad_gb_per_s_beside", move |r| known(beside(r)))
+        .doc("the same beside the transfers")
+        .typical(
+            "driver CPU us",
+            "cpu_us",
+            "driver CPU per transfer (interrupt delivery included)",
+            (1.0, 1),
+            |s| s.cpu_us,
+        )
+        .shown("transfers", |r| {
+            r.samples
+                .iter()
+                .map(|s| s.transfers)
+                .sum::<usize>()
+                .to_string()
+        })
 }
 
-/// One sentence per clock at the largest size.
-fn answer(rows: &[Row]) -> String {
-    let Some(large) = rows.iter().map(|r| r.bytes).max() else {
-        return String::new();
+/// One sentence per clock at the largest size; no target: what contention
+/// costs each side is the machine's figure, reported as measured.
+fn findings(cfg: &Config, rows: &[Row]) -> Findings {
+    let Some(large) = cfg.sizes.iter().copied().max() else {
+        return Findings::default();
     };
     let mut clauses = Vec::new();
-    for unlimited in [false, true] {
+    for clock in [cfg.profile.port, Clock::Unlimited] {
         let find = |beside: &str| {
             rows.iter().find(|r| {
-                (r.clock == "unlimited") == unlimited && r.bytes == large && r.beside == beside
+                r.point.series == beside
+                    && r.point.at
+                        == At {
+                            clock,
+                            bytes: large,
+                        }
             })
         };
         let (Some(t), Some(f), Some(n)) = (find("triad"), find("filter"), find("none")) else {
             continue;
         };
-        let Some(Ratio(v)) = t.vs_filter else {
+        let Some(q) = t.ratio(|s| s.mb_per_s) else {
             continue;
         };
-        let effect = if Ratio(v).measurable() {
-            format!("{:.2}x", v.median)
+        let effect = if q.measurable() {
+            format!("{:.2}x", q.0.median)
         } else {
-            format!("{:.2}x, no measurable difference", v.median)
+            format!("{:.2}x, no measurable difference", q.0.median)
         };
-        let app = match (&t.app_share, &f.app_share, t.triad_gb_per_s) {
-            (Some(ts), Some(fs), Some((alone, beside))) => format!(
-                "; the triad keeps {:.0} % of its rate alone ({alone:.2} -> {beside:.2} GB/s) \
-                 where the cache-resident filter keeps {:.0} %",
-                100.0 * ts.median,
-                100.0 * fs.median
-            ),
-            _ => String::new(),
-        };
+        let share = |r: &Row| r.median(|s| s.app_beside / s.app_alone);
+        let mb = |r: &Row| r.median(|s| s.mb_per_s);
+        let app = format!(
+            "; the triad keeps {:.0} % of its rate alone ({:.2} -> {:.2} GB/s) where the \
+             cache-resident filter keeps {:.0} %",
+            100.0 * share(t),
+            triad_gb(t, t.median(|s| s.app_alone)),
+            triad_gb(t, t.median(|s| s.app_beside)),
+            100.0 * share(f)
+        );
         clauses.push(format!(
             "at the {} clock, {} transfers run at {:.0} MB/s each way beside the memory-bound \
              triad against {:.0} beside the cache-resident filter ({effect}; {:.0} with \
              nothing beside){app}",
-            t.clock,
+            clock_label(clock),
             bytes_label(large),
-            t.mb_per_s.median,
-            f.mb_per_s.median,
-            n.mb_per_s.median
+            mb(t),
+            mb(f),
+            mb(n)
         ));
     }
-    sentence(&clauses)
-}
-/// The run as a report.
-pub fn report(cfg: &Config, rows: &[Row]) -> Report {
-    let own = rows.first().is_some_and(|r| r.own_core);
-    let heading = format!(
-        "memory: two-way loopback transfers beside nothing, a cache-resident 64-tap FIR \
-         filter (the control) and a STREAM-like triad over 3 x 64 MiB (memory-bound), {} \
-         per point in each of {} rounds (order reversed every other round), driver asleep \
-         on the interrupt line; the application {}; link = {} and unlimited",
-        ms_label(cfg.duration),
-        cfg.rounds,
-        if own {
-            "on a core of its own"
-        } else {
-            "shares the driver's core (this machine has no third core)"
-        },
-        cfg.profile.description
-    );
-    // No target: what contention costs each side is the machine's figure,
-    // reported as measured.
-    Report::of("memory", heading, &columns(), rows)
-        .answer(answer(rows))
-        .plots([beside::plot(
-            "Transfers beside a memory-bound and a cache-resident application",
-            "MB/s each way",
-            series_by(
-                rows,
-                |r| format!("{} {}", r.beside, r.clock),
-                |r| r.bytes as f64,
-                |r| r.mb_per_s.median,
-            ),
-        )])
+    Findings {
+        clauses,
+        ..Findings::default()
+    }
 }
 
 #[cfg(test)]
@@ -357,25 +369,32 @@ mod tests {
     #[test]
     fn tiny_run_measures_each_application_beside_the_transfers() {
         let cfg = config(&Setup::TINY);
-        let rows = run(&cfg, &mut |_| {}).unwrap();
+        let rows = EXPERIMENT.rows(&cfg, &mut |_| {}).unwrap();
         assert_eq!(rows.len(), 2 * 3);
         for r in &rows {
-            assert!(r.transfers > 0, "{r:?}");
-            assert_eq!(r.mb_per_s.n, cfg.rounds, "{r:?}");
-            assert!(r.mb_per_s.median > 0.0, "{r:?}");
-            if let Some(m) = r.model_mb_per_s {
+            assert_eq!(r.rounds(), cfg.rounds, "{r:?}");
+            for s in &r.samples {
+                assert!(s.transfers > 0 && s.mb_per_s > 0.0, "{r:?}");
                 // The emulated link never runs faster than its model.
-                assert!(r.mb_per_s.max <= m * 1.01, "{r:?}");
+                assert!(
+                    s.model_mb_per_s.is_nan() || s.mb_per_s <= s.model_mb_per_s * 1.01,
+                    "{r:?}"
+                );
             }
-            assert_eq!(r.app_share.is_some(), r.beside != "none", "{r:?}");
-            if let Some(s) = r.app_share {
-                assert!(s.median > 0.0 && s.median.is_finite(), "{r:?}");
-            }
+            let share = r.median(|s| s.app_beside / s.app_alone);
+            assert_eq!(share.is_nan(), r.point.series == "none", "{r:?}");
+            assert!(share.is_nan() || share > 0.0, "{r:?}");
         }
-        let triad = rows.iter().find(|r| r.beside == "triad").unwrap();
-        let (alone, _) = triad.triad_gb_per_s.unwrap();
+        let triad = rows.iter().find(|r| r.point.series == "triad").unwrap();
+        let alone = triad_gb(triad, triad.median(|s| s.app_alone));
         assert!(alone > 0.1, "a triad below 0.1 GB/s: {triad:?}");
-        assert_eq!(report(&cfg, &rows).json["experiment"], "memory");
-        assert!(answer(&rows).contains("triad"));
+        let rep = EXPERIMENT.report(&cfg, &rows);
+        assert_eq!(rep.json["experiment"], "memory");
+        assert!(rep.answer.contains("triad"), "{}", rep.answer);
+        let none = &rep.json["rows"][0];
+        assert_eq!(none["beside"], "none");
+        assert!(none["app_share"].is_null() && none["vs_filter"].is_object());
+        assert!(rep.json["rows"][1]["vs_filter"].is_null());
+        assert_eq!(rep.plots.len(), 1);
     }
 }

@@ -19,10 +19,11 @@ use std::time::{Duration, Instant};
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-use super::harness::{OnBoard, Progress, Setup, Spec, Tier};
+use super::frame::{Bench, Findings, Point};
+use super::harness::{Setup, Tier};
 use super::peers::xorshift;
-use super::report::{Report, Target, sentence};
-use super::spread::{Ratio, Spread, Timed, in_turns};
+use super::report::Target;
+use super::spread::Ratio;
 use dmaflow::dsp::fir::{self, Mode, OverlapSave};
 use dmaflow::graph::{Graph, Input, NodeResult, Output};
 use dmaflow::platform::cpu::process_cpu_time;
@@ -30,8 +31,7 @@ use dmaflow::platform::cpu::process_cpu_time;
 /// Taps of every FIR stage (FutureSDR's `perf/fir` uses 64).
 pub const TAPS: usize = 64;
 
-/// What to measure.
-#[derive(Debug, Clone)]
+/// What to measure, and the peers a run found.
 pub struct Config {
     /// Parallel pipes.
     pub pipes: usize,
@@ -46,7 +46,16 @@ pub struct Config {
     /// Whether FutureSDR may be built (minutes the first time) when it is
     /// not built yet.
     pub build_futuresdr: bool,
+    /// FutureSDR's program, or why it is not measured.
+    pub futuresdr: Result<PathBuf, String>,
+    /// GNU Radio's presence, or why it is not measured.
+    pub gnuradio: Result<(), String>,
+    /// Where the taps file the peers read is written.
+    pub scratch: Option<Arc<super::peers::ScratchDir>>,
 }
+
+/// Why the peers are not measured before a run looks for them.
+const NOT_HERE: &str = "peers not measured in this run";
 
 impl Config {
     /// The size `setup` asks for: the full run, or the quick one made from
@@ -62,6 +71,9 @@ impl Config {
             rounds: 5,
             peers: true,
             build_futuresdr: true,
+            futuresdr: Err(NOT_HERE.into()),
+            gnuradio: Err(NOT_HERE.into()),
+            scratch: None,
         };
         match setup.tier {
             Tier::Full => full,
@@ -79,6 +91,7 @@ impl Config {
                 rounds: 1,
                 peers: false,
                 build_futuresdr: false,
+                ..full
             },
         }
     }
@@ -134,6 +147,21 @@ pub enum Runtime {
 }
 
 impl Runtime {
+    /// Every runtime.
+    pub const ALL: [Runtime; 6] = [
+        Runtime::DmaflowTasks,
+        Runtime::DmaflowThreads,
+        Runtime::DmaflowDirect,
+        Runtime::FutureSdr,
+        Runtime::GnuRadio,
+        Runtime::GnuRadioFft,
+    ];
+
+    /// The runtime of `name` ([`Runtime::name`]).
+    pub fn named(name: &str) -> Option<Runtime> {
+        Runtime::ALL.into_iter().find(|r| r.name() == name)
+    }
+
     /// Name in tables and JSON.
     pub fn name(self) -> &'static str {
         match self {
@@ -231,48 +259,56 @@ impl Runtime {
     }
 }
 
-/// One point: a runtime, a block and a stage count, over the rounds.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Row {
-    /// The runtime.
-    pub runtime: Runtime,
+/// Where on a runtime's series a point is: the stages' block and how many
+/// stages each pipe has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct At {
     /// The stages' block.
     pub block: Block,
     /// Stages per pipe.
     pub stages: usize,
+}
+
+impl std::fmt::Display for At {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {} stages", self.stages, self.block.name())
+    }
+}
+
+/// One round's run of one runtime's flowgraph.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// Wall seconds of the run.
+    pub seconds: f64,
+    /// Process CPU seconds over the same span.
+    pub cpu_seconds: f64,
+    /// Items each sink took.
+    pub sink_items: Vec<u64>,
     /// Pipes.
     pub pipes: usize,
     /// Samples per pipe into the head.
-    pub samples: u64,
-    /// Seconds and process CPU seconds per round.
-    pub timed: Timed,
-    /// Items each sink took (the last round).
-    pub sink_items: Vec<u64>,
+    pub per_pipe: u64,
 }
 
-impl Row {
-    /// Samples per second through all pipes, per round.
-    pub fn rates(&self) -> Vec<f64> {
-        let total = (self.pipes as u64 * self.samples) as f64;
-        self.timed.rates(total)
+impl Sample {
+    /// Samples per second through all pipes.
+    pub fn rate(&self) -> f64 {
+        (self.pipes as u64 * self.per_pipe) as f64 / self.seconds
     }
 
-    /// Samples per second per busy core (median rate over [`Row::cores`]).
-    pub fn per_core(&self) -> f64 {
-        Spread::of(&self.rates()).median / self.cores().max(f64::MIN_POSITIVE)
-    }
-
-    /// Cores kept busy: CPU seconds over wall seconds, median.
-    pub fn cores(&self) -> f64 {
-        Spread::of(&self.timed.busy()).median
+    /// Cores kept busy: CPU seconds over wall seconds.
+    pub fn busy(&self) -> f64 {
+        self.cpu_seconds / self.seconds
     }
 }
 
-/// One round's measurement.
-struct Sample {
-    seconds: f64,
-    cpu_seconds: f64,
-    sink_items: Vec<u64>,
+/// A measured point.
+pub type Row = super::frame::Row<At, Sample>;
+
+/// Samples per second per busy core: the rounds' rate over their cores
+/// busy, each the median of the rounds.
+fn per_core(r: &Row) -> f64 {
+    r.median(Sample::rate) / r.median(Sample::busy).max(f64::MIN_POSITIVE)
 }
 
 /// Defines node bodies twice from one text: blocking, for a thread node,
@@ -410,6 +446,8 @@ fn dmaflow_run(
         seconds: (t1 - t0).as_secs_f64(),
         cpu_seconds: c1.saturating_sub(c0).as_secs_f64(),
         sink_items: counts.iter().map(|c| c.load(Ordering::Relaxed)).collect(),
+        pipes,
+        per_pipe: samples,
     })
 }
 
@@ -453,6 +491,8 @@ fn peer_run(
             seconds: v["seconds"].as_f64()?,
             cpu_seconds: v["cpu_seconds"].as_f64()?,
             sink_items: items.collect::<Option<_>>()?,
+            pipes,
+            per_pipe: n,
         })
     })
 }
@@ -472,181 +512,182 @@ fn taps() -> [f32; TAPS] {
     })
 }
 
-/// Everything a run measured.
-#[derive(Debug, Clone)]
-pub struct Measured {
-    /// The points.
-    pub rows: Vec<Row>,
-    /// Peers not measured, and why.
-    pub skipped: Vec<String>,
+/// Finds the peers (FutureSDR built if asked and not built yet, GNU Radio
+/// where installed) and writes the taps their flowgraphs read.
+fn prepare(cfg: &mut Config, progress: &mut dyn FnMut(&str)) -> Result<(), Error> {
+    let dir = super::peers::ScratchDir::new("dmaflow-sched")?;
+    super::peers::write_f32(&dir.path().join("taps.f32"), &taps())?;
+    cfg.scratch = Some(Arc::new(dir));
+    if cfg.peers {
+        cfg.futuresdr = super::peers::futuresdr_exe(cfg.build_futuresdr, progress);
+        cfg.gnuradio = match super::peers::gnuradio_here() {
+            true => Ok(()),
+            false => Err("GNU Radio is not installed (apt-get install gnuradio)".to_string()),
+        };
+    }
+    Ok(())
 }
 
-/// Runs the experiment.
-pub fn run(cfg: &Config, progress: Progress) -> Result<Measured, Error> {
-    let taps = taps();
-    let dir = super::peers::ScratchDir::new("dmaflow-sched")?;
-    let taps_path = dir.path().join("taps.f32");
-    super::peers::write_f32(&taps_path, &taps)?;
-    let not_here = "peers not measured in this run";
-    let futuresdr = match cfg.peers {
-        true => super::peers::futuresdr_exe(cfg.build_futuresdr, progress),
-        false => Err(not_here.to_string()),
-    };
-    let gnuradio = match cfg.peers {
-        true if super::peers::gnuradio_here() => Ok(()),
-        true => Err("GNU Radio is not installed (apt-get install gnuradio)".to_string()),
-        false => Err(not_here.to_string()),
-    };
-    let why = [
-        ("FutureSDR", futuresdr.as_ref().err()),
-        ("GNU Radio", gnuradio.as_ref().err()),
-    ];
-    let skipped = why
-        .into_iter()
-        .filter_map(|(peer, why)| Some(format!("{peer}: {}", why?)))
-        .collect();
-    let mut rows = Vec::new();
+/// Every runtime present through every block's stage counts, in the
+/// table's order.
+fn points(cfg: &Config) -> Vec<Point<At>> {
+    let mut v = Vec::new();
     for block in [Block::Copy, Block::Rand, Block::Fir] {
         let mut runtimes = vec![Runtime::DmaflowTasks, Runtime::DmaflowThreads];
         if block == Block::Fir {
             runtimes.push(Runtime::DmaflowDirect);
         }
-        if futuresdr.is_ok() {
+        if cfg.futuresdr.is_ok() {
             runtimes.push(Runtime::FutureSdr);
         }
         // GNU Radio has no random copy block.
-        if gnuradio.is_ok() && block != Block::Rand {
+        if cfg.gnuradio.is_ok() && block != Block::Rand {
             runtimes.push(Runtime::GnuRadio);
             if block == Block::Fir {
                 runtimes.push(Runtime::GnuRadioFft);
             }
         }
-        let n = cfg.samples[block as usize];
         for &stages in &cfg.stages {
-            let mut points: Vec<Row> = runtimes
-                .iter()
-                .map(|&runtime| Row {
-                    runtime,
-                    block,
-                    stages,
-                    pipes: cfg.pipes,
-                    samples: n,
-                    timed: Timed::default(),
-                    sink_items: Vec::new(),
-                })
-                .collect();
-            in_turns(points.len(), cfg.rounds, |i, round| {
-                let rt = runtimes[i];
-                progress(&format!(
-                    "sched: {} x {stages} {} stages, {}, round {}",
-                    cfg.pipes,
-                    block.name(),
-                    rt.name(),
-                    round + 1
-                ));
-                let s = match rt {
-                    Runtime::DmaflowTasks | Runtime::DmaflowThreads | Runtime::DmaflowDirect => {
-                        dmaflow_run(cfg.pipes, stages, n, block, &taps, rt)?
-                    }
-                    _ => peer_run(rt, &futuresdr, (cfg.pipes, stages, n), block, &taps_path)?,
-                };
-                let (least, most) = rt.expected(block, n, stages);
-                if s.sink_items.len() != cfg.pipes
-                    || s.sink_items.iter().any(|k| !(least..=most).contains(k))
-                {
-                    return Err(Error::peer("sched")(format!(
-                        "{} with {stages} {} stages: sinks took {:?} items, expected {least}..={most} each",
-                        rt.name(),
-                        block.name(),
-                        s.sink_items
-                    )));
-                }
-                let timed = &mut points[i].timed;
-                timed.seconds.push(s.seconds);
-                timed.cpu.push(s.cpu_seconds);
-                points[i].sink_items = s.sink_items;
-                Ok(s.seconds)
-            })?;
-            rows.extend(points);
+            for rt in &runtimes {
+                v.push(Point {
+                    series: rt.name(),
+                    at: At { block, stages },
+                });
+            }
         }
     }
-    Ok(Measured { rows, skipped })
+    v
 }
 
-/// The rates of `rt`'s row through `stages` of `block`, round by round.
-fn rates(rows: &[Row], rt: Runtime, block: Block, stages: usize) -> Option<Vec<f64>> {
-    let at = |r: &&Row| (r.runtime, r.block, r.stages) == (rt, block, stages);
-    rows.iter().find(at).map(Row::rates)
-}
-
-/// dmaflow's runtime `me` against `peer`: the round-by-round ratio of rates.
-fn ratio(rows: &[Row], me: Runtime, peer: Runtime, block: Block, stages: usize) -> Option<Ratio> {
-    let (a, b) = (
-        rates(rows, me, block, stages)?,
-        rates(rows, peer, block, stages)?,
-    );
-    Some(Ratio::of(&a, &b))
+/// One run of one runtime's flowgraph, every sink's count checked.
+fn measure(cfg: &Config, p: &Point<At>) -> Result<Sample, Error> {
+    let At { block, stages } = p.at;
+    let rt = Runtime::named(p.series)
+        .ok_or_else(|| Error::peer("sched")(format!("no runtime {}", p.series)))?;
+    let n = cfg.samples[block as usize];
+    let s = match rt {
+        Runtime::DmaflowTasks | Runtime::DmaflowThreads | Runtime::DmaflowDirect => {
+            dmaflow_run(cfg.pipes, stages, n, block, &taps(), rt)?
+        }
+        _ => {
+            let dir = cfg.scratch.as_ref().ok_or_else(|| {
+                Error::peer(p.series)("the taps file was not written before the run")
+            })?;
+            let taps_path = dir.path().join("taps.f32");
+            peer_run(
+                rt,
+                &cfg.futuresdr,
+                (cfg.pipes, stages, n),
+                block,
+                &taps_path,
+            )?
+        }
+    };
+    let (least, most) = rt.expected(block, n, stages);
+    if s.sink_items.len() != cfg.pipes || s.sink_items.iter().any(|k| !(least..=most).contains(k)) {
+        return Err(Error::peer("sched")(format!(
+            "{} with {stages} {} stages: sinks took {:?} items, expected {least}..={most} each",
+            rt.name(),
+            block.name(),
+            s.sink_items
+        )));
+    }
+    Ok(s)
 }
 
 /// The rows' columns: the table and the JSON keys.
-fn columns(rows: &[Row]) -> Columns<'_, Row> {
-    let vs = move |r: &Row, peer| {
-        if !matches!(r.runtime, Runtime::DmaflowTasks | Runtime::DmaflowDirect) {
+fn columns() -> Columns<'static, Row> {
+    let vs = |r: &Row, peer: Runtime| {
+        if ![Runtime::DmaflowTasks, Runtime::DmaflowDirect]
+            .map(Runtime::name)
+            .contains(&r.point.series)
+        {
             return String::new();
         }
-        ratio(rows, r.runtime, peer, r.block, r.stages)
+        r.ratio_to(peer.name(), Sample::rate)
             .map_or(String::new(), |x| x.text_with_verdict())
     };
-    let rates = |r: &Row| Spread::of(&r.rates());
+    let first = |r: &Row, f: fn(&Sample) -> u64| r.samples.first().map_or(0, f);
     Columns::new()
-        .plain("block", "block", |r: &Row| r.block.name())
-        .plain("stages", "stages", |r| r.stages)
-        .plain("runtime", "runtime", |r| r.runtime.name())
+        .plain("block", "block", |r: &Row| r.point.at.block.name())
+        .doc("the stages' block: copy, copy-rand or fir64")
+        .plain("stages", "stages", |r| r.point.at.stages)
+        .doc("stages per pipe")
+        .series(
+            "runtime",
+            "runtime",
+            "dmaflow-tasks, dmaflow-threads, dmaflow-tasks-direct, futuresdr, gnuradio or \
+             gnuradio-fft",
+        )
         .plain("FIR algorithm", "fir_algorithm", |r| {
-            r.runtime.algorithm(r.block)
+            algorithm(r).algorithm(r.point.at.block)
         })
-        .col(
+        .doc("the FIR stages' algorithm, - for copies")
+        .spread(
             "M samples/s",
             "samples_per_s",
-            move |r| format!("{:.0}", rates(r).median / 1e6),
-            move |r| rates(r).json(),
+            "samples per second through all pipes",
+            (1e-6, 0),
+            Sample::rate,
         )
-        .shown("range", move |r| {
-            let s = rates(r);
-            format!("{:.0}..{:.0}", s.min / 1e6, s.max / 1e6)
-        })
-        .fixed("cores busy", "cores_busy", 2, Row::cores)
+        .typical(
+            "cores busy",
+            "cores_busy",
+            "process CPU time over wall time",
+            (1.0, 2),
+            Sample::busy,
+        )
         .col(
             "M/s per busy core",
             "samples_per_s_per_busy_core",
-            |r| format!("{:.0}", r.per_core() / 1e6),
-            Row::per_core,
+            |r| format!("{:.0}", per_core(r) / 1e6),
+            per_core,
         )
+        .doc("samples_per_s over cores_busy")
         .shown("tasks vs FutureSDR", move |r| vs(r, Runtime::FutureSdr))
         .shown("tasks vs GNU Radio", move |r| vs(r, Runtime::GnuRadio))
         .shown("tasks vs GNU Radio FFT", move |r| {
             vs(r, Runtime::GnuRadioFft)
         })
-        .kept("does", |r| r.runtime.does(r.block))
-        .kept("pipes", |r| r.pipes)
-        .kept("samples_per_pipe", |r| r.samples)
-        .kept("seconds", |r| r.timed.seconds.clone())
-        .kept("cpu_seconds", |r| r.timed.cpu.clone())
-        .kept("sink_items", |r| r.sink_items.clone())
+        .kept("does", |r| algorithm(r).does(r.point.at.block))
+        .doc("what the runtime's flowgraph does, in its own words")
+        .kept("pipes", move |r| first(r, |s| s.pipes as u64))
+        .doc("parallel pipes")
+        .kept("samples_per_pipe", move |r| first(r, |s| s.per_pipe))
+        .doc("samples per pipe into the head")
+        .kept("seconds", |r| r.each(|s| s.seconds))
+        .doc("wall seconds, per round")
+        .kept("cpu_seconds", |r| r.each(|s| s.cpu_seconds))
+        .doc("process CPU seconds, per round")
+        .kept("sink_items", |r| {
+            r.samples
+                .last()
+                .map_or(Vec::new(), |s| s.sink_items.clone())
+        })
+        .doc("items each sink took in the last round")
 }
 
-/// The report.
-pub fn report(cfg: &Config, m: &Measured) -> Report {
-    let rows = &m.rows;
-    let columns = columns(rows);
-    let skipped: String = m
-        .skipped
-        .iter()
-        .map(|s| format!("not measured: {s}\n"))
-        .collect();
-    // Every target on the median ratio of the rounds (their spread beside it):
-    // dmaflow's tasks at least as fast as FutureSDR, twice GNU Radio on copies,
-    // and on FIR each peer against dmaflow's stage of its algorithm (like for like).
+/// The runtime of a row.
+fn algorithm(r: &Row) -> Runtime {
+    Runtime::named(r.point.series).unwrap_or(Runtime::DmaflowTasks)
+}
+
+/// The rows of `rt` through `stages` of `block`.
+fn find(rows: &[Row], rt: Runtime, block: Block, stages: usize) -> Option<&Row> {
+    rows.iter()
+        .find(|r| r.point.series == rt.name() && r.point.at == At { block, stages })
+}
+
+/// dmaflow's runtime `me` against `peer`: the round-by-round ratio of rates.
+fn ratio(rows: &[Row], me: Runtime, peer: Runtime, block: Block, stages: usize) -> Option<Ratio> {
+    find(rows, me, block, stages)?.ratio_to(peer.name(), Sample::rate)
+}
+
+/// The targets (each on the ratio of the rounds, their spread beside it):
+/// dmaflow's tasks at least as fast as FutureSDR, twice GNU Radio on copies,
+/// and on FIR each peer against dmaflow's stage of its algorithm (like for
+/// like); the answer; the peers not measured.
+fn findings(cfg: &Config, rows: &[Row]) -> Findings {
     let aims = [
         (Block::Copy, Runtime::FutureSdr, "FutureSDR", 1.0),
         (Block::Rand, Runtime::FutureSdr, "FutureSDR", 1.0),
@@ -655,7 +696,7 @@ pub fn report(cfg: &Config, m: &Measured) -> Report {
         (Block::Fir, Runtime::GnuRadio, "", 1.0),
         (Block::Fir, Runtime::GnuRadioFft, "", 1.0),
     ];
-    let mut targets = Vec::new();
+    let mut found = Findings::default();
     for &stages in &cfg.stages {
         for (block, peer, label, least) in aims {
             let me = [Runtime::DmaflowTasks, Runtime::DmaflowDirect]
@@ -680,14 +721,16 @@ pub fn report(cfg: &Config, m: &Measured) -> Report {
                     r.0.median >= least,
                 ),
             };
-            targets.push(Target::new(what, r.text_with_verdict(), met));
+            found
+                .targets
+                .push(Target::new(what, r.text_with_verdict(), met));
         }
     }
-    let clauses: Vec<String> = [Block::Copy, Block::Rand, Block::Fir]
+    found.clauses = [Block::Copy, Block::Rand, Block::Fir]
         .iter()
         .filter_map(|&b| {
             let (first, last) = (*cfg.stages.first()?, *cfg.stages.last()?);
-            let m = |rt, stages| Some(Spread::of(&rates(rows, rt, b, stages)?).median / 1e6);
+            let m = |rt, stages| Some(find(rows, rt, b, stages)?.median(Sample::rate) / 1e6);
             Some(format!(
                 "through {} stages dmaflow's task runtime moves {:.0} M samples/s at {first} \
                  stage(s) and {:.0} M at {last} ({:.0} M with a thread per node)",
@@ -698,39 +741,28 @@ pub fn report(cfg: &Config, m: &Measured) -> Report {
             ))
         })
         .collect();
-    let cores = std::thread::available_parallelism().map_or(1, usize::from);
-    let heading = format!(
-        "sched: {} pipes x stages, null source -> head({} copy / {} random copy / {} FIR \
-         samples) -> stages \
-         -> null sink, f32; {} rounds, runtimes taking turns; {cores} cores; each runtime \
-         with its own blocks, every block taking per call what is readable and free, and \
-         64 KiB buffers everywhere (dmaflow's default queues, FutureSDR with \
-         FUTURESDR_BUFFER_SIZE=65536 as its perf flowgraphs set it, GNU Radio's default 2 x \
-         32 KiB); M samples/s through all pipes; cores busy = process CPU time over wall \
-         time; targets on the median ratio of the rounds",
-        cfg.pipes, cfg.samples[0], cfg.samples[1], cfg.samples[2], cfg.rounds
-    );
-    Report::of("sched", heading, &columns, rows)
-        .text(columns.table(rows) + &skipped)
-        .answer(sentence(&clauses))
-        .targets(targets)
-        .kept("pipes", cfg.pipes)
-        .kept("skipped", m.skipped.clone())
+    let why = [
+        ("FutureSDR", cfg.futuresdr.as_ref().err()),
+        ("GNU Radio", cfg.gnuradio.as_ref().err()),
+    ];
+    let skipped: Vec<String> = why
+        .into_iter()
+        .filter_map(|(peer, why)| Some(format!("{peer}: {}", why?)))
+        .collect();
+    found.notes = skipped
+        .iter()
+        .map(|s| format!("not measured: {s}\n"))
+        .collect();
+    found.kept = vec![("pipes", cfg.pipes.into()), ("skipped", skipped.into())];
+    found
 }
 
 /// `dmaflow bench sched`.
-pub static EXPERIMENT: Spec<Config, Measured> = Spec {
+pub static EXPERIMENT: Bench<Config, At, Sample> = Bench {
     name: "sched",
-    board: OnBoard::EmulatorOnly("it measures process networks on this machine, not a DMA device"),
+    emulator_only: "it measures process networks on this machine, not a DMA device",
     question: "The pipes x stages flowgraph of the SDR scheduler studies: dmaflow's graph \
                runtime (tasks and threads) against FutureSDR and GNU Radio.",
-    keys: "runtime (dmaflow-tasks|dmaflow-threads|futuresdr|gnuradio|\n\
-          gnuradio-fft), does, fir_algorithm, block\n\
-          (copy|copy-rand|fir64), stages, pipes, samples_per_pipe,\n\
-          seconds and cpu_seconds (per round), samples_per_s (median,\n\
-          p25, p75, min, max, n; through all pipes), cores_busy,\n\
-          samples_per_s_per_busy_core, sink_items; and skipped (peers\n\
-          not measured, with why)",
     conditions: Conditions {
         timed: "each runtime's run of its assembled flowgraph to the end (dmaflow \
                 Graph::run with its threads or workers started inside, FutureSDR \
@@ -747,7 +779,22 @@ pub static EXPERIMENT: Spec<Config, Measured> = Spec {
                 items per call as there, and plain copies; here on a VM's two cores, there \
                 many)",
     },
-    ..Spec::new(Config::at, run, report)
+    prepare,
+    heading: |cfg| {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        format!(
+            "{} pipes x stages, null source -> head({} copy / {} random copy / {} FIR \
+             samples) -> stages -> null sink, f32; {cores} cores; each runtime with its own \
+             blocks, every block taking per call what is readable and free, and 64 KiB \
+             buffers everywhere (dmaflow's default queues, FutureSDR with \
+             FUTURESDR_BUFFER_SIZE=65536 as its perf flowgraphs set it, GNU Radio's default \
+             2 x 32 KiB); M samples/s through all pipes; cores busy = process CPU time over \
+             wall time; targets on the ratio of rates, round by round",
+            cfg.pipes, cfg.samples[0], cfg.samples[1], cfg.samples[2]
+        )
+    },
+    findings,
+    ..Bench::new(Config::at, |c| c.rounds, points, measure, columns)
 };
 
 #[cfg(test)]
@@ -757,17 +804,24 @@ mod tests {
     #[test]
     fn every_sink_takes_every_sample_on_both_runtimes() {
         let cfg = Config::at(&Setup::TINY);
-        let m = run(&cfg, &mut |_| {}).unwrap();
+        let rows = EXPERIMENT.rows(&cfg, &mut |_| {}).unwrap();
         // Copies, random copies and FIR on both runtimes, FIR in direct form too.
-        assert_eq!(m.rows.len(), 3 * 2 * 2 + 2);
-        for r in &m.rows {
-            let (least, most) = r.runtime.expected(r.block, r.samples, r.stages);
+        assert_eq!(rows.len(), (3 * 2 + 1) * cfg.stages.len());
+        for r in &rows {
+            let rt = Runtime::named(r.point.series).unwrap();
+            let At { block, stages } = r.point.at;
+            let (least, most) = rt.expected(block, cfg.samples[block as usize], stages);
             assert_eq!(least, most, "{r:?}");
-            assert_eq!(r.sink_items, vec![least; r.pipes], "{r:?}");
-            assert!(r.timed.seconds[0] > 0.0);
+            let s = &r.samples[0];
+            assert_eq!(s.sink_items, vec![least; cfg.pipes], "{r:?}");
+            assert!(s.seconds > 0.0);
         }
-        let rep = report(&cfg, &m);
+        let tasks = find(&rows, Runtime::DmaflowTasks, Block::Copy, 1).unwrap();
+        assert!(tasks.ratio_to("dmaflow-threads", Sample::rate).is_some());
+        let rep = EXPERIMENT.report(&cfg, &rows);
         assert!(rep.text.contains("not measured: FutureSDR"), "{}", rep.text);
-        assert_eq!(rep.json["rows"].as_array().unwrap().len(), m.rows.len());
+        assert_eq!(rep.json["rows"].as_array().unwrap().len(), rows.len());
+        assert_eq!(rep.json["pipes"], cfg.pipes);
+        assert!(rep.json["rows"][0]["samples_per_s"]["n"] == 1);
     }
 }
