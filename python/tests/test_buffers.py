@@ -115,15 +115,24 @@ def test_engine_two_way_in_every_completion_mode():
         e._native.two_way(a._native, a._native)
 
 
-def test_the_python_layer_benchmark_runs_and_checks_its_data():
+def test_the_python_layer_measurement_returns_every_call_and_moves_the_data():
     from dmaflow import bench
 
-    rows = bench.measure(sizes=[64, 4096], rounds=2, count=20)
-    assert [r["bytes"] for r in rows] == [64, 4096]
-    for r in rows:
-        assert r["python_us"] > 0 and r["rust_us"] > 0
-        assert r["diff_min_us"] <= r["diff_us"] <= r["diff_max_us"]
-    assert "target" in bench.render(rows)
+    board = Board("loopback")
+    e = dmaflow.Engine(board)
+    a = allocate(4096, dtype="u1", board=board)
+    b = allocate(4096, dtype="u1", board=board)
+    a[:] = np.arange(4096) % 251
+    for through in bench.THROUGH:
+        b[:] = 0
+        times, cpu = bench.two_ways(e, a, b, 5, "poll", through)
+        assert len(times) == 5 and all(t > 0 for t in times), through
+        assert cpu >= 0
+        assert np.array_equal(a, b), through
+    with pytest.raises(ValueError, match="through"):
+        bench.two_ways(e, a, b, 1, "poll", "c")
+    with pytest.raises(ValueError, match="count"):
+        bench.two_ways(e, a, b, 0)
 
 
 def test_owned_transfers_begin_and_wait():

@@ -4,8 +4,15 @@
 //! row with three-line buffers for the difference and smoothed images, so a row of
 //! the mask leaves two rows after its pixels came in.
 
-use super::StreamProcessor;
+use super::{Clock, StreamProcessor};
 use crate::dsp::bgsub::Params;
+
+/// The fabric paper 000's coprocessor was built for: 100 MHz, one byte per
+/// cycle.
+pub const BGSUB_FABRIC: Clock = Clock::Rate {
+    mhz: 100.0,
+    bytes_per_cycle: 1.0,
+};
 
 /// The coprocessor, configured for one frame size, threshold and filter setting.
 #[derive(Debug, Clone)]

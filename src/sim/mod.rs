@@ -21,7 +21,7 @@ mod registers;
 mod state;
 mod timing;
 
-pub use bgsub::BgSubCore;
+pub use bgsub::{BGSUB_FABRIC, BgSubCore};
 pub use checker::Violation;
 pub use conv::ConvCore;
 pub use faults::Faults;

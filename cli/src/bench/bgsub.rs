@@ -21,7 +21,7 @@ use super::report::{Report, Target, sentence};
 use super::spread::Spread;
 
 /// The paper's fabric clock: 100 MHz x 1 B.
-pub const FABRIC: Clock = super::harness::PAPER_000_FABRIC;
+pub const FABRIC: Clock = dmaflow::sim::BGSUB_FABRIC;
 
 /// `dmaflow bench bgsub`.
 pub static EXPERIMENT: Spec<Config, [Row]> = Spec {

@@ -19,11 +19,14 @@ use super::conditions::{Conditions, USER_X86};
 use super::dma::{proxy, rig};
 use super::error::Error;
 use super::frame::Plot;
-use super::harness::{NO_GPU, OnBoard, OnGpu, Progress, Setup, Spec, median, on_board};
+use super::harness::{OnBoard, OnGpu, Progress, Setup, Spec, median, on_board};
 use super::meter::{Cost, Meter, Tally};
 use super::plot::XAxis;
 use super::report::{Report, sentence};
 use super::spread::{Spread, in_turns};
+
+/// What the experiment's GPU form reports without a GPU.
+pub const NO_GPU: &str = "no CUDA device: skipped";
 
 /// The fabric clock: the Zynq HP port (150 MHz x 8 B).
 pub const FABRIC: Clock = dmaflow::sim::Profile::ZYNQ7000.port;

@@ -94,6 +94,15 @@ impl<P, S> Row<P, S> {
         self.samples.iter().map(figure).collect()
     }
 
+    /// `figure` minus the baseline's, round by round.
+    pub fn difference(&self, figure: impl Fn(&S) -> f64) -> Option<Spread> {
+        let base = self.baseline.as_ref()?;
+        let d: Vec<f64> = (self.samples.iter().zip(base))
+            .map(|(a, b)| figure(a) - figure(b))
+            .collect();
+        Some(Spread::of(&d))
+    }
+
     /// Whether `check` holds in every round.
     pub fn every(&self, check: impl Fn(&S) -> bool) -> bool {
         self.samples.iter().all(check)
@@ -167,6 +176,46 @@ impl<'a, P: 'a, S: 'a> Columns<'a, Row<P, S>> {
         ))
         .kept_as(format!("{key}_verdict"), move |r| {
             r.ratio(figure).map(|q| q.verdict())
+        })
+    }
+
+    /// A measured figure minus the baseline series', round by round: in
+    /// the table `+1.23 (+0.50..+2.00)` (times `scale`, `places` decimals),
+    /// or `-` for the baseline; in the JSON the median difference (null for
+    /// the baseline), its range under `key_min` and `key_max`, and its
+    /// verdict under `key_verdict` ("larger", "smaller" or "no measurable
+    /// difference": measurable only when every round agrees on the sign).
+    pub fn difference(
+        self,
+        header: &'static str,
+        key: &'static str,
+        doc: &'static str,
+        (scale, places): (f64, usize),
+        figure: impl Fn(&S) -> f64 + Copy + 'a,
+    ) -> Self {
+        let diff = move |r: &Row<P, S>| r.difference(figure).map(|d| d.scaled(scale));
+        self.col(
+            header,
+            key,
+            move |r| {
+                diff(r).map_or("-".into(), |d| {
+                    format!(
+                        "{:+.places$} ({:+.places$}..{:+.places$})",
+                        d.median, d.min, d.max
+                    )
+                })
+            },
+            move |r| diff(r).map(|d| d.median),
+        )
+        .doc(format!(
+            "{doc}, median of the rounds' differences, null for the baseline; {key}_min, \
+             {key}_max: their range; {key}_verdict: larger or smaller where every round \
+             agrees, else no measurable difference"
+        ))
+        .kept_as(format!("{key}_min"), move |r| diff(r).map(|d| d.min))
+        .kept_as(format!("{key}_max"), move |r| diff(r).map(|d| d.max))
+        .kept_as(format!("{key}_verdict"), move |r| {
+            diff(r).map(|d| difference_verdict(&d))
         })
     }
 
@@ -277,6 +326,18 @@ impl<'a, P: 'a, S: 'a> Columns<'a, Row<P, S>> {
     pub fn rounds(self) -> Self {
         self.plain("rounds", "rounds", |r: &Row<P, S>| r.rounds())
             .doc("rounds measured")
+    }
+}
+
+/// The verdict on differences taken round by round: "larger" or "smaller"
+/// where every round agrees on the sign, else "no measurable difference".
+pub fn difference_verdict(d: &Spread) -> &'static str {
+    if d.n > 0 && d.min > 0.0 {
+        "larger"
+    } else if d.n > 0 && d.max < 0.0 {
+        "smaller"
+    } else {
+        "no measurable difference"
     }
 }
 
@@ -638,6 +699,7 @@ mod tests {
                     (1.0, 0, ""),
                     |s| *s,
                 )
+                .difference("v - base", "v_diff", "v minus base's", (1.0, 0), |s| *s)
                 .rounds()
         }
     }
@@ -693,6 +755,12 @@ mod tests {
         assert_eq!(r1["v_sum_spread"]["max"], r1["v_max"]);
         assert_eq!(rep.json["toy_kept"], 7);
         assert!(rep.json["rows"][0]["vs_base"].is_null());
+        assert!(rep.json["rows"][0]["v_diff"].is_null());
+        // "other" is base's value again at its parameter: 100 or 200 more.
+        let d = r1["v_diff"].as_f64().unwrap();
+        assert!((98.0..=102.0).contains(&d), "{d}");
+        assert_eq!(r1["v_diff_verdict"], "larger");
+        assert!(r1["v_diff_min"].as_f64() <= r1["v_diff_max"].as_f64());
         assert_eq!(rep.plots.len(), 1);
         let lines = &rep.plots[0].series;
         assert_eq!(lines.len(), 2);

@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-use super::harness::{NO_GPU, OnBoard, OnGpu, Progress, Setup, Spec, Tables, Tier, bytes_label};
+use super::harness::{OnBoard, OnGpu, Progress, Setup, Spec, Tables, Tier, bytes_label};
 use super::report::{Report, Target};
 use super::spread::Spread;
 
@@ -68,6 +68,25 @@ pub static EXPERIMENT: Spec<Config, Outcome> = Spec {
     },
     ..Spec::new(Config::at, run, report)
 };
+
+/// What the experiment (and `cnn --device cuda`) reports without a GPU.
+pub const NO_GPU: &str = "no CUDA device: skipped";
+
+/// The table of the copy engines' ceiling and the transfer points.
+pub const TRANSFERS: &str = "transfers";
+/// The table of the message in blocks.
+pub const MESSAGES: &str = "messages";
+/// The table of the kernels against the CPU.
+pub const KERNELS: &str = "kernels";
+
+impl Tables {
+    /// The tables of data moved: the ceiling, the transfer points and the
+    /// message, not the kernels.
+    pub const MOVED: Tables = Tables::only(&[TRANSFERS, MESSAGES]);
+
+    /// The kernels against the CPU only.
+    pub const KERNELS: Tables = Tables::only(&[KERNELS]);
+}
 
 /// The completion modes a GPU is waited on with.
 pub const MODES: [Completion; 3] = [Completion::Poll, Completion::Yield, Completion::Irq];
@@ -265,7 +284,7 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Outcome, Error> {
             None
         }
     };
-    if cfg.tables.transfers || cfg.tables.messages {
+    if cfg.tables.has(TRANSFERS) || cfg.tables.has(MESSAGES) {
         progress("gpu: ceiling and transfers");
         transfers(cfg, &gpu, kernels.as_ref(), &mut out)?;
     }
@@ -275,11 +294,11 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Outcome, Error> {
             .iter()
             .map(|(_, s)| s.median)
             .fold(f64::INFINITY, f64::min);
-        if cfg.tables.messages {
+        if cfg.tables.has(MESSAGES) {
             progress("gpu: messages");
             out.messages = messages(cfg, &gpu, k, bound)?;
         }
-        if cfg.tables.kernels {
+        if cfg.tables.has(KERNELS) {
             progress("gpu: kernels");
             out.kernels = kernel_checks(cfg, k)?;
         }
@@ -409,7 +428,7 @@ fn transfers(
             cpu_us: Spread::of(&s[3]),
             caller_cpu_us: Spread::of(&s[4]),
         })
-        .filter(|_| cfg.tables.transfers);
+        .filter(|_| cfg.tables.has(TRANSFERS));
     out.transfers = rows.collect();
     let ceiling = DIRECTIONS.into_iter().zip(ceil.map(|c| Spread::of(&c)));
     out.ceiling = ceiling.filter(|_| kernels.is_some()).collect();

@@ -98,38 +98,24 @@ impl Tier {
     }
 }
 
-/// Which of the GPU experiment's tables run.
+/// Which of an experiment's tables run: all of them, or those it names
+/// (the experiment states the names and what each table is).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Tables {
-    /// The ceiling and the transfer points.
-    pub transfers: bool,
-    /// The message in blocks.
-    pub messages: bool,
-    /// The kernels against the CPU.
-    pub kernels: bool,
-}
+pub struct Tables(Option<&'static [&'static str]>);
 
 impl Tables {
     /// Every table.
-    pub const ALL: Tables = Tables {
-        transfers: true,
-        messages: true,
-        kernels: true,
-    };
+    pub const ALL: Tables = Tables(None);
 
-    /// The tables of data moved: the ceiling, the transfer points and the
-    /// message, not the kernels.
-    pub const MOVED: Tables = Tables {
-        kernels: false,
-        ..Tables::ALL
-    };
+    /// Only the tables named.
+    pub const fn only(names: &'static [&'static str]) -> Tables {
+        Tables(Some(names))
+    }
 
-    /// The kernels against the CPU only.
-    pub const KERNELS: Tables = Tables {
-        transfers: false,
-        messages: false,
-        kernels: true,
-    };
+    /// Whether the table named `name` runs.
+    pub fn has(self, name: &str) -> bool {
+        self.0.is_none_or(|names| names.contains(&name))
+    }
 }
 
 /// What `bench NAME --device cuda:N` runs for an experiment.
@@ -137,7 +123,8 @@ impl Tables {
 pub enum OnGpu {
     /// The experiment itself, on the GPU.
     Itself,
-    /// The GPU experiment's tables that answer this one's question.
+    /// The tables that answer this one's question of the experiment that
+    /// runs itself on the GPU.
     Gpu(Tables),
 }
 
@@ -150,7 +137,7 @@ pub struct Setup {
     pub memory: MemoryModel,
     /// The board the fabric stands in for (`--board`).
     pub profile: Profile,
-    /// The CUDA device and the GPU tables asked for (`--device cuda:N`).
+    /// The CUDA device and the tables asked for (`--device cuda:N`).
     pub gpu: Option<(usize, Tables)>,
 }
 
@@ -317,15 +304,6 @@ impl<C, M: ToOwned + ?Sized> Experiment for Spec<C, M> {
     }
 }
 
-/// What the GPU experiment (and `cnn --device cuda`) reports without a GPU.
-pub const NO_GPU: &str = "no CUDA device: skipped";
-
-/// Paper 000's fabric: 100 MHz, one byte per cycle.
-pub const PAPER_000_FABRIC: Clock = Clock::Rate {
-    mhz: 100.0,
-    bytes_per_cycle: 1.0,
-};
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -335,6 +313,13 @@ mod tests {
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
         assert!(median(&[]).is_nan());
+    }
+
+    #[test]
+    fn tables_all_or_named() {
+        assert!(Tables::ALL.has("any"));
+        let some = Tables::only(&["a", "b"]);
+        assert!(some.has("b") && !some.has("c"));
     }
 
     #[test]

@@ -36,6 +36,7 @@ pub mod loopback;
 pub mod memory;
 pub mod net;
 pub mod pipeline;
+pub mod python;
 pub mod readers;
 pub mod remote;
 pub mod ring;
@@ -74,6 +75,7 @@ registry! {
     faults,
     net,
     remote,
+    python,
     gpu,
 }
 

@@ -3,7 +3,11 @@
 //! gRPC: an MMIO read round trip, and a loopback through PYNQ's own DMA
 //! driver (`pynq.lib.dma`, direct mode: `transfer` and `wait` on both
 //! channels, the buffers' `flush` and `invalidate` included); beside the same
-//! MMIO read and DMA cell through `dmaflow.pynq` in the same Python process.
+//! MMIO read and DMA cell through `dmaflow.pynq` in the same Python process,
+//! and PYNQ's MMIO read against a minimal PYNQ.remote server written in
+//! Python with grpcio (PYNQ's generated servicers answering from a dict, in
+//! the client's process: what any server's MMIO round trip costs at least
+//! through Python's gRPC client).
 //! The points take turns round by round; per point the median over rounds,
 //! the rounds' range, and host CPU per operation (the client process's, and
 //! for the remote point the server process's too).
@@ -92,8 +96,22 @@ impl Config {
 
 /// The operations measured.
 const OPS: [&str; 2] = ["mmio_read", "loopback"];
-/// The points: PYNQ 4.0 against `dmaflow serve`, and `dmaflow.pynq` in process.
-const POINTS: [&str; 2] = ["pynq-remote/dmaflow-serve", "dmaflow.pynq-in-process"];
+/// The points: PYNQ 4.0 against `dmaflow serve`, `dmaflow.pynq` in process,
+/// and PYNQ 4.0 against the minimal Python server.
+const POINTS: [&str; 3] = [
+    "pynq-remote/dmaflow-serve",
+    "dmaflow.pynq-in-process",
+    "pynq-remote/python-minimal",
+];
+/// Each operation and the points it runs through (the minimal server
+/// answers MMIO reads only), with the client's name of the point's side.
+const CELLS: [(&str, &str, &str); 5] = [
+    (OPS[0], POINTS[0], "remote"),
+    (OPS[0], POINTS[2], "minimal"),
+    (OPS[0], POINTS[1], "local"),
+    (OPS[1], POINTS[0], "remote"),
+    (OPS[1], POINTS[1], "local"),
+];
 
 /// One operation through one point.
 #[derive(Debug, Clone, Default)]
@@ -125,10 +143,11 @@ pub struct Row {
 const CLIENT: &str = include_str!("../../peers/pynq_remote_client.py");
 
 /// A `dmaflow serve` of this tool on a free loopback address, stopped
-/// when dropped.
+/// when dropped, and another free one for the minimal Python server.
 struct Served {
     child: Child,
     addr: SocketAddr,
+    minimal: SocketAddr,
 }
 
 impl Drop for Served {
@@ -143,18 +162,21 @@ impl Drop for Served {
 fn serve() -> Result<Served, String> {
     let exe = std::env::current_exe().map_err(|e| format!("this executable: {e}"))?;
     let pid = std::process::id();
-    let mut last = String::from("no loopback address with port 7967 free");
-    for k in 0..64u32 {
-        let ip = Ipv4Addr::new(
-            127,
-            100 + (pid % 150) as u8,
-            ((pid >> 8) % 250) as u8 + 1,
-            2 + k as u8,
-        );
-        let addr = SocketAddr::from((ip, PYNQ_PORT));
-        if TcpListener::bind(addr).is_err() {
-            continue;
-        }
+    let mut last = String::from("no two loopback addresses with port 7967 free");
+    let free = (0..64u32)
+        .map(|k| {
+            let ip = Ipv4Addr::new(
+                127,
+                100 + (pid % 150) as u8,
+                ((pid >> 8) % 250) as u8 + 1,
+                2 + k as u8,
+            );
+            SocketAddr::from((ip, PYNQ_PORT))
+        })
+        .filter(|&a| TcpListener::bind(a).is_ok());
+    let free: Vec<SocketAddr> = free.take(8).collect();
+    for pair in free.chunks_exact(2) {
+        let (addr, minimal) = (pair[0], pair[1]);
         let mut child = Command::new(&exe)
             .args(["serve", "--listen", &addr.to_string()])
             .stdin(Stdio::null())
@@ -173,7 +195,11 @@ fn serve() -> Result<Served, String> {
         });
         let first = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_default();
         if first.contains("PYNQ.remote on") {
-            return Ok(Served { child, addr });
+            return Ok(Served {
+                child,
+                addr,
+                minimal,
+            });
         }
         let _ = child.kill();
         let out = child.wait_with_output().map_err(|e| e.to_string())?;
@@ -188,19 +214,22 @@ fn serve() -> Result<Served, String> {
 
 /// The rows, none measured, each saying why.
 fn unmeasured(cfg: &Config, why: &str) -> Vec<Row> {
-    let ops = [
-        (OPS[0], 4, cfg.mmio_reads),
-        (OPS[1], cfg.bytes, cfg.loopbacks),
-    ];
-    let row = |(what, bytes, ops)| POINTS.map(|point| (what, bytes, ops, point));
-    (ops.into_iter().flat_map(row))
-        .map(|(what, bytes, ops, point)| Row {
-            what,
-            point,
-            bytes,
-            ops,
-            note: why.to_string(),
-            ..Row::default()
+    CELLS
+        .iter()
+        .map(|&(what, point, _)| {
+            let (bytes, ops) = if what == OPS[0] {
+                (4, cfg.mmio_reads)
+            } else {
+                (cfg.bytes, cfg.loopbacks)
+            };
+            Row {
+                what,
+                point,
+                bytes,
+                ops,
+                note: why.to_string(),
+                ..Row::default()
+            }
         })
         .collect()
 }
@@ -229,8 +258,9 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
         Err(why) => return Ok(unmeasured(cfg, &why)),
     };
     progress(&format!(
-        "remote: PYNQ 4.0 against dmaflow serve on {}, dmaflow.pynq in process",
-        served.addr
+        "remote: PYNQ 4.0 against dmaflow serve on {} and a minimal Python server on {}, \
+         dmaflow.pynq in process",
+        served.addr, served.minimal
     ));
     let setup = json!({
         "bit": scratch.path().join("loopback.bit"),
@@ -240,11 +270,15 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
         "loopbacks": cfg.loopbacks,
         "rounds": cfg.rounds,
         "server_pid": served.child.id(),
+        "minimal": served.minimal.to_string(),
     });
     let out = output_within(
         Command::new(&cfg.python)
             .args(["-c", CLIENT])
-            .env("PYNQ_REMOTE_DEVICES", served.addr.ip().to_string())
+            .env(
+                "PYNQ_REMOTE_DEVICES",
+                format!("{},{}", served.addr.ip(), served.minimal.ip()),
+            )
             .env("DMAFLOW_BENCH_REMOTE", setup.to_string()),
         cfg.limit,
     );
@@ -273,9 +307,8 @@ fn rows_of(cfg: &Config, doc: &Value) -> Vec<Row> {
         (!s.is_empty()).then_some(s)
     };
     let mut rows = unmeasured(cfg, "");
-    for r in &mut rows {
-        let remote = r.point == POINTS[0];
-        let side = if remote { "remote" } else { "local" };
+    for (r, &(_, _, side)) in rows.iter_mut().zip(&CELLS) {
+        let remote = side == "remote";
         let key = format!("{}|{side}", r.what);
         let s = &doc["samples"][&key];
         r.us = series(&s["us"]);
@@ -325,14 +358,15 @@ fn columns<'a>() -> Columns<'a, Row> {
         .kept("note", |r| r.note.clone())
 }
 
-/// Remote over in process for `what`, round by round, where both ran.
-fn ratio(rows: &[Row], what: &str) -> Option<Ratio> {
+/// `point`'s time over `against`'s for `what`, round by round, where both
+/// ran.
+fn ratio(rows: &[Row], what: &str, point: &str, against: &str) -> Option<Ratio> {
     let us = |point: &str| {
         rows.iter()
             .find(|r| r.what == what && r.point == point)
             .and_then(|r| r.us.clone())
     };
-    Some(Ratio::of(&us(POINTS[0])?, &us(POINTS[1])?))
+    Some(Ratio::of(&us(point)?, &us(against)?))
 }
 
 /// The report of `rows`.
@@ -344,10 +378,21 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     }
     let mut clauses = Vec::new();
     for what in OPS {
-        if let Some(q) = ratio(rows, what) {
+        if let Some(q) = ratio(rows, what, POINTS[0], POINTS[1]) {
             text += &format!("{what}: remote / in process {}\n", q.text());
             clauses.push(format!("{what} {:.0}x the in-process time", q.0.median));
         }
+    }
+    if let Some(q) = ratio(rows, OPS[0], POINTS[0], POINTS[2]) {
+        text += &format!(
+            "{}: dmaflow serve / minimal Python server {}\n",
+            OPS[0],
+            q.text()
+        );
+        clauses.push(format!(
+            "{} {:.2}x a minimal Python server's",
+            OPS[0], q.0.median
+        ));
     }
     let targets = rows.iter().filter_map(|r| {
         let equal = r.verified?;
@@ -373,7 +418,7 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
     };
     let heading = format!(
         "remote: PYNQ 4.0's own client against `dmaflow serve` (emulated board, loopback \
-         TCP) vs dmaflow.pynq in process: MMIO read x{} and a {} loopback x{} through each \
+         TCP) vs dmaflow.pynq in process and a minimal Python PYNQ.remote server: MMIO read x{} and a {} loopback x{} through each \
          DMA driver, {} rounds, interleaved",
         cfg.mmio_reads,
         bytes_label(cfg.bytes),
@@ -395,7 +440,7 @@ pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
     ),
     question: "PYNQ 4.0's own client over PYNQ.remote against dmaflow serve, beside dmaflow.pynq in process.",
     keys: "what (mmio_read|loopback), point (pynq-remote/dmaflow-serve|\n\
-          dmaflow.pynq-in-process), bytes, ops (per round), us (median\n\
+          dmaflow.pynq-in-process|pynq-remote/python-minimal), bytes, ops (per round), us (median\n\
           over rounds of wall time per op), us_spread, cpu_us (host CPU\n\
           per op: client, and server for the remote point), cpu_us_spread,\n\
           server_cpu_us, verified (loopback data equal), rounds, note\n\
@@ -405,7 +450,8 @@ pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
                 CPU the client process's (all its threads) plus, for the remote point, the \
                 dmaflow serve process's (its threads' run time)",
         against: "dmaflow.pynq in the same Python process: the same MMIO read and DMA cell on its \
-                  own emulated board, no network",
+                  own emulated board, no network; and for the MMIO read, a minimal PYNQ.remote \
+                  server in Python (grpcio, answering from a dict) in the client's process",
         model: "the emulated board's unlimited clock: the DMA takes no modelled time, so the \
                 remote loopback is PYNQ.remote's cost: gRPC calls plus the whole buffer sent on \
                 flush() and read back on invalidate()",
@@ -429,7 +475,7 @@ mod tests {
             ..Config::at(&Setup::TINY)
         };
         let rows = run(&cfg, &mut |_| {}).unwrap();
-        assert_eq!(rows.len(), OPS.len() * POINTS.len());
+        assert_eq!(rows.len(), CELLS.len());
         assert!(
             rows.iter()
                 .all(|r| r.us.is_none() && r.note.contains("not installed"))
@@ -453,6 +499,7 @@ mod tests {
             "notes": {"local": "dmaflow.pynq: ModuleNotFoundError"},
             "samples": {
                 "mmio_read|remote": {"us": [100.0, 120.0], "cpu_us": [80.0, 90.0], "server_cpu_us": [20.0, 25.0]},
+                "mmio_read|minimal": {"us": [300.0, 320.0], "cpu_us": [250.0, 260.0], "server_cpu_us": [0.0, 0.0]},
                 "loopback|remote": {"us": [4.0e4, 5.0e4], "cpu_us": [3.0e4, 3.5e4], "server_cpu_us": [1.0e4, 1.0e4]}
             },
             "verified": {"loopback|remote": true}
@@ -469,6 +516,12 @@ mod tests {
             .find(|r| r.what == "mmio_read" && r.point == POINTS[1])
             .unwrap();
         assert!(local.us.is_none() && local.note.contains("ModuleNotFoundError"));
-        assert!(ratio(&rows, "mmio_read").is_none());
+        assert!(ratio(&rows, "mmio_read", POINTS[0], POINTS[1]).is_none());
+        let minimal = rows.iter().find(|r| r.point == POINTS[2]).unwrap();
+        assert_eq!(minimal.what, "mmio_read");
+        assert_eq!(spread(&minimal.us).unwrap().median, 310.0);
+        assert!(minimal.server_cpu_us.is_none());
+        let q = ratio(&rows, "mmio_read", POINTS[0], POINTS[2]).unwrap();
+        assert!(q.0.median < 0.4, "{q:?}");
     }
 }

@@ -31,7 +31,7 @@ use super::report::{Report, Target, sentence, series_by};
 use super::spread::Spread;
 
 /// The paper's fabric: 100 MHz, one byte per cycle.
-pub const FABRIC: Clock = super::harness::PAPER_000_FABRIC;
+pub const FABRIC: Clock = dmaflow::sim::BGSUB_FABRIC;
 
 /// The ideal throughput of that fabric in MiB/s (2^20 B/s): 95.37.
 pub const IDEAL_MIB_PER_S: f64 = 100e6 / (1u64 << 20) as f64;
