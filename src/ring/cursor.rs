@@ -137,12 +137,13 @@ impl Event {
     }
 }
 
-/// Waits until `ready()` holds, in the manner `mode` says. A `Yield` waiter
-/// first spins for as long as a `sched_yield` costs, a `Block` waiter for as
-/// long as a sleep and wake-up cost ([`Backoff`], calibrated on this
-/// machine), looking in steps of 1, 2, 4 ... pause instructions so that it
-/// does not keep stealing the other side's cache line while it is being
-/// written; a `Spin` waiter looks every few pauses for ever.
+/// Waits until `ready()` holds, in the manner `mode` says. A `Yield` or
+/// `Block` waiter first spins for as long as a `sched_yield` costs
+/// ([`Backoff`], calibrated on this machine), looking in steps of 1, 2, 4 ...
+/// pause instructions so that it does not keep stealing the other side's
+/// cache line while it is being written; then a `Yield` waiter yields
+/// between looks for ever, a `Block` waiter until as long as a sleep and
+/// wake-up cost has passed. A `Spin` waiter looks every few pauses for ever.
 ///
 /// A `Block` waiter sleeps until the other side's cursor reaches `position`.
 fn wait_until(mode: Wait, event: &Event, position: u64, mut ready: impl FnMut() -> bool) {
@@ -162,7 +163,9 @@ fn wait_until(mode: Wait, event: &Event, position: u64, mut ready: impl FnMut() 
                 }
                 return;
             }
-            Wait::Block if !backoff.spin() => return event.sleep(position, ready),
+            Wait::Block if !backoff.snooze_before_sleep() => {
+                return event.sleep(position, ready);
+            }
             Wait::Yield | Wait::Block => {}
         }
         if ready() {

@@ -244,8 +244,10 @@ pub enum Wait {
     /// Spin for as long as a `sched_yield` costs on this machine
     /// ([`Calibration`]), then `sched_yield` between checks.
     Yield,
-    /// Spin for as long as a sleep and wake-up cost on this machine
-    /// ([`Calibration`]), then sleep until woken; costs no CPU while asleep.
+    /// Spin for as long as a `sched_yield` costs, then `sched_yield` between
+    /// checks until as long as a sleep and wake-up cost on this machine has
+    /// passed ([`Calibration`]), then sleep until woken; costs no CPU while
+    /// asleep.
     /// A sleeper is woken by the commit (or consume) that reaches what it
     /// waits for, not by every one: the others cost the waking side a fence
     /// and one load.

@@ -31,10 +31,15 @@ pub struct Calibration {
     /// What one `sched_yield` costs (the median of a few, with nothing else
     /// asking for the core).
     pub yield_cost: Duration,
-    /// What putting a thread to sleep and waking it costs the pair: half
-    /// the median round trip of two threads waking each other through
-    /// `park`/`unpark` (a futex on Linux), the path a
-    /// [`Wait::Block`](super::Wait::Block) sleeper takes.
+    /// What a sleeping thread costs the side that wakes it: the median
+    /// time from an `unpark` (a futex wake on Linux, the path a
+    /// [`Wait::Block`](super::Wait::Block) sleeper takes) of a thread that
+    /// has been asleep long enough for its core to go idle until that
+    /// thread's first store is seen by the waker, spinning. It holds the
+    /// waker's system call, the idle core's wake-up and the scheduler's
+    /// hand-over: on a virtual machine tens of microseconds, where a
+    /// round trip between two threads that never let their cores idle
+    /// reads one.
     pub wake_cost: Duration,
 }
 
@@ -47,7 +52,7 @@ const MAX_SPIN: Duration = Duration::from_micros(50);
 
 impl Calibration {
     /// The costs, measured the first time any waiter asks (about a
-    /// hundred microseconds, once per process) and the same for every
+    /// millisecond, once per process) and the same for every
     /// waiter after.
     #[cfg(not(dmaflow_loom))]
     pub fn get() -> Calibration {
@@ -110,15 +115,25 @@ fn yield_cost() -> Duration {
     median(samples)
 }
 
-/// Half the median round trip of a wake-up between this thread and one
-/// started for the purpose; `None` if no thread can be started.
+/// The median time from waking a thread that sleeps (and whose core has
+/// had time to go idle) until this thread, spinning, sees it run; `None` if
+/// no thread can be started.
+///
+/// A round trip of two threads parking and unparking each other in turn
+/// measures less: neither core ever idles, and on a virtual machine waking
+/// an idle virtual CPU (an interrupt through the hypervisor) is most of what
+/// a sleep costs a queue whose two sides run on two cores.
 #[cfg(not(dmaflow_loom))]
 fn wake_cost() -> Option<Duration> {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU32, Ordering};
     const ROUNDS: u32 = 9;
+    /// How long the sleeper sleeps before each wake-up: long enough for its
+    /// core to leave the scheduler's idle polling.
+    const ASLEEP: Duration = Duration::from_micros(100);
+    /// A wake-up not seen by then counts as this long (the spin's bound).
+    const GIVE_UP: Duration = Duration::from_millis(5);
     let turn = Arc::new(AtomicU32::new(0));
-    let me = std::thread::current();
     let t = turn.clone();
     let peer = std::thread::Builder::new()
         .name("dmaflow-calibrate".into())
@@ -129,19 +144,24 @@ fn wake_cost() -> Option<Duration> {
                     std::thread::park();
                 }
                 t.store(2 * k + 2, Ordering::Release);
-                me.unpark();
             }
         })
         .ok()?;
     let mut samples = Vec::with_capacity(ROUNDS as usize);
     for k in 0..ROUNDS {
+        std::thread::sleep(ASLEEP);
         let t0 = Instant::now();
         turn.store(2 * k + 1, Ordering::Release);
         peer.thread().unpark();
         while turn.load(Ordering::Acquire) != 2 * k + 2 {
-            std::thread::park();
+            if t0.elapsed() >= GIVE_UP {
+                // Let the peer run here (one core, or a loaded machine).
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
         }
-        samples.push(t0.elapsed() / 2);
+        samples.push(t0.elapsed().min(GIVE_UP));
     }
     peer.join().ok()?;
     Some(median(samples))
@@ -153,8 +173,10 @@ fn wake_cost() -> Option<Duration> {
 const LONGEST_STEP: u32 = 64;
 
 /// A waiter's schedule: spins in steps of 1, 2, 4 ... 64 pause instructions
-/// for as long as its budget (a yield's cost or a wake-up's, see
-/// [`Calibration`]) and then yields on every [`snooze`](Self::snooze).
+/// for as long as its budget (a yield's cost, see [`Calibration`]) and then
+/// yields on every [`snooze`](Self::snooze); a waiter that will sleep
+/// ([`before_sleep`](Self::before_sleep)) yields only until a wake-up's cost
+/// has passed.
 /// The caller looks at what it waits for between two calls.
 ///
 /// ```
@@ -171,6 +193,10 @@ pub struct Backoff {
     step: u32,
     #[cfg_attr(dmaflow_loom, allow(dead_code))]
     budget: Duration,
+    /// How long from the start of the wait a waiter that will sleep spins
+    /// and yields before it sleeps ([`before_sleep`](Self::before_sleep)).
+    #[cfg_attr(dmaflow_loom, allow(dead_code))]
+    sleep_after: Duration,
     /// When spinning began (read once the first short steps have passed:
     /// a wait that ends in them reads no clock).
     #[cfg(not(dmaflow_loom))]
@@ -190,10 +216,15 @@ impl Backoff {
         Self::spinning_for(Calibration::get().spin_before_yield())
     }
 
-    /// A waiter that spins as long as a sleep and wake-up cost, then (the
-    /// caller decides) sleeps.
+    /// A waiter that will sleep: it spins as long as a `sched_yield`
+    /// costs, then yields until as long as a sleep and wake-up cost has
+    /// passed since the wait began, then (the caller decides) sleeps; see
+    /// [`snooze_before_sleep`](Self::snooze_before_sleep).
     pub fn before_sleep() -> Self {
-        Self::spinning_for(Calibration::get().spin_before_sleep())
+        let c = Calibration::get();
+        let mut b = Self::spinning_for(c.spin_before_yield());
+        b.sleep_after = c.spin_before_sleep();
+        b
     }
 
     /// A waiter that spins for `budget`.
@@ -201,6 +232,7 @@ impl Backoff {
         Backoff {
             step: 0,
             budget,
+            sleep_after: budget,
             #[cfg(not(dmaflow_loom))]
             since: None,
             spun_out: false,
@@ -257,6 +289,36 @@ impl Backoff {
         }
     }
 
+    /// One wait of a waiter that will sleep: a step of the spin while it
+    /// lasts, then a `sched_yield` while the time before sleeping lasts
+    /// (`true`: the caller looks again); `false` once that time is spent
+    /// (the caller sleeps).
+    #[inline]
+    pub fn snooze_before_sleep(&mut self) -> bool {
+        if self.spin() {
+            return true;
+        }
+        if self.sleep_due() {
+            return false;
+        }
+        yield_now();
+        true
+    }
+
+    /// Whether a waiter that will sleep has spun and yielded long enough.
+    #[cfg(not(dmaflow_loom))]
+    fn sleep_due(&mut self) -> bool {
+        self.since.get_or_insert_with(Instant::now).elapsed() >= self.sleep_after
+    }
+
+    /// Under the model checker: straight to the sleep once the spin is
+    /// over (the model explores the sleep, and a yield changes nothing in
+    /// the protocol).
+    #[cfg(dmaflow_loom)]
+    fn sleep_due(&mut self) -> bool {
+        true
+    }
+
     /// Whether the spin is over (the waiter now yields or sleeps).
     pub fn is_spun_out(&self) -> bool {
         self.spun_out
@@ -301,5 +363,29 @@ mod tests {
         assert!(b.is_spun_out() && !b.spin());
         b.reset();
         assert!(!b.is_spun_out() && b.spin());
+    }
+
+    #[test]
+    fn a_wait_before_sleep_spins_then_yields_until_a_wake_up_has_passed() {
+        let c = Calibration::get();
+        let mut b = Backoff::before_sleep();
+        let t = Instant::now();
+        let (mut spins, mut yields) = (0u64, 0u64);
+        while b.snooze_before_sleep() {
+            if b.is_spun_out() {
+                yields += 1;
+            } else {
+                spins += 1;
+            }
+            assert!(t.elapsed() < Duration::from_secs(5), "the wait never ends");
+        }
+        assert!(t.elapsed() >= c.spin_before_sleep(), "{c:?}");
+        assert!(spins > 0);
+        // Spinning stops after a yield's cost: if a wake-up costs more
+        // than twice that, some of the wait was spent yielding.
+        if c.wake_cost > 2 * c.yield_cost + Duration::from_micros(10) {
+            assert!(yields > 0, "{c:?}: {spins} spins, no yield");
+        }
+        assert!(!b.snooze_before_sleep());
     }
 }

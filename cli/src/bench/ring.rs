@@ -660,8 +660,8 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
          consumer takes whatever is readable; one wait for every queue (dmaflow, its \
          shared queue and each peer): spin as long as a sched_yield costs on this machine \
          ({:.2} us, calibrated at start-up), then yield; dmaflow-spin and dmaflow-block: \
-         dmaflow's other waits (block, its default, spins as long as a wake-up costs, \
-         {:.2} us, then sleeps); -own: each peer's own default wait (rtrb, ringbuf, \
+         dmaflow's other waits (block, its default, spins as long as a sched_yield \
+         costs, then yields until a wake-up's cost, {:.2} us, has passed, then sleeps); -own: each peer's own default wait (rtrb, ringbuf, \
          vmcircbuffer: none, a retry with a pause between looks; crossbeam: send/recv); \
          `bound`: the same work on two threads with no queue between them",
         bytes_label(cfg.total_bytes),
