@@ -52,9 +52,11 @@ pub struct Row<P, S> {
 }
 
 impl<P, S> Row<P, S> {
-    /// The spread of `figure` over the rounds.
+    /// The spread of `figure` over the rounds; a round whose figure is not
+    /// finite (`NaN`: it measured nothing, e.g. a peer stalled) is left out.
     pub fn spread(&self, figure: impl Fn(&S) -> f64) -> Spread {
-        Spread::of(&self.samples.iter().map(figure).collect::<Vec<_>>())
+        let v: Vec<f64> = self.samples.iter().map(figure).collect();
+        Spread::of(&v.into_iter().filter(|x| x.is_finite()).collect::<Vec<_>>())
     }
 
     /// The median of `figure` over the rounds.
@@ -65,9 +67,26 @@ impl<P, S> Row<P, S> {
     /// `figure` against the baseline's, round by round.
     pub fn ratio(&self, figure: impl Fn(&S) -> f64) -> Option<Ratio> {
         let base = self.baseline.as_ref()?;
-        let a: Vec<f64> = self.samples.iter().map(&figure).collect();
-        let b: Vec<f64> = base.iter().map(&figure).collect();
-        Some(Ratio::of(&a, &b))
+        Some(Self::paired(&self.samples, base, figure))
+    }
+
+    /// `figure` against `other`'s (another point's row), round by round:
+    /// for experiments that compare more pairs than each point with one
+    /// baseline.
+    pub fn against(&self, other: &Row<P, S>, figure: impl Fn(&S) -> f64) -> Ratio {
+        Self::paired(&self.samples, &other.samples, figure)
+    }
+
+    /// The ratios of `figure` in `a` over `b`, round by round, leaving out
+    /// a round in which either is not finite.
+    fn paired(a: &[S], b: &[S], figure: impl Fn(&S) -> f64) -> Ratio {
+        let (x, y): (Vec<f64>, Vec<f64>) = a
+            .iter()
+            .zip(b)
+            .map(|(p, q)| (figure(p), figure(q)))
+            .filter(|(p, q)| p.is_finite() && q.is_finite())
+            .unzip();
+        Ratio::of(&x, &y)
     }
 
     /// Whether `check` holds in every round.
@@ -272,6 +291,9 @@ pub struct Findings {
     pub notes: String,
     /// The targets checked.
     pub targets: Vec<Target>,
+    /// Further JSON sections of the report beside its rows (a second
+    /// table's rows), by key.
+    pub kept: Vec<(&'static str, Value)>,
 }
 
 /// The rows' columns as an experiment states them.
@@ -399,8 +421,11 @@ impl<C, P: Clone + Display + PartialEq, S: Clone> Bench<C, P, S> {
             (self.heading)(cfg)
         );
         let found = (self.findings)(cfg, rows);
-        let report = Report::of(self.name, heading, &columns, rows);
+        let mut report = Report::of(self.name, heading, &columns, rows);
         let text = report.text.clone() + &found.notes;
+        for (key, value) in found.kept {
+            report = report.kept(key, value);
+        }
         report
             .text(text)
             .answer(sentence(&found.clauses))
