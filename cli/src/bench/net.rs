@@ -124,7 +124,7 @@ impl Config {
     /// without GNU Radio) and its files (the counters, the directory its
     /// receiver writes in), made or measured at the first call for a size.
     fn prepared(&self, size: usize) -> Result<(usize, Option<(PathBuf, PathBuf)>), Error> {
-        if !gnuradio_here() {
+        if !gnuradio() {
             return Ok((BATCHED_BYTES, None));
         }
         let mut shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
@@ -272,7 +272,7 @@ impl Way {
 /// capped at GNU Radio's message size.
 fn ways() -> Vec<Way> {
     let mut p = vec![Way::Dmaflow, Way::Queued, Way::Raw, Way::Batched];
-    if gnuradio_here() {
+    if gnuradio() {
         p.extend([
             Way::Capped,
             Way::Gnuradio,
@@ -283,9 +283,28 @@ fn ways() -> Vec<Way> {
     p
 }
 
+/// Whether GNU Radio with gr-zeromq is installed, looked at once (each look
+/// starts a Python).
+fn gnuradio() -> bool {
+    static HERE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HERE.get_or_init(gnuradio_here)
+}
+
+/// Every way, whether measured here or not.
+const ALL_WAYS: [Way; 8] = [
+    Way::Dmaflow,
+    Way::Queued,
+    Way::Raw,
+    Way::Batched,
+    Way::Capped,
+    Way::Gnuradio,
+    Way::DmaflowToGnuradio,
+    Way::GnuradioToDmaflow,
+];
+
 /// The way a point's series names.
 fn way_of(series: &str) -> Option<Way> {
-    ways().into_iter().find(|w| w.name() == series)
+    ALL_WAYS.into_iter().find(|w| w.name() == series)
 }
 
 /// Every way at every size.
@@ -1235,7 +1254,7 @@ mod tests {
             ..Config::at(&Setup::TINY)
         };
         let rows = EXPERIMENT.rows(&cfg, &mut |m| eprintln!("{m}")).unwrap();
-        let gr = gnuradio_here();
+        let gr = gnuradio();
         assert_eq!(rows.len(), if gr { 16 } else { 8 });
         assert!(
             rows.iter()
