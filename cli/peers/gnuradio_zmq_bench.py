@@ -1,8 +1,9 @@
 """One end of a GNU Radio ZeroMQ edge for `dmaflow bench net`, lean: each end
 does what a dmaflow end does and nothing more. Run with Debian's python3.
 
-  tx SIZE DATA ENDPOINT
-      file_source (SIZE-byte items from the file DATA, no repeat: read() into
+  tx SIZE DATA ENDPOINT NBYTES
+      file_source (the first NBYTES of the file DATA as SIZE-byte items, no
+      repeat: read() into
       its buffer, no byte-by-byte copy) -> push_sink bound at ENDPOINT (high
       water mark 16, as dmaflow's; poll timeout 1 ms, see TIMEOUT_MS). Prints
       "sent" once the flowgraph has handed every item to ZeroMQ, then keeps
@@ -34,9 +35,9 @@ TIMEOUT_MS = 1
 HWM = 16
 
 
-def tx(size: int, data: str, at: str) -> None:
+def tx(size: int, data: str, at: str, nbytes: int) -> None:
     tb = gr.top_block()
-    src = blocks.file_source(size, data, False)
+    src = blocks.file_source(size, data, False, 0, nbytes // size)
     tb.connect(src, zeromq.push_sink(1, size, at, TIMEOUT_MS, False, HWM))
     tb.start()
     tb.wait()
@@ -68,6 +69,6 @@ def rx(size: int, nbytes: int, at: str, out: str, data: str) -> None:
 
 
 if sys.argv[1] == "tx":
-    tx(int(sys.argv[2]), sys.argv[3], sys.argv[4])
+    tx(int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5]))
 else:
     rx(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6])

@@ -55,9 +55,11 @@ pub struct Row<P, S> {
 }
 
 impl<P, S> Row<P, S> {
-    /// The spread of `figure` over the rounds.
+    /// The spread of `figure` over the rounds; a round whose figure is not
+    /// finite (`NaN`: it measured nothing, e.g. a peer stalled) is left out.
     pub fn spread(&self, figure: impl Fn(&S) -> f64) -> Spread {
-        Spread::of(&self.samples.iter().map(figure).collect::<Vec<_>>())
+        let v: Vec<f64> = self.samples.iter().map(figure).collect();
+        Spread::of(&v.into_iter().filter(|x| x.is_finite()).collect::<Vec<_>>())
     }
 
     /// The median of `figure` over the rounds.
@@ -68,18 +70,33 @@ impl<P, S> Row<P, S> {
     /// `figure` against the baseline's, round by round.
     pub fn ratio(&self, figure: impl Fn(&S) -> f64) -> Option<Ratio> {
         let base = self.baseline.as_ref()?;
-        let a: Vec<f64> = self.samples.iter().map(&figure).collect();
-        let b: Vec<f64> = base.iter().map(&figure).collect();
-        Some(Ratio::of(&a, &b))
+        Some(Self::paired(&self.samples, base, figure))
+    }
+
+    /// `figure` against `other`'s (another point's row), round by round:
+    /// for experiments that compare more pairs than each point with one
+    /// baseline.
+    pub fn against(&self, other: &Row<P, S>, figure: impl Fn(&S) -> f64) -> Ratio {
+        Self::paired(&self.samples, &other.samples, figure)
+    }
+
+    /// The ratios of `figure` in `a` over `b`, round by round, leaving out
+    /// a round in which either is not finite.
+    fn paired(a: &[S], b: &[S], figure: impl Fn(&S) -> f64) -> Ratio {
+        let (x, y): (Vec<f64>, Vec<f64>) = a
+            .iter()
+            .zip(b)
+            .map(|(p, q)| (figure(p), figure(q)))
+            .filter(|(p, q)| p.is_finite() && q.is_finite())
+            .unzip();
+        Ratio::of(&x, &y)
     }
 
     /// `figure` against `series`' at the same parameter, round by round
     /// (none where `series` has no point there).
     pub fn ratio_to(&self, series: &str, figure: impl Fn(&S) -> f64) -> Option<Ratio> {
         let (_, base) = self.others.iter().find(|(s, _)| *s == series)?;
-        let a: Vec<f64> = self.samples.iter().map(&figure).collect();
-        let b: Vec<f64> = base.iter().map(&figure).collect();
-        Some(Ratio::of(&a, &b))
+        Some(Self::paired(&self.samples, base, figure))
     }
 
     /// Whether `figure` is a number in some round: a figure a point does not

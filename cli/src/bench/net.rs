@@ -9,45 +9,42 @@
 //! dmaflow batching whole items into messages (up to the sink's default, or
 //! capped at the mean size GNU Radio's `push_sink` sent in this run at this
 //! item size), GNU Radio's lean ends and the two crossed edges; what each
-//! point's ends do is [`Point::does`].
+//! point's ends do is [`Way::does`].
 //!
-//! Points take turns in each round and the order reverses every other
-//! round; medians and the min..max of the rounds. Time is the receiver's,
-//! from its first data to its last; CPU is the receiving process's.
+//! The frame runs the rounds (every point once a round, the order reversed
+//! every other round) and keeps each round's sample. Time is the receiver's,
+//! from its first data to its last; CPU is the receiving process's. Every
+//! point's sending end runs on the first core and its receiving end on the
+//! second, and dmaflow's sender, like the raw loop, builds one message and
+//! waits for its peer before it goes on, so that no point starts its timed
+//! span with a backlog the others lack.
 
 use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use dmaflow::graph::Graph;
+use serde_json::Value;
 
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-use super::harness::{OnBoard, Progress, Setup, Spec, Tier, bytes_label, median};
-use super::peers::{Peer, ScratchDir, first_of_each, gnuradio_here, series, tmpfs};
-use super::report::{Report, Target};
-use super::spread::{Ratio, Spread, Timed, in_turns};
+use super::frame::{Bench, Findings, Point, Row};
+use super::harness::{Setup, Tier, bytes_label};
+use super::peers::{Peer, ScratchDir, gnuradio_here, series, tmpfs};
+use super::report::Target;
+use super::spread::{Ratio, Spread};
 
 /// `dmaflow bench net`.
-pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
+pub static EXPERIMENT: Bench<Config, usize, Sample> = Bench {
     name: "net",
-    board: OnBoard::EmulatorOnly("it measures network edges on this machine, not a DMA device"),
     question: "A dmaflow ZeroMQ edge between two processes against bare PUSH/PULL.",
-    keys: "message_bytes (message or item size), point (dmaflow|\n\
-          dmaflow-queue|raw|dmaflow-batched|dmaflow-capped|gnuradio|dmaflow->gnuradio|\n\
-          gnuradio->dmaflow), does (what its ends do), mb_per_s (median\n\
-          over rounds), mb_per_s_min, mb_per_s_max, mb_per_s_spread,\n\
-          rounds, rx_cpu_share (receiving process's CPU over its time),\n\
-          rx_cpu_us_per_mb, sent_message_bytes (mean message size where\n\
-          known), copied_per_byte (payload bytes both ends copied per\n\
-          byte delivered; dmaflow and raw points); against_gnuradio: per item size, the round-by-round\n\
-          ratios capped/gnuradio, batched/gnuradio, batched/capped and\n\
-          the crossed edges over gnuradio",
     conditions: Conditions {
         timed: "the receiver from its first data to its last (GNU Radio's receiver: its \
-                sink's count looked at every 0.5 ms); CPU the receiving process's",
+                sink's count looked at every 0.5 ms); CPU the receiving process's; every \
+                point's sender on one core, its receiver on the other",
         against: "bare PUSH/PULL of the same libzmq (the ceiling), and GNU Radio's \
                   push_sink -> pull_source, lean (what each point does is in its row), at \
                   GNU Radio's own message size, with both crossed edges",
@@ -55,7 +52,10 @@ pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
         paper: "gr-zeromq over loopback TCP on one two-core machine, every process sharing \
                 the two cores",
     },
-    ..Spec::new(Config::at, run, report)
+    emulator_only: "it measures network edges on this machine, not a DMA device",
+    heading,
+    findings,
+    ..Bench::new(Config::at, |c| c.rounds, points, measure, columns)
 };
 
 /// The experiment's size.
@@ -71,6 +71,27 @@ pub struct Config {
     /// instead of a child process (tests, where the binary is not
     /// `dmaflow`); GNU Radio's ends are processes of their own either way.
     pub in_process: bool,
+    /// What the points share over the run, made when first needed.
+    shared: Arc<Mutex<Shared>>,
+}
+
+/// What the points share over a run: GNU Radio's counters file and the
+/// directory its receiver writes in, and per item size GNU Radio's mean
+/// message size (measured once, before that size's first point).
+#[derive(Default)]
+struct Shared {
+    dir: Option<ScratchDir>,
+    data: Option<PathBuf>,
+    caps: Vec<(usize, usize)>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("data", &self.data)
+            .field("caps", &self.caps)
+            .finish()
+    }
 }
 
 impl Config {
@@ -95,7 +116,40 @@ impl Config {
             bytes,
             rounds,
             in_process: false,
+            shared: Arc::default(),
         }
+    }
+
+    /// GNU Radio's mean message size at item size `size` (`BATCHED_BYTES`
+    /// without GNU Radio) and its files (the counters, the directory its
+    /// receiver writes in), made or measured at the first call for a size.
+    fn prepared(&self, size: usize) -> Result<(usize, Option<(PathBuf, PathBuf)>), Error> {
+        if !gnuradio() {
+            return Ok((BATCHED_BYTES, None));
+        }
+        let mut shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+        if shared.dir.is_none() {
+            // One file of the largest measurement's counters: GNU Radio's
+            // sender reads as much of it as a measurement sends.
+            let dir = ScratchDir::under(&tmpfs(), "dmaflow-net")?;
+            let most = self.sizes.iter().map(|&s| self.bytes_for(s)).max();
+            shared.data = Some(counters(dir.path(), most.unwrap_or(0))?);
+            shared.dir = Some(dir);
+        }
+        let files = shared
+            .data
+            .clone()
+            .zip(shared.dir.as_ref().map(|d| d.path().to_path_buf()));
+        if let Some(&(_, cap)) = shared.caps.iter().find(|(s, _)| *s == size) {
+            return Ok((cap, files));
+        }
+        // GNU Radio's message size at this item size (dmaflow's receiver
+        // counts the messages) caps dmaflow's.
+        let f = files.as_ref().map(|(d, o)| (d.as_path(), o.as_path()));
+        let got = measure_way(self, Way::GnuradioToDmaflow, size, size, f)?;
+        let cap = (self.bytes_for(size) / got.messages.max(1) as usize).max(size);
+        shared.caps.push((size, cap));
+        Ok((cap, files))
     }
 }
 
@@ -113,9 +167,9 @@ const GR_RX_LIMIT: Duration = Duration::from_secs(30);
 /// The `peer` of the error a stalled GNU Radio receiver gives.
 const STALLED: &str = "stalled GNU Radio receiver";
 
-/// A way through the network.
+/// A way through the network: a point's series.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Point {
+pub enum Way {
     /// dmaflow's ends, one message per `size` bytes.
     Dmaflow,
     /// dmaflow's ends, the receiver copying into a queue a node reads.
@@ -135,12 +189,12 @@ pub enum Point {
     GnuradioToDmaflow,
 }
 
-impl Point {
+impl Way {
     /// Its name in tables and JSON, and what its ends do in their own words
     /// (sender | receiver).
     fn texts(self) -> (&'static str, &'static str) {
         match self {
-            Point::Dmaflow => (
+            Way::Dmaflow => (
                 "dmaflow",
                 "dmaflow: a generator node writes u32 counters into a queue; the dmaflow_net sink \
                  sends one message per size bytes from the queue's slots (no copy; the slots \
@@ -148,29 +202,29 @@ impl Point {
                  Edge::COPY_BELOW) | the dmaflow_net source (another process) runs the \
                  checksum on each message where it landed (add_source_with: no queue, no copy)",
             ),
-            Point::Queued => (
+            Way::Queued => (
                 "dmaflow-queue",
                 "the same sender as dmaflow | the dmaflow_net source (another process) copies \
                  each message into a queue; a node sums every u32 (checksum verified)",
             ),
-            Point::Raw => (
+            Way::Raw => (
                 "raw",
                 "bare libzmq PUSH/PULL: a loop writes u32 counters into each message and sends \
                  it | a loop (another process) receives each message and sums every u32 \
                  (checksum verified)",
             ),
-            Point::Batched => (
+            Way::Batched => (
                 "dmaflow-batched",
                 "dmaflow, size-byte items, every whole item readable in one message up to 256 KiB \
                  (the sink's default) | the same receiver as dmaflow",
             ),
-            Point::Capped => (
+            Way::Capped => (
                 "dmaflow-capped",
                 "dmaflow, size-byte items, messages capped at the mean size GNU Radio's push_sink \
                  sent at this item size in this run (message_bytes) | the same receiver as \
                  dmaflow",
             ),
-            Point::Gnuradio => (
+            Way::Gnuradio => (
                 "gnuradio",
                 "GNU Radio 3.10, lean: file_source (the same u32 counters from a tmpfs file, \
                  read() into its buffer) -> push_sink | pull_source (another process) -> \
@@ -179,13 +233,13 @@ impl Point {
                  GNU Radio into GNU Radio by about one timeout in some runs); its time polled \
                  every 0.5 ms",
             ),
-            Point::DmaflowToGnuradio => (
+            Way::DmaflowToGnuradio => (
                 "dmaflow->gnuradio",
                 "dmaflow's capped sender (a generator node, the dmaflow_net sink sending from \
                  the queue's slots) -> GNU Radio's receiver (pull_source -> file_sink, compared byte \
                  for byte)",
             ),
-            Point::GnuradioToDmaflow => (
+            Way::GnuradioToDmaflow => (
                 "gnuradio->dmaflow",
                 "GNU Radio's sender (file_source -> push_sink) -> dmaflow's receiver (the \
                  dmaflow_net source summing every u32 where each message landed, checksum \
@@ -208,7 +262,7 @@ impl Point {
     fn gnuradio(self) -> bool {
         matches!(
             self,
-            Point::Gnuradio | Point::DmaflowToGnuradio | Point::GnuradioToDmaflow
+            Way::Gnuradio | Way::DmaflowToGnuradio | Way::GnuradioToDmaflow
         )
     }
 }
@@ -216,54 +270,92 @@ impl Point {
 /// The ways through the network measured: dmaflow, raw and batched always;
 /// with GNU Radio installed, GNU Radio's, the crossed edges and dmaflow
 /// capped at GNU Radio's message size.
-fn points() -> Vec<Point> {
-    let mut p = vec![Point::Dmaflow, Point::Queued, Point::Raw, Point::Batched];
-    if gnuradio_here() {
+fn ways() -> Vec<Way> {
+    let mut p = vec![Way::Dmaflow, Way::Queued, Way::Raw, Way::Batched];
+    if gnuradio() {
         p.extend([
-            Point::Capped,
-            Point::Gnuradio,
-            Point::DmaflowToGnuradio,
-            Point::GnuradioToDmaflow,
+            Way::Capped,
+            Way::Gnuradio,
+            Way::DmaflowToGnuradio,
+            Way::GnuradioToDmaflow,
         ]);
     }
     p
 }
 
-/// One point at one size: per round, seconds and receiver CPU seconds.
-#[derive(Debug, Clone)]
-pub struct Row {
-    /// Message (or item) size in bytes.
-    pub size: usize,
-    /// The way through.
-    pub point: Point,
-    /// Bytes per round.
+/// Whether GNU Radio with gr-zeromq is installed, looked at once (each look
+/// starts a Python).
+fn gnuradio() -> bool {
+    static HERE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HERE.get_or_init(gnuradio_here)
+}
+
+/// Every way, whether measured here or not.
+const ALL_WAYS: [Way; 8] = [
+    Way::Dmaflow,
+    Way::Queued,
+    Way::Raw,
+    Way::Batched,
+    Way::Capped,
+    Way::Gnuradio,
+    Way::DmaflowToGnuradio,
+    Way::GnuradioToDmaflow,
+];
+
+/// The way a point's series names.
+fn way_of(series: &str) -> Option<Way> {
+    ALL_WAYS.into_iter().find(|w| w.name() == series)
+}
+
+/// Every way at every size.
+fn points(cfg: &Config) -> Vec<Point<usize>> {
+    let mut v = Vec::new();
+    for &at in &cfg.sizes {
+        for w in ways() {
+            v.push(Point {
+                series: w.name(),
+                at,
+            });
+        }
+    }
+    v
+}
+
+/// One measurement of one point.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sample {
+    /// Bytes delivered.
     pub bytes: usize,
-    /// Receiver's seconds and CPU seconds, per round.
-    pub timed: Timed,
-    /// Mean message bytes per round where known (the messages dmaflow's
-    /// receiver counted, or the cap dmaflow's sender used).
-    pub message_bytes: Vec<f64>,
-    /// Rounds in which GNU Radio's receiver stalled (its seconds `NaN`,
-    /// left out of the medians and ratios).
-    pub stalls: usize,
-    /// Payload bytes copied (by both ends) per byte delivered, per round,
-    /// where both ends are dmaflow's or the raw loops.
-    pub copies: Vec<f64>,
+    /// The receiver's seconds (`NaN` where GNU Radio's receiver stalled:
+    /// the round is left out of the figures and ratios).
+    pub seconds: f64,
+    /// The receiving process's CPU seconds over the same span (`NaN` for a
+    /// stall).
+    pub cpu: f64,
+    /// Mean message bytes where known (the messages dmaflow's receiver
+    /// counted, or the cap dmaflow's sender used).
+    pub message_bytes: Option<f64>,
+    /// Payload bytes copied (by both ends) per byte delivered, where both
+    /// ends are dmaflow's or the raw loops.
+    pub copies: Option<f64>,
+    /// Whether GNU Radio's receiver stalled.
+    pub stalled: bool,
 }
 
-impl Row {
-    /// Throughput in MB/s over the rounds that did not stall.
-    pub fn mbps(&self) -> Spread {
-        Spread::of(&finite(&self.per_round()))
-    }
-
-    /// MB/s per round (`NaN` for a stalled round).
-    fn per_round(&self) -> Vec<f64> {
-        let rates = self.timed.rates(self.bytes as f64);
-        rates.iter().map(|r| r / 1e6).collect()
+impl Sample {
+    /// Megabytes per second (`NaN` for a stall).
+    fn mbps(&self) -> f64 {
+        self.bytes as f64 / self.seconds / 1e6
     }
 }
 
+/// A point's row.
+type NetRow = Row<usize, Sample>;
+
+/// The way of a row.
+fn way(r: &NetRow) -> Way {
+    way_of(r.point.series).unwrap_or(Way::Raw)
+}
 /// What a receiver found.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Received {
@@ -485,13 +577,27 @@ fn send(
     let mut edge = dmaflow_net::Edge::sink(at);
     edge.max_items = max_items.max(1);
     let stats = dmaflow_net::add_sink(&mut g, "net", edge, inp).map_err(|e| e.to_string())?;
-    // The producer writes in its own batches; the edge cuts them into
-    // messages.
-    let per = 1 << 14;
+    // The producer writes in its own batches of whole `size`-byte items;
+    // the edge cuts them into messages of what is readable, up to
+    // `max_items` (whole items too). A batch that ended mid-item would let a
+    // message end mid-item, which GNU Radio's receiver (an item of `size`
+    // bytes) refuses: its pull_source throws and takes no more.
+    let item = (size / 4).max(1);
+    let per = (1usize << 14).div_ceil(item) * item;
+    let first = (max_items.max(1)).min(items);
+    let sink = stats.clone();
     g.node("count", move || {
         let mut next = 0u32;
         let mut sent = 0;
         while sent < items {
+            if sent >= first {
+                // One message ahead of the peer, as the raw loop is (its
+                // first send waits for the peer with that message built):
+                // the queue is not filled before the receiver is there, so
+                // no backlog reaches it in one burst at the start of its
+                // timed span.
+                wait_for_first_message(&sink);
+            }
             let s = out.reserve(per.min(items - sent))?;
             for x in s.iter_mut() {
                 *x = next;
@@ -507,6 +613,41 @@ fn send(
     g.run().map_err(|e| e.to_string())?;
     Ok(stats.copied.load(std::sync::atomic::Ordering::Relaxed))
 }
+
+/// Waits (at most [`PEER_LIMIT`]) until `stats`' sink has sent a message:
+/// a peer is connected.
+fn wait_for_first_message(stats: &dmaflow_net::Stats) {
+    let deadline = Instant::now() + PEER_LIMIT;
+    while stats.messages.load(std::sync::atomic::Ordering::Relaxed) == 0
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_micros(100));
+    }
+}
+
+/// Runs `f` on the calling thread restricted to the `i`-th core this process
+/// may use (modulo their number), then gives the thread its cores back; the
+/// threads and processes started meanwhile keep that core. Every point's
+/// sending end runs on core 0 and its receiving end on core 1, so that no
+/// point's ends share a core more or less often than another's.
+fn on_core<T>(i: usize, f: impl FnOnce() -> T) -> T {
+    use dmaflow::platform::cpu::{allowed_cores, pin};
+    let before = allowed_cores(None).unwrap_or_default();
+    if let Some(&c) = before.get(i % before.len().max(1)) {
+        let _ = pin(None, &[c]);
+    }
+    let out = f();
+    if !before.is_empty() {
+        let _ = pin(None, &before);
+    }
+    out
+}
+
+/// The core of a point's sending end (see [`on_core`]).
+const SENDER_CORE: usize = 0;
+
+/// The core of a point's receiving end.
+const RECEIVER_CORE: usize = 1;
 
 /// The largest message of the batched point: the network sink's default
 /// (`Edge::max_items` of `u32`s), or one item where an item is larger.
@@ -590,6 +731,11 @@ enum Receiver {
 impl Receiver {
     /// Starts the receiver `point` at `endpoint`.
     fn start(cfg: &Config, point: &str, endpoint: &str) -> Result<Receiver, Error> {
+        on_core(RECEIVER_CORE, || Self::start_here(cfg, point, endpoint))
+    }
+
+    /// [`Receiver::start`] on the calling thread's cores.
+    fn start_here(cfg: &Config, point: &str, endpoint: &str) -> Result<Receiver, Error> {
         if cfg.in_process {
             let (point, at) = (point.to_string(), endpoint.to_string());
             let thread = std::thread::spawn(move || receive(&point, &at));
@@ -604,7 +750,7 @@ impl Receiver {
 
     /// What it received of `bytes` in `size`-byte messages, `point` naming
     /// it in an error.
-    fn received(self, point: Point, bytes: usize, size: usize) -> Result<Received, Error> {
+    fn received(self, point: Way, bytes: usize, size: usize) -> Result<Received, Error> {
         let fail = Error::peer(point.name());
         let out = match self {
             Receiver::Thread(t) => {
@@ -626,9 +772,9 @@ impl Receiver {
 /// One measurement of `point` at `size`; `cap` is GNU Radio's mean message
 /// size at this item size (bytes), `files` the counters file GNU Radio's
 /// ends use and the directory its receiver writes in.
-fn measure(
+fn measure_way(
     cfg: &Config,
-    point: Point,
+    point: Way,
     size: usize,
     cap: usize,
     files: Option<(&Path, &Path)>,
@@ -641,9 +787,9 @@ fn measure(
     let fail = Error::peer::<String>(point.name());
     let bytes = cfg.bytes_for(size);
     let sender = match point {
-        Point::Raw => None,
-        Point::Dmaflow | Point::Queued => Some(items_for(size, size)),
-        Point::Batched => Some(items_for(size, BATCHED_BYTES)),
+        Way::Raw => None,
+        Way::Dmaflow | Way::Queued => Some(items_for(size, size)),
+        Way::Batched => Some(items_for(size, BATCHED_BYTES)),
         _ => Some(items_for(size, cap)),
     };
     let (data, out) = match (point.gnuradio(), files) {
@@ -657,38 +803,42 @@ fn measure(
         let mut cmd = Command::new("/usr/bin/python3");
         cmd.args(["-c", GNURADIO_SCRIPT, role, &size.to_string()]);
         if role == "tx" {
-            let cmd = cmd.arg(data).arg(&endpoint);
-            return Peer::spawn(cmd, Stdio::piped(), "GNU Radio's sender");
+            let cmd = cmd.arg(data).arg(&endpoint).arg(bytes.to_string());
+            let spawn = || Peer::spawn(cmd, Stdio::piped(), "GNU Radio's sender");
+            return on_core(SENDER_CORE, spawn);
         }
         cmd.arg(bytes.to_string())
             .arg(&endpoint)
             .arg(&out)
             .arg(data);
-        Peer::spawn(&mut cmd, Stdio::null(), "GNU Radio's receiver")
+        let spawn = || Peer::spawn(&mut cmd, Stdio::null(), "GNU Radio's receiver");
+        on_core(RECEIVER_CORE, spawn)
     };
     let rx = match point {
-        Point::Gnuradio | Point::DmaflowToGnuradio => Receiver::Gnuradio(gnuradio("rx")?),
-        Point::Raw => Receiver::start(cfg, "raw", &endpoint)?,
-        Point::GnuradioToDmaflow => Receiver::start(cfg, "from-gnuradio", &endpoint)?,
-        Point::Queued => Receiver::start(cfg, "dmaflow-queue", &endpoint)?,
+        Way::Gnuradio | Way::DmaflowToGnuradio => Receiver::Gnuradio(gnuradio("rx")?),
+        Way::Raw => Receiver::start(cfg, "raw", &endpoint)?,
+        Way::GnuradioToDmaflow => Receiver::start(cfg, "from-gnuradio", &endpoint)?,
+        Way::Queued => Receiver::start(cfg, "dmaflow-queue", &endpoint)?,
         _ => Receiver::start(cfg, "dmaflow", &endpoint)?,
     };
     let got = match point {
-        Point::Gnuradio | Point::GnuradioToDmaflow => {
+        Way::Gnuradio | Way::GnuradioToDmaflow => {
             let tx = gnuradio("tx")?;
             // A failed receiver leaves the sender blocked: it is killed.
             let got = rx.received(point, bytes, size)?;
             gnuradio_done(tx)?;
             got
         }
-        Point::DmaflowToGnuradio => {
+        Way::DmaflowToGnuradio => {
             // The sender on a thread, so that a stalled receiver is waited
             // for with a limit; once it is killed, dmaflow's sink gives up
             // within its grace (5 s), or is left behind.
             let (done, finished) = std::sync::mpsc::channel();
             let at = endpoint.clone();
-            std::thread::spawn(move || {
-                let _ = done.send(send(sender, &at, size, bytes));
+            on_core(SENDER_CORE, || {
+                std::thread::spawn(move || {
+                    let _ = done.send(send(sender, &at, size, bytes));
+                })
             });
             let got = rx.received(point, bytes, size);
             let sent = finished
@@ -699,7 +849,8 @@ fn measure(
             got
         }
         _ => {
-            let copied = send(sender, &endpoint, size, bytes).map_err(fail)?;
+            let copied = on_core(SENDER_CORE, || send(sender, &endpoint, size, bytes));
+            let copied = copied.map_err(fail)?;
             let mut got = rx.received(point, bytes, size)?;
             got.copied += copied;
             got
@@ -744,136 +895,141 @@ fn parse_received(line: &str) -> Option<Received> {
     })
 }
 
-/// Runs the experiment.
-pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
-    let mut rows = Vec::new();
-    let points = points();
-    let with_gnuradio = points.contains(&Point::Gnuradio);
-    for &size in &cfg.sizes {
-        let bytes = cfg.bytes_for(size);
-        // GNU Radio's ends read the counters from tmpfs and write there.
-        let dir = with_gnuradio.then(|| ScratchDir::under(&tmpfs(), "dmaflow-net"));
-        let dir = dir.transpose()?;
-        let data = dir.as_ref().map(|d| counters(d.path(), bytes));
-        let data = data.transpose()?;
-        let files = data.as_deref().zip(dir.as_ref().map(ScratchDir::path));
-        // GNU Radio's message size at this item size, measured before the
-        // rounds (dmaflow's receiver counts the messages), caps dmaflow's.
-        let cap = if with_gnuradio {
-            progress(&format!("net: {size} B items, GNU Radio's message size"));
-            let got = measure(cfg, Point::GnuradioToDmaflow, size, size, files)?;
-            (bytes / got.messages.max(1) as usize).max(size)
-        } else {
-            BATCHED_BYTES
-        };
-        let mut at: Vec<Row> = points
-            .iter()
-            .map(|&point| Row {
-                size,
-                point,
+/// One measurement of one point: its way at its size.
+fn measure(cfg: &Config, p: &Point<usize>) -> Result<Sample, Error> {
+    let size = p.at;
+    let point = way_of(p.series).ok_or_else(|| {
+        Error::peer("net")(format!("{:?} is not a way through the network", p.series))
+    })?;
+    let bytes = cfg.bytes_for(size);
+    let (cap, files) = cfg.prepared(size)?;
+    let files = files.as_ref().map(|(d, o)| (d.as_path(), o.as_path()));
+    let got = match measure_way(cfg, point, size, cap, files) {
+        Err(Error::Peer { peer: STALLED, .. }) => {
+            return Ok(Sample {
                 bytes,
-                timed: Timed::default(),
-                message_bytes: Vec::new(),
-                stalls: 0,
-                copies: Vec::new(),
-            })
-            .collect();
-        let seconds = in_turns(points.len(), cfg.rounds, |i, round| {
-            let row = &mut at[i];
-            let point = row.point;
-            progress(&format!(
-                "net: {size} B, {} round {}",
-                point.name(),
-                round + 1
-            ));
-            let got = match measure(cfg, point, size, cap, files) {
-                Err(Error::Peer { peer: STALLED, .. }) => {
-                    row.stalls += 1;
-                    row.timed.cpu.push(f64::NAN);
-                    return Ok(f64::NAN);
-                }
-                other => other?,
-            };
-            row.timed.cpu.push(got.cpu);
-            let shown = match point {
-                Point::Capped | Point::DmaflowToGnuradio => Some((items_for(size, cap) * 4) as f64),
-                Point::Batched => Some((items_for(size, BATCHED_BYTES) * 4).min(bytes) as f64),
-                Point::Dmaflow | Point::Queued | Point::Raw => Some(size as f64),
-                Point::GnuradioToDmaflow => Some(bytes as f64 / got.messages.max(1) as f64),
-                Point::Gnuradio => None,
-            };
-            row.message_bytes.extend(shown);
-            if !point.gnuradio() {
-                row.copies.push(got.copied as f64 / bytes as f64);
-            }
-            Ok::<_, Error>(got.seconds)
-        })?;
-        for (row, seconds) in at.iter_mut().zip(seconds) {
-            row.timed.seconds = seconds;
+                seconds: f64::NAN,
+                cpu: f64::NAN,
+                message_bytes: None,
+                copies: None,
+                stalled: true,
+            });
         }
-        rows.extend(at);
-    }
-    Ok(rows)
+        other => other?,
+    };
+    let message_bytes = match point {
+        Way::Capped | Way::DmaflowToGnuradio => Some((items_for(size, cap) * 4) as f64),
+        Way::Batched => Some((items_for(size, BATCHED_BYTES) * 4).min(bytes) as f64),
+        Way::Dmaflow | Way::Queued | Way::Raw => Some(size as f64),
+        Way::GnuradioToDmaflow => Some(bytes as f64 / got.messages.max(1) as f64),
+        Way::Gnuradio => None,
+    };
+    Ok(Sample {
+        bytes,
+        seconds: got.seconds,
+        cpu: got.cpu,
+        message_bytes,
+        copies: (!point.gnuradio()).then(|| got.copied as f64 / bytes as f64),
+        stalled: false,
+    })
 }
 
-/// Point `mine`'s throughput over point `other`'s per size, round by round.
-fn shares(rows: &[Row], mine: Point, other: Point) -> Vec<(usize, Ratio)> {
+/// What was measured (the frame adds the rounds and the method).
+fn heading(cfg: &Config) -> String {
+    let how = if cfg.in_process {
+        " (threads, in process)"
+    } else {
+        ""
+    };
+    format!(
+        "a dmaflow ZeroMQ edge between two processes{how} over loopback TCP vs bare \
+         PUSH/PULL of the same libzmq and GNU Radio's gr-zeromq, 100 000 messages ({}..{} \
+         MiB) per measurement, every sender on one core and every receiver on the other",
+        cfg.bytes.0 >> 20,
+        cfg.bytes.1 >> 20,
+    )
+}
+
+/// Way `mine`'s throughput over way `other`'s per size, round by round
+/// (rounds where either stalled left out).
+fn shares(rows: &[NetRow], mine: Way, other: Way) -> Vec<(usize, Ratio)> {
     rows.iter()
-        .filter(|d| d.point == mine)
+        .filter(|d| way(d) == mine)
         .filter_map(|d| {
-            let r = rows.iter().find(|r| r.size == d.size && r.point == other)?;
-            // Round by round, leaving out rounds where either stalled.
-            let (a, b): (Vec<f64>, Vec<f64>) = d
-                .per_round()
-                .into_iter()
-                .zip(r.per_round())
-                .filter(|(x, y)| x.is_finite() && y.is_finite())
-                .unzip();
-            Some((d.size, Ratio::of(&a, &b)))
+            let r = rows
+                .iter()
+                .find(|r| r.point.at == d.point.at && way(r) == other)?;
+            Some((d.point.at, d.against(r, Sample::mbps)))
         })
         .collect()
 }
 
-/// The finite samples of `v` (a stalled round's are `NaN`).
-fn finite(v: &[f64]) -> Vec<f64> {
-    v.iter().copied().filter(|x| x.is_finite()).collect()
+/// The typical value of an optional figure over the rounds where it is
+/// known, or `None` where it never is.
+fn typical(r: &NetRow, figure: impl Fn(&Sample) -> Option<f64>) -> Option<f64> {
+    let known = r.samples.iter().any(|s| figure(s).is_some());
+    known.then(|| r.spread(|s| figure(s).unwrap_or(f64::NAN)).median)
 }
 
 /// The points' columns.
-fn row_columns<'a>() -> Columns<'a, Row> {
-    let cpu = |r: &Row| median(&finite(&r.timed.cpu));
-    let secs = |r: &Row| median(&finite(&r.timed.seconds));
+fn columns() -> Columns<'static, NetRow> {
+    let secs = |r: &NetRow| r.spread(|s| s.seconds).median;
+    let cpu = |r: &NetRow| r.spread(|s| s.cpu).median;
+    let bytes = |r: &NetRow| r.samples.first().map_or(0, |s| s.bytes) as f64;
     Columns::new()
-        .shown_as("size", "message_bytes", |r: &Row| r.size, bytes_label)
-        .plain("point", "point", |r| r.point.name())
-        .kept("does", |r| r.point.does())
-        .fixed("MB/s", "mb_per_s", 0, |r| r.mbps().median)
+        .shown_as(
+            "size",
+            "message_bytes",
+            |r: &NetRow| r.point.at,
+            bytes_label,
+        )
+        .doc("message or item size")
+        .series(
+            "point",
+            "point",
+            "dmaflow|dmaflow-queue|raw|dmaflow-batched|dmaflow-capped|gnuradio|\
+             dmaflow->gnuradio|gnuradio->dmaflow",
+        )
+        .kept("does", |r| way(r).does())
+        .doc("what its ends do")
+        .fixed("MB/s", "mb_per_s", 0, |r| r.spread(Sample::mbps).median)
+        .doc("median over the rounds that did not stall")
         .shown("range", |r| {
-            format!("{:.0}..{:.0}", r.mbps().min, r.mbps().max)
+            let s = r.spread(Sample::mbps);
+            format!("{:.0}..{:.0}", s.min, s.max)
         })
-        .kept("mb_per_s_min", |r| r.mbps().min)
-        .kept("mb_per_s_max", |r| r.mbps().max)
-        .kept("mb_per_s_spread", Row::mbps)
-        .kept("rounds", |r| r.timed.seconds.len())
+        .kept("mb_per_s_min", |r| r.spread(Sample::mbps).min)
+        .doc("the rounds' least MB/s")
+        .kept("mb_per_s_max", |r| r.spread(Sample::mbps).max)
+        .doc("the rounds' most MB/s")
+        .kept("mb_per_s_spread", |r| r.spread(Sample::mbps))
+        .doc("the rounds' MB/s summarised")
+        .kept("rounds", NetRow::rounds)
+        .doc("rounds measured")
         .shown("Mitems/s", move |r| {
-            format!("{:.1}", r.bytes as f64 / 4.0 / secs(r) / 1e6)
+            format!("{:.1}", bytes(r) / 4.0 / secs(r) / 1e6)
         })
         .fixed("rx_cpu_share", "rx_cpu_share", 2, move |r| cpu(r) / secs(r))
-        .kept("rx_cpu_us_per_mb", move |r| {
-            cpu(r) / (r.bytes as f64 / 1e6) * 1e6
-        })
+        .doc("receiving process's CPU over its time")
+        .kept("rx_cpu_us_per_mb", move |r| cpu(r) / (bytes(r) / 1e6) * 1e6)
+        .doc("receiving process's CPU microseconds per MB")
         .optional("msg_bytes", "sent_message_bytes", 0, |r| {
-            (!r.message_bytes.is_empty()).then(|| median(&r.message_bytes))
+            typical(r, |s| s.message_bytes)
         })
+        .doc("mean message size where known")
         .optional("copies/B", "copied_per_byte", 2, |r| {
-            (!r.copies.is_empty()).then(|| median(&r.copies))
+            typical(r, |s| s.copies)
         })
-        .plain("stalls", "stalled_rounds", |r| r.stalls)
+        .doc("payload bytes both ends copied per byte delivered; dmaflow and raw points")
+        .plain("stalls", "stalled_rounds", |r| {
+            r.samples.iter().filter(|s| s.stalled).count()
+        })
+        .doc("rounds in which GNU Radio's receiver stalled")
 }
 
 /// The comparison with GNU Radio's columns, per item size: capped/gnuradio
 /// and the other points' ratios over the same size.
-fn against_columns(rows: &[Row]) -> Columns<'_, (usize, Ratio)> {
+fn against_columns(rows: &[NetRow]) -> Columns<'_, (usize, Ratio)> {
     let text = |r: Option<Spread>| r.map_or("-".into(), |r| Ratio(r).text());
     let mut cols = Columns::new()
         .shown_as(
@@ -894,26 +1050,26 @@ fn against_columns(rows: &[Row]) -> Columns<'_, (usize, Ratio)> {
         (
             "batched/gnuradio",
             "batched_over_gnuradio",
-            Point::Batched,
-            Point::Gnuradio,
+            Way::Batched,
+            Way::Gnuradio,
         ),
         (
             "batched/capped",
             "batched_over_capped",
-            Point::Batched,
-            Point::Capped,
+            Way::Batched,
+            Way::Capped,
         ),
         (
             "gr->dmaflow / gnuradio",
             "gnuradio_to_dmaflow_over_gnuradio",
-            Point::GnuradioToDmaflow,
-            Point::Gnuradio,
+            Way::GnuradioToDmaflow,
+            Way::Gnuradio,
         ),
         (
             "dmaflow->gr / gnuradio",
             "dmaflow_to_gnuradio_over_gnuradio",
-            Point::DmaflowToGnuradio,
-            Point::Gnuradio,
+            Way::DmaflowToGnuradio,
+            Way::Gnuradio,
         ),
     ] {
         let v = shares(rows, a, b);
@@ -931,7 +1087,7 @@ struct AgainstRaw {
     goal: Option<u32>,
     dmaflow: Option<Ratio>,
     queued: Option<Ratio>,
-    /// Median bytes copied per byte delivered: dmaflow, dmaflow-queue, raw.
+    /// Typical bytes copied per byte delivered: dmaflow, dmaflow-queue, raw.
     copies: [Option<f64>; 3],
 }
 
@@ -946,12 +1102,12 @@ fn raw_goal(size: usize) -> Option<u32> {
 }
 
 /// Each size's comparison with the raw ceiling.
-fn raw_rows(rows: &[Row]) -> Vec<AgainstRaw> {
-    let dmaflow = shares(rows, Point::Dmaflow, Point::Raw);
-    let queued = shares(rows, Point::Queued, Point::Raw);
-    let copies = |size, point| {
-        let r = rows.iter().find(|r| r.size == size && r.point == point)?;
-        (!r.copies.is_empty()).then(|| median(&r.copies))
+fn raw_rows(rows: &[NetRow]) -> Vec<AgainstRaw> {
+    let dmaflow = shares(rows, Way::Dmaflow, Way::Raw);
+    let queued = shares(rows, Way::Queued, Way::Raw);
+    let copies = |size, w| {
+        let r = rows.iter().find(|r| r.point.at == size && way(r) == w)?;
+        typical(r, |s| s.copies)
     };
     dmaflow
         .iter()
@@ -961,22 +1117,23 @@ fn raw_rows(rows: &[Row]) -> Vec<AgainstRaw> {
             dmaflow: Some(r),
             queued: queued.iter().find(|(s, _)| *s == size).map(|&(_, q)| q),
             copies: [
-                copies(size, Point::Dmaflow),
-                copies(size, Point::Queued),
-                copies(size, Point::Raw),
+                copies(size, Way::Dmaflow),
+                copies(size, Way::Queued),
+                copies(size, Way::Raw),
             ],
         })
         .collect()
 }
 
+/// `95 % (70..120)`: a ratio in percent with the rounds' range.
+fn percent(r: Ratio) -> String {
+    let s = r.0.scaled(100.0);
+    format!("{:.0} % ({:.0}..{:.0})", s.median, s.min, s.max)
+}
+
 /// The comparison with the raw ceiling's columns.
 fn raw_columns<'a>() -> Columns<'a, AgainstRaw> {
-    let pct = |r: Option<Ratio>| {
-        r.map_or("-".into(), |r| {
-            let s = r.0.scaled(100.0);
-            format!("{:.0} % ({:.0}..{:.0})", s.median, s.min, s.max)
-        })
-    };
+    let pct = |r: Option<Ratio>| r.map_or("-".into(), percent);
     let spread = |r: Option<Ratio>| r.map(|r| r.0);
     let copies = |c: Option<f64>| c.map_or("-".into(), |c| format!("{c:.2}"));
     Columns::new()
@@ -1005,50 +1162,57 @@ fn raw_columns<'a>() -> Columns<'a, AgainstRaw> {
         .kept("raw_copied_per_byte", |r| r.copies[2])
 }
 
-/// The report.
-pub fn report(cfg: &Config, rows: &[Row]) -> Report {
-    let columns = row_columns();
-    let mut text = columns.table(rows);
-    text += "stalls: rounds in which GNU Radio's receiver had not taken every item after 30 s \
-             (it was stopped; those rounds are left out of the medians and ratios)\n";
-    text += "what each point does (sender | receiver):\n";
-    for r in first_of_each(rows, |r| r.point) {
-        text += &format!("  {}: {}\n", r.point.name(), r.point.does());
+/// What the rows say: what each point does, the tables against GNU Radio
+/// and against the raw ceiling, and the targets.
+fn findings(_: &Config, rows: &[NetRow]) -> Findings {
+    let mut found = Findings::default();
+    let mut text = String::from(
+        "stalls: rounds in which GNU Radio's receiver had not taken every item after 30 s \
+         (it was stopped; those rounds are left out of the figures and ratios)\n\
+         what each point does (sender | receiver):\n",
+    );
+    let mut seen = Vec::new();
+    for w in rows.iter().map(way) {
+        if !seen.contains(&w) {
+            seen.push(w);
+            text += &format!("  {}: {}\n", w.name(), w.does());
+        }
     }
-    let mut targets = Vec::new();
-    let equal = shares(rows, Point::Capped, Point::Gnuradio);
+    let equal = shares(rows, Way::Capped, Way::Gnuradio);
     if !equal.is_empty() {
-        text += "\nagainst GNU Radio (throughput ratios, median and min..max of the rounds; \
-                 default/default = batched/capped (message size) x capped/gnuradio (the ends), \
-                 round by round; the crossed edges put one dmaflow end in place of GNU Radio's):\n";
+        text += "\nagainst GNU Radio (throughput ratios, typical value and min..max of the \
+                 rounds; default/default = batched/capped (message size) x capped/gnuradio \
+                 (the ends), round by round; the crossed edges put one dmaflow end in place \
+                 of GNU Radio's):\n";
         text += &against_columns(rows).table(&equal);
         for (size, r) in &equal {
             let what = "GNU Radio's push_sink -> pull_source at the same message size";
             let what = format!("{} items: dmaflow >= {what}", bytes_label(*size));
-            let found = format!("{} ({})", r.text(), r.verdict());
-            targets.push(Target::new(what, found, r.0.median >= 1.0));
+            let got = format!("{} ({})", r.text(), r.verdict());
+            found
+                .targets
+                .push(Target::new(what, got, r.0.median >= 1.0));
         }
     }
-    let raw = shares(rows, Point::Dmaflow, Point::Raw);
+    let raw = shares(rows, Way::Dmaflow, Way::Raw);
     let against_raw = raw_rows(rows);
     if !against_raw.is_empty() {
-        text += "\nagainst the raw ceiling (throughput ratios, median and min..max of the \
-                 rounds, round by round; copies/B: payload bytes both ends copied per byte \
-                 delivered, median of the rounds; goal: this size's target):\n";
+        text += "\nagainst the raw ceiling (throughput ratios, typical value and min..max of \
+                 the rounds, round by round; copies/B: payload bytes both ends copied per byte \
+                 delivered, typical of the rounds; goal: this size's target):\n";
         text += &raw_columns().table(&against_raw);
     }
     for r in &against_raw {
         let (Some(goal), Some(share)) = (r.goal, r.dmaflow) else {
             continue;
         };
-        let s = share.0.scaled(100.0);
-        let label = bytes_label(r.size);
-        let what = format!("{label} messages: dmaflow >= {goal} % of raw ZeroMQ");
-        targets.push(Target::new(
-            what,
-            format!("{:.0} % ({:.0}..{:.0} %)", s.median, s.min, s.max),
-            s.median >= goal as f64,
-        ));
+        let what = format!(
+            "{} messages: dmaflow >= {goal} % of raw ZeroMQ",
+            bytes_label(r.size)
+        );
+        let got = percent(share).replacen(')', " %)", 1);
+        let met = share.0.median * 100.0 >= f64::from(goal);
+        found.targets.push(Target::new(what, got, met));
     }
     let list = |v: &[(usize, Ratio)], f: &dyn Fn(f64) -> String| {
         v.iter()
@@ -1056,59 +1220,51 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let mut clauses = vec![format!(
+    found.clauses.push(format!(
         "dmaflow's share of the raw ZeroMQ throughput: {}",
         list(&raw, &|m| format!("{:.0} %", m * 100.0))
-    )];
+    ));
     if !equal.is_empty() {
-        clauses.push(format!(
+        found.clauses.push(format!(
             "against GNU Radio's lean ends at GNU Radio's own message size: {}",
             list(&equal, &|m| format!("{m:.2}x"))
         ));
     }
-    let how = if cfg.in_process {
-        " (threads, in process)"
-    } else {
-        ""
-    };
-    let heading = format!(
-        "net: a dmaflow ZeroMQ edge between two processes{how} over loopback TCP vs bare \
-         PUSH/PULL of the same libzmq and GNU Radio's gr-zeromq, 100 000 messages ({}..{} \
-         MiB) per measurement, {} rounds, interleaved",
-        cfg.bytes.0 >> 20,
-        cfg.bytes.1 >> 20,
-        cfg.rounds
-    );
-    Report::of("net", heading, &columns, rows)
-        .text(text)
-        .answer(super::report::sentence(&clauses))
-        .targets(targets)
-        .kept("against_gnuradio", against_columns(rows).json(&equal))
-        .kept("against_raw", raw_columns().json(&against_raw))
+    found.notes = text;
+    found.kept = vec![
+        (
+            "against_gnuradio",
+            Value::from(against_columns(rows).json(&equal)),
+        ),
+        ("against_raw", Value::from(raw_columns().json(&against_raw))),
+    ];
+    found
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Both ways deliver every byte (the checksum is checked inside) and the
-    /// report names each size's share.
+    /// Every way delivers every byte (the checksum is checked inside) and
+    /// the report names each size's share.
     #[test]
     fn both_points_deliver_every_item() {
         let cfg = Config {
             in_process: true,
             ..Config::at(&Setup::TINY)
         };
-        let rows = run(&cfg, &mut |m| eprintln!("{m}")).unwrap();
-        let gr = gnuradio_here();
+        let rows = EXPERIMENT.rows(&cfg, &mut |m| eprintln!("{m}")).unwrap();
+        let gr = gnuradio();
         assert_eq!(rows.len(), if gr { 16 } else { 8 });
         assert!(
             rows.iter()
-                .all(|r| r.timed.seconds.len() == 2 && r.timed.seconds.iter().all(|s| *s > 0.0))
+                .all(|r| r.rounds() == 2 && r.every(|s| s.stalled || s.seconds > 0.0))
         );
-        let rep = report(&cfg, &rows);
+        let rep = EXPERIMENT.report(&cfg, &rows);
         assert!(rep.text.contains("against the raw ceiling"), "{}", rep.text);
         assert!(rep.text.contains("dmaflow copies/B"), "{}", rep.text);
+        assert!(rep.json["against_raw"].is_array(), "{}", rep.json);
+        assert!(rep.json["rows"][0]["mb_per_s"].is_number(), "{}", rep.json);
         // Batched, 64-byte items go many to a message.
         assert!(rep.text.contains("dmaflow-batched"), "{}", rep.text);
         assert_eq!(
@@ -1124,5 +1280,31 @@ mod tests {
             .checksum,
             7
         );
+    }
+
+    /// A stalled round is left out of a row's figures and of the ratios.
+    #[test]
+    fn a_stalled_round_is_left_out() {
+        let s = |seconds: f64| Sample {
+            bytes: 1_000_000,
+            seconds,
+            cpu: 0.1,
+            message_bytes: None,
+            copies: None,
+            stalled: seconds.is_nan(),
+        };
+        let row = |series, v: Vec<Sample>| Row {
+            point: Point { series, at: 64 },
+            samples: v,
+            baseline: None,
+        };
+        let rows = vec![
+            row("dmaflow", vec![s(0.5), s(0.25)]),
+            row("raw", vec![s(f64::NAN), s(0.5)]),
+        ];
+        let r = shares(&rows, Way::Dmaflow, Way::Raw);
+        assert_eq!(r.len(), 1);
+        assert_eq!((r[0].1.0.n, r[0].1.0.median), (1, 2.0));
+        assert_eq!(rows[1].spread(Sample::mbps).n, 1);
     }
 }
