@@ -1297,6 +1297,7 @@ mod tests {
             point: Point { series, at: 64 },
             samples: v,
             baseline: None,
+            others: Vec::new(),
         };
         let rows = vec![
             row("dmaflow", vec![s(0.5), s(0.25)]),
