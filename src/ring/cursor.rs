@@ -8,13 +8,15 @@
 //! at `u64::MAX` so that it never holds the writer back.
 
 use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 
+use super::barrier::Barrier;
 use super::spin::Backoff;
 use super::{Error, Wait};
 use crate::sync::{
-    Arc, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering, fence, lock, wait, yield_now,
+    Arc, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering, lock, wait, yield_now,
 };
 
 /// Where threads of one side sleep in [`Wait::Block`] mode, and where tasks
@@ -25,7 +27,8 @@ use crate::sync::{
 /// [`wanted`](Self::wanted) keeps the lowest of them. The other side, after
 /// publishing position `p`, wakes anyone only when `p` reaches it
 /// ([`notify_at`](Self::notify_at)): a publish that no waiter needs costs a
-/// fence and one load of a line the waiters rarely write, never a lock or a
+/// barrier ([`Barrier::light`]: a compiler barrier where the kernel offers
+/// `membarrier`) and one load of a line the waiters rarely write, never a lock or a
 /// system call, and a sleeper is woken once, by the publish that crosses its
 /// threshold, not by every publish while it falls asleep.
 struct Event {
@@ -35,6 +38,8 @@ struct Event {
     wanted: AtomicU64,
     lock: Mutex<Waiters>,
     cv: Condvar,
+    /// The barriers between a publish and a waiter's threshold.
+    barrier: Barrier,
 }
 
 /// Who waits on an [`Event`] (guarded by its lock).
@@ -46,25 +51,25 @@ struct Waiters {
     wakers: Vec<Waker>,
 }
 
-impl Default for Event {
-    fn default() -> Self {
+impl Event {
+    /// No waiter yet.
+    fn new(barrier: Barrier) -> Self {
         Event {
             wanted: AtomicU64::new(u64::MAX),
             lock: Mutex::new(Waiters::default()),
             cv: Condvar::new(),
+            barrier,
         }
     }
-}
 
-impl Event {
     /// Wakes every waiter if one waits for `position` or less. Call after
     /// publishing that the cursor reached `position`.
     #[inline]
     fn notify_at(&self, position: u64) {
-        // Pairs with the fence in `sleep` and `register`: either we see the
-        // waiter's threshold, or the waiter's re-check sees our published
-        // cursor (no lost wake-up).
-        fence(Ordering::SeqCst);
+        // Pairs with the heavy barrier in `sleep` and `register`: either we
+        // see the waiter's threshold, or the waiter's re-check sees our
+        // published cursor (no lost wake-up).
+        self.barrier.light();
         if self.wanted.load(Ordering::Relaxed) <= position {
             self.wake();
         }
@@ -72,7 +77,7 @@ impl Event {
 
     /// Wakes every waiter, whatever it waits for (the other side is gone).
     fn notify_all(&self) {
-        fence(Ordering::SeqCst);
+        self.barrier.light();
         if self.wanted.load(Ordering::Relaxed) != u64::MAX {
             self.wake();
         }
@@ -113,7 +118,7 @@ impl Event {
         }
         self.want(position);
         drop(g);
-        fence(Ordering::SeqCst);
+        self.barrier.heavy();
     }
 
     /// Blocks until `ready()` holds, costing no CPU while asleep; woken once
@@ -123,7 +128,7 @@ impl Event {
         g.sleeping += 1;
         loop {
             self.want(position);
-            fence(Ordering::SeqCst);
+            self.barrier.heavy();
             if ready() {
                 break;
             }
@@ -146,27 +151,46 @@ impl Event {
 /// wake-up cost has passed. A `Spin` waiter looks every few pauses for ever.
 ///
 /// A `Block` waiter sleeps until the other side's cursor reaches `position`.
-fn wait_until(mode: Wait, event: &Event, position: u64, mut ready: impl FnMut() -> bool) {
+///
+/// `previous` holds how long this side's last `Block` wait lasted, and is
+/// set to this one's: a side whose waits come back soon keeps its core
+/// for twice as long before sleeping ([`Backoff::before_sleep_after`]).
+fn wait_until(
+    mode: Wait,
+    event: &Event,
+    position: u64,
+    previous: &mut Duration,
+    mut ready: impl FnMut() -> bool,
+) {
     if ready() {
         return;
     }
-    let mut backoff = match mode {
-        Wait::Block => Backoff::before_sleep(),
-        Wait::Spin | Wait::Yield => Backoff::new(),
-    };
+    if mode == Wait::Block {
+        let start = Instant::now();
+        let mut backoff = Backoff::before_sleep_after(*previous);
+        loop {
+            if !backoff.snooze_before_sleep() {
+                event.sleep(position, &mut ready);
+                break;
+            }
+            if ready() {
+                break;
+            }
+        }
+        *previous = start.elapsed();
+        return;
+    }
+    let mut backoff = Backoff::new();
     loop {
         match mode {
             Wait::Spin => backoff.spin_forever(),
-            Wait::Yield if !backoff.spin() => {
+            _ if !backoff.spin() => {
                 while !ready() {
                     yield_now();
                 }
                 return;
             }
-            Wait::Block if !backoff.snooze_before_sleep() => {
-                return event.sleep(position, ready);
-            }
-            Wait::Yield | Wait::Block => {}
+            _ => {}
         }
         if ready() {
             return;
@@ -218,6 +242,8 @@ pub(crate) struct WriteSide<L> {
     /// publish then wakes them. Kept here, not read from the shared state
     /// on each publish.
     notify: bool,
+    /// How long this side's last `Block` wait lasted.
+    previous_wait: Duration,
 }
 
 /// A reader's end of the protocol.
@@ -231,6 +257,8 @@ pub(crate) struct ReadSide<L> {
     /// Whether the writer may sleep waiting for space (`Wait::Block`): a
     /// release then wakes it.
     notify: bool,
+    /// How long this side's last `Block` wait lasted.
+    previous_wait: Duration,
 }
 
 /// A reader's view of the queue: the layout and the writer's position as last
@@ -274,6 +302,8 @@ pub(crate) fn pair<L: Clone>(
     capacity: usize,
     wait: Wait,
 ) -> (WriteSide<L>, ReadSide<L>) {
+    // Chosen (and registered with the kernel) before either side exists.
+    let barrier = Barrier::of_process();
     let shared = Arc::new(Shared {
         write: CachePadded::new(AtomicU64::new(0)),
         epoch: CachePadded::new(AtomicU64::new(0)),
@@ -284,8 +314,8 @@ pub(crate) fn pair<L: Clone>(
         }),
         writer_closed: AtomicBool::new(false),
         live_readers: AtomicUsize::new(0),
-        data: Event::default(),
-        space: Event::default(),
+        data: Event::new(barrier),
+        space: Event::new(barrier),
         wait,
     });
     let mut w = WriteSide {
@@ -297,6 +327,7 @@ pub(crate) fn pair<L: Clone>(
         min_read: 0,
         slot: 0,
         notify: wait == Wait::Block,
+        previous_wait: Duration::ZERO,
     };
     let r = w.add_reader();
     (w, r)
@@ -389,7 +420,13 @@ impl<L: Clone> WriteSide<L> {
             }
             // The slowest reader must reach this position for `n` slots to be free.
             let needed = (write + n).saturating_sub(capacity);
-            wait_until(shared.wait, &shared.space, needed, &mut ready);
+            wait_until(
+                shared.wait,
+                &shared.space,
+                needed,
+                &mut self.previous_wait,
+                &mut ready,
+            );
         }
         if closed {
             return Err(Error::Closed);
@@ -454,6 +491,7 @@ impl<L: Clone> WriteSide<L> {
                 slot: self.slot,
             },
             notify: self.notify,
+            previous_wait: Duration::ZERO,
         }
     }
 
@@ -598,7 +636,13 @@ impl<L: Clone> ReadSide<L> {
             if !block {
                 return Ok(None);
             }
-            wait_until(shared.wait, &shared.data, read + t, &mut ready);
+            wait_until(
+                shared.wait,
+                &shared.data,
+                read + t,
+                &mut self.previous_wait,
+                &mut ready,
+            );
         }
         Ok(Some(self.available()))
     }

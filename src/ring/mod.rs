@@ -24,6 +24,7 @@
 //! each other for ever when `t + n` exceeds the capacity by more than one: size the
 //! queue for both, or let a process network ([`crate::graph`]) grow it.
 
+mod barrier;
 pub(crate) mod cursor;
 mod mirror;
 mod ready;

@@ -45,6 +45,9 @@ pub struct Calibration {
 
 /// The shortest spin budget: below it, a clock read is a large share of it.
 const MIN_SPIN: Duration = Duration::from_nanos(200);
+/// The longest wait after which a waiter that will sleep keeps the core for
+/// twice as long next time ([`Backoff::before_sleep_after`]).
+pub const SHORT_WAIT: Duration = Duration::from_micros(25);
 /// The longest: a machine so loaded that a yield or wake-up measures longer
 /// is better served by giving the core up.
 #[cfg(not(dmaflow_loom))]
@@ -224,6 +227,21 @@ impl Backoff {
         let c = Calibration::get();
         let mut b = Self::spinning_for(c.spin_before_yield());
         b.sleep_after = c.spin_before_sleep();
+        b
+    }
+
+    /// A waiter that will sleep, told how long its previous wait lasted: a
+    /// wait that came back within [`SHORT_WAIT`] is likely to come back as
+    /// soon again (a stream's batches arrive at the pace of the other
+    /// side's work), so it keeps the core for twice that before sleeping,
+    /// never less than [`before_sleep`](Self::before_sleep) does. A sleep
+    /// there would add a wake-up to every batch; a longer wait is served as
+    /// `before_sleep` serves it.
+    pub fn before_sleep_after(previous: Duration) -> Self {
+        let mut b = Self::before_sleep();
+        if previous < SHORT_WAIT {
+            b.sleep_after = b.sleep_after.max(previous * 2);
+        }
         b
     }
 
