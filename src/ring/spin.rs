@@ -47,7 +47,7 @@ pub struct Calibration {
 const MIN_SPIN: Duration = Duration::from_nanos(200);
 /// The longest wait after which a waiter that will sleep keeps the core for
 /// twice as long next time ([`Backoff::before_sleep_after`]).
-pub const SHORT_WAIT: Duration = Duration::from_micros(25);
+const SHORT_WAIT: Duration = Duration::from_micros(25);
 /// The longest: a machine so loaded that a yield or wake-up measures longer
 /// is better served by giving the core up.
 #[cfg(not(dmaflow_loom))]
@@ -231,7 +231,7 @@ impl Backoff {
     }
 
     /// A waiter that will sleep, told how long its previous wait lasted: a
-    /// wait that came back within [`SHORT_WAIT`] is likely to come back as
+    /// wait that came back within 25 us (`SHORT_WAIT`) is likely to come back as
     /// soon again (a stream's batches arrive at the pace of the other
     /// side's work), so it keeps the core for twice that before sleeping,
     /// never less than [`before_sleep`](Self::before_sleep) does. A sleep
