@@ -129,6 +129,27 @@ impl<P, S> Row<P, S> {
     pub fn rounds(&self) -> usize {
         self.samples.len()
     }
+
+    /// Each round's median of `values` (for a measurement that holds many,
+    /// e.g. every transfer of the round), spread over the rounds.
+    pub fn per_round(&self, values: impl Fn(&S) -> &[f64]) -> Spread {
+        per_round(&self.samples, values)
+    }
+
+    /// The baseline's [`Row::per_round`] (none for the baseline itself, or
+    /// without one).
+    pub fn baseline_per_round(&self, values: impl Fn(&S) -> &[f64]) -> Option<Spread> {
+        Some(per_round(self.baseline.as_ref()?, values))
+    }
+}
+
+/// Each of `samples`' medians of `values`, spread over the samples.
+fn per_round<S>(samples: &[S], values: impl Fn(&S) -> &[f64]) -> Spread {
+    let medians: Vec<f64> = samples
+        .iter()
+        .map(|s| Spread::of(values(s)).median)
+        .collect();
+    Spread::of(&medians)
 }
 
 impl<'a, P: 'a, S: 'a> Columns<'a, Row<P, S>> {
@@ -468,6 +489,11 @@ pub struct Findings {
 /// configuration; progress text goes to the second argument.
 pub type Prepare<C> = fn(&mut C, &mut dyn FnMut(&str)) -> Result<(), Error>;
 
+/// What a run on a real board (`--board`) does before its first round, in
+/// place of [`Prepare`]: the board's engine kept in the configuration;
+/// progress text goes to the third argument.
+pub type OnBoardPrepare<C> = fn(&mut C, BoardRig, &mut dyn FnMut(&str)) -> Result<(), Error>;
+
 /// The rows' columns as an experiment states them.
 pub type ColumnsOf<P, S> = fn() -> Columns<'static, Row<P, S>>;
 
@@ -492,6 +518,10 @@ pub struct Bench<C: 'static, P: 'static, S: 'static> {
     /// What a run finds or makes before its first round (peers found or
     /// built, scratch files), kept in the configuration; by default nothing.
     pub prepare: Prepare<C>,
+    /// Its form with `--board ROOT`: the engine's mode and what the run
+    /// does with the board before its first round; none: it needs the
+    /// emulated fabric ([`Bench::emulator_only`] says why).
+    pub board: Option<(Mode, OnBoardPrepare<C>)>,
     /// The rounds every point is measured in.
     pub rounds: fn(&C) -> usize,
     /// The points, in the table's order.
@@ -536,6 +566,7 @@ impl<C, P, S> Bench<C, P, S> {
             on_gpu: None,
             config,
             prepare: |_, _| Ok(()),
+            board: None,
             rounds,
             points,
             baseline: None,
@@ -656,16 +687,22 @@ where
     }
 
     fn board_mode(&self) -> Result<Mode, &'static str> {
-        Err(self.emulator_only)
+        self.board.map(|(mode, _)| mode).ok_or(self.emulator_only)
     }
 
     fn run_on_board(
         &self,
-        _: &Setup,
-        _: BoardRig,
-        _: &mut dyn FnMut(&str),
+        setup: &Setup,
+        rig: BoardRig,
+        progress: &mut dyn FnMut(&str),
     ) -> Result<Report, Error> {
-        Err(Error::EmulatorOnly(self.name, self.emulator_only))
+        let Some((_, prepare)) = self.board else {
+            return Err(Error::EmulatorOnly(self.name, self.emulator_only));
+        };
+        let mut cfg = (self.config)(setup);
+        prepare(&mut cfg, rig, progress)?;
+        let rows = self.rows(&cfg, progress)?;
+        Ok(self.report(&cfg, &rows))
     }
 }
 
@@ -752,6 +789,13 @@ mod tests {
         let back = rows[0].ratio_to("other", |s| *s).unwrap();
         assert!(back.0.min > 0.45 && back.0.max < 0.55 && back.verdict() == "slower");
         assert!(rows[0].ratio_to("none", |s| *s).is_none());
+        // One value a round: each round's median is the value itself.
+        let each = rows[1].per_round(std::slice::from_ref);
+        assert_eq!((each.n, each.median), (3, rows[1].median(|s| *s)));
+        let base = rows[1].baseline_per_round(std::slice::from_ref).unwrap();
+        assert_eq!(base.median, rows[0].median(|s| *s));
+        assert!(rows[0].baseline_per_round(std::slice::from_ref).is_none());
+        assert_eq!(TOY.board_mode(), Err(TOY.emulator_only));
         let q = rows[3].ratio(|s| *s).unwrap();
         assert!(q.0.min > 1.9 && q.0.max < 2.1 && q.verdict() == "faster");
         let rep = TOY.report(&3, &rows);
