@@ -1,11 +1,19 @@
 //! `dmaflow bench loopback`: two-way loopback transfers on the emulated fabric
 //! (paper 002's Figs. 4-5), 8 B to 6 MB, for each completion mode and data path,
 //! at the board profile's port clock. Every transfer sends fresh data into a
-//! cleared receive buffer, and what comes back is checked. At each size the
-//! modes and paths take turns in rounds (a share of the transfers each); the
-//! kernel-style proxy, which takes the engine over, runs after them.
+//! cleared receive buffer, and what comes back is checked. Every point (a
+//! mode and path at a size) takes its turn in every round, a share of the
+//! transfers each, on a board of its own (on a real board, `--board`, the
+//! same engine, opened again after the kernel-style proxy took it over).
 
-use dmaflow::dma::{Completion, Engine, Partition, Timing};
+use std::cell::RefCell;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use dmaflow::axi::Config as AxiConfig;
+use dmaflow::board::Board;
+use dmaflow::dma::{Completion, DynEngine, Engine, Partition, Timing};
+use dmaflow::platform::uio::UioRegisters;
 use dmaflow::platform::{IrqLine, MemoryModel, RegisterSpace};
 use dmaflow::sim::{Clock, Loopback};
 
@@ -13,48 +21,72 @@ use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
 use super::dma::{proxy, rig};
 use super::error::Error;
-use super::harness::{
-    OnBoard, OnGpu, Progress, Setup, Spec, Tables, Tier, bytes_label, median, on_board,
-};
+use super::frame::{Bench, Findings, Plot, Point};
+use super::harness::{OnGpu, Setup, Tables, Tier, bytes_label, on_board};
 use super::meter::{Meter, Samples, Tally};
-use super::on_board::Mode;
-use super::report::{Report, Target, per_mode, sentence, series_by};
-use super::spread::{Spread, in_turns};
+use super::on_board::{BoardRig, Mode};
+use super::plot::XAxis;
+use super::report::{Target, per_mode};
+use super::spread::Spread;
 
 /// `dmaflow bench loopback`.
-pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
+pub static EXPERIMENT: Bench<Config, usize, Sample> = Bench {
     name: "loopback",
     on_gpu: Some(OnGpu::Gpu(Tables::MOVED)),
-    board: OnBoard::Runs(Mode::Direct, run_on_board),
+    board: Some((Mode::Direct, on_the_board)),
     question: "Two-way loopback transfers on the emulated fabric (paper 002).",
-    keys: "completion (poll|yield|irq|adaptive|proxy|bare: the emulator\n\
-          baseline),\n\
-          path (zerocopy|copy), over_bare_us (over the baseline),\n\
-          buffering (single|double), partition (unique|blocks),\n\
-          block_bytes, bytes, median_us (two-way transfer),\n\
-          round_median_us_min, round_median_us_max, rounds (the modes\n\
-          take turns round by round; proxy's rounds are consecutive\n\
-          shares), model_us,\n\
-          overhead_us, cpu_us (driver threads and interrupt delivery),\n\
-          irq_delivery_us (of cpu_us: the emulated interrupt's eventfd\n\
-          write and wake-up, a handler's work on a board), cpu_share,\n\
-          tx_us (MM2S start to its completion), rx_us (S2MM start to its\n\
-          completion), us_per_byte,\n\
-          iterations (times medians, at the profile's port clock)",
     conditions: Conditions {
         timed: "each two-way transfer from the call to its return; TX and RX from their own \
-                starts; the modes in turns, five rounds per size",
+                starts; every point in turns, five rounds, each round's median",
         against: "the modelled device (model_us) and polling's CPU",
         model: "model_us: PG021's latencies and the HP port's clock; overhead_us also holds \
                 the emulator's own work, which the bare rows (the thinnest driver on the same \
                 fabric) measure: over_bare_us is dmaflow's",
         paper: USER_X86,
     },
-    ..Spec::new(Config::at, run, report)
+    baseline: Some(BARE),
+    plots: &[
+        plot(
+            "Two-way transfer time (paper 002, Fig. 4)",
+            "median_us",
+            Some(("round_median_us_min", "round_median_us_max")),
+        ),
+        plot("Time per byte (paper 002, Fig. 5)", "us_per_byte", None),
+        plot(
+            "What software adds to the modelled device",
+            "overhead_us",
+            None,
+        ),
+        plot(
+            "Host CPU per transfer (driver-side threads)",
+            "cpu_us",
+            None,
+        ),
+    ],
+    heading,
+    findings,
+    ..Bench::new(Config::at, |c| c.rounds, points, measure, columns)
 };
 
+/// A plot of `y` against the size, a line per mode and path, log scale.
+const fn plot(
+    title: &'static str,
+    y: &'static str,
+    interval: Option<(&'static str, &'static str)>,
+) -> Plot {
+    Plot {
+        title,
+        x: "bytes",
+        y,
+        interval,
+        y_scale: 1.0,
+        lines: &["completion", "path", "buffering", "partition"],
+        axis: XAxis::Bytes,
+        log_y: true,
+    }
+}
+
 /// What to measure.
-#[derive(Debug, Clone)]
 pub struct Config {
     /// Transfer sizes in bytes.
     pub sizes: Vec<usize>,
@@ -68,9 +100,38 @@ pub struct Config {
     pub clock: Clock,
     /// The board's memory (a non-coherent one runs with explicit maintenance).
     pub memory: MemoryModel,
-    /// Rounds per size: the modes and paths take turns, each round a share of
-    /// the transfers, the order reversed every other round.
+    /// Rounds: the points take turns, each round a share of the transfers,
+    /// the order reversed every other round.
     pub rounds: usize,
+    /// A real board's engine in loopback (`--board`), measured in place of
+    /// an emulated board per measurement.
+    pub board: Option<RealBoard>,
+}
+
+/// A real board's engine in loopback, kept between measurements.
+pub struct RealBoard {
+    /// The board (its UIO devices and u-dma-buf pool).
+    board: Board,
+    /// The engine's block-design name.
+    engine_name: String,
+    /// Its register window, for the bare baseline.
+    registers: UioRegisters,
+    /// Where the board was found.
+    root: PathBuf,
+    /// The engine, none after the kernel-style proxy took it over.
+    engine: RefCell<Option<DynEngine>>,
+}
+
+/// Keeps the board's engine for the run (`--board`).
+fn on_the_board(cfg: &mut Config, rig: BoardRig, _: &mut dyn FnMut(&str)) -> Result<(), Error> {
+    cfg.board = Some(RealBoard {
+        board: rig.board,
+        engine_name: rig.engine_name,
+        registers: rig.registers,
+        root: rig.root,
+        engine: RefCell::new(Some(rig.engine)),
+    });
+    Ok(())
 }
 
 impl Config {
@@ -95,6 +156,7 @@ impl Config {
             clock: setup.profile.port,
             memory: setup.memory,
             rounds: 5,
+            board: None,
         };
         match setup.tier {
             Tier::Full => full,
@@ -113,71 +175,195 @@ impl Config {
             },
         }
     }
+
+    /// Transfers per point over all rounds.
+    fn iterations(&self, bytes: usize) -> usize {
+        (self.bytes_per_point / bytes).clamp(5, self.max_iterations)
+    }
 }
 
-/// One point: median times of a two-way transfer.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Row {
-    /// `poll`, `yield`, `irq`, `proxy` or `bare`.
-    pub completion: &'static str,
-    /// How the message moved: path (`zerocopy` or `copy`), buffering
-    /// (`single` or `double`: driver buffers the copy goes through) and
-    /// partition (`unique`: one transfer, or `blocks` of the configured size).
-    pub way: Way,
+/// One point's transfers in one round.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    /// Each transfer's times (call to return, TX, RX) and their cost: host
+    /// CPU of the driver-side threads, the emulated device's interrupt
+    /// delivery included (the eventfd write and the waiter's wake-up, an
+    /// interrupt handler's work on a board).
+    pub transfers: Samples,
     /// Block size for `blocks`, the whole message for `unique`.
     pub block_bytes: usize,
-    /// Bytes each way.
-    pub bytes: usize,
-    /// Median microseconds per two-way transfer (call to return).
-    pub median_us: f64,
-    /// Median microseconds from programming MM2S to its completion.
-    pub tx_us: f64,
-    /// Median microseconds from programming S2MM (before MM2S) to its completion.
-    pub rx_us: f64,
     /// What the modelled device needs to move the message in one transfer
-    /// (MM2S start-up, the link, the S2MM write latency), in microseconds.
+    /// (MM2S start-up, the link, the S2MM write latency), in microseconds;
+    /// 0 on a real board.
     pub model_us: f64,
-    /// Host CPU of the driver-side threads over the transfers, the emulated
-    /// device's interrupt delivery included (the eventfd write and the
-    /// waiter's wake-up, an interrupt handler's work on a board).
-    pub cost: Tally,
-    /// Transfers measured.
-    pub iterations: usize,
-    /// The medians of the rounds the transfers were measured in
-    /// (microseconds).
-    pub rounds: Spread,
 }
+
+/// A point over the rounds.
+pub type Row = super::frame::Row<usize, Sample>;
 
 /// A way of moving one message: (path, buffering, partition).
 pub type Way = (&'static str, &'static str, &'static str);
 
-impl Row {
-    /// Measured minus modelled: what software and the emulator added to the
-    /// device's time.
-    pub fn overhead_us(&self) -> f64 {
-        self.median_us - self.model_us
-    }
+/// The emulator baseline: the thinnest driver, a spin on DMASR.
+const BARE: &str = "bare zerocopy";
 
-    /// Measured minus the emulator baseline at the same size (the thinnest
-    /// driver's time, [`super::baseline`]): what dmaflow's driver added.
-    pub fn over_bare_us(&self, rows: &[Row]) -> Option<f64> {
-        rows.iter()
-            .find(|b| b.completion == "bare" && b.bytes == self.bytes)
-            .map(|b| self.median_us - b.median_us)
-    }
+/// The kernel-style driver thread, which takes the engine over.
+const PROXY: &str = "proxy copy";
+
+/// Zero-copy: one transfer straight from and into the caller's buffers.
+const ZEROCOPY: Way = ("zerocopy", "single", "unique");
+
+/// The series: (name, completion as the tables name it, how the driver
+/// waits, the way the message moves); a `blocks` way only at sizes above
+/// the block size.
+const SERIES: [(&str, &str, Completion, Way); 22] = [
+    ("poll zerocopy", "poll", Completion::Poll, ZEROCOPY),
+    (
+        "poll copy single unique",
+        "poll",
+        Completion::Poll,
+        ("copy", "single", "unique"),
+    ),
+    (
+        "poll copy single blocks",
+        "poll",
+        Completion::Poll,
+        ("copy", "single", "blocks"),
+    ),
+    (
+        "poll copy double unique",
+        "poll",
+        Completion::Poll,
+        ("copy", "double", "unique"),
+    ),
+    (
+        "poll copy double blocks",
+        "poll",
+        Completion::Poll,
+        ("copy", "double", "blocks"),
+    ),
+    ("yield zerocopy", "yield", Completion::Yield, ZEROCOPY),
+    (
+        "yield copy single unique",
+        "yield",
+        Completion::Yield,
+        ("copy", "single", "unique"),
+    ),
+    (
+        "yield copy single blocks",
+        "yield",
+        Completion::Yield,
+        ("copy", "single", "blocks"),
+    ),
+    (
+        "yield copy double unique",
+        "yield",
+        Completion::Yield,
+        ("copy", "double", "unique"),
+    ),
+    (
+        "yield copy double blocks",
+        "yield",
+        Completion::Yield,
+        ("copy", "double", "blocks"),
+    ),
+    ("irq zerocopy", "irq", Completion::Irq, ZEROCOPY),
+    (
+        "irq copy single unique",
+        "irq",
+        Completion::Irq,
+        ("copy", "single", "unique"),
+    ),
+    (
+        "irq copy single blocks",
+        "irq",
+        Completion::Irq,
+        ("copy", "single", "blocks"),
+    ),
+    (
+        "irq copy double unique",
+        "irq",
+        Completion::Irq,
+        ("copy", "double", "unique"),
+    ),
+    (
+        "irq copy double blocks",
+        "irq",
+        Completion::Irq,
+        ("copy", "double", "blocks"),
+    ),
+    (
+        "adaptive zerocopy",
+        "adaptive",
+        Completion::Adaptive,
+        ZEROCOPY,
+    ),
+    (
+        "adaptive copy single unique",
+        "adaptive",
+        Completion::Adaptive,
+        ("copy", "single", "unique"),
+    ),
+    (
+        "adaptive copy single blocks",
+        "adaptive",
+        Completion::Adaptive,
+        ("copy", "single", "blocks"),
+    ),
+    (
+        "adaptive copy double unique",
+        "adaptive",
+        Completion::Adaptive,
+        ("copy", "double", "unique"),
+    ),
+    (
+        "adaptive copy double blocks",
+        "adaptive",
+        Completion::Adaptive,
+        ("copy", "double", "blocks"),
+    ),
+    (BARE, "bare", Completion::Poll, ZEROCOPY),
+    (
+        PROXY,
+        "proxy",
+        Completion::Poll,
+        ("copy", "single", "unique"),
+    ),
+];
+
+/// A series' completion as the tables name it, how its driver waits and
+/// its way.
+fn series(name: &str) -> (&'static str, Completion, Way) {
+    SERIES
+        .iter()
+        .find(|s| s.0 == name)
+        .map_or(("?", Completion::Poll, ZEROCOPY), |&(_, c, w, way)| {
+            (c, w, way)
+        })
 }
 
-/// The ways of moving one message.
-fn ways(bytes: usize, block: usize) -> Vec<Way> {
-    let mut v = vec![("zerocopy", "single", "unique")];
-    for buffering in ["single", "double"] {
-        v.push(("copy", buffering, "unique"));
-        if bytes > block {
-            v.push(("copy", buffering, "blocks"));
+/// Every series at every size.
+fn points(cfg: &Config) -> Vec<Point<usize>> {
+    let mut v = Vec::new();
+    for &bytes in &cfg.sizes {
+        for (name, _, _, way) in SERIES {
+            if way.2 != "blocks" || bytes > cfg.block {
+                v.push(Point {
+                    series: name,
+                    at: bytes,
+                });
+            }
         }
     }
     v
 }
+
+/// Transfers each measurement begins with on its fresh board (or engine),
+/// checked and not timed.
+const WARM_UP: usize = 3;
+
+/// Numbers the transfers of the whole run: every transfer's data is fresh.
+static SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// Fresh data for transfer `seq`: its number, then a pattern of it.
 fn fill(seq: u64, p: &mut [u8]) {
@@ -206,227 +392,269 @@ fn check(what: &str, seq: u64, len: usize, n: usize, got: &[u8]) -> Result<(), E
     })
 }
 
-/// Runs the sweep; every transfer's data is fresh and checked. With two or more
-/// cores the emulated device runs on a core of its own.
-pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
-    let largest = cfg.sizes.iter().copied().max().unwrap_or(0);
-    let (mut rig, _placed) = rig(8 * largest, cfg.clock, cfg.memory, Box::new(Loopback))?;
-    // The same engine's registers for the emulator baseline.
-    let regs = rig.board.registers(0)?;
-    let engine = rig.engines.remove(0);
-    let model_us = |bytes: usize| cfg.clock.two_way(bytes, false).as_secs_f64() * 1e6;
-    measure(cfg, engine, &regs, model_us, progress)
+/// One point's share of the transfers in one round, every transfer's data
+/// fresh and checked: on a board of its own (its emulated device on a core
+/// of its own where there are two), or on the real board's engine.
+fn measure(cfg: &Config, p: &Point<usize>) -> Result<Sample, Error> {
+    let bytes = p.at;
+    let (_, _, way) = series(p.series);
+    let block_bytes = if way.2 == "blocks" { cfg.block } else { bytes };
+    let Some(real) = &cfg.board else {
+        let (mut rig, _placed) = rig(8 * bytes, cfg.clock, cfg.memory, Box::new(Loopback))?;
+        // The same engine's registers for the emulator baseline.
+        let regs = rig.board.registers(0)?;
+        let engine = rig.engines.remove(0);
+        let (transfers, _) = transfers(cfg, p, engine, &regs)?;
+        return Ok(Sample {
+            transfers,
+            block_bytes,
+            model_us: cfg.clock.two_way(bytes, false).as_secs_f64() * 1e6,
+        });
+    };
+    // Nothing is modelled on a real board: model_us is 0. The proxy driver
+    // keeps the engine it takes over: the next point opens it anew (a
+    // reset, as an emulated point's fresh board).
+    let engine = match real.engine.take() {
+        Some(e) => e,
+        None => real
+            .board
+            .engine(&real.engine_name, AxiConfig::default())
+            .map_err(|e| Error::Board {
+                root: real.root.display().to_string(),
+                advice: vec![e.to_string()],
+            })?,
+    };
+    let (transfers, engine) = transfers(cfg, p, engine, &real.registers)?;
+    real.engine.replace(engine);
+    Ok(Sample {
+        transfers,
+        block_bytes,
+        model_us: 0.0,
+    })
 }
 
-/// The same sweep on a real board's engine in loopback (`--board`): nothing
-/// is modelled, so `model_us` is 0.
-pub fn run_on_board(
+/// The point's share of the transfers over `engine` (its MM2S stream looped
+/// back to its S2MM), whose register window `regs` also is, for the bare
+/// baseline; the engine back, unless the proxy driver took it over.
+fn transfers<R, I>(
     cfg: &Config,
-    board: super::on_board::BoardRig,
-    progress: Progress,
-) -> Result<Vec<Row>, Error> {
-    measure(cfg, board.engine, &board.registers, |_| 0.0, progress)
-}
-
-/// The sweep over `engine` (its MM2S stream looped back to its S2MM), whose
-/// register window `regs` also is, for the bare baseline; `model_us` gives
-/// what the device needs for a transfer of so many bytes.
-fn measure<R, I>(
-    cfg: &Config,
+    p: &Point<usize>,
     engine: Engine<R, I>,
     regs: &dyn RegisterSpace,
-    model_us: impl Fn(usize) -> f64,
-    mut progress: impl FnMut(&str),
-) -> Result<Vec<Row>, Error>
+) -> Result<(Samples, Option<Engine<R, I>>), Error>
 where
     R: RegisterSpace + Send + 'static,
     I: IrqLine + Send + 'static,
 {
-    let mut rows = Vec::new();
-    let mut row = |completion, way: Way, bytes, s: Samples, rounds: &[f64]| {
-        rows.push(Row {
-            completion,
-            way,
-            block_bytes: if way.2 == "blocks" { cfg.block } else { bytes },
-            bytes,
-            median_us: median(&s.total),
-            tx_us: median(&s.tx),
-            rx_us: median(&s.rx),
-            model_us: model_us(bytes),
-            cost: s.cost,
-            iterations: s.total.len(),
-            rounds: Spread::of(rounds),
-        })
-    };
-    let iterations = |bytes: usize| (cfg.bytes_per_point / bytes).clamp(5, cfg.max_iterations);
-    let mut seq = 0u64;
-    for &bytes in &cfg.sizes {
-        let iterations = iterations(bytes);
-        let mut tx = engine.pool().alloc::<u8>(bytes)?;
-        let mut rx = engine.pool().alloc::<u8>(bytes)?;
-        let mut data = vec![0u8; bytes];
-        let mut out = vec![0u8; bytes];
-        // Proxy takes the engine over: it runs after these. The others take
-        // turns, a share of the transfers per round.
-        // The emulator baseline (`bare`: the thinnest driver, a spin on
-        // DMASR) takes its turns among them.
-        let mut points: Vec<(Completion, Way)> = [
-            Completion::Poll,
-            Completion::Yield,
-            Completion::Irq,
-            Completion::Adaptive,
-        ]
-        .into_iter()
-        .flat_map(|c| ways(bytes, cfg.block).into_iter().map(move |w| (c, w)))
-        .collect();
-        points.push((Completion::Poll, ("bare", "single", "unique")));
-        let rounds = cfg.rounds.clamp(1, iterations);
-        let mut samples = vec![Samples::default(); points.len()];
-        let medians = in_turns(points.len(), rounds, |i, round| {
-            let (c, (path, buffering, partition)) = points[i];
-            let what = format!(
-                "loopback {} {} {path} {buffering} {partition}",
-                bytes_label(bytes),
-                c.name()
-            );
-            progress(&format!("{what} round {}", round + 1));
-            let depth = if buffering == "double" { 2 } else { 1 };
-            let split = if partition == "blocks" {
-                Partition::Blocks(cfg.block)
-            } else {
-                Partition::Unique
-            };
-            // This round's share of the transfers.
-            let share = iterations / rounds + usize::from(round < iterations % rounds);
-            let s = &mut samples[i];
-            let from = s.total.len();
-            for _ in 0..share {
-                seq += 1;
-                if path == "copy" {
-                    fill(seq, &mut data);
-                    out.fill(0);
-                    let m = Meter::start(None);
-                    let n = engine.send_message(&data, &mut out, split, depth, c)?;
-                    s.push(&m, engine.last_timing());
-                    check(&what, seq, bytes, n, &out)?;
-                    continue;
-                }
-                fill(seq, tx.as_mut_slice());
-                rx.as_mut_slice().fill(0);
-                let m = Meter::start(None);
-                let (n, timing) = if path == "bare" {
-                    // SAFETY: `regs` is engine 0's register window and `tx`,
-                    // `rx` come from that engine's pool; `recover` halts that
-                    // engine.
-                    unsafe {
-                        super::baseline::two_way(regs, &tx, &mut rx, bytes, || {
-                            engine.dma().recover()
-                        })
-                    }?;
-                    (bytes, Timing::default())
-                } else {
-                    (
-                        engine.two_way(&tx, bytes, &mut rx, c)?,
-                        engine.last_timing(),
-                    )
-                };
-                s.push(&m, timing);
-                check(&what, seq, bytes, n, rx.as_slice())?;
-            }
-            if path == "bare" {
-                // dmaflow's driver gets the engine back in a known state
-                // (its register cache forgotten).
-                engine.dma().reset()?;
-            }
-            Ok::<_, Error>(median(&s.total[from..]))
-        })?;
-        for ((c, way), (s, m)) in points.into_iter().zip(samples.into_iter().zip(&medians)) {
-            match way {
-                ("bare", ..) => row("bare", ("zerocopy", way.1, way.2), bytes, s, m),
-                _ => row(c.name(), way, bytes, s, m),
-            }
-        }
-    }
-    // The kernel-style driver thread takes the engine over: standard I/O only.
-    // It starts on the driver's cores (threads inherit the caller's).
-    let proxy = proxy(vec![engine])?;
-    for &bytes in &cfg.sizes {
-        let iterations = iterations(bytes);
-        let what = format!("loopback {} proxy copy", bytes_label(bytes));
-        progress(&what);
+    let bytes = p.at;
+    let (_, c, (path, buffering, partition)) = series(p.series);
+    let what = format!("loopback {} {}", bytes_label(bytes), p.series);
+    // This round's share of the transfers.
+    let share = cfg.iterations(bytes).div_ceil(cfg.rounds.max(1));
+    // What the fresh board's first transfers cost (its buffers' first
+    // touch, its device thread's first wake-up) is not the point's: they
+    // are checked, not kept.
+    let (mut warm, mut s) = (Samples::default(), Samples::default());
+    let next = || SEQ.fetch_add(1, Ordering::Relaxed) + 1;
+    if p.series == PROXY {
+        // The kernel-style driver thread takes the engine over: standard
+        // I/O only. It starts on the driver's cores (threads inherit the
+        // caller's).
+        let proxy = proxy(vec![engine])?;
         let mut buf = vec![0u8; bytes];
-        let mut s = Samples::default();
-        for _ in 0..iterations {
-            seq += 1;
+        for k in 0..WARM_UP + share {
+            let seq = next();
             buf.resize(bytes, 0);
             fill(seq, &mut buf);
             let m = Meter::start(Some(&proxy));
             buf = proxy.transfer(buf, bytes)?;
-            s.push(&m, proxy.last_timing());
+            let kept = if k < WARM_UP { &mut warm } else { &mut s };
+            kept.push(&m, proxy.last_timing());
             check(&what, seq, bytes, buf.len(), &buf)?;
         }
-        // The proxy's transfers in one block (it holds the engine): its
-        // rounds are consecutive shares of them.
-        let shares: Vec<f64> = s
-            .total
-            .chunks(iterations.div_ceil(cfg.rounds.clamp(1, iterations)))
-            .map(median)
-            .collect();
-        row("proxy", ("copy", "single", "unique"), bytes, s, &shares);
+        return Ok((s, None));
     }
-    Ok(rows)
+    let mut tx = engine.pool().alloc::<u8>(bytes)?;
+    let mut rx = engine.pool().alloc::<u8>(bytes)?;
+    let mut data = vec![0u8; bytes];
+    let mut out = vec![0u8; bytes];
+    let depth = if buffering == "double" { 2 } else { 1 };
+    let split = if partition == "blocks" {
+        Partition::Blocks(cfg.block)
+    } else {
+        Partition::Unique
+    };
+    for k in 0..WARM_UP + share {
+        let seq = next();
+        let kept = if k < WARM_UP { &mut warm } else { &mut s };
+        if path == "copy" {
+            fill(seq, &mut data);
+            out.fill(0);
+            let m = Meter::start(None);
+            let n = engine.send_message(&data, &mut out, split, depth, c)?;
+            kept.push(&m, engine.last_timing());
+            check(&what, seq, bytes, n, &out)?;
+            continue;
+        }
+        fill(seq, tx.as_mut_slice());
+        rx.as_mut_slice().fill(0);
+        let m = Meter::start(None);
+        let (n, timing) = if p.series == BARE {
+            // SAFETY: `regs` is the engine's register window and `tx`, `rx`
+            // come from that engine's pool; `recover` halts that engine.
+            unsafe {
+                super::baseline::two_way(regs, &tx, &mut rx, bytes, || engine.dma().recover())
+            }?;
+            (bytes, Timing::default())
+        } else {
+            (
+                engine.two_way(&tx, bytes, &mut rx, c)?,
+                engine.last_timing(),
+            )
+        };
+        kept.push(&m, timing);
+        check(&what, seq, bytes, n, rx.as_slice())?;
+    }
+    if p.series == BARE {
+        // dmaflow's driver gets the engine back in a known state (its
+        // register cache forgotten).
+        engine.dma().reset()?;
+    }
+    drop((tx, rx));
+    Ok((s, Some(engine)))
+}
+
+/// The two-way transfer time, each round's median, over the rounds (us).
+fn time(r: &Row) -> Spread {
+    r.per_round(|s| &s.transfers.total)
+}
+
+/// What the modelled device needs per transfer (us).
+fn model_us(r: &Row) -> f64 {
+    r.samples.first().map_or(f64::NAN, |s| s.model_us)
+}
+
+/// Measured minus modelled: what software and the emulator added to the
+/// device's time.
+fn overhead_us(r: &Row) -> f64 {
+    time(r).median - model_us(r)
+}
+
+/// Measured minus the emulator baseline at the same size, in the same
+/// rounds (the thinnest driver's time, [`super::baseline`]): what dmaflow's
+/// driver added; none for the baseline itself.
+fn over_bare_us(r: &Row) -> Option<f64> {
+    Some(time(r).median - r.baseline_per_round(|s| &s.transfers.total)?.median)
+}
+
+/// The costs of every round's transfers, added up.
+fn cost(r: &Row) -> Tally {
+    r.samples.iter().fold(Tally::default(), |a, s| {
+        let b = s.transfers.cost;
+        Tally {
+            wall: a.wall + b.wall,
+            cpu: a.cpu + b.cpu,
+            delivery: a.delivery + b.delivery,
+            n: a.n + b.n,
+        }
+    })
 }
 
 /// The rows' columns.
-fn columns(rows: &[Row]) -> Columns<'_, Row> {
-    Columns::<Row>::new()
-        .col("bytes", "bytes", |r| bytes_label(r.bytes), |r| r.bytes)
-        .plain("completion", "completion", |r| r.completion)
-        .plain("path", "path", |r| r.way.0)
-        .plain("buffering", "buffering", |r| r.way.1)
-        .plain("partition", "partition", |r| r.way.2)
-        .kept("block_bytes", |r| r.block_bytes)
-        .fixed("us (median)", "median_us", 2, |r| r.median_us)
-        .shown("rounds' medians", |r| {
-            format!("{:.2}..{:.2}", r.rounds.min, r.rounds.max)
-        })
-        .kept("round_median_us_min", |r| r.rounds.min)
-        .kept("round_median_us_max", |r| r.rounds.max)
-        .kept("rounds", |r| r.rounds.n)
-        .fixed("model us", "model_us", 2, |r| r.model_us)
-        .fixed("overhead us", "overhead_us", 2, Row::overhead_us)
+fn columns() -> Columns<'static, Row> {
+    let way = |r: &Row| series(r.point.series).2;
+    Columns::new()
         .col(
-            "over bare us",
-            "over_bare_us",
-            |r| {
-                r.over_bare_us(rows)
-                    .filter(|_| r.completion != "bare")
-                    .map_or("-".into(), |d| format!("{d:+.2}"))
-            },
-            |r| r.over_bare_us(rows),
+            "bytes",
+            "bytes",
+            |r: &Row| bytes_label(r.point.at),
+            |r| r.point.at,
         )
-        .fixed("CPU us", "cpu_us", 2, |r| r.cost.cpu_us())
+        .doc("each way")
+        .plain("completion", "completion", |r| series(r.point.series).0)
+        .doc("poll|yield|irq|adaptive|proxy|bare: the emulator baseline")
+        .plain("path", "path", move |r| way(r).0)
+        .doc("zerocopy|copy")
+        .plain("buffering", "buffering", move |r| way(r).1)
+        .doc("single|double")
+        .plain("partition", "partition", move |r| way(r).2)
+        .doc("unique|blocks")
+        .kept("block_bytes", |r| {
+            r.samples.first().map_or(0, |s| s.block_bytes)
+        })
+        .doc("the blocks' size, the whole message for unique")
+        .fixed("us (median)", "median_us", 2, |r| time(r).median)
+        .doc("two-way transfer, each round's median, the median of the rounds")
+        .shown("rounds' medians", |r| {
+            format!("{:.2}..{:.2}", time(r).min, time(r).max)
+        })
+        .kept("round_median_us_min", |r| time(r).min)
+        .kept("round_median_us_max", |r| time(r).max)
+        .kept("rounds", |r| r.rounds())
+        .doc("every point takes its turn in every round")
+        .fixed("model us", "model_us", 2, model_us)
+        .doc("the modelled device at the profile's port clock; 0 on a board")
+        .fixed("overhead us", "overhead_us", 2, overhead_us)
+        .doc("median_us over model_us")
+        .optional("over bare us", "over_bare_us", 2, over_bare_us)
+        .doc("over the baseline, in the same rounds; null for it")
+        .fixed("CPU us", "cpu_us", 2, |r| cost(r).cpu_us())
+        .doc("driver threads and interrupt delivery, per transfer")
         .fixed("of it irq delivery", "irq_delivery_us", 2, |r| {
-            r.cost.delivery_us()
+            cost(r).delivery_us()
         })
-        .percent("CPU share", "cpu_share", |r| r.cost.cpu_share())
-        .fixed("TX us", "tx_us", 2, |r| r.tx_us)
-        .fixed("RX us", "rx_us", 2, |r| r.rx_us)
+        .doc(
+            "of cpu_us: the emulated interrupt's eventfd write and wake-up, a handler's work \
+             on a board",
+        )
+        .percent("CPU share", "cpu_share", |r| cost(r).cpu_share())
+        .doc("cpu_us over the transfers' wall time")
+        .fixed("TX us", "tx_us", 2, |r| {
+            r.per_round(|s| &s.transfers.tx).median
+        })
+        .doc("MM2S start to its completion")
+        .fixed("RX us", "rx_us", 2, |r| {
+            r.per_round(|s| &s.transfers.rx).median
+        })
+        .doc("S2MM start to its completion")
         .shown("MB/s each way", |r| {
-            format!("{:.1}", r.bytes as f64 / r.median_us)
+            format!("{:.1}", r.point.at as f64 / time(r).median)
         })
-        .kept("us_per_byte", |r| r.median_us / r.bytes as f64)
-        .plain("transfers", "iterations", |r| r.iterations)
+        .fixed("us per byte", "us_per_byte", 4, |r| {
+            time(r).median / r.point.at as f64
+        })
+        .doc("median_us over bytes")
+        .plain("transfers", "iterations", |r| cost(r).n)
+        .doc("transfers timed, all rounds")
+}
+
+/// What was measured.
+fn heading(cfg: &Config) -> String {
+    on_board(
+        format!(
+            "two-way transfers on the emulated fabric ({}, PG021 latencies), median per \
+             transfer; blocks of {}; fresh data every transfer, checked",
+            match cfg.clock {
+                Clock::Unlimited => "unlimited clock".to_string(),
+                Clock::Rate {
+                    mhz,
+                    bytes_per_cycle,
+                } => format!("{mhz} MHz x {bytes_per_cycle} B"),
+            },
+            bytes_label(cfg.block)
+        ),
+        cfg.memory,
+    )
 }
 
 /// The unique zero-copy (or, for `proxy`, copying) row of a mode at a size.
 fn point<'a>(rows: &'a [Row], completion: &str, bytes: usize) -> Option<&'a Row> {
-    rows.iter().find(|r| {
-        r.completion == completion
-            && r.bytes == bytes
-            && r.way.2 == "unique"
-            && (r.way.0 == "zerocopy" || completion == "proxy")
-    })
+    let name = match completion {
+        "proxy" => PROXY.to_string(),
+        c => format!("{c} zerocopy"),
+    };
+    rows.iter()
+        .find(|r| r.point.series == name && r.point.at == bytes)
 }
 
 /// Issue targets: what software adds to a 64-byte transfer, and what waiting
@@ -439,28 +667,26 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
                 format!("64 B two-way, {mode}: overhead over the modelled device < {limit} us"),
                 format!(
                     "{:.2} us ({:.2} us measured, {:.2} us modelled)",
-                    r.overhead_us(),
-                    r.median_us,
-                    r.model_us
+                    overhead_us(r),
+                    time(r).median,
+                    model_us(r)
                 ),
-                r.overhead_us() < limit,
+                overhead_us(r) < limit,
             ));
         }
     }
     // Adaptive completion: polling's latency, interrupts' CPU.
     if let (Some(a), Some(b)) = (point(rows, "adaptive", 64), point(rows, "bare", 64)) {
-        let over = a.median_us - b.median_us;
+        let (a, b) = (time(a).median, time(b).median);
+        let over = a - b;
         out.push(Target::new(
             "64 B two-way, adaptive: < 3 us over the bare driver in the same run",
-            format!(
-                "{over:+.2} us ({:.2} us against {:.2} us)",
-                a.median_us, b.median_us
-            ),
+            format!("{over:+.2} us ({a:.2} us against {b:.2} us)"),
             over < 3.0,
         ));
     }
     for (bytes, limit) in [(4096, 1.05), (64 << 10, 0.25)] {
-        let cpu = |mode| Some(point(rows, mode, bytes)?.cost.cpu_us());
+        let cpu = |mode| Some(cost(point(rows, mode, bytes)?).cpu_us());
         if let (Some(a), Some(p)) = (cpu("adaptive"), cpu("poll")) {
             out.push(Target::new(
                 format!(
@@ -486,26 +712,27 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
 
 /// Host CPU per 4 KiB transfer (us): waiting on the interrupt, and polling.
 fn cpu_at_4k(rows: &[Row]) -> Option<(f64, f64)> {
-    let cpu = |mode| Some(point(rows, mode, 4096)?.cost.cpu_us());
+    let cpu = |mode| Some(cost(point(rows, mode, 4096)?).cpu_us());
     Some((cpu("irq")?, cpu("poll")?))
 }
 
-/// One sentence: at 64 B what software adds to the modelled device in each
-/// mode and what it costs the CPU; at the largest size what copying adds.
-pub fn answer(rows: &[Row]) -> String {
+/// The answer and the targets: at 64 B what software adds to the modelled
+/// device in each mode and what it costs the CPU; at the largest size what
+/// copying adds.
+fn findings(_: &Config, rows: &[Row]) -> Findings {
     let mut clauses = Vec::new();
-    let sizes = || rows.iter().map(|r| r.bytes);
+    let sizes = || rows.iter().map(|r| r.point.at);
     if let Some(small) = sizes().find(|&b| b == 64).or_else(|| sizes().min()) {
         let modes = per_mode(|c| {
             point(rows, c, small).map(|r| {
                 format!(
                     "{c} +{:.1} us ({:.1} us CPU)",
-                    r.overhead_us(),
-                    r.cost.cpu_us()
+                    overhead_us(r),
+                    cost(r).cpu_us()
                 )
             })
         });
-        if let Some(model) = point(rows, "poll", small).map(|r| r.model_us) {
+        if let Some(model) = point(rows, "poll", small).map(model_us) {
             clauses.push(format!(
                 "a {} two-way transfer needs {:.2} us on the modelled device; software adds \
                  {modes}",
@@ -521,7 +748,7 @@ pub fn answer(rows: &[Row]) -> String {
                 .iter()
                 .filter_map(|&c| {
                     let r = point(rows, c, b)?;
-                    Some(format!("{c} {:+.2} us", r.over_bare_us(rows)?))
+                    Some(format!("{c} {:+.2} us", over_bare_us(r)?))
                 })
                 .collect();
             (!modes.is_empty()).then(|| format!("{} {}", bytes_label(b), modes.join(", ")))
@@ -543,83 +770,28 @@ pub fn answer(rows: &[Row]) -> String {
     }
     if let Some(large) = sizes().max()
         && let Some(zero) = point(rows, "poll", large)
-        && let Some(copy) = rows.iter().find(|r| {
-            (r.completion, r.bytes, r.way) == ("poll", large, ("copy", "single", "unique"))
-        })
+        && let Some(copy) = rows
+            .iter()
+            .find(|r| (r.point.series, r.point.at) == ("poll copy single unique", large))
     {
         clauses.push(format!(
             "at {} copying through driver buffers takes {:.0} us against {:.0} us zero-copy",
             bytes_label(large),
-            copy.median_us,
-            zero.median_us
+            time(copy).median,
+            time(zero).median
         ));
     }
-    sentence(&clauses)
-}
-
-/// The run as a report: table, time and time per byte against size (paper
-/// 002's Figs. 4-5).
-pub fn report(cfg: &Config, rows: &[Row]) -> Report {
-    let label = |r: &Row| {
-        if r.way.0 == "zerocopy" || r.completion == "proxy" {
-            format!("{} {}", r.completion, r.way.0)
-        } else {
-            format!("{} copy {} {}", r.completion, r.way.1, r.way.2)
-        }
-    };
-    let plot = |title: &str, y_label: &str, y: fn(&Row) -> f64| {
-        super::beside::plot(
-            title,
-            y_label,
-            series_by(rows, label, |r| r.bytes as f64, y),
-        )
-        .log_y()
-    };
-    let heading = on_board(
-        format!(
-            "loopback: two-way transfers on the emulated fabric ({}, PG021 latencies), \
-             median per transfer; blocks of {}; fresh data every transfer, checked",
-            match cfg.clock {
-                Clock::Unlimited => "unlimited clock".to_string(),
-                Clock::Rate {
-                    mhz,
-                    bytes_per_cycle,
-                } => format!("{mhz} MHz x {bytes_per_cycle} B"),
-            },
-            bytes_label(cfg.block)
-        ),
-        cfg.memory,
-    );
-    Report::of("loopback", heading, &columns(rows), rows)
-        .answer(answer(rows))
-        .targets(targets(rows))
-        .plots([
-            plot(
-                "Two-way transfer time (paper 002, Fig. 4)",
-                "time per transfer (µs)",
-                |r| r.median_us,
-            ),
-            plot(
-                "Time per byte (paper 002, Fig. 5)",
-                "time per byte (µs/B)",
-                |r| r.median_us / r.bytes as f64,
-            ),
-            plot(
-                "What software adds to the modelled device",
-                "overhead per transfer (µs)",
-                |r| r.overhead_us().max(1e-3),
-            ),
-            plot(
-                "Host CPU per transfer (driver-side threads)",
-                "CPU time per transfer (µs)",
-                |r| r.cost.cpu_us().max(1e-3),
-            ),
-        ])
+    Findings {
+        clauses,
+        targets: targets(rows),
+        ..Findings::default()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::harness::Experiment;
 
     #[test]
     fn tiny_sweep_checks_its_data_and_reports_every_point() {
@@ -631,50 +803,72 @@ mod tests {
         assert!(check("t", 3, 64, 64, &[0u8; 64]).is_err());
         assert!(check("t", 3, 64, 63, &p).is_err());
         let cfg = Config::at(&Setup::TINY);
-        let rows = run(&cfg, &mut |_| {}).unwrap();
+        let rows = EXPERIMENT.rows(&cfg, &mut |_| {}).unwrap();
         // Per completion mode (poll, yield, irq, adaptive): 8 B zerocopy + copy
         // single/double; 4096 B adds blocks of 1 KiB for both; one proxy and one
         // emulator baseline row per size.
         assert_eq!(rows.len(), 4 * 3 + 4 * 5 + 2 + 2);
         // The baseline moved checked data too, and every driver row is set
         // against it.
-        let bare: Vec<&Row> = rows.iter().filter(|r| r.completion == "bare").collect();
+        let bare: Vec<&Row> = rows.iter().filter(|r| r.point.series == BARE).collect();
         assert_eq!(bare.len(), 2);
-        assert!(bare.iter().all(|b| b.median_us > 0.0));
-        assert!(rows.iter().all(|r| r.over_bare_us(&rows).is_some()));
-        for r in rows.iter().filter(|r| r.way.2 == "blocks") {
-            assert_eq!((r.bytes, r.block_bytes), (4096, 1024));
+        assert!(bare.iter().all(|b| time(b).median > 0.0));
+        let others = rows.iter().filter(|r| r.point.series != BARE);
+        assert!(others.clone().all(|r| over_bare_us(r).is_some()));
+        for r in rows
+            .iter()
+            .filter(|r| series(r.point.series).2.2 == "blocks")
+        {
+            assert_eq!((r.point.at, r.samples[0].block_bytes), (4096, 1024));
         }
         // The tiny run's link is the Zynq-7000's HP port, clocked.
         assert_eq!(cfg.clock, dmaflow::sim::Profile::ZYNQ7000.port);
         for r in &rows {
+            let (median, tx, rx) = (
+                time(r).median,
+                r.per_round(|s| &s.transfers.tx).median,
+                r.per_round(|s| &s.transfers.rx).median,
+            );
+            // Every round's share of the 30 transfers, in both rounds.
+            assert_eq!((r.rounds(), cost(r).n), (2, 30), "{}", r.point.series);
             // Each direction is timed inside the whole call.
-            assert!(r.tx_us <= r.median_us * 1.5 + 1.0, "{r:?}");
-            assert!(r.rx_us <= r.median_us * 1.5 + 1.0, "{r:?}");
-            assert!(r.median_us > 0.0 && r.median_us.is_finite(), "{r:?}");
+            assert!(tx <= median * 1.5 + 1.0, "{r:?}");
+            assert!(rx <= median * 1.5 + 1.0, "{r:?}");
+            assert!(median > 0.0 && median.is_finite(), "{r:?}");
             // On a clocked link the device time is a floor: 4 KiB at
             // 1200 MB/s is 3.41 us; no transfer beats the device.
-            assert!(r.bytes != 4096 || r.model_us > 3.41, "{r:?}");
-            assert!(r.median_us >= r.model_us, "{r:?}");
+            assert!(r.point.at != 4096 || model_us(r) > 3.41, "{r:?}");
+            assert!(time(r).min >= model_us(r), "{r:?}");
             // The driver's threads cannot use more CPU than two cores' worth
             // of the time they ran (with room for the CPU clock's jitter over
             // a few microseconds: 2.09 was seen on an idle machine), and
             // polling is never free.
-            assert!(r.cost.cpu_share() <= 2.5, "{r:?}");
-            if r.completion == "poll" {
-                assert!(r.cost.cpu_us() > 0.0, "{r:?}");
+            assert!(cost(r).cpu_share() <= 2.5, "{r:?}");
+            if series(r.point.series).0 == "poll" {
+                assert!(cost(r).cpu_us() > 0.0, "{r:?}");
             }
         }
-        assert_eq!(rows.iter().filter(|r| r.completion == "proxy").count(), 2);
-        let report = report(&cfg, &rows);
+        assert_eq!(rows.iter().filter(|r| r.point.series == PROXY).count(), 2);
+        let report = EXPERIMENT.report(&cfg, &rows);
         let j = report.json;
         assert_eq!(j["experiment"], "loopback");
         assert_eq!(j["rows"][0]["bytes"], 8);
         assert_eq!(j["rows"][0]["buffering"], "single");
         assert_eq!(j["rows"][0]["partition"], "unique");
-        for k in ["cpu_us", "model_us", "overhead_us", "cpu_share"] {
+        for k in [
+            "cpu_us",
+            "model_us",
+            "overhead_us",
+            "cpu_share",
+            "over_bare_us",
+        ] {
             assert!(j["rows"][0][k].is_number(), "no {k}");
         }
         assert!(report.text.contains("zerocopy"));
+        assert_eq!(report.plots.len(), 4);
+        // The time plot carries each point's rounds.
+        let time_plot = &report.plots[0].series[0];
+        assert_eq!(time_plot.interval.len(), time_plot.points.len());
+        assert_eq!(EXPERIMENT.board_mode(), Ok(Mode::Direct));
     }
 }

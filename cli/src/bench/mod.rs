@@ -117,12 +117,11 @@ mod on_boards {
     fn dma_experiments_run_on_the_non_coherent_board_with_their_data_checked() {
         macro_rules! on_noncoherent {
             ($m:ident) => {{
-                let cfg = $m::Config::at(&Setup {
+                let setup = Setup {
                     memory: MemoryModel::NonCoherent,
                     ..Setup::TINY
-                });
-                let rows = $m::run(&cfg, &mut |_| {}).unwrap();
-                let json = $m::report(&cfg, &rows).json;
+                };
+                let json = $m::EXPERIMENT.run(&setup, &mut |_| {}).unwrap().json;
                 let rows = json["rows"].as_array().cloned().unwrap_or_default();
                 assert!(!rows.is_empty(), stringify!($m));
                 for r in rows {
