@@ -26,7 +26,7 @@ use super::harness::{Experiment, OnGpu, Setup};
 use super::on_board::{BoardRig, Mode};
 use super::plot::{LinePlot, Series, XAxis};
 use super::report::{Report, Target, sentence};
-use super::spread::{Ratio, Spread, in_turns};
+use super::spread::{Ratio, Spread, in_turns, mean_and_deviation};
 
 /// One point of an experiment: a series (an implementation, a mode, a path)
 /// at a parameter.
@@ -134,6 +134,25 @@ impl<P, S> Row<P, S> {
     /// e.g. every transfer of the round), spread over the rounds.
     pub fn per_round(&self, values: impl Fn(&S) -> &[f64]) -> Spread {
         per_round(&self.samples, values)
+    }
+
+    /// Every round's `values` as one sample (e.g. every transfer of every
+    /// round), summarised.
+    pub fn pooled(&self, values: impl Fn(&S) -> &[f64]) -> Spread {
+        Spread::of(&self.pooled_values(values))
+    }
+
+    /// The mean and population standard deviation of every round's
+    /// `values` as one sample.
+    pub fn pooled_mean(&self, values: impl Fn(&S) -> &[f64]) -> (f64, f64) {
+        mean_and_deviation(&self.pooled_values(values))
+    }
+
+    fn pooled_values(&self, values: impl Fn(&S) -> &[f64]) -> Vec<f64> {
+        self.samples
+            .iter()
+            .flat_map(|s| values(s).iter().copied())
+            .collect()
     }
 
     /// The baseline's [`Row::per_round`] (none for the baseline itself, or
@@ -534,6 +553,9 @@ pub struct Bench<C: 'static, P: 'static, S: 'static> {
     pub columns: ColumnsOf<P, S>,
     /// The plots, by column keys.
     pub plots: &'static [Plot],
+    /// The text in place of the rows' one table (several tables, e.g. one
+    /// per group of rows, made from columns); none: the rows' table.
+    pub tables: Option<fn(&C, &[Row<P, S>]) -> String>,
     /// What was measured, one line (the frame adds the method).
     pub heading: fn(&C) -> String,
     /// What the rows say.
@@ -573,6 +595,7 @@ impl<C, P, S> Bench<C, P, S> {
             measure,
             columns,
             plots: &[],
+            tables: None,
             heading: |_| String::new(),
             findings: |_, _| Findings::default(),
         }
@@ -638,7 +661,11 @@ impl<C, P: Clone + Display + PartialEq, S: Clone> Bench<C, P, S> {
         );
         let found = (self.findings)(cfg, rows);
         let mut report = Report::of(self.name, heading, &columns, rows);
-        let text = report.text.clone() + &found.notes;
+        let table = match self.tables {
+            Some(tables) => tables(cfg, rows),
+            None => report.text.clone(),
+        };
+        let text = table + &found.notes;
         for (key, value) in found.kept {
             report = report.kept(key, value);
         }
@@ -758,6 +785,10 @@ mod tests {
         }
     }
 
+    fn toy_tables(_: &usize, rows: &[Row<u32, f64>]) -> String {
+        format!("{} rows\n", rows.len())
+    }
+
     static TOY: Bench<usize, u32, f64> = Bench {
         name: "toy",
         question: "toy",
@@ -796,6 +827,15 @@ mod tests {
         assert_eq!(base.median, rows[0].median(|s| *s));
         assert!(rows[0].baseline_per_round(std::slice::from_ref).is_none());
         assert_eq!(TOY.board_mode(), Err(TOY.emulator_only));
+        let tabled = Bench {
+            tables: Some(toy_tables),
+            ..TOY
+        };
+        assert!(tabled.report(&3, &rows).text.starts_with("4 rows\n"));
+        let all = rows[1].pooled(std::slice::from_ref);
+        assert_eq!((all.n, all.median), (3, rows[1].median(|s| *s)));
+        let (mean, _) = rows[1].pooled_mean(std::slice::from_ref);
+        assert!(all.min <= mean && mean <= all.max);
         let q = rows[3].ratio(|s| *s).unwrap();
         assert!(q.0.min > 1.9 && q.0.max < 2.1 && q.verdict() == "faster");
         let rep = TOY.report(&3, &rows);

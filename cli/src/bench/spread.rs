@@ -197,6 +197,15 @@ impl Ratio {
     }
 }
 
+/// The mean of `samples` and their population standard deviation (`NaN`
+/// with none): what a mean-reporting paper gives beside the median.
+pub fn mean_and_deviation(samples: &[f64]) -> (f64, f64) {
+    let n = samples.len() as f64;
+    let mean = samples.iter().sum::<f64>() / n;
+    let var = samples.iter().map(|s| (s - mean).powi(2)).sum::<f64>() / n;
+    (mean, var.sqrt())
+}
+
 /// The confidence with which every interval of a family holds at once.
 pub const FAMILY_CONFIDENCE: f64 = 0.95;
 
@@ -258,6 +267,14 @@ impl Interval {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mean_and_population_deviation() {
+        let (m, d) = mean_and_deviation(&[10.0, 20.0, 30.0]);
+        assert_eq!(m, 20.0);
+        assert!((d - (200.0f64 / 3.0).sqrt()).abs() < 1e-12);
+        assert!(mean_and_deviation(&[]).0.is_nan());
+    }
 
     #[test]
     fn a_summary_is_that_of_the_samples() {
