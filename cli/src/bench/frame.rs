@@ -513,6 +513,9 @@ pub type Prepare<C> = fn(&mut C, &mut dyn FnMut(&str)) -> Result<(), Error>;
 /// progress text goes to the third argument.
 pub type OnBoardPrepare<C> = fn(&mut C, BoardRig, &mut dyn FnMut(&str)) -> Result<(), Error>;
 
+/// The text an experiment gives in place of its rows' one table.
+pub type TablesOf<C, P, S> = fn(&C, &[Row<P, S>]) -> String;
+
 /// The rows' columns as an experiment states them.
 pub type ColumnsOf<P, S> = fn() -> Columns<'static, Row<P, S>>;
 
@@ -555,7 +558,7 @@ pub struct Bench<C: 'static, P: 'static, S: 'static> {
     pub plots: &'static [Plot],
     /// The text in place of the rows' one table (several tables, e.g. one
     /// per group of rows, made from columns); none: the rows' table.
-    pub tables: Option<fn(&C, &[Row<P, S>]) -> String>,
+    pub tables: Option<TablesOf<C, P, S>>,
     /// What was measured, one line (the frame adds the method).
     pub heading: fn(&C) -> String,
     /// What the rows say.
