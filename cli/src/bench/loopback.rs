@@ -6,14 +6,9 @@
 //! transfers each, on a board of its own (on a real board, `--board`, the
 //! same engine, opened again after the kernel-style proxy took it over).
 
-use std::cell::RefCell;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use dmaflow::axi::Config as AxiConfig;
-use dmaflow::board::Board;
-use dmaflow::dma::{Completion, DynEngine, Engine, Partition, Timing};
-use dmaflow::platform::uio::UioRegisters;
+use dmaflow::dma::{Completion, Engine, Partition, Timing};
 use dmaflow::platform::{IrqLine, MemoryModel, RegisterSpace};
 use dmaflow::sim::{Clock, Loopback};
 
@@ -24,7 +19,7 @@ use super::error::Error;
 use super::frame::{Bench, Findings, Plot, Point};
 use super::harness::{OnGpu, Setup, Tables, Tier, bytes_label, on_board};
 use super::meter::{Meter, Samples, Tally};
-use super::on_board::{BoardRig, Mode};
+use super::on_board::{BoardRig, KeptBoard, Mode};
 use super::plot::XAxis;
 use super::report::{Target, per_mode};
 use super::spread::Spread;
@@ -105,32 +100,12 @@ pub struct Config {
     pub rounds: usize,
     /// A real board's engine in loopback (`--board`), measured in place of
     /// an emulated board per measurement.
-    pub board: Option<RealBoard>,
-}
-
-/// A real board's engine in loopback, kept between measurements.
-pub struct RealBoard {
-    /// The board (its UIO devices and u-dma-buf pool).
-    board: Board,
-    /// The engine's block-design name.
-    engine_name: String,
-    /// Its register window, for the bare baseline.
-    registers: UioRegisters,
-    /// Where the board was found.
-    root: PathBuf,
-    /// The engine, none after the kernel-style proxy took it over.
-    engine: RefCell<Option<DynEngine>>,
+    pub board: Option<KeptBoard>,
 }
 
 /// Keeps the board's engine for the run (`--board`).
 fn on_the_board(cfg: &mut Config, rig: BoardRig, _: &mut dyn FnMut(&str)) -> Result<(), Error> {
-    cfg.board = Some(RealBoard {
-        board: rig.board,
-        engine_name: rig.engine_name,
-        registers: rig.registers,
-        root: rig.root,
-        engine: RefCell::new(Some(rig.engine)),
-    });
+    cfg.board = Some(KeptBoard::new(rig));
     Ok(())
 }
 
@@ -414,18 +389,10 @@ fn measure(cfg: &Config, p: &Point<usize>) -> Result<Sample, Error> {
     // Nothing is modelled on a real board: model_us is 0. The proxy driver
     // keeps the engine it takes over: the next point opens it anew (a
     // reset, as an emulated point's fresh board).
-    let engine = match real.engine.take() {
-        Some(e) => e,
-        None => real
-            .board
-            .engine(&real.engine_name, AxiConfig::default())
-            .map_err(|e| Error::Board {
-                root: real.root.display().to_string(),
-                advice: vec![e.to_string()],
-            })?,
-    };
-    let (transfers, engine) = transfers(cfg, p, engine, &real.registers)?;
-    real.engine.replace(engine);
+    let (transfers, engine) = transfers(cfg, p, real.take()?, real.registers())?;
+    if let Some(engine) = engine {
+        real.give_back(engine);
+    }
     Ok(Sample {
         transfers,
         block_bytes,
@@ -549,15 +516,9 @@ fn over_bare_us(r: &Row) -> Option<f64> {
 
 /// The costs of every round's transfers, added up.
 fn cost(r: &Row) -> Tally {
-    r.samples.iter().fold(Tally::default(), |a, s| {
-        let b = s.transfers.cost;
-        Tally {
-            wall: a.wall + b.wall,
-            cpu: a.cpu + b.cpu,
-            delivery: a.delivery + b.delivery,
-            n: a.n + b.n,
-        }
-    })
+    r.samples
+        .iter()
+        .fold(Tally::default(), |a, s| a.plus(s.transfers.cost))
 }
 
 /// The rows' columns.

@@ -72,6 +72,16 @@ impl Tally {
         self.n += 1;
     }
 
+    /// This tally and `other`'s, added up.
+    pub fn plus(self, other: Tally) -> Tally {
+        Tally {
+            wall: self.wall + other.wall,
+            cpu: self.cpu + other.cpu,
+            delivery: self.delivery + other.delivery,
+            n: self.n + other.n,
+        }
+    }
+
     /// The sum as one cost.
     pub fn cost(&self) -> Cost {
         Cost {

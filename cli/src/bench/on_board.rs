@@ -9,6 +9,7 @@
 //! The experiments wait on interrupts as well as polling, so a channel without
 //! its interrupt line, only a warning for `dmaflow info`, is missing here.
 
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 
 use crate::board_check::{check, engines};
@@ -72,6 +73,54 @@ impl BoardRig {
             pool.bus_range().1 >> 20,
             pool.policy(),
         )
+    }
+}
+
+/// A board kept for a whole run: its engine lent to each measurement, and
+/// opened again (a reset, as an emulated measurement's fresh board) after a
+/// driver that keeps it (the kernel-style proxy) took it over.
+pub struct KeptBoard {
+    board: Board,
+    engine_name: String,
+    registers: UioRegisters,
+    root: PathBuf,
+    spare: RefCell<Option<DynEngine>>,
+}
+
+impl KeptBoard {
+    /// Keeps `rig`'s board, and its engine for the first measurement.
+    pub fn new(rig: BoardRig) -> Self {
+        KeptBoard {
+            board: rig.board,
+            engine_name: rig.engine_name,
+            registers: rig.registers,
+            root: rig.root,
+            spare: RefCell::new(Some(rig.engine)),
+        }
+    }
+
+    /// The engine: the one given back last (at first the rig's), or the
+    /// engine opened anew.
+    pub fn take(&self) -> Result<DynEngine, Error> {
+        if let Some(e) = self.spare.take() {
+            return Ok(e);
+        }
+        self.board
+            .engine(&self.engine_name, AxiConfig::default())
+            .map_err(|e| Error::Board {
+                root: self.root.display().to_string(),
+                advice: vec![e.to_string()],
+            })
+    }
+
+    /// Keeps `engine` for the next measurement.
+    pub fn give_back(&self, engine: DynEngine) {
+        self.spare.replace(Some(engine));
+    }
+
+    /// The engine's register window, for the bare baseline.
+    pub fn registers(&self) -> &UioRegisters {
+        &self.registers
     }
 }
 
