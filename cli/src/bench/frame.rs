@@ -561,6 +561,10 @@ pub struct Bench<C: 'static, P: 'static, S: 'static> {
     pub tables: Option<TablesOf<C, P, S>>,
     /// What was measured, one line (the frame adds the method).
     pub heading: fn(&C) -> String,
+    /// How the figures summarise the rounds, as the heading says it: by
+    /// default each the median of the rounds with their range; an
+    /// experiment whose figures pool every round's values says so.
+    pub figures: &'static str,
     /// What the rows say.
     pub findings: fn(&C, &[Row<P, S>]) -> Findings,
 }
@@ -600,6 +604,7 @@ impl<C, P, S> Bench<C, P, S> {
             plots: &[],
             tables: None,
             heading: |_| String::new(),
+            figures: "each figure the median of the rounds with their min..max",
             findings: |_, _| Findings::default(),
         }
     }
@@ -658,9 +663,10 @@ impl<C, P: Clone + Display + PartialEq, S: Clone> Bench<C, P, S> {
             .unwrap_or_default();
         let heading = format!(
             "{}: {}; {rounds} round(s), the points taking turns (the order reversed every other \
-             round); each figure the median of the rounds with their min..max{compared}",
+             round); {}{compared}",
             self.name,
-            (self.heading)(cfg)
+            (self.heading)(cfg),
+            self.figures
         );
         let found = (self.findings)(cfg, rows);
         let mut report = Report::of(self.name, heading, &columns, rows);
@@ -847,6 +853,10 @@ mod tests {
             rep.heading.starts_with("toy: a toy; 3 round(s)"),
             "{}",
             rep.heading
+        );
+        assert!(
+            rep.heading
+                .contains("; each figure the median of the rounds with")
         );
         let r1 = &rep.json["rows"][1];
         assert_eq!(r1["series"], "other");
