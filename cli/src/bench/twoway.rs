@@ -94,6 +94,7 @@ pub static EXPERIMENT: Bench<Config, At, Sample> = Bench {
     }],
     tables: Some(render),
     heading,
+    figures: "each figure over every transfer of every round",
     findings,
     ..Bench::new(
         Config::at,
@@ -651,7 +652,7 @@ fn heading(cfg: &Config) -> String {
             "two-way transfers of 640-byte lines at 100 MHz x 1 B, {} per size, \
              on the background-subtraction coprocessor (two engines) and a loopback: \
              user-level polling (bare-metal column), a UIO-style interrupt driver, and \
-             the kernel-style proxy driver (Linux column); figures over every transfer",
+             the kernel-style proxy driver (Linux column)",
             cfg.iterations
         ),
         cfg.memory,
@@ -754,6 +755,8 @@ mod tests {
         let report = EXPERIMENT.report(&cfg, &rows);
         assert_eq!(report.json["rows"][0]["core"], "bgsub");
         assert!(report.text.starts_with(CORES[0].1));
+        let pooled = "; each figure over every transfer of every round";
+        assert!(report.heading.contains(pooled), "{}", report.heading);
         assert!(report.answer.contains("both engines"), "{}", report.answer);
         assert_eq!(report.plots.len(), 1);
         assert_eq!(EXPERIMENT.board_mode(), Ok(Mode::Direct));
