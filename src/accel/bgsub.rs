@@ -124,26 +124,28 @@ impl<R: RegisterSpace, I: IrqLine> Node<'_, R, I> {
         }
     }
 
-    /// Posts and waits for one frame of `n` bytes: `frame` and `mask` are its
-    /// spans in the queues. Both answers must be exactly `n` bytes.
-    fn frame(&mut self, frame: &[DmaSpan], mask: &[DmaSpan], n: usize) -> Result<(), Error> {
+    /// Posts one frame of `n` bytes: `frame` and `mask` are its spans in the
+    /// queues. The background in is the last frame's answer (the frame itself
+    /// for the first); the new one goes to the other buffer.
+    fn post(&mut self, frame: &[DmaSpan], mask: &[DmaSpan], n: usize) -> Result<Posted, Error> {
         let spans = |b: &DmaBuf<u8>| {
-            vec![DmaSpan {
+            [DmaSpan {
                 bus: b.bus_addr(),
                 offset: 0,
                 bytes: n,
             }]
         };
+        let background_in = spans(&self.background[0]);
         let bg_in = if self.started {
-            spans(&self.background[0])
+            &background_in[..]
         } else {
-            frame.to_vec()
+            frame
         };
         let bg_out = spans(&self.background[1]);
         // S2MM first on both engines, then MM2S: the answers have somewhere to
         // go before the core starts.
         let mut posted = [[0usize; 2]; 2];
-        for (e, (out, inp)) in [(&bg_out[..], frame), (mask, &bg_in[..])]
+        for (e, (out, inp)) in [(&bg_out[..], frame), (mask, bg_in)]
             .into_iter()
             .enumerate()
         {
@@ -156,10 +158,18 @@ impl<R: RegisterSpace, I: IrqLine> Node<'_, R, I> {
         for (e, rings) in self.rings.iter_mut().enumerate() {
             self.engines[e].dma().ring_flush(&mut rings.mm2s)?;
         }
-        let started = Instant::now();
+        Ok(Posted {
+            descriptors: posted,
+            at: Instant::now(),
+        })
+    }
+
+    /// Waits for the frame `posted`: both answers must be exactly `n` bytes.
+    fn wait(&mut self, posted: &Posted, n: usize) -> Result<(), Error> {
+        let started = posted.at;
         // The answers first, the mask last of all: by the time it has landed
         // the other three have completed too, so only one wait sleeps.
-        for (e, &[_, s2mm]) in posted.iter().enumerate().rev() {
+        for (e, &[_, s2mm]) in posted.descriptors.iter().enumerate().rev() {
             let mut got = 0usize;
             for k in 0..s2mm {
                 let how = self.wait_how(e, Channel::S2mm, started, n);
@@ -178,15 +188,25 @@ impl<R: RegisterSpace, I: IrqLine> Node<'_, R, I> {
                 }
             }
         }
-        for (e, &[mm2s, _]) in posted.iter().enumerate() {
+        for (e, &[mm2s, _]) in posted.descriptors.iter().enumerate() {
             for _ in 0..mm2s {
                 let how = self.wait_how(e, Channel::Mm2s, started, n);
                 self.engines[e].dma().ring_wait(&self.rings[e].mm2s, &how)?;
                 self.rings[e].mm2s.reclaim();
             }
         }
+        // The new background is the next frame's.
+        self.background.swap(0, 1);
+        self.started = true;
         Ok(())
     }
+}
+
+/// A frame with the engines: descriptors per engine (`[mm2s, s2mm]`) and
+/// when its streams started.
+struct Posted {
+    descriptors: [[usize; 2]; 2],
+    at: Instant,
 }
 
 /// Puts `spans` on `ring` as one packet, each span cut to the engine's length
@@ -305,6 +325,16 @@ where
 }
 
 /// The node's loop: a frame in, its mask out, until the input ends.
+///
+/// A frame's background is the last frame's answer, so one frame is with the
+/// engines at a time; but the hand-over of a finished frame (committing its
+/// mask, releasing its input, which wakes the sink and the source) waits
+/// until the next frame is posted when that frame is already in the queue and
+/// its mask has room: the hand-over and the threads it wakes then run while
+/// the device works, off the frame's critical path. Otherwise (the next frame
+/// not there yet, or no room for two masks) the finished frame goes first
+/// and the node waits for the next with nothing posted, so that a queue that
+/// grows never moves memory the device uses.
 fn frames<R: RegisterSpace, I: IrqLine>(
     node: &mut Node<'_, R, I>,
     n: usize,
@@ -312,42 +342,68 @@ fn frames<R: RegisterSpace, I: IrqLine>(
     output: &mut Output<u8>,
     stats: &mut StageStats,
 ) -> Result<(), Error> {
+    // The frame with the engines (at the read and write positions), if any.
+    let mut posted: Option<Posted> = None;
     loop {
-        let got = input.peek(n)?.len();
-        if got == 0 {
-            return Ok(());
-        }
-        if got < n {
-            return Err(Error::Config(format!(
-                "the stream ended inside a frame: {got} of {n} bytes"
-            )));
-        }
-        output.reserve(n)?;
-        let frame = input.dma_spans(0, n)?;
-        let mask = output.dma_spans(0, n)?;
-        for s in &frame {
-            input.sync_for_device(*s)?;
-        }
-        for s in &mask {
-            output.sync_for_cpu(*s)?;
-        }
-        node.holds.extend(input.hold());
-        node.holds.extend(output.hold());
-        node.frame(&frame, &mask, n)?;
+        let current = match posted.take() {
+            Some(p) => p,
+            None => {
+                let got = input.peek(n)?.len();
+                if got == 0 {
+                    return Ok(());
+                }
+                if got < n {
+                    return Err(Error::Config(format!(
+                        "the stream ended inside a frame: {got} of {n} bytes"
+                    )));
+                }
+                output.reserve_for_device(n, true)?;
+                post_at(node, n, 0, input, output)?
+            }
+        };
+        node.wait(&current, n)?;
         node.holds.clear();
-        for s in &mask {
+        for s in &output.dma_spans(0, n)? {
             output.sync_for_cpu(*s)?;
+        }
+        // The next frame, if it is there and its mask has room, goes to the
+        // engines before this one is handed over.
+        let next_ready = input.try_peek(2 * n)?.is_some_and(|s| s.len() >= 2 * n)
+            && output.reserve_for_device(2 * n, false)?;
+        if next_ready {
+            posted = Some(post_at(node, n, n, input, output)?);
         }
         output.commit(n)?;
         input.consume(n)?;
-        node.background.swap(0, 1);
-        node.started = true;
         stats.windows += 1;
         // The device read the frame and a background, and wrote a background
         // and the mask; the mask is delivered.
         stats.bytes_in += 2 * n as u64;
         stats.bytes_out += n as u64;
     }
+}
+
+/// Posts the frame `at` bytes past the input's read position, its mask `at`
+/// bytes past the output's write position (both reserved or readable), the
+/// queues' memory held while the engines have them.
+fn post_at<R: RegisterSpace, I: IrqLine>(
+    node: &mut Node<'_, R, I>,
+    n: usize,
+    at: usize,
+    input: &mut Input<u8>,
+    output: &mut Output<u8>,
+) -> Result<Posted, Error> {
+    let frame = input.dma_spans(at, n)?;
+    let mask = output.dma_spans(at, n)?;
+    for s in &frame {
+        input.sync_for_device(*s)?;
+    }
+    for s in &mask {
+        output.sync_for_cpu(*s)?;
+    }
+    node.holds.extend(input.hold());
+    node.holds.extend(output.hold());
+    node.post(&frame, &mask, n)
 }
 
 /// Adds the background-subtraction coprocessor as node `name` of `g` (see

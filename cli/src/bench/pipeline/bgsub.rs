@@ -79,6 +79,54 @@ fn copying_node(
     }
 }
 
+/// What the accelerator node's pipeline and the device-only run share: the
+/// board (the core behind its two scatter-gather engines, memory for both
+/// queues, the rendered frames and the backgrounds, the device thread on a
+/// core of its own while the placement lives) and the frames: `p`, `n` bytes
+/// each, `frames` of them, queues of `queue` bytes.
+struct Board {
+    rig: Rig,
+    _placed: dmaflow::rig::Placement,
+    p: Params,
+    n: usize,
+    frames: usize,
+    queue: usize,
+}
+
+/// Frames in a run of `bytes` bytes of `n`-byte frames (at least every
+/// distinct frame once).
+fn frames_of(n: usize, bytes: usize) -> usize {
+    (bytes / n).max(DISTINCT)
+}
+
+/// Each pipeline's queues for frames of `n` bytes: four frames and 64 KiB.
+fn queue_bytes(n: usize) -> usize {
+    4 * n + (64 << 10)
+}
+
+/// The board and frames for a run of `bytes` bytes of `frame_bytes` frames.
+fn board(clock: Clock, frame_bytes: usize, bytes: usize) -> Result<Board, Error> {
+    let p = params(frame_bytes)?;
+    let n = p.frame_bytes();
+    let queue = queue_bytes(n);
+    let rig = Rig::new(
+        (4 * queue + DISTINCT * n + (4 << 20)).next_power_of_two(),
+        clock,
+        true,
+        CachePolicy::Coherent,
+        Box::new(BgSubCore::new(p)),
+    )?;
+    let _placed = rig.dedicate_core()?;
+    Ok(Board {
+        rig,
+        _placed,
+        p,
+        n,
+        frames: frames_of(n, bytes),
+        queue,
+    })
+}
+
 /// One run: frames of `frame_bytes`, `bytes` bytes of them in all.
 pub(super) fn run_once(
     clock: Clock,
@@ -86,36 +134,32 @@ pub(super) fn run_once(
     bytes: usize,
     zero_copy: bool,
 ) -> Result<Run, Error> {
-    let p = params(frame_bytes)?;
-    let n = p.frame_bytes();
-    let frames = (bytes / n).max(DISTINCT);
-    let queue = 4 * n + (64 << 10);
-    let rendered = Arc::new(synthetic_frames(&p, DISTINCT, 5));
-    let source = |s| -> Body { Box::new(source(s, rendered, n, frames)) };
+    let body = |p: &Params, n: usize, frames: usize| {
+        let rendered = Arc::new(synthetic_frames(p, DISTINCT, 5));
+        move |s: Output<u8>| -> Body { Box::new(source(s, rendered, n, frames)) }
+    };
     if !zero_copy {
+        let p = params(frame_bytes)?;
+        let n = p.frame_bytes();
+        let source = body(&p, n, frames_of(n, bytes));
         let hw = BgSubCoprocessor::new(p, clock, COMPLETION)?;
         let _placed = hw.rig().dedicate_core()?;
         let node = |a, b| -> Body { Box::new(copying_node(hw, n, a, b)) };
-        return run_pipeline::<u8>("bgsub", queue, None, source, node);
+        return run_pipeline::<u8>("bgsub", queue_bytes(n), None, source, node);
     }
-    let mut rig = Rig::new(
-        (4 * queue + 4 * n + (4 << 20)).next_power_of_two(),
-        clock,
-        true,
-        CachePolicy::Coherent,
-        Box::new(BgSubCore::new(p)),
-    )?;
-    let _placed = rig.dedicate_core()?;
-    let memory = rig.engines[0].pool().queue_memory();
+    let mut b = board(clock, frame_bytes, bytes)?;
+    let (n, queue) = (b.n, b.queue);
+    let source = body(&b.p, n, b.frames);
+    let memory = b.rig.engines[0].pool().queue_memory();
     let memory = Some(memory.map_err(dmaflow::rig::Error::from)?);
-    let (e1, e0) = (rig.engines.remove(1), rig.engines.remove(0));
+    let (e1, e0) = (b.rig.engines.remove(1), b.rig.engines.remove(0));
     let cfg = bgsub::Config {
-        params: p,
+        params: b.p,
         completion: COMPLETION,
     };
-    run_pipeline::<u8>("bgsub", queue, memory, source, |mut a, mut b| {
+    run_pipeline::<u8>("bgsub", queue, memory, source, |mut input, mut output| {
         Box::new(move || {
-            bgsub::run([&e0, &e1], &cfg, &mut a, &mut b)?;
+            bgsub::run([&e0, &e1], &cfg, &mut input, &mut output)?;
             Ok(())
         })
     })
@@ -124,7 +168,7 @@ pub(super) fn run_once(
 /// Bytes delivered by a run of `bytes` bytes of `frame_bytes` frames.
 pub(super) fn delivered(frame_bytes: usize, bytes: usize) -> Result<u64, Error> {
     let n = params(frame_bytes)?.frame_bytes();
-    Ok(((bytes / n).max(DISTINCT) * n) as u64)
+    Ok((frames_of(n, bytes) * n) as u64)
 }
 
 /// The emulated core's own compute rate on this host, mask bytes per second:
@@ -149,18 +193,9 @@ pub(super) fn core_rate(frame_bytes: usize) -> Result<f64, Error> {
 /// background sent (the first frame standing in for its own background, as
 /// the node does), each answer's length checked; nothing reads the masks.
 pub(super) fn device_once(clock: Clock, frame_bytes: usize, bytes: usize) -> Result<Run, Error> {
-    let p = params(frame_bytes)?;
-    let n = p.frame_bytes();
-    let frames = (bytes / n).max(DISTINCT);
-    let rig = Rig::new(
-        (DISTINCT * n + 3 * n + (4 << 20)).next_power_of_two(),
-        clock,
-        true,
-        CachePolicy::Coherent,
-        Box::new(BgSubCore::new(p)),
-    )?;
-    let _placed = rig.dedicate_core()?;
-    let (e0, e1) = (&rig.engines[0], &rig.engines[1]);
+    let b = board(clock, frame_bytes, bytes)?;
+    let (p, n, frames) = (b.p, b.n, b.frames);
+    let (e0, e1) = (&b.rig.engines[0], &b.rig.engines[1]);
     let pool = e0.pool();
     let mut video = pool.alloc::<u8>(DISTINCT * n)?;
     video
@@ -216,6 +251,7 @@ pub(super) fn device_once(clock: Clock, frame_bytes: usize, bytes: usize) -> Res
     Ok(Run {
         wall,
         cpu,
+        node_cpu: cpu,
         out_bytes,
         copied: 0,
         digest: 0,

@@ -117,15 +117,22 @@ fn copying_node(
     }
 }
 
-/// One run: `window_bytes` of filtered output per window, `samples` samples.
-pub(super) fn run_once(
-    clock: Clock,
-    window_bytes: usize,
-    samples: usize,
-    zero_copy: bool,
-) -> Result<Run, Error> {
+/// What the FIR pipelines and their device-only run share: the board (the
+/// FIR core, its taps loaded, behind one scatter-gather engine, the device
+/// thread on a core of its own while the placement lives) and the windows:
+/// `hop` samples of output each, `window` samples in, `depth` in flight.
+struct Board {
+    rig: Rig,
+    _placed: dmaflow::rig::Placement,
+    hop: usize,
+    window: usize,
+    depth: usize,
+}
+
+/// The board and windows for `window_bytes` of filtered output per window.
+fn board(clock: Clock, window_bytes: usize) -> Result<Board, Error> {
     let hop = window_bytes / 4;
-    let mut rig = Rig::new(
+    let rig = Rig::new(
         64 << 20,
         clock,
         true,
@@ -134,17 +141,33 @@ pub(super) fn run_once(
     )?;
     load_taps(&rig.control()?, &taps()).map_err(Error::peer("FIR coprocessor"))?;
     let _placed = rig.dedicate_core()?;
-    let window = hop + TAPS - 1;
-    let depth = (IN_FLIGHT / window_bytes).max(4);
+    Ok(Board {
+        rig,
+        _placed,
+        hop,
+        window: hop + TAPS - 1,
+        depth: (IN_FLIGHT / window_bytes).max(4),
+    })
+}
+
+/// One run: `window_bytes` of filtered output per window, `samples` samples.
+pub(super) fn run_once(
+    clock: Clock,
+    window_bytes: usize,
+    samples: usize,
+    zero_copy: bool,
+) -> Result<Run, Error> {
+    let mut b = board(clock, window_bytes)?;
+    let (hop, window, depth) = (b.hop, b.window, b.depth);
     let queue = window + depth * hop + (64 << 10);
     // For the accelerator node, both queues in the board's DMA memory.
     let memory = if zero_copy {
-        let m = rig.engines[0].pool().queue_memory();
+        let m = b.rig.engines[0].pool().queue_memory();
         Some(m.map_err(dmaflow::rig::Error::from)?)
     } else {
         None
     };
-    let engine = rig.engines.remove(0);
+    let engine = b.rig.engines.remove(0);
     let source = |s| -> Body { Box::new(source(s, samples)) };
     run_pipeline::<f32>("fir", queue, memory, source, |mut a, mut b| {
         if !zero_copy {
@@ -196,19 +219,9 @@ pub(super) fn core_rate(window_bytes: usize) -> f64 {
 /// (the core's work does not depend on the samples' values) and every answer
 /// landed in one of `depth` slots, its length checked; nothing reads it.
 pub(super) fn device_once(clock: Clock, window_bytes: usize, samples: usize) -> Result<Run, Error> {
-    let hop = window_bytes / 4;
-    let rig = Rig::new(
-        64 << 20,
-        clock,
-        true,
-        CachePolicy::Coherent,
-        Box::new(FirCore::new()),
-    )?;
-    load_taps(&rig.control()?, &taps()).map_err(Error::peer("FIR coprocessor"))?;
-    let _placed = rig.dedicate_core()?;
-    let window = hop + TAPS - 1;
-    let depth = (IN_FLIGHT / window_bytes).max(4);
-    let engine = &rig.engines[0];
+    let b = board(clock, window_bytes)?;
+    let (hop, window, depth) = (b.hop, b.window, b.depth);
+    let engine = &b.rig.engines[0];
     // Windows in the input buffer, sent in turn.
     let turn = 2 * depth;
     let in_items = window + (turn - 1) * hop;
@@ -267,6 +280,7 @@ pub(super) fn device_once(clock: Clock, window_bytes: usize, samples: usize) -> 
     Ok(Run {
         wall,
         cpu,
+        node_cpu: cpu,
         out_bytes,
         copied: 0,
         digest: 0,

@@ -72,7 +72,8 @@ pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
           modelled link allows; null unlimited), link_share,\n\
           core_mb_per_s (the emulated core's own compute rate on this\n\
           host), cpu_us_per_mb (host CPU of the source, node and sink\n\
-          threads per MB delivered), copied_per_byte (payload bytes the\n\
+          threads per MB delivered), node_cpu_us_per_mb (the node's\n\
+          thread alone; device rows: the driving thread), copied_per_byte (payload bytes the\n\
           library copied on those threads per byte delivered, counted\n\
           where it copies; the largest of the runs), vs_copy (zerocopy\n\
           rows: delivered over the copying pipeline's, run by run, a\n\
@@ -149,6 +150,9 @@ pub struct Row {
     pub mb_per_s: Spread,
     /// Host CPU of the pipeline's threads per MB delivered, in us (median).
     pub cpu_us_per_mb: f64,
+    /// Host CPU of the node's thread alone (device rows: the driving
+    /// thread) per MB delivered, in us (median).
+    pub node_cpu_us_per_mb: f64,
     /// Payload bytes the library copied on the pipeline's threads per byte
     /// delivered ([`dmaflow::copies`]), the largest of the runs.
     pub copied_per_byte: f64,
@@ -177,24 +181,30 @@ impl Row {
 }
 
 /// What one run measures, filled in by its threads: their CPU (ns), the
-/// payload bytes the library copied on them, the output's digest and bytes.
+/// node's alone, the payload bytes the library copied on them, the output's
+/// digest and bytes.
 #[derive(Default)]
 struct Measured {
     cpu: AtomicU64,
+    node_cpu: AtomicU64,
     copied: AtomicU64,
     digest: AtomicU64,
     out_bytes: AtomicU64,
 }
 
 /// A node body that adds its thread's CPU time and the payload bytes the
-/// library copied on it to the run's totals when it ends.
-fn timed(m: &Arc<Measured>, body: Body) -> Body {
+/// library copied on it to the run's totals when it ends (its CPU to the
+/// node's too if it is the `middle` one).
+fn timed(m: &Arc<Measured>, middle: bool, body: Body) -> Body {
     let m = m.clone();
     Box::new(move || {
         let (t0, c0) = (thread_cpu_time(), dmaflow::copies::on_this_thread());
         let r = body();
         let cpu = (thread_cpu_time() - t0).as_nanos() as u64;
         m.cpu.fetch_add(cpu, Ordering::Relaxed);
+        if middle {
+            m.node_cpu.fetch_add(cpu, Ordering::Relaxed);
+        }
         let copied = dmaflow::copies::on_this_thread() - c0;
         m.copied.fetch_add(copied, Ordering::Relaxed);
         r
@@ -247,10 +257,12 @@ fn sink<T: Pod + Send>(mut input: Input<T>, m: &Arc<Measured>) -> Body {
 /// A node's body.
 type Body = Box<dyn FnOnce() -> dmaflow::graph::NodeResult + Send>;
 
-/// What one run gave.
+/// What one run gave: its time, the host CPU of its threads and of the node's
+/// (or driving) thread alone, what it delivered and copied, its digest.
 struct Run {
     wall: Duration,
     cpu: Duration,
+    node_cpu: Duration,
     out_bytes: u64,
     copied: u64,
     digest: u64,
@@ -274,9 +286,9 @@ fn run_pipeline<T: Pod + Send>(
     let (s, a) = edge(("source", "out"), (node, "in"))?;
     let (b, k) = edge((node, "out"), ("sink", "in"))?;
     let m = Arc::new(Measured::default());
-    g.node("source", timed(&m, source(s)))?;
-    g.node(node, timed(&m, middle(a, b)))?;
-    g.node("sink", timed(&m, sink(k, &m)))?;
+    g.node("source", timed(&m, false, source(s)))?;
+    g.node(node, timed(&m, true, middle(a, b)))?;
+    g.node("sink", timed(&m, false, sink(k, &m)))?;
     let t0 = Instant::now();
     g.run()?;
     let wall = t0.elapsed();
@@ -284,6 +296,7 @@ fn run_pipeline<T: Pod + Send>(
     Ok(Run {
         wall,
         cpu: Duration::from_nanos(get(&m.cpu)),
+        node_cpu: Duration::from_nanos(get(&m.node_cpu)),
         out_bytes: get(&m.out_bytes),
         copied: get(&m.copied),
         digest: get(&m.digest),
@@ -376,16 +389,20 @@ fn point(
     let vs_copy = Ratio::of(&mb(&runs[0]), &mb(&runs[1]));
     let vs_device = Ratio::of(&mb(&runs[0]), &mb(&runs[2]));
     let rows = runs.iter().zip(pipelines).map(|(rs, pipeline)| {
-        let per_mb = rs
-            .iter()
-            .map(|r| r.cpu.as_secs_f64() * 1e6 / (r.out_bytes as f64 / 1e6));
+        let per_mb = |cpu: fn(&Run) -> Duration| {
+            let v: Vec<f64> = (rs.iter())
+                .map(|r| cpu(r).as_secs_f64() * 1e6 / (r.out_bytes as f64 / 1e6))
+                .collect();
+            median(&v)
+        };
         Row {
             core,
             pipeline,
             clock: clock_name.clone(),
             window_bytes,
             mb_per_s: Spread::of(&mb(rs)),
-            cpu_us_per_mb: median(&per_mb.collect::<Vec<_>>()),
+            cpu_us_per_mb: per_mb(|r| r.cpu),
+            node_cpu_us_per_mb: per_mb(|r| r.node_cpu),
             copied_per_byte: (rs.iter())
                 .map(|r| r.copied as f64 / r.out_bytes as f64)
                 .fold(0.0, f64::max),
@@ -439,6 +456,9 @@ fn columns<'a>() -> Columns<'a, Row> {
         )
         .fixed("core MB/s", "core_mb_per_s", 0, |r| r.core_mb_per_s)
         .fixed("CPU us/MB", "cpu_us_per_mb", 0, |r| r.cpu_us_per_mb)
+        .fixed("node us/MB", "node_cpu_us_per_mb", 0, |r| {
+            r.node_cpu_us_per_mb
+        })
         .fixed("copied B/B", "copied_per_byte", 2, |r| r.copied_per_byte)
         .shown("of device", |r| {
             r.vs_device.map_or("-".into(), |Ratio(v)| {
@@ -575,8 +595,15 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
                      per MB >= 2x the accelerator node's"
                 ),
                 format!(
-                    "{ratio:.2}x ({:.0} against {:.0} us per MB)",
-                    c.cpu_us_per_mb, z.cpu_us_per_mb
+                    "{ratio:.2}x ({:.0} against {:.0} us per MB; the nodes' threads alone {:.0} \
+                     against {:.0}, the device-only run's {:.0})",
+                    c.cpu_us_per_mb,
+                    z.cpu_us_per_mb,
+                    c.node_cpu_us_per_mb,
+                    z.node_cpu_us_per_mb,
+                    unlimited("device")
+                        .find(|r| r.window_bytes == 64 << 10)
+                        .map_or(f64::NAN, |d| d.node_cpu_us_per_mb)
                 ),
                 ratio >= 2.0,
             ));
@@ -681,6 +708,13 @@ mod tests {
         assert_eq!(rows.len(), 12);
         for r in &rows {
             assert!(r.mb_per_s.median > 0.0 && r.cpu_us_per_mb > 0.0, "{r:?}");
+            // The node's thread is one of the pipeline's (the device-only
+            // run's driving thread its only one).
+            assert!(r.node_cpu_us_per_mb > 0.0, "{r:?}");
+            assert!(r.node_cpu_us_per_mb <= r.cpu_us_per_mb, "{r:?}");
+            if r.pipeline == "device" {
+                assert_eq!(r.node_cpu_us_per_mb, r.cpu_us_per_mb, "{r:?}");
+            }
             // The whole output went through in less than the test's time.
             let out = match r.core {
                 Core::Fir => 4 * cfg.samples,
