@@ -32,7 +32,7 @@ pub mod shm;
 mod spin;
 
 pub use ready::{Readable, Writable};
-pub use spin::{Backoff, Calibration};
+pub use spin::{Backoff, Calibration, SleepBudget};
 
 use std::io;
 use std::marker::PhantomData;
