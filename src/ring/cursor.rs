@@ -8,12 +8,12 @@
 //! at `u64::MAX` so that it never holds the writer back.
 
 use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crossbeam_utils::CachePadded;
 
 use super::barrier::Barrier;
-use super::spin::Backoff;
+use super::spin::{Backoff, SleepBudget};
 use super::{Error, Wait};
 use crate::sync::{
     Arc, AtomicBool, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering, lock, wait, yield_now,
@@ -152,14 +152,13 @@ impl Event {
 ///
 /// A `Block` waiter sleeps until the other side's cursor reaches `position`.
 ///
-/// `previous` holds how long this side's last `Block` wait lasted, and is
-/// set to this one's: a side whose waits come back soon keeps its core
-/// for twice as long before sleeping ([`Backoff::before_sleep_after`]).
+/// `budget` holds how long this side keeps its core before sleeping, learned
+/// from its earlier waits, and learns from this one ([`SleepBudget`]).
 fn wait_until(
     mode: Wait,
     event: &Event,
     position: u64,
-    previous: &mut Duration,
+    budget: &mut SleepBudget,
     mut ready: impl FnMut() -> bool,
 ) {
     if ready() {
@@ -167,17 +166,17 @@ fn wait_until(
     }
     if mode == Wait::Block {
         let start = Instant::now();
-        let mut backoff = Backoff::before_sleep_after(*previous);
-        loop {
+        let mut backoff = Backoff::before_sleep_within(budget);
+        let slept = loop {
             if !backoff.snooze_before_sleep() {
                 event.sleep(position, &mut ready);
-                break;
+                break true;
             }
             if ready() {
-                break;
+                break false;
             }
-        }
-        *previous = start.elapsed();
+        };
+        budget.learn(start.elapsed(), slept);
         return;
     }
     let mut backoff = Backoff::new();
@@ -242,8 +241,8 @@ pub(crate) struct WriteSide<L> {
     /// publish then wakes them. Kept here, not read from the shared state
     /// on each publish.
     notify: bool,
-    /// How long this side's last `Block` wait lasted.
-    previous_wait: Duration,
+    /// How long this side keeps its core before a `Block` sleep.
+    budget: SleepBudget,
 }
 
 /// A reader's end of the protocol.
@@ -257,8 +256,8 @@ pub(crate) struct ReadSide<L> {
     /// Whether the writer may sleep waiting for space (`Wait::Block`): a
     /// release then wakes it.
     notify: bool,
-    /// How long this side's last `Block` wait lasted.
-    previous_wait: Duration,
+    /// How long this side keeps its core before a `Block` sleep.
+    budget: SleepBudget,
 }
 
 /// A reader's view of the queue: the layout and the writer's position as last
@@ -327,7 +326,7 @@ pub(crate) fn pair<L: Clone>(
         min_read: 0,
         slot: 0,
         notify: wait == Wait::Block,
-        previous_wait: Duration::ZERO,
+        budget: SleepBudget::new(),
     };
     let r = w.add_reader();
     (w, r)
@@ -424,7 +423,7 @@ impl<L: Clone> WriteSide<L> {
                 shared.wait,
                 &shared.space,
                 needed,
-                &mut self.previous_wait,
+                &mut self.budget,
                 &mut ready,
             );
         }
@@ -491,7 +490,7 @@ impl<L: Clone> WriteSide<L> {
                 slot: self.slot,
             },
             notify: self.notify,
-            previous_wait: Duration::ZERO,
+            budget: SleepBudget::new(),
         }
     }
 
@@ -640,7 +639,7 @@ impl<L: Clone> ReadSide<L> {
                 shared.wait,
                 &shared.data,
                 read + t,
-                &mut self.previous_wait,
+                &mut self.budget,
                 &mut ready,
             );
         }

@@ -32,7 +32,7 @@ pub mod shm;
 mod spin;
 
 pub use ready::{Readable, Writable};
-pub use spin::{Backoff, Calibration};
+pub use spin::{Backoff, Calibration, SleepBudget};
 
 use std::io;
 use std::marker::PhantomData;
@@ -247,8 +247,9 @@ pub enum Wait {
     Yield,
     /// Spin for as long as a `sched_yield` costs, then `sched_yield` between
     /// checks until as long as a sleep and wake-up cost on this machine has
-    /// passed ([`Calibration`]), then sleep until woken; costs no CPU while
-    /// asleep.
+    /// passed ([`Calibration`]), or longer where this side's earlier waits
+    /// came back soon (up to 50 us, [`SleepBudget`]), then sleep until
+    /// woken; costs no CPU while asleep.
     /// A sleeper is woken by the commit (or consume) that reaches what it
     /// waits for, not by every one: the others cost the waking side a fence
     /// and one load.

@@ -45,9 +45,13 @@ pub struct Calibration {
 
 /// The shortest spin budget: below it, a clock read is a large share of it.
 const MIN_SPIN: Duration = Duration::from_nanos(200);
-/// The longest wait after which a waiter that will sleep keeps the core for
-/// twice as long next time ([`Backoff::before_sleep_after`]).
-const SHORT_WAIT: Duration = Duration::from_micros(25);
+/// The longest a waiter that will sleep keeps its core first, however its
+/// waits went ([`SleepBudget`]).
+const LONGEST_BUDGET: Duration = Duration::from_micros(50);
+/// A wait that ended in a sleep after less than this (spin, yields, sleep and
+/// wake-up together) was short enough that keeping the core would have
+/// served it: the side keeps its core longer next time ([`SleepBudget`]).
+const SHORT_SLEEP: Duration = Duration::from_micros(100);
 /// The longest: a machine so loaded that a yield or wake-up measures longer
 /// is better served by giving the core up.
 #[cfg(not(dmaflow_loom))]
@@ -170,6 +174,76 @@ fn wake_cost() -> Option<Duration> {
     Some(median(samples))
 }
 
+/// How long one side of a queue that sleeps ([`Wait::Block`](super::Wait::Block))
+/// keeps its core before it sleeps, learned from its own waits.
+///
+/// A stream's waits come back at the pace of the other side's work, so the
+/// last few waits say how long the next will last. A wait that ends without
+/// a sleep after `t` sets the budget to `2 t` (the spin-then-block rule's
+/// bound: the spin wastes at most as much as the wait it covers) or three
+/// quarters of the old budget, whichever is longer: one short wait does not
+/// undo what many longer ones taught. A wait that ended in a sleep after less
+/// than 100 us in all, sleep and wake-up included, was one a longer spin
+/// would have covered, and the sleep put a futex wake (and the other side's
+/// lock) on the other side's publish and a wake-up on this one: the budget
+/// doubles. A longer one means the other side is idle: the budget falls back
+/// to a wake-up's cost ([`Calibration::spin_before_sleep`]). The budget
+/// stays between that cost and 50 us.
+///
+/// Measuring only the last wait is not enough: a wait that ends in a sleep
+/// lasts the wake-up too, so once one wait outlasted the budget, every later
+/// one would sleep and read too long to teach a longer budget.
+///
+/// ```
+/// use std::time::Duration;
+/// use dmaflow::ring::{Backoff, SleepBudget};
+/// let mut budget = SleepBudget::new();
+/// let short = budget.get();
+/// budget.learn(Duration::from_micros(30), true);
+/// assert!(budget.get() > short);
+/// let _backoff = Backoff::before_sleep_within(&budget);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SleepBudget {
+    after: Duration,
+}
+
+impl Default for SleepBudget {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SleepBudget {
+    /// Nothing learned yet: a wake-up's cost (measured at the first wait,
+    /// not here).
+    pub const fn new() -> Self {
+        SleepBudget {
+            after: Duration::ZERO,
+        }
+    }
+
+    /// How long from the start of a wait this side keeps its core.
+    pub fn get(&self) -> Duration {
+        self.after.max(Calibration::get().spin_before_sleep())
+    }
+
+    /// Learns from a wait that lasted `waited` in all and ended in a sleep
+    /// (`slept`) or not.
+    pub fn learn(&mut self, waited: Duration, slept: bool) {
+        let floor = Calibration::get().spin_before_sleep();
+        let now = self.after.max(floor);
+        let after = if !slept {
+            (waited * 2).max(now - now / 4)
+        } else if waited < SHORT_SLEEP {
+            now * 2
+        } else {
+            floor
+        };
+        self.after = after.clamp(floor, LONGEST_BUDGET.max(floor));
+    }
+}
+
 /// Pause instructions in the longest step of a spin: a look at the other
 /// side's cursor at most this often, so that the waiter does not keep
 /// stealing the cache line while it is being written.
@@ -179,6 +253,7 @@ const LONGEST_STEP: u32 = 64;
 /// for as long as its budget (a yield's cost, see [`Calibration`]) and then
 /// yields on every [`snooze`](Self::snooze); a waiter that will sleep
 /// ([`before_sleep`](Self::before_sleep)) yields only until a wake-up's cost
+/// (or what the side learned, [`before_sleep_within`](Self::before_sleep_within))
 /// has passed.
 /// The caller looks at what it waits for between two calls.
 ///
@@ -230,18 +305,12 @@ impl Backoff {
         b
     }
 
-    /// A waiter that will sleep, told how long its previous wait lasted: a
-    /// wait that came back within 25 us (`SHORT_WAIT`) is likely to come back as
-    /// soon again (a stream's batches arrive at the pace of the other
-    /// side's work), so it keeps the core for twice that before sleeping,
-    /// never less than [`before_sleep`](Self::before_sleep) does. A sleep
-    /// there would add a wake-up to every batch; a longer wait is served as
-    /// `before_sleep` serves it.
-    pub fn before_sleep_after(previous: Duration) -> Self {
+    /// A waiter that will sleep once `budget` (what this side has learned
+    /// of its waits, see [`SleepBudget`]) has passed since the wait began;
+    /// never sooner than [`before_sleep`](Self::before_sleep) would.
+    pub fn before_sleep_within(budget: &SleepBudget) -> Self {
         let mut b = Self::before_sleep();
-        if previous < SHORT_WAIT {
-            b.sleep_after = b.sleep_after.max(previous * 2);
-        }
+        b.sleep_after = b.sleep_after.max(budget.get());
         b
     }
 
@@ -381,6 +450,50 @@ mod tests {
         assert!(b.is_spun_out() && !b.spin());
         b.reset();
         assert!(!b.is_spun_out() && b.spin());
+    }
+
+    #[test]
+    fn a_sleep_budget_grows_after_short_sleeps_and_falls_back_after_long_ones() {
+        let floor = Calibration::get().spin_before_sleep();
+        let mut b = SleepBudget::new();
+        assert_eq!(b.get(), floor);
+        // Waits that slept yet came back soon: the budget grows to its bound
+        // although each of them read longer than the budget it had.
+        for _ in 0..16 {
+            b.learn(Duration::from_micros(60), true);
+        }
+        assert_eq!(b.get(), LONGEST_BUDGET.max(floor));
+        // A wait the spin covered does not undo that at once ...
+        b.learn(Duration::from_nanos(100), false);
+        assert!(b.get() >= LONGEST_BUDGET.max(floor) * 3 / 4, "{b:?}");
+        // ... many do, down to twice what they last (or the floor).
+        for _ in 0..64 {
+            b.learn(Duration::from_micros(4), false);
+        }
+        assert_eq!(
+            b.get(),
+            Duration::from_micros(8).clamp(floor, LONGEST_BUDGET.max(floor))
+        );
+        // An idle other side: straight back to a wake-up's cost.
+        b.learn(Duration::from_millis(2), true);
+        assert_eq!(b.get(), floor);
+        // A descheduled wait that did not sleep never lifts it past the bound.
+        b.learn(Duration::from_millis(2), false);
+        assert_eq!(b.get(), LONGEST_BUDGET.max(floor));
+    }
+
+    #[test]
+    fn a_waiter_within_a_budget_keeps_its_core_that_long() {
+        let mut budget = SleepBudget::new();
+        for _ in 0..16 {
+            budget.learn(Duration::from_micros(60), true);
+        }
+        let mut b = Backoff::before_sleep_within(&budget);
+        let t = Instant::now();
+        while b.snooze_before_sleep() {
+            assert!(t.elapsed() < Duration::from_secs(5), "the wait never ends");
+        }
+        assert!(t.elapsed() >= budget.get(), "{budget:?}");
     }
 
     #[test]
