@@ -733,6 +733,27 @@ mod tests {
     };
 
     #[test]
+    fn a_figure_no_round_measured_is_a_dash_in_every_spread_cell() {
+        let s = Spread::of(&[2.0, 1.0, 4.0]);
+        assert_eq!(range_text(&s, 1, "", false), "2.0 (1.0..4.0)");
+        assert_eq!(range_text(&s, 0, " us", true), "+2 us (+1..+4)");
+        let row = Row {
+            point: Point {
+                series: "other",
+                at: 1,
+            },
+            samples: vec![f64::NAN; 2],
+            baseline: Some(vec![1.0, 2.0]),
+            others: vec![("base", vec![1.0, 2.0])],
+        };
+        let table = toy_columns().table([&row]);
+        assert!(!table.contains("NaN"), "{table}");
+        // measured, ratio, spread, typical, summary, difference: all "-".
+        let cells: Vec<&str> = table.lines().nth(2).unwrap().split_whitespace().collect();
+        assert_eq!(cells, ["other", "1", "-", "-", "-", "-", "-", "-", "2"]);
+    }
+
+    #[test]
     fn the_frame_measures_in_turns_and_keeps_spreads_ratios_and_plots() {
         let rows = TOY.rows(&3, &mut |_| {}).unwrap();
         assert_eq!(rows.len(), 4);
