@@ -111,11 +111,13 @@ impl<P, S> Row<P, S> {
         self.samples.iter().map(figure).collect()
     }
 
-    /// `figure` minus the baseline's, round by round.
+    /// `figure` minus the baseline's, round by round, leaving out a round
+    /// in which either is not finite.
     pub fn difference(&self, figure: impl Fn(&S) -> f64) -> Option<Spread> {
         let base = self.baseline.as_ref()?;
         let d: Vec<f64> = (self.samples.iter().zip(base))
             .map(|(a, b)| figure(a) - figure(b))
+            .filter(|d| d.is_finite())
             .collect();
         Some(Spread::of(&d))
     }
@@ -179,7 +181,8 @@ impl<'a, P: 'a, S: 'a> Columns<'a, Row<P, S>> {
     }
 
     /// A measured figure: in the table its median times `scale` with
-    /// `places` decimals and the rounds' range; in the JSON its median under
+    /// `places` decimals and the rounds' range ([`range_text`]: `-` where
+    /// no round measured it); in the JSON its median under
     /// `key` and the rounds' smallest and largest under `key_min` and
     /// `key_max`.
     pub fn measured(
@@ -193,13 +196,7 @@ impl<'a, P: 'a, S: 'a> Columns<'a, Row<P, S>> {
         self.col(
             header,
             key,
-            move |r| {
-                let s = r.spread(figure).scaled(scale);
-                format!(
-                    "{:.places$} ({:.places$}..{:.places$})",
-                    s.median, s.min, s.max
-                )
-            },
+            move |r| range_text(&r.spread(figure).scaled(scale), places, "", false),
             move |r| r.median(figure),
         )
         .doc(format!(
@@ -254,14 +251,7 @@ impl<'a, P: 'a, S: 'a> Columns<'a, Row<P, S>> {
         self.col(
             header,
             key,
-            move |r| {
-                diff(r).map_or("-".into(), |d| {
-                    format!(
-                        "{:+.places$} ({:+.places$}..{:+.places$})",
-                        d.median, d.min, d.max
-                    )
-                })
-            },
+            move |r| diff(r).map_or("-".into(), |d| range_text(&d, places, "", true)),
             move |r| diff(r).map(|d| d.median),
         )
         .doc(format!(
@@ -308,13 +298,7 @@ impl<'a, P: 'a, S: 'a> Columns<'a, Row<P, S>> {
         self.col(
             header,
             key,
-            move |r| {
-                let s = r.spread(figure).scaled(scale);
-                format!(
-                    "{:.places$} ({:.places$}..{:.places$})",
-                    s.median, s.min, s.max
-                )
-            },
+            move |r| range_text(&r.spread(figure).scaled(scale), places, "", false),
             move |r| r.spread(figure).json(),
         )
         .doc(format!(
@@ -359,16 +343,7 @@ impl<'a, P: 'a, S: 'a> Columns<'a, Row<P, S>> {
         self.col(
             header,
             key,
-            move |r| {
-                if !r.measured(figure) {
-                    return "-".into();
-                }
-                let s = r.spread(figure).scaled(scale);
-                format!(
-                    "{:.places$}{unit} ({:.places$}..{:.places$})",
-                    s.median, s.min, s.max
-                )
-            },
+            move |r| range_text(&r.spread(figure).scaled(scale), places, unit, false),
             move |r| r.measured(figure).then(|| r.median(figure)),
         )
         .doc(format!(
@@ -384,6 +359,20 @@ impl<'a, P: 'a, S: 'a> Columns<'a, Row<P, S>> {
         self.plain("rounds", "rounds", |r: &Row<P, S>| r.rounds())
             .doc("rounds measured")
     }
+}
+
+/// A spread as a cell: `median (min..max)` with `places` decimals, `unit`
+/// after the median and, where `signed`, a sign on each figure; `-` where
+/// no round measured it (no finite sample).
+pub fn range_text(s: &Spread, places: usize, unit: &str, signed: bool) -> String {
+    if s.n == 0 {
+        return "-".into();
+    }
+    let f = |x: f64| match signed {
+        true => format!("{x:+.places$}"),
+        false => format!("{x:.places$}"),
+    };
+    format!("{}{unit} ({}..{})", f(s.median), f(s.min), f(s.max))
 }
 
 /// The verdict on differences taken round by round: "larger" or "smaller"
@@ -819,6 +808,27 @@ mod tests {
         },
         ..Bench::new(|_| 3, |c| *c, toy_points, toy_measure, toy_columns)
     };
+
+    #[test]
+    fn a_figure_no_round_measured_is_a_dash_in_every_spread_cell() {
+        let s = Spread::of(&[2.0, 1.0, 4.0]);
+        assert_eq!(range_text(&s, 1, "", false), "2.0 (1.0..4.0)");
+        assert_eq!(range_text(&s, 0, " us", true), "+2 us (+1..+4)");
+        let row = Row {
+            point: Point {
+                series: "other",
+                at: 1,
+            },
+            samples: vec![f64::NAN; 2],
+            baseline: Some(vec![1.0, 2.0]),
+            others: vec![("base", vec![1.0, 2.0])],
+        };
+        let table = toy_columns().table([&row]);
+        assert!(!table.contains("NaN"), "{table}");
+        // measured, ratio, spread, typical, summary, difference: all "-".
+        let cells: Vec<&str> = table.lines().nth(2).unwrap().split_whitespace().collect();
+        assert_eq!(cells, ["other", "1", "-", "-", "-", "-", "-", "-", "2"]);
+    }
 
     #[test]
     fn the_frame_measures_in_turns_and_keeps_spreads_ratios_and_plots() {

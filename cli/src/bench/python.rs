@@ -329,14 +329,23 @@ fn columns() -> Columns<'static, Row<usize, Sample>> {
 /// Python's difference at the smallest size, and from 64 KiB up.
 fn findings(_: &Config, rows: &[Row<usize, Sample>]) -> Findings {
     let mut found = Findings::default();
+    // Each reason once: for every point, or for the points it stopped.
+    let why = |r: &Row<usize, Sample>| r.samples.iter().find_map(|s| s.note.clone());
+    let mut reasons: Vec<(String, Vec<String>)> = Vec::new();
     for r in rows {
-        if let Some(why) = r.samples.iter().find_map(|s| s.note.as_ref()) {
-            found.notes += &format!(
-                "{} at {}: not measured: {why}\n",
-                r.point.series,
-                bytes_label(r.point.at)
-            );
+        let Some(why) = why(r) else { continue };
+        let point = format!("{} at {}", r.point.series, bytes_label(r.point.at));
+        match reasons.iter_mut().find(|(w, _)| *w == why) {
+            Some((_, points)) => points.push(point),
+            None => reasons.push((why, vec![point])),
         }
+    }
+    for (why, points) in reasons {
+        let which = match points.len() == rows.len() {
+            true => "every point".to_string(),
+            false => points.join(", "),
+        };
+        found.notes += &format!("not measured ({which}): {why}\n");
     }
     let python = rows.iter().filter(|r| r.point.series == "python");
     let diffs: Vec<_> = (python.filter_map(|r| Some((r.point.at, r.difference(|s| s.us)?))))
@@ -429,6 +438,14 @@ mod tests {
             rep.answer
         );
         assert!(rep.targets.is_empty());
+        // No "NaN" cells: "-" for what was not measured, the reason once.
+        assert!(!rep.text.contains("NaN"), "{}", rep.text);
+        assert_eq!(rep.text.matches("not installed").count(), 1, "{}", rep.text);
+        assert!(
+            rep.text.contains("not measured (every point)"),
+            "{}",
+            rep.text
+        );
     }
 
     /// Large sizes take fewer transfers a round, never fewer than 20 (or

@@ -174,7 +174,8 @@ impl Ratio {
         }
     }
 
-    /// `1.23x (1.10..1.40)`: the median and the rounds' min..max.
+    /// `1.23x (1.10..1.40)`: the median and the rounds' min..max (`-`
+    /// where no round compared).
     pub fn text(&self) -> String {
         self.text_noting("")
     }
@@ -190,6 +191,9 @@ impl Ratio {
     }
 
     fn text_noting(&self, note: &str) -> String {
+        if self.0.n == 0 {
+            return "-".into();
+        }
         format!(
             "{:.2}x ({:.2}..{:.2}{note})",
             self.0.median, self.0.min, self.0.max
