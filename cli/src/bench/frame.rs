@@ -537,6 +537,9 @@ pub struct Bench<C: 'static, P: 'static, S: 'static> {
     pub sampled: Option<Sampled<C, P, S>>,
     /// The columns of its rows.
     pub columns: ColumnsOf<P, S>,
+    /// The report's JSON keys beside its rows (those of [`Findings::kept`]),
+    /// described for `bench --help` after the rows' keys; by default none.
+    pub beside: &'static str,
     /// The plots, by column keys.
     pub plots: &'static [Plot],
     /// What was measured, one line (the frame adds the method).
@@ -577,6 +580,7 @@ impl<C, P, S> Bench<C, P, S> {
             measure,
             sampled: None,
             columns,
+            beside: "",
             plots: &[],
             heading: |_| String::new(),
             findings: |_, _| Findings::default(),
@@ -717,7 +721,11 @@ where
     }
 
     fn keys(&self) -> String {
-        (self.columns)().keys_help()
+        let rows = (self.columns)().keys_help();
+        match self.beside {
+            "" => rows,
+            beside => format!("{rows};\n{beside}"),
+        }
     }
 
     fn run(&self, setup: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error> {

@@ -51,6 +51,15 @@ pub static EXPERIMENT: Bench<Config, At, Sample> = Bench {
                 1 MiB of L2, so the copy is cheaper next to the transforms",
     },
     prepare,
+    beside: "flops (how MFLOPS count flops); improvement_single_thread (bare over\n\
+             bare-copy) and improvement (zerocopy over copy): fft_len, overlap_pct,\n\
+             pct, ci_low, ci_high (Bonferroni over `comparisons`, family_confidence),\n\
+             pairs, measurable; gnuradio (with GNU Radio installed): rows of taps,\n\
+             point (dmaflow|dmaflow@gr-fft|gnuradio|gnuradio-padded), does, fft_len,\n\
+             msamples_per_s, msamples_per_s_spread, cpu_us_per_ksample, max_error\n\
+             (against the f64 reference), items_out, samples, rounds; and\n\
+             attribution per taps (default/default, FFT length, same FFT, the\n\
+             FFT's share of the ratio's logarithm)",
     plots: &[THROUGHPUT_PLOT],
     heading,
     findings,
@@ -701,6 +710,11 @@ mod tests {
             assert_eq!(rep.json[key][0]["comparisons"], 4, "{key}");
         }
         assert!(rep.json["gnuradio"]["rows"].as_array().unwrap().is_empty());
+        let help = EXPERIMENT.keys();
+        assert!(
+            help.contains("mflops_spread") && help.contains("ci_low"),
+            "{help}"
+        );
         assert!(rep.text.contains("Bonferroni"), "{}", rep.text);
         assert_eq!(rep.plots.len(), 2);
         assert_eq!(rep.plots[0].y_label, "improvement");
