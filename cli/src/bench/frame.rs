@@ -26,7 +26,7 @@ use super::harness::{Experiment, OnGpu, Setup};
 use super::on_board::{BoardRig, Mode};
 use super::plot::{LinePlot, Series, XAxis};
 use super::report::{Report, Target, sentence};
-use super::spread::{Ratio, Spread, in_turns, mean_and_deviation};
+use super::spread::{Interval, Ratio, Spread, in_turns, mean_and_deviation};
 
 /// One point of an experiment: a series (an implementation, a mode, a path)
 /// at a parameter.
@@ -97,6 +97,29 @@ impl<P, S> Row<P, S> {
     pub fn ratio_to(&self, series: &str, figure: impl Fn(&S) -> f64) -> Option<Ratio> {
         let (_, base) = self.others.iter().find(|(s, _)| *s == series)?;
         Some(Self::paired(&self.samples, base, figure))
+    }
+
+    /// The mean gain of `figure` over `series`' at the same parameter, in
+    /// percent, from the rounds' ratios (`(a / b - 1) * 100`, round by
+    /// round), with its Student-t interval Bonferroni-corrected for a family
+    /// of `comparisons` (none where `series` has no point there).
+    pub fn gain_to(
+        &self,
+        series: &str,
+        figure: impl Fn(&S) -> f64,
+        comparisons: usize,
+    ) -> Option<Interval> {
+        let (_, base) = self.others.iter().find(|(s, _)| *s == series)?;
+        let gains: Vec<f64> = (self.samples.iter().zip(base))
+            .map(|(a, b)| (figure(a) / figure(b) - 1.0) * 100.0)
+            .filter(|g| g.is_finite())
+            .collect();
+        Some(Interval::of(&gains, comparisons))
+    }
+
+    /// The typical value of `figure`: the median of the rounds.
+    pub fn typical(&self, figure: impl Fn(&S) -> f64) -> f64 {
+        self.median(figure)
     }
 
     /// Whether `figure` is a number in some round: a figure a point does not
@@ -491,6 +514,9 @@ pub struct Findings {
     pub targets: Vec<Target>,
     /// Keys of the report's JSON beside its rows, with their values.
     pub kept: Vec<(&'static str, Value)>,
+    /// Plots drawn from other tables than the rows (with [`Plot::draw`]),
+    /// placed before the declared ones.
+    pub plots: Vec<LinePlot>,
 }
 
 /// What a run finds or makes before its first round, kept in its
@@ -504,6 +530,11 @@ pub type OnBoardPrepare<C> = fn(&mut C, BoardRig, &mut dyn FnMut(&str)) -> Resul
 
 /// The text an experiment gives in place of its rows' one table.
 pub type TablesOf<C, P, S> = fn(&C, &[Row<P, S>]) -> String;
+
+/// Every point's samples, in round order, from a peer program that takes the
+/// turns itself (one run of it measures every round); progress text goes to
+/// the third argument.
+pub type Sampled<C, P, S> = fn(&C, &[Point<P>], &mut dyn FnMut(&str)) -> Result<Vec<Vec<S>>, Error>;
 
 /// The rows' columns as an experiment states them.
 pub type ColumnsOf<P, S> = fn() -> Columns<'static, Row<P, S>>;
@@ -541,8 +572,15 @@ pub struct Bench<C: 'static, P: 'static, S: 'static> {
     pub baseline: Option<&'static str>,
     /// One measurement of one point.
     pub measure: fn(&C, &Point<P>) -> Result<S, Error>,
+    /// Where a peer program measures every point in turns itself (the
+    /// same method, in its own loop): what it measured, used instead of
+    /// `measure`; by default none.
+    pub sampled: Option<Sampled<C, P, S>>,
     /// The columns of its rows.
     pub columns: ColumnsOf<P, S>,
+    /// The report's JSON keys beside its rows (those of [`Findings::kept`]),
+    /// described for `bench --help` after the rows' keys; by default none.
+    pub beside: &'static str,
     /// The plots, by column keys.
     pub plots: &'static [Plot],
     /// The text in place of the rows' one table (several tables, e.g. one
@@ -589,7 +627,9 @@ impl<C, P, S> Bench<C, P, S> {
             points,
             baseline: None,
             measure,
+            sampled: None,
             columns,
+            beside: "",
             plots: &[],
             tables: None,
             heading: |_| String::new(),
@@ -599,11 +639,48 @@ impl<C, P, S> Bench<C, P, S> {
     }
 }
 
+impl<C, P, S> Bench<C, P, S> {
+    /// [`Bench::new`] for an experiment whose peer program takes the turns
+    /// itself: `sampled` gives every point's rounds in one run.
+    pub const fn by_peer(
+        config: fn(&Setup) -> C,
+        rounds: fn(&C) -> usize,
+        points: fn(&C) -> Vec<Point<P>>,
+        sampled: Sampled<C, P, S>,
+        columns: ColumnsOf<P, S>,
+    ) -> Self {
+        Bench {
+            sampled: Some(sampled),
+            ..Bench::new(config, rounds, points, Self::one_alone, columns)
+        }
+    }
+
+    /// What measuring one point alone gives where the peer program measures
+    /// every point at once: an error saying so.
+    fn one_alone(_: &C, p: &Point<P>) -> Result<S, Error> {
+        Err(Error::peer("the frame")(format!(
+            "{}: measured with every other point by its peer program, not alone",
+            p.series
+        )))
+    }
+}
+
 impl<C, P: Clone + Display + PartialEq, S: Clone> Bench<C, P, S> {
     /// Measures every point in turns for the configured rounds.
     pub fn rows(&self, cfg: &C, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row<P, S>>, Error> {
         let points = (self.points)(cfg);
         let rounds = (self.rounds)(cfg).max(1);
+        if let Some(sampled) = self.sampled {
+            let samples = sampled(cfg, &points, progress)?;
+            if samples.len() != points.len() {
+                return Err(Error::peer(self.name)(format!(
+                    "samples of {} points for {} points",
+                    samples.len(),
+                    points.len()
+                )));
+            }
+            return Ok(self.rows_of(&points, samples));
+        }
         let samples = in_turns(points.len(), rounds, |i, round| {
             let p = &points[i];
             progress(&format!(
@@ -615,6 +692,12 @@ impl<C, P: Clone + Display + PartialEq, S: Clone> Bench<C, P, S> {
             ));
             (self.measure)(cfg, p)
         })?;
+        Ok(self.rows_of(&points, samples))
+    }
+
+    /// The rows of `points` from their `samples`, each beside its
+    /// baseline's and the other series' at the same parameter.
+    fn rows_of(&self, points: &[Point<P>], samples: Vec<Vec<S>>) -> Vec<Row<P, S>> {
         let base = |p: &Point<P>| {
             let b = self.baseline.filter(|&b| b != p.series)?;
             let j = points.iter().position(|q| q.series == b && q.at == p.at)?;
@@ -628,7 +711,7 @@ impl<C, P: Clone + Display + PartialEq, S: Clone> Bench<C, P, S> {
                 .map(|(q, s)| (q.series, s.clone()))
                 .collect()
         };
-        Ok(points
+        points
             .iter()
             .zip(&samples)
             .map(|(p, s)| Row {
@@ -637,7 +720,7 @@ impl<C, P: Clone + Display + PartialEq, S: Clone> Bench<C, P, S> {
                 point: p.clone(),
                 samples: s.clone(),
             })
-            .collect())
+            .collect()
     }
 
     /// The report of `rows`: the table, JSON and CSV from the columns, the
@@ -671,6 +754,7 @@ impl<C, P: Clone + Display + PartialEq, S: Clone> Bench<C, P, S> {
             .text(text)
             .answer(sentence(&found.clauses))
             .targets(found.targets)
+            .plots(found.plots)
             .drawn(&columns, self.plots)
     }
 }
@@ -693,7 +777,11 @@ where
     }
 
     fn keys(&self) -> String {
-        (self.columns)().keys_help()
+        let rows = (self.columns)().keys_help();
+        match self.beside {
+            "" => rows,
+            beside => format!("{rows};\n{beside}"),
+        }
     }
 
     fn run(&self, setup: &Setup, progress: &mut dyn FnMut(&str)) -> Result<Report, Error> {

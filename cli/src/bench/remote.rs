@@ -8,9 +8,10 @@
 //! Python with grpcio (PYNQ's generated servicers answering from a dict, in
 //! the client's process: what any server's MMIO round trip costs at least
 //! through Python's gRPC client).
-//! The points take turns round by round; per point the median over rounds,
-//! the rounds' range, and host CPU per operation (the client process's, and
-//! for the remote point the server process's too).
+//! The client takes the frame's turns itself (every point once a round, the
+//! order reversed every other round), in one run; the frame summarises each
+//! point's rounds: wall and host CPU per operation (the client process's,
+//! and for the remote point the server process's too).
 //!
 //! PYNQ 4.0 lives in a virtual environment of its own
 //! (`scripts/pynq-remote-venv.sh` makes `target/pynq-venv`; `pip install
@@ -29,10 +30,10 @@ use serde_json::{Value, json};
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-use super::harness::{OnBoard, Progress, Setup, Spec, Tier, bytes_label};
+use super::frame::{Bench, Findings, Point, Row};
+use super::harness::{Setup, Tier, bytes_label};
 use super::peers::{ScratchDir, output_within};
-use super::report::{Report, Target};
-use super::spread::{Ratio, Spread};
+use super::report::Target;
 
 /// PYNQ's client connects to this port of the address in
 /// `PYNQ_REMOTE_DEVICES` (always: the address picks the server).
@@ -113,31 +114,6 @@ const CELLS: [(&str, &str, &str); 5] = [
     (OPS[1], POINTS[1], "local"),
 ];
 
-/// One operation through one point.
-#[derive(Debug, Clone, Default)]
-pub struct Row {
-    /// `mmio_read` or `loopback`.
-    pub what: &'static str,
-    /// One of [`POINTS`].
-    pub point: &'static str,
-    /// Bytes per operation (a register; the loopback's buffer).
-    pub bytes: usize,
-    /// Operations per round.
-    pub ops: usize,
-    /// Wall time per operation, microseconds, one sample per round.
-    pub us: Option<Vec<f64>>,
-    /// Host CPU per operation (client, and server for the remote point),
-    /// microseconds, per round.
-    pub cpu_us: Option<Vec<f64>>,
-    /// Of that, the server process's, per round (remote point only).
-    pub server_cpu_us: Option<Vec<f64>>,
-    /// Whether the loopback's data came back equal (checked after the
-    /// rounds); `None` for the MMIO reads.
-    pub verified: Option<bool>,
-    /// Why it was not measured (empty when it was).
-    pub note: String,
-}
-
 /// The client's program (`cli/peers/pynq_remote_client.py`): builds the points that are
 /// installed, measures them in turns, and prints one JSON line of samples.
 const CLIENT: &str = include_str!("../../peers/pynq_remote_client.py");
@@ -212,41 +188,83 @@ fn serve() -> Result<Served, String> {
     Err(last)
 }
 
-/// The rows, none measured, each saying why.
-fn unmeasured(cfg: &Config, why: &str) -> Vec<Row> {
-    CELLS
-        .iter()
-        .map(|&(what, point, _)| {
-            let (bytes, ops) = if what == OPS[0] {
-                (4, cfg.mmio_reads)
-            } else {
-                (cfg.bytes, cfg.loopbacks)
-            };
-            Row {
-                what,
-                point,
-                bytes,
-                ops,
-                note: why.to_string(),
-                ..Row::default()
-            }
-        })
-        .collect()
+/// What the client measured of one point in one round, with what it found
+/// of the point after the rounds.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sample {
+    /// Wall time per operation, microseconds (`NaN`: not measured).
+    pub us: f64,
+    /// Host CPU per operation (client, and server for the remote point),
+    /// microseconds.
+    pub cpu_us: f64,
+    /// Of that, the server process's (`NaN` but for the remote point).
+    pub server_cpu_us: f64,
+    /// Bytes per operation (a register; the loopback's buffer).
+    pub bytes: usize,
+    /// Operations per round.
+    pub ops: usize,
+    /// Whether the loopback's data came back equal (checked after the
+    /// rounds); `None` for the MMIO reads and where not measured.
+    pub verified: Option<bool>,
+    /// Why the point was not measured (empty when it was).
+    pub note: String,
 }
 
-/// Runs the experiment. A Python side that is not installed, a server that
-/// does not start, or a client that fails is said in the rows' notes; only
-/// this machine's own failures (a scratch directory) are errors.
-pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
+/// Every operation through every point it runs through (the minimal
+/// server answers MMIO reads only).
+fn points(_: &Config) -> Vec<Point<&'static str>> {
+    let each = |&(what, series, _): &(&'static str, &'static str, &str)| Point { series, at: what };
+    CELLS.iter().map(each).collect()
+}
+
+/// The side the client names a point by.
+fn side(p: &Point<&'static str>) -> &'static str {
+    let cell = CELLS.iter().find(|(w, s, _)| *w == p.at && *s == p.series);
+    cell.map_or("", |c| c.2)
+}
+
+/// The bytes and operations of `what` per round.
+fn sized(cfg: &Config, what: &str) -> (usize, usize) {
+    if what == OPS[0] {
+        (4, cfg.mmio_reads)
+    } else {
+        (cfg.bytes, cfg.loopbacks)
+    }
+}
+
+/// Every point's one sample saying why it was not measured.
+fn unmeasured(cfg: &Config, points: &[Point<&'static str>], why: &str) -> Vec<Vec<Sample>> {
+    let one = |p: &Point<&'static str>| {
+        let (bytes, ops) = sized(cfg, p.at);
+        vec![Sample {
+            us: f64::NAN,
+            cpu_us: f64::NAN,
+            server_cpu_us: f64::NAN,
+            bytes,
+            ops,
+            verified: None,
+            note: why.to_string(),
+        }]
+    };
+    points.iter().map(one).collect()
+}
+
+/// Runs the client once: it measures every point in turns. A Python side
+/// that is not installed, a server that does not start, or a client that
+/// fails is said in the points' notes; only this machine's own failures (a
+/// scratch directory) are errors.
+fn sampled(
+    cfg: &Config,
+    points: &[Point<&'static str>],
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<Vec<Sample>>, Error> {
     if !cfg.python.exists() {
-        return Ok(unmeasured(
-            cfg,
-            &format!(
-                "PYNQ 4.0 is not installed here ({} missing: scripts/pynq-remote-venv.sh \
-                 installs it, `pip install ./python` into it adds dmaflow.pynq)",
-                cfg.python.display()
-            ),
-        ));
+        let why = format!(
+            "PYNQ 4.0 is not installed here ({} missing: scripts/pynq-remote-venv.sh \
+             installs it, `pip install ./python` into it adds dmaflow.pynq)",
+            cfg.python.display()
+        );
+        return Ok(unmeasured(cfg, points, &why));
     }
     let scratch = ScratchDir::new("dmaflow-bench-remote")?;
     let exported = dmaflow_remote::hwh::export("loopback", scratch.path());
@@ -255,7 +273,7 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
     progress("remote: starting dmaflow serve");
     let served = match serve() {
         Ok(s) => s,
-        Err(why) => return Ok(unmeasured(cfg, &why)),
+        Err(why) => return Ok(unmeasured(cfg, points, &why)),
     };
     progress(&format!(
         "remote: PYNQ 4.0 against dmaflow serve on {} and a minimal Python server on {}, \
@@ -285,7 +303,7 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
     drop(served);
     let out = match out {
         Ok(o) => o,
-        Err(e) => return Ok(unmeasured(cfg, &format!("the PYNQ client: {e}"))),
+        Err(e) => return Ok(unmeasured(cfg, points, &format!("the PYNQ client: {e}"))),
     };
     let doc: Option<Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -295,118 +313,158 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
         let stderr = String::from_utf8_lossy(&out.stderr);
         let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
         let why = format!("the PYNQ client failed: {}", last.unwrap_or("").trim());
-        return Ok(unmeasured(cfg, &why));
+        return Ok(unmeasured(cfg, points, &why));
     };
-    Ok(rows_of(cfg, &doc))
+    Ok(samples_of(cfg, points, &doc))
 }
 
-/// The rows from the client's document.
-fn rows_of(cfg: &Config, doc: &Value) -> Vec<Row> {
-    let series = |v: &Value| -> Option<Vec<f64>> {
-        let s: Vec<f64> = v.as_array()?.iter().filter_map(Value::as_f64).collect();
-        (!s.is_empty()).then_some(s)
+/// Every point's samples from the client's document, round by round; a
+/// point it did not measure gets one sample saying why.
+fn samples_of(cfg: &Config, points: &[Point<&'static str>], doc: &Value) -> Vec<Vec<Sample>> {
+    let series = |v: &Value| -> Vec<f64> {
+        let s = v.as_array().into_iter().flatten();
+        s.filter_map(Value::as_f64).collect()
     };
-    let mut rows = unmeasured(cfg, "");
-    for (r, &(_, _, side)) in rows.iter_mut().zip(&CELLS) {
-        let remote = side == "remote";
-        let key = format!("{}|{side}", r.what);
+    let mut out = unmeasured(cfg, points, "");
+    for (p, samples) in points.iter().zip(&mut out) {
+        let side = side(p);
+        let key = format!("{}|{side}", p.at);
         let s = &doc["samples"][&key];
-        r.us = series(&s["us"]);
-        r.cpu_us = series(&s["cpu_us"]);
-        r.server_cpu_us = series(&s["server_cpu_us"]).filter(|_| remote);
-        r.verified = doc["verified"][&key].as_bool();
-        if r.us.is_none() {
-            r.note = doc["notes"][side]
-                .as_str()
-                .unwrap_or("not measured")
-                .to_string();
+        let (us, cpu) = (series(&s["us"]), series(&s["cpu_us"]));
+        let server = series(&s["server_cpu_us"]);
+        let first = samples[0].clone();
+        if us.is_empty() {
+            let note = doc["notes"][side].as_str().unwrap_or("not measured");
+            samples[0].note = note.to_string();
+            continue;
         }
+        let at = |v: &[f64], r: usize| v.get(r).copied().unwrap_or(f64::NAN);
+        *samples = (0..us.len())
+            .map(|r| Sample {
+                us: us[r],
+                cpu_us: at(&cpu, r),
+                server_cpu_us: if side == "remote" {
+                    at(&server, r)
+                } else {
+                    f64::NAN
+                },
+                verified: doc["verified"][&key].as_bool(),
+                ..first.clone()
+            })
+            .collect();
     }
-    rows
+    out
 }
 
-/// A spread of optional samples, for a cell and its JSON.
-fn spread(s: &Option<Vec<f64>>) -> Option<Spread> {
-    s.as_deref().map(Spread::of)
+/// The point's first sample: what it says of the whole point.
+fn first(r: &Row<&'static str, Sample>) -> Sample {
+    r.samples.first().cloned().unwrap_or_default()
 }
 
 /// The rows' columns.
-fn columns<'a>() -> Columns<'a, Row> {
-    let median = |s: &Option<Vec<f64>>| spread(s).map(|s| s.median);
+fn columns() -> Columns<'static, Row<&'static str, Sample>> {
     Columns::new()
-        .plain("what", "what", |r: &Row| r.what)
-        .plain("point", "point", |r| r.point)
-        .col("bytes", "bytes", |r| bytes_label(r.bytes), |r| r.bytes)
-        .plain("ops/round", "ops", |r| r.ops)
-        .optional("us/op", "us", 1, move |r| median(&r.us))
-        .shown("rounds min..max", |r| {
-            spread(&r.us).map_or("-".into(), |s| format!("{:.1}..{:.1}", s.min, s.max))
-        })
-        .kept("us_spread", |r| spread(&r.us))
-        .optional("host CPU us/op", "cpu_us", 1, move |r| median(&r.cpu_us))
-        .kept("cpu_us_spread", |r| spread(&r.cpu_us))
-        .optional("server CPU us/op", "server_cpu_us", 1, move |r| {
-            median(&r.server_cpu_us)
-        })
+        .plain("what", "what", |r: &Row<&'static str, Sample>| r.point.at)
+        .doc("mmio_read|loopback")
+        .series(
+            "point",
+            "point",
+            "pynq-remote/dmaflow-serve|dmaflow.pynq-in-process|pynq-remote/python-minimal",
+        )
+        .col(
+            "bytes",
+            "bytes",
+            |r| bytes_label(first(r).bytes),
+            |r| first(r).bytes,
+        )
+        .doc("bytes per operation")
+        .plain("ops/round", "ops", |r| first(r).ops)
+        .doc("operations per round")
+        .summary(
+            ("us/op", "us", "us_spread"),
+            "wall time per operation, microseconds",
+            (1.0, 1, ""),
+            |s| s.us,
+        )
+        .summary(
+            ("host CPU us/op", "cpu_us", "cpu_us_spread"),
+            "host CPU per operation, microseconds: the client's, and the server's for the \
+             remote point",
+            (1.0, 1, ""),
+            |s| s.cpu_us,
+        )
+        .typical(
+            "server CPU us/op",
+            "server_cpu_us",
+            "of that, the dmaflow serve process's",
+            (1.0, 1),
+            |s| s.server_cpu_us,
+        )
         .shown_as(
             "data",
             "verified",
-            |r| r.verified,
+            |r| first(r).verified,
             |v| v.map_or("-".into(), |v| if v { "equal" } else { "DIFFERENT" }.into()),
         )
-        .kept("rounds", |r| r.us.as_ref().map_or(0, Vec::len))
-        .kept("note", |r| r.note.clone())
+        .doc("the loopback's data came back equal (null for MMIO reads)")
+        .kept("rounds", |r| {
+            r.samples.iter().filter(|s| s.us.is_finite()).count()
+        })
+        .doc("rounds measured")
+        .kept("note", |r| first(r).note)
+        .doc("why not measured (empty when measured; null numbers then)")
 }
 
-/// `point`'s time over `against`'s for `what`, round by round, where both
-/// ran.
-fn ratio(rows: &[Row], what: &str, point: &str, against: &str) -> Option<Ratio> {
-    let us = |point: &str| {
-        rows.iter()
-            .find(|r| r.what == what && r.point == point)
-            .and_then(|r| r.us.clone())
-    };
-    Some(Ratio::of(&us(point)?, &us(against)?))
-}
-
-/// The report of `rows`.
-pub fn report(cfg: &Config, rows: &[Row]) -> Report {
-    let columns = columns();
-    let mut text = columns.table(rows);
-    for r in rows.iter().filter(|r| !r.note.is_empty()) {
-        text += &format!("{} {}: not measured: {}\n", r.what, r.point, r.note);
+/// The notes on points not measured, the remote point against the others,
+/// and the loopbacks' data checked.
+fn findings(_: &Config, rows: &[Row<&'static str, Sample>]) -> Findings {
+    let mut found = Findings::default();
+    for r in rows.iter().filter(|r| !first(r).note.is_empty()) {
+        let note = first(r).note;
+        found.notes += &format!("{} {}: not measured: {note}\n", r.point.at, r.point.series);
     }
     let mut clauses = Vec::new();
+    let remote = |what| {
+        rows.iter()
+            .find(|r| r.point.at == what && r.point.series == POINTS[0])
+            .filter(|r| r.measured(|s| s.us))
+    };
     for what in OPS {
-        if let Some(q) = ratio(rows, what, POINTS[0], POINTS[1]) {
-            text += &format!("{what}: remote / in process {}\n", q.text());
-            clauses.push(format!("{what} {:.0}x the in-process time", q.0.median));
+        let q = remote(what).and_then(|r| r.ratio_to(POINTS[1], |s| s.us));
+        if let Some(q) = q.filter(|q| q.0.n > 0) {
+            found.notes += &format!("{what}: remote / in process {}\n", q.text());
+            clauses.push(format!("{what} {:.0}x the in-process time", q.typical()));
         }
     }
-    if let Some(q) = ratio(rows, OPS[0], POINTS[0], POINTS[2]) {
-        text += &format!(
+    let q = remote(OPS[0]).and_then(|r| r.ratio_to(POINTS[2], |s| s.us));
+    if let Some(q) = q.filter(|q| q.0.n > 0) {
+        found.notes += &format!(
             "{}: dmaflow serve / minimal Python server {}\n",
             OPS[0],
             q.text()
         );
         clauses.push(format!(
             "{} {:.2}x a minimal Python server's",
-            OPS[0], q.0.median
+            OPS[0],
+            q.typical()
         ));
     }
-    let targets = rows.iter().filter_map(|r| {
-        let equal = r.verified?;
-        Some(Target::new(
-            format!(
-                "{} loopback through {}: the data comes back equal",
-                bytes_label(r.bytes),
-                r.point
-            ),
-            if equal { "equal" } else { "different" },
-            equal,
-        ))
-    });
-    let answer = if clauses.is_empty() {
+    found.targets = rows
+        .iter()
+        .filter_map(|r| {
+            let equal = first(r).verified?;
+            Some(Target::new(
+                format!(
+                    "{} loopback through {}: the data comes back equal",
+                    bytes_label(first(r).bytes),
+                    r.point.series
+                ),
+                if equal { "equal" } else { "different" },
+                equal,
+            ))
+        })
+        .collect();
+    found.clauses = vec![if clauses.is_empty() {
         "not measured: PYNQ 4.0's client and dmaflow.pynq did not both run here (see the notes)"
             .to_string()
     } else {
@@ -415,36 +473,16 @@ pub fn report(cfg: &Config, rows: &[Row]) -> Report {
              on invalidate): {}",
             clauses.join("; ")
         )
-    };
-    let heading = format!(
-        "remote: PYNQ 4.0's own client against `dmaflow serve` (emulated board, loopback \
-         TCP) vs dmaflow.pynq in process and a minimal Python PYNQ.remote server: MMIO read x{} and a {} loopback x{} through each \
-         DMA driver, {} rounds, interleaved",
-        cfg.mmio_reads,
-        bytes_label(cfg.bytes),
-        cfg.loopbacks,
-        cfg.rounds
-    );
-    Report::of("remote", heading, &columns, rows)
-        .text(text)
-        .answer(answer)
-        .targets(targets.collect())
+    }];
+    found
 }
 
 /// The experiment as `dmaflow bench` runs it.
-pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
+pub static EXPERIMENT: Bench<Config, &'static str, Sample> = Bench {
     name: "remote",
-    board: OnBoard::EmulatorOnly(
-        "it serves the emulated board to PYNQ's client (on a board, `dmaflow serve --board` \
-         serves it)",
-    ),
+    emulator_only: "it serves the emulated board to PYNQ's client (on a board, `dmaflow serve \
+                    --board` serves it)",
     question: "PYNQ 4.0's own client over PYNQ.remote against dmaflow serve, beside dmaflow.pynq in process.",
-    keys: "what (mmio_read|loopback), point (pynq-remote/dmaflow-serve|\n\
-          dmaflow.pynq-in-process|pynq-remote/python-minimal), bytes, ops (per round), us (median\n\
-          over rounds of wall time per op), us_spread, cpu_us (host CPU\n\
-          per op: client, and server for the remote point), cpu_us_spread,\n\
-          server_cpu_us, verified (loopback data equal), rounds, note\n\
-          (why not measured; null numbers then)",
     conditions: Conditions {
         timed: "each point's operations back to back in its turn, wall time per operation; host \
                 CPU the client process's (all its threads) plus, for the remote point, the \
@@ -458,12 +496,26 @@ pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
         paper: "none: PYNQ.remote's own path, PYNQ 4.0's client and the server on one machine \
                 over loopback TCP, no board",
     },
-    ..Spec::new(Config::at, run, report)
+    heading: |cfg| {
+        format!(
+            "PYNQ 4.0's own client against `dmaflow serve` (emulated board, loopback TCP) vs \
+             dmaflow.pynq in process and a minimal Python PYNQ.remote server: MMIO read x{} and \
+             a {} loopback x{} through each DMA driver, {} rounds asked, the client taking the \
+             turns",
+            cfg.mmio_reads,
+            bytes_label(cfg.bytes),
+            cfg.loopbacks,
+            cfg.rounds
+        )
+    },
+    findings,
+    ..Bench::by_peer(Config::at, |c| c.rounds, points, sampled, columns)
 };
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bench::harness::Experiment;
 
     /// Without PYNQ's environment every row is there, unmeasured, saying
     /// why; from the client's document, a side that did not run keeps its
@@ -474,14 +526,14 @@ mod tests {
             python: PathBuf::from("/nonexistent/python"),
             ..Config::at(&Setup::TINY)
         };
-        let rows = run(&cfg, &mut |_| {}).unwrap();
+        let rows = EXPERIMENT.rows(&cfg, &mut |_| {}).unwrap();
         assert_eq!(rows.len(), CELLS.len());
         assert!(
             rows.iter()
-                .all(|r| r.us.is_none() && r.note.contains("not installed"))
+                .all(|r| !r.measured(|s| s.us) && first(r).note.contains("not installed"))
         );
-        let rep = report(&cfg, &rows);
-        let first = &rep.json["rows"][0];
+        let rep = EXPERIMENT.report(&cfg, &rows);
+        let first_row = &rep.json["rows"][0];
         for key in [
             "what",
             "point",
@@ -491,10 +543,13 @@ mod tests {
             "verified",
             "note",
         ] {
-            assert!(first.get(key).is_some(), "{key}");
+            assert!(first_row.get(key).is_some(), "{key}");
         }
-        assert!(first["us"].is_null());
-        assert!(rep.answer.starts_with("not measured"));
+        assert!(first_row["us"].is_null());
+        assert_eq!(first_row["rounds"], 0);
+        assert!(rep.answer.starts_with("Not measured"), "{}", rep.answer);
+        assert!(rep.text.contains("not measured: PYNQ 4.0 is not installed"));
+        assert!(EXPERIMENT.keys().contains("us_spread"));
         let doc = json!({
             "notes": {"local": "dmaflow.pynq: ModuleNotFoundError"},
             "samples": {
@@ -504,24 +559,57 @@ mod tests {
             },
             "verified": {"loopback|remote": true}
         });
-        let rows = rows_of(&Config::at(&Setup::TINY), &doc);
-        let remote = rows
+        let cfg = Config::at(&Setup::TINY);
+        let points = points(&cfg);
+        let samples = samples_of(&cfg, &points, &doc);
+        let rows: Vec<_> = points
             .iter()
-            .find(|r| r.what == "loopback" && r.point == POINTS[0])
+            .zip(samples)
+            .map(|(p, samples)| {
+                // Beside every other point at the same operation, as the
+                // frame puts it.
+                let others = points.iter().zip(samples_of(&cfg, &points, &doc));
+                let others = others
+                    .filter(|(q, _)| q.at == p.at && q.series != p.series)
+                    .map(|(q, s)| (q.series, s))
+                    .collect();
+                Row {
+                    point: p.clone(),
+                    samples,
+                    baseline: None,
+                    others,
+                }
+            })
+            .collect();
+        let find = |what: &str, point: &str| {
+            rows.iter()
+                .find(|r| r.point.at == what && r.point.series == point)
+                .unwrap()
+        };
+        let remote = find("loopback", POINTS[0]);
+        assert_eq!(first(remote).verified, Some(true));
+        assert_eq!(remote.typical(|s| s.us), 4.5e4);
+        let local = find("mmio_read", POINTS[1]);
+        assert!(!local.measured(|s| s.us) && first(local).note.contains("ModuleNotFoundError"));
+        let minimal = find("mmio_read", POINTS[2]);
+        assert_eq!(minimal.typical(|s| s.us), 310.0);
+        assert!(!minimal.measured(|s| s.server_cpu_us));
+        let q = find("mmio_read", POINTS[0])
+            .ratio_to(POINTS[2], |s| s.us)
             .unwrap();
-        assert_eq!(remote.verified, Some(true));
-        assert_eq!(spread(&remote.us).unwrap().median, 4.5e4);
-        let local = rows
-            .iter()
-            .find(|r| r.what == "mmio_read" && r.point == POINTS[1])
-            .unwrap();
-        assert!(local.us.is_none() && local.note.contains("ModuleNotFoundError"));
-        assert!(ratio(&rows, "mmio_read", POINTS[0], POINTS[1]).is_none());
-        let minimal = rows.iter().find(|r| r.point == POINTS[2]).unwrap();
-        assert_eq!(minimal.what, "mmio_read");
-        assert_eq!(spread(&minimal.us).unwrap().median, 310.0);
-        assert!(minimal.server_cpu_us.is_none());
-        let q = ratio(&rows, "mmio_read", POINTS[0], POINTS[2]).unwrap();
-        assert!(q.0.median < 0.4, "{q:?}");
+        assert!(q.typical() < 0.4, "{q:?}");
+        let rep = EXPERIMENT.report(&cfg, &rows);
+        assert!(
+            rep.text.contains("dmaflow serve / minimal Python server"),
+            "{}",
+            rep.text
+        );
+        assert!(!rep.text.contains("remote / in process"), "{}", rep.text);
+        assert_eq!(rep.targets.len(), 1);
+        assert!(
+            rep.answer.contains("a minimal Python server's"),
+            "{}",
+            rep.answer
+        );
     }
 }

@@ -174,6 +174,11 @@ impl Ratio {
         }
     }
 
+    /// The typical ratio: the median of the rounds'.
+    pub fn typical(&self) -> f64 {
+        self.0.median
+    }
+
     /// `1.23x (1.10..1.40)`: the median and the rounds' min..max (`-`
     /// where no round compared).
     pub fn text(&self) -> String {

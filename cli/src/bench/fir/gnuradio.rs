@@ -1,9 +1,10 @@
 //! GNU Radio's `fft_filter_fff` beside dmaflow's graph, on the same samples and
-//! taps: each at its default FFT length and at the other's, rounds in turns,
-//! every output checked against one f64 reference; and where dmaflow's win
-//! comes from (the FFT length's factor times the same-FFT factor).
+//! taps: each at its default FFT length and at the other's, measured by the
+//! frame (rounds in turns), every output checked against one f64 reference;
+//! and where dmaflow's win comes from (the FFT length's factor times the
+//! same-FFT factor).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -13,9 +14,11 @@ use dmaflow::dsp::fir::{Mode, Reference};
 
 use super::super::columns::Columns;
 use super::super::error::Error;
-use super::super::harness::median;
+use super::super::frame::{Bench, Point, Row};
+use super::super::harness::Setup;
+use super::super::peers::ScratchDir;
 use super::super::report::Target;
-use super::super::spread::{Ratio, Spread, Timed};
+use super::super::spread::Ratio;
 use super::{Config, fir_graph, noise};
 
 /// A way of filtering in the comparison with GNU Radio's `fft_filter_fff`.
@@ -50,6 +53,12 @@ impl GrPoint {
             GrPoint::Gnuradio => "gnuradio",
             GrPoint::GnuradioPadded => "gnuradio-padded",
         }
+    }
+
+    /// The point named `name` (dmaflow's default for a name not known).
+    fn named(name: &str) -> GrPoint {
+        let known = GrPoint::ALL.into_iter().find(|p| p.name() == name);
+        known.unwrap_or_default()
     }
 
     /// Whether GNU Radio runs it.
@@ -94,37 +103,6 @@ impl GrPoint {
     }
 }
 
-/// One point of the GNU Radio comparison at one tap count.
-#[derive(Debug, Clone, Default)]
-pub struct GrRow {
-    /// Taps.
-    pub taps: usize,
-    /// Which way of filtering.
-    pub point: GrPoint,
-    /// The FFT length it ran at (GNU Radio's read from its block).
-    pub fft_len: usize,
-    /// Seconds and process CPU seconds per round.
-    pub timed: Timed,
-    /// Largest error of the checked output samples against the reference,
-    /// over the sum of the taps' magnitudes.
-    pub max_error: f64,
-    /// Output samples the check saw.
-    pub items_out: usize,
-    /// Input samples per round.
-    pub samples: usize,
-}
-
-impl GrRow {
-    /// M samples/s per round.
-    pub fn msps(&self) -> Vec<f64> {
-        self.timed.rates(self.samples as f64 / 1e6)
-    }
-
-    /// CPU microseconds per 1000 samples, median of the rounds.
-    pub fn cpu_us_per_ksample(&self) -> f64 {
-        median(&self.timed.cpu) * 1e9 / self.samples as f64
-    }
-}
 /// Tap counts of the GNU Radio comparison.
 const GR_TAPS: [usize; 4] = [16, 64, 256, 1024];
 
@@ -194,106 +172,247 @@ fn gnuradio_run(
         ))
     })
 }
-/// The GNU Radio comparison alone (GNU Radio must be installed).
-pub fn run_gnuradio(cfg: &Config, progress: &mut dyn FnMut(&str)) -> Result<Vec<GrRow>, Error> {
-    let signal = Arc::new(noise(cfg.samples, 0x1234_5678));
-    let dir = super::super::peers::ScratchDir::new("dmaflow-fir-gr")?;
-    let path = |name: String| dir.path().join(name);
-    let sig_path = path("signal.f32".into());
-    super::super::peers::write_f32(&sig_path, &signal)?;
-    let mut out = Vec::new();
+/// GNU Radio's comparison on the frame: its points are a way of filtering
+/// at a tap count; `dmaflow bench fir` runs it before paper 001's rounds
+/// and reports it under them.
+pub(super) static GR: Bench<GrConfig, usize, GrSample> = Bench {
+    name: "fir",
+    prepare: gr_prepare,
+    ..Bench::new(
+        GrConfig::at,
+        |c| c.rounds,
+        gr_points,
+        gr_measure,
+        gr_columns,
+    )
+};
+
+/// One point of the GNU Radio comparison, round by round.
+pub type GrRow = Row<usize, GrSample>;
+
+/// What one run of a point gives.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct GrSample {
+    /// M input samples per second.
+    pub msps: f64,
+    /// Process CPU microseconds per 1000 input samples.
+    pub cpu_us_per_ksample: f64,
+    /// Largest error of the checked output samples against the reference,
+    /// over the sum of the taps' magnitudes (GNU Radio's: of its checked
+    /// run).
+    pub max_error: f64,
+    /// Output samples.
+    pub items_out: usize,
+    /// The FFT length it ran at (GNU Radio's read from its block).
+    pub fft_len: usize,
+    /// Input samples.
+    pub samples: usize,
+}
+
+/// One tap count's filter, files and reference.
+struct Taps {
+    /// The taps.
+    taps: Vec<f32>,
+    /// Their file, and the file of the taps padded to twice their number.
+    files: [PathBuf; 2],
+    /// The reference outputs.
+    reference: Arc<Reference>,
+}
+
+/// GNU Radio's output at one point, checked once before the rounds.
+#[derive(Debug, Clone, Copy)]
+struct Checked {
+    taps: usize,
+    point: GrPoint,
+    items: usize,
+    max_error: f64,
+}
+
+/// What the comparison measures, and what it made before its rounds.
+pub struct GrConfig {
+    /// Input samples per run.
+    samples: usize,
+    /// Rounds.
+    rounds: usize,
+    /// The signal.
+    signal: Arc<Vec<f32>>,
+    /// The scratch directory of the files GNU Radio reads.
+    dir: Option<ScratchDir>,
+    /// Per tap count of [`GR_TAPS`], its taps, files and reference.
+    taps: Vec<Taps>,
+    /// GNU Radio's outputs checked.
+    checked: Vec<Checked>,
+}
+
+impl GrConfig {
+    /// The comparison beside paper 001's configuration, on its signal.
+    pub fn of(cfg: &Config) -> Self {
+        GrConfig {
+            samples: cfg.samples,
+            rounds: cfg.rounds,
+            signal: cfg.signal.clone(),
+            dir: None,
+            taps: Vec::new(),
+            checked: Vec::new(),
+        }
+    }
+
+    /// At the size `setup` asks for.
+    fn at(setup: &Setup) -> Self {
+        let cfg = Config::at(setup);
+        GrConfig {
+            signal: Arc::new(noise(cfg.samples, 0x1234_5678)),
+            ..GrConfig::of(&cfg)
+        }
+    }
+
+    /// The scratch directory (made by [`gr_prepare`]).
+    fn dir(&self) -> &Path {
+        self.dir.as_ref().map_or(Path::new("."), |d| d.path())
+    }
+
+    /// The signal's file.
+    fn signal_path(&self) -> PathBuf {
+        self.dir().join("signal.f32")
+    }
+
+    /// The tap count `l`'s filter.
+    fn taps(&self, l: usize) -> Result<&Taps, Error> {
+        let i = GR_TAPS.iter().position(|&t| t == l);
+        let found = i.and_then(|i| self.taps.get(i));
+        found.ok_or_else(|| Error::peer("fir")(format!("{l} taps not prepared")))
+    }
+
+    /// The checked run of GNU Radio's `point` at `l` taps.
+    fn checked(&self, l: usize, point: GrPoint) -> Option<Checked> {
+        let c = self
+            .checked
+            .iter()
+            .find(|c| c.taps == l && c.point == point);
+        c.copied()
+    }
+}
+
+/// The signal and taps in files, the references, and GNU Radio's output
+/// checked once per point (its timed runs end in a null sink, as dmaflow's
+/// read only the checked samples).
+fn gr_prepare(cfg: &mut GrConfig, progress: &mut dyn FnMut(&str)) -> Result<(), Error> {
+    cfg.dir = Some(ScratchDir::new("dmaflow-fir-gr")?);
+    super::super::peers::write_f32(&cfg.signal_path(), &cfg.signal)?;
     for &l in &GR_TAPS {
         let taps = noise(l, 0xF1F1 + l as u64);
         let mut padded = taps.clone();
         padded.resize(2 * l, 0.0);
         let files = [
-            path(format!("taps-{l}.f32")),
-            path(format!("taps-{l}-padded.f32")),
+            cfg.dir().join(format!("taps-{l}.f32")),
+            cfg.dir().join(format!("taps-{l}-padded.f32")),
         ];
         super::super::peers::write_f32(&files[0], &taps)?;
         super::super::peers::write_f32(&files[1], &padded)?;
-        // The taps file GNU Radio's point is given.
-        let given = |p: GrPoint| &files[usize::from(p == GrPoint::GnuradioPadded)];
         let longest = GrPoint::ALL.iter().map(|p| p.fft_len(l)).max().unwrap_or(l);
         progress(&format!("fir: {l} taps, the reference outputs"));
-        let reference = Arc::new(Reference::new(&taps, &signal, 4096, 2 * longest));
-        let mut rows: Vec<GrRow> = GrPoint::ALL
-            .iter()
-            .map(|&point| GrRow {
-                taps: l,
-                point,
-                fft_len: point.fft_len(l),
-                samples: cfg.samples,
-                items_out: cfg.samples,
-                ..GrRow::default()
-            })
-            .collect();
-        // GNU Radio's output, checked once per point outside the timed runs
-        // (its timed runs end in a null sink, as dmaflow's read no sample).
-        for row in rows.iter_mut().filter(|r| r.point.is_gnuradio()) {
-            progress(&format!(
-                "fir: {l} taps, {} output checked",
-                row.point.name()
-            ));
-            let out_path = path("out.f32".into());
-            let (_, _, items, fft) = gnuradio_run(&sig_path, given(row.point), Some(&out_path))?;
-            let y = crate::files::fir::read_f32_file(&out_path).map_err(Error::peer("gnuradio"));
-            let _ = std::fs::remove_file(&out_path);
-            let y = y?;
-            let mut next = 0;
-            let err = reference.check(0, &y, &mut next);
-            if fft != row.fft_len
-                || items != y.len()
-                || y.len() > cfg.samples
-                || next != reference.positions.len()
-                || err > MAX_ERROR
-            {
-                return Err(Error::peer("gnuradio")(format!(
-                    "{} at {l} taps: FFT {fft} (expected {}), {} output samples of {} ({items} \
-                     counted), {next} of {} checked positions, error {err:.2e} (at most \
-                     {MAX_ERROR:.0e})",
-                    row.point.name(),
-                    row.fft_len,
-                    y.len(),
-                    cfg.samples,
-                    reference.positions.len()
-                )));
-            }
-            row.max_error = err;
-            row.items_out = y.len();
+        let reference = Arc::new(Reference::new(&taps, &cfg.signal, 4096, 2 * longest));
+        cfg.taps.push(Taps {
+            taps,
+            files,
+            reference,
+        });
+        for point in GrPoint::ALL.into_iter().filter(|p| p.is_gnuradio()) {
+            progress(&format!("fir: {l} taps, {} output checked", point.name()));
+            let c = check_gnuradio(cfg, l, point)?;
+            cfg.checked.push(c);
         }
-        // Every timed run must give what the checked one gave (dmaflow's
-        // sink checks its output in every run).
-        super::super::spread::in_turns(rows.len(), cfg.rounds, |i, round| {
-            let row = &mut rows[i];
-            let name = row.point.name();
-            progress(&format!(
-                "fir: {l} taps, {name} round {}/{}",
-                round + 1,
-                cfg.rounds
-            ));
-            let (t, cpu, items, fft, err, peer) = if row.point.is_gnuradio() {
-                let (t, cpu, items, fft) = gnuradio_run(&sig_path, given(row.point), None)?;
-                (t, cpu, items, fft, 0.0, "gnuradio")
-            } else {
-                let (t, cpu, err, items) = peer_graph_run(&taps, row.fft_len, &signal, &reference)?;
-                (t, cpu, items, row.fft_len, err, "fir")
-            };
-            if items != row.items_out || fft != row.fft_len || err > MAX_ERROR {
-                return Err(Error::peer(peer)(format!(
-                    "{name} at {l} taps: {items} output samples at FFT {fft}, error {err:.2e}; \
-                     expected {} at FFT {}, error at most {MAX_ERROR:.0e}",
-                    row.items_out, row.fft_len
+    }
+    Ok(())
+}
+
+/// GNU Radio's output at `point` and `l` taps against the reference.
+fn check_gnuradio(cfg: &GrConfig, l: usize, point: GrPoint) -> Result<Checked, Error> {
+    let t = cfg.taps(l)?;
+    let out_path = cfg.dir().join("out.f32");
+    let given = &t.files[usize::from(point == GrPoint::GnuradioPadded)];
+    let (_, _, items, fft) = gnuradio_run(&cfg.signal_path(), given, Some(&out_path))?;
+    let y = crate::files::fir::read_f32_file(&out_path).map_err(Error::peer("gnuradio"));
+    let _ = std::fs::remove_file(&out_path);
+    let y = y?;
+    let mut next = 0;
+    let err = t.reference.check(0, &y, &mut next);
+    let positions = t.reference.positions.len();
+    if fft != point.fft_len(l)
+        || items != y.len()
+        || y.len() > cfg.samples
+        || next != positions
+        || err > MAX_ERROR
+    {
+        return Err(Error::peer("gnuradio")(format!(
+            "{} at {l} taps: FFT {fft} (expected {}), {} output samples of {} ({items} \
+             counted), {next} of {positions} checked positions, error {err:.2e} (at most \
+             {MAX_ERROR:.0e})",
+            point.name(),
+            point.fft_len(l),
+            y.len(),
+            cfg.samples,
+        )));
+    }
+    Ok(Checked {
+        taps: l,
+        point,
+        items: y.len(),
+        max_error: err,
+    })
+}
+
+/// The four points at every tap count.
+fn gr_points(_: &GrConfig) -> Vec<Point<usize>> {
+    let each = |at| {
+        GrPoint::ALL.map(|p| Point {
+            series: p.name(),
+            at,
+        })
+    };
+    GR_TAPS.into_iter().flat_map(each).collect()
+}
+
+/// One timed run; it must give what the checked one gave (dmaflow's sink
+/// checks its output in every run).
+fn gr_measure(cfg: &GrConfig, p: &Point<usize>) -> Result<GrSample, Error> {
+    let (l, point) = (p.at, GrPoint::named(p.series));
+    let t = cfg.taps(l)?;
+    let expected = point.fft_len(l);
+    let (secs, cpu, items, fft, err, peer) = match cfg.checked(l, point) {
+        Some(c) => {
+            let given = &t.files[usize::from(point == GrPoint::GnuradioPadded)];
+            let (secs, cpu, items, fft) = gnuradio_run(&cfg.signal_path(), given, None)?;
+            if items != c.items {
+                return Err(Error::peer("gnuradio")(format!(
+                    "{} at {l} taps: {items} output samples; the checked run gave {}",
+                    p.series, c.items
                 )));
             }
-            row.max_error = row.max_error.max(err);
-            row.timed.seconds.push(t);
-            row.timed.cpu.push(cpu);
-            Ok(t)
-        })?;
-        out.extend(rows);
+            (secs, cpu, items, fft, c.max_error, "gnuradio")
+        }
+        None => {
+            let (secs, cpu, err, items) =
+                peer_graph_run(&t.taps, expected, &cfg.signal, &t.reference)?;
+            (secs, cpu, items, expected, err, "fir")
+        }
+    };
+    if fft != expected || err > MAX_ERROR {
+        return Err(Error::peer(peer)(format!(
+            "{} at {l} taps: FFT {fft}, error {err:.2e}; expected FFT {expected}, error at \
+             most {MAX_ERROR:.0e}",
+            p.series
+        )));
     }
-    Ok(out)
+    let n = cfg.samples as f64;
+    Ok(GrSample {
+        msps: n / secs / 1e6,
+        cpu_us_per_ksample: cpu * 1e9 / n,
+        max_error: err,
+        items_out: items,
+        fft_len: fft,
+        samples: cfg.samples,
+    })
 }
 
 /// What explains the default-against-default ratio at one tap count: the
@@ -321,17 +440,20 @@ pub struct Attribution {
 /// The attribution at every tap count measured.
 pub fn attribution(g: &[GrRow]) -> Vec<Attribution> {
     use GrPoint::{Dmaflow, DmaflowAtGr, Gnuradio, GnuradioPadded};
-    let mut taps: Vec<usize> = g.iter().map(|r| r.taps).collect();
+    let mut taps: Vec<usize> = g.iter().map(|r| r.point.at).collect();
     taps.dedup();
     taps.into_iter()
         .filter_map(|t| {
             // The throughput of `a` over `b`, round by round.
             let ratio = |a: GrPoint, b: GrPoint| {
-                let find = |p| g.iter().find(|r| r.taps == t && r.point == p);
-                Some(Ratio::of(&find(a)?.msps(), &find(b)?.msps()))
+                let find = |p: GrPoint| {
+                    g.iter()
+                        .find(|r| r.point.at == t && r.point.series == p.name())
+                };
+                Some(find(a)?.against(find(b)?, |s| s.msps))
             };
             let (fft, rest) = (ratio(Dmaflow, DmaflowAtGr)?, ratio(DmaflowAtGr, Gnuradio)?);
-            let (f, r) = (fft.0.median.ln(), rest.0.median.ln());
+            let (f, r) = (fft.typical().ln(), rest.typical().ln());
             Some(Attribution {
                 taps: t,
                 whole: ratio(Dmaflow, Gnuradio)?,
@@ -345,38 +467,41 @@ pub fn attribution(g: &[GrRow]) -> Vec<Attribution> {
 }
 
 /// The GNU Radio comparison as text, and its targets (whose lines the
-/// report prints under all the tables).
-pub(super) fn gnuradio_text(g: &[GrRow]) -> (String, Vec<Target>) {
-    if g.is_empty() {
-        return (
-            "against GNU Radio's fft_filter_fff: skipped: GNU Radio not installed\n".into(),
-            Vec::new(),
-        );
-    }
+/// report prints under all the tables); or why it was skipped.
+pub(super) fn text(compared: &Result<Vec<GrRow>, &'static str>) -> (String, Vec<Target>) {
+    let g = match compared {
+        Ok(g) => g,
+        Err(why) => {
+            return (
+                format!("against GNU Radio's fft_filter_fff: skipped: {why}\n"),
+                Vec::new(),
+            );
+        }
+    };
     let mut text = String::from(
         "\nagainst GNU Radio's fft_filter_fff: the same samples and taps, the four points \
-         taking turns round by round (order reversed every other round); M samples/s (median, \
-         min..max), process CPU us per 1000 samples (median), every output checked against \
+         taking turns round by round (order reversed every other round); M samples/s and its \
+         range over the rounds, process CPU us per 1000 samples, every output checked against \
          the same f64 reference (largest error over the sum of |taps|); timed alike: filter \
          and FFT plans made before, queues or buffers made, threads started, run and joined \
          inside:\n",
     );
     text += &gr_columns().table(g);
     text += "what each point does:\n";
-    for r in super::super::peers::first_of_each(g, |r| r.point) {
-        let generic = r.point.does(r.taps);
+    for r in super::super::peers::first_of_each(g, |r| r.point.series) {
+        let generic = GrPoint::named(r.point.series).does(r.point.at);
         // The description without the FFT figures, which vary by taps.
         let head = generic.split("; FFT").next().unwrap_or(&generic);
-        text += &format!("  {}: {head}\n", r.point.name());
+        text += &format!("  {}: {head}\n", r.point.series);
     }
     let attr = attribution(g);
-    text += "\nwhere dmaflow's win comes from (ratios of the rounds' throughputs, median and \
-             min..max; default/default = FFT length x same-FFT, round by round; the FFT's share \
-             is of the logarithm):\n";
+    text += "\nwhere dmaflow's win comes from (ratios of the rounds' throughputs, the typical \
+             ratio and min..max; default/default = FFT length x same-FFT, round by round; the \
+             FFT's share is of the logarithm):\n";
     text += &attribution_columns().table(&attr);
     let target = |t, what, r: Ratio, found| {
         let what = format!("{t} taps: dmaflow >= 1.2x GNU Radio's fft_filter_fff{what}");
-        Target::new(what, found, r.0.median >= 1.2)
+        Target::new(what, found, r.typical() >= 1.2)
     };
     let same = attr.iter().map(|a| {
         let found = format!("{} ({})", a.rest.text(), a.rest.verdict());
@@ -390,30 +515,45 @@ pub(super) fn gnuradio_text(g: &[GrRow]) -> (String, Vec<Target>) {
 }
 
 /// The GNU Radio comparison's columns.
-fn gr_columns<'a>() -> Columns<'a, GrRow> {
-    let msps = |r: &GrRow| Spread::of(&r.msps());
+fn gr_columns() -> Columns<'static, GrRow> {
+    let first = |r: &GrRow| r.samples.first().copied().unwrap_or_default();
     Columns::new()
-        .plain("taps", "taps", |r: &GrRow| r.taps)
-        .plain("point", "point", |r| r.point.name())
-        .kept("does", |r| r.point.does(r.taps))
-        .plain("fft", "fft_len", |r| r.fft_len)
-        .fixed("Msamples/s", "msamples_per_s", 1, move |r| msps(r).median)
-        .range("range", "msamples_per_s_spread", 1, msps)
-        .fixed(
+        .plain("taps", "taps", |r: &GrRow| r.point.at)
+        .doc("filter taps")
+        .series(
+            "point",
+            "point",
+            "dmaflow|dmaflow@gr-fft|gnuradio|gnuradio-padded",
+        )
+        .kept("does", |r| GrPoint::named(r.point.series).does(r.point.at))
+        .doc("what the point does, in its own words")
+        .plain("fft", "fft_len", move |r| first(r).fft_len)
+        .doc("the FFT length it ran at (GNU Radio's read from its block)")
+        .summary(
+            ("Msamples/s", "msamples_per_s", "msamples_per_s_spread"),
+            "M input samples per second",
+            (1.0, 1, ""),
+            |s| s.msps,
+        )
+        .typical(
             "cpu_us/ksample",
             "cpu_us_per_ksample",
-            2,
-            GrRow::cpu_us_per_ksample,
+            "process CPU microseconds per 1000 input samples",
+            (1.0, 2),
+            |s| s.cpu_us_per_ksample,
         )
         .shown_as(
             "max_error",
             "max_error",
-            |r| r.max_error,
+            |r| r.spread(|s| s.max_error).max,
             |e| format!("{e:.1e}"),
         )
-        .kept("items_out", |r| r.items_out)
-        .kept("samples", |r| r.samples)
-        .kept("rounds", |r| r.timed.seconds.len())
+        .doc("largest error of the checked outputs against the f64 reference, over the sum of |taps|")
+        .kept("items_out", move |r| first(r).items_out)
+        .doc("output samples")
+        .kept("samples", move |r| first(r).samples)
+        .doc("input samples per run")
+        .rounds()
 }
 
 /// Where dmaflow's win over GNU Radio comes from: the attribution's columns.
@@ -446,7 +586,7 @@ fn attribution_columns<'a>() -> Columns<'a, Attribution> {
 }
 
 /// The GNU Radio comparison as JSON rows and attribution.
-pub(super) fn gnuradio_json(g: &[GrRow]) -> serde_json::Value {
+pub(super) fn json(g: &[GrRow]) -> serde_json::Value {
     json!({
         "rows": gr_columns().json(g),
         "attribution": attribution_columns().json(&attribution(g)),
@@ -456,7 +596,6 @@ pub(super) fn gnuradio_json(g: &[GrRow]) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::harness::Setup;
 
     /// Where GNU Radio is installed: every point's output matches the
     /// reference, the FFT lengths are the ones claimed, and the report
@@ -472,26 +611,32 @@ mod tests {
             rounds: 2,
             ..Config::at(&Setup::TINY)
         };
-        let g = run_gnuradio(&cfg, &mut |_| {}).unwrap();
+        let mut gr = GrConfig {
+            signal: Arc::new(noise(cfg.samples, 0x1234_5678)),
+            ..GrConfig::of(&cfg)
+        };
+        gr_prepare(&mut gr, &mut |_| {}).unwrap();
+        let g = GR.rows(&gr, &mut |_| {}).unwrap();
         assert_eq!(g.len(), GR_TAPS.len() * GrPoint::ALL.len());
         for r in &g {
-            assert_eq!(r.timed.seconds.len(), 2, "{r:?}");
-            assert!(r.max_error <= MAX_ERROR, "{r:?}");
+            assert_eq!(r.rounds(), 2, "{r:?}");
+            assert!(r.every(|s| s.max_error <= MAX_ERROR), "{r:?}");
         }
         let gr16 = g
             .iter()
-            .find(|r| r.taps == 16 && r.point == GrPoint::Gnuradio)
+            .find(|r| r.point.at == 16 && r.point.series == "gnuradio")
             .unwrap();
-        assert_eq!(gr16.fft_len, 32);
-        let (text, targets) = gnuradio_text(&g);
+        assert!(gr16.every(|s| s.fft_len == 32), "{gr16:?}");
+        let (text, targets) = text(&Ok(g.clone()));
         assert!(text.contains("dmaflow@gr-fft"), "{text}");
         assert!(
             text.contains("null_sink consumes and reads no sample"),
             "{text}"
         );
         assert_eq!(targets.len(), 2 * GR_TAPS.len());
-        let j = gnuradio_json(&g);
+        let j = json(&g);
         assert_eq!(j["attribution"].as_array().unwrap().len(), GR_TAPS.len());
         assert!(j["rows"][0]["does"].as_str().unwrap().contains("FFT 64"));
+        assert!(j["rows"][0]["msamples_per_s_spread"]["n"] == 2);
     }
 }
