@@ -6,37 +6,34 @@
 //! The two take turns frame by frame, each frame timed on its own; the
 //! fabric's frames are split into copy in, transfer and copy out.
 
+use std::cell::RefCell;
+use std::fmt;
+
 use dmaflow::dma::Completion;
 use dmaflow::dsp::bgsub::{BackgroundSubtractor, Params, synthetic_frames};
 use dmaflow::platform::MemoryModel;
-use dmaflow::rig::BgSubCoprocessor;
+use dmaflow::rig::{BgSubCoprocessor, Placement};
 use dmaflow::sim::Clock;
 
 use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
 use super::error::Error;
-use super::harness::{OnBoard, OnGpu, Progress, Setup, Spec, Tables, median, on_board};
-use super::meter::{Meter, Tally};
-use super::report::{Report, Target, sentence};
-use super::spread::Spread;
+use super::frame::{Bench, Findings, Point};
+use super::harness::{OnGpu, Setup, Tables, on_board};
+use super::meter::{Cost, Meter, Tally};
+use super::report::Target;
 
 /// The paper's fabric clock: 100 MHz x 1 B.
 pub const FABRIC: Clock = dmaflow::sim::BGSUB_FABRIC;
 
 /// `dmaflow bench bgsub`.
-pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
+pub static EXPERIMENT: Bench<Config, Frame, Sample> = Bench {
     name: "bgsub",
     on_gpu: Some(OnGpu::Gpu(Tables::KERNELS)),
-    board: OnBoard::EmulatorOnly(
-        "it drives the background-subtraction coprocessor, which the loopback design lacks",
-    ),
+    emulator_only: "it drives the background-subtraction coprocessor, which the loopback design \
+                    lacks",
     question: "Background subtraction on a coprocessor behind two DMA engines vs the CPU (paper \
                000).",
-    keys: "device (fabric|cpu), width, height, frames, seconds (all frames),\n\
-          frame_ms (median), frames_per_s (at the median frame time),\n\
-          verified (bool: every mask equal to the pixel-by-pixel\n\
-          definition), cpu_us (per frame), model_us and overhead_us (per\n\
-          frame; null for cpu)",
     conditions: Conditions {
         timed: "each frame from the call to the mask in the caller's buffer, software and \
                 fabric in turns frame by frame",
@@ -45,20 +42,27 @@ pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
                 this host",
         paper: USER_X86,
     },
-    ..Spec::new(Config::at, run, report)
+    prepare,
+    heading,
+    figures: "each frame a round: the figures are over the frames (ms/frame the median frame, \
+              with its IQR)",
+    findings,
+    ..Bench::new(Config::at, |c| c.frames, points, measure, columns)
 };
 
 /// What to measure.
-#[derive(Debug, Clone)]
 pub struct Config {
     /// Frame width.
     pub width: usize,
     /// Frame height.
     pub height: usize,
-    /// Frames per run.
+    /// Frames per run: each frame is one round, both devices in turns.
     pub frames: usize,
     /// The board's memory (a non-coherent one runs with explicit maintenance).
     pub memory: MemoryModel,
+    /// The video, the definition's masks and both devices, made before the
+    /// first frame (none until then).
+    pub state: RefCell<Option<State>>,
 }
 
 impl Config {
@@ -73,180 +77,282 @@ impl Config {
             height,
             frames,
             memory: setup.memory,
+            state: RefCell::new(None),
         }
     }
 }
 
-/// One device's run.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Row {
-    /// `fabric` (the coprocessor through DMA) or `cpu`.
-    pub device: &'static str,
-    /// Frame width.
-    pub width: usize,
-    /// Frame height.
-    pub height: usize,
-    /// Frames processed.
-    pub frames: usize,
-    /// Seconds for all of them.
-    pub seconds: f64,
-    /// Milliseconds per frame over the frames (the figure is the median:
-    /// what the path sustains when the host steals CPU time in bursts).
-    pub frame_ms: Spread,
-    /// Every mask equal to `dmaflow::dsp::bgsub::definition` (no shared code).
-    pub verified: bool,
-    /// Mean host CPU per frame, in microseconds (driver or computing thread).
-    pub cpu_us: f64,
-    /// What the modelled fabric needs per frame (two 100 MB/s streams side by
-    /// side, PG021 latencies), in microseconds; none for the CPU.
-    pub model_us: Option<f64>,
-    /// For the fabric: median microseconds per frame of copy in, transfer
-    /// (streams, emulated core and driver) and copy out.
-    pub stages_us: Option<(f64, f64, f64)>,
+/// The run's video and both devices, each device at its next frame.
+pub struct State {
+    /// The synthetic video, frame after frame.
+    video: Vec<u8>,
+    /// The pixel-by-pixel definition's masks, frame after frame.
+    definition: Vec<u8>,
+    /// Bytes per frame.
+    bytes: usize,
+    /// The software implementation.
+    cpu: BackgroundSubtractor,
+    /// The coprocessor behind its two engines.
+    fabric: BgSubCoprocessor,
+    /// The fabric's emulated device on a core of its own (kept for the run).
+    _placed: Placement,
+    /// The next frame of each device (the fabric, the CPU).
+    next: [usize; 2],
 }
 
-/// Runs both devices on the same synthetic video.
-pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
+/// Makes the video, the definition's masks and both devices.
+fn prepare(cfg: &mut Config, progress: &mut dyn FnMut(&str)) -> Result<(), Error> {
     let p = Params::new(cfg.width, cfg.height, 25, true).map_err(Error::peer("bgsub"))?;
-    let n = p.frame_bytes();
     let video = synthetic_frames(&p, cfg.frames, 7);
     progress("bgsub definition (pixel by pixel)");
     let definition = dmaflow::dsp::bgsub::definition(&p, &video);
-    let row = |device, times: &[f64], verified, cost: &Tally, model_us| Row {
-        stages_us: None,
-        device,
+    let fabric = BgSubCoprocessor::on(p, FABRIC, Completion::Poll, cfg.memory)?;
+    let placed = fabric.rig().dedicate_core()?;
+    cfg.state = RefCell::new(Some(State {
+        video,
+        definition,
+        bytes: p.frame_bytes(),
+        cpu: BackgroundSubtractor::new(p),
+        fabric,
+        _placed: placed,
+        next: [0, 0],
+    }));
+    Ok(())
+}
+
+/// A frame's size, the point's parameter.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Frame {
+    /// Width in pixels.
+    pub width: usize,
+    /// Height in pixels.
+    pub height: usize,
+}
+
+impl fmt::Display for Frame {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}x{}", self.width, self.height)
+    }
+}
+
+/// The fabric (the coprocessor through DMA), then the CPU.
+fn points(cfg: &Config) -> Vec<Point<Frame>> {
+    let at = Frame {
         width: cfg.width,
         height: cfg.height,
-        frames: cfg.frames,
-        seconds: times.iter().sum(),
-        frame_ms: Spread::of(times).scaled(1e3),
-        verified,
-        cpu_us: cost.cpu_us(),
-        model_us,
     };
-    // Both devices frame by frame, taking turns (the order swapped every
-    // frame), each frame timed on its own: the frames are the repeats.
-    progress("bgsub fabric and cpu, frame by frame");
-    let mut sw = BackgroundSubtractor::new(p);
-    let mut hw = BgSubCoprocessor::on(p, FABRIC, Completion::Poll, cfg.memory)?;
-    let _placed = hw.rig().dedicate_core()?;
-    let mut expected = vec![0u8; video.len()];
-    let mut masks = vec![0u8; video.len()];
-    // Per device (the fabric first, then the CPU): each frame's time, costs.
-    let mut times: [Vec<f64>; 2] = Default::default();
-    let mut costs = [Tally::default(); 2];
-    let mut stages: [Vec<f64>; 3] = Default::default();
-    let frames = video
-        .chunks(n)
-        .zip(expected.chunks_mut(n).zip(masks.chunks_mut(n)));
-    for (i, (f, (e, m))) in frames.enumerate() {
-        for fabric in [i % 2 == 0, i % 2 == 1] {
-            let meter = Meter::start(None);
-            if fabric {
-                hw.process(f, m)?;
-            } else {
-                sw.process(f, e).map_err(Error::peer("bgsub"))?;
-            }
-            let c = meter.stop();
-            times[usize::from(!fabric)].push(c.wall.as_secs_f64());
-            costs[usize::from(!fabric)].add(c);
-            if fabric {
-                let t = hw.last_times();
-                for (v, d) in stages.iter_mut().zip([t.copy_in, t.transfer, t.copy_out]) {
-                    v.push(d.as_secs_f64() * 1e6);
-                }
-            }
-        }
+    ["fabric", "cpu"]
+        .into_iter()
+        .map(|series| Point { series, at })
+        .collect()
+}
+
+/// One device's frame.
+#[derive(Debug, Clone)]
+pub struct Sample {
+    /// Seconds from the call to the mask in the caller's buffer.
+    pub seconds: f64,
+    /// Host CPU of the driver or computing thread.
+    pub cost: Cost,
+    /// For the fabric: microseconds of copy in, transfer (streams, emulated
+    /// core and driver) and copy out; `NaN` for the CPU.
+    pub stages_us: [f64; 3],
+    /// What the modelled fabric needs for the frame (two 100 MB/s streams
+    /// side by side, PG021 latencies), in microseconds; none for the CPU.
+    pub model_us: Option<f64>,
+    /// The mask equal to the definition's; for the fabric, after the frame
+    /// both devices have done, its background equal to the software's too.
+    pub verified: bool,
+}
+
+/// One device's next frame, timed on its own and checked.
+fn measure(cfg: &Config, p: &Point<Frame>) -> Result<Sample, Error> {
+    let mut state = cfg.state.borrow_mut();
+    let missing = |reason: &str| Error::Peer {
+        peer: "bgsub",
+        reason: reason.into(),
+    };
+    let s = state
+        .as_mut()
+        .ok_or_else(|| missing("measured before its video was made"))?;
+    let fabric = p.series == "fabric";
+    let device = usize::from(!fabric);
+    let (n, i) = (s.bytes, s.next[device]);
+    let frame_of = |v: &[u8]| v.get(i * n..(i + 1) * n).map(<[u8]>::to_vec);
+    let (Some(frame), Some(expected)) = (frame_of(&s.video), frame_of(&s.definition)) else {
+        return Err(missing("more rounds than frames"));
+    };
+    let mut mask = vec![0u8; n];
+    let meter = Meter::start(None);
+    if fabric {
+        s.fabric.process(&frame, &mut mask)?;
+    } else {
+        s.cpu
+            .process(&frame, &mut mask)
+            .map_err(Error::peer("bgsub"))?;
     }
-    let cpu = row("cpu", &times[1], expected == definition, &costs[1], None);
-    let verified = masks == definition && Some(hw.background()) == sw.background();
-    // Frame and background stream side by side on two engines.
-    let model = FABRIC.two_way(n, false).as_secs_f64() * 1e6;
-    let mut fabric = row("fabric", &times[0], verified, &costs[0], Some(model));
-    fabric.stages_us = Some((median(&stages[0]), median(&stages[1]), median(&stages[2])));
-    Ok(vec![fabric, cpu])
+    let cost = meter.stop();
+    s.next[device] += 1;
+    let mut verified = mask == expected;
+    let (mut stages_us, mut model_us) = ([f64::NAN; 3], None);
+    if fabric {
+        let t = s.fabric.last_times();
+        stages_us = [t.copy_in, t.transfer, t.copy_out].map(|d| d.as_secs_f64() * 1e6);
+        // Frame and background stream side by side on two engines.
+        model_us = Some(FABRIC.two_way(n, false).as_secs_f64() * 1e6);
+    }
+    // Once both have done the frame, the backgrounds they carry agree.
+    if s.next[0] == s.next[1] {
+        verified &= Some(s.fabric.background()) == s.cpu.background();
+    }
+    Ok(Sample {
+        seconds: cost.wall.as_secs_f64(),
+        cost,
+        stages_us,
+        model_us,
+        verified,
+    })
+}
+
+/// A point over the frames.
+pub type Row = super::frame::Row<Frame, Sample>;
+
+/// Milliseconds per frame, the median frame.
+fn frame_ms(r: &Row) -> f64 {
+    r.spread(|s| s.seconds).scaled(1e3).median
+}
+
+/// The modelled fabric's microseconds per frame (none for the CPU).
+fn model_us(r: &Row) -> Option<f64> {
+    r.samples.first().and_then(|s| s.model_us)
+}
+
+/// A stage's typical microseconds per frame (none for the CPU).
+fn stage_us(r: &Row, k: usize) -> Option<f64> {
+    let f = move |s: &Sample| s.stages_us[k];
+    r.measured(f).then(|| r.spread(f).median)
 }
 
 /// The rows' columns.
-fn columns<'a>() -> Columns<'a, Row> {
+fn columns() -> Columns<'static, Row> {
+    let iqr = |r: &Row| r.spread(|s| s.seconds).scaled(1e3);
+    let tally = |r: &Row| {
+        r.samples.iter().fold(Tally::default(), |mut t, s| {
+            t.add(s.cost);
+            t
+        })
+    };
     Columns::new()
-        .plain("device", "device", |r: &Row| r.device)
-        .shown("frame", |r| format!("{}x{}", r.width, r.height))
-        .kept("width", |r| r.width)
-        .kept("height", |r| r.height)
-        .plain("frames", "frames", |r| r.frames)
-        .kept("seconds", |r| r.seconds)
-        .fixed("frames/s", "frames_per_s", 1, |r| 1e3 / r.frame_ms.median)
-        .fixed("median ms/frame", "frame_ms", 3, |r| r.frame_ms.median)
-        .shown("IQR ms", |r| {
-            format!("{:.3}..{:.3}", r.frame_ms.p25, r.frame_ms.p75)
+        .series(
+            "device",
+            "device",
+            "fabric (the coprocessor through DMA) or cpu",
+        )
+        .shown("frame", |r: &Row| r.point.at.to_string())
+        .kept("width", |r: &Row| r.point.at.width)
+        .doc("frame width")
+        .kept("height", |r: &Row| r.point.at.height)
+        .doc("frame height")
+        .plain("frames", "frames", |r: &Row| r.rounds())
+        .doc("frames processed, one a round")
+        .kept("seconds", |r: &Row| {
+            r.each(|s| s.seconds).iter().sum::<f64>()
         })
-        .kept("frame_ms_p25", |r| r.frame_ms.p25)
-        .kept("frame_ms_p75", |r| r.frame_ms.p75)
-        .optional("model us", "model_us", 0, |r| r.model_us)
+        .doc("all frames")
+        .fixed("frames/s", "frames_per_s", 1, |r| 1e3 / frame_ms(r))
+        .doc("at the median frame time")
+        .fixed("median ms/frame", "frame_ms", 3, frame_ms)
+        .doc("the median frame: what the path sustains when the host steals CPU time in bursts")
+        .shown("IQR ms", move |r| {
+            format!("{:.3}..{:.3}", iqr(r).p25, iqr(r).p75)
+        })
+        .kept("frame_ms_p25", move |r| iqr(r).p25)
+        .doc("first quartile of the frames")
+        .kept("frame_ms_p75", move |r| iqr(r).p75)
+        .doc("third quartile of the frames")
+        .optional("model us", "model_us", 0, model_us)
+        .doc("per frame, the modelled fabric (two 100 MB/s streams side by side); null for cpu")
         .optional("overhead us", "overhead_us", 0, |r| {
-            r.model_us.map(|m| r.frame_ms.median * 1e3 - m)
+            model_us(r).map(|m| frame_ms(r) * 1e3 - m)
         })
+        .doc("per frame, beyond model_us; null for cpu")
         .shown("= copy in + transfer beyond model + copy out", |r| {
-            r.stages_us.map_or("-".into(), |(i, t, o)| {
-                format!("{i:.0} + {:.0} + {o:.0}", t - r.model_us.unwrap_or(0.0))
-            })
+            match (stage_us(r, 0), stage_us(r, 1), stage_us(r, 2)) {
+                (Some(i), Some(t), Some(o)) => {
+                    format!("{i:.0} + {:.0} + {o:.0}", t - model_us(r).unwrap_or(0.0))
+                }
+                _ => "-".into(),
+            }
         })
-        .kept("copy_in_us", |r| r.stages_us.map(|s| s.0))
-        .kept("transfer_us", |r| r.stages_us.map(|s| s.1))
-        .kept("copy_out_us", |r| r.stages_us.map(|s| s.2))
-        .fixed("CPU us/frame", "cpu_us", 0, |r| r.cpu_us)
-        .col(
+        .kept("copy_in_us", |r| stage_us(r, 0))
+        .doc("the frame into DMA memory, typical frame; null for cpu")
+        .kept("transfer_us", |r| stage_us(r, 1))
+        .doc("both engines and the emulated core, typical frame; null for cpu")
+        .kept("copy_out_us", |r| stage_us(r, 2))
+        .doc("the mask out of DMA memory, typical frame; null for cpu")
+        .fixed("CPU us/frame", "cpu_us", 0, move |r| tally(r).cpu_us())
+        .doc("mean host CPU per frame (driver or computing thread)")
+        .checked(
             "verified",
             "verified",
-            |r| if r.verified { "yes" } else { "NO" }.into(),
-            |r| r.verified,
+            "bool: every mask equal to the pixel-by-pixel definition",
+            |s| s.verified,
         )
 }
 
-/// The run as a report: frames per second on the coprocessor against the
-/// fabric's bound (frame and background side by side, one engine each) and
-/// against software; every row's masks verified.
-pub fn report(cfg: &Config, rows: &[Row]) -> Report {
-    let bound = 100e6 / (cfg.width * cfg.height) as f64;
-    let get = |d: &str| rows.iter().find(|r| r.device == d);
-    let fabric = get("fabric").map(|f| {
+/// What was measured.
+fn heading(cfg: &Config) -> String {
+    on_board(
         format!(
-            "the coprocessor processes {:.1} frames/s of {}x{} ({:.1} % of the {bound:.1} frames/s \
-             the modelled fabric allows)",
-            1e3 / f.frame_ms.median,
+            "{} frames of {}x{}, coprocessor on two DMA engines at 100 MHz x 1 B \
+             (the fabric's bound: {:.1} frames/s) vs the software implementation",
+            cfg.frames,
             cfg.width,
             cfg.height,
-            100.0 * (1e3 / f.frame_ms.median) / bound
-        )
-    });
-    let cpu = get("cpu").map(|c| {
-        format!(
-            "software on this CPU {:.1} frames/s",
-            1e3 / c.frame_ms.median
-        )
-    });
-    let targets = rows.iter().map(|r| {
-        Target::new(
-            format!("{} masks equal to the pixel-by-pixel definition", r.device),
-            format!("{} frames checked", r.frames),
-            r.verified,
-        )
-    });
-    let heading = on_board(
-        format!(
-            "bgsub: {} frames of {}x{}, coprocessor on two DMA engines at 100 MHz x 1 B \
-             (the fabric's bound: {bound:.1} frames/s) vs the software implementation",
-            cfg.frames, cfg.width, cfg.height
+            bound(cfg)
         ),
         cfg.memory,
-    );
+    )
+}
+
+/// Frames per second the modelled fabric allows.
+fn bound(cfg: &Config) -> f64 {
+    100e6 / (cfg.width * cfg.height) as f64
+}
+
+/// Frames per second on the coprocessor against the fabric's bound (frame
+/// and background side by side, one engine each) and against software;
+/// every row's masks verified.
+fn findings(cfg: &Config, rows: &[Row]) -> Findings {
+    let bound = bound(cfg);
+    let get = |d: &str| rows.iter().find(|r| r.point.series == d);
+    let fabric = get("fabric").map(|f| {
+        let fps = 1e3 / frame_ms(f);
+        format!(
+            "the coprocessor processes {fps:.1} frames/s of {}x{} ({:.1} % of the {bound:.1} \
+             frames/s the modelled fabric allows)",
+            cfg.width,
+            cfg.height,
+            100.0 * fps / bound
+        )
+    });
+    let cpu = get("cpu").map(|c| format!("software on this CPU {:.1} frames/s", 1e3 / frame_ms(c)));
+    let targets = rows.iter().map(|r| {
+        Target::new(
+            format!(
+                "{} masks equal to the pixel-by-pixel definition",
+                r.point.series
+            ),
+            format!("{} frames checked", r.rounds()),
+            r.every(|s| s.verified),
+        )
+    });
     // Two rows (fabric, CPU): the table says it; a plot would not.
-    Report::of("bgsub", heading, &columns(), rows)
-        .answer(sentence(
-            &[fabric, cpu].into_iter().flatten().collect::<Vec<_>>(),
-        ))
-        .targets(targets.collect())
+    Findings {
+        clauses: [fabric, cpu].into_iter().flatten().collect(),
+        targets: targets.collect(),
+        ..Findings::default()
+    }
 }
 
 #[cfg(test)]
@@ -256,33 +362,61 @@ mod tests {
     #[test]
     fn tiny_run_verifies_every_frame_and_is_consistent() {
         let t0 = std::time::Instant::now();
-        let rows = run(&Config::at(&Setup::TINY), &mut |_| {}).unwrap();
+        let mut cfg = Config::at(&Setup::TINY);
+        let progress = &mut |_: &str| {};
+        // Measured before its video was made: an error, not a panic.
+        let fabric = Point {
+            series: "fabric",
+            at: Frame {
+                width: 40,
+                height: 30,
+            },
+        };
+        assert!(measure(&cfg, &fabric).is_err());
+        prepare(&mut cfg, progress).unwrap();
+        let rows = EXPERIMENT.rows(&cfg, progress).unwrap();
         let elapsed = t0.elapsed().as_secs_f64();
         assert_eq!(rows.len(), 2);
-        for r in &rows {
-            assert!(r.verified, "{r:?}");
+        let rep = EXPERIMENT.report(&cfg, &rows);
+        for (r, j) in rows.iter().zip(rep.json["rows"].as_array().unwrap()) {
+            assert_eq!(j["verified"], true, "{j}");
+            assert_eq!(j["frames"], 6, "{j}");
             // The frames took no longer than the test's own clock saw, and the
             // median frame no longer than all of them.
-            assert!(r.seconds <= elapsed, "{r:?}");
-            assert!(r.frame_ms.median * 1e-3 <= r.seconds, "{r:?}");
-            assert!(r.cpu_us > 0.0, "{r:?}");
+            let seconds = j["seconds"].as_f64().unwrap();
+            assert!(seconds <= elapsed, "{j}");
+            assert!(j["frame_ms"].as_f64().unwrap() * 1e-3 <= seconds, "{j}");
+            assert!(
+                j["frame_ms_p25"].as_f64() <= j["frame_ms_p75"].as_f64(),
+                "{j}"
+            );
+            assert!(j["cpu_us"].as_f64().unwrap() > 0.0, "{j}");
+            assert_eq!(r.rounds(), 6);
         }
-        assert!(rows[0].model_us.is_some() && rows[1].model_us.is_none());
+        let (f, c) = (&rep.json["rows"][0], &rep.json["rows"][1]);
+        assert_eq!(
+            (&f["device"], &c["device"]),
+            (&"fabric".into(), &"cpu".into())
+        );
+        assert!(f["model_us"].is_number() && c["model_us"].is_null());
         // The fabric cannot beat its clock: two 1200-byte streams side by side at
         // 100 MB/s take 12 us a frame.
-        let fabric = &rows[0];
-        assert!(fabric.frame_ms.median >= 1200.0 / 100e6 * 1e3, "{fabric:?}");
-        assert_eq!(
-            report(&Config::at(&Setup::TINY), &rows).json["rows"][0]["device"],
-            "fabric"
+        assert!(
+            f["frame_ms"].as_f64().unwrap() >= 1200.0 / 100e6 * 1e3,
+            "{f}"
         );
         // The stages are parts of the frame: the transfer at least the model.
-        let (i, t, o) = fabric.stages_us.unwrap();
+        let stage = |k: &str| f[k].as_f64().unwrap();
         assert!(
-            i >= 0.0 && o >= 0.0 && t >= fabric.model_us.unwrap(),
-            "{fabric:?}"
+            stage("copy_in_us") >= 0.0 && stage("copy_out_us") >= 0.0,
+            "{f}"
         );
-        assert!(rows[1].stages_us.is_none());
+        assert!(stage("transfer_us") >= stage("model_us"), "{f}");
+        assert!(c["copy_in_us"].is_null() && c["transfer_us"].is_null());
+        assert_eq!(rep.targets.len(), 2);
+        assert!(rep.targets.iter().all(|t| t.met), "{:?}", rep.targets);
+        // Every frame was used: one round more has no frame to measure.
+        assert!(measure(&cfg, &fabric).is_err());
         // A frame of the wrong size is refused.
         let p = Params::new(8, 8, 25, true).unwrap();
         let mut hw = BgSubCoprocessor::new(p, Clock::Unlimited, Completion::Poll).unwrap();
