@@ -149,7 +149,7 @@ mod tests {
             }
         });
         let tid = tid_rx.recv_timeout(Duration::from_secs(5)).unwrap();
-        let mut spent = |busy| {
+        let spent = |busy| {
             let before = cpu_time_of(tid).unwrap();
             go_tx.send(busy).unwrap();
             tid_rx.recv_timeout(Duration::from_secs(5)).unwrap();
