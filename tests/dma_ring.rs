@@ -8,6 +8,7 @@ use dmaflow::mem::CachePolicy;
 use dmaflow::platform::MemoryModel;
 use dmaflow::rig::Rig;
 use dmaflow::sim::{Clock, Loopback};
+use std::time::{Duration, Instant};
 
 fn payload(seq: usize, len: usize) -> Vec<u8> {
     (0..len).map(|i| (seq * 31 + i * 7) as u8).collect()
@@ -380,5 +381,68 @@ fn a_coalesced_ring_still_completes_its_last_partial_batch() {
     match PacketRing::with_coalescing(engine, 16, 64, 16, Completion::Irq, zero) {
         Err(e) => assert!(e.to_string().contains("IRQThreshold 0"), "{e}"),
         Ok(_) => panic!("an IRQThreshold of 0 was accepted"),
+    }
+}
+
+#[test]
+fn arrived_sees_a_whole_batch_without_taking_it() {
+    for (policy, model) in [
+        (CachePolicy::Coherent, MemoryModel::Coherent),
+        (CachePolicy::Explicit, MemoryModel::NonCoherent),
+    ] {
+        let rig = Rig::with_model(
+            4 << 20,
+            Clock::Unlimited,
+            true,
+            policy,
+            model,
+            Box::new(Loopback),
+        )
+        .unwrap();
+        let engine = &rig.engines[0];
+        let mut ring = PacketRing::new(engine, 8, 64, 4, Completion::Poll).unwrap();
+        let device0 = rig.fabric.device_cpu_time().unwrap();
+        // Batches of 5 through 9-descriptor rings: the batch's last buffer
+        // wraps around the end of the ring at every offset.
+        for turn in 0..12usize {
+            assert!(!ring.arrived(0), "{policy:?}");
+            assert!(!ring.arrived(1), "{policy:?} turn {turn}: nothing sent");
+            // A burst sends as many as there are free TX buffers (those are
+            // reclaimed only past a threshold): the rest in the next.
+            let mut sent = 0;
+            while sent < 5 {
+                let from = turn * 5 + sent;
+                sent += ring
+                    .send_burst_with(5 - sent, 64, |i, b| {
+                        b.copy_from_slice(&payload(from + i, 64))
+                    })
+                    .unwrap();
+            }
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while !ring.arrived(5) {
+                assert!(
+                    Instant::now() < deadline,
+                    "{policy:?} turn {turn}: no batch"
+                );
+                std::hint::spin_loop();
+            }
+            // Packets never sent have not arrived; more than the buffers
+            // handed to S2MM is never true.
+            assert!(!ring.arrived(6), "{policy:?} turn {turn}");
+            assert!(!ring.arrived(9), "{policy:?} turn {turn}");
+            // Looking took nothing: one pass reads all five, in order.
+            let mut seq = turn * 5;
+            let got = ring
+                .recv_burst_with(8, |p| {
+                    assert_eq!(p, &payload(seq, 64)[..], "{policy:?} packet {seq}");
+                    seq += 1;
+                })
+                .unwrap();
+            assert_eq!(got, 5, "{policy:?} turn {turn}");
+        }
+        // The emulated device did the moving, on its own thread.
+        let device = rig.fabric.device_cpu_time().unwrap() - device0;
+        assert!(device > Duration::ZERO, "{policy:?}: {device:?}");
+        assert_eq!(rig.fabric.violations(), Vec::new(), "{policy:?}");
     }
 }

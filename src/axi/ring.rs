@@ -437,13 +437,7 @@ impl DescRing {
         if self.done == self.posted {
             return None;
         }
-        let slot = self.oldest();
-        // Explicit maintenance: drop stale lines before looking (a no-op when
-        // coherent).
-        let _ = self
-            .desc
-            .sync_range_for_cpu(slot * DESC_ALIGN as usize, DESC_ALIGN as usize);
-        self.desc.load_word(word(slot, DESC_STATUS))
+        Some(self.status_of(1).1)
     }
 
     /// The oldest outstanding descriptor's status word if the engine marked it
@@ -488,11 +482,31 @@ impl DescRing {
     /// means every receive buffer is full (an overrun); for MM2S, that the
     /// stream ran dry (an underrun).
     pub fn drained(&self) -> bool {
-        let n = self.posted_in_flight();
-        if n == 0 {
-            return true;
+        match self.posted_in_flight() {
+            0 => true,
+            n => self.status_of(n).1 & DESC_STS_CMPLT != 0,
         }
-        let last = self.done_slot + n - 1;
+    }
+
+    /// Whether the `count` oldest descriptors handed to the engine are all
+    /// Cmplt without an error, read from the status of the newest of them
+    /// alone (the engine completes descriptors in order and halts at the
+    /// first error). `false` when `count` is 0 or more than are handed over.
+    /// Reclaims nothing: for a caller that waits for a batch before taking
+    /// it.
+    pub fn completed_through(&self, count: usize) -> bool {
+        if count == 0 || count > self.posted_in_flight() {
+            return false;
+        }
+        let s = self.status_of(count).1;
+        s & DESC_STS_CMPLT != 0 && s & DESC_STS_ERR_MASK == 0
+    }
+
+    /// The slot `count - 1` after the oldest (wrapped; `1 <= count <=
+    /// slots`) and its STATUS word, the line dropped first (explicit
+    /// maintenance; a no-op when coherent).
+    fn status_of(&self, count: usize) -> (usize, u32) {
+        let last = self.done_slot + count - 1;
         let last = if last >= self.slots {
             last - self.slots
         } else {
@@ -501,8 +515,10 @@ impl DescRing {
         let _ = self
             .desc
             .sync_range_for_cpu(last * DESC_ALIGN as usize, DESC_ALIGN as usize);
-        let s = self.desc.load_word(word(last, DESC_STATUS)).unwrap_or(0);
-        s & DESC_STS_CMPLT != 0
+        (
+            last,
+            self.desc.load_word(word(last, DESC_STATUS)).unwrap_or(0),
+        )
     }
 
     /// Descriptors handed to the engine and not yet reclaimed.
@@ -520,17 +536,7 @@ impl DescRing {
         if count == 0 || count > self.posted_in_flight() {
             return 0;
         }
-        // The slot `count - 1` after the oldest, wrapped (count <= slots).
-        let last = self.done_slot + count - 1;
-        let last = if last >= self.slots {
-            last - self.slots
-        } else {
-            last
-        };
-        let _ = self
-            .desc
-            .sync_range_for_cpu(last * DESC_ALIGN as usize, DESC_ALIGN as usize);
-        let s = self.desc.load_word(word(last, DESC_STATUS)).unwrap_or(0);
+        let (last, s) = self.status_of(count);
         if s & DESC_STS_CMPLT == 0 || s & DESC_STS_ERR_MASK != 0 {
             return 0;
         }

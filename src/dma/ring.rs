@@ -455,6 +455,15 @@ impl<'e, R: RegisterSpace, I: IrqLine> PacketRing<'e, R, I> {
         }
     }
 
+    /// Whether the next `count` receive buffers have all been written by
+    /// S2MM (`count` packets of one buffer each have arrived), read from the
+    /// status of the last of them alone; takes nothing and waits for
+    /// nothing. `false` when `count` is 0 or more than the buffers handed to
+    /// S2MM, or when the ring has stopped.
+    pub fn arrived(&self, count: usize) -> bool {
+        !self.stopped && self.rx_ring.completed_through(count)
+    }
+
     /// Receives the next packet into `out` (standard I/O); returns its length. If
     /// `out` is shorter than the packet, [`Error::OutTooShort`] says so and the
     /// packet stays queued for the next call.

@@ -25,6 +25,36 @@ pub fn thread_cpu_time() -> Duration {
     )
 }
 
+/// CPU time another thread of this process (`thread`, a thread id) has used
+/// so far: its thread CPU clock (`clock_gettime` with the clock id
+/// `pthread_getcpuclockid` gives, made from the id as the kernel defines
+/// it), which counts a thread running right now up to the moment of the
+/// read. For threads a library runs on its own, such as the emulated
+/// fabric's device thread, whose cost is reported apart from the caller's.
+/// A thread that has ended, or one of another process, is an error.
+pub fn cpu_time_of(thread: Pid) -> Result<Duration, Error> {
+    // The kernel's MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED): the id
+    // inverted and shifted, CPUCLOCK_PERTHREAD_MASK (4) | CPUCLOCK_SCHED (2).
+    let clock = ((!thread.as_raw_nonzero().get()) << 3) | 6;
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `t` is a valid, writable timespec for the duration of the call;
+    // an unknown clock id is reported by the return value, not undefined.
+    let rc = unsafe { libc::clock_gettime(clock as libc::clockid_t, &mut t) };
+    if rc != 0 {
+        return Err(Error::Io {
+            path: format!("CPU clock of thread {}", thread.as_raw_nonzero()),
+            source: std::io::Error::last_os_error(),
+        });
+    }
+    Ok(Duration::new(
+        t.tv_sec.max(0) as u64,
+        t.tv_nsec.clamp(0, 999_999_999) as u32,
+    ))
+}
+
 /// CPU time every thread of this process has used so far
 /// (`CLOCK_PROCESS_CPUTIME_ID`): the caller's, and that of helper threads a
 /// driver runs (a GPU driver's, a waiter's).
@@ -97,6 +127,42 @@ mod tests {
             worked > Duration::from_millis(5),
             "{worked:?} of CPU while busy"
         );
+    }
+
+    #[test]
+    fn another_threads_cpu_time_counts_its_work_not_its_sleep() {
+        use std::sync::mpsc;
+        let (tid_tx, tid_rx) = mpsc::channel();
+        let (go_tx, go_rx) = mpsc::channel::<bool>();
+        let worker = std::thread::spawn(move || {
+            tid_tx.send(current_thread()).unwrap();
+            while let Ok(busy) = go_rx.recv() {
+                let start = std::time::Instant::now();
+                while start.elapsed() < Duration::from_millis(30) {
+                    if busy {
+                        std::hint::black_box(start.elapsed());
+                    } else {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                }
+                tid_tx.send(current_thread()).unwrap();
+            }
+        });
+        let tid = tid_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+        let spent = |busy| {
+            let before = cpu_time_of(tid).unwrap();
+            go_tx.send(busy).unwrap();
+            tid_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+            cpu_time_of(tid).unwrap() - before
+        };
+        let slept = spent(false);
+        let worked = spent(true);
+        drop(go_tx);
+        worker.join().unwrap();
+        assert!(slept < Duration::from_millis(10), "{slept:?} while asleep");
+        assert!(worked > Duration::from_millis(5), "{worked:?} while busy");
+        // A thread that is gone has no CPU time to read: an error, no panic.
+        assert!(cpu_time_of(tid).is_err());
     }
 
     #[test]

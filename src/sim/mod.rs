@@ -333,6 +333,14 @@ impl Fabric {
         }
     }
 
+    /// CPU time the device thread has used since the fabric started: the
+    /// emulated device's own cost on this host, which a board's hardware
+    /// does not take from its CPU (compare it with a driver's thread CPU
+    /// time to see which side limits a stream).
+    pub fn device_cpu_time(&self) -> Result<Duration, crate::platform::Error> {
+        crate::platform::cpu::cpu_time_of(self.device_thread()?)
+    }
+
     /// How often the device thread has gone to sleep waiting for work, and how
     /// often it has yielded the CPU, since the fabric started. A steady stream
     /// of transfers should cost far fewer sleeps than transfers: each sleep is a
