@@ -297,11 +297,7 @@ fn stream_stalled<R: RegisterSpace, I: IrqLine>(
     let mut dst = vec![0u8; bytes];
     let (mut sent, mut received) = (0u64, 0u64);
     let total = packets as u64;
-    let bad = |seq: u64| Error::Corrupted {
-        what: format!("{what}: packet {seq}"),
-        got: 0,
-        expected: seq as u32,
-    };
+    let bad = |seq: u64| corrupted_packet(what, seq);
     let before = ring.starved();
     let t0 = Instant::now();
     while received < total {
@@ -382,22 +378,7 @@ fn stream_burst<R: RegisterSpace, I: IrqLine>(
             let from = sent;
             sent += ring.send_burst_with(room, bytes, |i, p| fill(from + i as u64, p))? as u64;
         }
-        let mut bad = None;
-        let mut seq = received;
-        ring.recv_burst_with((sent - received) as usize, |p| {
-            if bad.is_none() && !intact(seq, bytes, p) {
-                bad = Some(seq);
-            }
-            seq += 1;
-        })?;
-        if let Some(seq) = bad {
-            return Err(Error::Corrupted {
-                what: format!("{what}: packet {seq}"),
-                got: 0,
-                expected: seq as u32,
-            });
-        }
-        received = seq;
+        received = take_checked(ring, (sent - received) as usize, received, bytes, what)?;
     }
     let t = t0.elapsed().as_secs_f64();
     Ok((t, starved_since(ring, before)))
@@ -438,26 +419,44 @@ fn burst_driver_cpu<R: RegisterSpace, I: IrqLine>(
             }
             std::hint::spin_loop();
         }
-        let mut bad = None;
-        let mut seq = received;
         let meter = Meter::start(None);
-        ring.recv_burst_with(burst, |p| {
-            if bad.is_none() && !intact(seq, bytes, p) {
-                bad = Some(seq);
-            }
-            seq += 1;
-        })?;
+        received = take_checked(ring, burst, received, bytes, what)?;
         cpu.add(meter.stop());
-        if let Some(seq) = bad {
-            return Err(Error::Corrupted {
-                what: format!("{what}: packet {seq}"),
-                got: 0,
-                expected: seq as u32,
-            });
-        }
-        received = seq;
     }
     Ok(cpu.cost().cpu)
+}
+
+/// Takes `count` arrived packets from `ring` in one pass, each checked
+/// against the sequence numbered from `first`; returns the number after the
+/// last packet taken.
+fn take_checked<R: RegisterSpace, I: IrqLine>(
+    ring: &mut PacketRing<'_, R, I>,
+    count: usize,
+    first: u64,
+    bytes: usize,
+    what: &str,
+) -> Result<u64, Error> {
+    let mut bad = None;
+    let mut seq = first;
+    ring.recv_burst_with(count, |p| {
+        if bad.is_none() && !intact(seq, bytes, p) {
+            bad = Some(seq);
+        }
+        seq += 1;
+    })?;
+    match bad {
+        Some(seq) => Err(corrupted_packet(what, seq)),
+        None => Ok(seq),
+    }
+}
+
+/// The error for packet `seq` of a stream that arrived other than sent.
+fn corrupted_packet(what: &str, seq: u64) -> Error {
+    Error::Corrupted {
+        what: format!("{what}: packet {seq}"),
+        got: 0,
+        expected: seq as u32,
+    }
 }
 
 /// One condition of the sweep.
