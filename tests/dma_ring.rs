@@ -10,6 +10,20 @@ use dmaflow::rig::Rig;
 use dmaflow::sim::{Clock, Loopback};
 use std::time::{Duration, Instant};
 
+/// An emulated board of 4 MiB with a loopback stream core and an unlimited
+/// clock, its cache policy and memory model as given.
+fn loopback_rig(policy: CachePolicy, model: MemoryModel) -> Rig {
+    Rig::with_model(
+        4 << 20,
+        Clock::Unlimited,
+        true,
+        policy,
+        model,
+        Box::new(Loopback),
+    )
+    .unwrap()
+}
+
 fn payload(seq: usize, len: usize) -> Vec<u8> {
     (0..len).map(|i| (seq * 31 + i * 7) as u8).collect()
 }
@@ -21,15 +35,7 @@ fn every_mode_moves_every_packet_in_order() {
         (CachePolicy::Explicit, MemoryModel::Coherent),
         (CachePolicy::Explicit, MemoryModel::NonCoherent),
     ] {
-        let rig = Rig::with_model(
-            4 << 20,
-            Clock::Unlimited,
-            true,
-            policy,
-            model,
-            Box::new(Loopback),
-        )
-        .unwrap();
+        let rig = loopback_rig(policy, model);
         rig.board.set_random_eviction(Some(0x5EED_CAC4E));
         let engine = &rig.engines[0];
         for c in [Completion::Poll, Completion::Yield, Completion::Irq] {
@@ -274,15 +280,7 @@ fn bursts_keep_order_and_content_across_ring_wraps() {
         (CachePolicy::Coherent, MemoryModel::Coherent),
         (CachePolicy::Explicit, MemoryModel::NonCoherent),
     ] {
-        let rig = Rig::with_model(
-            4 << 20,
-            Clock::Unlimited,
-            true,
-            policy,
-            model,
-            Box::new(Loopback),
-        )
-        .unwrap();
+        let rig = loopback_rig(policy, model);
         let engine = &rig.engines[0];
         let mut ring = PacketRing::new(engine, 8, 256, 4, Completion::Poll).unwrap();
         assert_eq!(ring.slots(), 8);
@@ -390,15 +388,7 @@ fn arrived_sees_a_whole_batch_without_taking_it() {
         (CachePolicy::Coherent, MemoryModel::Coherent),
         (CachePolicy::Explicit, MemoryModel::NonCoherent),
     ] {
-        let rig = Rig::with_model(
-            4 << 20,
-            Clock::Unlimited,
-            true,
-            policy,
-            model,
-            Box::new(Loopback),
-        )
-        .unwrap();
+        let rig = loopback_rig(policy, model);
         let engine = &rig.engines[0];
         let mut ring = PacketRing::new(engine, 8, 64, 4, Completion::Poll).unwrap();
         let device0 = rig.fabric.device_cpu_time().unwrap();
