@@ -167,6 +167,12 @@ impl<P, S> Row<P, S> {
         Spread::of(&self.pooled_values(values))
     }
 
+    /// The median of every round's `values` as one sample (e.g. every
+    /// frame of every round).
+    pub fn pooled_typical(&self, values: impl Fn(&S) -> &[f64]) -> f64 {
+        self.pooled(values).median
+    }
+
     /// The mean and population standard deviation of every round's
     /// `values` as one sample.
     pub fn pooled_mean(&self, values: impl Fn(&S) -> &[f64]) -> (f64, f64) {
@@ -377,6 +383,65 @@ impl<'a, P: 'a, S: 'a> Columns<'a, Row<P, S>> {
         })
     }
 
+    /// A figure of which each round holds many values (e.g. one a frame),
+    /// every round's values pooled as one sample: its median in both, in the
+    /// table with `places` decimals.
+    pub fn pooled(
+        self,
+        header: &'static str,
+        key: &'static str,
+        doc: &'static str,
+        places: usize,
+        values: impl Fn(&S) -> &[f64] + Copy + 'a,
+    ) -> Self {
+        self.fixed(header, key, places, move |r: &Row<P, S>| {
+            r.pooled_typical(values)
+        })
+        .doc(format!("{doc}, median of every round's values pooled"))
+    }
+
+    /// A pooled figure's (as [`Columns::pooled`]) interquartile range
+    /// `p25..p75` in the table with `places` decimals, its whole spread
+    /// (median, p25, p75, min, max, n) in the JSON under `key`.
+    pub fn pooled_spread(
+        self,
+        header: &'static str,
+        key: &'static str,
+        doc: &'static str,
+        places: usize,
+        values: impl Fn(&S) -> &[f64] + Copy + 'a,
+    ) -> Self {
+        self.col(
+            header,
+            key,
+            move |r: &Row<P, S>| {
+                let s = r.pooled(values);
+                format!("{:.places$}..{:.places$}", s.p25, s.p75)
+            },
+            move |r| r.pooled(values).json(),
+        )
+        .doc(format!(
+            "{doc}, every round's values pooled: median, p25, p75, min, max, n"
+        ))
+    }
+
+    /// A pooled figure (as [`Columns::pooled`]) in the JSON only: its
+    /// median under `key`, its whole spread under `spread_key`.
+    pub fn pooled_kept(
+        self,
+        key: &'static str,
+        spread_key: &'static str,
+        doc: &'static str,
+        values: impl Fn(&S) -> &[f64] + Copy + 'a,
+    ) -> Self {
+        self.kept(key, move |r: &Row<P, S>| r.pooled_typical(values))
+            .doc(format!(
+                "{doc}, median of every round's values pooled; {spread_key}: their median, \
+                 p25, p75, min, max, n"
+            ))
+            .kept_as(spread_key.to_string(), move |r| r.pooled(values).json())
+    }
+
     /// The rounds measured, in both.
     pub fn rounds(self) -> Self {
         self.plain("rounds", "rounds", |r: &Row<P, S>| r.rounds())
@@ -536,6 +601,21 @@ pub type TablesOf<C, P, S> = fn(&C, &[Row<P, S>]) -> String;
 /// the third argument.
 pub type Sampled<C, P, S> = fn(&C, &[Point<P>], &mut dyn FnMut(&str)) -> Result<Vec<Vec<S>>, Error>;
 
+/// One measurement of one point in round `r` (from 0): for a measurement
+/// that differs by round (e.g. each round its own share of the inputs).
+pub type InRound<C, P, S> = fn(&C, &Point<P>, usize) -> Result<S, Error>;
+
+/// The parts of one point's sample that are rows of their own, each with
+/// its parameter (e.g. every stage of one pass through a chain): the row
+/// of each part is the point's series at that parameter. Every round of a
+/// point gives the same parameters in the same order.
+pub type Parts<C, P, S> = fn(&C, &Point<P>, &S) -> Vec<(P, S)>;
+
+/// How the figures summarise the rounds where each round holds many values
+/// pooled ([`Columns::pooled`]), as [`Bench::figures`] says it.
+pub const POOLED: &str = "each figure the median of every round's values pooled (e.g. every \
+                          frame of every round) with their interquartile range";
+
 /// The rows' columns as an experiment states them.
 pub type ColumnsOf<P, S> = fn() -> Columns<'static, Row<P, S>>;
 
@@ -572,6 +652,17 @@ pub struct Bench<C: 'static, P: 'static, S: 'static> {
     pub baseline: Option<&'static str>,
     /// One measurement of one point.
     pub measure: fn(&C, &Point<P>) -> Result<S, Error>,
+    /// One measurement of one point that needs its round, used instead of
+    /// `measure`; by default none.
+    pub in_round: Option<InRound<C, P, S>>,
+    /// Where one measurement holds several rows' samples: its parts, each
+    /// a row; by default none (a row a point).
+    pub parts: Option<Parts<C, P, S>>,
+    /// Whether a sample measured anything (a round in which a peer was
+    /// missing gives one that did not); by default every sample did. An
+    /// experiment none of whose samples measured anything says so in its
+    /// heading in place of the rounds.
+    pub ran: Option<fn(&S) -> bool>,
     /// Where a peer program measures every point in turns itself (the
     /// same method, in its own loop): what it measured, used instead of
     /// `measure`; by default none.
@@ -627,6 +718,9 @@ impl<C, P, S> Bench<C, P, S> {
             points,
             baseline: None,
             measure,
+            in_round: None,
+            parts: None,
+            ran: None,
             sampled: None,
             columns,
             beside: "",
@@ -679,6 +773,7 @@ impl<C, P: Clone + Display + PartialEq, S: Clone> Bench<C, P, S> {
                     points.len()
                 )));
             }
+            let (points, samples) = self.split(cfg, &points, samples)?;
             return Ok(self.rows_of(&points, samples));
         }
         let samples = in_turns(points.len(), rounds, |i, round| {
@@ -690,9 +785,61 @@ impl<C, P: Clone + Display + PartialEq, S: Clone> Bench<C, P, S> {
                 p.at,
                 round + 1
             ));
-            (self.measure)(cfg, p)
+            match self.in_round {
+                Some(measure) => measure(cfg, p, round),
+                None => (self.measure)(cfg, p),
+            }
         })?;
+        let (points, samples) = self.split(cfg, &points, samples)?;
         Ok(self.rows_of(&points, samples))
+    }
+
+    /// Every point's samples split into their [`Bench::parts`], each part a
+    /// point of its own (as they are without parts).
+    #[allow(clippy::type_complexity)]
+    fn split(
+        &self,
+        cfg: &C,
+        points: &[Point<P>],
+        samples: Vec<Vec<S>>,
+    ) -> Result<(Vec<Point<P>>, Vec<Vec<S>>), Error> {
+        let Some(parts) = self.parts else {
+            return Ok((points.to_vec(), samples));
+        };
+        let (mut split, mut kept): (Vec<Point<P>>, Vec<Vec<S>>) = (Vec::new(), Vec::new());
+        for (p, rounds) in points.iter().zip(samples) {
+            let first = split.len();
+            for (round, s) in rounds.iter().enumerate() {
+                let got = parts(cfg, p, s);
+                if round == 0 {
+                    for (at, _) in &got {
+                        let series = p.series;
+                        split.push(Point {
+                            series,
+                            at: at.clone(),
+                        });
+                        kept.push(Vec::new());
+                    }
+                }
+                let same = got.len() == split.len() - first
+                    && got
+                        .iter()
+                        .zip(&split[first..])
+                        .all(|((at, _), q)| *at == q.at);
+                if !same {
+                    return Err(Error::peer(self.name)(format!(
+                        "{} at {}: round {} gave other parts than round 1",
+                        p.series,
+                        p.at,
+                        round + 1
+                    )));
+                }
+                for (k, (_, s)) in got.into_iter().enumerate() {
+                    kept[first + k].push(s);
+                }
+            }
+        }
+        Ok((split, kept))
     }
 
     /// The rows of `points` from their `samples`, each beside its
@@ -728,18 +875,24 @@ impl<C, P: Clone + Display + PartialEq, S: Clone> Bench<C, P, S> {
     /// heading with the method.
     pub fn report(&self, cfg: &C, rows: &[Row<P, S>]) -> Report {
         let columns = (self.columns)();
-        let rounds = rows.iter().map(Row::rounds).max().unwrap_or(0);
+        let ran = |r: &Row<P, S>| match self.ran {
+            Some(ran) => r.samples.iter().filter(|s| ran(s)).count(),
+            None => r.rounds(),
+        };
+        let rounds = rows.iter().map(ran).max().unwrap_or(0);
         let compared = self
             .baseline
             .map(|b| format!(", each point against {b} round by round"))
             .unwrap_or_default();
-        let heading = format!(
-            "{}: {}; {rounds} round(s), the points taking turns (the order reversed every other \
-             round); {}{compared}",
-            self.name,
-            (self.heading)(cfg),
-            self.figures
-        );
+        let method = match rounds {
+            0 => "nothing measured: no point ran (the notes say why)".to_string(),
+            _ => format!(
+                "{rounds} round(s), the points taking turns (the order reversed every other \
+                 round); {}{compared}",
+                self.figures
+            ),
+        };
+        let heading = format!("{}: {}; {method}", self.name, (self.heading)(cfg));
         let found = (self.findings)(cfg, rows);
         let mut report = Report::of(self.name, heading, &columns, rows);
         let table = match self.tables {

@@ -509,6 +509,7 @@ pub static EXPERIMENT: Bench<Config, &'static str, Sample> = Bench {
         )
     },
     findings,
+    ran: Some(|s| s.us.is_finite()),
     ..Bench::by_peer(Config::at, |c| c.rounds, points, sampled, columns)
 };
 
