@@ -1050,6 +1050,52 @@ mod tests {
         ..Bench::new(|_| 3, |c| *c, toy_points, toy_measure, toy_columns)
     };
 
+    fn by_round(_: &usize, p: &Point<u32>, round: usize) -> Result<f64, Error> {
+        Ok(f64::from(p.at) * 10.0 + round as f64)
+    }
+
+    /// Two parts of every sample: at `10 at + 1` the sample, at `+ 2` its
+    /// negative.
+    fn halves(_: &usize, p: &Point<u32>, s: &f64) -> Vec<(u32, f64)> {
+        vec![(p.at * 10 + 1, *s), (p.at * 10 + 2, -*s)]
+    }
+
+    /// One part in an even round's sample, two in an odd one's.
+    fn uneven(_: &usize, _: &Point<u32>, s: &f64) -> Vec<(u32, f64)> {
+        (0..*s as u32 % 2 + 1).map(|k| (k, *s)).collect()
+    }
+
+    #[test]
+    fn measurements_by_round_split_into_parts_and_unrun_points_say_so() {
+        let split = Bench {
+            in_round: Some(by_round),
+            parts: Some(halves),
+            ..TOY
+        };
+        let rows = split.rows(&3, &mut |_| {}).unwrap();
+        assert_eq!(rows.len(), 8);
+        let at = |r: &Row<u32, f64>| (r.point.series, r.point.at);
+        assert_eq!((at(&rows[0]), at(&rows[1])), (("base", 11), ("base", 12)));
+        assert_eq!(rows[0].samples, [10.0, 11.0, 12.0]);
+        assert_eq!(rows[1].samples, [-10.0, -11.0, -12.0]);
+        // Each part beside the baseline's same part.
+        assert_eq!(at(&rows[2]), ("other", 11));
+        assert_eq!(rows[2].baseline.as_deref(), Some(&[10.0, 11.0, 12.0][..]));
+        let odd = Bench {
+            parts: Some(uneven),
+            ..split
+        };
+        assert!(odd.rows(&3, &mut |_| {}).is_err());
+        let unrun = Bench {
+            ran: Some(|s: &f64| *s < 0.0),
+            ..TOY
+        };
+        let rows = unrun.rows(&3, &mut |_| {}).unwrap();
+        let heading = unrun.report(&3, &rows).heading;
+        assert!(heading.contains("; nothing measured"), "{heading}");
+        assert!(!heading.contains("round(s)"), "{heading}");
+    }
+
     #[test]
     fn a_figure_no_round_measured_is_a_dash_in_every_spread_cell() {
         let s = Spread::of(&[2.0, 1.0, 4.0]);
