@@ -247,6 +247,17 @@ impl Backoff {
     }
 }
 
+/// Measures this process's wait costs ([`super::Calibration`], once per
+/// process: a millisecond or more, several on a loaded machine) when a queue
+/// end is made, before a reader claims its slot, so that they are never
+/// measured inside the stream's first wait. A reader process's first wait
+/// comes while the writer is already writing: measured there, the
+/// calibration held the writer back for its whole length, once for every
+/// reader process.
+fn calibrate_now() {
+    let _ = super::Calibration::get();
+}
+
 /// `(slot + k) % capacity` for `slot < capacity` and `k <= capacity`.
 fn advance(slot: u64, k: u64, capacity: u64) -> u64 {
     let s = slot + k;
@@ -315,9 +326,11 @@ pub struct ShmWriter<T: Pod> {
 
 impl<T: Pod> ShmWriter<T> {
     /// Creates a queue of at least `min_items` slots (rounded up to whole
-    /// pages) in a new memory object, with no reader yet.
+    /// pages) in a new memory object, with no reader yet. The first queue
+    /// end a process makes measures its wait costs ([`super::Calibration`]).
     pub fn create(min_items: usize, cfg: &ShmConfig) -> Result<Self, Error> {
         super::item_fits::<T>()?;
+        calibrate_now();
         let size = std::mem::size_of::<T>();
         if !(1..=MAX_READERS).contains(&cfg.max_readers) {
             return Err(Error::BadReaders {
@@ -721,7 +734,9 @@ impl<T: Pod> ShmReader<T> {
 
     /// Attaches to the queue in memory object `fd`, starting at the writer's
     /// present position. The layout is checked (a file that is not a queue
-    /// of `T`-sized items is an error); a free reader slot is claimed.
+    /// of `T`-sized items is an error); a free reader slot is claimed. The
+    /// process's wait costs ([`super::Calibration`]) are measured first if
+    /// they were not yet, so that a writer never waits on that measurement.
     ///
     /// Every position read from the object is checked before use: the
     /// layout here, the writer's position at every look (a position behind
@@ -741,6 +756,7 @@ impl<T: Pod> ShmReader<T> {
     /// such a write can change is the items' values, never an address).
     pub unsafe fn from_fd(fd: OwnedFd) -> Result<Self, Error> {
         super::item_fits::<T>()?;
+        calibrate_now();
         let size = std::mem::size_of::<T>();
         let page = rustix::param::page_size();
         let bad = |reason: String| Error::NotAQueue { reason };

@@ -318,6 +318,10 @@ fn shm_threads(sh: &Shape) -> Result<(f64, u32), Error> {
 /// the queue at `path` on the second core, sums the stream and answers
 /// `sum SUM end NS` (the instant of its last item on the monotonic clock).
 pub fn shm_reader(path: &std::path::Path) -> Result<String, Error> {
+    // The wait costs measured before the pinning and the attach, as the
+    // parent measures its own (`run`): on an unpinned thread, outside the
+    // timed span.
+    let _ = dmaflow::ring::Calibration::get();
     pin_to(1);
     // SAFETY: only the parent's writer writes the object.
     let mut r = unsafe { dmaflow::ring::shm::ShmReader::<f32>::open(path)? };
@@ -409,6 +413,9 @@ fn contenders(case: &str, process: bool) -> Vec<(&'static str, Measure)> {
 
 /// Runs the experiment. `progress` hears about each measurement before it starts.
 pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
+    // The wait costs measured here, on this unpinned thread, as the reading
+    // process measures its own: not in a pinned thread's first wait, timed.
+    let _ = dmaflow::ring::Calibration::get();
     let mut rows = Vec::new();
     for &batch_bytes in &cfg.batches {
         let batch = batch_bytes / ITEM;
