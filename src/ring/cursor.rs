@@ -8,7 +8,6 @@
 //! at `u64::MAX` so that it never holds the writer back.
 
 use std::task::{Context, Poll, Waker};
-use std::time::Instant;
 
 use crossbeam_utils::CachePadded;
 
@@ -49,6 +48,9 @@ struct Waiters {
     sleeping: usize,
     /// Tasks to wake at the next wake-up.
     wakers: Vec<Waker>,
+    /// Wake-ups so far: a sleeper that looked at the cursor with the lock
+    /// released sleeps only if none came meanwhile.
+    wakes: u64,
 }
 
 impl Event {
@@ -90,6 +92,7 @@ impl Event {
         // Every waiter re-checks once woken, and one still waiting lowers
         // `wanted` again (under the lock) before it sleeps.
         self.wanted.store(u64::MAX, Ordering::Relaxed);
+        g.wakes = g.wakes.wrapping_add(1);
         let wakers = std::mem::take(&mut g.wakers);
         let sleeping = g.sleeping != 0;
         drop(g);
@@ -123,16 +126,29 @@ impl Event {
 
     /// Blocks until `ready()` holds, costing no CPU while asleep; woken once
     /// the cursor reaches `position` (or by [`notify_all`](Self::notify_all)).
+    ///
+    /// The heavy barrier (a `membarrier` system call, which interrupts every
+    /// core running this process) and the look at the cursor run with the
+    /// lock released, so that the other side's wake-up, which takes the
+    /// lock, never waits for them; a wake-up that came meanwhile (counted in
+    /// [`Waiters::wakes`]) sends the sleeper back to look again instead of
+    /// to sleep.
     fn sleep(&self, position: u64, mut ready: impl FnMut() -> bool) {
         let mut g = lock(&self.lock);
         g.sleeping += 1;
         loop {
             self.want(position);
+            let wakes = g.wakes;
+            drop(g);
             self.barrier.heavy();
-            if ready() {
+            let done = ready();
+            g = lock(&self.lock);
+            if done {
                 break;
             }
-            g = wait(&self.cv, g);
+            if g.wakes == wakes {
+                g = wait(&self.cv, g);
+            }
         }
         g.sleeping -= 1;
         if g.sleeping == 0 && g.wakers.is_empty() {
@@ -165,7 +181,6 @@ fn wait_until(
         return;
     }
     if mode == Wait::Block {
-        let start = Instant::now();
         let mut backoff = Backoff::before_sleep_within(budget);
         let slept = loop {
             if !backoff.snooze_before_sleep() {
@@ -176,7 +191,10 @@ fn wait_until(
                 break false;
             }
         };
-        budget.learn(start.elapsed(), slept);
+        // The backoff's clock starts after its first short steps: a wait
+        // that ended in them reads no clock at all and teaches what a wait
+        // of no time teaches (the budget shrinks towards the floor).
+        budget.learn(backoff.waited(), slept);
         return;
     }
     let mut backoff = Backoff::new();
@@ -799,6 +817,26 @@ mod loom_tests {
             drop(w);
             for r in readers {
                 assert_eq!(r.join().unwrap(), 2);
+            }
+        });
+    }
+
+    #[test]
+    fn loom_one_publish_wakes_two_sleepers_looking_without_the_lock() {
+        // Both readers wait for the same position on one event; each looks
+        // at the cursor with the event's lock released before it sleeps, so
+        // the one wake-up may come while either of them looks, or between
+        // one's look and its sleep: neither may miss it.
+        model(|| {
+            let (mut w, r1) = pair((), 1, Wait::Block);
+            let r2 = w.add_reader();
+            let readers: Vec<_> = [r1, r2]
+                .into_iter()
+                .map(|mut r| thread::spawn(move || r.wait_available(1, true).unwrap().unwrap()))
+                .collect();
+            w.publish(1);
+            for r in readers {
+                assert_eq!(r.join().unwrap(), 1);
             }
         });
     }

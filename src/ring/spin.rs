@@ -406,6 +406,20 @@ impl Backoff {
         true
     }
 
+    /// How long the wait has lasted, counted from the end of its first
+    /// short steps (which read no clock: zero for a wait that ended in
+    /// them, and at most a few dozen pause instructions short otherwise).
+    pub fn waited(&self) -> Duration {
+        #[cfg(not(dmaflow_loom))]
+        {
+            self.since.map_or(Duration::ZERO, |t| t.elapsed())
+        }
+        #[cfg(dmaflow_loom)]
+        {
+            Duration::ZERO
+        }
+    }
+
     /// Whether the spin is over (the waiter now yields or sleeps).
     pub fn is_spun_out(&self) -> bool {
         self.spun_out
