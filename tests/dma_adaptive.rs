@@ -349,3 +349,75 @@ fn a_ring_counts_its_overruns_and_underruns() {
         assert_eq!(s.underruns, round, "round {round}: {s:?}");
     }
 }
+
+/// The driver's nap aim follows where the transfers end: naps that find
+/// the transfer done at their first look step the aim earlier, one
+/// [`NAP_STEP`] a wait, never past [`NAP_LEAD_MAX`]; naps that find it still
+/// running step it later by [`NAP_STEP_LATER`], never past [`NAP_LAG_MAX`]. Both directions are
+/// bounded, so a busy host cannot drive the aim away. (Each half runs a few
+/// waits past what the bound needs: a test host busy enough to wake a nap
+/// milliseconds late may turn a look or two the other way.)
+///
+/// [`NAP_STEP`]: dmaflow::axi::NAP_STEP
+/// [`NAP_LEAD_MAX`]: dmaflow::axi::NAP_LEAD_MAX
+/// [`NAP_LAG_MAX`]: dmaflow::axi::NAP_LAG_MAX
+/// [`NAP_STEP_LATER`]: dmaflow::axi::NAP_STEP_LATER
+#[test]
+fn the_nap_aim_steps_toward_where_transfers_end_and_stays_bounded() {
+    use dmaflow::axi::{NAP_LAG_MAX, NAP_LEAD_MAX, NAP_STEP, NAP_STEP_LATER, NAP_WAKE};
+    let step = NAP_STEP.as_nanos() as i64;
+    let later = NAP_STEP_LATER.as_nanos() as i64;
+    let spare = 10;
+    // Runs `n` adaptive two-way transfers of `len` bytes on `e`, checking the
+    // data and that the S2MM aim moves by one step (either way) at most per
+    // wait.
+    let run = |e: &SimEngine, len: usize, n: i64| {
+        let mut tx = e.pool().alloc::<u8>(len).unwrap();
+        let mut rx = e.pool().alloc::<u8>(len).unwrap();
+        let mut last = e.dma().nap_aim_ns(Channel::S2mm);
+        for seq in 0..n as usize {
+            pattern(seq, tx.as_mut_slice());
+            assert_eq!(
+                e.two_way(&tx, len, &mut rx, Completion::Adaptive).unwrap(),
+                len
+            );
+            assert_eq!(rx.as_slice(), tx.as_slice());
+            let now = e.dma().nap_aim_ns(Channel::S2mm);
+            assert!(
+                now == last || now == last - step || (now > last && now <= last + later),
+                "wait {seq}: {last} -> {now}"
+            );
+            last = now;
+        }
+        last
+    };
+    // Device far faster than the link claims (4 KiB at 100 MB/s of
+    // emulated clock take 41 us; the link says 5 ms): the naps find the
+    // transfer done.
+    let r = rig(SLOW, false);
+    let e = &r.engines[0];
+    e.set_link(Link {
+        bytes_per_s: None,
+        latency: std::time::Duration::from_millis(5),
+        spin_limit: std::time::Duration::from_micros(20),
+    });
+    let start = e.dma().nap_aim_ns(Channel::S2mm);
+    assert_eq!(start, -(NAP_WAKE.as_nanos() as i64));
+    let lead = NAP_LEAD_MAX.as_nanos() as i64;
+    let aim = run(e, 4096, (lead + start) / step + spare);
+    assert_eq!(aim, -lead, "naps that found the transfer done");
+
+    // Device far slower than the link claims (1 MiB take 10.5 ms; the link
+    // says 200 us): the naps find it still running, and each wait still
+    // ends with the transfer (spin, then the interrupt).
+    let r = rig(SLOW, false);
+    let e = &r.engines[0];
+    e.set_link(Link {
+        bytes_per_s: None,
+        latency: std::time::Duration::from_micros(200),
+        spin_limit: std::time::Duration::from_micros(20),
+    });
+    let lag = NAP_LAG_MAX.as_nanos() as i64;
+    let aim = run(e, 1 << 20, (lag - start) / later + 1 + spare);
+    assert_eq!(aim, lag, "naps that found the transfer running");
+}

@@ -177,7 +177,14 @@ pub enum Wait<'a> {
     /// sleep on the channel's interrupt line: while `spin_until` is more than
     /// [`NAP_WAKE`] twice away, a timer sleep ("nap", one system call) until
     /// [`NAP_WAKE`] before it, then a spin on the status until it (Linux
-    /// blk-mq's hybrid polling), then the interrupt. The line is re-armed
+    /// blk-mq's hybrid polling), then the interrupt. The driver's own waits
+    /// ([`AxiDma::wait`], [`AxiDma::ring_wait`]) nap once instead, to an aim
+    /// each channel learns (a tracker of where its transfers end against
+    /// the nap's wake-up: one [`NAP_STEP`] earlier when the first look after
+    /// the nap finds the transfer done, [`NAP_STEP_LATER`] later when not,
+    /// so that four naps in five find it done), then
+    /// spin at most [`NAP_SPIN`] past the later of the aim and `spin_until`
+    /// before the interrupt ([`AxiDma::nap_aim_ns`]). The line is re-armed
     /// only before a sleep on it, never after a completion: a wait that the
     /// spin ends makes at most one system call (the nap), one that sleeps on
     /// the line two line operations (re-arm, wait). The first nap on a thread
@@ -268,6 +275,9 @@ pub struct AxiDma<R> {
     /// The engine was built with scatter-gather (DMASR.SGIncld, read after
     /// the first reset): no direct register mode.
     sg_included: Cell<bool>,
+    /// Where each channel's adaptive naps end against the expected end
+    /// (MM2S, S2MM), learned from the waits' first looks after them.
+    nap: [NapAim; 2],
 }
 
 /// How long [`AxiDma::recover`] waits for Halted before it resets the engine.
@@ -282,6 +292,72 @@ const IRQ_RECHECK: Duration = Duration::from_millis(10);
 /// follows covers it. A wait with less than twice this left spins at once.
 pub const NAP_WAKE: Duration = Duration::from_micros(10);
 
+/// How far a driver's adaptive nap ([`AxiDma::wait`]) moves its aim earlier
+/// after a wait whose first look after the nap found the transfer done.
+pub const NAP_STEP: Duration = Duration::from_micros(1);
+
+/// How far a driver's adaptive nap moves its aim later after a wait whose
+/// first look after the nap found the transfer still running: four
+/// [`NAP_STEP`]s, so that the aim settles where four naps in five find the
+/// transfer done (the 80th percentile of where transfers end against the
+/// wake-ups). A nap is the wait's floor of CPU (about 15 us of thread CPU
+/// on a virtual machine); the spin after a nap that woke too early is what
+/// the aim saves, at the cost of the wake-up's spread in latency.
+pub const NAP_STEP_LATER: Duration = Duration::from_micros(4);
+
+/// The earliest a driver's adaptive nap aims: this long before the
+/// transfer's expected end. Bounds how far late wake-ups on a busy host can
+/// pull the aim.
+pub const NAP_LEAD_MAX: Duration = Duration::from_micros(40);
+
+/// The latest a driver's adaptive nap aims: this long after the transfer's
+/// expected end. Bounds how far a device slower than its link can push it.
+pub const NAP_LAG_MAX: Duration = Duration::from_micros(20);
+
+/// How long a driver's adaptive wait spins after its nap, past the later of
+/// the expected end and the nap's aim, before it sleeps on the interrupt:
+/// a transfer a little later than the nap costs a short spin, not a second
+/// sleep and an interrupt.
+pub const NAP_SPIN: Duration = Duration::from_micros(20);
+
+/// Where a channel's adaptive naps end, in nanoseconds after the transfer's
+/// expected end (negative: before it); a quantile tracker with fixed steps
+/// ([`NAP_STEP`] earlier, [`NAP_STEP_LATER`] later) between [`NAP_LEAD_MAX`] before and [`NAP_LAG_MAX`]
+/// after. It starts at [`NAP_WAKE`] before, as a wait without it aims.
+#[derive(Debug)]
+struct NapAim(Cell<i64>);
+
+impl NapAim {
+    fn new() -> Self {
+        NapAim(Cell::new(-(NAP_WAKE.as_nanos() as i64)))
+    }
+
+    /// The aim's offset from the expected end in nanoseconds.
+    fn offset_ns(&self) -> i64 {
+        self.0.get()
+    }
+
+    /// When a nap for a transfer expected to end at `end` should end.
+    fn target(&self, end: Instant) -> Instant {
+        let off = self.0.get();
+        let d = Duration::from_nanos(off.unsigned_abs());
+        if off >= 0 { end + d } else { end - d }
+    }
+
+    /// Moves the aim one step: earlier when the first look after a nap found
+    /// the transfer done, later when it did not.
+    fn learn(&self, done_at_first_look: bool) {
+        let off = if done_at_first_look {
+            self.0.get() - NAP_STEP.as_nanos() as i64
+        } else {
+            self.0.get() + NAP_STEP_LATER.as_nanos() as i64
+        };
+        let lo = -(NAP_LEAD_MAX.as_nanos() as i64);
+        let hi = NAP_LAG_MAX.as_nanos() as i64;
+        self.0.set(off.clamp(lo, hi));
+    }
+}
+
 impl<R: RegisterSpace + 'static> AxiDma<R> {
     /// The same driver, its state as it is, over a boxed register window.
     pub fn boxed(self) -> AxiDma<Box<dyn RegisterSpace>> {
@@ -293,6 +369,7 @@ impl<R: RegisterSpace + 'static> AxiDma<R> {
             written_msb: self.written_msb,
             failed: self.failed,
             sg_included: self.sg_included,
+            nap: self.nap,
         }
     }
 }
@@ -312,6 +389,7 @@ impl<R: RegisterSpace> AxiDma<R> {
             written_msb: [Cell::new(None), Cell::new(None)],
             failed: Cell::new(false),
             sg_included: Cell::new(false),
+            nap: [NapAim::new(), NapAim::new()],
         })
     }
 
@@ -695,7 +773,15 @@ impl<R: RegisterSpace> AxiDma<R> {
                 self.recover();
             },
             || self.enable_completion_irq(ch),
+            Some(&self.nap[ch as usize]),
         )
+    }
+
+    /// Where channel `ch`'s adaptive naps end, in nanoseconds after the
+    /// transfer's expected end (negative: before it), as the driver has
+    /// learned it so far ([`Wait::Adaptive`]).
+    pub fn nap_aim_ns(&self, ch: Channel) -> i64 {
+        self.nap[ch as usize].offset_ns()
     }
 
     /// Enables the completion and error interrupts of channel `ch` (DMACR
@@ -761,11 +847,14 @@ pub fn wait_until<T>(
     timed_out: impl FnOnce() -> Error,
     halt: impl FnOnce(),
 ) -> Result<T, Error> {
-    wait_loop(timeout, how, check, timed_out, halt, || Ok(()))
+    wait_loop(timeout, how, check, timed_out, halt, || Ok(()), None)
 }
 
 /// [`wait_until`], calling `arm` once when an adaptive wait stops spinning
-/// (before it first re-arms the line and sleeps).
+/// (before it first re-arms the line and sleeps). Given `aim`, an adaptive
+/// wait far from its end naps once, to the aim, looks once (and moves the
+/// aim by what it saw), then spins up to [`NAP_SPIN`] past the later of the
+/// aim and the expected end before it sleeps on the line.
 fn wait_loop<T>(
     timeout: Duration,
     how: &Wait<'_>,
@@ -773,12 +862,34 @@ fn wait_loop<T>(
     timed_out: impl FnOnce() -> Error,
     halt: impl FnOnce(),
     mut arm: impl FnMut() -> Result<(), Error>,
+    aim: Option<&NapAim>,
 ) -> Result<T, Error> {
-    let deadline = Instant::now() + timeout;
+    let start = Instant::now();
+    let deadline = start + timeout;
     let mut pause = pause::Pause::new();
     let mut armed = false;
+    // An adaptive wait's spin ends here; with an aim, the one nap ends at
+    // `nap_to`.
+    let (mut nap_to, spin_end) = match (how, aim) {
+        (Wait::Adaptive { spin_until, .. }, Some(a))
+            if spin_until.saturating_duration_since(start) > 2 * NAP_WAKE =>
+        {
+            let t = a.target(*spin_until).max(start + NAP_WAKE);
+            (Some(t), (*spin_until).max(t) + NAP_SPIN)
+        }
+        (Wait::Adaptive { spin_until, .. }, _) => (None, *spin_until),
+        _ => (None, deadline),
+    };
+    let mut first_look_after_nap = false;
     loop {
-        if let Some(v) = check()? {
+        let seen = check()?;
+        if first_look_after_nap {
+            first_look_after_nap = false;
+            if let Some(a) = aim {
+                a.learn(seen.is_some());
+            }
+        }
+        if let Some(v) = seen {
             // The line stays as it is: re-armed before the next sleep on it
             // only (an enable of a line already armed is no system call).
             return Ok(v);
@@ -790,8 +901,17 @@ fn wait_loop<T>(
         match how {
             Wait::Poll => std::hint::spin_loop(),
             Wait::Yield => pause.pause(),
+            Wait::Adaptive { .. } if nap_to.is_some() => {
+                // One nap, to where the transfers have been found to end
+                // (the wake-up's lateness included), then one look.
+                platform::cpu::keep_timer_slack_low();
+                if let Some(t) = nap_to.take() {
+                    std::thread::sleep(t.min(deadline).saturating_duration_since(now));
+                }
+                first_look_after_nap = true;
+            }
             Wait::Adaptive { spin_until, .. }
-                if spin_until.saturating_duration_since(now) > 2 * NAP_WAKE =>
+                if aim.is_none() && spin_until.saturating_duration_since(now) > 2 * NAP_WAKE =>
             {
                 // Far from the expected end: nap until just before it, the
                 // thread's timer slack lowered (once) so that it ends on time.
@@ -799,7 +919,7 @@ fn wait_loop<T>(
                 let nap = (*spin_until - NAP_WAKE).min(deadline);
                 std::thread::sleep(nap.saturating_duration_since(now));
             }
-            Wait::Adaptive { line, spin_until } if now < *spin_until || !line.wired() => {
+            Wait::Adaptive { line, .. } if now < spin_end || !line.wired() => {
                 // A line not wired to this program: the spin goes on.
                 std::hint::spin_loop()
             }
