@@ -588,7 +588,7 @@ pub fn summary(rows: &[Row]) -> String {
 /// The queue's targets: against the fastest peer at 64 B, 4 KiB and 64 KiB,
 /// and between processes against between threads.
 pub fn targets(rows: &[Row]) -> Vec<Target> {
-    let peers = [(64, 1.5), (4 << 10, 1.1), (64 << 10, 1.1)].map(|(batch, want)| {
+    let peers = [(64, 1.2), (4 << 10, 1.0), (64 << 10, 1.0)].map(|(batch, want)| {
         let (d, peer, _) = compare(rows, batch)?;
         let (name, peer, r) = (
             peer.implementation,
@@ -597,7 +597,7 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
         );
         Some(Target::new(
             format!(
-                "{} batches: dmaflow >= {want}x the fastest peer",
+                "{} batches, equal waits: dmaflow >= {want:.1}x the fastest peer",
                 bytes_label(batch)
             ),
             format!("{r:.2}x ({d:.2} GB/s against {name} {peer:.2})"),
