@@ -434,3 +434,56 @@ fn an_accelerator_node_runs_between_task_nodes() {
     drop(r);
     assert!(*got.lock().unwrap() == input, "the stream differs");
 }
+
+/// Sixteen windows in flight with sleeping completions: S2MM's interrupts
+/// are coalesced (one per four answers). The source writes three windows at
+/// a time and then pauses, so most batches end short of the threshold and
+/// only the delay timer wakes the node: the stream still comes through whole,
+/// in order, on both boards.
+#[test]
+fn coalesced_answers_come_through_a_trickling_stream() {
+    let window = 608usize;
+    let mut c = cfg(window, window, window, Completion::Irq);
+    c.depth = 16;
+    assert_eq!(stage::s2mm_coalescing(&c).threshold, 4);
+    let polled = StageConfig {
+        completion: Completion::Poll,
+        ..c
+    };
+    assert_eq!(stage::s2mm_coalescing(&polled).threshold, 1);
+    let input: Vec<u32> = (0..(40 * window) as u32).collect();
+    for model in [MemoryModel::Coherent, MemoryModel::NonCoherent] {
+        for completion in [Completion::Irq, Completion::Adaptive] {
+            let cfg = StageConfig { completion, ..c };
+            let mut rig = rig(Box::new(Loopback), model);
+            let memory = rig.engines[0].pool().queue_memory().unwrap();
+            let engine = rig.engines.remove(0);
+            let mut g = Graph::new();
+            let (mut src, ain) = g
+                .connect_in::<u32>(("source", "out"), ("acc", "in"), 16384, memory.clone())
+                .unwrap();
+            let (aout, sink) = g
+                .connect_in::<u32>(("acc", "out"), ("sink", "in"), 16384, memory)
+                .unwrap();
+            let data = input.clone();
+            g.node("source", move || {
+                for burst in data.chunks(3 * window) {
+                    src.write(burst)?;
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+                Ok(())
+            })
+            .unwrap();
+            let stats = Arc::new(Mutex::new(StageStats::default()));
+            stage::add_node(&mut g, "acc", engine, cfg, ain, aout, stats.clone()).unwrap();
+            let got = common::collect(&mut g, "sink", sink).unwrap();
+            g.run().unwrap();
+            drop(rig);
+            let out = std::mem::take(&mut *got.lock().unwrap());
+            assert!(out == input, "{model:?} {completion:?}: the stream differs");
+            let s = *stats.lock().unwrap();
+            assert_eq!(s.windows, 40, "{model:?} {completion:?}");
+            assert_eq!(s.bytes_out, 4 * input.len() as u64);
+        }
+    }
+}

@@ -9,9 +9,11 @@
 //! Windows follow the firing-threshold rule of the queues: each window is
 //! `window` items, the next starts `hop` items later, so with `window > hop`
 //! the overlap is sent again by the device, never copied. Several windows are
-//! in flight so the link does not idle between them. At the end of the stream
-//! a last, shorter window carries what is left (if at least `min_window`
-//! items).
+//! in flight so the link does not idle between them; where completions sleep,
+//! S2MM's interrupts are coalesced ([`s2mm_coalescing`]) and the node hands
+//! every completion it finds over at once (one release of input and one
+//! commit of answers per batch). At the end of the stream a last, shorter
+//! window carries what is left (if at least `min_window` items).
 //!
 //! The core may end an answer early (TLAST before the `out_max` items reserved
 //! for it): the node commits what arrived. The next answer then begins in the
@@ -76,7 +78,7 @@
 
 use std::collections::VecDeque;
 
-use crate::axi::{self, Channel, DESC_WORDS, DescRing, Wait, regs::DESC_LENGTH_MASK};
+use crate::axi::{self, Channel, Coalescing, DESC_WORDS, DescRing, Wait, regs::DESC_LENGTH_MASK};
 use crate::dma::{self, Completion, Engine};
 use crate::graph::{self, Input, Output};
 use crate::platform::{IrqLine, RegisterSpace};
@@ -231,8 +233,14 @@ struct Node<'e, 'p, T: Pod, U: Pod, R: RegisterSpace, I: IrqLine> {
     filled: u64,
     /// Bytes of the answer being received so far.
     answer: u64,
-    /// Windows sent whose answers are not committed yet.
+    /// Windows sent whose answers have not all landed yet.
     outstanding: usize,
+    /// Input items whose windows' MM2S completed, not yet released to the
+    /// queue ([`Node::publish`] releases them in one call).
+    released: usize,
+    /// Byte position (absolute, in the output stream) up to which whole
+    /// answers have landed; committed by [`Node::publish`] in one call.
+    complete: u64,
     stats: StageStats,
     failed: bool,
     /// The run ended with the engine halted and nothing in flight.
@@ -346,7 +354,12 @@ impl<T: Pod, U: Pod, R: RegisterSpace, I: IrqLine> Node<'_, '_, T, U, R, I> {
         let rx = descs().map_err(dma::Error::from)?;
         let tx = self.engine.dma().ring_start(Channel::Mm2s, tx, irq);
         self.tx = self.guard(tx)?;
-        let rx = self.engine.dma().ring_start(Channel::S2mm, rx, irq);
+        let rx = self.engine.dma().ring_start_coalesced(
+            Channel::S2mm,
+            rx,
+            irq,
+            s2mm_coalescing(&self.cfg),
+        );
         self.rx = self.guard(rx)?;
         Ok(())
     }
@@ -485,8 +498,7 @@ impl<T: Pod, U: Pod, R: RegisterSpace, I: IrqLine> Node<'_, '_, T, U, R, I> {
         let Some(f) = self.flights.pop_front() else {
             return Ok(false);
         };
-        self.input.consume(f.release)?;
-        self.sent -= f.release;
+        self.released += f.release;
         Ok(true)
     }
 
@@ -554,17 +566,37 @@ impl<T: Pod, U: Pod, R: RegisterSpace, I: IrqLine> Node<'_, '_, T, U, R, I> {
                     item: size as usize,
                 });
             }
+            // Committed with the others that landed in the same pass.
+            self.complete = self.filled;
+            self.outstanding = self.outstanding.saturating_sub(1);
+        }
+        Ok(true)
+    }
+
+    /// Hands over what the completions taken since the last call finished:
+    /// the input of every window the device has read is released, and every
+    /// whole answer landed is committed, one call on each queue for all of
+    /// them (so a batch of completions wakes the source and the sink once).
+    fn publish(&mut self) -> Result<(), Error> {
+        if self.released > 0 {
+            self.input.consume(self.released)?;
+            self.sent -= self.released;
+            self.released = 0;
+        }
+        let size = self.item_out() as u64;
+        let base = self.output.position() * size;
+        if self.complete > base {
             // The reservation covers every posted descriptor (no slice over
-            // it: the device still writes the later ones); commit the answer.
+            // it: the device still writes the later ones).
             let reserved = ((self.posted_end - base) / size) as usize;
             if !self.output.reserve_for_device(reserved, false)? {
                 return Err(Error::Config("reserved output slots vanished".into()));
             }
+            let done = self.complete - base;
             self.output.commit((done / size) as usize)?;
-            self.outstanding = self.outstanding.saturating_sub(1);
             self.stats.bytes_out += done;
         }
-        Ok(true)
+        Ok(())
     }
 }
 
@@ -591,9 +623,12 @@ where
     let tx = engine
         .dma()
         .ring_start(Channel::Mm2s, descs().map_err(dma::Error::from)?, irq)?;
-    let rx = engine
-        .dma()
-        .ring_start(Channel::S2mm, descs().map_err(dma::Error::from)?, irq)?;
+    let rx = engine.dma().ring_start_coalesced(
+        Channel::S2mm,
+        descs().map_err(dma::Error::from)?,
+        irq,
+        s2mm_coalescing(cfg),
+    )?;
     let start = output.position() * std::mem::size_of::<U>() as u64;
     let mut node = Node {
         engine,
@@ -609,6 +644,8 @@ where
         filled: start,
         answer: 0,
         outstanding: 0,
+        released: 0,
+        complete: start,
         stats: StageStats::default(),
         failed: false,
         finished: false,
@@ -636,13 +673,16 @@ fn landing_align<U>(coherent: bool) -> u64 {
     item / a * line
 }
 
-/// The node's loop: keep `depth` windows in flight, take completions as they
-/// come, wait only when nothing else can move.
+/// The node's loop: keep `depth` windows in flight, take every completion
+/// there is before handing them over together, wait only when nothing else
+/// can move, and then for the oldest answer (its window's input has been
+/// read by then), so that one wake-up takes a window's MM2S and S2MM both.
 fn drive<T: Pod, U: Pod, R: RegisterSpace, I: IrqLine>(
     node: &mut Node<'_, '_, T, U, R, I>,
 ) -> Result<(), Error> {
     let mut ended = false;
     loop {
+        node.publish()?;
         while !ended && node.outstanding < node.cfg.depth {
             let idle = node.flights.is_empty() && node.outstanding == 0;
             if idle {
@@ -661,16 +701,37 @@ fn drive<T: Pod, U: Pod, R: RegisterSpace, I: IrqLine>(
             }
             continue;
         }
-        let moved = node.reap_mm2s(false)? | node.reap_s2mm(false)?;
+        let mut moved = false;
+        while node.reap_s2mm(false)? | node.reap_mm2s(false)? {
+            moved = true;
+        }
         if moved {
             continue;
         }
-        // Nothing moved: wait for the oldest thing in flight.
-        if !node.flights.is_empty() && node.tx.in_flight() > 0 {
-            node.reap_mm2s(true)?;
-        } else {
+        // Nothing moved: wait for the oldest answer, or with none posted
+        // for the oldest window's MM2S.
+        if !node.landings.is_empty() {
             node.reap_s2mm(true)?;
+        } else {
+            node.reap_mm2s(true)?;
         }
+    }
+}
+
+/// The S2MM interrupt coalescing of an accelerator node's rings (and of a
+/// device-only run measured against it): where completions sleep and
+/// `depth` windows are in flight, one interrupt per quarter of them (at most
+/// 255, PG021's IRQThreshold), with the delay timer set to 8 ticks (10 us
+/// on the emulated board) so that a last partial batch, or a stream that
+/// trickles, still wakes the node; polled completions take none.
+pub fn s2mm_coalescing(cfg: &StageConfig) -> Coalescing {
+    let threshold = (cfg.depth / 4).clamp(1, 255) as u8;
+    if !cfg.completion.sleeps() || threshold == 1 {
+        return Coalescing::NONE;
+    }
+    Coalescing {
+        threshold,
+        delay: 8,
     }
 }
 

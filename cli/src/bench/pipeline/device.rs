@@ -5,7 +5,7 @@
 //! against what the device itself does on this host in the same rounds.
 
 use dmaflow::axi::regs::{DESC_LENGTH_MASK, DESC_STS_RXEOF};
-use dmaflow::axi::{Channel, DESC_WORDS, DescRing, Wait};
+use dmaflow::axi::{Channel, Coalescing, DESC_WORDS, DescRing, Wait};
 use dmaflow::dma::Completion;
 use dmaflow::mem::DmaBuf;
 use dmaflow::rig::SimEngine;
@@ -28,16 +28,20 @@ pub(super) struct Bare<'a> {
 
 impl<'a> Bare<'a> {
     /// Rings of `slots` descriptors on both channels of `engine`, completions
-    /// waited for as `completion` says.
+    /// waited for as `completion` says, S2MM's interrupts coalesced as
+    /// `s2mm` says (as the accelerator node measured against this run does).
     pub(super) fn new(
         engine: &'a SimEngine,
         slots: usize,
         completion: Completion,
+        s2mm: Coalescing,
     ) -> Result<Self, Error> {
         let irq = completion.sleeps();
         let descs = || engine.pool().alloc::<u32>(slots * DESC_WORDS);
         let mm2s = engine.dma().ring_start(Channel::Mm2s, descs()?, irq)?;
-        let s2mm = engine.dma().ring_start(Channel::S2mm, descs()?, irq)?;
+        let s2mm = engine
+            .dma()
+            .ring_start_coalesced(Channel::S2mm, descs()?, irq, s2mm)?;
         Ok(Bare {
             engine,
             completion,

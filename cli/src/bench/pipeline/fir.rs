@@ -173,19 +173,25 @@ pub(super) fn run_once(
         if !zero_copy {
             return Box::new(copying_node(engine, hop, depth, a, b));
         }
-        let cfg = StageConfig {
-            window,
-            hop,
-            out_max: hop,
-            min_window: TAPS,
-            depth,
-            completion: COMPLETION,
-        };
+        let cfg = stage_config(hop, depth);
         Box::new(move || {
             stage::run(&engine, &cfg, &mut a, &mut b)?;
             Ok(())
         })
     })
+}
+
+/// The accelerator node's windows: `hop` samples out, `hop + TAPS - 1` in,
+/// `depth` in flight.
+fn stage_config(hop: usize, depth: usize) -> StageConfig {
+    StageConfig {
+        window: hop + TAPS - 1,
+        hop,
+        out_max: hop,
+        min_window: TAPS,
+        depth,
+        completion: COMPLETION,
+    }
 }
 
 /// What the modelled link allows, delivered bytes per second: MM2S carries
@@ -248,7 +254,9 @@ pub(super) fn device_once(clock: Clock, window_bytes: usize, samples: usize) -> 
     };
     let (t0, c0) = (Instant::now(), thread_cpu_time());
     let result = (|| -> Result<u64, Error> {
-        let mut bare = Bare::new(engine, depth + 1, COMPLETION)?;
+        // S2MM's interrupts coalesced as the node's are.
+        let coalescing = stage::s2mm_coalescing(&stage_config(hop, depth));
+        let mut bare = Bare::new(engine, depth + 1, COMPLETION, coalescing)?;
         let (mut next, mut done, mut delivered) = (0usize, 0usize, 0u64);
         while done < windows {
             while next < windows && next - done < depth {
