@@ -118,8 +118,14 @@ fn a_sleeping_wait_makes_at_most_two_line_operations() {
         eprintln!("{c:?}: MM2S {mm2s:?}, S2MM {s2mm:?}");
         if c == Completion::Adaptive {
             // One wait per transfer (S2MM's; MM2S is done by then): one
-            // re-arm and one sleep per transfer on both lines together.
-            assert!(s2mm.waits >= n, "{c:?}: S2MM waits did not sleep: {s2mm:?}");
+            // re-arm and one sleep per transfer on both lines together. A
+            // wait whose thread lost its core for the transfer's 655 us finds
+            // it done and sleeps not at all, so on a busy host only most of
+            // them sleep; the bound below is what this test is for.
+            assert!(
+                s2mm.waits >= n / 2,
+                "{c:?}: S2MM waits did not sleep: {s2mm:?}"
+            );
             let all = mm2s.enables + mm2s.waits + s2mm.enables + s2mm.waits;
             assert!(
                 all <= 2 * n + 2,
@@ -127,10 +133,14 @@ fn a_sleeping_wait_makes_at_most_two_line_operations() {
             );
             continue;
         }
-        // MM2S: 655 us of link, so every wait sleeps: one re-arm, one sleep
+        // MM2S: 655 us of link, so a wait sleeps (unless it lost its core
+        // for that long): one re-arm, one sleep
         // woken by the interrupt (a wake-up on an interrupt left pending from
         // before may add a sleep, never a re-arm).
-        assert!(mm2s.waits >= n, "{c:?}: MM2S waits did not sleep: {mm2s:?}");
+        assert!(
+            mm2s.waits >= n / 2,
+            "{c:?}: MM2S waits did not sleep: {mm2s:?}"
+        );
         assert!(
             mm2s.enables <= n + 1,
             "{c:?}: MM2S re-armed more than once per wait: {mm2s:?}"
