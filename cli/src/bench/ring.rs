@@ -20,33 +20,29 @@
 //! buffer of the queue's size): a row faster than it by more than the
 //! run-to-run spread is flagged as implausible.
 
-use dmaflow::ring::{Builder, Reader, Wait};
+use std::fmt;
+
+use dmaflow::ring::{Builder, Calibration, Reader, Wait};
 
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
-use super::harness::{OnBoard, Progress, Setup, Spec, Tier, bytes_label};
+use super::frame::{Bench, Findings, Plot, Point, Row};
+use super::harness::{Setup, Tier, bytes_label};
 use super::peers::{Peer, checksum, fill, series};
-use super::plot::{LinePlot, XAxis};
+use super::plot::XAxis;
 use super::queues::{self, Shape, first, pin_to, two_threads};
-use super::report::{Report, Target, sentence, series_by, within};
+use super::report::{Target, within};
 
 /// `dmaflow bench ring`.
-pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
+pub static EXPERIMENT: Bench<Config, Batch, Sample> = Bench {
     name: "ring",
     // The queue's experiment: the peer table with its cross-process rows,
     // then the readers' table in GNU Radio 4's shape.
     then: Some("readers"),
-    board: OnBoard::EmulatorOnly("it measures queues on this machine, not a DMA device"),
+    emulator_only: "it measures queues on this machine, not a DMA device",
     question: "Mirrored queue vs other queues, the sliding-window reader and the queue shared \
                between processes; then `readers`.",
-    keys: "impl (dmaflow|dmaflow-spin|dmaflow-block|dmaflow-shm|\n\
-          dmaflow-process|rtrb|ringbuf|vmcircbuffer|crossbeam, each\n\
-          peer again as <peer>-own|bound),\n\
-          case (stream|window|window-copy), batch_bytes,\n\
-          gbytes_per_s (10^9 B/s, median), gbytes_per_s_min,\n\
-          gbytes_per_s_max, runs, implausible (bool: above the\n\
-          no-queue bound)",
     conditions: Conditions {
         timed: "from the first worker thread's start to the last one's end, each \
                 instant read on its own thread",
@@ -59,7 +55,27 @@ pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
         paper: "paper 001 measured its queue inside an FFT filter, not alone; threads are \
                 pinned to this VM's two cores",
     },
-    ..Spec::new(Config::at, run, report)
+    // The wait costs measured before the first round, on this unpinned
+    // thread, as the reading process measures its own: not in a pinned
+    // thread's first wait, timed.
+    prepare: |_, _| {
+        let _ = Calibration::get();
+        Ok(())
+    },
+    turns_within: Some((group, "batch size and case")),
+    plots: &[Plot {
+        title: "Queue throughput against batch size",
+        x: "batch_bytes",
+        y: "gbytes_per_s",
+        interval: None,
+        y_scale: 1.0,
+        lines: &["impl", "case"],
+        axis: XAxis::Bytes,
+        log_y: true,
+    }],
+    heading,
+    findings,
+    ..Bench::new(Config::at, |c| c.rounds, points, measure, columns)
 };
 
 /// Size of one item in bytes.
@@ -70,7 +86,7 @@ const ITEM: usize = std::mem::size_of::<f32>();
 pub struct Config {
     /// Bytes streamed per measurement.
     pub total_bytes: usize,
-    /// Rounds per row; the median is reported.
+    /// Rounds: every point is measured once a round.
     pub rounds: usize,
     /// Producer batch sizes in bytes (each a multiple of 4 and a divisor of
     /// `total_bytes` and `queue_bytes`).
@@ -113,35 +129,55 @@ impl Config {
     }
 }
 
-/// One row of the result: the median of `runs` measurements.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Row {
-    /// `dmaflow`, `rtrb`, `ringbuf`, `vmcircbuffer`, `crossbeam` or `bound`.
-    pub implementation: &'static str,
-    /// `stream`, `window` or `window-copy`.
-    pub case: &'static str,
-    /// Producer batch (and, for the window cases, hop) in bytes.
-    pub batch_bytes: usize,
-    /// Median throughput in 10^9 bytes per second of stream.
-    pub gbytes_per_s: f64,
-    /// The lowest and highest of the runs.
-    pub range: (f64, f64),
-    /// Rounds measured (the JSON key `runs`).
-    pub rounds: usize,
+/// Where a point is: the producer's batch (and, for the window cases, the
+/// hop) in bytes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Batch(pub usize);
+
+impl fmt::Display for Batch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} batches", bytes_label(self.0))
+    }
 }
 
-/// How far above the no-queue bound (as a share of it) a median may lie
+/// What one measurement of a point gives.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sample {
+    /// Throughput in 10^9 bytes of stream per second.
+    pub gbytes_per_s: f64,
+}
+
+/// A sample's throughput: the figure every column and finding reads.
+fn gbps(s: &Sample) -> f64 {
+    s.gbytes_per_s
+}
+
+/// The series of dmaflow's reader taking sliding windows in place.
+const WINDOW: &str = "dmaflow window";
+
+/// The series of the reader that copies each window's overlap out.
+const WINDOW_COPY: &str = "dmaflow window-copy";
+
+/// A series' implementation (the JSON's `impl`): its first word.
+fn implementation(series: &'static str) -> &'static str {
+    series.split_once(' ').map_or(series, |(i, _)| i)
+}
+
+/// A series' case (the JSON's `case`): its second word, `stream` without one.
+fn case(series: &'static str) -> &'static str {
+    series.split_once(' ').map_or("stream", |(_, c)| c)
+}
+
+/// How far above the no-queue bound (as a share of it) a typical figure may lie
 /// before it is flagged: the rounds' spread on this kind of machine.
 const IMPLAUSIBLE: f64 = 1.25;
 
-impl Row {
-    /// Whether the row beats the no-queue bound of its batch by more than
-    /// the spread allows: a measurement error, not a queue.
-    pub fn implausible(&self, rows: &[Row]) -> bool {
-        self.implementation != "bound"
-            && gbytes(rows, "bound", "stream", self.batch_bytes)
-                .is_some_and(|b| self.gbytes_per_s > IMPLAUSIBLE * b)
-    }
+/// Whether the row beats the no-queue bound of its batch by more than the
+/// spread allows: a measurement error, not a queue.
+fn implausible(r: &Row<Batch, Sample>) -> bool {
+    r.point.series != "bound"
+        && r.typical_of("bound", gbps)
+            .is_some_and(|b| r.typical(gbps) > IMPLAUSIBLE * b)
 }
 
 /// The producer of every dmaflow case: takes dmaflow's writer `w` (in this
@@ -378,18 +414,16 @@ fn shm_process(sh: &Shape) -> Result<(f64, u32), Error> {
 
 type Measure = fn(&Shape) -> Result<(f64, u32), Error>;
 
-/// The implementations measured for one case, with the checksum each must give.
-fn contenders(case: &str, process: bool) -> Vec<(&'static str, Measure)> {
-    let mut v: Vec<(&'static str, Measure)> = match case {
-        "window" => return vec![("dmaflow", dmaflow_window)],
-        "window-copy" => return vec![("dmaflow", copying_window)],
-        _ => vec![
-            ("dmaflow", dmaflow_stream),
-            ("dmaflow-spin", dmaflow_spin),
-            ("dmaflow-block", dmaflow_block),
-            ("dmaflow-shm", shm_threads),
-        ],
-    };
+/// Every series measured at one batch size, in the table's order: the
+/// stream on dmaflow's queues (the reader in another process where
+/// `process`), on each peer's, and with no queue; then the window cases.
+fn contenders(process: bool) -> Vec<(&'static str, Measure)> {
+    let mut v: Vec<(&'static str, Measure)> = vec![
+        ("dmaflow", dmaflow_stream),
+        ("dmaflow-spin", dmaflow_spin),
+        ("dmaflow-block", dmaflow_block),
+        ("dmaflow-shm", shm_threads),
+    ];
     if process {
         v.push(("dmaflow-process", shm_process));
     }
@@ -408,64 +442,75 @@ fn contenders(case: &str, process: bool) -> Vec<(&'static str, Measure)> {
         ]);
     }
     v.push(("bound", bound_stream));
+    v.push((WINDOW, dmaflow_window));
+    v.push((WINDOW_COPY, copying_window));
     v
 }
 
-/// Runs the experiment. `progress` hears about each measurement before it starts.
-pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
-    // The wait costs measured here, on this unpinned thread, as the reading
-    // process measures its own: not in a pinned thread's first wait, timed.
-    let _ = dmaflow::ring::Calibration::get();
-    let mut rows = Vec::new();
-    for &batch_bytes in &cfg.batches {
-        let batch = batch_bytes / ITEM;
-        let batches = cfg.total_bytes / ITEM / batch;
-        let shape = Shape {
-            items: batches * batch,
-            batches,
-            batch,
-            queue: cfg.queue_bytes / ITEM,
-            reader: cfg.reader.clone(),
-        };
-        for case in ["stream", "window", "window-copy"] {
-            let impls = contenders(case, cfg.reader.is_some());
-            let samples = super::spread::in_turns(impls.len(), cfg.rounds, |i, run| {
-                let (name, measure) = &impls[i];
-                progress(&format!(
-                    "ring {case} {} {name} run {}/{}",
-                    bytes_label(batch_bytes),
-                    run + 1,
-                    cfg.rounds
-                ));
-                let (secs, sum) = measure(&shape)?;
-                let expected = match (case, *name) {
-                    (_, "bound") => bound_series(&shape),
-                    ("stream", _) => series(0, shape.items as u64),
-                    _ => window_series(shape.items, shape.batch),
-                };
-                if sum != expected {
-                    return Err(Error::Corrupted {
-                        what: format!("ring {case} {name} batch {batch_bytes} B"),
-                        got: sum,
-                        expected,
-                    });
-                }
-                Ok((shape.items * ITEM) as f64 / secs / 1e9)
-            })?;
-            for ((name, _), s) in impls.iter().zip(&samples) {
-                let sp = super::spread::Spread::of(s);
-                rows.push(Row {
-                    implementation: name,
-                    case,
-                    batch_bytes,
-                    gbytes_per_s: sp.median,
-                    range: (sp.min, sp.max),
-                    rounds: sp.n,
-                });
-            }
+/// Every series at every batch size.
+fn points(cfg: &Config) -> Vec<Point<Batch>> {
+    let mut v = Vec::new();
+    for &b in &cfg.batches {
+        for (series, _) in contenders(cfg.reader.is_some()) {
+            v.push(Point {
+                series,
+                at: Batch(b),
+            });
         }
     }
-    Ok(rows)
+    v
+}
+
+/// The group a point takes turns in: its batch size and case (the
+/// implementations of one case at one batch size take turns).
+fn group(p: &Point<Batch>) -> String {
+    format!("{} {}", p.at, case(p.series))
+}
+
+/// The stream one measurement at `batch_bytes` moves.
+fn shape(cfg: &Config, batch_bytes: usize) -> Shape {
+    let batch = batch_bytes / ITEM;
+    let batches = cfg.total_bytes / ITEM / batch;
+    Shape {
+        items: batches * batch,
+        batches,
+        batch,
+        queue: cfg.queue_bytes / ITEM,
+        reader: cfg.reader.clone(),
+    }
+}
+
+/// One run of one point: its throughput, its checksum verified.
+fn measure(cfg: &Config, p: &Point<Batch>) -> Result<Sample, Error> {
+    let (_, run) = contenders(cfg.reader.is_some())
+        .into_iter()
+        .find(|(s, _)| *s == p.series)
+        .ok_or_else(|| Error::Peer {
+            peer: p.series,
+            reason: "not built into this tool".into(),
+        })?;
+    let sh = shape(cfg, p.at.0);
+    let (secs, sum) = run(&sh)?;
+    let expected = match (case(p.series), p.series) {
+        (_, "bound") => bound_series(&sh),
+        ("stream", _) => series(0, sh.items as u64),
+        _ => window_series(sh.items, sh.batch),
+    };
+    if sum != expected {
+        return Err(Error::Corrupted {
+            what: format!(
+                "ring {} {} batch {} B",
+                case(p.series),
+                implementation(p.series),
+                p.at.0
+            ),
+            got: sum,
+            expected,
+        });
+    }
+    Ok(Sample {
+        gbytes_per_s: (sh.items * ITEM) as f64 / secs / 1e9,
+    })
 }
 
 /// The no-queue bound's checksum: the consumer sums its queue-sized buffer
@@ -477,21 +522,28 @@ fn bound_series(sh: &Shape) -> u32 {
     })
 }
 
-/// The median throughput of `imp` in `case` at `batch` bytes.
-fn gbytes(rows: &[Row], imp: &str, case: &str, batch: usize) -> Option<f64> {
+/// The typical throughput of `imp` in `case_` at `batch` bytes.
+fn gbytes(rows: &[Row<Batch, Sample>], imp: &str, case_: &str, batch: usize) -> Option<f64> {
     rows.iter()
-        .find(|r| r.implementation == imp && r.case == case && r.batch_bytes == batch)
-        .map(|r| r.gbytes_per_s)
+        .find(|r| {
+            let s = r.point.series;
+            implementation(s) == imp && case(s) == case_ && r.point.at.0 == batch
+        })
+        .map(|r| r.typical(gbps))
 }
 
-/// The rows' columns, with each row's ratio to dmaflow in the same case (the
+/// The row's typical throughput over dmaflow's in the same case (the
 /// `window` case for `window-copy`).
-fn columns(rows: &[Row]) -> Columns<'_, Row> {
-    let ratio = |r: &Row| {
-        let case = r.case.strip_suffix("-copy").unwrap_or(r.case);
-        gbytes(rows, "dmaflow", case, r.batch_bytes)
-            .map_or("-".into(), |d| format!("{:.2}", r.gbytes_per_s / d))
+fn to_dmaflow(r: &Row<Batch, Sample>) -> Option<f64> {
+    let base = match case(r.point.series) {
+        "stream" => "dmaflow",
+        _ => WINDOW,
     };
+    Some(r.typical(gbps) / r.typical_of(base, gbps)?)
+}
+
+/// The rows' columns, with each row's ratio to dmaflow in the same case.
+fn columns() -> Columns<'static, Row<Batch, Sample>> {
     let check = |v| {
         if v {
             "implausible: above the no-queue bound"
@@ -501,32 +553,49 @@ fn columns(rows: &[Row]) -> Columns<'_, Row> {
         .into()
     };
     Columns::new()
-        .plain("impl", "impl", |r: &Row| r.implementation)
-        .plain("case", "case", |r| r.case)
-        .shown_as("batch", "batch_bytes", |r| r.batch_bytes, bytes_label)
-        .fixed("GB/s (median)", "gbytes_per_s", 2, |r| r.gbytes_per_s)
-        .shown("range", |r| format!("{:.2}..{:.2}", r.range.0, r.range.1))
-        .kept("gbytes_per_s_min", |r| r.range.0)
-        .kept("gbytes_per_s_max", |r| r.range.1)
-        .kept("runs", |r| r.rounds)
-        .shown("x dmaflow", ratio)
-        .shown_as("check", "implausible", |r| r.implausible(rows), check)
+        .plain("impl", "impl", |r: &Row<Batch, Sample>| {
+            implementation(r.point.series)
+        })
+        .doc(
+            "dmaflow|dmaflow-spin|dmaflow-block|dmaflow-shm|dmaflow-process|rtrb|ringbuf|\
+             vmcircbuffer|crossbeam, each peer again as <peer>-own|bound",
+        )
+        .plain("case", "case", |r| case(r.point.series))
+        .doc("stream|window|window-copy")
+        .shown_as("batch", "batch_bytes", |r| r.point.at.0, bytes_label)
+        .doc("the producer's batch (the window cases' hop) in bytes")
+        .measured_apart(
+            ("GB/s (median)", "range"),
+            "gbytes_per_s",
+            "10^9 B of stream per second",
+            (1.0, 2),
+            gbps,
+        )
+        .kept("runs", |r| r.rounds())
+        .doc("rounds measured")
+        .shown("x dmaflow", |r| {
+            to_dmaflow(r).map_or("-".into(), |x| format!("{x:.2}"))
+        })
+        .shown_as("check", "implausible", implausible, check)
+        .doc("bool: above the no-queue bound by more than the rounds' spread")
 }
 
-/// The fastest peer's stream row at one batch size: on the shared wait
-/// schedule, or (`own`) each with its own default wait.
-fn fastest_peer(rows: &[Row], batch: usize, own: bool) -> Option<&Row> {
+/// The fastest peer's stream at one batch size, its name and typical
+/// throughput: on the shared wait schedule, or (`own`) each with its own
+/// default wait.
+fn fastest_peer(rows: &[Row<Batch, Sample>], batch: usize, own: bool) -> Option<(&str, f64)> {
     rows.iter()
-        .filter(|r| r.batch_bytes == batch && r.case == "stream")
-        .filter(|r| !r.implementation.starts_with("dmaflow") && r.implementation != "bound")
-        .filter(|r| r.implementation.ends_with("-own") == own)
-        .max_by(|x, y| x.gbytes_per_s.total_cmp(&y.gbytes_per_s))
+        .filter(|r| r.point.at.0 == batch && case(r.point.series) == "stream")
+        .map(|r| (implementation(r.point.series), r.typical(gbps)))
+        .filter(|(i, _)| !i.starts_with("dmaflow") && *i != "bound")
+        .filter(|(i, _)| i.ends_with("-own") == own)
+        .max_by(|x, y| x.1.total_cmp(&y.1))
 }
 
 /// dmaflow against the fastest peer at one batch size, on the shared wait
-/// schedule: dmaflow's median, the peer's row, and reading windows in place
+/// schedule: dmaflow's throughput, the peer's, and reading windows in place
 /// over copying them out.
-fn compare(rows: &[Row], batch: usize) -> Option<(f64, &Row, Option<f64>)> {
+fn compare(rows: &[Row<Batch, Sample>], batch: usize) -> Option<(f64, (&str, f64), Option<f64>)> {
     let get = |case| gbytes(rows, "dmaflow", case, batch);
     let peer = fastest_peer(rows, batch, false)?;
     let window = get("window").zip(get("window-copy")).map(|(w, c)| w / c);
@@ -535,43 +604,41 @@ fn compare(rows: &[Row], batch: usize) -> Option<(f64, &Row, Option<f64>)> {
 
 /// dmaflow with its default wait (`Wait::Block`) against the fastest peer
 /// with its own, at one batch size.
-fn compare_own(rows: &[Row], batch: usize) -> Option<(f64, &Row)> {
+fn compare_own(rows: &[Row<Batch, Sample>], batch: usize) -> Option<(f64, (&str, f64))> {
     let d = gbytes(rows, "dmaflow-block", "stream", batch)?;
     Some((d, fastest_peer(rows, batch, true)?))
 }
 
 /// The shared queue with its reader in another process over the same queue
-/// with its reader on another thread, at one batch size (medians).
-fn across(rows: &[Row], batch: usize) -> Option<f64> {
+/// with its reader on another thread, at one batch size.
+fn across(rows: &[Row<Batch, Sample>], batch: usize) -> Option<f64> {
     let get = |imp| gbytes(rows, imp, "stream", batch);
     Some(get("dmaflow-process")? / get("dmaflow-shm")?)
 }
 
 /// The batch sizes of the rows, in order.
-fn batches(rows: &[Row]) -> Vec<usize> {
-    let mut batches: Vec<usize> = rows.iter().map(|r| r.batch_bytes).collect();
+fn batches(rows: &[Row<Batch, Sample>]) -> Vec<usize> {
+    let mut batches: Vec<usize> = rows.iter().map(|r| r.point.at.0).collect();
     batches.dedup();
     batches
 }
 
 /// How dmaflow compares with the best peer and the copying reader, per batch size.
-pub fn summary(rows: &[Row]) -> String {
+fn summary(rows: &[Row<Batch, Sample>]) -> String {
     let mut out = String::new();
     for b in batches(rows) {
-        let Some((d, peer, window)) = compare(rows, b) else {
+        let Some((d, (name, peer), window)) = compare(rows, b) else {
             continue;
         };
-        let (name, peer) = (peer.implementation, peer.gbytes_per_s);
         out += &format!(
             "{}: dmaflow / best peer ({name}) = {:.2}x",
             bytes_label(b),
             d / peer
         );
-        if let Some((d, peer)) = compare_own(rows, b) {
+        if let Some((d, (name, peer))) = compare_own(rows, b) {
             out += &format!(
-                "; own default waits: dmaflow-block / best peer ({}) = {:.2}x",
-                peer.implementation,
-                d / peer.gbytes_per_s
+                "; own default waits: dmaflow-block / best peer ({name}) = {:.2}x",
+                d / peer
             );
         }
         if let Some(ratio) = window {
@@ -587,14 +654,10 @@ pub fn summary(rows: &[Row]) -> String {
 
 /// The queue's targets: against the fastest peer at 64 B, 4 KiB and 64 KiB,
 /// and between processes against between threads.
-pub fn targets(rows: &[Row]) -> Vec<Target> {
+fn targets(rows: &[Row<Batch, Sample>]) -> Vec<Target> {
     let peers = [(64, 1.2), (4 << 10, 1.0), (64 << 10, 1.0)].map(|(batch, want)| {
-        let (d, peer, _) = compare(rows, batch)?;
-        let (name, peer, r) = (
-            peer.implementation,
-            peer.gbytes_per_s,
-            d / peer.gbytes_per_s,
-        );
+        let (d, (name, peer), _) = compare(rows, batch)?;
+        let r = d / peer;
         Some(Target::new(
             format!(
                 "{} batches, equal waits: dmaflow >= {want:.1}x the fastest peer",
@@ -605,8 +668,7 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
         ))
     });
     let own = batches(rows).into_iter().filter_map(|b| {
-        let (d, peer) = compare_own(rows, b)?;
-        let (name, peer) = (peer.implementation, peer.gbytes_per_s);
+        let (d, (name, peer)) = compare_own(rows, b)?;
         Some(Target::new(
             format!(
                 "{} batches, each queue's own default wait: dmaflow >= 1.0x the fastest peer",
@@ -636,73 +698,81 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
         .collect()
 }
 
-/// One sentence: dmaflow against the fastest peer at the smallest and largest
-/// batch, and what reading windows in place saves.
-pub fn answer(rows: &[Row]) -> String {
-    let lo = rows.iter().map(|r| r.batch_bytes).min();
-    let hi = rows.iter().map(|r| r.batch_bytes).max();
-    let clauses: Vec<String> = (lo.into_iter().chain(hi.filter(|h| Some(*h) != lo)))
+/// The answer's clauses: dmaflow against the fastest peer at the smallest
+/// and largest batch, and what reading windows in place saves.
+fn answer(rows: &[Row<Batch, Sample>]) -> Vec<String> {
+    let lo = rows.iter().map(|r| r.point.at.0).min();
+    let hi = rows.iter().map(|r| r.point.at.0).max();
+    (lo.into_iter().chain(hi.filter(|h| Some(*h) != lo)))
         .filter_map(|b| {
-            let (d, peer, window) = compare(rows, b)?;
+            let (d, (name, peer), window) = compare(rows, b)?;
             let window = window.map_or(String::new(), |r| {
                 format!(", and reading windows in place is {r:.2}x copying them out")
             });
             Some(format!(
-                "at {} batches dmaflow's queue moves {d:.2} GB/s, {:.2}x the fastest peer ({}){window}",
+                "at {} batches dmaflow's queue moves {d:.2} GB/s, {:.2}x the fastest peer \
+                 ({name}){window}",
                 bytes_label(b),
-                d / peer.gbytes_per_s,
-                peer.implementation,
+                d / peer,
             ))
         })
-        .collect();
-    sentence(&clauses)
+        .collect()
 }
 
-/// The run as a report: table, targets, throughput against batch size.
-pub fn report(cfg: &Config, rows: &[Row]) -> Report {
-    let cal = dmaflow::ring::Calibration::get();
-    let heading = format!(
-        "ring: {} per measurement, median of {} runs (min..max beside it; implementations \
-         taking turns, the order reversed every other round), queue {}; every queue's \
-         consumer takes whatever is readable; one wait for every queue (dmaflow, its \
-         shared queue and each peer): spin as long as a sched_yield costs on this machine \
-         ({:.2} us, calibrated at start-up), then yield; dmaflow-spin and dmaflow-block: \
-         dmaflow's other waits (block, its default, spins as long as a sched_yield \
-         costs, then yields until a wake-up's cost, {:.2} us, has passed, then sleeps); -own: each peer's own default wait (rtrb, ringbuf, \
+/// What the rows say: the answer, the comparisons under the table, the
+/// targets.
+fn findings(_: &Config, rows: &[Row<Batch, Sample>]) -> Findings {
+    Findings {
+        clauses: answer(rows),
+        notes: summary(rows),
+        targets: targets(rows),
+        ..Findings::default()
+    }
+}
+
+/// What was measured, with the wait costs calibrated at start-up.
+fn heading(cfg: &Config) -> String {
+    let cal = Calibration::get();
+    format!(
+        "{} per measurement, queue {}; every queue's consumer takes whatever is readable; \
+         one wait for every queue (dmaflow, its shared queue and each peer): spin as long \
+         as a sched_yield costs on this machine ({:.2} us, calibrated at start-up), then \
+         yield; dmaflow-spin and dmaflow-block: dmaflow's other waits (block, its default, \
+         spins as long as a sched_yield costs, then yields until a wake-up's cost, {:.2} us, \
+         has passed, then sleeps); -own: each peer's own default wait (rtrb, ringbuf, \
          vmcircbuffer: none, a retry with a pause between looks; crossbeam: send/recv); \
          `bound`: the same work on two threads with no queue between them",
         bytes_label(cfg.total_bytes),
-        cfg.rounds,
         bytes_label(cfg.queue_bytes),
         cal.yield_cost.as_secs_f64() * 1e6,
         cal.spin_before_sleep().as_secs_f64() * 1e6,
-    );
-    let columns = columns(rows);
-    Report::of("ring", heading, &columns, rows)
-        .text(columns.table(rows) + &summary(rows))
-        .answer(answer(rows))
-        .targets(targets(rows))
-        .plots([LinePlot::new(
-            "Queue throughput against batch size",
-            XAxis::Bytes,
-            "batch size",
-            "throughput (GB/s)",
-            series_by(
-                rows,
-                |r| format!("{} {}", r.implementation, r.case),
-                |r| r.batch_bytes as f64,
-                |r| r.gbytes_per_s,
-            ),
-        )
-        .log_y()])
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// The checksums, the no-queue bound's flag, and a tiny run that
-    /// verifies every implementation and reports every case.
+    /// A row of one round at 64 B batches beside `others` in the same round.
+    fn row(
+        series: &'static str,
+        gbytes_per_s: f64,
+        others: &[(&'static str, f64)],
+    ) -> Row<Batch, Sample> {
+        let one = |gbytes_per_s| vec![Sample { gbytes_per_s }];
+        Row {
+            point: Point {
+                series,
+                at: Batch(64),
+            },
+            samples: one(gbytes_per_s),
+            baseline: None,
+            others: others.iter().map(|&(s, v)| (s, one(v))).collect(),
+        }
+    }
+
+    /// The checksums, the no-queue bound's flag, the ratio to dmaflow, and
+    /// a tiny run that verifies every implementation and reports every case.
     #[test]
     fn checksums_the_bound_and_a_tiny_run() {
         let direct = (10u32..10 + 1000).fold(0u32, |a, b| a.wrapping_add(b));
@@ -711,37 +781,41 @@ mod tests {
         let mut v = vec![0f32; 1000];
         fill(&mut v, 10);
         assert_eq!(checksum(&v), direct);
-        let row = |implementation, gbytes_per_s| Row {
-            implementation,
-            case: "stream",
-            batch_bytes: 64,
-            gbytes_per_s,
-            range: (gbytes_per_s, gbytes_per_s),
-            rounds: 1,
-        };
-        let rows = [
-            row("bound", 10.0),
-            row("ringbuf", 9000.0),
-            row("dmaflow", 11.0),
-        ];
-        assert!(rows[1].implausible(&rows));
-        assert!(!rows[2].implausible(&rows));
-        assert!(columns(&rows).table(&rows).contains("implausible"));
-        let rows = run(&Config::at(&Setup::TINY), &mut |_| {}).unwrap();
-        let impls_per_batch = contenders("stream", false).len() + 2;
-        assert_eq!(rows.len(), 2 * impls_per_batch);
+        let ringbuf = row("ringbuf", 9000.0, &[("bound", 10.0), ("dmaflow", 11.0)]);
+        let dmaflow = row("dmaflow", 11.0, &[("bound", 10.0), ("ringbuf", 9000.0)]);
+        let copy = row(WINDOW_COPY, 2.0, &[(WINDOW, 8.0), ("dmaflow", 11.0)]);
+        assert!(implausible(&ringbuf));
+        assert!(!implausible(&dmaflow));
+        assert_eq!(to_dmaflow(&dmaflow), Some(1.0));
+        assert_eq!(to_dmaflow(&copy), Some(0.25));
+        let table = columns().table([&ringbuf, &dmaflow, &copy]);
+        assert!(table.contains("implausible"), "{table}");
+        assert!(table.contains("window-copy"), "{table}");
+
+        let cfg = Config::at(&Setup::TINY);
+        let rows = EXPERIMENT.rows(&cfg, &mut |_| {}).unwrap();
+        assert_eq!(rows.len(), 2 * contenders(false).len());
         for r in &rows {
-            assert!(r.gbytes_per_s.is_finite() && r.gbytes_per_s > 0.0, "{r:?}");
-            assert!(
-                r.range.0 <= r.gbytes_per_s && r.gbytes_per_s <= r.range.1,
-                "{r:?}"
-            );
+            let (typical, s) = (r.typical(gbps), r.spread(gbps));
+            assert!(typical.is_finite() && typical > 0.0, "{r:?}");
+            assert!(s.min <= typical && typical <= s.max, "{r:?}");
         }
-        assert!(rows.iter().any(|r| r.implementation == "bound"));
-        let rep = report(&Config::at(&Setup::TINY), &rows);
+        assert!(rows.iter().any(|r| r.point.series == "bound"));
+        let rep = EXPERIMENT.report(&cfg, &rows);
         assert_eq!(rep.json["experiment"], "ring");
-        assert_eq!(rep.json["rows"].as_array().unwrap().len(), rows.len());
+        let json = rep.json["rows"].as_array().unwrap();
+        assert_eq!(json.len(), rows.len());
+        let last = &json[rows.len() - 1];
+        assert_eq!(
+            (&last["impl"], &last["case"]),
+            (&"dmaflow".into(), &"window-copy".into())
+        );
         assert!(rep.text.contains("window-copy"));
-        assert!(summary(&rows).contains("window / window-copy"));
+        assert!(rep.text.contains("window / window-copy"));
+        assert!(
+            rep.heading
+                .contains("one batch size and case after another")
+        );
+        assert_eq!(rep.plots.len(), 1);
     }
 }
