@@ -150,20 +150,20 @@ fn bench_help_documents_the_cost_keys_of_every_dma_experiment() {
 #[test]
 fn the_cross_process_row_reads_every_item_in_another_process() {
     use dmaflow_cli::bench::Setup;
-    use dmaflow_cli::bench::ring::{Config, run};
+    use dmaflow_cli::bench::ring::{Config, EXPERIMENT};
     let cfg = Config {
         reader: Some(std::path::PathBuf::from(env!("CARGO_BIN_EXE_dmaflow"))),
         ..Config::at(&Setup::TINY)
     };
-    // Every row's checksum is verified inside `run`: the child process
-    // summed every item the writer here wrote.
-    let rows = run(&cfg, &mut |_| {}).unwrap();
+    // Every row's checksum is verified inside the measurement: the child
+    // process summed every item the writer here wrote.
+    let rows = EXPERIMENT.rows(&cfg, &mut |_| {}).unwrap();
     let across: Vec<_> = rows
         .iter()
-        .filter(|r| r.implementation == "dmaflow-process")
+        .filter(|r| r.point.series == "dmaflow-process")
         .collect();
     assert_eq!(across.len(), cfg.batches.len());
-    assert!(across.iter().all(|r| r.gbytes_per_s > 0.0));
-    let text = dmaflow_cli::bench::ring::summary(&rows);
+    assert!(across.iter().all(|r| r.typical(|s| s.gbytes_per_s) > 0.0));
+    let text = EXPERIMENT.report(&cfg, &rows).text;
     assert!(text.contains("other process / other thread"), "{text}");
 }

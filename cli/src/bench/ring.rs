@@ -557,13 +557,13 @@ fn columns() -> Columns<'static, Row<Batch, Sample>> {
             implementation(r.point.series)
         })
         .doc(
-            "dmaflow|dmaflow-spin|dmaflow-block|dmaflow-shm|dmaflow-process|rtrb|ringbuf|\
-             vmcircbuffer|crossbeam, each peer again as <peer>-own|bound",
+            "dmaflow, dmaflow-spin, dmaflow-block, dmaflow-shm, dmaflow-process, rtrb, \
+             ringbuf, vmcircbuffer, crossbeam, each peer again as <peer>-own, or bound",
         )
         .plain("case", "case", |r| case(r.point.series))
-        .doc("stream|window|window-copy")
+        .doc("stream, window or window-copy")
         .shown_as("batch", "batch_bytes", |r| r.point.at.0, bytes_label)
-        .doc("the producer's batch (the window cases' hop) in bytes")
+        .doc("the producer's batch in bytes, the window cases' hop")
         .measured_apart(
             ("GB/s (median)", "range"),
             "gbytes_per_s",
