@@ -385,6 +385,24 @@ impl<'a, P: 'a, S: 'a> Columns<'a, Row<P, S>> {
         ))
     }
 
+    /// A measured figure's spread over the rounds, for a figure whose
+    /// median has a column of its own: in the table its range `min..max`
+    /// with `places` decimals, in the JSON under `key` the whole spread
+    /// (median, p25, p75, min, max, n).
+    pub fn rounds_range(
+        self,
+        header: &'static str,
+        key: &'static str,
+        doc: &'static str,
+        places: usize,
+        figure: impl Fn(&S) -> f64 + Copy + 'a,
+    ) -> Self {
+        self.range(header, key, places, move |r: &Row<P, S>| r.spread(figure))
+            .doc(format!(
+                "{doc} over the rounds: median, p25, p75, min, max, n"
+            ))
+    }
+
     /// A figure's median over the rounds, in both: in the table times
     /// `scale` with `places` decimals (a figure `NaN` in every round: `-`
     /// and null).
@@ -667,6 +685,9 @@ pub type Parts<C, P, S> = fn(&C, &Point<P>, &S) -> Vec<(P, S)>;
 /// is, as the heading says it (e.g. "batch size").
 pub type TurnsWithin<P> = (fn(&Point<P>) -> String, &'static str);
 
+/// What an experiment's rows must hold across points ([`Bench::check`]).
+pub type Check<C, P, S> = fn(&C, &[Row<P, S>]) -> Result<(), Error>;
+
 /// How the figures summarise the rounds where each round holds many values
 /// pooled ([`Columns::pooled`]), as [`Bench::figures`] says it.
 pub const POOLED: &str = "each figure the median of every round's values pooled (e.g. every \
@@ -744,6 +765,10 @@ pub struct Bench<C: 'static, P: 'static, S: 'static> {
     pub figures: &'static str,
     /// What the rows say.
     pub findings: fn(&C, &[Row<P, S>]) -> Findings,
+    /// What the rows must hold across points once every round is in (e.g.
+    /// two series' outputs equal round by round), else the run fails with
+    /// its error; by default nothing.
+    pub check: Option<Check<C, P, S>>,
 }
 
 impl<C, P, S> Bench<C, P, S> {
@@ -789,6 +814,7 @@ impl<C, P, S> Bench<C, P, S> {
             heading: |_| String::new(),
             figures: "each figure the median of the rounds with their min..max",
             findings: |_, _| Findings::default(),
+            check: None,
         }
     }
 }
@@ -834,7 +860,7 @@ impl<C, P: Clone + Display + PartialEq, S: Clone> Bench<C, P, S> {
                 )));
             }
             let (points, samples) = self.split(cfg, &points, samples)?;
-            return Ok(self.rows_of(&points, samples));
+            return self.checked(cfg, self.rows_of(&points, samples));
         }
         if let Some((group, _)) = self.turns_within {
             let mut samples = Vec::with_capacity(points.len());
@@ -869,7 +895,7 @@ impl<C, P: Clone + Display + PartialEq, S: Clone> Bench<C, P, S> {
             }
         })?;
         let (points, samples) = self.split(cfg, &points, samples)?;
-        Ok(self.rows_of(&points, samples))
+        self.checked(cfg, self.rows_of(&points, samples))
     }
 
     /// One measurement of `p` in round `round` of `rounds`, heard of by
@@ -940,6 +966,14 @@ impl<C, P: Clone + Display + PartialEq, S: Clone> Bench<C, P, S> {
             }
         }
         Ok((split, kept))
+    }
+
+    /// `rows`, if they hold what [`Bench::check`] asks.
+    fn checked(&self, cfg: &C, rows: Vec<Row<P, S>>) -> Result<Vec<Row<P, S>>, Error> {
+        match self.check {
+            Some(check) => check(cfg, &rows).map(|()| rows),
+            None => Ok(rows),
+        }
     }
 
     /// The rows of `points` from their `samples`, each beside its
@@ -1281,6 +1315,52 @@ mod tests {
         let table = apart().table([&none]);
         let cells: Vec<&str> = table.lines().nth(2).unwrap().split_whitespace().collect();
         assert_eq!(cells, ["other", "-", "-"]);
+    }
+
+    #[test]
+    fn rows_that_fail_the_check_fail_the_run_with_its_error() {
+        fn below(limit: f64, rows: &[Row<u32, f64>]) -> Result<(), Error> {
+            match rows.iter().all(|r| r.every(|s| *s < limit)) {
+                true => Ok(()),
+                false => Err(Error::peer("toy")(format!("a sample of {limit} or more"))),
+            }
+        }
+        let loose = Bench {
+            check: Some(|_, rows| below(1000.0, rows)),
+            ..TOY
+        };
+        assert_eq!(loose.rows(&3, &mut |_| {}).unwrap().len(), 4);
+        // "other" at 1 measures about 200.
+        let strict = Bench {
+            check: Some(|_, rows| below(150.0, rows)),
+            ..TOY
+        };
+        let e = strict.rows(&3, &mut |_| {}).unwrap_err().to_string();
+        assert!(e.contains("a sample of 150 or more"), "{e}");
+    }
+
+    #[test]
+    fn a_range_column_shows_the_rounds_extremes_and_keeps_their_spread() {
+        let row = Row {
+            point: Point {
+                series: "base",
+                at: 1,
+            },
+            samples: vec![3.0, 1.0, 2.5],
+            baseline: None,
+            others: Vec::new(),
+        };
+        let cols = Columns::new().rounds_range("range", "v_spread", "value", 1, |s: &f64| *s);
+        assert_eq!(cols.table([&row]).lines().nth(2), Some("1.0..3.0"));
+        let json = &cols.json([&row])[0]["v_spread"];
+        assert_eq!(
+            (json["median"].as_f64(), json["n"].as_u64()),
+            (Some(2.5), Some(3))
+        );
+        assert!(
+            cols.keys_help()
+                .starts_with("v_spread (value over the rounds: median")
+        );
     }
 
     #[test]

@@ -99,6 +99,13 @@ impl From<Spread> for serde_json::Value {
     }
 }
 
+/// The typical value of `samples`: their median (`NaN` with none), for a
+/// figure measured in a few repeats of its own (e.g. a calibration before
+/// the rounds).
+pub fn typical(samples: &[f64]) -> f64 {
+    Spread::of(samples).median
+}
+
 /// Measures `points` points for `rounds` rounds, the points taking turns in
 /// each round and the order reversed every other round, so that a drift of
 /// the machine falls on all of them alike; returns each point's samples in
@@ -293,6 +300,8 @@ mod tests {
         assert_eq!(Spread::of(&[1.0, 2.0]).median, 1.5);
         assert!(Spread::of(&[]).median.is_nan());
         assert_eq!(Spread::of(&[2.0]).scaled(3.0).max, 6.0);
+        assert_eq!(typical(&[3.0, 1.0, 2.0]), 2.0);
+        assert!(typical(&[]).is_nan());
     }
 
     #[test]

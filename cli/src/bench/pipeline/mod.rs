@@ -5,7 +5,7 @@
 //! [`dmaflow::accel::bgsub`]) handing windows in DMA memory to the engines in
 //! place; `copy`, the pipeline a user builds without it, copying each window
 //! into a DMA buffer and each answer out with the library's standard-I/O
-//! calls. At the board's HP-port clock and unlimited, interleaved run by run;
+//! calls. At the board's HP-port clock and unlimited, in turns run by run;
 //! host CPU of every pipeline thread (never the emulated device's) and the
 //! bytes the library copied on them ([`dmaflow::copies`]). Both pipelines'
 //! outputs must agree exactly. Beside them in the same rounds, `device`: each
@@ -19,6 +19,7 @@ mod fir;
 
 use fir::TAPS;
 
+use std::fmt::{self, Display};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -32,13 +33,12 @@ use dmaflow::sim::{Clock, Profile};
 use super::columns::Columns;
 use super::conditions::{Conditions, USER_X86};
 use super::error::Error;
-use super::harness::{
-    OnBoard, Progress, Setup, Spec, Tier, bytes_label, clock_label, median, placement_here,
-};
+use super::frame::{Bench, Findings, Plot, Point, Row, range_text};
+use super::harness::{Setup, Tier, bytes_label, clock_label, placement_here};
 use super::peers::first_of_each;
-use super::plot::{LinePlot, XAxis};
-use super::report::{Report, Target, sentence, series_by};
-use super::spread::{Ratio, Spread, in_turns};
+use super::plot::XAxis;
+use super::report::Target;
+use super::spread::{Ratio, typical};
 
 /// The coprocessor in the middle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,26 +59,19 @@ impl Core {
     }
 }
 
+/// The accelerator node's pipeline.
+const ZEROCOPY: &str = "zerocopy";
+/// The pipeline that copies each window in and each answer out.
+const COPY: &str = "copy";
+/// The core's DMA channels driven bare, with no graph.
+const DEVICE: &str = "device";
+
 /// `dmaflow bench pipeline`.
-pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
+pub static EXPERIMENT: Bench<Config, At, Sample> = Bench {
     name: "pipeline",
-    board: OnBoard::EmulatorOnly("it sets the emulated link's clock and chains emulated engines"),
+    emulator_only: "it sets the emulated link's clock and chains emulated engines",
     question: "An accelerator inside a process network (FIR and background-subtraction cores): \
                the accelerator node on queues in DMA memory vs copying.",
-    keys: "core (fir|bgsub), pipeline (zerocopy|copy), clock, window_bytes\n\
-          (output bytes per window: FIR hop x 4, bgsub frame),\n\
-          mb_per_s (delivered, 10^6 B/s, median of the runs),\n\
-          mb_per_s_spread, model_mb_per_s (what the\n\
-          modelled link allows; null unlimited), link_share,\n\
-          core_mb_per_s (the emulated core's own compute rate on this\n\
-          host), cpu_us_per_mb (host CPU of the source, node and sink\n\
-          threads per MB delivered), node_cpu_us_per_mb (the node's\n\
-          thread alone; device rows: the driving thread), copied_per_byte (payload bytes the\n\
-          library copied on those threads per byte delivered, counted\n\
-          where it copies; the largest of the runs), vs_copy (zerocopy\n\
-          rows: delivered over the copying pipeline's, run by run, a\n\
-          spread), vs_device (zerocopy rows: delivered over the\n\
-          device-only run's, run by run, a spread), runs",
     conditions: Conditions {
         timed: "the graph's run from start to its last node's end",
         against: "a copying pipeline on the same footing (FIR: the same scatter-gather \
@@ -90,7 +83,11 @@ pub static EXPERIMENT: Spec<Config, [Row]> = Spec {
                 emulated core's own compute on this host",
         paper: USER_X86,
     },
-    ..Spec::new(Config::at, run, report)
+    prepare,
+    heading,
+    findings,
+    check: Some(same_output),
+    ..Bench::new(Config::at, |c| c.rounds, points, measure, columns)
 };
 
 /// What to measure.
@@ -105,10 +102,13 @@ pub struct Config {
     pub samples: usize,
     /// Frame bytes per bgsub run.
     pub frame_bytes: usize,
-    /// Rounds per point (each pipeline, interleaved).
+    /// Rounds: in each, every pipeline at every point runs once in turn.
     pub rounds: usize,
     /// The board whose port clocks the link.
     pub profile: Profile,
+    /// Every point's parameter with the emulated core's own rate there,
+    /// measured before the first round.
+    at: Vec<At>,
 }
 
 impl Config {
@@ -131,54 +131,74 @@ impl Config {
             frame_bytes,
             rounds,
             profile: setup.profile,
+            at: Vec::new(),
+        }
+    }
+
+    /// Output bytes a run of `core` at `window_bytes` delivers.
+    fn delivered(&self, core: Core, window_bytes: usize) -> Result<u64, Error> {
+        match core {
+            Core::Fir => Ok(4 * self.samples as u64),
+            Core::BgSub => bgsub::delivered(window_bytes, self.frame_bytes),
         }
     }
 }
 
-/// One point: medians over the runs.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Row {
+/// Where a point is: the core, the link's clock and the window, with what
+/// the modelled link allows there and what the emulated core computes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct At {
     /// The coprocessor.
     pub core: Core,
-    /// `zerocopy`, `copy` or `device` (the core's channels driven bare).
-    pub pipeline: &'static str,
-    /// The port's rate (e.g. "1200MB/s") or "unlimited".
-    pub clock: String,
+    /// The link's clock: the board's port, or unlimited.
+    pub clock: Clock,
     /// Output bytes per window.
     pub window_bytes: usize,
-    /// Delivered output over the runs, 10^6 B/s (the figure is the median).
-    pub mb_per_s: Spread,
-    /// Host CPU of the pipeline's threads per MB delivered, in us (median).
-    pub cpu_us_per_mb: f64,
-    /// Host CPU of the node's thread alone (device rows: the driving
-    /// thread) per MB delivered, in us (median).
-    pub node_cpu_us_per_mb: f64,
-    /// Payload bytes the library copied on the pipeline's threads per byte
-    /// delivered ([`dmaflow::copies`]), the largest of the runs.
-    pub copied_per_byte: f64,
     /// What the modelled link allows, 10^6 B/s delivered (FIR: MM2S carries
-    /// each window's overlap too; bgsub: the mask stream at the port's rate);
-    /// `None` when unlimited.
+    /// each window's overlap too; bgsub: the mask stream at the port's
+    /// rate); `None` when unlimited.
     pub model_mb_per_s: Option<f64>,
     /// The emulated core's own compute rate on this host, 10^6 B/s of
     /// output: what the emulated device can deliver at most.
     pub core_mb_per_s: f64,
-    /// For `zerocopy` rows: delivered MB/s over the copying pipeline's, run
-    /// by run.
-    pub vs_copy: Option<Ratio>,
-    /// For `zerocopy` rows: delivered MB/s over the device-only run's, run
-    /// by run.
-    pub vs_device: Option<Ratio>,
-    /// Rounds measured (the JSON key `runs`).
-    pub rounds: usize,
 }
 
-impl Row {
-    /// Delivered over what the modelled link allows.
-    pub fn link_share(&self) -> Option<f64> {
-        self.model_mb_per_s.map(|m| self.mb_per_s.median / m)
+impl Display for At {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {} {}",
+            self.core.name(),
+            clock_label(self.clock),
+            bytes_label(self.window_bytes)
+        )
     }
 }
+
+/// What one run of one pipeline gives.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sample {
+    /// Delivered output, 10^6 B/s.
+    pub mb_per_s: f64,
+    /// Host CPU of the pipeline's threads per MB delivered, us.
+    pub cpu_us_per_mb: f64,
+    /// Host CPU of the node's thread alone (device runs: the driving
+    /// thread) per MB delivered, us.
+    pub node_cpu_us_per_mb: f64,
+    /// Payload bytes the library copied on the pipeline's threads per byte
+    /// delivered ([`dmaflow::copies`]).
+    pub copied_per_byte: f64,
+    /// The output's digest (device runs: 0, nothing reads their output).
+    digest: u64,
+}
+
+/// Delivered MB/s of a run.
+fn mb(s: &Sample) -> f64 {
+    s.mb_per_s
+}
+
+/// A point's row: its runs, beside the other pipelines' at the same point.
+type PipelineRow = Row<At, Sample>;
 
 /// What one run measures, filled in by its threads: their CPU (ns), the
 /// node's alone, the payload bytes the library copied on them, the output's
@@ -304,8 +324,8 @@ fn run_pipeline<T: Pod + Send>(
 }
 
 /// Output bytes per second of `step` (which appends its output to the
-/// vector it is given), called until 20 ms have passed: the median of
-/// three such rounds.
+/// vector it is given), called until 20 ms have passed: the typical of
+/// three such repeats ([`typical`]).
 fn rate_of(mut step: impl FnMut(&mut Vec<u8>)) -> f64 {
     let mut out = Vec::new();
     let rates: Vec<f64> = (0..3)
@@ -319,358 +339,442 @@ fn rate_of(mut step: impl FnMut(&mut Vec<u8>)) -> f64 {
             bytes as f64 / t0.elapsed().as_secs_f64()
         })
         .collect();
-    median(&rates)
+    typical(&rates)
 }
 
-/// One point: both pipelines, interleaved run by run, their outputs checked
-/// against each other; a row each.
-fn point(
-    cfg: &Config,
-    core: Core,
-    clock: Clock,
-    window_bytes: usize,
-    progress: Progress,
-) -> Result<Vec<Row>, Error> {
-    let clock_name = clock_label(clock);
-    let what = format!(
-        "pipeline {} {clock_name} {}",
-        core.name(),
-        bytes_label(window_bytes)
-    );
-    // Point 0 is the accelerator node, point 1 the copying pipeline, point 2
-    // the device-only baseline.
-    let pipelines = ["zerocopy", "copy", "device"];
-    let mut runs: [Vec<Run>; 3] = Default::default();
-    in_turns(3, cfg.rounds, |p, r| {
-        progress(&format!("{what} {} run {}", pipelines[p], r + 1));
-        let run = match (core, p) {
-            (Core::Fir, 2) => fir::device_once(clock, window_bytes, cfg.samples)?,
-            (Core::Fir, _) => fir::run_once(clock, window_bytes, cfg.samples, p == 0)?,
-            (Core::BgSub, 2) => bgsub::device_once(clock, window_bytes, cfg.frame_bytes)?,
-            (Core::BgSub, _) => bgsub::run_once(clock, window_bytes, cfg.frame_bytes, p == 0)?,
-        };
-        let secs = run.wall.as_secs_f64();
-        runs[p].push(run);
-        Ok::<f64, Error>(secs)
-    })?;
-    // What a run delivers, what the modelled link allows of it (bgsub: each
-    // frame's mask leaves on S2MM as the frame arrives on MM2S), and the
-    // emulated core's own rate.
-    let (want_bytes, model, core_rate) = match core {
-        Core::Fir => (
-            4 * cfg.samples as u64,
-            clock.bytes_per_s().map(|b| fir::model(b, window_bytes)),
-            fir::core_rate(window_bytes),
-        ),
-        Core::BgSub => (
-            bgsub::delivered(window_bytes, cfg.frame_bytes)?,
-            clock.bytes_per_s(),
-            bgsub::core_rate(window_bytes)?,
-        ),
-    };
-    // The pipelines' outputs agree; the device-only runs (which nothing
-    // reads) delivered as much.
-    let reference = runs[0][0].digest;
-    if let Some(bad) = (runs[..2].iter().flatten())
-        .find(|r| r.digest != reference)
-        .or_else(|| (runs.iter().flatten()).find(|r| r.out_bytes != want_bytes))
-    {
-        return Err(Error::Corrupted {
-            what,
-            got: bad.digest as u32,
-            expected: reference as u32,
-        });
-    }
-    let mb = |rs: &[Run]| -> Vec<f64> {
-        rs.iter()
-            .map(|r| r.out_bytes as f64 / r.wall.as_secs_f64() / 1e6)
-            .collect()
-    };
-    let vs_copy = Ratio::of(&mb(&runs[0]), &mb(&runs[1]));
-    let vs_device = Ratio::of(&mb(&runs[0]), &mb(&runs[2]));
-    let rows = runs.iter().zip(pipelines).map(|(rs, pipeline)| {
-        let per_mb = |cpu: fn(&Run) -> Duration| {
-            let v: Vec<f64> = (rs.iter())
-                .map(|r| cpu(r).as_secs_f64() * 1e6 / (r.out_bytes as f64 / 1e6))
-                .collect();
-            median(&v)
-        };
-        Row {
-            core,
-            pipeline,
-            clock: clock_name.clone(),
-            window_bytes,
-            mb_per_s: Spread::of(&mb(rs)),
-            cpu_us_per_mb: per_mb(|r| r.cpu),
-            node_cpu_us_per_mb: per_mb(|r| r.node_cpu),
-            copied_per_byte: (rs.iter())
-                .map(|r| r.copied as f64 / r.out_bytes as f64)
-                .fold(0.0, f64::max),
-            model_mb_per_s: model.map(|m| m / 1e6),
-            core_mb_per_s: core_rate / 1e6,
-            vs_copy: (pipeline == "zerocopy").then_some(vs_copy),
-            vs_device: (pipeline == "zerocopy").then_some(vs_device),
-            rounds: rs.len(),
-        }
-    });
-    Ok(rows.collect())
-}
-
-/// Runs every point, the two pipelines interleaved run by run; the outputs of
-/// every run must agree.
-pub fn run(cfg: &Config, progress: Progress) -> Result<Vec<Row>, Error> {
-    let mut rows = Vec::new();
+/// Every point's parameter, with the emulated core's own rate measured
+/// there: at the board's port clock and unlimited, every core at every
+/// window.
+fn prepare(cfg: &mut Config, progress: &mut dyn FnMut(&str)) -> Result<(), Error> {
+    let mut at = Vec::new();
     for clock in [cfg.profile.port, Clock::Unlimited] {
         for &core in &cfg.cores {
             for &window_bytes in &cfg.windows {
-                rows.extend(point(cfg, core, clock, window_bytes, &mut *progress)?);
+                progress(&format!(
+                    "pipeline: the {} core's own rate at {} windows",
+                    core.name(),
+                    bytes_label(window_bytes)
+                ));
+                // What the modelled link allows (bgsub: each frame's mask
+                // leaves on S2MM as the frame arrives on MM2S), and the
+                // emulated core's own rate.
+                let (model, core_rate) = match core {
+                    Core::Fir => (
+                        clock.bytes_per_s().map(|b| fir::model(b, window_bytes)),
+                        fir::core_rate(window_bytes),
+                    ),
+                    Core::BgSub => (clock.bytes_per_s(), bgsub::core_rate(window_bytes)?),
+                };
+                at.push(At {
+                    core,
+                    clock,
+                    window_bytes,
+                    model_mb_per_s: model.map(|m| m / 1e6),
+                    core_mb_per_s: core_rate / 1e6,
+                });
             }
         }
     }
-    Ok(rows)
+    cfg.at = at;
+    Ok(())
+}
+
+/// The three pipelines at every point, in the table's order.
+fn points(cfg: &Config) -> Vec<Point<At>> {
+    let mut v = Vec::new();
+    for &at in &cfg.at {
+        for series in [ZEROCOPY, COPY, DEVICE] {
+            v.push(Point { series, at });
+        }
+    }
+    v
+}
+
+/// One run of one pipeline; it must deliver the whole output.
+fn measure(cfg: &Config, p: &Point<At>) -> Result<Sample, Error> {
+    let At {
+        core,
+        clock,
+        window_bytes,
+        ..
+    } = p.at;
+    let zero_copy = p.series == ZEROCOPY;
+    let run = match (core, p.series == DEVICE) {
+        (Core::Fir, true) => fir::device_once(clock, window_bytes, cfg.samples)?,
+        (Core::Fir, false) => fir::run_once(clock, window_bytes, cfg.samples, zero_copy)?,
+        (Core::BgSub, true) => bgsub::device_once(clock, window_bytes, cfg.frame_bytes)?,
+        (Core::BgSub, false) => bgsub::run_once(clock, window_bytes, cfg.frame_bytes, zero_copy)?,
+    };
+    let want = cfg.delivered(core, window_bytes)?;
+    if run.out_bytes != want {
+        return Err(Error::Peer {
+            peer: "pipeline",
+            reason: format!(
+                "{} at {}: {} bytes delivered, {want} expected",
+                p.series, p.at, run.out_bytes
+            ),
+        });
+    }
+    let bytes = run.out_bytes as f64;
+    let per_mb = |cpu: Duration| cpu.as_secs_f64() * 1e6 / (bytes / 1e6);
+    Ok(Sample {
+        mb_per_s: bytes / run.wall.as_secs_f64() / 1e6,
+        cpu_us_per_mb: per_mb(run.cpu),
+        node_cpu_us_per_mb: per_mb(run.node_cpu),
+        copied_per_byte: run.copied as f64 / bytes,
+        digest: run.digest,
+    })
+}
+
+/// The pipelines' outputs agree at every point: every run of both has the
+/// digest of the accelerator node's first.
+fn same_output(_: &Config, rows: &[PipelineRow]) -> Result<(), Error> {
+    for r in rows.iter().filter(|r| r.point.series == ZEROCOPY) {
+        let Some(first) = r.samples.first() else {
+            continue;
+        };
+        let copies = (r.others.iter())
+            .filter(|(series, _)| *series == COPY)
+            .flat_map(|(_, s)| s);
+        if let Some(bad) = (r.samples.iter().chain(copies)).find(|s| s.digest != first.digest) {
+            return Err(Error::Corrupted {
+                what: format!("pipeline {}", r.point.at),
+                got: bad.digest as u32,
+                expected: first.digest as u32,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// For the accelerator node's rows: delivered MB/s over `series`' at the
+/// same point, run by run (none for the other pipelines).
+fn vs(r: &PipelineRow, series: &str) -> Option<Ratio> {
+    match r.point.series {
+        ZEROCOPY => r.ratio_to(series, mb),
+        _ => None,
+    }
+}
+
+/// Delivered MB/s over the runs.
+fn delivered(r: &PipelineRow) -> f64 {
+    r.typical(mb)
+}
+
+/// Delivered over what the modelled link allows.
+fn link_share(r: &PipelineRow) -> Option<f64> {
+    (r.point.at.model_mb_per_s).map(|m| delivered(r) / m)
+}
+
+/// Host CPU of the pipeline's threads per MB delivered, us.
+fn cpu(r: &PipelineRow) -> f64 {
+    r.typical(|s| s.cpu_us_per_mb)
+}
+
+/// Host CPU of the node's (or driving) thread per MB delivered, us.
+fn node_cpu(r: &PipelineRow) -> f64 {
+    r.typical(|s| s.node_cpu_us_per_mb)
+}
+
+/// Payload bytes copied per byte delivered, the largest of the runs.
+fn copied(r: &PipelineRow) -> f64 {
+    r.spread(|s| s.copied_per_byte).max
+}
+
+/// Whether the link was unlimited.
+fn unlimited(r: &PipelineRow) -> bool {
+    r.point.at.clock.bytes_per_s().is_none()
 }
 
 /// The rows' columns.
-fn columns<'a>() -> Columns<'a, Row> {
+fn columns() -> Columns<'static, PipelineRow> {
     Columns::new()
-        .plain("core", "core", |r: &Row| r.core.name())
-        .plain("clock", "clock", |r| r.clock.clone())
+        .plain("core", "core", |r: &PipelineRow| r.point.at.core.name())
+        .doc("fir or bgsub")
+        .plain("clock", "clock", |r| clock_label(r.point.at.clock))
+        .doc("the link's rate, e.g. 1200MB/s, or unlimited")
         .col(
             "window",
             "window_bytes",
-            |r| bytes_label(r.window_bytes),
-            |r| r.window_bytes,
+            |r| bytes_label(r.point.at.window_bytes),
+            |r| r.point.at.window_bytes,
         )
-        .plain("pipeline", "pipeline", |r| r.pipeline)
-        .fixed("MB/s", "mb_per_s", 0, |r| r.mb_per_s.median)
-        .range("runs' range", "mb_per_s_spread", 0, |r| r.mb_per_s)
-        .optional("model MB/s", "model_mb_per_s", 0, |r| r.model_mb_per_s)
+        .doc("output bytes per window: FIR hop x 4, bgsub frame")
+        .series(
+            "pipeline",
+            "pipeline",
+            "zerocopy: the accelerator node; copy: the copying pipeline; device: the \
+             core's DMA channels driven bare",
+        )
+        .typical("MB/s", "mb_per_s", "delivered, 10^6 B/s", (1.0, 0), mb)
+        .rounds_range("runs' range", "mb_per_s_spread", "delivered MB/s", 0, mb)
+        .optional("model MB/s", "model_mb_per_s", 0, |r| {
+            r.point.at.model_mb_per_s
+        })
+        .doc("what the modelled link allows; null unlimited")
         .col(
             "link share",
             "link_share",
-            |r| {
-                r.link_share()
-                    .map_or("-".into(), |s| format!("{:.1} %", 100.0 * s))
-            },
-            Row::link_share,
+            |r| link_share(r).map_or("-".into(), |s| format!("{:.1} %", 100.0 * s)),
+            link_share,
         )
-        .fixed("core MB/s", "core_mb_per_s", 0, |r| r.core_mb_per_s)
-        .fixed("CPU us/MB", "cpu_us_per_mb", 0, |r| r.cpu_us_per_mb)
-        .fixed("node us/MB", "node_cpu_us_per_mb", 0, |r| {
-            r.node_cpu_us_per_mb
+        .doc("mb_per_s over model_mb_per_s")
+        .fixed("core MB/s", "core_mb_per_s", 0, |r| {
+            r.point.at.core_mb_per_s
         })
-        .fixed("copied B/B", "copied_per_byte", 2, |r| r.copied_per_byte)
+        .doc("the emulated core's own compute rate on this host")
+        .typical(
+            "CPU us/MB",
+            "cpu_us_per_mb",
+            "host CPU of the source, node and sink threads per MB delivered",
+            (1.0, 0),
+            |s| s.cpu_us_per_mb,
+        )
+        .typical(
+            "node us/MB",
+            "node_cpu_us_per_mb",
+            "the node's thread alone, on device rows the driving thread",
+            (1.0, 0),
+            |s| s.node_cpu_us_per_mb,
+        )
+        .fixed("copied B/B", "copied_per_byte", 2, copied)
+        .doc(
+            "payload bytes the library copied on those threads per byte delivered, counted \
+             where it copies; the largest of the runs",
+        )
         .shown("of device", |r| {
-            r.vs_device.map_or("-".into(), |Ratio(v)| {
-                format!(
-                    "{:.1} % ({:.1}..{:.1})",
-                    100.0 * v.median,
-                    100.0 * v.min,
-                    100.0 * v.max
-                )
+            vs(r, DEVICE).map_or("-".into(), |q| {
+                range_text(&q.0.scaled(100.0), 1, " %", false)
             })
         })
-        .kept("vs_copy", |r| r.vs_copy.map(|Ratio(v)| v.json()))
-        .kept("vs_device", |r| r.vs_device.map(|Ratio(v)| v.json()))
-        .kept("runs", |r| r.rounds)
+        .kept("vs_copy", |r| vs(r, COPY).map(|q| q.0.json()))
+        .doc(
+            "zerocopy rows: delivered over the copying pipeline's, run by run, a spread \
+             as mb_per_s_spread's",
+        )
+        .kept("vs_device", |r| vs(r, DEVICE).map(|q| q.0.json()))
+        .doc(
+            "zerocopy rows: delivered over the device-only run's, run by run, a spread; in \
+             the table as a percentage",
+        )
+        .kept("runs", |r| r.rounds())
+        .doc("rounds measured")
 }
 
-/// The run as a report: per core, the largest windows with the link
-/// unlimited against the copying pipeline, the share of the modelled link
-/// kept, and the issue's targets.
-pub fn report(cfg: &Config, rows: &[Row]) -> Report {
-    let zc = || rows.iter().filter(|r| r.pipeline == "zerocopy");
-    let mut targets = Vec::new();
+/// Delivered MB/s against the window, a line per pipeline and clock: one
+/// plot per core, of its rows.
+const FIR_PLOT: Plot = Plot {
+    title: "fir coprocessor in a process network: delivered throughput",
+    x: "window_bytes",
+    y: "mb_per_s",
+    interval: None,
+    y_scale: 1.0,
+    lines: &["pipeline", "clock"],
+    axis: XAxis::Bytes,
+    log_y: false,
+};
+
+/// [`FIR_PLOT`] for the background-subtraction core.
+const BGSUB_PLOT: Plot = Plot {
+    title: "bgsub coprocessor in a process network: delivered throughput",
+    ..FIR_PLOT
+};
+
+/// What was measured, one line.
+fn heading(cfg: &Config) -> String {
+    format!(
+        "source -> coprocessor -> sink on the emulated fabric, for the {TAPS}-tap FIR core \
+         ({} samples per run; windows of hop + {} samples) and the background-subtraction \
+         core (square frames, {} bytes of them per run): the accelerator node on queues in \
+         DMA memory (zerocopy) against copying through DMA buffers with as many windows in \
+         flight (copy) and the core's DMA channels driven bare (device); device thread on {}",
+        cfg.samples,
+        TAPS - 1,
+        cfg.frame_bytes,
+        placement_here()
+    )
+}
+
+/// Per core, the largest windows with the link unlimited against the
+/// copying pipeline, the share of the modelled link kept, the issue's
+/// targets, and the plot.
+fn findings(_: &Config, rows: &[PipelineRow]) -> Findings {
+    let zc = || rows.iter().filter(|r| r.point.series == ZEROCOPY);
+    let mut found = Findings::default();
     if zc().next().is_some() {
-        let worst = zc().map(|r| r.copied_per_byte).fold(0.0, f64::max);
-        targets.push(Target::new(
+        let worst = zc().map(copied).fold(0.0, f64::max);
+        found.targets.push(Target::new(
             "the zero-copy pipelines copy 0 bytes per byte delivered",
             format!("{worst:.3} at most"),
             worst == 0.0,
         ));
     }
-    let (mut clauses, mut plots) = (Vec::new(), Vec::new());
-    for core in first_of_each(rows, |r| r.core).into_iter().map(|r| r.core) {
-        let name = core.name();
-        let mine: Vec<Row> = rows.iter().filter(|r| r.core == core).cloned().collect();
-        let unlimited = |pipeline: &'static str| {
-            (mine.iter()).filter(move |r| r.pipeline == pipeline && r.clock == "unlimited")
+    for core in first_of_each(rows, |r| r.point.at.core)
+        .into_iter()
+        .map(|r| r.point.at.core)
+    {
+        let mine: Vec<&PipelineRow> = rows.iter().filter(|r| r.point.at.core == core).collect();
+        of_core(core, &mine, &mut found);
+        let plot = match core {
+            Core::Fir => FIR_PLOT,
+            Core::BgSub => BGSUB_PLOT,
         };
-        let largest = |pipeline| unlimited(pipeline).max_by_key(|r| r.window_bytes);
-        if let (Some(z), Some(c)) = (largest("zerocopy"), largest("copy")) {
-            clauses.push(format!(
-                "with the link unlimited, the {name} accelerator node delivers {:.0} MB/s at {} \
-                 windows against {:.0} MB/s for the copying pipeline ({:.2}x), for {:.0} \
-                 against {:.0} us of host CPU per MB and {:.2} against {:.2} bytes copied \
-                 per byte",
-                z.mb_per_s.median,
-                bytes_label(z.window_bytes),
-                c.mb_per_s.median,
-                z.mb_per_s.median / c.mb_per_s.median,
-                z.cpu_us_per_mb,
-                c.cpu_us_per_mb,
-                z.copied_per_byte,
-                c.copied_per_byte
-            ));
-        }
-        let modelled = zc().filter(|r| r.core == core && r.model_mb_per_s.is_some());
-        if let Some(z) = modelled.min_by_key(|r| r.window_bytes) {
-            clauses.push(format!(
-                "at the {} port it keeps {:.1} % of the modelled link from {} windows",
-                z.clock,
-                100.0 * z.link_share().unwrap_or(0.0),
-                bytes_label(z.window_bytes)
-            ));
-        }
-        if let Some((share, worst)) = zc()
-            .filter(|r| r.core == core && r.window_bytes >= 4096)
-            .filter_map(|r| r.link_share().map(|s| (s, r)))
-            .min_by(|a, b| a.0.total_cmp(&b.0))
-        {
-            targets.push(Target::new(
-                format!(
-                    "{name}: zero-copy at the {} port from 4 KiB windows up >= 95 % of the \
-                     modelled link",
-                    worst.clock
-                ),
-                format!(
-                    "at least {:.1} % ({:.0} MB/s, worst at {}; the emulated core itself \
-                     computes {:.0} MB/s there on this host, the pipeline's threads take {:.0} \
-                     us of CPU per MB on their one core)",
-                    100.0 * share,
-                    worst.mb_per_s.median,
-                    bytes_label(worst.window_bytes),
-                    worst.core_mb_per_s,
-                    worst.cpu_us_per_mb
-                ),
-                share >= 0.95,
-            ));
-        }
-        let at_64k = |pipeline| unlimited(pipeline).find(|r| r.window_bytes == 64 << 10);
-        if let (Some(z), Some(c)) = (at_64k("zerocopy"), at_64k("copy"))
-            && let Some(Ratio(v)) = z.vs_copy
-        {
-            let (ratio, lo, hi) = (v.median, v.min, v.max);
-            let spread = v.straddle_note(1.5);
-            targets.push(Target::new(
-                format!(
-                    "{name}: unlimited clock, 64 KiB windows: zero-copy >= 1.5x the copying \
-                     pipeline"
-                ),
-                format!(
-                    "{ratio:.2}x, runs {lo:.2}x to {hi:.2}x ({:.0} against {:.0} MB/s){spread}",
-                    z.mb_per_s.median, c.mb_per_s.median
-                ),
-                ratio >= 1.5,
-            ));
-        }
-        // Against the device-only baseline: every window size, both clocks.
-        if let Some((worst, Ratio(v))) = zc()
-            .filter(|r| r.core == core)
-            .filter_map(|r| r.vs_device.map(|q| (r, q)))
-            .min_by(|a, b| a.1.0.median.total_cmp(&b.1.0.median))
-        {
-            targets.push(Target::new(
-                format!(
-                    "{name}: the accelerator node >= 95 % of the device-only baseline at every \
-                     window size"
-                ),
-                format!(
-                    "at least {:.1} % (worst at {} {}, runs {:.1} to {:.1} %){}",
-                    100.0 * v.median,
-                    bytes_label(worst.window_bytes),
-                    worst.clock,
-                    100.0 * v.min,
-                    100.0 * v.max,
-                    v.straddle_note(0.95)
-                ),
-                v.median >= 0.95,
-            ));
-        }
-        if let (Some(z), Some(c)) = (at_64k("zerocopy"), at_64k("copy")) {
-            let ratio = c.cpu_us_per_mb / z.cpu_us_per_mb;
-            targets.push(Target::new(
-                format!(
-                    "{name}: unlimited clock, 64 KiB windows: the copying pipeline's host CPU \
-                     per MB >= 2x the accelerator node's"
-                ),
-                format!(
-                    "{ratio:.2}x ({:.0} against {:.0} us per MB; the nodes' threads alone {:.0} \
-                     against {:.0}, the device-only run's {:.0})",
-                    c.cpu_us_per_mb,
-                    z.cpu_us_per_mb,
-                    c.node_cpu_us_per_mb,
-                    z.node_cpu_us_per_mb,
-                    unlimited("device")
-                        .find(|r| r.window_bytes == 64 << 10)
-                        .map_or(f64::NAN, |d| d.node_cpu_us_per_mb)
-                ),
-                ratio >= 2.0,
-            ));
-        }
-        // bgsub: one frame in flight, so each frame's time beyond the
-        // device-only run's is the node's software round trip.
-        let at_port = |pipeline: &'static str| {
-            (mine.iter()).find(move |r| {
-                r.pipeline == pipeline && r.window_bytes == 4 << 10 && r.clock != "unlimited"
-            })
-        };
-        if core == Core::BgSub
-            && let (Some(z), Some(d)) = (at_port("zerocopy"), at_port("device"))
-        {
-            let frame_us = |r: &Row| r.window_bytes as f64 / r.mb_per_s.median;
-            let round_trip = frame_us(z) - frame_us(d);
-            targets.push(Target::new(
-                format!(
-                    "bgsub: 4 KiB frames at the {} port: the node's software round trip per \
-                     frame <= 25 us (half of the ~50 us before)",
-                    z.clock
-                ),
-                format!(
-                    "{round_trip:.1} us ({:.1} us per frame against {:.1} us device-only)",
-                    frame_us(z),
-                    frame_us(d)
-                ),
-                round_trip <= 25.0,
-            ));
-            clauses.push(format!(
-                "a 4 KiB bgsub frame at the {} port takes {:.1} us through the node, {:.1} us \
-                 of them software round trip beyond the device-only run",
-                z.clock,
-                frame_us(z),
-                round_trip
-            ));
-        }
-        plots.push(LinePlot::new(
-            format!("{name} coprocessor in a process network: delivered throughput"),
-            XAxis::Bytes,
-            "window (output bytes)",
-            "delivered MB/s",
-            series_by(
-                &mine,
-                |r| format!("{} {}", r.pipeline, r.clock),
-                |r| r.window_bytes as f64,
-                |r| r.mb_per_s.median,
-            ),
+        let json = columns().json(mine.iter().copied());
+        found.plots.push(plot.draw(&columns(), &json));
+    }
+    found
+}
+
+/// What `mine`, the rows of `core`, find: clauses and targets.
+fn of_core(core: Core, mine: &[&PipelineRow], found: &mut Findings) {
+    let name = core.name();
+    let (clauses, targets) = (&mut found.clauses, &mut found.targets);
+    let zc = || mine.iter().copied().filter(|r| r.point.series == ZEROCOPY);
+    let unlimited_of = |pipeline: &'static str| {
+        (mine.iter().copied()).filter(move |r| r.point.series == pipeline && unlimited(r))
+    };
+    let largest = |pipeline| unlimited_of(pipeline).max_by_key(|r| r.point.at.window_bytes);
+    if let (Some(z), Some(c)) = (largest(ZEROCOPY), largest(COPY)) {
+        clauses.push(format!(
+            "with the link unlimited, the {name} accelerator node delivers {:.0} MB/s at {} \
+             windows against {:.0} MB/s for the copying pipeline ({:.2}x), for {:.0} \
+             against {:.0} us of host CPU per MB and {:.2} against {:.2} bytes copied \
+             per byte",
+            delivered(z),
+            bytes_label(z.point.at.window_bytes),
+            delivered(c),
+            delivered(z) / delivered(c),
+            cpu(z),
+            cpu(c),
+            copied(z),
+            copied(c)
         ));
     }
-    let heading = format!(
-        "pipeline: source -> coprocessor -> sink on the emulated fabric, for the \
-         {TAPS}-tap FIR core ({} samples per run; windows of hop + {} samples) and the \
-         background-subtraction core (square frames, {} bytes of them per run); median \
-         of {} runs each, interleaved: the accelerator node on queues in DMA memory \
-         (zerocopy) against copying through DMA buffers with as many windows in flight \
-         (copy); device thread on {}",
-        cfg.samples,
-        TAPS - 1,
-        cfg.frame_bytes,
-        cfg.rounds,
-        placement_here()
-    );
-    Report::of("pipeline", heading, &columns(), rows)
-        .answer(sentence(&clauses))
-        .targets(targets)
-        .plots(plots)
+    let modelled = zc().filter(|r| r.point.at.model_mb_per_s.is_some());
+    if let Some(z) = modelled.min_by_key(|r| r.point.at.window_bytes) {
+        clauses.push(format!(
+            "at the {} port it keeps {:.1} % of the modelled link from {} windows",
+            clock_label(z.point.at.clock),
+            100.0 * link_share(z).unwrap_or(0.0),
+            bytes_label(z.point.at.window_bytes)
+        ));
+    }
+    if let Some((share, worst)) = zc()
+        .filter(|r| r.point.at.window_bytes >= 4096)
+        .filter_map(|r| link_share(r).map(|s| (s, r)))
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+    {
+        targets.push(Target::new(
+            format!(
+                "{name}: zero-copy at the {} port from 4 KiB windows up >= 95 % of the \
+                 modelled link",
+                clock_label(worst.point.at.clock)
+            ),
+            format!(
+                "at least {:.1} % ({:.0} MB/s, worst at {}; the emulated core itself \
+                 computes {:.0} MB/s there on this host, the pipeline's threads take {:.0} \
+                 us of CPU per MB on their one core)",
+                100.0 * share,
+                delivered(worst),
+                bytes_label(worst.point.at.window_bytes),
+                worst.point.at.core_mb_per_s,
+                cpu(worst)
+            ),
+            share >= 0.95,
+        ));
+    }
+    let at_64k = |pipeline| unlimited_of(pipeline).find(|r| r.point.at.window_bytes == 64 << 10);
+    if let (Some(z), Some(c)) = (at_64k(ZEROCOPY), at_64k(COPY))
+        && let Some(q) = vs(z, COPY)
+    {
+        let (ratio, lo, hi) = (q.typical(), q.0.min, q.0.max);
+        targets.push(Target::new(
+            format!(
+                "{name}: unlimited clock, 64 KiB windows: zero-copy >= 1.5x the copying \
+                 pipeline"
+            ),
+            format!(
+                "{ratio:.2}x, runs {lo:.2}x to {hi:.2}x ({:.0} against {:.0} MB/s){}",
+                delivered(z),
+                delivered(c),
+                q.0.straddle_note(1.5)
+            ),
+            ratio >= 1.5,
+        ));
+    }
+    // Against the device-only baseline: every window size, both clocks.
+    if let Some((worst, q)) = zc()
+        .filter_map(|r| vs(r, DEVICE).map(|q| (r, q)))
+        .min_by(|a, b| a.1.typical().total_cmp(&b.1.typical()))
+    {
+        targets.push(Target::new(
+            format!(
+                "{name}: the accelerator node >= 95 % of the device-only baseline at every \
+                 window size"
+            ),
+            format!(
+                "at least {:.1} % (worst at {} {}, runs {:.1} to {:.1} %){}",
+                100.0 * q.typical(),
+                bytes_label(worst.point.at.window_bytes),
+                clock_label(worst.point.at.clock),
+                100.0 * q.0.min,
+                100.0 * q.0.max,
+                q.0.straddle_note(0.95)
+            ),
+            q.typical() >= 0.95,
+        ));
+    }
+    if let (Some(z), Some(c)) = (at_64k(ZEROCOPY), at_64k(COPY)) {
+        let ratio = cpu(c) / cpu(z);
+        targets.push(Target::new(
+            format!(
+                "{name}: unlimited clock, 64 KiB windows: the copying pipeline's host CPU \
+                 per MB >= 2x the accelerator node's"
+            ),
+            format!(
+                "{ratio:.2}x ({:.0} against {:.0} us per MB; the nodes' threads alone {:.0} \
+                 against {:.0}, the device-only run's {:.0})",
+                cpu(c),
+                cpu(z),
+                node_cpu(c),
+                node_cpu(z),
+                at_64k(DEVICE).map_or(f64::NAN, node_cpu)
+            ),
+            ratio >= 2.0,
+        ));
+    }
+    // bgsub: one frame in flight, so each frame's time beyond the
+    // device-only run's is the node's software round trip.
+    let at_port = |pipeline: &'static str| {
+        (mine.iter().copied()).find(move |r| {
+            r.point.series == pipeline && r.point.at.window_bytes == 4 << 10 && !unlimited(r)
+        })
+    };
+    if core == Core::BgSub
+        && let (Some(z), Some(d)) = (at_port(ZEROCOPY), at_port(DEVICE))
+    {
+        let frame_us = |r: &PipelineRow| r.point.at.window_bytes as f64 / delivered(r);
+        let round_trip = frame_us(z) - frame_us(d);
+        let clock = clock_label(z.point.at.clock);
+        targets.push(Target::new(
+            format!(
+                "bgsub: 4 KiB frames at the {clock} port: the node's software round trip per \
+                 frame <= 25 us (half of the ~50 us before)"
+            ),
+            format!(
+                "{round_trip:.1} us ({:.1} us per frame against {:.1} us device-only)",
+                frame_us(z),
+                frame_us(d)
+            ),
+            round_trip <= 25.0,
+        ));
+        clauses.push(format!(
+            "a 4 KiB bgsub frame at the {clock} port takes {:.1} us through the node, {:.1} us \
+             of them software round trip beyond the device-only run",
+            frame_us(z),
+            round_trip
+        ));
+    }
 }
 
 #[cfg(test)]
@@ -699,49 +803,110 @@ mod tests {
     }
 
     #[test]
+    fn a_copying_run_with_other_output_fails_the_run() {
+        let sample = |digest| Sample {
+            mb_per_s: 1.0,
+            cpu_us_per_mb: 1.0,
+            node_cpu_us_per_mb: 1.0,
+            copied_per_byte: 0.0,
+            digest,
+        };
+        let row = |copy_digests: &[u64]| Row {
+            point: Point {
+                series: ZEROCOPY,
+                at: At {
+                    core: Core::Fir,
+                    clock: Clock::Unlimited,
+                    window_bytes: 4 << 10,
+                    model_mb_per_s: None,
+                    core_mb_per_s: 1.0,
+                },
+            },
+            samples: vec![sample(7), sample(7)],
+            baseline: None,
+            others: vec![
+                (COPY, copy_digests.iter().map(|&d| sample(d)).collect()),
+                (DEVICE, vec![sample(0), sample(0)]),
+            ],
+        };
+        let cfg = Config::at(&Setup::TINY);
+        // Device runs' outputs are not read: only the copying ones count.
+        assert!(same_output(&cfg, &[row(&[7, 7])]).is_ok());
+        let e = same_output(&cfg, &[row(&[7, 8])]).unwrap_err().to_string();
+        assert!(
+            e.starts_with("pipeline fir unlimited 4 KiB: checksum 0x00000008"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn both_pipelines_deliver_the_same_filtered_stream() {
         let t0 = Instant::now();
-        let cfg = Config::at(&Setup::TINY);
-        let rows = run(&cfg, &mut |_| {}).unwrap();
+        let mut cfg = Config::at(&Setup::TINY);
+        prepare(&mut cfg, &mut |_| {}).unwrap();
+        let rows = EXPERIMENT.rows(&cfg, &mut |_| {}).unwrap();
         let wall = t0.elapsed().as_secs_f64();
         // Two clocks, two cores, one window, three pipelines.
         assert_eq!(rows.len(), 12);
         for r in &rows {
-            assert!(r.mb_per_s.median > 0.0 && r.cpu_us_per_mb > 0.0, "{r:?}");
-            // The node's thread is one of the pipeline's (the device-only
-            // run's driving thread its only one).
-            assert!(r.node_cpu_us_per_mb > 0.0, "{r:?}");
-            assert!(r.node_cpu_us_per_mb <= r.cpu_us_per_mb, "{r:?}");
-            if r.pipeline == "device" {
-                assert_eq!(r.node_cpu_us_per_mb, r.cpu_us_per_mb, "{r:?}");
+            let (series, at) = (r.point.series, r.point.at);
+            assert!(at.core_mb_per_s > 0.0, "{at}");
+            for s in &r.samples {
+                assert!(
+                    s.mb_per_s > 0.0 && s.cpu_us_per_mb > 0.0,
+                    "{series} {at}: {s:?}"
+                );
+                // The node's thread is one of the pipeline's (the device-only
+                // run's driving thread its only one).
+                assert!(s.node_cpu_us_per_mb > 0.0, "{series} {at}: {s:?}");
+                assert!(
+                    s.node_cpu_us_per_mb <= s.cpu_us_per_mb,
+                    "{series} {at}: {s:?}"
+                );
+                if series == DEVICE {
+                    assert_eq!(s.node_cpu_us_per_mb, s.cpu_us_per_mb, "{at}: {s:?}");
+                }
+                // The whole output went through in less than the test's time.
+                let out = cfg.delivered(at.core, at.window_bytes).unwrap();
+                assert!(
+                    out as f64 / (s.mb_per_s * 1e6) < wall,
+                    "{series} {at}: {s:?}"
+                );
+                // The zero-copy pipelines copy nothing; the copying one each
+                // window in and each answer out: two bytes per byte at least.
+                match series {
+                    ZEROCOPY => assert_eq!(s.copied_per_byte, 0.0, "{at}: {s:?}"),
+                    COPY => assert!(s.copied_per_byte >= 2.0, "{at}: {s:?}"),
+                    _ => {}
+                }
             }
-            // The whole output went through in less than the test's time.
-            let out = match r.core {
-                Core::Fir => 4 * cfg.samples,
-                Core::BgSub => cfg.frame_bytes,
-            };
-            assert!(out as f64 / (r.mb_per_s.median * 1e6) < wall, "{r:?}");
+            match series {
+                // Set against the device-only run at the same point.
+                ZEROCOPY => assert!(vs(r, DEVICE).is_some_and(|q| q.typical() > 0.0), "{at}"),
+                _ => assert!(vs(r, DEVICE).is_none() && vs(r, COPY).is_none(), "{at}"),
+            }
         }
-        for r in rows.iter().filter(|r| r.pipeline == "zerocopy") {
-            assert_eq!(r.copied_per_byte, 0.0, "{r:?}");
-            // Set against the device-only run of the same core, window
-            // and clock, which is there.
-            assert!(r.vs_device.is_some_and(|Ratio(v)| v.median > 0.0), "{r:?}");
-            assert!(rows.iter().any(|d| d.pipeline == "device"
-                && (d.core, d.window_bytes, &d.clock) == (r.core, r.window_bytes, &r.clock)));
-        }
-        for r in rows.iter().filter(|r| r.pipeline != "zerocopy") {
-            assert!(r.vs_device.is_none() && r.vs_copy.is_none(), "{r:?}");
-        }
-        // The copying pipeline copies each window in and each answer out: at
-        // least two bytes per byte delivered.
-        for r in rows.iter().filter(|r| r.pipeline == "copy") {
-            assert!(r.copied_per_byte >= 2.0, "{r:?}");
-        }
-        let report = report(&cfg, &rows);
-        assert_eq!(report.json["rows"][0]["core"], "fir");
-        assert!(rows.iter().any(|r| r.core == Core::BgSub));
+        let report = EXPERIMENT.report(&cfg, &rows);
+        let first = &report.json["rows"][0];
+        assert_eq!(
+            (&first["core"], &first["pipeline"]),
+            (&"fir".into(), &"zerocopy".into())
+        );
+        assert_eq!(first["mb_per_s_spread"]["n"], 1);
+        // One round: the runs' range is the figure itself.
+        assert_eq!(first["mb_per_s_spread"]["min"], first["mb_per_s"]);
+        assert_eq!(first["mb_per_s_spread"]["max"], first["mb_per_s"]);
+        assert_eq!(
+            (&first["vs_device"]["n"], &first["vs_copy"]["n"]),
+            (&1.into(), &1.into())
+        );
+        assert!(report.json["rows"][1]["vs_copy"].is_null());
+        assert!(rows.iter().any(|r| r.point.at.core == Core::BgSub));
         assert!(report.text.contains("copied B/B"));
+        // A plot per core, a line per pipeline and clock.
+        assert_eq!(report.plots.len(), 2);
+        assert!(report.plots[1].title.starts_with("bgsub"));
+        assert_eq!(report.plots[0].series.len(), 6);
         // Both cores set against their device-only runs; bgsub's round trip.
         let aimed = |what: &str| {
             (report.targets.iter())
