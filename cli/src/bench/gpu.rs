@@ -13,7 +13,7 @@
 //!
 //! Without a driver or a device the experiment is skipped and says so.
 
-use std::collections::BTreeMap;
+use std::fmt::{self, Display};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -29,7 +29,9 @@ use serde_json::{Value, json};
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
+use super::frame::{Point, Row};
 use super::harness::{OnBoard, OnGpu, Progress, Setup, Spec, Tables, Tier, bytes_label};
+use super::phases::{Sections, phase};
 use super::report::{Report, Target};
 use super::spread::Spread;
 
@@ -286,7 +288,7 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Outcome, Error> {
     };
     if cfg.tables.has(TRANSFERS) || cfg.tables.has(MESSAGES) {
         progress("gpu: ceiling and transfers");
-        transfers(cfg, &gpu, kernels.as_ref(), &mut out)?;
+        transfers(cfg, &gpu, kernels.as_ref(), &mut out, &mut *progress)?;
     }
     if let Some(k) = &kernels {
         let bound = out
@@ -296,11 +298,11 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Outcome, Error> {
             .fold(f64::INFINITY, f64::min);
         if cfg.tables.has(MESSAGES) {
             progress("gpu: messages");
-            out.messages = messages(cfg, &gpu, k, bound)?;
+            out.messages = messages(cfg, &gpu, k, bound, &mut *progress)?;
         }
         if cfg.tables.has(KERNELS) {
             progress("gpu: kernels");
-            out.kernels = kernel_checks(cfg, k)?;
+            out.kernels = kernel_checks(cfg, k, &mut *progress)?;
         }
     }
     Ok(out)
@@ -314,13 +316,64 @@ fn fill(buf: &mut [u8], seed: u64) {
     }
 }
 
-/// The ceiling (each round) and every transfer point, in turns, into `out`
-/// (the points only where their table runs).
+/// A transfer point's size (its series is the host memory kind).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct SizeAt {
+    /// Host memory kind of both buffers.
+    kind: HostKind,
+    /// Its place among the configured sizes.
+    index: usize,
+    /// Bytes each way.
+    bytes: usize,
+}
+
+impl Display for SizeAt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&bytes_label(self.bytes))
+    }
+}
+
+/// One round of one completion mode at a transfer point.
+#[derive(Debug, Clone, Copy)]
+struct Figures {
+    /// Wall time per two-way transfer, us.
+    us: f64,
+    /// H2D rate, the device's marks queued as the host submits, bytes/s.
+    h2d_submitted: f64,
+    /// D2H rate, timed the same way, bytes/s.
+    d2h_submitted: f64,
+    /// Process CPU per transfer, us.
+    cpu_us: f64,
+    /// The waiting thread's CPU per transfer, us.
+    caller_cpu_us: f64,
+    /// H2D rate, the copies queued behind a holding kernel; `NaN` without
+    /// the kernels.
+    h2d: f64,
+    /// D2H rate, timed the same way.
+    d2h: f64,
+}
+
+impl Figures {
+    /// A mode not measured.
+    const NONE: Figures = Figures {
+        us: f64::NAN,
+        h2d_submitted: f64::NAN,
+        d2h_submitted: f64::NAN,
+        cpu_us: f64::NAN,
+        caller_cpu_us: f64::NAN,
+        h2d: f64::NAN,
+        d2h: f64::NAN,
+    };
+}
+
+/// The ceiling (each round, before its points) and every transfer point,
+/// in turns, into `out` (the points only where their table runs).
 fn transfers(
     cfg: &Config,
     gpu: &Gpu,
     kernels: Option<&Arc<Kernels>>,
     out: &mut Outcome,
+    progress: Progress,
 ) -> Result<(), Error> {
     let info = gpu.info()?;
     let (kinds, absent): (Vec<HostKind>, Vec<HostKind>) = cfg.kinds.iter().partition(|k| match k {
@@ -335,103 +388,138 @@ fn transfers(
     );
     let largest = cfg.sizes.iter().copied().max().unwrap_or(1);
     let mut engine = GpuEngine::new(gpu, largest, kernels.cloned(), cfg.timeout)?;
-    // (kind, size, mode) -> samples of (us, h2d, d2h, cpu, caller cpu, and
-    // with the kernels h2d and d2h held)
-    let mut samples: BTreeMap<(usize, usize, usize), [Vec<f64>; 7]> = BTreeMap::new();
-    let mut ceil: [Vec<f64>; 2] = Default::default();
-    let points: Vec<(usize, usize)> = (0..kinds.len())
-        .flat_map(|k| (0..cfg.sizes.len()).map(move |s| (k, s)))
+    let points: Vec<Point<SizeAt>> = (kinds.iter())
+        .flat_map(|k| {
+            (cfg.sizes.iter().enumerate()).map(|(index, &bytes)| Point {
+                series: k.name(),
+                at: SizeAt {
+                    kind: *k,
+                    index,
+                    bytes,
+                },
+            })
+        })
         .collect();
-    for round in 0..cfg.rounds {
-        if let Some(k) = kernels {
-            for (dir, c) in DIRECTIONS.into_iter().zip(&mut ceil) {
-                c.push(ceiling::measure(gpu, k, dir, cfg.ceiling.0, cfg.ceiling.1)?);
-            }
-        }
-        let mut order = points.clone();
+    // The ceiling in every round, both directions, where the kernels are.
+    let ceiling_now = |_round: usize| match kernels {
+        Some(k) => (DIRECTIONS.into_iter())
+            .map(|dir| Ok(ceiling::measure(gpu, k, dir, cfg.ceiling.0, cfg.ceiling.1)?))
+            .collect::<Result<Vec<f64>, Error>>(),
+        None => Ok(Vec::new()),
+    };
+    // Every completion mode at the point, in `MODES`' order.
+    let measure = |p: &Point<SizeAt>, round: usize| {
+        let SizeAt {
+            kind,
+            index: si,
+            bytes: size,
+        } = p.at;
+        let mut tx = HostBuf::new(gpu, kind, size)?;
+        let mut rx = HostBuf::new(gpu, kind, size)?;
+        fill(tx.as_mut_slice(), (round * 1000 + si) as u64);
+        // The modes take turns within the point, their order reversed with
+        // the points'.
         let mut modes: Vec<usize> = (0..MODES.len()).collect();
         if round % 2 == 1 {
-            order.reverse();
             modes.reverse();
         }
-        for (ki, si) in order {
-            let (kind, size) = (kinds[ki], cfg.sizes[si]);
-            let mut tx = HostBuf::new(gpu, kind, size)?;
-            let mut rx = HostBuf::new(gpu, kind, size)?;
-            fill(tx.as_mut_slice(), (round * 1000 + si) as u64);
-            for &mi in &modes {
-                let m = MODES[mi];
-                rx.as_mut_slice().fill(0);
-                let n = cfg.repeats_for(size);
-                // One warm-up transfer (first touch of the buffers, the waiter).
-                engine.two_way(&mut tx, &mut rx, size, Process::Echo, m)?;
-                // `n` transfers: the device's time of each direction, summed.
-                let timed = |engine: &mut GpuEngine, tx: &mut HostBuf, rx: &mut HostBuf| {
-                    let (mut h2d, mut d2h) = (Duration::ZERO, Duration::ZERO);
-                    for _ in 0..n {
-                        engine.two_way(tx, rx, size, Process::Echo, m)?;
-                        let t = engine.last_timing();
-                        h2d += t.tx;
-                        d2h += t.rx;
-                    }
-                    Ok::<_, Error>((h2d, d2h))
-                };
-                let (c0, t0) = (process_cpu_time(), thread_cpu_time());
-                let w0 = Instant::now();
-                let (h2d, d2h) = timed(&mut engine, &mut tx, &mut rx)?;
-                let wall = w0.elapsed();
-                let (c1, t1) = (process_cpu_time(), thread_cpu_time());
-                if rx.as_slice() != tx.as_slice() {
-                    return Err(Error::Corrupted {
-                        what: format!("gpu {} {} {} B", kind.name(), m.name(), size),
-                        got: crc(rx.as_slice()),
-                        expected: crc(tx.as_slice()),
-                    });
+        let mut got = vec![Figures::NONE; MODES.len()];
+        for mi in modes {
+            let m = MODES[mi];
+            rx.as_mut_slice().fill(0);
+            let n = cfg.repeats_for(size);
+            // One warm-up transfer (first touch of the buffers, the waiter).
+            engine.two_way(&mut tx, &mut rx, size, Process::Echo, m)?;
+            // `n` transfers: the device's time of each direction, summed.
+            let timed = |engine: &mut GpuEngine, tx: &mut HostBuf, rx: &mut HostBuf| {
+                let (mut h2d, mut d2h) = (Duration::ZERO, Duration::ZERO);
+                for _ in 0..n {
+                    engine.two_way(tx, rx, size, Process::Echo, m)?;
+                    let t = engine.last_timing();
+                    h2d += t.tx;
+                    d2h += t.rx;
                 }
-                let per = |d: Duration| d.as_secs_f64() * 1e6 / n as f64;
-                let rate = |d: Duration| (size * n) as f64 / d.as_secs_f64().max(1e-12);
-                // The device's own time, taken as the ceiling's is: each
-                // block's copies queued behind a holding kernel, so the
-                // host's submission is not inside the marks. Not timed on
-                // the wall (a kernel launch per transfer).
-                let mut figures = vec![
-                    per(wall),
-                    rate(h2d),
-                    rate(d2h),
-                    per(c1.saturating_sub(c0)),
-                    per(t1.saturating_sub(t0)),
-                ];
-                if kernels.is_some() {
-                    engine.set_device_timing(DeviceTiming::Held)?;
-                    let held = timed(&mut engine, &mut tx, &mut rx);
-                    engine.set_device_timing(DeviceTiming::AsSubmitted)?;
-                    let (h, d) = held?;
-                    figures.extend([rate(h), rate(d)]);
-                }
-                let s = samples.entry((ki, si, mi)).or_default();
-                s.iter_mut().zip(figures).for_each(|(v, x)| v.push(x));
+                Ok::<_, Error>((h2d, d2h))
+            };
+            let (c0, t0) = (process_cpu_time(), thread_cpu_time());
+            let w0 = Instant::now();
+            let (h2d, d2h) = timed(&mut engine, &mut tx, &mut rx)?;
+            let wall = w0.elapsed();
+            let (c1, t1) = (process_cpu_time(), thread_cpu_time());
+            if rx.as_slice() != tx.as_slice() {
+                return Err(Error::Corrupted {
+                    what: format!("gpu {} {} {} B", kind.name(), m.name(), size),
+                    got: crc(rx.as_slice()),
+                    expected: crc(tx.as_slice()),
+                });
             }
+            let per = |d: Duration| d.as_secs_f64() * 1e6 / n as f64;
+            let rate = |d: Duration| (size * n) as f64 / d.as_secs_f64().max(1e-12);
+            let mut f = Figures {
+                us: per(wall),
+                h2d_submitted: rate(h2d),
+                d2h_submitted: rate(d2h),
+                cpu_us: per(c1.saturating_sub(c0)),
+                caller_cpu_us: per(t1.saturating_sub(t0)),
+                ..Figures::NONE
+            };
+            // The device's own time, taken as the ceiling's is: each
+            // block's copies queued behind a holding kernel, so the
+            // host's submission is not inside the marks. Not timed on
+            // the wall (a kernel launch per transfer).
+            if kernels.is_some() {
+                engine.set_device_timing(DeviceTiming::Held)?;
+                let held = timed(&mut engine, &mut tx, &mut rx);
+                engine.set_device_timing(DeviceTiming::AsSubmitted)?;
+                let (h, d) = held?;
+                (f.h2d, f.d2h) = (rate(h), rate(d));
+            }
+            got[mi] = f;
         }
-    }
-    let rows = samples
-        .into_iter()
-        .map(|((ki, si, mi), s)| TransferRow {
-            kind: kinds[ki],
+        Ok(got)
+    };
+    let (ceil, rows) = phase(
+        EXPERIMENT.name,
+        &points,
+        |_| cfg.rounds,
+        progress,
+        ceiling_now,
+        measure,
+    )?;
+    let per_mode = |r: &Row<SizeAt, Vec<Figures>>, mi: usize| {
+        let spread = |get: fn(&Figures) -> f64| r.spread(|s| s.get(mi).map_or(f64::NAN, get));
+        TransferRow {
+            kind: r.point.at.kind,
             mode: MODES[mi],
-            bytes: cfg.sizes[si],
-            repeats: cfg.repeats_for(cfg.sizes[si]),
-            us: Spread::of(&s[0]),
-            h2d: Spread::of(&s[5]),
-            d2h: Spread::of(&s[6]),
-            h2d_submitted: Spread::of(&s[1]),
-            d2h_submitted: Spread::of(&s[2]),
-            cpu_us: Spread::of(&s[3]),
-            caller_cpu_us: Spread::of(&s[4]),
-        })
-        .filter(|_| cfg.tables.has(TRANSFERS));
-    out.transfers = rows.collect();
-    let ceiling = DIRECTIONS.into_iter().zip(ceil.map(|c| Spread::of(&c)));
-    out.ceiling = ceiling.filter(|_| kernels.is_some()).collect();
+            bytes: r.point.at.bytes,
+            repeats: cfg.repeats_for(r.point.at.bytes),
+            us: spread(|f| f.us),
+            h2d: spread(|f| f.h2d),
+            d2h: spread(|f| f.d2h),
+            h2d_submitted: spread(|f| f.h2d_submitted),
+            d2h_submitted: spread(|f| f.d2h_submitted),
+            cpu_us: spread(|f| f.cpu_us),
+            caller_cpu_us: spread(|f| f.caller_cpu_us),
+        }
+    };
+    if cfg.tables.has(TRANSFERS) {
+        out.transfers = (rows.iter())
+            .flat_map(|r| (0..MODES.len()).map(move |mi| (r, mi)))
+            .map(|(r, mi)| per_mode(r, mi))
+            .collect();
+    }
+    if kernels.is_some() {
+        out.ceiling = (DIRECTIONS.into_iter().enumerate())
+            .map(|(i, dir)| {
+                let each: Vec<f64> = ceil.iter().map(|c| c[i]).collect();
+                let at = Point {
+                    series: "ceiling",
+                    at: dir.name(),
+                };
+                (dir, Row::alone(at, each).spread(|x| *x))
+            })
+            .collect();
+    }
     Ok(())
 }
 
@@ -442,27 +530,64 @@ fn crc(b: &[u8]) -> u32 {
     })
 }
 
-/// The message cut into blocks, on one and two streams, with and without a kernel.
+/// A message point: its blocks, on one or two streams, through a kernel or
+/// not.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct MessageAt {
+    /// Its place among the points.
+    index: usize,
+    /// Block bytes.
+    block: usize,
+    /// Streams.
+    depth: usize,
+    /// Whether a kernel touches every byte.
+    kernel: bool,
+}
+
+impl Display for MessageAt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kernel = if self.kernel { ", a kernel" } else { "" };
+        let label = bytes_label(self.block);
+        write!(f, "{label} blocks on {} stream(s){kernel}", self.depth)
+    }
+}
+
+/// The message cut into blocks, on one and two streams, with and without a
+/// kernel; each round's share of the ceiling against `bound` (the slower
+/// direction's ceiling, bytes/s).
 fn messages(
     cfg: &Config,
     gpu: &Gpu,
     kernels: &Arc<Kernels>,
     bound: f64,
+    progress: Progress,
 ) -> Result<Vec<MessageRow>, Error> {
     let largest = cfg.blocks.iter().copied().max().unwrap_or(cfg.message);
     let mut engine = GpuEngine::new(gpu, largest, Some(kernels.clone()), cfg.timeout)?;
     let mut tx = HostBuf::new(gpu, HostKind::Pinned, cfg.message)?;
     let mut rx = HostBuf::new(gpu, HostKind::Pinned, cfg.message)?;
-    let points: Vec<(usize, usize, bool)> = cfg
-        .blocks
-        .iter()
+    let points: Vec<Point<MessageAt>> = (cfg.blocks.iter())
         .flat_map(|&b| [(1, false), (1, true), (2, false), (2, true)].map(|(d, k)| (b, d, k)))
-        .map(|(b, d, k)| (b.min(cfg.message), d, k))
+        .enumerate()
+        .map(|(index, (b, depth, kernel))| Point {
+            series: "message",
+            at: MessageAt {
+                index,
+                block: b.min(cfg.message),
+                depth,
+                kernel,
+            },
+        })
         .collect();
     let ideal_ms = cfg.message as f64 / bound * 1e3;
-    let samples = super::spread::in_turns(points.len(), cfg.rounds, |p, round| {
-        let (block, depth, kernel) = points[p];
-        fill(tx.as_mut_slice(), (round * 100 + p) as u64);
+    let measure = |p: &Point<MessageAt>, round: usize| {
+        let MessageAt {
+            index,
+            block,
+            depth,
+            kernel,
+        } = p.at;
+        fill(tx.as_mut_slice(), (round * 100 + index) as u64);
         rx.as_mut_slice().fill(0);
         let t0 = Instant::now();
         engine.send_message(
@@ -493,28 +618,56 @@ fn messages(
             });
         }
         Ok(ms)
-    })?;
-    Ok(points
-        .into_iter()
-        .zip(samples)
-        .map(|((block, depth, kernel), s)| MessageRow {
+    };
+    let name = EXPERIMENT.name;
+    let (_, rows) = phase(name, &points, |_| cfg.rounds, progress, |_| Ok(()), measure)?;
+    Ok(rows
+        .iter()
+        .map(|r| MessageRow {
             bytes: cfg.message,
-            block,
-            depth,
-            kernel,
-            ms: Spread::of(&s),
-            share: Spread::of(&s.iter().map(|ms| ideal_ms / ms).collect::<Vec<_>>()),
+            block: r.point.at.block,
+            depth: r.point.at.depth,
+            kernel: r.point.at.kernel,
+            ms: r.spread(|ms| *ms),
+            share: r.spread(|ms| ideal_ms / ms),
         })
         .collect())
 }
 
+/// A kernel point: background subtraction (a round a frame) or one
+/// convolution layer (one round, each layer fed the one before's output).
+#[derive(Debug, Clone, PartialEq)]
+struct KernelAt {
+    /// What runs (`bgsub 640x480`, `conv layer 1`).
+    name: String,
+    /// The convolution layer's place in the network, from 0.
+    layer: Option<usize>,
+}
+
+impl Display for KernelAt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name)
+    }
+}
+
+/// One kernel's item (a frame, a layer) on the GPU and the CPU.
+#[derive(Debug, Clone, Copy)]
+struct KernelSample {
+    gpu_ms: f64,
+    cpu_ms: f64,
+    identical: bool,
+}
+
 /// Background subtraction and the convolution layers on the GPU and the CPU,
 /// output against output.
-fn kernel_checks(cfg: &Config, k: &Arc<Kernels>) -> Result<Vec<KernelRow>, Error> {
+fn kernel_checks(
+    cfg: &Config,
+    k: &Arc<Kernels>,
+    progress: Progress,
+) -> Result<Vec<KernelRow>, Error> {
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |d| d.as_nanos() as u64);
-    let mut rows = Vec::new();
     // Background subtraction, frame after frame, each side its own background.
     let p = bgsub::Params::new(640, 480, 25, true).map_err(Error::peer("bgsub"))?;
     let n = p.frame_bytes();
@@ -523,45 +676,83 @@ fn kernel_checks(cfg: &Config, k: &Arc<Kernels>) -> Result<Vec<KernelRow>, Error
     let (mut bg_cpu, mut bg_gpu) = (frames[..n].to_vec(), frames[..n].to_vec());
     let (mut nb_cpu, mut nb_gpu) = (vec![0u8; n], vec![0u8; n]);
     let (mut m_cpu, mut m_gpu) = (vec![0u8; n], vec![0u8; n]);
-    let (mut t_cpu, mut t_gpu) = (Vec::new(), Vec::new());
-    let mut identical = true;
-    for f in frames.chunks_exact(n) {
-        let t0 = Instant::now();
-        bgsub::step(&p, f, &bg_cpu, &mut nb_cpu, &mut m_cpu).map_err(Error::peer("bgsub"))?;
-        t_cpu.push(t0.elapsed().as_secs_f64() * 1e3);
-        let t0 = Instant::now();
-        dev.step(f, &bg_gpu, &mut nb_gpu, &mut m_gpu)?;
-        t_gpu.push(t0.elapsed().as_secs_f64() * 1e3);
-        identical &= m_cpu == m_gpu && nb_cpu == nb_gpu;
-        std::mem::swap(&mut bg_cpu, &mut nb_cpu);
-        std::mem::swap(&mut bg_gpu, &mut nb_gpu);
-    }
-    rows.push(KernelRow {
-        name: format!("bgsub {}x{}", p.width, p.height),
-        gpu_ms: Spread::of(&t_gpu),
-        cpu_ms: Spread::of(&t_cpu),
-        identical,
-    });
     // The convolution layers, each side feeding its own output on.
     let layers = conv::roshambo(seed);
     let (mut a_cpu, mut a_gpu) = (conv::input_frame(seed), conv::input_frame(seed));
     let (mut h, mut w) = (64, 64);
-    for (i, layer) in layers.iter().enumerate() {
+    let mut next_layer = 0;
+    let bgsub_at = KernelAt {
+        name: format!("bgsub {}x{}", p.width, p.height),
+        layer: None,
+    };
+    let points: Vec<Point<KernelAt>> = std::iter::once(bgsub_at)
+        .chain((0..layers.len()).map(|i| KernelAt {
+            name: format!("conv layer {}", i + 1),
+            layer: Some(i),
+        }))
+        .map(|at| Point {
+            series: "kernel",
+            at,
+        })
+        .collect();
+    let frame_count = frames.len() / n.max(1);
+    let rounds = |pt: &Point<KernelAt>| match pt.at.layer {
+        None => frame_count,
+        Some(_) => 1,
+    };
+    let measure = |pt: &Point<KernelAt>, round: usize| {
+        let Some(i) = pt.at.layer else {
+            let f = &frames[round * n..(round + 1) * n];
+            let t0 = Instant::now();
+            bgsub::step(&p, f, &bg_cpu, &mut nb_cpu, &mut m_cpu).map_err(Error::peer("bgsub"))?;
+            let cpu_ms = t0.elapsed().as_secs_f64() * 1e3;
+            let t0 = Instant::now();
+            dev.step(f, &bg_gpu, &mut nb_gpu, &mut m_gpu)?;
+            let gpu_ms = t0.elapsed().as_secs_f64() * 1e3;
+            let identical = m_cpu == m_gpu && nb_cpu == nb_gpu;
+            std::mem::swap(&mut bg_cpu, &mut nb_cpu);
+            std::mem::swap(&mut bg_gpu, &mut nb_gpu);
+            return Ok(KernelSample {
+                gpu_ms,
+                cpu_ms,
+                identical,
+            });
+        };
+        // The first round takes the points in order: layer after layer.
+        if i != next_layer {
+            return Err(Error::peer("gpu")(format!(
+                "conv layer {} measured before layer {}",
+                i + 1,
+                next_layer + 1
+            )));
+        }
+        let layer = &layers[i];
         let t0 = Instant::now();
         let (c, oh, ow) = layer.forward(&a_cpu, h, w);
         let cpu_ms = t0.elapsed().as_secs_f64() * 1e3;
         let t0 = Instant::now();
         let (g, _, _) = kernels::conv_forward(k, layer, &a_gpu, h, w)?;
         let gpu_ms = t0.elapsed().as_secs_f64() * 1e3;
-        rows.push(KernelRow {
-            name: format!("conv layer {}", i + 1),
-            gpu_ms: Spread::of(&[gpu_ms]),
-            cpu_ms: Spread::of(&[cpu_ms]),
-            identical: c == g,
-        });
+        let identical = c == g;
         (a_cpu, a_gpu, h, w) = (c, g, oh, ow);
-    }
-    Ok(rows)
+        next_layer += 1;
+        Ok(KernelSample {
+            gpu_ms,
+            cpu_ms,
+            identical,
+        })
+    };
+    let name = EXPERIMENT.name;
+    let (_, rows) = phase(name, &points, rounds, progress, |_| Ok(()), measure)?;
+    Ok(rows
+        .iter()
+        .map(|r| KernelRow {
+            name: r.point.at.name.clone(),
+            gpu_ms: r.spread(|s| s.gpu_ms),
+            cpu_ms: r.spread(|s| s.cpu_ms),
+            identical: r.every(|s| s.identical),
+        })
+        .collect())
 }
 
 fn gbs(b: f64) -> String {
@@ -577,6 +768,16 @@ fn ceiling_of(out: &Outcome, dir: Direction) -> Option<f64> {
         .iter()
         .find(|(d, _)| *d == dir)
         .map(|(_, s)| s.median)
+}
+
+/// The ceiling's JSON rows (its text is a line a direction).
+fn ceiling_columns<'a>(device: Value) -> Columns<'a, (Direction, Spread)> {
+    Columns::new()
+        .kept("device", move |_: &(Direction, Spread)| device.clone())
+        .kept("table", |_| "ceiling")
+        .kept("direction", |(d, _)| d.name())
+        .kept("bytes_per_s", |(_, c)| c.median)
+        .kept("bytes_per_s_spread", |(_, c)| c.json())
 }
 
 /// The transfer points' columns, each JSON row marked with the device.
@@ -754,7 +955,7 @@ pub fn targets(out: &Outcome) -> Vec<Target> {
 pub fn report(_cfg: &Config, out: &Outcome) -> Report {
     let heading =
         "GPU as a DMA device: copy engines over PCIe, host memory kinds, completion modes";
-    let empty = || Report::of("gpu", heading.into(), &Columns::<()>::new(), &[]);
+    let empty = || Report::of(EXPERIMENT.name, heading.into(), &Columns::<()>::new(), &[]);
     let info = match &out.device {
         Ok(i) => i,
         Err(why) => {
@@ -765,33 +966,22 @@ pub fn report(_cfg: &Config, out: &Outcome) -> Report {
         }
     };
     let device = json!(format!("cuda:{} {}", info.ordinal, info.name));
-    let mut text = format!("device: {info}\n");
+    let mut sections = Sections::default().line(format!("device: {info}"));
     for n in &out.notes {
-        text += &format!("note: {n}\n");
+        sections = sections.line(format!("note: {n}"));
     }
-    let mut rows = Vec::new();
     for (d, c) in &out.ceiling {
         let (gb, min, max) = (gbs(c.median), gbs(c.min), gbs(c.max));
-        text += &format!("ceiling {}: {gb} GB/s (rounds {min}..{max})\n", d.name());
-        rows.push(
-            json!({"device": device, "table": "ceiling", "direction": d.name(),
-            "bytes_per_s": c.median, "bytes_per_s_spread": c.json()}),
-        );
+        sections = sections.line(format!(
+            "ceiling {}: {gb} GB/s (rounds {min}..{max})",
+            d.name()
+        ));
     }
-    let transfers = transfer_columns(out, device.clone());
-    text += &transfers.table(&out.transfers);
-    rows.extend(transfers.json(&out.transfers));
-    let messages = message_columns(device.clone());
-    let kernels = kernel_columns(device);
-    for (table, json) in [
-        (messages.table(&out.messages), messages.json(&out.messages)),
-        (kernels.table(&out.kernels), kernels.json(&out.kernels)),
-    ] {
-        if !json.is_empty() {
-            text += &format!("\n{table}");
-        }
-        rows.extend(json);
-    }
+    let sections = sections
+        .json(&ceiling_columns(device.clone()), &out.ceiling)
+        .table(&transfer_columns(out, device.clone()), &out.transfers)
+        .table_after(&message_columns(device.clone()), &out.messages)
+        .table_after(&kernel_columns(device), &out.kernels);
     let answer = match DIRECTIONS.map(|d| ceiling_of(out, d)) {
         [Some(h), Some(d)] => format!(
             "{}: copy-engine ceiling {} GB/s H2D, {} GB/s D2H, measured in this run",
@@ -802,11 +992,11 @@ pub fn report(_cfg: &Config, out: &Outcome) -> Report {
         _ => format!("{}: transfers measured without the kernels", info.name),
     };
     empty()
-        .text(text)
+        .text(sections.text)
         .answer(answer)
         .targets(targets(out))
         .kept("notes", out.notes.clone())
-        .kept("rows", rows)
+        .kept("rows", sections.rows)
 }
 
 #[cfg(test)]
