@@ -1021,4 +1021,74 @@ mod tests {
         assert_eq!(r.json["rows"].as_array().map(Vec::len), Some(0));
         assert!(r.targets.is_empty());
     }
+
+    /// A device's report from figures made up here (no GPU needed): the
+    /// ceiling's lines, each table under the one before with its own JSON
+    /// layout, an empty table left out, every JSON row naming its device
+    /// and table.
+    #[test]
+    fn a_devices_report_has_each_table_and_its_json_layout() {
+        let s = |x: f64| Row::alone(Point { series: "", at: 0 }, vec![x, x * 2.0]).spread(|v| *v);
+        let info = DeviceInfo {
+            ordinal: 0,
+            name: "made up".into(),
+            memory: 1 << 30,
+            capability: (9, 0),
+            multiprocessors: 1,
+            copy_engines: 2,
+            pci: "0000:01:00.0".into(),
+            link: None,
+            can_map_host: true,
+            can_register_host: true,
+        };
+        let out = Outcome {
+            device: Ok(info),
+            notes: vec!["registered memory: not available on this device".into()],
+            ceiling: vec![(Direction::H2D, s(50e9)), (Direction::D2H, s(40e9))],
+            transfers: vec![TransferRow {
+                kind: HostKind::Pinned,
+                mode: Completion::Poll,
+                bytes: 64 << 20,
+                repeats: 3,
+                us: s(3000.0),
+                h2d: s(30e9),
+                d2h: s(39e9),
+                h2d_submitted: s(45e9),
+                d2h_submitted: s(35e9),
+                cpu_us: s(3000.0),
+                caller_cpu_us: s(2900.0),
+            }],
+            messages: Vec::new(),
+            kernels: vec![KernelRow {
+                name: "bgsub 640x480".into(),
+                gpu_ms: s(1.0),
+                cpu_ms: s(5.0),
+                identical: true,
+            }],
+        };
+        let r = report(&Config::at(&Setup::TINY), &out);
+        assert!(r.text.starts_with("device: cuda:0 made up"), "{}", r.text);
+        assert!(r.text.contains("\nnote: registered memory"), "{}", r.text);
+        assert!(
+            r.text
+                .contains("ceiling h2d: 75.00 GB/s (rounds 50.00..100.00)\n"),
+            "{}",
+            r.text
+        );
+        // The kernels' table a blank line under the transfers'.
+        let kernels = r.text.find("bgsub 640x480").unwrap();
+        assert!(r.text[..kernels].contains(" 4350.00\n\n"), "{}", r.text);
+        assert!(!r.text.contains("buffering"), "{}", r.text);
+        let rows = r.json["rows"].as_array().unwrap();
+        let tables: Vec<&str> = rows.iter().map(|r| r["table"].as_str().unwrap()).collect();
+        assert_eq!(tables, ["ceiling", "ceiling", "transfer", "kernel"]);
+        assert!(rows.iter().all(|r| r["device"] == "cuda:0 made up"));
+        assert_eq!(rows[1]["direction"], "d2h");
+        assert_eq!(rows[1]["bytes_per_s"], 60e9);
+        assert_eq!(rows[1]["bytes_per_s_spread"]["n"], 2);
+        assert_eq!(rows[2]["us_spread"]["max"], 6000.0);
+        assert_eq!(rows[3]["identical"], true);
+        // 45 of 75 GB/s is under 95 %: the pinned H2D target is missed.
+        assert!(r.targets.iter().any(|t| !t.met), "{:?}", r.targets);
+    }
 }
