@@ -179,9 +179,10 @@ impl Config {
     }
 }
 
-/// One transfer point: a memory kind, a completion mode, a size.
-#[derive(Debug, Clone)]
-pub struct TransferRow {
+/// One transfer point: a memory kind (its series), a size, a completion
+/// mode.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TransferAt {
     /// Host memory kind of both buffers.
     pub kind: HostKind,
     /// How completion was waited for.
@@ -190,26 +191,55 @@ pub struct TransferRow {
     pub bytes: usize,
     /// Transfers per round.
     pub repeats: usize,
-    /// Wall time per two-way transfer, microseconds.
-    pub us: Spread,
-    /// H2D rate on the device's timer, the copies queued behind a holding
-    /// kernel as the ceiling's, bytes/s; `NaN` without the kernels.
-    pub h2d: Spread,
-    /// D2H rate, timed the same way, bytes/s.
-    pub d2h: Spread,
-    /// H2D rate on the device's timer, its marks queued as the host submits.
-    pub h2d_submitted: Spread,
-    /// D2H rate, timed the same way, bytes/s.
-    pub d2h_submitted: Spread,
-    /// Process CPU time per transfer (every thread), microseconds.
-    pub cpu_us: Spread,
-    /// Of that, the waiting thread's own, microseconds.
-    pub caller_cpu_us: Spread,
 }
 
+impl Display for TransferAt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", bytes_label(self.bytes), self.mode.name())
+    }
+}
+
+/// One round of one transfer point, each figure per transfer of the round.
+#[derive(Debug, Clone, Copy)]
+pub struct Figures {
+    /// Wall time per two-way transfer, microseconds.
+    pub us: f64,
+    /// H2D rate on the device's timer, the copies queued behind a holding
+    /// kernel as the ceiling's, bytes/s; `NaN` without the kernels.
+    pub h2d: f64,
+    /// D2H rate, timed the same way, bytes/s.
+    pub d2h: f64,
+    /// H2D rate on the device's timer, its marks queued as the host submits.
+    pub h2d_submitted: f64,
+    /// D2H rate, timed the same way, bytes/s.
+    pub d2h_submitted: f64,
+    /// Process CPU time per transfer (every thread), microseconds.
+    pub cpu_us: f64,
+    /// Of that, the waiting thread's own, microseconds.
+    pub caller_cpu_us: f64,
+}
+
+impl Figures {
+    /// A mode not measured.
+    const NONE: Figures = Figures {
+        us: f64::NAN,
+        h2d: f64::NAN,
+        d2h: f64::NAN,
+        h2d_submitted: f64::NAN,
+        d2h_submitted: f64::NAN,
+        cpu_us: f64::NAN,
+        caller_cpu_us: f64::NAN,
+    };
+}
+
+/// A transfer point's rounds.
+pub type TransferRow = Row<TransferAt, Figures>;
+
 /// One message point: blocks on one or two streams, through a kernel or not.
-#[derive(Debug, Clone)]
-pub struct MessageRow {
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MessageAt {
+    /// Its place among the points.
+    pub index: usize,
     /// Message bytes.
     pub bytes: usize,
     /// Block bytes.
@@ -218,24 +248,50 @@ pub struct MessageRow {
     pub depth: usize,
     /// Whether a kernel touched every byte on the device.
     pub kernel: bool,
-    /// Wall time per message, milliseconds.
-    pub ms: Spread,
-    /// The message's time through the slower direction's ceiling over the time.
-    pub share: Spread,
+    /// The message's time through the slower direction's ceiling, ms.
+    pub ideal_ms: f64,
 }
 
-/// One kernel checked against its CPU reference.
-#[derive(Debug, Clone)]
-pub struct KernelRow {
+impl Display for MessageAt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kernel = if self.kernel { ", a kernel" } else { "" };
+        let label = bytes_label(self.block);
+        write!(f, "{label} blocks on {} stream(s){kernel}", self.depth)
+    }
+}
+
+/// A message point's rounds: wall time per message, milliseconds.
+pub type MessageRow = Row<MessageAt, f64>;
+
+/// A kernel point: background subtraction (a round a frame) or one
+/// convolution layer (one round, each layer fed the one before's output).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KernelAt {
     /// What ran (`bgsub 640x480`, `conv layer 1`).
     pub name: String,
-    /// Time per item on the GPU, copies in and out included, milliseconds.
-    pub gpu_ms: Spread,
-    /// Time per item of the CPU reference, milliseconds.
-    pub cpu_ms: Spread,
+    /// The convolution layer's place in the network, from 0.
+    pub layer: Option<usize>,
+}
+
+impl Display for KernelAt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name)
+    }
+}
+
+/// One kernel's item (a frame, a layer) on the GPU and the CPU.
+#[derive(Debug, Clone, Copy)]
+pub struct KernelSample {
+    /// Time on the GPU, copies in and out included, milliseconds.
+    pub gpu_ms: f64,
+    /// Time of the CPU reference, milliseconds.
+    pub cpu_ms: f64,
     /// Whether every output byte matched the CPU's.
     pub identical: bool,
 }
+
+/// A kernel's rounds checked against its CPU reference.
+pub type KernelRow = Row<KernelAt, KernelSample>;
 
 /// What the experiment found.
 #[derive(Debug, Clone)]
@@ -244,8 +300,8 @@ pub struct Outcome {
     pub device: Result<DeviceInfo, String>,
     /// What could not be measured on this device, and why.
     pub notes: Vec<String>,
-    /// Ceiling per direction, bytes/s.
-    pub ceiling: Vec<(Direction, Spread)>,
+    /// Ceiling per direction, bytes/s, round by round.
+    pub ceiling: Vec<Row<Direction, f64>>,
     /// Transfer points.
     pub transfers: Vec<TransferRow>,
     /// Message points.
@@ -294,7 +350,7 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Outcome, Error> {
         let bound = out
             .ceiling
             .iter()
-            .map(|(_, s)| s.median)
+            .map(|r| r.typical(rate))
             .fold(f64::INFINITY, f64::min);
         if cfg.tables.has(MESSAGES) {
             progress("gpu: messages");
@@ -331,39 +387,6 @@ impl Display for SizeAt {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&bytes_label(self.bytes))
     }
-}
-
-/// One round of one completion mode at a transfer point.
-#[derive(Debug, Clone, Copy)]
-struct Figures {
-    /// Wall time per two-way transfer, us.
-    us: f64,
-    /// H2D rate, the device's marks queued as the host submits, bytes/s.
-    h2d_submitted: f64,
-    /// D2H rate, timed the same way, bytes/s.
-    d2h_submitted: f64,
-    /// Process CPU per transfer, us.
-    cpu_us: f64,
-    /// The waiting thread's CPU per transfer, us.
-    caller_cpu_us: f64,
-    /// H2D rate, the copies queued behind a holding kernel; `NaN` without
-    /// the kernels.
-    h2d: f64,
-    /// D2H rate, timed the same way.
-    d2h: f64,
-}
-
-impl Figures {
-    /// A mode not measured.
-    const NONE: Figures = Figures {
-        us: f64::NAN,
-        h2d_submitted: f64::NAN,
-        d2h_submitted: f64::NAN,
-        cpu_us: f64::NAN,
-        caller_cpu_us: f64::NAN,
-        h2d: f64::NAN,
-        d2h: f64::NAN,
-    };
 }
 
 /// The ceiling (each round, before its points) and every transfer point,
@@ -486,21 +509,20 @@ fn transfers(
         ceiling_now,
         measure,
     )?;
+    // A row a completion mode of each point, in `MODES`' order.
     let per_mode = |r: &Row<SizeAt, Vec<Figures>>, mi: usize| {
-        let spread = |get: fn(&Figures) -> f64| r.spread(|s| s.get(mi).map_or(f64::NAN, get));
-        TransferRow {
+        let at = TransferAt {
             kind: r.point.at.kind,
             mode: MODES[mi],
             bytes: r.point.at.bytes,
             repeats: cfg.repeats_for(r.point.at.bytes),
-            us: spread(|f| f.us),
-            h2d: spread(|f| f.h2d),
-            d2h: spread(|f| f.d2h),
-            h2d_submitted: spread(|f| f.h2d_submitted),
-            d2h_submitted: spread(|f| f.d2h_submitted),
-            cpu_us: spread(|f| f.cpu_us),
-            caller_cpu_us: spread(|f| f.caller_cpu_us),
-        }
+        };
+        let each = r.samples.iter().map(|s| s.get(mi).copied());
+        let point = Point {
+            series: r.point.series,
+            at,
+        };
+        Row::alone(point, each.map(|f| f.unwrap_or(Figures::NONE)).collect())
     };
     if cfg.tables.has(TRANSFERS) {
         out.transfers = (rows.iter())
@@ -514,9 +536,9 @@ fn transfers(
                 let each: Vec<f64> = ceil.iter().map(|c| c[i]).collect();
                 let at = Point {
                     series: "ceiling",
-                    at: dir.name(),
+                    at: dir,
                 };
-                (dir, Row::alone(at, each).spread(|x| *x))
+                Row::alone(at, each)
             })
             .collect();
     }
@@ -528,28 +550,6 @@ fn crc(b: &[u8]) -> u32 {
     b.iter().fold(0x811c_9dc5u32, |h, &x| {
         (h ^ x as u32).wrapping_mul(0x0100_0193)
     })
-}
-
-/// A message point: its blocks, on one or two streams, through a kernel or
-/// not.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct MessageAt {
-    /// Its place among the points.
-    index: usize,
-    /// Block bytes.
-    block: usize,
-    /// Streams.
-    depth: usize,
-    /// Whether a kernel touches every byte.
-    kernel: bool,
-}
-
-impl Display for MessageAt {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let kernel = if self.kernel { ", a kernel" } else { "" };
-        let label = bytes_label(self.block);
-        write!(f, "{label} blocks on {} stream(s){kernel}", self.depth)
-    }
 }
 
 /// The message cut into blocks, on one and two streams, with and without a
@@ -566,6 +566,7 @@ fn messages(
     let mut engine = GpuEngine::new(gpu, largest, Some(kernels.clone()), cfg.timeout)?;
     let mut tx = HostBuf::new(gpu, HostKind::Pinned, cfg.message)?;
     let mut rx = HostBuf::new(gpu, HostKind::Pinned, cfg.message)?;
+    let ideal_ms = cfg.message as f64 / bound * 1e3;
     let points: Vec<Point<MessageAt>> = (cfg.blocks.iter())
         .flat_map(|&b| [(1, false), (1, true), (2, false), (2, true)].map(|(d, k)| (b, d, k)))
         .enumerate()
@@ -573,19 +574,21 @@ fn messages(
             series: "message",
             at: MessageAt {
                 index,
+                bytes: cfg.message,
                 block: b.min(cfg.message),
                 depth,
                 kernel,
+                ideal_ms,
             },
         })
         .collect();
-    let ideal_ms = cfg.message as f64 / bound * 1e3;
     let measure = |p: &Point<MessageAt>, round: usize| {
         let MessageAt {
             index,
             block,
             depth,
             kernel,
+            ..
         } = p.at;
         fill(tx.as_mut_slice(), (round * 100 + index) as u64);
         rx.as_mut_slice().fill(0);
@@ -621,41 +624,7 @@ fn messages(
     };
     let name = EXPERIMENT.name;
     let (_, rows) = phase(name, &points, |_| cfg.rounds, progress, |_| Ok(()), measure)?;
-    Ok(rows
-        .iter()
-        .map(|r| MessageRow {
-            bytes: cfg.message,
-            block: r.point.at.block,
-            depth: r.point.at.depth,
-            kernel: r.point.at.kernel,
-            ms: r.spread(|ms| *ms),
-            share: r.spread(|ms| ideal_ms / ms),
-        })
-        .collect())
-}
-
-/// A kernel point: background subtraction (a round a frame) or one
-/// convolution layer (one round, each layer fed the one before's output).
-#[derive(Debug, Clone, PartialEq)]
-struct KernelAt {
-    /// What runs (`bgsub 640x480`, `conv layer 1`).
-    name: String,
-    /// The convolution layer's place in the network, from 0.
-    layer: Option<usize>,
-}
-
-impl Display for KernelAt {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.name)
-    }
-}
-
-/// One kernel's item (a frame, a layer) on the GPU and the CPU.
-#[derive(Debug, Clone, Copy)]
-struct KernelSample {
-    gpu_ms: f64,
-    cpu_ms: f64,
-    identical: bool,
+    Ok(rows)
 }
 
 /// Background subtraction and the convolution layers on the GPU and the CPU,
@@ -744,15 +713,7 @@ fn kernel_checks(
     };
     let name = EXPERIMENT.name;
     let (_, rows) = phase(name, &points, rounds, progress, |_| Ok(()), measure)?;
-    Ok(rows
-        .iter()
-        .map(|r| KernelRow {
-            name: r.point.at.name.clone(),
-            gpu_ms: r.spread(|s| s.gpu_ms),
-            cpu_ms: r.spread(|s| s.cpu_ms),
-            identical: r.every(|s| s.identical),
-        })
-        .collect())
+    Ok(rows)
 }
 
 fn gbs(b: f64) -> String {
@@ -763,21 +724,26 @@ fn pct(x: f64) -> String {
     format!("{:.1} %", 100.0 * x)
 }
 
+/// A ceiling round's figure, bytes/s.
+fn rate(x: &f64) -> f64 {
+    *x
+}
+
 fn ceiling_of(out: &Outcome, dir: Direction) -> Option<f64> {
     out.ceiling
         .iter()
-        .find(|(d, _)| *d == dir)
-        .map(|(_, s)| s.median)
+        .find(|r| r.point.at == dir)
+        .map(|r| r.typical(rate))
 }
 
 /// The ceiling's JSON rows (its text is a line a direction).
-fn ceiling_columns<'a>(device: Value) -> Columns<'a, (Direction, Spread)> {
+fn ceiling_columns<'a>(device: Value) -> Columns<'a, Row<Direction, f64>> {
     Columns::new()
-        .kept("device", move |_: &(Direction, Spread)| device.clone())
+        .kept("device", move |_: &Row<Direction, f64>| device.clone())
         .kept("table", |_| "ceiling")
-        .kept("direction", |(d, _)| d.name())
-        .kept("bytes_per_s", |(_, c)| c.median)
-        .kept("bytes_per_s_spread", |(_, c)| c.json())
+        .kept("direction", |r| r.point.at.name())
+        .kept("bytes_per_s", |r| r.typical(rate))
+        .kept("bytes_per_s_spread", |r| r.spread(rate).json())
 }
 
 /// The transfer points' columns, each JSON row marked with the device.
@@ -785,37 +751,62 @@ fn transfer_columns(out: &Outcome, device: Value) -> Columns<'_, TransferRow> {
     let [ch, cd] = DIRECTIONS.map(|d| ceiling_of(out, d));
     let share = |r: f64, c: Option<f64>| c.map_or("-".into(), |c| pct(r / c));
     let us = |x: f64| format!("{x:.2}");
+    let each = |get: fn(&Figures) -> f64| move |r: &TransferRow| r.spread(get);
     Columns::new()
         .kept("device", move |_: &TransferRow| device.clone())
         .kept("table", |_| "transfer")
-        .plain("memory", "memory", |r| r.kind.name())
-        .plain("mode", "mode", |r| r.mode.name())
-        .col("size", "bytes", |r| bytes_label(r.bytes), |r| r.bytes)
-        .kept("repeats", |r| r.repeats)
-        .median("us", "us", "us_spread", us, |r| r.us)
-        .shown("us max", move |r| us(r.us.max))
-        .median("h2d GB/s", "h2d_bytes_per_s", "h2d_spread", gbs, |r| r.h2d)
-        .shown("of ceiling", move |r| share(r.h2d.median, ch))
-        .median("d2h GB/s", "d2h_bytes_per_s", "d2h_spread", gbs, |r| r.d2h)
-        .shown("of ceiling", move |r| share(r.d2h.median, cd))
+        .plain("memory", "memory", |r| r.point.at.kind.name())
+        .plain("mode", "mode", |r| r.point.at.mode.name())
+        .col(
+            "size",
+            "bytes",
+            |r| bytes_label(r.point.at.bytes),
+            |r| r.point.at.bytes,
+        )
+        .kept("repeats", |r| r.point.at.repeats)
+        .median("us", "us", "us_spread", us, each(|f| f.us))
+        .shown("us max", move |r| us(r.spread(|f| f.us).max))
+        .median(
+            "h2d GB/s",
+            "h2d_bytes_per_s",
+            "h2d_spread",
+            gbs,
+            each(|f| f.h2d),
+        )
+        .shown("of ceiling", move |r| share(r.typical(|f| f.h2d), ch))
+        .median(
+            "d2h GB/s",
+            "d2h_bytes_per_s",
+            "d2h_spread",
+            gbs,
+            each(|f| f.d2h),
+        )
+        .shown("of ceiling", move |r| share(r.typical(|f| f.d2h), cd))
         .median(
             "h2d submitted",
             "h2d_submitted_bytes_per_s",
             "h2d_submitted_spread",
             gbs,
-            |r| r.h2d_submitted,
+            each(|f| f.h2d_submitted),
         )
         .median(
             "d2h submitted",
             "d2h_submitted_bytes_per_s",
             "d2h_submitted_spread",
             gbs,
-            |r| r.d2h_submitted,
+            each(|f| f.d2h_submitted),
         )
-        .median("cpu us", "cpu_us", "cpu_us_spread", us, |r| r.cpu_us)
+        .median("cpu us", "cpu_us", "cpu_us_spread", us, each(|f| f.cpu_us))
         .fixed("caller cpu us", "caller_cpu_us", 2, |r| {
-            r.caller_cpu_us.median
+            r.typical(|f| f.caller_cpu_us)
         })
+}
+
+/// A message round's share of the ceiling: the message's time through the
+/// slower direction's ceiling over the round's.
+fn ceiling_share(r: &MessageRow) -> Spread {
+    let ideal = r.point.at.ideal_ms;
+    r.spread(|ms| ideal / ms)
 }
 
 /// The message points' columns.
@@ -823,28 +814,54 @@ fn message_columns<'a>(device: Value) -> Columns<'a, MessageRow> {
     Columns::new()
         .kept("device", move |_: &MessageRow| device.clone())
         .kept("table", |_| "message")
-        .col("message", "bytes", |r| bytes_label(r.bytes), |r| r.bytes)
-        .col("block", "block", |r| bytes_label(r.block), |r| r.block)
+        .col(
+            "message",
+            "bytes",
+            |r| bytes_label(r.point.at.bytes),
+            |r| r.point.at.bytes,
+        )
+        .col(
+            "block",
+            "block",
+            |r| bytes_label(r.point.at.block),
+            |r| r.point.at.block,
+        )
         .col(
             "buffering",
             "depth",
-            |r| if r.depth == 2 { "double" } else { "single" }.into(),
-            |r| r.depth,
+            |r| {
+                if r.point.at.depth == 2 {
+                    "double"
+                } else {
+                    "single"
+                }
+                .into()
+            },
+            |r| r.point.at.depth,
         )
         .col(
             "kernel",
             "kernel",
-            |r| if r.kernel { "invert" } else { "none" }.into(),
-            |r| r.kernel,
+            |r| if r.point.at.kernel { "invert" } else { "none" }.into(),
+            |r| r.point.at.kernel,
         )
-        .median("ms", "ms", "ms_spread", |x| format!("{x:.2}"), |r| r.ms)
-        .shown("ms range", |r| format!("{:.2}..{:.2}", r.ms.min, r.ms.max))
+        .median(
+            "ms",
+            "ms",
+            "ms_spread",
+            |x| format!("{x:.2}"),
+            |r| r.spread(|ms| *ms),
+        )
+        .shown("ms range", |r| {
+            let s = r.spread(|ms| *ms);
+            format!("{:.2}..{:.2}", s.min, s.max)
+        })
         .median(
             "of ceiling",
             "ceiling_share",
             "ceiling_share_spread",
             pct,
-            |r| r.share,
+            ceiling_share,
         )
 }
 
@@ -854,13 +871,15 @@ fn kernel_columns<'a>(device: Value) -> Columns<'a, KernelRow> {
     Columns::new()
         .kept("device", move |_: &KernelRow| device.clone())
         .kept("table", |_| "kernel")
-        .plain("kernel", "name", |r| r.name.clone())
-        .median("gpu ms", "gpu_ms", "gpu_ms_spread", ms, |r| r.gpu_ms)
-        .fixed("cpu ms", "cpu_ms", 3, |r| r.cpu_ms.median)
+        .plain("kernel", "name", |r| r.point.at.name.clone())
+        .median("gpu ms", "gpu_ms", "gpu_ms_spread", ms, |r| {
+            r.spread(|s| s.gpu_ms)
+        })
+        .fixed("cpu ms", "cpu_ms", 3, |r| r.typical(|s| s.cpu_ms))
         .shown_as(
             "vs cpu",
             "identical",
-            |r| r.identical,
+            |r| r.every(|s| s.identical),
             |i| if i { "identical" } else { "DIFFERENT" }.into(),
         )
 }
@@ -873,58 +892,69 @@ pub fn targets(out: &Outcome) -> Vec<Target> {
         let Some(c) = ceiling_of(out, dir) else {
             continue;
         };
-        let rate = |r: &TransferRow| if dir == Direction::H2D { r.h2d } else { r.d2h };
+        let rate = |r: &TransferRow| match dir {
+            Direction::H2D => r.typical(|f| f.h2d),
+            Direction::D2H => r.typical(|f| f.d2h),
+        };
         let worst = out
             .transfers
             .iter()
-            .filter(|r| r.kind == HostKind::Pinned && r.bytes >= 64 << 20)
-            .map(|r| (rate(r).median / c, r))
+            .filter(|r| r.point.at.kind == HostKind::Pinned && r.point.at.bytes >= 64 << 20)
+            .map(|r| (rate(r) / c, r))
             .min_by(|a, b| a.0.total_cmp(&b.0));
         if let Some((share, r)) = worst {
-            let (name, at) = (dir.name().to_uppercase(), bytes_label(r.bytes));
+            let (name, at) = (dir.name().to_uppercase(), bytes_label(r.point.at.bytes));
             t.push(Target::new(
                 format!("pinned {name} >= 64 MiB at >= 95 % of the ceiling"),
-                format!("{} (worst: {at} {})", pct(share), r.mode.name()),
+                format!("{} (worst: {at} {})", pct(share), r.point.at.mode.name()),
                 share >= 0.95,
             ));
         }
     }
-    if let Some(best) = out
-        .messages
-        .iter()
-        .filter(|r| r.depth == 2 && r.kernel && r.block < r.bytes)
-        .max_by(|a, b| a.share.median.total_cmp(&b.share.median))
+    let double = |r: &&MessageRow| {
+        let at = &r.point.at;
+        at.depth == 2 && at.kernel && at.block < at.bytes
+    };
+    let typical_share = |r: &MessageRow| r.typical(|ms| r.point.at.ideal_ms / ms);
+    if let Some(best) = (out.messages.iter())
+        .filter(double)
+        .max_by(|a, b| typical_share(a).total_cmp(&typical_share(b)))
     {
+        let share = ceiling_share(best);
+        let best_share = typical_share(best);
         t.push(Target::new(
             format!(
                 "double-buffered blocks of {} with the kernel at >= 90 % of the ceiling",
-                bytes_label(best.bytes)
+                bytes_label(best.point.at.bytes)
             ),
             format!(
                 "{} ({} blocks; rounds {}..{})",
-                pct(best.share.median),
-                bytes_label(best.block),
-                pct(best.share.min),
-                pct(best.share.max)
+                pct(best_share),
+                bytes_label(best.point.at.block),
+                pct(share.min),
+                pct(share.max)
             ),
-            best.share.median >= 0.90,
+            best_share >= 0.90,
         ));
     }
     let small = |m: Completion| {
-        out.transfers
-            .iter()
-            .find(|r| r.kind == HostKind::Pinned && r.bytes == 8 && r.mode == m)
+        out.transfers.iter().find(|r| {
+            let at = &r.point.at;
+            at.kind == HostKind::Pinned && at.bytes == 8 && at.mode == m
+        })
     };
     if let (Some(spin), Some(block)) = (small(Completion::Poll), small(Completion::Irq)) {
-        let ratio = block.cpu_us.median / spin.cpu_us.median.max(f64::MIN_POSITIVE);
+        let cpu = |r: &TransferRow| r.typical(|f| f.cpu_us);
+        let wall = |r: &TransferRow| r.typical(|f| f.us);
+        let ratio = cpu(block) / cpu(spin).max(f64::MIN_POSITIVE);
         t.push(Target::new(
             "8 B two-way: blocking CPU per transfer < 10 % of spinning's",
             format!(
                 "spin {:.2} us/transfer with {:.2} us CPU; blocking {:.2} us with {:.2} us CPU ({})",
-                spin.us.median,
-                spin.cpu_us.median,
-                block.us.median,
-                block.cpu_us.median,
+                wall(spin),
+                cpu(spin),
+                wall(block),
+                cpu(block),
                 pct(ratio)
             ),
             ratio < 0.10,
@@ -934,8 +964,8 @@ pub fn targets(out: &Outcome) -> Vec<Target> {
         let bad: Vec<&str> = out
             .kernels
             .iter()
-            .filter(|r| !r.identical)
-            .map(|r| r.name.as_str())
+            .filter(|r| !r.every(|s| s.identical))
+            .map(|r| r.point.at.name.as_str())
             .collect();
         t.push(Target::new(
             "every kernel result identical to the CPU's",
@@ -970,8 +1000,9 @@ pub fn report(_cfg: &Config, out: &Outcome) -> Report {
     for n in &out.notes {
         sections = sections.line(format!("note: {n}"));
     }
-    for (d, c) in &out.ceiling {
-        let (gb, min, max) = (gbs(c.median), gbs(c.min), gbs(c.max));
+    for r in &out.ceiling {
+        let (d, c) = (r.point.at, r.spread(rate));
+        let (gb, min, max) = (gbs(r.typical(rate)), gbs(c.min), gbs(c.max));
         sections = sections.line(format!(
             "ceiling {}: {gb} GB/s (rounds {min}..{max})",
             d.name()
@@ -1028,7 +1059,10 @@ mod tests {
     /// and table.
     #[test]
     fn a_devices_report_has_each_table_and_its_json_layout() {
-        let s = |x: f64| Row::alone(Point { series: "", at: 0 }, vec![x, x * 2.0]).spread(|v| *v);
+        // Two rounds of each point: the figure, then twice it.
+        fn rounds<P, S>(series: &'static str, at: P, s: impl Fn(f64) -> S) -> Row<P, S> {
+            Row::alone(Point { series, at }, vec![s(1.0), s(2.0)])
+        }
         let info = DeviceInfo {
             ordinal: 0,
             name: "made up".into(),
@@ -1041,30 +1075,38 @@ mod tests {
             can_map_host: true,
             can_register_host: true,
         };
+        let transfer = TransferAt {
+            kind: HostKind::Pinned,
+            mode: Completion::Poll,
+            bytes: 64 << 20,
+            repeats: 3,
+        };
+        let kernel = KernelAt {
+            name: "bgsub 640x480".into(),
+            layer: None,
+        };
         let out = Outcome {
             device: Ok(info),
             notes: vec!["registered memory: not available on this device".into()],
-            ceiling: vec![(Direction::H2D, s(50e9)), (Direction::D2H, s(40e9))],
-            transfers: vec![TransferRow {
-                kind: HostKind::Pinned,
-                mode: Completion::Poll,
-                bytes: 64 << 20,
-                repeats: 3,
-                us: s(3000.0),
-                h2d: s(30e9),
-                d2h: s(39e9),
-                h2d_submitted: s(45e9),
-                d2h_submitted: s(35e9),
-                cpu_us: s(3000.0),
-                caller_cpu_us: s(2900.0),
-            }],
+            ceiling: vec![
+                rounds("ceiling", Direction::H2D, |k| k * 50e9),
+                rounds("ceiling", Direction::D2H, |k| k * 40e9),
+            ],
+            transfers: vec![rounds("pinned", transfer, |k| Figures {
+                us: k * 3000.0,
+                h2d: k * 30e9,
+                d2h: k * 39e9,
+                h2d_submitted: k * 45e9,
+                d2h_submitted: k * 35e9,
+                cpu_us: k * 3000.0,
+                caller_cpu_us: k * 2900.0,
+            })],
             messages: Vec::new(),
-            kernels: vec![KernelRow {
-                name: "bgsub 640x480".into(),
-                gpu_ms: s(1.0),
-                cpu_ms: s(5.0),
+            kernels: vec![rounds("kernel", kernel, |k| KernelSample {
+                gpu_ms: k,
+                cpu_ms: k * 5.0,
                 identical: true,
-            }],
+            })],
         };
         let r = report(&Config::at(&Setup::TINY), &out);
         assert!(r.text.starts_with("device: cuda:0 made up"), "{}", r.text);
@@ -1090,5 +1132,35 @@ mod tests {
         assert_eq!(rows[3]["identical"], true);
         // 45 of 75 GB/s is under 95 %: the pinned H2D target is missed.
         assert!(r.targets.iter().any(|t| !t.met), "{:?}", r.targets);
+        // A message of 10 ms through the ceiling, taking 10 and 20 ms.
+        let message = MessageAt {
+            index: 0,
+            bytes: 64 << 20,
+            block: 8 << 20,
+            depth: 2,
+            kernel: true,
+            ideal_ms: 10.0,
+        };
+        let with_message = Outcome {
+            messages: vec![rounds("message", message, |k| k * 10.0)],
+            ..out
+        };
+        let r = report(&Config::at(&Setup::TINY), &with_message);
+        let row = &r.json["rows"][3];
+        assert_eq!(
+            (row["table"].as_str(), row["ms"].as_f64()),
+            (Some("message"), Some(15.0))
+        );
+        assert_eq!(row["ceiling_share"], 0.75);
+        assert_eq!(row["ceiling_share_spread"]["min"], 0.5);
+        let double = r
+            .targets
+            .iter()
+            .find(|t| t.what.starts_with("double-buffered"));
+        let double = double.expect("the double-buffering target");
+        assert!(
+            !double.met && double.found.contains("rounds 50.0 %..100.0 %"),
+            "{double:?}"
+        );
     }
 }
