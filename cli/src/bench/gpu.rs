@@ -13,7 +13,7 @@
 //!
 //! Without a driver or a device the experiment is skipped and says so.
 
-use std::collections::BTreeMap;
+use std::fmt::{self, Display};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -29,7 +29,9 @@ use serde_json::{Value, json};
 use super::columns::Columns;
 use super::conditions::Conditions;
 use super::error::Error;
+use super::frame::{Point, Row};
 use super::harness::{OnBoard, OnGpu, Progress, Setup, Spec, Tables, Tier, bytes_label};
+use super::phases::{Sections, phase};
 use super::report::{Report, Target};
 use super::spread::Spread;
 
@@ -177,9 +179,10 @@ impl Config {
     }
 }
 
-/// One transfer point: a memory kind, a completion mode, a size.
-#[derive(Debug, Clone)]
-pub struct TransferRow {
+/// One transfer point: a memory kind (its series), a size, a completion
+/// mode.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TransferAt {
     /// Host memory kind of both buffers.
     pub kind: HostKind,
     /// How completion was waited for.
@@ -188,26 +191,55 @@ pub struct TransferRow {
     pub bytes: usize,
     /// Transfers per round.
     pub repeats: usize,
-    /// Wall time per two-way transfer, microseconds.
-    pub us: Spread,
-    /// H2D rate on the device's timer, the copies queued behind a holding
-    /// kernel as the ceiling's, bytes/s; `NaN` without the kernels.
-    pub h2d: Spread,
-    /// D2H rate, timed the same way, bytes/s.
-    pub d2h: Spread,
-    /// H2D rate on the device's timer, its marks queued as the host submits.
-    pub h2d_submitted: Spread,
-    /// D2H rate, timed the same way, bytes/s.
-    pub d2h_submitted: Spread,
-    /// Process CPU time per transfer (every thread), microseconds.
-    pub cpu_us: Spread,
-    /// Of that, the waiting thread's own, microseconds.
-    pub caller_cpu_us: Spread,
 }
 
+impl Display for TransferAt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", bytes_label(self.bytes), self.mode.name())
+    }
+}
+
+/// One round of one transfer point, each figure per transfer of the round.
+#[derive(Debug, Clone, Copy)]
+pub struct Figures {
+    /// Wall time per two-way transfer, microseconds.
+    pub us: f64,
+    /// H2D rate on the device's timer, the copies queued behind a holding
+    /// kernel as the ceiling's, bytes/s; `NaN` without the kernels.
+    pub h2d: f64,
+    /// D2H rate, timed the same way, bytes/s.
+    pub d2h: f64,
+    /// H2D rate on the device's timer, its marks queued as the host submits.
+    pub h2d_submitted: f64,
+    /// D2H rate, timed the same way, bytes/s.
+    pub d2h_submitted: f64,
+    /// Process CPU time per transfer (every thread), microseconds.
+    pub cpu_us: f64,
+    /// Of that, the waiting thread's own, microseconds.
+    pub caller_cpu_us: f64,
+}
+
+impl Figures {
+    /// A mode not measured.
+    const NONE: Figures = Figures {
+        us: f64::NAN,
+        h2d: f64::NAN,
+        d2h: f64::NAN,
+        h2d_submitted: f64::NAN,
+        d2h_submitted: f64::NAN,
+        cpu_us: f64::NAN,
+        caller_cpu_us: f64::NAN,
+    };
+}
+
+/// A transfer point's rounds.
+pub type TransferRow = Row<TransferAt, Figures>;
+
 /// One message point: blocks on one or two streams, through a kernel or not.
-#[derive(Debug, Clone)]
-pub struct MessageRow {
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MessageAt {
+    /// Its place among the points.
+    pub index: usize,
     /// Message bytes.
     pub bytes: usize,
     /// Block bytes.
@@ -216,24 +248,50 @@ pub struct MessageRow {
     pub depth: usize,
     /// Whether a kernel touched every byte on the device.
     pub kernel: bool,
-    /// Wall time per message, milliseconds.
-    pub ms: Spread,
-    /// The message's time through the slower direction's ceiling over the time.
-    pub share: Spread,
+    /// The message's time through the slower direction's ceiling, ms.
+    pub ideal_ms: f64,
 }
 
-/// One kernel checked against its CPU reference.
-#[derive(Debug, Clone)]
-pub struct KernelRow {
+impl Display for MessageAt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let kernel = if self.kernel { ", a kernel" } else { "" };
+        let label = bytes_label(self.block);
+        write!(f, "{label} blocks on {} stream(s){kernel}", self.depth)
+    }
+}
+
+/// A message point's rounds: wall time per message, milliseconds.
+pub type MessageRow = Row<MessageAt, f64>;
+
+/// A kernel point: background subtraction (a round a frame) or one
+/// convolution layer (one round, each layer fed the one before's output).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KernelAt {
     /// What ran (`bgsub 640x480`, `conv layer 1`).
     pub name: String,
-    /// Time per item on the GPU, copies in and out included, milliseconds.
-    pub gpu_ms: Spread,
-    /// Time per item of the CPU reference, milliseconds.
-    pub cpu_ms: Spread,
+    /// The convolution layer's place in the network, from 0.
+    pub layer: Option<usize>,
+}
+
+impl Display for KernelAt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name)
+    }
+}
+
+/// One kernel's item (a frame, a layer) on the GPU and the CPU.
+#[derive(Debug, Clone, Copy)]
+pub struct KernelSample {
+    /// Time on the GPU, copies in and out included, milliseconds.
+    pub gpu_ms: f64,
+    /// Time of the CPU reference, milliseconds.
+    pub cpu_ms: f64,
     /// Whether every output byte matched the CPU's.
     pub identical: bool,
 }
+
+/// A kernel's rounds checked against its CPU reference.
+pub type KernelRow = Row<KernelAt, KernelSample>;
 
 /// What the experiment found.
 #[derive(Debug, Clone)]
@@ -242,8 +300,8 @@ pub struct Outcome {
     pub device: Result<DeviceInfo, String>,
     /// What could not be measured on this device, and why.
     pub notes: Vec<String>,
-    /// Ceiling per direction, bytes/s.
-    pub ceiling: Vec<(Direction, Spread)>,
+    /// Ceiling per direction, bytes/s, round by round.
+    pub ceiling: Vec<Row<Direction, f64>>,
     /// Transfer points.
     pub transfers: Vec<TransferRow>,
     /// Message points.
@@ -286,21 +344,21 @@ pub fn run(cfg: &Config, progress: Progress) -> Result<Outcome, Error> {
     };
     if cfg.tables.has(TRANSFERS) || cfg.tables.has(MESSAGES) {
         progress("gpu: ceiling and transfers");
-        transfers(cfg, &gpu, kernels.as_ref(), &mut out)?;
+        transfers(cfg, &gpu, kernels.as_ref(), &mut out, &mut *progress)?;
     }
     if let Some(k) = &kernels {
         let bound = out
             .ceiling
             .iter()
-            .map(|(_, s)| s.median)
+            .map(|r| r.typical(rate))
             .fold(f64::INFINITY, f64::min);
         if cfg.tables.has(MESSAGES) {
             progress("gpu: messages");
-            out.messages = messages(cfg, &gpu, k, bound)?;
+            out.messages = messages(cfg, &gpu, k, bound, &mut *progress)?;
         }
         if cfg.tables.has(KERNELS) {
             progress("gpu: kernels");
-            out.kernels = kernel_checks(cfg, k)?;
+            out.kernels = kernel_checks(cfg, k, &mut *progress)?;
         }
     }
     Ok(out)
@@ -314,13 +372,31 @@ fn fill(buf: &mut [u8], seed: u64) {
     }
 }
 
-/// The ceiling (each round) and every transfer point, in turns, into `out`
-/// (the points only where their table runs).
+/// A transfer point's size (its series is the host memory kind).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct SizeAt {
+    /// Host memory kind of both buffers.
+    kind: HostKind,
+    /// Its place among the configured sizes.
+    index: usize,
+    /// Bytes each way.
+    bytes: usize,
+}
+
+impl Display for SizeAt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&bytes_label(self.bytes))
+    }
+}
+
+/// The ceiling (each round, before its points) and every transfer point,
+/// in turns, into `out` (the points only where their table runs).
 fn transfers(
     cfg: &Config,
     gpu: &Gpu,
     kernels: Option<&Arc<Kernels>>,
     out: &mut Outcome,
+    progress: Progress,
 ) -> Result<(), Error> {
     let info = gpu.info()?;
     let (kinds, absent): (Vec<HostKind>, Vec<HostKind>) = cfg.kinds.iter().partition(|k| match k {
@@ -335,103 +411,137 @@ fn transfers(
     );
     let largest = cfg.sizes.iter().copied().max().unwrap_or(1);
     let mut engine = GpuEngine::new(gpu, largest, kernels.cloned(), cfg.timeout)?;
-    // (kind, size, mode) -> samples of (us, h2d, d2h, cpu, caller cpu, and
-    // with the kernels h2d and d2h held)
-    let mut samples: BTreeMap<(usize, usize, usize), [Vec<f64>; 7]> = BTreeMap::new();
-    let mut ceil: [Vec<f64>; 2] = Default::default();
-    let points: Vec<(usize, usize)> = (0..kinds.len())
-        .flat_map(|k| (0..cfg.sizes.len()).map(move |s| (k, s)))
+    let points: Vec<Point<SizeAt>> = (kinds.iter())
+        .flat_map(|k| {
+            (cfg.sizes.iter().enumerate()).map(|(index, &bytes)| Point {
+                series: k.name(),
+                at: SizeAt {
+                    kind: *k,
+                    index,
+                    bytes,
+                },
+            })
+        })
         .collect();
-    for round in 0..cfg.rounds {
-        if let Some(k) = kernels {
-            for (dir, c) in DIRECTIONS.into_iter().zip(&mut ceil) {
-                c.push(ceiling::measure(gpu, k, dir, cfg.ceiling.0, cfg.ceiling.1)?);
-            }
-        }
-        let mut order = points.clone();
+    // The ceiling in every round, both directions, where the kernels are.
+    let ceiling_now = |_round: usize| match kernels {
+        Some(k) => (DIRECTIONS.into_iter())
+            .map(|dir| Ok(ceiling::measure(gpu, k, dir, cfg.ceiling.0, cfg.ceiling.1)?))
+            .collect::<Result<Vec<f64>, Error>>(),
+        None => Ok(Vec::new()),
+    };
+    // Every completion mode at the point, in `MODES`' order.
+    let measure = |p: &Point<SizeAt>, round: usize| {
+        let SizeAt {
+            kind,
+            index: si,
+            bytes: size,
+        } = p.at;
+        let mut tx = HostBuf::new(gpu, kind, size)?;
+        let mut rx = HostBuf::new(gpu, kind, size)?;
+        fill(tx.as_mut_slice(), (round * 1000 + si) as u64);
+        // The modes take turns within the point, their order reversed with
+        // the points'.
         let mut modes: Vec<usize> = (0..MODES.len()).collect();
         if round % 2 == 1 {
-            order.reverse();
             modes.reverse();
         }
-        for (ki, si) in order {
-            let (kind, size) = (kinds[ki], cfg.sizes[si]);
-            let mut tx = HostBuf::new(gpu, kind, size)?;
-            let mut rx = HostBuf::new(gpu, kind, size)?;
-            fill(tx.as_mut_slice(), (round * 1000 + si) as u64);
-            for &mi in &modes {
-                let m = MODES[mi];
-                rx.as_mut_slice().fill(0);
-                let n = cfg.repeats_for(size);
-                // One warm-up transfer (first touch of the buffers, the waiter).
-                engine.two_way(&mut tx, &mut rx, size, Process::Echo, m)?;
-                // `n` transfers: the device's time of each direction, summed.
-                let timed = |engine: &mut GpuEngine, tx: &mut HostBuf, rx: &mut HostBuf| {
-                    let (mut h2d, mut d2h) = (Duration::ZERO, Duration::ZERO);
-                    for _ in 0..n {
-                        engine.two_way(tx, rx, size, Process::Echo, m)?;
-                        let t = engine.last_timing();
-                        h2d += t.tx;
-                        d2h += t.rx;
-                    }
-                    Ok::<_, Error>((h2d, d2h))
-                };
-                let (c0, t0) = (process_cpu_time(), thread_cpu_time());
-                let w0 = Instant::now();
-                let (h2d, d2h) = timed(&mut engine, &mut tx, &mut rx)?;
-                let wall = w0.elapsed();
-                let (c1, t1) = (process_cpu_time(), thread_cpu_time());
-                if rx.as_slice() != tx.as_slice() {
-                    return Err(Error::Corrupted {
-                        what: format!("gpu {} {} {} B", kind.name(), m.name(), size),
-                        got: crc(rx.as_slice()),
-                        expected: crc(tx.as_slice()),
-                    });
+        let mut got = vec![Figures::NONE; MODES.len()];
+        for mi in modes {
+            let m = MODES[mi];
+            rx.as_mut_slice().fill(0);
+            let n = cfg.repeats_for(size);
+            // One warm-up transfer (first touch of the buffers, the waiter).
+            engine.two_way(&mut tx, &mut rx, size, Process::Echo, m)?;
+            // `n` transfers: the device's time of each direction, summed.
+            let timed = |engine: &mut GpuEngine, tx: &mut HostBuf, rx: &mut HostBuf| {
+                let (mut h2d, mut d2h) = (Duration::ZERO, Duration::ZERO);
+                for _ in 0..n {
+                    engine.two_way(tx, rx, size, Process::Echo, m)?;
+                    let t = engine.last_timing();
+                    h2d += t.tx;
+                    d2h += t.rx;
                 }
-                let per = |d: Duration| d.as_secs_f64() * 1e6 / n as f64;
-                let rate = |d: Duration| (size * n) as f64 / d.as_secs_f64().max(1e-12);
-                // The device's own time, taken as the ceiling's is: each
-                // block's copies queued behind a holding kernel, so the
-                // host's submission is not inside the marks. Not timed on
-                // the wall (a kernel launch per transfer).
-                let mut figures = vec![
-                    per(wall),
-                    rate(h2d),
-                    rate(d2h),
-                    per(c1.saturating_sub(c0)),
-                    per(t1.saturating_sub(t0)),
-                ];
-                if kernels.is_some() {
-                    engine.set_device_timing(DeviceTiming::Held)?;
-                    let held = timed(&mut engine, &mut tx, &mut rx);
-                    engine.set_device_timing(DeviceTiming::AsSubmitted)?;
-                    let (h, d) = held?;
-                    figures.extend([rate(h), rate(d)]);
-                }
-                let s = samples.entry((ki, si, mi)).or_default();
-                s.iter_mut().zip(figures).for_each(|(v, x)| v.push(x));
+                Ok::<_, Error>((h2d, d2h))
+            };
+            let (c0, t0) = (process_cpu_time(), thread_cpu_time());
+            let w0 = Instant::now();
+            let (h2d, d2h) = timed(&mut engine, &mut tx, &mut rx)?;
+            let wall = w0.elapsed();
+            let (c1, t1) = (process_cpu_time(), thread_cpu_time());
+            if rx.as_slice() != tx.as_slice() {
+                return Err(Error::Corrupted {
+                    what: format!("gpu {} {} {} B", kind.name(), m.name(), size),
+                    got: crc(rx.as_slice()),
+                    expected: crc(tx.as_slice()),
+                });
             }
+            let per = |d: Duration| d.as_secs_f64() * 1e6 / n as f64;
+            let rate = |d: Duration| (size * n) as f64 / d.as_secs_f64().max(1e-12);
+            let mut f = Figures {
+                us: per(wall),
+                h2d_submitted: rate(h2d),
+                d2h_submitted: rate(d2h),
+                cpu_us: per(c1.saturating_sub(c0)),
+                caller_cpu_us: per(t1.saturating_sub(t0)),
+                ..Figures::NONE
+            };
+            // The device's own time, taken as the ceiling's is: each
+            // block's copies queued behind a holding kernel, so the
+            // host's submission is not inside the marks. Not timed on
+            // the wall (a kernel launch per transfer).
+            if kernels.is_some() {
+                engine.set_device_timing(DeviceTiming::Held)?;
+                let held = timed(&mut engine, &mut tx, &mut rx);
+                engine.set_device_timing(DeviceTiming::AsSubmitted)?;
+                let (h, d) = held?;
+                (f.h2d, f.d2h) = (rate(h), rate(d));
+            }
+            got[mi] = f;
         }
-    }
-    let rows = samples
-        .into_iter()
-        .map(|((ki, si, mi), s)| TransferRow {
-            kind: kinds[ki],
+        Ok(got)
+    };
+    let (ceil, rows) = phase(
+        EXPERIMENT.name,
+        &points,
+        |_| cfg.rounds,
+        progress,
+        ceiling_now,
+        measure,
+    )?;
+    // A row a completion mode of each point, in `MODES`' order.
+    let per_mode = |r: &Row<SizeAt, Vec<Figures>>, mi: usize| {
+        let at = TransferAt {
+            kind: r.point.at.kind,
             mode: MODES[mi],
-            bytes: cfg.sizes[si],
-            repeats: cfg.repeats_for(cfg.sizes[si]),
-            us: Spread::of(&s[0]),
-            h2d: Spread::of(&s[5]),
-            d2h: Spread::of(&s[6]),
-            h2d_submitted: Spread::of(&s[1]),
-            d2h_submitted: Spread::of(&s[2]),
-            cpu_us: Spread::of(&s[3]),
-            caller_cpu_us: Spread::of(&s[4]),
-        })
-        .filter(|_| cfg.tables.has(TRANSFERS));
-    out.transfers = rows.collect();
-    let ceiling = DIRECTIONS.into_iter().zip(ceil.map(|c| Spread::of(&c)));
-    out.ceiling = ceiling.filter(|_| kernels.is_some()).collect();
+            bytes: r.point.at.bytes,
+            repeats: cfg.repeats_for(r.point.at.bytes),
+        };
+        let each = r.samples.iter().map(|s| s.get(mi).copied());
+        let point = Point {
+            series: r.point.series,
+            at,
+        };
+        Row::alone(point, each.map(|f| f.unwrap_or(Figures::NONE)).collect())
+    };
+    if cfg.tables.has(TRANSFERS) {
+        out.transfers = (rows.iter())
+            .flat_map(|r| (0..MODES.len()).map(move |mi| (r, mi)))
+            .map(|(r, mi)| per_mode(r, mi))
+            .collect();
+    }
+    if kernels.is_some() {
+        out.ceiling = (DIRECTIONS.into_iter().enumerate())
+            .map(|(i, dir)| {
+                let each: Vec<f64> = ceil.iter().map(|c| c[i]).collect();
+                let at = Point {
+                    series: "ceiling",
+                    at: dir,
+                };
+                Row::alone(at, each)
+            })
+            .collect();
+    }
     Ok(())
 }
 
@@ -442,27 +552,45 @@ fn crc(b: &[u8]) -> u32 {
     })
 }
 
-/// The message cut into blocks, on one and two streams, with and without a kernel.
+/// The message cut into blocks, on one and two streams, with and without a
+/// kernel; each round's share of the ceiling against `bound` (the slower
+/// direction's ceiling, bytes/s).
 fn messages(
     cfg: &Config,
     gpu: &Gpu,
     kernels: &Arc<Kernels>,
     bound: f64,
+    progress: Progress,
 ) -> Result<Vec<MessageRow>, Error> {
     let largest = cfg.blocks.iter().copied().max().unwrap_or(cfg.message);
     let mut engine = GpuEngine::new(gpu, largest, Some(kernels.clone()), cfg.timeout)?;
     let mut tx = HostBuf::new(gpu, HostKind::Pinned, cfg.message)?;
     let mut rx = HostBuf::new(gpu, HostKind::Pinned, cfg.message)?;
-    let points: Vec<(usize, usize, bool)> = cfg
-        .blocks
-        .iter()
-        .flat_map(|&b| [(1, false), (1, true), (2, false), (2, true)].map(|(d, k)| (b, d, k)))
-        .map(|(b, d, k)| (b.min(cfg.message), d, k))
-        .collect();
     let ideal_ms = cfg.message as f64 / bound * 1e3;
-    let samples = super::spread::in_turns(points.len(), cfg.rounds, |p, round| {
-        let (block, depth, kernel) = points[p];
-        fill(tx.as_mut_slice(), (round * 100 + p) as u64);
+    let points: Vec<Point<MessageAt>> = (cfg.blocks.iter())
+        .flat_map(|&b| [(1, false), (1, true), (2, false), (2, true)].map(|(d, k)| (b, d, k)))
+        .enumerate()
+        .map(|(index, (b, depth, kernel))| Point {
+            series: "message",
+            at: MessageAt {
+                index,
+                bytes: cfg.message,
+                block: b.min(cfg.message),
+                depth,
+                kernel,
+                ideal_ms,
+            },
+        })
+        .collect();
+    let measure = |p: &Point<MessageAt>, round: usize| {
+        let MessageAt {
+            index,
+            block,
+            depth,
+            kernel,
+            ..
+        } = p.at;
+        fill(tx.as_mut_slice(), (round * 100 + index) as u64);
         rx.as_mut_slice().fill(0);
         let t0 = Instant::now();
         engine.send_message(
@@ -493,28 +621,22 @@ fn messages(
             });
         }
         Ok(ms)
-    })?;
-    Ok(points
-        .into_iter()
-        .zip(samples)
-        .map(|((block, depth, kernel), s)| MessageRow {
-            bytes: cfg.message,
-            block,
-            depth,
-            kernel,
-            ms: Spread::of(&s),
-            share: Spread::of(&s.iter().map(|ms| ideal_ms / ms).collect::<Vec<_>>()),
-        })
-        .collect())
+    };
+    let name = EXPERIMENT.name;
+    let (_, rows) = phase(name, &points, |_| cfg.rounds, progress, |_| Ok(()), measure)?;
+    Ok(rows)
 }
 
 /// Background subtraction and the convolution layers on the GPU and the CPU,
 /// output against output.
-fn kernel_checks(cfg: &Config, k: &Arc<Kernels>) -> Result<Vec<KernelRow>, Error> {
+fn kernel_checks(
+    cfg: &Config,
+    k: &Arc<Kernels>,
+    progress: Progress,
+) -> Result<Vec<KernelRow>, Error> {
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |d| d.as_nanos() as u64);
-    let mut rows = Vec::new();
     // Background subtraction, frame after frame, each side its own background.
     let p = bgsub::Params::new(640, 480, 25, true).map_err(Error::peer("bgsub"))?;
     let n = p.frame_bytes();
@@ -523,44 +645,74 @@ fn kernel_checks(cfg: &Config, k: &Arc<Kernels>) -> Result<Vec<KernelRow>, Error
     let (mut bg_cpu, mut bg_gpu) = (frames[..n].to_vec(), frames[..n].to_vec());
     let (mut nb_cpu, mut nb_gpu) = (vec![0u8; n], vec![0u8; n]);
     let (mut m_cpu, mut m_gpu) = (vec![0u8; n], vec![0u8; n]);
-    let (mut t_cpu, mut t_gpu) = (Vec::new(), Vec::new());
-    let mut identical = true;
-    for f in frames.chunks_exact(n) {
-        let t0 = Instant::now();
-        bgsub::step(&p, f, &bg_cpu, &mut nb_cpu, &mut m_cpu).map_err(Error::peer("bgsub"))?;
-        t_cpu.push(t0.elapsed().as_secs_f64() * 1e3);
-        let t0 = Instant::now();
-        dev.step(f, &bg_gpu, &mut nb_gpu, &mut m_gpu)?;
-        t_gpu.push(t0.elapsed().as_secs_f64() * 1e3);
-        identical &= m_cpu == m_gpu && nb_cpu == nb_gpu;
-        std::mem::swap(&mut bg_cpu, &mut nb_cpu);
-        std::mem::swap(&mut bg_gpu, &mut nb_gpu);
-    }
-    rows.push(KernelRow {
-        name: format!("bgsub {}x{}", p.width, p.height),
-        gpu_ms: Spread::of(&t_gpu),
-        cpu_ms: Spread::of(&t_cpu),
-        identical,
-    });
     // The convolution layers, each side feeding its own output on.
     let layers = conv::roshambo(seed);
     let (mut a_cpu, mut a_gpu) = (conv::input_frame(seed), conv::input_frame(seed));
     let (mut h, mut w) = (64, 64);
-    for (i, layer) in layers.iter().enumerate() {
+    let mut next_layer = 0;
+    let bgsub_at = KernelAt {
+        name: format!("bgsub {}x{}", p.width, p.height),
+        layer: None,
+    };
+    let points: Vec<Point<KernelAt>> = std::iter::once(bgsub_at)
+        .chain((0..layers.len()).map(|i| KernelAt {
+            name: format!("conv layer {}", i + 1),
+            layer: Some(i),
+        }))
+        .map(|at| Point {
+            series: "kernel",
+            at,
+        })
+        .collect();
+    let frame_count = frames.len() / n.max(1);
+    let rounds = |pt: &Point<KernelAt>| match pt.at.layer {
+        None => frame_count,
+        Some(_) => 1,
+    };
+    let measure = |pt: &Point<KernelAt>, round: usize| {
+        let Some(i) = pt.at.layer else {
+            let f = &frames[round * n..(round + 1) * n];
+            let t0 = Instant::now();
+            bgsub::step(&p, f, &bg_cpu, &mut nb_cpu, &mut m_cpu).map_err(Error::peer("bgsub"))?;
+            let cpu_ms = t0.elapsed().as_secs_f64() * 1e3;
+            let t0 = Instant::now();
+            dev.step(f, &bg_gpu, &mut nb_gpu, &mut m_gpu)?;
+            let gpu_ms = t0.elapsed().as_secs_f64() * 1e3;
+            let identical = m_cpu == m_gpu && nb_cpu == nb_gpu;
+            std::mem::swap(&mut bg_cpu, &mut nb_cpu);
+            std::mem::swap(&mut bg_gpu, &mut nb_gpu);
+            return Ok(KernelSample {
+                gpu_ms,
+                cpu_ms,
+                identical,
+            });
+        };
+        // The first round takes the points in order: layer after layer.
+        if i != next_layer {
+            return Err(Error::peer("gpu")(format!(
+                "conv layer {} measured before layer {}",
+                i + 1,
+                next_layer + 1
+            )));
+        }
+        let layer = &layers[i];
         let t0 = Instant::now();
         let (c, oh, ow) = layer.forward(&a_cpu, h, w);
         let cpu_ms = t0.elapsed().as_secs_f64() * 1e3;
         let t0 = Instant::now();
         let (g, _, _) = kernels::conv_forward(k, layer, &a_gpu, h, w)?;
         let gpu_ms = t0.elapsed().as_secs_f64() * 1e3;
-        rows.push(KernelRow {
-            name: format!("conv layer {}", i + 1),
-            gpu_ms: Spread::of(&[gpu_ms]),
-            cpu_ms: Spread::of(&[cpu_ms]),
-            identical: c == g,
-        });
+        let identical = c == g;
         (a_cpu, a_gpu, h, w) = (c, g, oh, ow);
-    }
+        next_layer += 1;
+        Ok(KernelSample {
+            gpu_ms,
+            cpu_ms,
+            identical,
+        })
+    };
+    let name = EXPERIMENT.name;
+    let (_, rows) = phase(name, &points, rounds, progress, |_| Ok(()), measure)?;
     Ok(rows)
 }
 
@@ -572,11 +724,26 @@ fn pct(x: f64) -> String {
     format!("{:.1} %", 100.0 * x)
 }
 
+/// A ceiling round's figure, bytes/s.
+fn rate(x: &f64) -> f64 {
+    *x
+}
+
 fn ceiling_of(out: &Outcome, dir: Direction) -> Option<f64> {
     out.ceiling
         .iter()
-        .find(|(d, _)| *d == dir)
-        .map(|(_, s)| s.median)
+        .find(|r| r.point.at == dir)
+        .map(|r| r.typical(rate))
+}
+
+/// The ceiling's JSON rows (its text is a line a direction).
+fn ceiling_columns<'a>(device: Value) -> Columns<'a, Row<Direction, f64>> {
+    Columns::new()
+        .kept("device", move |_: &Row<Direction, f64>| device.clone())
+        .kept("table", |_| "ceiling")
+        .kept("direction", |r| r.point.at.name())
+        .kept("bytes_per_s", |r| r.typical(rate))
+        .kept("bytes_per_s_spread", |r| r.spread(rate).json())
 }
 
 /// The transfer points' columns, each JSON row marked with the device.
@@ -584,37 +751,62 @@ fn transfer_columns(out: &Outcome, device: Value) -> Columns<'_, TransferRow> {
     let [ch, cd] = DIRECTIONS.map(|d| ceiling_of(out, d));
     let share = |r: f64, c: Option<f64>| c.map_or("-".into(), |c| pct(r / c));
     let us = |x: f64| format!("{x:.2}");
+    let each = |get: fn(&Figures) -> f64| move |r: &TransferRow| r.spread(get);
     Columns::new()
         .kept("device", move |_: &TransferRow| device.clone())
         .kept("table", |_| "transfer")
-        .plain("memory", "memory", |r| r.kind.name())
-        .plain("mode", "mode", |r| r.mode.name())
-        .col("size", "bytes", |r| bytes_label(r.bytes), |r| r.bytes)
-        .kept("repeats", |r| r.repeats)
-        .median("us", "us", "us_spread", us, |r| r.us)
-        .shown("us max", move |r| us(r.us.max))
-        .median("h2d GB/s", "h2d_bytes_per_s", "h2d_spread", gbs, |r| r.h2d)
-        .shown("of ceiling", move |r| share(r.h2d.median, ch))
-        .median("d2h GB/s", "d2h_bytes_per_s", "d2h_spread", gbs, |r| r.d2h)
-        .shown("of ceiling", move |r| share(r.d2h.median, cd))
+        .plain("memory", "memory", |r| r.point.at.kind.name())
+        .plain("mode", "mode", |r| r.point.at.mode.name())
+        .col(
+            "size",
+            "bytes",
+            |r| bytes_label(r.point.at.bytes),
+            |r| r.point.at.bytes,
+        )
+        .kept("repeats", |r| r.point.at.repeats)
+        .median("us", "us", "us_spread", us, each(|f| f.us))
+        .shown("us max", move |r| us(r.spread(|f| f.us).max))
+        .median(
+            "h2d GB/s",
+            "h2d_bytes_per_s",
+            "h2d_spread",
+            gbs,
+            each(|f| f.h2d),
+        )
+        .shown("of ceiling", move |r| share(r.typical(|f| f.h2d), ch))
+        .median(
+            "d2h GB/s",
+            "d2h_bytes_per_s",
+            "d2h_spread",
+            gbs,
+            each(|f| f.d2h),
+        )
+        .shown("of ceiling", move |r| share(r.typical(|f| f.d2h), cd))
         .median(
             "h2d submitted",
             "h2d_submitted_bytes_per_s",
             "h2d_submitted_spread",
             gbs,
-            |r| r.h2d_submitted,
+            each(|f| f.h2d_submitted),
         )
         .median(
             "d2h submitted",
             "d2h_submitted_bytes_per_s",
             "d2h_submitted_spread",
             gbs,
-            |r| r.d2h_submitted,
+            each(|f| f.d2h_submitted),
         )
-        .median("cpu us", "cpu_us", "cpu_us_spread", us, |r| r.cpu_us)
+        .median("cpu us", "cpu_us", "cpu_us_spread", us, each(|f| f.cpu_us))
         .fixed("caller cpu us", "caller_cpu_us", 2, |r| {
-            r.caller_cpu_us.median
+            r.typical(|f| f.caller_cpu_us)
         })
+}
+
+/// A message round's share of the ceiling: the message's time through the
+/// slower direction's ceiling over the round's.
+fn ceiling_share(r: &MessageRow) -> Spread {
+    let ideal = r.point.at.ideal_ms;
+    r.spread(|ms| ideal / ms)
 }
 
 /// The message points' columns.
@@ -622,28 +814,54 @@ fn message_columns<'a>(device: Value) -> Columns<'a, MessageRow> {
     Columns::new()
         .kept("device", move |_: &MessageRow| device.clone())
         .kept("table", |_| "message")
-        .col("message", "bytes", |r| bytes_label(r.bytes), |r| r.bytes)
-        .col("block", "block", |r| bytes_label(r.block), |r| r.block)
+        .col(
+            "message",
+            "bytes",
+            |r| bytes_label(r.point.at.bytes),
+            |r| r.point.at.bytes,
+        )
+        .col(
+            "block",
+            "block",
+            |r| bytes_label(r.point.at.block),
+            |r| r.point.at.block,
+        )
         .col(
             "buffering",
             "depth",
-            |r| if r.depth == 2 { "double" } else { "single" }.into(),
-            |r| r.depth,
+            |r| {
+                if r.point.at.depth == 2 {
+                    "double"
+                } else {
+                    "single"
+                }
+                .into()
+            },
+            |r| r.point.at.depth,
         )
         .col(
             "kernel",
             "kernel",
-            |r| if r.kernel { "invert" } else { "none" }.into(),
-            |r| r.kernel,
+            |r| if r.point.at.kernel { "invert" } else { "none" }.into(),
+            |r| r.point.at.kernel,
         )
-        .median("ms", "ms", "ms_spread", |x| format!("{x:.2}"), |r| r.ms)
-        .shown("ms range", |r| format!("{:.2}..{:.2}", r.ms.min, r.ms.max))
+        .median(
+            "ms",
+            "ms",
+            "ms_spread",
+            |x| format!("{x:.2}"),
+            |r| r.spread(|ms| *ms),
+        )
+        .shown("ms range", |r| {
+            let s = r.spread(|ms| *ms);
+            format!("{:.2}..{:.2}", s.min, s.max)
+        })
         .median(
             "of ceiling",
             "ceiling_share",
             "ceiling_share_spread",
             pct,
-            |r| r.share,
+            ceiling_share,
         )
 }
 
@@ -653,13 +871,15 @@ fn kernel_columns<'a>(device: Value) -> Columns<'a, KernelRow> {
     Columns::new()
         .kept("device", move |_: &KernelRow| device.clone())
         .kept("table", |_| "kernel")
-        .plain("kernel", "name", |r| r.name.clone())
-        .median("gpu ms", "gpu_ms", "gpu_ms_spread", ms, |r| r.gpu_ms)
-        .fixed("cpu ms", "cpu_ms", 3, |r| r.cpu_ms.median)
+        .plain("kernel", "name", |r| r.point.at.name.clone())
+        .median("gpu ms", "gpu_ms", "gpu_ms_spread", ms, |r| {
+            r.spread(|s| s.gpu_ms)
+        })
+        .fixed("cpu ms", "cpu_ms", 3, |r| r.typical(|s| s.cpu_ms))
         .shown_as(
             "vs cpu",
             "identical",
-            |r| r.identical,
+            |r| r.every(|s| s.identical),
             |i| if i { "identical" } else { "DIFFERENT" }.into(),
         )
 }
@@ -672,58 +892,69 @@ pub fn targets(out: &Outcome) -> Vec<Target> {
         let Some(c) = ceiling_of(out, dir) else {
             continue;
         };
-        let rate = |r: &TransferRow| if dir == Direction::H2D { r.h2d } else { r.d2h };
+        let rate = |r: &TransferRow| match dir {
+            Direction::H2D => r.typical(|f| f.h2d),
+            Direction::D2H => r.typical(|f| f.d2h),
+        };
         let worst = out
             .transfers
             .iter()
-            .filter(|r| r.kind == HostKind::Pinned && r.bytes >= 64 << 20)
-            .map(|r| (rate(r).median / c, r))
+            .filter(|r| r.point.at.kind == HostKind::Pinned && r.point.at.bytes >= 64 << 20)
+            .map(|r| (rate(r) / c, r))
             .min_by(|a, b| a.0.total_cmp(&b.0));
         if let Some((share, r)) = worst {
-            let (name, at) = (dir.name().to_uppercase(), bytes_label(r.bytes));
+            let (name, at) = (dir.name().to_uppercase(), bytes_label(r.point.at.bytes));
             t.push(Target::new(
                 format!("pinned {name} >= 64 MiB at >= 95 % of the ceiling"),
-                format!("{} (worst: {at} {})", pct(share), r.mode.name()),
+                format!("{} (worst: {at} {})", pct(share), r.point.at.mode.name()),
                 share >= 0.95,
             ));
         }
     }
-    if let Some(best) = out
-        .messages
-        .iter()
-        .filter(|r| r.depth == 2 && r.kernel && r.block < r.bytes)
-        .max_by(|a, b| a.share.median.total_cmp(&b.share.median))
+    let double = |r: &&MessageRow| {
+        let at = &r.point.at;
+        at.depth == 2 && at.kernel && at.block < at.bytes
+    };
+    let typical_share = |r: &MessageRow| r.typical(|ms| r.point.at.ideal_ms / ms);
+    if let Some(best) = (out.messages.iter())
+        .filter(double)
+        .max_by(|a, b| typical_share(a).total_cmp(&typical_share(b)))
     {
+        let share = ceiling_share(best);
+        let best_share = typical_share(best);
         t.push(Target::new(
             format!(
                 "double-buffered blocks of {} with the kernel at >= 90 % of the ceiling",
-                bytes_label(best.bytes)
+                bytes_label(best.point.at.bytes)
             ),
             format!(
                 "{} ({} blocks; rounds {}..{})",
-                pct(best.share.median),
-                bytes_label(best.block),
-                pct(best.share.min),
-                pct(best.share.max)
+                pct(best_share),
+                bytes_label(best.point.at.block),
+                pct(share.min),
+                pct(share.max)
             ),
-            best.share.median >= 0.90,
+            best_share >= 0.90,
         ));
     }
     let small = |m: Completion| {
-        out.transfers
-            .iter()
-            .find(|r| r.kind == HostKind::Pinned && r.bytes == 8 && r.mode == m)
+        out.transfers.iter().find(|r| {
+            let at = &r.point.at;
+            at.kind == HostKind::Pinned && at.bytes == 8 && at.mode == m
+        })
     };
     if let (Some(spin), Some(block)) = (small(Completion::Poll), small(Completion::Irq)) {
-        let ratio = block.cpu_us.median / spin.cpu_us.median.max(f64::MIN_POSITIVE);
+        let cpu = |r: &TransferRow| r.typical(|f| f.cpu_us);
+        let wall = |r: &TransferRow| r.typical(|f| f.us);
+        let ratio = cpu(block) / cpu(spin).max(f64::MIN_POSITIVE);
         t.push(Target::new(
             "8 B two-way: blocking CPU per transfer < 10 % of spinning's",
             format!(
                 "spin {:.2} us/transfer with {:.2} us CPU; blocking {:.2} us with {:.2} us CPU ({})",
-                spin.us.median,
-                spin.cpu_us.median,
-                block.us.median,
-                block.cpu_us.median,
+                wall(spin),
+                cpu(spin),
+                wall(block),
+                cpu(block),
                 pct(ratio)
             ),
             ratio < 0.10,
@@ -733,8 +964,8 @@ pub fn targets(out: &Outcome) -> Vec<Target> {
         let bad: Vec<&str> = out
             .kernels
             .iter()
-            .filter(|r| !r.identical)
-            .map(|r| r.name.as_str())
+            .filter(|r| !r.every(|s| s.identical))
+            .map(|r| r.point.at.name.as_str())
             .collect();
         t.push(Target::new(
             "every kernel result identical to the CPU's",
@@ -754,7 +985,7 @@ pub fn targets(out: &Outcome) -> Vec<Target> {
 pub fn report(_cfg: &Config, out: &Outcome) -> Report {
     let heading =
         "GPU as a DMA device: copy engines over PCIe, host memory kinds, completion modes";
-    let empty = || Report::of("gpu", heading.into(), &Columns::<()>::new(), &[]);
+    let empty = || Report::of(EXPERIMENT.name, heading.into(), &Columns::<()>::new(), &[]);
     let info = match &out.device {
         Ok(i) => i,
         Err(why) => {
@@ -765,33 +996,23 @@ pub fn report(_cfg: &Config, out: &Outcome) -> Report {
         }
     };
     let device = json!(format!("cuda:{} {}", info.ordinal, info.name));
-    let mut text = format!("device: {info}\n");
+    let mut sections = Sections::default().line(format!("device: {info}"));
     for n in &out.notes {
-        text += &format!("note: {n}\n");
+        sections = sections.line(format!("note: {n}"));
     }
-    let mut rows = Vec::new();
-    for (d, c) in &out.ceiling {
-        let (gb, min, max) = (gbs(c.median), gbs(c.min), gbs(c.max));
-        text += &format!("ceiling {}: {gb} GB/s (rounds {min}..{max})\n", d.name());
-        rows.push(
-            json!({"device": device, "table": "ceiling", "direction": d.name(),
-            "bytes_per_s": c.median, "bytes_per_s_spread": c.json()}),
-        );
+    for r in &out.ceiling {
+        let (d, c) = (r.point.at, r.spread(rate));
+        let (gb, min, max) = (gbs(r.typical(rate)), gbs(c.min), gbs(c.max));
+        sections = sections.line(format!(
+            "ceiling {}: {gb} GB/s (rounds {min}..{max})",
+            d.name()
+        ));
     }
-    let transfers = transfer_columns(out, device.clone());
-    text += &transfers.table(&out.transfers);
-    rows.extend(transfers.json(&out.transfers));
-    let messages = message_columns(device.clone());
-    let kernels = kernel_columns(device);
-    for (table, json) in [
-        (messages.table(&out.messages), messages.json(&out.messages)),
-        (kernels.table(&out.kernels), kernels.json(&out.kernels)),
-    ] {
-        if !json.is_empty() {
-            text += &format!("\n{table}");
-        }
-        rows.extend(json);
-    }
+    let sections = sections
+        .json(&ceiling_columns(device.clone()), &out.ceiling)
+        .table(&transfer_columns(out, device.clone()), &out.transfers)
+        .table_after(&message_columns(device.clone()), &out.messages)
+        .table_after(&kernel_columns(device), &out.kernels);
     let answer = match DIRECTIONS.map(|d| ceiling_of(out, d)) {
         [Some(h), Some(d)] => format!(
             "{}: copy-engine ceiling {} GB/s H2D, {} GB/s D2H, measured in this run",
@@ -802,11 +1023,11 @@ pub fn report(_cfg: &Config, out: &Outcome) -> Report {
         _ => format!("{}: transfers measured without the kernels", info.name),
     };
     empty()
-        .text(text)
+        .text(sections.text)
         .answer(answer)
         .targets(targets(out))
         .kept("notes", out.notes.clone())
-        .kept("rows", rows)
+        .kept("rows", sections.rows)
 }
 
 #[cfg(test)]
@@ -830,5 +1051,116 @@ mod tests {
         assert!(r.text.starts_with(NO_GPU), "{}", r.text);
         assert_eq!(r.json["rows"].as_array().map(Vec::len), Some(0));
         assert!(r.targets.is_empty());
+    }
+
+    /// A device's report from figures made up here (no GPU needed): the
+    /// ceiling's lines, each table under the one before with its own JSON
+    /// layout, an empty table left out, every JSON row naming its device
+    /// and table.
+    #[test]
+    fn a_devices_report_has_each_table_and_its_json_layout() {
+        // Two rounds of each point: the figure, then twice it.
+        fn rounds<P, S>(series: &'static str, at: P, s: impl Fn(f64) -> S) -> Row<P, S> {
+            Row::alone(Point { series, at }, vec![s(1.0), s(2.0)])
+        }
+        let info = DeviceInfo {
+            ordinal: 0,
+            name: "made up".into(),
+            memory: 1 << 30,
+            capability: (9, 0),
+            multiprocessors: 1,
+            copy_engines: 2,
+            pci: "0000:01:00.0".into(),
+            link: None,
+            can_map_host: true,
+            can_register_host: true,
+        };
+        let transfer = TransferAt {
+            kind: HostKind::Pinned,
+            mode: Completion::Poll,
+            bytes: 64 << 20,
+            repeats: 3,
+        };
+        let kernel = KernelAt {
+            name: "bgsub 640x480".into(),
+            layer: None,
+        };
+        let out = Outcome {
+            device: Ok(info),
+            notes: vec!["registered memory: not available on this device".into()],
+            ceiling: vec![
+                rounds("ceiling", Direction::H2D, |k| k * 50e9),
+                rounds("ceiling", Direction::D2H, |k| k * 40e9),
+            ],
+            transfers: vec![rounds("pinned", transfer, |k| Figures {
+                us: k * 3000.0,
+                h2d: k * 30e9,
+                d2h: k * 39e9,
+                h2d_submitted: k * 45e9,
+                d2h_submitted: k * 35e9,
+                cpu_us: k * 3000.0,
+                caller_cpu_us: k * 2900.0,
+            })],
+            messages: Vec::new(),
+            kernels: vec![rounds("kernel", kernel, |k| KernelSample {
+                gpu_ms: k,
+                cpu_ms: k * 5.0,
+                identical: true,
+            })],
+        };
+        let r = report(&Config::at(&Setup::TINY), &out);
+        assert!(r.text.starts_with("device: cuda:0 made up"), "{}", r.text);
+        assert!(r.text.contains("\nnote: registered memory"), "{}", r.text);
+        assert!(
+            r.text
+                .contains("ceiling h2d: 75.00 GB/s (rounds 50.00..100.00)\n"),
+            "{}",
+            r.text
+        );
+        // The kernels' table a blank line under the transfers'.
+        let kernels = r.text.find("bgsub 640x480").unwrap();
+        assert!(r.text[..kernels].contains(" 4350.00\n\n"), "{}", r.text);
+        assert!(!r.text.contains("buffering"), "{}", r.text);
+        let rows = r.json["rows"].as_array().unwrap();
+        let tables: Vec<&str> = rows.iter().map(|r| r["table"].as_str().unwrap()).collect();
+        assert_eq!(tables, ["ceiling", "ceiling", "transfer", "kernel"]);
+        assert!(rows.iter().all(|r| r["device"] == "cuda:0 made up"));
+        assert_eq!(rows[1]["direction"], "d2h");
+        assert_eq!(rows[1]["bytes_per_s"], 60e9);
+        assert_eq!(rows[1]["bytes_per_s_spread"]["n"], 2);
+        assert_eq!(rows[2]["us_spread"]["max"], 6000.0);
+        assert_eq!(rows[3]["identical"], true);
+        // 45 of 75 GB/s is under 95 %: the pinned H2D target is missed.
+        assert!(r.targets.iter().any(|t| !t.met), "{:?}", r.targets);
+        // A message of 10 ms through the ceiling, taking 10 and 20 ms.
+        let message = MessageAt {
+            index: 0,
+            bytes: 64 << 20,
+            block: 8 << 20,
+            depth: 2,
+            kernel: true,
+            ideal_ms: 10.0,
+        };
+        let with_message = Outcome {
+            messages: vec![rounds("message", message, |k| k * 10.0)],
+            ..out
+        };
+        let r = report(&Config::at(&Setup::TINY), &with_message);
+        let row = &r.json["rows"][3];
+        assert_eq!(
+            (row["table"].as_str(), row["ms"].as_f64()),
+            (Some("message"), Some(15.0))
+        );
+        assert_eq!(row["ceiling_share"], 0.75);
+        assert_eq!(row["ceiling_share_spread"]["min"], 0.5);
+        let double = r
+            .targets
+            .iter()
+            .find(|t| t.what.starts_with("double-buffered"));
+        let double = double.expect("the double-buffering target");
+        assert!(
+            !double.met && double.found.contains("rounds 50.0 %..100.0 %"),
+            "{double:?}"
+        );
     }
 }

@@ -13,6 +13,7 @@ pub mod harness;
 pub mod meter;
 pub mod on_board;
 pub mod peers;
+pub mod phases;
 pub mod plot;
 pub mod queues;
 pub mod report;
