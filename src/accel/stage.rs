@@ -9,7 +9,8 @@
 //! Windows follow the firing-threshold rule of the queues: each window is
 //! `window` items, the next starts `hop` items later, so with `window > hop`
 //! the overlap is sent again by the device, never copied. Several windows are
-//! in flight so the link does not idle between them; where completions sleep,
+//! in flight so the link does not idle between them (the windows posted in one
+//! pass go to the engine with one doorbell per channel); where completions sleep,
 //! S2MM's interrupts are coalesced ([`s2mm_coalescing`]) and the node hands
 //! every completion it finds over at once (one release of input and one
 //! commit of answers per batch). At the end of the stream a last, shorter
