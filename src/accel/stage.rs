@@ -9,7 +9,8 @@
 //! Windows follow the firing-threshold rule of the queues: each window is
 //! `window` items, the next starts `hop` items later, so with `window > hop`
 //! the overlap is sent again by the device, never copied. Several windows are
-//! in flight so the link does not idle between them; where completions sleep,
+//! in flight so the link does not idle between them (the windows posted in one
+//! pass go to the engine with one doorbell per channel); where completions sleep,
 //! S2MM's interrupts are coalesced ([`s2mm_coalescing`]) and the node hands
 //! every completion it finds over at once (one release of input and one
 //! commit of answers per batch). At the end of the stream a last, shorter
@@ -249,6 +250,9 @@ struct Node<'e, 'p, T: Pod, U: Pod, R: RegisterSpace, I: IrqLine> {
     /// line (and a whole item) on a non-coherent board, so that the CPU's gap
     /// closing never dirties a line the device is writing; an item otherwise.
     landing_align: u64,
+    /// The output queue's memory needs no cache maintenance (a coherent
+    /// board): its spans are not looked up to be synced.
+    out_coherent: bool,
 }
 
 impl<T: Pod, U: Pod, R: RegisterSpace, I: IrqLine> Drop for Node<'_, '_, T, U, R, I> {
@@ -372,10 +376,11 @@ impl<T: Pod, U: Pod, R: RegisterSpace, I: IrqLine> Node<'_, '_, T, U, R, I> {
         std::mem::size_of::<U>()
     }
 
-    /// Sends the next window if input and output space allow; `block` waits
-    /// for them (only when nothing is in flight, so that queue growth never
-    /// moves memory the device uses). Returns whether a window went out, and
-    /// whether the input has ended.
+    /// Puts the next window on the rings if input and output space allow
+    /// ([`Node::flush`] hands it to the engine); `block` waits for them (only
+    /// when nothing is in flight, so that queue growth never moves memory the
+    /// device uses). Returns whether a window was posted, and whether the
+    /// input has ended.
     fn post(&mut self, block: bool) -> Result<(bool, bool), Error> {
         if self.landings.is_empty() {
             // Nothing is being written: the next answer goes right after the
@@ -434,7 +439,9 @@ impl<T: Pod, U: Pod, R: RegisterSpace, I: IrqLine> Node<'_, '_, T, U, R, I> {
         }
         self.posted_end = posted_end;
         for s in &spans {
-            self.output.sync_for_cpu(*s)?;
+            if !self.out_coherent {
+                self.output.sync_for_cpu(*s)?;
+            }
             // SAFETY: the slots are reserved in the output queue and no CPU
             // code writes them until their S2MM descriptor completes (the node
             // commits them only then); the hold keeps the memory mapped and
@@ -449,8 +456,6 @@ impl<T: Pod, U: Pod, R: RegisterSpace, I: IrqLine> Node<'_, '_, T, U, R, I> {
             });
             self.posted_end += s.bytes as u64;
         }
-        let flushed = self.engine.dma().ring_flush(&mut self.rx);
-        self.guard(flushed)?;
         // Then MM2S: the window where it lies in the input queue.
         for (i, s) in inputs.iter().enumerate() {
             self.input.sync_for_device(*s)?;
@@ -465,8 +470,6 @@ impl<T: Pod, U: Pod, R: RegisterSpace, I: IrqLine> Node<'_, '_, T, U, R, I> {
             };
             self.guard(pushed)?;
         }
-        let flushed = self.engine.dma().ring_flush(&mut self.tx);
-        self.guard(flushed)?;
         self.flights.push_back(Flight {
             mm2s: inputs.len(),
             release,
@@ -477,6 +480,18 @@ impl<T: Pod, U: Pod, R: RegisterSpace, I: IrqLine> Node<'_, '_, T, U, R, I> {
         self.stats.windows += 1;
         self.stats.bytes_in += (len * self.item_in()) as u64;
         Ok((true, last))
+    }
+
+    /// Hands every window posted since the last flush to the engine: S2MM's
+    /// descriptors first (the answers' slots), then MM2S's, one TAILDESC
+    /// write on each channel for the whole batch (a doorbell per batch, as
+    /// DPDK's burst sends ring it, not one per window).
+    fn flush(&mut self) -> Result<(), Error> {
+        let flushed = self.engine.dma().ring_flush(&mut self.rx);
+        self.guard(flushed)?;
+        let flushed = self.engine.dma().ring_flush(&mut self.tx);
+        self.guard(flushed)?;
+        Ok(())
     }
 
     /// Handles the oldest MM2S completion if there is one (waiting for it if
@@ -533,13 +548,16 @@ impl<T: Pod, U: Pod, R: RegisterSpace, I: IrqLine> Node<'_, '_, T, U, R, I> {
                 out_max: self.cfg.out_max,
             });
         }
-        // What the device wrote, for the CPU.
-        let first = ((l.at - base) / size) as usize;
-        for s in self
-            .output
-            .dma_spans(first, (l.bytes as u64).div_ceil(size) as usize)?
-        {
-            self.output.sync_for_cpu(s)?;
+        // What the device wrote, for the CPU (nothing to do on a coherent
+        // board).
+        if !self.out_coherent {
+            let first = ((l.at - base) / size) as usize;
+            for s in self
+                .output
+                .dma_spans(first, (l.bytes as u64).div_ceil(size) as usize)?
+            {
+                self.output.sync_for_cpu(s)?;
+            }
         }
         if l.at != self.filled && n > 0 {
             // A gap after an early answer: move these bytes down to close it.
@@ -650,6 +668,7 @@ where
         failed: false,
         finished: false,
         landing_align: landing_align::<U>(out_coherent),
+        out_coherent,
     };
     let result = drive(&mut node).and_then(|()| node.finish());
     if result.is_err() {
@@ -673,7 +692,8 @@ fn landing_align<U>(coherent: bool) -> u64 {
     item / a * line
 }
 
-/// The node's loop: keep `depth` windows in flight, take every completion
+/// The node's loop: keep `depth` windows in flight (the windows posted in a
+/// pass handed over with one doorbell per channel), take every completion
 /// there is before handing them over together, wait only when nothing else
 /// can move, and then for the oldest answer (its window's input has been
 /// read by then), so that one wake-up takes a window's MM2S and S2MM both.
@@ -694,6 +714,9 @@ fn drive<T: Pod, U: Pod, R: RegisterSpace, I: IrqLine>(
                 break;
             }
         }
+        // Every window posted in this pass goes to the engine at once,
+        // before anything is reaped or waited for.
+        node.flush()?;
         if node.flights.is_empty() && node.outstanding == 0 {
             if ended {
                 node.drain_leftovers()?;

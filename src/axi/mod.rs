@@ -850,6 +850,17 @@ pub fn wait_until<T>(
     wait_loop(timeout, how, check, timed_out, halt, || Ok(()), None)
 }
 
+/// One timed sleep of `length` (a "nap"), as an adaptive wait
+/// ([`Wait::Adaptive`]) takes it: the thread's timer slack lowered to 1 us
+/// (once per thread, [`platform::cpu::keep_timer_slack_low`]), then one
+/// `nanosleep`. What it costs the sleeping thread (its CPU clock, the
+/// wake-up included) is the floor of every wait that naps: `dmaflow bench
+/// loopback`'s `nap` rows measure it beside the transfers.
+pub fn nap(length: Duration) {
+    platform::cpu::keep_timer_slack_low();
+    std::thread::sleep(length);
+}
+
 /// [`wait_until`], calling `arm` once when an adaptive wait stops spinning
 /// (before it first re-arms the line and sleeps). Given `aim`, an adaptive
 /// wait far from its end naps once, to the aim, looks once (and moves the
@@ -904,9 +915,8 @@ fn wait_loop<T>(
             Wait::Adaptive { .. } if nap_to.is_some() => {
                 // One nap, to where the transfers have been found to end
                 // (the wake-up's lateness included), then one look.
-                platform::cpu::keep_timer_slack_low();
                 if let Some(t) = nap_to.take() {
-                    std::thread::sleep(t.min(deadline).saturating_duration_since(now));
+                    nap(t.min(deadline).saturating_duration_since(now));
                 }
                 first_look_after_nap = true;
             }
@@ -915,9 +925,9 @@ fn wait_loop<T>(
             {
                 // Far from the expected end: nap until just before it, the
                 // thread's timer slack lowered (once) so that it ends on time.
-                platform::cpu::keep_timer_slack_low();
-                let nap = (*spin_until - NAP_WAKE).min(deadline);
-                std::thread::sleep(nap.saturating_duration_since(now));
+                nap((*spin_until - NAP_WAKE)
+                    .min(deadline)
+                    .saturating_duration_since(now));
             }
             Wait::Adaptive { line, .. } if now < spin_end || !line.wired() => {
                 // A line not wired to this program: the spin goes on.

@@ -5,10 +5,17 @@
 //! mode and path at a size) takes its turn in every round, a share of the
 //! transfers each, on a board of its own (on a real board, `--board`, the
 //! same engine, opened again after the kernel-style proxy took it over).
+//! Where the adaptive wait naps, a `nap` point beside them takes the same
+//! timed sleep, of the nap's length, on the same thread setup and measured
+//! the same way, with no transfer: the host's floor for a wait that sleeps.
 
+use std::collections::BTreeMap;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
-use dmaflow::dma::{Completion, Engine, Partition, Timing};
+use dmaflow::axi::{self, Channel, NAP_WAKE};
+use dmaflow::dma::{Completion, Engine, Link, Partition, Timing};
 use dmaflow::platform::{IrqLine, MemoryModel, RegisterSpace};
 use dmaflow::sim::{Clock, Loopback};
 
@@ -101,6 +108,10 @@ pub struct Config {
     /// A real board's engine in loopback (`--board`), measured in place of
     /// an emulated board per measurement.
     pub board: Option<KeptBoard>,
+    /// Where the adaptive zero-copy point's S2MM naps ended against the
+    /// expected end (ns, [`axi::AxiDma::nap_aim_ns`]) when its last share
+    /// was over, per size: the `nap` point at that size naps as long.
+    pub aims: Mutex<BTreeMap<usize, i64>>,
 }
 
 /// Keeps the board's engine for the run (`--board`).
@@ -132,6 +143,7 @@ impl Config {
             memory: setup.memory,
             rounds: 5,
             board: None,
+            aims: Mutex::default(),
         };
         match setup.tier {
             Tier::Full => full,
@@ -184,6 +196,10 @@ const BARE: &str = "bare zerocopy";
 
 /// The kernel-style driver thread, which takes the engine over.
 const PROXY: &str = "proxy copy";
+
+/// One timed sleep as long as the adaptive wait's nap, no transfer: the
+/// host's floor for a wait that sleeps once.
+const NAP: &str = "nap";
 
 /// Zero-copy: one transfer straight from and into the caller's buffers.
 const ZEROCOPY: Way = ("zerocopy", "single", "unique");
@@ -309,6 +325,9 @@ const SERIES: [(&str, &str, Completion, Way); 22] = [
 /// A series' completion as the tables name it, how its driver waits and
 /// its way.
 fn series(name: &str) -> (&'static str, Completion, Way) {
+    if name == NAP {
+        return (NAP, Completion::Adaptive, ZEROCOPY);
+    }
     SERIES
         .iter()
         .find(|s| s.0 == name)
@@ -317,7 +336,7 @@ fn series(name: &str) -> (&'static str, Completion, Way) {
         })
 }
 
-/// Every series at every size.
+/// Every series at every size, and the nap where the adaptive wait naps.
 fn points(cfg: &Config) -> Vec<Point<usize>> {
     let mut v = Vec::new();
     for &bytes in &cfg.sizes {
@@ -329,8 +348,38 @@ fn points(cfg: &Config) -> Vec<Point<usize>> {
                 });
             }
         }
+        if naps_at(cfg, bytes) {
+            v.push(Point {
+                series: NAP,
+                at: bytes,
+            });
+        }
     }
     v
+}
+
+/// Whether an adaptive two-way wait for `bytes` naps: when the transfer is
+/// expected to take more than two [`NAP_WAKE`]s, by the link an emulated
+/// board's engine is given (the modelled two-way time and the default
+/// margin, [`Link::default`]).
+fn naps_at(cfg: &Config, bytes: usize) -> bool {
+    cfg.clock.two_way(bytes, false) + Link::default().latency > 2 * NAP_WAKE
+}
+
+/// How long the adaptive wait's nap for a two-way transfer of `bytes` on
+/// `link` lasts: from the start to the expected end, moved by the aim its
+/// S2MM channel learned (the adaptive point's last, or the aim a fresh
+/// engine starts with), and at least one [`NAP_WAKE`].
+fn nap_length(cfg: &Config, link: &Link, bytes: usize) -> Duration {
+    let start_aim = -(NAP_WAKE.as_nanos() as i64);
+    let aim = cfg
+        .aims
+        .lock()
+        .ok()
+        .and_then(|a| a.get(&bytes).copied())
+        .unwrap_or(start_aim);
+    let ns = link.expected(bytes).as_nanos() as i64 + aim;
+    Duration::from_nanos(ns.max(0) as u64).max(NAP_WAKE)
 }
 
 /// Transfers each measurement begins with on its fresh board (or engine),
@@ -374,6 +423,9 @@ fn measure(cfg: &Config, p: &Point<usize>) -> Result<Sample, Error> {
     let bytes = p.at;
     let (_, _, way) = series(p.series);
     let block_bytes = if way.2 == "blocks" { cfg.block } else { bytes };
+    if p.series == NAP {
+        return naps(cfg, p);
+    }
     let Some(real) = &cfg.board else {
         let (mut rig, _placed) = rig(8 * bytes, cfg.clock, cfg.memory, Box::new(Loopback))?;
         // The same engine's registers for the emulator baseline.
@@ -397,6 +449,46 @@ fn measure(cfg: &Config, p: &Point<usize>) -> Result<Sample, Error> {
         transfers,
         block_bytes,
         model_us: 0.0,
+    })
+}
+
+/// The nap point's share: one timed sleep per "transfer", as long as the
+/// adaptive wait's nap at this size and taken by the same call
+/// ([`axi::nap`]), on a thread placed as the transfers' (a board of its own,
+/// its emulated device on a core of its own), measured as they are (the
+/// thread's CPU clock, interrupt delivery included: none here). Its
+/// `model_us` is the nap's length asked, so its overhead is the wake-up's
+/// lateness.
+fn naps(cfg: &Config, p: &Point<usize>) -> Result<Sample, Error> {
+    let bytes = p.at;
+    let share = cfg.iterations(bytes).div_ceil(cfg.rounds.max(1));
+    // An emulated board (and the thread's placement) stays until the naps
+    // are over, as it does for a point's transfers.
+    let (_board, link) = match &cfg.board {
+        Some(real) => {
+            let engine = real.take()?;
+            let link = engine.link();
+            real.give_back(engine);
+            (None, link)
+        }
+        None => {
+            let (rig, placed) = rig(8 * bytes, cfg.clock, cfg.memory, Box::new(Loopback))?;
+            let link = rig.engines[0].link();
+            (Some((rig, placed)), link)
+        }
+    };
+    let length = nap_length(cfg, &link, bytes);
+    let (mut warm, mut s) = (Samples::default(), Samples::default());
+    for k in 0..WARM_UP + share {
+        let m = Meter::start(None);
+        axi::nap(length);
+        let kept = if k < WARM_UP { &mut warm } else { &mut s };
+        kept.push(&m, Timing::default());
+    }
+    Ok(Sample {
+        transfers: s,
+        block_bytes: bytes,
+        model_us: length.as_secs_f64() * 1e6,
     })
 }
 
@@ -487,6 +579,12 @@ where
         // register cache forgotten).
         engine.dma().reset()?;
     }
+    if c == Completion::Adaptive && path == "zerocopy" {
+        // Where this engine's naps ended up: the nap point's length.
+        if let Ok(mut aims) = cfg.aims.lock() {
+            aims.insert(bytes, engine.dma().nap_aim_ns(Channel::S2mm));
+        }
+    }
     drop((tx, rx));
     Ok((s, Some(engine)))
 }
@@ -511,6 +609,9 @@ fn overhead_us(r: &Row) -> f64 {
 /// rounds (the thinnest driver's time, [`super::baseline`]): what dmaflow's
 /// driver added; none for the baseline itself.
 fn over_bare_us(r: &Row) -> Option<f64> {
+    if r.point.series == NAP {
+        return None;
+    }
     Some(time(r).median - r.baseline_per_round(|s| &s.transfers.total)?.median)
 }
 
@@ -533,7 +634,10 @@ fn columns() -> Columns<'static, Row> {
         )
         .doc("each way")
         .plain("completion", "completion", |r| series(r.point.series).0)
-        .doc("poll|yield|irq|adaptive|proxy|bare: the emulator baseline")
+        .doc(
+            "poll|yield|irq|adaptive|proxy|bare: the emulator baseline|nap: one timed sleep as \
+             long as adaptive's nap, no transfer (the host's floor for a wait that sleeps)",
+        )
         .plain("path", "path", move |r| way(r).0)
         .doc("zerocopy|copy")
         .plain("buffering", "buffering", move |r| way(r).1)
@@ -554,11 +658,11 @@ fn columns() -> Columns<'static, Row> {
         .kept("rounds", |r| r.rounds())
         .doc("every point takes its turn in every round")
         .fixed("model us", "model_us", 2, model_us)
-        .doc("the modelled device at the profile's port clock; 0 on a board")
+        .doc("the modelled device at the profile's port clock; 0 on a board; for nap, its length")
         .fixed("overhead us", "overhead_us", 2, overhead_us)
         .doc("median_us over model_us")
         .optional("over bare us", "over_bare_us", 2, over_bare_us)
-        .doc("over the baseline, in the same rounds; null for it")
+        .doc("over the baseline, in the same rounds; null for it and for nap")
         .fixed("CPU us", "cpu_us", 2, |r| cost(r).cpu_us())
         .doc("driver threads and interrupt delivery, per transfer")
         .fixed("of it irq delivery", "irq_delivery_us", 2, |r| {
@@ -649,6 +753,9 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
     for (bytes, limit) in [(4096, 1.05), (64 << 10, 0.25)] {
         let cpu = |mode| Some(cost(point(rows, mode, bytes)?).cpu_us());
         if let (Some(a), Some(p)) = (cpu("adaptive"), cpu("poll")) {
+            let floor = nap_at(rows, bytes).map_or(String::new(), |n| {
+                format!("; {}", floor_clause(n, p, limit))
+            });
             out.push(Target::new(
                 format!(
                     "host CPU per {} transfer (interrupt delivery included): adaptive <= {:.0} % \
@@ -656,7 +763,10 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
                     bytes_label(bytes),
                     100.0 * limit
                 ),
-                format!("{a:.2} us against {p:.2} us = {:.0} %", 100.0 * a / p),
+                format!(
+                    "{a:.2} us against {p:.2} us = {:.0} %{floor}",
+                    100.0 * a / p
+                ),
                 a <= limit * p,
             ));
         }
@@ -669,6 +779,37 @@ pub fn targets(rows: &[Row]) -> Vec<Target> {
         ));
     }
     out
+}
+
+/// The nap row at `bytes`, where the adaptive wait naps.
+fn nap_at(rows: &[Row], bytes: usize) -> Option<&Row> {
+    rows.iter()
+        .find(|r| r.point.series == NAP && r.point.at == bytes)
+}
+
+/// What one timed sleep (the nap row `n`) costs against polling's `poll` us
+/// of CPU per transfer, and whether a wait that sleeps once can reach
+/// `limit` of polling's.
+fn floor_clause(n: &Row, poll: f64, limit: f64) -> String {
+    let f = cost(n).cpu_us();
+    let share = 100.0 * f / poll;
+    let verdict = if f > limit * poll {
+        format!(
+            "so no wait that sleeps once per transfer can reach {:.0} % here",
+            100.0 * limit
+        )
+    } else {
+        format!(
+            "{:.2} us below the target's {:.0} %, left for the rest of the wait",
+            limit * poll - f,
+            100.0 * limit
+        )
+    };
+    format!(
+        "one timed sleep of the nap's {:.1} us costs {f:.2} us of thread CPU on this host \
+         ({share:.0} % of polling's), {verdict}",
+        model_us(n)
+    )
 }
 
 /// Host CPU per 4 KiB transfer (us): waiting on the interrupt, and polling.
@@ -720,6 +861,30 @@ fn findings(_: &Config, rows: &[Row]) -> Findings {
             "over the emulator baseline (the thinnest driver on the same fabric, in the same \
              rounds) dmaflow's driver adds: {}",
             over_bare.join("; ")
+        ));
+    }
+    // The adaptive target's size: what the host's sleep floor leaves.
+    let big = 64 << 10;
+    if let (Some(n), Some(a), Some(p)) = (
+        nap_at(rows, big),
+        point(rows, "adaptive", big),
+        point(rows, "poll", big),
+    ) {
+        clauses.push(format!(
+            "at {} adaptive takes {:.2} us per transfer against polling's {:.2} us, at {:.2} us \
+             of host CPU against {:.2} ({:.0} %); one timed sleep as long as its nap ({:.1} us) \
+             costs {:.2} us of thread CPU and wakes {:.1} us late, so the rest of the \
+             transfer (start, looks, spin, line) costs {:.2} us",
+            bytes_label(big),
+            time(a).median,
+            time(p).median,
+            cost(a).cpu_us(),
+            cost(p).cpu_us(),
+            100.0 * cost(a).cpu_us() / cost(p).cpu_us(),
+            model_us(n),
+            cost(n).cpu_us(),
+            overhead_us(n),
+            cost(a).cpu_us() - cost(n).cpu_us()
         ));
     }
     if let Some((i, p)) = cpu_at_4k(rows) {
@@ -831,5 +996,54 @@ mod tests {
         let time_plot = &report.plots[0].series[0];
         assert_eq!(time_plot.interval.len(), time_plot.points.len());
         assert_eq!(EXPERIMENT.board_mode(), Ok(Mode::Direct));
+    }
+
+    #[test]
+    fn the_nap_point_sleeps_as_long_as_adaptive_naps_and_reports_its_floor() {
+        // 64 KiB at the Zynq-7000's port: the adaptive wait naps (about 55 us
+        // of modelled two-way time), so a nap point stands beside it.
+        let cfg = Config {
+            sizes: vec![64 << 10],
+            ..Config::at(&Setup::TINY)
+        };
+        assert!(naps_at(&cfg, 64 << 10) && !naps_at(&cfg, 4096));
+        let rows = EXPERIMENT.rows(&cfg, &mut |_| {}).unwrap();
+        let nap = nap_at(&rows, 64 << 10).expect("a nap row at 64 KiB");
+        // No transfer to time in either direction, nothing over the bare
+        // driver, and every round took its naps (1 MiB a point: 16).
+        assert_eq!((nap.rounds(), cost(nap).n), (2, 16));
+        assert_eq!(over_bare_us(nap), None);
+        assert_eq!(nap.per_round(|s| &s.transfers.tx).median, 0.0);
+        // The nap's length is the adaptive S2MM channel's aim around the
+        // expected end (at most NAP_LEAD_MAX before, NAP_LAG_MAX after).
+        let aim = cfg.aims.lock().unwrap()[&(64 << 10)];
+        assert!(
+            (-(axi::NAP_LEAD_MAX.as_nanos() as i64)..=axi::NAP_LAG_MAX.as_nanos() as i64)
+                .contains(&aim),
+            "{aim}"
+        );
+        let adaptive = point(&rows, "adaptive", 64 << 10).unwrap();
+        assert!(model_us(nap) >= NAP_WAKE.as_secs_f64() * 1e6, "{nap:?}");
+        assert!(model_us(nap) < model_us(adaptive) + 30.0, "{nap:?}");
+        // A timed sleep never ends before its time, and it costs the
+        // sleeping thread some CPU (entering and leaving the kernel), at
+        // most one core's worth of its time (with the CPU clock's jitter).
+        assert!(nap.per_round(|s| &s.transfers.total).min >= model_us(nap));
+        let floor = cost(nap).cpu_us();
+        assert!(floor > 0.0 && cost(nap).cpu_share() <= 1.5, "{floor}");
+        // The 64 KiB adaptive target states the floor beside the figure.
+        let t = targets(&rows);
+        let big = t
+            .iter()
+            .find(|t| t.what.contains("64 KiB transfer"))
+            .expect("the 64 KiB adaptive target");
+        assert!(big.found.contains("one timed sleep"), "{}", big.found);
+        assert!(
+            big.found.contains(&format!("{floor:.2} us")),
+            "{}",
+            big.found
+        );
+        let answer = findings(&cfg, &rows).clauses.join("; ");
+        assert!(answer.contains("wakes"), "{answer}");
     }
 }

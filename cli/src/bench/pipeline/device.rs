@@ -109,6 +109,11 @@ impl<'a> Bare<'a> {
         Ok(())
     }
 
+    /// Whether the oldest S2MM landing is there already (no wait).
+    pub(super) fn has_landed(&self) -> bool {
+        self.s2mm.completed().is_some()
+    }
+
     /// Waits for the oldest S2MM landing, reclaims it and returns its length,
     /// which must end the packet (TLAST) and be `expected` bytes.
     pub(super) fn landed(&mut self, expected: usize) -> Result<usize, Error> {
