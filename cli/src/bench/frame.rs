@@ -122,6 +122,22 @@ impl<P, S> Row<P, S> {
         self.median(figure)
     }
 
+    /// The typical value of `figure` on `series` at the same parameter
+    /// (this row's own where it is `series`): the median of its rounds;
+    /// none where `series` has no point there.
+    pub fn typical_of(&self, series: &str, figure: impl Fn(&S) -> f64) -> Option<f64> {
+        if self.point.series == series {
+            return Some(self.typical(figure));
+        }
+        let (_, samples) = self.others.iter().find(|(s, _)| *s == series)?;
+        let v: Vec<f64> = samples
+            .iter()
+            .map(figure)
+            .filter(|x| x.is_finite())
+            .collect();
+        Some(Spread::of(&v).median)
+    }
+
     /// Whether `figure` is a number in some round: a figure a point does not
     /// have is `NaN` in every round (`-` in the table and null in the JSON
     /// of [`Columns::typical`] and [`Columns::summary`]).
@@ -231,6 +247,40 @@ impl<'a, P: 'a, S: 'a> Columns<'a, Row<P, S>> {
         .doc(format!(
             "{doc}, median of the rounds; {key}_min, {key}_max: their range"
         ))
+        .kept_as(format!("{key}_min"), move |r| r.spread(figure).min)
+        .kept_as(format!("{key}_max"), move |r| r.spread(figure).max)
+    }
+
+    /// A measured figure in two table columns: its median times `scale`
+    /// with `places` decimals under `header`, the rounds' `min..max` under
+    /// `range_header` (`-` in both where no round measured it); in the JSON
+    /// as [`Columns::measured`] keeps it (`key`, `key_min`, `key_max`).
+    pub fn measured_apart(
+        self,
+        (header, range_header): (&'static str, &'static str),
+        key: &'static str,
+        doc: &'static str,
+        (scale, places): (f64, usize),
+        figure: impl Fn(&S) -> f64 + Copy + 'a,
+    ) -> Self {
+        let spread = move |r: &Row<P, S>| r.spread(figure).scaled(scale);
+        let dash = |s: &Spread, text: String| if s.n == 0 { "-".into() } else { text };
+        self.col(
+            header,
+            key,
+            move |r| {
+                let s = spread(r);
+                dash(&s, format!("{:.places$}", s.median))
+            },
+            move |r| r.median(figure),
+        )
+        .doc(format!(
+            "{doc}, median of the rounds; {key}_min, {key}_max: their range"
+        ))
+        .shown(range_header, move |r| {
+            let s = spread(r);
+            dash(&s, format!("{:.places$}..{:.places$}", s.min, s.max))
+        })
         .kept_as(format!("{key}_min"), move |r| r.spread(figure).min)
         .kept_as(format!("{key}_max"), move |r| r.spread(figure).max)
     }
@@ -512,9 +562,15 @@ impl Plot {
                 .iter()
                 .map(|k| match r.get(*k) {
                     Some(Value::String(s)) => s.clone(),
+                    // A yes-or-no key names its column where it holds.
+                    Some(Value::Bool(b)) => b
+                        .then(|| columns.header_of(k).unwrap_or(k))
+                        .unwrap_or_default()
+                        .to_string(),
                     Some(v) => format!("{} {v}", columns.header_of(k).unwrap_or(k)),
                     None => String::new(),
                 })
+                .filter(|part| !part.is_empty())
                 .collect::<Vec<_>>()
                 .join(" ");
             let i = match series.iter().position(|s| s.label == label) {
@@ -611,6 +667,12 @@ pub type InRound<C, P, S> = fn(&C, &Point<P>, usize) -> Result<S, Error>;
 /// point gives the same parameters in the same order.
 pub type Parts<C, P, S> = fn(&C, &Point<P>, &S) -> Vec<(P, S)>;
 
+/// Groups of points that take turns only among themselves, the groups
+/// measured one after another (each for every round): the key of a point's
+/// group (consecutive points with the same key are a group) and what a group
+/// is, as the heading says it (e.g. "batch size").
+pub type TurnsWithin<P> = (fn(&Point<P>) -> String, &'static str);
+
 /// How the figures summarise the rounds where each round holds many values
 /// pooled ([`Columns::pooled`]), as [`Bench::figures`] says it.
 pub const POOLED: &str = "each figure the median of every round's values pooled (e.g. every \
@@ -667,6 +729,9 @@ pub struct Bench<C: 'static, P: 'static, S: 'static> {
     /// same method, in its own loop): what it measured, used instead of
     /// `measure`; by default none.
     pub sampled: Option<Sampled<C, P, S>>,
+    /// Where a point takes turns only with the points of its group: the
+    /// group of each; by default every point takes turns with every other.
+    pub turns_within: Option<TurnsWithin<P>>,
     /// The columns of its rows.
     pub columns: ColumnsOf<P, S>,
     /// The report's JSON keys beside its rows (those of [`Findings::kept`]),
@@ -722,6 +787,7 @@ impl<C, P, S> Bench<C, P, S> {
             parts: None,
             ran: None,
             sampled: None,
+            turns_within: None,
             columns,
             beside: "",
             plots: &[],
@@ -776,6 +842,24 @@ impl<C, P: Clone + Display + PartialEq, S: Clone> Bench<C, P, S> {
             let (points, samples) = self.split(cfg, &points, samples)?;
             return Ok(self.rows_of(&points, samples));
         }
+        if let Some((group, _)) = self.turns_within {
+            let mut samples = Vec::with_capacity(points.len());
+            let mut start = 0;
+            while start < points.len() {
+                let key = group(&points[start]);
+                let n = points[start..]
+                    .iter()
+                    .take_while(|p| group(p) == key)
+                    .count();
+                let mine = &points[start..start + n];
+                samples.extend(in_turns(n, rounds, |i, round| {
+                    self.measure_one(cfg, &mine[i], (round, rounds), progress)
+                })?);
+                start += n;
+            }
+            let (points, samples) = self.split(cfg, &points, samples)?;
+            return Ok(self.rows_of(&points, samples));
+        }
         let samples = in_turns(points.len(), rounds, |i, round| {
             let p = &points[i];
             progress(&format!(
@@ -792,6 +876,28 @@ impl<C, P: Clone + Display + PartialEq, S: Clone> Bench<C, P, S> {
         })?;
         let (points, samples) = self.split(cfg, &points, samples)?;
         Ok(self.rows_of(&points, samples))
+    }
+
+    /// One measurement of `p` in round `round` of `rounds`, heard of by
+    /// `progress` before it starts.
+    fn measure_one(
+        &self,
+        cfg: &C,
+        p: &Point<P>,
+        (round, rounds): (usize, usize),
+        progress: &mut dyn FnMut(&str),
+    ) -> Result<S, Error> {
+        progress(&format!(
+            "{}: {} at {}, round {} of {rounds}",
+            self.name,
+            p.series,
+            p.at,
+            round + 1
+        ));
+        match self.in_round {
+            Some(measure) => measure(cfg, p, round),
+            None => (self.measure)(cfg, p),
+        }
     }
 
     /// Every point's samples split into their [`Bench::parts`], each part a
@@ -884,6 +990,13 @@ impl<C, P: Clone + Display + PartialEq, S: Clone> Bench<C, P, S> {
             .baseline
             .map(|b| format!(", each point against {b} round by round"))
             .unwrap_or_default();
+        let compared = match self.turns_within {
+            Some((_, what)) => format!(
+                "{compared}; a point takes turns only with those of its {what}, one {what} \
+                 after another"
+            ),
+            None => compared,
+        };
         let method = match rounds {
             0 => "nothing measured: no point ran (the notes say why)".to_string(),
             _ => format!(
@@ -1094,6 +1207,86 @@ mod tests {
         let heading = unrun.report(&3, &rows).heading;
         assert!(heading.contains("; nothing measured"), "{heading}");
         assert!(!heading.contains("round(s)"), "{heading}");
+    }
+
+    /// A toy point's group: its parameter.
+    fn by_at(p: &Point<u32>) -> String {
+        p.at.to_string()
+    }
+
+    #[test]
+    fn points_take_turns_within_their_group_one_group_after_another() {
+        let grouped = Bench {
+            turns_within: Some((by_at, "parameter")),
+            ..TOY
+        };
+        let mut heard = Vec::new();
+        let rows = grouped
+            .rows(&3, &mut |t| heard.push(t.to_string()))
+            .unwrap();
+        // Both series at 1 for every round, the order reversed every other
+        // round, then both at 2.
+        let mut want = Vec::new();
+        for at in [1, 2] {
+            for (round, order) in [["base", "other"], ["other", "base"], ["base", "other"]]
+                .iter()
+                .enumerate()
+            {
+                for series in order {
+                    want.push(format!("toy: {series} at {at}, round {} of 3", round + 1));
+                }
+            }
+        }
+        assert_eq!(heard, want);
+        assert_eq!(rows.len(), 4);
+        assert!(rows.iter().all(|r| r.rounds() == 3));
+        assert!(rows[0].baseline.is_none() && rows[1].baseline.is_some());
+        let heading = grouped.report(&3, &rows).heading;
+        assert!(
+            heading.contains("; a point takes turns only with those of its parameter, one parameter after another"),
+            "{heading}"
+        );
+        // Another series' typical figure at the same parameter, or the row's own.
+        let other = rows[0].typical_of("other", |s| *s).unwrap();
+        assert_eq!(other, rows[1].typical(|s| *s));
+        assert_eq!(
+            rows[0].typical_of("base", |s| *s),
+            Some(rows[0].typical(|s| *s))
+        );
+        assert!(rows[0].typical_of("none", |s| *s).is_none());
+        // The median and the range in two cells, the same keys as `measured`.
+        let apart = || {
+            Columns::new()
+                .series("series", "series", "base or other")
+                .measured_apart(("v", "v range"), "v", "value", (1.0, 0), |s: &f64| *s)
+        };
+        let r = &rows[1];
+        let s = r.spread(|s| *s);
+        let table = apart().table([r]);
+        let cells: Vec<&str> = table.lines().nth(2).unwrap().split_whitespace().collect();
+        let range = format!("{:.0}..{:.0}", s.min, s.max);
+        assert_eq!(
+            cells,
+            ["other", &format!("{:.0}", s.median), range.as_str()]
+        );
+        let json = &apart().json([r])[0];
+        assert_eq!(
+            (json["v"].as_f64(), json["v_min"].as_f64()),
+            (Some(s.median), Some(s.min))
+        );
+        assert_eq!(json["v_max"].as_f64(), Some(s.max));
+        let help = apart().keys_help().replace('\n', " ");
+        assert!(
+            help.ends_with("v (value, median of the rounds; v_min, v_max: their range)"),
+            "{help}"
+        );
+        let none = Row {
+            samples: vec![f64::NAN; 2],
+            ..r.clone()
+        };
+        let table = apart().table([&none]);
+        let cells: Vec<&str> = table.lines().nth(2).unwrap().split_whitespace().collect();
+        assert_eq!(cells, ["other", "-", "-"]);
     }
 
     #[test]
