@@ -14,7 +14,6 @@ use super::error::Error;
 use super::harness::{Setup, Tier};
 use super::meter::{Meter, Tally};
 use super::peers::{check, mark};
-use super::plot::{LinePlot, Series, XAxis};
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -93,15 +92,4 @@ pub fn alone(app: &App, d: Duration) -> Result<f64, Error> {
         std::thread::sleep(Duration::from_millis(5));
         Ok(())
     })
-}
-
-/// A plot of `series` against the transfer size, each way.
-pub fn plot(title: &str, y_label: &str, series: Vec<Series>) -> LinePlot {
-    LinePlot::new(
-        title,
-        XAxis::Bytes,
-        "transfer size, each way",
-        y_label,
-        series,
-    )
 }

@@ -580,9 +580,15 @@ impl Plot {
                 .iter()
                 .map(|k| match r.get(*k) {
                     Some(Value::String(s)) => s.clone(),
+                    // A yes-or-no key names its column where it holds.
+                    Some(Value::Bool(b)) => b
+                        .then(|| columns.header_of(k).unwrap_or(k))
+                        .unwrap_or_default()
+                        .to_string(),
                     Some(v) => format!("{} {v}", columns.header_of(k).unwrap_or(k)),
                     None => String::new(),
                 })
+                .filter(|part| !part.is_empty())
                 .collect::<Vec<_>>()
                 .join(" ");
             let i = match series.iter().position(|s| s.label == label) {
@@ -861,6 +867,24 @@ impl<C, P: Clone + Display + PartialEq, S: Clone> Bench<C, P, S> {
             }
             let (points, samples) = self.split(cfg, &points, samples)?;
             return self.checked(cfg, self.rows_of(&points, samples));
+        }
+        if let Some((group, _)) = self.turns_within {
+            let mut samples = Vec::with_capacity(points.len());
+            let mut start = 0;
+            while start < points.len() {
+                let key = group(&points[start]);
+                let n = points[start..]
+                    .iter()
+                    .take_while(|p| group(p) == key)
+                    .count();
+                let mine = &points[start..start + n];
+                samples.extend(in_turns(n, rounds, |i, round| {
+                    self.measure_one(cfg, &mine[i], (round, rounds), progress)
+                })?);
+                start += n;
+            }
+            let (points, samples) = self.split(cfg, &points, samples)?;
+            return Ok(self.rows_of(&points, samples));
         }
         if let Some((group, _)) = self.turns_within {
             let mut samples = Vec::with_capacity(points.len());
