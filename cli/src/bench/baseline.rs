@@ -17,7 +17,8 @@ use dmaflow::platform::RegisterSpace;
 
 use super::error::Error;
 
-/// How long a baseline transfer may take before it is called lost.
+/// How long a baseline transfer, or a ring that stops making progress, may
+/// wait before it is called lost.
 const PATIENCE: Duration = Duration::from_secs(5);
 
 /// Moves `len` bytes from `tx` out and into `rx` on the engine behind `regs`
@@ -242,8 +243,9 @@ pub(crate) unsafe fn sg_stream(
                 let short = (sent - reclaimed + k as u64).saturating_sub(slots as u64) as usize;
                 if short > 0 {
                     let last = ahead(tx_old, short - 1);
+                    let waiting = Instant::now();
                     while status(&desc[0], last) & DESC_STS_CMPLT == 0 {
-                        if start.elapsed() > PATIENCE {
+                        if waiting.elapsed() > PATIENCE {
                             return Err(baseline(format!(
                                 "MM2S stopped completing ({reclaimed} of {sent} sent)"
                             )));
@@ -275,13 +277,14 @@ pub(crate) unsafe fn sg_stream(
             // A burst in: wait for the first, take what else is there.
             let from = rx_slot;
             let mut got = 0;
+            let mut waiting: Option<Instant> = None;
             while received < sent {
                 let s = status(&desc[1], rx_slot);
                 if s & DESC_STS_CMPLT == 0 {
                     if got > 0 {
                         break;
                     }
-                    if start.elapsed() > PATIENCE {
+                    if waiting.get_or_insert_with(Instant::now).elapsed() > PATIENCE {
                         return Err(baseline(format!(
                             "S2MM stopped completing ({received} of {sent} sent received)"
                         )));
