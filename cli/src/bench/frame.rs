@@ -884,39 +884,10 @@ impl<C, P: Clone + Display + PartialEq, S: Clone> Bench<C, P, S> {
                 start += n;
             }
             let (points, samples) = self.split(cfg, &points, samples)?;
-            return Ok(self.rows_of(&points, samples));
-        }
-        if let Some((group, _)) = self.turns_within {
-            let mut samples = Vec::with_capacity(points.len());
-            let mut start = 0;
-            while start < points.len() {
-                let key = group(&points[start]);
-                let n = points[start..]
-                    .iter()
-                    .take_while(|p| group(p) == key)
-                    .count();
-                let mine = &points[start..start + n];
-                samples.extend(in_turns(n, rounds, |i, round| {
-                    self.measure_one(cfg, &mine[i], (round, rounds), progress)
-                })?);
-                start += n;
-            }
-            let (points, samples) = self.split(cfg, &points, samples)?;
-            return Ok(self.rows_of(&points, samples));
+            return self.checked(cfg, self.rows_of(&points, samples));
         }
         let samples = in_turns(points.len(), rounds, |i, round| {
-            let p = &points[i];
-            progress(&format!(
-                "{}: {} at {}, round {} of {rounds}",
-                self.name,
-                p.series,
-                p.at,
-                round + 1
-            ));
-            match self.in_round {
-                Some(measure) => measure(cfg, p, round),
-                None => (self.measure)(cfg, p),
-            }
+            self.measure_one(cfg, &points[i], (round, rounds), progress)
         })?;
         let (points, samples) = self.split(cfg, &points, samples)?;
         self.checked(cfg, self.rows_of(&points, samples))
@@ -1360,6 +1331,13 @@ mod tests {
             ..TOY
         };
         let e = strict.rows(&3, &mut |_| {}).unwrap_err().to_string();
+        assert!(e.contains("a sample of 150 or more"), "{e}");
+        // Points taking turns within groups are checked the same way.
+        let grouped = Bench {
+            turns_within: Some((|p: &Point<u32>| p.at.to_string(), "parameter")),
+            ..strict
+        };
+        let e = grouped.rows(&3, &mut |_| {}).unwrap_err().to_string();
         assert!(e.contains("a sample of 150 or more"), "{e}");
     }
 
