@@ -66,35 +66,73 @@ pub fn gnuradio_here() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// A peer process, its output piped, killed if it is still running when
-/// dropped (a measurement that failed half way leaves no process behind).
-pub struct Peer(Option<Child>, String);
+/// A peer process, its output piped and read as it comes (a peer that says
+/// more than a pipe holds never stalls on it), killed if it is still running
+/// when dropped (a measurement that failed half way leaves no process
+/// behind).
+pub struct Peer {
+    child: Option<Child>,
+    who: String,
+    stdout: Option<Drain>,
+    stderr: Option<Drain>,
+}
+
+/// A thread reading one of a peer's pipes to its end.
+type Drain = std::thread::JoinHandle<std::io::Result<Vec<u8>>>;
+
+/// Reads `pipe` to its end on a thread of its own.
+fn drain(pipe: Option<impl std::io::Read + Send + 'static>) -> Option<Drain> {
+    pipe.map(|mut p| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            p.read_to_end(&mut v).map(|_| v)
+        })
+    })
+}
 
 impl Peer {
     /// Starts `cmd` with `stdin`, `who` naming it in an error.
     pub fn spawn(cmd: &mut Command, stdin: Stdio, who: &str) -> Result<Peer, Error> {
-        cmd.stdin(stdin)
+        let mut child = cmd
+            .stdin(stdin)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(Error::io(who))
-            .map(|c| Peer(Some(c), who.into()))
+            .map_err(Error::io(who))?;
+        Ok(Peer {
+            stdout: drain(child.stdout.take()),
+            stderr: drain(child.stderr.take()),
+            child: Some(child),
+            who: who.into(),
+        })
     }
 
     /// The process's standard input, if piped.
     pub fn stdin(&mut self) -> Option<std::process::ChildStdin> {
-        self.0.as_mut().and_then(|c| c.stdin.take())
+        self.child.as_mut().and_then(|c| c.stdin.take())
+    }
+
+    /// Whether the process is still running.
+    pub fn running(&mut self) -> Result<bool, Error> {
+        match &mut self.child {
+            Some(c) => Ok(c.try_wait().map_err(Error::io(&self.who))?.is_none()),
+            None => Ok(false),
+        }
     }
 
     /// Waits for the process to end, its output collected, for at most
     /// `limit`: past that it is killed and the wait is an error.
     pub fn wait_within(mut self, limit: Duration) -> Result<std::process::Output, Error> {
-        let what = std::mem::take(&mut self.1);
+        let what = std::mem::take(&mut self.who);
         let io = Error::io(&what);
         let t0 = Instant::now();
-        while let Some(child) = &mut self.0 {
-            if child.try_wait().map_err(&io)?.is_some() {
-                break;
+        let status = loop {
+            let child = self
+                .child
+                .as_mut()
+                .ok_or_else(|| io(std::io::ErrorKind::NotFound.into()))?;
+            if let Some(status) = child.try_wait().map_err(&io)? {
+                break status;
             }
             if t0.elapsed() > limit {
                 return Err(Error::Peer {
@@ -103,18 +141,38 @@ impl Peer {
                 });
             }
             std::thread::sleep(Duration::from_millis(2));
-        }
-        let child = self
-            .0
-            .take()
-            .ok_or_else(|| io(std::io::ErrorKind::NotFound.into()))?;
-        child.wait_with_output().map_err(io)
+        };
+        self.child = None;
+        // The process has ended: its pipes close unless a process it started
+        // still holds them, which the same limit bounds.
+        let collect = |d: Option<Drain>| -> Result<Vec<u8>, Error> {
+            let Some(d) = d else { return Ok(Vec::new()) };
+            while !d.is_finished() {
+                if t0.elapsed() > limit {
+                    return Err(Error::Peer {
+                        peer: "peer process",
+                        reason: format!("{what} ended, but its output still open after {limit:?}"),
+                    });
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            d.join()
+                .map_err(|_| Error::Panicked("peer output reader"))?
+                .map_err(&io)
+        };
+        let stdout = collect(self.stdout.take())?;
+        let stderr = collect(self.stderr.take())?;
+        Ok(std::process::Output {
+            status,
+            stdout,
+            stderr,
+        })
     }
 }
 
 impl Drop for Peer {
     fn drop(&mut self) {
-        if let Some(c) = &mut self.0 {
+        if let Some(c) = &mut self.child {
             let _ = c.kill();
             let _ = c.wait();
         }
@@ -258,5 +316,36 @@ pub fn check(what: &str, got: &[u8], len: usize, seq: u8) -> Result<(), Error> {
             got: got.first().copied().unwrap_or(0).into(),
             expected: seq.into(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_peer_that_says_more_than_a_pipe_holds_is_read_to_its_end() {
+        // 1 MiB on stdout and 256 KiB on stderr: a pipe holds 64 KiB, so a
+        // wait that read only after the end would never see this one end.
+        let mut cmd = Command::new("sh");
+        cmd.args([
+            "-c",
+            "head -c 1048576 /dev/zero; head -c 262144 /dev/zero >&2; echo end",
+        ]);
+        let out = output_within(&mut cmd, Duration::from_secs(20)).expect("the peer ends");
+        assert!(out.status.success());
+        assert_eq!(out.stdout.len(), 1_048_576 + 4);
+        assert!(out.stdout.ends_with(b"end\n"));
+        assert_eq!(out.stderr.len(), 262_144);
+    }
+
+    #[test]
+    fn a_peer_past_its_limit_is_stopped_and_named() {
+        let mut cmd = Command::new("sleep");
+        cmd.arg("30");
+        let t0 = Instant::now();
+        let e = output_within(&mut cmd, Duration::from_millis(200)).unwrap_err();
+        assert!(e.to_string().contains("still running"), "{e}");
+        assert!(t0.elapsed() < Duration::from_secs(20));
     }
 }
