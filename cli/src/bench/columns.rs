@@ -120,6 +120,17 @@ impl<'a, R> Columns<'a, R> {
         })
     }
 
+    /// A size in bytes in both: its cell as a size (`4 KiB`), its value in
+    /// bytes.
+    pub fn bytes(
+        self,
+        header: &'static str,
+        key: &'static str,
+        get: impl Fn(&R) -> usize + 'a,
+    ) -> Self {
+        self.shown_as(header, key, get, crate::bench::harness::bytes_label)
+    }
+
     /// A share in both: its cell in whole percent, its value as it is.
     pub fn percent(
         self,

@@ -161,12 +161,7 @@ fn measure(cfg: &Config, p: &Point<usize>) -> Result<Sample, Error> {
 /// The rows' columns.
 fn columns() -> Columns<'static, Row> {
     Columns::new()
-        .col(
-            "size",
-            "bytes",
-            |r: &Row| bytes_label(r.point.at),
-            |r| r.point.at,
-        )
+        .bytes("size", "bytes", |r: &Row| r.point.at)
         .doc("bytes each way")
         .series(
             "completion",

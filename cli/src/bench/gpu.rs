@@ -757,12 +757,7 @@ fn transfer_columns(out: &Outcome, device: Value) -> Columns<'_, TransferRow> {
         .kept("table", |_| "transfer")
         .plain("memory", "memory", |r| r.point.at.kind.name())
         .plain("mode", "mode", |r| r.point.at.mode.name())
-        .col(
-            "size",
-            "bytes",
-            |r| bytes_label(r.point.at.bytes),
-            |r| r.point.at.bytes,
-        )
+        .bytes("size", "bytes", |r| r.point.at.bytes)
         .kept("repeats", |r| r.point.at.repeats)
         .median("us", "us", "us_spread", us, each(|f| f.us))
         .shown("us max", move |r| us(r.spread(|f| f.us).max))
@@ -814,18 +809,8 @@ fn message_columns<'a>(device: Value) -> Columns<'a, MessageRow> {
     Columns::new()
         .kept("device", move |_: &MessageRow| device.clone())
         .kept("table", |_| "message")
-        .col(
-            "message",
-            "bytes",
-            |r| bytes_label(r.point.at.bytes),
-            |r| r.point.at.bytes,
-        )
-        .col(
-            "block",
-            "block",
-            |r| bytes_label(r.point.at.block),
-            |r| r.point.at.block,
-        )
+        .bytes("message", "bytes", |r| r.point.at.bytes)
+        .bytes("block", "block", |r| r.point.at.block)
         .col(
             "buffering",
             "depth",

@@ -626,12 +626,7 @@ fn cost(r: &Row) -> Tally {
 fn columns() -> Columns<'static, Row> {
     let way = |r: &Row| series(r.point.series).2;
     Columns::new()
-        .col(
-            "bytes",
-            "bytes",
-            |r: &Row| bytes_label(r.point.at),
-            |r| r.point.at,
-        )
+        .bytes("bytes", "bytes", |r: &Row| r.point.at)
         .doc("each way")
         .plain("completion", "completion", |r| series(r.point.series).0)
         .doc(

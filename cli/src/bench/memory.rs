@@ -233,12 +233,7 @@ fn columns() -> Columns<'static, Row> {
     Columns::new()
         .plain("clock", "clock", |r: &Row| clock_label(r.point.at.clock))
         .doc("the port's rate (e.g. 1200MB/s) or unlimited")
-        .col(
-            "size",
-            "bytes",
-            |r| bytes_label(r.point.at.bytes),
-            |r| r.point.at.bytes,
-        )
+        .bytes("size", "bytes", |r| r.point.at.bytes)
         .doc("bytes each way")
         .series("beside", "beside", "none, filter or triad")
         .kept("own_core", |r| r.samples.iter().any(|s| s.own_core))

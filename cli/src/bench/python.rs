@@ -279,12 +279,7 @@ fn columns() -> Columns<'static, Row<usize, Sample>> {
             "through",
             "python (Engine.two_way called from Python) or rust (the Rust API in a Rust loop)",
         )
-        .col(
-            "bytes",
-            "bytes",
-            |r: &Row<usize, Sample>| bytes_label(r.point.at),
-            |r| r.point.at,
-        )
+        .bytes("bytes", "bytes", |r: &Row<usize, Sample>| r.point.at)
         .doc("bytes each way per transfer")
         .measured(
             "us/transfer",

@@ -1018,12 +1018,7 @@ fn columns() -> Columns<'static, Row> {
         )
         .plain("ring", "slots", |r| r.point.at.slots)
         .doc("ring size: buffers per direction, beside a load as many as hold 4 ms of link")
-        .col(
-            "size",
-            "bytes",
-            |r| bytes_label(r.point.at.bytes),
-            |r| r.point.at.bytes,
-        )
+        .bytes("size", "bytes", |r| r.point.at.bytes)
         .doc("packet size")
         .kept("packets", |r| r.samples.first().map_or(0, |s| s.packets))
         .doc("per run")

@@ -493,12 +493,7 @@ fn columns() -> Columns<'static, PipelineRow> {
         .doc("fir or bgsub")
         .plain("clock", "clock", |r| clock_label(r.point.at.clock))
         .doc("the link's rate, e.g. 1200MB/s, or unlimited")
-        .col(
-            "window",
-            "window_bytes",
-            |r| bytes_label(r.point.at.window_bytes),
-            |r| r.point.at.window_bytes,
-        )
+        .bytes("window", "window_bytes", |r| r.point.at.window_bytes)
         .doc("output bytes per window: FIR hop x 4, bgsub frame")
         .series(
             "pipeline",
