@@ -39,6 +39,33 @@ const IN_FLIGHT: usize = 512 << 10;
 /// Samples in the source's repeating signal.
 const PERIOD: usize = 977;
 
+/// One period of the source's sawtooth.
+fn period() -> Vec<f32> {
+    (0..PERIOD)
+        .map(|i| i as f32 / PERIOD as f32 - 0.5)
+        .collect()
+}
+
+/// Samples `first..first + dst.len()` of the source's signal, copied from
+/// one `period` in runs.
+fn sawtooth(dst: &mut [f32], first: usize, period: &[f32]) {
+    let mut done = 0;
+    while done < dst.len() {
+        let phase = (first + done) % PERIOD;
+        let k = (PERIOD - phase).min(dst.len() - done);
+        dst[done..done + k].copy_from_slice(&period[phase..phase + k]);
+        done += k;
+    }
+}
+
+/// Positions `from..from + dst.len()` of the stream the filter reads: the
+/// source's `TAPS - 1` zeros, then its signal.
+fn stream_at(dst: &mut [f32], from: usize, period: &[f32]) {
+    let zeros = (TAPS - 1).saturating_sub(from).min(dst.len());
+    dst[..zeros].fill(0.0);
+    sawtooth(&mut dst[zeros..], from + zeros - (TAPS - 1), period);
+}
+
 /// The source: `TAPS - 1` zeros (the filter's initial state), then `samples`
 /// samples of a sawtooth written into the queue's slots from one period.
 fn source(
@@ -46,23 +73,14 @@ fn source(
     samples: usize,
 ) -> impl FnOnce() -> dmaflow::graph::NodeResult + Send + 'static {
     move || {
-        let period: Vec<f32> = (0..PERIOD)
-            .map(|i| i as f32 / PERIOD as f32 - 0.5)
-            .collect();
+        let period = period();
         out.reserve(TAPS - 1)?.fill(0.0);
         out.commit(TAPS - 1)?;
         let chunk = 16 << 10;
         let mut at = 0usize;
         while at < samples {
             let n = chunk.min(samples - at);
-            let s = out.reserve(n)?;
-            let mut done = 0;
-            while done < n {
-                let phase = (at + done) % PERIOD;
-                let k = (PERIOD - phase).min(n - done);
-                s[done..done + k].copy_from_slice(&period[phase..phase + k]);
-                done += k;
-            }
+            sawtooth(out.reserve(n)?, at, &period);
             out.commit(n)?;
             at += n;
         }
@@ -220,10 +238,13 @@ pub(super) fn core_rate(window_bytes: usize) -> f64 {
 
 /// The device-only baseline: the same core, engine, windows and windows in
 /// flight as the accelerator node, with the engine's channels driven bare
-/// ([`Bare`]) and no graph: the stream's first windows written into DMA
-/// memory before the clock starts, every window sent from there in turn
-/// (the core's work does not depend on the samples' values) and every answer
-/// landed in one of `depth` slots, its length checked; nothing reads it.
+/// ([`Bare`]) and no graph, and the same work on the data on its one
+/// thread: each window's new samples written into DMA memory just before
+/// it is sent (the source's work; the buffer holds `2 depth` windows, used
+/// in turn), every answer landed in one of `depth` slots, its length
+/// checked and its bytes digested as the sink digests them (so its digest
+/// is the pipelines'). Data the CPU never touched would stay in the
+/// emulated device's core's cache, which no board's DMA enjoys.
 pub(super) fn device_once(clock: Clock, window_bytes: usize, samples: usize) -> Result<Run, Error> {
     let b = board(clock, window_bytes)?;
     let (hop, window, depth) = (b.hop, b.window, b.depth);
@@ -231,65 +252,110 @@ pub(super) fn device_once(clock: Clock, window_bytes: usize, samples: usize) -> 
     // Windows in the input buffer, sent in turn.
     let turn = 2 * depth;
     let in_items = window + (turn - 1) * hop;
-    let stream: Vec<f32> = std::iter::repeat_n(0.0, TAPS - 1)
-        .chain((0..).map(|i: usize| (i % PERIOD) as f32 / PERIOD as f32 - 0.5))
-        .take(in_items)
-        .collect();
+    let period = period();
     let mut input = engine.pool().alloc::<u8>(4 * in_items)?;
-    input
-        .as_mut_slice()
-        .copy_from_slice(bytemuck::cast_slice(&stream));
-    input.sync_for_device(4 * in_items)?;
-    let mut output = engine.pool().alloc::<u8>(depth * window_bytes)?;
-    output.sync_for_device(depth * window_bytes)?;
-    // Whole windows, then a last one with what is left (as the node sends).
+    let mut output = engine.pool().alloc::<u8>(turn * window_bytes)?;
+    output.sync_for_device(turn * window_bytes)?;
+    // Whole windows, then a last one with what is left (as the node sends):
+    // where it lies in the input buffer, its items and its answer's bytes.
     let (full, rest) = (samples / hop, samples % hop);
     let windows = full + usize::from(rest > 0);
     let packet = |i: usize| {
+        let at = (i % turn) * hop;
         if i < full {
-            ((i % turn) * hop, window, 4 * hop)
+            (at, window, 4 * hop)
         } else {
-            (0, rest + TAPS - 1, 4 * rest)
+            (at, rest + TAPS - 1, 4 * rest)
         }
     };
     let (t0, c0) = (Instant::now(), thread_cpu_time());
-    let result = (|| -> Result<u64, Error> {
+    let result = (|| -> Result<(u64, u64), Error> {
         // S2MM's interrupts coalesced as the node's are.
         let coalescing = stage::s2mm_coalescing(&stage_config(hop, depth));
         let mut bare = Bare::new(engine, depth + 1, COMPLETION, coalescing)?;
-        let (mut next, mut done, mut delivered) = (0usize, 0usize, 0u64);
-        while done < windows {
-            while next < windows && next - done < depth {
+        let (mut next, mut done, mut written) = (0usize, 0usize, 0usize);
+        let (in_bus, out_bus) = (input.bus_addr(), output.bus_addr());
+        let (mut delivered, mut sum) = (0u64, 0u64);
+        // Writes window `j`'s new samples (all of it where a turn of the
+        // buffer begins: its overlap lies at the buffer's end), as the
+        // source writes ahead of the node.
+        let mut write = |j: usize| -> Result<(), Error> {
+            let (at, items, _) = packet(j);
+            let new = if j.is_multiple_of(turn) { 0 } else { TAPS - 1 };
+            let items_in: &mut [f32] = bytemuck::cast_slice_mut(input.as_mut_slice());
+            stream_at(&mut items_in[at + new..at + items], j * hop + new, &period);
+            Ok(input.sync_range_for_device(4 * (at + new), 4 * (items - new))?)
+        };
+        // Lands window `done`'s answer (its length checked) and takes its
+        // MM2S.
+        let take = |bare: &mut Bare<'_>, done: usize| -> Result<(), Error> {
+            bare.landed(packet(done).2)?;
+            bare.sent()
+        };
+        // Digests window `j`'s landed answer as the sink does.
+        let mut digest = |j: usize| -> Result<(), Error> {
+            let answer = packet(j).2;
+            let o = (j % turn) * window_bytes;
+            output.sync_range_for_cpu(o, answer)?;
+            sum = super::digest(sum, delivered / 8, &output.as_slice()[o..o + answer]);
+            delivered += answer as u64;
+            Ok(())
+        };
+        let mut digested = 0usize;
+        while digested < windows {
+            // Answers land in `turn` slots in turn: a slot is free once the
+            // answer it held is digested.
+            let posted = next;
+            while next < windows && next - done < depth && next < digested + turn {
+                if written == next {
+                    write(next)?;
+                    written += 1;
+                }
                 let (at, items, answer) = packet(next);
-                let slot = (next % depth) * window_bytes;
+                let slot = (next % turn) * window_bytes;
                 // SAFETY: both buffers live until the run's end, and on an
                 // error `device::stop` halts the engine or surrenders them.
-                // The landing slot is free: at most `depth` answers are in
-                // flight and slot `next % depth` last held answer
-                // `next - depth`, landed already. The input is only read.
+                // The landing slot is free: slot `next % turn` last held
+                // answer `next - turn`, digested already. The input is only
+                // read while in flight (see the writes ahead below).
                 unsafe {
-                    bare.push(Channel::S2mm, output.bus_addr() + slot as u64, answer)?;
-                    bare.push(Channel::Mm2s, input.bus_addr() + 4 * at as u64, 4 * items)?;
+                    bare.push(Channel::S2mm, out_bus + slot as u64, answer)?;
+                    bare.push(Channel::Mm2s, in_bus + 4 * at as u64, 4 * items)?;
                 }
                 next += 1;
             }
-            bare.flush(Channel::S2mm)?;
-            bare.flush(Channel::Mm2s)?;
+            if next > posted {
+                bare.flush(Channel::S2mm)?;
+                bare.flush(Channel::Mm2s)?;
+            }
+            // While the device works: the answers landed so far digested
+            // (the sink's work), and the samples of windows not posted yet
+            // written as far ahead as no window in flight is touched
+            // (window `j` writes where windows `j - turn` and
+            // `j - turn + 1` lay, both done once `j <= done + turn - 2`).
+            while digested < done {
+                digest(digested)?;
+                digested += 1;
+            }
+            while written < windows && written + 2 <= done + turn {
+                write(written)?;
+                written += 1;
+            }
             // Every answer landed by now, then the next batch of windows
             // with one doorbell per channel (as the node hands them over).
-            delivered += bare.landed(packet(done).2)? as u64;
-            bare.sent()?;
-            done += 1;
-            while done < next && bare.has_landed() {
-                delivered += bare.landed(packet(done).2)? as u64;
-                bare.sent()?;
+            if done < next {
+                take(&mut bare, done)?;
                 done += 1;
+                while done < next && bare.has_landed() {
+                    take(&mut bare, done)?;
+                    done += 1;
+                }
             }
         }
-        Ok(delivered)
+        Ok((delivered, sum ^ delivered))
     })();
     let (wall, cpu) = (t0.elapsed(), thread_cpu_time() - c0);
-    let out_bytes = result.inspect_err(|_| {
+    let (out_bytes, digest) = result.inspect_err(|_| {
         device::stop(&[engine], &mut [&mut input, &mut output]);
     })?;
     Ok(Run {
@@ -298,6 +364,6 @@ pub(super) fn device_once(clock: Clock, window_bytes: usize, samples: usize) -> 
         node_cpu: cpu,
         out_bytes,
         copied: 0,
-        digest: 0,
+        digest,
     })
 }

@@ -426,15 +426,18 @@ fn measure(cfg: &Config, p: &Point<At>) -> Result<Sample, Error> {
     })
 }
 
-/// The pipelines' outputs agree at every point: every run of both has the
-/// digest of the accelerator node's first.
+/// The pipelines' outputs agree at every point: every run of both (and of
+/// the FIR device-only baseline, which digests its answers as the sink
+/// does) has the digest of the accelerator node's first.
 fn same_output(_: &Config, rows: &[PipelineRow]) -> Result<(), Error> {
     for r in rows.iter().filter(|r| r.point.series == ZEROCOPY) {
         let Some(first) = r.samples.first() else {
             continue;
         };
+        let read =
+            |series: &str| series == COPY || (series == DEVICE && r.point.at.core == Core::Fir);
         let copies = (r.others.iter())
-            .filter(|(series, _)| *series == COPY)
+            .filter(|(series, _)| read(series))
             .flat_map(|(_, s)| s);
         if let Some(bad) = (r.samples.iter().chain(copies)).find(|s| s.digest != first.digest) {
             return Err(Error::Corrupted {
@@ -806,7 +809,7 @@ mod tests {
             copied_per_byte: 0.0,
             digest,
         };
-        let row = |copy_digests: &[u64]| Row {
+        let row = |copy_digests: &[u64], device_digests: &[u64]| Row {
             point: Point {
                 series: ZEROCOPY,
                 at: At {
@@ -821,17 +824,23 @@ mod tests {
             baseline: None,
             others: vec![
                 (COPY, copy_digests.iter().map(|&d| sample(d)).collect()),
-                (DEVICE, vec![sample(0), sample(0)]),
+                (DEVICE, device_digests.iter().map(|&d| sample(d)).collect()),
             ],
         };
         let cfg = Config::at(&Setup::TINY);
-        // Device runs' outputs are not read: only the copying ones count.
-        assert!(same_output(&cfg, &[row(&[7, 7])]).is_ok());
-        let e = same_output(&cfg, &[row(&[7, 8])]).unwrap_err().to_string();
+        assert!(same_output(&cfg, &[row(&[7, 7], &[7])]).is_ok());
+        let e = same_output(&cfg, &[row(&[7, 8], &[7])])
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with("pipeline fir unlimited 4 KiB: checksum 0x00000008"),
             "{e}"
         );
+        // The FIR device-only run reads its answers: they count too.
+        let e = same_output(&cfg, &[row(&[7, 7], &[9])])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("checksum 0x00000009"), "{e}");
     }
 
     #[test]
