@@ -239,12 +239,13 @@ pub(super) fn core_rate(window_bytes: usize) -> f64 {
 /// The device-only baseline: the same core, engine, windows and windows in
 /// flight as the accelerator node, with the engine's channels driven bare
 /// ([`Bare`]) and no graph, and the same work on the data on its one
-/// thread: each window's new samples written into DMA memory just before
-/// it is sent (the source's work; the buffer holds `2 depth` windows, used
-/// in turn), every answer landed in one of `depth` slots, its length
-/// checked and its bytes digested as the sink digests them (so its digest
-/// is the pipelines'). Data the CPU never touched would stay in the
-/// emulated device's core's cache, which no board's DMA enjoys.
+/// thread: each window's new samples written into DMA memory ahead of its
+/// sending, as far ahead as no window in flight is touched (the source's
+/// work; the buffer holds `2 depth` windows, used in turn), every answer
+/// landed in one of `2 depth` slots, its length checked, and its bytes
+/// digested as the sink digests them once the next windows are posted (so
+/// its digest is the pipelines'). Data the CPU never touched would stay in
+/// the emulated device's core's cache, which no board's DMA enjoys.
 pub(super) fn device_once(clock: Clock, window_bytes: usize, samples: usize) -> Result<Run, Error> {
     let b = board(clock, window_bytes)?;
     let (hop, window, depth) = (b.hop, b.window, b.depth);
