@@ -369,8 +369,8 @@ pub fn shm_reader(path: &std::path::Path) -> Result<String, Error> {
 /// How many times the cross-process row starts its reading process before
 /// it gives up: a process that never attaches, is evicted or never ends is
 /// stopped and started again (each failure printed). Under user-mode
-/// emulation (the ARM runs in CI) a forked child has been seen never to
-/// start; the figure comes only from a start that ran to its end.
+/// emulation (the ARM runs in CI) one has been seen never to attach; the
+/// figure comes only from a start that ran to its end.
 const PROCESS_STARTS: usize = 3;
 
 /// The same queue with its reader in another process (this program run as
