@@ -68,8 +68,9 @@ use super::mirror::{self, Mirror, Page};
 
 /// "DMAFLOWQ": the first word of every shared queue's control page.
 const MAGIC: u64 = u64::from_le_bytes(*b"DMAFLOWQ");
-/// The layout's version.
-const VERSION: u64 = 2;
+/// The layout's version. 3: slot 0 lies where [`Mirror::skew_for`] puts it,
+/// not at the slots' first byte.
+const VERSION: u64 = 3;
 /// The most reader slots a queue may have.
 pub const MAX_READERS: usize = 1024;
 
@@ -351,7 +352,7 @@ impl<T: Pod> ShmWriter<T> {
         // From here on a failure removes the file it created.
         let made = (|| {
             let page = Page::map(fd.as_fd(), header)?;
-            let slots = Mirror::of_object(fd.as_fd(), header as u64, data_len)?;
+            let slots = Mirror::of_object(fd.as_fd(), header as u64, data_len, size)?;
             Ok::<_, Error>(Mapped {
                 page,
                 slots,
@@ -816,7 +817,7 @@ impl<T: Pod> ShmReader<T> {
         drop(first);
         let map = Mapped {
             page: Page::map(fd.as_fd(), header)?,
-            slots: Mirror::of_object(fd.as_fd(), data_offset, data_len)?,
+            slots: Mirror::of_object(fd.as_fd(), data_offset, data_len, item_size as usize)?,
             capacity,
             max_readers: readers,
         };
@@ -1227,7 +1228,7 @@ mod tests {
         let header = control_len(w.map.max_readers);
         Mapped {
             page: Page::map(fd, header).unwrap(),
-            slots: Mirror::of_object(fd, header as u64, w.capacity() * 4).unwrap(),
+            slots: Mirror::of_object(fd, header as u64, w.capacity() * 4, 4).unwrap(),
             capacity: w.capacity() as u64,
             max_readers: w.map.max_readers,
         }
