@@ -88,7 +88,7 @@ impl Mirror {
     /// and a reader would finish each batch at a page's end just as the writer
     /// starts filling the next page. On this project's x86 host that costs
     /// the reader: with slot 0 at 1 KiB a 4 KiB stream through a 256 KiB queue
-    /// runs about 6 % faster (BENCHMARKS.md, "Where slot 0 lies"). A queue in
+    /// runs about a tenth faster (BENCHMARKS.md, "Where slot 0 lies"). A queue in
     /// DMA memory keeps slot 0 at its range's first byte, so a device's
     /// windows of a power of two never straddle the range's end.
     pub(crate) fn skew_for(len: usize, granule: usize) -> usize {
