@@ -106,6 +106,7 @@ impl Mirror {
     /// Maps `len` bytes of the memory object `fd` from `offset` (a page
     /// boundary) twice, back to back: the slots of a queue shared between
     /// processes ([`super::shm`]).
+    ///
     /// Slot 0 lies as in a queue of this process's own
     /// ([`Mirror::skew_for`] of `len` and `granule`), so every process that
     /// maps the object finds the same slot at the same place.
