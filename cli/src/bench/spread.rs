@@ -73,11 +73,19 @@ impl Spread {
     /// [`Spread::straddles`], else nothing: the note a target's figure
     /// carries.
     pub fn straddle_note(&self, target: f64) -> &'static str {
-        if self.straddles(target) {
-            "; the runs straddle the target: not dependably met or missed"
-        } else {
-            ""
-        }
+        note_if(self.straddles(target))
+    }
+
+    /// Whether the rounds fall both inside `lo..=hi` (or across it) and
+    /// outside it: a target of a band ("within 10 %") that the median meets
+    /// or misses by chance.
+    pub fn straddles_band(&self, lo: f64, hi: f64) -> bool {
+        (self.min < lo || self.max > hi) && self.max >= lo && self.min <= hi
+    }
+
+    /// [`Spread::straddle_note`] for a band ([`Spread::straddles_band`]).
+    pub fn band_note(&self, lo: f64, hi: f64) -> &'static str {
+        note_if(self.straddles_band(lo, hi))
     }
 
     /// As JSON: median, p25, p75, min, max, n.
@@ -90,6 +98,15 @@ impl Spread {
             "max": self.max,
             "n": self.n,
         })
+    }
+}
+
+/// The note of a target whose rounds straddle it, where `straddles`.
+fn note_if(straddles: bool) -> &'static str {
+    if straddles {
+        "; the runs straddle the target: not dependably met or missed"
+    } else {
+        ""
     }
 }
 
@@ -332,6 +349,19 @@ mod tests {
         let s = Spread::of(&[1.4, 1.6]);
         assert!(s.straddles(1.5) && !s.straddles(1.3) && !s.straddles(1.7));
         assert!(s.straddle_note(1.5).contains("straddle") && s.straddle_note(1.0).is_empty());
+        // A band: rounds all inside, all on one side outside, or some of each.
+        assert!(!Spread::of(&[0.95, 1.05]).straddles_band(0.9, 1.1));
+        assert!(!Spread::of(&[0.7, 0.8]).straddles_band(0.9, 1.1));
+        assert!(!Spread::of(&[1.2, 1.3]).straddles_band(0.9, 1.1));
+        assert!(Spread::of(&[0.85, 1.0]).straddles_band(0.9, 1.1));
+        assert!(Spread::of(&[1.0, 1.15]).straddles_band(0.9, 1.1));
+        assert!(Spread::of(&[0.8, 1.2]).straddles_band(0.9, 1.1));
+        assert!(
+            Spread::of(&[1.0, 1.15])
+                .band_note(0.9, 1.1)
+                .contains("straddle")
+        );
+        assert!(Spread::of(&[1.0, 1.05]).band_note(0.9, 1.1).is_empty());
     }
 
     #[test]
