@@ -681,8 +681,9 @@ impl Versus<'_> {
         })
     }
 
-    /// `1.17x (1.05..1.30, faster in every round; 13.42 GB/s against rtrb
-    /// 11.46)`, and the note that the rounds straddle `target` where they do.
+    /// `1.17x (1.05..1.30 over 11 rounds, faster; 13.42 GB/s against rtrb
+    /// 11.46)` (the verdict says "faster" or "slower" only where every round
+    /// agrees), and the note that the rounds straddle `target` where they do.
     fn text(&self, target: f64) -> String {
         let r = &self.ratio.0;
         format!(
