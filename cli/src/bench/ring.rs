@@ -574,14 +574,22 @@ fn bound_series(sh: &Shape) -> u32 {
     })
 }
 
+/// The row of `imp` in `case_` at `batch` bytes.
+fn row_of<'a>(
+    rows: &'a [Row<Batch, Sample>],
+    imp: &str,
+    case_: &str,
+    batch: usize,
+) -> Option<&'a Row<Batch, Sample>> {
+    rows.iter().find(|r| {
+        let s = r.point.series;
+        implementation(s) == imp && case(s) == case_ && r.point.at.0 == batch
+    })
+}
+
 /// The typical throughput of `imp` in `case_` at `batch` bytes.
 fn gbytes(rows: &[Row<Batch, Sample>], imp: &str, case_: &str, batch: usize) -> Option<f64> {
-    rows.iter()
-        .find(|r| {
-            let s = r.point.series;
-            implementation(s) == imp && case(s) == case_ && r.point.at.0 == batch
-        })
-        .map(|r| r.typical(gbps))
+    row_of(rows, imp, case_, batch).map(|r| r.typical(gbps))
 }
 
 /// The row's typical throughput over dmaflow's in the same case (the
@@ -644,16 +652,6 @@ fn fastest_peer(rows: &[Row<Batch, Sample>], batch: usize, own: bool) -> Option<
         .max_by(|x, y| x.1.total_cmp(&y.1))
 }
 
-/// The stream row of `series` at `batch` bytes.
-fn stream_row<'a>(
-    rows: &'a [Row<Batch, Sample>],
-    series: &str,
-    batch: usize,
-) -> Option<&'a Row<Batch, Sample>> {
-    rows.iter()
-        .find(|r| r.point.series == series && r.point.at.0 == batch)
-}
-
 /// One stream against another at one batch size: the first's typical
 /// throughput, the second's name and typical throughput, and the first over
 /// the second round by round (the two take turns in every round).
@@ -672,7 +670,7 @@ impl Versus<'_> {
         (peer, theirs): (&'a str, f64),
         batch: usize,
     ) -> Option<Versus<'a>> {
-        let row = stream_row(rows, series, batch)?;
+        let row = row_of(rows, series, "stream", batch)?;
         Some(Versus {
             mine: row.typical(gbps),
             peer,
@@ -724,7 +722,7 @@ fn compare_own(rows: &[Row<Batch, Sample>], batch: usize) -> Option<Versus<'_>> 
 /// The shared queue with its reader in another process over the same queue
 /// with its reader on another thread, at one batch size, round by round.
 fn across(rows: &[Row<Batch, Sample>], batch: usize) -> Option<Ratio> {
-    stream_row(rows, "dmaflow-process", batch)?.ratio_to("dmaflow-shm", gbps)
+    row_of(rows, "dmaflow-process", "stream", batch)?.ratio_to("dmaflow-shm", gbps)
 }
 
 /// The batch sizes of the rows, in order.
@@ -881,29 +879,10 @@ fn heading(cfg: &Config) -> String {
 mod tests {
     use super::*;
 
-    /// A row of one round at 64 B batches beside `others` in the same round.
-    fn row(
-        series: &'static str,
-        gbytes_per_s: f64,
-        others: &[(&'static str, f64)],
-    ) -> Row<Batch, Sample> {
-        let one = |gbytes_per_s| vec![Sample { gbytes_per_s }];
-        Row {
-            point: Point {
-                series,
-                at: Batch(64),
-            },
-            samples: one(gbytes_per_s),
-            baseline: None,
-            others: others.iter().map(|&(s, v)| (s, one(v))).collect(),
-        }
-    }
-
-    /// A stream row at `batch` bytes over several rounds, beside `others`
-    /// in the same rounds.
+    /// A row at 64 B batches over several rounds, beside `others` in the
+    /// same rounds.
     fn rounds(
         series: &'static str,
-        batch: usize,
         mine: &[f64],
         others: &[(&'static str, &[f64])],
     ) -> Row<Batch, Sample> {
@@ -915,12 +894,36 @@ mod tests {
         Row {
             point: Point {
                 series,
-                at: Batch(batch),
+                at: Batch(64),
             },
             samples: of(mine),
             baseline: None,
             others: others.iter().map(|&(s, v)| (s, of(v))).collect(),
         }
+    }
+
+    /// A row of one round at 64 B batches beside `others` in the same round.
+    fn row(
+        series: &'static str,
+        gbytes_per_s: f64,
+        others: &[(&'static str, f64)],
+    ) -> Row<Batch, Sample> {
+        let others: Vec<(&'static str, &[f64])> = others
+            .iter()
+            .map(|(s, v)| (*s, std::slice::from_ref(v)))
+            .collect();
+        rounds(series, &[gbytes_per_s], &others)
+    }
+
+    /// Two stream rows at 64 B over the same rounds, each beside the other.
+    fn pair(
+        (a, a_rounds): (&'static str, &[f64]),
+        (b, b_rounds): (&'static str, &[f64]),
+    ) -> Vec<Row<Batch, Sample>> {
+        vec![
+            rounds(a, a_rounds, &[(b, b_rounds)]),
+            rounds(b, b_rounds, &[(a, a_rounds)]),
+        ]
     }
 
     /// The targets judge the rounds' ratios (each round's dmaflow over the
@@ -932,10 +935,7 @@ mod tests {
         // the rounds' median is 1.1x, short of 1.2x, and they straddle it.
         let dmaflow = [12.0, 10.0, 13.2];
         let rtrb = [8.0, 10.0, 12.0];
-        let rows = vec![
-            rounds("dmaflow", 64, &dmaflow, &[("rtrb", &rtrb)]),
-            rounds("rtrb", 64, &rtrb, &[("dmaflow", &dmaflow)]),
-        ];
+        let rows = pair(("dmaflow", &dmaflow), ("rtrb", &rtrb));
         let t = targets(&rows);
         let first = &t[0];
         assert!(
@@ -951,10 +951,7 @@ mod tests {
         assert!(first.found.contains("straddle"), "{first:?}");
         // Every round ahead by 1.25x or more: met, and said to be so.
         let dmaflow = [12.5, 13.0, 15.0];
-        let rows = vec![
-            rounds("dmaflow", 64, &dmaflow, &[("rtrb", &[10.0, 10.0, 12.0])]),
-            rounds("rtrb", 64, &[10.0, 10.0, 12.0], &[("dmaflow", &dmaflow)]),
-        ];
+        let rows = pair(("dmaflow", &dmaflow), ("rtrb", &[10.0, 10.0, 12.0]));
         let t = targets(&rows);
         assert!(t[0].met, "{:?}", t[0]);
         assert!(t[0].found.contains("faster"), "{:?}", t[0]);
@@ -962,10 +959,7 @@ mod tests {
         // The shared queue between processes: the band, judged the same way.
         let thread = [10.0, 10.0, 10.0];
         let process = [9.5, 8.5, 10.5];
-        let rows = vec![
-            rounds("dmaflow-process", 64, &process, &[("dmaflow-shm", &thread)]),
-            rounds("dmaflow-shm", 64, &thread, &[("dmaflow-process", &process)]),
-        ];
+        let rows = pair(("dmaflow-process", &process), ("dmaflow-shm", &thread));
         let t = targets(&rows);
         let band = t.iter().find(|t| t.what.contains("within 10 %")).unwrap();
         assert!(band.met, "{band:?}");
