@@ -4,6 +4,7 @@
 //! writer and its readers pinned and started together ([`together`]).
 
 use std::sync::Barrier;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use dmaflow::platform::cpu::{allowed_cores, pin};
@@ -84,6 +85,16 @@ pub struct Shape {
     pub queue: usize,
     /// The program that reads in another process.
     pub reader: Option<std::path::PathBuf>,
+    /// The readers' looks at the queue that found items, summed (each
+    /// reader adds its count once, when it is done: [`Shape::looked`]).
+    pub looks: AtomicU64,
+}
+
+impl Shape {
+    /// Adds one reader's count of looks that found items.
+    pub fn looked(&self, looks: u64) {
+        self.looks.fetch_add(looks, Ordering::Relaxed);
+    }
 }
 
 /// How a peer's waiting sides wait.
@@ -109,6 +120,8 @@ mod peer {
     use vmcircbuffer::lockfree::{Circular, CircularError, Reader};
 
     use dmaflow::ring::Backoff;
+
+    use std::sync::atomic::{AtomicU64, Ordering};
 
     use super::{Error, Shape, Waits, first, together, two_threads};
     use crate::bench::peers::{checksum, fill};
@@ -155,13 +168,14 @@ mod peer {
     /// sequence number) once there is room (`put` gives `false` while there
     /// is none); each reader, until it has read every item, has its `take`
     /// read what is readable and give how many items it read and their
-    /// checksum (none: it waits). Every side waits as `waits` says.
+    /// checksum (none: it waits), and adds how many of its looks found
+    /// items to `looks` when it is done. Every side waits as `waits` says.
     fn lock_free<T>(
         name: &'static str,
         waits: Waits,
         (batches, batch): (usize, usize),
         mut put: impl FnMut(u32) -> Result<bool, Error> + Send,
-        takes: Vec<T>,
+        (takes, looks): (Vec<T>, &AtomicU64),
     ) -> Result<(f64, Vec<u32>), Error>
     where
         T: FnMut() -> Result<(usize, u32), Error> + Send,
@@ -178,7 +192,7 @@ mod peer {
         };
         let reader = |mut take: T| {
             move || {
-                let (mut sum, mut got) = (0u32, 0usize);
+                let (mut sum, mut got, mut found) = (0u32, 0usize, 0u64);
                 let mut backoff = Waiter::new(waits);
                 while got < batches * batch {
                     match take()? {
@@ -187,9 +201,11 @@ mod peer {
                             backoff.reset();
                             sum = sum.wrapping_add(s);
                             got += n;
+                            found += 1;
                         }
                     }
                 }
+                looks.fetch_add(found, Ordering::Relaxed);
                 Ok(sum)
             }
         };
@@ -200,13 +216,14 @@ mod peer {
     /// condition variable per call) of `queue` items, [`lock_free`] with
     /// `readers` readers, each reader taking whatever is readable, or with
     /// `per_take` exactly that many items (the last ones: what is left);
-    /// its sides wait as `waits` says.
+    /// its sides wait as `waits` says, the readers' looks that found items
+    /// added to `looks`.
     pub fn vmcircbuffer(
         waits: Waits,
         queue: usize,
         readers: usize,
         (batches, batch): (usize, usize),
-        per_take: Option<usize>,
+        (per_take, looks): (Option<usize>, &AtomicU64),
     ) -> Result<(f64, Vec<u32>), Error> {
         let peer = Error::peer::<CircularError>("vmcircbuffer");
         let mut w = Circular::with_capacity::<f32, NoMetadata>(queue, readers).map_err(peer)?;
@@ -236,7 +253,7 @@ mod peer {
             }
         };
         let takes = rs.into_iter().map(take).collect();
-        lock_free("vmcircbuffer", waits, (batches, batch), put, takes)
+        lock_free("vmcircbuffer", waits, (batches, batch), put, (takes, looks))
     }
 
     /// rtrb's queue of `sh.queue` items, written and read in chunks in
@@ -272,7 +289,7 @@ mod peer {
             waits,
             (sh.batches, sh.batch),
             put,
-            vec![take],
+            (vec![take], &sh.looks),
         ))
     }
 
@@ -308,7 +325,7 @@ mod peer {
             waits,
             (sh.batches, sh.batch),
             put,
-            vec![take],
+            (vec![take], &sh.looks),
         ))
     }
 
@@ -373,12 +390,14 @@ mod peer {
             },
             move || {
                 let mut w = Waiter::new(waits);
-                let mut sum = 0u32;
+                let (mut sum, mut found) = (0u32, 0u64);
                 while let Some(v) = recv(&full_rx, &mut w) {
+                    found += 1;
                     sum = sum.wrapping_add(checksum(&v));
                     // The producer may be done and gone: nothing then wants it.
                     let _ = send(&empty_tx, v, &mut w);
                 }
+                sh.looked(found);
                 Ok(sum)
             },
         )

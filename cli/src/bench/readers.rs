@@ -195,7 +195,7 @@ fn vmcircbuffer_point(cfg: &Config, readers: usize, per_op: usize) -> Result<f64
         cfg.queue_items,
         readers,
         stream,
-        Some(per_op),
+        (Some(per_op), &std::sync::atomic::AtomicU64::new(0)),
     );
     checked("vmcircbuffer", items, run?)
 }

@@ -18,7 +18,12 @@
 //! as a user gets it out of the box (`-own`: see [`queues::Waits::Own`]).
 //! The `bound` row does the same work with no queue (each thread on a private
 //! buffer of the queue's size): a row faster than it by more than the
-//! run-to-run spread is flagged as implausible.
+//! run-to-run spread is flagged as implausible. Beside each stream's rate,
+//! the items its reader took per look that found any: one batch when the
+//! reader reads each batch as it lands (the two cores then hand the cursor's
+//! and the data's cache lines back and forth every batch), many when it reads
+//! behind the writer; rows of one queue at one batch size that differ in rate
+//! differ there too.
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -147,6 +152,14 @@ impl fmt::Display for Batch {
 pub struct Sample {
     /// Throughput in 10^9 bytes of stream per second.
     pub gbytes_per_s: f64,
+    /// Items the reader took per look at the queue that found any (the
+    /// stream cases; `NaN` where no reader looks: `bound`, the windows).
+    pub items_per_look: f64,
+}
+
+/// A sample's items per look.
+fn per_look(s: &Sample) -> f64 {
+    s.items_per_look
 }
 
 /// A sample's throughput: the figure every column and finding reads.
@@ -202,15 +215,18 @@ macro_rules! batches_into {
 
 /// The checksum of everything dmaflow's reader `r` reads until the end of
 /// the stream, whatever is readable as soon as anything is (as every peer
-/// takes it).
+/// takes it); how many of its looks found items is added to `looks` (an
+/// `AtomicU64`) at the end.
 macro_rules! sum_readable {
-    ($r:expr) => {{
-        let mut sum = 0u32;
+    ($r:expr, $looks:expr) => {{
+        let (mut sum, mut found) = (0u32, 0u64);
         loop {
             let s = $r.peek(1)?;
             if s.is_empty() {
+                $looks.fetch_add(found, std::sync::atomic::Ordering::Relaxed);
                 break sum;
             }
+            found += 1;
             sum = sum.wrapping_add(checksum(s));
             let n = s.len();
             $r.consume(n)?;
@@ -231,17 +247,20 @@ where
 
 /// The stream on the wait schedule every queue shares (`Wait::Yield`).
 fn dmaflow_stream(sh: &Shape) -> Result<(f64, u32), Error> {
-    dmaflow_case(sh, Wait::Yield, move |mut r| Ok(sum_readable!(r)))
+    let looks = &sh.looks;
+    dmaflow_case(sh, Wait::Yield, move |mut r| Ok(sum_readable!(r, looks)))
 }
 
 /// The stream with both sides spinning.
 fn dmaflow_spin(sh: &Shape) -> Result<(f64, u32), Error> {
-    dmaflow_case(sh, Wait::Spin, move |mut r| Ok(sum_readable!(r)))
+    let looks = &sh.looks;
+    dmaflow_case(sh, Wait::Spin, move |mut r| Ok(sum_readable!(r, looks)))
 }
 
 /// The stream with both sides sleeping when they must wait (the default).
 fn dmaflow_block(sh: &Shape) -> Result<(f64, u32), Error> {
-    dmaflow_case(sh, Wait::Block, move |mut r| Ok(sum_readable!(r)))
+    let looks = &sh.looks;
+    dmaflow_case(sh, Wait::Block, move |mut r| Ok(sum_readable!(r, looks)))
 }
 
 /// Sliding windows of `2 * hop` items, `hop` apart, read in place.
@@ -297,7 +316,8 @@ fn window_series(items: usize, hop: usize) -> u32 {
 #[cfg(feature = "peers")]
 fn vmcircbuffer_stream(sh: &Shape, waits: queues::Waits) -> Result<(f64, u32), Error> {
     let stream = (sh.batches, sh.batch);
-    first(queues::vmcircbuffer(waits, sh.queue, 1, stream, None))
+    let take = (None, &sh.looks);
+    first(queues::vmcircbuffer(waits, sh.queue, 1, stream, take))
 }
 
 /// The same work with no queue: the producer fills and the consumer sums
@@ -347,14 +367,16 @@ fn shm_threads(sh: &Shape) -> Result<(f64, u32), Error> {
     let fd = fd.map_err(Error::io("shared queue descriptor"))?;
     // SAFETY: only `w` writes the object.
     let mut r = unsafe { ShmReader::<f32>::from_fd(fd)? };
+    let looks = &sh.looks;
     two_threads("dmaflow-shm", batches_into!(w, sh), move || {
-        Ok(sum_readable!(r))
+        Ok(sum_readable!(r, looks))
     })
 }
 
 /// The reading end of the cross-process row, in a child process: attaches to
 /// the queue at `path` on the second core, sums the stream and answers
-/// `sum SUM end NS` (the instant of its last item on the monotonic clock).
+/// `sum SUM end NS looks N` (the instant of its last item on the monotonic
+/// clock; how many of its looks found items).
 pub fn shm_reader(path: &std::path::Path) -> Result<String, Error> {
     // The wait costs measured before the pinning and the attach, as the
     // parent measures its own (`run`): on an unpinned thread, outside the
@@ -363,8 +385,10 @@ pub fn shm_reader(path: &std::path::Path) -> Result<String, Error> {
     pin_to(1);
     // SAFETY: only the parent's writer writes the object.
     let mut r = unsafe { dmaflow::ring::shm::ShmReader::<f32>::open(path)? };
-    let sum = sum_readable!(r);
-    Ok(format!("sum {sum} end {}", monotonic_ns()))
+    let looks = std::sync::atomic::AtomicU64::new(0);
+    let sum = sum_readable!(r, looks);
+    let end = monotonic_ns();
+    Ok(format!("sum {sum} end {end} looks {}", looks.into_inner()))
 }
 
 /// How many times the cross-process row starts its reading process before
@@ -454,7 +478,10 @@ fn shm_process_once(sh: &Shape) -> Result<(f64, u32), Error> {
             .and_then(|v| v.parse::<u64>().ok())
     };
     match (out.status.success(), field("sum"), field("end")) {
-        (true, Some(sum), Some(end)) => Ok((end.saturating_sub(t0) as f64 / 1e9, sum as u32)),
+        (true, Some(sum), Some(end)) => {
+            sh.looked(field("looks").unwrap_or(0));
+            Ok((end.saturating_sub(t0) as f64 / 1e9, sum as u32))
+        }
         _ => Err(fail(format!(
             "answered {:?} ({}; it said {:?})",
             text.trim(),
@@ -529,6 +556,7 @@ fn shape(cfg: &Config, batch_bytes: usize) -> Shape {
         batch,
         queue: cfg.queue_bytes / ITEM,
         reader: cfg.reader.clone(),
+        looks: Default::default(),
     }
 }
 
@@ -560,8 +588,13 @@ fn measure(cfg: &Config, p: &Point<Batch>) -> Result<Sample, Error> {
             expected,
         });
     }
+    let looks = sh.looks.into_inner();
     Ok(Sample {
         gbytes_per_s: (sh.items * ITEM) as f64 / secs / 1e9,
+        items_per_look: match looks {
+            0 => f64::NAN,
+            n => sh.items as f64 / n as f64,
+        },
     })
 }
 
@@ -633,6 +666,15 @@ fn columns() -> Columns<'static, Row<Batch, Sample>> {
         )
         .kept("runs", |r| r.rounds())
         .doc("rounds measured")
+        .typical(
+            "items/look",
+            "items_per_look",
+            "items the reader took per look at the queue that found any: the \
+             writer's batch when it reads each batch as it lands, more when it \
+             reads behind the writer and takes many at once",
+            (1.0, 0),
+            per_look,
+        )
         .shown("x dmaflow", |r| {
             to_dmaflow(r).map_or("-".into(), |x| format!("{x:.2}"))
         })
@@ -888,7 +930,10 @@ mod tests {
     ) -> Row<Batch, Sample> {
         let of = |v: &[f64]| -> Vec<Sample> {
             v.iter()
-                .map(|&gbytes_per_s| Sample { gbytes_per_s })
+                .map(|&gbytes_per_s| Sample {
+                    gbytes_per_s,
+                    items_per_look: f64::NAN,
+                })
                 .collect()
         };
         Row {
@@ -981,6 +1026,7 @@ mod tests {
             queue: 4096,
             // `sh shm-reader --path P`: sh finds no script `shm-reader`.
             reader: Some("/bin/sh".into()),
+            looks: Default::default(),
         };
         let t0 = Instant::now();
         let e = shm_process(&sh).unwrap_err().to_string();
@@ -1027,10 +1073,26 @@ mod tests {
             assert!(s.min <= typical && typical <= s.max, "{r:?}");
         }
         assert!(rows.iter().any(|r| r.point.series == "bound"));
+        // Every look that found items found at least one whole batch (the
+        // writer commits batches, the reader takes all it finds); no reader
+        // looks in the bound, and the windows are not counted.
+        for r in &rows {
+            let per = r.typical(per_look);
+            let batch = (r.point.at.0 / ITEM) as f64;
+            match (r.point.series, case(r.point.series)) {
+                ("bound", _) | (_, "window" | "window-copy") => {
+                    assert!(per.is_nan(), "{r:?}")
+                }
+                _ => assert!(per >= batch, "{r:?}"),
+            }
+        }
         let rep = EXPERIMENT.report(&cfg, &rows);
         assert_eq!(rep.json["experiment"], "ring");
         let json = rep.json["rows"].as_array().unwrap();
         assert_eq!(json.len(), rows.len());
+        assert!(json[0]["items_per_look"].as_f64().unwrap() >= 16.0);
+        let bound = json.iter().find(|r| r["impl"] == "bound").unwrap();
+        assert!(bound["items_per_look"].is_null(), "{bound}");
         let last = &json[rows.len() - 1];
         assert_eq!(
             (&last["impl"], &last["case"]),
