@@ -164,6 +164,12 @@ fn the_cross_process_row_reads_every_item_in_another_process() {
         .collect();
     assert_eq!(across.len(), cfg.batches.len());
     assert!(across.iter().all(|r| r.typical(|s| s.gbytes_per_s) > 0.0));
+    // The child reported how many of its looks found items: every one found
+    // at least a whole batch (4-byte items).
+    for r in &across {
+        let batch = (r.point.at.0 / 4) as f64;
+        assert!(r.typical(|s| s.items_per_look) >= batch, "{r:?}");
+    }
     let text = EXPERIMENT.report(&cfg, &rows).text;
     assert!(text.contains("other process / other thread"), "{text}");
 }
