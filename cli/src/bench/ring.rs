@@ -245,22 +245,26 @@ where
     two_threads("dmaflow", batches_into!(w, sh), move || read(r))
 }
 
+/// The stream with both sides waiting as `wait` says, the reader taking
+/// whatever is readable and counting its looks into `sh.looks`.
+fn dmaflow_sum(sh: &Shape, wait: Wait) -> Result<(f64, u32), Error> {
+    let looks = &sh.looks;
+    dmaflow_case(sh, wait, move |mut r| Ok(sum_readable!(r, looks)))
+}
+
 /// The stream on the wait schedule every queue shares (`Wait::Yield`).
 fn dmaflow_stream(sh: &Shape) -> Result<(f64, u32), Error> {
-    let looks = &sh.looks;
-    dmaflow_case(sh, Wait::Yield, move |mut r| Ok(sum_readable!(r, looks)))
+    dmaflow_sum(sh, Wait::Yield)
 }
 
 /// The stream with both sides spinning.
 fn dmaflow_spin(sh: &Shape) -> Result<(f64, u32), Error> {
-    let looks = &sh.looks;
-    dmaflow_case(sh, Wait::Spin, move |mut r| Ok(sum_readable!(r, looks)))
+    dmaflow_sum(sh, Wait::Spin)
 }
 
 /// The stream with both sides sleeping when they must wait (the default).
 fn dmaflow_block(sh: &Shape) -> Result<(f64, u32), Error> {
-    let looks = &sh.looks;
-    dmaflow_case(sh, Wait::Block, move |mut r| Ok(sum_readable!(r, looks)))
+    dmaflow_sum(sh, Wait::Block)
 }
 
 /// Sliding windows of `2 * hop` items, `hop` apart, read in place.
