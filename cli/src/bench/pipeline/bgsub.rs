@@ -3,10 +3,9 @@
 //! background is the previous frame's answer, so frames go one at a time.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use super::device::{self, Bare};
-use super::{Body, Error, Rig, Run, run_pipeline};
+use super::{Body, Error, Rig, Run, Span, run_pipeline};
 use dmaflow::accel::bgsub;
 use dmaflow::axi::{Channel, Coalescing};
 use dmaflow::dma::Completion;
@@ -214,7 +213,7 @@ pub(super) fn device_once(clock: Clock, frame_bytes: usize, bytes: usize) -> Res
     for b in [&bg0, &bg1, &mask] {
         b.sync_for_device(n)?;
     }
-    let (t0, c0) = (Instant::now(), thread_cpu_time());
+    let (mut span, c0) = (Span::new(), thread_cpu_time());
     let result = (|| -> Result<u64, Error> {
         let none = Coalescing::NONE;
         let mut bare = [
@@ -245,7 +244,9 @@ pub(super) fn device_once(clock: Clock, frame_bytes: usize, bytes: usize) -> Res
             }
             // The mask first, as the node waits: it lands last, so only
             // that wait sleeps.
-            delivered += bare[1].landed(n)? as u64;
+            let mask = bare[1].landed(n)? as u64;
+            span.answer(mask);
+            delivered += mask;
             bare[0].landed(n)?;
             for b in &mut bare {
                 b.sent()?;
@@ -254,12 +255,13 @@ pub(super) fn device_once(clock: Clock, frame_bytes: usize, bytes: usize) -> Res
         }
         Ok(delivered)
     })();
-    let (wall, cpu) = (t0.elapsed(), thread_cpu_time() - c0);
+    let ended = result.as_ref().map_or(0, |d| *d);
+    let (rate, cpu) = (span.rate(ended), thread_cpu_time() - c0);
     let out_bytes = result.inspect_err(|_| {
         device::stop(&[e0, e1], &mut [&mut video, &mut bg0, &mut bg1, &mut mask]);
     })?;
     Ok(Run {
-        wall,
+        rate,
         cpu,
         node_cpu: cpu,
         out_bytes,

@@ -1,10 +1,8 @@
 //! The FIR core in `bench pipeline`: f32 samples, windows overlapping by
 //! `TAPS - 1` samples, one hop of filtered samples per window.
 
-use std::time::Instant;
-
 use super::device::{self, Bare};
-use super::{Body, Error, Rig, Run, SimEngine, run_pipeline};
+use super::{Body, Error, Rig, Run, SimEngine, Span, delivered_of, run_pipeline};
 use dmaflow::accel::fir::load_taps;
 use dmaflow::accel::fir::{FIR_REG_NTAPS, FIR_REG_TAPS};
 use dmaflow::accel::stage::{self, StageConfig};
@@ -269,7 +267,7 @@ pub(super) fn device_once(clock: Clock, window_bytes: usize, samples: usize) -> 
             (at, rest + TAPS - 1, 4 * rest)
         }
     };
-    let (t0, c0) = (Instant::now(), thread_cpu_time());
+    let (mut span, c0) = (Span::new(), thread_cpu_time());
     let result = (|| -> Result<(u64, u64), Error> {
         // S2MM's interrupts coalesced as the node's are.
         let coalescing = stage::s2mm_coalescing(&stage_config(hop, depth));
@@ -287,10 +285,10 @@ pub(super) fn device_once(clock: Clock, window_bytes: usize, samples: usize) -> 
             stream_at(&mut items_in[at + new..at + items], j * hop + new, &period);
             Ok(input.sync_range_for_device(4 * (at + new), 4 * (items - new))?)
         };
-        // Lands window `done`'s answer (its length checked) and takes its
-        // MM2S.
-        let take = |bare: &mut Bare<'_>, done: usize| -> Result<(), Error> {
-            bare.landed(packet(done).2)?;
+        // Lands window `done`'s answer (its length checked; the first
+        // starts the span) and takes its MM2S.
+        let mut take = |bare: &mut Bare<'_>, done: usize| -> Result<(), Error> {
+            span.answer(bare.landed(packet(done).2)? as u64);
             bare.sent()
         };
         // Digests window `j`'s landed answer as the sink does.
@@ -355,12 +353,12 @@ pub(super) fn device_once(clock: Clock, window_bytes: usize, samples: usize) -> 
         }
         Ok((delivered, sum ^ delivered))
     })();
-    let (wall, cpu) = (t0.elapsed(), thread_cpu_time() - c0);
+    let (rate, cpu) = (span.rate(delivered_of(&result)), thread_cpu_time() - c0);
     let (out_bytes, digest) = result.inspect_err(|_| {
         device::stop(&[engine], &mut [&mut input, &mut output]);
     })?;
     Ok(Run {
-        wall,
+        rate,
         cpu,
         node_cpu: cpu,
         out_bytes,
