@@ -387,13 +387,47 @@ impl RunInfo {
         let secs = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
+        let idle = idle_at(Path::new("/sys"))
+            .map(|i| format!(", {i}"))
+            .unwrap_or_default();
         RunInfo {
-            machine: format!("{cpu}, {cores} cores{kernel}"),
+            machine: format!("{cpu}, {cores} cores{kernel}{idle}"),
             date: utc(secs),
             command: std::env::args().collect::<Vec<_>>().join(" "),
             board: String::new(),
         }
     }
+}
+
+/// How the machine's idle cores wait, from the sysfs tree at `sys`: the
+/// cpuidle driver and governor, and for a virtual machine's `haltpoll`
+/// driver whether the guest polls before it halts (`guest_halt_poll_ns`).
+/// It moves every wait that lets a core go idle: with the guest's polling
+/// off, a halted virtual CPU wakes only when the host runs it again (about
+/// 30-40 us on the virtual machines measured in BENCHMARKS.md). `None`
+/// where the machine says nothing.
+fn idle_at(sys: &Path) -> Option<String> {
+    let read = |p: &str| {
+        std::fs::read_to_string(sys.join(p))
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+    };
+    let cpuidle = "devices/system/cpu/cpuidle";
+    let driver = read(&format!("{cpuidle}/current_driver"))?;
+    let mut out = format!("cpuidle {driver}");
+    if let Some(g) = read(&format!("{cpuidle}/current_governor"))
+        .or_else(|| read(&format!("{cpuidle}/current_governor_ro")))
+        .filter(|g| *g != driver)
+    {
+        out.push_str(&format!(" ({g} governor)"));
+    }
+    match read("module/haltpoll/parameters/guest_halt_poll_ns").map(|v| v.parse::<u64>()) {
+        Some(Ok(0)) => out.push_str(", guest halt-polling off"),
+        Some(Ok(ns)) => out.push_str(&format!(", guest halt-polling {} us", ns / 1000)),
+        _ => {}
+    }
+    Some(out)
 }
 
 /// `YYYY-MM-DD HH:MM UTC` for seconds since the epoch.
@@ -501,6 +535,39 @@ pub fn write_index(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The machine line names the idle driver and governor, and a virtual
+    /// machine's guest halt-polling, off or its window; nothing without
+    /// cpuidle.
+    #[test]
+    fn the_machine_line_says_how_idle_cores_wait() {
+        let dir = tempfile::tempdir().unwrap();
+        let sys = dir.path();
+        assert_eq!(idle_at(sys), None);
+        let put = |p: &str, v: &str| {
+            let f = sys.join(p);
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(f, v).unwrap();
+        };
+        put("devices/system/cpu/cpuidle/current_driver", "intel_idle\n");
+        put("devices/system/cpu/cpuidle/current_governor", "menu\n");
+        assert_eq!(
+            idle_at(sys).as_deref(),
+            Some("cpuidle intel_idle (menu governor)")
+        );
+        put("devices/system/cpu/cpuidle/current_driver", "haltpoll\n");
+        put("devices/system/cpu/cpuidle/current_governor", "haltpoll\n");
+        put("module/haltpoll/parameters/guest_halt_poll_ns", "0\n");
+        assert_eq!(
+            idle_at(sys).as_deref(),
+            Some("cpuidle haltpoll, guest halt-polling off")
+        );
+        put("module/haltpoll/parameters/guest_halt_poll_ns", "200000\n");
+        assert_eq!(
+            idle_at(sys).as_deref(),
+            Some("cpuidle haltpoll, guest halt-polling 200 us")
+        );
+    }
 
     #[test]
     fn rows_group_into_sorted_lines() {
