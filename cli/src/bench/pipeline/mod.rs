@@ -264,13 +264,13 @@ fn sink<T: Pod + Send>(mut input: Input<T>, m: &Arc<Measured>) -> Body {
             if s.is_empty() {
                 break;
             }
-            span.answer(std::mem::size_of_val(s) as u64);
             let k = if s.len() < 8 {
                 s.len()
             } else {
                 s.len() / 8 * 8
             };
             let bytes: &[u8] = bytemuck::cast_slice(&s[..k]);
+            span.answer(bytes.len() as u64);
             sum = digest(sum, len / 8, bytes);
             len += bytes.len() as u64;
             input.consume(k)?;
