@@ -13,7 +13,8 @@ use dmaflow::dsp::bgsub::{BackgroundSubtractor, Params, synthetic_frames};
 use dmaflow::graph::Graph;
 use dmaflow::platform::MemoryModel;
 use dmaflow::rig::Rig;
-use dmaflow::sim::{BgSubCore, StreamProcessor};
+use dmaflow::sim::{BgSubCore, DeviceWork, StreamProcessor};
+use std::time::Duration;
 
 /// Two streams in, two out; answers the mask stream with half a frame.
 struct ShortMask;
@@ -110,6 +111,39 @@ fn masks_are_the_software_s_through_many_wraps() {
             assert_eq!(stats.windows, 60);
             assert_eq!(stats.bytes_out, frames.len() as u64);
             assert_eq!(stats.bytes_copied, 0);
+        }
+    }
+}
+
+/// The fabric times the emulated device's own work only when asked: with
+/// timing off nothing is counted; with it on, every frame the core computed
+/// is a packet, and its memory and compute time are counted.
+#[test]
+fn the_device_s_own_work_is_timed_when_asked() {
+    let p = Params::new(64, 64, 20, true).unwrap();
+    let frames = synthetic_frames(&p, 12, 3);
+    let cfg = Config {
+        params: p,
+        completion: Completion::Poll,
+    };
+    for on in [false, true] {
+        let r = rig(Box::new(BgSubCore::new(p)), MemoryModel::Coherent);
+        r.fabric.time_work(on);
+        let meter = r.fabric.work_meter();
+        let (got, _) = pipeline(r, cfg, frames.clone(), 16384, false).unwrap();
+        assert_eq!(got.len(), frames.len());
+        let w = meter.read();
+        if on {
+            // Each frame is one packet on each of the core's two streams,
+            // computed together.
+            assert_eq!(w.packets, 12, "{w:?}");
+            assert!(
+                w.memory > Duration::ZERO && w.compute > Duration::ZERO,
+                "{w:?}"
+            );
+            assert_eq!(w.total(), w.memory + w.compute);
+        } else {
+            assert_eq!(w, DeviceWork::default());
         }
     }
 }

@@ -234,6 +234,7 @@ impl Shared {
         // that comes late (woken from sleep, descheduled) is the emulator's
         // delay, not the device's, and must not hold back every later packet.
         let host = began.elapsed();
+        self.own_work.computed(host);
         let modelled = st.processor.compute_time();
         if let Some(m) = modelled {
             let over = host.saturating_sub(m).as_nanos().min(u64::MAX as u128) as u64;
@@ -341,7 +342,10 @@ impl Shared {
                 return self.overlong_packet(st, e, packet);
             }
             packet.resize(start + len, 0);
-            if self.dev.read_ddr(addr, &mut packet[start..]).is_err() {
+            let read = self
+                .own_work
+                .memory(|| self.dev.read_ddr(addr, &mut packet[start..]));
+            if read.is_err() {
                 return self.fail_at(st, e, 0, cur, DMASR_DMA_DEC_ERR);
             }
             if let Some((0, bits)) = st.faults.descriptor_error {
@@ -463,7 +467,10 @@ impl Shared {
                 return true;
             }
             let n = cap.min(packet.len() - off);
-            if self.dev.write_ddr(addr, &packet[off..off + n]).is_err() {
+            let wrote = self
+                .own_work
+                .memory(|| self.dev.write_ddr(addr, &packet[off..off + n]));
+            if wrote.is_err() {
                 st.engines[e].s2mm_chain = None;
                 self.fail_at(st, e, 1, cur, DMASR_DMA_DEC_ERR);
                 return true;
@@ -534,7 +541,10 @@ impl Shared {
             {
                 let mut buf = st.buffer();
                 buf.resize(job.len, 0);
-                match self.dev.read_ddr(job.addr, &mut buf) {
+                match self
+                    .own_work
+                    .memory(|| self.dev.read_ddr(job.addr, &mut buf))
+                {
                     Ok(()) => {
                         // The last byte leaves memory after len / rate.
                         let arrived = self.mm2s_arrival(st, e, job.posted, job.len);
@@ -580,7 +590,10 @@ impl Shared {
                     && g.s2mm_chain.is_none()
                     && let (Some(job), Some((packet, _, _))) = (g.s2mm.front(), g.stream.front())
                     && packet.len() <= job.len
-                    && self.dev.write_ddr(job.addr, packet).is_ok()
+                    && self
+                        .own_work
+                        .memory(|| self.dev.write_ddr(job.addr, packet))
+                        .is_ok()
                 {
                     // The data lands while it streams; completion waits for the
                     // last byte.
@@ -623,7 +636,8 @@ impl Shared {
                     let stored = if written {
                         Ok(())
                     } else {
-                        self.dev.write_ddr(job.addr, &packet)
+                        self.own_work
+                            .memory(|| self.dev.write_ddr(job.addr, &packet))
                     };
                     match stored {
                         Ok(()) => {

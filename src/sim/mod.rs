@@ -114,6 +114,54 @@ impl StreamProcessor for Loopback {
     }
 }
 
+/// The emulated device's own work ([`Fabric::work`]), host time on its
+/// thread. On a board the DMA engine and the core run beside the CPU; here
+/// the device thread does their work on a core of the host, at the host's
+/// speed: its memory time depends on where the host's caches hold the data
+/// (written by another core just before, or untouched since the last
+/// packet).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeviceWork {
+    /// Moving payload between DMA memory and the streams: MM2S reads and
+    /// S2MM writes.
+    pub memory: Duration,
+    /// Computing the core's packets (nothing for a plain loopback).
+    pub compute: Duration,
+    /// Packets the core computed.
+    pub packets: u64,
+}
+
+impl DeviceWork {
+    /// Memory and compute together.
+    pub fn total(&self) -> Duration {
+        self.memory + self.compute
+    }
+}
+
+/// Reads a fabric's [`DeviceWork`] ([`Fabric::work_meter`]); it keeps the
+/// fabric's counters, not its device thread, alive.
+#[derive(Clone)]
+pub struct WorkMeter(Arc<Shared>);
+
+impl WorkMeter {
+    /// The device's own work so far ([`Fabric::work`]).
+    pub fn read(&self) -> DeviceWork {
+        let w = &self.0.own_work;
+        let ns = |a: &AtomicU64| Duration::from_nanos(a.load(Ordering::Relaxed));
+        DeviceWork {
+            memory: ns(&w.memory_ns),
+            compute: ns(&w.compute_ns),
+            packets: w.packets.load(Ordering::Relaxed),
+        }
+    }
+}
+
+impl std::fmt::Debug for WorkMeter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("WorkMeter").field(&self.read()).finish()
+    }
+}
+
 /// A running emulated fabric: AXI DMA engines, the stream processor between them
 /// and the device thread that moves the data.
 pub struct Fabric {
@@ -196,6 +244,7 @@ impl Fabric {
             sleeps: AtomicU64::new(0),
             yields: AtomicU64::new(0),
             compute_overrun_ns: AtomicU64::new(0),
+            own_work: state::WorkClock::default(),
             posts: (0..engines)
                 .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
                 .collect(),
@@ -359,6 +408,26 @@ impl Fabric {
     /// count as software's. Zero for cores without a modelled compute time.
     pub fn compute_overrun(&self) -> Duration {
         Duration::from_nanos(self.shared.compute_overrun_ns.load(Ordering::Relaxed))
+    }
+
+    /// Starts (`true`) or stops timing the emulated device's own work
+    /// ([`Fabric::work`]). Off by default: each payload access then costs
+    /// two more clock reads on the device thread.
+    pub fn time_work(&self, on: bool) {
+        self.shared.own_work.on.store(on, Ordering::Relaxed);
+    }
+
+    /// The emulated device's own work while [`Fabric::time_work`] was on,
+    /// in host time on its thread: what a run's time per window spends in
+    /// the device, to be told apart from the driver's and the waits'.
+    pub fn work(&self) -> DeviceWork {
+        self.work_meter().read()
+    }
+
+    /// A handle that reads [`Fabric::work`] without borrowing the fabric,
+    /// for a caller that hands the fabric's owner to another thread.
+    pub fn work_meter(&self) -> WorkMeter {
+        WorkMeter(self.shared.clone())
     }
 
     /// The faults armed and not yet consumed.

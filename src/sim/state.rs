@@ -2,7 +2,7 @@
 //! between them, and what the register side shares with the device thread.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -177,6 +177,10 @@ pub(super) struct Shared {
     /// longer than the core's modelled compute time: the emulator's delay, not
     /// the device's.
     pub(super) compute_overrun_ns: AtomicU64,
+    /// The device's own work, timed only while [`Fabric::time_work`] is on.
+    ///
+    /// [`Fabric::time_work`]: super::Fabric::time_work
+    pub(super) own_work: WorkClock,
     /// TAILDESC writes per engine and channel: the writer stores the register and
     /// bumps this without the lock; the device picks the new tail up.
     pub(super) posts: Vec<[AtomicU64; 2]>,
@@ -251,5 +255,40 @@ impl Shared {
         let _held = self.sr_lock.lock().unwrap_or_else(PoisonError::into_inner);
         let v = f(self.reg(e, ch, DMASR));
         self.set(e, ch, DMASR, v);
+    }
+}
+
+/// Host time the device thread spends on the device's own work: moving
+/// payload between DMA memory and the stream, and computing the core's
+/// packets. Off by default: timing each access costs two clock reads.
+#[derive(Debug, Default)]
+pub(super) struct WorkClock {
+    pub(super) on: AtomicBool,
+    pub(super) memory_ns: AtomicU64,
+    pub(super) compute_ns: AtomicU64,
+    pub(super) packets: AtomicU64,
+}
+
+impl WorkClock {
+    /// Runs `access` (a payload read or write of DMA memory), adding its
+    /// time to the memory total while timing is on.
+    pub(super) fn memory<R>(&self, access: impl FnOnce() -> R) -> R {
+        if !self.on.load(Ordering::Relaxed) {
+            return access();
+        }
+        let t0 = Instant::now();
+        let r = access();
+        let ns = t0.elapsed().as_nanos().min(u64::MAX as u128) as u64;
+        self.memory_ns.fetch_add(ns, Ordering::Relaxed);
+        r
+    }
+
+    /// Adds one packet computed in `took` while timing is on.
+    pub(super) fn computed(&self, took: Duration) {
+        if self.on.load(Ordering::Relaxed) {
+            let ns = took.as_nanos().min(u64::MAX as u128) as u64;
+            self.compute_ns.fetch_add(ns, Ordering::Relaxed);
+            self.packets.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }

@@ -116,6 +116,7 @@ fn board(clock: Clock, frame_bytes: usize, bytes: usize) -> Result<Board, Error>
         Box::new(BgSubCore::new(p)),
     )?;
     let _placed = rig.dedicate_core()?;
+    rig.fabric.time_work(true);
     Ok(Board {
         rig,
         _placed,
@@ -143,8 +144,11 @@ pub(super) fn run_once(
         let source = body(&p, n, frames_of(n, bytes));
         let hw = BgSubCoprocessor::new(p, clock, COMPLETION)?;
         let _placed = hw.rig().dedicate_core()?;
+        hw.rig().fabric.time_work(true);
+        let meter = hw.rig().fabric.work_meter();
         let node = |a, b| -> Body { Box::new(copying_node(hw, n, a, b)) };
-        return run_pipeline::<u8>("bgsub", queue_bytes(n), None, source, node);
+        let run = run_pipeline::<u8>("bgsub", queue_bytes(n), None, source, node)?;
+        return Ok(run.with_device(&meter));
     }
     let mut b = board(clock, frame_bytes, bytes)?;
     let (n, queue) = (b.n, b.queue);
@@ -156,12 +160,14 @@ pub(super) fn run_once(
         params: b.p,
         completion: COMPLETION,
     };
-    run_pipeline::<u8>("bgsub", queue, memory, source, |mut input, mut output| {
+    let meter = b.rig.fabric.work_meter();
+    let run = run_pipeline::<u8>("bgsub", queue, memory, source, |mut input, mut output| {
         Box::new(move || {
             bgsub::run([&e0, &e1], &cfg, &mut input, &mut output)?;
             Ok(())
         })
-    })
+    })?;
+    Ok(run.with_device(&meter))
 }
 
 /// Bytes delivered by a run of `bytes` bytes of `frame_bytes` frames.
@@ -267,5 +273,6 @@ pub(super) fn device_once(clock: Clock, frame_bytes: usize, bytes: usize) -> Res
         out_bytes,
         copied: 0,
         digest: 0,
+        device: b.rig.fabric.work().total(),
     })
 }

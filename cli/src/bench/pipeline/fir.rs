@@ -157,6 +157,7 @@ fn board(clock: Clock, window_bytes: usize) -> Result<Board, Error> {
     )?;
     load_taps(&rig.control()?, &taps()).map_err(Error::peer("FIR coprocessor"))?;
     let _placed = rig.dedicate_core()?;
+    rig.fabric.time_work(true);
     Ok(Board {
         rig,
         _placed,
@@ -185,7 +186,8 @@ pub(super) fn run_once(
     };
     let engine = b.rig.engines.remove(0);
     let source = |s| -> Body { Box::new(source(s, samples)) };
-    run_pipeline::<f32>("fir", queue, memory, source, |mut a, mut b| {
+    let meter = b.rig.fabric.work_meter();
+    let run = run_pipeline::<f32>("fir", queue, memory, source, |mut a, mut b| {
         if !zero_copy {
             return Box::new(copying_node(engine, hop, depth, a, b));
         }
@@ -194,7 +196,8 @@ pub(super) fn run_once(
             stage::run(&engine, &cfg, &mut a, &mut b)?;
             Ok(())
         })
-    })
+    })?;
+    Ok(run.with_device(&meter))
 }
 
 /// The accelerator node's windows: `hop` samples out, `hop + TAPS - 1` in,
@@ -364,5 +367,6 @@ pub(super) fn device_once(clock: Clock, window_bytes: usize, samples: usize) -> 
         out_bytes,
         copied: 0,
         digest,
+        device: b.rig.fabric.work().total(),
     })
 }
