@@ -114,18 +114,20 @@ impl StreamProcessor for Loopback {
     }
 }
 
-/// The emulated device's own work ([`Fabric::work`]), host time on its
-/// thread. On a board the DMA engine and the core run beside the CPU; here
-/// the device thread does their work on a core of the host, at the host's
-/// speed: its memory time depends on where the host's caches hold the data
-/// (written by another core just before, or untouched since the last
-/// packet).
+/// The emulated device's own work ([`Fabric::work`]), in host time on the
+/// thread that did it: the device thread, or for a short direct-mode
+/// transfer stepped at once ([`Fabric::set_prompt_bytes`]) the thread that
+/// started it. On a board the DMA engine and the core run beside the CPU;
+/// here a host thread does their work at the host's speed: its memory time
+/// depends on where the host's caches hold the data (written by another core
+/// just before, or untouched since the last packet).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DeviceWork {
     /// Moving payload between DMA memory and the streams: MM2S reads and
     /// S2MM writes.
     pub memory: Duration,
-    /// Computing the core's packets (nothing for a plain loopback).
+    /// Computing the core's packets (for a plain loopback, passing each
+    /// packet through).
     pub compute: Duration,
     /// Packets the core computed.
     pub packets: u64,
@@ -417,9 +419,9 @@ impl Fabric {
         self.shared.own_work.on.store(on, Ordering::Relaxed);
     }
 
-    /// The emulated device's own work while [`Fabric::time_work`] was on,
-    /// in host time on its thread: what a run's time per window spends in
-    /// the device, to be told apart from the driver's and the waits'.
+    /// The emulated device's own work while [`Fabric::time_work`] was on
+    /// ([`DeviceWork`]): what a run's time per window spends in the device,
+    /// to be told apart from the driver's and the waits'.
     pub fn work(&self) -> DeviceWork {
         self.work_meter().read()
     }
