@@ -198,9 +198,15 @@ fn wake_cost() -> Option<Duration> {
 /// use std::time::Duration;
 /// use dmaflow::ring::{Backoff, SleepBudget};
 /// let mut budget = SleepBudget::new();
-/// let short = budget.get();
-/// budget.learn(Duration::from_micros(30), true);
-/// assert!(budget.get() > short);
+/// let wake_up = budget.get();
+/// // A 30 us wait that ended without a sleep: the budget covers it
+/// // (up to the 50 us bound, never below a wake-up's cost).
+/// budget.learn(Duration::from_micros(30), false);
+/// assert!(budget.get() >= Duration::from_micros(50));
+/// assert!(budget.get() >= wake_up);
+/// // A long wait that ended in a sleep: the other side is idle.
+/// budget.learn(Duration::from_millis(1), true);
+/// assert_eq!(budget.get(), wake_up);
 /// let _backoff = Backoff::before_sleep_within(&budget);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
